@@ -1,0 +1,23 @@
+//! Compiles `proto/` into Rust at build time with a vendored protoc, so a fresh
+//! machine needs nothing installed by hand. An explicit `PROTOC` still wins.
+
+fn main() -> Result<(), Box<dyn std::error::Error>> {
+    println!("cargo:rerun-if-changed=proto");
+    let mut cfg = tonic_prost_build::Config::new();
+    if std::env::var_os("PROTOC").is_none() {
+        cfg.protoc_executable(protoc_bin_vendored::protoc_bin_path()?);
+    }
+    tonic_prost_build::configure()
+        .build_server(true)
+        .build_client(true)
+        .compile_with_config(
+            cfg,
+            &[
+                "proto/filer.proto",
+                "proto/s3_lifecycle.proto",
+                "proto/lifecycled_admin.proto",
+            ],
+            &["proto"],
+        )?;
+    Ok(())
+}

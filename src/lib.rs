@@ -1,0 +1,24 @@
+//! s3-lifecycled: enforces S3 bucket lifecycle rules on SeaweedFS clusters.
+//!
+//! # Layout
+//! - [`lifecycle`]: PURE. The S3 `LifecycleConfiguration` XML model: parsing,
+//!   strict AWS validation, and flattening into SeaweedFS's canonical rule form.
+//! - [`engine`]: PURE. Compilation of rules into the six action kinds, rule and
+//!   rule-set hashes, the snapshot and its replay/walk/recovery views, due-time
+//!   math, the shard function, entry identity (the delete CAS witness), walker
+//!   evaluation and meta-log event routing. No I/O, no actix, no system clock:
+//!   `now` is always an argument.
+//! - [`pb`]: generated protobuf/gRPC code for the SeaweedFS filer, the S3
+//!   lifecycle service and our admin API.
+//! - [`seaweed`]: I/O adapters that talk to a SeaweedFS cluster (filer client,
+//!   meta-log reader, lister, LifecycleDelete client, cursor store).
+//! - [`cli`]: the `s3-lifecycled` command-line surface.
+//!
+//! The actor tree (Coordinator → 16 ShardActors → Replay/Walker, plus the
+//! DeleteDispatcher pool) is described in ARCHITECTURE.md.
+
+pub mod cli;
+pub mod engine;
+pub mod lifecycle;
+pub mod pb;
+pub mod seaweed;

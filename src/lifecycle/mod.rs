@@ -1,0 +1,44 @@
+//! The S3 `LifecycleConfiguration` document: parsing (`xml`), strict AWS
+//! validation (`validate`) and flattening into SeaweedFS's canonical rule form
+//! (`FlatRule`), which is what the engine compiles and hashes. PURE: no I/O.
+
+use std::collections::BTreeMap;
+
+use time::OffsetDateTime;
+
+/// One lifecycle rule flattened the way SeaweedFS's `LifecycleToCanonical` does
+/// (facts doc §1.4). This is the contract between the XML layer and the engine:
+/// the rule hash (facts doc §2.2) is computed over exactly these fields, so a
+/// change to how a field is derived changes hashes and triggers recovery walks.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct FlatRule {
+    /// `<ID>`, verbatim; empty when absent. Not hashed.
+    pub id: String,
+    /// 1-based position of the rule in its document, for error messages.
+    pub position: usize,
+    /// True only when `<Status>` is exactly `Enabled`. Not hashed.
+    pub enabled: bool,
+    /// Key prefix; empty matches every key.
+    pub prefix: String,
+    /// Tag filter: every pair must be present on the object with this value.
+    pub tags: BTreeMap<String, String>,
+    /// `ObjectSizeGreaterThan` (strict); 0 = unset.
+    pub size_gt: i64,
+    /// `ObjectSizeLessThan` (strict); 0 = unset.
+    pub size_lt: i64,
+    /// `Expiration/Days`; 0 = unset.
+    pub expiration_days: i64,
+    /// `Expiration/Date`; `None` = unset.
+    pub expiration_date: Option<OffsetDateTime>,
+    /// `Expiration/ExpiredObjectDeleteMarker`.
+    pub expired_object_delete_marker: bool,
+    /// `NoncurrentVersionExpiration/NoncurrentDays`; 0 = unset.
+    pub noncurrent_days: i64,
+    /// `NoncurrentVersionExpiration/NewerNoncurrentVersions`; 0 = unset.
+    pub newer_noncurrent_versions: i64,
+    /// `AbortIncompleteMultipartUpload/DaysAfterInitiation`; 0 = unset.
+    pub abort_mpu_days: i64,
+    /// The rule carries `Transition`/`NoncurrentVersionTransition`, which this
+    /// service parses but does not enforce.
+    pub has_transition: bool,
+}

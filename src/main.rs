@@ -1,0 +1,5 @@
+//! Entry point of the `s3-lifecycled` binary.
+
+fn main() {
+    std::process::exit(s3_lifecycled::cli::main());
+}

@@ -1,0 +1,18 @@
+//! Generated protobuf and gRPC code (see `build.rs` and `proto/`).
+
+#![allow(clippy::all, missing_docs)]
+
+/// SeaweedFS filer protocol (our subset of `filer.proto`).
+pub mod filer_pb {
+    tonic::include_proto!("filer_pb");
+}
+
+/// SeaweedFS S3 lifecycle-internal protocol (`LifecycleDelete`).
+pub mod s3_lifecycle_pb {
+    tonic::include_proto!("s3_lifecycle_pb");
+}
+
+/// The admin API of s3-lifecycled itself.
+pub mod admin {
+    tonic::include_proto!("lifecycled_admin.v1");
+}
