@@ -8,7 +8,9 @@
 //! [`std::time::Duration`].
 
 pub mod action;
+pub mod rule_hash;
 pub mod time;
 
 pub use action::{ActionKind, RuleMode};
+pub use rule_hash::RuleHash;
 pub use time::{DueRounding, Nanos, TimeConfig};
