@@ -8,9 +8,14 @@
 //! [`std::time::Duration`].
 
 pub mod action;
+pub mod identity;
+pub mod keys;
 pub mod rule_hash;
+pub mod shard;
 pub mod time;
 
 pub use action::{ActionKind, RuleMode};
+pub use identity::EntryIdentity;
 pub use rule_hash::RuleHash;
+pub use shard::{SHARD_COUNT, shard_id};
 pub use time::{DueRounding, Nanos, TimeConfig};
