@@ -10,6 +10,7 @@
 pub mod action;
 pub mod identity;
 pub mod keys;
+pub mod progress;
 pub mod rule_hash;
 pub mod shard;
 pub mod time;

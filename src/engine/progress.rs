@@ -1,0 +1,418 @@
+//! Replay progress: which meta-log events a pass may skip next time, per action.
+//!
+//! The design's pseudocode keeps one cursor per shard and stops it at the first
+//! event with a not-yet-due match, then re-sends every later delete day after day
+//! (facts doc §13.12). We keep, per compiled action (bucket, rule hash, kind), an
+//! [`ActionProgress`] of three numbers and a [`ProgressTracker`] that updates them
+//! during a pass with O(in-flight + pending-blocker) memory:
+//!
+//! - `ts`: every event with `ts_ns ≤ ts` is finished for this action: all its
+//!   matches resolved and none is waiting to become due. Replay resumes after it.
+//! - `through` / `through_now`: every match with `due ≤ through_now` of an event
+//!   with `ts_ns ≤ through` has resolved. A later pass skips those instead of
+//!   re-sending them, and still re-examines matches that were not yet due.
+//!
+//! Invariants (property-tested below): `ts` never passes an event with a pending,
+//! in-flight or failed match; a match is never skipped unless it resolved in an
+//! earlier pass; progress never moves backwards.
+
+use std::collections::{BTreeMap, HashMap};
+
+use serde::{Deserialize, Serialize};
+
+use super::time::Nanos;
+
+/// Persisted replay progress of one compiled action. See the module docs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ActionProgress {
+    /// Every event at or before this is finished for the action.
+    pub ts: Nanos,
+    /// Every match due at or before `through_now` of events at or before this
+    /// has resolved.
+    pub through: Nanos,
+    /// The pass time that `through` was established at.
+    pub through_now: Nanos,
+}
+
+impl ActionProgress {
+    /// Progress that says "nothing after `ts` was looked at".
+    pub fn at(ts: Nanos) -> ActionProgress {
+        ActionProgress {
+            ts,
+            through: ts,
+            through_now: Nanos::MIN,
+        }
+    }
+
+    /// Whether a match due at `due`, from an event at `ev_ts`, still needs a
+    /// decision in this pass (false: it resolved in an earlier pass).
+    pub fn needs(&self, ev_ts: Nanos, due: Nanos) -> bool {
+        if ev_ts <= self.ts {
+            return false;
+        }
+        !(ev_ts <= self.through && due <= self.through_now)
+    }
+}
+
+/// What to do with one match.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Decision {
+    /// Resolved in an earlier pass (or the event is before the action's cursor).
+    Skip,
+    /// Not due yet: nothing to send, and the action's `ts` stays before the event.
+    Pending,
+    /// Send a delete; report its fate with [`ProgressTracker::resolved`].
+    Dispatch(Ticket),
+}
+
+/// Identifies one dispatched delete inside a [`ProgressTracker`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Ticket {
+    action: usize,
+    seq: u64,
+}
+
+#[derive(Debug)]
+struct Track<K> {
+    key: K,
+    start: ActionProgress,
+    first_pending: Option<Nanos>,
+    first_failed: Option<Nanos>,
+    in_flight: BTreeMap<u64, Nanos>,
+}
+
+/// Tracks one pass's decisions and outcomes for a set of actions (one shard).
+///
+/// Feed it events in meta-log order: [`decide`](Self::decide) for each match of
+/// an event, then [`event_processed`](Self::event_processed) once every match of
+/// that event was decided; report each dispatched delete's fate with
+/// [`resolved`](Self::resolved) in any order; then [`finish`](Self::finish).
+#[derive(Debug)]
+pub struct ProgressTracker<K> {
+    now: Nanos,
+    tracks: Vec<Track<K>>,
+    index: HashMap<K, usize>,
+    processed_through: Option<Nanos>,
+    next_seq: u64,
+}
+
+impl<K: Clone + Eq + std::hash::Hash> ProgressTracker<K> {
+    /// A tracker for a pass at `now`, starting from each action's persisted
+    /// progress.
+    pub fn new(now: Nanos, starts: impl IntoIterator<Item = (K, ActionProgress)>) -> Self {
+        let mut t = ProgressTracker {
+            now,
+            tracks: Vec::new(),
+            index: HashMap::new(),
+            processed_through: None,
+            next_seq: 0,
+        };
+        for (k, p) in starts {
+            t.add_action(k, p);
+        }
+        t
+    }
+
+    /// Registers an action (idempotent: a known key keeps its state).
+    pub fn add_action(&mut self, key: K, start: ActionProgress) {
+        if self.index.contains_key(&key) {
+            return;
+        }
+        self.index.insert(key.clone(), self.tracks.len());
+        self.tracks.push(Track {
+            key,
+            start,
+            first_pending: None,
+            first_failed: None,
+            in_flight: BTreeMap::new(),
+        });
+    }
+
+    /// The starting progress of an action, if it is tracked.
+    pub fn start_of(&self, key: &K) -> Option<ActionProgress> {
+        self.index.get(key).map(|&i| self.tracks[i].start)
+    }
+
+    /// Decides a match of `key` from the event at `ev_ts`, due at `due`.
+    /// An unknown action is skipped: it is not part of this pass's view.
+    pub fn decide(&mut self, key: &K, ev_ts: Nanos, due: Nanos) -> Decision {
+        let Some(&i) = self.index.get(key) else {
+            return Decision::Skip;
+        };
+        let t = &mut self.tracks[i];
+        if !t.start.needs(ev_ts, due) {
+            return Decision::Skip;
+        }
+        if due > self.now {
+            t.first_pending = Some(t.first_pending.map_or(ev_ts, |p| p.min(ev_ts)));
+            return Decision::Pending;
+        }
+        let seq = self.next_seq;
+        self.next_seq += 1;
+        t.in_flight.insert(seq, ev_ts);
+        Decision::Dispatch(Ticket { action: i, seq })
+    }
+
+    /// Marks the event at `ev_ts` as fully decided (every match has a decision).
+    pub fn event_processed(&mut self, ev_ts: Nanos) {
+        self.processed_through = Some(self.processed_through.map_or(ev_ts, |p| p.max(ev_ts)));
+    }
+
+    /// Reports a dispatched delete's fate: `ok` for DONE, NOOP_RESOLVED and
+    /// SKIPPED_OBJECT_LOCK; not ok for anything that leaves it unresolved.
+    pub fn resolved(&mut self, ticket: Ticket, ok: bool) {
+        let Some(t) = self.tracks.get_mut(ticket.action) else {
+            return;
+        };
+        if let Some(ev_ts) = t.in_flight.remove(&ticket.seq)
+            && !ok
+        {
+            t.first_failed = Some(t.first_failed.map_or(ev_ts, |f| f.min(ev_ts)));
+        }
+    }
+
+    /// Number of dispatched deletes without an outcome yet.
+    pub fn in_flight(&self) -> usize {
+        self.tracks.iter().map(|t| t.in_flight.len()).sum()
+    }
+
+    /// The ts of the last event marked processed.
+    pub fn processed_through(&self) -> Option<Nanos> {
+        self.processed_through
+    }
+
+    /// Ends the pass and returns each action's new progress.
+    ///
+    /// `stream_end` is the pass's `until_ns` when the meta-log stream was read to
+    /// its normal end and every event was processed, so a quiet action may
+    /// advance to it; `None` after a halt, an error or a truncated pass, which
+    /// advance at most to the last processed event. Deletes still in flight count
+    /// as unresolved.
+    pub fn finish(self, stream_end: Option<Nanos>) -> Vec<(K, ActionProgress)> {
+        let now = self.now;
+        let end = stream_end.or(self.processed_through);
+        self.tracks
+            .into_iter()
+            .map(|t| {
+                let start = t.start;
+                let first_in_flight = t.in_flight.values().copied().min();
+                let dispatch_blocker = min_opt(first_in_flight, t.first_failed);
+                let blocker = min_opt(dispatch_blocker, t.first_pending);
+                let upto = |b: Option<Nanos>| match (b, end) {
+                    (Some(b), _) => Some(b.saturating_sub(1)),
+                    (None, e) => e,
+                };
+                let ts = upto(blocker).map_or(start.ts, |v| v.max(start.ts));
+                let (mut through, mut through_now) = (start.through, start.through_now);
+                if let Some(cand) = upto(dispatch_blocker)
+                    && cand >= start.through
+                {
+                    // Every match due by `now` of events up to `cand` resolved:
+                    // older ones skipped as resolved earlier, the rest this pass.
+                    through = cand;
+                    through_now = now;
+                }
+                if ts >= through {
+                    // Everything up to `ts` is finished, whatever its due time.
+                    through = ts;
+                    through_now = through_now.max(now);
+                }
+                (
+                    t.key,
+                    ActionProgress {
+                        ts,
+                        through,
+                        through_now,
+                    },
+                )
+            })
+            .collect()
+    }
+}
+
+fn min_opt(a: Option<Nanos>, b: Option<Nanos>) -> Option<Nanos> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, None) => a,
+        (None, b) => b,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn run(
+        start: ActionProgress,
+        now: Nanos,
+        events: &[(Nanos, Nanos)],
+        fail: &[Nanos],
+        stream_end: Option<Nanos>,
+    ) -> (Vec<Decision>, ActionProgress) {
+        let mut t = ProgressTracker::new(now, [("r", start)]);
+        let mut ds = Vec::new();
+        for &(ts, due) in events {
+            let d = t.decide(&"r", ts, due);
+            if let Decision::Dispatch(tk) = d {
+                t.resolved(tk, !fail.contains(&ts));
+            }
+            ds.push(d);
+            t.event_processed(ts);
+        }
+        let out = t.finish(stream_end);
+        (ds, out[0].1)
+    }
+
+    #[test]
+    fn cursor_stops_before_first_pending_event_but_later_due_matches_are_sent() {
+        let (ds, p) = run(
+            ActionProgress::at(0),
+            100,
+            &[(10, 50), (20, 500), (30, 60)],
+            &[],
+            Some(100),
+        );
+        assert!(matches!(ds[0], Decision::Dispatch(_)));
+        assert_eq!(ds[1], Decision::Pending);
+        assert!(matches!(ds[2], Decision::Dispatch(_)));
+        assert_eq!(p.ts, 19);
+        assert_eq!((p.through, p.through_now), (100, 100));
+    }
+
+    #[test]
+    fn resolved_deletes_after_a_pending_event_are_not_resent_next_pass() {
+        // Regression for the Go worker's daily re-sends (facts doc §13.12).
+        let (_, p1) = run(
+            ActionProgress::at(0),
+            100,
+            &[(10, 50), (20, 500), (30, 60)],
+            &[],
+            Some(100),
+        );
+        let (ds, p2) = run(p1, 200, &[(20, 500), (30, 60), (150, 160)], &[], Some(200));
+        assert_eq!(ds[0], Decision::Pending, "still not due at 200");
+        assert_eq!(ds[1], Decision::Skip, "resolved in pass 1");
+        assert!(matches!(ds[2], Decision::Dispatch(_)));
+        assert_eq!(p2.ts, 19);
+        let (ds, p3) = run(p2, 600, &[(20, 500), (30, 60), (150, 160)], &[], Some(600));
+        assert!(matches!(ds[0], Decision::Dispatch(_)));
+        assert_eq!(ds[1], Decision::Skip);
+        assert_eq!(ds[2], Decision::Skip);
+        assert_eq!(p3.ts, 600);
+    }
+
+    #[test]
+    fn failure_blocks_both_cursors_and_is_retried_next_pass() {
+        let (_, p) = run(
+            ActionProgress::at(0),
+            100,
+            &[(10, 50), (20, 60), (30, 70)],
+            &[20],
+            None,
+        );
+        assert_eq!(p.ts, 19);
+        assert_eq!(p.through, 19);
+        let (ds, _) = run(p, 101, &[(20, 60), (30, 70)], &[], Some(101));
+        assert!(matches!(ds[0], Decision::Dispatch(_)));
+        assert!(
+            matches!(ds[1], Decision::Dispatch(_)),
+            "not confirmed resolved before"
+        );
+    }
+
+    #[test]
+    fn in_flight_at_finish_counts_as_unresolved() {
+        let mut t = ProgressTracker::new(100, [("r", ActionProgress::at(0))]);
+        let Decision::Dispatch(_) = t.decide(&"r", 10, 5) else {
+            panic!("expected dispatch")
+        };
+        t.event_processed(10);
+        t.event_processed(20);
+        let p = t.finish(Some(100))[0].1;
+        assert_eq!(p.ts, 9);
+    }
+
+    #[test]
+    fn quiet_action_advances_to_stream_end_only_when_stream_completed() {
+        let (_, p) = run(ActionProgress::at(5), 100, &[], &[], Some(100));
+        assert_eq!(p.ts, 100);
+        let (_, p) = run(ActionProgress::at(5), 100, &[], &[], None);
+        assert_eq!(p.ts, 5);
+    }
+
+    #[test]
+    fn halt_before_old_through_keeps_old_through_claim() {
+        let start = ActionProgress {
+            ts: 0,
+            through: 50,
+            through_now: 40,
+        };
+        // Pass halts at event 10 (failure); events up to 50 with due ≤ 40 stay resolved.
+        let (_, p) = run(start, 100, &[(10, 90)], &[10], None);
+        assert_eq!((p.ts, p.through, p.through_now), (9, 50, 40));
+    }
+
+    #[test]
+    fn unknown_actions_are_skipped() {
+        let mut t = ProgressTracker::new(100, [("r", ActionProgress::at(0))]);
+        assert_eq!(t.decide(&"other", 10, 5), Decision::Skip);
+    }
+
+    mod prop {
+        use super::*;
+        use proptest::prelude::*;
+
+        // A model check over several passes: every match with due ≤ now of a
+        // pass must have been resolved by the end of that pass or earlier, and
+        // no match is dispatched after it resolved (unless a halt hid it).
+        proptest! {
+            #[test]
+            fn never_skips_unresolved_and_never_passes_blockers(
+                evs in proptest::collection::vec((1i64..50, 0i64..400), 0..40),
+                nows in proptest::collection::vec(0i64..400, 1..5),
+                fail_mask in proptest::collection::vec(any::<bool>(), 40),
+            ) {
+                let mut evs: Vec<(Nanos, Nanos)> = evs;
+                evs.sort_by_key(|e| e.0);
+                evs.dedup_by_key(|e| e.0);
+                let mut nows = nows;
+                nows.sort();
+                let mut progress = ActionProgress::at(0);
+                let mut resolved = std::collections::HashSet::new();
+                for (pass, &now) in nows.iter().enumerate() {
+                    let mut t = ProgressTracker::new(now, [("r", progress)]);
+                    let mut halted = false;
+                    let mut pending_seen = None;
+                    let mut failed_at = None;
+                    for (i, &(ts, due)) in evs.iter().enumerate() {
+                        if halted { break; }
+                        match t.decide(&"r", ts, due) {
+                            Decision::Skip => {
+                                prop_assert!(ts <= progress.ts || resolved.contains(&i),
+                                    "skipped unresolved event {i} in pass {pass}");
+                            }
+                            Decision::Pending => {
+                                prop_assert!(due > now);
+                                pending_seen.get_or_insert(ts);
+                            }
+                            Decision::Dispatch(tk) => {
+                                prop_assert!(due <= now);
+                                // Fail only in the first pass so later passes converge.
+                                let ok = pass > 0 || !fail_mask[i];
+                                t.resolved(tk, ok);
+                                if ok { resolved.insert(i); } else { halted = true; failed_at = Some(ts); }
+                            }
+                        }
+                        t.event_processed(ts);
+                    }
+                    let end = if halted { None } else { Some(now.max(evs.last().map_or(0, |e| e.0))) };
+                    let next = t.finish(end)[0].1;
+                    prop_assert!(next.ts >= progress.ts);
+                    if let Some(p) = pending_seen { prop_assert!(next.ts < p); }
+                    if let Some(f) = failed_at { prop_assert!(next.ts < f && next.through < f.max(progress.through + 1)); }
+                    progress = next;
+                }
+            }
+        }
+    }
+}
