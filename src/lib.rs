@@ -18,6 +18,7 @@
 //! DeleteDispatcher pool) is described in ARCHITECTURE.md.
 
 pub mod cli;
+pub mod config;
 pub mod engine;
 pub mod lifecycle;
 pub mod pb;

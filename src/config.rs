@@ -1,0 +1,624 @@
+//! Service configuration: TOML files (see `config/default.toml`, which documents
+//! every key next to its default) layered under `S3_LIFECYCLED__SECTION__KEY`
+//! environment overrides, then validated. Errors name the offending key.
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::time::Duration;
+
+use serde::{Deserialize, Deserializer};
+
+use crate::engine::{DueRounding, TimeConfig};
+
+/// Prefix of environment overrides: `S3_LIFECYCLED__RATE__DELETES_PER_SECOND=50`.
+pub const ENV_PREFIX: &str = "S3_LIFECYCLED";
+
+/// A configuration problem. Maps to exit code 2.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// The file or an override could not be read or does not fit the schema.
+    #[error("configuration: {0}")]
+    Load(String),
+    /// A value is out of range.
+    #[error("configuration key `{key}`: {message}")]
+    Invalid {
+        /// Dotted key, e.g. `rate.burst`.
+        key: String,
+        /// What is wrong and what is allowed.
+        message: String,
+    },
+}
+
+fn invalid(key: &str, message: impl Into<String>) -> ConfigError {
+    ConfigError::Invalid {
+        key: key.to_string(),
+        message: message.into(),
+    }
+}
+
+/// All settings. Every field has a default, so no file is needed at all.
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(default, deny_unknown_fields)]
+pub struct Settings {
+    /// Where the SeaweedFS cluster is.
+    pub cluster: ClusterSettings,
+    /// What one pass covers and how it decides.
+    pub pass: PassSettings,
+    /// Lifecycle time: day length and due-time rounding.
+    pub time: TimeSettings,
+    /// Delete rate limits.
+    pub rate: RateSettings,
+    /// Delete dispatch: concurrency and transport retries.
+    pub dispatch: DispatchSettings,
+    /// Cursor storage in the filer.
+    pub cursor: CursorSettings,
+    /// The always-on service (`serve`).
+    pub service: ServiceSettings,
+    /// Logs and traces.
+    pub telemetry: TelemetrySettings,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Settings {
+            cluster: ClusterSettings::default(),
+            pass: PassSettings::default(),
+            time: TimeSettings::default(),
+            rate: RateSettings::default(),
+            dispatch: DispatchSettings::default(),
+            cursor: CursorSettings::default(),
+            service: ServiceSettings::default(),
+            telemetry: TelemetrySettings::default(),
+        }
+    }
+}
+
+/// `[cluster]`
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(default, deny_unknown_fields)]
+pub struct ClusterSettings {
+    /// Filer gRPC address, `host:port` (filer HTTP port + 10000 by default).
+    pub filer: String,
+    /// S3 gRPC address, where `LifecycleDelete` is served (S3 port + 10000).
+    pub s3_grpc: String,
+    /// Buckets root in the filer; empty = ask the filer (`GetFilerConfiguration`).
+    pub buckets_root: String,
+}
+
+impl Default for ClusterSettings {
+    fn default() -> Self {
+        ClusterSettings {
+            filer: "127.0.0.1:18888".into(),
+            s3_grpc: "127.0.0.1:18333".into(),
+            buckets_root: String::new(),
+        }
+    }
+}
+
+/// `[pass]`
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(default, deny_unknown_fields)]
+pub struct PassSettings {
+    /// Shards this instance runs: `0-15`, `3`, or `0,4,7`.
+    pub shards: String,
+    /// Minimum time between steady-state walks of a bucket; 0 = every pass.
+    #[serde(deserialize_with = "de_duration")]
+    pub walker_interval: Duration,
+    /// Meta-log retention to assume; 0 = probe the filer's persisted log.
+    #[serde(deserialize_with = "de_duration")]
+    pub meta_log_retention: Duration,
+    /// Extra rewind on recovery for clock skew between S3 gateways and the filer.
+    #[serde(deserialize_with = "de_duration")]
+    pub clock_skew_margin: Duration,
+    /// Cap on one pass; 0 = none. A capped pass saves cursors and is "truncated".
+    #[serde(deserialize_with = "de_duration")]
+    pub max_runtime: Duration,
+    /// Buffered meta-log events between the reader and the shards.
+    pub event_buffer: usize,
+}
+
+impl Default for PassSettings {
+    fn default() -> Self {
+        PassSettings {
+            shards: "0-15".into(),
+            walker_interval: Duration::ZERO,
+            meta_log_retention: Duration::ZERO,
+            clock_skew_margin: Duration::from_secs(600),
+            max_runtime: Duration::ZERO,
+            event_buffer: 4096,
+        }
+    }
+}
+
+/// `[time]`
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(default, deny_unknown_fields)]
+pub struct TimeSettings {
+    /// Length of a lifecycle day. Shorten only on test clusters.
+    #[serde(deserialize_with = "de_duration")]
+    pub day: Duration,
+    /// `next_day` (AWS, Ceph, MinIO) or `none` (SeaweedFS Go worker parity).
+    pub due_rounding: DueRounding,
+}
+
+impl Default for TimeSettings {
+    fn default() -> Self {
+        TimeSettings {
+            day: Duration::from_secs(86_400),
+            due_rounding: DueRounding::NextDay,
+        }
+    }
+}
+
+impl TimeSettings {
+    /// The engine's time configuration.
+    pub fn time_config(&self) -> TimeConfig {
+        TimeConfig {
+            day: self.day,
+            rounding: self.due_rounding,
+        }
+    }
+}
+
+/// `[rate]`
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(default, deny_unknown_fields)]
+pub struct RateSettings {
+    /// Deletes per second for this instance; 0 = unlimited.
+    pub deletes_per_second: f64,
+    /// Burst; 0 = twice the rate.
+    pub burst: u32,
+    /// Cluster-wide deletes per second, divided by `workers`; overrides
+    /// `deletes_per_second` when non-zero.
+    pub cluster_deletes_per_second: f64,
+    /// Number of s3-lifecycled instances sharing the cluster budget.
+    pub workers: u32,
+}
+
+impl Default for RateSettings {
+    fn default() -> Self {
+        RateSettings {
+            deletes_per_second: 0.0,
+            burst: 0,
+            cluster_deletes_per_second: 0.0,
+            workers: 1,
+        }
+    }
+}
+
+impl RateSettings {
+    /// This instance's rate (deletes/s) and burst, or `None` for unlimited.
+    pub fn effective(&self) -> Option<(f64, u32)> {
+        let rate = if self.cluster_deletes_per_second > 0.0 {
+            self.cluster_deletes_per_second / f64::from(self.workers.max(1))
+        } else {
+            self.deletes_per_second
+        };
+        if rate <= 0.0 {
+            return None;
+        }
+        let burst = if self.burst > 0 {
+            self.burst
+        } else {
+            // Twice the rate, at least one token so a slow rate still moves.
+            ((rate * 2.0).floor() as u32).max(1)
+        };
+        Some((rate, burst))
+    }
+}
+
+/// `[dispatch]`
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(default, deny_unknown_fields)]
+pub struct DispatchSettings {
+    /// Deletes in flight per shard.
+    pub max_in_flight_per_shard: usize,
+    /// Deletes in flight across all shards.
+    pub max_in_flight: usize,
+    /// Attempts for a delete that fails in transport (server outcomes are never retried).
+    pub retry_attempts: u32,
+    /// First retry backoff; doubles, with jitter, up to `retry_max_backoff`.
+    #[serde(deserialize_with = "de_duration")]
+    pub retry_initial_backoff: Duration,
+    /// Backoff cap.
+    #[serde(deserialize_with = "de_duration")]
+    pub retry_max_backoff: Duration,
+}
+
+impl Default for DispatchSettings {
+    fn default() -> Self {
+        DispatchSettings {
+            max_in_flight_per_shard: 32,
+            max_in_flight: 128,
+            retry_attempts: 3,
+            retry_initial_backoff: Duration::from_millis(200),
+            retry_max_backoff: Duration::from_secs(5),
+        }
+    }
+}
+
+/// `[cursor]`
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(default, deny_unknown_fields)]
+pub struct CursorSettings {
+    /// Filer directory holding `shard-NN.json`. Never the Go worker's directory.
+    pub dir: String,
+}
+
+impl Default for CursorSettings {
+    fn default() -> Self {
+        CursorSettings {
+            dir: "/etc/s3/lifecycle/s3-lifecycled".into(),
+        }
+    }
+}
+
+/// `[service]`
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(default, deny_unknown_fields)]
+pub struct ServiceSettings {
+    /// Daily start time, `HH:MM` UTC.
+    pub schedule: String,
+    /// Admin gRPC listen address (loopback by default).
+    pub admin_listen: String,
+    /// HTTP listen address for /metrics, /health, /ready and the status page.
+    pub http_listen: String,
+    /// On SIGTERM/SIGINT: time to drain in-flight deletes and save cursors.
+    #[serde(deserialize_with = "de_duration")]
+    pub shutdown_deadline: Duration,
+}
+
+impl Default for ServiceSettings {
+    fn default() -> Self {
+        ServiceSettings {
+            schedule: "00:30".into(),
+            admin_listen: "127.0.0.1:9710".into(),
+            http_listen: "127.0.0.1:9711".into(),
+            shutdown_deadline: Duration::from_secs(30),
+        }
+    }
+}
+
+/// `[telemetry]`
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(default, deny_unknown_fields)]
+pub struct TelemetrySettings {
+    /// `text` or `json`.
+    pub log_format: String,
+    /// tracing-subscriber filter, e.g. `info,s3_lifecycled=debug`.
+    pub log_filter: String,
+    /// OTLP/gRPC trace endpoint, e.g. `http://127.0.0.1:4317`; empty = off.
+    pub otlp_endpoint: String,
+}
+
+impl Default for TelemetrySettings {
+    fn default() -> Self {
+        TelemetrySettings {
+            log_format: "text".into(),
+            log_filter: "info".into(),
+            otlp_endpoint: String::new(),
+        }
+    }
+}
+
+impl Settings {
+    /// Loads the optional TOML file, then the `S3_LIFECYCLED__*` variables of
+    /// `env` (pass `std::env::vars()` in production; tests pass a map), then
+    /// validates.
+    pub fn load(
+        file: Option<&Path>,
+        env: impl IntoIterator<Item = (String, String)>,
+    ) -> Result<Settings, ConfigError> {
+        let mut b = config::Config::builder();
+        if let Some(path) = file {
+            if !path.exists() {
+                return Err(ConfigError::Load(format!(
+                    "config file {} does not exist",
+                    path.display()
+                )));
+            }
+            b = b.add_source(config::File::from(path).format(config::FileFormat::Toml));
+        }
+        let vars: HashMap<String, String> = env
+            .into_iter()
+            .filter(|(k, _)| k.starts_with(&format!("{ENV_PREFIX}__")))
+            .collect();
+        b = b.add_source(
+            config::Environment::with_prefix(ENV_PREFIX)
+                .prefix_separator("__")
+                .separator("__")
+                .try_parsing(true)
+                .source(Some(vars)),
+        );
+        let cfg = b.build().map_err(|e| ConfigError::Load(e.to_string()))?;
+        let s: Settings = cfg
+            .try_deserialize()
+            .map_err(|e| ConfigError::Load(e.to_string()))?;
+        s.validate()?;
+        Ok(s)
+    }
+
+    /// Range checks that serde cannot express.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        if self.cluster.filer.trim().is_empty() {
+            return Err(invalid(
+                "cluster.filer",
+                "must be a filer gRPC address, e.g. 127.0.0.1:18888",
+            ));
+        }
+        if self.cluster.s3_grpc.trim().is_empty() {
+            return Err(invalid(
+                "cluster.s3_grpc",
+                "must be an S3 gRPC address, e.g. 127.0.0.1:18333",
+            ));
+        }
+        parse_shards(&self.pass.shards).map_err(|m| invalid("pass.shards", m))?;
+        if self.time.day.is_zero() {
+            return Err(invalid(
+                "time.day",
+                "must be a positive duration such as 24h or 10s",
+            ));
+        }
+        for (key, v) in [
+            ("rate.deletes_per_second", self.rate.deletes_per_second),
+            (
+                "rate.cluster_deletes_per_second",
+                self.rate.cluster_deletes_per_second,
+            ),
+        ] {
+            if !v.is_finite() || v < 0.0 {
+                return Err(invalid(
+                    key,
+                    format!("must be 0 (unlimited) or a positive number, got {v}"),
+                ));
+            }
+        }
+        if self.rate.workers == 0 {
+            return Err(invalid("rate.workers", "must be at least 1"));
+        }
+        if self.dispatch.max_in_flight == 0 || self.dispatch.max_in_flight_per_shard == 0 {
+            return Err(invalid(
+                "dispatch.max_in_flight",
+                "max_in_flight and max_in_flight_per_shard must be at least 1",
+            ));
+        }
+        if self.dispatch.retry_attempts == 0 {
+            return Err(invalid(
+                "dispatch.retry_attempts",
+                "must be at least 1 (1 = no retry)",
+            ));
+        }
+        if self.pass.event_buffer == 0 {
+            return Err(invalid("pass.event_buffer", "must be at least 1"));
+        }
+        if !self.cursor.dir.starts_with('/') {
+            return Err(invalid(
+                "cursor.dir",
+                "must be an absolute filer path such as /etc/s3/lifecycle/s3-lifecycled",
+            ));
+        }
+        if self.cursor.dir.trim_end_matches('/') == "/etc/s3/lifecycle/daily-cursors" {
+            return Err(invalid(
+                "cursor.dir",
+                "is the Go worker's cursor directory; s3-lifecycled must not write there (it only reads it when migrating)",
+            ));
+        }
+        parse_schedule(&self.service.schedule).map_err(|m| invalid("service.schedule", m))?;
+        if !matches!(self.telemetry.log_format.as_str(), "text" | "json") {
+            return Err(invalid("telemetry.log_format", "must be `text` or `json`"));
+        }
+        Ok(())
+    }
+}
+
+/// Parses `0-15`, `7` or `0,4,7` into a sorted, de-duplicated shard list.
+pub fn parse_shards(s: &str) -> Result<Vec<u8>, String> {
+    let mut out = Vec::new();
+    for part in s.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+        let (lo, hi) = match part.split_once('-') {
+            Some((a, b)) => (a.trim(), b.trim()),
+            None => (part, part),
+        };
+        let parse = |x: &str| -> Result<u8, String> {
+            x.parse::<u8>()
+                .ok()
+                .filter(|v| usize::from(*v) < crate::engine::SHARD_COUNT)
+                .ok_or_else(|| {
+                    format!("`{x}` is not a shard number 0..15 (use e.g. 0-15 or 1,3,5)")
+                })
+        };
+        let (lo, hi) = (parse(lo)?, parse(hi)?);
+        if lo > hi {
+            return Err(format!("range `{part}` is backwards (use low-high)"));
+        }
+        out.extend(lo..=hi);
+    }
+    if out.is_empty() {
+        return Err("no shards given (use e.g. 0-15 or 1,3,5)".into());
+    }
+    out.sort_unstable();
+    out.dedup();
+    Ok(out)
+}
+
+/// Parses `HH:MM` (UTC) into seconds after midnight.
+pub fn parse_schedule(s: &str) -> Result<u32, String> {
+    let err = || format!("`{s}` is not a UTC time of day in HH:MM form, e.g. 00:30");
+    let (h, m) = s.trim().split_once(':').ok_or_else(err)?;
+    let h: u32 = h.parse().map_err(|_| err())?;
+    let m: u32 = m.parse().map_err(|_| err())?;
+    if h > 23 || m > 59 {
+        return Err(err());
+    }
+    Ok(h * 3600 + m * 60)
+}
+
+/// Parses durations such as `24h`, `10s`, `1h30m`, `250ms` or `0`.
+pub fn parse_duration(s: &str) -> Result<Duration, String> {
+    let t = s.trim();
+    if t == "0" {
+        return Ok(Duration::ZERO);
+    }
+    let err = || format!("`{s}` is not a duration (use e.g. 24h, 10s, 1h30m, 250ms)");
+    let mut total = Duration::ZERO;
+    let mut rest = t;
+    if rest.is_empty() {
+        return Err(err());
+    }
+    while !rest.is_empty() {
+        let digits = rest.find(|c: char| !c.is_ascii_digit()).ok_or_else(err)?;
+        if digits == 0 {
+            return Err(err());
+        }
+        let n: u64 = rest[..digits].parse().map_err(|_| err())?;
+        rest = &rest[digits..];
+        let unit_len = rest
+            .find(|c: char| c.is_ascii_digit())
+            .unwrap_or(rest.len());
+        let unit = match &rest[..unit_len] {
+            "ms" => Duration::from_millis(1),
+            "s" => Duration::from_secs(1),
+            "m" => Duration::from_secs(60),
+            "h" => Duration::from_secs(3600),
+            "d" => Duration::from_secs(86_400),
+            _ => return Err(err()),
+        };
+        let n = u32::try_from(n).map_err(|_| err())?;
+        total = total
+            .checked_add(unit.checked_mul(n).ok_or_else(err)?)
+            .ok_or_else(err)?;
+        rest = &rest[unit_len..];
+    }
+    Ok(total)
+}
+
+fn de_duration<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum Raw {
+        Text(String),
+        Secs(u64),
+    }
+    match Raw::deserialize(d)? {
+        Raw::Text(s) => parse_duration(&s).map_err(serde::de::Error::custom),
+        Raw::Secs(n) => Ok(Duration::from_secs(n)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn env(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+
+    #[test]
+    fn no_file_gives_defaults() {
+        let s = Settings::load(None, env(&[])).unwrap();
+        assert_eq!(s, Settings::default());
+        assert_eq!(s.time.day, Duration::from_secs(86_400));
+    }
+
+    #[test]
+    fn shipped_default_toml_equals_built_in_defaults() {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("config/default.toml");
+        let s = Settings::load(Some(&path), env(&[])).unwrap();
+        assert_eq!(s, Settings::default());
+    }
+
+    #[test]
+    fn env_overrides_nested_keys_with_underscores() {
+        let s = Settings::load(
+            None,
+            env(&[
+                ("S3_LIFECYCLED__RATE__DELETES_PER_SECOND", "50"),
+                ("S3_LIFECYCLED__TIME__DAY", "10s"),
+                ("S3_LIFECYCLED__TIME__DUE_ROUNDING", "none"),
+                ("OTHER__RATE__BURST", "9"),
+            ]),
+        )
+        .unwrap();
+        assert_eq!(s.rate.deletes_per_second, 50.0);
+        assert_eq!(s.time.day, Duration::from_secs(10));
+        assert_eq!(s.time.due_rounding, DueRounding::None);
+        assert_eq!(s.rate.burst, 0);
+    }
+
+    #[test]
+    fn unknown_key_is_an_error_naming_it() {
+        let dir = std::env::temp_dir().join(format!("s3lc-cfg-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let f = dir.join("bad.toml");
+        std::fs::write(&f, "[rate]\ndeletes_per_secnd = 5\n").unwrap();
+        let e = Settings::load(Some(&f), env(&[])).unwrap_err().to_string();
+        assert!(e.contains("deletes_per_secnd"), "{e}");
+    }
+
+    #[test]
+    fn invalid_values_name_the_key() {
+        let e = Settings::load(None, env(&[("S3_LIFECYCLED__PASS__SHARDS", "3-20")]))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("pass.shards") && e.contains("20"), "{e}");
+        let e = Settings::load(None, env(&[("S3_LIFECYCLED__TIME__DAY", "soon")]))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("soon"), "{e}");
+        let e = Settings::load(
+            None,
+            env(&[(
+                "S3_LIFECYCLED__CURSOR__DIR",
+                "/etc/s3/lifecycle/daily-cursors",
+            )]),
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("cursor.dir"), "{e}");
+    }
+
+    #[test]
+    fn shard_lists() {
+        assert_eq!(parse_shards("0-15").unwrap().len(), 16);
+        assert_eq!(parse_shards("3, 1,3,2-4").unwrap(), vec![1, 2, 3, 4]);
+        assert!(parse_shards("").is_err());
+        assert!(parse_shards("5-2").is_err());
+        assert!(parse_shards("16").is_err());
+    }
+
+    #[test]
+    fn durations() {
+        assert_eq!(parse_duration("1h30m").unwrap(), Duration::from_secs(5400));
+        assert_eq!(parse_duration("250ms").unwrap(), Duration::from_millis(250));
+        assert_eq!(parse_duration("0").unwrap(), Duration::ZERO);
+        for bad in ["", "h", "10", "10x", "-1s", "99999999999d"] {
+            assert!(parse_duration(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn effective_rate() {
+        let mut r = RateSettings::default();
+        assert_eq!(r.effective(), None);
+        r.deletes_per_second = 10.0;
+        assert_eq!(r.effective(), Some((10.0, 20)));
+        r.cluster_deletes_per_second = 100.0;
+        r.workers = 4;
+        r.burst = 7;
+        assert_eq!(r.effective(), Some((25.0, 7)));
+        r.burst = 0;
+        r.cluster_deletes_per_second = 0.2;
+        r.workers = 1;
+        assert_eq!(r.effective(), Some((0.2, 1)));
+    }
+
+    #[test]
+    fn schedule() {
+        assert_eq!(parse_schedule("00:30").unwrap(), 1800);
+        assert!(parse_schedule("24:00").is_err());
+        assert!(parse_schedule("noon").is_err());
+    }
+}
