@@ -1,6 +1,69 @@
 //! The `s3-lifecycled` command-line surface: argument parsing and subcommands.
+//!
+//! Exit codes: 0 success; 1 runtime error; 2 usage, configuration or invalid
+//! input (e.g. `rules check` on an invalid document); 3 a pass in which some
+//! shard halted.
+
+use std::path::PathBuf;
+
+use clap::{Parser, Subcommand};
+
+/// Exit code: success.
+pub const EXIT_OK: i32 = 0;
+/// Exit code: runtime error.
+pub const EXIT_ERROR: i32 = 1;
+/// Exit code: usage or configuration error, or invalid input.
+pub const EXIT_USAGE: i32 = 2;
+/// Exit code: the pass completed but at least one shard halted.
+pub const EXIT_HALTED: i32 = 3;
+
+/// Enforces S3 bucket lifecycle rules on SeaweedFS clusters.
+#[derive(Debug, Parser)]
+#[command(name = "s3-lifecycled", version, about)]
+pub struct Cli {
+    /// What to do.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// Subcommands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Lifecycle documents.
+    Rules {
+        /// What to do with rules.
+        #[command(subcommand)]
+        command: RulesCommand,
+    },
+}
+
+/// `rules` subcommands.
+#[derive(Debug, Subcommand)]
+pub enum RulesCommand {
+    /// Validate a LifecycleConfiguration document as strictly as AWS and print
+    /// its compiled view as JSON (exit 0), or every error, one per line (exit 2).
+    Check {
+        /// The XML file; `-` reads standard input.
+        file: PathBuf,
+    },
+}
 
 /// Runs the CLI and returns the process exit code.
 pub fn main() -> i32 {
-    0
+    let cli = match Cli::try_parse() {
+        Ok(c) => c,
+        Err(e) => {
+            // clap prints help/version to stdout with exit 0, errors with exit 2.
+            let _ = e.print();
+            return if e.use_stderr() { EXIT_USAGE } else { EXIT_OK };
+        }
+    };
+    match cli.command {
+        Command::Rules {
+            command: RulesCommand::Check { file },
+        } => {
+            eprintln!("rules check {}: not wired yet", file.display());
+            EXIT_ERROR
+        }
+    }
 }
