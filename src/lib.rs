@@ -21,5 +21,6 @@ pub mod cli;
 pub mod config;
 pub mod engine;
 pub mod lifecycle;
+pub mod pass;
 pub mod pb;
 pub mod seaweed;

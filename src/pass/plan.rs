@@ -1,0 +1,226 @@
+//! Per-bucket recovery decisions (design.md "Recovery triggers") and the cursor
+//! rewind after a recovery walk. Pure: `now` and every cluster fact are inputs.
+//!
+//! Unlike the Go worker, hashes and progress are kept per bucket (and progress
+//! per action), so an edit in one bucket recovers that bucket only (facts doc
+//! §13.4), and retention loss is detected from the filer's persisted log instead
+//! of being declared by the operator (facts doc §13.6).
+
+use std::time::Duration;
+
+use serde::Serialize;
+
+use crate::engine::{DueRounding, Nanos, TimeConfig};
+
+/// Why a bucket needs a recovery walk on this shard.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RecoveryReason {
+    /// No persisted progress for this bucket on this shard.
+    ColdStart,
+    /// The bucket's replay-relevant rules changed (rule-set hash mismatch).
+    RuleEdit,
+    /// A replay rule moved between the replay and walk partitions.
+    PartitionFlip,
+    /// The meta-log no longer reaches back to this bucket's replay progress.
+    RetentionLoss,
+}
+
+impl RecoveryReason {
+    /// Short label for logs, metrics and summaries.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RecoveryReason::ColdStart => "cold_start",
+            RecoveryReason::RuleEdit => "rule_edit",
+            RecoveryReason::PartitionFlip => "partition_flip",
+            RecoveryReason::RetentionLoss => "retention_loss",
+        }
+    }
+}
+
+impl std::fmt::Display for RecoveryReason {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// What was persisted for one bucket on one shard, as far as the decision needs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Persisted {
+    /// The bucket's replay content hash when progress was saved.
+    pub rule_set_hash: [u8; 32],
+    /// The bucket's promoted hash when progress was saved.
+    pub promoted_hash: [u8; 32],
+    /// The oldest replay progress (`ActionProgress::ts`) over the bucket's
+    /// replay actions; `None` when the bucket had no replay actions.
+    pub oldest_replay_ts: Option<Nanos>,
+}
+
+/// Decides whether a bucket needs a recovery walk on a shard, in the design's
+/// order of triggers. `has_replay` says whether the bucket has replay actions in
+/// this pass; `earliest_available` is the meta-log horizon from the probe
+/// (`None`: nothing persisted yet, so nothing was lost).
+pub fn recovery_reason(
+    persisted: Option<&Persisted>,
+    rule_set_hash: &[u8; 32],
+    promoted_hash: &[u8; 32],
+    has_replay: bool,
+    earliest_available: Option<Nanos>,
+) -> Option<RecoveryReason> {
+    let Some(p) = persisted else {
+        return Some(RecoveryReason::ColdStart);
+    };
+    if &p.rule_set_hash != rule_set_hash {
+        return Some(RecoveryReason::RuleEdit);
+    }
+    if &p.promoted_hash != promoted_hash {
+        return Some(RecoveryReason::PartitionFlip);
+    }
+    // Gated on replay: a pure walker bucket persists no replay progress.
+    if has_replay
+        && let (Some(ts), Some(earliest)) = (p.oldest_replay_ts, earliest_available)
+        // Events after `ts` are needed; the log holds everything from `earliest`.
+        && ts < earliest.saturating_sub(1)
+    {
+        return Some(RecoveryReason::RetentionLoss);
+    }
+    None
+}
+
+/// Where an action's replay resumes after a successful recovery walk at `now`.
+///
+/// The walk deleted everything already due, so replay only needs events whose
+/// matches may still become due: those after `now − ttl`. Two corrections the
+/// design's `now − max_ttl` misses: with next-day rounding a match can be due up
+/// to one day after `time + ttl`, and S3 gateways stamp mtimes with their own
+/// clocks, which may run ahead of the filer's meta-log clock.
+pub fn rewind_point(now: Nanos, ttl: Duration, time: &TimeConfig, skew_margin: Duration) -> Nanos {
+    let mut back = ttl.saturating_add(skew_margin);
+    if time.rounding == DueRounding::NextDay {
+        back = back.saturating_add(time.day);
+    }
+    let back = i64::try_from(back.as_nanos()).unwrap_or(Nanos::MAX);
+    now.saturating_sub(back).max(0)
+}
+
+/// The retention window the engine partitions with: how far back the meta-log
+/// reaches from `now`. An operator-set retention wins; with neither, the log is
+/// treated as unbounded (stock filers never delete it).
+pub fn retention_window(
+    now: Nanos,
+    earliest_available: Option<Nanos>,
+    configured: Duration,
+) -> Duration {
+    if !configured.is_zero() {
+        return configured;
+    }
+    match earliest_available {
+        Some(e) if e <= now => Duration::from_nanos(u64::try_from(now - e).unwrap_or(0)),
+        Some(_) => Duration::ZERO,
+        None => Duration::MAX,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const H1: [u8; 32] = [1; 32];
+    const H2: [u8; 32] = [2; 32];
+    const Z: [u8; 32] = [0; 32];
+
+    fn p(rsh: [u8; 32], promoted: [u8; 32], ts: Option<Nanos>) -> Persisted {
+        Persisted {
+            rule_set_hash: rsh,
+            promoted_hash: promoted,
+            oldest_replay_ts: ts,
+        }
+    }
+
+    #[test]
+    fn triggers_in_design_order() {
+        assert_eq!(
+            recovery_reason(None, &H1, &Z, true, None),
+            Some(RecoveryReason::ColdStart)
+        );
+        assert_eq!(
+            recovery_reason(Some(&p(H2, Z, Some(5))), &H1, &Z, true, None),
+            Some(RecoveryReason::RuleEdit)
+        );
+        assert_eq!(
+            recovery_reason(Some(&p(H1, H2, Some(5))), &H1, &Z, true, None),
+            Some(RecoveryReason::PartitionFlip)
+        );
+        assert_eq!(
+            recovery_reason(Some(&p(H1, Z, Some(5))), &H1, &Z, true, Some(100)),
+            Some(RecoveryReason::RetentionLoss)
+        );
+        assert_eq!(
+            recovery_reason(Some(&p(H1, Z, Some(99))), &H1, &Z, true, Some(100)),
+            None
+        );
+        assert_eq!(
+            recovery_reason(Some(&p(H1, Z, Some(500))), &H1, &Z, true, Some(100)),
+            None
+        );
+    }
+
+    #[test]
+    fn pure_walker_bucket_never_recovers_for_retention_loss() {
+        // Regression: the design gates retention loss on replay != nil so the
+        // sentinel progress of walker-only buckets does not re-fire every run.
+        for _ in 0..5 {
+            assert_eq!(
+                recovery_reason(Some(&p(Z, Z, None)), &Z, &Z, false, Some(100)),
+                None
+            );
+            assert_eq!(
+                recovery_reason(Some(&p(Z, Z, Some(0))), &Z, &Z, false, Some(100)),
+                None
+            );
+        }
+    }
+
+    #[test]
+    fn rewind_covers_rounding_and_skew() {
+        let day = 86_400_000_000_000i64;
+        let t = TimeConfig::default();
+        let now = 100 * day;
+        let r = rewind_point(
+            now,
+            Duration::from_secs(30 * 86_400),
+            &t,
+            Duration::from_secs(600),
+        );
+        assert_eq!(r, now - 30 * day - day - 600_000_000_000);
+        let exact = TimeConfig {
+            rounding: DueRounding::None,
+            ..t
+        };
+        assert_eq!(
+            rewind_point(now, Duration::from_secs(86_400), &exact, Duration::ZERO),
+            now - day
+        );
+        assert_eq!(
+            rewind_point(5, Duration::from_secs(86_400), &exact, Duration::ZERO),
+            0
+        );
+    }
+
+    #[test]
+    fn retention_window_sources() {
+        assert_eq!(
+            retention_window(100, Some(40), Duration::ZERO),
+            Duration::from_nanos(60)
+        );
+        assert_eq!(retention_window(100, None, Duration::ZERO), Duration::MAX);
+        assert_eq!(
+            retention_window(100, Some(40), Duration::from_secs(7)),
+            Duration::from_secs(7)
+        );
+        assert_eq!(
+            retention_window(100, Some(400), Duration::ZERO),
+            Duration::ZERO
+        );
+    }
+}
