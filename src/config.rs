@@ -37,7 +37,7 @@ fn invalid(key: &str, message: impl Into<String>) -> ConfigError {
 }
 
 /// All settings. Every field has a default, so no file is needed at all.
-#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Default, Deserialize, PartialEq)]
 #[serde(default, deny_unknown_fields)]
 pub struct Settings {
     /// Where the SeaweedFS cluster is.
@@ -56,21 +56,6 @@ pub struct Settings {
     pub service: ServiceSettings,
     /// Logs and traces.
     pub telemetry: TelemetrySettings,
-}
-
-impl Default for Settings {
-    fn default() -> Self {
-        Settings {
-            cluster: ClusterSettings::default(),
-            pass: PassSettings::default(),
-            time: TimeSettings::default(),
-            rate: RateSettings::default(),
-            dispatch: DispatchSettings::default(),
-            cursor: CursorSettings::default(),
-            service: ServiceSettings::default(),
-            telemetry: TelemetrySettings::default(),
-        }
-    }
 }
 
 /// `[cluster]`
