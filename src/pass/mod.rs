@@ -2,5 +2,6 @@
 //! summaries (pure), and later the actors that run a pass. The lifecycle
 //! decisions themselves live in [`crate::engine`].
 
+pub mod dispatch;
 pub mod plan;
 pub mod retry;

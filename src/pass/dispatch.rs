@@ -1,0 +1,421 @@
+//! The DeleteDispatcher actor: sends `LifecycleDelete` calls with bounded
+//! concurrency under the shared leaky-bucket limiter, retries transport errors
+//! per [`RetryPolicy`], and reports every outcome back to the requesting shard
+//! by message (awaited `send`, never `do_send`, so an outcome — possibly a halt
+//! signal — is never dropped on a full mailbox).
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use actix::prelude::*;
+use futures::future::BoxFuture;
+use leaky_bucket::RateLimiter;
+use tokio::sync::Semaphore;
+
+use super::retry::RetryPolicy;
+
+/// The result of one delete as the shard sees it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CallResult {
+    /// The server answered (business outcomes are never gRPC errors).
+    Answered {
+        /// Proto enum name: DONE, NOOP_RESOLVED, SKIPPED_OBJECT_LOCK,
+        /// RETRY_LATER, BLOCKED, or LIFECYCLE_DELETE_OUTCOME_UNSPECIFIED.
+        outcome: &'static str,
+        /// The server's reason text.
+        reason: String,
+        /// Whether the outcome lets the cursor advance.
+        resolved: bool,
+    },
+    /// Transport failure after all attempts.
+    Transport {
+        /// The last error.
+        message: String,
+    },
+    /// `--dry-run`: nothing was sent.
+    DryRun,
+}
+
+impl CallResult {
+    /// True when the delete is settled (DONE, NOOP_RESOLVED, SKIPPED_OBJECT_LOCK,
+    /// or a dry run).
+    pub fn is_resolved(&self) -> bool {
+        match self {
+            CallResult::Answered { resolved, .. } => *resolved,
+            CallResult::Transport { .. } => false,
+            CallResult::DryRun => true,
+        }
+    }
+
+    /// Metrics label: the outcome name, `RPC_ERROR`, or `DRY_RUN`.
+    pub fn label(&self) -> &'static str {
+        match self {
+            CallResult::Answered { outcome, .. } => outcome,
+            CallResult::Transport { .. } => "RPC_ERROR",
+            CallResult::DryRun => "DRY_RUN",
+        }
+    }
+}
+
+/// One transport attempt's failure.
+#[derive(Debug, Clone)]
+pub struct AttemptError {
+    /// Whether retrying can help (unavailable, reset, deadline…).
+    pub retryable: bool,
+    /// Human-readable error.
+    pub message: String,
+}
+
+/// The delete RPC as the dispatcher needs it. Implemented by the real
+/// `LifecycleDelete` client and by test fakes.
+pub trait DeletePort<C>: Send + Sync + 'static {
+    /// One attempt. `Ok` carries (outcome name, reason, resolved).
+    fn call(
+        &self,
+        call: &C,
+    ) -> BoxFuture<'static, Result<(&'static str, String, bool), AttemptError>>;
+}
+
+/// A delete to send; `C` is the call payload, `T` the shard's ticket.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct Dispatch<C: Send + 'static, T: Send + 'static> {
+    /// What to send.
+    pub call: C,
+    /// Returned untouched in the outcome so the shard can match it up.
+    pub ticket: T,
+    /// Where the outcome goes.
+    pub reply_to: Recipient<Outcome<C, T>>,
+}
+
+/// The fate of one [`Dispatch`].
+#[derive(Message, Debug)]
+#[rtype(result = "()")]
+pub struct Outcome<C: Send + 'static, T: Send + 'static> {
+    /// The call that was made.
+    pub call: C,
+    /// The ticket from the request.
+    pub ticket: T,
+    /// What happened.
+    pub result: CallResult,
+    /// Attempts made (0 for a dry run).
+    pub attempts: u32,
+    /// Time spent waiting for the rate limiter.
+    pub limiter_wait: Duration,
+}
+
+/// Sends deletes with bounded concurrency, rate limiting and retries.
+pub struct DeleteDispatcher<C: Send + 'static> {
+    port: Arc<dyn DeletePort<C>>,
+    limiter: Option<Arc<RateLimiter>>,
+    slots: Arc<Semaphore>,
+    policy: RetryPolicy,
+    dry_run: bool,
+}
+
+impl<C: Send + Sync + 'static> DeleteDispatcher<C> {
+    /// A dispatcher allowing `max_in_flight` concurrent calls.
+    pub fn new(
+        port: Arc<dyn DeletePort<C>>,
+        limiter: Option<Arc<RateLimiter>>,
+        max_in_flight: usize,
+        policy: RetryPolicy,
+        dry_run: bool,
+    ) -> Self {
+        DeleteDispatcher {
+            port,
+            limiter,
+            slots: Arc::new(Semaphore::new(max_in_flight.max(1))),
+            policy,
+            dry_run,
+        }
+    }
+}
+
+impl<C: Send + Sync + 'static> Actor for DeleteDispatcher<C> {
+    type Context = Context<Self>;
+
+    fn started(&mut self, ctx: &mut Self::Context) {
+        // Shards may queue many deletes at once; each waits on the semaphore in
+        // its own task, so the mailbox only holds hand-offs.
+        ctx.set_mailbox_capacity(1024);
+    }
+}
+
+impl<C: Send + Sync + 'static, T: Send + 'static> Handler<Dispatch<C, T>> for DeleteDispatcher<C> {
+    type Result = ();
+
+    fn handle(&mut self, msg: Dispatch<C, T>, _ctx: &mut Self::Context) {
+        let port = self.port.clone();
+        let limiter = self.limiter.clone();
+        let slots = self.slots.clone();
+        let policy = self.policy;
+        let dry_run = self.dry_run;
+        // A Send future on the runtime's pool: I/O never blocks the arbiter.
+        tokio::spawn(async move {
+            let Dispatch {
+                call,
+                ticket,
+                reply_to,
+            } = msg;
+            let (result, attempts, limiter_wait) = match slots.acquire_owned().await {
+                Ok(_permit) if dry_run => (CallResult::DryRun, 0, Duration::ZERO),
+                Ok(_permit) => run_with_retries(&*port, &call, limiter.as_deref(), policy).await,
+                // The semaphore is never closed; report instead of dropping.
+                Err(e) => (
+                    CallResult::Transport {
+                        message: format!("dispatcher closed: {e}"),
+                    },
+                    0,
+                    Duration::ZERO,
+                ),
+            };
+            let outcome = Outcome {
+                call,
+                ticket,
+                result,
+                attempts,
+                limiter_wait,
+            };
+            if let Err(e) = reply_to.send(outcome).await {
+                tracing::error!(error = %e, "shard gone; delete outcome could not be delivered");
+            }
+        });
+    }
+}
+
+async fn run_with_retries<C: Send + Sync + 'static>(
+    port: &dyn DeletePort<C>,
+    call: &C,
+    limiter: Option<&RateLimiter>,
+    policy: RetryPolicy,
+) -> (CallResult, u32, Duration) {
+    let mut waited = Duration::ZERO;
+    let mut attempt = 0;
+    loop {
+        attempt += 1;
+        if let Some(l) = limiter {
+            let t = Instant::now();
+            l.acquire_one().await;
+            waited += t.elapsed();
+        }
+        match port.call(call).await {
+            Ok((outcome, reason, resolved)) => {
+                return (
+                    CallResult::Answered {
+                        outcome,
+                        reason,
+                        resolved,
+                    },
+                    attempt,
+                    waited,
+                );
+            }
+            Err(e) if e.retryable && policy.should_retry(attempt) => {
+                tokio::time::sleep(policy.backoff(attempt, rand::random::<f64>())).await;
+            }
+            Err(e) => {
+                return (
+                    CallResult::Transport { message: e.message },
+                    attempt,
+                    waited,
+                );
+            }
+        }
+    }
+}
+
+/// A leaky-bucket limiter for `rate` deletes per second with `burst` tokens.
+/// Refills in steps of at least 10 ms so high rates are not at the mercy of
+/// the timer's 1 ms granularity.
+pub fn limiter(rate: f64, burst: u32) -> RateLimiter {
+    let rate = if rate.is_finite() && rate > 0.0 {
+        rate
+    } else {
+        1.0
+    };
+    let refill = (rate / 100.0).ceil().max(1.0);
+    let interval = Duration::from_secs_f64(refill / rate);
+    let burst = burst.max(1) as usize;
+    RateLimiter::builder()
+        .max(burst)
+        .initial(burst)
+        .refill(refill as usize)
+        .interval(interval)
+        .fair(true)
+        .build()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Mutex;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    /// Scripted port: pops one scripted result per attempt; records concurrency.
+    struct Script {
+        results: Mutex<Vec<Result<(&'static str, String, bool), AttemptError>>>,
+        calls: AtomicUsize,
+        active: Arc<AtomicUsize>,
+        peak: Arc<AtomicUsize>,
+    }
+
+    impl DeletePort<u32> for Script {
+        fn call(
+            &self,
+            _c: &u32,
+        ) -> BoxFuture<'static, Result<(&'static str, String, bool), AttemptError>> {
+            self.calls.fetch_add(1, Ordering::SeqCst);
+            let r = self
+                .results
+                .lock()
+                .unwrap()
+                .pop()
+                .unwrap_or(Ok(("DONE", String::new(), true)));
+            let (active, peak) = (self.active.clone(), self.peak.clone());
+            Box::pin(async move {
+                let now = active.fetch_add(1, Ordering::SeqCst) + 1;
+                peak.fetch_max(now, Ordering::SeqCst);
+                tokio::time::sleep(Duration::from_millis(5)).await;
+                active.fetch_sub(1, Ordering::SeqCst);
+                r
+            })
+        }
+    }
+
+    fn script(results: Vec<Result<(&'static str, String, bool), AttemptError>>) -> Arc<Script> {
+        Arc::new(Script {
+            results: Mutex::new(results.into_iter().rev().collect()),
+            calls: AtomicUsize::new(0),
+            active: Arc::new(AtomicUsize::new(0)),
+            peak: Arc::new(AtomicUsize::new(0)),
+        })
+    }
+
+    struct Collector {
+        got: Arc<Mutex<Vec<(u64, CallResult, u32)>>>,
+    }
+    impl Actor for Collector {
+        type Context = Context<Self>;
+    }
+    impl Handler<Outcome<u32, u64>> for Collector {
+        type Result = ();
+        fn handle(&mut self, m: Outcome<u32, u64>, _: &mut Context<Self>) {
+            self.got
+                .lock()
+                .unwrap()
+                .push((m.ticket, m.result, m.attempts));
+        }
+    }
+
+    fn transport(retryable: bool) -> Result<(&'static str, String, bool), AttemptError> {
+        Err(AttemptError {
+            retryable,
+            message: "connection reset".into(),
+        })
+    }
+
+    async fn run(
+        port: Arc<Script>,
+        n: u64,
+        max_in_flight: usize,
+        dry_run: bool,
+    ) -> Vec<(u64, CallResult, u32)> {
+        let got = Arc::new(Mutex::new(Vec::new()));
+        let col = Collector { got: got.clone() }.start();
+        let policy = RetryPolicy {
+            attempts: 3,
+            initial: Duration::from_millis(1),
+            max: Duration::from_millis(4),
+        };
+        let d = DeleteDispatcher::new(port, None, max_in_flight, policy, dry_run).start();
+        for t in 0..n {
+            d.send(Dispatch {
+                call: 7u32,
+                ticket: t,
+                reply_to: col.clone().recipient(),
+            })
+            .await
+            .unwrap();
+        }
+        for _ in 0..500 {
+            if got.lock().unwrap().len() == n as usize {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        let mut v = got.lock().unwrap().clone();
+        v.sort_by_key(|x| x.0);
+        v
+    }
+
+    #[actix::test]
+    async fn transport_errors_are_retried_then_succeed() {
+        let port = script(vec![
+            transport(true),
+            transport(true),
+            Ok(("DONE", String::new(), true)),
+        ]);
+        let out = run(port.clone(), 1, 4, false).await;
+        assert_eq!(out.len(), 1);
+        assert!(out[0].1.is_resolved());
+        assert_eq!(out[0].2, 3);
+    }
+
+    #[actix::test]
+    async fn three_transport_failures_are_reported_unresolved() {
+        let port = script(vec![
+            transport(true),
+            transport(true),
+            transport(true),
+            Ok(("DONE", String::new(), true)),
+        ]);
+        let out = run(port.clone(), 1, 4, false).await;
+        assert_eq!(out[0].1.label(), "RPC_ERROR");
+        assert!(!out[0].1.is_resolved());
+        assert_eq!(port.calls.load(Ordering::SeqCst), 3);
+    }
+
+    #[actix::test]
+    async fn server_outcomes_and_non_retryable_errors_are_not_retried() {
+        let port = script(vec![
+            Ok(("RETRY_LATER", "busy".into(), false)),
+            transport(false),
+        ]);
+        let out = run(port.clone(), 2, 1, false).await;
+        assert_eq!(out[0].1.label(), "RETRY_LATER");
+        assert_eq!(out[1].1.label(), "RPC_ERROR");
+        assert_eq!(port.calls.load(Ordering::SeqCst), 2);
+    }
+
+    #[actix::test]
+    async fn every_outcome_is_reported_and_concurrency_is_bounded() {
+        let port = script(vec![]);
+        let out = run(port.clone(), 50, 4, false).await;
+        assert_eq!(out.len(), 50);
+        let peak = port.peak.load(Ordering::SeqCst);
+        assert!((1..=4).contains(&peak), "peak {peak}");
+    }
+
+    #[actix::test]
+    async fn dry_run_sends_nothing() {
+        let port = script(vec![]);
+        let out = run(port.clone(), 3, 4, true).await;
+        assert!(out.iter().all(|o| o.1 == CallResult::DryRun));
+        assert_eq!(port.calls.load(Ordering::SeqCst), 0);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn limiter_paces_to_the_rate() {
+        let l = limiter(10.0, 1);
+        let t = tokio::time::Instant::now();
+        for _ in 0..11 {
+            l.acquire_one().await;
+        }
+        let el = t.elapsed();
+        assert!(
+            el >= Duration::from_millis(990) && el <= Duration::from_millis(1100),
+            "{el:?}"
+        );
+    }
+}
