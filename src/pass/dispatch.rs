@@ -66,14 +66,14 @@ pub struct AttemptError {
     pub message: String,
 }
 
+/// One attempt's result: `Ok((outcome name, reason, resolved))` or a transport error.
+pub type AttemptResult = Result<(&'static str, String, bool), AttemptError>;
+
 /// The delete RPC as the dispatcher needs it. Implemented by the real
 /// `LifecycleDelete` client and by test fakes.
 pub trait DeletePort<C>: Send + Sync + 'static {
     /// One attempt. `Ok` carries (outcome name, reason, resolved).
-    fn call(
-        &self,
-        call: &C,
-    ) -> BoxFuture<'static, Result<(&'static str, String, bool), AttemptError>>;
+    fn call(&self, call: &C) -> BoxFuture<'static, AttemptResult>;
 }
 
 /// A delete to send; `C` is the call payload, `T` the shard's ticket.
@@ -254,17 +254,14 @@ mod tests {
 
     /// Scripted port: pops one scripted result per attempt; records concurrency.
     struct Script {
-        results: Mutex<Vec<Result<(&'static str, String, bool), AttemptError>>>,
+        results: Mutex<Vec<AttemptResult>>,
         calls: AtomicUsize,
         active: Arc<AtomicUsize>,
         peak: Arc<AtomicUsize>,
     }
 
     impl DeletePort<u32> for Script {
-        fn call(
-            &self,
-            _c: &u32,
-        ) -> BoxFuture<'static, Result<(&'static str, String, bool), AttemptError>> {
+        fn call(&self, _c: &u32) -> BoxFuture<'static, AttemptResult> {
             self.calls.fetch_add(1, Ordering::SeqCst);
             let r = self
                 .results
@@ -283,7 +280,7 @@ mod tests {
         }
     }
 
-    fn script(results: Vec<Result<(&'static str, String, bool), AttemptError>>) -> Arc<Script> {
+    fn script(results: Vec<AttemptResult>) -> Arc<Script> {
         Arc::new(Script {
             results: Mutex::new(results.into_iter().rev().collect()),
             calls: AtomicUsize::new(0),
@@ -308,7 +305,7 @@ mod tests {
         }
     }
 
-    fn transport(retryable: bool) -> Result<(&'static str, String, bool), AttemptError> {
+    fn transport(retryable: bool) -> AttemptResult {
         Err(AttemptError {
             retryable,
             message: "connection reset".into(),
