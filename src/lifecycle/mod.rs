@@ -7,11 +7,14 @@ pub mod model;
 pub mod validate;
 pub mod xml;
 
+#[cfg(test)]
+mod tests;
+
 pub use model::{
     AbortIncompleteMultipartUpload, And, Expiration, Filter, LifecycleConfiguration,
     NoncurrentVersionExpiration, NoncurrentVersionTransition, Rule, Tag, Transition, parse,
 };
-pub use validate::{Severity, ValidationError, ValidationKind, validate};
+pub use validate::{MAX_ID_CHARS, MAX_RULES, Severity, ValidationError, ValidationKind, validate};
 pub use xml::{MAX_DOCUMENT_BYTES, ParseError, RuleLocator};
 
 use std::collections::BTreeMap;
