@@ -18,7 +18,7 @@ use base64::Engine as _;
 use common::events::{self, dump, encode_all, fixtures_dir, load_events};
 use common::{Cluster, now_ns};
 use md5::Digest as _;
-use s3_lifecycled::pb::filer_pb::SubscribeMetadataResponse;
+use s3_lifecycled::pb::filer_pb::{Entry, SubscribeMetadataResponse};
 
 /// One S3 scenario: its setup runs before `action_since_ns`, the operation under test after.
 struct Scenario {
@@ -654,5 +654,142 @@ fn recordings_decode_and_match_their_text_dumps() {
             !events::load_action_events(&name).is_empty(),
             "{name}: no action events"
         );
+    }
+}
+
+// ---- Facts the recordings show (and tests/fixtures/events/README.md states) ----
+
+const NONCURRENT_SINCE: &str = "Seaweed-X-Amz-Noncurrent-Since-Ns";
+
+fn entries(ev: &SubscribeMetadataResponse) -> (Option<&Entry>, Option<&Entry>) {
+    let n = ev
+        .event_notification
+        .as_ref()
+        .expect("recorded events have a notification");
+    (n.old_entry.as_ref(), n.new_entry.as_ref())
+}
+
+/// Action events that add Noncurrent-Since-Ns to an entry (old lacks it or differs, new has it).
+fn stamps(scenario: &str) -> Vec<(String, String)> {
+    events::load_action_events(scenario)
+        .iter()
+        .filter_map(|ev| {
+            let (old, new) = entries(ev);
+            let new = new?;
+            let stamped = new.extended.get(NONCURRENT_SINCE)?;
+            let before = old.and_then(|o| o.extended.get(NONCURRENT_SINCE));
+            (before != Some(stamped)).then(|| (ev.directory.clone(), new.name.clone()))
+        })
+        .collect()
+}
+
+#[test]
+fn overwrite_is_one_update_not_delete_and_create() {
+    let evs = events::load_action_events("put_overwrite");
+    let kinds: Vec<_> = evs.iter().map(events::kind).collect();
+    assert_eq!(kinds, ["UPDATE"]);
+    let (old, new) = entries(&evs[0]);
+    assert_ne!(old.unwrap().chunks, new.unwrap().chunks);
+}
+
+#[test]
+fn put_object_tagging_changes_extended_but_not_mtime() {
+    let evs = events::load_action_events("put_object_tagging");
+    assert_eq!(evs.len(), 1);
+    let (old, new) = entries(&evs[0]);
+    let (old, new) = (old.unwrap(), new.unwrap());
+    assert_eq!(
+        old.attributes.as_ref().unwrap().mtime,
+        new.attributes.as_ref().unwrap().mtime
+    );
+    assert!(new.extended.contains_key("X-Amz-Tagging-env"));
+    assert!(!old.extended.contains_key("X-Amz-Tagging-env"));
+}
+
+#[test]
+fn each_demotion_stamps_only_the_version_it_demotes() {
+    let s = stamps("versioned_put_three_versions");
+    assert_eq!(s.len(), 2, "{s:?}");
+    assert!(
+        s.iter()
+            .all(|(dir, name)| dir.ends_with("/k1.versions") && name.starts_with("v_"))
+    );
+    assert_ne!(s[0].1, s[1].1, "v1 is not re-stamped when v2 is demoted");
+}
+
+#[test]
+fn preversioning_null_object_is_not_stamped_when_a_version_supersedes_it() {
+    assert!(stamps("preversioning_then_enabled_put").is_empty());
+    // The bare `k1` file is not touched at all by the Enabled PUT.
+    let touched_bare = events::load_action_events("preversioning_then_enabled_put")
+        .iter()
+        .any(|ev| {
+            let (old, new) = entries(ev);
+            [old, new].iter().flatten().any(|e| e.name == "k1")
+        });
+    assert!(!touched_bare);
+}
+
+#[test]
+fn suspended_null_current_is_not_stamped_when_an_enabled_put_supersedes_it() {
+    assert!(stamps("suspended_null_then_enabled_put").is_empty());
+}
+
+#[test]
+fn suspended_put_stamps_the_previous_latest_version() {
+    let s = stamps("suspended_put_key_with_versions");
+    assert_eq!(s.len(), 1, "{s:?}");
+    assert!(s[0].0.ends_with("/k1.versions"));
+    let pointer = events::load_action_events("suspended_put_key_with_versions")
+        .into_iter()
+        .filter_map(|ev| entries(&ev).1.cloned())
+        .find(|e| e.name == "k1.versions")
+        .unwrap();
+    let keys: Vec<_> = pointer.extended.keys().map(String::as_str).collect();
+    assert_eq!(keys, ["Seaweed-X-Amz-Null-Version-Is-Latest"]);
+}
+
+#[test]
+fn deleting_the_delete_marker_leaves_a_stale_stamp_on_the_restored_latest() {
+    let all = load_events("versioned_delete_the_delete_marker");
+    let action = events::load_action_events("versioned_delete_the_delete_marker");
+    let pointer = action
+        .iter()
+        .filter_map(|ev| entries(ev).1)
+        .find(|e| e.name == "k1.versions")
+        .expect("the .versions pointer moves back");
+    let restored =
+        String::from_utf8(pointer.extended["Seaweed-X-Amz-Latest-Version-File-Name"].clone())
+            .unwrap();
+    assert!(
+        !pointer
+            .extended
+            .contains_key("Seaweed-X-Amz-Latest-Version-Is-Delete-Marker")
+    );
+    // No action event touches the restored version, and its last state still carries the stamp.
+    assert!(
+        !action
+            .iter()
+            .any(|ev| entries(ev).1.is_some_and(|e| e.name == restored))
+    );
+    let last = all
+        .iter()
+        .rev()
+        .filter_map(|ev| entries(ev).1)
+        .find(|e| e.name == restored)
+        .unwrap();
+    assert!(last.extended.contains_key(NONCURRENT_SINCE));
+}
+
+#[test]
+fn new_entry_chunks_carry_only_the_structured_fid() {
+    for name in events::scenarios() {
+        for ev in load_events(&name) {
+            if let Some(new) = entries(&ev).1 {
+                for c in &new.chunks {
+                    assert!(c.file_id.is_empty() && c.fid.is_some(), "{name}: {c:?}");
+                }
+            }
+        }
     }
 }

@@ -333,13 +333,28 @@ if is_ours; then
   if is_ours; then kill -KILL "$WPID" 2>/dev/null; sleep 0.5; fi
 fi
 case "$DATA" in */s3lc-weed-*) rm -rf -- "$DATA" ;; esac
+if ! is_ours; then for s in $SOCKS; do [ -S "$s" ] && rm -f -- "$s"; done; fi
 "#;
+    // A killed weed leaves its per-port Unix sockets behind in the temp dir (§0.2); ours only.
+    let tmp = std::env::temp_dir();
+    let p = c.ports;
+    let socks: Vec<String> = [
+        format!("seaweedfs-master-grpc-{}.sock", p.master_grpc),
+        format!("seaweedfs-volume-grpc-{}.sock", p.volume_grpc),
+        format!("seaweedfs-filer-grpc-{}.sock", p.filer_grpc),
+        format!("seaweedfs-s3-grpc-{}.sock", p.s3_grpc),
+        format!("seaweedfs-s3-{}.sock", p.s3),
+    ]
+    .iter()
+    .map(|n| tmp.join(n).display().to_string())
+    .collect();
     Command::new("sh")
         .arg("-c")
         .arg(SCRIPT)
         .env("TPID", std::process::id().to_string())
         .env("WPID", c.pid.to_string())
         .env("DATA", &c.data_dir)
+        .env("SOCKS", socks.join(" "))
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::null())
