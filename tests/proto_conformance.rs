@@ -216,7 +216,31 @@ async fn served_index(url: String, symbol: &str) -> Index {
     idx
 }
 
+/// Fields the server has in messages we declare but that we omit: harmless for reading, but an
+/// entry read and written back through our subset loses them (facts §11). Printed for the record.
+fn server_only_fields(ours: &Index, served: &Index) -> Vec<String> {
+    let mut out = Vec::new();
+    for (name, mine) in &ours.messages {
+        let Some(theirs) = served.messages.get(name) else {
+            continue;
+        };
+        for s in &theirs.field {
+            if !mine.field.iter().any(|f| f.name() == s.name()) {
+                out.push(format!("{name}.{} = {}", s.name(), s.number()));
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
 fn assert_conforms(package: &str, served: &Index) {
+    let extra = server_only_fields(&our_index(package), served);
+    eprintln!(
+        "{package}: served fields we do not declare ({}):\n  {}",
+        extra.len(),
+        extra.join("\n  ")
+    );
     let diffs = differences(&our_index(package), served);
     assert!(
         diffs.is_empty(),
