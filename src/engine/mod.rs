@@ -12,5 +12,5 @@ pub mod rule_hash;
 pub mod time;
 
 pub use action::{ActionKind, RuleMode};
-pub use rule_hash::RuleHash;
+pub use rule_hash::{RuleHash, rule_hash};
 pub use time::{DueRounding, Nanos, TimeConfig};
