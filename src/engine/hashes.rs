@@ -250,38 +250,27 @@ mod tests {
     fn replay_hash_changes_on_replay_relevant_edits() {
         let base_rules = bkt2_rules();
         let base = replay_content_hash(&compile(vec![bucket("b", base_rules.clone())]));
-        let edits: Vec<(&str, Box<dyn Fn(&mut Vec<FlatRule>)>)> = vec![
-            ("prefix", Box::new(|r| r[1].prefix = "tmp2/".into())),
-            (
-                "tag value",
-                Box::new(|r| {
-                    r[1].tags.insert("env".into(), "prod".into());
-                }),
-            ),
-            (
-                "tag added",
-                Box::new(|r| {
-                    r[0].tags.insert("a".into(), "b".into());
-                }),
-            ),
-            ("size_gt", Box::new(|r| r[1].size_gt = 101)),
-            ("size_lt", Box::new(|r| r[2].size_lt = 5)),
-            ("expiration days", Box::new(|r| r[1].expiration_days = 8)),
-            ("noncurrent days", Box::new(|r| r[0].noncurrent_days = 4)),
-            ("mpu days", Box::new(|r| r[2].abort_mpu_days = 3)),
-            ("kind added", Box::new(|r| r[2].expiration_days = 9)),
-            ("kind removed", Box::new(|r| r[2].abort_mpu_days = 0)),
-            (
-                "rule added",
-                Box::new(|r| r.push(days_rule("new", "new/", 1))),
-            ),
-            (
-                "rule removed",
-                Box::new(|r| {
-                    r.remove(0);
-                }),
-            ),
-            ("rule disabled", Box::new(|r| r[1].enabled = false)),
+        type Edit = fn(&mut Vec<FlatRule>);
+        let edits: Vec<(&str, Edit)> = vec![
+            ("prefix", |r| r[1].prefix = "tmp2/".into()),
+            ("tag value", |r| {
+                r[1].tags.insert("env".into(), "prod".into());
+            }),
+            ("tag added", |r| {
+                r[0].tags.insert("a".into(), "b".into());
+            }),
+            ("size_gt", |r| r[1].size_gt = 101),
+            ("size_lt", |r| r[2].size_lt = 5),
+            ("expiration days", |r| r[1].expiration_days = 8),
+            ("noncurrent days", |r| r[0].noncurrent_days = 4),
+            ("mpu days", |r| r[2].abort_mpu_days = 3),
+            ("kind added", |r| r[2].expiration_days = 9),
+            ("kind removed", |r| r[2].abort_mpu_days = 0),
+            ("rule added", |r| r.push(days_rule("new", "new/", 1))),
+            ("rule removed", |r| {
+                r.remove(0);
+            }),
+            ("rule disabled", |r| r[1].enabled = false),
         ];
         for (what, edit) in edits {
             let mut rules = base_rules.clone();

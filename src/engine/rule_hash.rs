@@ -253,19 +253,19 @@ mod tests {
         let mut base = rule("p/");
         base.expiration_days = 5;
         let h = rule_hash(&base);
-        let edits: Vec<Box<dyn Fn(&mut FlatRule)>> = vec![
-            Box::new(|r| r.prefix.push('x')),
-            Box::new(|r| {
+        let edits: Vec<fn(&mut FlatRule)> = vec![
+            |r| r.prefix.push('x'),
+            |r| {
                 r.tags.insert("k".into(), "v".into());
-            }),
-            Box::new(|r| r.size_gt = 1),
-            Box::new(|r| r.size_lt = 1),
-            Box::new(|r| r.expiration_days = 6),
-            Box::new(|r| r.expiration_date = Some(datetime!(2030-01-01 00:00:00 UTC))),
-            Box::new(|r| r.expired_object_delete_marker = true),
-            Box::new(|r| r.noncurrent_days = 1),
-            Box::new(|r| r.newer_noncurrent_versions = 1),
-            Box::new(|r| r.abort_mpu_days = 1),
+            },
+            |r| r.size_gt = 1,
+            |r| r.size_lt = 1,
+            |r| r.expiration_days = 6,
+            |r| r.expiration_date = Some(datetime!(2030-01-01 00:00:00 UTC)),
+            |r| r.expired_object_delete_marker = true,
+            |r| r.noncurrent_days = 1,
+            |r| r.newer_noncurrent_versions = 1,
+            |r| r.abort_mpu_days = 1,
         ];
         for (i, edit) in edits.iter().enumerate() {
             let mut r = base.clone();
