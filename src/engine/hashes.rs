@@ -213,6 +213,32 @@ mod tests {
         );
     }
 
+    /// Go sorts items by rule hash before bucket; the verified vectors are
+    /// single-bucket, so pin the cross-bucket order against hand-built bytes.
+    #[test]
+    fn items_are_ordered_by_rule_hash_before_bucket() {
+        use sha2::{Digest, Sha256};
+        // Rule hashes: "logs/"+30 d = 0c8c..., ""+1 d = 9089... .
+        let snap = compile(vec![
+            bucket("a", vec![days_rule("y", "", 1)]),
+            bucket("z", vec![days_rule("x", "logs/", 30)]),
+        ]);
+        let mut bytes = Vec::new();
+        for (bucket, hash, ttl) in [
+            ("z", "0c8cc7219c442e3e", "808090f4a0da9a09"), // 30 d in ns, zigzag
+            ("a", "908967e18331cc64", "8080f89492a527"),   // 1 d in ns, zigzag
+        ] {
+            bytes.extend([0x01, 0x01]);
+            bytes.extend(bucket.as_bytes());
+            bytes.extend([0x02, 0x08]);
+            bytes.extend(hex::decode(hash).unwrap());
+            bytes.extend([0x03, 0x02, 0x04]); // kind 1 zigzag = 2, then TTL tag
+            bytes.extend(hex::decode(ttl).unwrap());
+        }
+        let expected: [u8; 32] = Sha256::digest(&bytes).into();
+        assert_eq!(replay_content_hash(&snap), expected);
+    }
+
     #[test]
     fn empty_for_walker_only_rules_and_empty_snapshots() {
         let mut date = rule("date", "");
