@@ -447,6 +447,7 @@ fn compile_bucket(config: BucketConfig, time: TimeConfig) -> BucketView {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
+    use proptest::prelude::*;
     use time::macros::datetime;
 
     /// An enabled rule with a prefix; tests set the action fields.
@@ -465,6 +466,62 @@ pub(crate) mod tests {
             rules,
             ..BucketConfig::default()
         }
+    }
+
+    pub(crate) fn arb_rule() -> impl Strategy<Value = FlatRule> {
+        (
+            prop::sample::select(vec!["", "a/", "b/", "logs/"]),
+            0i64..4,
+            0i64..4,
+            0i64..3,
+            0i64..3,
+            any::<bool>(),
+            any::<bool>(),
+            prop::option::of(prop::sample::select(vec!["x", "y"])),
+            0i64..3,
+            any::<bool>(),
+        )
+            .prop_map(
+                |(prefix, exp, nc, keep, mpu, marker, enabled, tag, gt, date)| {
+                    let mut r = rule("id", prefix);
+                    r.expiration_days = exp;
+                    r.noncurrent_days = nc;
+                    r.newer_noncurrent_versions = keep;
+                    r.abort_mpu_days = mpu;
+                    r.expired_object_delete_marker = marker;
+                    r.enabled = enabled;
+                    r.size_gt = gt * 100;
+                    if date {
+                        r.expiration_date = Some(datetime!(2024-06-01 00:00:00 UTC));
+                    }
+                    if let Some(t) = tag {
+                        r.tags.insert("env".into(), t.into());
+                    }
+                    r
+                },
+            )
+    }
+
+    /// 1–4 buckets with unique names and 0–5 random rules each: small value
+    /// ranges so duplicates, disabled twins and window boundaries occur often.
+    pub(crate) fn arb_buckets() -> impl Strategy<Value = Vec<BucketConfig>> {
+        prop::collection::vec(prop::collection::vec(arb_rule(), 0..6), 1..5).prop_map(|rule_sets| {
+            rule_sets
+                .into_iter()
+                .enumerate()
+                .map(|(i, rules)| {
+                    let rules = rules
+                        .into_iter()
+                        .enumerate()
+                        .map(|(j, mut r)| {
+                            r.id = format!("r{j}");
+                            r
+                        })
+                        .collect();
+                    bucket(&format!("bucket-{i}"), rules)
+                })
+                .collect()
+        })
     }
 
     fn kinds(b: &BucketView) -> Vec<ActionKind> {
@@ -538,6 +595,27 @@ pub(crate) mod tests {
                 (ActionKind::ExpirationDays, RuleMode::Disabled, false),
             ]
         );
+    }
+
+    #[test]
+    fn disabled_wins_over_scan_at_date() {
+        let mut r = rule("date-off", "");
+        r.expiration_date = Some(datetime!(2030-01-01 00:00:00 UTC));
+        r.enabled = false;
+        let snap = Snapshot::compile(vec![bucket("b", vec![r])], TimeConfig::default());
+        let a = snap.actions().next().unwrap();
+        assert_eq!((a.mode(), a.is_active()), (RuleMode::Disabled, false));
+    }
+
+    #[test]
+    fn rules_are_shared_between_sibling_actions_not_copied() {
+        let mut r = rule("r", "");
+        r.expiration_days = 1;
+        r.abort_mpu_days = 2;
+        let snap = Snapshot::compile(vec![bucket("b", vec![r])], TimeConfig::default());
+        let acts = snap.bucket("b").unwrap().actions();
+        assert!(Arc::ptr_eq(acts[0].rule(), acts[1].rule()));
+        assert!(Arc::ptr_eq(acts[0].bucket(), acts[1].bucket()));
     }
 
     #[test]

@@ -149,7 +149,7 @@ fn hash_items(items: &[&CompiledAction], with_ttl: bool) -> [u8; 32] {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::engine::compile::tests::{bucket, rule};
+    use crate::engine::compile::tests::{arb_buckets, bucket, rule};
     use crate::engine::{ActionKind, BucketConfig, TimeConfig};
     use crate::lifecycle::FlatRule;
     use proptest::prelude::*;
@@ -494,54 +494,6 @@ mod tests {
     }
 
     // ---- property: hashes do not depend on rule or bucket order ----
-
-    fn arb_rule() -> impl Strategy<Value = FlatRule> {
-        (
-            prop::sample::select(vec!["", "a/", "b/", "logs/"]),
-            0i64..4,
-            0i64..4,
-            0i64..3,
-            0i64..3,
-            any::<bool>(),
-            any::<bool>(),
-            prop::option::of(prop::sample::select(vec!["x", "y"])),
-            0i64..3,
-        )
-            .prop_map(|(prefix, exp, nc, keep, mpu, marker, enabled, tag, gt)| {
-                let mut r = rule("id", prefix);
-                r.expiration_days = exp;
-                r.noncurrent_days = nc;
-                r.newer_noncurrent_versions = keep;
-                r.abort_mpu_days = mpu;
-                r.expired_object_delete_marker = marker;
-                r.enabled = enabled;
-                r.size_gt = gt * 100;
-                if let Some(t) = tag {
-                    r.tags.insert("env".into(), t.into());
-                }
-                r
-            })
-    }
-
-    fn arb_buckets() -> impl Strategy<Value = Vec<BucketConfig>> {
-        prop::collection::vec(prop::collection::vec(arb_rule(), 0..6), 1..5).prop_map(|rule_sets| {
-            rule_sets
-                .into_iter()
-                .enumerate()
-                .map(|(i, rules)| {
-                    let rules = rules
-                        .into_iter()
-                        .enumerate()
-                        .map(|(j, mut r)| {
-                            r.id = format!("r{j}");
-                            r
-                        })
-                        .collect();
-                    bucket(&format!("bucket-{i}"), rules)
-                })
-                .collect()
-        })
-    }
 
     fn all_hashes(snap: &Snapshot) -> impl PartialEq + std::fmt::Debug {
         (

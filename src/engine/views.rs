@@ -133,8 +133,10 @@ mod tests {
     use std::sync::Arc;
 
     use super::*;
-    use crate::engine::compile::tests::{bucket, rule};
+    use crate::engine::compile::tests::{arb_buckets, bucket, rule};
+    use crate::engine::hashes::{EMPTY_HASH, max_effective_ttl, promoted_hash};
     use crate::engine::{ActionKey, ActionKind, TimeConfig};
+    use proptest::prelude::*;
     use time::macros::datetime;
 
     const DAY: Duration = Duration::from_secs(86_400);
@@ -401,5 +403,90 @@ mod tests {
                 .is_some()
         );
         assert!(walk.action(&exp.bucket, exp.rule_hash, exp.kind).is_none());
+    }
+
+    #[test]
+    fn short_days_partition_on_the_configured_day_length() {
+        let mut r = rule("r", "");
+        r.expiration_days = 3;
+        let time = TimeConfig {
+            day: Duration::from_secs(10),
+            ..TimeConfig::default()
+        };
+        let snap = Snapshot::compile(vec![bucket("b", vec![r])], time);
+        let (replay, walk) = snap.rules_for_shard(0, Duration::from_secs(30));
+        assert!(replay.is_some() && walk.is_none());
+        let (replay, walk) = snap.rules_for_shard(0, Duration::from_secs(29));
+        assert!(replay.is_none() && walk.is_some());
+    }
+
+    #[test]
+    fn huge_day_counts_walk_instead_of_overflowing() {
+        let mut r = rule("forever", "");
+        r.expiration_days = i64::MAX;
+        let snap = Snapshot::compile(vec![bucket("b", vec![r])], TimeConfig::default());
+        let (replay, walk) = snap.rules_for_shard(0, days(365 * 100));
+        assert!(replay.is_none());
+        assert_eq!(
+            walk.unwrap().actions().next().unwrap().mode(),
+            RuleMode::ScanOnly
+        );
+        // Hashing a saturated TTL must not panic either.
+        assert_ne!(crate::engine::replay_content_hash(&snap), EMPTY_HASH);
+    }
+
+    proptest! {
+        /// For any rules and window: replay and walk are disjoint, together
+        /// are exactly the recovery view, replay holds only fitting replay
+        /// kinds (EventDriven), and the promoted hash is the walk's.
+        #[test]
+        fn views_partition_the_enabled_actions(
+            buckets in arb_buckets(),
+            window_days in 0u32..5,
+        ) {
+            let snap = Snapshot::compile(buckets, TimeConfig::default());
+            let window = days(window_days);
+            let (replay, walk) = snap.rules_for_shard(0, window);
+            let replay_keys: Vec<ActionKey> =
+                replay.iter().flat_map(|s| s.actions().map(CompiledAction::key)).collect();
+            let walk_keys: Vec<ActionKey> =
+                walk.iter().flat_map(|s| s.actions().map(CompiledAction::key)).collect();
+            let mut union: Vec<ActionKey> =
+                replay_keys.iter().chain(walk_keys.iter()).cloned().collect();
+            union.sort();
+            union.dedup();
+            prop_assert_eq!(union.len(), replay_keys.len() + walk_keys.len());
+            let recovery: Vec<ActionKey> =
+                snap.recovery_view().actions().map(CompiledAction::key).collect();
+            prop_assert_eq!(&union, &recovery);
+            let enabled: Vec<ActionKey> = snap
+                .actions()
+                .filter(|a| a.mode() != RuleMode::Disabled)
+                .map(CompiledAction::key)
+                .collect();
+            prop_assert_eq!(&recovery, &enabled);
+            if let Some(replay) = &replay {
+                for a in replay.actions() {
+                    prop_assert!(a.kind().is_replay_kind());
+                    prop_assert!(!a.ttl().is_zero() && a.ttl() <= window);
+                    prop_assert_eq!(a.mode(), RuleMode::EventDriven);
+                    prop_assert!(a.is_active());
+                }
+                prop_assert!(max_effective_ttl(replay) <= window);
+            }
+            if let Some(walk) = &walk {
+                for a in walk.actions() {
+                    prop_assert!(a.is_active());
+                    let expected = if a.kind().is_replay_kind() {
+                        RuleMode::ScanOnly
+                    } else {
+                        snap.action(a.bucket(), a.rule_hash(), a.kind()).unwrap().mode()
+                    };
+                    prop_assert_eq!(a.mode(), expected);
+                }
+            }
+            let via_walk = walk.as_ref().map_or(EMPTY_HASH, |w| promoted_hash(w, window));
+            prop_assert_eq!(promoted_hash(&snap, window), via_walk);
+        }
     }
 }
