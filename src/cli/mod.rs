@@ -8,6 +8,8 @@ use std::path::PathBuf;
 
 use clap::{Parser, Subcommand};
 
+pub mod rules_check;
+
 /// Exit code: success.
 pub const EXIT_OK: i32 = 0;
 /// Exit code: runtime error.
@@ -61,9 +63,6 @@ pub fn main() -> i32 {
     match cli.command {
         Command::Rules {
             command: RulesCommand::Check { file },
-        } => {
-            eprintln!("rules check {}: not wired yet", file.display());
-            EXIT_ERROR
-        }
+        } => rules_check::run(&file),
     }
 }
