@@ -2,6 +2,21 @@
 //! validation (`validate`) and flattening into SeaweedFS's canonical rule form
 //! (`FlatRule`), which is what the engine compiles and hashes. PURE: no I/O.
 
+mod flatten;
+pub mod model;
+pub mod validate;
+pub mod xml;
+
+#[cfg(test)]
+mod tests;
+
+pub use model::{
+    AbortIncompleteMultipartUpload, And, Expiration, Filter, LifecycleConfiguration,
+    NoncurrentVersionExpiration, NoncurrentVersionTransition, Rule, Tag, Transition, parse,
+};
+pub use validate::{MAX_ID_CHARS, MAX_RULES, Severity, ValidationError, ValidationKind, validate};
+pub use xml::{MAX_DOCUMENT_BYTES, ParseError, RuleLocator};
+
 use std::collections::BTreeMap;
 
 use time::OffsetDateTime;
