@@ -82,14 +82,27 @@ async fn missing_cursor_is_cold_start_and_round_trip_works() {
     store.save(&first, 1_800_000_000_123_456_789).await.unwrap();
     let loaded = store.load(4).await.unwrap().expect("saved cursor is there");
     assert_eq!(loaded.updated_ns, 1_800_000_000_123_456_789);
-    assert_eq!(ShardCursor { updated_ns: 0, ..loaded }, first);
+    assert_eq!(
+        ShardCursor {
+            updated_ns: 0,
+            ..loaded
+        },
+        first
+    );
 
     // A second save updates in place (UpdateEntry path) and bumps the generation.
     let second = cursor(4, 1_700_000_000_000_000_999);
-    store.save(&second, 1_800_000_001_000_000_000).await.unwrap();
+    store
+        .save(&second, 1_800_000_001_000_000_000)
+        .await
+        .unwrap();
     let loaded = store.load(4).await.unwrap().unwrap();
     assert_eq!(loaded.ts_ns, 1_700_000_000_000_000_999);
-    let entry = c.lookup(store.dir(), "shard-04.json").await.unwrap().unwrap();
+    let entry = c
+        .lookup(store.dir(), "shard-04.json")
+        .await
+        .unwrap()
+        .unwrap();
     assert_eq!(entry.extended[GENERATION_KEY], b"2");
     let attrs = entry.attributes.unwrap();
     assert_eq!(attrs.file_size as usize, entry.content.len());
@@ -186,7 +199,10 @@ async fn go_cursor_files_are_read_strictly() {
     // Wrong shard in the Go file is an error too.
     write_raw(&c, &dir, "shard-05.json", go_json.as_bytes()).await;
     let err = load_go_from(&c, &dir, 5).await.unwrap_err();
-    assert!(err.to_string().contains(&format!("{dir}/shard-05.json")), "{err}");
+    assert!(
+        err.to_string().contains(&format!("{dir}/shard-05.json")),
+        "{err}"
+    );
 }
 
 #[tokio::test]
@@ -198,16 +214,32 @@ async fn second_writer_is_detected() {
     // Both see "absent"; A creates first, B's exclusive create must fail.
     assert_eq!(a.load(6).await.unwrap(), None);
     assert_eq!(b.load(6).await.unwrap(), None);
-    a.save(&cursor(6, 10), 1_800_000_000_000_000_000).await.unwrap();
-    let err = b.save(&cursor(6, 20), 1_800_000_000_000_000_001).await.unwrap_err();
-    assert!(matches!(err, CursorError::ConcurrentWriter { .. }), "{err:?}");
+    a.save(&cursor(6, 10), 1_800_000_000_000_000_000)
+        .await
+        .unwrap();
+    let err = b
+        .save(&cursor(6, 20), 1_800_000_000_000_000_001)
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(err, CursorError::ConcurrentWriter { .. }),
+        "{err:?}"
+    );
     assert!(err.to_string().contains("shard-06.json"), "{err}");
 
     // Both load generation 1; A saves (→2); B's update expecting 1 must fail.
     assert!(b.load(6).await.unwrap().is_some());
-    a.save(&cursor(6, 30), 1_800_000_000_000_000_002).await.unwrap();
-    let err = b.save(&cursor(6, 40), 1_800_000_000_000_000_003).await.unwrap_err();
-    assert!(matches!(err, CursorError::ConcurrentWriter { .. }), "{err:?}");
+    a.save(&cursor(6, 30), 1_800_000_000_000_000_002)
+        .await
+        .unwrap();
+    let err = b
+        .save(&cursor(6, 40), 1_800_000_000_000_000_003)
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(err, CursorError::ConcurrentWriter { .. }),
+        "{err:?}"
+    );
     // A's data survived.
     assert_eq!(a.load(6).await.unwrap().unwrap().ts_ns, 30);
 }
@@ -221,7 +253,12 @@ async fn filer_client_basics() {
         .await
         .unwrap();
     assert_eq!(c2.lookup("/", "no-such-entry-xyz").await.unwrap(), None);
-    assert!(c2.list_page("/no/such/dir", "", 10).await.unwrap().is_empty());
+    assert!(
+        c2.list_page("/no/such/dir", "", 10)
+            .await
+            .unwrap()
+            .is_empty()
+    );
     // An exclusive create of an existing entry is AlreadyExists.
     let dir = unique_dir("excl");
     write_raw(&c, &dir, "f", b"x").await;

@@ -109,7 +109,10 @@ async fn bucket_discovery_reads_every_setting_and_isolates_bad_documents() {
     assert!(!v.object_lock);
     assert_eq!(v.lifecycle_xml.as_deref(), Some(XML));
     assert_eq!(v.rules.len(), 2);
-    assert_eq!((v.rules[0].id.as_str(), v.rules[0].prefix.as_str()), ("r1", "logs/"));
+    assert_eq!(
+        (v.rules[0].id.as_str(), v.rules[0].prefix.as_str()),
+        ("r1", "logs/")
+    );
     assert_eq!(v.rules[0].expiration_days, 7);
     assert_eq!(v.rules[1].noncurrent_days, 3);
     assert_eq!(v.validation_errors().count(), 0, "{:?}", v.diagnostics);
@@ -128,7 +131,10 @@ async fn bucket_discovery_reads_every_setting_and_isolates_bad_documents() {
     assert_eq!(p.lifecycle_xml, None);
     assert!(p.rules.is_empty());
 
-    assert!(find(&broken).is_none(), "a bucket with a broken document is skipped");
+    assert!(
+        find(&broken).is_none(),
+        "a bucket with a broken document is skipped"
+    );
     let errs: Vec<_> = scan.errors.iter().filter(|e| e.bucket == broken).collect();
     assert_eq!(errs.len(), 1, "{:?}", scan.errors);
     assert!(errs[0].to_string().contains(&broken), "{}", errs[0]);

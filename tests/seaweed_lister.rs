@@ -73,9 +73,7 @@ fn describe(item: &ListedItem) -> String {
             assert_eq!(folder.name, format!("{}.versions", leaf(logical_key)));
             let markers = versions
                 .iter()
-                .filter(|v| {
-                    v.extended.get(keys::DELETE_MARKER).map(Vec::as_slice) == Some(b"true")
-                })
+                .filter(|v| v.extended.get(keys::DELETE_MARKER).map(Vec::as_slice) == Some(b"true"))
                 .count();
             if let Some(n) = null_version {
                 assert_eq!(n.name, leaf(logical_key));
@@ -109,7 +107,13 @@ async fn lister_enumerates_every_kind_of_item_exactly_once() {
     // a folder marker, and a key that will gain versions later.
     let bulk: Vec<String> = (0..BULK).map(|i| format!("bulk/o{i:05}")).collect();
     c.put_objects_bulk(&bucket, &bulk, b"").await.unwrap();
-    for key in ["a/b/c.txt", "a/d.txt", "folder/inside.txt", "top.txt", "n/k3"] {
+    for key in [
+        "a/b/c.txt",
+        "a/d.txt",
+        "folder/inside.txt",
+        "top.txt",
+        "n/k3",
+    ] {
         put(&s3, &bucket, key, b"data").await;
     }
     put(&s3, &bucket, "folder/", b"").await;
@@ -118,10 +122,23 @@ async fn lister_enumerates_every_kind_of_item_exactly_once() {
     // entry of listing page 5, its folder the first of page 6), several
     // versions, a delete marker.
     set_versioning(&s3, &bucket, BucketVersioningStatus::Enabled).await;
-    for key in ["n/k3", "bulk/o04999", "bulk/o00010", "v/k1", "v/k1", "v/k1", "v/k2"] {
+    for key in [
+        "n/k3",
+        "bulk/o04999",
+        "bulk/o00010",
+        "v/k1",
+        "v/k1",
+        "v/k1",
+        "v/k2",
+    ] {
         put(&s3, &bucket, key, b"ver").await;
     }
-    s3.delete_object().bucket(&bucket).key("v/k2").send().await.unwrap();
+    s3.delete_object()
+        .bucket(&bucket)
+        .key("v/k2")
+        .send()
+        .await
+        .unwrap();
 
     // Suspended: a null version next to existing versions, and a plain key.
     set_versioning(&s3, &bucket, BucketVersioningStatus::Suspended).await;
@@ -163,7 +180,11 @@ async fn lister_enumerates_every_kind_of_item_exactly_once() {
         .await
         .unwrap();
     filer
-        .create_entry(&format!("{bdir}/.uploads/nokey"), file("0001.part", &[]), false)
+        .create_entry(
+            &format!("{bdir}/.uploads/nokey"),
+            file("0001.part", &[]),
+            false,
+        )
         .await
         .unwrap();
     filer
@@ -171,7 +192,11 @@ async fn lister_enumerates_every_kind_of_item_exactly_once() {
         .await
         .unwrap();
     filer
-        .create_entry(&format!("{bdir}/x/plain.versions"), file("note", &[]), false)
+        .create_entry(
+            &format!("{bdir}/x/plain.versions"),
+            file("note", &[]),
+            false,
+        )
         .await
         .unwrap();
 
@@ -237,7 +262,10 @@ async fn lister_enumerates_every_kind_of_item_exactly_once() {
     // each side of the boundary.
     assert!(counts.lookups >= 2, "{counts:?}");
     eprintln!("lister counts: {counts:?}");
-    assert!(counts.pages_listed >= (BULK as u64) / u64::from(PAGE), "{counts:?}");
+    assert!(
+        counts.pages_listed >= (BULK as u64) / u64::from(PAGE),
+        "{counts:?}"
+    );
 
     // Default options list the same set.
     let mut again = BTreeSet::new();

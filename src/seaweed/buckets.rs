@@ -101,7 +101,10 @@ pub struct BucketScan {
 /// reads every bucket's settings. Dot-names (`.system`, …) and plain files are
 /// not buckets. A listing failure is an error; a bad document only skips its
 /// bucket.
-pub async fn list_bucket_configs(client: &FilerClient, root: &str) -> Result<BucketScan, FilerError> {
+pub async fn list_bucket_configs(
+    client: &FilerClient,
+    root: &str,
+) -> Result<BucketScan, FilerError> {
     let mut scan = BucketScan::default();
     let mut listing = Box::pin(client.list_all(root, DEFAULT_PAGE));
     while let Some(entry) = listing.next().await {
@@ -173,9 +176,18 @@ mod tests {
     #[test]
     fn versioning_is_trimmed_and_case_insensitive() {
         assert_eq!(Versioning::from_extended(None), Versioning::Unversioned);
-        assert_eq!(Versioning::from_extended(Some(b" Enabled\n")), Versioning::Enabled);
-        assert_eq!(Versioning::from_extended(Some(b"SUSPENDED")), Versioning::Suspended);
-        assert_eq!(Versioning::from_extended(Some(b"off")), Versioning::Unversioned);
+        assert_eq!(
+            Versioning::from_extended(Some(b" Enabled\n")),
+            Versioning::Enabled
+        );
+        assert_eq!(
+            Versioning::from_extended(Some(b"SUSPENDED")),
+            Versioning::Suspended
+        );
+        assert_eq!(
+            Versioning::from_extended(Some(b"off")),
+            Versioning::Unversioned
+        );
     }
 
     #[test]

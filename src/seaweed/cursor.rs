@@ -249,7 +249,11 @@ impl CursorStore {
         let dir = dir.trim_end_matches('/');
         CursorStore {
             client,
-            dir: if dir.is_empty() { "/".into() } else { dir.into() },
+            dir: if dir.is_empty() {
+                "/".into()
+            } else {
+                dir.into()
+            },
             known: Mutex::new(HashMap::new()),
         }
     }
@@ -288,13 +292,12 @@ impl CursorStore {
             shard,
             problem,
         })?;
-        let cursor = decode_cursor(&entry.content, shard).map_err(|problem| {
-            CursorError::Corrupt {
+        let cursor =
+            decode_cursor(&entry.content, shard).map_err(|problem| CursorError::Corrupt {
                 path: path.clone(),
                 shard,
                 problem,
-            }
-        })?;
+            })?;
         self.remember(shard, Known::Generation(generation));
         Ok(Some(cursor))
     }
@@ -341,8 +344,7 @@ impl CursorStore {
                 Err(e) => return Err(e.into()),
             },
             Known::Generation(g) => {
-                let expected =
-                    HashMap::from([(GENERATION_KEY.to_string(), generation_bytes(g))]);
+                let expected = HashMap::from([(GENERATION_KEY.to_string(), generation_bytes(g))]);
                 match self.client.update_entry(&self.dir, entry, expected).await {
                     Ok(()) => {}
                     Err(FilerError::PreconditionFailed { message, .. }) => {
@@ -501,7 +503,8 @@ fn peek_version(content: &[u8]) -> Result<u64, String> {
         version: Option<u64>,
     }
     let v: V = serde_json::from_slice(content).map_err(|e| format!("invalid JSON: {e}"))?;
-    v.version.ok_or_else(|| "the \"version\" field is missing".into())
+    v.version
+        .ok_or_else(|| "the \"version\" field is missing".into())
 }
 
 /// Decodes a standard-base64 hash, for tools and tests.
@@ -542,13 +545,22 @@ mod tests {
         // 32 × 0xff → standard alphabet ('/', not URL-safe '_'), one '=' of padding.
         let ff = "//////////////////////////////////////////8=";
         assert_eq!(ff.len(), 44);
-        assert!(json.contains(&format!("\"rule_set_hash\": \"{ff}\"")), "{json}");
-        assert!(json.contains(&format!("\"promoted_hash\": \"{}=\"", "A".repeat(43))), "{json}");
+        assert!(
+            json.contains(&format!("\"rule_set_hash\": \"{ff}\"")),
+            "{json}"
+        );
+        assert!(
+            json.contains(&format!("\"promoted_hash\": \"{}=\"", "A".repeat(43))),
+            "{json}"
+        );
         assert!(!json.contains("last_walked_ns"), "{json}");
         assert!(!json.contains("halted"), "{json}");
         assert!(!json.contains("\"rules\""), "{json}");
         assert!(json.ends_with("}\n"));
-        assert!(json.starts_with("{\n  \"version\": 1,\n  \"shard_id\": 3,"), "{json}");
+        assert!(
+            json.starts_with("{\n  \"version\": 1,\n  \"shard_id\": 3,"),
+            "{json}"
+        );
         assert_eq!(decode_cursor(json.as_bytes(), 3).unwrap(), sample());
     }
 
@@ -558,7 +570,8 @@ mod tests {
         c.last_walked_ns = 77;
         let b = c.buckets.get_mut("b1").unwrap();
         b.halted = Some("RETRY_LATER on k".into());
-        b.rules.insert("0011223344556677/EXPIRATION_DAYS".into(), 42);
+        b.rules
+            .insert("0011223344556677/EXPIRATION_DAYS".into(), 42);
         let json = c.to_json();
         assert_eq!(decode_cursor(&json, 3).unwrap(), c);
     }
@@ -580,15 +593,24 @@ mod tests {
     fn strict_decoding_errors_say_what_is_wrong() {
         let good = sample().to_json();
         assert!(decode_cursor(b"", 3).unwrap_err().contains("empty"));
-        assert!(decode_cursor(b"{not json", 3).unwrap_err().contains("invalid JSON"));
+        assert!(
+            decode_cursor(b"{not json", 3)
+                .unwrap_err()
+                .contains("invalid JSON")
+        );
         assert!(decode_cursor(&good, 4).unwrap_err().contains("shard_id 3"));
         let v2 = String::from_utf8(good.clone())
             .unwrap()
             .replace("\"version\": 1", "\"version\": 2");
-        assert!(decode_cursor(v2.as_bytes(), 3).unwrap_err().contains("version 2"));
-        let short = String::from_utf8(good)
-            .unwrap()
-            .replace("//////////////////////////////////////////8=", &STANDARD.encode([1u8; 31]));
+        assert!(
+            decode_cursor(v2.as_bytes(), 3)
+                .unwrap_err()
+                .contains("version 2")
+        );
+        let short = String::from_utf8(good).unwrap().replace(
+            "//////////////////////////////////////////8=",
+            &STANDARD.encode([1u8; 31]),
+        );
         let err = decode_cursor(short.as_bytes(), 3).unwrap_err();
         assert!(err.contains("31 bytes"), "{err}");
     }
@@ -631,7 +653,10 @@ mod tests {
         assert_eq!(c.shard_id, 7);
         assert_eq!(c.buckets.len(), 2);
         for b in c.buckets.values() {
-            assert_eq!((b.ts_ns, b.rule_set_hash, b.promoted_hash), (100, [3; 32], [4; 32]));
+            assert_eq!(
+                (b.ts_ns, b.rule_set_hash, b.promoted_hash),
+                (100, [3; 32], [4; 32])
+            );
             assert_eq!(b.last_walked_ns, 50);
         }
         assert_eq!(c.min_bucket_ts(), Some(100));
@@ -642,7 +667,10 @@ mod tests {
     fn cursor_entry_attributes() {
         let e = cursor_entry("shard-01.json", b"{}\n".to_vec(), 1_500_000_000_250, 4);
         let a = e.attributes.unwrap();
-        assert_eq!((a.mtime, a.mtime_ns, a.file_mode, a.file_size), (1500, 250, 0o644, 3));
+        assert_eq!(
+            (a.mtime, a.mtime_ns, a.file_mode, a.file_size),
+            (1500, 250, 0o644, 3)
+        );
         assert_eq!(hex::encode(a.md5), "8a80554c91d9fca8acb82f023de02f11");
         assert_eq!(e.extended[GENERATION_KEY], b"4");
     }

@@ -103,7 +103,10 @@ pub enum FilerError {
 impl FilerError {
     /// True when the error is a transport failure rather than a filer answer.
     pub fn is_transport(&self) -> bool {
-        matches!(self, FilerError::Transport { .. } | FilerError::Connect { .. })
+        matches!(
+            self,
+            FilerError::Transport { .. } | FilerError::Connect { .. }
+        )
     }
 
     fn from_status(op: &'static str, path: String, status: Status) -> FilerError {
@@ -445,7 +448,10 @@ struct PageState {
 }
 
 /// Next entry of a listing stream; responses without an entry are skipped.
-async fn next_entry(stream: &mut Streaming<ListEntriesResponse>, dir: &str) -> Result<Option<Entry>> {
+async fn next_entry(
+    stream: &mut Streaming<ListEntriesResponse>,
+    dir: &str,
+) -> Result<Option<Entry>> {
     loop {
         match stream.message().await {
             Ok(Some(resp)) => {
@@ -462,7 +468,8 @@ async fn next_entry(stream: &mut Streaming<ListEntriesResponse>, dir: &str) -> R
 }
 
 fn is_precondition(s: &Status) -> bool {
-    s.code() == Code::FailedPrecondition || s.message().to_ascii_lowercase().contains("precondition")
+    s.code() == Code::FailedPrecondition
+        || s.message().to_ascii_lowercase().contains("precondition")
 }
 
 fn classify_create(path: String, s: Status) -> FilerError {
@@ -482,7 +489,10 @@ mod tests {
         assert_eq!(join_path("/buckets", "b"), "/buckets/b");
         assert_eq!(join_path("/buckets/", "b"), "/buckets/b");
         assert_eq!(join_path("/", "etc"), "/etc");
-        assert_eq!(split_path("/buckets/b/k/"), ("/buckets/b".into(), "k".into()));
+        assert_eq!(
+            split_path("/buckets/b/k/"),
+            ("/buckets/b".into(), "k".into())
+        );
         assert_eq!(split_path("/etc"), ("/".into(), "etc".into()));
     }
 

@@ -23,6 +23,9 @@ use crate::pb::filer_pb::Entry;
 use crate::seaweed::filer::{DEFAULT_PAGE, FilerClient, FilerError, join_path};
 
 /// One thing the walker evaluates.
+// Versions carries two entries inline; boxing would cost an allocation per
+// item for a few hundred bytes per channel slot, which the bounded channel caps.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Clone, PartialEq)]
 pub enum ListedItem {
     /// An unversioned object (a plain file that is no key's null version).
@@ -452,10 +455,7 @@ impl Walker {
         while let Some(e) = listing.next().await {
             let e = e?;
             self.stats.entries_seen.fetch_add(1, Ordering::Relaxed);
-            let has_key = e
-                .extended
-                .get(keys::MPU_KEY)
-                .is_some_and(|v| !v.is_empty());
+            let has_key = e.extended.get(keys::MPU_KEY).is_some_and(|v| !v.is_empty());
             if e.is_directory && has_key {
                 self.emit(ListedItem::Upload {
                     upload_id: e.name.clone(),
