@@ -83,3 +83,43 @@ async fn bulk_puts_land_and_buckets_are_unique() {
         .unwrap();
     assert_eq!(listed.key_count(), Some(40));
 }
+
+#[tokio::test]
+async fn backdate_moves_mtime_and_is_seen_in_the_meta_log() {
+    let c = common::cluster();
+    let bucket = c.new_bucket("smoke-backdate").await.unwrap();
+    c.put_objects_bulk(&bucket, &["old.txt".to_string()], b"aged")
+        .await
+        .unwrap();
+    let since = common::now_ns();
+    let dir = format!("/buckets/{bucket}");
+    let age = std::time::Duration::from_secs(40 * 86_400);
+    c.backdate(&dir, "old.txt", age).await.unwrap();
+
+    let entry = c.lookup_entry(&dir, "old.txt").await.unwrap().unwrap();
+    let attrs = entry.attributes.unwrap();
+    let expected = common::now_ns() / 1_000_000_000 - 40 * 86_400;
+    assert!(
+        (attrs.mtime - expected).abs() <= 2,
+        "mtime {} vs {expected}",
+        attrs.mtime
+    );
+    assert_eq!(attrs.mtime_ns, 0);
+
+    let events = c
+        .subscribe_events(&format!("{dir}/"), since, common::now_ns())
+        .await
+        .unwrap();
+    let update = events
+        .iter()
+        .find(|e| common::events::kind(e) == "UPDATE")
+        .expect("backdating emits an UPDATE");
+    let new = update
+        .event_notification
+        .as_ref()
+        .unwrap()
+        .new_entry
+        .as_ref()
+        .unwrap();
+    assert_eq!(new.attributes.as_ref().unwrap().mtime, attrs.mtime);
+}

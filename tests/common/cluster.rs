@@ -22,6 +22,8 @@ const POLL: Duration = Duration::from_millis(500);
 /// Start attempts: a retry only happens when weed exits early, e.g. a port was taken between our
 /// check and its bind by another engineer's cluster.
 const START_ATTEMPTS: usize = 3;
+/// Written into the data dir, which is weed's working directory (see `start`).
+const MASTER_TOML: &str = "[master.volume_growth]\ncopy_1 = 2\n";
 
 /// The eight ports of one cluster.
 #[derive(Debug, Clone, Copy)]
@@ -239,6 +241,11 @@ fn start(weed: &Path, ports: Ports) -> Result<Cluster, StartError> {
     let data_dir = std::env::temp_dir().join(format!("s3lc-weed-{}", unique_suffix()));
     std::fs::create_dir_all(&data_dir)
         .map_err(|e| fatal(&format!("creating data dir {}", data_dir.display()), e))?;
+    // weed reads master.toml from its working directory first. Each bucket is its own collection
+    // and by default grows 7 volumes on first write, so 300 slots would hold only ~40 buckets;
+    // growing 2 at a time fits ~150 buckets per test binary and makes first PUTs faster.
+    std::fs::write(data_dir.join("master.toml"), MASTER_TOML)
+        .map_err(|e| fatal("writing master.toml", e))?;
     let log_file = data_dir.join("weed.log");
     let log = std::fs::File::create(&log_file).map_err(|e| fatal("creating weed.log", e))?;
     let log2 = log
@@ -326,13 +333,28 @@ if is_ours; then
   if is_ours; then kill -KILL "$WPID" 2>/dev/null; sleep 0.5; fi
 fi
 case "$DATA" in */s3lc-weed-*) rm -rf -- "$DATA" ;; esac
+if ! is_ours; then for s in $SOCKS; do [ -S "$s" ] && rm -f -- "$s"; done; fi
 "#;
+    // A killed weed leaves its per-port Unix sockets behind in the temp dir (§0.2); ours only.
+    let tmp = std::env::temp_dir();
+    let p = c.ports;
+    let socks: Vec<String> = [
+        format!("seaweedfs-master-grpc-{}.sock", p.master_grpc),
+        format!("seaweedfs-volume-grpc-{}.sock", p.volume_grpc),
+        format!("seaweedfs-filer-grpc-{}.sock", p.filer_grpc),
+        format!("seaweedfs-s3-grpc-{}.sock", p.s3_grpc),
+        format!("seaweedfs-s3-{}.sock", p.s3),
+    ]
+    .iter()
+    .map(|n| tmp.join(n).display().to_string())
+    .collect();
     Command::new("sh")
         .arg("-c")
         .arg(SCRIPT)
         .env("TPID", std::process::id().to_string())
         .env("WPID", c.pid.to_string())
         .env("DATA", &c.data_dir)
+        .env("SOCKS", socks.join(" "))
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::null())

@@ -12,6 +12,7 @@ use md5::Digest as _;
 use s3_lifecycled::pb::filer_pb::seaweed_filer_client::SeaweedFilerClient;
 use s3_lifecycled::pb::filer_pb::{
     Entry, LookupDirectoryEntryRequest, SubscribeMetadataRequest, SubscribeMetadataResponse,
+    UpdateEntryRequest,
 };
 use tonic::transport::Channel;
 
@@ -20,6 +21,8 @@ use super::http;
 
 /// Extended key holding the raw lifecycle XML on a bucket entry (seaweedfs-live.md §2).
 pub const LIFECYCLE_XML_KEY: &str = "s3-bucket-lifecycle-configuration-xml";
+/// Extended key a demoted version gets (seaweedfs-live.md §1).
+pub const NONCURRENT_SINCE_KEY: &str = "Seaweed-X-Amz-Noncurrent-Since-Ns";
 /// gRPC messages can be large (batched metadata responses); Go clients allow 1 GiB too.
 const MAX_DECODE: usize = 1 << 30;
 /// Concurrent PUTs in [`Cluster::put_objects_bulk`].
@@ -157,6 +160,70 @@ impl Cluster {
             Err(status) if status.message().contains("no entry is found") => Ok(None),
             Err(status) => Err(anyhow!("LookupDirectoryEntry {dir}/{name}: {status}")),
         }
+    }
+
+    /// Makes an entry look `age` old, the way Go's integration tests do (seaweedfs-live.md §0.10):
+    /// `mtime` and `crtime` = now − age (whole seconds, `mtime_ns` 0), and an existing
+    /// Noncurrent-Since-Ns moved to the same instant. Emits one UPDATE event. Returns the new entry.
+    ///
+    /// For the latest version of a `.versions` key, also backdate the `.versions` dir's
+    /// `Seaweed-X-Amz-Latest-Version-Mtime` ([`Cluster::set_extended`]): Go reads the age from there.
+    pub async fn backdate(
+        &self,
+        dir: &str,
+        name: &str,
+        age: std::time::Duration,
+    ) -> anyhow::Result<Entry> {
+        let mut entry = self
+            .lookup_entry(dir, name)
+            .await?
+            .ok_or_else(|| anyhow!("cannot backdate {dir}/{name}: no such entry"))?;
+        let then_s = now_ns() / 1_000_000_000 - i64::try_from(age.as_secs())?;
+        let attrs = entry.attributes.get_or_insert_with(Default::default);
+        attrs.mtime = then_s;
+        attrs.mtime_ns = 0;
+        attrs.crtime = then_s;
+        if let Some(v) = entry.extended.get_mut(NONCURRENT_SINCE_KEY) {
+            *v = (then_s * 1_000_000_000).to_string().into_bytes();
+        }
+        self.update_entry(dir, entry.clone()).await?;
+        Ok(entry)
+    }
+
+    /// Sets (or with `None` removes) one Extended key of an entry through UpdateEntry.
+    pub async fn set_extended(
+        &self,
+        dir: &str,
+        name: &str,
+        key: &str,
+        value: Option<&[u8]>,
+    ) -> anyhow::Result<()> {
+        let mut entry = self
+            .lookup_entry(dir, name)
+            .await?
+            .ok_or_else(|| anyhow!("cannot set {key} on {dir}/{name}: no such entry"))?;
+        match value {
+            Some(v) => entry.extended.insert(key.to_string(), v.to_vec()),
+            None => entry.extended.remove(key),
+        };
+        self.update_entry(dir, entry).await
+    }
+
+    /// UpdateEntry of `entry` in `dir`. Our proto subset omits only
+    /// `RemoteEntry.remote_content_encoding` of what an Entry can hold (see the conformance test).
+    pub async fn update_entry(&self, dir: &str, entry: Entry) -> anyhow::Result<()> {
+        let name = entry.name.clone();
+        let req = UpdateEntryRequest {
+            directory: dir.to_string(),
+            entry: Some(entry),
+            ..Default::default()
+        };
+        self.filer_client()
+            .await?
+            .update_entry(req)
+            .await
+            .map_err(|s| anyhow!("UpdateEntry {dir}/{name}: {s}"))?;
+        Ok(())
     }
 
     /// PUTs every key with the same body, 16 requests in flight.
