@@ -173,7 +173,7 @@ pub struct NoncurrentVersionTransition {
 /// Parses a lifecycle configuration exactly as a client sent it to
 /// PutBucketLifecycleConfiguration. Fails only when the document cannot be
 /// read (see [`ParseError`]); AWS-rule violations are left to
-/// [`super::validate`].
+/// [`super::validate()`].
 pub fn parse(input: &[u8]) -> Result<LifecycleConfiguration, ParseError> {
     let doc = xml::read_document(input)?;
     let rules = doc

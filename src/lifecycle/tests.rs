@@ -553,6 +553,16 @@ fn date_carried_only_when_set_and_not_go_zero() {
         flat_one("<Expiration><Date>0001-01-01T00:00:00Z</Date></Expiration>").expiration_date,
         None
     );
+    // Go's IsZero compares the instant, not the written offset.
+    assert_eq!(
+        flat_one("<Expiration><Date>0001-01-01T01:00:00+01:00</Date></Expiration>").expiration_date,
+        None
+    );
+    assert!(
+        flat_one("<Expiration><Date>0001-01-01T00:00:01Z</Date></Expiration>")
+            .expiration_date
+            .is_some()
+    );
 }
 
 #[test]

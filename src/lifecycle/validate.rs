@@ -224,10 +224,17 @@ pub fn validate(config: &LifecycleConfiguration) -> Vec<ValidationError> {
 
 fn check_rule(rule: &Rule, f: &mut Findings<'_>) {
     for element in &rule.repeated_elements {
+        // Go decodes repeated <Filter>/<And> into the same struct (merging);
+        // every other repeated element replaces the earlier one.
+        let seaweed = if element == "Filter" || element == "Filter/And" {
+            "SeaweedFS merges their contents"
+        } else {
+            "SeaweedFS keeps the last one"
+        };
         f.error(
             ValidationKind::RepeatedElement,
             element,
-            "appears more than once; at most one is allowed (SeaweedFS keeps the last one)".into(),
+            format!("appears more than once; at most one is allowed ({seaweed})"),
         );
     }
     match rule.status.as_deref() {

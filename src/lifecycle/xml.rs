@@ -21,6 +21,9 @@ pub const ROOT_ELEMENT: &str = "LifecycleConfiguration";
 /// `<a>` would otherwise build a tree deep enough to overflow the stack.
 const MAX_STORED_DEPTH: usize = 6;
 
+/// Longest ID shown in messages before it is cut.
+const MAX_SHOWN_ID_CHARS: usize = 64;
+
 /// Names one rule of a document for messages: by `<ID>` when it has a
 /// non-empty one, else by its 1-based position.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -34,6 +37,12 @@ pub struct RuleLocator {
 impl fmt::Display for RuleLocator {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match &self.id {
+            // Very long IDs are cut so messages stay readable; the position
+            // still identifies the rule.
+            Some(id) if id.chars().count() > MAX_SHOWN_ID_CHARS => {
+                let cut: String = id.chars().take(MAX_SHOWN_ID_CHARS).collect();
+                write!(f, "rule {:?} (#{})", format!("{cut}…"), self.position)
+            }
             Some(id) => write!(f, "rule {id:?} (#{})", self.position),
             None => write!(f, "rule #{}", self.position),
         }
@@ -274,7 +283,10 @@ pub(crate) fn read_document(input: &[u8]) -> Result<Document, ParseError> {
                     None => ParseError::NoRoot,
                     Some(open) => malformed(
                         body.len() as u64 + bom_len,
-                        format!("document ends before <{}> is closed", open.name),
+                        format!(
+                            "document ends before <{}> is closed; add the missing end tag",
+                            open.name
+                        ),
                     ),
                 });
             }
