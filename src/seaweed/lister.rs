@@ -1,0 +1,527 @@
+//! Streaming, memory-bounded recursive listing of one bucket for the walker:
+//! plain objects, versioned keys (all versions of a key together, with the
+//! bare null version folded in), and in-progress multipart uploads.
+//!
+//! Memory: a background task lists one directory page at a time and drops the
+//! page before descending into that page's subdirectories, keeping only their
+//! names; a `.versions` folder is read whole (bounded by that key's version
+//! count). Items reach the consumer through a bounded channel, so a slow
+//! consumer stalls the listing instead of growing a buffer.
+
+use std::collections::HashMap;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::task::{Context, Poll};
+
+use futures::{Stream, StreamExt};
+use tokio::sync::mpsc;
+use tokio_stream::wrappers::ReceiverStream;
+
+use crate::engine::keys;
+use crate::pb::filer_pb::Entry;
+use crate::seaweed::filer::{DEFAULT_PAGE, FilerClient, FilerError, join_path};
+
+/// One thing the walker evaluates.
+// Versions carries two entries inline; boxing would cost an allocation per
+// item for a few hundred bytes per channel slot, which the bounded channel caps.
+#[allow(clippy::large_enum_variant)]
+#[derive(Debug, Clone, PartialEq)]
+pub enum ListedItem {
+    /// An unversioned object (a plain file that is no key's null version).
+    Object {
+        /// Bucket-relative key, no leading slash.
+        key: String,
+        /// The file entry.
+        entry: Entry,
+    },
+    /// A versioned key: its `<key>.versions` folder and every version in it.
+    Versions {
+        /// Bucket-relative key without the `.versions` suffix.
+        logical_key: String,
+        /// The folder entry (carries the latest-version pointer).
+        folder: Entry,
+        /// Files in the folder with a non-empty version id, in name order.
+        versions: Vec<Entry>,
+        /// The bare `<logical_key>` entry when it is a file or a directory-key
+        /// object: the null version (pre-versioning or Suspended write).
+        null_version: Option<Entry>,
+    },
+    /// An in-progress multipart upload (`.uploads/<id>` with a destination key).
+    Upload {
+        /// The upload id (the directory name).
+        upload_id: String,
+        /// The `.uploads/<id>` directory entry; `Extended["key"]` is the
+        /// destination key, its mtime the initiation time.
+        entry: Entry,
+    },
+}
+
+/// Listing knobs.
+#[derive(Debug, Clone, Copy)]
+pub struct ListOptions {
+    /// ListEntries page size.
+    pub page: u32,
+    /// Items buffered between the listing task and the consumer.
+    pub channel_capacity: usize,
+}
+
+impl Default for ListOptions {
+    fn default() -> Self {
+        ListOptions {
+            page: DEFAULT_PAGE,
+            channel_capacity: 256,
+        }
+    }
+}
+
+/// Counters of one bucket listing, readable while it runs.
+#[derive(Debug, Default)]
+pub struct ListerStats {
+    /// Entries received from the filer (all directories, including
+    /// `.versions` folders and `.uploads`).
+    pub entries_seen: AtomicU64,
+    /// ListEntries page requests made.
+    pub pages_listed: AtomicU64,
+    /// Directories listed.
+    pub dirs_listed: AtomicU64,
+    /// LookupDirectoryEntry calls made (null-version/sibling checks across
+    /// page boundaries).
+    pub lookups: AtomicU64,
+    /// Entries currently held by the lister (page buffers, version lists),
+    /// not counting the channel.
+    pub held: AtomicUsize,
+    /// The most entries ever held at once: the memory bound under test.
+    pub held_high_water: AtomicUsize,
+}
+
+impl ListerStats {
+    fn hold(&self, n: usize) {
+        let now = self.held.fetch_add(n, Ordering::Relaxed) + n;
+        self.held_high_water.fetch_max(now, Ordering::Relaxed);
+    }
+
+    fn release(&self, n: usize) {
+        self.held.fetch_sub(n, Ordering::Relaxed);
+    }
+
+    /// Snapshot of the counters.
+    pub fn snapshot(&self) -> ListerCounts {
+        ListerCounts {
+            entries_seen: self.entries_seen.load(Ordering::Relaxed),
+            pages_listed: self.pages_listed.load(Ordering::Relaxed),
+            dirs_listed: self.dirs_listed.load(Ordering::Relaxed),
+            lookups: self.lookups.load(Ordering::Relaxed),
+            held_high_water: self.held_high_water.load(Ordering::Relaxed),
+        }
+    }
+}
+
+/// Plain copy of [`ListerStats`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct ListerCounts {
+    /// See [`ListerStats::entries_seen`].
+    pub entries_seen: u64,
+    /// See [`ListerStats::pages_listed`].
+    pub pages_listed: u64,
+    /// See [`ListerStats::dirs_listed`].
+    pub dirs_listed: u64,
+    /// See [`ListerStats::lookups`].
+    pub lookups: u64,
+    /// See [`ListerStats::held_high_water`].
+    pub held_high_water: usize,
+}
+
+/// A running bucket listing: a [`Stream`] of items plus live counters. The
+/// listing stops when this is dropped.
+pub struct BucketListing {
+    rx: ReceiverStream<Result<ListedItem, FilerError>>,
+    stats: Arc<ListerStats>,
+}
+
+impl BucketListing {
+    /// The counters (shared with the listing task).
+    pub fn stats(&self) -> Arc<ListerStats> {
+        self.stats.clone()
+    }
+}
+
+impl Stream for BucketListing {
+    type Item = Result<ListedItem, FilerError>;
+
+    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        self.rx.poll_next_unpin(cx)
+    }
+}
+
+/// Lists bucket `bucket` under `root` with default options. Must be called
+/// inside a tokio runtime (the listing runs in a spawned task). An error ends
+/// the stream after it is yielded.
+pub fn list_bucket(client: &FilerClient, root: &str, bucket: &str) -> BucketListing {
+    list_bucket_with(client, root, bucket, ListOptions::default())
+}
+
+/// [`list_bucket`] with explicit options.
+pub fn list_bucket_with(
+    client: &FilerClient,
+    root: &str,
+    bucket: &str,
+    opts: ListOptions,
+) -> BucketListing {
+    let (tx, rx) = mpsc::channel(opts.channel_capacity.max(1));
+    let stats = Arc::new(ListerStats::default());
+    let walker = Walker {
+        client: client.clone(),
+        bucket_dir: join_path(root, bucket),
+        page: opts.page.max(1),
+        stats: stats.clone(),
+        tx,
+    };
+    tokio::spawn(async move {
+        if let Err(e) = walker.run().await {
+            // The consumer may be gone already; nothing else to tell.
+            let _ = walker.tx.send(Err(e)).await;
+        }
+    });
+    BucketListing {
+        rx: ReceiverStream::new(rx),
+        stats,
+    }
+}
+
+/// Why the walk stopped early without an error to report.
+enum Stop {
+    /// The consumer dropped the stream.
+    Closed,
+    /// A filer call failed.
+    Filer(FilerError),
+}
+
+impl From<FilerError> for Stop {
+    fn from(e: FilerError) -> Self {
+        Stop::Filer(e)
+    }
+}
+
+/// One directory being walked: where to resume and which subdirectories of
+/// the last page still need a visit.
+struct Frame {
+    /// Full filer path.
+    dir: String,
+    /// Bucket-relative prefix of entries in `dir` ("" at the bucket root,
+    /// else ending in `/`).
+    rel: String,
+    /// Last name received; the next page starts after it.
+    after: String,
+    /// Subdirectory names of the last page, still to descend into.
+    pending: Vec<String>,
+    /// No more pages.
+    exhausted: bool,
+    /// Pages fetched so far (the first page has no earlier siblings).
+    pages: u64,
+}
+
+struct Walker {
+    client: FilerClient,
+    bucket_dir: String,
+    page: u32,
+    stats: Arc<ListerStats>,
+    tx: mpsc::Sender<Result<ListedItem, FilerError>>,
+}
+
+impl Walker {
+    async fn run(&self) -> Result<(), FilerError> {
+        match self.walk().await {
+            Ok(()) | Err(Stop::Closed) => Ok(()),
+            Err(Stop::Filer(e)) => Err(e),
+        }
+    }
+
+    async fn emit(&self, item: ListedItem) -> Result<(), Stop> {
+        self.tx.send(Ok(item)).await.map_err(|_| Stop::Closed)
+    }
+
+    async fn walk(&self) -> Result<(), Stop> {
+        let mut stack = vec![Frame {
+            dir: self.bucket_dir.clone(),
+            rel: String::new(),
+            after: String::new(),
+            pending: Vec::new(),
+            exhausted: false,
+            pages: 0,
+        }];
+        while let Some(top) = stack.last_mut() {
+            if let Some(name) = top.pending.pop() {
+                let child = Frame {
+                    dir: join_path(&top.dir, &name),
+                    rel: format!("{}{}/", top.rel, name),
+                    after: String::new(),
+                    pending: Vec::new(),
+                    exhausted: false,
+                    pages: 0,
+                };
+                stack.push(child);
+                continue;
+            }
+            if top.exhausted {
+                stack.pop();
+                continue;
+            }
+            if top.pages == 0 {
+                self.stats.dirs_listed.fetch_add(1, Ordering::Relaxed);
+            }
+            let page = self
+                .client
+                .list_page(&top.dir, &top.after, self.page)
+                .await?;
+            self.stats.pages_listed.fetch_add(1, Ordering::Relaxed);
+            self.stats
+                .entries_seen
+                .fetch_add(page.len() as u64, Ordering::Relaxed);
+            let n = page.len();
+            self.stats.hold(n);
+            top.pages += 1;
+            top.exhausted = n < self.page as usize;
+            if let Some(last) = page.last() {
+                top.after.clone_from(&last.name);
+            }
+            let first_page = top.pages == 1;
+            let more = !top.exhausted;
+            let (dir, rel) = (top.dir.clone(), top.rel.clone());
+            let result = self.process_page(&dir, &rel, page, first_page, more).await;
+            self.stats.release(n);
+            let mut subdirs = result?;
+            // Pop from the end visits subdirectories in name order.
+            subdirs.reverse();
+            if let Some(top) = stack.last_mut() {
+                top.pending = subdirs;
+            }
+        }
+        Ok(())
+    }
+
+    /// Emits the page's items and returns the names of subdirectories to
+    /// descend into. `more` = later pages may exist.
+    async fn process_page(
+        &self,
+        dir: &str,
+        rel: &str,
+        page: Vec<Entry>,
+        first_page: bool,
+        more: bool,
+    ) -> Result<Vec<String>, Stop> {
+        let index: HashMap<&str, usize> = page
+            .iter()
+            .enumerate()
+            .map(|(i, e)| (e.name.as_str(), i))
+            .collect();
+        let first_name = page.first().map(|e| e.name.clone()).unwrap_or_default();
+        let last_name = page.last().map(|e| e.name.clone()).unwrap_or_default();
+        let mut subdirs = Vec::new();
+        for e in &page {
+            let name = e.name.as_str();
+            if e.is_directory {
+                if rel.is_empty() && name == keys::UPLOADS_DIR {
+                    self.uploads(&join_path(dir, name)).await?;
+                    continue;
+                }
+                if let Some(logical) = name.strip_suffix(keys::VERSIONS_SUFFIX)
+                    && !logical.is_empty()
+                {
+                    // The bare sibling sorts before the folder: in this page,
+                    // or (unless this is the first page) in an earlier one.
+                    let bare = match index.get(logical) {
+                        Some(&i) => Some(page[i].clone()),
+                        None if !first_page && logical < first_name.as_str() => {
+                            self.lookup(dir, logical).await?
+                        }
+                        None => None,
+                    };
+                    let recurse = self.versions(dir, rel, logical, e, bare).await?;
+                    if recurse {
+                        subdirs.push(e.name.clone());
+                    }
+                    continue;
+                }
+                subdirs.push(e.name.clone());
+                continue;
+            }
+            // A file. If `<name>.versions` is a directory, the folder's
+            // handler owns this entry (null version, or plain object when the
+            // folder has no versions).
+            let folder_name = format!("{name}{}", keys::VERSIONS_SUFFIX);
+            let has_folder = match index.get(folder_name.as_str()) {
+                Some(&i) => page[i].is_directory,
+                None if more && folder_name.as_str() > last_name.as_str() => self
+                    .lookup(dir, &folder_name)
+                    .await?
+                    .is_some_and(|f| f.is_directory),
+                None => false,
+            };
+            if has_folder {
+                continue;
+            }
+            if e.attributes.is_none() {
+                // No mtime, nothing to age; Go's walker skips these too.
+                continue;
+            }
+            self.emit(ListedItem::Object {
+                key: format!("{rel}{name}"),
+                entry: e.clone(),
+            })
+            .await?;
+        }
+        Ok(subdirs)
+    }
+
+    async fn lookup(&self, dir: &str, name: &str) -> Result<Option<Entry>, Stop> {
+        self.stats.lookups.fetch_add(1, Ordering::Relaxed);
+        Ok(self.client.lookup(dir, name).await?)
+    }
+
+    /// Handles `<logical>.versions`. Returns true when the folder holds no
+    /// versions and must be walked as an ordinary directory.
+    async fn versions(
+        &self,
+        dir: &str,
+        rel: &str,
+        logical: &str,
+        folder: &Entry,
+        bare: Option<Entry>,
+    ) -> Result<bool, Stop> {
+        let folder_path = join_path(dir, &folder.name);
+        self.stats.dirs_listed.fetch_add(1, Ordering::Relaxed);
+        let mut versions = Vec::new();
+        let mut listing = Box::pin(self.client.list_all(&folder_path, self.page));
+        let mut held = 0usize;
+        let res: Result<(), FilerError> = async {
+            while let Some(e) = listing.next().await {
+                let e = e?;
+                self.stats.entries_seen.fetch_add(1, Ordering::Relaxed);
+                let is_version = !e.is_directory
+                    && e.extended
+                        .get(keys::VERSION_ID)
+                        .is_some_and(|v| !v.is_empty());
+                if is_version {
+                    self.stats.hold(1);
+                    held += 1;
+                    versions.push(e);
+                }
+            }
+            Ok(())
+        }
+        .await;
+        if let Err(e) = res {
+            self.stats.release(held);
+            return Err(e.into());
+        }
+        let logical_key = format!("{rel}{logical}");
+        let out = if versions.is_empty() {
+            // Not a versioned key after all: the bare entry is a plain object
+            // and the folder an ordinary directory.
+            if let Some(b) = bare
+                && !b.is_directory
+                && b.attributes.is_some()
+            {
+                self.emit(ListedItem::Object {
+                    key: logical_key,
+                    entry: b,
+                })
+                .await
+                .map(|()| true)
+            } else {
+                Ok(true)
+            }
+        } else {
+            let null_version = bare.filter(is_null_version_candidate);
+            self.emit(ListedItem::Versions {
+                logical_key,
+                folder: folder.clone(),
+                versions,
+                null_version,
+            })
+            .await
+            .map(|()| false)
+        };
+        self.stats.release(held);
+        out
+    }
+
+    /// Emits every `.uploads/<id>` directory that names a destination key.
+    /// Parts, and upload dirs without `key`, are not objects.
+    async fn uploads(&self, uploads_dir: &str) -> Result<(), Stop> {
+        self.stats.dirs_listed.fetch_add(1, Ordering::Relaxed);
+        let mut listing = Box::pin(self.client.list_all(uploads_dir, self.page));
+        while let Some(e) = listing.next().await {
+            let e = e?;
+            self.stats.entries_seen.fetch_add(1, Ordering::Relaxed);
+            let has_key = e.extended.get(keys::MPU_KEY).is_some_and(|v| !v.is_empty());
+            if e.is_directory && has_key {
+                self.emit(ListedItem::Upload {
+                    upload_id: e.name.clone(),
+                    entry: e,
+                })
+                .await?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The bare entry counts as a null version when it is a file, or a directory
+/// that is an S3 directory-key object (facts doc §5.3: mime, chunks, content
+/// or remote data). A plain prefix directory does not.
+pub fn is_null_version_candidate(e: &Entry) -> bool {
+    !e.is_directory || is_directory_key_object(e)
+}
+
+/// A directory that stores an S3 object of its own (`key/`), per the server's
+/// definition (facts doc §5.3).
+pub fn is_directory_key_object(e: &Entry) -> bool {
+    e.is_directory
+        && (e.attributes.as_ref().is_some_and(|a| !a.mime.is_empty())
+            || !e.chunks.is_empty()
+            || !e.content.is_empty()
+            || e.remote_entry.is_some())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::pb::filer_pb::FuseAttributes;
+
+    #[test]
+    fn directory_key_object_needs_data_or_mime() {
+        let plain = Entry {
+            name: "d".into(),
+            is_directory: true,
+            ..Default::default()
+        };
+        assert!(!is_directory_key_object(&plain));
+        assert!(!is_null_version_candidate(&plain));
+        let marker = Entry {
+            attributes: Some(FuseAttributes {
+                mime: "application/x-directory".into(),
+                ..Default::default()
+            }),
+            ..plain.clone()
+        };
+        assert!(is_directory_key_object(&marker));
+        let file = Entry {
+            name: "f".into(),
+            ..Default::default()
+        };
+        assert!(is_null_version_candidate(&file));
+    }
+
+    #[test]
+    fn stats_track_high_water() {
+        let s = ListerStats::default();
+        s.hold(5);
+        s.hold(3);
+        s.release(8);
+        s.hold(2);
+        assert_eq!(s.snapshot().held_high_water, 8);
+        assert_eq!(s.held.load(Ordering::Relaxed), 2);
+    }
+}

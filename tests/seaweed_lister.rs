@@ -1,0 +1,318 @@
+//! The bucket lister against a real cluster: 10,000 plain objects, versioned
+//! keys (several versions, a delete marker, pre-versioning and suspended null
+//! versions, one across a listing page boundary), multipart uploads, folder
+//! markers, nested prefixes, and `.uploads`/`.versions` look-alikes. Asserts the
+//! exact item set and the lister's memory bound.
+
+mod common;
+
+use std::collections::BTreeSet;
+
+use aws_sdk_s3::primitives::ByteStream;
+use aws_sdk_s3::types::{BucketVersioningStatus, VersioningConfiguration};
+use futures::StreamExt;
+use s3_lifecycled::engine::keys;
+use s3_lifecycled::pb::filer_pb::{Entry, FuseAttributes};
+use s3_lifecycled::seaweed::filer::FilerClient;
+use s3_lifecycled::seaweed::lister::{ListOptions, ListedItem, list_bucket, list_bucket_with};
+
+const BULK: usize = 10_000;
+const PAGE: u32 = 1_000;
+
+async fn put(s3: &aws_sdk_s3::Client, bucket: &str, key: &str, body: &'static [u8]) {
+    s3.put_object()
+        .bucket(bucket)
+        .key(key)
+        .body(ByteStream::from_static(body))
+        .send()
+        .await
+        .unwrap_or_else(|e| panic!("PUT {key}: {e:?}"));
+}
+
+async fn set_versioning(s3: &aws_sdk_s3::Client, bucket: &str, status: BucketVersioningStatus) {
+    s3.put_bucket_versioning()
+        .bucket(bucket)
+        .versioning_configuration(VersioningConfiguration::builder().status(status).build())
+        .send()
+        .await
+        .unwrap();
+}
+
+fn file(name: &str, ext: &[(&str, &str)]) -> Entry {
+    Entry {
+        name: name.into(),
+        content: b"x".to_vec(),
+        attributes: Some(FuseAttributes {
+            file_size: 1,
+            mtime: 1_700_000_000,
+            crtime: 1_700_000_000,
+            file_mode: 0o644,
+            ..Default::default()
+        }),
+        extended: ext
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.as_bytes().to_vec()))
+            .collect(),
+        ..Default::default()
+    }
+}
+
+fn describe(item: &ListedItem) -> String {
+    match item {
+        ListedItem::Object { key, entry } => {
+            assert!(!entry.is_directory, "object {key} must be a file");
+            format!("O {key}")
+        }
+        ListedItem::Versions {
+            logical_key,
+            folder,
+            versions,
+            null_version,
+        } => {
+            assert!(folder.is_directory);
+            assert_eq!(folder.name, format!("{}.versions", leaf(logical_key)));
+            let markers = versions
+                .iter()
+                .filter(|v| v.extended.get(keys::DELETE_MARKER).map(Vec::as_slice) == Some(b"true"))
+                .count();
+            if let Some(n) = null_version {
+                assert_eq!(n.name, leaf(logical_key));
+            }
+            format!(
+                "V {logical_key} versions={} markers={markers} null={}",
+                versions.len(),
+                null_version.is_some()
+            )
+        }
+        ListedItem::Upload { upload_id, entry } => {
+            assert_eq!(&entry.name, upload_id);
+            let key = String::from_utf8_lossy(&entry.extended[keys::MPU_KEY]).to_string();
+            format!("U {key} {upload_id}")
+        }
+    }
+}
+
+fn leaf(key: &str) -> &str {
+    key.rsplit('/').next().unwrap_or(key)
+}
+
+#[tokio::test]
+async fn lister_enumerates_every_kind_of_item_exactly_once() {
+    let c = common::cluster();
+    let s3 = c.s3_client();
+    let bucket = c.new_bucket("lister").await.unwrap();
+    let bdir = format!("/buckets/{bucket}");
+
+    // Unversioned phase: bulk objects in one directory, nested prefixes,
+    // a folder marker, and a key that will gain versions later.
+    let bulk: Vec<String> = (0..BULK).map(|i| format!("bulk/o{i:05}")).collect();
+    c.put_objects_bulk(&bucket, &bulk, b"").await.unwrap();
+    for key in [
+        "a/b/c.txt",
+        "a/d.txt",
+        "folder/inside.txt",
+        "top.txt",
+        "n/k3",
+    ] {
+        put(&s3, &bucket, key, b"data").await;
+    }
+    put(&s3, &bucket, "folder/", b"").await;
+
+    // Enabled: versions over pre-versioning objects (one of them the last
+    // entry of listing page 5, its folder the first of page 6), several
+    // versions, a delete marker.
+    set_versioning(&s3, &bucket, BucketVersioningStatus::Enabled).await;
+    for key in [
+        "n/k3",
+        "bulk/o04999",
+        "bulk/o00010",
+        "v/k1",
+        "v/k1",
+        "v/k1",
+        "v/k2",
+    ] {
+        put(&s3, &bucket, key, b"ver").await;
+    }
+    s3.delete_object()
+        .bucket(&bucket)
+        .key("v/k2")
+        .send()
+        .await
+        .unwrap();
+
+    // Suspended: a null version next to existing versions, and a plain key.
+    set_versioning(&s3, &bucket, BucketVersioningStatus::Suspended).await;
+    put(&s3, &bucket, "v/k1", b"null").await;
+    put(&s3, &bucket, "s/plain", b"null").await;
+
+    // Multipart uploads: one empty, one with a part.
+    let one = s3
+        .create_multipart_upload()
+        .bucket(&bucket)
+        .key("mpu/one")
+        .send()
+        .await
+        .unwrap()
+        .upload_id
+        .unwrap();
+    let two = s3
+        .create_multipart_upload()
+        .bucket(&bucket)
+        .key("mpu/two")
+        .send()
+        .await
+        .unwrap()
+        .upload_id
+        .unwrap();
+    s3.upload_part()
+        .bucket(&bucket)
+        .key("mpu/two")
+        .upload_id(&two)
+        .part_number(1)
+        .body(ByteStream::from_static(b"part one"))
+        .send()
+        .await
+        .unwrap();
+
+    // Written straight into the filer: an upload dir without `key` (with a
+    // part), and a `.versions` folder holding no versions.
+    let filer = FilerClient::connect(&c.filer_grpc_addr().to_string())
+        .await
+        .unwrap();
+    filer
+        .create_entry(
+            &format!("{bdir}/.uploads/nokey"),
+            file("0001.part", &[]),
+            false,
+        )
+        .await
+        .unwrap();
+    filer
+        .create_entry(&format!("{bdir}/x"), file("plain", &[]), false)
+        .await
+        .unwrap();
+    filer
+        .create_entry(
+            &format!("{bdir}/x/plain.versions"),
+            file("note", &[]),
+            false,
+        )
+        .await
+        .unwrap();
+
+    let mut expected: BTreeSet<String> = bulk
+        .iter()
+        .filter(|k| *k != "bulk/o04999" && *k != "bulk/o00010")
+        .map(|k| format!("O {k}"))
+        .collect();
+    for k in [
+        "a/b/c.txt",
+        "a/d.txt",
+        "folder/inside.txt",
+        "top.txt",
+        "s/plain",
+        "x/plain",
+        "x/plain.versions/note",
+    ] {
+        expected.insert(format!("O {k}"));
+    }
+    for v in [
+        "V bulk/o00010 versions=1 markers=0 null=true",
+        "V bulk/o04999 versions=1 markers=0 null=true",
+        "V n/k3 versions=1 markers=0 null=true",
+        "V v/k1 versions=3 markers=0 null=true",
+        "V v/k2 versions=2 markers=1 null=false",
+    ] {
+        expected.insert(v.to_string());
+    }
+    expected.insert(format!("U mpu/one {one}"));
+    expected.insert(format!("U mpu/two {two}"));
+
+    // Small pages and a tiny channel: exercises page boundaries and proves
+    // the consumer's pace, not the bucket size, bounds what is buffered.
+    let opts = ListOptions {
+        page: PAGE,
+        channel_capacity: 8,
+    };
+    let mut listing = list_bucket_with(&filer, "/buckets", &bucket, opts);
+    let stats = listing.stats();
+    let mut got = Vec::new();
+    while let Some(item) = listing.next().await {
+        got.push(describe(&item.unwrap()));
+    }
+    let got_set: BTreeSet<String> = got.iter().cloned().collect();
+    assert_eq!(got.len(), got_set.len(), "an item was emitted twice");
+    let missing: Vec<_> = expected.difference(&got_set).collect();
+    let extra: Vec<_> = got_set.difference(&expected).collect();
+    assert!(
+        missing.is_empty() && extra.is_empty(),
+        "missing {missing:?}\nextra {extra:?}"
+    );
+
+    let counts = stats.snapshot();
+    // One full page plus the largest version list (4 entries) at most.
+    assert!(
+        counts.held_high_water <= PAGE as usize + 4,
+        "lister held {} entries at once",
+        counts.held_high_water
+    );
+    assert!(counts.held_high_water >= PAGE as usize, "{counts:?}");
+    assert!(counts.entries_seen >= BULK as u64, "{counts:?}");
+    // bulk/o04999 ends page 5 and its folder starts page 6: one lookup from
+    // each side of the boundary.
+    assert!(counts.lookups >= 2, "{counts:?}");
+    eprintln!("lister counts: {counts:?}");
+    assert!(
+        counts.pages_listed >= (BULK as u64) / u64::from(PAGE),
+        "{counts:?}"
+    );
+
+    // Default options list the same set.
+    let mut again = BTreeSet::new();
+    let mut listing = list_bucket(&filer, "/buckets", &bucket);
+    while let Some(item) = listing.next().await {
+        again.insert(describe(&item.unwrap()));
+    }
+    assert_eq!(again, got_set);
+}
+
+#[tokio::test]
+async fn dropping_the_stream_stops_the_listing() {
+    let c = common::cluster();
+    let bucket = c.new_bucket("lister-drop").await.unwrap();
+    let keys: Vec<String> = (0..300).map(|i| format!("k{i:03}")).collect();
+    c.put_objects_bulk(&bucket, &keys, b"").await.unwrap();
+    let filer = FilerClient::connect(&c.filer_grpc_addr().to_string())
+        .await
+        .unwrap();
+    let opts = ListOptions {
+        page: 50,
+        channel_capacity: 1,
+    };
+    let mut listing = list_bucket_with(&filer, "/buckets", &bucket, opts);
+    let stats = listing.stats();
+    let first = listing.next().await.unwrap().unwrap();
+    assert_eq!(describe(&first), "O k000");
+    drop(listing);
+    // The task notices the closed channel at its next send and ends (dropping
+    // its share of the stats). Had it kept going it would list all 7 pages
+    // before ending; the timeout only guards against a hang.
+    tokio::time::timeout(std::time::Duration::from_secs(60), async {
+        while std::sync::Arc::strong_count(&stats) > 1 {
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        }
+    })
+    .await
+    .expect("listing task ended after the stream was dropped");
+    assert_eq!(stats.snapshot().pages_listed, 1, "{:?}", stats.snapshot());
+}
+
+#[tokio::test]
+async fn missing_bucket_lists_nothing() {
+    let c = common::cluster();
+    let filer = FilerClient::connect(&c.filer_grpc_addr().to_string())
+        .await
+        .unwrap();
+    let mut listing = list_bucket(&filer, "/buckets", "no-such-bucket-xyz");
+    assert!(listing.next().await.is_none());
+}
