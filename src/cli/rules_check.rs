@@ -226,7 +226,7 @@ pub fn run(file: &Path) -> i32 {
         }
         Checked::Invalid(errors) => {
             for e in errors {
-                println!("{e}");
+                println!("error: {e}");
             }
             super::EXIT_USAGE
         }
