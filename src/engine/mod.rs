@@ -8,13 +8,17 @@
 //! [`std::time::Duration`].
 
 pub mod action;
+pub mod evaluate;
+pub mod filter;
 pub mod identity;
 pub mod keys;
 pub mod rule_hash;
 pub mod shard;
 pub mod time;
+pub mod versions;
 
 pub use action::{ActionKind, RuleMode};
+pub use evaluate::ObjectInfo;
 pub use identity::EntryIdentity;
 pub use rule_hash::RuleHash;
 pub use shard::{SHARD_COUNT, shard_id};
