@@ -14,11 +14,13 @@ pub mod filter;
 pub mod hashes;
 pub mod identity;
 pub mod keys;
+pub mod route;
 pub mod rule_hash;
 pub mod shard;
 pub mod time;
 pub mod versions;
 pub mod views;
+pub mod walk;
 
 pub use action::{ActionKind, RuleMode};
 pub use compile::{
@@ -30,6 +32,8 @@ pub use hashes::{
     promoted_hash_by_bucket, replay_content_hash, replay_content_hash_by_bucket,
 };
 pub use identity::EntryIdentity;
+pub use route::{Match, MetaEvent, Routed};
 pub use rule_hash::{RuleHash, rule_hash};
 pub use shard::{SHARD_COUNT, shard_id};
 pub use time::{DueRounding, Nanos, TimeConfig};
+pub use walk::WalkItem;
