@@ -210,3 +210,292 @@ fn under_reserved(key: &str) -> bool {
     let top = key.split('/').next().unwrap_or("");
     top == keys::UPLOADS_DIR || top == ".system"
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::engine::versions::testkit::*;
+    use crate::engine::{BucketConfig, DueRounding, RuleHash, Versioning};
+    use crate::lifecycle::FlatRule;
+
+    const S: i64 = 1_000_000_000;
+    const DAY: i64 = 86_400 * S;
+    const V1: &str = "67129c57f463efb319b449220aef50bb";
+    const V2: &str = "67129c57c458226179466ab670c6e266";
+    const V3: &str = "67129c57a000000000000000000000aa";
+    const DM: &str = "67129c575817aaaaaaaaaaaaaaaaaaaa";
+
+    fn enabled(f: impl FnOnce(&mut FlatRule)) -> FlatRule {
+        let mut r = FlatRule {
+            enabled: true,
+            ..FlatRule::default()
+        };
+        f(&mut r);
+        r
+    }
+
+    fn snap(rules: Vec<FlatRule>) -> Snapshot {
+        Snapshot::compile(
+            vec![BucketConfig {
+                name: "b".into(),
+                versioning: Versioning::Enabled,
+                object_lock: false,
+                rules,
+            }],
+            TimeConfig {
+                rounding: DueRounding::None,
+                ..TimeConfig::default()
+            },
+        )
+    }
+
+    fn hash(s: &Snapshot, kind: ActionKind) -> RuleHash {
+        s.actions()
+            .find(|a| a.kind() == kind)
+            .map(|a| a.rule_hash())
+            .expect("kind present")
+    }
+
+    fn summary(ms: &[Match]) -> Vec<(ActionKind, &str, &str)> {
+        ms.iter()
+            .map(|m| (m.kind, m.object_path.as_str(), m.version_id.as_str()))
+            .collect()
+    }
+
+    fn versions(folder_entry: Entry, files: Vec<Entry>, null: Option<Entry>) -> WalkItem {
+        WalkItem::Versions {
+            logical_key: "k".into(),
+            folder: folder_entry,
+            versions: files,
+            null_version: null,
+        }
+    }
+
+    #[test]
+    fn expiration_days_on_an_object_by_age() {
+        let s = snap(vec![enabled(|r| r.expiration_days = 2)]);
+        let e = file("a", 1000, 5);
+        let item = WalkItem::Object {
+            key: "d/a".into(),
+            entry: e.clone(),
+        };
+        assert!(evaluate(&s, "b", &item, 1000 * S + 2 * DAY - 1).is_empty());
+        let ms = evaluate(&s, "b", &item, 1000 * S + 2 * DAY);
+        assert_eq!(
+            ms,
+            vec![Match {
+                bucket: "b".into(),
+                key: "d/a".into(),
+                object_path: "d/a".into(),
+                version_id: String::new(),
+                rule_hash: hash(&s, ActionKind::ExpirationDays),
+                kind: ActionKind::ExpirationDays,
+                due: 1000 * S + 2 * DAY,
+                identity: EntryIdentity::of(&e),
+                shard: shard_id("b", "d/a"),
+            }]
+        );
+        assert_eq!(item.shard("b"), Some(shard_id("b", "d/a")));
+    }
+
+    #[test]
+    fn expiration_date_fires_once_the_date_passes() {
+        let s = snap(vec![enabled(|r| {
+            r.expiration_date = Some(time::macros::datetime!(2026-01-01 0:00 UTC));
+        })]);
+        let date = 1_767_225_600 * S;
+        let item = WalkItem::Object {
+            key: "a".into(),
+            entry: file("a", 1000, 5),
+        };
+        assert!(evaluate(&s, "b", &item, date - 1).is_empty());
+        assert_eq!(
+            summary(&evaluate(&s, "b", &item, date)),
+            [(ActionKind::ExpirationDate, "a", "")]
+        );
+    }
+
+    #[test]
+    fn directories_and_mpu_parts_are_not_objects() {
+        let s = snap(vec![enabled(|r| r.expiration_days = 1)]);
+        let late = 10_000 * DAY;
+        let folder_marker = WalkItem::Object {
+            key: "dir".into(),
+            entry: dir("dir", 1).with(keys::ETAG, "d41d8cd98f00b204e9800998ecf8427e"),
+        };
+        assert!(evaluate(&s, "b", &folder_marker, late).is_empty());
+        let part = WalkItem::Object {
+            key: ".uploads/id/0001.part".into(),
+            entry: file("0001.part", 1, 1),
+        };
+        assert!(evaluate(&s, "b", &part, late).is_empty());
+    }
+
+    #[test]
+    fn versioned_latest_expires_via_logical_key_and_empty_version_id() {
+        let s = snap(vec![enabled(|r| r.expiration_days = 1)]);
+        let files = vec![version(V1, 100, 1).stamped(200 * S), version(V2, 200, 2)];
+        let item = versions(folder("k", V2), files.clone(), None);
+        let ms = evaluate(&s, "b", &item, 200 * S + DAY);
+        assert_eq!(summary(&ms), [(ActionKind::ExpirationDays, "k", "")]);
+        assert_eq!(ms[0].identity, EntryIdentity::of(&files[1]));
+        assert_eq!(ms[0].shard, shard_id("b", "k"));
+    }
+
+    #[test]
+    fn noncurrent_days_by_age_since_demotion() {
+        let s = snap(vec![enabled(|r| r.noncurrent_days = 3)]);
+        let files = vec![version(V1, 100, 1).stamped(500 * S), version(V2, 200, 2)];
+        let item = versions(folder("k", V2), files.clone(), None);
+        assert!(evaluate(&s, "b", &item, 500 * S + 3 * DAY - 1).is_empty());
+        let ms = evaluate(&s, "b", &item, 500 * S + 3 * DAY);
+        assert_eq!(summary(&ms), [(ActionKind::NoncurrentDays, "k", V1)]);
+        assert_eq!(ms[0].identity, EntryIdentity::of(&files[0]));
+        assert_eq!(ms[0].due, 500 * S + 3 * DAY);
+    }
+
+    #[test]
+    fn newer_noncurrent_keeps_the_n_newest_noncurrent_versions() {
+        let s = snap(vec![enabled(|r| r.newer_noncurrent_versions = 1)]);
+        // Newest first: V3 (latest), V2, V1, DM-less; keep 1 → V1 goes.
+        let files = vec![
+            version(V1, 100, 1),
+            version(V2, 200, 2),
+            version(V3, 300, 3),
+        ];
+        let item = versions(folder("k", V3), files, None);
+        let ms = evaluate(&s, "b", &item, 0);
+        assert_eq!(summary(&ms), [(ActionKind::NewerNoncurrent, "k", V1)]);
+        // The old bare null is the oldest noncurrent too.
+        let item = versions(
+            folder("k", V3),
+            vec![
+                version(V1, 100, 1),
+                version(V2, 200, 2),
+                version(V3, 300, 3),
+            ],
+            Some(file("k", 50, 9)),
+        );
+        let ms = evaluate(&s, "b", &item, 0);
+        assert_eq!(
+            summary(&ms),
+            [
+                (ActionKind::NewerNoncurrent, "k", V1),
+                (ActionKind::NewerNoncurrent, "k", "null")
+            ]
+        );
+    }
+
+    #[test]
+    fn noncurrent_days_with_keep_count_spares_the_newest() {
+        let s = snap(vec![enabled(|r| {
+            r.noncurrent_days = 1;
+            r.newer_noncurrent_versions = 1;
+        })]);
+        let files = vec![
+            version(V1, 100, 1),
+            version(V2, 200, 2),
+            version(V3, 300, 3),
+        ];
+        let ms = evaluate(&s, "b", &versions(folder("k", V3), files, None), 10 * DAY);
+        assert_eq!(summary(&ms), [(ActionKind::NoncurrentDays, "k", V1)]);
+    }
+
+    #[test]
+    fn expired_delete_marker_only_when_the_marker_is_the_sole_survivor() {
+        let s = snap(vec![enabled(|r| r.expired_object_delete_marker = true)]);
+        let dm = marker(DM, 300);
+        let alone = versions(folder("k", DM), vec![dm.clone()], None);
+        let ms = evaluate(&s, "b", &alone, 0);
+        assert_eq!(summary(&ms), [(ActionKind::ExpiredDeleteMarker, "k", DM)]);
+        assert_eq!(ms[0].identity, EntryIdentity::of(&dm));
+        // A null sibling keeps the marker.
+        let with_null = versions(folder("k", DM), vec![dm.clone()], Some(file("k", 50, 1)));
+        assert!(evaluate(&s, "b", &with_null, 0).is_empty());
+        // So does any other version.
+        let with_version = versions(folder("k", DM), vec![dm, version(V1, 100, 1)], None);
+        assert!(evaluate(&s, "b", &with_version, 0).is_empty());
+    }
+
+    #[test]
+    fn abort_mpu_targets_the_upload_path_and_filters_on_the_destination() {
+        let s = snap(vec![enabled(|r| {
+            r.abort_mpu_days = 1;
+            r.prefix = "mp/".into();
+        })]);
+        let up = dir("u1", 1000).with(keys::MPU_KEY, "mp/x");
+        let item = WalkItem::Upload {
+            upload_id: "u1".into(),
+            entry: up.clone(),
+        };
+        assert_eq!(item.shard("b"), Some(shard_id("b", "mp/x")));
+        assert!(evaluate(&s, "b", &item, 1000 * S + DAY - 1).is_empty());
+        let ms = evaluate(&s, "b", &item, 1000 * S + DAY);
+        assert_eq!(summary(&ms), [(ActionKind::AbortMpu, ".uploads/u1", "")]);
+        assert_eq!(ms[0].key, "mp/x");
+        assert_eq!(ms[0].shard, shard_id("b", "mp/x"));
+        let elsewhere = WalkItem::Upload {
+            upload_id: "u1".into(),
+            entry: dir("u1", 1000).with(keys::MPU_KEY, "other/x"),
+        };
+        assert!(evaluate(&s, "b", &elsewhere, i64::MAX).is_empty());
+        for bad in ["", ".", "..", "a/b"] {
+            let item = WalkItem::Upload {
+                upload_id: bad.into(),
+                entry: up.clone(),
+            };
+            assert!(evaluate(&s, "b", &item, i64::MAX).is_empty(), "{bad:?}");
+        }
+        let keyless = WalkItem::Upload {
+            upload_id: "u1".into(),
+            entry: dir("u1", 1000),
+        };
+        assert_eq!(keyless.shard("b"), None);
+        assert!(evaluate(&s, "b", &keyless, i64::MAX).is_empty());
+    }
+
+    #[test]
+    fn disabled_and_inactive_actions_do_not_fire_but_scan_only_does() {
+        let late = 10_000 * DAY;
+        let item = WalkItem::Object {
+            key: "a".into(),
+            entry: file("a", 1, 1),
+        };
+        let off = snap(vec![FlatRule {
+            expiration_days: 1,
+            ..FlatRule::default()
+        }]);
+        assert!(evaluate(&off, "b", &item, late).is_empty());
+        let mut inactive = snap(vec![enabled(|r| r.expiration_days = 1)]);
+        inactive.actions_mut().for_each(|a| a.set_active(false));
+        assert!(evaluate(&inactive, "b", &item, late).is_empty());
+        let mut scan_only = snap(vec![enabled(|r| r.expiration_days = 1)]);
+        scan_only
+            .actions_mut()
+            .for_each(|a| a.set_mode(RuleMode::ScanOnly));
+        assert_eq!(evaluate(&scan_only, "b", &item, late).len(), 1);
+        assert!(evaluate(&scan_only, "other", &item, late).is_empty());
+    }
+
+    #[test]
+    fn one_item_can_match_several_rules_and_versions() {
+        let s = snap(vec![
+            enabled(|r| r.expiration_days = 1),
+            enabled(|r| r.noncurrent_days = 1),
+        ]);
+        let files = vec![
+            version(V1, 100, 1),
+            version(V2, 200, 2),
+            version(V3, 300, 3),
+        ];
+        let ms = evaluate(&s, "b", &versions(folder("k", V3), files, None), 10 * DAY);
+        assert_eq!(
+            summary(&ms),
+            [
+                (ActionKind::ExpirationDays, "k", ""),
+                (ActionKind::NoncurrentDays, "k", V2),
+                (ActionKind::NoncurrentDays, "k", V1),
+            ]
+        );
+    }
+}
