@@ -34,6 +34,9 @@ use crate::pb::filer_pb::Entry;
 /// with no versions beside it is the key's only version (a pre-versioning
 /// object or a Suspended-bucket null version) and so its latest, which is all
 /// evaluation needs to know.
+// Items are built and consumed one at a time by the lister, so the size
+// difference between variants costs nothing; boxing would cost an allocation.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Clone, PartialEq)]
 pub enum WalkItem {
     /// A file in the bucket; `key` is its bucket-relative path.
