@@ -50,6 +50,13 @@
 //! - A NoncurrentDays action whose rule also has `NewerNoncurrentVersions`
 //!   N > 0 needs the version's rank among its siblings, which one event does
 //!   not carry; the router skips it.
+//! - A bare null version (pre-versioning object or Suspended write) displaced
+//!   by a versioned PUT is never stamped and gets no event at all (recorded
+//!   on 4.48: `tests/fixtures/events/README.md`, pinned by
+//!   `tests/route_recorded.rs`), so replay cannot route NoncurrentDays for
+//!   it; its old ExpirationDays match then fails the CAS against the new
+//!   latest. Only a walk that evaluates NoncurrentDays (the recovery view)
+//!   expires it.
 //! - A version restored to latest by deleting the version above it keeps a
 //!   stale stamp and gets no new unstamped event, so replay holds no valid
 //!   ExpirationDays match for it until its next write.
