@@ -9,24 +9,32 @@
 
 pub mod action;
 pub mod compile;
+pub mod evaluate;
+pub mod filter;
 pub mod hashes;
 pub mod identity;
 pub mod keys;
 pub mod progress;
+pub mod route;
 pub mod rule_hash;
 pub mod shard;
 pub mod time;
+pub mod versions;
 pub mod views;
+pub mod walk;
 
 pub use action::{ActionKind, RuleMode};
 pub use compile::{
     ActionKey, BucketConfig, BucketView, CompiledAction, Snapshot, Versioning, rule_action_kinds,
 };
+pub use evaluate::ObjectInfo;
 pub use hashes::{
     EMPTY_HASH, max_effective_ttl, max_effective_ttl_by_bucket, promoted_hash,
     promoted_hash_by_bucket, replay_content_hash, replay_content_hash_by_bucket,
 };
 pub use identity::EntryIdentity;
+pub use route::{Match, MetaEvent, Routed};
 pub use rule_hash::{RuleHash, rule_hash};
 pub use shard::{SHARD_COUNT, shard_id};
 pub use time::{DueRounding, Nanos, TimeConfig};
+pub use walk::WalkItem;

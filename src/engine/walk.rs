@@ -1,0 +1,504 @@
+//! Walker evaluation (pure): what the bucket lister hands over
+//! ([`WalkItem`]) and which [`Match`]es an item yields at `now` (facts doc
+//! §7.2–7.3). The listing itself is I/O and lives in `seaweed`.
+//!
+//! Differences from Go's walker, on purpose:
+//! - Every match carries the evaluated entry's identity, so the server's CAS
+//!   refuses to delete an object that changed after listing (Go sends none,
+//!   §13.17).
+//! - ExpirationDays/Date target the logical key with an empty version id even
+//!   on versioned buckets (Go sends the latest's id): the server then acts on
+//!   whatever is latest, and the CAS refuses unless that is still the version
+//!   we evaluated. Sending the id would put a delete marker over a newer
+//!   version written in between.
+//! - Directories (folder markers, implicit parents) and everything under
+//!   `.uploads/` other than the upload directories themselves (i.e. parts) are
+//!   never objects; Go expires stale parts as ordinary objects (§13.21).
+
+use crate::engine::evaluate::{ObjectInfo, due_at, fires};
+use crate::engine::route::Match;
+use crate::engine::versions::{expand_versions, mtime_ns, size_of};
+use crate::engine::{
+    ActionKind, CompiledAction, EntryIdentity, Nanos, RuleMode, Snapshot, TimeConfig, filter, keys,
+    shard_id,
+};
+use crate::pb::filer_pb::Entry;
+
+/// One thing the bucket lister found.
+///
+/// How the lister decides between `Object` and `Versions`: a bare file
+/// `<key>` is part of `Versions` (as `null_version`) exactly when a sibling
+/// `<key>.versions` folder holds at least one version file and the bare entry
+/// counts as a null version ([`crate::engine::versions::is_null_version`]).
+/// Otherwise it is an `Object`, whatever the bucket's versioning: a bare file
+/// with no versions beside it is the key's only version (a pre-versioning
+/// object or a Suspended-bucket null version) and so its latest, which is all
+/// evaluation needs to know.
+// Items are built and consumed one at a time by the lister, so the size
+// difference between variants costs nothing; boxing would cost an allocation.
+#[allow(clippy::large_enum_variant)]
+#[derive(Debug, Clone, PartialEq)]
+pub enum WalkItem {
+    /// A file in the bucket; `key` is its bucket-relative path.
+    Object {
+        /// Bucket-relative path.
+        key: String,
+        /// The file entry.
+        entry: Entry,
+    },
+    /// A versioned key: its `.versions` folder, the version files in it and
+    /// the bare null version if any.
+    Versions {
+        /// The key without the `.versions` suffix.
+        logical_key: String,
+        /// The `<logical_key>.versions` directory entry (carries the pointer).
+        folder: Entry,
+        /// Entries listed inside the folder.
+        versions: Vec<Entry>,
+        /// The bare `<logical_key>` entry when it counts as a null version.
+        null_version: Option<Entry>,
+    },
+    /// An in-progress multipart upload: the `.uploads/<upload_id>` directory.
+    Upload {
+        /// The upload id (directory name).
+        upload_id: String,
+        /// The directory entry; Extended `key` is the destination key.
+        entry: Entry,
+    },
+}
+
+impl WalkItem {
+    /// The key the walker shards and matches on: the logical key, or an
+    /// upload's destination key (`None` when the upload has none).
+    pub fn match_key(&self) -> Option<&str> {
+        match self {
+            WalkItem::Object { key, .. } => Some(key),
+            WalkItem::Versions { logical_key, .. } => Some(logical_key),
+            WalkItem::Upload { entry, .. } => upload_dest(entry),
+        }
+    }
+
+    /// The walker shard of this item, `shard_id(bucket, match_key)`.
+    pub fn shard(&self, bucket: &str) -> Option<u8> {
+        self.match_key().map(|k| shard_id(bucket, k))
+    }
+}
+
+fn upload_dest(entry: &Entry) -> Option<&str> {
+    entry
+        .extended
+        .get(keys::MPU_KEY)
+        .and_then(|v| std::str::from_utf8(v).ok())
+        .filter(|d| !d.is_empty())
+}
+
+/// An upload id the server accepts in `.uploads/<id>` (facts doc §9.2):
+/// anything else would be BLOCKED and halt the shard.
+fn valid_upload_id(id: &str) -> bool {
+    !id.is_empty() && id != "." && id != ".." && !id.contains('/')
+}
+
+/// Matches of one item against `view`'s actions for `bucket` at `now`.
+pub fn evaluate(view: &Snapshot, bucket: &str, item: &WalkItem, now: Nanos) -> Vec<Match> {
+    match view.bucket(bucket) {
+        Some(b) => evaluate_item(b.actions(), bucket, item, now, &view.time()),
+        None => Vec::new(),
+    }
+}
+
+/// Matches of one item against one bucket's actions at `now`: every active,
+/// non-Disabled action that [`fires`] for the item (or one of its versions).
+pub fn evaluate_item(
+    actions: &[CompiledAction],
+    bucket: &str,
+    item: &WalkItem,
+    now: Nanos,
+    time: &TimeConfig,
+) -> Vec<Match> {
+    let live: Vec<&CompiledAction> = actions
+        .iter()
+        .filter(|a| a.is_active() && a.mode() != RuleMode::Disabled)
+        .collect();
+    if live.is_empty() {
+        return Vec::new();
+    }
+    let Some(key) = item.match_key() else {
+        return Vec::new();
+    };
+    let shard = shard_id(bucket, key);
+    let mut out = Vec::new();
+    let mut try_emit = |a: &CompiledAction,
+                        info: &ObjectInfo,
+                        object_path: &str,
+                        version_id: &str,
+                        identity: &EntryIdentity| {
+        if !fires(a.rule(), a.kind(), key, info, now, time) {
+            return;
+        }
+        // fires() implies due_at() is Some.
+        let due = due_at(a.rule(), a.kind(), key, info, time).unwrap_or(now);
+        out.push(Match {
+            bucket: bucket.to_owned(),
+            key: key.to_owned(),
+            object_path: object_path.to_owned(),
+            version_id: version_id.to_owned(),
+            rule_hash: a.rule_hash(),
+            kind: a.kind(),
+            due,
+            identity: identity.clone(),
+            shard,
+        });
+    };
+    match item {
+        WalkItem::Object { key, entry } => {
+            if entry.is_directory || under_reserved(key) {
+                return Vec::new();
+            }
+            let info = ObjectInfo {
+                mod_time: mtime_ns(entry),
+                size: size_of(entry),
+                is_latest: true,
+                is_delete_marker: false,
+                num_versions: 1,
+                noncurrent_since: None,
+                noncurrent_index: None,
+                tags: filter::tags_of(entry),
+                is_mpu_init: false,
+            };
+            let identity = EntryIdentity::of(entry);
+            for a in &live {
+                try_emit(a, &info, key, "", &identity);
+            }
+        }
+        WalkItem::Versions {
+            logical_key,
+            folder,
+            versions,
+            null_version,
+        } => {
+            if logical_key.is_empty() || under_reserved(logical_key) {
+                return Vec::new();
+            }
+            for v in expand_versions(logical_key, folder, versions, null_version.as_ref()) {
+                for a in &live {
+                    let version_id = match a.kind() {
+                        ActionKind::ExpirationDays | ActionKind::ExpirationDate => "",
+                        _ => v.version_id.as_str(),
+                    };
+                    try_emit(a, &v.info, logical_key, version_id, &v.identity);
+                }
+            }
+        }
+        WalkItem::Upload { upload_id, entry } => {
+            if !entry.is_directory || !valid_upload_id(upload_id) {
+                return Vec::new();
+            }
+            let info = ObjectInfo {
+                mod_time: mtime_ns(entry),
+                is_mpu_init: true,
+                ..ObjectInfo::default()
+            };
+            let identity = EntryIdentity::of(entry);
+            let path = format!("{}/{upload_id}", keys::UPLOADS_DIR);
+            for a in &live {
+                try_emit(a, &info, &path, "", &identity);
+            }
+        }
+    }
+    out
+}
+
+/// Keys under `.uploads/` (MPU parts) or `.system/` are not user objects.
+fn under_reserved(key: &str) -> bool {
+    let top = key.split('/').next().unwrap_or("");
+    top == keys::UPLOADS_DIR || top == ".system"
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::engine::versions::testkit::*;
+    use crate::engine::{BucketConfig, DueRounding, RuleHash, Versioning};
+    use crate::lifecycle::FlatRule;
+
+    const S: i64 = 1_000_000_000;
+    const DAY: i64 = 86_400 * S;
+    const V1: &str = "67129c57f463efb319b449220aef50bb";
+    const V2: &str = "67129c57c458226179466ab670c6e266";
+    const V3: &str = "67129c57a000000000000000000000aa";
+    const DM: &str = "67129c575817aaaaaaaaaaaaaaaaaaaa";
+
+    fn enabled(f: impl FnOnce(&mut FlatRule)) -> FlatRule {
+        let mut r = FlatRule {
+            enabled: true,
+            ..FlatRule::default()
+        };
+        f(&mut r);
+        r
+    }
+
+    fn snap(rules: Vec<FlatRule>) -> Snapshot {
+        Snapshot::compile(
+            vec![BucketConfig {
+                name: "b".into(),
+                versioning: Versioning::Enabled,
+                object_lock: false,
+                rules,
+            }],
+            TimeConfig {
+                rounding: DueRounding::None,
+                ..TimeConfig::default()
+            },
+        )
+    }
+
+    fn hash(s: &Snapshot, kind: ActionKind) -> RuleHash {
+        s.actions()
+            .find(|a| a.kind() == kind)
+            .map(|a| a.rule_hash())
+            .expect("kind present")
+    }
+
+    fn summary(ms: &[Match]) -> Vec<(ActionKind, &str, &str)> {
+        ms.iter()
+            .map(|m| (m.kind, m.object_path.as_str(), m.version_id.as_str()))
+            .collect()
+    }
+
+    fn versions(folder_entry: Entry, files: Vec<Entry>, null: Option<Entry>) -> WalkItem {
+        WalkItem::Versions {
+            logical_key: "k".into(),
+            folder: folder_entry,
+            versions: files,
+            null_version: null,
+        }
+    }
+
+    #[test]
+    fn expiration_days_on_an_object_by_age() {
+        let s = snap(vec![enabled(|r| r.expiration_days = 2)]);
+        let e = file("a", 1000, 5);
+        let item = WalkItem::Object {
+            key: "d/a".into(),
+            entry: e.clone(),
+        };
+        assert!(evaluate(&s, "b", &item, 1000 * S + 2 * DAY - 1).is_empty());
+        let ms = evaluate(&s, "b", &item, 1000 * S + 2 * DAY);
+        assert_eq!(
+            ms,
+            vec![Match {
+                bucket: "b".into(),
+                key: "d/a".into(),
+                object_path: "d/a".into(),
+                version_id: String::new(),
+                rule_hash: hash(&s, ActionKind::ExpirationDays),
+                kind: ActionKind::ExpirationDays,
+                due: 1000 * S + 2 * DAY,
+                identity: EntryIdentity::of(&e),
+                shard: shard_id("b", "d/a"),
+            }]
+        );
+        assert_eq!(item.shard("b"), Some(shard_id("b", "d/a")));
+    }
+
+    #[test]
+    fn expiration_date_fires_once_the_date_passes() {
+        let s = snap(vec![enabled(|r| {
+            r.expiration_date = Some(time::macros::datetime!(2026-01-01 0:00 UTC));
+        })]);
+        let date = 1_767_225_600 * S;
+        let item = WalkItem::Object {
+            key: "a".into(),
+            entry: file("a", 1000, 5),
+        };
+        assert!(evaluate(&s, "b", &item, date - 1).is_empty());
+        assert_eq!(
+            summary(&evaluate(&s, "b", &item, date)),
+            [(ActionKind::ExpirationDate, "a", "")]
+        );
+    }
+
+    #[test]
+    fn directories_and_mpu_parts_are_not_objects() {
+        let s = snap(vec![enabled(|r| r.expiration_days = 1)]);
+        let late = 10_000 * DAY;
+        let folder_marker = WalkItem::Object {
+            key: "dir".into(),
+            entry: dir("dir", 1).with(keys::ETAG, "d41d8cd98f00b204e9800998ecf8427e"),
+        };
+        assert!(evaluate(&s, "b", &folder_marker, late).is_empty());
+        let part = WalkItem::Object {
+            key: ".uploads/id/0001.part".into(),
+            entry: file("0001.part", 1, 1),
+        };
+        assert!(evaluate(&s, "b", &part, late).is_empty());
+    }
+
+    #[test]
+    fn versioned_latest_expires_via_logical_key_and_empty_version_id() {
+        let s = snap(vec![enabled(|r| r.expiration_days = 1)]);
+        let files = vec![version(V1, 100, 1).stamped(200 * S), version(V2, 200, 2)];
+        let item = versions(folder("k", V2), files.clone(), None);
+        let ms = evaluate(&s, "b", &item, 200 * S + DAY);
+        assert_eq!(summary(&ms), [(ActionKind::ExpirationDays, "k", "")]);
+        assert_eq!(ms[0].identity, EntryIdentity::of(&files[1]));
+        assert_eq!(ms[0].shard, shard_id("b", "k"));
+    }
+
+    #[test]
+    fn noncurrent_days_by_age_since_demotion() {
+        let s = snap(vec![enabled(|r| r.noncurrent_days = 3)]);
+        let files = vec![version(V1, 100, 1).stamped(500 * S), version(V2, 200, 2)];
+        let item = versions(folder("k", V2), files.clone(), None);
+        assert!(evaluate(&s, "b", &item, 500 * S + 3 * DAY - 1).is_empty());
+        let ms = evaluate(&s, "b", &item, 500 * S + 3 * DAY);
+        assert_eq!(summary(&ms), [(ActionKind::NoncurrentDays, "k", V1)]);
+        assert_eq!(ms[0].identity, EntryIdentity::of(&files[0]));
+        assert_eq!(ms[0].due, 500 * S + 3 * DAY);
+    }
+
+    #[test]
+    fn newer_noncurrent_keeps_the_n_newest_noncurrent_versions() {
+        let s = snap(vec![enabled(|r| r.newer_noncurrent_versions = 1)]);
+        // Newest first: V3 (latest), V2, V1, DM-less; keep 1 → V1 goes.
+        let files = vec![
+            version(V1, 100, 1),
+            version(V2, 200, 2),
+            version(V3, 300, 3),
+        ];
+        let item = versions(folder("k", V3), files, None);
+        let ms = evaluate(&s, "b", &item, 0);
+        assert_eq!(summary(&ms), [(ActionKind::NewerNoncurrent, "k", V1)]);
+        // The old bare null is the oldest noncurrent too.
+        let item = versions(
+            folder("k", V3),
+            vec![
+                version(V1, 100, 1),
+                version(V2, 200, 2),
+                version(V3, 300, 3),
+            ],
+            Some(file("k", 50, 9)),
+        );
+        let ms = evaluate(&s, "b", &item, 0);
+        assert_eq!(
+            summary(&ms),
+            [
+                (ActionKind::NewerNoncurrent, "k", V1),
+                (ActionKind::NewerNoncurrent, "k", "null")
+            ]
+        );
+    }
+
+    #[test]
+    fn noncurrent_days_with_keep_count_spares_the_newest() {
+        let s = snap(vec![enabled(|r| {
+            r.noncurrent_days = 1;
+            r.newer_noncurrent_versions = 1;
+        })]);
+        let files = vec![
+            version(V1, 100, 1),
+            version(V2, 200, 2),
+            version(V3, 300, 3),
+        ];
+        let ms = evaluate(&s, "b", &versions(folder("k", V3), files, None), 10 * DAY);
+        assert_eq!(summary(&ms), [(ActionKind::NoncurrentDays, "k", V1)]);
+    }
+
+    #[test]
+    fn expired_delete_marker_only_when_the_marker_is_the_sole_survivor() {
+        let s = snap(vec![enabled(|r| r.expired_object_delete_marker = true)]);
+        let dm = marker(DM, 300);
+        let alone = versions(folder("k", DM), vec![dm.clone()], None);
+        let ms = evaluate(&s, "b", &alone, 0);
+        assert_eq!(summary(&ms), [(ActionKind::ExpiredDeleteMarker, "k", DM)]);
+        assert_eq!(ms[0].identity, EntryIdentity::of(&dm));
+        // A null sibling keeps the marker.
+        let with_null = versions(folder("k", DM), vec![dm.clone()], Some(file("k", 50, 1)));
+        assert!(evaluate(&s, "b", &with_null, 0).is_empty());
+        // So does any other version.
+        let with_version = versions(folder("k", DM), vec![dm, version(V1, 100, 1)], None);
+        assert!(evaluate(&s, "b", &with_version, 0).is_empty());
+    }
+
+    #[test]
+    fn abort_mpu_targets_the_upload_path_and_filters_on_the_destination() {
+        let s = snap(vec![enabled(|r| {
+            r.abort_mpu_days = 1;
+            r.prefix = "mp/".into();
+        })]);
+        let up = dir("u1", 1000).with(keys::MPU_KEY, "mp/x");
+        let item = WalkItem::Upload {
+            upload_id: "u1".into(),
+            entry: up.clone(),
+        };
+        assert_eq!(item.shard("b"), Some(shard_id("b", "mp/x")));
+        assert!(evaluate(&s, "b", &item, 1000 * S + DAY - 1).is_empty());
+        let ms = evaluate(&s, "b", &item, 1000 * S + DAY);
+        assert_eq!(summary(&ms), [(ActionKind::AbortMpu, ".uploads/u1", "")]);
+        assert_eq!(ms[0].key, "mp/x");
+        assert_eq!(ms[0].shard, shard_id("b", "mp/x"));
+        let elsewhere = WalkItem::Upload {
+            upload_id: "u1".into(),
+            entry: dir("u1", 1000).with(keys::MPU_KEY, "other/x"),
+        };
+        assert!(evaluate(&s, "b", &elsewhere, i64::MAX).is_empty());
+        for bad in ["", ".", "..", "a/b"] {
+            let item = WalkItem::Upload {
+                upload_id: bad.into(),
+                entry: up.clone(),
+            };
+            assert!(evaluate(&s, "b", &item, i64::MAX).is_empty(), "{bad:?}");
+        }
+        let keyless = WalkItem::Upload {
+            upload_id: "u1".into(),
+            entry: dir("u1", 1000),
+        };
+        assert_eq!(keyless.shard("b"), None);
+        assert!(evaluate(&s, "b", &keyless, i64::MAX).is_empty());
+    }
+
+    #[test]
+    fn disabled_and_inactive_actions_do_not_fire_but_scan_only_does() {
+        let late = 10_000 * DAY;
+        let item = WalkItem::Object {
+            key: "a".into(),
+            entry: file("a", 1, 1),
+        };
+        let off = snap(vec![FlatRule {
+            expiration_days: 1,
+            ..FlatRule::default()
+        }]);
+        assert!(evaluate(&off, "b", &item, late).is_empty());
+        let mut inactive = snap(vec![enabled(|r| r.expiration_days = 1)]);
+        inactive.actions_mut().for_each(|a| a.set_active(false));
+        assert!(evaluate(&inactive, "b", &item, late).is_empty());
+        let mut scan_only = snap(vec![enabled(|r| r.expiration_days = 1)]);
+        scan_only
+            .actions_mut()
+            .for_each(|a| a.set_mode(RuleMode::ScanOnly));
+        assert_eq!(evaluate(&scan_only, "b", &item, late).len(), 1);
+        assert!(evaluate(&scan_only, "other", &item, late).is_empty());
+    }
+
+    #[test]
+    fn one_item_can_match_several_rules_and_versions() {
+        let s = snap(vec![
+            enabled(|r| r.expiration_days = 1),
+            enabled(|r| r.noncurrent_days = 1),
+        ]);
+        let files = vec![
+            version(V1, 100, 1),
+            version(V2, 200, 2),
+            version(V3, 300, 3),
+        ];
+        let ms = evaluate(&s, "b", &versions(folder("k", V3), files, None), 10 * DAY);
+        assert_eq!(
+            summary(&ms),
+            [
+                (ActionKind::ExpirationDays, "k", ""),
+                (ActionKind::NoncurrentDays, "k", V2),
+                (ActionKind::NoncurrentDays, "k", V1),
+            ]
+        );
+    }
+}
