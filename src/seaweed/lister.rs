@@ -22,40 +22,9 @@ use crate::engine::keys;
 use crate::pb::filer_pb::Entry;
 use crate::seaweed::filer::{DEFAULT_PAGE, FilerClient, FilerError, join_path};
 
-/// One thing the walker evaluates.
-// Versions carries two entries inline; boxing would cost an allocation per
-// item for a few hundred bytes per channel slot, which the bounded channel caps.
-#[allow(clippy::large_enum_variant)]
-#[derive(Debug, Clone, PartialEq)]
-pub enum ListedItem {
-    /// An unversioned object (a plain file that is no key's null version).
-    Object {
-        /// Bucket-relative key, no leading slash.
-        key: String,
-        /// The file entry.
-        entry: Entry,
-    },
-    /// A versioned key: its `<key>.versions` folder and every version in it.
-    Versions {
-        /// Bucket-relative key without the `.versions` suffix.
-        logical_key: String,
-        /// The folder entry (carries the latest-version pointer).
-        folder: Entry,
-        /// Files in the folder with a non-empty version id, in name order.
-        versions: Vec<Entry>,
-        /// The bare `<logical_key>` entry when it is a file or a directory-key
-        /// object: the null version (pre-versioning or Suspended write).
-        null_version: Option<Entry>,
-    },
-    /// An in-progress multipart upload (`.uploads/<id>` with a destination key).
-    Upload {
-        /// The upload id (the directory name).
-        upload_id: String,
-        /// The `.uploads/<id>` directory entry; `Extended["key"]` is the
-        /// destination key, its mtime the initiation time.
-        entry: Entry,
-    },
-}
+/// What the lister yields: the engine's walker input, so listing and
+/// evaluation share one type.
+pub type ListedItem = crate::engine::WalkItem;
 
 /// Listing knobs.
 #[derive(Debug, Clone, Copy)]
