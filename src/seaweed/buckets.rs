@@ -10,33 +10,7 @@ use crate::lifecycle::{self, FlatRule, Severity, ValidationError};
 use crate::pb::filer_pb::Entry;
 use crate::seaweed::filer::{DEFAULT_PAGE, FilerClient, FilerError};
 
-/// A bucket's versioning state as SeaweedFS stores it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum Versioning {
-    /// Never enabled (value absent or unrecognised).
-    #[default]
-    Unversioned,
-    /// `Enabled`.
-    Enabled,
-    /// `Suspended`: existing versions stay; bare-key writes are null versions.
-    Suspended,
-}
-
-impl Versioning {
-    /// Reads `Seaweed-X-Amz-Versioning`, trimmed and case-insensitive, the
-    /// way the Go worker does (facts doc §1.1).
-    pub fn from_extended(value: Option<&[u8]>) -> Versioning {
-        let Some(v) = value else {
-            return Versioning::Unversioned;
-        };
-        let v = String::from_utf8_lossy(v).trim().to_ascii_lowercase();
-        match v.as_str() {
-            "enabled" => Versioning::Enabled,
-            "suspended" => Versioning::Suspended,
-            _ => Versioning::Unversioned,
-        }
-    }
-}
+pub use crate::engine::Versioning;
 
 /// One bucket and its lifecycle-relevant settings.
 #[derive(Debug, Clone, PartialEq)]
@@ -59,6 +33,16 @@ pub struct BucketInfo {
 }
 
 impl BucketInfo {
+    /// The engine's compile input for this bucket.
+    pub fn to_config(&self) -> crate::engine::BucketConfig {
+        crate::engine::BucketConfig {
+            name: self.name.clone(),
+            versioning: self.versioning,
+            object_lock: self.object_lock,
+            rules: self.rules.clone(),
+        }
+    }
+
     /// True when the bucket carries a lifecycle document with at least one rule.
     pub fn has_rules(&self) -> bool {
         !self.rules.is_empty()
