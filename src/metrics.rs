@@ -568,8 +568,23 @@ mod tests {
     }
 
     #[test]
-    fn empty_registry_ends_with_eof_and_declares_every_family() {
+    fn exposition_is_prometheus_text_and_declares_every_family() {
         let m = Metrics::new();
+        // Before any event only the unlabelled metrics have samples.
+        has(&m, "s3_lifecycled_last_pass_timestamp_seconds 0.0");
+        has(&m, "SeaweedFS_s3_lifecycle_dispatch_limiter_wait_seconds_count 0");
+        lacks_prefix(&m, "SeaweedFS_s3_lifecycle_dispatch_total");
+
+        m.dispatch("b", ActionKind::ExpirationDays, "DONE");
+        m.cursor_saved(0, 1, 1);
+        m.events_scanned(0, 1);
+        m.limiter_wait(Duration::ZERO);
+        m.shard_run_finished(0, RunOutcome::Completed, Duration::ZERO, 1, 1);
+        m.shard_restarted(0);
+        m.shard_halted(0, false);
+        m.pass_finished(RunOutcome::Completed, 1);
+        m.matched(ActionKind::ExpirationDays, MatchDecision::Dispatched);
+        m.bucket_config_error("b", true);
         let text = m.encode();
         assert!(!text.contains("# EOF"), "{text}");
         for t in [
@@ -591,9 +606,6 @@ mod tests {
         ] {
             has(&m, t);
         }
-        // Nothing is a sample before an event, except the unlabelled ones.
-        has(&m, "s3_lifecycled_last_pass_timestamp_seconds 0.0");
-        has(&m, "SeaweedFS_s3_lifecycle_dispatch_limiter_wait_seconds_count 0");
     }
 
     #[test]
