@@ -824,6 +824,50 @@ mod tests {
         assert!(families.contains_key("SeaweedFS_s3_lifecycle_daily_run_events_scanned_total"));
     }
 
+    /// The shipped Grafana dashboard parses, uses a Prometheus data-source
+    /// variable, and queries only series this registry actually exposes (a
+    /// renamed metric would otherwise leave a silently empty panel).
+    #[test]
+    fn grafana_dashboard_parses_and_queries_exposed_series() {
+        let raw = include_str!("../ops/grafana/s3-lifecycled.json");
+        let d: serde_json::Value = serde_json::from_str(raw).expect("dashboard is JSON");
+        assert!(d["schemaVersion"].as_u64().unwrap() >= 36);
+        let vars = d["templating"]["list"].as_array().unwrap();
+        assert!(vars.iter().any(|v| v["type"] == "datasource" && v["query"] == "prometheus"));
+
+        let m = Metrics::new();
+        m.dispatch("b", ActionKind::ExpirationDays, "DONE");
+        m.cursor_saved(0, 1, 1);
+        m.events_scanned(0, 1);
+        m.limiter_wait(Duration::ZERO);
+        m.shard_run_finished(0, RunOutcome::Completed, Duration::ZERO, 1, 1);
+        m.shard_restarted(0);
+        m.shard_halted(0, true);
+        m.pass_finished(RunOutcome::Completed, 1);
+        m.matched(ActionKind::ExpirationDays, MatchDecision::Dispatched);
+        m.bucket_config_error("b", true);
+        let exposed: std::collections::HashSet<String> = m
+            .encode()
+            .lines()
+            .filter(|l| !l.starts_with('#'))
+            .map(|l| l.split(['{', ' ']).next().unwrap().to_string())
+            .collect();
+
+        let mut used = 0;
+        for panel in d["panels"].as_array().unwrap() {
+            for t in panel["targets"].as_array().into_iter().flatten() {
+                let expr = t["expr"].as_str().unwrap();
+                for word in expr.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_')) {
+                    if word.starts_with("SeaweedFS_s3_lifecycle_") || word.starts_with("s3_lifecycled_") {
+                        used += 1;
+                        assert!(exposed.contains(word), "panel `{}` queries unknown {word}", panel["title"]);
+                    }
+                }
+            }
+        }
+        assert!(used >= 10, "only {used} metric references");
+    }
+
     #[test]
     fn clones_share_series() {
         let a = Metrics::new();
