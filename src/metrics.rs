@@ -69,9 +69,12 @@ const OWN_PREFIX: &str = "s3_lifecycled_";
 
 /// Buckets of the limiter-wait histogram: the Go worker's, so quantiles
 /// computed across a mixed fleet during cutover stay comparable.
-const LIMITER_WAIT_BUCKETS: [f64; 11] = [0.0001, 0.001, 0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0];
+const LIMITER_WAIT_BUCKETS: [f64; 11] = [
+    0.0001, 0.001, 0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
+];
 /// Buckets of the per-shard run duration histograms (the Go worker's).
-const RUN_DURATION_BUCKETS: [f64; 10] = [0.1, 0.5, 1.0, 5.0, 15.0, 60.0, 300.0, 900.0, 1800.0, 3600.0];
+const RUN_DURATION_BUCKETS: [f64; 10] =
+    [0.1, 0.5, 1.0, 5.0, 15.0, 60.0, 300.0, 900.0, 1800.0, 3600.0];
 
 /// How a shard's run or a whole pass ended (the `outcome` label of the
 /// per-run metrics and of `s3_lifecycled_pass_total`).
@@ -377,7 +380,9 @@ impl Metrics {
     /// A shard's cursor was saved: its replay position and last walk time
     /// (both ns since epoch; `last_walked_ns` 0 = never walked).
     pub fn cursor_saved(&self, shard_id: u8, ts_ns: i64, last_walked_ns: i64) {
-        self.cursor_min_ts_ns.get_or_create(&shard(shard_id)).set(ts_ns);
+        self.cursor_min_ts_ns
+            .get_or_create(&shard(shard_id))
+            .set(ts_ns);
         self.last_walked_ns
             .get_or_create(&shard(shard_id))
             .set(last_walked_ns);
@@ -572,7 +577,10 @@ mod tests {
         let m = Metrics::new();
         // Before any event only the unlabelled metrics have samples.
         has(&m, "s3_lifecycled_last_pass_timestamp_seconds 0.0");
-        has(&m, "SeaweedFS_s3_lifecycle_dispatch_limiter_wait_seconds_count 0");
+        has(
+            &m,
+            "SeaweedFS_s3_lifecycle_dispatch_limiter_wait_seconds_count 0",
+        );
         lacks_prefix(&m, "SeaweedFS_s3_lifecycle_dispatch_total");
 
         m.dispatch("b", ActionKind::ExpirationDays, "DONE");
@@ -643,7 +651,10 @@ mod tests {
             &m,
             r#"SeaweedFS_s3_lifecycle_cursor_min_ts_ns{shard="3"} 1700000000000000123"#,
         );
-        has(&m, r#"SeaweedFS_s3_lifecycle_daily_run_last_walked_ns{shard="3"} 0"#);
+        has(
+            &m,
+            r#"SeaweedFS_s3_lifecycle_daily_run_last_walked_ns{shard="3"} 0"#,
+        );
         m.cursor_saved(3, 1_700_000_000_000_000_999, 1_700_000_000_000_000_000);
         has(
             &m,
@@ -687,8 +698,14 @@ mod tests {
             &m,
             r#"SeaweedFS_s3_lifecycle_dispatch_limiter_wait_seconds_bucket{le="+Inf"} 2"#,
         );
-        has(&m, "SeaweedFS_s3_lifecycle_dispatch_limiter_wait_seconds_count 2");
-        has(&m, "SeaweedFS_s3_lifecycle_dispatch_limiter_wait_seconds_sum 20.03");
+        has(
+            &m,
+            "SeaweedFS_s3_lifecycle_dispatch_limiter_wait_seconds_count 2",
+        );
+        has(
+            &m,
+            "SeaweedFS_s3_lifecycle_dispatch_limiter_wait_seconds_sum 20.03",
+        );
     }
 
     #[test]
@@ -806,7 +823,9 @@ mod tests {
             if let Some(rest) = l.strip_prefix("# TYPE ") {
                 let (name, kind) = rest.split_once(' ').unwrap();
                 assert!(
-                    families.insert(name.to_string(), kind.to_string()).is_none(),
+                    families
+                        .insert(name.to_string(), kind.to_string())
+                        .is_none(),
                     "family {name} declared twice:\n{text}"
                 );
             }
@@ -833,7 +852,10 @@ mod tests {
         let d: serde_json::Value = serde_json::from_str(raw).expect("dashboard is JSON");
         assert!(d["schemaVersion"].as_u64().unwrap() >= 36);
         let vars = d["templating"]["list"].as_array().unwrap();
-        assert!(vars.iter().any(|v| v["type"] == "datasource" && v["query"] == "prometheus"));
+        assert!(
+            vars.iter()
+                .any(|v| v["type"] == "datasource" && v["query"] == "prometheus")
+        );
 
         let m = Metrics::new();
         m.dispatch("b", ActionKind::ExpirationDays, "DONE");
@@ -858,9 +880,15 @@ mod tests {
             for t in panel["targets"].as_array().into_iter().flatten() {
                 let expr = t["expr"].as_str().unwrap();
                 for word in expr.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_')) {
-                    if word.starts_with("SeaweedFS_s3_lifecycle_") || word.starts_with("s3_lifecycled_") {
+                    if word.starts_with("SeaweedFS_s3_lifecycle_")
+                        || word.starts_with("s3_lifecycled_")
+                    {
                         used += 1;
-                        assert!(exposed.contains(word), "panel `{}` queries unknown {word}", panel["title"]);
+                        assert!(
+                            exposed.contains(word),
+                            "panel `{}` queries unknown {word}",
+                            panel["title"]
+                        );
                     }
                 }
             }
@@ -873,6 +901,8 @@ mod tests {
         let a = Metrics::new();
         let b = a.clone();
         b.shard_restarted(9);
-        assert!(lines(&a).contains(&r#"s3_lifecycled_shard_restarts_total{shard="9"} 1"#.to_string()));
+        assert!(
+            lines(&a).contains(&r#"s3_lifecycled_shard_restarts_total{shard="9"} 1"#.to_string())
+        );
     }
 }

@@ -300,10 +300,7 @@ fn env_filter(configured: &str) -> Result<EnvFilter, TelemetryError> {
         })
 }
 
-fn otlp_provider(
-    endpoint: &str,
-    service_name: &str,
-) -> Result<SdkTracerProvider, TelemetryError> {
+fn otlp_provider(endpoint: &str, service_name: &str) -> Result<SdkTracerProvider, TelemetryError> {
     // No TLS stack is compiled in (dependencies.md §1); an https endpoint
     // would fail on every export, silently from the operator's view.
     if !endpoint.starts_with("http://") {
@@ -417,7 +414,13 @@ mod tests {
         let shard = shard_span(&pass, 3);
         let replay = replay_span(&shard, 3);
         let walk = walk_span(&shard, 3, "b");
-        let del = delete_span(&replay, "b", "k", &[1; 8], crate::engine::ActionKind::AbortMpu);
+        let del = delete_span(
+            &replay,
+            "b",
+            "k",
+            &[1; 8],
+            crate::engine::ActionKind::AbortMpu,
+        );
         for (span, name) in [
             (&pass, spans::PASS),
             (&shard, spans::SHARD),
@@ -433,8 +436,20 @@ mod tests {
         for name in [fields::BUCKET, fields::KEY, fields::RULE_HASH, fields::KIND] {
             assert!(f.field(name).is_some(), "{name}");
         }
-        assert!(pass.metadata().unwrap().fields().field(fields::RUN_ID).is_some());
-        assert!(walk.metadata().unwrap().fields().field(fields::SHARD).is_some());
+        assert!(
+            pass.metadata()
+                .unwrap()
+                .fields()
+                .field(fields::RUN_ID)
+                .is_some()
+        );
+        assert!(
+            walk.metadata()
+                .unwrap()
+                .fields()
+                .field(fields::SHARD)
+                .is_some()
+        );
     }
 
     #[test]
@@ -444,7 +459,10 @@ mod tests {
             assert!(f.contains(&format!("{t}=warn")), "{f}");
         }
         let f = env_filter("debug,opentelemetry=debug").unwrap().to_string();
-        assert!(f.contains("opentelemetry=debug") && !f.contains("opentelemetry=warn"), "{f}");
+        assert!(
+            f.contains("opentelemetry=debug") && !f.contains("opentelemetry=warn"),
+            "{f}"
+        );
         assert!(f.contains("h2=warn"), "{f}");
         // `h2` must not be taken as mentioned by an unrelated `h2c` target.
         let f = env_filter("h2c=debug").unwrap().to_string();
@@ -459,7 +477,10 @@ mod tests {
 
     #[test]
     fn bad_format_and_endpoint_are_errors_naming_the_key() {
-        let e = build(&settings("info", "yaml", ""), "t").err().unwrap().to_string();
+        let e = build(&settings("info", "yaml", ""), "t")
+            .err()
+            .unwrap()
+            .to_string();
         assert!(e.contains("telemetry.log_format"), "{e}");
         let e = build(&settings("info", "text", "https://collector:4317"), "t")
             .err()

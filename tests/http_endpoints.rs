@@ -33,15 +33,24 @@ impl Reply {
 /// from axum for fixed-size responses, but handle a Content-Length anyway).
 async fn get(addr: SocketAddr, path: &str) -> Reply {
     let mut s = TcpStream::connect(addr).await.unwrap();
-    s.write_all(format!("GET {path} HTTP/1.1\r\nHost: test\r\nConnection: close\r\n\r\n").as_bytes())
-        .await
-        .unwrap();
+    s.write_all(
+        format!("GET {path} HTTP/1.1\r\nHost: test\r\nConnection: close\r\n\r\n").as_bytes(),
+    )
+    .await
+    .unwrap();
     let mut raw = Vec::new();
     s.read_to_end(&mut raw).await.unwrap();
     let text = String::from_utf8(raw).unwrap();
     let (head, body) = text.split_once("\r\n\r\n").expect("no header end");
     let mut lines = head.split("\r\n");
-    let status: u16 = lines.next().unwrap().split(' ').nth(1).unwrap().parse().unwrap();
+    let status: u16 = lines
+        .next()
+        .unwrap()
+        .split(' ')
+        .nth(1)
+        .unwrap()
+        .parse()
+        .unwrap();
     let headers = lines
         .filter_map(|l| l.split_once(':'))
         .map(|(k, v)| (k.trim().to_string(), v.trim().to_string()))
@@ -127,7 +136,11 @@ async fn endpoints_over_a_real_socket() {
     readiness.set_not_ready("filer 127.0.0.1:18888 unreachable");
     let r = get(addr, "/ready").await;
     assert_eq!(r.status, 503);
-    assert!(r.body.contains("filer 127.0.0.1:18888 unreachable"), "{}", r.body);
+    assert!(
+        r.body.contains("filer 127.0.0.1:18888 unreachable"),
+        "{}",
+        r.body
+    );
     readiness.set_ready();
     let r = get(addr, "/ready").await;
     assert_eq!((r.status, r.body.as_str()), (200, "ready\n"));
@@ -167,9 +180,16 @@ async fn endpoints_over_a_real_socket() {
     assert_eq!(r.status, 200);
     assert!(r.header("content-type").unwrap().starts_with("text/html"));
     let page = r.body;
-    assert!(page.contains("<strong id=\"state\">idle</strong>"), "{page}");
+    assert!(
+        page.contains("<strong id=\"state\">idle</strong>"),
+        "{page}"
+    );
     assert!(page.contains("<code>run-7</code>"), "{page}");
-    assert_eq!(page.matches("<div class=\"card bucket\">").count(), 2, "{page}");
+    assert_eq!(
+        page.matches("<div class=\"card bucket\">").count(),
+        2,
+        "{page}"
+    );
     assert!(page.contains("<h3>plain-bucket</h3>"), "{page}");
     assert!(
         page.contains("<h3>evil&lt;img src=x onerror=alert(1)&gt;&amp;&quot;</h3>"),

@@ -112,8 +112,8 @@ async fn receiver_gets_the_span_tree_with_fields() {
             }),
     );
 
-    let tel = telemetry::init_scoped(&settings(format!("http://{addr}")), "s3-lifecycled-test")
-        .unwrap();
+    let tel =
+        telemetry::init_scoped(&settings(format!("http://{addr}")), "s3-lifecycled-test").unwrap();
     {
         let pass = telemetry::pass_span("run-42");
         let shard = telemetry::shard_span(&pass, 5);
@@ -144,7 +144,12 @@ async fn receiver_gets_the_span_tree_with_fields() {
 
     let got = receiver.spans.lock().unwrap().clone();
     let by_name: HashMap<&str, &OtlpSpan> = got.iter().map(|s| (s.name.as_str(), s)).collect();
-    assert_eq!(got.len(), 4, "{:?}", got.iter().map(|s| &s.name).collect::<Vec<_>>());
+    assert_eq!(
+        got.len(),
+        4,
+        "{:?}",
+        got.iter().map(|s| &s.name).collect::<Vec<_>>()
+    );
     let pass = by_name[spans::PASS];
     let shard = by_name[spans::SHARD];
     let replay = by_name[spans::REPLAY];
@@ -152,7 +157,11 @@ async fn receiver_gets_the_span_tree_with_fields() {
 
     // One trace, linked parent → child.
     for s in [shard, replay, del] {
-        assert_eq!(s.trace_id, pass.trace_id, "{} not in the pass's trace", s.name);
+        assert_eq!(
+            s.trace_id, pass.trace_id,
+            "{} not in the pass's trace",
+            s.name
+        );
     }
     assert!(pass.parent_span_id.is_empty(), "pass must be a root");
     assert_eq!(shard.parent_span_id, pass.span_id);
@@ -165,12 +174,18 @@ async fn receiver_gets_the_span_tree_with_fields() {
     assert_eq!(attr(replay, fields::SHARD).as_deref(), Some("5"));
     assert_eq!(attr(del, fields::BUCKET).as_deref(), Some("photos"));
     assert_eq!(attr(del, fields::KEY).as_deref(), Some("2024/a.jpg"));
-    assert_eq!(attr(del, fields::RULE_HASH).as_deref(), Some("deadbeef00010203"));
+    assert_eq!(
+        attr(del, fields::RULE_HASH).as_deref(),
+        Some("deadbeef00010203")
+    );
     assert_eq!(attr(del, fields::KIND).as_deref(), Some("noncurrent_days"));
     assert_eq!(attr(del, fields::OUTCOME).as_deref(), Some("DONE"));
 
     let names = receiver.service_names.lock().unwrap().clone();
-    assert!(names.iter().all(|n| n == "s3-lifecycled-test") && !names.is_empty(), "{names:?}");
+    assert!(
+        names.iter().all(|n| n == "s3-lifecycled-test") && !names.is_empty(),
+        "{names:?}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -83,7 +83,10 @@ pub struct HttpState {
 
 impl HttpState {
     /// State plus the sender the service publishes snapshots with.
-    pub fn new(metrics: Metrics, readiness: Readiness) -> (HttpState, watch::Sender<StatusSnapshot>) {
+    pub fn new(
+        metrics: Metrics,
+        readiness: Readiness,
+    ) -> (HttpState, watch::Sender<StatusSnapshot>) {
         let (tx, rx) = watch::channel(StatusSnapshot::default());
         (
             HttpState {

@@ -210,8 +210,10 @@ pub fn format_time(ns: i64) -> String {
     let secs = ns.div_euclid(1_000_000_000);
     match time::OffsetDateTime::from_unix_timestamp(secs)
         .ok()
-        .and_then(|t| t.format(&time::format_description::well_known::Rfc3339).ok())
-    {
+        .and_then(|t| {
+            t.format(&time::format_description::well_known::Rfc3339)
+                .ok()
+        }) {
         Some(s) => s,
         None => format!("{ns} ns"),
     }
@@ -270,7 +272,7 @@ pub fn render(s: &StatusSnapshot, now_ns: i64) -> String {
     if let Some(next) = s.next_pass_ns {
         let _ = write!(h, " · next pass {}", escape(&format_time(next)));
     }
-    let _ = write!(h, " · <a href=\"/status.json\">JSON</a> · <a href=\"/metrics\">metrics</a></p>\n");
+    h.push_str(" · <a href=\"/status.json\">JSON</a> · <a href=\"/metrics\">metrics</a></p>\n");
 
     if let Some(p) = &s.current_pass {
         let _ = write!(
@@ -375,7 +377,11 @@ fn bucket_card(h: &mut String, b: &BucketSummary, now_ns: i64) {
         escape(&format_age(now_ns, b.last_walked_ns))
     );
     if let Some(e) = &b.config_error {
-        let _ = write!(h, "<dt>config error</dt><dd class=\"warn\">{}</dd>", escape(e));
+        let _ = write!(
+            h,
+            "<dt>config error</dt><dd class=\"warn\">{}</dd>",
+            escape(e)
+        );
     }
     h.push_str("</dl></div>\n");
 }
@@ -436,7 +442,10 @@ mod tests {
     fn page_escapes_user_data() {
         let page = render(&snapshot(), NOW);
         assert!(!page.contains("<script>"), "{page}");
-        assert!(page.contains("&lt;script&gt;alert(1)&lt;/script&gt;"), "{page}");
+        assert!(
+            page.contains("&lt;script&gt;alert(1)&lt;/script&gt;"),
+            "{page}"
+        );
         assert!(page.contains("RETRY_LATER &lt;transport&gt;"), "{page}");
     }
 
@@ -454,10 +463,16 @@ mod tests {
         );
         assert!(page.contains("<div class=\"card bucket\">"));
         assert!(page.contains("<dt>deletes issued</dt><dd>3</dd>"), "{page}");
-        assert!(page.contains("<dt>events scanned</dt><dd>99</dd>"), "{page}");
+        assert!(
+            page.contains("<dt>events scanned</dt><dd>99</dd>"),
+            "{page}"
+        );
         assert!(page.contains("(3m 0s ago)"), "{page}");
         assert!(page.contains("2023-11-14T22:03:20Z"), "{page}");
-        assert!(page.contains("outcome <span class=\"halted\">halted</span>"), "{page}");
+        assert!(
+            page.contains("outcome <span class=\"halted\">halted</span>"),
+            "{page}"
+        );
     }
 
     #[test]
@@ -489,11 +504,26 @@ mod tests {
     #[test]
     fn delete_counts_map_labels() {
         let mut d = DeleteCounts::default();
-        for l in ["DONE", "NOOP_RESOLVED", "SKIPPED_OBJECT_LOCK", "BLOCKED", "RPC_ERROR", "DRY_RUN"] {
+        for l in [
+            "DONE",
+            "NOOP_RESOLVED",
+            "SKIPPED_OBJECT_LOCK",
+            "BLOCKED",
+            "RPC_ERROR",
+            "DRY_RUN",
+        ] {
             d.record(l);
         }
         assert_eq!(
-            (d.done, d.noop_resolved, d.skipped_object_lock, d.blocked, d.rpc_error, d.other, d.retry_later),
+            (
+                d.done,
+                d.noop_resolved,
+                d.skipped_object_lock,
+                d.blocked,
+                d.rpc_error,
+                d.other,
+                d.retry_later
+            ),
             (1, 1, 1, 1, 1, 1, 0)
         );
         assert_eq!(d.total(), 6);
