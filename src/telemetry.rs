@@ -139,7 +139,9 @@ pub enum TelemetryError {
 }
 
 /// Owns the OTLP tracer provider (if any). Call [`TelemetryGuard::shutdown`]
-/// before the runtime goes away so buffered spans are exported.
+/// before the runtime goes away so buffered spans are exported. Dropping it
+/// without shutdown loses buffered spans but does not block: the installed
+/// subscriber's tracer still holds the provider.
 #[derive(Debug)]
 #[must_use = "call shutdown() so buffered spans are exported"]
 pub struct TelemetryGuard {
