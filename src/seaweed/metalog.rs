@@ -188,6 +188,9 @@ pub struct ReaderSummary {
 
 /// What travels through the channel. The explicit `End` lets the consumer tell
 /// a complete pass from a reader task that vanished.
+// Events are the hot path and End/Failed come once per pass: boxing the event
+// would cost an allocation per event to shrink two one-off messages.
+#[allow(clippy::large_enum_variant)]
 enum Msg {
     Event(SubscribeMetadataResponse),
     End,
@@ -560,18 +563,18 @@ impl EventFilter {
     }
 
     fn check_order(&mut self, ts: Nanos) {
-        if let Some(prev) = self.last_seen_ts {
-            if ts < prev {
-                // Cross-filer order is assumed, not guaranteed (facts §13.27).
-                // Deliver anyway: dropping it could lose a deletion.
-                tracing::warn!(
-                    previous_ts_ns = prev,
-                    ts_ns = ts,
-                    "meta-log event out of ts order"
-                );
-                self.out_of_order_flag = true;
-                return;
-            }
+        if let Some(prev) = self.last_seen_ts
+            && ts < prev
+        {
+            // Cross-filer order is assumed, not guaranteed (facts §13.27).
+            // Deliver anyway: dropping it could lose a deletion.
+            tracing::warn!(
+                previous_ts_ns = prev,
+                ts_ns = ts,
+                "meta-log event out of ts order"
+            );
+            self.out_of_order_flag = true;
+            return;
         }
         self.last_seen_ts = Some(ts);
     }
