@@ -7,7 +7,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     if std::env::var_os("PROTOC").is_none() {
         cfg.protoc_executable(protoc_bin_vendored::protoc_bin_path()?);
     }
+    let out_dir = std::path::PathBuf::from(std::env::var("OUT_DIR")?);
     tonic_prost_build::configure()
+        .file_descriptor_set_path(out_dir.join("descriptors.bin"))
         .build_server(true)
         .build_client(true)
         .compile_with_config(

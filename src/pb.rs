@@ -16,3 +16,7 @@ pub mod s3_lifecycle_pb {
 pub mod admin {
     tonic::include_proto!("lifecycled_admin.v1");
 }
+
+/// The encoded `FileDescriptorSet` of every file in `proto/`, as compiled by build.rs.
+/// The proto conformance test compares it with what a live SeaweedFS serves.
+pub const FILE_DESCRIPTOR_SET: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/descriptors.bin"));

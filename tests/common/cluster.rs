@@ -1,0 +1,429 @@
+//! One real `weed server` (master + volume + filer + S3) per test binary: found, started
+//! lazily on free loopback ports, checked for readiness, and stopped by a watchdog when the test
+//! process exits (statics are never dropped, so nothing else would stop it).
+
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::OnceLock;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use super::http;
+
+/// Lowest and highest port we use: above the well-known range, below the kernel's ephemeral range
+/// (32768+), so outgoing connections never occupy them (seaweedfs-live.md §0.2).
+const PORT_MIN: u16 = 10000;
+const PORT_MAX: u16 = 32700;
+/// How many ports one cluster needs (master, volume, filer, S3; HTTP and gRPC each).
+const PORT_COUNT: u16 = 8;
+const READY_LIMIT: Duration = Duration::from_secs(90);
+const POLL: Duration = Duration::from_millis(500);
+/// Start attempts: a retry only happens when weed exits early, e.g. a port was taken between our
+/// check and its bind by another engineer's cluster.
+const START_ATTEMPTS: usize = 3;
+/// Written into the data dir, which is weed's working directory (see `start`).
+const MASTER_TOML: &str = "[master.volume_growth]\ncopy_1 = 2\n";
+
+/// The eight ports of one cluster.
+#[derive(Debug, Clone, Copy)]
+pub struct Ports {
+    /// Master HTTP (`/dir/status`).
+    pub master: u16,
+    /// Master gRPC.
+    pub master_grpc: u16,
+    /// Volume server HTTP.
+    pub volume: u16,
+    /// Volume server gRPC.
+    pub volume_grpc: u16,
+    /// Filer HTTP.
+    pub filer: u16,
+    /// Filer gRPC (`filer_pb.SeaweedFiler`).
+    pub filer_grpc: u16,
+    /// S3 API (HTTP).
+    pub s3: u16,
+    /// S3 gRPC (`s3_lifecycle_pb.SeaweedS3LifecycleInternal`).
+    pub s3_grpc: u16,
+}
+
+impl Ports {
+    fn from_base(b: u16) -> Self {
+        Ports {
+            master: b,
+            master_grpc: b + 1,
+            volume: b + 2,
+            volume_grpc: b + 3,
+            filer: b + 4,
+            filer_grpc: b + 5,
+            s3: b + 6,
+            s3_grpc: b + 7,
+        }
+    }
+}
+
+/// A running single-process SeaweedFS cluster on 127.0.0.1, shared by all tests of one binary.
+///
+/// Never assume it is empty: every test must use its own bucket ([`Cluster::unique_bucket`]).
+#[derive(Debug)]
+pub struct Cluster {
+    /// Ports in use.
+    pub ports: Ports,
+    /// Pid of the `weed` process itself (not a wrapper).
+    pub pid: u32,
+    /// Fresh data directory (`-dir`); removed by the watchdog after the cluster stops.
+    pub data_dir: PathBuf,
+    /// The combined stdout+stderr of `weed`, inside `data_dir`.
+    pub log_file: PathBuf,
+    /// The `weed` binary used.
+    pub weed_bin: PathBuf,
+}
+
+fn loopback(port: u16) -> SocketAddr {
+    SocketAddr::from(([127, 0, 0, 1], port))
+}
+
+impl Cluster {
+    /// Filer root under which S3 buckets live.
+    pub const BUCKETS_ROOT: &'static str = "/buckets";
+
+    /// Filer gRPC address, `127.0.0.1:<port>`.
+    pub fn filer_grpc_addr(&self) -> SocketAddr {
+        loopback(self.ports.filer_grpc)
+    }
+    /// Filer gRPC endpoint URL for tonic, `http://127.0.0.1:<port>`.
+    pub fn filer_grpc_url(&self) -> String {
+        format!("http://{}", self.filer_grpc_addr())
+    }
+    /// S3 gRPC address (LifecycleDelete).
+    pub fn s3_grpc_addr(&self) -> SocketAddr {
+        loopback(self.ports.s3_grpc)
+    }
+    /// S3 gRPC endpoint URL for tonic.
+    pub fn s3_grpc_url(&self) -> String {
+        format!("http://{}", self.s3_grpc_addr())
+    }
+    /// S3 API address.
+    pub fn s3_addr(&self) -> SocketAddr {
+        loopback(self.ports.s3)
+    }
+    /// S3 endpoint URL for SDK clients, `http://127.0.0.1:<port>`.
+    pub fn s3_endpoint(&self) -> String {
+        format!("http://{}", self.s3_addr())
+    }
+    /// Filer HTTP address.
+    pub fn filer_http_addr(&self) -> SocketAddr {
+        loopback(self.ports.filer)
+    }
+    /// Master HTTP address.
+    pub fn master_http_addr(&self) -> SocketAddr {
+        loopback(self.ports.master)
+    }
+    /// Master gRPC address.
+    pub fn master_grpc_addr(&self) -> SocketAddr {
+        loopback(self.ports.master_grpc)
+    }
+    /// Master address in the `host:httpPort.grpcPort` form other `weed` commands need (§0.9).
+    pub fn master_weed_arg(&self) -> String {
+        format!("127.0.0.1:{}.{}", self.ports.master, self.ports.master_grpc)
+    }
+    /// Filer address in the `host:httpPort.grpcPort` form other `weed` commands need (§0.9).
+    pub fn filer_weed_arg(&self) -> String {
+        format!("127.0.0.1:{}.{}", self.ports.filer, self.ports.filer_grpc)
+    }
+    /// Filer root under which S3 buckets live (`/buckets`).
+    pub fn buckets_root(&self) -> &'static str {
+        Self::BUCKETS_ROOT
+    }
+    /// The last `lines` lines of the weed log, for failure messages.
+    pub fn log_tail(&self, lines: usize) -> String {
+        log_tail(&self.log_file, lines)
+    }
+}
+
+static CLUSTER: OnceLock<Result<Cluster, String>> = OnceLock::new();
+
+/// The cluster shared by every test in this binary, started on first use.
+///
+/// Panics (failing the calling test, and every later caller with the same message) if `weed`
+/// cannot be found or the cluster does not become ready.
+pub fn cluster() -> &'static Cluster {
+    match CLUSTER.get_or_init(start_with_retries) {
+        Ok(c) => c,
+        Err(e) => panic!("SeaweedFS test cluster unavailable: {e}"),
+    }
+}
+
+/// Finds `weed`: `$WEED_BIN`, else `<crate>/.tools/seaweedfs/bin/weed`, else `weed` on `PATH`.
+pub fn find_weed() -> Result<PathBuf, String> {
+    const HOW: &str = "install SeaweedFS 4.48 with `ops/install-seaweedfs.sh` (it installs into \
+                       .tools/seaweedfs/bin/weed, found automatically) or set WEED_BIN";
+    if let Some(p) = std::env::var_os("WEED_BIN") {
+        let p = PathBuf::from(p);
+        return if p.is_file() {
+            Ok(p)
+        } else {
+            Err(format!("WEED_BIN={} is not a file; {HOW}", p.display()))
+        };
+    }
+    let local = Path::new(env!("CARGO_MANIFEST_DIR")).join(".tools/seaweedfs/bin/weed");
+    if local.is_file() {
+        return Ok(local);
+    }
+    if let Some(path) = std::env::var_os("PATH") {
+        for dir in std::env::split_paths(&path) {
+            let candidate = dir.join("weed");
+            if candidate.is_file() {
+                return Ok(candidate);
+            }
+        }
+    }
+    Err(format!(
+        "no `weed` binary found (WEED_BIN unset, {} missing, none on PATH); {HOW}",
+        local.display()
+    ))
+}
+
+enum StartError {
+    /// weed exited during startup: likely a port race, worth another base.
+    Exited(String),
+    /// Anything else: give up.
+    Fatal(String),
+}
+
+fn start_with_retries() -> Result<Cluster, String> {
+    let weed = find_weed()?;
+    let mut errors = Vec::new();
+    for attempt in 1..=START_ATTEMPTS {
+        let ports = pick_ports()?;
+        match start(&weed, ports) {
+            Ok(c) => return Ok(c),
+            Err(StartError::Exited(e)) => {
+                errors.push(format!("attempt {attempt} (ports {}..): {e}", ports.master))
+            }
+            Err(StartError::Fatal(e)) => {
+                errors.push(format!("attempt {attempt} (ports {}..): {e}", ports.master));
+                break;
+            }
+        }
+    }
+    Err(errors.join("\n\n"))
+}
+
+fn port_is_free(port: u16) -> bool {
+    // Binding is the real test; the connect catches a listener on another address of the port.
+    TcpListener::bind(loopback(port)).is_ok()
+        && TcpStream::connect_timeout(&loopback(port), Duration::from_millis(100)).is_err()
+}
+
+/// A random base so concurrent test binaries and other people's clusters rarely collide.
+fn pick_ports() -> Result<Ports, String> {
+    for _ in 0..200 {
+        let base = rand::random_range(PORT_MIN..=PORT_MAX - PORT_COUNT + 1);
+        if (base..base + PORT_COUNT).all(port_is_free) {
+            return Ok(Ports::from_base(base));
+        }
+    }
+    Err(format!(
+        "no {PORT_COUNT} consecutive free ports found in [{PORT_MIN}, {PORT_MAX}] after 200 tries"
+    ))
+}
+
+fn unique_suffix() -> String {
+    let nanos = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_nanos())
+        .unwrap_or_default();
+    format!("{}-{nanos}", std::process::id())
+}
+
+fn start(weed: &Path, ports: Ports) -> Result<Cluster, StartError> {
+    let fatal = |what: &str, e: std::io::Error| StartError::Fatal(format!("{what}: {e}"));
+    let data_dir = std::env::temp_dir().join(format!("s3lc-weed-{}", unique_suffix()));
+    std::fs::create_dir_all(&data_dir)
+        .map_err(|e| fatal(&format!("creating data dir {}", data_dir.display()), e))?;
+    // weed reads master.toml from its working directory first. Each bucket is its own collection
+    // and by default grows 7 volumes on first write, so 300 slots would hold only ~40 buckets;
+    // growing 2 at a time fits ~150 buckets per test binary and makes first PUTs faster.
+    std::fs::write(data_dir.join("master.toml"), MASTER_TOML)
+        .map_err(|e| fatal("writing master.toml", e))?;
+    let log_file = data_dir.join("weed.log");
+    let log = std::fs::File::create(&log_file).map_err(|e| fatal("creating weed.log", e))?;
+    let log2 = log
+        .try_clone()
+        .map_err(|e| fatal("cloning weed.log handle", e))?;
+    let p = ports;
+    let args = vec![
+        "-v=0".to_string(),
+        "server".to_string(),
+        format!("-dir={}", data_dir.display()),
+        "-ip=127.0.0.1".to_string(),
+        "-ip.bind=127.0.0.1".to_string(),
+        format!("-master.port={}", p.master),
+        format!("-master.port.grpc={}", p.master_grpc),
+        "-master.telemetry=false".to_string(),
+        // Small volumes and many slots: each bucket is a collection that grows its own volumes.
+        "-master.volumeSizeLimitMB=64".to_string(),
+        format!("-volume.port={}", p.volume),
+        format!("-volume.port.grpc={}", p.volume_grpc),
+        "-volume.max=300".to_string(),
+        "-volume.preStopSeconds=0".to_string(),
+        "-filer".to_string(),
+        format!("-filer.port={}", p.filer),
+        format!("-filer.port.grpc={}", p.filer_grpc),
+        "-s3".to_string(),
+        format!("-s3.port={}", p.s3),
+        format!("-s3.port.grpc={}", p.s3_grpc),
+        "-s3.port.iceberg=0".to_string(),
+        "-s3.port.lance=0".to_string(),
+    ];
+    let mut child = Command::new(weed)
+        .args(&args)
+        .current_dir(&data_dir)
+        .stdin(Stdio::null())
+        .stdout(log)
+        .stderr(log2)
+        // Inherited AWS credentials would silently switch S3 auth on (§0.5).
+        .env_remove("AWS_ACCESS_KEY_ID")
+        .env_remove("AWS_SECRET_ACCESS_KEY")
+        // Own process group: a Ctrl-C on the test run must not reach weed before our cleanup.
+        .process_group(0)
+        .spawn()
+        .map_err(|e| fatal(&format!("spawning {}", weed.display()), e))?;
+    let pid = child.id();
+    let cluster = Cluster {
+        ports,
+        pid,
+        data_dir,
+        log_file,
+        weed_bin: weed.to_path_buf(),
+    };
+    if let Err(e) = spawn_watchdog(&cluster) {
+        kill_child(&mut child);
+        return Err(fatal("spawning the cleanup watchdog", e));
+    }
+    match wait_ready(&cluster, &mut child) {
+        Ok(()) => {
+            // The Child handle is dropped without killing; the watchdog owns the shutdown.
+            Ok(cluster)
+        }
+        Err(e) => {
+            kill_child(&mut child);
+            Err(e)
+        }
+    }
+}
+
+fn kill_child(child: &mut Child) {
+    // Our own Child handle: this signals exactly the pid we spawned, and reaps it.
+    let _ = child.kill();
+    let _ = child.wait();
+}
+
+/// Starts `sh` in its own process group that waits for this test process to exit, then stops weed
+/// (SIGTERM, a few seconds, SIGKILL) and removes the data dir. Before each signal it checks that the
+/// pid still runs a command line containing our data dir, so a recycled pid is never signalled.
+fn spawn_watchdog(c: &Cluster) -> std::io::Result<()> {
+    const SCRIPT: &str = r#"
+is_ours() { [ -r "/proc/$WPID/cmdline" ] && tr '\0' '\n' < "/proc/$WPID/cmdline" | grep -qF -- "$DATA"; }
+while kill -0 "$TPID" 2>/dev/null && ! grep -q '^State:.*Z' "/proc/$TPID/status" 2>/dev/null; do sleep 1; done
+if is_ours; then
+  kill -TERM "$WPID" 2>/dev/null
+  i=0
+  while [ $i -lt 10 ] && is_ours; do sleep 0.5; i=$((i+1)); done
+  if is_ours; then kill -KILL "$WPID" 2>/dev/null; sleep 0.5; fi
+fi
+case "$DATA" in */s3lc-weed-*) rm -rf -- "$DATA" ;; esac
+"#;
+    Command::new("sh")
+        .arg("-c")
+        .arg(SCRIPT)
+        .env("TPID", std::process::id().to_string())
+        .env("WPID", c.pid.to_string())
+        .env("DATA", &c.data_dir)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .process_group(0)
+        .spawn()
+        .map(|_| ())
+}
+
+/// Readiness per seaweedfs-live.md §0.4; all checks must pass in the same round.
+fn wait_ready(c: &Cluster, child: &mut Child) -> Result<(), StartError> {
+    let started = Instant::now();
+    loop {
+        if let Ok(Some(status)) = child.try_wait() {
+            return Err(StartError::Exited(format!(
+                "weed exited during startup ({status}); log tail of {}:\n{}",
+                c.log_file.display(),
+                c.log_tail(40)
+            )));
+        }
+        let failed = failed_checks(c);
+        if failed.is_empty() {
+            return Ok(());
+        }
+        if started.elapsed() > READY_LIMIT {
+            return Err(StartError::Fatal(format!(
+                "weed not ready after {READY_LIMIT:?}; failing checks: {}; log tail of {}:\n{}",
+                failed.join("; "),
+                c.log_file.display(),
+                c.log_tail(40)
+            )));
+        }
+        std::thread::sleep(POLL);
+    }
+}
+
+fn failed_checks(c: &Cluster) -> Vec<String> {
+    let mut failed = Vec::new();
+    for (name, port) in [
+        ("master gRPC", c.ports.master_grpc),
+        ("filer gRPC", c.ports.filer_grpc),
+        ("S3 gRPC", c.ports.s3_grpc),
+    ] {
+        if TcpStream::connect_timeout(&loopback(port), Duration::from_secs(1)).is_err() {
+            failed.push(format!("{name} :{port} not accepting"));
+        }
+    }
+    // A volume server with free slots must have registered, or the first PUT fails.
+    match http::get(c.master_http_addr(), "/dir/status", &[]) {
+        Ok(r) if r.status / 100 == 2 && has_free_slots(&r.text()) => {}
+        Ok(r) => failed.push(format!(
+            "master /dir/status: {} without \"Max\":[1-9]",
+            r.status
+        )),
+        Err(e) => failed.push(format!("master /dir/status: {e}")),
+    }
+    match http::get(c.s3_addr(), "/", &[]) {
+        Ok(r) if matches!(r.status / 100, 2 | 3) || r.status == 403 => {}
+        Ok(r) => failed.push(format!("S3 GET /: {}", r.status)),
+        Err(e) => failed.push(format!("S3 GET /: {e}")),
+    }
+    match http::get(c.filer_http_addr(), "/", &[("Accept", "application/json")]) {
+        Ok(r) if r.status / 100 == 2 => {}
+        Ok(r) => failed.push(format!("filer GET /: {}", r.status)),
+        Err(e) => failed.push(format!("filer GET /: {e}")),
+    }
+    failed
+}
+
+fn has_free_slots(body: &str) -> bool {
+    body.match_indices("\"Max\":").any(|(i, m)| {
+        body[i + m.len()..]
+            .chars()
+            .next()
+            .is_some_and(|ch| ('1'..='9').contains(&ch))
+    })
+}
+
+fn log_tail(path: &Path, lines: usize) -> String {
+    match std::fs::read(path) {
+        Ok(bytes) => {
+            let text = String::from_utf8_lossy(&bytes);
+            let all: Vec<&str> = text.lines().collect();
+            all[all.len().saturating_sub(lines)..].join("\n")
+        }
+        Err(e) => format!("(cannot read {}: {e})", path.display()),
+    }
+}

@@ -1,0 +1,95 @@
+//! A minimal blocking HTTP/1.x client over `std::net::TcpStream` for readiness probes and raw
+//! S3 requests the SDK cannot express byte for byte (no new dependencies needed).
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::time::Duration;
+
+/// One HTTP response: status code, headers as read, and the body bytes.
+#[derive(Debug)]
+pub struct Response {
+    /// Status code from the status line.
+    pub status: u16,
+    /// Raw header block (everything before the blank line), for error messages.
+    pub head: String,
+    /// Body bytes (the connection is closed by the server, so this is the whole body).
+    pub body: Vec<u8>,
+}
+
+impl Response {
+    /// The body as lossy UTF-8, for assertions and error messages.
+    pub fn text(&self) -> String {
+        String::from_utf8_lossy(&self.body).into_owned()
+    }
+}
+
+/// Sends one request with `Connection: close` and reads the response until EOF.
+///
+/// `headers` must not include Host, Content-Length or Connection; they are added here.
+pub fn request(
+    addr: SocketAddr,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: &[u8],
+) -> std::io::Result<Response> {
+    let timeout = Duration::from_secs(10);
+    let mut stream = TcpStream::connect_timeout(&addr, timeout)?;
+    stream.set_read_timeout(Some(timeout))?;
+    stream.set_write_timeout(Some(timeout))?;
+    let mut req = format!("{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n");
+    for (k, v) in headers {
+        req.push_str(&format!("{k}: {v}\r\n"));
+    }
+    // Always send a length, even 0, so Go's server never waits for a body.
+    req.push_str(&format!("Content-Length: {}\r\n\r\n", body.len()));
+    stream.write_all(req.as_bytes())?;
+    stream.write_all(body)?;
+    stream.flush()?;
+    let mut raw = Vec::new();
+    stream.read_to_end(&mut raw)?;
+    parse(&raw).ok_or_else(|| {
+        std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            format!(
+                "unparsable HTTP response from {addr} to {method} {path}: {:?}",
+                String::from_utf8_lossy(&raw[..raw.len().min(200)])
+            ),
+        )
+    })
+}
+
+/// Plain GET with optional extra headers.
+pub fn get(addr: SocketAddr, path: &str, headers: &[(&str, &str)]) -> std::io::Result<Response> {
+    request(addr, "GET", path, headers, &[])
+}
+
+fn parse(raw: &[u8]) -> Option<Response> {
+    let split = raw.windows(4).position(|w| w == b"\r\n\r\n")?;
+    let head = String::from_utf8_lossy(&raw[..split]).into_owned();
+    let status = head.split_whitespace().nth(1)?.parse().ok()?;
+    let mut body = raw[split + 4..].to_vec();
+    if head
+        .to_ascii_lowercase()
+        .contains("transfer-encoding: chunked")
+    {
+        body = dechunk(&body)?;
+    }
+    Some(Response { status, head, body })
+}
+
+/// Decodes a chunked body (Go uses chunked encoding for unsized bodies even on `Connection: close`).
+fn dechunk(mut data: &[u8]) -> Option<Vec<u8>> {
+    let mut out = Vec::new();
+    loop {
+        let line_end = data.windows(2).position(|w| w == b"\r\n")?;
+        let size_str = std::str::from_utf8(&data[..line_end]).ok()?;
+        let size = usize::from_str_radix(size_str.split(';').next()?.trim(), 16).ok()?;
+        data = &data[line_end + 2..];
+        if size == 0 {
+            return Some(out);
+        }
+        out.extend_from_slice(data.get(..size)?);
+        data = data.get(size + 2..)?;
+    }
+}
