@@ -9,15 +9,17 @@
 //! caller decides (design.md "Why correct": due times of replay kinds are
 //! monotonic enough that the first not-yet-due match ends a rule's scan).
 //! Only the replay kinds (ExpirationDays, NoncurrentDays, AbortMpu) of active
-//! EventDriven actions are routed; walker kinds are the walker's job.
+//! EventDriven actions are routed; walker kinds are the walker's job. Where
+//! one event cannot name the entry to act on, the router emits a *deferred*
+//! match that names a lookup for the caller to do ("Deferred lookups").
 //!
 //! What an event means is read off the event's own entry:
 //!
 //! - **Skipped:** deletes (no `new_entry`), bucket-level events (key `""`),
-//!   directories — folder markers, implicit parents, `.versions` folders (so
-//!   the pointer updates) — except MPU init directories, MPU parts and
-//!   anything else under `.uploads/`, anything under `.system/`, and files in
-//!   a `.versions` folder without a version id (not S3 objects).
+//!   directories — folder markers, implicit parents — except MPU init
+//!   directories and `.versions` folders; MPU parts and anything else under
+//!   `.uploads/`, anything under `.system/`, and files in a `.versions`
+//!   folder without a version id (not S3 objects).
 //! - **MPU init** (directory `.uploads/<id>` with a non-empty Extended `key`):
 //!   AbortMpu on the destination key (filters see that key, size 0, no tags),
 //!   due = round(dir mtime + days); `object_path` = `.uploads/<id>`.
@@ -33,6 +35,11 @@
 //! - **Plain file**: with a stamp it is a demoted null version →
 //!   NoncurrentDays with version id `null`; without → ExpirationDays with
 //!   version id `""`.
+//! - **`.versions` folder** (the pointer `Seaweed-X-Amz-Latest-Version-*`):
+//!   only the two deferred cases below; every other folder write (first
+//!   creation without a pointer, a forward move by a PUT or a new delete
+//!   marker, a touch, a Suspended write clearing the pointer) routes nothing,
+//!   because the version files' own events already cover it.
 //!
 //! ExpirationDays always targets the logical key with an empty version id: the
 //! server then acts on whatever is latest, and our identity CAS refuses if that
@@ -46,20 +53,71 @@
 //! it was deleted; live §10.2) can yield a NoncurrentDays match for a current
 //! version; the server answers `VERSION_IS_LATEST` and nothing is deleted.
 //!
-//! Known gaps, covered by the walker (recovery walks evaluate every kind):
+//! # Deferred lookups
+//!
+//! Two state changes show up **only** as a `<logical>.versions` folder UPDATE
+//! (recorded on 4.48, `tests/fixtures/events/README.md`, pinned by
+//! `tests/route_recorded.rs`): no event carries the entry that has to be
+//! acted on, so there is no identity to send. For these the router emits
+//! matches with [`Match::lookup`] set and an empty identity, one per action
+//! of the view whose rule **prefix** matches `<logical>` (size and tag
+//! filters need the entry; [`resolve_deferred`] applies them). The caller
+//! keeps them like any other match; once one is due it looks the named entry
+//! up (`LookupDirectoryEntry(directory, name)`) and sends only what
+//! [`resolve_deferred`] returns, with the looked-up identity as the CAS
+//! witness.
+//!
+//! - **A. Displaced null version.** The old folder said
+//!   `Null-Version-Is-Latest: true` or had no `Latest-Version-Id` (the key's
+//!   first versioned write; old entry absent counts too) and the new folder
+//!   has one (other than `null`: a `v_null` latest replaced the bare null
+//!   instead of displacing it). A bare null version (pre-versioning object
+//!   or Suspended-era write) that was latest is now noncurrent, but SeaweedFS
+//!   neither stamps nor touches it — no event has it. → NoncurrentDays on
+//!   `<logical>`, version `null`, due = round(event `ts_ns` + days) (the
+//!   pointer event is the demotion), lookup of the bare `<logical>` entry
+//!   ([`Expect::NullVersion`]).
+//! - **B. Restored latest version.** The pointer moved from Y back to an
+//!   older X ([`compare_version_ids`]) that is not a delete marker: the
+//!   latest version or marker Y was deleted by id. X is current again but
+//!   still carries its stale `Noncurrent-Since-Ns`, so its original
+//!   ExpirationDays match fails the CAS (the stamp changed its Extended) and
+//!   no new unstamped event comes. → ExpirationDays on `<logical>`, version
+//!   `""`, due = round(folder `Latest-Version-Mtime` s + days), lookup of
+//!   `<logical>.versions/v_<X>` ([`Expect::Version`]). Without a
+//!   `Latest-Version-Mtime` the router gives up, as Go's pointer path does.
+//!
+//! **Cost.** Case A fires on *every* first versioned write of a key (the
+//! folder's first pointer), because only a lookup can tell whether a bare
+//! null existed: the recordings show the same three events (folder CREATE,
+//! version CREATE, pointer UPDATE) with and without a bare null beside it,
+//! the bare entry gets no event, and the folder's old Extended is empty in
+//! both. So case A costs one filer lookup per first versioned write to a key
+//! under a NoncurrentDays rule's prefix — and only once that match is due,
+//! because the lookup is done at dispatch time, not at routing time (a key
+//! deleted or rewritten before then costs nothing extra and resolves to
+//! nothing). Case B costs one lookup per restore (delete of the latest by
+//! id) under an ExpirationDays rule's prefix, also at dispatch time.
+//!
+//! **Residual risks (server-side, shared with Go's pointer path).** The
+//! server's NoncurrentDays check only asks whether the folder's
+//! `Latest-Version-Id` equals `null`; a bare null that became latest again
+//! (its versions all deleted by id, or a Suspended rewrite that set
+//! `Null-Version-Is-Latest`) is therefore "not latest" to it. A rewrite
+//! after the pointer event is refused by [`resolve_deferred`] (entry newer
+//! than the demotion), except one within the due-rounding window (up to one
+//! day with `NextDay` rounding) — the entry does not record when it was
+//! displaced.
+//!
+//! # Known gaps, covered by the walker
+//!
+//! Recovery walks evaluate every kind:
 //! - A NoncurrentDays action whose rule also has `NewerNoncurrentVersions`
 //!   N > 0 needs the version's rank among its siblings, which one event does
-//!   not carry; the router skips it.
-//! - A bare null version (pre-versioning object or Suspended write) displaced
-//!   by a versioned PUT is never stamped and gets no event at all (recorded
-//!   on 4.48: `tests/fixtures/events/README.md`, pinned by
-//!   `tests/route_recorded.rs`), so replay cannot route NoncurrentDays for
-//!   it; its old ExpirationDays match then fails the CAS against the new
-//!   latest. Only a walk that evaluates NoncurrentDays (the recovery view)
-//!   expires it.
-//! - A version restored to latest by deleting the version above it keeps a
-//!   stale stamp and gets no new unstamped event, so replay holds no valid
-//!   ExpirationDays match for it until its next write.
+//!   not carry; the router skips it (also for deferred matches).
+//!
+//! Tag changes after a deferred match was routed need no extra care: the
+//! filter is checked on the entry looked up at dispatch time.
 
 use std::cmp::Ordering;
 use std::collections::BTreeMap;
