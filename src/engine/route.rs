@@ -636,7 +636,10 @@ fn route_pointer(
     // with its pointer already set). A new latest that is itself the null
     // version (`v_null`, a Suspended-bucket delete marker) replaced the bare
     // null rather than displacing it.
-    if (null_was_latest || old_id.is_none()) && new_id != keys::NULL_VERSION {
+    if null_was_latest || old_id.is_none() {
+        if new_id == keys::NULL_VERSION {
+            return Vec::new();
+        }
         let (directory, name) = at.bare_entry();
         return candidates(ActionKind::NoncurrentDays)
             .filter(|a| a.rule().noncurrent_days > 0)
@@ -659,7 +662,9 @@ fn route_pointer(
     let Some(old_id) = old_id else {
         return Vec::new();
     };
+    // A `/` in the id would make the lookup name another path.
     if new_id == old_id
+        || new_id.contains('/')
         || compare_version_ids(new_id, old_id) != Ordering::Greater
         || flag(new, keys::LATEST_VERSION_IS_DELETE_MARKER)
     {
@@ -1758,6 +1763,68 @@ mod tests {
                     for m in &r.matches {
                         prop_assert!(m.kind.is_replay_kind());
                         prop_assert!(!m.object_path.is_empty());
+                        if let Some(l) = &m.lookup {
+                            prop_assert_eq!(&m.identity, &EntryIdentity::default());
+                            prop_assert!(l.directory.starts_with("/buckets/b"));
+                            prop_assert!(!l.name.is_empty() && !l.name.contains('/'));
+                        }
+                    }
+                }
+            }
+
+            #[test]
+            fn pointer_moves_defer_only_the_two_cases(
+                old in proptest::option::of((
+                    proptest::option::of(prop_oneof![Just(V1), Just(V2), Just(DM), Just("null"), Just("")]),
+                    any::<bool>(),
+                )),
+                new_id in proptest::option::of(prop_oneof![Just(V1), Just(V2), Just(DM), Just("null"), Just("a/b")]),
+                new_null_latest in any::<bool>(),
+                new_marker in any::<bool>(),
+                mtime in proptest::option::of(-5i64..10_000),
+            ) {
+                let mk = |id: Option<&str>, null_latest: bool| {
+                    let mut f = dir("k.versions", 1);
+                    if let Some(id) = id {
+                        f = f.with(keys::LATEST_VERSION_ID, id);
+                    }
+                    if null_latest {
+                        f = f.with(keys::NULL_VERSION_IS_LATEST, "true");
+                    }
+                    f
+                };
+                let old_entry = old.map(|(id, nl)| mk(id, nl));
+                let mut new = mk(new_id, new_null_latest);
+                if new_marker {
+                    new = new.with(keys::LATEST_VERSION_IS_DELETE_MARKER, "true");
+                }
+                if let Some(t) = mtime {
+                    new = new.with(keys::LATEST_VERSION_MTIME, &t.to_string());
+                }
+                let ev = pointer_event("/buckets/b/d", old_entry.clone(), new);
+                let r = run(&snapshot(), &ev);
+                prop_assert!(r.matches.len() <= 1);
+                let old_id = old.and_then(|(id, _)| id).filter(|id| !id.is_empty());
+                let null_was_latest = old.is_some_and(|(_, nl)| nl);
+                for m in &r.matches {
+                    let l = m.lookup.as_ref().expect("folder events only defer");
+                    let new_id = new_id.expect("a pointer is needed");
+                    prop_assert!(!new_null_latest);
+                    match &l.expect {
+                        Expect::NullVersion => {
+                            prop_assert!(old_id.is_none() || null_was_latest);
+                            prop_assert_ne!(new_id, "null");
+                            prop_assert_eq!(m.kind, ActionKind::NoncurrentDays);
+                            prop_assert_eq!((l.directory.as_str(), l.name.as_str()), ("/buckets/b/d", "k"));
+                        }
+                        Expect::Version { version_id } => {
+                            let old_id = old_id.expect("a restore needs an old pointer");
+                            prop_assert!(!null_was_latest && !new_marker);
+                            prop_assert_eq!(version_id.as_str(), new_id);
+                            prop_assert_eq!(compare_version_ids(new_id, old_id), Ordering::Greater);
+                            prop_assert_eq!(m.kind, ActionKind::ExpirationDays);
+                            prop_assert!(mtime.is_some_and(|t| t > 0));
+                        }
                     }
                 }
             }
