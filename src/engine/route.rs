@@ -154,9 +154,11 @@ pub struct Match {
     pub rule_hash: RuleHash,
     /// What to do.
     pub kind: ActionKind,
-    /// When the action becomes (or became) due.
+    /// When the action becomes (or became) due; for a deferred match, when
+    /// to do its lookup (the resolved match may come out later).
     pub due: Nanos,
-    /// CAS witness: identity of the entry that was evaluated.
+    /// CAS witness: identity of the entry that was evaluated; empty for a
+    /// deferred match, which must never be sent as is.
     pub identity: EntryIdentity,
     /// Shard that owns the match: the event's physical path for replay, the
     /// logical key (MPU: destination key) for the walker (facts doc §13.11).
