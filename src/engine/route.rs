@@ -99,15 +99,16 @@
 //! nothing). Case B costs one lookup per restore (delete of the latest by
 //! id) under an ExpirationDays rule's prefix, also at dispatch time.
 //!
-//! **Residual risks (server-side, shared with Go's pointer path).** The
-//! server's NoncurrentDays check only asks whether the folder's
-//! `Latest-Version-Id` equals `null`; a bare null that became latest again
-//! (its versions all deleted by id, or a Suspended rewrite that set
-//! `Null-Version-Is-Latest`) is therefore "not latest" to it. A rewrite
-//! after the pointer event is refused by [`resolve_deferred`] (entry newer
-//! than the demotion), except one within the due-rounding window (up to one
-//! day with `NextDay` rounding) — the entry does not record when it was
-//! displaced.
+//! **A server blind spot, closed here.** The server's NoncurrentDays check
+//! only asks whether the folder's `Latest-Version-Id` equals `null`; a bare
+//! null that became latest again (its versions all deleted by id, or a
+//! Suspended rewrite that set `Null-Version-Is-Latest` and cleared the
+//! pointer) is "not latest" to it, and our identity (taken at dispatch)
+//! would match. So for [`Expect::NullVersion`] the pass also looks up the
+//! `<key>.versions` folder ([`DeferredLookup::folder`]) and sends nothing
+//! unless [`null_still_displaced`] says a non-null version is latest.
+//! [`resolve_deferred`] additionally refuses an entry rewritten after the
+//! pointer event (newer than the demotion, to due-rounding precision).
 //!
 //! # Known gaps, covered by the walker
 //!
@@ -181,6 +182,37 @@ pub struct DeferredLookup {
     pub name: String,
     /// What the entry must be for the match to stand.
     pub expect: Expect,
+}
+
+impl DeferredLookup {
+    /// For [`Expect::NullVersion`]: the `<key>.versions` folder (directory,
+    /// name) whose pointer must still name a non-null version when the match
+    /// is dispatched; see [`null_still_displaced`]. `None` for other lookups.
+    pub fn folder(&self) -> Option<(String, String)> {
+        match self.expect {
+            Expect::NullVersion => Some((
+                self.directory.clone(),
+                format!("{}{}", self.name, keys::VERSIONS_SUFFIX),
+            )),
+            Expect::Version { .. } => None,
+        }
+    }
+}
+
+/// Whether a displaced null version is still noncurrent, judged from its
+/// key's `.versions` folder as looked up at dispatch time: the folder exists,
+/// its pointer names a non-null version, and it does not say the null version
+/// is latest. Anything else (folder gone, pointer cleared by a Suspended
+/// write, pointer back at `null`) means the bare entry may be current again,
+/// and deleting it would destroy the latest version — the server would not
+/// stop it (see the module docs).
+pub fn null_still_displaced(folder: Option<&Entry>) -> bool {
+    let Some(f) = folder else {
+        return false;
+    };
+    let latest = ext_str(f, keys::LATEST_VERSION_ID).unwrap_or_default();
+    let null_latest = ext_str(f, keys::NULL_VERSION_IS_LATEST).is_some_and(|v| v == "true");
+    f.is_directory && !latest.is_empty() && latest != keys::NULL_VERSION && !null_latest
 }
 
 /// The shape a looked-up entry must have (see [`resolve_deferred`]).
@@ -787,6 +819,55 @@ pub fn resolve_deferred(
 mod tests {
     use super::*;
     use crate::engine::versions::testkit::*;
+
+    #[test]
+    fn null_version_deleted_only_while_a_non_null_version_is_latest() {
+        // Regression: a Suspended rewrite clears the pointer and sets
+        // Null-Version-Is-Latest; the server would then treat the current
+        // null as noncurrent and delete it.
+        let folder = |pairs: &[(&str, &str)]| Entry {
+            name: "k.versions".into(),
+            is_directory: true,
+            extended: pairs
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.as_bytes().to_vec()))
+                .collect(),
+            ..Default::default()
+        };
+        assert!(null_still_displaced(Some(&folder(&[(
+            keys::LATEST_VERSION_ID,
+            "abc"
+        )]))));
+        assert!(!null_still_displaced(None));
+        assert!(!null_still_displaced(Some(&folder(&[(
+            keys::NULL_VERSION_IS_LATEST,
+            "true"
+        )]))));
+        assert!(!null_still_displaced(Some(&folder(&[(
+            keys::LATEST_VERSION_ID,
+            "null"
+        )]))));
+        assert!(!null_still_displaced(Some(&folder(&[
+            (keys::LATEST_VERSION_ID, "abc"),
+            (keys::NULL_VERSION_IS_LATEST, "true"),
+        ]))));
+        let lookup = DeferredLookup {
+            directory: "/buckets/b/docs".into(),
+            name: "k".into(),
+            expect: Expect::NullVersion,
+        };
+        assert_eq!(
+            lookup.folder(),
+            Some(("/buckets/b/docs".into(), "k.versions".into()))
+        );
+        let v = DeferredLookup {
+            expect: Expect::Version {
+                version_id: "x".into(),
+            },
+            ..lookup
+        };
+        assert_eq!(v.folder(), None);
+    }
     use crate::engine::{BucketConfig, Versioning};
     use crate::lifecycle::FlatRule;
     use crate::pb::filer_pb::EventNotification;
