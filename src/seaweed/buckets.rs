@@ -158,23 +158,6 @@ mod tests {
     }
 
     #[test]
-    fn versioning_is_trimmed_and_case_insensitive() {
-        assert_eq!(Versioning::from_extended(None), Versioning::Unversioned);
-        assert_eq!(
-            Versioning::from_extended(Some(b" Enabled\n")),
-            Versioning::Enabled
-        );
-        assert_eq!(
-            Versioning::from_extended(Some(b"SUSPENDED")),
-            Versioning::Suspended
-        );
-        assert_eq!(
-            Versioning::from_extended(Some(b"off")),
-            Versioning::Unversioned
-        );
-    }
-
-    #[test]
     fn bucket_with_rules_and_lock() {
         let xml = b"<LifecycleConfiguration><Rule><ID>r</ID><Status>Enabled</Status>\
                     <Filter><Prefix>logs/</Prefix></Filter><Expiration><Days>3</Days></Expiration>\
