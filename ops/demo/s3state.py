@@ -42,7 +42,7 @@ def bucket_state(endpoint, bucket):
         suffix = "" if vid in ("", "null") else f" version=…{vid[-8:]}" + ("" if latest else " (noncurrent)")
         items.append(f"object {text(v, 'Key')}{suffix}")
     for m in children(root, "DeleteMarker"):
-        items.append(f"delete-marker {text(m, "Key")} version=…{text(m, "VersionId")[-8:]}")
+        items.append(f"delete-marker {text(m, 'Key')} version=…{text(m, 'VersionId')[-8:]}")
     root = get_xml(f"{endpoint}/{bucket}?uploads")
     for u in children(root, "Upload"):
         items.append(f"upload {text(u, 'Key')} id={text(u, 'UploadId')[:8]}…")
