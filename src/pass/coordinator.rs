@@ -203,7 +203,8 @@ impl Handler<RunPass> for Coordinator {
         let started = Instant::now();
         let port = self.port.clone();
         let prep_opts = opts.clone();
-        let prep = async move { tokio::spawn(async move { prepare(port, &prep_opts).await }).await };
+        let prep =
+            async move { tokio::spawn(async move { prepare(port, &prep_opts).await }).await };
         Box::pin(prep.into_actor(self).then(move |joined, act, _ctx| {
             let prepared = match joined {
                 Ok(Ok(p)) => Ok(p),

@@ -17,9 +17,7 @@ use crate::seaweed::cursor::{CursorStore, ShardCursor};
 use crate::seaweed::delete::{DeleteClient, DeleteError, DeleteRequest};
 use crate::seaweed::filer::FilerClient;
 use crate::seaweed::lister::list_bucket;
-use crate::seaweed::metalog::{
-    DEFAULT_CLIENT_NAME, MetaLogReader, ReaderOptions, SubscribeParams,
-};
+use crate::seaweed::metalog::{DEFAULT_CLIENT_NAME, MetaLogReader, ReaderOptions, SubscribeParams};
 use crate::seaweed::retention;
 
 /// A stream of meta-log events for one pass: `Err` then end when it broke;
@@ -37,11 +35,19 @@ pub trait ClusterPort: Send + Sync + 'static {
     /// Loads a shard's cursor (`None`: no file, cold start).
     fn load_cursor(&self, shard: u8) -> BoxFuture<'static, Result<Option<ShardCursor>, String>>;
     /// Saves a shard's cursor.
-    fn save_cursor(&self, cursor: ShardCursor, now: Nanos) -> BoxFuture<'static, Result<(), String>>;
+    fn save_cursor(
+        &self,
+        cursor: ShardCursor,
+        now: Nanos,
+    ) -> BoxFuture<'static, Result<(), String>>;
     /// Lists a bucket for the walker.
     fn list_bucket(&self, bucket: &str) -> BoxStream<'static, Result<WalkItem, String>>;
     /// Opens the pass's one meta-log subscription over `(since, until]`.
-    fn subscribe(&self, since: Nanos, until: Nanos) -> BoxFuture<'static, Result<EventStream, String>>;
+    fn subscribe(
+        &self,
+        since: Nanos,
+        until: Nanos,
+    ) -> BoxFuture<'static, Result<EventStream, String>>;
 }
 
 /// The real cluster: a filer channel shared by every filer call.
@@ -135,7 +141,11 @@ impl ClusterPort for SeaweedCluster {
         async move { store.load(shard).await.map_err(|e| e.to_string()) }.boxed()
     }
 
-    fn save_cursor(&self, cursor: ShardCursor, now: Nanos) -> BoxFuture<'static, Result<(), String>> {
+    fn save_cursor(
+        &self,
+        cursor: ShardCursor,
+        now: Nanos,
+    ) -> BoxFuture<'static, Result<(), String>> {
         let store = self.cursors.clone();
         async move { store.save(&cursor, now).await.map_err(|e| e.to_string()) }.boxed()
     }
@@ -147,7 +157,11 @@ impl ClusterPort for SeaweedCluster {
             .boxed()
     }
 
-    fn subscribe(&self, since: Nanos, until: Nanos) -> BoxFuture<'static, Result<EventStream, String>> {
+    fn subscribe(
+        &self,
+        since: Nanos,
+        until: Nanos,
+    ) -> BoxFuture<'static, Result<EventStream, String>> {
         let channel = self.channel.clone();
         let params = SubscribeParams {
             buckets_root: self.root.clone(),

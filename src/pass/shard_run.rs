@@ -67,11 +67,15 @@ impl PassPlan {
     }
 
     fn has_replay(&self, bucket: &str) -> bool {
-        self.replay.as_ref().is_some_and(|r| r.bucket(bucket).is_some())
+        self.replay
+            .as_ref()
+            .is_some_and(|r| r.bucket(bucket).is_some())
     }
 
     fn has_walk(&self, bucket: &str) -> bool {
-        self.walk.as_ref().is_some_and(|w| w.bucket(bucket).is_some())
+        self.walk
+            .as_ref()
+            .is_some_and(|w| w.bucket(bucket).is_some())
     }
 
     /// The bucket's replay actions, `(key, ttl)`.
@@ -125,8 +129,16 @@ impl ShardPlan {
 pub fn plan_shard(plan: &PassPlan, persisted: Option<&ShardCursor>) -> ShardPlan {
     let mut out = ShardPlan::default();
     for bucket in plan.buckets() {
-        let rsh = plan.rule_set_hash.get(bucket).copied().unwrap_or(EMPTY_HASH);
-        let promoted = plan.promoted_hash.get(bucket).copied().unwrap_or(EMPTY_HASH);
+        let rsh = plan
+            .rule_set_hash
+            .get(bucket)
+            .copied()
+            .unwrap_or(EMPTY_HASH);
+        let promoted = plan
+            .promoted_hash
+            .get(bucket)
+            .copied()
+            .unwrap_or(EMPTY_HASH);
         let has_replay = plan.has_replay(bucket);
         let pb = persisted.and_then(|c| c.buckets.get(bucket));
         let actions = plan.replay_actions(bucket);
@@ -143,14 +155,15 @@ pub fn plan_shard(plan: &PassPlan, persisted: Option<&ShardCursor>) -> ShardPlan
                     promoted_hash: b.promoted_hash,
                     oldest_replay_ts: oldest,
                 };
-                plan::recovery_reason(Some(&p), &rsh, &promoted, has_replay, plan.earliest)
-                    .or_else(|| {
+                plan::recovery_reason(Some(&p), &rsh, &promoted, has_replay, plan.earliest).or_else(
+                    || {
                         // Progress missing for a current replay action: nothing
                         // says which of its events were handled.
                         keys.iter()
                             .any(|k| !b.rules.contains_key(k))
                             .then_some(RecoveryReason::ColdStart)
-                    })
+                    },
+                )
             }
         };
         match reason {
@@ -422,10 +435,7 @@ impl ShardRun {
                 continue;
             }
             let recovered = self.shard_plan.recover.contains_key(bucket);
-            let persisted = self
-                .persisted
-                .as_ref()
-                .and_then(|c| c.buckets.get(bucket));
+            let persisted = self.persisted.as_ref().and_then(|c| c.buckets.get(bucket));
             for (key, ttl) in plan.replay_actions(bucket) {
                 let start = if recovered {
                     // The walk resolved every match due by `now`; replay only
@@ -618,8 +628,16 @@ impl ShardRun {
                 bucket.to_string(),
                 BucketCursor {
                     ts_ns: rules.values().map(|p| p.ts).min().unwrap_or(plan.now),
-                    rule_set_hash: plan.rule_set_hash.get(bucket).copied().unwrap_or(EMPTY_HASH),
-                    promoted_hash: plan.promoted_hash.get(bucket).copied().unwrap_or(EMPTY_HASH),
+                    rule_set_hash: plan
+                        .rule_set_hash
+                        .get(bucket)
+                        .copied()
+                        .unwrap_or(EMPTY_HASH),
+                    promoted_hash: plan
+                        .promoted_hash
+                        .get(bucket)
+                        .copied()
+                        .unwrap_or(EMPTY_HASH),
                     last_walked_ns,
                     halted: self.halted.clone(),
                     rules,
@@ -632,7 +650,11 @@ impl ShardRun {
             .map(|b| b.ts_ns)
             .min()
             .unwrap_or_else(|| old.as_ref().map_or(0, |o| o.ts_ns));
-        let last_walked_ns = buckets.values().map(|b| b.last_walked_ns).max().unwrap_or(0);
+        let last_walked_ns = buckets
+            .values()
+            .map(|b| b.last_walked_ns)
+            .max()
+            .unwrap_or(0);
         let cursor = ShardCursor {
             version: CURSOR_VERSION,
             shard_id: self.shard,

@@ -572,8 +572,10 @@ mod tests {
         c.last_walked_ns = 77;
         let b = c.buckets.get_mut("b1").unwrap();
         b.halted = Some("RETRY_LATER on k".into());
-        b.rules
-            .insert("0011223344556677/expiration_days".into(), ActionProgress::at(42));
+        b.rules.insert(
+            "0011223344556677/expiration_days".into(),
+            ActionProgress::at(42),
+        );
         let json = c.to_json();
         assert_eq!(decode_cursor(&json, 3).unwrap(), c);
     }
