@@ -105,6 +105,12 @@ async fn expiration_days_honours_prefix_tag_and_size_filters() {
     ] {
         assert_eq!(r.total(k), 0, "{k}:\n{}", p.describe());
     }
+    let left = list_keys(&s3, &b).await;
+
+    // The same instant again (idempotence on the replay path): nothing more goes.
+    let p = run_once(c, &scope, Some(plus(t0, 32, 0)), &[], &[]).await;
+    p.ok().assert_no_deletes();
+    assert_eq!(list_keys(&s3, &b).await, left, "{}", p.describe());
 }
 
 /// A second pass at the same `--now` finds nothing more to delete and still exits 0.
