@@ -73,6 +73,7 @@ impl Pass {
     }
 
     /// The `--json` report; panics with the whole output when stdout is not one JSON document.
+    #[track_caller]
     pub fn json(&self) -> Report {
         let v: Value = serde_json::from_str(self.stdout.trim()).unwrap_or_else(|e| {
             panic!(
@@ -87,6 +88,7 @@ impl Pass {
     }
 
     /// Asserts exit 0 and outcome `completed` (every shard completed), and returns the report.
+    #[track_caller]
     pub fn ok(&self) -> Report {
         assert_eq!(self.code, 0, "expected exit 0:\n{}", self.describe());
         let r = self.json();
