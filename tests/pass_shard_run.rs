@@ -200,7 +200,10 @@ fn unresolved_outcome_halts_only_new_work_and_blocks_the_cursor() {
     let c = cursor.unwrap();
     let prog = c.buckets["b"].rules.values().next().unwrap();
     assert!(prog.ts < evs[1], "cursor stops before the unresolved event");
-    assert_eq!(c.buckets["b"].halted.as_deref(), Some("RETRY_LATER b/k1: busy"));
+    assert_eq!(
+        c.buckets["b"].halted.as_deref(),
+        Some("RETRY_LATER b/k1: busy")
+    );
 }
 
 #[test]
