@@ -1,7 +1,7 @@
 //! The actors of a pass: [`ShardActor`] (supervised, one per selected shard)
 //! with its [`Replay`] and [`Walker`] children. They are thin: each message
 //! becomes a call on the shard's pure [`ShardRun`], and the deletes it hands out
-//! go to the [`DeleteDispatcher`], which answers the child that sent them.
+//! go to the [`DeleteDispatcher`](crate::pass::dispatch::DeleteDispatcher), which answers the child that sent them.
 //!
 //! Backpressure: a `WalkBatch` or `ReplayEvent` is answered only once the shard
 //! has room in its window for everything it queued, so the sender (the
