@@ -205,8 +205,39 @@ async fn bench_10k_due_objects() {
         r.json["duration_ms"],
         done as f64 / el.as_secs_f64()
     );
+
+    // The Go reference on the same cluster, same shape: a fresh bucket of 10k
+    // due objects, one `s3.lifecycle.run-shard` pass (seaweedfs-live.md §6).
+    let g = c.new_bucket("pass-bench-go").await.unwrap();
+    c.put_lifecycle_xml(&g, &date_xml()).await.unwrap();
+    c.put_objects_bulk(&g, &keys("obj/", 10_000), b"0123456789")
+        .await
+        .unwrap();
+    let script = format!(
+        "s3.lifecycle.run-shard -shards 0-15 -s3 {} -events 0 -runtime 300s\nexit\n",
+        c.s3_grpc_addr()
+    );
+    let t = Instant::now();
+    let mut child = Command::new(&c.weed_bin)
+        .args(["shell", &format!("-master={}", c.master_weed_arg())])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    use std::io::Write;
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(script.as_bytes())
+        .unwrap();
+    child.wait().unwrap();
+    let go = t.elapsed();
+    let gone = 10_000 - count_objects(&g).await;
     println!(
-        "weed shell: s3.lifecycle.run-shard against the same cluster at {}",
-        c.master_weed_arg()
+        "BENCH Go s3.lifecycle.run-shard: {gone} deleted in {:.3}s wall = {:.0} deletes/s",
+        go.as_secs_f64(),
+        gone as f64 / go.as_secs_f64()
     );
 }
