@@ -611,6 +611,22 @@ async fn dry_run_deletes_nothing_and_writes_no_cursor() {
     assert_eq!(r.total("DONE"), 3, "{}", p.describe());
     assert_eq!(r.total("DRY_RUN"), 0, "{}", p.describe());
     assert_eq!(list_keys(&s3, &b).await, set(&["k/1"]));
+    // The absence check above means something only if a real pass does write cursors there.
+    let mut written = 0;
+    for shard in 0..16 {
+        let name = format!("shard-{shard:02}.json");
+        written += usize::from(
+            c.lookup_entry(&scope.cursor_dir, &name)
+                .await
+                .unwrap()
+                .is_some(),
+        );
+    }
+    assert!(
+        written > 0,
+        "a real pass wrote no cursor under {}",
+        scope.cursor_dir
+    );
 }
 
 /// Configuration and usage errors exit 2 and name the key or flag; nothing is deleted.

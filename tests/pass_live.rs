@@ -124,7 +124,9 @@ async fn days_rule_cold_start_walks_then_replay_deletes_later_objects_once() {
     let c = cluster();
     let b = c.new_bucket("pass-days").await.unwrap();
     c.put_lifecycle_xml(&b, &days_xml()).await.unwrap();
-    c.put_objects_bulk(&b, &keys("old/", 10), b"x").await.unwrap();
+    c.put_objects_bulk(&b, &keys("old/", 10), b"x")
+        .await
+        .unwrap();
     let dir = format!("/etc/s3/lifecycle/test-{b}");
     // Not due yet at the real now (1 day = 10 s): a cold start records, deletes nothing.
     let r0 = run_once(&b, &dir, &["--shards", "0-15"]);
@@ -136,9 +138,15 @@ async fn days_rule_cold_start_walks_then_replay_deletes_later_objects_once() {
         .iter()
         .map(|s| s["recovery"].as_array().unwrap().len())
         .sum();
-    assert_eq!(recovered, 16, "every shard cold-starts the bucket: {}", r0.json);
+    assert_eq!(
+        recovered, 16,
+        "every shard cold-starts the bucket: {}",
+        r0.json
+    );
 
-    c.put_objects_bulk(&b, &keys("new/", 10), b"x").await.unwrap();
+    c.put_objects_bulk(&b, &keys("new/", 10), b"x")
+        .await
+        .unwrap();
     // 60 s later everything is due; replay finds all 20 through the meta-log.
     let later = rfc3339(now_ns() + 60_000_000_000);
     let r1 = run_once(&b, &dir, &["--now", &later]);
@@ -182,7 +190,9 @@ async fn bench_10k_due_objects() {
     let c = cluster();
     let b = c.new_bucket("pass-bench").await.unwrap();
     c.put_lifecycle_xml(&b, &date_xml()).await.unwrap();
-    c.put_objects_bulk(&b, &keys("obj/", 10_000), b"0123456789").await.unwrap();
+    c.put_objects_bulk(&b, &keys("obj/", 10_000), b"0123456789")
+        .await
+        .unwrap();
     let dir = format!("/etc/s3/lifecycle/test-{b}");
     let t = Instant::now();
     let r = run_once(&b, &dir, &[]);
@@ -195,5 +205,8 @@ async fn bench_10k_due_objects() {
         r.json["duration_ms"],
         done as f64 / el.as_secs_f64()
     );
-    println!("weed shell: s3.lifecycle.run-shard against the same cluster at {}", c.master_weed_arg());
+    println!(
+        "weed shell: s3.lifecycle.run-shard against the same cluster at {}",
+        c.master_weed_arg()
+    );
 }

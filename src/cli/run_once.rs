@@ -55,7 +55,8 @@ fn usage(msg: impl std::fmt::Display) -> i32 {
 
 /// Loads settings (file, environment, flags) and validates them.
 pub fn settings(args: &RunOnceArgs) -> Result<Settings, String> {
-    let mut s = Settings::load(args.config.as_deref(), std::env::vars()).map_err(|e| e.to_string())?;
+    let mut s =
+        Settings::load(args.config.as_deref(), std::env::vars()).map_err(|e| e.to_string())?;
     if let Some(f) = &args.filer {
         s.cluster.filer = f.clone();
     }
@@ -151,7 +152,8 @@ pub fn run(args: RunOnceArgs) -> i32 {
             Ok(d) => d,
             Err(e) => return usage(format!("configuration key `cluster.s3_grpc`: {e}")),
         };
-        let coordinator = actix::Actor::start(Coordinator::new(Arc::new(cluster), Arc::new(deletes)));
+        let coordinator =
+            actix::Actor::start(Coordinator::new(Arc::new(cluster), Arc::new(deletes)));
         let opts = PassOptions {
             now,
             shards,
