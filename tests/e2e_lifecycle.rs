@@ -612,6 +612,58 @@ async fn rule_edit_recovery_catches_objects_before_the_cursor() {
     assert_eq!(r.total("DONE"), 4, "{}", p.describe());
 }
 
+/// After DeleteBucketLifecycle the bucket's objects are left alone, even past the old TTL.
+#[tokio::test]
+async fn deleted_lifecycle_stops_expirations() {
+    let c = common::cluster();
+    let s3 = c.s3_client();
+    let b = c.new_bucket("e2e-lc-deleted").await.unwrap();
+    for k in ["x/1", "x/2"] {
+        put(&s3, &b, k, b"data", None).await;
+    }
+    let rules = lifecycle(
+        "<Rule><ID>x</ID><Status>Enabled</Status><Filter><Prefix>x/</Prefix></Filter>\
+         <Expiration><Days>30</Days></Expiration></Rule>",
+    );
+    c.put_lifecycle_xml(&b, &rules).await.unwrap();
+    let t0 = now();
+    let scope = Scope::new(&[&b]);
+    let p = run_once(c, &scope, Some(plus(t0, 10, 0)), &[], &[]).await;
+    p.ok().assert_no_deletes();
+
+    s3.delete_bucket_lifecycle()
+        .bucket(&b)
+        .send()
+        .await
+        .unwrap();
+    let p = run_once(c, &scope, Some(plus(t0, 41, 0)), &[], &[]).await;
+    p.ok().assert_no_deletes();
+    assert_eq!(
+        list_keys(&s3, &b).await,
+        set(&["x/1", "x/2"]),
+        "{}",
+        p.describe()
+    );
+}
+
+/// A rule whose Status is not exactly `Enabled` never fires.
+#[tokio::test]
+async fn disabled_rule_never_fires() {
+    let c = common::cluster();
+    let s3 = c.s3_client();
+    let b = c.new_bucket("e2e-disabled").await.unwrap();
+    put(&s3, &b, "x/1", b"data", None).await;
+    let rules = lifecycle(
+        "<Rule><ID>off</ID><Status>Disabled</Status><Filter><Prefix>x/</Prefix></Filter>\
+         <Expiration><Days>1</Days></Expiration></Rule>",
+    );
+    c.put_lifecycle_xml(&b, &rules).await.unwrap();
+    let scope = Scope::new(&[&b]);
+    let p = run_once(c, &scope, Some(plus(now(), 41, 0)), &[], &[]).await;
+    p.ok().assert_no_deletes();
+    assert_eq!(list_keys(&s3, &b).await, set(&["x/1"]), "{}", p.describe());
+}
+
 /// `--dry-run` reports the deletes it would make, deletes nothing and writes no cursor (the
 /// next real pass at the same `--now` is still a cold start, and then deletes).
 #[tokio::test]
