@@ -115,11 +115,7 @@ fn views_and_hashes(c: &mut Criterion) {
     });
 }
 
-// ---------------------------------------------------------------------------
-// ROUTING BENCH GOES HERE (owned by the engineer writing engine::route): a
-// `fn routing(c: &mut Criterion)` measuring events/s through the router over
-// the replay view of `fixture()`, then add `routing` to `criterion_group!`.
-// ---------------------------------------------------------------------------
+// Routing throughput lives in benches/route.rs.
 
 criterion_group!(benches, compile, views_and_hashes);
 criterion_main!(benches);

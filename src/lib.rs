@@ -13,6 +13,10 @@
 //! - [`seaweed`]: I/O adapters that talk to a SeaweedFS cluster (filer client,
 //!   meta-log reader, lister, LifecycleDelete client, cursor store).
 //! - [`cli`]: the `s3-lifecycled` command-line surface.
+//! - [`telemetry`]: logging and OTLP tracing setup, span and field names.
+//! - [`metrics`]: the Prometheus metrics, one method per emitted event.
+//! - [`http`]: `/metrics`, `/health`, `/ready`, the HTML status page and
+//!   `/status.json`.
 //!
 //! The actor tree (Coordinator → 16 ShardActors → Replay/Walker, plus the
 //! DeleteDispatcher pool) is described in ARCHITECTURE.md.
@@ -20,7 +24,10 @@
 pub mod cli;
 pub mod config;
 pub mod engine;
+pub mod http;
 pub mod lifecycle;
+pub mod metrics;
 pub mod pass;
 pub mod pb;
 pub mod seaweed;
+pub mod telemetry;

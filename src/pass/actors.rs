@@ -19,7 +19,9 @@ use tokio::sync::oneshot;
 
 use crate::engine::{Match, Nanos};
 use crate::pass::dispatch::{Dispatch, Outcome};
-use crate::pass::shard_run::{DeleteTicket, PassPlan, ShardReport, ShardRun};
+use crate::pass::ports::ClusterPort;
+use crate::pass::shard_run::{DeleteTicket, PassPlan, ShardReport, ShardRun, Work};
+use crate::pb::filer_pb::Entry;
 use crate::seaweed::cursor::ShardCursor;
 use crate::seaweed::delete::DeleteRequest;
 
@@ -87,6 +89,18 @@ pub struct Finish {
     pub events_not_routed: u64,
 }
 
+/// The filer's answer to a deferred match's lookup.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct LookupDone {
+    /// The deferred match.
+    pub m: Box<Match>,
+    /// Its ticket.
+    pub ticket: DeleteTicket,
+    /// The entry (`None`: not found) or the lookup error.
+    pub entry: Result<Option<Entry>, String>,
+}
+
 /// A child hit a bug; the shard restarts.
 #[derive(Message)]
 #[rtype(result = "()")]
@@ -102,6 +116,8 @@ struct Core {
     run: Option<ShardRun>,
     dispatcher: Recipient<DeleteDispatch>,
     replay_to: Option<Recipient<DeleteOutcome>>,
+    lookup_to: Option<Recipient<LookupDone>>,
+    port: Arc<dyn ClusterPort>,
     walk_to: Option<Recipient<DeleteOutcome>>,
     accept_waiters: Vec<oneshot::Sender<()>>,
     idle_waiters: Vec<oneshot::Sender<()>>,
@@ -120,7 +136,28 @@ impl Core {
         let Some(run) = self.run.as_mut() else {
             return;
         };
-        for (call, ticket) in run.next_sends() {
+        for (work, ticket) in run.next_sends() {
+            let call = match work {
+                Work::Delete(call) => call,
+                Work::Lookup(m) => {
+                    let Some(reply) = self.lookup_to.clone() else {
+                        run.lookup_done(&m, ticket, Err("shard restarting".into()));
+                        continue;
+                    };
+                    let Some(l) = m.lookup.as_ref() else {
+                        run.lookup_done(&m, ticket, Ok(None));
+                        continue;
+                    };
+                    let fut = self.port.lookup(&l.directory, &l.name);
+                    // I/O on the runtime pool; the answer comes back by message
+                    // (awaited send: a lost answer would wedge the window).
+                    tokio::spawn(async move {
+                        let entry = fut.await;
+                        let _ = reply.send(LookupDone { m, ticket, entry }).await;
+                    });
+                    continue;
+                }
+            };
             let to = match ticket {
                 DeleteTicket::Walk { .. } => self.walk_to.clone(),
                 DeleteTicket::Replay(_) => self.replay_to.clone(),
@@ -209,7 +246,27 @@ pub struct Replay {
 impl Actor for Replay {
     type Context = Context<Self>;
     fn started(&mut self, ctx: &mut Context<Self>) {
-        self.core.borrow_mut().replay_to = Some(ctx.address().recipient());
+        let mut c = self.core.borrow_mut();
+        c.replay_to = Some(ctx.address().recipient());
+        c.lookup_to = Some(ctx.address().recipient());
+    }
+}
+
+impl Handler<LookupDone> for Replay {
+    type Result = ();
+    fn handle(&mut self, d: LookupDone, _: &mut Context<Self>) {
+        let r = guarded(&self.core, |c| {
+            let shard = c.run.as_ref().map(|r| r.shard());
+            if let Some(run) = c.run()
+                && let Some(reason) = run.lookup_done(&d.m, d.ticket, d.entry)
+            {
+                tracing::warn!(shard, %reason, "shard halted");
+            }
+            c.pump();
+        });
+        if let Err(e) = r {
+            self.parent.do_send(Crashed(e));
+        }
     }
 }
 
@@ -328,6 +385,7 @@ impl ShardActor {
         persisted: Option<ShardCursor>,
         window: usize,
         dispatcher: Recipient<DeleteDispatch>,
+        port: Arc<dyn ClusterPort>,
     ) -> ShardActor {
         let run = ShardRun::new(shard, plan.clone(), persisted.clone(), window);
         ShardActor {
@@ -339,6 +397,8 @@ impl ShardActor {
                 run: Some(run),
                 dispatcher,
                 replay_to: None,
+                lookup_to: None,
+                port,
                 walk_to: None,
                 accept_waiters: Vec::new(),
                 idle_waiters: Vec::new(),
@@ -412,6 +472,7 @@ impl Supervised for ShardActor {
         let mut c = self.core.borrow_mut();
         c.run = Some(run);
         c.replay_to = None;
+        c.lookup_to = None;
         c.walk_to = None;
         c.pump();
     }

@@ -263,8 +263,9 @@ impl Coordinator {
                     let shard_plan = plan_shard(&p.plan, persisted.as_ref());
                     let plan = p.plan.clone();
                     let d = dispatcher.clone().recipient();
+                    let port = self.port.clone();
                     let addr = Supervisor::start(move |_| {
-                        ShardActor::new(shard, plan, persisted, window, d)
+                        ShardActor::new(shard, plan, persisted, window, d, port)
                     });
                     shards.insert(shard, (addr, shard_plan));
                 }

@@ -12,6 +12,7 @@ use tonic::transport::{Channel, Endpoint};
 
 use crate::engine::{MetaEvent, Nanos, WalkItem};
 use crate::pass::dispatch::{AttemptError, AttemptResult, DeletePort};
+use crate::pb::filer_pb::Entry;
 use crate::seaweed::buckets::{BucketScan, list_bucket_configs};
 use crate::seaweed::cursor::{CursorStore, ShardCursor};
 use crate::seaweed::delete::{DeleteClient, DeleteError, DeleteRequest};
@@ -42,6 +43,8 @@ pub trait ClusterPort: Send + Sync + 'static {
     ) -> BoxFuture<'static, Result<(), String>>;
     /// Lists a bucket for the walker.
     fn list_bucket(&self, bucket: &str) -> BoxStream<'static, Result<WalkItem, String>>;
+    /// Looks up one entry (`None`: not found), for deferred matches.
+    fn lookup(&self, dir: &str, name: &str) -> BoxFuture<'static, Result<Option<Entry>, String>>;
     /// Opens the pass's one meta-log subscription over `(since, until]`.
     fn subscribe(
         &self,
@@ -155,6 +158,18 @@ impl ClusterPort for SeaweedCluster {
         list_bucket(&self.filer, &self.root, bucket)
             .map(move |r| r.map_err(|e| format!("listing bucket {b}: {e}")))
             .boxed()
+    }
+
+    fn lookup(&self, dir: &str, name: &str) -> BoxFuture<'static, Result<Option<Entry>, String>> {
+        let filer = self.filer.clone();
+        let (dir, name) = (dir.to_string(), name.to_string());
+        async move {
+            filer
+                .lookup(&dir, &name)
+                .await
+                .map_err(|e| format!("lookup {dir}/{name}: {e}"))
+        }
+        .boxed()
     }
 
     fn subscribe(

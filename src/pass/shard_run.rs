@@ -22,9 +22,11 @@ use std::time::Duration;
 use serde::Serialize;
 
 use crate::engine::progress::{ActionProgress, Decision, ProgressTracker, Ticket};
+use crate::engine::route::resolve_deferred;
 use crate::engine::{ActionKey, EMPTY_HASH, Match, Nanos, Snapshot, TimeConfig};
 use crate::pass::dispatch::CallResult;
 use crate::pass::plan::{self, Persisted, RecoveryReason};
+use crate::pb::filer_pb::Entry;
 use crate::seaweed::cursor::{BucketCursor, CURSOR_VERSION, Hash32, ShardCursor};
 use crate::seaweed::delete::DeleteRequest;
 
@@ -311,7 +313,7 @@ pub struct ShardRun {
     persisted: Option<ShardCursor>,
     window: usize,
     in_flight: usize,
-    queue: VecDeque<(DeleteRequest, DeleteTicket)>,
+    queue: VecDeque<(Work, DeleteTicket)>,
     walks: BTreeMap<String, WalkBook>,
     tracker: Option<ProgressTracker<ActionKey>>,
     /// Buckets whose recovery failed (listing error or unresolved walk).
@@ -396,7 +398,7 @@ impl ShardRun {
                 continue;
             }
             self.queue.push_back((
-                request_of(&m),
+                Work::Delete(request_of(&m)),
                 DeleteTicket::Walk {
                     bucket: bucket.to_string(),
                 },
@@ -484,8 +486,12 @@ impl ShardRun {
                 }
                 Decision::Dispatch(t) => {
                     self.counters.matches += 1;
-                    self.queue
-                        .push_back((request_of(m), DeleteTicket::Replay(t)));
+                    let work = if m.lookup.is_some() {
+                        Work::Lookup(Box::new(m.clone()))
+                    } else {
+                        Work::Delete(request_of(m))
+                    };
+                    self.queue.push_back((work, DeleteTicket::Replay(t)));
                 }
             }
         }
@@ -493,7 +499,7 @@ impl ShardRun {
     }
 
     /// Deletes to send now: as many as the window allows.
-    pub fn next_sends(&mut self) -> Vec<(DeleteRequest, DeleteTicket)> {
+    pub fn next_sends(&mut self) -> Vec<(Work, DeleteTicket)> {
         let mut out = Vec::new();
         if self.stopped() {
             return out;
@@ -543,6 +549,61 @@ impl ShardRun {
         }
         self.halted = Some(reason.clone());
         Some(reason)
+    }
+
+    /// The filer's answer to a [`Work::Lookup`] (`Err`: the lookup failed).
+    /// Either settles the match (no delete needed, or not due yet) or queues
+    /// the concrete delete first in line. Returns the halt reason when a
+    /// failed lookup halted the shard.
+    pub fn lookup_done(
+        &mut self,
+        m: &Match,
+        ticket: DeleteTicket,
+        entry: Result<Option<Entry>, String>,
+    ) -> Option<String> {
+        self.in_flight = self.in_flight.saturating_sub(1);
+        let entry = match entry {
+            Ok(e) => e,
+            Err(e) => {
+                let req = request_of(m);
+                let result = CallResult::Transport {
+                    message: format!("deferred lookup failed: {e}"),
+                };
+                // Re-count through `outcome` (it decrements the window).
+                self.in_flight += 1;
+                return self.outcome(&req, ticket, &result);
+            }
+        };
+        let rule = self
+            .plan
+            .replay
+            .as_ref()
+            .and_then(|r| r.bucket(&m.bucket))
+            .and_then(|b| b.action(m.rule_hash, m.kind))
+            .map(|a| a.rule().clone());
+        let resolved = rule.and_then(|r| resolve_deferred(m, entry.as_ref(), &self.plan.time, &r));
+        let settle = |run: &mut ShardRun, ok: bool| {
+            if let (DeleteTicket::Replay(t), Some(tr)) = (&ticket, run.tracker.as_mut()) {
+                tr.resolved(*t, ok);
+            }
+        };
+        match resolved {
+            // Nothing to delete: the match is resolved.
+            None => settle(self, true),
+            // Not due after all: like a pending match, the cursor stays
+            // before the event (reported unresolved, which does not halt).
+            Some(c) if c.due > self.plan.now => {
+                self.counters.pending += 1;
+                settle(self, false);
+            }
+            Some(c) => {
+                if !self.stopped() {
+                    self.queue
+                        .push_front((Work::Delete(request_of(&c)), ticket));
+                }
+            }
+        }
+        None
     }
 
     /// Ends the pass. `stream_end` is the ts of the last event the stream
@@ -667,6 +728,16 @@ impl ShardRun {
         };
         (report, Some(cursor))
     }
+}
+
+/// One unit of work for the window: a delete, or a deferred match that needs
+/// a filer lookup first ([`crate::engine::route::resolve_deferred`]).
+#[derive(Debug, Clone, PartialEq)]
+pub enum Work {
+    /// Send this delete.
+    Delete(DeleteRequest),
+    /// Look the match's entry up, then [`ShardRun::lookup_done`].
+    Lookup(Box<Match>),
 }
 
 /// The `LifecycleDelete` request of a match.

@@ -1,0 +1,173 @@
+//! The service's HTTP endpoints (axum, HTTP/1.1): `/metrics` (Prometheus
+//! text), `/health` (liveness), `/ready` (readiness), `/` (HTML status page)
+//! and `/status.json` (the same snapshot as JSON).
+//!
+//! The pass publishes a [`StatusSnapshot`] through a `tokio::sync::watch`
+//! channel and flips [`Readiness`]; handlers only read, so a slow scrape
+//! never holds anything the pass needs.
+
+pub mod status_page;
+
+use std::future::Future;
+use std::sync::{Arc, RwLock};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use axum::Router;
+use axum::extract::State;
+use axum::http::{StatusCode, header};
+use axum::response::{Html, IntoResponse, Response};
+use axum::routing::get;
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+
+use crate::metrics::{self, Metrics};
+pub use status_page::{
+    BucketSummary, DeleteCounts, PassProgress, PassSummary, ServiceState, ShardSummary,
+    StatusSnapshot,
+};
+
+/// Readiness flag shared between the service (writer) and `/ready`
+/// (reader). Starts not ready with reason "starting".
+#[derive(Debug, Clone)]
+pub struct Readiness(Arc<RwLock<Option<String>>>);
+
+impl Default for Readiness {
+    fn default() -> Self {
+        Readiness(Arc::new(RwLock::new(Some("starting".into()))))
+    }
+}
+
+impl Readiness {
+    /// A new flag, not ready ("starting").
+    pub fn new() -> Readiness {
+        Readiness::default()
+    }
+
+    /// Marks the service ready.
+    pub fn set_ready(&self) {
+        self.set(None);
+    }
+
+    /// Marks the service not ready, with a reason shown by `/ready`.
+    pub fn set_not_ready(&self, reason: impl Into<String>) {
+        self.set(Some(reason.into()));
+    }
+
+    /// `Ok(())` when ready, else the reason.
+    pub fn check(&self) -> Result<(), String> {
+        // A poisoned lock only means a writer panicked mid-assignment of an
+        // Option; the value is still a valid Option, so read through it.
+        let g = self.0.read().unwrap_or_else(|p| p.into_inner());
+        match &*g {
+            None => Ok(()),
+            Some(r) => Err(r.clone()),
+        }
+    }
+
+    fn set(&self, v: Option<String>) {
+        let mut g = self.0.write().unwrap_or_else(|p| p.into_inner());
+        *g = v;
+    }
+}
+
+/// What the handlers read.
+#[derive(Debug, Clone)]
+pub struct HttpState {
+    /// Encoded on every `/metrics` scrape.
+    pub metrics: Metrics,
+    /// Drives `/ready`.
+    pub readiness: Readiness,
+    /// Latest snapshot published by the pass (`watch::Sender::send_replace`).
+    pub status: watch::Receiver<StatusSnapshot>,
+}
+
+impl HttpState {
+    /// State plus the sender the service publishes snapshots with.
+    pub fn new(
+        metrics: Metrics,
+        readiness: Readiness,
+    ) -> (HttpState, watch::Sender<StatusSnapshot>) {
+        let (tx, rx) = watch::channel(StatusSnapshot::default());
+        (
+            HttpState {
+                metrics,
+                readiness,
+                status: rx,
+            },
+            tx,
+        )
+    }
+}
+
+/// The router with every endpoint.
+pub fn router(state: HttpState) -> Router {
+    Router::new()
+        .route("/", get(index))
+        .route("/status.json", get(status_json))
+        .route("/metrics", get(metrics_text))
+        .route("/health", get(health))
+        .route("/ready", get(ready))
+        .with_state(state)
+}
+
+/// Serves `router` on `listener` until `shutdown` resolves, then finishes
+/// in-flight requests and returns.
+pub async fn serve(
+    listener: TcpListener,
+    router: Router,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    axum::serve(listener, router)
+        .with_graceful_shutdown(shutdown)
+        .await
+}
+
+async fn health() -> &'static str {
+    "ok\n"
+}
+
+async fn ready(State(s): State<HttpState>) -> Response {
+    match s.readiness.check() {
+        Ok(()) => (StatusCode::OK, "ready\n").into_response(),
+        Err(reason) => (
+            StatusCode::SERVICE_UNAVAILABLE,
+            format!("not ready: {reason}\n"),
+        )
+            .into_response(),
+    }
+}
+
+async fn metrics_text(State(s): State<HttpState>) -> Response {
+    (
+        [(header::CONTENT_TYPE, metrics::CONTENT_TYPE)],
+        s.metrics.encode(),
+    )
+        .into_response()
+}
+
+async fn status_json(State(s): State<HttpState>) -> Response {
+    let snapshot = s.status.borrow().clone();
+    match serde_json::to_string_pretty(&snapshot) {
+        Ok(body) => ([(header::CONTENT_TYPE, "application/json")], body).into_response(),
+        Err(e) => (
+            StatusCode::INTERNAL_SERVER_ERROR,
+            format!("status snapshot could not be serialized: {e}\n"),
+        )
+            .into_response(),
+    }
+}
+
+async fn index(State(s): State<HttpState>) -> Html<String> {
+    // Clone out of the watch so the borrow (a read lock) is not held while
+    // rendering.
+    let snapshot = s.status.borrow().clone();
+    Html(status_page::render(&snapshot, now_ns()))
+}
+
+/// Wall clock for lags and ages on the page (display only, never decisions).
+fn now_ns() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| i64::try_from(d.as_nanos()).unwrap_or(i64::MAX))
+        .unwrap_or(0)
+}

@@ -1,0 +1,908 @@
+//! Prometheus metrics: one typed method per emitted event over a private
+//! `prometheus-client` registry (no globals, so tests and several instances in
+//! one process never share counters).
+//!
+//! # Names
+//! Where the meaning is the Go worker's, the name is the Go worker's
+//! (`SeaweedFS_s3_lifecycle_*`, facts doc §8/§9.3), so existing dashboards and
+//! alerts keep working after the switch:
+//!
+//! | exposed name | type | labels | emitted by |
+//! |---|---|---|---|
+//! | `SeaweedFS_s3_lifecycle_dispatch_total` | counter | bucket, kind, outcome | [`Metrics::dispatch`] |
+//! | `SeaweedFS_s3_lifecycle_cursor_min_ts_ns` | gauge | shard | [`Metrics::cursor_saved`] |
+//! | `SeaweedFS_s3_lifecycle_daily_run_last_walked_ns` | gauge | shard | [`Metrics::cursor_saved`] |
+//! | `SeaweedFS_s3_lifecycle_daily_run_events_scanned_total` | counter | shard | [`Metrics::events_scanned`] |
+//! | `SeaweedFS_s3_lifecycle_dispatch_limiter_wait_seconds` | histogram | — | [`Metrics::limiter_wait`] |
+//! | `SeaweedFS_s3_lifecycle_daily_run_shard_duration_seconds` | histogram | shard | [`Metrics::shard_run_finished`] |
+//! | `SeaweedFS_s3_lifecycle_daily_run_duration_seconds` | histogram | shard, outcome | [`Metrics::shard_run_finished`] |
+//! | `SeaweedFS_s3_lifecycle_daily_run_events_scanned` | gauge | shard, outcome | [`Metrics::shard_run_finished`] |
+//! | `SeaweedFS_s3_lifecycle_daily_run_deletes_issued` | gauge | shard, outcome | [`Metrics::shard_run_finished`] |
+//! | `s3_lifecycled_shard_restarts_total` | counter | shard | [`Metrics::shard_restarted`] |
+//! | `s3_lifecycled_shard_halted` | gauge 0/1 | shard | [`Metrics::shard_halted`] |
+//! | `s3_lifecycled_pass_total` | counter | outcome | [`Metrics::pass_finished`] |
+//! | `s3_lifecycled_last_pass_timestamp_seconds` | gauge | — | [`Metrics::pass_finished`] |
+//! | `s3_lifecycled_matches_total` | counter | kind, decision | [`Metrics::matched`] |
+//! | `s3_lifecycled_bucket_config_errors` | gauge 0/1 | bucket | [`Metrics::bucket_config_error`] |
+//!
+//! The design's three per-run metrics (`daily_run_duration_seconds`,
+//! `daily_run_events_scanned`, `daily_run_deletes_issued`, labelled by shard
+//! and *run* outcome) describe the shard's most recent run. The two counts are
+//! gauges, not counters, for two reasons: a counter named
+//! `…daily_run_events_scanned` would be exposed as `…_events_scanned_total`,
+//! colliding with the Go worker's per-event counter of that exact name; and
+//! "how much did the last run do" is a gauge question. Only the series for the
+//! latest outcome of a shard is kept, so `sum by (shard)` is that run's value.
+//!
+//! # Exposition
+//! [`Metrics::encode`] produces the Prometheus text format 0.0.4 (what the Go
+//! worker's `promhttp` serves and every Prometheus 2.x/3.x scrapes); serve it
+//! with [`CONTENT_TYPE`]. It is *not* OpenMetrics, on purpose: in OpenMetrics a
+//! counter's family name drops `_total`, so the Go counter
+//! `…daily_run_events_scanned_total{shard}` and the design's gauge
+//! `…daily_run_events_scanned{shard,outcome}` would be two families with one
+//! name, which scrapers reject. In 0.0.4 they are distinct. prometheus-client
+//! only writes OpenMetrics, so [`Metrics::encode`] converts its output: counter
+//! families are renamed to their `_total` sample name in `# HELP`/`# TYPE`,
+//! and the `# EOF` trailer is dropped. Counters are registered *without*
+//! `_total` because the encoder appends it; a test pins every exposed line.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::Histogram;
+use prometheus_client::registry::Registry;
+
+use crate::engine::ActionKind;
+
+/// HTTP `Content-Type` of [`Metrics::encode`]'s output (Prometheus text 0.0.4).
+pub const CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
+
+/// Go worker prefix (`Namespace` + `Subsystem`), kept for dashboard parity.
+const GO_PREFIX: &str = "SeaweedFS_s3_lifecycle_";
+/// Prefix of metrics the Go worker has no equivalent for.
+const OWN_PREFIX: &str = "s3_lifecycled_";
+
+/// Buckets of the limiter-wait histogram: the Go worker's, so quantiles
+/// computed across a mixed fleet during cutover stay comparable.
+const LIMITER_WAIT_BUCKETS: [f64; 11] = [
+    0.0001, 0.001, 0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
+];
+/// Buckets of the per-shard run duration histograms (the Go worker's).
+const RUN_DURATION_BUCKETS: [f64; 10] =
+    [0.1, 0.5, 1.0, 5.0, 15.0, 60.0, 300.0, 900.0, 1800.0, 3600.0];
+
+/// How a shard's run or a whole pass ended (the `outcome` label of the
+/// per-run metrics and of `s3_lifecycled_pass_total`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RunOutcome {
+    /// Everything due was handled and the cursor reached the pass's end.
+    Completed,
+    /// A delete came back RETRY_LATER/BLOCKED/RPC_ERROR (or an operator
+    /// halted): the cursor stays at the last fully resolved event.
+    Halted,
+    /// `pass.max_runtime` ran out; cursors were saved where they were.
+    Truncated,
+    /// The run failed (cursor load/save, meta-log or listing error).
+    Failed,
+}
+
+impl RunOutcome {
+    /// Every outcome, for clearing stale series.
+    pub const ALL: [RunOutcome; 4] = [
+        RunOutcome::Completed,
+        RunOutcome::Halted,
+        RunOutcome::Truncated,
+        RunOutcome::Failed,
+    ];
+
+    /// The label value.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RunOutcome::Completed => "completed",
+            RunOutcome::Halted => "halted",
+            RunOutcome::Truncated => "truncated",
+            RunOutcome::Failed => "failed",
+        }
+    }
+}
+
+impl std::fmt::Display for RunOutcome {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// What the pass did with an action that matched an entry (the `decision`
+/// label of `s3_lifecycled_matches_total`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum MatchDecision {
+    /// Due now: a `LifecycleDelete` was sent.
+    Dispatched,
+    /// Not yet due: left for a later pass.
+    Pending,
+    /// Matched but deliberately not sent (e.g. shadowed by another rule, or
+    /// the entry is not the one the action is for).
+    Skipped,
+}
+
+impl MatchDecision {
+    /// The label value.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            MatchDecision::Dispatched => "dispatched",
+            MatchDecision::Pending => "pending",
+            MatchDecision::Skipped => "skipped",
+        }
+    }
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ShardLabels {
+    shard: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ShardOutcomeLabels {
+    shard: String,
+    outcome: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct DispatchLabels {
+    bucket: String,
+    kind: &'static str,
+    outcome: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct OutcomeLabels {
+    outcome: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct MatchLabels {
+    kind: &'static str,
+    decision: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct BucketLabels {
+    bucket: String,
+}
+
+type HistogramFamily<L> = Family<L, Histogram, fn() -> Histogram>;
+
+fn run_duration_histogram() -> Histogram {
+    Histogram::new(RUN_DURATION_BUCKETS)
+}
+
+fn shard(shard: u8) -> ShardLabels {
+    // Plain decimal, like the Go worker's label ("3", not "03").
+    ShardLabels {
+        shard: shard.to_string(),
+    }
+}
+
+fn shard_outcome(shard: u8, outcome: RunOutcome) -> ShardOutcomeLabels {
+    ShardOutcomeLabels {
+        shard: shard.to_string(),
+        outcome: outcome.as_str(),
+    }
+}
+
+/// All metrics of one s3-lifecycled instance. Cheap to clone; clones share
+/// the same series (hand one to every actor).
+#[derive(Clone)]
+pub struct Metrics {
+    registry: Arc<Registry>,
+    dispatch: Family<DispatchLabels, Counter>,
+    cursor_min_ts_ns: Family<ShardLabels, Gauge>,
+    last_walked_ns: Family<ShardLabels, Gauge>,
+    events_scanned_total: Family<ShardLabels, Counter>,
+    limiter_wait: Histogram,
+    shard_duration: HistogramFamily<ShardLabels>,
+    run_duration: HistogramFamily<ShardOutcomeLabels>,
+    run_events_scanned: Family<ShardOutcomeLabels, Gauge>,
+    run_deletes_issued: Family<ShardOutcomeLabels, Gauge>,
+    shard_restarts: Family<ShardLabels, Counter>,
+    shard_halted: Family<ShardLabels, Gauge>,
+    pass_total: Family<OutcomeLabels, Counter>,
+    last_pass_timestamp: Gauge<f64, std::sync::atomic::AtomicU64>,
+    matches: Family<MatchLabels, Counter>,
+    bucket_config_errors: Family<BucketLabels, Gauge>,
+}
+
+impl std::fmt::Debug for Metrics {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Metrics").finish_non_exhaustive()
+    }
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Metrics {
+    /// A fresh registry with every metric registered (families start empty;
+    /// see [`Metrics::init_shards`]).
+    pub fn new() -> Metrics {
+        let mut r = Registry::default();
+        let go = |n: &str| format!("{GO_PREFIX}{n}");
+        let own = |n: &str| format!("{OWN_PREFIX}{n}");
+
+        let dispatch = Family::default();
+        r.register(
+            go("dispatch"),
+            "LifecycleDelete calls by bucket, action kind and outcome (enum name or RPC_ERROR)",
+            dispatch.clone(),
+        );
+        let cursor_min_ts_ns = Family::default();
+        r.register(
+            go("cursor_min_ts_ns"),
+            "Per-shard saved cursor timestamp in ns since epoch (replay lag = now - this)",
+            cursor_min_ts_ns.clone(),
+        );
+        let last_walked_ns = Family::default();
+        r.register(
+            go("daily_run_last_walked_ns"),
+            "Per-shard time (ns since epoch) of the last successful walk; 0 = never walked",
+            last_walked_ns.clone(),
+        );
+        let events_scanned_total = Family::default();
+        r.register(
+            go("daily_run_events_scanned"),
+            "Meta-log events processed by the daily pass, by shard",
+            events_scanned_total.clone(),
+        );
+        let limiter_wait = Histogram::new(LIMITER_WAIT_BUCKETS);
+        r.register(
+            go("dispatch_limiter_wait_seconds"),
+            "Time spent waiting on the delete rate limiter before a LifecycleDelete call",
+            limiter_wait.clone(),
+        );
+        let shard_duration: HistogramFamily<ShardLabels> =
+            Family::new_with_constructor(run_duration_histogram);
+        r.register(
+            go("daily_run_shard_duration_seconds"),
+            "Wall-clock seconds of one shard's daily run",
+            shard_duration.clone(),
+        );
+        let run_duration: HistogramFamily<ShardOutcomeLabels> =
+            Family::new_with_constructor(run_duration_histogram);
+        r.register(
+            go("daily_run_duration_seconds"),
+            "Wall-clock seconds of one shard's daily run, by run outcome",
+            run_duration.clone(),
+        );
+        let run_events_scanned = Family::default();
+        r.register(
+            go("daily_run_events_scanned"),
+            "Meta-log events scanned by the shard's most recent run, labelled with its outcome",
+            run_events_scanned.clone(),
+        );
+        let run_deletes_issued = Family::default();
+        r.register(
+            go("daily_run_deletes_issued"),
+            "LifecycleDelete calls issued by the shard's most recent run, labelled with its outcome",
+            run_deletes_issued.clone(),
+        );
+        let shard_restarts = Family::default();
+        r.register(
+            own("shard_restarts"),
+            "Shard actor restarts by the supervisor",
+            shard_restarts.clone(),
+        );
+        let shard_halted = Family::default();
+        r.register(
+            own("shard_halted"),
+            "1 while the shard is halted (head-of-line blocked or stopped by an operator), else 0",
+            shard_halted.clone(),
+        );
+        let pass_total = Family::default();
+        r.register(
+            own("pass"),
+            "Finished passes by outcome (completed, halted, truncated, failed)",
+            pass_total.clone(),
+        );
+        let last_pass_timestamp = Gauge::<f64, std::sync::atomic::AtomicU64>::default();
+        r.register(
+            own("last_pass_timestamp_seconds"),
+            "Unix time at which the last pass finished; 0 = none yet",
+            last_pass_timestamp.clone(),
+        );
+        let matches = Family::default();
+        r.register(
+            own("matches"),
+            "Actions that matched an entry, by kind and decision (dispatched, pending, skipped)",
+            matches.clone(),
+        );
+        let bucket_config_errors = Family::default();
+        r.register(
+            own("bucket_config_errors"),
+            "1 while the bucket's lifecycle configuration cannot be used (its rules are not enforced)",
+            bucket_config_errors.clone(),
+        );
+
+        Metrics {
+            registry: Arc::new(r),
+            dispatch,
+            cursor_min_ts_ns,
+            last_walked_ns,
+            events_scanned_total,
+            limiter_wait,
+            shard_duration,
+            run_duration,
+            run_events_scanned,
+            run_deletes_issued,
+            shard_restarts,
+            shard_halted,
+            pass_total,
+            last_pass_timestamp,
+            matches,
+            bucket_config_errors,
+        }
+    }
+
+    /// Creates the zero-valued per-shard series (halted = 0, restarts = 0,
+    /// events scanned = 0) for the shards this instance runs, so dashboards
+    /// and `absent()`-free alerts see a 0 rather than no data before the first
+    /// event.
+    pub fn init_shards(&self, shards: &[u8]) {
+        for &s in shards {
+            self.shard_halted.get_or_create(&shard(s)).set(0);
+            let _ = self.shard_restarts.get_or_create(&shard(s));
+            let _ = self.events_scanned_total.get_or_create(&shard(s));
+        }
+    }
+
+    /// One `LifecycleDelete` finished: `outcome` is the response's enum name
+    /// (`DONE`, `NOOP_RESOLVED`, `SKIPPED_OBJECT_LOCK`, `RETRY_LATER`,
+    /// `BLOCKED`, …) or `RPC_ERROR` after transport retries ran out — the
+    /// labels the Go worker uses.
+    pub fn dispatch(&self, bucket: &str, kind: ActionKind, outcome: &str) {
+        self.dispatch
+            .get_or_create(&DispatchLabels {
+                bucket: bucket.to_string(),
+                kind: kind.as_str(),
+                outcome: outcome.to_string(),
+            })
+            .inc();
+    }
+
+    /// A shard's cursor was saved: its replay position and last walk time
+    /// (both ns since epoch; `last_walked_ns` 0 = never walked).
+    pub fn cursor_saved(&self, shard_id: u8, ts_ns: i64, last_walked_ns: i64) {
+        self.cursor_min_ts_ns
+            .get_or_create(&shard(shard_id))
+            .set(ts_ns);
+        self.last_walked_ns
+            .get_or_create(&shard(shard_id))
+            .set(last_walked_ns);
+    }
+
+    /// `n` meta-log events were processed by a shard (call per event or per
+    /// batch; only the sum matters).
+    pub fn events_scanned(&self, shard_id: u8, n: u64) {
+        self.events_scanned_total
+            .get_or_create(&shard(shard_id))
+            .inc_by(n);
+    }
+
+    /// A delete waited `waited` on the rate limiter before being sent.
+    pub fn limiter_wait(&self, waited: Duration) {
+        self.limiter_wait.observe(waited.as_secs_f64());
+    }
+
+    /// A shard's run ended. Records the duration in both histograms and
+    /// replaces the shard's "last run" gauges with this run's counts under
+    /// this outcome (series of the shard's other outcomes are removed).
+    pub fn shard_run_finished(
+        &self,
+        shard_id: u8,
+        outcome: RunOutcome,
+        duration: Duration,
+        events_scanned: u64,
+        deletes_issued: u64,
+    ) {
+        let secs = duration.as_secs_f64();
+        self.shard_duration
+            .get_or_create(&shard(shard_id))
+            .observe(secs);
+        self.run_duration
+            .get_or_create(&shard_outcome(shard_id, outcome))
+            .observe(secs);
+        for other in RunOutcome::ALL.into_iter().filter(|o| *o != outcome) {
+            self.run_events_scanned
+                .remove(&shard_outcome(shard_id, other));
+            self.run_deletes_issued
+                .remove(&shard_outcome(shard_id, other));
+        }
+        // Saturate rather than wrap: a count beyond i64::MAX is not reachable
+        // in practice, but a negative gauge would be a lie.
+        let clamp = |n: u64| i64::try_from(n).unwrap_or(i64::MAX);
+        self.run_events_scanned
+            .get_or_create(&shard_outcome(shard_id, outcome))
+            .set(clamp(events_scanned));
+        self.run_deletes_issued
+            .get_or_create(&shard_outcome(shard_id, outcome))
+            .set(clamp(deletes_issued));
+    }
+
+    /// The supervisor restarted a shard actor.
+    pub fn shard_restarted(&self, shard_id: u8) {
+        self.shard_restarts.get_or_create(&shard(shard_id)).inc();
+    }
+
+    /// A shard entered (`true`) or left (`false`) the halted state.
+    pub fn shard_halted(&self, shard_id: u8, halted: bool) {
+        self.shard_halted
+            .get_or_create(&shard(shard_id))
+            .set(i64::from(halted));
+    }
+
+    /// A whole pass finished at `finished_ns` (ns since epoch; the caller's
+    /// clock, so tests control it).
+    pub fn pass_finished(&self, outcome: RunOutcome, finished_ns: i64) {
+        self.pass_total
+            .get_or_create(&OutcomeLabels {
+                outcome: outcome.as_str(),
+            })
+            .inc();
+        self.last_pass_timestamp.set(finished_ns as f64 / 1e9);
+    }
+
+    /// An action matched an entry and the pass decided what to do with it.
+    pub fn matched(&self, kind: ActionKind, decision: MatchDecision) {
+        self.matches
+            .get_or_create(&MatchLabels {
+                kind: kind.as_str(),
+                decision: decision.as_str(),
+            })
+            .inc();
+    }
+
+    /// A bucket's lifecycle configuration failed to load (`true`) or loads
+    /// again (`false`). A fixed or deleted bucket's series is removed rather
+    /// than set to 0, so the label set does not grow without bound.
+    pub fn bucket_config_error(&self, bucket: &str, failing: bool) {
+        let labels = BucketLabels {
+            bucket: bucket.to_string(),
+        };
+        if failing {
+            self.bucket_config_errors.get_or_create(&labels).set(1);
+        } else {
+            self.bucket_config_errors.remove(&labels);
+        }
+    }
+
+    /// The Prometheus text (0.0.4) exposition of every series (serve with
+    /// [`CONTENT_TYPE`]).
+    pub fn encode(&self) -> String {
+        let mut om = String::new();
+        // Writing into a String cannot fail; an Err here could only come from
+        // a label value's Display, and ours are plain strings.
+        if let Err(e) = prometheus_client::encoding::text::encode(&mut om, &self.registry) {
+            tracing::error!(error = %e, "metrics encoding failed");
+        }
+        openmetrics_to_prometheus_text(&om)
+    }
+}
+
+/// Rewrites prometheus-client's OpenMetrics text as Prometheus text 0.0.4:
+/// a counter family `x` (samples `x_total`) gets `# HELP x_total` and
+/// `# TYPE x_total counter`, and `# EOF` goes. Everything else is the same in
+/// both formats for the metric types used here (no units, exemplars or
+/// `_created` samples are emitted).
+fn openmetrics_to_prometheus_text(om: &str) -> String {
+    let mut out = String::with_capacity(om.len() + 256);
+    // The HELP line comes before the TYPE line that tells whether the family
+    // is a counter, so hold it back one line.
+    let mut pending_help: Option<&str> = None;
+    for line in om.lines() {
+        if line == "# EOF" {
+            continue;
+        }
+        if line.starts_with("# HELP ") {
+            if let Some(h) = pending_help.replace(line) {
+                out.push_str(h);
+                out.push('\n');
+            }
+            continue;
+        }
+        if let Some(rest) = line.strip_prefix("# TYPE ") {
+            let (name, kind) = rest.split_once(' ').unwrap_or((rest, ""));
+            let renamed = if kind == "counter" {
+                format!("{name}_total")
+            } else {
+                name.to_string()
+            };
+            if let Some(h) = pending_help.take() {
+                let text = h
+                    .strip_prefix("# HELP ")
+                    .and_then(|r| r.strip_prefix(name))
+                    .unwrap_or("");
+                out.push_str(&format!("# HELP {renamed}{text}\n"));
+            }
+            out.push_str(&format!("# TYPE {renamed} {kind}\n"));
+            continue;
+        }
+        if let Some(h) = pending_help.take() {
+            out.push_str(h);
+            out.push('\n');
+        }
+        out.push_str(line);
+        out.push('\n');
+    }
+    if let Some(h) = pending_help {
+        out.push_str(h);
+        out.push('\n');
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn lines(m: &Metrics) -> Vec<String> {
+        m.encode().lines().map(str::to_string).collect()
+    }
+
+    fn has(m: &Metrics, line: &str) {
+        let text = m.encode();
+        assert!(
+            text.lines().any(|l| l == line),
+            "missing line `{line}` in:\n{text}"
+        );
+    }
+
+    fn lacks_prefix(m: &Metrics, prefix: &str) {
+        let text = m.encode();
+        assert!(
+            !text.lines().any(|l| l.starts_with(prefix)),
+            "unexpected `{prefix}…` in:\n{text}"
+        );
+    }
+
+    #[test]
+    fn exposition_is_prometheus_text_and_declares_every_family() {
+        let m = Metrics::new();
+        // Before any event only the unlabelled metrics have samples.
+        has(&m, "s3_lifecycled_last_pass_timestamp_seconds 0.0");
+        has(
+            &m,
+            "SeaweedFS_s3_lifecycle_dispatch_limiter_wait_seconds_count 0",
+        );
+        lacks_prefix(&m, "SeaweedFS_s3_lifecycle_dispatch_total");
+
+        m.dispatch("b", ActionKind::ExpirationDays, "DONE");
+        m.cursor_saved(0, 1, 1);
+        m.events_scanned(0, 1);
+        m.limiter_wait(Duration::ZERO);
+        m.shard_run_finished(0, RunOutcome::Completed, Duration::ZERO, 1, 1);
+        m.shard_restarted(0);
+        m.shard_halted(0, false);
+        m.pass_finished(RunOutcome::Completed, 1);
+        m.matched(ActionKind::ExpirationDays, MatchDecision::Dispatched);
+        m.bucket_config_error("b", true);
+        let text = m.encode();
+        assert!(!text.contains("# EOF"), "{text}");
+        for t in [
+            "# TYPE SeaweedFS_s3_lifecycle_dispatch_total counter",
+            "# TYPE SeaweedFS_s3_lifecycle_cursor_min_ts_ns gauge",
+            "# TYPE SeaweedFS_s3_lifecycle_daily_run_last_walked_ns gauge",
+            "# TYPE SeaweedFS_s3_lifecycle_daily_run_events_scanned_total counter",
+            "# TYPE SeaweedFS_s3_lifecycle_dispatch_limiter_wait_seconds histogram",
+            "# TYPE SeaweedFS_s3_lifecycle_daily_run_shard_duration_seconds histogram",
+            "# TYPE SeaweedFS_s3_lifecycle_daily_run_duration_seconds histogram",
+            "# TYPE SeaweedFS_s3_lifecycle_daily_run_events_scanned gauge",
+            "# TYPE SeaweedFS_s3_lifecycle_daily_run_deletes_issued gauge",
+            "# TYPE s3_lifecycled_shard_restarts_total counter",
+            "# TYPE s3_lifecycled_shard_halted gauge",
+            "# TYPE s3_lifecycled_pass_total counter",
+            "# TYPE s3_lifecycled_last_pass_timestamp_seconds gauge",
+            "# TYPE s3_lifecycled_matches_total counter",
+            "# TYPE s3_lifecycled_bucket_config_errors gauge",
+        ] {
+            has(&m, t);
+        }
+    }
+
+    #[test]
+    fn dispatch_counter_is_exposed_with_total_suffix_once() {
+        let m = Metrics::new();
+        m.dispatch("photos", ActionKind::ExpirationDays, "DONE");
+        m.dispatch("photos", ActionKind::ExpirationDays, "DONE");
+        m.dispatch("photos", ActionKind::AbortMpu, "RPC_ERROR");
+        has(
+            &m,
+            r#"SeaweedFS_s3_lifecycle_dispatch_total{bucket="photos",kind="expiration_days",outcome="DONE"} 2"#,
+        );
+        has(
+            &m,
+            r#"SeaweedFS_s3_lifecycle_dispatch_total{bucket="photos",kind="abort_mpu",outcome="RPC_ERROR"} 1"#,
+        );
+        lacks_prefix(&m, "SeaweedFS_s3_lifecycle_dispatch_total_total");
+    }
+
+    #[test]
+    fn label_values_are_escaped() {
+        let m = Metrics::new();
+        m.dispatch("a\"b\\c", ActionKind::NoncurrentDays, "DONE");
+        has(
+            &m,
+            r#"SeaweedFS_s3_lifecycle_dispatch_total{bucket="a\"b\\c",kind="noncurrent_days",outcome="DONE"} 1"#,
+        );
+    }
+
+    #[test]
+    fn cursor_saved_sets_both_gauges() {
+        let m = Metrics::new();
+        m.cursor_saved(3, 1_700_000_000_000_000_123, 0);
+        has(
+            &m,
+            r#"SeaweedFS_s3_lifecycle_cursor_min_ts_ns{shard="3"} 1700000000000000123"#,
+        );
+        has(
+            &m,
+            r#"SeaweedFS_s3_lifecycle_daily_run_last_walked_ns{shard="3"} 0"#,
+        );
+        m.cursor_saved(3, 1_700_000_000_000_000_999, 1_700_000_000_000_000_000);
+        has(
+            &m,
+            r#"SeaweedFS_s3_lifecycle_cursor_min_ts_ns{shard="3"} 1700000000000000999"#,
+        );
+        has(
+            &m,
+            r#"SeaweedFS_s3_lifecycle_daily_run_last_walked_ns{shard="3"} 1700000000000000000"#,
+        );
+    }
+
+    #[test]
+    fn events_scanned_total_keeps_the_go_name() {
+        let m = Metrics::new();
+        m.events_scanned(15, 40);
+        m.events_scanned(15, 2);
+        has(
+            &m,
+            r#"SeaweedFS_s3_lifecycle_daily_run_events_scanned_total{shard="15"} 42"#,
+        );
+    }
+
+    #[test]
+    fn limiter_wait_histogram_uses_go_buckets() {
+        let m = Metrics::new();
+        m.limiter_wait(Duration::from_millis(30));
+        m.limiter_wait(Duration::from_secs(20));
+        has(
+            &m,
+            r#"SeaweedFS_s3_lifecycle_dispatch_limiter_wait_seconds_bucket{le="0.01"} 0"#,
+        );
+        has(
+            &m,
+            r#"SeaweedFS_s3_lifecycle_dispatch_limiter_wait_seconds_bucket{le="0.05"} 1"#,
+        );
+        has(
+            &m,
+            r#"SeaweedFS_s3_lifecycle_dispatch_limiter_wait_seconds_bucket{le="10.0"} 1"#,
+        );
+        has(
+            &m,
+            r#"SeaweedFS_s3_lifecycle_dispatch_limiter_wait_seconds_bucket{le="+Inf"} 2"#,
+        );
+        has(
+            &m,
+            "SeaweedFS_s3_lifecycle_dispatch_limiter_wait_seconds_count 2",
+        );
+        has(
+            &m,
+            "SeaweedFS_s3_lifecycle_dispatch_limiter_wait_seconds_sum 20.03",
+        );
+    }
+
+    #[test]
+    fn shard_run_finished_keeps_only_the_latest_outcome() {
+        let m = Metrics::new();
+        m.shard_run_finished(2, RunOutcome::Halted, Duration::from_secs(3), 100, 7);
+        has(
+            &m,
+            r#"SeaweedFS_s3_lifecycle_daily_run_events_scanned{shard="2",outcome="halted"} 100"#,
+        );
+        has(
+            &m,
+            r#"SeaweedFS_s3_lifecycle_daily_run_deletes_issued{shard="2",outcome="halted"} 7"#,
+        );
+        has(
+            &m,
+            r#"SeaweedFS_s3_lifecycle_daily_run_shard_duration_seconds_bucket{le="5.0",shard="2"} 1"#,
+        );
+        has(
+            &m,
+            r#"SeaweedFS_s3_lifecycle_daily_run_shard_duration_seconds_bucket{le="1.0",shard="2"} 0"#,
+        );
+        has(
+            &m,
+            r#"SeaweedFS_s3_lifecycle_daily_run_duration_seconds_count{shard="2",outcome="halted"} 1"#,
+        );
+
+        m.shard_run_finished(2, RunOutcome::Completed, Duration::from_secs(1), 5, 0);
+        has(
+            &m,
+            r#"SeaweedFS_s3_lifecycle_daily_run_events_scanned{shard="2",outcome="completed"} 5"#,
+        );
+        lacks_prefix(
+            &m,
+            r#"SeaweedFS_s3_lifecycle_daily_run_events_scanned{shard="2",outcome="halted"}"#,
+        );
+        lacks_prefix(
+            &m,
+            r#"SeaweedFS_s3_lifecycle_daily_run_deletes_issued{shard="2",outcome="halted"}"#,
+        );
+        // Histograms accumulate across outcomes (they are distributions).
+        has(
+            &m,
+            r#"SeaweedFS_s3_lifecycle_daily_run_shard_duration_seconds_count{shard="2"} 2"#,
+        );
+        has(
+            &m,
+            r#"SeaweedFS_s3_lifecycle_daily_run_duration_seconds_count{shard="2",outcome="halted"} 1"#,
+        );
+        has(
+            &m,
+            r#"SeaweedFS_s3_lifecycle_daily_run_duration_seconds_count{shard="2",outcome="completed"} 1"#,
+        );
+    }
+
+    #[test]
+    fn own_counters_and_gauges() {
+        let m = Metrics::new();
+        m.init_shards(&[0, 1]);
+        has(&m, r#"s3_lifecycled_shard_halted{shard="0"} 0"#);
+        has(&m, r#"s3_lifecycled_shard_restarts_total{shard="1"} 0"#);
+        has(
+            &m,
+            r#"SeaweedFS_s3_lifecycle_daily_run_events_scanned_total{shard="1"} 0"#,
+        );
+
+        m.shard_restarted(1);
+        m.shard_halted(0, true);
+        has(&m, r#"s3_lifecycled_shard_restarts_total{shard="1"} 1"#);
+        has(&m, r#"s3_lifecycled_shard_halted{shard="0"} 1"#);
+        m.shard_halted(0, false);
+        has(&m, r#"s3_lifecycled_shard_halted{shard="0"} 0"#);
+
+        m.pass_finished(RunOutcome::Truncated, 1_700_000_000_500_000_000);
+        has(&m, r#"s3_lifecycled_pass_total{outcome="truncated"} 1"#);
+        has(&m, "s3_lifecycled_last_pass_timestamp_seconds 1700000000.5");
+
+        m.matched(ActionKind::ExpiredDeleteMarker, MatchDecision::Pending);
+        m.matched(ActionKind::ExpiredDeleteMarker, MatchDecision::Dispatched);
+        m.matched(ActionKind::ExpiredDeleteMarker, MatchDecision::Dispatched);
+        has(
+            &m,
+            r#"s3_lifecycled_matches_total{kind="expired_delete_marker",decision="pending"} 1"#,
+        );
+        has(
+            &m,
+            r#"s3_lifecycled_matches_total{kind="expired_delete_marker",decision="dispatched"} 2"#,
+        );
+        lacks_prefix(
+            &m,
+            r#"s3_lifecycled_matches_total{kind="expired_delete_marker",decision="skipped"}"#,
+        );
+
+        m.bucket_config_error("logs", true);
+        has(&m, r#"s3_lifecycled_bucket_config_errors{bucket="logs"} 1"#);
+        m.bucket_config_error("logs", false);
+        lacks_prefix(&m, r#"s3_lifecycled_bucket_config_errors{bucket="logs"}"#);
+    }
+
+    /// Regression: in OpenMetrics form the Go counter `…events_scanned_total`
+    /// and the per-run gauge `…events_scanned` were two families named
+    /// `…events_scanned`, which a scraper rejects.
+    #[test]
+    fn families_are_unique_and_every_sample_is_declared() {
+        let m = Metrics::new();
+        m.init_shards(&[4]);
+        m.shard_run_finished(4, RunOutcome::Completed, Duration::from_secs(2), 9, 1);
+        m.dispatch("b", ActionKind::ExpirationDate, "DONE");
+        m.matched(ActionKind::AbortMpu, MatchDecision::Skipped);
+        m.pass_finished(RunOutcome::Completed, 1);
+        m.bucket_config_error("b", true);
+        let text = m.encode();
+        let mut families = std::collections::HashMap::new();
+        for l in text.lines() {
+            if let Some(rest) = l.strip_prefix("# TYPE ") {
+                let (name, kind) = rest.split_once(' ').unwrap();
+                assert!(
+                    families
+                        .insert(name.to_string(), kind.to_string())
+                        .is_none(),
+                    "family {name} declared twice:\n{text}"
+                );
+            }
+        }
+        for l in text.lines().filter(|l| !l.starts_with('#')) {
+            let name = l.split(['{', ' ']).next().unwrap();
+            let declared = families.contains_key(name)
+                || ["_bucket", "_sum", "_count"].iter().any(|suf| {
+                    name.strip_suffix(suf)
+                        .is_some_and(|base| families.get(base).is_some_and(|k| k == "histogram"))
+                });
+            assert!(declared, "sample {name} has no # TYPE:\n{text}");
+        }
+        assert!(families.contains_key("SeaweedFS_s3_lifecycle_daily_run_events_scanned"));
+        assert!(families.contains_key("SeaweedFS_s3_lifecycle_daily_run_events_scanned_total"));
+    }
+
+    /// The shipped Grafana dashboard parses, uses a Prometheus data-source
+    /// variable, and queries only series this registry actually exposes (a
+    /// renamed metric would otherwise leave a silently empty panel).
+    #[test]
+    fn grafana_dashboard_parses_and_queries_exposed_series() {
+        let raw = include_str!("../ops/grafana/s3-lifecycled.json");
+        let d: serde_json::Value = serde_json::from_str(raw).expect("dashboard is JSON");
+        assert!(d["schemaVersion"].as_u64().unwrap() >= 36);
+        let vars = d["templating"]["list"].as_array().unwrap();
+        assert!(
+            vars.iter()
+                .any(|v| v["type"] == "datasource" && v["query"] == "prometheus")
+        );
+
+        let m = Metrics::new();
+        m.dispatch("b", ActionKind::ExpirationDays, "DONE");
+        m.cursor_saved(0, 1, 1);
+        m.events_scanned(0, 1);
+        m.limiter_wait(Duration::ZERO);
+        m.shard_run_finished(0, RunOutcome::Completed, Duration::ZERO, 1, 1);
+        m.shard_restarted(0);
+        m.shard_halted(0, true);
+        m.pass_finished(RunOutcome::Completed, 1);
+        m.matched(ActionKind::ExpirationDays, MatchDecision::Dispatched);
+        m.bucket_config_error("b", true);
+        let exposed: std::collections::HashSet<String> = m
+            .encode()
+            .lines()
+            .filter(|l| !l.starts_with('#'))
+            .map(|l| l.split(['{', ' ']).next().unwrap().to_string())
+            .collect();
+
+        let mut used = 0;
+        for panel in d["panels"].as_array().unwrap() {
+            for t in panel["targets"].as_array().into_iter().flatten() {
+                let expr = t["expr"].as_str().unwrap();
+                for word in expr.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_')) {
+                    if word.starts_with("SeaweedFS_s3_lifecycle_")
+                        || word.starts_with("s3_lifecycled_")
+                    {
+                        used += 1;
+                        assert!(
+                            exposed.contains(word),
+                            "panel `{}` queries unknown {word}",
+                            panel["title"]
+                        );
+                    }
+                }
+            }
+        }
+        assert!(used >= 10, "only {used} metric references");
+    }
+
+    #[test]
+    fn clones_share_series() {
+        let a = Metrics::new();
+        let b = a.clone();
+        b.shard_restarted(9);
+        assert!(
+            lines(&a).contains(&r#"s3_lifecycled_shard_restarts_total{shard="9"} 1"#.to_string())
+        );
+    }
+}

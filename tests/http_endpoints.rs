@@ -1,0 +1,214 @@
+//! The HTTP endpoints over a real socket: /health, /ready in both states,
+//! /metrics after recorded events, /status.json and the HTML status page with
+//! escaped bucket names. Uses a minimal HTTP/1.1 client over a TcpStream.
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use s3_lifecycled::engine::ActionKind;
+use s3_lifecycled::http::{
+    self, BucketSummary, DeleteCounts, HttpState, PassSummary, Readiness, ServiceState,
+    ShardSummary, StatusSnapshot,
+};
+use s3_lifecycled::metrics::{Metrics, RunOutcome};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+
+struct Reply {
+    status: u16,
+    headers: Vec<(String, String)>,
+    body: String,
+}
+
+impl Reply {
+    fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(k, _)| k.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_str())
+    }
+}
+
+/// GET with `Connection: close`, reading to EOF (no chunked bodies expected
+/// from axum for fixed-size responses, but handle a Content-Length anyway).
+async fn get(addr: SocketAddr, path: &str) -> Reply {
+    let mut s = TcpStream::connect(addr).await.unwrap();
+    s.write_all(
+        format!("GET {path} HTTP/1.1\r\nHost: test\r\nConnection: close\r\n\r\n").as_bytes(),
+    )
+    .await
+    .unwrap();
+    let mut raw = Vec::new();
+    s.read_to_end(&mut raw).await.unwrap();
+    let text = String::from_utf8(raw).unwrap();
+    let (head, body) = text.split_once("\r\n\r\n").expect("no header end");
+    let mut lines = head.split("\r\n");
+    let status: u16 = lines
+        .next()
+        .unwrap()
+        .split(' ')
+        .nth(1)
+        .unwrap()
+        .parse()
+        .unwrap();
+    let headers = lines
+        .filter_map(|l| l.split_once(':'))
+        .map(|(k, v)| (k.trim().to_string(), v.trim().to_string()))
+        .collect();
+    Reply {
+        status,
+        headers,
+        body: body.to_string(),
+    }
+}
+
+fn snapshot() -> StatusSnapshot {
+    let mut deletes = DeleteCounts::default();
+    deletes.record("DONE");
+    deletes.record("NOOP_RESOLVED");
+    deletes.record("NOOP_RESOLVED");
+    StatusSnapshot {
+        service_state: ServiceState::Idle,
+        next_pass_ns: None,
+        current_pass: None,
+        last_pass: Some(PassSummary {
+            run_id: "run-7".into(),
+            started_ns: 1_700_000_000_000_000_000,
+            finished_ns: 1_700_000_060_000_000_000,
+            outcome: Some(RunOutcome::Completed),
+            shards: vec![
+                ShardSummary {
+                    shard: 0,
+                    cursor_ts_ns: 1_700_000_000_000_000_000,
+                    events_scanned: 11,
+                    deletes: deletes.clone(),
+                    ..Default::default()
+                },
+                ShardSummary {
+                    shard: 9,
+                    halt_reason: Some("BLOCKED: <bad & path>".into()),
+                    restarts: 3,
+                    ..Default::default()
+                },
+            ],
+            buckets: vec![
+                BucketSummary {
+                    bucket: "plain-bucket".into(),
+                    started_ns: 1_700_000_000_000_000_000,
+                    finished_ns: 1_700_000_060_000_000_000,
+                    outcome: Some(RunOutcome::Completed),
+                    events_scanned: 11,
+                    deletes,
+                    last_walked_ns: 1_700_000_030_000_000_000,
+                    config_error: None,
+                },
+                BucketSummary {
+                    bucket: "evil<img src=x onerror=alert(1)>&\"".into(),
+                    outcome: Some(RunOutcome::Failed),
+                    config_error: Some("Rule <ID> invalid".into()),
+                    ..Default::default()
+                },
+            ],
+        }),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn endpoints_over_a_real_socket() {
+    let metrics = Metrics::new();
+    let readiness = Readiness::new();
+    let (state, publisher) = HttpState::new(metrics.clone(), readiness.clone());
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+    let server = tokio::spawn(http::serve(listener, http::router(state), async {
+        let _ = stop_rx.await;
+    }));
+
+    // /health: alive regardless of readiness.
+    let r = get(addr, "/health").await;
+    assert_eq!((r.status, r.body.as_str()), (200, "ok\n"));
+
+    // /ready: starts not ready with a reason, then flips.
+    let r = get(addr, "/ready").await;
+    assert_eq!(r.status, 503);
+    assert!(r.body.contains("starting"), "{}", r.body);
+    readiness.set_not_ready("filer 127.0.0.1:18888 unreachable");
+    let r = get(addr, "/ready").await;
+    assert_eq!(r.status, 503);
+    assert!(
+        r.body.contains("filer 127.0.0.1:18888 unreachable"),
+        "{}",
+        r.body
+    );
+    readiness.set_ready();
+    let r = get(addr, "/ready").await;
+    assert_eq!((r.status, r.body.as_str()), (200, "ready\n"));
+
+    // /metrics after some events.
+    metrics.dispatch("photos", ActionKind::ExpirationDays, "DONE");
+    metrics.shard_halted(9, true);
+    metrics.events_scanned(0, 11);
+    let r = get(addr, "/metrics").await;
+    assert_eq!(r.status, 200);
+    assert_eq!(
+        r.header("content-type"),
+        Some("text/plain; version=0.0.4; charset=utf-8")
+    );
+    let lines: Vec<&str> = r.body.lines().collect();
+    for want in [
+        r#"SeaweedFS_s3_lifecycle_dispatch_total{bucket="photos",kind="expiration_days",outcome="DONE"} 1"#,
+        r#"s3_lifecycled_shard_halted{shard="9"} 1"#,
+        r#"SeaweedFS_s3_lifecycle_daily_run_events_scanned_total{shard="0"} 11"#,
+    ] {
+        assert!(lines.contains(&want), "missing {want} in\n{}", r.body);
+    }
+
+    // /status.json before and after a publish.
+    let r = get(addr, "/status.json").await;
+    assert_eq!(r.status, 200);
+    let s: StatusSnapshot = serde_json::from_str(&r.body).unwrap();
+    assert_eq!(s, StatusSnapshot::default());
+    publisher.send_replace(snapshot());
+    let r = get(addr, "/status.json").await;
+    assert_eq!(r.header("content-type"), Some("application/json"));
+    let s: StatusSnapshot = serde_json::from_str(&r.body).unwrap();
+    assert_eq!(s, snapshot());
+
+    // / renders the published snapshot, escaped.
+    let r = get(addr, "/").await;
+    assert_eq!(r.status, 200);
+    assert!(r.header("content-type").unwrap().starts_with("text/html"));
+    let page = r.body;
+    assert!(
+        page.contains("<strong id=\"state\">idle</strong>"),
+        "{page}"
+    );
+    assert!(page.contains("<code>run-7</code>"), "{page}");
+    assert_eq!(
+        page.matches("<div class=\"card bucket\">").count(),
+        2,
+        "{page}"
+    );
+    assert!(page.contains("<h3>plain-bucket</h3>"), "{page}");
+    assert!(
+        page.contains("<h3>evil&lt;img src=x onerror=alert(1)&gt;&amp;&quot;</h3>"),
+        "{page}"
+    );
+    assert!(!page.contains("<img"), "{page}");
+    assert!(page.contains("Rule &lt;ID&gt; invalid"), "{page}");
+    assert!(page.contains("BLOCKED: &lt;bad &amp; path&gt;"), "{page}");
+    assert!(page.contains("<table class=\"shards\">"), "{page}");
+    assert!(page.contains("<tr><td>0</td>"), "{page}");
+    assert!(page.contains("<tr><td>9</td><td>cold</td>"), "{page}");
+
+    // Unknown path.
+    assert_eq!(get(addr, "/nope").await.status, 404);
+
+    let _ = stop_tx.send(());
+    tokio::time::timeout(Duration::from_secs(30), server)
+        .await
+        .expect("server did not stop after the shutdown signal")
+        .unwrap()
+        .unwrap();
+}
