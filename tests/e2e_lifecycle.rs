@@ -565,6 +565,105 @@ async fn rule_added_later_catches_already_old_objects() {
     );
 }
 
+/// Editing the rules (a new rule for `b/` next to the existing `a/` one) is a `rule_edit`
+/// recovery: objects the new rule covers, already past its TTL and written before the cursor,
+/// are found by the recovery walk; the old rule's objects go too.
+#[tokio::test]
+async fn rule_edit_recovery_catches_objects_before_the_cursor() {
+    let c = common::cluster();
+    let s3 = c.s3_client();
+    let b = c.new_bucket("e2e-rule-edit").await.unwrap();
+    // b/ first, so that its PUT events lie before the a/ event the cursor waits at.
+    for k in ["b/1", "b/2", "a/1", "a/2", "c/keep"] {
+        put(&s3, &b, k, b"data", None).await;
+    }
+    let rule = |prefix: &str| {
+        format!(
+            "<Rule><ID>{prefix}</ID><Status>Enabled</Status><Filter><Prefix>{prefix}/</Prefix></Filter>\
+             <Expiration><Days>30</Days></Expiration></Rule>"
+        )
+    };
+    c.put_lifecycle_xml(&b, &lifecycle(&rule("a")))
+        .await
+        .unwrap();
+    let t0 = now();
+    let scope = Scope::new(&[&b]);
+
+    let p = run_once(c, &scope, Some(plus(t0, 10, 0)), &[], &[]).await;
+    p.ok().assert_no_deletes();
+
+    c.put_lifecycle_xml(&b, &lifecycle(&format!("{}{}", rule("a"), rule("b"))))
+        .await
+        .unwrap();
+    let p = run_once(c, &scope, Some(plus(t0, 41, 0)), &[], &[]).await;
+    let r = p.ok();
+    assert_eq!(
+        r.recovery_reasons(&b),
+        set(&["rule_edit"]),
+        "{}",
+        p.describe()
+    );
+    assert_eq!(
+        list_keys(&s3, &b).await,
+        set(&["c/keep"]),
+        "{}",
+        p.describe()
+    );
+    assert_eq!(r.total("DONE"), 4, "{}", p.describe());
+}
+
+/// After DeleteBucketLifecycle the bucket's objects are left alone, even past the old TTL.
+#[tokio::test]
+async fn deleted_lifecycle_stops_expirations() {
+    let c = common::cluster();
+    let s3 = c.s3_client();
+    let b = c.new_bucket("e2e-lc-deleted").await.unwrap();
+    for k in ["x/1", "x/2"] {
+        put(&s3, &b, k, b"data", None).await;
+    }
+    let rules = lifecycle(
+        "<Rule><ID>x</ID><Status>Enabled</Status><Filter><Prefix>x/</Prefix></Filter>\
+         <Expiration><Days>30</Days></Expiration></Rule>",
+    );
+    c.put_lifecycle_xml(&b, &rules).await.unwrap();
+    let t0 = now();
+    let scope = Scope::new(&[&b]);
+    let p = run_once(c, &scope, Some(plus(t0, 10, 0)), &[], &[]).await;
+    p.ok().assert_no_deletes();
+
+    s3.delete_bucket_lifecycle()
+        .bucket(&b)
+        .send()
+        .await
+        .unwrap();
+    let p = run_once(c, &scope, Some(plus(t0, 41, 0)), &[], &[]).await;
+    p.ok().assert_no_deletes();
+    assert_eq!(
+        list_keys(&s3, &b).await,
+        set(&["x/1", "x/2"]),
+        "{}",
+        p.describe()
+    );
+}
+
+/// A rule whose Status is not exactly `Enabled` never fires.
+#[tokio::test]
+async fn disabled_rule_never_fires() {
+    let c = common::cluster();
+    let s3 = c.s3_client();
+    let b = c.new_bucket("e2e-disabled").await.unwrap();
+    put(&s3, &b, "x/1", b"data", None).await;
+    let rules = lifecycle(
+        "<Rule><ID>off</ID><Status>Disabled</Status><Filter><Prefix>x/</Prefix></Filter>\
+         <Expiration><Days>1</Days></Expiration></Rule>",
+    );
+    c.put_lifecycle_xml(&b, &rules).await.unwrap();
+    let scope = Scope::new(&[&b]);
+    let p = run_once(c, &scope, Some(plus(now(), 41, 0)), &[], &[]).await;
+    p.ok().assert_no_deletes();
+    assert_eq!(list_keys(&s3, &b).await, set(&["x/1"]), "{}", p.describe());
+}
+
 /// `--dry-run` reports the deletes it would make, deletes nothing and writes no cursor (the
 /// next real pass at the same `--now` is still a cold start, and then deletes).
 #[tokio::test]
@@ -611,6 +710,22 @@ async fn dry_run_deletes_nothing_and_writes_no_cursor() {
     assert_eq!(r.total("DONE"), 3, "{}", p.describe());
     assert_eq!(r.total("DRY_RUN"), 0, "{}", p.describe());
     assert_eq!(list_keys(&s3, &b).await, set(&["k/1"]));
+    // The absence check above means something only if a real pass does write cursors there.
+    let mut written = 0;
+    for shard in 0..16 {
+        let name = format!("shard-{shard:02}.json");
+        written += usize::from(
+            c.lookup_entry(&scope.cursor_dir, &name)
+                .await
+                .unwrap()
+                .is_some(),
+        );
+    }
+    assert!(
+        written > 0,
+        "a real pass wrote no cursor under {}",
+        scope.cursor_dir
+    );
 }
 
 /// Configuration and usage errors exit 2 and name the key or flag; nothing is deleted.

@@ -279,12 +279,16 @@ pub async fn run_raw(args: &[String], env: &[(&str, &str)]) -> Pass {
         // Dropping the future drops the child, which kill_on_drop kills.
         Err(_) => panic!("run-once {args:?} did not finish within {HANG_GUARD:?} (hung?)"),
     };
-    Pass {
+    let p = Pass {
         code: out.status.code().unwrap_or(-1),
         stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
         stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
         args: args.to_vec(),
+    };
+    if std::env::var_os("E2E_DEBUG").is_some() {
+        eprintln!("{}", p.describe());
     }
+    p
 }
 
 /// PUTs one object, optionally with a URL-encoded tag set (`k=v&k2=v2`); returns its version id.
