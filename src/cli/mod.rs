@@ -9,6 +9,7 @@ use std::path::PathBuf;
 use clap::{Parser, Subcommand};
 
 pub mod rules_check;
+pub mod run_once;
 
 /// Exit code: success.
 pub const EXIT_OK: i32 = 0;
@@ -37,6 +38,9 @@ pub enum Command {
         #[command(subcommand)]
         command: RulesCommand,
     },
+    /// Run one daily pass over the selected shards and exit (0 completed,
+    /// 3 a shard halted, 1 runtime error, 2 configuration error).
+    RunOnce(run_once::RunOnceArgs),
 }
 
 /// `rules` subcommands.
@@ -64,5 +68,6 @@ pub fn main() -> i32 {
         Command::Rules {
             command: RulesCommand::Check { file },
         } => rules_check::run(&file),
+        Command::RunOnce(args) => run_once::run(args),
     }
 }
