@@ -225,7 +225,12 @@ fn pending_match_holds_the_cursor_but_later_due_matches_are_sent() {
     assert_eq!(rep.counters.pending, 1);
     let prog = *cursor.unwrap().buckets["b"].rules.values().next().unwrap();
     assert_eq!(prog.ts, 120 * S - 1);
-    assert_eq!(prog.through, 130 * S);
+    // Progress stays a reorder margin behind the newest event (filer ts_ns
+    // are not strictly ordered).
+    assert_eq!(
+        prog.through,
+        130 * S - s3_lifecycled::engine::progress::REORDER_MARGIN
+    );
 }
 
 proptest! {

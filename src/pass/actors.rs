@@ -17,7 +17,7 @@ use std::time::Duration;
 use actix::prelude::*;
 use tokio::sync::oneshot;
 
-use crate::engine::{Match, Nanos};
+use crate::engine::{Match, Nanos, null_still_displaced};
 use crate::pass::dispatch::{Dispatch, Outcome};
 use crate::pass::ports::ClusterPort;
 use crate::pass::shard_run::{DeleteTicket, PassPlan, ShardReport, ShardRun, Work};
@@ -149,10 +149,21 @@ impl Core {
                         continue;
                     };
                     let fut = self.port.lookup(&l.directory, &l.name);
+                    // A displaced null version is deleted only while its key's
+                    // folder still points at a non-null version: the server
+                    // would delete a null that became current again.
+                    let folder = l.folder().map(|(d, n)| self.port.lookup(&d, &n));
                     // I/O on the runtime pool; the answer comes back by message
                     // (awaited send: a lost answer would wedge the window).
                     tokio::spawn(async move {
-                        let entry = fut.await;
+                        let mut entry = fut.await;
+                        if let (Ok(Some(_)), Some(folder)) = (&entry, folder) {
+                            match folder.await {
+                                Ok(f) if !null_still_displaced(f.as_ref()) => entry = Ok(None),
+                                Ok(_) => {}
+                                Err(e) => entry = Err(e),
+                            }
+                        }
                         let _ = reply.send(LookupDone { m, ticket, entry }).await;
                     });
                     continue;
