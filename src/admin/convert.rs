@@ -163,7 +163,11 @@ pub fn last_run_response(p: &PassSummary) -> pb::GetLastRunResponse {
         start_ns: p.started_ns,
         finish_ns: p.finished_ns,
         outcome: run_outcome(p.outcome) as i32,
-        shards: p.shards.iter().map(|s| shard_run(s, p.finished_ns)).collect(),
+        shards: p
+            .shards
+            .iter()
+            .map(|s| shard_run(s, p.finished_ns))
+            .collect(),
         buckets: p
             .buckets
             .iter()

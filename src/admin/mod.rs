@@ -89,7 +89,10 @@ impl From<AdminError> for Status {
 pub trait AdminBackend: Send + Sync + 'static {
     /// Starts a pass unless one is running; then answers with the running
     /// pass's id and `already_running = true`.
-    fn trigger(&self, req: TriggerRequest) -> BoxFuture<'static, Result<TriggerAccepted, AdminError>>;
+    fn trigger(
+        &self,
+        req: TriggerRequest,
+    ) -> BoxFuture<'static, Result<TriggerAccepted, AdminError>>;
     /// The current snapshot (the same one `/status.json` serves).
     fn status(&self) -> BoxFuture<'static, Result<StatusSnapshot, AdminError>>;
     /// The last finished pass, if any finished since the process started.
@@ -131,8 +134,9 @@ pub fn validate_trigger(req: &pb::TriggerRunRequest) -> Result<TriggerRequest, A
 /// Parses an RFC 3339 time into ns since epoch (shared with the CLI, which
 /// checks `--now` before it connects).
 pub fn parse_rfc3339_ns(text: &str) -> Result<i64, String> {
-    let t = time::OffsetDateTime::parse(text.trim(), &time::format_description::well_known::Rfc3339)
-        .map_err(|e| e.to_string())?;
+    let t =
+        time::OffsetDateTime::parse(text.trim(), &time::format_description::well_known::Rfc3339)
+            .map_err(|e| e.to_string())?;
     i64::try_from(t.unix_timestamp_nanos())
         .map_err(|_| "outside the range of i64 nanoseconds (years 1677..2262)".to_string())
 }
@@ -353,12 +357,18 @@ mod tests {
     #[test]
     fn admin_errors_map_to_grpc_codes() {
         let cases = [
-            (AdminError::InvalidArgument("x".into()), tonic::Code::InvalidArgument),
+            (
+                AdminError::InvalidArgument("x".into()),
+                tonic::Code::InvalidArgument,
+            ),
             (
                 AdminError::FailedPrecondition("x".into()),
                 tonic::Code::FailedPrecondition,
             ),
-            (AdminError::Unavailable("x".into()), tonic::Code::Unavailable),
+            (
+                AdminError::Unavailable("x".into()),
+                tonic::Code::Unavailable,
+            ),
             (AdminError::Internal("x".into()), tonic::Code::Internal),
         ];
         for (e, code) in cases {
@@ -375,6 +385,9 @@ mod tests {
     #[tokio::test]
     async fn bad_listen_address_names_the_key() {
         let e = bind("localhost").await.unwrap_err().to_string();
-        assert!(e.contains("service.admin_listen") && e.contains("localhost"), "{e}");
+        assert!(
+            e.contains("service.admin_listen") && e.contains("localhost"),
+            "{e}"
+        );
     }
 }

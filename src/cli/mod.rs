@@ -8,6 +8,7 @@ use std::path::PathBuf;
 
 use clap::{Parser, Subcommand};
 
+pub mod admin_client;
 pub mod rules_check;
 
 /// Exit code: success.
@@ -37,6 +38,10 @@ pub enum Command {
         #[command(subcommand)]
         command: RulesCommand,
     },
+    /// Ask a running service (admin API) to start a pass now; prints the run id.
+    Trigger(admin_client::TriggerArgs),
+    /// Show a running service's state and current pass, or `--last` pass.
+    Status(admin_client::StatusArgs),
 }
 
 /// `rules` subcommands.
@@ -64,5 +69,7 @@ pub fn main() -> i32 {
         Command::Rules {
             command: RulesCommand::Check { file },
         } => rules_check::run(&file),
+        Command::Trigger(args) => admin_client::run_trigger(&args),
+        Command::Status(args) => admin_client::run_status(&args),
     }
 }

@@ -582,6 +582,7 @@ mod tests {
             "BLOCKED",
             "RPC_ERROR",
             "DRY_RUN",
+            "UNSPECIFIED",
         ] {
             d.record(l);
         }
@@ -592,11 +593,12 @@ mod tests {
                 d.skipped_object_lock,
                 d.blocked,
                 d.rpc_error,
+                d.dry_run,
                 d.other,
                 d.retry_later
             ),
-            (1, 1, 1, 1, 1, 1, 0)
+            (1, 1, 1, 1, 1, 1, 1, 0)
         );
-        assert_eq!(d.total(), 6);
+        assert_eq!(d.total(), 7);
     }
 }
