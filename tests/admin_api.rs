@@ -25,9 +25,9 @@ use s3_lifecycled::pb::admin::lifecycled_admin_client::LifecycledAdminClient;
 use serde_json::Value;
 use tokio::sync::oneshot;
 use tonic::transport::Channel;
+use tonic_health::pb::HealthCheckRequest;
 use tonic_health::pb::health_check_response::ServingStatus;
 use tonic_health::pb::health_client::HealthClient;
-use tonic_health::pb::HealthCheckRequest;
 
 const T0: i64 = 1_767_323_045_000_000_000; // 2026-01-02T03:04:05Z
 const SEC: i64 = 1_000_000_000;
@@ -442,7 +442,10 @@ async fn last_run_round_trips_field_by_field() {
         .unwrap()
         .into_inner();
     assert_eq!(got.run_id, want.run_id);
-    assert_eq!((got.start_ns, got.finish_ns), (want.started_ns, want.finished_ns));
+    assert_eq!(
+        (got.start_ns, got.finish_ns),
+        (want.started_ns, want.finished_ns)
+    );
     assert_eq!(got.outcome(), pb::RunOutcome::Halted);
     assert_eq!(got.shards.len(), 2);
     for (g, w) in got.shards.iter().zip(&want.shards) {
@@ -492,9 +495,12 @@ async fn last_run_round_trips_field_by_field() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn health_is_not_serving_until_ready_then_serving() {
     let srv = Server::start(Fake::with(StatusSnapshot::default(), None)).await;
-    let mut h = HealthClient::connect(format!("http://{}", srv.addr))
+    let channel = Channel::from_shared(format!("http://{}", srv.addr))
+        .unwrap()
+        .connect()
         .await
         .unwrap();
+    let mut h = HealthClient::new(channel);
     for name in ["", ADMIN_SERVICE_NAME] {
         let r = h
             .check(HealthCheckRequest {
@@ -572,7 +578,10 @@ async fn cli_trigger_prints_run_id_and_already_running() {
     ])
     .await;
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
-    assert_eq!(text(&out.stdout).trim(), "run_id=run-1 already_running=false");
+    assert_eq!(
+        text(&out.stdout).trim(),
+        "run_id=run-1 already_running=false"
+    );
     assert_eq!(
         fake.accepted(),
         vec![TriggerRequest {
@@ -597,7 +606,10 @@ async fn cli_trigger_prints_run_id_and_already_running() {
     let out = cli(&["trigger", "--admin", &srv.addr, "--shards", "15"]).await;
     assert_eq!(out.status.code(), Some(1));
     let err = text(&out.stderr);
-    assert!(err.contains(&srv.addr) && err.contains("pass.shards"), "{err}");
+    assert!(
+        err.contains(&srv.addr) && err.contains("pass.shards"),
+        "{err}"
+    );
     srv.stop().await;
 }
 
@@ -616,7 +628,10 @@ async fn cli_status_last_json_matches_the_last_run() {
     let s9 = &j["shards"][1];
     assert_eq!(s9["shard"], 9);
     assert_eq!(s9["outcome"], "halted");
-    assert_eq!(s9["halt_reason"], "RETRY_LATER logs/b.bin: volume read-only");
+    assert_eq!(
+        s9["halt_reason"],
+        "RETRY_LATER logs/b.bin: volume read-only"
+    );
     assert_eq!(s9["deletes"]["RETRY_LATER"], 1);
     assert_eq!(s9["deletes"]["RPC_ERROR"], 4);
     assert_eq!(s9["deletes"]["DONE"], 0);
@@ -625,7 +640,10 @@ async fn cli_status_last_json_matches_the_last_run() {
     assert_eq!(j["shards"][0]["deletes"]["SKIPPED_OBJECT_LOCK"], 2);
     assert_eq!(j["buckets"][0]["bucket"], "logs");
     assert_eq!(j["buckets"][0]["cursor_lag_ns"], 500 * SEC);
-    assert_eq!(j["buckets"][1]["config_error"], "Rule r1: Days must be positive");
+    assert_eq!(
+        j["buckets"][1]["config_error"],
+        "Rule r1: Days must be positive"
+    );
     assert_eq!(j["buckets"][1]["halt_reason"], Value::Null);
 
     // Text: a row per shard, a line per bucket.
@@ -633,8 +651,14 @@ async fn cli_status_last_json_matches_the_last_run() {
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     let t = text(&out.stdout);
     assert!(t.starts_with("last pass: run-prev outcome=halted"), "{t}");
-    assert!(t.lines().any(|l| l.starts_with("    9 halted")), "{t}");
-    assert!(t.lines().any(|l| l.starts_with("bucket=logs outcome=halted")), "{t}");
+    assert!(t.lines().any(|l| l.starts_with("   09 halted")), "{t}");
+    assert!(
+        t.lines()
+            .any(|l| l.starts_with("bucket=logs outcome=halted")
+                && l.contains(" retry_later=1 ")
+                && l.contains(" cursor_lag=8m20s ")),
+        "{t}"
+    );
 
     // Without --last: state and the running pass.
     let out = cli(&["status", "--admin", &srv.addr, "--json"]).await;
@@ -668,7 +692,11 @@ async fn cli_exit_codes_for_unreachable_service_and_usage_errors() {
 
     let out = cli(&["trigger", "--admin", &addr, "--shards", "0-16"]).await;
     assert_eq!(out.status.code(), Some(2));
-    assert!(text(&out.stderr).contains("--shards"), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stderr).contains("--shards"),
+        "{}",
+        text(&out.stderr)
+    );
     let out = cli(&["trigger", "--admin", &addr, "--now", "tomorrow"]).await;
     assert_eq!(out.status.code(), Some(2));
     assert!(text(&out.stderr).contains("--now"), "{}", text(&out.stderr));
@@ -676,7 +704,11 @@ async fn cli_exit_codes_for_unreachable_service_and_usage_errors() {
     assert_eq!(out.status.code(), Some(2));
     let out = cli(&["status", "--config", "/nonexistent/s3-lifecycled.toml"]).await;
     assert_eq!(out.status.code(), Some(2));
-    assert!(text(&out.stderr).contains("does not exist"), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stderr).contains("does not exist"),
+        "{}",
+        text(&out.stderr)
+    );
 }
 
 #[test]
@@ -685,7 +717,10 @@ fn production_config_loads() {
     let s = s3_lifecycled::config::Settings::load(Some(&path), Vec::new()).unwrap();
     // Production-minded values, not the defaults.
     assert_eq!(s.service.admin_listen, "127.0.0.1:9710");
-    assert!(s.rate.effective().is_some(), "production caps the delete rate");
+    assert!(
+        s.rate.effective().is_some(),
+        "production caps the delete rate"
+    );
     assert_eq!(s.telemetry.log_format, "json");
     assert_eq!(s.time.day, std::time::Duration::from_secs(86_400));
     // systemd's stop timeout must exceed the shutdown deadline.

@@ -399,11 +399,12 @@ fn last_run_json(r: &pb::GetLastRunResponse) -> Value {
     })
 }
 
-/// A duration in ns as `1d 2h`, `3h 4m`, `5m 6s`, `7s`.
+/// A duration in ns as `1d2h`, `3h4m`, `5m6s`, `7s`: no spaces, so
+/// `key=value` lines stay splittable on whitespace.
 fn format_span(ns: i64) -> String {
     // format_age measures now - then; a span is the age of "then = 1 ns"
     // seen at "now = ns + 1".
-    format_age(ns.saturating_add(1), 1)
+    format_age(ns.saturating_add(1), 1).replace(' ', "")
 }
 
 fn delete_cells(m: &HashMap<String, u64>) -> String {
@@ -577,7 +578,7 @@ mod tests {
             "{row}"
         );
         assert!(
-            row.contains("1h 2m") && row.ends_with("RETRY_LATER b/k: busy"),
+            row.contains("1h2m") && row.ends_with("RETRY_LATER b/k: busy"),
             "{row}"
         );
         let bucket = t.lines().nth(3).unwrap();
@@ -638,6 +639,7 @@ mod tests {
     fn spans() {
         assert_eq!(format_span(7_000_000_000), "7s");
         assert_eq!(format_span(0), "0s");
-        assert_eq!(format_span(26 * 3_600_000_000_000), "1d 2h");
+        assert_eq!(format_span(26 * 3_600_000_000_000), "1d2h");
+        assert_eq!(format_span(500 * 1_000_000_000), "8m20s");
     }
 }
