@@ -100,6 +100,11 @@ pub struct PassSettings {
     pub max_runtime: Duration,
     /// Buffered meta-log events between the reader and the shards.
     pub event_buffer: usize,
+    /// Buckets this instance acts on; empty = every bucket with a lifecycle
+    /// configuration. From the environment: a comma-separated list
+    /// (`S3_LIFECYCLED__PASS__BUCKETS=a,b`).
+    #[serde(deserialize_with = "de_list")]
+    pub buckets: Vec<String>,
 }
 
 impl Default for PassSettings {
@@ -111,6 +116,7 @@ impl Default for PassSettings {
             clock_skew_margin: Duration::from_secs(600),
             max_runtime: Duration::ZERO,
             event_buffer: 4096,
+            buckets: Vec::new(),
         }
     }
 }
@@ -477,6 +483,44 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
     Ok(total)
 }
 
+/// A list of names: a TOML array, or one comma-separated string (how an
+/// environment override arrives). Empty items are dropped.
+fn de_list<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<String>, D::Error> {
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum Item {
+        Text(String),
+        Int(i64),
+        Float(f64),
+        Bool(bool),
+    }
+    impl Item {
+        fn text(self) -> String {
+            match self {
+                Item::Text(s) => s,
+                Item::Int(n) => n.to_string(),
+                Item::Float(f) => f.to_string(),
+                Item::Bool(b) => b.to_string(),
+            }
+        }
+    }
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum Raw {
+        One(Item),
+        Many(Vec<Item>),
+    }
+    let items: Vec<String> = match Raw::deserialize(d)? {
+        Raw::One(i) => i.text().split(',').map(str::to_string).collect(),
+        Raw::Many(v) => v.into_iter().map(Item::text).collect(),
+    };
+    Ok(items
+        .into_iter()
+        .map(|s| s.trim().to_string())
+        .filter(|s| !s.is_empty())
+        .collect())
+}
+
 fn de_duration<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
     #[derive(Deserialize)]
     #[serde(untagged)]
@@ -563,6 +607,22 @@ mod tests {
         .unwrap_err()
         .to_string();
         assert!(e.contains("cursor.dir"), "{e}");
+    }
+
+    #[test]
+    fn pass_buckets_from_env_list_and_toml_array() {
+        let s = Settings::load(None, env(&[("S3_LIFECYCLED__PASS__BUCKETS", "a, b,,c")])).unwrap();
+        assert_eq!(s.pass.buckets, vec!["a", "b", "c"]);
+        let s = Settings::load(None, env(&[("S3_LIFECYCLED__PASS__BUCKETS", "solo")])).unwrap();
+        assert_eq!(s.pass.buckets, vec!["solo"]);
+        let s = Settings::load(None, env(&[])).unwrap();
+        assert!(s.pass.buckets.is_empty());
+        let dir = std::env::temp_dir().join(format!("s3lc-cfg-b-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let f = dir.join("b.toml");
+        std::fs::write(&f, "[pass]\nbuckets = [\"x\", \"y\"]\n").unwrap();
+        let s = Settings::load(Some(&f), env(&[])).unwrap();
+        assert_eq!(s.pass.buckets, vec!["x", "y"]);
     }
 
     #[test]

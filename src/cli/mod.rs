@@ -10,6 +10,7 @@ use clap::{Parser, Subcommand};
 
 pub mod admin_client;
 pub mod rules_check;
+pub mod run_once;
 
 /// Exit code: success.
 pub const EXIT_OK: i32 = 0;
@@ -38,6 +39,9 @@ pub enum Command {
         #[command(subcommand)]
         command: RulesCommand,
     },
+    /// Run one daily pass over the selected shards and exit (0 completed,
+    /// 3 a shard halted, 1 runtime error, 2 configuration error).
+    RunOnce(run_once::RunOnceArgs),
     /// Ask a running service (admin API) to start a pass now; prints the run id.
     Trigger(admin_client::TriggerArgs),
     /// Show a running service's state and current pass, or `--last` pass.
@@ -69,6 +73,7 @@ pub fn main() -> i32 {
         Command::Rules {
             command: RulesCommand::Check { file },
         } => rules_check::run(&file),
+        Command::RunOnce(args) => run_once::run(args),
         Command::Trigger(args) => admin_client::run_trigger(&args),
         Command::Status(args) => admin_client::run_status(&args),
     }

@@ -33,7 +33,9 @@ pub use hashes::{
     promoted_hash_by_bucket, replay_content_hash, replay_content_hash_by_bucket,
 };
 pub use identity::EntryIdentity;
-pub use route::{Match, MetaEvent, Routed};
+pub use route::{
+    DeferredLookup, Expect, Match, MetaEvent, Routed, null_still_displaced, resolve_deferred,
+};
 pub use rule_hash::{RuleHash, rule_hash};
 pub use shard::{SHARD_COUNT, shard_id};
 pub use time::{DueRounding, Nanos, TimeConfig};

@@ -12,6 +12,13 @@
 //!   with `ts_ns ≤ through` has resolved. A later pass skips those instead of
 //!   re-sending them, and still re-examines matches that were not yet due.
 //!
+//! The filer does not deliver events in strict `ts_ns` order: concurrent
+//! writes were seen to step back by up to 1.8 ms on a single 4.48 filer, and
+//! an event may be stamped before it is appended, so one stamped just before a
+//! stream ends can appear later. Progress therefore never claims the last
+//! [`REORDER_MARGIN`] before the newest processed event; the next pass
+//! re-reads that sliver (its resolved deletes come back as no-ops).
+//!
 //! Invariants (property-tested below): `ts` never passes an event with a pending,
 //! in-flight or failed match; a match is never skipped unless it resolved in an
 //! earlier pass; progress never moves backwards.
@@ -21,6 +28,11 @@ use std::collections::{BTreeMap, HashMap};
 use serde::{Deserialize, Serialize};
 
 use super::time::Nanos;
+
+/// How far behind the newest processed event progress stays, for events that
+/// arrive out of `ts_ns` order (see the module docs). Seconds of re-reading per
+/// pass against silently skipping an event forever.
+pub const REORDER_MARGIN: Nanos = 5_000_000_000;
 
 /// Persisted replay progress of one compiled action. See the module docs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -94,9 +106,16 @@ pub struct ProgressTracker<K> {
     index: HashMap<K, usize>,
     processed_through: Option<Nanos>,
     next_seq: u64,
+    margin: Nanos,
 }
 
 impl<K: Clone + Eq + std::hash::Hash> ProgressTracker<K> {
+    /// Overrides [`REORDER_MARGIN`] (tests of exact cursor arithmetic use 0).
+    pub fn with_reorder_margin(mut self, margin: Nanos) -> Self {
+        self.margin = margin.max(0);
+        self
+    }
+
     /// A tracker for a pass at `now`, starting from each action's persisted
     /// progress.
     pub fn new(now: Nanos, starts: impl IntoIterator<Item = (K, ActionProgress)>) -> Self {
@@ -106,6 +125,7 @@ impl<K: Clone + Eq + std::hash::Hash> ProgressTracker<K> {
             index: HashMap::new(),
             processed_through: None,
             next_seq: 0,
+            margin: REORDER_MARGIN,
         };
         for (k, p) in starts {
             t.add_action(k, p);
@@ -190,7 +210,10 @@ impl<K: Clone + Eq + std::hash::Hash> ProgressTracker<K> {
     /// as unresolved.
     pub fn finish(self, stream_end: Option<Nanos>) -> Vec<(K, ActionProgress)> {
         let now = self.now;
-        let end = stream_end.or(self.processed_through);
+        let margin = self.margin;
+        let end = stream_end
+            .or(self.processed_through)
+            .map(|e| e.saturating_sub(margin));
         self.tracks
             .into_iter()
             .map(|t| {
@@ -199,7 +222,8 @@ impl<K: Clone + Eq + std::hash::Hash> ProgressTracker<K> {
                 let dispatch_blocker = min_opt(first_in_flight, t.first_failed);
                 let blocker = min_opt(dispatch_blocker, t.first_pending);
                 let upto = |b: Option<Nanos>| match (b, end) {
-                    (Some(b), _) => Some(b.saturating_sub(1)),
+                    (Some(b), Some(e)) => Some(b.saturating_sub(1).min(e)),
+                    (Some(b), None) => Some(b.saturating_sub(1)),
                     (None, e) => e,
                 };
                 let ts = upto(blocker).map_or(start.ts, |v| v.max(start.ts));
@@ -249,7 +273,7 @@ mod tests {
         fail: &[Nanos],
         stream_end: Option<Nanos>,
     ) -> (Vec<Decision>, ActionProgress) {
-        let mut t = ProgressTracker::new(now, [("r", start)]);
+        let mut t = ProgressTracker::new(now, [("r", start)]).with_reorder_margin(0);
         let mut ds = Vec::new();
         for &(ts, due) in events {
             let d = t.decide(&"r", ts, due);
@@ -322,7 +346,8 @@ mod tests {
 
     #[test]
     fn in_flight_at_finish_counts_as_unresolved() {
-        let mut t = ProgressTracker::new(100, [("r", ActionProgress::at(0))]);
+        let mut t =
+            ProgressTracker::new(100, [("r", ActionProgress::at(0))]).with_reorder_margin(0);
         let Decision::Dispatch(_) = t.decide(&"r", 10, 5) else {
             panic!("expected dispatch")
         };
@@ -353,6 +378,20 @@ mod tests {
     }
 
     #[test]
+    fn progress_stays_a_margin_behind_the_newest_event() {
+        // Regression: events arrive up to milliseconds out of ts order; a
+        // cursor at the newest ts would skip a late-appended older event.
+        let mut t =
+            ProgressTracker::new(100, [("r", ActionProgress::at(0))]).with_reorder_margin(5);
+        t.event_processed(50);
+        let p = t.finish(Some(60))[0].1;
+        assert_eq!((p.ts, p.through), (55, 55));
+        let mut t = ProgressTracker::new(100, [("r", ActionProgress::at(0))]);
+        t.event_processed(50 + REORDER_MARGIN);
+        assert_eq!(t.finish(None)[0].1.ts, 50);
+    }
+
+    #[test]
     fn unknown_actions_are_skipped() {
         let mut t = ProgressTracker::new(100, [("r", ActionProgress::at(0))]);
         assert_eq!(t.decide(&"other", 10, 5), Decision::Skip);
@@ -380,7 +419,7 @@ mod tests {
                 let mut progress = ActionProgress::at(0);
                 let mut resolved = std::collections::HashSet::new();
                 for (pass, &now) in nows.iter().enumerate() {
-                    let mut t = ProgressTracker::new(now, [("r", progress)]);
+                    let mut t = ProgressTracker::new(now, [("r", progress)]).with_reorder_margin(3);
                     let mut halted = false;
                     let mut pending_seen = None;
                     let mut failed_at = None;

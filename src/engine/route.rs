@@ -9,15 +9,17 @@
 //! caller decides (design.md "Why correct": due times of replay kinds are
 //! monotonic enough that the first not-yet-due match ends a rule's scan).
 //! Only the replay kinds (ExpirationDays, NoncurrentDays, AbortMpu) of active
-//! EventDriven actions are routed; walker kinds are the walker's job.
+//! EventDriven actions are routed; walker kinds are the walker's job. Where
+//! one event cannot name the entry to act on, the router emits a *deferred*
+//! match that names a lookup for the caller to do ("Deferred lookups").
 //!
 //! What an event means is read off the event's own entry:
 //!
 //! - **Skipped:** deletes (no `new_entry`), bucket-level events (key `""`),
-//!   directories — folder markers, implicit parents, `.versions` folders (so
-//!   the pointer updates) — except MPU init directories, MPU parts and
-//!   anything else under `.uploads/`, anything under `.system/`, and files in
-//!   a `.versions` folder without a version id (not S3 objects).
+//!   directories — folder markers, implicit parents — except MPU init
+//!   directories and `.versions` folders; MPU parts and anything else under
+//!   `.uploads/`, anything under `.system/`, and files in a `.versions`
+//!   folder without a version id (not S3 objects).
 //! - **MPU init** (directory `.uploads/<id>` with a non-empty Extended `key`):
 //!   AbortMpu on the destination key (filters see that key, size 0, no tags),
 //!   due = round(dir mtime + days); `object_path` = `.uploads/<id>`.
@@ -33,6 +35,11 @@
 //! - **Plain file**: with a stamp it is a demoted null version →
 //!   NoncurrentDays with version id `null`; without → ExpirationDays with
 //!   version id `""`.
+//! - **`.versions` folder** (the pointer `Seaweed-X-Amz-Latest-Version-*`):
+//!   only the two deferred cases below; every other folder write (first
+//!   creation without a pointer, a forward move by a PUT or a new delete
+//!   marker, a touch, a Suspended write clearing the pointer) routes nothing,
+//!   because the version files' own events already cover it.
 //!
 //! ExpirationDays always targets the logical key with an empty version id: the
 //! server then acts on whatever is latest, and our identity CAS refuses if that
@@ -46,31 +53,86 @@
 //! it was deleted; live §10.2) can yield a NoncurrentDays match for a current
 //! version; the server answers `VERSION_IS_LATEST` and nothing is deleted.
 //!
-//! Known gaps, covered by the walker (recovery walks evaluate every kind):
+//! # Deferred lookups
+//!
+//! Two state changes show up **only** as a `<logical>.versions` folder UPDATE
+//! (recorded on 4.48, `tests/fixtures/events/README.md`, pinned by
+//! `tests/route_recorded.rs`): no event carries the entry that has to be
+//! acted on, so there is no identity to send. For these the router emits
+//! matches with [`Match::lookup`] set and an empty identity, one per action
+//! of the view whose rule **prefix** matches `<logical>` (size and tag
+//! filters need the entry; [`resolve_deferred`] applies them). The caller
+//! keeps them like any other match; once one is due it looks the named entry
+//! up (`LookupDirectoryEntry(directory, name)`) and sends only what
+//! [`resolve_deferred`] returns, with the looked-up identity as the CAS
+//! witness.
+//!
+//! - **A. Displaced null version.** The old folder said
+//!   `Null-Version-Is-Latest: true` or had no `Latest-Version-Id` (the key's
+//!   first versioned write; old entry absent counts too) and the new folder
+//!   has one (other than `null`: a `v_null` latest replaced the bare null
+//!   instead of displacing it). A bare null version (pre-versioning object
+//!   or Suspended-era write) that was latest is now noncurrent, but SeaweedFS
+//!   neither stamps nor touches it — no event has it. → NoncurrentDays on
+//!   `<logical>`, version `null`, due = round(event `ts_ns` + days) (the
+//!   pointer event is the demotion), lookup of the bare `<logical>` entry
+//!   ([`Expect::NullVersion`]).
+//! - **B. Restored latest version.** The pointer moved from Y back to an
+//!   older X ([`compare_version_ids`]) that is not a delete marker: the
+//!   latest version or marker Y was deleted by id. X is current again but
+//!   still carries its stale `Noncurrent-Since-Ns`, so its original
+//!   ExpirationDays match fails the CAS (the stamp changed its Extended) and
+//!   no new unstamped event comes. → ExpirationDays on `<logical>`, version
+//!   `""`, due = round(folder `Latest-Version-Mtime` s + days), lookup of
+//!   `<logical>.versions/v_<X>` ([`Expect::Version`]). Without a
+//!   `Latest-Version-Mtime` the router gives up, as Go's pointer path does.
+//!
+//! **Cost.** Case A fires on *every* first versioned write of a key (the
+//! folder's first pointer), because only a lookup can tell whether a bare
+//! null existed: the recordings show the same three events (folder CREATE,
+//! version CREATE, pointer UPDATE) with and without a bare null beside it,
+//! the bare entry gets no event, and the folder's old Extended is empty in
+//! both. So case A costs one filer lookup per first versioned write to a key
+//! under a NoncurrentDays rule's prefix — and only once that match is due,
+//! because the lookup is done at dispatch time, not at routing time (a key
+//! deleted or rewritten before then costs nothing extra and resolves to
+//! nothing). Case B costs one lookup per restore (delete of the latest by
+//! id) under an ExpirationDays rule's prefix, also at dispatch time.
+//!
+//! **A server blind spot, closed here.** The server's NoncurrentDays check
+//! only asks whether the folder's `Latest-Version-Id` equals `null`; a bare
+//! null that became latest again (its versions all deleted by id, or a
+//! Suspended rewrite that set `Null-Version-Is-Latest` and cleared the
+//! pointer) is "not latest" to it, and our identity (taken at dispatch)
+//! would match. So for [`Expect::NullVersion`] the pass also looks up the
+//! `<key>.versions` folder ([`DeferredLookup::folder`]) and sends nothing
+//! unless [`null_still_displaced`] says a non-null version is latest.
+//! [`resolve_deferred`] additionally refuses an entry rewritten after the
+//! pointer event (newer than the demotion, to due-rounding precision).
+//!
+//! # Known gaps, covered by the walker
+//!
+//! Recovery walks evaluate every kind:
 //! - A NoncurrentDays action whose rule also has `NewerNoncurrentVersions`
 //!   N > 0 needs the version's rank among its siblings, which one event does
-//!   not carry; the router skips it.
-//! - A bare null version (pre-versioning object or Suspended write) displaced
-//!   by a versioned PUT is never stamped and gets no event at all (recorded
-//!   on 4.48: `tests/fixtures/events/README.md`, pinned by
-//!   `tests/route_recorded.rs`), so replay cannot route NoncurrentDays for
-//!   it; its old ExpirationDays match then fails the CAS against the new
-//!   latest. Only a walk that evaluates NoncurrentDays (the recovery view)
-//!   expires it.
-//! - A version restored to latest by deleting the version above it keeps a
-//!   stale stamp and gets no new unstamped event, so replay holds no valid
-//!   ExpirationDays match for it until its next write.
+//!   not carry; the router skips it (also for deferred matches).
+//!
+//! Tag changes after a deferred match was routed need no extra care: the
+//! filter is checked on the entry looked up at dispatch time.
 
+use std::cmp::Ordering;
 use std::collections::BTreeMap;
 
 use crate::engine::evaluate::{ObjectInfo, due_at};
 use crate::engine::versions::{
-    is_delete_marker, mtime_ns, noncurrent_since_of, size_of, version_id_of,
+    compare_version_ids, ext_str, is_delete_marker, is_null_version, mtime_ns, noncurrent_since_of,
+    size_of, version_id_of,
 };
 use crate::engine::{
     ActionKind, CompiledAction, EntryIdentity, Nanos, RuleHash, RuleMode, Snapshot, TimeConfig,
-    filter, keys, shard_id,
+    filter, keys, rule_hash, shard_id,
 };
+use crate::lifecycle::FlatRule;
 use crate::pb::filer_pb::{Entry, SubscribeMetadataResponse};
 
 /// One lifecycle delete to perform (when `due` has passed), from replay or the
@@ -93,13 +155,77 @@ pub struct Match {
     pub rule_hash: RuleHash,
     /// What to do.
     pub kind: ActionKind,
-    /// When the action becomes (or became) due.
+    /// When the action becomes (or became) due; for a deferred match, when
+    /// to do its lookup (the resolved match may come out later).
     pub due: Nanos,
-    /// CAS witness: identity of the entry that was evaluated.
+    /// CAS witness: identity of the entry that was evaluated; empty for a
+    /// deferred match, which must never be sent as is.
     pub identity: EntryIdentity,
     /// Shard that owns the match: the event's physical path for replay, the
     /// logical key (MPU: destination key) for the walker (facts doc §13.11).
     pub shard: u8,
+    /// `Some` for a *deferred* match: the event alone could not show which
+    /// entry to act on, so the caller must look it up (once the match is
+    /// due) and turn it into a concrete match with [`resolve_deferred`]
+    /// before sending anything. Such a match has an empty `identity`. `None`
+    /// for every concrete match (all walker matches, all other replay ones).
+    pub lookup: Option<DeferredLookup>,
+}
+
+/// The filer entry a deferred [`Match`] depends on: `LookupDirectoryEntry`
+/// of `directory` + `name`, then [`resolve_deferred`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DeferredLookup {
+    /// Full filer directory path of the entry, e.g. `/buckets/b/docs`.
+    pub directory: String,
+    /// Entry name inside `directory`, e.g. `a.txt` or `v_<id>`.
+    pub name: String,
+    /// What the entry must be for the match to stand.
+    pub expect: Expect,
+}
+
+impl DeferredLookup {
+    /// For [`Expect::NullVersion`]: the `<key>.versions` folder (directory,
+    /// name) whose pointer must still name a non-null version when the match
+    /// is dispatched; see [`null_still_displaced`]. `None` for other lookups.
+    pub fn folder(&self) -> Option<(String, String)> {
+        match self.expect {
+            Expect::NullVersion => Some((
+                self.directory.clone(),
+                format!("{}{}", self.name, keys::VERSIONS_SUFFIX),
+            )),
+            Expect::Version { .. } => None,
+        }
+    }
+}
+
+/// Whether a displaced null version is still noncurrent, judged from its
+/// key's `.versions` folder as looked up at dispatch time: the folder exists,
+/// its pointer names a non-null version, and it does not say the null version
+/// is latest. Anything else (folder gone, pointer cleared by a Suspended
+/// write, pointer back at `null`) means the bare entry may be current again,
+/// and deleting it would destroy the latest version — the server would not
+/// stop it (see the module docs).
+pub fn null_still_displaced(folder: Option<&Entry>) -> bool {
+    let Some(f) = folder else {
+        return false;
+    };
+    let latest = ext_str(f, keys::LATEST_VERSION_ID).unwrap_or_default();
+    let null_latest = ext_str(f, keys::NULL_VERSION_IS_LATEST).is_some_and(|v| v == "true");
+    f.is_directory && !latest.is_empty() && latest != keys::NULL_VERSION && !null_latest
+}
+
+/// The shape a looked-up entry must have (see [`resolve_deferred`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Expect {
+    /// The bare `<key>` entry, counting as the key's null version (facts doc
+    /// §5.3), displaced by a versioned write.
+    NullVersion,
+    /// The version file with this id, not a delete marker.
+    Version {
+        /// Expected `Seaweed-X-Amz-Version-Id`.
+        version_id: String,
+    },
 }
 
 /// One meta-log event (one element of a `SubscribeMetadataResponse`).
@@ -209,7 +335,7 @@ pub struct Routed {
 pub fn route(view: &Snapshot, buckets_root: &str, ev: &MetaEvent) -> Option<Routed> {
     let (bucket, key) = locate(buckets_root, ev)?;
     let shard = shard_id(&bucket, &key);
-    let matches = route_located(view, &bucket, &key, shard, ev);
+    let matches = route_located(view, buckets_root, &bucket, &key, shard, ev);
     Some(Routed {
         bucket,
         key,
@@ -219,9 +345,11 @@ pub fn route(view: &Snapshot, buckets_root: &str, ev: &MetaEvent) -> Option<Rout
 }
 
 /// Matches of an already located event (`key` = physical key, `shard` its
-/// shard). Empty when the bucket has no routable action.
+/// shard). Empty when the bucket has no routable action. `buckets_root` is
+/// only used to name the entries of deferred lookups.
 pub fn route_located(
     view: &Snapshot,
+    buckets_root: &str,
     bucket: &str,
     key: &str,
     shard: u8,
@@ -230,7 +358,15 @@ pub fn route_located(
     let Some(b) = view.bucket(bucket) else {
         return Vec::new();
     };
-    route_actions(b.actions(), &view.time(), bucket, key, shard, ev)
+    route_actions(
+        b.actions(),
+        &view.time(),
+        buckets_root,
+        bucket,
+        key,
+        shard,
+        ev,
+    )
 }
 
 /// What one event is, for routing.
@@ -303,6 +439,7 @@ fn classify<'a>(key: &'a str, entry: &'a Entry) -> Option<Subject<'a>> {
 pub fn route_actions(
     actions: &[CompiledAction],
     time: &TimeConfig,
+    buckets_root: &str,
     bucket: &str,
     key: &str,
     shard: u8,
@@ -311,6 +448,17 @@ pub fn route_actions(
     let Some(entry) = ev.new_entry.as_ref() else {
         return Vec::new();
     };
+    if entry.is_directory
+        && let Some(logical) = versions_folder_logical(key)
+    {
+        let at = Pointer {
+            buckets_root,
+            bucket,
+            logical,
+            shard,
+        };
+        return route_pointer(actions, time, &at, ev.old_entry.as_ref(), entry, ev.ts_ns);
+    }
     let routable = |kind: ActionKind| {
         actions
             .iter()
@@ -336,6 +484,7 @@ pub fn route_actions(
                 due,
                 identity: EntryIdentity::of(entry),
                 shard,
+                lookup: None,
             });
         }
     };
@@ -410,10 +559,315 @@ pub fn route_actions(
     out
 }
 
+/// The logical key of a `<logical>.versions` folder key; `None` for any
+/// other key, a bucket-root `.versions` (no logical key) and reserved paths.
+fn versions_folder_logical(key: &str) -> Option<&str> {
+    if reserved_top(key) {
+        return None;
+    }
+    let name = key.rsplit('/').next().unwrap_or(key);
+    let tail = name.strip_suffix(keys::VERSIONS_SUFFIX)?;
+    if tail.is_empty() {
+        return None;
+    }
+    Some(&key[..key.len() - keys::VERSIONS_SUFFIX.len()])
+}
+
+/// A located `.versions` folder event.
+struct Pointer<'a> {
+    buckets_root: &'a str,
+    bucket: &'a str,
+    logical: &'a str,
+    shard: u8,
+}
+
+impl Pointer<'_> {
+    fn bucket_dir(&self) -> String {
+        format!(
+            "{}/{}",
+            self.buckets_root.trim_end_matches('/'),
+            self.bucket
+        )
+    }
+
+    /// Where the bare `<logical>` entry lives: (parent directory, name).
+    fn bare_entry(&self) -> (String, String) {
+        match self.logical.rsplit_once('/') {
+            Some((parent, name)) => (format!("{}/{parent}", self.bucket_dir()), name.to_owned()),
+            None => (self.bucket_dir(), self.logical.to_owned()),
+        }
+    }
+
+    /// The `<logical>.versions` folder's full path.
+    fn folder_dir(&self) -> String {
+        format!(
+            "{}/{}{}",
+            self.bucket_dir(),
+            self.logical,
+            keys::VERSIONS_SUFFIX
+        )
+    }
+}
+
+/// `Seaweed-X-Amz-Latest-Version-Id` of a folder entry, if non-empty.
+fn pointer_of(folder: &Entry) -> Option<&str> {
+    ext_str(folder, keys::LATEST_VERSION_ID).filter(|id| !id.is_empty())
+}
+
+fn flag(folder: &Entry, key: &str) -> bool {
+    ext_str(folder, key) == Some("true")
+}
+
+/// Deferred matches of a `.versions` folder write (module docs, "Deferred
+/// lookups"): case A, a bare null version displaced by the new latest; case
+/// B, an older version restored to latest.
+fn route_pointer(
+    actions: &[CompiledAction],
+    time: &TimeConfig,
+    at: &Pointer<'_>,
+    old: Option<&Entry>,
+    new: &Entry,
+    ts_ns: Nanos,
+) -> Vec<Match> {
+    let Some(new_id) = pointer_of(new) else {
+        return Vec::new();
+    };
+    // Both signals at once is not a state SeaweedFS writes; the null would
+    // be latest, so nothing was displaced or restored.
+    if flag(new, keys::NULL_VERSION_IS_LATEST) {
+        return Vec::new();
+    }
+    let old_id = old.and_then(pointer_of);
+    let null_was_latest = old.is_some_and(|o| flag(o, keys::NULL_VERSION_IS_LATEST));
+    let candidates = |kind: ActionKind| {
+        actions.iter().filter(move |a| {
+            let r = a.rule();
+            a.is_active()
+                && a.mode() == RuleMode::EventDriven
+                && a.kind() == kind
+                && r.enabled
+                && (kind != ActionKind::NoncurrentDays || r.newer_noncurrent_versions <= 0)
+                // Size and tag filters need the entry: resolve_deferred.
+                && at.logical.as_bytes().starts_with(r.prefix.as_bytes())
+        })
+    };
+    let deferred =
+        |a: &CompiledAction, version_id: &str, due: Nanos, lookup: DeferredLookup| Match {
+            bucket: at.bucket.to_owned(),
+            key: at.logical.to_owned(),
+            object_path: at.logical.to_owned(),
+            version_id: version_id.to_owned(),
+            rule_hash: a.rule_hash(),
+            kind: a.kind(),
+            due,
+            identity: EntryIdentity::default(),
+            shard: at.shard,
+            lookup: Some(lookup),
+        };
+
+    // Case A. A new pointer after "null is latest" or after no pointer at
+    // all (the key's first versioned write, old = None for a folder created
+    // with its pointer already set). A new latest that is itself the null
+    // version (`v_null`, a Suspended-bucket delete marker) replaced the bare
+    // null rather than displacing it.
+    if null_was_latest || old_id.is_none() {
+        if new_id == keys::NULL_VERSION {
+            return Vec::new();
+        }
+        let (directory, name) = at.bare_entry();
+        return candidates(ActionKind::NoncurrentDays)
+            .filter(|a| a.rule().noncurrent_days > 0)
+            .map(|a| {
+                // The bare entry is never stamped: it became noncurrent when
+                // this pointer moved.
+                let due = time.due_after(ts_ns, a.rule().noncurrent_days);
+                let lookup = DeferredLookup {
+                    directory: directory.clone(),
+                    name: name.clone(),
+                    expect: Expect::NullVersion,
+                };
+                deferred(a, keys::NULL_VERSION, due, lookup)
+            })
+            .collect();
+    }
+
+    // Case B. The pointer moved back to an older version that is not a
+    // delete marker: the latest (version or marker) above it was deleted.
+    let Some(old_id) = old_id else {
+        return Vec::new();
+    };
+    // A `/` in the id would make the lookup name another path.
+    if new_id == old_id
+        || new_id.contains('/')
+        || compare_version_ids(new_id, old_id) != Ordering::Greater
+        || flag(new, keys::LATEST_VERSION_IS_DELETE_MARKER)
+    {
+        return Vec::new();
+    }
+    // The folder caches the latest's mtime in whole seconds; without it
+    // there is no due time to give (Go's pointer path gives up likewise).
+    let Some(mtime) = ext_str(new, keys::LATEST_VERSION_MTIME)
+        .and_then(|s| s.trim().parse::<i64>().ok())
+        .filter(|s| *s > 0)
+        .map(|s| s.saturating_mul(1_000_000_000))
+    else {
+        return Vec::new();
+    };
+    let directory = at.folder_dir();
+    candidates(ActionKind::ExpirationDays)
+        .filter(|a| a.rule().expiration_days > 0)
+        .map(|a| {
+            let due = time.due_after(mtime, a.rule().expiration_days);
+            let lookup = DeferredLookup {
+                directory: directory.clone(),
+                name: format!("{}{new_id}", keys::VERSION_FILE_PREFIX),
+                expect: Expect::Version {
+                    version_id: new_id.to_owned(),
+                },
+            };
+            // Empty version id: expire whatever is latest, and only if it
+            // is still this version (the CAS on its identity).
+            deferred(a, "", due, lookup)
+        })
+        .collect()
+}
+
+/// Turns a deferred match into a concrete one, given the entry its
+/// [`DeferredLookup`] names (`None` = not found) and the rule the match came
+/// from (the one with `m.rule_hash`). Pure: the caller does the lookup, once
+/// the deferred match is due.
+///
+/// Returns `None` — nothing to do, the match is resolved — unless the entry
+/// exists, has the expected shape and is inside the rule's full filter
+/// (prefix, size, tags):
+/// - [`Expect::NullVersion`] (NoncurrentDays): the entry counts as a null
+///   version ([`versions::is_null_version`](crate::engine::versions::is_null_version)).
+///   A null delete marker is accepted: AWS expires noncurrent delete markers
+///   under NoncurrentVersionExpiration too. The entry must also be older
+///   than the demotion (mtime ≤ due − days): a bare entry written after the
+///   pointer moved is a new (current) null version, not the displaced one.
+///   The due time is kept (it comes from the demotion, which the entry does
+///   not record).
+/// - [`Expect::Version`] (ExpirationDays): the entry has that version id
+///   and is not a delete marker; due = the later of the match's and the
+///   entry's own `mtime + days` (never earlier than either source says).
+///
+/// The result has `lookup: None` and `identity = EntryIdentity::of(entry)`,
+/// so the server's CAS refuses if the entry changes before the delete. Its
+/// `due` may be later than the deferred one: compare it with `now` again.
+/// Not a deferred match, a rule whose hash is not `m.rule_hash`, or a kind
+/// that does not go with the expectation → `None`.
+pub fn resolve_deferred(
+    m: &Match,
+    entry: Option<&Entry>,
+    time: &TimeConfig,
+    rule: &FlatRule,
+) -> Option<Match> {
+    let lookup = m.lookup.as_ref()?;
+    let entry = entry?;
+    // A lookup answer for another name means the caller mixed up entries;
+    // acting on it could delete the wrong object.
+    if entry.name != lookup.name || rule_hash(rule) != m.rule_hash {
+        return None;
+    }
+    let info = |is_latest: bool| ObjectInfo {
+        mod_time: mtime_ns(entry),
+        size: size_of(entry),
+        is_latest,
+        is_delete_marker: is_delete_marker(entry),
+        num_versions: 0,
+        noncurrent_since: None,
+        noncurrent_index: None,
+        tags: if rule.tags.is_empty() {
+            BTreeMap::new()
+        } else {
+            filter::tags_of(entry)
+        },
+        is_mpu_init: false,
+    };
+    let due = match (&lookup.expect, m.kind) {
+        (Expect::NullVersion, ActionKind::NoncurrentDays) => {
+            if !is_null_version(entry) {
+                return None;
+            }
+            let ttl =
+                i64::try_from(time.days(rule.noncurrent_days).as_nanos()).unwrap_or(Nanos::MAX);
+            if mtime_ns(entry) > m.due.saturating_sub(ttl) {
+                return None;
+            }
+            // Gate only (enabled, filter, shape); the base is the demotion.
+            due_at(rule, m.kind, &m.key, &info(false), time)?;
+            m.due
+        }
+        (Expect::Version { version_id }, ActionKind::ExpirationDays) => {
+            if entry.is_directory || version_id_of(entry) != version_id || is_delete_marker(entry) {
+                return None;
+            }
+            due_at(rule, m.kind, &m.key, &info(true), time)?.max(m.due)
+        }
+        _ => return None,
+    };
+    Some(Match {
+        due,
+        identity: EntryIdentity::of(entry),
+        lookup: None,
+        ..m.clone()
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::engine::versions::testkit::*;
+
+    #[test]
+    fn null_version_deleted_only_while_a_non_null_version_is_latest() {
+        // Regression: a Suspended rewrite clears the pointer and sets
+        // Null-Version-Is-Latest; the server would then treat the current
+        // null as noncurrent and delete it.
+        let folder = |pairs: &[(&str, &str)]| Entry {
+            name: "k.versions".into(),
+            is_directory: true,
+            extended: pairs
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.as_bytes().to_vec()))
+                .collect(),
+            ..Default::default()
+        };
+        assert!(null_still_displaced(Some(&folder(&[(
+            keys::LATEST_VERSION_ID,
+            "abc"
+        )]))));
+        assert!(!null_still_displaced(None));
+        assert!(!null_still_displaced(Some(&folder(&[(
+            keys::NULL_VERSION_IS_LATEST,
+            "true"
+        )]))));
+        assert!(!null_still_displaced(Some(&folder(&[(
+            keys::LATEST_VERSION_ID,
+            "null"
+        )]))));
+        assert!(!null_still_displaced(Some(&folder(&[
+            (keys::LATEST_VERSION_ID, "abc"),
+            (keys::NULL_VERSION_IS_LATEST, "true"),
+        ]))));
+        let lookup = DeferredLookup {
+            directory: "/buckets/b/docs".into(),
+            name: "k".into(),
+            expect: Expect::NullVersion,
+        };
+        assert_eq!(
+            lookup.folder(),
+            Some(("/buckets/b/docs".into(), "k.versions".into()))
+        );
+        let v = DeferredLookup {
+            expect: Expect::Version {
+                version_id: "x".into(),
+            },
+            ..lookup
+        };
+        assert_eq!(v.folder(), None);
+    }
     use crate::engine::{BucketConfig, Versioning};
     use crate::lifecycle::FlatRule;
     use crate::pb::filer_pb::EventNotification;
@@ -525,6 +979,7 @@ mod tests {
                 due: 1000 * S + 10 * DAY,
                 identity: EntryIdentity::of(&e),
                 shard: r.shard,
+                lookup: None,
             }]
         );
     }
@@ -829,9 +1284,10 @@ mod tests {
 
     #[test]
     fn stale_stamp_on_a_restored_latest_only_yields_a_refusable_noncurrent_match() {
-        // Known gap (module docs): after its marker is deleted, V2 is latest
-        // again but keeps its stamp; a tag update on it is routed as
-        // NoncurrentDays (server: VERSION_IS_LATEST), never as ExpirationDays.
+        // After its marker is deleted, V2 is latest again but keeps its
+        // stamp; a tag update on it is routed as NoncurrentDays (server:
+        // VERSION_IS_LATEST), never as ExpirationDays. Its expiration comes
+        // from the deferred match of the pointer move (case B).
         let snap = snapshot();
         let v2 = version(V2, 1000, 3).stamped(2000 * S);
         let tagged = v2.clone().with("X-Amz-Tagging-a", "b");
@@ -912,6 +1368,410 @@ mod tests {
         assert_eq!(all, [7, 8]);
     }
 
+    // ---- deferred lookups -------------------------------------------------
+
+    const TS: i64 = 7_000 * S + 123;
+
+    fn pointer_event(dir: &str, old: Option<Entry>, new: Entry) -> MetaEvent {
+        MetaEvent {
+            ts_ns: TS,
+            old_entry: old,
+            ..create(dir, new)
+        }
+    }
+
+    /// `folder` with the cached mtime (seconds) of its latest.
+    fn folder_at(logical: &str, latest: &str, mtime_s: i64) -> Entry {
+        folder(logical, latest).with(keys::LATEST_VERSION_MTIME, &mtime_s.to_string())
+    }
+
+    fn null_latest_folder(logical: &str) -> Entry {
+        dir(&format!("{logical}.versions"), 1).with(keys::NULL_VERSION_IS_LATEST, "true")
+    }
+
+    fn rule_of(snap: &Snapshot, kind: ActionKind) -> FlatRule {
+        snap.actions()
+            .find(|a| a.kind() == kind)
+            .map(|a| FlatRule::clone(a.rule()))
+            .expect("kind in snapshot")
+    }
+
+    #[test]
+    fn displaced_null_after_null_is_latest_yields_a_deferred_noncurrent_match() {
+        let snap = snapshot();
+        let ev = pointer_event(
+            "/buckets/b/docs",
+            Some(null_latest_folder("k")),
+            folder_at("k", V2, 7_000),
+        );
+        let r = run(&snap, &ev);
+        assert_eq!(r.key, "docs/k.versions");
+        assert_eq!(
+            r.matches,
+            vec![Match {
+                bucket: "b".into(),
+                key: "docs/k".into(),
+                object_path: "docs/k".into(),
+                version_id: "null".into(),
+                rule_hash: hash_of(&snap, ActionKind::NoncurrentDays),
+                kind: ActionKind::NoncurrentDays,
+                due: TS + 3 * DAY,
+                identity: EntryIdentity::default(),
+                shard: shard_id("b", "docs/k.versions"),
+                lookup: Some(DeferredLookup {
+                    directory: "/buckets/b/docs".into(),
+                    name: "k".into(),
+                    expect: Expect::NullVersion,
+                }),
+            }]
+        );
+    }
+
+    #[test]
+    fn first_versioned_write_yields_a_deferred_null_lookup() {
+        // Only a lookup tells whether a bare null sits beside the new folder.
+        let snap = snapshot();
+        for old in [Some(dir("k.versions", 1)), None] {
+            let ev = pointer_event("/buckets/b", old.clone(), folder_at("k", V1, 7_000));
+            let r = run(&snap, &ev);
+            assert_eq!(r.matches.len(), 1, "old = {old:?}");
+            let m = &r.matches[0];
+            assert_eq!(
+                (m.kind, m.version_id.as_str(), m.due),
+                (ActionKind::NoncurrentDays, "null", TS + 3 * DAY)
+            );
+            let lookup = m.lookup.as_ref().expect("deferred");
+            assert_eq!(
+                (lookup.directory.as_str(), lookup.name.as_str()),
+                ("/buckets/b", "k")
+            );
+        }
+        // A trailing slash on the root does not double it.
+        let r = route(
+            &snap,
+            "/buckets/",
+            &pointer_event("/buckets/b/x/y", None, folder_at("k", V1, 7_000)),
+        )
+        .expect("inside root");
+        let lookup = r.matches[0].lookup.as_ref().expect("deferred");
+        assert_eq!(lookup.directory, "/buckets/b/x/y");
+    }
+
+    #[test]
+    fn pointer_moves_without_a_displaced_null_or_restore_route_nothing() {
+        let snap = snapshot();
+        let cases = [
+            // Forward move: a versioned PUT over a version (V2 is newer).
+            (Some(folder_at("k", V1, 1)), folder_at("k", V2, 2)),
+            // A delete marker becomes latest.
+            (
+                Some(folder_at("k", V2, 2)),
+                folder_at("k", DM, 3).with(keys::LATEST_VERSION_IS_DELETE_MARKER, "true"),
+            ),
+            // Touch (delete of a noncurrent version): pointer unchanged.
+            (Some(folder_at("k", V2, 2)), folder_at("k", V2, 2)),
+            // Suspended write: the pointer is cleared, null is latest.
+            (Some(folder_at("k", V2, 2)), null_latest_folder("k")),
+            // No pointer at all (the folder's creation).
+            (None, dir("k.versions", 1)),
+            // Suspended delete: `v_null` (a null marker) replaced the bare null.
+            (
+                Some(dir("k.versions", 1)),
+                folder_at("k", "null", 3).with(keys::LATEST_VERSION_IS_DELETE_MARKER, "true"),
+            ),
+        ];
+        for (old, new) in cases {
+            let r = run(
+                &snap,
+                &pointer_event("/buckets/b", old.clone(), new.clone()),
+            );
+            assert!(r.matches.is_empty(), "{old:?} -> {new:?}: {:?}", r.matches);
+        }
+    }
+
+    #[test]
+    fn restored_latest_yields_a_deferred_expiration_match() {
+        let snap = snapshot();
+        // The marker DM (newest) is deleted by id: the pointer moves back to V2.
+        let old = folder_at("k", DM, 6_000).with(keys::LATEST_VERSION_IS_DELETE_MARKER, "true");
+        let ev = pointer_event("/buckets/b/docs", Some(old), folder_at("k", V2, 5_000));
+        let r = run(&snap, &ev);
+        assert_eq!(
+            r.matches,
+            vec![Match {
+                bucket: "b".into(),
+                key: "docs/k".into(),
+                object_path: "docs/k".into(),
+                version_id: String::new(),
+                rule_hash: hash_of(&snap, ActionKind::ExpirationDays),
+                kind: ActionKind::ExpirationDays,
+                due: 5_000 * S + 10 * DAY,
+                identity: EntryIdentity::default(),
+                shard: shard_id("b", "docs/k.versions"),
+                lookup: Some(DeferredLookup {
+                    directory: "/buckets/b/docs/k.versions".into(),
+                    name: format!("v_{V2}"),
+                    expect: Expect::Version {
+                        version_id: V2.into()
+                    },
+                }),
+            }]
+        );
+        // Deleting the latest *version* V2 by id restores V1 the same way.
+        let ev = pointer_event(
+            "/buckets/b",
+            Some(folder_at("k", V2, 5_000)),
+            folder_at("k", V1, 4_000),
+        );
+        let r = run(&snap, &ev);
+        assert_eq!(r.matches.len(), 1);
+        assert_eq!(
+            r.matches[0].lookup.as_ref().map(|l| &l.expect),
+            Some(&Expect::Version {
+                version_id: V1.into()
+            })
+        );
+        // Without the cached mtime there is no due time: nothing.
+        let ev = pointer_event(
+            "/buckets/b",
+            Some(folder_at("k", V2, 5_000)),
+            folder("k", V1),
+        );
+        assert!(run(&snap, &ev).matches.is_empty());
+        // Back to an older delete marker: ExpiredDeleteMarker is the walker's.
+        let ev = pointer_event(
+            "/buckets/b",
+            Some(folder_at("k", V2, 5_000)),
+            folder_at("k", V1, 4_000).with(keys::LATEST_VERSION_IS_DELETE_MARKER, "true"),
+        );
+        assert!(run(&snap, &ev).matches.is_empty());
+    }
+
+    #[test]
+    fn deferred_matches_need_a_matching_prefix_and_a_routable_action() {
+        let prefixed = snapshot_with(vec![
+            enabled(|r| {
+                r.noncurrent_days = 3;
+                r.prefix = "logs/".into();
+            }),
+            enabled(|r| {
+                r.expiration_days = 10;
+                r.prefix = "logs/".into();
+            }),
+        ]);
+        let displaced = pointer_event("/buckets/b/docs", None, folder_at("k", V1, 1));
+        let restored = pointer_event(
+            "/buckets/b/docs",
+            Some(folder_at("k", V2, 2)),
+            folder_at("k", V1, 1),
+        );
+        for ev in [&displaced, &restored] {
+            assert!(run(&prefixed, ev).matches.is_empty());
+        }
+        let logs = pointer_event("/buckets/b/logs", None, folder_at("k", V1, 1));
+        assert_eq!(run(&prefixed, &logs).matches.len(), 1);
+        // A counted NoncurrentDays is walker-bound, even deferred.
+        let counted = snapshot_with(vec![enabled(|r| {
+            r.noncurrent_days = 3;
+            r.newer_noncurrent_versions = 2;
+        })]);
+        assert!(run(&counted, &displaced).matches.is_empty());
+        // Only NoncurrentDays for case A, only ExpirationDays for case B.
+        let exp_only = snapshot_with(vec![enabled(|r| r.expiration_days = 1)]);
+        assert!(run(&exp_only, &displaced).matches.is_empty());
+        let nc_only = snapshot_with(vec![enabled(|r| r.noncurrent_days = 1)]);
+        assert!(run(&nc_only, &restored).matches.is_empty());
+        // Size and tag filters need the entry: routed anyway, checked on resolve.
+        let filtered = snapshot_with(vec![enabled(|r| {
+            r.noncurrent_days = 3;
+            r.size_gt = 100;
+            r.tags = [("env".to_string(), "dev".to_string())].into();
+        })]);
+        assert_eq!(run(&filtered, &displaced).matches.len(), 1);
+        // Inactive actions route nothing.
+        let mut inactive = snapshot();
+        inactive.actions_mut().for_each(|a| a.set_active(false));
+        assert!(run(&inactive, &displaced).matches.is_empty());
+        assert!(run(&inactive, &restored).matches.is_empty());
+    }
+
+    #[test]
+    fn reserved_and_bucket_root_versions_folders_route_nothing() {
+        let snap = snapshot();
+        for (dir_path, new) in [
+            ("/buckets/b", folder_at("", V1, 1)),
+            ("/buckets/b/.uploads", folder_at("k", V1, 1)),
+            ("/buckets/b/.system", folder_at("k", V1, 1)),
+        ] {
+            let r = run(&snap, &pointer_event(dir_path, None, new));
+            assert!(r.matches.is_empty(), "{dir_path}");
+        }
+    }
+
+    fn deferred_null(snap: &Snapshot) -> Match {
+        let ev = pointer_event("/buckets/b/docs", None, folder_at("k", V1, 7_000));
+        run(snap, &ev).matches.remove(0)
+    }
+
+    fn deferred_restore(snap: &Snapshot) -> Match {
+        let ev = pointer_event(
+            "/buckets/b",
+            Some(folder_at("k", DM, 6_000).with(keys::LATEST_VERSION_IS_DELETE_MARKER, "true")),
+            folder_at("k", V2, 5_000),
+        );
+        run(snap, &ev).matches.remove(0)
+    }
+
+    #[test]
+    fn resolving_a_found_null_version_gives_a_concrete_match() {
+        let snap = snapshot();
+        let time = snap.time();
+        let rule = rule_of(&snap, ActionKind::NoncurrentDays);
+        let m = deferred_null(&snap);
+        for bare in [
+            // Pre-versioning object.
+            file("k", 6_000, 5),
+            // Suspended-era null.
+            file("k", 6_000, 5).with(keys::VERSION_ID, "null"),
+            // A null delete marker: noncurrent markers expire too (AWS).
+            marker("null", 6_000).with(keys::VERSION_ID, "null"),
+        ] {
+            let mut bare = bare;
+            bare.name = "k".into();
+            let got = resolve_deferred(&m, Some(&bare), &time, &rule).expect("resolves");
+            assert_eq!(
+                got,
+                Match {
+                    identity: EntryIdentity::of(&bare),
+                    lookup: None,
+                    ..m.clone()
+                }
+            );
+            assert_ne!(got.identity, EntryIdentity::default());
+        }
+    }
+
+    #[test]
+    fn resolving_a_missing_or_misshapen_null_version_gives_nothing() {
+        let snap = snapshot();
+        let time = snap.time();
+        let rule = rule_of(&snap, ActionKind::NoncurrentDays);
+        let m = deferred_null(&snap);
+        assert_eq!(resolve_deferred(&m, None, &time, &rule), None);
+        // An implicit parent directory is not a null version.
+        assert_eq!(resolve_deferred(&m, Some(&dir("k", 1)), &time, &rule), None);
+        // Another entry than the one named.
+        assert_eq!(
+            resolve_deferred(&m, Some(&file("other", 1, 5)), &time, &rule),
+            None
+        );
+        // Written after the pointer moved: a new current null, not the
+        // displaced one (a Suspended rewrite).
+        let rewritten = file("k", 7_001, 5).with(keys::VERSION_ID, "null");
+        assert_eq!(resolve_deferred(&m, Some(&rewritten), &time, &rule), None);
+        // Written in the demotion's own second: still the displaced one.
+        let same_second = file("k", 7_000, 5);
+        assert!(resolve_deferred(&m, Some(&same_second), &time, &rule).is_some());
+    }
+
+    #[test]
+    fn resolving_checks_the_rules_full_filter() {
+        let snap = snapshot_with(vec![
+            enabled(|r| {
+                r.noncurrent_days = 3;
+                r.size_gt = 100;
+                r.tags = [("env".to_string(), "dev".to_string())].into();
+            }),
+            enabled(|r| {
+                r.expiration_days = 10;
+                r.size_lt = 100;
+            }),
+        ]);
+        let time = snap.time();
+        let nc = rule_of(&snap, ActionKind::NoncurrentDays);
+        let m = deferred_null(&snap);
+        let small = file("k", 1, 50).with("X-Amz-Tagging-env", "dev");
+        let untagged = file("k", 1, 500);
+        let fits = file("k", 1, 500).with("X-Amz-Tagging-env", "dev");
+        assert_eq!(resolve_deferred(&m, Some(&small), &time, &nc), None);
+        assert_eq!(resolve_deferred(&m, Some(&untagged), &time, &nc), None);
+        let got = resolve_deferred(&m, Some(&fits), &time, &nc).expect("inside filter");
+        assert_eq!(got.identity, EntryIdentity::of(&fits));
+
+        let exp = rule_of(&snap, ActionKind::ExpirationDays);
+        let m = deferred_restore(&snap);
+        let big = version(V2, 5_000, 500).stamped(5_500 * S);
+        assert_eq!(resolve_deferred(&m, Some(&big), &time, &exp), None);
+        let ok = version(V2, 5_000, 5).stamped(5_500 * S);
+        assert!(resolve_deferred(&m, Some(&ok), &time, &exp).is_some());
+    }
+
+    #[test]
+    fn resolving_a_restored_version_checks_its_id_and_keeps_the_later_due() {
+        let snap = snapshot();
+        let time = snap.time();
+        let rule = rule_of(&snap, ActionKind::ExpirationDays);
+        let m = deferred_restore(&snap);
+        // The restored version carries its stale stamp; that is expected.
+        let v2 = version(V2, 5_000, 3).stamped(5_900 * S);
+        let got = resolve_deferred(&m, Some(&v2), &time, &rule).expect("resolves");
+        assert_eq!(
+            got,
+            Match {
+                identity: EntryIdentity::of(&v2),
+                lookup: None,
+                ..m.clone()
+            }
+        );
+        assert_eq!(got.due, 5_000 * S + 10 * DAY);
+        // An entry mtime later than the folder's cached one wins.
+        let later = version(V2, 5_400, 3);
+        let got = resolve_deferred(&m, Some(&later), &time, &rule).expect("resolves");
+        assert_eq!(got.due, 5_400 * S + 10 * DAY);
+        // ... but never an earlier one.
+        let earlier = version(V2, 4_000, 3);
+        let got = resolve_deferred(&m, Some(&earlier), &time, &rule).expect("resolves");
+        assert_eq!(got.due, m.due);
+        // Not found, another version, a marker with that id, a directory.
+        let mut other = version(V1, 5_000, 3);
+        other.name = format!("v_{V2}");
+        let mut as_dir = version(V2, 5_000, 3);
+        as_dir.is_directory = true;
+        for e in [None, Some(&other), Some(&marker(V2, 5_000)), Some(&as_dir)] {
+            assert_eq!(resolve_deferred(&m, e, &time, &rule), None, "{e:?}");
+        }
+    }
+
+    #[test]
+    fn resolving_needs_a_deferred_match_and_its_own_rule() {
+        let snap = snapshot();
+        let time = snap.time();
+        let nc = rule_of(&snap, ActionKind::NoncurrentDays);
+        let exp = rule_of(&snap, ActionKind::ExpirationDays);
+        let m = deferred_null(&snap);
+        let bare = file("k", 1, 5);
+        // The ExpirationDays rule is not the match's rule.
+        assert_eq!(resolve_deferred(&m, Some(&bare), &time, &exp), None);
+        // A concrete match is not resolved again.
+        let concrete = Match {
+            lookup: None,
+            ..m.clone()
+        };
+        assert_eq!(resolve_deferred(&concrete, Some(&bare), &time, &nc), None);
+        // An expectation that does not go with the kind.
+        let mixed = Match {
+            kind: ActionKind::ExpirationDays,
+            ..m.clone()
+        };
+        assert_eq!(resolve_deferred(&mixed, Some(&bare), &time, &nc), None);
+        // A disabled rule never fires.
+        let off = FlatRule {
+            enabled: false,
+            ..nc.clone()
+        };
+        assert_eq!(resolve_deferred(&m, Some(&bare), &time, &off), None);
+    }
+
     mod props {
         use super::*;
         use proptest::prelude::*;
@@ -986,6 +1846,68 @@ mod tests {
                     for m in &r.matches {
                         prop_assert!(m.kind.is_replay_kind());
                         prop_assert!(!m.object_path.is_empty());
+                        if let Some(l) = &m.lookup {
+                            prop_assert_eq!(&m.identity, &EntryIdentity::default());
+                            prop_assert!(l.directory.starts_with("/buckets/b"));
+                            prop_assert!(!l.name.is_empty() && !l.name.contains('/'));
+                        }
+                    }
+                }
+            }
+
+            #[test]
+            fn pointer_moves_defer_only_the_two_cases(
+                old in proptest::option::of((
+                    proptest::option::of(prop_oneof![Just(V1), Just(V2), Just(DM), Just("null"), Just("")]),
+                    any::<bool>(),
+                )),
+                new_id in proptest::option::of(prop_oneof![Just(V1), Just(V2), Just(DM), Just("null"), Just("a/b")]),
+                new_null_latest in any::<bool>(),
+                new_marker in any::<bool>(),
+                mtime in proptest::option::of(-5i64..10_000),
+            ) {
+                let mk = |id: Option<&str>, null_latest: bool| {
+                    let mut f = dir("k.versions", 1);
+                    if let Some(id) = id {
+                        f = f.with(keys::LATEST_VERSION_ID, id);
+                    }
+                    if null_latest {
+                        f = f.with(keys::NULL_VERSION_IS_LATEST, "true");
+                    }
+                    f
+                };
+                let old_entry = old.map(|(id, nl)| mk(id, nl));
+                let mut new = mk(new_id, new_null_latest);
+                if new_marker {
+                    new = new.with(keys::LATEST_VERSION_IS_DELETE_MARKER, "true");
+                }
+                if let Some(t) = mtime {
+                    new = new.with(keys::LATEST_VERSION_MTIME, &t.to_string());
+                }
+                let ev = pointer_event("/buckets/b/d", old_entry.clone(), new);
+                let r = run(&snapshot(), &ev);
+                prop_assert!(r.matches.len() <= 1);
+                let old_id = old.and_then(|(id, _)| id).filter(|id| !id.is_empty());
+                let null_was_latest = old.is_some_and(|(_, nl)| nl);
+                for m in &r.matches {
+                    let l = m.lookup.as_ref().expect("folder events only defer");
+                    let new_id = new_id.expect("a pointer is needed");
+                    prop_assert!(!new_null_latest);
+                    match &l.expect {
+                        Expect::NullVersion => {
+                            prop_assert!(old_id.is_none() || null_was_latest);
+                            prop_assert_ne!(new_id, "null");
+                            prop_assert_eq!(m.kind, ActionKind::NoncurrentDays);
+                            prop_assert_eq!((l.directory.as_str(), l.name.as_str()), ("/buckets/b/d", "k"));
+                        }
+                        Expect::Version { version_id } => {
+                            let old_id = old_id.expect("a restore needs an old pointer");
+                            prop_assert!(!null_was_latest && !new_marker);
+                            prop_assert_eq!(version_id.as_str(), new_id);
+                            prop_assert_eq!(compare_version_ids(new_id, old_id), Ordering::Greater);
+                            prop_assert_eq!(m.kind, ActionKind::ExpirationDays);
+                            prop_assert!(mtime.is_some_and(|t| t > 0));
+                        }
                     }
                 }
             }

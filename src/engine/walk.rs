@@ -147,6 +147,7 @@ pub fn evaluate_item(
             due,
             identity: identity.clone(),
             shard,
+            lookup: None,
         });
     };
     match item {
@@ -296,6 +297,7 @@ mod tests {
                 due: 1000 * S + 2 * DAY,
                 identity: EntryIdentity::of(&e),
                 shard: shard_id("b", "d/a"),
+                lookup: None,
             }]
         );
         assert_eq!(item.shard("b"), Some(shard_id("b", "d/a")));

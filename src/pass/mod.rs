@@ -1,7 +1,12 @@
-//! The daily pass: per-bucket recovery planning, retry policy and pass
-//! summaries (pure), and later the actors that run a pass. The lifecycle
-//! decisions themselves live in [`crate::engine`].
+//! The daily pass: per-bucket recovery planning, retry policy, the per-shard
+//! state machine (pure), the cluster ports, and the actors that run a pass
+//! (Coordinator → ShardActor → Replay/Walker, plus the DeleteDispatcher). The
+//! lifecycle decisions themselves live in [`crate::engine`].
 
+pub mod actors;
+pub mod coordinator;
 pub mod dispatch;
 pub mod plan;
+pub mod ports;
 pub mod retry;
+pub mod shard_run;

@@ -20,6 +20,7 @@ use base64::engine::general_purpose::STANDARD;
 use md5::{Digest, Md5};
 use serde::{Deserialize, Serialize};
 
+use crate::engine::progress::ActionProgress;
 use crate::engine::{Nanos, SHARD_COUNT};
 use crate::pb::filer_pb::{Entry, FuseAttributes};
 use crate::seaweed::filer::{FilerClient, FilerError, join_path};
@@ -80,9 +81,10 @@ pub struct BucketCursor {
     /// Why progress on this bucket is halted, if it is.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub halted: Option<String>,
-    /// Per-rule progress: `"<rulehash hex>/<kind>"` → ts_ns.
+    /// Per-action replay progress: `"<rulehash hex>/<kind>"` →
+    /// `{ts, through, through_now}` (see [`crate::engine::progress`]).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub rules: BTreeMap<String, Nanos>,
+    pub rules: BTreeMap<String, ActionProgress>,
 }
 
 /// The Go worker's cursor file (facts doc §8).
@@ -570,8 +572,10 @@ mod tests {
         c.last_walked_ns = 77;
         let b = c.buckets.get_mut("b1").unwrap();
         b.halted = Some("RETRY_LATER on k".into());
-        b.rules
-            .insert("0011223344556677/EXPIRATION_DAYS".into(), 42);
+        b.rules.insert(
+            "0011223344556677/expiration_days".into(),
+            ActionProgress::at(42),
+        );
         let json = c.to_json();
         assert_eq!(decode_cursor(&json, 3).unwrap(), c);
     }

@@ -4,5 +4,8 @@
 
 pub mod buckets;
 pub mod cursor;
+pub mod delete;
 pub mod filer;
 pub mod lister;
+pub mod metalog;
+pub mod retention;

@@ -1,0 +1,328 @@
+//! `s3-lifecycled run-once`: one daily pass over the selected shards, then exit.
+//! Flags override the configuration; the report goes to stdout as `key=value`
+//! lines (one per shard, one for the pass) or one JSON document (`--json`).
+//! Exit codes: 0 completed, 3 a shard halted, 1 runtime error, 2 configuration.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use clap::Args;
+use serde_json::json;
+use time::OffsetDateTime;
+use time::format_description::well_known::Rfc3339;
+
+use crate::cli::{EXIT_ERROR, EXIT_HALTED, EXIT_OK, EXIT_USAGE};
+use crate::config::{Settings, parse_shards};
+use crate::engine::Nanos;
+use crate::pass::coordinator::{Coordinator, PassOptions, PassResult, RunPass};
+use crate::pass::ports::{SeaweedCluster, SeaweedDelete};
+use crate::pass::shard_run::{Counters, ShardOutcome};
+
+/// `run-once` flags.
+#[derive(Debug, Clone, Args)]
+pub struct RunOnceArgs {
+    /// TOML configuration file (optional; defaults apply without one).
+    #[arg(long)]
+    pub config: Option<PathBuf>,
+    /// Filer gRPC address (overrides `cluster.filer`).
+    #[arg(long)]
+    pub filer: Option<String>,
+    /// S3 gateway gRPC address (overrides `cluster.s3_grpc`).
+    #[arg(long = "s3-grpc")]
+    pub s3_grpc: Option<String>,
+    /// Shards to run: `0-15` or `a,b,c` (overrides `pass.shards`).
+    #[arg(long)]
+    pub shards: Option<String>,
+    /// Buckets to act on, comma-separated (overrides `pass.buckets`).
+    #[arg(long)]
+    pub buckets: Option<String>,
+    /// Evaluate the pass as of this RFC 3339 time instead of the wall clock.
+    #[arg(long)]
+    pub now: Option<String>,
+    /// Decide and report everything; delete nothing, save no cursor.
+    #[arg(long = "dry-run")]
+    pub dry_run: bool,
+    /// Print one JSON document instead of key=value lines.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// A usage or configuration problem: message names the key or flag.
+fn usage(msg: impl std::fmt::Display) -> i32 {
+    eprintln!("error: {msg}");
+    EXIT_USAGE
+}
+
+/// Loads settings (file, environment, flags) and validates them.
+pub fn settings(args: &RunOnceArgs) -> Result<Settings, String> {
+    let mut s =
+        Settings::load(args.config.as_deref(), std::env::vars()).map_err(|e| e.to_string())?;
+    if let Some(f) = &args.filer {
+        s.cluster.filer = f.clone();
+    }
+    if let Some(g) = &args.s3_grpc {
+        s.cluster.s3_grpc = g.clone();
+    }
+    if let Some(sh) = &args.shards {
+        parse_shards(sh).map_err(|m| format!("flag --shards: {m}"))?;
+        s.pass.shards = sh.clone();
+    }
+    if let Some(b) = &args.buckets {
+        s.pass.buckets = b
+            .split(',')
+            .map(str::trim)
+            .filter(|x| !x.is_empty())
+            .map(str::to_string)
+            .collect();
+    }
+    s.validate().map_err(|e| e.to_string())?;
+    Ok(s)
+}
+
+/// Parses `--now`.
+pub fn parse_now(s: &str) -> Result<Nanos, String> {
+    let t = OffsetDateTime::parse(s.trim(), &Rfc3339).map_err(|e| {
+        format!("flag --now: `{s}` is not an RFC 3339 time such as 2026-01-31T00:00:00Z ({e})")
+    })?;
+    i64::try_from(t.unix_timestamp_nanos())
+        .map_err(|_| format!("flag --now: `{s}` is out of range"))
+}
+
+fn rfc3339(ns: Nanos) -> String {
+    OffsetDateTime::from_unix_timestamp_nanos(i128::from(ns))
+        .ok()
+        .and_then(|t| t.format(&Rfc3339).ok())
+        .unwrap_or_else(|| ns.to_string())
+}
+
+fn wall_clock_ns() -> Nanos {
+    i64::try_from(OffsetDateTime::now_utc().unix_timestamp_nanos()).unwrap_or(i64::MAX)
+}
+
+/// Runs the subcommand and returns the exit code.
+pub fn run(args: RunOnceArgs) -> i32 {
+    let s = match settings(&args) {
+        Ok(s) => s,
+        Err(e) => return usage(e),
+    };
+    let now = match &args.now {
+        Some(n) => match parse_now(n) {
+            Ok(v) => v,
+            Err(e) => return usage(e),
+        },
+        None => wall_clock_ns(),
+    };
+    let shards = match parse_shards(&s.pass.shards) {
+        Ok(v) => v,
+        Err(e) => return usage(format!("configuration key `pass.shards`: {e}")),
+    };
+    init_tracing(&s.telemetry.log_filter);
+    let runtime = || {
+        tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+    };
+    // Probe the builder once outside actix so a failure is an error, not a panic.
+    if let Err(e) = runtime() {
+        eprintln!("error: cannot start the async runtime: {e}");
+        return EXIT_ERROR;
+    }
+    let sys = actix::System::with_tokio_rt(move || {
+        runtime().unwrap_or_else(|e| panic!("tokio runtime failed after a successful probe: {e}"))
+    });
+    let json = args.json;
+    let dry_run = args.dry_run;
+    sys.block_on(async move {
+        let cluster = match SeaweedCluster::connect(
+            &s.cluster.filer,
+            &s.cluster.buckets_root,
+            &s.cursor.dir,
+            s.pass.event_buffer,
+        )
+        .await
+        {
+            Ok(c) => c,
+            Err(e) => {
+                eprintln!("error: filer {}: {e}", s.cluster.filer);
+                return EXIT_ERROR;
+            }
+        };
+        let deletes = match SeaweedDelete::connect(&s.cluster.s3_grpc).await {
+            Ok(d) => d,
+            Err(e) => return usage(format!("configuration key `cluster.s3_grpc`: {e}")),
+        };
+        let coordinator =
+            actix::Actor::start(Coordinator::new(Arc::new(cluster), Arc::new(deletes)));
+        let opts = PassOptions {
+            now,
+            shards,
+            dry_run,
+            settings: s,
+        };
+        match coordinator.send(RunPass(opts)).await {
+            Ok(Ok(result)) => report(&result, dry_run, json),
+            Ok(Err(e)) => {
+                eprintln!("error: {e}");
+                EXIT_ERROR
+            }
+            Err(e) => {
+                eprintln!("error: coordinator stopped: {e}");
+                EXIT_ERROR
+            }
+        }
+    })
+}
+
+fn init_tracing(filter: &str) {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .or_else(|_| tracing_subscriber::EnvFilter::try_new(filter))
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .try_init();
+}
+
+fn deletes_kv(c: &Counters) -> String {
+    let d = c.all_deletes();
+    let g = |k: &str| d.get(k).copied().unwrap_or(0);
+    format!(
+        "done={} noop={} lock={} retry_later={} blocked={} rpc_error={} dry_run={}",
+        g("DONE"),
+        g("NOOP_RESOLVED"),
+        g("SKIPPED_OBJECT_LOCK"),
+        g("RETRY_LATER"),
+        g("BLOCKED"),
+        g("RPC_ERROR"),
+        g("DRY_RUN")
+    )
+}
+
+/// Prints the report; returns the exit code.
+fn report(r: &PassResult, dry_run: bool, json_out: bool) -> i32 {
+    let run_id = format!("{:016x}", rand::random::<u64>());
+    let mut totals = Counters::default();
+    for s in &r.shards {
+        totals.add(&s.report.counters);
+    }
+    for e in &r.bucket_errors {
+        eprintln!("warning: bucket {}: {}", e.bucket, e.reason);
+    }
+    if let Some(e) = &r.error {
+        eprintln!("error: {e}");
+    }
+    let halted = r
+        .shards
+        .iter()
+        .filter(|s| s.report.outcome == ShardOutcome::Halted)
+        .count();
+    let rules = r.shards.iter().map(|s| s.report.rules).max().unwrap_or(0);
+    let outcome = r.outcome();
+    for s in &r.shards {
+        let rep = &s.report;
+        let c = &rep.counters;
+        let recovery: Vec<String> = rep
+            .recovery
+            .iter()
+            .map(|(b, why)| format!("{b}:{why}"))
+            .collect();
+        tracing::info!(
+            shard = rep.shard,
+            outcome = rep.outcome.as_str(),
+            events = c.events_scanned,
+            matches = c.matches,
+            pending = c.pending,
+            halt = rep.halt_reason.as_deref().unwrap_or(""),
+            "shard pass finished"
+        );
+        if let Some(h) = &rep.halt_reason {
+            eprintln!("shard {:02} {}: {h}", rep.shard, rep.outcome.as_str());
+        }
+        if !json_out {
+            println!(
+                "shard={:02} outcome={} buckets={} rules={} events={} matches={} pending={} {} walker={} recovery={} halt={} duration={:.3}s",
+                rep.shard,
+                rep.outcome.as_str(),
+                rep.buckets,
+                rep.rules,
+                c.events_scanned,
+                c.matches,
+                c.pending,
+                deletes_kv(c),
+                if rep.walker_ran { "yes" } else { "no" },
+                recovery.join(","),
+                rep.halt_reason.as_deref().unwrap_or("").replace(' ', "_"),
+                s.duration.as_secs_f64()
+            );
+        }
+    }
+    tracing::info!(
+        run_id,
+        outcome,
+        shards = r.shards.len(),
+        halted,
+        events = totals.events_scanned,
+        matches = totals.matches,
+        duration_s = r.duration.as_secs_f64(),
+        "pass finished"
+    );
+    if json_out {
+        let shards: Vec<_> = r
+            .shards
+            .iter()
+            .map(|s| {
+                let rep = &s.report;
+                json!({
+                    "shard": rep.shard,
+                    "outcome": rep.outcome.as_str(),
+                    "buckets": rep.buckets,
+                    "rules": rep.rules,
+                    "events_scanned": rep.counters.events_scanned,
+                    "matches": rep.counters.matches,
+                    "pending": rep.counters.pending,
+                    "deletes": rep.counters.all_deletes(),
+                    "walker_ran": rep.walker_ran,
+                    "recovery": rep.recovery.iter().map(|(b, why)| json!({"bucket": b, "reason": why.as_str()})).collect::<Vec<_>>(),
+                    "halt_reason": rep.halt_reason,
+                    "duration_ms": s.duration.as_millis() as u64,
+                })
+            })
+            .collect();
+        let doc = json!({
+            "run_id": run_id,
+            "now": rfc3339(r.now),
+            "now_ns": r.now,
+            "dry_run": dry_run,
+            "outcome": outcome,
+            "duration_ms": r.duration.as_millis() as u64,
+            "buckets": r.buckets,
+            "bucket_errors": r.bucket_errors.iter().map(|e| json!({"bucket": e.bucket, "reason": e.reason})).collect::<Vec<_>>(),
+            "totals": {
+                "events_scanned": totals.events_scanned,
+                "matches": totals.matches,
+                "pending": totals.pending,
+                "deletes": totals.all_deletes(),
+            },
+            "shards": shards,
+        });
+        println!("{doc}");
+    } else {
+        println!(
+            "pass run_id={run_id} now={} outcome={outcome} shards={} halted={halted} buckets={} rules={rules} events={} matches={} pending={} {} duration={:.3}s",
+            rfc3339(r.now),
+            r.shards.len(),
+            r.buckets.len(),
+            totals.events_scanned,
+            totals.matches,
+            totals.pending,
+            deletes_kv(&totals),
+            r.duration.as_secs_f64()
+        );
+    }
+    match outcome {
+        "failed" => EXIT_ERROR,
+        "halted" => EXIT_HALTED,
+        _ => EXIT_OK,
+    }
+}

@@ -1,0 +1,585 @@
+//! The actors of a pass: [`ShardActor`] (supervised, one per selected shard)
+//! with its [`Replay`] and [`Walker`] children. They are thin: each message
+//! becomes a call on the shard's pure [`ShardRun`], and the deletes it hands out
+//! go to the [`DeleteDispatcher`](crate::pass::dispatch::DeleteDispatcher), which answers the child that sent them.
+//!
+//! Backpressure: a `WalkBatch` or `ReplayEvent` is answered only once the shard
+//! has room in its window for everything it queued, so the sender (the
+//! coordinator's listing or meta-log task, awaiting `send`) stops reading until
+//! outcomes free slots. Memory per shard is the window plus one event's matches.
+
+use std::cell::RefCell;
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::rc::Rc;
+use std::sync::Arc;
+use std::time::Duration;
+
+use actix::prelude::*;
+use tokio::sync::oneshot;
+
+use crate::engine::{Match, Nanos};
+use crate::pass::dispatch::{Dispatch, Outcome};
+use crate::pass::ports::ClusterPort;
+use crate::pass::shard_run::{DeleteTicket, PassPlan, ShardReport, ShardRun, Work};
+use crate::pb::filer_pb::Entry;
+use crate::seaweed::cursor::ShardCursor;
+use crate::seaweed::delete::DeleteRequest;
+
+/// A delete as the dispatcher takes it.
+pub type DeleteDispatch = Dispatch<DeleteRequest, DeleteTicket>;
+/// A delete's fate as the shard's children receive it.
+pub type DeleteOutcome = Outcome<DeleteRequest, DeleteTicket>;
+
+/// Restarts allowed per shard and pass before it is left failed.
+pub const RESTART_BUDGET: u32 = 3;
+
+/// Backoff before restart number `n` (1-based): `1.5^min(10, n−1)` seconds.
+pub fn restart_backoff(n: u32) -> Duration {
+    Duration::from_secs_f64(1.5f64.powi(n.saturating_sub(1).min(10) as i32))
+}
+
+/// Walker matches of one listed item, all due.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct WalkBatch {
+    /// Bucket listed.
+    pub bucket: String,
+    /// Matches to delete.
+    pub matches: Vec<Match>,
+}
+
+/// A bucket's listing ended.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct ListingDone {
+    /// Bucket listed.
+    pub bucket: String,
+    /// Without error.
+    pub ok: bool,
+}
+
+/// Ends the walk phase; answers where the shard needs the meta-log from.
+#[derive(Message)]
+#[rtype(result = "Option<Nanos>")]
+pub struct StartReplay;
+
+/// One meta-log event routed to the shard.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct ReplayEvent {
+    /// Event ts.
+    pub ts: Nanos,
+    /// Its matches in the replay view.
+    pub matches: Vec<Match>,
+}
+
+/// Answers once every sent delete has an outcome.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct Drain;
+
+/// Ends the pass for the shard.
+#[derive(Message)]
+#[rtype(result = "(ShardReport, Option<ShardCursor>)")]
+pub struct Finish {
+    /// ts of the last event when the stream ended normally.
+    pub stream_end: Option<Nanos>,
+    /// Events routed to the shard that were not sent to it (buckets outside
+    /// the replay view), for the events_scanned counter.
+    pub events_not_routed: u64,
+}
+
+/// The filer's answer to a deferred match's lookup.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct LookupDone {
+    /// The deferred match.
+    pub m: Box<Match>,
+    /// Its ticket.
+    pub ticket: DeleteTicket,
+    /// The entry (`None`: not found) or the lookup error.
+    pub entry: Result<Option<Entry>, String>,
+}
+
+/// A child hit a bug; the shard restarts.
+#[derive(Message)]
+#[rtype(result = "()")]
+struct Crashed(String);
+
+/// Stops a child.
+#[derive(Message)]
+#[rtype(result = "()")]
+struct Stop;
+
+/// State shared by a shard actor and its children (all on one arbiter).
+struct Core {
+    run: Option<ShardRun>,
+    dispatcher: Recipient<DeleteDispatch>,
+    replay_to: Option<Recipient<DeleteOutcome>>,
+    lookup_to: Option<Recipient<LookupDone>>,
+    port: Arc<dyn ClusterPort>,
+    walk_to: Option<Recipient<DeleteOutcome>>,
+    accept_waiters: Vec<oneshot::Sender<()>>,
+    idle_waiters: Vec<oneshot::Sender<()>>,
+    extra_events: u64,
+}
+
+type SharedCore = Rc<RefCell<Core>>;
+
+impl Core {
+    fn run(&mut self) -> Option<&mut ShardRun> {
+        self.run.as_mut()
+    }
+
+    /// Sends what the window allows and wakes whoever waits for room or idle.
+    fn pump(&mut self) {
+        let Some(run) = self.run.as_mut() else {
+            return;
+        };
+        for (work, ticket) in run.next_sends() {
+            let call = match work {
+                Work::Delete(call) => call,
+                Work::Lookup(m) => {
+                    let Some(reply) = self.lookup_to.clone() else {
+                        run.lookup_done(&m, ticket, Err("shard restarting".into()));
+                        continue;
+                    };
+                    let Some(l) = m.lookup.as_ref() else {
+                        run.lookup_done(&m, ticket, Ok(None));
+                        continue;
+                    };
+                    let fut = self.port.lookup(&l.directory, &l.name);
+                    // I/O on the runtime pool; the answer comes back by message
+                    // (awaited send: a lost answer would wedge the window).
+                    tokio::spawn(async move {
+                        let entry = fut.await;
+                        let _ = reply.send(LookupDone { m, ticket, entry }).await;
+                    });
+                    continue;
+                }
+            };
+            let to = match ticket {
+                DeleteTicket::Walk { .. } => self.walk_to.clone(),
+                DeleteTicket::Replay(_) => self.replay_to.clone(),
+            };
+            let Some(reply_to) = to else {
+                // No child to answer to (restarting): report it as lost so the
+                // window and the cursor stay honest.
+                let r = crate::pass::dispatch::CallResult::Transport {
+                    message: "shard restarting; delete not sent".into(),
+                };
+                run.outcome(&call, ticket, &r);
+                continue;
+            };
+            // do_send: queued even when the dispatcher's mailbox is full; the
+            // total is bounded by the shards' windows.
+            self.dispatcher.do_send(Dispatch {
+                call,
+                ticket,
+                reply_to,
+            });
+        }
+        let (accepting, idle) = match self.run.as_ref() {
+            Some(r) => (r.accepting(), r.idle()),
+            None => (true, true),
+        };
+        if accepting {
+            for w in self.accept_waiters.drain(..) {
+                let _ = w.send(());
+            }
+        }
+        if idle {
+            for w in self.idle_waiters.drain(..) {
+                let _ = w.send(());
+            }
+        }
+    }
+
+    fn wait_accepting(&mut self) -> oneshot::Receiver<()> {
+        let (tx, rx) = oneshot::channel();
+        self.accept_waiters.push(tx);
+        self.pump();
+        rx
+    }
+
+    fn wait_idle(&mut self) -> oneshot::Receiver<()> {
+        let (tx, rx) = oneshot::channel();
+        self.idle_waiters.push(tx);
+        self.pump();
+        rx
+    }
+}
+
+fn panic_message(p: Box<dyn std::any::Any + Send>) -> String {
+    p.downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| p.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "panic".into())
+}
+
+/// Runs `f` on the core; a panic marks the shard failed and returns `Err`.
+fn guarded<R>(core: &SharedCore, f: impl FnOnce(&mut Core) -> R) -> Result<R, String> {
+    let r = catch_unwind(AssertUnwindSafe(|| f(&mut core.borrow_mut())));
+    r.map_err(|p| {
+        let msg = panic_message(p);
+        if let Ok(mut c) = core.try_borrow_mut() {
+            if let Some(run) = c.run() {
+                run.fail(format!("shard crashed: {msg}"));
+            }
+            c.pump();
+        }
+        msg
+    })
+}
+
+async fn await_rx(rx: oneshot::Receiver<()>) {
+    // A dropped sender means the shard restarted; the caller goes on.
+    let _ = rx.await;
+}
+
+/// Replay child: applies routed events and replay outcomes.
+pub struct Replay {
+    core: SharedCore,
+    parent: Recipient<Crashed>,
+}
+
+impl Actor for Replay {
+    type Context = Context<Self>;
+    fn started(&mut self, ctx: &mut Context<Self>) {
+        let mut c = self.core.borrow_mut();
+        c.replay_to = Some(ctx.address().recipient());
+        c.lookup_to = Some(ctx.address().recipient());
+    }
+}
+
+impl Handler<LookupDone> for Replay {
+    type Result = ();
+    fn handle(&mut self, d: LookupDone, _: &mut Context<Self>) {
+        let r = guarded(&self.core, |c| {
+            let shard = c.run.as_ref().map(|r| r.shard());
+            if let Some(run) = c.run()
+                && let Some(reason) = run.lookup_done(&d.m, d.ticket, d.entry)
+            {
+                tracing::warn!(shard, %reason, "shard halted");
+            }
+            c.pump();
+        });
+        if let Err(e) = r {
+            self.parent.do_send(Crashed(e));
+        }
+    }
+}
+
+impl Handler<ReplayEvent> for Replay {
+    type Result = ResponseFuture<()>;
+    fn handle(&mut self, m: ReplayEvent, _: &mut Context<Self>) -> Self::Result {
+        match guarded(&self.core, |c| {
+            if let Some(run) = c.run() {
+                run.replay_event(m.ts, &m.matches);
+            }
+            c.wait_accepting()
+        }) {
+            Ok(rx) => Box::pin(await_rx(rx)),
+            Err(e) => {
+                self.parent.do_send(Crashed(e));
+                Box::pin(async {})
+            }
+        }
+    }
+}
+
+impl Handler<DeleteOutcome> for Replay {
+    type Result = ();
+    fn handle(&mut self, o: DeleteOutcome, _: &mut Context<Self>) {
+        on_outcome(&self.core, &self.parent, o);
+    }
+}
+
+impl Handler<Stop> for Replay {
+    type Result = ();
+    fn handle(&mut self, _: Stop, ctx: &mut Context<Self>) {
+        ctx.stop();
+    }
+}
+
+/// Walker child: applies walker matches and walker outcomes.
+pub struct Walker {
+    core: SharedCore,
+    parent: Recipient<Crashed>,
+}
+
+impl Actor for Walker {
+    type Context = Context<Self>;
+    fn started(&mut self, ctx: &mut Context<Self>) {
+        self.core.borrow_mut().walk_to = Some(ctx.address().recipient());
+    }
+}
+
+impl Handler<WalkBatch> for Walker {
+    type Result = ResponseFuture<()>;
+    fn handle(&mut self, m: WalkBatch, _: &mut Context<Self>) -> Self::Result {
+        match guarded(&self.core, |c| {
+            if let Some(run) = c.run() {
+                run.walk_matches(&m.bucket, m.matches);
+            }
+            c.wait_accepting()
+        }) {
+            Ok(rx) => Box::pin(await_rx(rx)),
+            Err(e) => {
+                self.parent.do_send(Crashed(e));
+                Box::pin(async {})
+            }
+        }
+    }
+}
+
+impl Handler<DeleteOutcome> for Walker {
+    type Result = ();
+    fn handle(&mut self, o: DeleteOutcome, _: &mut Context<Self>) {
+        on_outcome(&self.core, &self.parent, o);
+    }
+}
+
+impl Handler<Stop> for Walker {
+    type Result = ();
+    fn handle(&mut self, _: Stop, ctx: &mut Context<Self>) {
+        ctx.stop();
+    }
+}
+
+fn on_outcome(core: &SharedCore, parent: &Recipient<Crashed>, o: DeleteOutcome) {
+    let r = guarded(core, |c| {
+        let shard = c.run.as_ref().map(|r| r.shard());
+        if let Some(run) = c.run()
+            && let Some(reason) = run.outcome(&o.call, o.ticket, &o.result)
+        {
+            tracing::warn!(shard, %reason, "shard halted");
+        }
+        c.pump();
+    });
+    if let Err(e) = r {
+        parent.do_send(Crashed(e));
+    }
+}
+
+/// One shard: owns its pass state and cursor, supervises nothing itself but is
+/// supervised ([`actix::Supervisor`]); its children do the per-phase work.
+pub struct ShardActor {
+    shard: u8,
+    plan: Arc<PassPlan>,
+    persisted: Option<ShardCursor>,
+    window: usize,
+    core: SharedCore,
+    replay: Option<Addr<Replay>>,
+    walker: Option<Addr<Walker>>,
+    restarts: u32,
+    crash: Option<String>,
+}
+
+impl ShardActor {
+    /// A shard for `plan`, starting from `persisted`, sending deletes to
+    /// `dispatcher` with at most `window` in flight.
+    pub fn new(
+        shard: u8,
+        plan: Arc<PassPlan>,
+        persisted: Option<ShardCursor>,
+        window: usize,
+        dispatcher: Recipient<DeleteDispatch>,
+        port: Arc<dyn ClusterPort>,
+    ) -> ShardActor {
+        let run = ShardRun::new(shard, plan.clone(), persisted.clone(), window);
+        ShardActor {
+            shard,
+            plan,
+            persisted,
+            window,
+            core: Rc::new(RefCell::new(Core {
+                run: Some(run),
+                dispatcher,
+                replay_to: None,
+                lookup_to: None,
+                port,
+                walk_to: None,
+                accept_waiters: Vec::new(),
+                idle_waiters: Vec::new(),
+                extra_events: 0,
+            })),
+            replay: None,
+            walker: None,
+            restarts: 0,
+            crash: None,
+        }
+    }
+
+    fn spawn_children(&mut self, ctx: &mut Context<Self>) {
+        let parent: Recipient<Crashed> = ctx.address().recipient();
+        self.replay = Some(
+            Replay {
+                core: self.core.clone(),
+                parent: parent.clone(),
+            }
+            .start(),
+        );
+        self.walker = Some(
+            Walker {
+                core: self.core.clone(),
+                parent,
+            }
+            .start(),
+        );
+    }
+}
+
+impl Actor for ShardActor {
+    type Context = Context<Self>;
+
+    fn started(&mut self, ctx: &mut Context<Self>) {
+        ctx.set_mailbox_capacity(64);
+        if self.restarts == 0 {
+            self.spawn_children(ctx);
+        } else {
+            ctx.run_later(restart_backoff(self.restarts), |act, ctx| {
+                act.spawn_children(ctx)
+            });
+        }
+    }
+}
+
+impl Supervised for ShardActor {
+    fn restarting(&mut self, _ctx: &mut Context<Self>) {
+        self.restarts += 1;
+        if let Some(r) = self.replay.take() {
+            r.do_send(Stop);
+        }
+        if let Some(w) = self.walker.take() {
+            w.do_send(Stop);
+        }
+        // Rebuild from the persisted cursor. Events already read this pass
+        // cannot be read again, so the shard sits the rest of the pass out
+        // (failed, cursor not saved) and the next pass resumes from the
+        // persisted cursor.
+        let mut run = ShardRun::new(
+            self.shard,
+            self.plan.clone(),
+            self.persisted.clone(),
+            self.window,
+        );
+        run.fail(format!(
+            "restarted ({} of {RESTART_BUDGET}) after: {}",
+            self.restarts,
+            self.crash.as_deref().unwrap_or("unknown failure")
+        ));
+        let mut c = self.core.borrow_mut();
+        c.run = Some(run);
+        c.replay_to = None;
+        c.lookup_to = None;
+        c.walk_to = None;
+        c.pump();
+    }
+}
+
+impl Handler<Crashed> for ShardActor {
+    type Result = ();
+    fn handle(&mut self, m: Crashed, ctx: &mut Context<Self>) {
+        tracing::error!(shard = self.shard, error = %m.0, "shard crashed");
+        self.crash = Some(m.0);
+        if self.restarts < RESTART_BUDGET {
+            ctx.stop();
+        }
+    }
+}
+
+impl Handler<WalkBatch> for ShardActor {
+    type Result = ResponseFuture<()>;
+    fn handle(&mut self, m: WalkBatch, _: &mut Context<Self>) -> Self::Result {
+        match &self.walker {
+            Some(w) => {
+                let w = w.clone();
+                Box::pin(async move {
+                    let _ = w.send(m).await;
+                })
+            }
+            None => {
+                if let Some(run) = self.core.borrow_mut().run() {
+                    run.walk_matches(&m.bucket, m.matches);
+                }
+                Box::pin(async {})
+            }
+        }
+    }
+}
+
+impl Handler<ReplayEvent> for ShardActor {
+    type Result = ResponseFuture<()>;
+    fn handle(&mut self, m: ReplayEvent, _: &mut Context<Self>) -> Self::Result {
+        match &self.replay {
+            Some(r) => {
+                let r = r.clone();
+                Box::pin(async move {
+                    let _ = r.send(m).await;
+                })
+            }
+            None => {
+                if let Some(run) = self.core.borrow_mut().run() {
+                    run.replay_event(m.ts, &m.matches);
+                }
+                Box::pin(async {})
+            }
+        }
+    }
+}
+
+impl Handler<ListingDone> for ShardActor {
+    type Result = ();
+    fn handle(&mut self, m: ListingDone, _: &mut Context<Self>) {
+        if let Some(run) = self.core.borrow_mut().run() {
+            run.listing_done(&m.bucket, m.ok);
+        }
+    }
+}
+
+impl Handler<StartReplay> for ShardActor {
+    type Result = Option<Nanos>;
+    fn handle(&mut self, _: StartReplay, _: &mut Context<Self>) -> Option<Nanos> {
+        self.core.borrow_mut().run().and_then(|r| r.start_replay())
+    }
+}
+
+impl Handler<Drain> for ShardActor {
+    type Result = ResponseFuture<()>;
+    fn handle(&mut self, _: Drain, _: &mut Context<Self>) -> Self::Result {
+        let rx = self.core.borrow_mut().wait_idle();
+        Box::pin(await_rx(rx))
+    }
+}
+
+impl Handler<Finish> for ShardActor {
+    type Result = MessageResult<Finish>;
+    fn handle(&mut self, m: Finish, _: &mut Context<Self>) -> Self::Result {
+        let mut c = self.core.borrow_mut();
+        c.extra_events += m.events_not_routed;
+        let extra = c.extra_events;
+        let run = c.run.take().unwrap_or_else(|| {
+            let mut r = ShardRun::new(
+                self.shard,
+                self.plan.clone(),
+                self.persisted.clone(),
+                self.window,
+            );
+            r.fail("shard state lost".into());
+            r
+        });
+        drop(c);
+        let (mut report, cursor) = run.finish(m.stream_end);
+        report.counters.events_scanned += extra;
+        if let Some(r) = self.replay.take() {
+            r.do_send(Stop);
+        }
+        if let Some(w) = self.walker.take() {
+            w.do_send(Stop);
+        }
+        // No ctx.stop(): a stop would make the Supervisor restart the shard.
+        // The actor ends with the System at the end of the run.
+        MessageResult((report, cursor))
+    }
+}

@@ -1,0 +1,243 @@
+//! The cluster as the pass sees it: one trait for filer reads/writes and the
+//! meta-log ([`ClusterPort`]), the delete RPC ([`DeletePort`]), and the real
+//! adapters over [`crate::seaweed`]. Actor and pass tests substitute fakes.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::future::BoxFuture;
+use futures::stream::BoxStream;
+use futures::{FutureExt, StreamExt};
+use tonic::transport::{Channel, Endpoint};
+
+use crate::engine::{MetaEvent, Nanos, WalkItem};
+use crate::pass::dispatch::{AttemptError, AttemptResult, DeletePort};
+use crate::pb::filer_pb::Entry;
+use crate::seaweed::buckets::{BucketScan, list_bucket_configs};
+use crate::seaweed::cursor::{CursorStore, ShardCursor};
+use crate::seaweed::delete::{DeleteClient, DeleteError, DeleteRequest};
+use crate::seaweed::filer::FilerClient;
+use crate::seaweed::lister::list_bucket;
+use crate::seaweed::metalog::{DEFAULT_CLIENT_NAME, MetaLogReader, ReaderOptions, SubscribeParams};
+use crate::seaweed::retention;
+
+/// A stream of meta-log events for one pass: `Err` then end when it broke;
+/// a plain end means the filer ended the stream normally.
+pub type EventStream = BoxStream<'static, Result<MetaEvent, String>>;
+
+/// Filer-side I/O of a pass. Errors are messages naming what failed.
+pub trait ClusterPort: Send + Sync + 'static {
+    /// The buckets root (e.g. `/buckets`).
+    fn buckets_root(&self) -> String;
+    /// Every bucket's lifecycle configuration (and per-bucket parse errors).
+    fn buckets(&self) -> BoxFuture<'static, Result<BucketScan, String>>;
+    /// The meta-log horizon (`None`: nothing persisted yet).
+    fn earliest_available(&self) -> BoxFuture<'static, Result<Option<Nanos>, String>>;
+    /// Loads a shard's cursor (`None`: no file, cold start).
+    fn load_cursor(&self, shard: u8) -> BoxFuture<'static, Result<Option<ShardCursor>, String>>;
+    /// Saves a shard's cursor.
+    fn save_cursor(
+        &self,
+        cursor: ShardCursor,
+        now: Nanos,
+    ) -> BoxFuture<'static, Result<(), String>>;
+    /// Lists a bucket for the walker.
+    fn list_bucket(&self, bucket: &str) -> BoxStream<'static, Result<WalkItem, String>>;
+    /// Looks up one entry (`None`: not found), for deferred matches.
+    fn lookup(&self, dir: &str, name: &str) -> BoxFuture<'static, Result<Option<Entry>, String>>;
+    /// Opens the pass's one meta-log subscription over `(since, until]`.
+    fn subscribe(
+        &self,
+        since: Nanos,
+        until: Nanos,
+    ) -> BoxFuture<'static, Result<EventStream, String>>;
+}
+
+/// The real cluster: a filer channel shared by every filer call.
+pub struct SeaweedCluster {
+    filer: FilerClient,
+    channel: Channel,
+    root: String,
+    cursors: Arc<CursorStore>,
+    event_buffer: usize,
+}
+
+/// A lazily connecting channel with the filer client's keepalive settings.
+/// Build it on the main runtime (its buffer task lives there).
+pub fn channel(addr: &str) -> Result<Channel, String> {
+    let url = if addr.contains("://") {
+        addr.to_string()
+    } else {
+        format!("http://{addr}")
+    };
+    let endpoint = Endpoint::from_shared(url)
+        .map_err(|e| format!("invalid address {addr:?}: {e}; expected host:port"))?;
+    Ok(endpoint
+        .connect_timeout(Duration::from_secs(10))
+        .tcp_nodelay(true)
+        .http2_keep_alive_interval(Duration::from_secs(60))
+        .keep_alive_timeout(Duration::from_secs(20))
+        .keep_alive_while_idle(false)
+        .connect_lazy())
+}
+
+impl SeaweedCluster {
+    /// Connects to the filer at `addr` (fails when it does not answer), asks
+    /// for the buckets root unless `buckets_root` is set, and keeps cursors
+    /// under `cursor_dir`.
+    pub async fn connect(
+        addr: &str,
+        buckets_root: &str,
+        cursor_dir: &str,
+        event_buffer: usize,
+    ) -> Result<SeaweedCluster, String> {
+        let channel = channel(addr)?;
+        let filer = FilerClient::from_channel(channel.clone(), addr);
+        let root = if buckets_root.is_empty() {
+            filer
+                .buckets_root()
+                .await
+                .map_err(|e| format!("filer {addr}: {e}"))?
+        } else {
+            buckets_root.trim_end_matches('/').to_string()
+        };
+        let cursors = Arc::new(CursorStore::new(filer.clone(), cursor_dir));
+        Ok(SeaweedCluster {
+            filer,
+            channel,
+            root,
+            cursors,
+            event_buffer,
+        })
+    }
+}
+
+impl ClusterPort for SeaweedCluster {
+    fn buckets_root(&self) -> String {
+        self.root.clone()
+    }
+
+    fn buckets(&self) -> BoxFuture<'static, Result<BucketScan, String>> {
+        let filer = self.filer.clone();
+        let root = self.root.clone();
+        async move {
+            list_bucket_configs(&filer, &root)
+                .await
+                .map_err(|e| format!("listing buckets under {root}: {e}"))
+        }
+        .boxed()
+    }
+
+    fn earliest_available(&self) -> BoxFuture<'static, Result<Option<Nanos>, String>> {
+        let mut raw = self.filer.raw();
+        async move {
+            retention::earliest_available(&mut raw)
+                .await
+                .map(|e| e.map(|e| e.ts_ns))
+                .map_err(|e| format!("meta-log retention probe: {e}"))
+        }
+        .boxed()
+    }
+
+    fn load_cursor(&self, shard: u8) -> BoxFuture<'static, Result<Option<ShardCursor>, String>> {
+        let store = self.cursors.clone();
+        async move { store.load(shard).await.map_err(|e| e.to_string()) }.boxed()
+    }
+
+    fn save_cursor(
+        &self,
+        cursor: ShardCursor,
+        now: Nanos,
+    ) -> BoxFuture<'static, Result<(), String>> {
+        let store = self.cursors.clone();
+        async move { store.save(&cursor, now).await.map_err(|e| e.to_string()) }.boxed()
+    }
+
+    fn list_bucket(&self, bucket: &str) -> BoxStream<'static, Result<WalkItem, String>> {
+        let b = bucket.to_string();
+        list_bucket(&self.filer, &self.root, bucket)
+            .map(move |r| r.map_err(|e| format!("listing bucket {b}: {e}")))
+            .boxed()
+    }
+
+    fn lookup(&self, dir: &str, name: &str) -> BoxFuture<'static, Result<Option<Entry>, String>> {
+        let filer = self.filer.clone();
+        let (dir, name) = (dir.to_string(), name.to_string());
+        async move {
+            filer
+                .lookup(&dir, &name)
+                .await
+                .map_err(|e| format!("lookup {dir}/{name}: {e}"))
+        }
+        .boxed()
+    }
+
+    fn subscribe(
+        &self,
+        since: Nanos,
+        until: Nanos,
+    ) -> BoxFuture<'static, Result<EventStream, String>> {
+        let channel = self.channel.clone();
+        let params = SubscribeParams {
+            buckets_root: self.root.clone(),
+            since_ns: since,
+            until_ns: until,
+            client_name: DEFAULT_CLIENT_NAME.to_string(),
+        };
+        let options = ReaderOptions {
+            capacity: self.event_buffer.max(1),
+            ..ReaderOptions::default()
+        };
+        async move {
+            let reader = MetaLogReader::open(channel, params, options)
+                .await
+                .map_err(|e| e.to_string())?;
+            let events = reader
+                .map(|r| match r {
+                    Ok(resp) => Ok(MetaEvent::all_from_response(&resp)),
+                    Err(e) => Err(e.to_string()),
+                })
+                .flat_map(|r| match r {
+                    Ok(evs) => futures::stream::iter(evs.into_iter().map(Ok).collect::<Vec<_>>()),
+                    Err(e) => futures::stream::iter(vec![Err(e)]),
+                });
+            Ok(events.boxed())
+        }
+        .boxed()
+    }
+}
+
+/// `LifecycleDelete` over the S3 gateway's gRPC port.
+pub struct SeaweedDelete {
+    client: DeleteClient,
+}
+
+impl SeaweedDelete {
+    /// A client for `addr` (connects lazily; build on the main runtime).
+    pub async fn connect(addr: &str) -> Result<SeaweedDelete, String> {
+        DeleteClient::connect(addr)
+            .await
+            .map(|client| SeaweedDelete { client })
+            .map_err(|e| e.to_string())
+    }
+}
+
+impl DeletePort<DeleteRequest> for SeaweedDelete {
+    fn call(&self, call: &DeleteRequest) -> BoxFuture<'static, AttemptResult> {
+        let client = self.client.clone();
+        let req = call.clone();
+        async move {
+            match client.delete(&req).await {
+                Ok(o) => Ok((o.outcome.label(), o.reason, o.outcome.is_resolved())),
+                Err(e @ DeleteError::Transport { .. }) => Err(AttemptError {
+                    retryable: e.is_retryable(),
+                    message: e.to_string(),
+                }),
+                // Refused locally: the server would answer BLOCKED, so it halts
+                // the shard like BLOCKED does instead of being retried.
+                Err(e) => Ok(("BLOCKED", e.to_string(), false)),
+            }
+        }
+        .boxed()
+    }
+}

@@ -1,0 +1,775 @@
+//! The per-shard state machine of one daily pass, pure: which buckets recover,
+//! walker and replay bookkeeping, the in-flight window, halt state, counters, and
+//! the new cursor. The actors in [`crate::pass::actors`] only move messages in and
+//! out of it; every decision is made here and unit-tested with plain calls.
+//!
+//! Life of a [`ShardRun`] within one pass:
+//! 1. [`ShardRun::new`] from the pass plan and the persisted cursor (the recovery
+//!    decisions are made there, see [`plan_shard`]);
+//! 2. walk phase: [`ShardRun::walk_matches`] for every due walker match, then
+//!    [`ShardRun::listing_done`] per listed bucket;
+//! 3. [`ShardRun::start_replay`] builds the progress tracker and says where the
+//!    shard needs the meta-log to start;
+//! 4. replay phase: [`ShardRun::replay_event`] per routed event, in log order;
+//! 5. throughout: [`ShardRun::next_sends`] hands out deletes while the window has
+//!    room, [`ShardRun::outcome`] takes their fates (in any order);
+//! 6. [`ShardRun::finish`] returns the report and the cursor to save.
+
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde::Serialize;
+
+use crate::engine::progress::{ActionProgress, Decision, ProgressTracker, Ticket};
+use crate::engine::route::resolve_deferred;
+use crate::engine::{ActionKey, EMPTY_HASH, Match, Nanos, Snapshot, TimeConfig};
+use crate::pass::dispatch::CallResult;
+use crate::pass::plan::{self, Persisted, RecoveryReason};
+use crate::pb::filer_pb::Entry;
+use crate::seaweed::cursor::{BucketCursor, CURSOR_VERSION, Hash32, ShardCursor};
+use crate::seaweed::delete::DeleteRequest;
+
+/// Everything one pass decided before any shard ran; shared by all shards.
+#[derive(Debug)]
+pub struct PassPlan {
+    /// The pass's single `now`.
+    pub now: Nanos,
+    /// Day length and due rounding.
+    pub time: TimeConfig,
+    /// `pass.clock_skew_margin`.
+    pub skew_margin: Duration,
+    /// `pass.walker_interval` (0 = walk every pass).
+    pub walker_interval: Duration,
+    /// The meta-log horizon (probe), `None` when nothing is persisted.
+    pub earliest: Option<Nanos>,
+    /// Replay view (actions served from the meta-log).
+    pub replay: Option<Snapshot>,
+    /// Walk view (actions served by listing).
+    pub walk: Option<Snapshot>,
+    /// Recovery view: every enabled action.
+    pub recovery: Snapshot,
+    /// Per-bucket replay content hash.
+    pub rule_set_hash: BTreeMap<String, Hash32>,
+    /// Per-bucket promoted hash.
+    pub promoted_hash: BTreeMap<String, Hash32>,
+    /// Go-compatible global hashes for the cursor's top-level fields.
+    pub global_rule_set_hash: Hash32,
+    /// See [`PassPlan::global_rule_set_hash`].
+    pub global_promoted_hash: Hash32,
+    /// Buckets that exist but are not part of this pass (config failed to
+    /// parse, or not selected by `pass.buckets`): their cursor state is kept.
+    pub keep: BTreeSet<String>,
+}
+
+impl PassPlan {
+    /// Buckets with at least one enabled action (the recovery view's buckets).
+    pub fn buckets(&self) -> impl Iterator<Item = &str> {
+        self.recovery.buckets().iter().map(|b| &**b.name())
+    }
+
+    fn has_replay(&self, bucket: &str) -> bool {
+        self.replay
+            .as_ref()
+            .is_some_and(|r| r.bucket(bucket).is_some())
+    }
+
+    fn has_walk(&self, bucket: &str) -> bool {
+        self.walk
+            .as_ref()
+            .is_some_and(|w| w.bucket(bucket).is_some())
+    }
+
+    /// The bucket's replay actions, `(key, ttl)`.
+    fn replay_actions(&self, bucket: &str) -> Vec<(ActionKey, Duration)> {
+        self.replay
+            .as_ref()
+            .and_then(|r| r.bucket(bucket))
+            .map(|b| b.actions().iter().map(|a| (a.key(), a.ttl())).collect())
+            .unwrap_or_default()
+    }
+}
+
+/// The cursor key of an action's progress: `"<rulehash hex>/<kind>"`.
+pub fn progress_key(key: &ActionKey) -> String {
+    format!("{}/{}", key.rule_hash.to_hex(), key.kind.as_str())
+}
+
+/// What one shard does with each bucket this pass.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ShardPlan {
+    /// Buckets this shard recovers, and why.
+    pub recover: BTreeMap<String, RecoveryReason>,
+    /// Buckets this shard walks in steady state (walk view, walk due).
+    pub steady_walk: BTreeSet<String>,
+}
+
+/// Which view a walker item of a bucket is evaluated against on a shard.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WalkRole {
+    /// The shard recovers the bucket: every enabled action.
+    Recovery,
+    /// A steady-state walk: the walk view.
+    Steady,
+}
+
+impl ShardPlan {
+    /// The role of `bucket` in this shard's walk, `None` when not walked.
+    pub fn walk_role(&self, bucket: &str) -> Option<WalkRole> {
+        if self.recover.contains_key(bucket) {
+            Some(WalkRole::Recovery)
+        } else if self.steady_walk.contains(bucket) {
+            Some(WalkRole::Steady)
+        } else {
+            None
+        }
+    }
+}
+
+/// Decides, for one shard, which buckets recover and which get a steady walk
+/// (design steps 4 and 5).
+pub fn plan_shard(plan: &PassPlan, persisted: Option<&ShardCursor>) -> ShardPlan {
+    let mut out = ShardPlan::default();
+    for bucket in plan.buckets() {
+        let rsh = plan
+            .rule_set_hash
+            .get(bucket)
+            .copied()
+            .unwrap_or(EMPTY_HASH);
+        let promoted = plan
+            .promoted_hash
+            .get(bucket)
+            .copied()
+            .unwrap_or(EMPTY_HASH);
+        let has_replay = plan.has_replay(bucket);
+        let pb = persisted.and_then(|c| c.buckets.get(bucket));
+        let actions = plan.replay_actions(bucket);
+        let reason = match pb {
+            None => Some(RecoveryReason::ColdStart),
+            Some(b) => {
+                let keys: Vec<String> = actions.iter().map(|(k, _)| progress_key(k)).collect();
+                let oldest = keys
+                    .iter()
+                    .filter_map(|k| b.rules.get(k).map(|p| p.ts))
+                    .min();
+                let p = Persisted {
+                    rule_set_hash: b.rule_set_hash,
+                    promoted_hash: b.promoted_hash,
+                    oldest_replay_ts: oldest,
+                };
+                plan::recovery_reason(Some(&p), &rsh, &promoted, has_replay, plan.earliest).or_else(
+                    || {
+                        // Progress missing for a current replay action: nothing
+                        // says which of its events were handled.
+                        keys.iter()
+                            .any(|k| !b.rules.contains_key(k))
+                            .then_some(RecoveryReason::ColdStart)
+                    },
+                )
+            }
+        };
+        match reason {
+            Some(r) => {
+                out.recover.insert(bucket.to_string(), r);
+            }
+            None if plan.has_walk(bucket) => {
+                let last = pb.map_or(0, |b| b.last_walked_ns);
+                let interval = i64::try_from(plan.walker_interval.as_nanos()).unwrap_or(i64::MAX);
+                if interval == 0 || plan.now.saturating_sub(last) >= interval {
+                    out.steady_walk.insert(bucket.to_string());
+                }
+            }
+            None => {}
+        }
+    }
+    out
+}
+
+/// Identifies a delete within a shard: which phase sent it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum DeleteTicket {
+    /// A walker delete of `bucket`.
+    Walk {
+        /// Bucket walked.
+        bucket: String,
+    },
+    /// A replay delete; the tracker ticket.
+    Replay(Ticket),
+}
+
+/// Every delete label of the contract, always reported (0 when none).
+pub const DELETE_LABELS: [&str; 7] = [
+    "DONE",
+    "NOOP_RESOLVED",
+    "SKIPPED_OBJECT_LOCK",
+    "RETRY_LATER",
+    "BLOCKED",
+    "RPC_ERROR",
+    "DRY_RUN",
+];
+
+/// Per-shard counters.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct Counters {
+    /// Meta-log events routed to this shard.
+    pub events_scanned: u64,
+    /// Matches seen (walker and replay).
+    pub matches: u64,
+    /// Replay matches not yet due.
+    pub pending: u64,
+    /// Delete outcomes by label.
+    pub deletes: BTreeMap<String, u64>,
+}
+
+impl Counters {
+    fn count(&mut self, label: &str) {
+        // Unknown server outcomes halt like RETRY_LATER and count as RPC_ERROR
+        // so the contract's fixed key set stays complete.
+        let label = if DELETE_LABELS.contains(&label) {
+            label
+        } else {
+            "RPC_ERROR"
+        };
+        *self.deletes.entry(label.to_string()).or_default() += 1;
+    }
+
+    /// Adds `other` into `self`.
+    pub fn add(&mut self, other: &Counters) {
+        self.events_scanned += other.events_scanned;
+        self.matches += other.matches;
+        self.pending += other.pending;
+        for (k, v) in &other.deletes {
+            *self.deletes.entry(k.clone()).or_default() += v;
+        }
+    }
+
+    /// The delete counts with every contract label present.
+    pub fn all_deletes(&self) -> BTreeMap<String, u64> {
+        DELETE_LABELS
+            .iter()
+            .map(|l| (l.to_string(), self.deletes.get(*l).copied().unwrap_or(0)))
+            .collect()
+    }
+}
+
+/// How a shard's pass ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ShardOutcome {
+    /// Everything ran; the cursor advanced as far as the log allowed.
+    Completed,
+    /// An unresolved delete stopped the shard; reason recorded.
+    Halted,
+    /// The shard could not run (cursor unreadable, crashed, stream broken).
+    Failed,
+}
+
+impl ShardOutcome {
+    /// `completed`, `halted` or `failed`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ShardOutcome::Completed => "completed",
+            ShardOutcome::Halted => "halted",
+            ShardOutcome::Failed => "failed",
+        }
+    }
+}
+
+/// One shard's summary for the report.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ShardReport {
+    /// Shard number.
+    pub shard: u8,
+    /// How it ended.
+    pub outcome: ShardOutcome,
+    /// Buckets with enabled actions in this pass.
+    pub buckets: usize,
+    /// Distinct rules across those buckets.
+    pub rules: usize,
+    /// Counters.
+    pub counters: Counters,
+    /// Whether any walk ran on this shard.
+    pub walker_ran: bool,
+    /// Buckets recovered (or attempted), with the reason.
+    pub recovery: Vec<(String, RecoveryReason)>,
+    /// Why the shard halted or failed.
+    pub halt_reason: Option<String>,
+}
+
+#[derive(Debug, Default, Clone)]
+struct WalkBook {
+    /// `Some(ok)` once the listing ended.
+    listed: Option<bool>,
+    /// A delete of this bucket did not resolve (or was never sent).
+    unresolved: bool,
+}
+
+/// One shard's pass state. See the module docs for the order of calls.
+#[derive(Debug)]
+pub struct ShardRun {
+    shard: u8,
+    plan: Arc<PassPlan>,
+    shard_plan: ShardPlan,
+    persisted: Option<ShardCursor>,
+    window: usize,
+    in_flight: usize,
+    queue: VecDeque<(Work, DeleteTicket)>,
+    walks: BTreeMap<String, WalkBook>,
+    tracker: Option<ProgressTracker<ActionKey>>,
+    /// Buckets whose recovery failed (listing error or unresolved walk).
+    failed_recovery: BTreeSet<String>,
+    halted: Option<String>,
+    failed: Option<String>,
+    counters: Counters,
+}
+
+impl ShardRun {
+    /// A shard about to run `plan`, from its persisted cursor, sending at most
+    /// `window` deletes at a time.
+    pub fn new(
+        shard: u8,
+        plan: Arc<PassPlan>,
+        persisted: Option<ShardCursor>,
+        window: usize,
+    ) -> ShardRun {
+        let shard_plan = plan_shard(&plan, persisted.as_ref());
+        ShardRun {
+            shard,
+            plan,
+            shard_plan,
+            persisted,
+            window: window.max(1),
+            in_flight: 0,
+            queue: VecDeque::new(),
+            walks: BTreeMap::new(),
+            tracker: None,
+            failed_recovery: BTreeSet::new(),
+            halted: None,
+            failed: None,
+            counters: Counters::default(),
+        }
+    }
+
+    /// The shard number.
+    pub fn shard(&self) -> u8 {
+        self.shard
+    }
+
+    /// This shard's recovery and walk decisions.
+    pub fn shard_plan(&self) -> &ShardPlan {
+        &self.shard_plan
+    }
+
+    /// Marks the shard failed for this pass (crash, restart): it sends nothing
+    /// more and its cursor is not saved, so the next pass starts again from the
+    /// persisted one.
+    pub fn fail(&mut self, reason: String) {
+        self.queue.clear();
+        self.failed.get_or_insert(reason);
+    }
+
+    /// Whether the shard stopped sending (halted or failed).
+    pub fn stopped(&self) -> bool {
+        self.halted.is_some() || self.failed.is_some()
+    }
+
+    /// Whether another event can be taken: nothing waits for a window slot.
+    pub fn accepting(&self) -> bool {
+        self.queue.is_empty() || self.stopped()
+    }
+
+    /// Whether every sent delete has an outcome and nothing waits to be sent.
+    pub fn idle(&self) -> bool {
+        self.in_flight == 0 && (self.queue.is_empty() || self.stopped())
+    }
+
+    /// Deletes sent and not yet answered.
+    pub fn in_flight(&self) -> usize {
+        self.in_flight
+    }
+
+    /// Takes walker matches of `bucket` (all due at `now`).
+    pub fn walk_matches(&mut self, bucket: &str, matches: Vec<Match>) {
+        let book = self.walks.entry(bucket.to_string()).or_default();
+        for m in matches {
+            self.counters.matches += 1;
+            if self.halted.is_some() || self.failed.is_some() {
+                book.unresolved = true;
+                continue;
+            }
+            self.queue.push_back((
+                Work::Delete(request_of(&m)),
+                DeleteTicket::Walk {
+                    bucket: bucket.to_string(),
+                },
+            ));
+        }
+    }
+
+    /// The listing of `bucket` ended, `ok` when without error.
+    pub fn listing_done(&mut self, bucket: &str, ok: bool) {
+        self.walks.entry(bucket.to_string()).or_default().listed = Some(ok);
+    }
+
+    fn walk_succeeded(&self, bucket: &str) -> bool {
+        self.walks
+            .get(bucket)
+            .is_some_and(|b| b.listed == Some(true) && !b.unresolved)
+            && self.halted.is_none()
+            && self.failed.is_none()
+    }
+
+    /// Ends the walk phase and builds the replay tracker. Returns the earliest
+    /// meta-log position this shard needs (`None`: nothing to replay).
+    pub fn start_replay(&mut self) -> Option<Nanos> {
+        for bucket in self.shard_plan.recover.keys() {
+            if !self.walk_succeeded(bucket) {
+                self.failed_recovery.insert(bucket.clone());
+            }
+        }
+        if self.stopped() {
+            return None;
+        }
+        let plan = self.plan.clone();
+        let mut starts = Vec::new();
+        for bucket in plan.buckets() {
+            if self.failed_recovery.contains(bucket) {
+                continue;
+            }
+            let recovered = self.shard_plan.recover.contains_key(bucket);
+            let persisted = self.persisted.as_ref().and_then(|c| c.buckets.get(bucket));
+            for (key, ttl) in plan.replay_actions(bucket) {
+                let start = if recovered {
+                    // The walk resolved every match due by `now`; replay only
+                    // has to find where the first not-yet-due event is.
+                    ActionProgress {
+                        ts: plan::rewind_point(plan.now, ttl, &plan.time, plan.skew_margin),
+                        through: plan.now,
+                        through_now: plan.now,
+                    }
+                } else {
+                    match persisted.and_then(|b| b.rules.get(&progress_key(&key))) {
+                        Some(p) => *p,
+                        // plan_shard recovers such a bucket; unreachable in
+                        // practice, and skipping is the safe answer.
+                        None => continue,
+                    }
+                };
+                starts.push((key, start));
+            }
+        }
+        let since = starts.iter().map(|(_, p)| p.ts).min();
+        self.tracker = Some(ProgressTracker::new(plan.now, starts));
+        since
+    }
+
+    /// One meta-log event routed to this shard (`matches` from the replay view).
+    pub fn replay_event(&mut self, ts: Nanos, matches: &[Match]) {
+        self.counters.events_scanned += 1;
+        if self.stopped() {
+            return;
+        }
+        let Some(tracker) = self.tracker.as_mut() else {
+            return;
+        };
+        for m in matches {
+            let key = ActionKey {
+                bucket: Arc::from(m.bucket.as_str()),
+                rule_hash: m.rule_hash,
+                kind: m.kind,
+            };
+            match tracker.decide(&key, ts, m.due) {
+                Decision::Skip => {}
+                Decision::Pending => {
+                    self.counters.matches += 1;
+                    self.counters.pending += 1;
+                }
+                Decision::Dispatch(t) => {
+                    self.counters.matches += 1;
+                    let work = if m.lookup.is_some() {
+                        Work::Lookup(Box::new(m.clone()))
+                    } else {
+                        Work::Delete(request_of(m))
+                    };
+                    self.queue.push_back((work, DeleteTicket::Replay(t)));
+                }
+            }
+        }
+        tracker.event_processed(ts);
+    }
+
+    /// Deletes to send now: as many as the window allows.
+    pub fn next_sends(&mut self) -> Vec<(Work, DeleteTicket)> {
+        let mut out = Vec::new();
+        if self.stopped() {
+            return out;
+        }
+        while self.in_flight < self.window {
+            let Some(item) = self.queue.pop_front() else {
+                break;
+            };
+            self.in_flight += 1;
+            out.push(item);
+        }
+        out
+    }
+
+    /// The fate of a delete handed out by [`ShardRun::next_sends`]. Returns the
+    /// halt reason when this outcome halted the shard.
+    pub fn outcome(
+        &mut self,
+        request: &DeleteRequest,
+        ticket: DeleteTicket,
+        result: &CallResult,
+    ) -> Option<String> {
+        self.in_flight = self.in_flight.saturating_sub(1);
+        self.counters.count(result.label());
+        let ok = result.is_resolved();
+        match ticket {
+            DeleteTicket::Replay(t) => {
+                if let Some(tr) = self.tracker.as_mut() {
+                    tr.resolved(t, ok);
+                }
+            }
+            DeleteTicket::Walk { bucket } => {
+                if !ok {
+                    self.walks.entry(bucket).or_default().unresolved = true;
+                }
+            }
+        }
+        if ok || self.halted.is_some() {
+            return None;
+        }
+        let reason = halt_reason(request, result);
+        // Queued walker deletes never go out: their buckets did not walk fully.
+        for (_, t) in self.queue.drain(..) {
+            if let DeleteTicket::Walk { bucket } = t {
+                self.walks.entry(bucket).or_default().unresolved = true;
+            }
+        }
+        self.halted = Some(reason.clone());
+        Some(reason)
+    }
+
+    /// The filer's answer to a [`Work::Lookup`] (`Err`: the lookup failed).
+    /// Either settles the match (no delete needed, or not due yet) or queues
+    /// the concrete delete first in line. Returns the halt reason when a
+    /// failed lookup halted the shard.
+    pub fn lookup_done(
+        &mut self,
+        m: &Match,
+        ticket: DeleteTicket,
+        entry: Result<Option<Entry>, String>,
+    ) -> Option<String> {
+        self.in_flight = self.in_flight.saturating_sub(1);
+        let entry = match entry {
+            Ok(e) => e,
+            Err(e) => {
+                let req = request_of(m);
+                let result = CallResult::Transport {
+                    message: format!("deferred lookup failed: {e}"),
+                };
+                // Re-count through `outcome` (it decrements the window).
+                self.in_flight += 1;
+                return self.outcome(&req, ticket, &result);
+            }
+        };
+        let rule = self
+            .plan
+            .replay
+            .as_ref()
+            .and_then(|r| r.bucket(&m.bucket))
+            .and_then(|b| b.action(m.rule_hash, m.kind))
+            .map(|a| a.rule().clone());
+        let resolved = rule.and_then(|r| resolve_deferred(m, entry.as_ref(), &self.plan.time, &r));
+        let settle = |run: &mut ShardRun, ok: bool| {
+            if let (DeleteTicket::Replay(t), Some(tr)) = (&ticket, run.tracker.as_mut()) {
+                tr.resolved(*t, ok);
+            }
+        };
+        match resolved {
+            // Nothing to delete: the match is resolved.
+            None => settle(self, true),
+            // Not due after all: like a pending match, the cursor stays
+            // before the event (reported unresolved, which does not halt).
+            Some(c) if c.due > self.plan.now => {
+                self.counters.pending += 1;
+                settle(self, false);
+            }
+            Some(c) => {
+                if !self.stopped() {
+                    self.queue
+                        .push_front((Work::Delete(request_of(&c)), ticket));
+                }
+            }
+        }
+        None
+    }
+
+    /// Ends the pass. `stream_end` is the ts of the last event the stream
+    /// delivered when it ended normally, else `None`. Returns the report and,
+    /// unless the shard failed, the cursor to save.
+    pub fn finish(mut self, stream_end: Option<Nanos>) -> (ShardReport, Option<ShardCursor>) {
+        let plan = self.plan.clone();
+        let end = if self.stopped() { None } else { stream_end };
+        let had_tracker = self.tracker.is_some();
+        let progress: BTreeMap<ActionKey, ActionProgress> = self
+            .tracker
+            .take()
+            .map(|t| t.finish(end).into_iter().collect())
+            .unwrap_or_default();
+        let outcome = if self.failed.is_some() {
+            ShardOutcome::Failed
+        } else if self.halted.is_some() {
+            ShardOutcome::Halted
+        } else {
+            ShardOutcome::Completed
+        };
+        let rules: BTreeSet<(String, String)> = plan
+            .recovery
+            .actions()
+            .map(|a| (a.bucket().to_string(), a.rule_hash().to_hex()))
+            .collect();
+        let report = ShardReport {
+            shard: self.shard,
+            outcome,
+            buckets: plan.recovery.buckets().len(),
+            rules: rules.len(),
+            counters: self.counters.clone(),
+            walker_ran: !self.walks.is_empty(),
+            recovery: self
+                .shard_plan
+                .recover
+                .iter()
+                .map(|(b, r)| (b.clone(), *r))
+                .collect(),
+            halt_reason: self.halted.clone().or_else(|| self.failed.clone()),
+        };
+        if self.failed.is_some() {
+            return (report, None);
+        }
+        let old = self.persisted.take();
+        let mut buckets = BTreeMap::new();
+        if let Some(o) = &old {
+            for (name, b) in &o.buckets {
+                if plan.keep.contains(name) {
+                    buckets.insert(name.clone(), b.clone());
+                }
+            }
+        }
+        for bucket in plan.buckets() {
+            let prev = old.as_ref().and_then(|o| o.buckets.get(bucket));
+            let recovering = self.shard_plan.recover.contains_key(bucket);
+            if self.failed_recovery.contains(bucket) || (recovering && !had_tracker) {
+                // Keep the old state so the next pass recovers again.
+                if let Some(p) = prev {
+                    buckets.insert(bucket.to_string(), p.clone());
+                }
+                continue;
+            }
+            let rules: BTreeMap<String, ActionProgress> = progress
+                .iter()
+                .filter(|(k, _)| &*k.bucket == bucket)
+                .map(|(k, p)| (progress_key(k), *p))
+                .collect();
+            if rules.is_empty() && plan.has_replay(bucket) {
+                // Halted before replay was set up: nothing new is known.
+                if let Some(p) = prev {
+                    buckets.insert(bucket.to_string(), p.clone());
+                }
+                continue;
+            }
+            let walked = self.walk_succeeded(bucket);
+            let last_walked_ns = if walked {
+                plan.now
+            } else {
+                prev.map_or(0, |p| p.last_walked_ns)
+            };
+            buckets.insert(
+                bucket.to_string(),
+                BucketCursor {
+                    ts_ns: rules.values().map(|p| p.ts).min().unwrap_or(plan.now),
+                    rule_set_hash: plan
+                        .rule_set_hash
+                        .get(bucket)
+                        .copied()
+                        .unwrap_or(EMPTY_HASH),
+                    promoted_hash: plan
+                        .promoted_hash
+                        .get(bucket)
+                        .copied()
+                        .unwrap_or(EMPTY_HASH),
+                    last_walked_ns,
+                    halted: self.halted.clone(),
+                    rules,
+                },
+            );
+        }
+        let ts_ns = buckets
+            .values()
+            .filter(|b| !b.rules.is_empty())
+            .map(|b| b.ts_ns)
+            .min()
+            .unwrap_or_else(|| old.as_ref().map_or(0, |o| o.ts_ns));
+        let last_walked_ns = buckets
+            .values()
+            .map(|b| b.last_walked_ns)
+            .max()
+            .unwrap_or(0);
+        let cursor = ShardCursor {
+            version: CURSOR_VERSION,
+            shard_id: self.shard,
+            updated_ns: 0,
+            ts_ns,
+            rule_set_hash: plan.global_rule_set_hash,
+            promoted_hash: plan.global_promoted_hash,
+            last_walked_ns,
+            buckets,
+        };
+        (report, Some(cursor))
+    }
+}
+
+/// One unit of work for the window: a delete, or a deferred match that needs
+/// a filer lookup first ([`crate::engine::route::resolve_deferred`]).
+#[derive(Debug, Clone, PartialEq)]
+pub enum Work {
+    /// Send this delete.
+    Delete(DeleteRequest),
+    /// Look the match's entry up, then [`ShardRun::lookup_done`].
+    Lookup(Box<Match>),
+}
+
+/// The `LifecycleDelete` request of a match.
+pub fn request_of(m: &Match) -> DeleteRequest {
+    DeleteRequest {
+        bucket: m.bucket.clone(),
+        object_path: m.object_path.clone(),
+        version_id: m.version_id.clone(),
+        rule_hash: m.rule_hash,
+        kind: m.kind,
+        identity: m.identity.clone(),
+    }
+}
+
+/// `<OUTCOME> <bucket>/<object_path> [version]: <reason>`.
+pub fn halt_reason(req: &DeleteRequest, result: &CallResult) -> String {
+    let version = if req.version_id.is_empty() {
+        String::new()
+    } else {
+        format!(" {}", req.version_id)
+    };
+    let why = match result {
+        CallResult::Answered { reason, .. } => reason.clone(),
+        CallResult::Transport { message } => message.clone(),
+        CallResult::DryRun => String::new(),
+    };
+    format!(
+        "{} {}/{}{}: {}",
+        result.label(),
+        req.bucket,
+        req.object_path,
+        version,
+        why
+    )
+}

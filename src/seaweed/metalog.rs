@@ -1,0 +1,759 @@
+//! The meta-log reader: one bounded `SubscribeMetadata` stream per pass, flattened
+//! into single events, delivered in order through a bounded channel so that a slow
+//! consumer slows the gRPC read instead of buffering without limit (facts doc §6).
+
+use std::pin::Pin;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicI64, AtomicU64, AtomicUsize, Ordering};
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use futures::Stream;
+use rand::Rng;
+use tokio::sync::mpsc;
+use tokio::task::JoinHandle;
+use tonic::transport::Channel;
+
+use crate::engine::Nanos;
+use crate::pb::filer_pb::seaweed_filer_client::SeaweedFilerClient;
+use crate::pb::filer_pb::{SubscribeMetadataRequest, SubscribeMetadataResponse};
+
+/// Default channel capacity between the gRPC reader task and the consumer.
+pub const DEFAULT_CAPACITY: usize = 1024;
+/// Default receive timeout: the Go reader's 20 minutes.
+pub const DEFAULT_RECEIVE_TIMEOUT: Duration = Duration::from_secs(20 * 60);
+/// Default `client_name` announced to the filer (visible in its logs).
+pub const DEFAULT_CLIENT_NAME: &str = "s3-lifecycled";
+/// Batched responses can be large (up to 256 full entries each); the filer's Go
+/// clients allow 1 GiB messages, so do we.
+const MAX_DECODE_BYTES: usize = 1 << 30;
+
+/// What one pass subscribes to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SubscribeParams {
+    /// The filer's buckets root (`GetFilerConfiguration.dir_buckets`, e.g.
+    /// `/buckets`). Sent as the `path_prefix` exactly as given; since that
+    /// prefix also matches `/buckets2/...`, the reader drops every event whose
+    /// path is not inside `<root>/`.
+    pub buckets_root: String,
+    /// Exclusive lower bound: only events with `ts_ns > since_ns` are delivered.
+    pub since_ns: Nanos,
+    /// Inclusive upper bound, the pass's "now": the filer ends the stream once
+    /// it has sent everything up to here.
+    pub until_ns: Nanos,
+    /// `client_name` announced to the filer.
+    pub client_name: String,
+}
+
+/// Tuning of the reader.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ReaderOptions {
+    /// How many flattened events may wait between the gRPC read and the
+    /// consumer. Must be at least 1.
+    pub capacity: usize,
+    /// Fail the pass when nothing at all (not even a keepalive) arrives for this
+    /// long. `None` waits forever. When set, the reader asks the filer for idle
+    /// heartbeats so a caught-up but healthy stream is not mistaken for a stall.
+    pub receive_timeout: Option<Duration>,
+}
+
+impl Default for ReaderOptions {
+    fn default() -> Self {
+        ReaderOptions {
+            capacity: DEFAULT_CAPACITY,
+            receive_timeout: Some(DEFAULT_RECEIVE_TIMEOUT),
+        }
+    }
+}
+
+/// Why a pass's stream failed. Every variant means the pass is incomplete: the
+/// consumer must not advance a cursor past the last event it handled.
+#[derive(Debug, thiserror::Error)]
+pub enum MetaLogError {
+    /// The parameters can never produce a valid subscription.
+    #[error("meta-log subscription: {0}")]
+    InvalidParams(String),
+    /// The `SubscribeMetadata` call itself failed (filer unreachable, refused…).
+    #[error("meta-log subscribe failed: {code:?}: {message}")]
+    Subscribe {
+        /// gRPC status code.
+        code: tonic::Code,
+        /// gRPC status message.
+        message: String,
+    },
+    /// The stream broke after it started (including a server-side Cancelled).
+    #[error(
+        "meta-log stream broke after {events_delivered} events (last ts {last_ts_ns}): {code:?}: {message}"
+    )]
+    Stream {
+        /// gRPC status code.
+        code: tonic::Code,
+        /// gRPC status message.
+        message: String,
+        /// Events delivered before the break.
+        events_delivered: u64,
+        /// ts_ns of the last delivered event (0 if none).
+        last_ts_ns: Nanos,
+    },
+    /// Nothing arrived from the filer for the configured receive timeout.
+    #[error(
+        "meta-log receive timeout: nothing (not even a keepalive) arrived for {0:?}; the filer may be stuck or the network partitioned"
+    )]
+    ReceiveTimeout(Duration),
+    /// The filer sent log-file references, which this reader never asks for and
+    /// cannot read; skipping them would silently lose events.
+    #[error(
+        "meta-log response at ts {0} carries log_file_refs, which this reader does not request and cannot read"
+    )]
+    UnexpectedLogFileRefs(Nanos),
+    /// The reader task ended without reporting an end or an error (it panicked
+    /// or was aborted).
+    #[error("meta-log reader task ended without a result")]
+    ReaderVanished,
+}
+
+impl MetaLogError {
+    fn from_stream_status(status: &tonic::Status, stats: &ReaderStats) -> Self {
+        MetaLogError::Stream {
+            code: status.code(),
+            message: status.message().to_string(),
+            events_delivered: stats.events_delivered.load(Ordering::Relaxed),
+            last_ts_ns: stats.last_ts_ns.load(Ordering::Relaxed),
+        }
+    }
+}
+
+/// Live counters of one reader, shared with the reader task (for metrics).
+#[derive(Debug, Default)]
+pub struct ReaderStats {
+    /// gRPC responses received (a batch counts once).
+    pub responses: AtomicU64,
+    /// Events handed to the consumer's channel.
+    pub events_delivered: AtomicU64,
+    /// Keepalives, idle heartbeats and flush reports skipped.
+    pub keepalives_skipped: AtomicU64,
+    /// Events whose path is outside `<root>/` (e.g. `/buckets2/...`).
+    pub outside_root_skipped: AtomicU64,
+    /// Events with `ts_ns <= since_ns` (the server should not send them).
+    pub before_since_skipped: AtomicU64,
+    /// Events with `ts_ns > until_ns` (the server should not send them).
+    pub after_until_skipped: AtomicU64,
+    /// Events whose ts_ns was lower than the one before (facts doc §13.27).
+    pub out_of_order: AtomicU64,
+    /// ts_ns of the last delivered event (0 if none yet).
+    pub last_ts_ns: AtomicI64,
+    /// Most events ever waiting in the channel at once; never exceeds the capacity.
+    pub buffered_high_water: AtomicUsize,
+}
+
+impl ReaderStats {
+    /// A point-in-time copy of the counters.
+    pub fn snapshot(&self) -> ReaderSummary {
+        ReaderSummary {
+            responses: self.responses.load(Ordering::Relaxed),
+            events_delivered: self.events_delivered.load(Ordering::Relaxed),
+            keepalives_skipped: self.keepalives_skipped.load(Ordering::Relaxed),
+            outside_root_skipped: self.outside_root_skipped.load(Ordering::Relaxed),
+            before_since_skipped: self.before_since_skipped.load(Ordering::Relaxed),
+            after_until_skipped: self.after_until_skipped.load(Ordering::Relaxed),
+            out_of_order: self.out_of_order.load(Ordering::Relaxed),
+            last_ts_ns: self.last_ts_ns.load(Ordering::Relaxed),
+            buffered_high_water: self.buffered_high_water.load(Ordering::Relaxed),
+        }
+    }
+}
+
+/// Counters of a pass; see [`ReaderStats`] for the meaning of each field.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct ReaderSummary {
+    /// gRPC responses received.
+    pub responses: u64,
+    /// Events delivered.
+    pub events_delivered: u64,
+    /// Keepalives skipped.
+    pub keepalives_skipped: u64,
+    /// Events outside the buckets root skipped.
+    pub outside_root_skipped: u64,
+    /// Events at or before since_ns skipped.
+    pub before_since_skipped: u64,
+    /// Events after until_ns skipped.
+    pub after_until_skipped: u64,
+    /// Out-of-order events seen (still delivered).
+    pub out_of_order: u64,
+    /// ts_ns of the last delivered event (0 if none).
+    pub last_ts_ns: Nanos,
+    /// Channel high-water mark.
+    pub buffered_high_water: usize,
+}
+
+/// What travels through the channel. The explicit `End` lets the consumer tell
+/// a complete pass from a reader task that vanished.
+// Events are the hot path and End/Failed come once per pass: boxing the event
+// would cost an allocation per event to shrink two one-off messages.
+#[allow(clippy::large_enum_variant)]
+enum Msg {
+    Event(SubscribeMetadataResponse),
+    End,
+    Failed(MetaLogError),
+}
+
+/// A running meta-log pass. Yields events in filer order; `None` after a clean
+/// end of stream, an `Err` item (then `None`) when the pass broke. Dropping it
+/// cancels the subscription.
+pub struct MetaLogReader {
+    rx: mpsc::Receiver<Msg>,
+    stats: Arc<ReaderStats>,
+    task: JoinHandle<()>,
+    /// Set once the pass has ended (cleanly or not); later polls return `None`.
+    finished: bool,
+    /// Whether the pass ended with the server's normal end of stream.
+    clean_end: bool,
+}
+
+impl std::fmt::Debug for MetaLogReader {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MetaLogReader")
+            .field("stats", &self.stats.snapshot())
+            .field("finished", &self.finished)
+            .field("clean_end", &self.clean_end)
+            .finish()
+    }
+}
+
+impl MetaLogReader {
+    /// Opens one `SubscribeMetadata` stream on `channel` (a filer gRPC channel)
+    /// and starts reading it. Fails when the call itself is refused; later
+    /// failures arrive as `Err` items.
+    pub async fn open(
+        channel: Channel,
+        params: SubscribeParams,
+        options: ReaderOptions,
+    ) -> Result<MetaLogReader, MetaLogError> {
+        let filter = EventFilter::new(&params)?;
+        if options.capacity == 0 {
+            return Err(MetaLogError::InvalidParams(
+                "reader capacity is 0; use at least 1".into(),
+            ));
+        }
+        let request = build_request(&params, &options, random_client_id());
+        let mut client =
+            SeaweedFilerClient::new(channel).max_decoding_message_size(MAX_DECODE_BYTES);
+        let call = client.subscribe_metadata(request);
+        let response = match options.receive_timeout {
+            Some(limit) => match tokio::time::timeout(limit, call).await {
+                Ok(r) => r,
+                Err(_) => return Err(MetaLogError::ReceiveTimeout(limit)),
+            },
+            None => call.await,
+        };
+        let stream = response.map_err(|s| MetaLogError::Subscribe {
+            code: s.code(),
+            message: s.message().to_string(),
+        })?;
+        let stream = stream.into_inner();
+
+        let (tx, rx) = mpsc::channel(options.capacity);
+        let stats = Arc::new(ReaderStats::default());
+        let task = tokio::spawn(pump(
+            stream,
+            tx,
+            filter,
+            options.receive_timeout,
+            Arc::clone(&stats),
+            options.capacity,
+        ));
+        Ok(MetaLogReader {
+            rx,
+            stats,
+            task,
+            finished: false,
+            clean_end: false,
+        })
+    }
+
+    /// The next event, `None` at the end of the pass.
+    pub async fn recv(&mut self) -> Option<Result<SubscribeMetadataResponse, MetaLogError>> {
+        std::future::poll_fn(|cx| self.poll_item(cx)).await
+    }
+
+    /// The live counters (share them with a metrics exporter).
+    pub fn stats(&self) -> Arc<ReaderStats> {
+        Arc::clone(&self.stats)
+    }
+
+    /// A copy of the counters now.
+    pub fn summary(&self) -> ReaderSummary {
+        self.stats.snapshot()
+    }
+
+    /// True once the server ended the stream normally and every event was
+    /// received: the pass covered everything up to `until_ns`.
+    pub fn completed(&self) -> bool {
+        self.clean_end
+    }
+
+    fn poll_item(
+        &mut self,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<SubscribeMetadataResponse, MetaLogError>>> {
+        if self.finished {
+            return Poll::Ready(None);
+        }
+        match self.rx.poll_recv(cx) {
+            Poll::Pending => Poll::Pending,
+            Poll::Ready(Some(Msg::Event(e))) => Poll::Ready(Some(Ok(e))),
+            Poll::Ready(Some(Msg::End)) => {
+                self.finished = true;
+                self.clean_end = true;
+                Poll::Ready(None)
+            }
+            Poll::Ready(Some(Msg::Failed(err))) => {
+                self.finished = true;
+                Poll::Ready(Some(Err(err)))
+            }
+            // The task dropped its sender without saying how the pass ended:
+            // never report that as a clean (and therefore short) pass.
+            Poll::Ready(None) => {
+                self.finished = true;
+                Poll::Ready(Some(Err(MetaLogError::ReaderVanished)))
+            }
+        }
+    }
+}
+
+impl Stream for MetaLogReader {
+    type Item = Result<SubscribeMetadataResponse, MetaLogError>;
+
+    fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        self.get_mut().poll_item(cx)
+    }
+}
+
+impl Drop for MetaLogReader {
+    fn drop(&mut self) {
+        // Dropping the task drops the gRPC stream, which cancels the call.
+        self.task.abort();
+    }
+}
+
+/// A fresh random positive client id: the filer refuses a second stream with an
+/// id it already has registered ("duplicated subscription detected").
+fn random_client_id() -> i32 {
+    rand::rng().random_range(1..=i32::MAX)
+}
+
+/// The request per facts doc §6.1.
+fn build_request(
+    params: &SubscribeParams,
+    options: &ReaderOptions,
+    client_id: i32,
+) -> SubscribeMetadataRequest {
+    SubscribeMetadataRequest {
+        client_name: params.client_name.clone(),
+        path_prefix: params.buckets_root.clone(),
+        since_ns: params.since_ns,
+        until_ns: params.until_ns,
+        client_id,
+        client_supports_batching: true,
+        client_supports_idle_heartbeat: options.receive_timeout.is_some(),
+        ..Default::default()
+    }
+}
+
+/// Reads the gRPC stream and feeds the channel. Each `send` waits for room, so
+/// the next gRPC message is only read once the consumer has caught up; HTTP/2
+/// flow control then throttles the filer.
+async fn pump(
+    mut stream: tonic::Streaming<SubscribeMetadataResponse>,
+    tx: mpsc::Sender<Msg>,
+    mut filter: EventFilter,
+    receive_timeout: Option<Duration>,
+    stats: Arc<ReaderStats>,
+    capacity: usize,
+) {
+    let send = |msg: Msg| {
+        let tx = tx.clone();
+        let stats = Arc::clone(&stats);
+        async move {
+            if tx.send(msg).await.is_err() {
+                return false; // the consumer is gone; stop reading
+            }
+            let buffered = capacity.saturating_sub(tx.capacity());
+            stats
+                .buffered_high_water
+                .fetch_max(buffered, Ordering::Relaxed);
+            true
+        }
+    };
+    loop {
+        let next = match receive_timeout {
+            Some(limit) => match tokio::time::timeout(limit, stream.message()).await {
+                Ok(r) => r,
+                Err(_) => {
+                    let _ = send(Msg::Failed(MetaLogError::ReceiveTimeout(limit))).await;
+                    return;
+                }
+            },
+            None => stream.message().await,
+        };
+        let response = match next {
+            Ok(Some(r)) => r,
+            Ok(None) => {
+                let s = stats.snapshot();
+                tracing::debug!(
+                    events = s.events_delivered,
+                    keepalives = s.keepalives_skipped,
+                    last_ts_ns = s.last_ts_ns,
+                    "meta-log pass ended"
+                );
+                let _ = send(Msg::End).await;
+                return;
+            }
+            Err(status) => {
+                let err = MetaLogError::from_stream_status(&status, &stats);
+                let _ = send(Msg::Failed(err)).await;
+                return;
+            }
+        };
+        stats.responses.fetch_add(1, Ordering::Relaxed);
+        if !response.log_file_refs.is_empty() {
+            let _ = send(Msg::Failed(MetaLogError::UnexpectedLogFileRefs(
+                response.ts_ns,
+            )))
+            .await;
+            return;
+        }
+        for event in flatten(response) {
+            match filter.classify(&event) {
+                Verdict::Deliver => {
+                    let ts = event.ts_ns;
+                    if !send(Msg::Event(event)).await {
+                        return;
+                    }
+                    stats.events_delivered.fetch_add(1, Ordering::Relaxed);
+                    stats.last_ts_ns.store(ts, Ordering::Relaxed);
+                }
+                Verdict::Keepalive => {
+                    stats.keepalives_skipped.fetch_add(1, Ordering::Relaxed);
+                }
+                Verdict::OutsideRoot => {
+                    stats.outside_root_skipped.fetch_add(1, Ordering::Relaxed);
+                }
+                Verdict::BeforeSince => {
+                    stats.before_since_skipped.fetch_add(1, Ordering::Relaxed);
+                }
+                Verdict::AfterUntil => {
+                    stats.after_until_skipped.fetch_add(1, Ordering::Relaxed);
+                }
+            }
+            if filter.take_out_of_order() {
+                stats.out_of_order.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+    }
+}
+
+/// One response → its events in order: the top-level event first, then the
+/// batch tail (`events`), each with `events` emptied.
+pub fn flatten(mut response: SubscribeMetadataResponse) -> Vec<SubscribeMetadataResponse> {
+    let tail = std::mem::take(&mut response.events);
+    let mut out = Vec::with_capacity(1 + tail.len());
+    out.push(response);
+    for item in tail {
+        // The filer never nests batches, but flattening keeps the order right
+        // if it ever does.
+        out.extend(flatten(item));
+    }
+    out
+}
+
+/// What the reader does with one flattened event.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Verdict {
+    /// Hand it to the consumer.
+    Deliver,
+    /// A keepalive, idle heartbeat or flush report: carries no entry.
+    Keepalive,
+    /// Its path is not inside `<root>/`.
+    OutsideRoot,
+    /// `ts_ns <= since_ns`.
+    BeforeSince,
+    /// `ts_ns > until_ns`.
+    AfterUntil,
+}
+
+/// The per-event checks, separate from the I/O so they can be unit-tested.
+#[derive(Debug, Clone)]
+pub struct EventFilter {
+    /// `<root>/`: every delivered path starts with it.
+    root_slash: String,
+    since_ns: Nanos,
+    until_ns: Nanos,
+    /// ts of the last entry-carrying event seen (any window), for the order check.
+    last_seen_ts: Option<Nanos>,
+    out_of_order_flag: bool,
+}
+
+impl EventFilter {
+    /// Validates the parameters and builds the filter.
+    pub fn new(params: &SubscribeParams) -> Result<EventFilter, MetaLogError> {
+        let root = params.buckets_root.trim_end_matches('/');
+        if !params.buckets_root.starts_with('/') {
+            return Err(MetaLogError::InvalidParams(format!(
+                "buckets root {:?} is not an absolute filer path; use e.g. \"/buckets\"",
+                params.buckets_root
+            )));
+        }
+        if params.until_ns <= params.since_ns {
+            return Err(MetaLogError::InvalidParams(format!(
+                "until_ns {} is not after since_ns {}; the pass window is empty",
+                params.until_ns, params.since_ns
+            )));
+        }
+        Ok(EventFilter {
+            root_slash: format!("{root}/"),
+            since_ns: params.since_ns,
+            until_ns: params.until_ns,
+            last_seen_ts: None,
+            out_of_order_flag: false,
+        })
+    }
+
+    /// Classifies one flattened event and runs the order check.
+    pub fn classify(&mut self, event: &SubscribeMetadataResponse) -> Verdict {
+        let Some(n) = &event.event_notification else {
+            return Verdict::Keepalive;
+        };
+        let name = match (&n.old_entry, &n.new_entry) {
+            (Some(e), _) | (None, Some(e)) => e.name.as_str(),
+            (None, None) => return Verdict::Keepalive,
+        };
+        if name.is_empty() {
+            // The Go reader drops these too: no entry name, nothing to route.
+            return Verdict::Keepalive;
+        }
+        self.check_order(event.ts_ns);
+        if event.ts_ns <= self.since_ns {
+            return Verdict::BeforeSince;
+        }
+        if event.ts_ns > self.until_ns {
+            return Verdict::AfterUntil;
+        }
+        let inside = self.inside(&join(&event.directory, name))
+            || n.new_entry.as_ref().is_some_and(|ne| {
+                // A rename into the root counts by its destination, as the
+                // filer's own path match does.
+                let parent = if n.new_parent_path.is_empty() {
+                    &event.directory
+                } else {
+                    &n.new_parent_path
+                };
+                self.inside(&join(parent, &ne.name))
+            });
+        if inside {
+            Verdict::Deliver
+        } else {
+            Verdict::OutsideRoot
+        }
+    }
+
+    /// True (once) if the last classified event went backwards in time.
+    fn take_out_of_order(&mut self) -> bool {
+        std::mem::take(&mut self.out_of_order_flag)
+    }
+
+    fn check_order(&mut self, ts: Nanos) {
+        if let Some(prev) = self.last_seen_ts
+            && ts < prev
+        {
+            // Cross-filer order is assumed, not guaranteed (facts §13.27).
+            // Deliver anyway: dropping it could lose a deletion.
+            tracing::warn!(
+                previous_ts_ns = prev,
+                ts_ns = ts,
+                "meta-log event out of ts order"
+            );
+            self.out_of_order_flag = true;
+            return;
+        }
+        self.last_seen_ts = Some(ts);
+    }
+
+    fn inside(&self, path: &str) -> bool {
+        path.starts_with(&self.root_slash)
+    }
+}
+
+/// `directory + "/" + name` without doubling the slash of the root directory.
+fn join(directory: &str, name: &str) -> String {
+    if directory.ends_with('/') {
+        format!("{directory}{name}")
+    } else {
+        format!("{directory}/{name}")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::pb::filer_pb::{Entry, EventNotification};
+
+    fn params() -> SubscribeParams {
+        SubscribeParams {
+            buckets_root: "/buckets".into(),
+            since_ns: 100,
+            until_ns: 200,
+            client_name: "t".into(),
+        }
+    }
+
+    fn ev(dir: &str, name: &str, ts: Nanos) -> SubscribeMetadataResponse {
+        SubscribeMetadataResponse {
+            directory: dir.into(),
+            ts_ns: ts,
+            event_notification: Some(EventNotification {
+                new_entry: Some(Entry {
+                    name: name.into(),
+                    ..Default::default()
+                }),
+                ..Default::default()
+            }),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn request_matches_facts_6_1() {
+        let opts = ReaderOptions::default();
+        let r = build_request(&params(), &opts, 42);
+        assert_eq!(r.path_prefix, "/buckets");
+        assert_eq!(r.since_ns, 100);
+        assert_eq!(r.until_ns, 200);
+        assert_eq!(r.client_id, 42);
+        assert!(r.client_supports_batching);
+        assert!(r.client_supports_idle_heartbeat);
+        assert!(!r.client_supports_metadata_chunks);
+        assert_eq!(r.signature, 0);
+        assert!(r.path_prefixes.is_empty() && r.directories.is_empty());
+        let no_timeout = ReaderOptions {
+            receive_timeout: None,
+            ..opts
+        };
+        assert!(!build_request(&params(), &no_timeout, 1).client_supports_idle_heartbeat);
+    }
+
+    #[test]
+    fn client_ids_are_positive() {
+        for _ in 0..1000 {
+            assert!(random_client_id() > 0);
+        }
+    }
+
+    #[test]
+    fn flatten_puts_top_level_first_then_batch_tail() {
+        let mut top = ev("/buckets/b", "a", 1);
+        top.events = vec![ev("/buckets/b", "b", 2), ev("/buckets/c", "c", 3)];
+        let flat = flatten(top);
+        let names: Vec<_> = flat
+            .iter()
+            .map(|e| {
+                e.event_notification
+                    .as_ref()
+                    .and_then(|n| n.new_entry.as_ref())
+                    .map(|x| x.name.clone())
+                    .unwrap_or_default()
+            })
+            .collect();
+        assert_eq!(names, ["a", "b", "c"]);
+        assert!(flat.iter().all(|e| e.events.is_empty()));
+        assert_eq!(flat[2].directory, "/buckets/c");
+    }
+
+    #[test]
+    fn keepalives_are_recognised() {
+        let mut f = EventFilter::new(&params()).unwrap();
+        let heartbeat = SubscribeMetadataResponse {
+            ts_ns: 150,
+            ..Default::default()
+        };
+        assert_eq!(f.classify(&heartbeat), Verdict::Keepalive);
+        let empty = SubscribeMetadataResponse {
+            ts_ns: 150,
+            event_notification: Some(EventNotification::default()),
+            ..Default::default()
+        };
+        assert_eq!(f.classify(&empty), Verdict::Keepalive);
+        let flush = SubscribeMetadataResponse {
+            flushed_ts_ns: 150,
+            ..Default::default()
+        };
+        assert_eq!(f.classify(&flush), Verdict::Keepalive);
+    }
+
+    #[test]
+    fn window_bounds_are_exclusive_since_inclusive_until() {
+        let mut f = EventFilter::new(&params()).unwrap();
+        assert_eq!(
+            f.classify(&ev("/buckets/b", "k", 100)),
+            Verdict::BeforeSince
+        );
+        assert_eq!(f.classify(&ev("/buckets/b", "k", 101)), Verdict::Deliver);
+        assert_eq!(f.classify(&ev("/buckets/b", "k", 200)), Verdict::Deliver);
+        assert_eq!(f.classify(&ev("/buckets/b", "k", 201)), Verdict::AfterUntil);
+    }
+
+    #[test]
+    fn events_outside_root_slash_are_dropped() {
+        let mut f = EventFilter::new(&params()).unwrap();
+        // The bucket entry itself lives in directory /buckets.
+        assert_eq!(f.classify(&ev("/buckets", "b1", 110)), Verdict::Deliver);
+        // /buckets2 matches the path_prefix but is another tree.
+        assert_eq!(f.classify(&ev("/buckets2", "x", 111)), Verdict::OutsideRoot);
+        assert_eq!(f.classify(&ev("/", "buckets", 112)), Verdict::OutsideRoot);
+        // A trailing slash on the configured root changes nothing.
+        let mut p = params();
+        p.buckets_root = "/buckets/".into();
+        let mut f = EventFilter::new(&p).unwrap();
+        assert_eq!(f.classify(&ev("/buckets", "b1", 110)), Verdict::Deliver);
+        assert_eq!(f.classify(&ev("/buckets2", "x", 111)), Verdict::OutsideRoot);
+    }
+
+    #[test]
+    fn rename_into_root_is_delivered() {
+        let mut f = EventFilter::new(&params()).unwrap();
+        let mut e = ev("/tmp", "x", 150);
+        if let Some(n) = e.event_notification.as_mut() {
+            n.old_entry = Some(Entry {
+                name: "x".into(),
+                ..Default::default()
+            });
+            n.new_parent_path = "/buckets/b".into();
+        }
+        assert_eq!(f.classify(&e), Verdict::Deliver);
+    }
+
+    #[test]
+    fn out_of_order_is_flagged_but_delivered() {
+        let mut f = EventFilter::new(&params()).unwrap();
+        assert_eq!(f.classify(&ev("/buckets/b", "k", 150)), Verdict::Deliver);
+        assert!(!f.take_out_of_order());
+        assert_eq!(f.classify(&ev("/buckets/b", "k", 140)), Verdict::Deliver);
+        assert!(f.take_out_of_order());
+        assert!(!f.take_out_of_order());
+        // Equal timestamps are allowed.
+        assert_eq!(f.classify(&ev("/buckets/b", "k", 150)), Verdict::Deliver);
+        assert!(!f.take_out_of_order());
+    }
+
+    #[test]
+    fn invalid_params_are_rejected_with_a_reason() {
+        let mut p = params();
+        p.buckets_root = "buckets".into();
+        let err = EventFilter::new(&p).unwrap_err().to_string();
+        assert!(err.contains("absolute"), "{err}");
+        let mut p = params();
+        p.until_ns = p.since_ns;
+        let err = EventFilter::new(&p).unwrap_err().to_string();
+        assert!(err.contains("empty"), "{err}");
+    }
+}

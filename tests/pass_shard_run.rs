@@ -1,0 +1,288 @@
+//! The pure per-shard state machine: recovery planning, the in-flight window,
+//! halts, cursor building, and (proptest) the invariant that the saved cursor
+//! never passes an event with a pending or unresolved match.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+use std::time::Duration;
+
+use proptest::prelude::*;
+use s3_lifecycled::engine::{
+    ActionKind, BucketConfig, DueRounding, EntryIdentity, Match, Nanos, Snapshot, TimeConfig,
+    Versioning, promoted_hash_by_bucket, replay_content_hash_by_bucket,
+};
+use s3_lifecycled::lifecycle::FlatRule;
+use s3_lifecycled::pass::dispatch::CallResult;
+use s3_lifecycled::pass::plan::RecoveryReason;
+use s3_lifecycled::pass::shard_run::{
+    DeleteTicket, PassPlan, ShardOutcome, ShardRun, Work, plan_shard, progress_key,
+};
+
+const S: Nanos = 1_000_000_000;
+
+fn time() -> TimeConfig {
+    TimeConfig {
+        day: Duration::from_secs(10),
+        rounding: DueRounding::None,
+    }
+}
+
+fn snapshot() -> Snapshot {
+    Snapshot::compile(
+        vec![BucketConfig {
+            name: "b".into(),
+            versioning: Versioning::Unversioned,
+            object_lock: false,
+            rules: vec![FlatRule {
+                id: "d1".into(),
+                enabled: true,
+                expiration_days: 1,
+                ..FlatRule::default()
+            }],
+        }],
+        time(),
+    )
+}
+
+fn plan(now: Nanos) -> Arc<PassPlan> {
+    let snap = snapshot();
+    let window = Duration::MAX;
+    let (replay, walk) = snap.rules_for_shard(0, window);
+    Arc::new(PassPlan {
+        now,
+        time: time(),
+        skew_margin: Duration::ZERO,
+        walker_interval: Duration::ZERO,
+        earliest: None,
+        rule_set_hash: replay_content_hash_by_bucket(&snap),
+        promoted_hash: promoted_hash_by_bucket(&snap, window),
+        global_rule_set_hash: [0; 32],
+        global_promoted_hash: [0; 32],
+        replay,
+        walk,
+        recovery: snap.recovery_view(),
+        keep: BTreeSet::new(),
+    })
+}
+
+fn action_match(p: &PassPlan, key: &str, due: Nanos) -> Match {
+    let a = p.recovery.actions().next().unwrap();
+    Match {
+        bucket: "b".into(),
+        key: key.into(),
+        object_path: key.into(),
+        version_id: String::new(),
+        rule_hash: a.rule_hash(),
+        kind: ActionKind::ExpirationDays,
+        due,
+        identity: EntryIdentity::default(),
+        shard: 0,
+        lookup: None,
+    }
+}
+
+fn ok() -> CallResult {
+    CallResult::Answered {
+        outcome: "DONE",
+        reason: String::new(),
+        resolved: true,
+    }
+}
+
+fn retry_later() -> CallResult {
+    CallResult::Answered {
+        outcome: "RETRY_LATER",
+        reason: "busy".into(),
+        resolved: false,
+    }
+}
+
+/// A steady shard: a first pass with a successful (empty) recovery walk.
+fn steady(now: Nanos) -> (Arc<PassPlan>, s3_lifecycled::seaweed::cursor::ShardCursor) {
+    let p = plan(now);
+    let mut run = ShardRun::new(0, p.clone(), None, 4);
+    run.listing_done("b", true);
+    run.start_replay();
+    let (rep, cursor) = run.finish(None);
+    assert_eq!(rep.outcome, ShardOutcome::Completed);
+    (p, cursor.unwrap())
+}
+
+#[test]
+fn cold_start_then_steady_then_rule_edit() {
+    let p = plan(100 * S);
+    let sp = plan_shard(&p, None);
+    assert_eq!(sp.recover.get("b"), Some(&RecoveryReason::ColdStart));
+    let (_, cursor) = steady(100 * S);
+    assert!(plan_shard(&p, Some(&cursor)).recover.is_empty());
+    let mut edited = cursor.clone();
+    edited.buckets.get_mut("b").unwrap().rule_set_hash = [9; 32];
+    assert_eq!(
+        plan_shard(&p, Some(&edited)).recover.get("b"),
+        Some(&RecoveryReason::RuleEdit)
+    );
+    let mut lost = cursor.clone();
+    lost.buckets.get_mut("b").unwrap().rules.clear();
+    assert_eq!(
+        plan_shard(&p, Some(&lost)).recover.get("b"),
+        Some(&RecoveryReason::ColdStart),
+        "missing progress for a current replay action is a cold start"
+    );
+}
+
+#[test]
+fn recovered_bucket_resumes_at_the_rewind_point() {
+    let (_, cursor) = steady(100 * S);
+    let key = progress_key(&plan(0).recovery.actions().next().unwrap().key());
+    let p = cursor.buckets["b"].rules[&key];
+    assert_eq!(p.ts, 100 * S - 10 * S, "now − ttl (no rounding, no skew)");
+    assert_eq!((p.through, p.through_now), (100 * S, 100 * S));
+}
+
+#[test]
+fn failed_listing_keeps_the_old_bucket_state() {
+    let p = plan(100 * S);
+    let mut run = ShardRun::new(0, p, None, 4);
+    run.listing_done("b", false);
+    assert_eq!(run.start_replay(), None);
+    let (_, cursor) = run.finish(None);
+    assert!(
+        cursor.unwrap().buckets.is_empty(),
+        "a cold start whose walk failed saves no bucket state, so it recovers again"
+    );
+}
+
+#[test]
+fn window_bounds_in_flight_and_backpressures() {
+    let (_, cursor) = steady(100 * S);
+    let p = plan(200 * S);
+    let mut run = ShardRun::new(0, p.clone(), Some(cursor), 2);
+    assert_eq!(run.start_replay(), Some(90 * S));
+    for i in 0..3 {
+        let ts = 100 * S + i;
+        run.replay_event(ts, &[action_match(&p, &format!("k{i}"), ts + 10 * S)]);
+    }
+    let sent = run.next_sends();
+    assert_eq!(sent.len(), 2);
+    assert!(!run.accepting(), "a third delete waits for a slot");
+    let (w, t) = sent.into_iter().next().unwrap();
+    let Work::Delete(req) = w else { panic!() };
+    run.outcome(&req, t, &ok());
+    assert_eq!(run.next_sends().len(), 1);
+    assert!(run.accepting());
+}
+
+#[test]
+fn unresolved_outcome_halts_only_new_work_and_blocks_the_cursor() {
+    let (_, cursor) = steady(100 * S);
+    let p = plan(200 * S);
+    let mut run = ShardRun::new(0, p.clone(), Some(cursor), 8);
+    run.start_replay();
+    let evs: Vec<Nanos> = (0..4).map(|i| 100 * S + i * S).collect();
+    for (i, &ts) in evs.iter().enumerate() {
+        run.replay_event(ts, &[action_match(&p, &format!("k{i}"), ts + 10 * S)]);
+    }
+    let sent = run.next_sends();
+    assert_eq!(sent.len(), 4);
+    let mut halt = None;
+    for (i, (w, t)) in sent.into_iter().enumerate() {
+        let Work::Delete(req) = w else { panic!() };
+        let r = if i == 1 { retry_later() } else { ok() };
+        if let Some(h) = run.outcome(&req, t, &r) {
+            halt = Some(h);
+        }
+    }
+    assert_eq!(halt.as_deref(), Some("RETRY_LATER b/k1: busy"));
+    run.replay_event(200 * S - 1, &[action_match(&p, "late", 150 * S)]);
+    assert!(run.next_sends().is_empty(), "halted: no new deletes");
+    let (rep, cursor) = run.finish(Some(200 * S));
+    assert_eq!(rep.outcome, ShardOutcome::Halted);
+    let c = cursor.unwrap();
+    let prog = c.buckets["b"].rules.values().next().unwrap();
+    assert!(prog.ts < evs[1], "cursor stops before the unresolved event");
+    assert_eq!(
+        c.buckets["b"].halted.as_deref(),
+        Some("RETRY_LATER b/k1: busy")
+    );
+}
+
+#[test]
+fn pending_match_holds_the_cursor_but_later_due_matches_are_sent() {
+    let (_, cursor) = steady(100 * S);
+    let p = plan(200 * S);
+    let mut run = ShardRun::new(0, p.clone(), Some(cursor), 8);
+    run.start_replay();
+    run.replay_event(110 * S, &[action_match(&p, "a", 120 * S)]);
+    run.replay_event(120 * S, &[action_match(&p, "b", 500 * S)]);
+    run.replay_event(130 * S, &[action_match(&p, "c", 140 * S)]);
+    let sent = run.next_sends();
+    assert_eq!(sent.len(), 2, "a and c are due; b is pending");
+    for (w, t) in sent {
+        let Work::Delete(req) = w else { panic!() };
+        run.outcome(&req, t, &ok());
+    }
+    let (rep, cursor) = run.finish(Some(130 * S));
+    assert_eq!(rep.counters.pending, 1);
+    let prog = *cursor.unwrap().buckets["b"].rules.values().next().unwrap();
+    assert_eq!(prog.ts, 120 * S - 1);
+    assert_eq!(prog.through, 130 * S);
+}
+
+proptest! {
+    /// Whatever the order of outcomes and their results, the saved cursor
+    /// never passes an event with a pending match or an unresolved delete.
+    #[test]
+    fn cursor_never_passes_unresolved_or_pending(
+        evs in proptest::collection::vec((1i64..1000, 0i64..400, any::<bool>()), 1..40),
+        window in 1usize..6,
+        order_seed in any::<u64>(),
+    ) {
+        let (_, cursor) = steady(100 * S);
+        let now = 300 * S;
+        let p = plan(now);
+        let mut run = ShardRun::new(0, p.clone(), Some(cursor), window);
+        run.start_replay();
+        let mut evs = evs;
+        evs.sort_by_key(|e| e.0);
+        evs.dedup_by_key(|e| e.0);
+        let mut outcome_of = BTreeMap::new();
+        let mut blockers: Vec<Nanos> = Vec::new();
+        let mut inflight: Vec<(Work, DeleteTicket, Nanos)> = Vec::new();
+        let mut seed = order_seed;
+        let mut halted = false;
+        for (i, &(off, due_s, fail)) in evs.iter().enumerate() {
+            let ts = 100 * S + off * 1_000_000;
+            let due = 100 * S + due_s * S;
+            if due > now { blockers.push(ts); }
+            outcome_of.insert(format!("k{i}"), (ts, fail));
+            run.replay_event(ts, &[action_match(&p, &format!("k{i}"), due)]);
+            loop {
+                for (w, t) in run.next_sends() {
+                    let Work::Delete(r) = &w else { unreachable!() };
+                    let ts = outcome_of[&r.object_path].0;
+                    inflight.push((w, t, ts));
+                }
+                if run.accepting() || inflight.is_empty() { break; }
+                // Answer a pseudo-random in-flight delete.
+                seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+                let k = (seed >> 33) as usize % inflight.len();
+                let (w, t, ts) = inflight.swap_remove(k);
+                let Work::Delete(r) = w else { unreachable!() };
+                let fail = outcome_of[&r.object_path].1;
+                if fail { blockers.push(ts); }
+                let res = if fail { retry_later() } else { ok() };
+                if run.outcome(&r, t, &res).is_some() { halted = true; }
+            }
+        }
+        // Deletes never answered count as unresolved.
+        for (_, _, ts) in &inflight { blockers.push(*ts); }
+        let last = evs.last().map(|e| 100 * S + e.0 * 1_000_000);
+        let (rep, cursor) = run.finish(last);
+        prop_assert_eq!(rep.outcome == ShardOutcome::Halted, halted);
+        let prog = *cursor.unwrap().buckets["b"].rules.values().next().unwrap();
+        if let Some(&b) = blockers.iter().min() {
+            prop_assert!(prog.ts < b, "cursor {} passed blocker {}", prog.ts, b);
+        }
+        prop_assert!(prog.ts >= 90 * S, "never moves backwards");
+    }
+}
