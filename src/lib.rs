@@ -12,6 +12,7 @@
 //!   lifecycle service and our admin API.
 //! - [`seaweed`]: I/O adapters that talk to a SeaweedFS cluster (filer client,
 //!   meta-log reader, lister, LifecycleDelete client, cursor store).
+//! - [`admin`]: the admin gRPC API (trigger, status, last run) and health.
 //! - [`cli`]: the `s3-lifecycled` command-line surface.
 //! - [`telemetry`]: logging and OTLP tracing setup, span and field names.
 //! - [`metrics`]: the Prometheus metrics, one method per emitted event.
@@ -21,6 +22,7 @@
 //! The actor tree (Coordinator → 16 ShardActors → Replay/Walker, plus the
 //! DeleteDispatcher pool) is described in ARCHITECTURE.md.
 
+pub mod admin;
 pub mod cli;
 pub mod config;
 pub mod engine;

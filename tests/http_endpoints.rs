@@ -101,6 +101,7 @@ fn snapshot() -> StatusSnapshot {
                     deletes,
                     last_walked_ns: 1_700_000_030_000_000_000,
                     config_error: None,
+                    ..Default::default()
                 },
                 BucketSummary {
                     bucket: "evil<img src=x onerror=alert(1)>&\"".into(),

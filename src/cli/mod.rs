@@ -8,6 +8,7 @@ use std::path::PathBuf;
 
 use clap::{Parser, Subcommand};
 
+pub mod admin_client;
 pub mod rules_check;
 pub mod run_once;
 
@@ -41,6 +42,10 @@ pub enum Command {
     /// Run one daily pass over the selected shards and exit (0 completed,
     /// 3 a shard halted, 1 runtime error, 2 configuration error).
     RunOnce(run_once::RunOnceArgs),
+    /// Ask a running service (admin API) to start a pass now; prints the run id.
+    Trigger(admin_client::TriggerArgs),
+    /// Show a running service's state and current pass, or `--last` pass.
+    Status(admin_client::StatusArgs),
 }
 
 /// `rules` subcommands.
@@ -69,5 +74,7 @@ pub fn main() -> i32 {
             command: RulesCommand::Check { file },
         } => rules_check::run(&file),
         Command::RunOnce(args) => run_once::run(args),
+        Command::Trigger(args) => admin_client::run_trigger(&args),
+        Command::Status(args) => admin_client::run_status(&args),
     }
 }

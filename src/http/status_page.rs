@@ -54,7 +54,10 @@ pub struct DeleteCounts {
     pub blocked: u64,
     /// Transport failure after retries (halts the shard).
     pub rpc_error: u64,
-    /// Anything else (UNSPECIFIED, DRY_RUN, unknown names).
+    /// DRY_RUN: decided, not sent (`--dry-run` passes).
+    #[serde(default)]
+    pub dry_run: u64,
+    /// Anything else (UNSPECIFIED, unknown names).
     pub other: u64,
 }
 
@@ -68,6 +71,7 @@ impl DeleteCounts {
             "RETRY_LATER" => &mut self.retry_later,
             "BLOCKED" => &mut self.blocked,
             "RPC_ERROR" => &mut self.rpc_error,
+            "DRY_RUN" => &mut self.dry_run,
             _ => &mut self.other,
         };
         *slot = slot.saturating_add(1);
@@ -82,13 +86,16 @@ impl DeleteCounts {
             self.retry_later,
             self.blocked,
             self.rpc_error,
+            self.dry_run,
             self.other,
         ]
         .iter()
         .fold(0u64, |a, b| a.saturating_add(*b))
     }
 
-    fn rows(&self) -> [(&'static str, u64); 7] {
+    /// `(label, count)` for every outcome, in display order; the labels are
+    /// the metrics/API names (`DONE`, …, `DRY_RUN`) and `other`.
+    pub fn rows(&self) -> [(&'static str, u64); 8] {
         [
             ("DONE", self.done),
             ("NOOP_RESOLVED", self.noop_resolved),
@@ -96,8 +103,45 @@ impl DeleteCounts {
             ("RETRY_LATER", self.retry_later),
             ("BLOCKED", self.blocked),
             ("RPC_ERROR", self.rpc_error),
+            ("DRY_RUN", self.dry_run),
             ("other", self.other),
         ]
+    }
+}
+
+/// Where a shard is within a pass. Serialized in snake_case.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum ShardPhase {
+    /// Waiting for the walk or the stream to start.
+    #[default]
+    Waiting,
+    /// Walking bucket listings (recovery or steady-state walk).
+    Walking,
+    /// Replaying the meta-log.
+    Replaying,
+    /// No new deletes; waiting for in-flight ones, then saving the cursor.
+    Draining,
+    /// Finished this pass.
+    Done,
+    /// Halted on an unresolved delete.
+    Halted,
+    /// Could not run this pass.
+    Failed,
+}
+
+impl ShardPhase {
+    /// Label, as serialized.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ShardPhase::Waiting => "waiting",
+            ShardPhase::Walking => "walking",
+            ShardPhase::Replaying => "replaying",
+            ShardPhase::Draining => "draining",
+            ShardPhase::Done => "done",
+            ShardPhase::Halted => "halted",
+            ShardPhase::Failed => "failed",
+        }
     }
 }
 
@@ -106,6 +150,24 @@ impl DeleteCounts {
 pub struct ShardSummary {
     /// Shard 0..15.
     pub shard: u8,
+    /// Where the shard is in the pass (meaningful while a pass runs).
+    #[serde(default)]
+    pub phase: ShardPhase,
+    /// When this shard's part of the pass started, ns since epoch; 0 = not yet.
+    #[serde(default)]
+    pub started_ns: i64,
+    /// When it finished, ns since epoch; 0 = not finished.
+    #[serde(default)]
+    pub finished_ns: i64,
+    /// How this shard's run ended; `None` while running.
+    #[serde(default)]
+    pub outcome: Option<RunOutcome>,
+    /// Rule matches seen in this pass (due or not).
+    #[serde(default)]
+    pub matches: u64,
+    /// Deletes sent and not yet answered.
+    #[serde(default)]
+    pub in_flight: u64,
     /// Saved cursor position, ns since epoch; 0 = cold (no cursor yet).
     pub cursor_ts_ns: i64,
     /// Last successful walk, ns since epoch; 0 = never.
@@ -139,6 +201,13 @@ pub struct BucketSummary {
     pub last_walked_ns: i64,
     /// Why the bucket's lifecycle configuration is not enforced, if so.
     pub config_error: Option<String>,
+    /// Why a shard stopped enforcing this bucket in the pass, if one did.
+    #[serde(default)]
+    pub halt_reason: Option<String>,
+    /// Oldest saved replay position of the bucket over all shards, ns since
+    /// epoch; 0 = cold (no cursor yet).
+    #[serde(default)]
+    pub cursor_ts_ns: i64,
 }
 
 /// A pass in progress.
@@ -415,6 +484,7 @@ mod tests {
                     restarts: 2,
                     events_scanned: 1234,
                     deletes: deletes.clone(),
+                    ..Default::default()
                 }],
                 buckets: vec![BucketSummary {
                     bucket: "<script>alert(1)</script>".into(),
@@ -425,6 +495,7 @@ mod tests {
                     deletes,
                     last_walked_ns: NOW - 3 * MIN,
                     config_error: None,
+                    ..Default::default()
                 }],
             }),
         }
@@ -511,6 +582,7 @@ mod tests {
             "BLOCKED",
             "RPC_ERROR",
             "DRY_RUN",
+            "UNSPECIFIED",
         ] {
             d.record(l);
         }
@@ -521,11 +593,12 @@ mod tests {
                 d.skipped_object_lock,
                 d.blocked,
                 d.rpc_error,
+                d.dry_run,
                 d.other,
                 d.retry_later
             ),
-            (1, 1, 1, 1, 1, 1, 0)
+            (1, 1, 1, 1, 1, 1, 1, 0)
         );
-        assert_eq!(d.total(), 6);
+        assert_eq!(d.total(), 7);
     }
 }

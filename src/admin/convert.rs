@@ -1,0 +1,229 @@
+//! Conversions from the status types the pass publishes
+//! ([`crate::http::status_page`]) to the admin API's protobuf messages, so the
+//! admin API, `/status.json` and the status page show the same information.
+
+use std::collections::HashMap;
+
+use crate::http::status_page::ShardPhase;
+use crate::http::{
+    BucketSummary, DeleteCounts, PassProgress, PassSummary, ServiceState, ShardSummary,
+    StatusSnapshot,
+};
+use crate::metrics::RunOutcome;
+use crate::pb::admin as pb;
+
+/// Key under which unknown delete outcomes are counted; present only when non-zero.
+pub const OTHER_KEY: &str = "OTHER";
+
+/// The delete-count map: every known outcome key (`DONE` … `DRY_RUN`) always
+/// present, `OTHER` only when non-zero.
+pub fn deletes_map(d: &DeleteCounts) -> HashMap<String, u64> {
+    let mut m = HashMap::with_capacity(8);
+    for (label, n) in d.rows() {
+        if label == "other" {
+            if n > 0 {
+                m.insert(OTHER_KEY.to_string(), n);
+            }
+        } else {
+            m.insert(label.to_string(), n);
+        }
+    }
+    m
+}
+
+/// The service state as the protobuf enum.
+pub fn service_state(s: ServiceState) -> pb::ServiceState {
+    match s {
+        ServiceState::Starting => pb::ServiceState::Starting,
+        ServiceState::Idle => pb::ServiceState::Idle,
+        ServiceState::Running => pb::ServiceState::Running,
+        ServiceState::ShuttingDown => pb::ServiceState::ShuttingDown,
+    }
+}
+
+/// A run outcome as the protobuf enum; `None` (still running) is UNSPECIFIED.
+pub fn run_outcome(o: Option<RunOutcome>) -> pb::RunOutcome {
+    match o {
+        None => pb::RunOutcome::Unspecified,
+        Some(RunOutcome::Completed) => pb::RunOutcome::Completed,
+        Some(RunOutcome::Halted) => pb::RunOutcome::Halted,
+        Some(RunOutcome::Truncated) => pb::RunOutcome::Truncated,
+        Some(RunOutcome::Failed) => pb::RunOutcome::Failed,
+    }
+}
+
+/// A shard phase as the protobuf enum.
+pub fn shard_phase(p: ShardPhase) -> pb::ShardPhase {
+    match p {
+        ShardPhase::Waiting => pb::ShardPhase::Waiting,
+        ShardPhase::Walking => pb::ShardPhase::Walking,
+        ShardPhase::Replaying => pb::ShardPhase::Replaying,
+        ShardPhase::Draining => pb::ShardPhase::Draining,
+        ShardPhase::Done => pb::ShardPhase::Done,
+        ShardPhase::Halted => pb::ShardPhase::Halted,
+        ShardPhase::Failed => pb::ShardPhase::Failed,
+    }
+}
+
+/// `finish - cursor`, or 0 when the cursor is cold or the run unfinished
+/// (a lag against "never" would be a meaningless huge number).
+pub fn cursor_lag_ns(finish_ns: i64, cursor_ts_ns: i64) -> i64 {
+    if cursor_ts_ns == 0 || finish_ns == 0 {
+        0
+    } else {
+        finish_ns.saturating_sub(cursor_ts_ns).max(0)
+    }
+}
+
+/// One shard of the running pass.
+pub fn shard_progress(s: &ShardSummary) -> pb::ShardProgress {
+    pb::ShardProgress {
+        shard: u32::from(s.shard),
+        phase: shard_phase(s.phase) as i32,
+        events_scanned: s.events_scanned,
+        matches: s.matches,
+        deletes: deletes_map(&s.deletes),
+        in_flight: s.in_flight,
+        halt_reason: s.halt_reason.clone(),
+        restarts: s.restarts,
+    }
+}
+
+/// The running pass.
+pub fn pass_progress(p: &PassProgress) -> pb::PassProgress {
+    pb::PassProgress {
+        run_id: p.run_id.clone(),
+        start_ns: p.started_ns,
+        shards_running: p.shards_running,
+        shards_done: p.shards_done,
+        shards: p.shards.iter().map(shard_progress).collect(),
+    }
+}
+
+/// `GetStatus`: state, running pass, next pass. The last pass is served by
+/// `GetLastRun` instead, so a status poll stays small.
+pub fn status_response(s: &StatusSnapshot) -> pb::GetStatusResponse {
+    pb::GetStatusResponse {
+        state: service_state(s.service_state) as i32,
+        current_pass: s.current_pass.as_ref().map(pass_progress),
+        next_pass_ns: s.next_pass_ns,
+    }
+}
+
+/// One shard of a finished pass. A shard without its own finish time is
+/// measured against the pass's.
+pub fn shard_run(s: &ShardSummary, pass_finish_ns: i64) -> pb::ShardRun {
+    let finish = if s.finished_ns != 0 {
+        s.finished_ns
+    } else {
+        pass_finish_ns
+    };
+    pb::ShardRun {
+        shard: u32::from(s.shard),
+        start_ns: s.started_ns,
+        finish_ns: s.finished_ns,
+        outcome: run_outcome(s.outcome) as i32,
+        events_scanned: s.events_scanned,
+        matches: s.matches,
+        deletes: deletes_map(&s.deletes),
+        halt_reason: s.halt_reason.clone(),
+        cursor_ts_ns: s.cursor_ts_ns,
+        cursor_lag_ns: cursor_lag_ns(finish, s.cursor_ts_ns),
+        last_walk_ns: s.last_walked_ns,
+        restarts: s.restarts,
+    }
+}
+
+/// One bucket of a finished pass.
+pub fn bucket_run(b: &BucketSummary, pass_finish_ns: i64) -> pb::BucketRun {
+    let finish = if b.finished_ns != 0 {
+        b.finished_ns
+    } else {
+        pass_finish_ns
+    };
+    pb::BucketRun {
+        bucket: b.bucket.clone(),
+        start_ns: b.started_ns,
+        finish_ns: b.finished_ns,
+        outcome: run_outcome(b.outcome) as i32,
+        events_scanned: b.events_scanned,
+        deletes: deletes_map(&b.deletes),
+        halt_reason: b.halt_reason.clone(),
+        cursor_ts_ns: b.cursor_ts_ns,
+        cursor_lag_ns: cursor_lag_ns(finish, b.cursor_ts_ns),
+        last_walk_ns: b.last_walked_ns,
+        config_error: b.config_error.clone(),
+    }
+}
+
+/// `GetLastRun`.
+pub fn last_run_response(p: &PassSummary) -> pb::GetLastRunResponse {
+    pb::GetLastRunResponse {
+        run_id: p.run_id.clone(),
+        start_ns: p.started_ns,
+        finish_ns: p.finished_ns,
+        outcome: run_outcome(p.outcome) as i32,
+        shards: p
+            .shards
+            .iter()
+            .map(|s| shard_run(s, p.finished_ns))
+            .collect(),
+        buckets: p
+            .buckets
+            .iter()
+            .map(|b| bucket_run(b, p.finished_ns))
+            .collect(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn deletes_map_has_every_known_key_and_other_only_when_seen() {
+        let mut d = DeleteCounts::default();
+        d.record("DONE");
+        d.record("DRY_RUN");
+        d.record("DRY_RUN");
+        let m = deletes_map(&d);
+        let mut keys: Vec<&str> = m.keys().map(String::as_str).collect();
+        keys.sort_unstable();
+        assert_eq!(
+            keys,
+            [
+                "BLOCKED",
+                "DONE",
+                "DRY_RUN",
+                "NOOP_RESOLVED",
+                "RETRY_LATER",
+                "RPC_ERROR",
+                "SKIPPED_OBJECT_LOCK"
+            ]
+        );
+        assert_eq!((m["DONE"], m["DRY_RUN"], m["BLOCKED"]), (1, 2, 0));
+        d.record("UNSPECIFIED");
+        assert_eq!(deletes_map(&d)[OTHER_KEY], 1);
+    }
+
+    #[test]
+    fn cursor_lag_is_zero_when_cold_or_unfinished() {
+        assert_eq!(cursor_lag_ns(100, 0), 0);
+        assert_eq!(cursor_lag_ns(0, 50), 0);
+        assert_eq!(cursor_lag_ns(100, 40), 60);
+        // A cursor ahead of the finish (clock disagreement) is not a negative lag.
+        assert_eq!(cursor_lag_ns(100, 140), 0);
+    }
+
+    #[test]
+    fn unfinished_shard_lag_is_measured_against_the_pass_finish() {
+        let s = ShardSummary {
+            shard: 4,
+            cursor_ts_ns: 1_000,
+            ..Default::default()
+        };
+        let r = shard_run(&s, 5_000);
+        assert_eq!((r.shard, r.finish_ns, r.cursor_lag_ns), (4, 0, 4_000));
+        assert_eq!(r.outcome, pb::RunOutcome::Unspecified as i32);
+    }
+}

@@ -1,0 +1,645 @@
+//! `s3-lifecycled trigger` and `s3-lifecycled status`: clients of a running
+//! service's admin gRPC API (see [`crate::admin`]).
+//!
+//! The address is `--admin`, else `service.admin_listen` from `--config` and
+//! the `S3_LIFECYCLED__*` environment (the same resolution `serve` uses, so
+//! both ends agree without flags). Exit codes: 0 ok; 1 the service could not
+//! be reached or failed (the message names the address); 2 usage or
+//! configuration error, including a request the server rejected as invalid.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::Args;
+use serde_json::{Value, json};
+use tonic::transport::{Channel, Endpoint};
+
+use super::{EXIT_ERROR, EXIT_OK, EXIT_USAGE};
+use crate::config::{Settings, parse_shards};
+use crate::http::status_page::{format_age, format_time};
+use crate::pb::admin as pb;
+use crate::pb::admin::lifecycled_admin_client::LifecycledAdminClient;
+
+/// How long to wait for the TCP connection: a local service answers at once,
+/// so a long wait only delays the "is it running?" message.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+/// Per-call deadline. Every call only reads in-memory state or enqueues a
+/// pass, so this is generous.
+const CALL_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// Where the admin API is.
+#[derive(Debug, Clone, Args)]
+pub struct AdminAddress {
+    /// Admin API address, HOST:PORT. Default: `service.admin_listen` of the
+    /// configuration.
+    #[arg(long, value_name = "HOST:PORT")]
+    pub admin: Option<String>,
+    /// Configuration file to read `service.admin_listen` from.
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+}
+
+/// `s3-lifecycled trigger`.
+#[derive(Debug, Clone, Args)]
+pub struct TriggerArgs {
+    /// Where the service is.
+    #[command(flatten)]
+    pub address: AdminAddress,
+    /// Shards to run: `0-15`, `3` or `0,4,7`. Default: the service's `pass.shards`.
+    #[arg(long, value_name = "SHARDS")]
+    pub shards: Option<String>,
+    /// Evaluate the pass as of this RFC 3339 time instead of the wall clock.
+    #[arg(long, value_name = "RFC3339")]
+    pub now: Option<String>,
+    /// Decide and report everything, delete nothing, save no cursor.
+    #[arg(long)]
+    pub dry_run: bool,
+}
+
+/// `s3-lifecycled status`.
+#[derive(Debug, Clone, Args)]
+pub struct StatusArgs {
+    /// Where the service is.
+    #[command(flatten)]
+    pub address: AdminAddress,
+    /// Show the last finished pass (per shard and per bucket) instead of the
+    /// current state.
+    #[arg(long)]
+    pub last: bool,
+    /// One JSON document on stdout instead of text.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// A failure, with the exit code it maps to.
+struct Failure {
+    code: i32,
+    message: String,
+}
+
+fn usage(message: impl Into<String>) -> Failure {
+    Failure {
+        code: EXIT_USAGE,
+        message: message.into(),
+    }
+}
+
+fn finish(r: Result<(), Failure>) -> i32 {
+    match r {
+        Ok(()) => EXIT_OK,
+        Err(f) => {
+            eprintln!("error: {}", f.message);
+            f.code
+        }
+    }
+}
+
+/// Runs `trigger`; returns the exit code.
+pub fn run_trigger(args: &TriggerArgs) -> i32 {
+    finish(trigger(args))
+}
+
+/// Runs `status`; returns the exit code.
+pub fn run_status(args: &StatusArgs) -> i32 {
+    finish(status(args))
+}
+
+fn resolve_address(a: &AdminAddress) -> Result<String, Failure> {
+    if let Some(addr) = &a.admin {
+        if addr.trim().is_empty() {
+            return Err(usage(
+                "--admin: empty address (use HOST:PORT, e.g. 127.0.0.1:9710)",
+            ));
+        }
+        return Ok(addr.trim().to_string());
+    }
+    let s = Settings::load(a.config.as_deref(), std::env::vars())
+        .map_err(|e| usage(format!("{e} (or pass --admin HOST:PORT)")))?;
+    Ok(s.service.admin_listen)
+}
+
+fn runtime() -> Result<tokio::runtime::Runtime, Failure> {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| Failure {
+            code: EXIT_ERROR,
+            message: format!("cannot start the async runtime: {e}"),
+        })
+}
+
+async fn connect(addr: &str) -> Result<LifecycledAdminClient<Channel>, Failure> {
+    let uri = if addr.contains("://") {
+        addr.to_string()
+    } else {
+        format!("http://{addr}")
+    };
+    let endpoint = Endpoint::from_shared(uri).map_err(|e| {
+        usage(format!(
+            "admin address `{addr}` is not HOST:PORT (e.g. 127.0.0.1:9710): {e}"
+        ))
+    })?;
+    let channel = endpoint
+        .connect_timeout(CONNECT_TIMEOUT)
+        .timeout(CALL_TIMEOUT)
+        .connect()
+        .await
+        .map_err(|e| Failure {
+            code: EXIT_ERROR,
+            message: format!(
+                "cannot reach the admin API at {addr}: {} (is `s3-lifecycled serve` running there? see --admin and service.admin_listen)",
+                error_chain(&e)
+            ),
+        })?;
+    Ok(LifecycledAdminClient::new(channel))
+}
+
+/// The error and its sources, `a: b: c`: tonic's top-level transport error
+/// alone says only "transport error".
+fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut s = e.to_string();
+    let mut cur = e.source();
+    while let Some(inner) = cur {
+        let t = inner.to_string();
+        if !s.contains(&t) {
+            s.push_str(": ");
+            s.push_str(&t);
+        }
+        cur = inner.source();
+    }
+    s
+}
+
+fn server_error(addr: &str, call: &str, st: &tonic::Status) -> Failure {
+    let code = if st.code() == tonic::Code::InvalidArgument {
+        EXIT_USAGE
+    } else {
+        EXIT_ERROR
+    };
+    Failure {
+        code,
+        message: format!(
+            "admin API at {addr}: {call}: {:?}: {}",
+            st.code(),
+            st.message()
+        ),
+    }
+}
+
+fn trigger(args: &TriggerArgs) -> Result<(), Failure> {
+    // Check what can be checked locally first, so a typo is exit 2 even when
+    // the service is down.
+    let shards = match &args.shards {
+        None => Vec::new(),
+        Some(s) => parse_shards(s)
+            .map_err(|m| usage(format!("--shards: {m}")))?
+            .into_iter()
+            .map(u32::from)
+            .collect(),
+    };
+    if let Some(now) = &args.now {
+        crate::admin::parse_rfc3339_ns(now).map_err(|e| {
+            usage(format!(
+                "--now: `{now}` is not an RFC 3339 time such as 2026-01-02T03:04:05Z ({e})"
+            ))
+        })?;
+    }
+    let addr = resolve_address(&args.address)?;
+    let req = pb::TriggerRunRequest {
+        shards,
+        now: args.now.clone(),
+        dry_run: args.dry_run,
+    };
+    let resp = runtime()?.block_on(async {
+        let mut client = connect(&addr).await?;
+        client
+            .trigger_run(req)
+            .await
+            .map(tonic::Response::into_inner)
+            .map_err(|st| server_error(&addr, "TriggerRun", &st))
+    })?;
+    if resp.already_running {
+        println!(
+            "run_id={} already_running=true (a pass was running; nothing new started)",
+            resp.run_id
+        );
+    } else {
+        println!("run_id={} already_running=false", resp.run_id);
+    }
+    Ok(())
+}
+
+fn status(args: &StatusArgs) -> Result<(), Failure> {
+    let addr = resolve_address(&args.address)?;
+    let rt = runtime()?;
+    if args.last {
+        let last = rt.block_on(async {
+            let mut client = connect(&addr).await?;
+            match client.get_last_run(pb::GetLastRunRequest {}).await {
+                Ok(r) => Ok(Some(r.into_inner())),
+                Err(st) if st.code() == tonic::Code::NotFound => Ok(None),
+                Err(st) => Err(server_error(&addr, "GetLastRun", &st)),
+            }
+        })?;
+        match (last, args.json) {
+            (None, true) => println!("null"),
+            (None, false) => println!("No pass has finished since the service started."),
+            (Some(r), true) => println!("{}", pretty(&last_run_json(&r))),
+            (Some(r), false) => print!("{}", last_run_text(&r)),
+        }
+    } else {
+        let st = rt.block_on(async {
+            let mut client = connect(&addr).await?;
+            client
+                .get_status(pb::GetStatusRequest {})
+                .await
+                .map(tonic::Response::into_inner)
+                .map_err(|st| server_error(&addr, "GetStatus", &st))
+        })?;
+        if args.json {
+            println!("{}", pretty(&status_json(&st)));
+        } else {
+            print!("{}", status_text(&st, now_ns()));
+        }
+    }
+    Ok(())
+}
+
+fn pretty(v: &Value) -> String {
+    // Serializing a `Value` cannot fail; fall back to the compact form anyway.
+    serde_json::to_string_pretty(v).unwrap_or_else(|_| v.to_string())
+}
+
+fn now_ns() -> i64 {
+    let t = time::OffsetDateTime::now_utc().unix_timestamp_nanos();
+    i64::try_from(t).unwrap_or(i64::MAX)
+}
+
+/// The order deletes are shown in, and the JSON keys that are always present.
+const DELETE_KEYS: [&str; 7] = [
+    "DONE",
+    "NOOP_RESOLVED",
+    "SKIPPED_OBJECT_LOCK",
+    "RETRY_LATER",
+    "BLOCKED",
+    "RPC_ERROR",
+    "DRY_RUN",
+];
+
+fn deletes_json(m: &HashMap<String, u64>) -> Value {
+    let mut o = serde_json::Map::new();
+    for k in DELETE_KEYS {
+        o.insert(k.into(), json!(m.get(k).copied().unwrap_or(0)));
+    }
+    // Unknown keys (OTHER, or outcomes a newer server adds) are kept, not dropped.
+    let mut extra: Vec<_> = m
+        .iter()
+        .filter(|(k, _)| !DELETE_KEYS.contains(&k.as_str()))
+        .collect();
+    extra.sort();
+    for (k, v) in extra {
+        o.insert(k.clone(), json!(v));
+    }
+    Value::Object(o)
+}
+
+fn state_str(v: i32) -> &'static str {
+    match pb::ServiceState::try_from(v) {
+        Ok(pb::ServiceState::Starting) => "starting",
+        Ok(pb::ServiceState::Idle) => "idle",
+        Ok(pb::ServiceState::Running) => "running",
+        Ok(pb::ServiceState::ShuttingDown) => "shutting_down",
+        _ => "unknown",
+    }
+}
+
+fn outcome_str(v: i32) -> &'static str {
+    match pb::RunOutcome::try_from(v) {
+        Ok(pb::RunOutcome::Completed) => "completed",
+        Ok(pb::RunOutcome::Halted) => "halted",
+        Ok(pb::RunOutcome::Truncated) => "truncated",
+        Ok(pb::RunOutcome::Failed) => "failed",
+        Ok(pb::RunOutcome::Unspecified) => "running",
+        Err(_) => "unknown",
+    }
+}
+
+fn phase_str(v: i32) -> &'static str {
+    match pb::ShardPhase::try_from(v) {
+        Ok(pb::ShardPhase::Waiting) => "waiting",
+        Ok(pb::ShardPhase::Walking) => "walking",
+        Ok(pb::ShardPhase::Replaying) => "replaying",
+        Ok(pb::ShardPhase::Draining) => "draining",
+        Ok(pb::ShardPhase::Done) => "done",
+        Ok(pb::ShardPhase::Halted) => "halted",
+        Ok(pb::ShardPhase::Failed) => "failed",
+        _ => "unknown",
+    }
+}
+
+/// `status --json`: the `GetStatus` response with enums as lowercase names.
+fn status_json(s: &pb::GetStatusResponse) -> Value {
+    json!({
+        "state": state_str(s.state),
+        "next_pass_ns": s.next_pass_ns,
+        "current_pass": s.current_pass.as_ref().map(|p| json!({
+            "run_id": p.run_id,
+            "start_ns": p.start_ns,
+            "shards_running": p.shards_running,
+            "shards_done": p.shards_done,
+            "shards": p.shards.iter().map(|r| json!({
+                "shard": r.shard,
+                "phase": phase_str(r.phase),
+                "events_scanned": r.events_scanned,
+                "matches": r.matches,
+                "deletes": deletes_json(&r.deletes),
+                "in_flight": r.in_flight,
+                "halt_reason": r.halt_reason,
+                "restarts": r.restarts,
+            })).collect::<Vec<_>>(),
+        })),
+    })
+}
+
+/// `status --last --json`: the `GetLastRun` response with enums as lowercase names.
+fn last_run_json(r: &pb::GetLastRunResponse) -> Value {
+    json!({
+        "run_id": r.run_id,
+        "start_ns": r.start_ns,
+        "finish_ns": r.finish_ns,
+        "outcome": outcome_str(r.outcome),
+        "shards": r.shards.iter().map(|s| json!({
+            "shard": s.shard,
+            "start_ns": s.start_ns,
+            "finish_ns": s.finish_ns,
+            "outcome": outcome_str(s.outcome),
+            "events_scanned": s.events_scanned,
+            "matches": s.matches,
+            "deletes": deletes_json(&s.deletes),
+            "halt_reason": s.halt_reason,
+            "cursor_ts_ns": s.cursor_ts_ns,
+            "cursor_lag_ns": s.cursor_lag_ns,
+            "last_walk_ns": s.last_walk_ns,
+            "restarts": s.restarts,
+        })).collect::<Vec<_>>(),
+        "buckets": r.buckets.iter().map(|b| json!({
+            "bucket": b.bucket,
+            "start_ns": b.start_ns,
+            "finish_ns": b.finish_ns,
+            "outcome": outcome_str(b.outcome),
+            "events_scanned": b.events_scanned,
+            "deletes": deletes_json(&b.deletes),
+            "halt_reason": b.halt_reason,
+            "cursor_ts_ns": b.cursor_ts_ns,
+            "cursor_lag_ns": b.cursor_lag_ns,
+            "last_walk_ns": b.last_walk_ns,
+            "config_error": b.config_error,
+        })).collect::<Vec<_>>(),
+    })
+}
+
+/// A duration in ns as `1d2h`, `3h4m`, `5m6s`, `7s`: no spaces, so
+/// `key=value` lines stay splittable on whitespace.
+fn format_span(ns: i64) -> String {
+    // format_age measures now - then; a span is the age of "then = 1 ns"
+    // seen at "now = ns + 1".
+    format_age(ns.saturating_add(1), 1).replace(' ', "")
+}
+
+fn delete_cells(m: &HashMap<String, u64>) -> String {
+    DELETE_KEYS
+        .iter()
+        .map(|k| format!("{:>8}", m.get(*k).copied().unwrap_or(0)))
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+const DELETE_HEADER: &str = "    DONE     NOOP     LOCK    RETRY  BLOCKED  RPC_ERR  DRY_RUN";
+
+fn status_text(s: &pb::GetStatusResponse, now: i64) -> String {
+    let mut out = format!("state: {}\n", state_str(s.state));
+    if let Some(next) = s.next_pass_ns {
+        out.push_str(&format!("next pass: {}\n", format_time(next)));
+    }
+    match &s.current_pass {
+        None => out.push_str("current pass: none\n"),
+        Some(p) => {
+            out.push_str(&format!(
+                "current pass: {} started {} ({} ago), shards running {}, done {}\n",
+                p.run_id,
+                format_time(p.start_ns),
+                format_age(now, p.start_ns),
+                p.shards_running,
+                p.shards_done
+            ));
+            out.push_str(&format!(
+                "shard phase         events  matches in_flight {DELETE_HEADER}  halt_reason\n"
+            ));
+            for r in &p.shards {
+                out.push_str(&format!(
+                    "{:>5} {:<10} {:>9} {:>8} {:>9} {}  {}\n",
+                    format!("{:02}", r.shard),
+                    phase_str(r.phase),
+                    r.events_scanned,
+                    r.matches,
+                    r.in_flight,
+                    delete_cells(&r.deletes),
+                    r.halt_reason.as_deref().unwrap_or("-")
+                ));
+            }
+        }
+    }
+    out
+}
+
+fn lag_text(cursor_ts_ns: i64, lag_ns: i64) -> String {
+    if cursor_ts_ns == 0 {
+        "cold".into()
+    } else {
+        format_span(lag_ns)
+    }
+}
+
+fn last_run_text(r: &pb::GetLastRunResponse) -> String {
+    let mut out = format!(
+        "last pass: {} outcome={} start={} finish={}\n",
+        r.run_id,
+        outcome_str(r.outcome),
+        format_time(r.start_ns),
+        format_time(r.finish_ns)
+    );
+    out.push_str(&format!(
+        "shard outcome      events  matches {DELETE_HEADER}  cursor_lag  last_walk             halt_reason\n"
+    ));
+    for s in &r.shards {
+        out.push_str(&format!(
+            "{:>5} {:<9} {:>9} {:>8} {}  {:>10}  {:<20}  {}\n",
+            format!("{:02}", s.shard),
+            outcome_str(s.outcome),
+            s.events_scanned,
+            s.matches,
+            delete_cells(&s.deletes),
+            lag_text(s.cursor_ts_ns, s.cursor_lag_ns),
+            format_time(s.last_walk_ns),
+            s.halt_reason.as_deref().unwrap_or("-")
+        ));
+    }
+    for b in &r.buckets {
+        let deletes: Vec<String> = DELETE_KEYS
+            .iter()
+            .map(|k| {
+                format!(
+                    "{}={}",
+                    k.to_ascii_lowercase(),
+                    b.deletes.get(*k).copied().unwrap_or(0)
+                )
+            })
+            .collect();
+        out.push_str(&format!(
+            "bucket={} outcome={} start={} finish={} events={} {} cursor_lag={} last_walk={}",
+            b.bucket,
+            outcome_str(b.outcome),
+            format_time(b.start_ns),
+            format_time(b.finish_ns),
+            b.events_scanned,
+            deletes.join(" "),
+            lag_text(b.cursor_ts_ns, b.cursor_lag_ns),
+            format_time(b.last_walk_ns),
+        ));
+        // Free text goes last and quoted, so `key=value` parsing of the rest holds.
+        if let Some(h) = &b.halt_reason {
+            out.push_str(&format!(" halt={h:?}"));
+        }
+        if let Some(e) = &b.config_error {
+            out.push_str(&format!(" config_error={e:?}"));
+        }
+        out.push('\n');
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const T0: i64 = 1_767_323_045_000_000_000; // 2026-01-02T03:04:05Z
+
+    fn deletes(done: u64, retry: u64) -> HashMap<String, u64> {
+        let mut m: HashMap<String, u64> = DELETE_KEYS.iter().map(|k| (k.to_string(), 0)).collect();
+        m.insert("DONE".into(), done);
+        m.insert("RETRY_LATER".into(), retry);
+        m
+    }
+
+    #[test]
+    fn deletes_json_keeps_every_key_and_unknown_ones() {
+        let mut m = HashMap::new();
+        m.insert("DONE".to_string(), 3);
+        m.insert("OTHER".to_string(), 2);
+        let v = deletes_json(&m);
+        assert_eq!(v["DONE"], 3);
+        assert_eq!(v["DRY_RUN"], 0);
+        assert_eq!(v["OTHER"], 2);
+        assert_eq!(v.as_object().map(|o| o.len()), Some(8));
+    }
+
+    #[test]
+    fn last_run_text_has_shard_rows_and_bucket_lines() {
+        let r = pb::GetLastRunResponse {
+            run_id: "r1".into(),
+            start_ns: T0,
+            finish_ns: T0 + 60_000_000_000,
+            outcome: pb::RunOutcome::Halted as i32,
+            shards: vec![pb::ShardRun {
+                shard: 3,
+                outcome: pb::RunOutcome::Halted as i32,
+                events_scanned: 42,
+                deletes: deletes(5, 1),
+                halt_reason: Some("RETRY_LATER b/k: busy".into()),
+                cursor_ts_ns: T0,
+                cursor_lag_ns: 3_720_000_000_000,
+                ..Default::default()
+            }],
+            buckets: vec![pb::BucketRun {
+                bucket: "logs".into(),
+                outcome: pb::RunOutcome::Completed as i32,
+                events_scanned: 42,
+                deletes: deletes(5, 0),
+                config_error: Some("bad \"rule\"".into()),
+                ..Default::default()
+            }],
+        };
+        let t = last_run_text(&r);
+        assert!(t.starts_with("last pass: r1 outcome=halted start=2026-01-02T03:04:05Z finish=2026-01-02T03:05:05Z\n"), "{t}");
+        let row = t.lines().nth(2).unwrap();
+        assert!(
+            row.starts_with("   03 halted           42        0 "),
+            "{row}"
+        );
+        assert!(
+            row.contains("1h2m") && row.ends_with("RETRY_LATER b/k: busy"),
+            "{row}"
+        );
+        let bucket = t.lines().nth(3).unwrap();
+        assert!(
+            bucket.starts_with(
+                "bucket=logs outcome=completed start=— finish=— events=42 done=5 noop_resolved=0"
+            ),
+            "{bucket}"
+        );
+        assert!(bucket.contains("cursor_lag=cold"), "{bucket}");
+        assert!(
+            bucket.ends_with(r#"config_error="bad \"rule\"""#),
+            "{bucket}"
+        );
+    }
+
+    #[test]
+    fn status_text_shows_state_and_progress() {
+        let s = pb::GetStatusResponse {
+            state: pb::ServiceState::Running as i32,
+            next_pass_ns: Some(T0),
+            current_pass: Some(pb::PassProgress {
+                run_id: "r2".into(),
+                start_ns: T0 - 65_000_000_000,
+                shards_running: 1,
+                shards_done: 0,
+                shards: vec![pb::ShardProgress {
+                    shard: 12,
+                    phase: pb::ShardPhase::Replaying as i32,
+                    events_scanned: 7,
+                    matches: 2,
+                    in_flight: 1,
+                    deletes: deletes(1, 0),
+                    ..Default::default()
+                }],
+            }),
+        };
+        let t = status_text(&s, T0);
+        assert!(
+            t.starts_with("state: running\nnext pass: 2026-01-02T03:04:05Z\n"),
+            "{t}"
+        );
+        assert!(
+            t.contains("current pass: r2 started 2026-01-02T03:03:00Z (1m 5s ago)"),
+            "{t}"
+        );
+        assert!(
+            t.contains("   12 replaying          7        2         1 "),
+            "{t}"
+        );
+        let j = status_json(&s);
+        assert_eq!(j["state"], "running");
+        assert_eq!(j["current_pass"]["shards"][0]["phase"], "replaying");
+        assert_eq!(j["current_pass"]["shards"][0]["halt_reason"], Value::Null);
+    }
+
+    #[test]
+    fn spans() {
+        assert_eq!(format_span(7_000_000_000), "7s");
+        assert_eq!(format_span(0), "0s");
+        assert_eq!(format_span(26 * 3_600_000_000_000), "1d2h");
+        assert_eq!(format_span(500 * 1_000_000_000), "8m20s");
+    }
+}
