@@ -134,7 +134,7 @@ fn cold_start_then_steady_then_rule_edit() {
 fn recovered_bucket_resumes_at_the_rewind_point() {
     let (_, cursor) = steady(100 * S);
     let key = progress_key(&plan(0).recovery.actions().next().unwrap().key());
-    let p = cursor.buckets["b"].rules[&key];
+    let p = cursor.buckets["b"].rules[&key].clone();
     assert_eq!(p.ts, 100 * S - 10 * S, "now − ttl (no rounding, no skew)");
     assert_eq!((p.through, p.through_now), (100 * S, 100 * S));
 }
@@ -223,7 +223,12 @@ fn pending_match_holds_the_cursor_but_later_due_matches_are_sent() {
     }
     let (rep, cursor) = run.finish(Some(130 * S));
     assert_eq!(rep.counters.pending, 1);
-    let prog = *cursor.unwrap().buckets["b"].rules.values().next().unwrap();
+    let prog = cursor.unwrap().buckets["b"]
+        .rules
+        .values()
+        .next()
+        .unwrap()
+        .clone();
     assert_eq!(prog.ts, 120 * S - 1);
     // Progress stays a reorder margin behind the newest event (filer ts_ns
     // are not strictly ordered).
@@ -284,7 +289,7 @@ proptest! {
         let last = evs.last().map(|e| 100 * S + e.0 * 1_000_000);
         let (rep, cursor) = run.finish(last);
         prop_assert_eq!(rep.outcome == ShardOutcome::Halted, halted);
-        let prog = *cursor.unwrap().buckets["b"].rules.values().next().unwrap();
+        let prog = cursor.unwrap().buckets["b"].rules.values().next().unwrap().clone();
         if let Some(&b) = blockers.iter().min() {
             prop_assert!(prog.ts < b, "cursor {} passed blocker {}", prog.ts, b);
         }

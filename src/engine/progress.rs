@@ -16,8 +16,10 @@
 //! writes were seen to step back by up to 1.8 ms on a single 4.48 filer, and
 //! an event may be stamped before it is appended, so one stamped just before a
 //! stream ends can appear later. Progress therefore never claims the last
-//! [`REORDER_MARGIN`] before the newest processed event; the next pass
-//! re-reads that sliver (its resolved deletes come back as no-ops).
+//! [`REORDER_MARGIN`] before the newest processed event, so the next pass
+//! re-reads that sliver and sees any late-appended event. The matches in the
+//! sliver that already resolved are remembered by (event ts, subject) in
+//! [`ActionProgress::tail`], so the re-read does not re-send them.
 //!
 //! Invariants (property-tested below): `ts` never passes an event with a pending,
 //! in-flight or failed match; a match is never skipped unless it resolved in an
@@ -34,8 +36,13 @@ use super::time::Nanos;
 /// pass against silently skipping an event forever.
 pub const REORDER_MARGIN: Nanos = 5_000_000_000;
 
+/// Most tail marks kept per action: the deletes that resolved inside the
+/// reorder margin. Beyond it, a re-read may re-send some (they come back as
+/// no-ops); it only matters after a halt, when the tail can grow long.
+pub const TAIL_CAP: usize = 4096;
+
 /// Persisted replay progress of one compiled action. See the module docs.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ActionProgress {
     /// Every event at or before this is finished for the action.
     pub ts: Nanos,
@@ -44,6 +51,11 @@ pub struct ActionProgress {
     pub through: Nanos,
     /// The pass time that `through` was established at.
     pub through_now: Nanos,
+    /// Events after `ts` whose match for this action resolved but that
+    /// `through` does not cover, as sorted `(ts_ns, subject)` pairs (see
+    /// [`subject_of`]): mostly the last seconds inside the reorder margin.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tail: Vec<(Nanos, u64)>,
 }
 
 impl ActionProgress {
@@ -53,17 +65,35 @@ impl ActionProgress {
             ts,
             through: ts,
             through_now: Nanos::MIN,
+            tail: Vec::new(),
         }
     }
 
-    /// Whether a match due at `due`, from an event at `ev_ts`, still needs a
-    /// decision in this pass (false: it resolved in an earlier pass).
-    pub fn needs(&self, ev_ts: Nanos, due: Nanos) -> bool {
-        if ev_ts <= self.ts {
+    /// Whether a match due at `due`, from an event at `ev_ts` about
+    /// `subject`, still needs a decision in this pass (false: it resolved in
+    /// an earlier pass).
+    pub fn needs(&self, ev_ts: Nanos, subject: u64, due: Nanos) -> bool {
+        if ev_ts <= self.ts || self.tail.binary_search(&(ev_ts, subject)).is_ok() {
             return false;
         }
         !(ev_ts <= self.through && due <= self.through_now)
     }
+}
+
+/// A stable 64-bit name for what a match deletes (FNV-1a over the object path
+/// and version id). Persisted in cursors: never change it.
+pub fn subject_of(object_path: &str, version_id: &str) -> u64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in object_path
+        .as_bytes()
+        .iter()
+        .chain(std::iter::once(&0u8))
+        .chain(version_id.as_bytes())
+    {
+        h ^= u64::from(*b);
+        h = h.wrapping_mul(0x0000_0100_0000_01b3);
+    }
+    h
 }
 
 /// What to do with one match.
@@ -90,7 +120,9 @@ struct Track<K> {
     start: ActionProgress,
     first_pending: Option<Nanos>,
     first_failed: Option<Nanos>,
-    in_flight: BTreeMap<u64, Nanos>,
+    in_flight: BTreeMap<u64, (Nanos, u64)>,
+    /// Resolved (ts, subject) marks near the newest processed event.
+    marks: std::collections::VecDeque<(Nanos, u64)>,
 }
 
 /// Tracks one pass's decisions and outcomes for a set of actions (one shard).
@@ -145,22 +177,36 @@ impl<K: Clone + Eq + std::hash::Hash> ProgressTracker<K> {
             first_pending: None,
             first_failed: None,
             in_flight: BTreeMap::new(),
+            marks: std::collections::VecDeque::new(),
         });
     }
 
     /// The starting progress of an action, if it is tracked.
-    pub fn start_of(&self, key: &K) -> Option<ActionProgress> {
-        self.index.get(key).map(|&i| self.tracks[i].start)
+    pub fn start_of(&self, key: &K) -> Option<&ActionProgress> {
+        self.index.get(key).map(|&i| &self.tracks[i].start)
     }
 
-    /// Decides a match of `key` from the event at `ev_ts`, due at `due`.
-    /// An unknown action is skipped: it is not part of this pass's view.
+    /// Decides a match of `key` from the event at `ev_ts`, due at `due`, when
+    /// the subject is unknown; see [`decide_subject`](Self::decide_subject).
     pub fn decide(&mut self, key: &K, ev_ts: Nanos, due: Nanos) -> Decision {
+        self.decide_subject(key, ev_ts, 0, due)
+    }
+
+    /// Decides a match of `key` from the event at `ev_ts` about `subject`
+    /// ([`subject_of`]), due at `due`. An unknown action is skipped: it is not
+    /// part of this pass's view.
+    pub fn decide_subject(&mut self, key: &K, ev_ts: Nanos, subject: u64, due: Nanos) -> Decision {
         let Some(&i) = self.index.get(key) else {
             return Decision::Skip;
         };
+        let margin = self.margin;
+        let newest = self.processed_through;
         let t = &mut self.tracks[i];
-        if !t.start.needs(ev_ts, due) {
+        if !t.start.needs(ev_ts, subject, due) {
+            if ev_ts > t.start.through && ev_ts > t.start.ts {
+                // Resolved in the old tail: it stays resolved in the new one.
+                push_mark(&mut t.marks, (ev_ts, subject), newest, margin);
+            }
             return Decision::Skip;
         }
         if due > self.now {
@@ -169,7 +215,7 @@ impl<K: Clone + Eq + std::hash::Hash> ProgressTracker<K> {
         }
         let seq = self.next_seq;
         self.next_seq += 1;
-        t.in_flight.insert(seq, ev_ts);
+        t.in_flight.insert(seq, (ev_ts, subject));
         Decision::Dispatch(Ticket { action: i, seq })
     }
 
@@ -181,13 +227,16 @@ impl<K: Clone + Eq + std::hash::Hash> ProgressTracker<K> {
     /// Reports a dispatched delete's fate: `ok` for DONE, NOOP_RESOLVED and
     /// SKIPPED_OBJECT_LOCK; not ok for anything that leaves it unresolved.
     pub fn resolved(&mut self, ticket: Ticket, ok: bool) {
+        let (margin, newest) = (self.margin, self.processed_through);
         let Some(t) = self.tracks.get_mut(ticket.action) else {
             return;
         };
-        if let Some(ev_ts) = t.in_flight.remove(&ticket.seq)
-            && !ok
-        {
-            t.first_failed = Some(t.first_failed.map_or(ev_ts, |f| f.min(ev_ts)));
+        if let Some((ev_ts, subject)) = t.in_flight.remove(&ticket.seq) {
+            if ok {
+                push_mark(&mut t.marks, (ev_ts, subject), newest, margin);
+            } else {
+                t.first_failed = Some(t.first_failed.map_or(ev_ts, |f| f.min(ev_ts)));
+            }
         }
     }
 
@@ -218,7 +267,7 @@ impl<K: Clone + Eq + std::hash::Hash> ProgressTracker<K> {
             .into_iter()
             .map(|t| {
                 let start = t.start;
-                let first_in_flight = t.in_flight.values().copied().min();
+                let first_in_flight = t.in_flight.values().map(|v| v.0).min();
                 let dispatch_blocker = min_opt(first_in_flight, t.first_failed);
                 let blocker = min_opt(dispatch_blocker, t.first_pending);
                 let upto = |b: Option<Nanos>| match (b, end) {
@@ -241,16 +290,51 @@ impl<K: Clone + Eq + std::hash::Hash> ProgressTracker<K> {
                     through = ts;
                     through_now = through_now.max(now);
                 }
+                // Resolved matches `through` does not cover are named one by
+                // one. When `through` moved to `now`, everything resolved at or
+                // before it is covered; otherwise keep all past `ts`.
+                let floor = if through_now == now { through } else { ts };
+                let mut tail: Vec<(Nanos, u64)> = start
+                    .tail
+                    .iter()
+                    .copied()
+                    .chain(t.marks)
+                    .filter(|m| m.0 > floor)
+                    .collect();
+                tail.sort_unstable();
+                tail.dedup();
+                tail.truncate(TAIL_CAP);
                 (
                     t.key,
                     ActionProgress {
                         ts,
                         through,
                         through_now,
+                        tail,
                     },
                 )
             })
             .collect()
+    }
+}
+
+/// Remembers a resolved match, dropping marks that fell well behind the newest
+/// processed event (they will be covered by `through`).
+fn push_mark(
+    marks: &mut std::collections::VecDeque<(Nanos, u64)>,
+    mark: (Nanos, u64),
+    newest: Option<Nanos>,
+    margin: Nanos,
+) {
+    marks.push_back(mark);
+    if let Some(n) = newest {
+        let floor = n.saturating_sub(margin.saturating_mul(2));
+        while marks.front().is_some_and(|m| m.0 < floor) {
+            marks.pop_front();
+        }
+    }
+    while marks.len() > TAIL_CAP {
+        marks.pop_front();
     }
 }
 
@@ -284,7 +368,7 @@ mod tests {
             t.event_processed(ts);
         }
         let out = t.finish(stream_end);
-        (ds, out[0].1)
+        (ds, out.into_iter().next().unwrap().1)
     }
 
     #[test]
@@ -313,12 +397,24 @@ mod tests {
             &[],
             Some(100),
         );
-        let (ds, p2) = run(p1, 200, &[(20, 500), (30, 60), (150, 160)], &[], Some(200));
+        let (ds, p2) = run(
+            p1.clone(),
+            200,
+            &[(20, 500), (30, 60), (150, 160)],
+            &[],
+            Some(200),
+        );
         assert_eq!(ds[0], Decision::Pending, "still not due at 200");
         assert_eq!(ds[1], Decision::Skip, "resolved in pass 1");
         assert!(matches!(ds[2], Decision::Dispatch(_)));
         assert_eq!(p2.ts, 19);
-        let (ds, p3) = run(p2, 600, &[(20, 500), (30, 60), (150, 160)], &[], Some(600));
+        let (ds, p3) = run(
+            p2.clone(),
+            600,
+            &[(20, 500), (30, 60), (150, 160)],
+            &[],
+            Some(600),
+        );
         assert!(matches!(ds[0], Decision::Dispatch(_)));
         assert_eq!(ds[1], Decision::Skip);
         assert_eq!(ds[2], Decision::Skip);
@@ -338,9 +434,10 @@ mod tests {
         assert_eq!(p.through, 19);
         let (ds, _) = run(p, 101, &[(20, 60), (30, 70)], &[], Some(101));
         assert!(matches!(ds[0], Decision::Dispatch(_)));
-        assert!(
-            matches!(ds[1], Decision::Dispatch(_)),
-            "not confirmed resolved before"
+        assert_eq!(
+            ds[1],
+            Decision::Skip,
+            "resolved after the failure in pass 1: remembered in the tail"
         );
     }
 
@@ -353,7 +450,7 @@ mod tests {
         };
         t.event_processed(10);
         t.event_processed(20);
-        let p = t.finish(Some(100))[0].1;
+        let p = t.finish(Some(100)).remove(0).1;
         assert_eq!(p.ts, 9);
     }
 
@@ -371,6 +468,7 @@ mod tests {
             ts: 0,
             through: 50,
             through_now: 40,
+            tail: Vec::new(),
         };
         // Pass halts at event 10 (failure); events up to 50 with due ≤ 40 stay resolved.
         let (_, p) = run(start, 100, &[(10, 90)], &[10], None);
@@ -384,11 +482,35 @@ mod tests {
         let mut t =
             ProgressTracker::new(100, [("r", ActionProgress::at(0))]).with_reorder_margin(5);
         t.event_processed(50);
-        let p = t.finish(Some(60))[0].1;
+        let p = t.finish(Some(60)).remove(0).1;
         assert_eq!((p.ts, p.through), (55, 55));
         let mut t = ProgressTracker::new(100, [("r", ActionProgress::at(0))]);
         t.event_processed(50 + REORDER_MARGIN);
         assert_eq!(t.finish(None)[0].1.ts, 50);
+    }
+
+    #[test]
+    fn tail_marks_stop_resends_inside_the_reorder_margin() {
+        // Regression: the margin made every pass re-read (and re-send) the
+        // deletes of its last seconds, day after day on a quiet bucket.
+        let mut t =
+            ProgressTracker::new(100, [("r", ActionProgress::at(0))]).with_reorder_margin(5);
+        let Decision::Dispatch(tk) = t.decide_subject(&"r", 58, 7, 50) else {
+            panic!("expected dispatch")
+        };
+        t.resolved(tk, true);
+        t.event_processed(58);
+        let p = t.finish(Some(60)).remove(0).1;
+        assert_eq!((p.ts, p.through, p.tail.clone()), (55, 55, vec![(58, 7)]));
+        let mut t = ProgressTracker::new(200, [("r", p)]).with_reorder_margin(5);
+        assert_eq!(t.decide_subject(&"r", 58, 7, 50), Decision::Skip);
+        // A late-appended event in the margin is still looked at.
+        assert!(matches!(
+            t.decide_subject(&"r", 57, 9, 50),
+            Decision::Dispatch(_)
+        ));
+        assert_ne!(subject_of("a", ""), subject_of("a", "null"));
+        assert_eq!(subject_of("k", "v1"), subject_of("k", "v1"));
     }
 
     #[test]
@@ -418,8 +540,9 @@ mod tests {
                 nows.sort();
                 let mut progress = ActionProgress::at(0);
                 let mut resolved = std::collections::HashSet::new();
+                let mut any_failure = false;
                 for (pass, &now) in nows.iter().enumerate() {
-                    let mut t = ProgressTracker::new(now, [("r", progress)]).with_reorder_margin(3);
+                    let mut t = ProgressTracker::new(now, [("r", progress.clone())]).with_reorder_margin(3);
                     let mut halted = false;
                     let mut pending_seen = None;
                     let mut failed_at = None;
@@ -436,16 +559,19 @@ mod tests {
                             }
                             Decision::Dispatch(tk) => {
                                 prop_assert!(due <= now);
+                                // Without a failure so far, nothing resolved is sent twice.
+                                prop_assert!(any_failure || !resolved.contains(&i),
+                                    "re-sent resolved event {i} in pass {pass}");
                                 // Fail only in the first pass so later passes converge.
                                 let ok = pass > 0 || !fail_mask[i];
                                 t.resolved(tk, ok);
-                                if ok { resolved.insert(i); } else { halted = true; failed_at = Some(ts); }
+                                if ok { resolved.insert(i); } else { halted = true; any_failure = true; failed_at = Some(ts); }
                             }
                         }
                         t.event_processed(ts);
                     }
                     let end = if halted { None } else { Some(now.max(evs.last().map_or(0, |e| e.0))) };
-                    let next = t.finish(end)[0].1;
+                    let next = t.finish(end).remove(0).1;
                     prop_assert!(next.ts >= progress.ts);
                     if let Some(p) = pending_seen { prop_assert!(next.ts < p); }
                     if let Some(f) = failed_at { prop_assert!(next.ts < f && next.through < f.max(progress.through + 1)); }

@@ -21,7 +21,7 @@ use std::time::Duration;
 
 use serde::Serialize;
 
-use crate::engine::progress::{ActionProgress, Decision, ProgressTracker, Ticket};
+use crate::engine::progress::{ActionProgress, Decision, ProgressTracker, Ticket, subject_of};
 use crate::engine::route::resolve_deferred;
 use crate::engine::{ActionKey, EMPTY_HASH, Match, Nanos, Snapshot, TimeConfig};
 use crate::pass::dispatch::CallResult;
@@ -446,10 +446,11 @@ impl ShardRun {
                         ts: plan::rewind_point(plan.now, ttl, &plan.time, plan.skew_margin),
                         through: plan.now,
                         through_now: plan.now,
+                        tail: Vec::new(),
                     }
                 } else {
                     match persisted.and_then(|b| b.rules.get(&progress_key(&key))) {
-                        Some(p) => *p,
+                        Some(p) => p.clone(),
                         // plan_shard recovers such a bucket; unreachable in
                         // practice, and skipping is the safe answer.
                         None => continue,
@@ -478,7 +479,8 @@ impl ShardRun {
                 rule_hash: m.rule_hash,
                 kind: m.kind,
             };
-            match tracker.decide(&key, ts, m.due) {
+            let subject = subject_of(&m.object_path, &m.version_id);
+            match tracker.decide_subject(&key, ts, subject, m.due) {
                 Decision::Skip => {}
                 Decision::Pending => {
                     self.counters.matches += 1;
@@ -670,7 +672,7 @@ impl ShardRun {
             let rules: BTreeMap<String, ActionProgress> = progress
                 .iter()
                 .filter(|(k, _)| &*k.bucket == bucket)
-                .map(|(k, p)| (progress_key(k), *p))
+                .map(|(k, p)| (progress_key(k), p.clone()))
                 .collect();
             if rules.is_empty() && plan.has_replay(bucket) {
                 // Halted before replay was set up: nothing new is known.
