@@ -9,6 +9,7 @@ use std::path::PathBuf;
 use clap::{Parser, Subcommand};
 
 pub mod admin_client;
+pub mod cursor_cmd;
 pub mod rules_check;
 pub mod run_once;
 
@@ -46,6 +47,12 @@ pub enum Command {
     Trigger(admin_client::TriggerArgs),
     /// Show a running service's state and current pass, or `--last` pass.
     Status(admin_client::StatusArgs),
+    /// Inspect, reset or migrate (from the Go worker) the per-shard cursors.
+    Cursor {
+        /// What to do with cursors.
+        #[command(subcommand)]
+        command: cursor_cmd::CursorCommand,
+    },
 }
 
 /// `rules` subcommands.
@@ -76,5 +83,6 @@ pub fn main() -> i32 {
         Command::RunOnce(args) => run_once::run(args),
         Command::Trigger(args) => admin_client::run_trigger(&args),
         Command::Status(args) => admin_client::run_status(&args),
+        Command::Cursor { command } => cursor_cmd::run(command),
     }
 }

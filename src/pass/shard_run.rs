@@ -63,6 +63,46 @@ pub struct PassPlan {
 }
 
 impl PassPlan {
+    /// The plan for `snap` at `now`: views, per-bucket and global hashes.
+    /// `earliest` is the meta-log horizon from the probe; a non-zero
+    /// `pass.meta_log_retention` replaces it with `now − retention`.
+    pub fn build(
+        snap: &Snapshot,
+        now: Nanos,
+        earliest: Option<Nanos>,
+        pass: &crate::config::PassSettings,
+        keep: BTreeSet<String>,
+    ) -> PassPlan {
+        use crate::engine::{
+            promoted_hash, promoted_hash_by_bucket, replay_content_hash,
+            replay_content_hash_by_bucket,
+        };
+        let window = plan::retention_window(now, earliest, pass.meta_log_retention);
+        let (replay, walk) = snap.rules_for_shard(0, window);
+        let earliest = if pass.meta_log_retention.is_zero() {
+            earliest
+        } else {
+            // A configured retention: the horizon is now − retention.
+            let back = i64::try_from(pass.meta_log_retention.as_nanos()).unwrap_or(i64::MAX);
+            Some(now.saturating_sub(back))
+        };
+        PassPlan {
+            now,
+            time: snap.time(),
+            skew_margin: pass.clock_skew_margin,
+            walker_interval: pass.walker_interval,
+            earliest,
+            rule_set_hash: replay_content_hash_by_bucket(snap),
+            promoted_hash: promoted_hash_by_bucket(snap, window),
+            global_rule_set_hash: replay_content_hash(snap),
+            global_promoted_hash: promoted_hash(snap, window),
+            replay,
+            walk,
+            recovery: snap.recovery_view(),
+            keep,
+        }
+    }
+
     /// Buckets with at least one enabled action (the recovery view's buckets).
     pub fn buckets(&self) -> impl Iterator<Item = &str> {
         self.recovery.buckets().iter().map(|b| &**b.name())

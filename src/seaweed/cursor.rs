@@ -137,38 +137,6 @@ mod b64 {
 }
 
 impl ShardCursor {
-    /// A cursor seeded from a Go worker's cursor: every named bucket starts at
-    /// the Go position and hashes, so switching over replays nothing twice and
-    /// skips nothing.
-    pub fn from_go<'a>(go: &GoCursor, bucket_names: impl IntoIterator<Item = &'a str>) -> Self {
-        let buckets = bucket_names
-            .into_iter()
-            .map(|b| {
-                (
-                    b.to_string(),
-                    BucketCursor {
-                        ts_ns: go.ts_ns,
-                        rule_set_hash: go.rule_set_hash,
-                        promoted_hash: go.promoted_hash,
-                        last_walked_ns: go.last_walked_ns,
-                        halted: None,
-                        rules: BTreeMap::new(),
-                    },
-                )
-            })
-            .collect();
-        ShardCursor {
-            version: CURSOR_VERSION,
-            shard_id: go.shard_id,
-            updated_ns: 0,
-            ts_ns: go.ts_ns,
-            rule_set_hash: go.rule_set_hash,
-            promoted_hash: go.promoted_hash,
-            last_walked_ns: go.last_walked_ns,
-            buckets,
-        }
-    }
-
     /// The minimum bucket `ts_ns`, or `None` without buckets. Callers store
     /// it in [`ShardCursor::ts_ns`] before saving.
     pub fn min_bucket_ts(&self) -> Option<Nanos> {
@@ -200,7 +168,7 @@ pub enum CursorError {
     /// silently starting over could re-delete or skip a whole retention window.
     #[error(
         "cursor file {path} is unusable: {problem}. Fix: restore a good copy, or delete the file \
-         (`s3-lifecycled cursor reset --shard {shard}` or `weed shell fs.rm {path}`) to force a \
+         (`s3-lifecycled cursor reset --shards {shard} --yes` or `weed shell fs.rm {path}`) to force a \
          cold start of shard {shard}"
     )]
     Corrupt {
@@ -641,30 +609,6 @@ mod tests {
         );
         assert_eq!(decode_go_cursor(json.as_bytes(), 3).unwrap(), go);
         assert!(decode_go_cursor(json.as_bytes(), 2).is_err());
-    }
-
-    #[test]
-    fn from_go_seeds_every_bucket() {
-        let go = GoCursor {
-            version: 1,
-            shard_id: 7,
-            ts_ns: 100,
-            rule_set_hash: [3; 32],
-            promoted_hash: [4; 32],
-            last_walked_ns: 50,
-        };
-        let c = ShardCursor::from_go(&go, ["a", "b"]);
-        assert_eq!(c.shard_id, 7);
-        assert_eq!(c.buckets.len(), 2);
-        for b in c.buckets.values() {
-            assert_eq!(
-                (b.ts_ns, b.rule_set_hash, b.promoted_hash),
-                (100, [3; 32], [4; 32])
-            );
-            assert_eq!(b.last_walked_ns, 50);
-        }
-        assert_eq!(c.min_bucket_ts(), Some(100));
-        assert_eq!(decode_cursor(&c.to_json(), 7).unwrap(), c);
     }
 
     #[test]

@@ -1,0 +1,224 @@
+//! `s3-lifecycled cursor …`: inspect, reset and migrate the per-shard cursors
+//! stored in the filer (see ops/runbook.md). A reset forces a cold start of the
+//! shard on the next pass (a recovery walk, then replay from `now − TTL`).
+
+use std::path::PathBuf;
+
+use clap::{Args, Subcommand};
+
+use crate::cli::{EXIT_ERROR, EXIT_OK, EXIT_USAGE};
+use crate::config::{Settings, parse_shards};
+use crate::engine::{Nanos, Snapshot};
+use crate::pass::migrate::import_go;
+use crate::pass::shard_run::PassPlan;
+use crate::seaweed::buckets::list_bucket_configs;
+use crate::seaweed::cursor::CursorStore;
+use crate::seaweed::filer::FilerClient;
+use crate::seaweed::retention;
+
+/// Where the cursors are.
+#[derive(Debug, Clone, Args)]
+pub struct CursorTarget {
+    /// TOML configuration file (optional).
+    #[arg(long)]
+    pub config: Option<PathBuf>,
+    /// Filer gRPC address (overrides `cluster.filer`).
+    #[arg(long)]
+    pub filer: Option<String>,
+    /// Shards: `0-15`, `3` or `1,5,7`.
+    #[arg(long, default_value = "0-15")]
+    pub shards: String,
+}
+
+/// `cursor` subcommands.
+#[derive(Debug, Subcommand)]
+pub enum CursorCommand {
+    /// Print each selected shard's cursor file (JSON), or say it is cold.
+    Show {
+        /// Which cursors.
+        #[command(flatten)]
+        target: CursorTarget,
+        /// Show the Go worker's cursors (`/etc/s3/lifecycle/daily-cursors`) instead.
+        #[arg(long)]
+        go: bool,
+    },
+    /// Delete cursor files, forcing a cold start (recovery walk) of those
+    /// shards on the next pass.
+    Reset {
+        /// Which cursors.
+        #[command(flatten)]
+        target: CursorTarget,
+        /// Really delete (without it, only say what would be deleted).
+        #[arg(long)]
+        yes: bool,
+    },
+    /// Seed our cursors from the Go worker's, where they provably cover the
+    /// current rules (unversioned buckets; see `pass::migrate`), so the first
+    /// pass resumes from Go's position. Never overwrites an existing cursor.
+    ImportGo {
+        /// Which cursors.
+        #[command(flatten)]
+        target: CursorTarget,
+        /// Say what would be written without writing.
+        #[arg(long = "dry-run")]
+        dry_run: bool,
+    },
+}
+
+fn settings(t: &CursorTarget) -> Result<(Settings, Vec<u8>), String> {
+    let mut s = Settings::load(t.config.as_deref(), std::env::vars()).map_err(|e| e.to_string())?;
+    if let Some(f) = &t.filer {
+        s.cluster.filer = f.clone();
+    }
+    let shards = parse_shards(&t.shards).map_err(|m| format!("flag --shards: {m}"))?;
+    Ok((s, shards))
+}
+
+fn now_ns() -> Nanos {
+    i64::try_from(time::OffsetDateTime::now_utc().unix_timestamp_nanos()).unwrap_or(Nanos::MAX)
+}
+
+/// Runs a `cursor` subcommand and returns the exit code.
+pub fn run(cmd: CursorCommand) -> i32 {
+    let target = match &cmd {
+        CursorCommand::Show { target, .. }
+        | CursorCommand::Reset { target, .. }
+        | CursorCommand::ImportGo { target, .. } => target.clone(),
+    };
+    let (s, shards) = match settings(&target) {
+        Ok(v) => v,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return EXIT_USAGE;
+        }
+    };
+    let rt = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("error: cannot start the async runtime: {e}");
+            return EXIT_ERROR;
+        }
+    };
+    match rt.block_on(run_async(cmd, s, shards)) {
+        Ok(()) => EXIT_OK,
+        Err(e) => {
+            eprintln!("error: {e}");
+            EXIT_ERROR
+        }
+    }
+}
+
+async fn run_async(cmd: CursorCommand, s: Settings, shards: Vec<u8>) -> Result<(), String> {
+    let client = FilerClient::connect(&s.cluster.filer)
+        .await
+        .map_err(|e| e.to_string())?;
+    let store = CursorStore::new(client.clone(), &s.cursor.dir);
+    match cmd {
+        CursorCommand::Show { go, .. } => {
+            for shard in shards {
+                let text = if go {
+                    store
+                        .load_go(shard)
+                        .await
+                        .map_err(|e| e.to_string())?
+                        .map(|c| serde_json::to_string(&c).unwrap_or_default())
+                } else {
+                    store
+                        .load(shard)
+                        .await
+                        .map_err(|e| e.to_string())?
+                        .map(|c| String::from_utf8_lossy(&c.to_json()).trim_end().to_string())
+                };
+                match text {
+                    Some(t) => println!("shard={shard:02} {t}"),
+                    None => println!("shard={shard:02} cold (no cursor file)"),
+                }
+            }
+        }
+        CursorCommand::Reset { yes, .. } => {
+            for shard in shards {
+                let path = store.path(shard);
+                if yes {
+                    store.reset(shard).await.map_err(|e| e.to_string())?;
+                    println!("shard={shard:02} reset: deleted {path} (next pass cold-starts it)");
+                } else {
+                    println!("shard={shard:02} would delete {path} (add --yes)");
+                }
+            }
+        }
+        CursorCommand::ImportGo { dry_run, .. } => {
+            let root = if s.cluster.buckets_root.is_empty() {
+                client.buckets_root().await.map_err(|e| e.to_string())?
+            } else {
+                s.cluster.buckets_root.clone()
+            };
+            let scan = list_bucket_configs(&client, &root)
+                .await
+                .map_err(|e| e.to_string())?;
+            let keep = scan.errors.iter().map(|e| e.bucket.clone()).collect();
+            let configs = scan
+                .buckets
+                .iter()
+                .filter(|b| b.has_rules())
+                .map(|b| b.to_config())
+                .collect();
+            let snap = Snapshot::compile(configs, s.time.time_config());
+            let now = now_ns();
+            let earliest = if s.pass.meta_log_retention.is_zero() {
+                retention::earliest_available(&mut client.raw())
+                    .await
+                    .map_err(|e| e.to_string())?
+                    .map(|e| e.ts_ns)
+            } else {
+                None
+            };
+            let plan = PassPlan::build(&snap, now, earliest, &s.pass, keep);
+            for shard in shards {
+                if store
+                    .load(shard)
+                    .await
+                    .map_err(|e| e.to_string())?
+                    .is_some()
+                {
+                    println!(
+                        "shard={shard:02} skipped: {} exists (reset it first)",
+                        store.path(shard)
+                    );
+                    continue;
+                }
+                let Some(go) = store.load_go(shard).await.map_err(|e| e.to_string())? else {
+                    println!(
+                        "shard={shard:02} skipped: no Go cursor; the first pass cold-starts it"
+                    );
+                    continue;
+                };
+                match import_go(&go, &plan) {
+                    Err(why) => println!("shard={shard:02} not imported: {why}"),
+                    Ok(imp) => {
+                        if !dry_run {
+                            store
+                                .save(&imp.cursor, now)
+                                .await
+                                .map_err(|e| e.to_string())?;
+                        }
+                        println!(
+                            "shard={shard:02} {} at ts_ns={} buckets={} cold={}",
+                            if dry_run { "would import" } else { "imported" },
+                            go.ts_ns,
+                            imp.cursor.buckets.len(),
+                            if imp.cold.is_empty() {
+                                "-".to_string()
+                            } else {
+                                imp.cold.join(",")
+                            },
+                        );
+                    }
+                }
+            }
+        }
+    }
+    Ok(())
+}
