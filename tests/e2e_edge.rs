@@ -393,12 +393,25 @@ async fn unreachable_s3_grpc_halts_then_next_pass_deletes() {
         l.local_addr().unwrap().port()
     };
     let bad = format!("127.0.0.1:{closed}");
-    let p = run_once(
-        c,
-        &scope,
-        Some(plus(t0, 32, 0)),
-        &["--s3-grpc", &bad],
+    let args: Vec<String> = [
+        "run-once",
+        "--filer",
+        &c.filer_grpc_addr().to_string(),
+        "--s3-grpc",
+        &bad,
+        "--buckets",
+        &b,
+        "--json",
+        "--now",
+        &rfc3339(plus(t0, 32, 0)),
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    let p = run_raw(
+        &args,
         &[
+            ("S3_LIFECYCLED__CURSOR__DIR", scope.cursor_dir.as_str()),
             ("S3_LIFECYCLED__DISPATCH__RETRY_INITIAL_BACKOFF", "10ms"),
             ("S3_LIFECYCLED__DISPATCH__RETRY_MAX_BACKOFF", "20ms"),
         ],
