@@ -679,3 +679,297 @@ async fn empty_bucket_pass_is_a_no_op() {
     p.ok().assert_no_deletes();
     assert!(list_keys(&c.s3_client(), &b).await.is_empty());
 }
+
+/// Lengthening a rule's TTL (10 → 30 days) must not let the old TTL delete anything: at +12 d
+/// nothing goes, at +32 d everything under the rule does.
+#[tokio::test]
+async fn lengthened_ttl_does_not_delete_under_the_old_ttl() {
+    let c = common::cluster();
+    let s3 = c.s3_client();
+    let b = c.new_bucket("e2e-ttl-up").await.unwrap();
+    for k in ["x/1", "x/2"] {
+        put(&s3, &b, k, b"data", None).await;
+    }
+    c.put_lifecycle_xml(&b, &lifecycle(&days_rule("x", "x/", 10)))
+        .await
+        .unwrap();
+    let t0 = now();
+    let scope = Scope::new(&[&b]);
+    let p = run_once(c, &scope, Some(plus(t0, 5, 0)), &[], &[]).await;
+    p.ok().assert_no_deletes();
+    // Written after the first pass: only the replay knows them.
+    put(&s3, &b, "x/3", b"data", None).await;
+
+    c.put_lifecycle_xml(&b, &lifecycle(&days_rule("x", "x/", 30)))
+        .await
+        .unwrap();
+    let p = run_once(c, &scope, Some(plus(t0, 12, 0)), &[], &[]).await;
+    p.ok().assert_no_deletes();
+    assert_eq!(
+        list_keys(&s3, &b).await,
+        set(&["x/1", "x/2", "x/3"]),
+        "{}",
+        p.describe()
+    );
+    let p = run_once(c, &scope, Some(plus(t0, 32, 0)), &[], &[]).await;
+    assert_eq!(p.ok().total("DONE"), 3, "{}", p.describe());
+    assert!(list_keys(&s3, &b).await.is_empty());
+}
+
+/// Disabling a rule or removing it (another rule staying) after a pass stops its expirations,
+/// including for objects written after that pass (matches the replay would have had pending).
+#[tokio::test]
+async fn disabled_or_removed_rule_stops_pending_expirations() {
+    let c = common::cluster();
+    let s3 = c.s3_client();
+    let b = c.new_bucket("e2e-rule-off").await.unwrap();
+    let rule = |id: &str, status: &str| {
+        format!(
+            "<Rule><ID>{id}</ID><Status>{status}</Status><Filter><Prefix>{id}/</Prefix></Filter>\
+             <Expiration><Days>10</Days></Expiration></Rule>"
+        )
+    };
+    for k in ["off/1", "gone/1", "on/1"] {
+        put(&s3, &b, k, b"data", None).await;
+    }
+    c.put_lifecycle_xml(
+        &b,
+        &lifecycle(&format!(
+            "{}{}{}",
+            rule("off", "Enabled"),
+            rule("gone", "Enabled"),
+            rule("on", "Enabled")
+        )),
+    )
+    .await
+    .unwrap();
+    let t0 = now();
+    let scope = Scope::new(&[&b]);
+    let p = run_once(c, &scope, Some(plus(t0, 5, 0)), &[], &[]).await;
+    p.ok().assert_no_deletes();
+    for k in ["off/2", "gone/2", "on/2"] {
+        put(&s3, &b, k, b"data", None).await;
+    }
+    c.put_lifecycle_xml(
+        &b,
+        &lifecycle(&format!("{}{}", rule("off", "Disabled"), rule("on", "Enabled"))),
+    )
+    .await
+    .unwrap();
+    let p = run_once(c, &scope, Some(plus(t0, 12, 0)), &[], &[]).await;
+    let r = p.ok();
+    assert_eq!(
+        list_keys(&s3, &b).await,
+        set(&["off/1", "off/2", "gone/1", "gone/2"]),
+        "{}",
+        p.describe()
+    );
+    assert_eq!(r.total("DONE"), 2, "{}", p.describe());
+}
+
+/// Steady state: objects, versions and uploads written after the first pass expire through the
+/// replay at the next pass (unversioned, Enabled current version, noncurrent version, MPU).
+#[tokio::test]
+async fn writes_after_the_first_pass_expire_by_replay() {
+    let c = common::cluster();
+    let s3 = c.s3_client();
+    let plain = c.new_bucket("e2e-steady-p").await.unwrap();
+    let vers = c.new_bucket("e2e-steady-v").await.unwrap();
+    enable_versioning(&s3, &vers).await;
+    c.put_lifecycle_xml(
+        &plain,
+        &lifecycle(&format!(
+            "{}<Rule><ID>up</ID><Status>Enabled</Status><Filter><Prefix>up/</Prefix></Filter>\
+             <AbortIncompleteMultipartUpload><DaysAfterInitiation>2</DaysAfterInitiation></AbortIncompleteMultipartUpload></Rule>",
+            days_rule("e", "e/", 30)
+        )),
+    )
+    .await
+    .unwrap();
+    c.put_lifecycle_xml(
+        &vers,
+        &lifecycle(&format!(
+            "{}<Rule><ID>nc</ID><Status>Enabled</Status><Filter><Prefix>nc/</Prefix></Filter>\
+             <NoncurrentVersionExpiration><NoncurrentDays>3</NoncurrentDays></NoncurrentVersionExpiration></Rule>",
+            days_rule("e", "e/", 30)
+        )),
+    )
+    .await
+    .unwrap();
+    let t0 = now();
+    let scope = Scope::new(&[&plain, &vers]);
+    let p = run_once(c, &scope, Some(plus(t0, 0, 1)), &[], &[]).await;
+    p.ok().assert_no_deletes();
+
+    put(&s3, &plain, "e/a", b"data", None).await;
+    put(&s3, &plain, "keep", b"data", None).await;
+    let upload = s3
+        .create_multipart_upload()
+        .bucket(&plain)
+        .key("up/x.bin")
+        .send()
+        .await
+        .unwrap()
+        .upload_id()
+        .unwrap()
+        .to_string();
+    let cur = put(&s3, &vers, "e/v", b"v1", None).await.unwrap();
+    let nc1 = put(&s3, &vers, "nc/k", b"1", None).await.unwrap();
+    let nc2 = put(&s3, &vers, "nc/k", b"2", None).await.unwrap();
+
+    let p = run_once(c, &scope, Some(plus(t0, 1, 0)), &[], &[]).await;
+    let r = p.ok();
+    r.assert_no_deletes();
+    assert!(r.recovery_reasons(&plain).is_empty(), "{}", p.describe());
+    assert!(r.recovery_reasons(&vers).is_empty(), "{}", p.describe());
+
+    let p = run_once(c, &scope, Some(plus(t0, 5, 0)), &[], &[]).await;
+    let r = p.ok();
+    assert!(list_uploads(&s3, &plain).await.is_empty(), "{}", p.describe());
+    assert_eq!(
+        list_versions(&s3, &vers, "nc/").await,
+        vec![Ver {
+            key: "nc/k".into(),
+            version_id: nc2,
+            is_latest: true,
+            marker: false
+        }],
+        "{nc1} should be gone:\n{}",
+        p.describe()
+    );
+    assert_eq!(r.total("DONE"), 2, "{}", p.describe());
+
+    let p = run_once(c, &scope, Some(plus(t0, 32, 0)), &[], &[]).await;
+    let r = p.ok();
+    assert_eq!(list_keys(&s3, &plain).await, set(&["keep"]), "{}", p.describe());
+    assert_eq!(head_status(&s3, &vers, "e/v", None).await, 404, "{}", p.describe());
+    assert_eq!(head_status(&s3, &vers, "e/v", Some(&cur)).await, 200);
+    assert_eq!(r.total("DONE"), 2, "{}", p.describe());
+}
+
+/// Expiration Date in the future: nothing before the date, the objects after it; a Days rule
+/// in the same bucket is not held back by the pending date.
+#[tokio::test]
+async fn future_expiration_date_waits_without_blocking_other_rules() {
+    let c = common::cluster();
+    let s3 = c.s3_client();
+    let b = c.new_bucket("e2e-future-date").await.unwrap();
+    let t0 = now();
+    let date_ns = (t0 / DAY_NS + 10) * DAY_NS;
+    let date = rfc3339(date_ns);
+    c.put_lifecycle_xml(
+        &b,
+        &lifecycle(&format!(
+            "<Rule><ID>d</ID><Status>Enabled</Status><Filter><Prefix>d/</Prefix></Filter>\
+             <Expiration><Date>{date}</Date></Expiration></Rule>{}",
+            days_rule("n", "n/", 2)
+        )),
+    )
+    .await
+    .unwrap();
+    let scope = Scope::new(&[&b]);
+    let p = run_once(c, &scope, Some(plus(t0, 0, 1)), &[], &[]).await;
+    p.ok().assert_no_deletes();
+    put(&s3, &b, "d/1", b"data", None).await;
+    put(&s3, &b, "n/1", b"data", None).await;
+    put(&s3, &b, "d/2", b"data", None).await;
+    put(&s3, &b, "n/2", b"data", None).await;
+
+    let p = run_once(c, &scope, Some(plus(t0, 4, 0)), &[], &[]).await;
+    let r = p.ok();
+    assert_eq!(list_keys(&s3, &b).await, set(&["d/1", "d/2"]), "{}", p.describe());
+    assert_eq!(r.total("DONE"), 2, "{}", p.describe());
+    let p = run_once(c, &scope, Some(date_ns - HOUR_NS), &[], &[]).await;
+    p.ok().assert_no_deletes();
+    let p = run_once(c, &scope, Some(date_ns + HOUR_NS), &[], &[]).await;
+    let r = p.ok();
+    assert!(list_keys(&s3, &b).await.is_empty(), "{}", p.describe());
+    assert_eq!(r.total("DONE"), 2, "{}", p.describe());
+}
+
+/// ExpiredObjectDeleteMarker alone: a lone marker (DELETE of a key that never existed, or whose
+/// only version was deleted by id) is removed; a marker over a live version stays.
+#[tokio::test]
+async fn lone_delete_markers_are_removed_others_stay() {
+    let c = common::cluster();
+    let s3 = c.s3_client();
+    let b = c.new_bucket("e2e-lone-dm").await.unwrap();
+    enable_versioning(&s3, &b).await;
+    c.put_lifecycle_xml(
+        &b,
+        &lifecycle(
+            "<Rule><ID>dm</ID><Status>Enabled</Status><Filter><Prefix>m/</Prefix></Filter>\
+             <Expiration><ExpiredObjectDeleteMarker>true</ExpiredObjectDeleteMarker></Expiration></Rule>",
+        ),
+    )
+    .await
+    .unwrap();
+    let t0 = now();
+    let scope = Scope::new(&[&b]);
+    let p = run_once(c, &scope, Some(plus(t0, 0, 1)), &[], &[]).await;
+    p.ok().assert_no_deletes();
+    delete(&s3, &b, "m/never", None).await;
+    let v = put(&s3, &b, "m/byid", b"x", None).await.unwrap();
+    delete(&s3, &b, "m/byid", None).await;
+    delete(&s3, &b, "m/byid", Some(&v)).await;
+    let kept = put(&s3, &b, "m/kept", b"x", None).await.unwrap();
+    delete(&s3, &b, "m/kept", None).await;
+
+    let p = run_once(c, &scope, Some(plus(t0, 1, 0)), &[], &[]).await;
+    let r = p.ok();
+    assert!(list_versions(&s3, &b, "m/never").await.is_empty(), "{}", p.describe());
+    assert!(list_versions(&s3, &b, "m/byid").await.is_empty(), "{}", p.describe());
+    let k = list_versions(&s3, &b, "m/kept").await;
+    assert_eq!(k.len(), 2, "{k:?}\n{}", p.describe());
+    assert!(k.iter().any(|x| x.version_id == kept));
+    assert_eq!(r.total("DONE"), 2, "{}", p.describe());
+}
+
+/// A due object found by the cold-start walk while the S3 gRPC port is closed: the pass halts
+/// (exit 3) and the next pass, against the right port, still deletes it.
+#[tokio::test]
+async fn halted_cold_start_walk_is_redone() {
+    let c = common::cluster();
+    let s3 = c.s3_client();
+    let b = c.new_bucket("e2e-halt-walk").await.unwrap();
+    put(&s3, &b, "w/k", b"data", None).await;
+    c.put_lifecycle_xml(&b, &lifecycle(&date_rule("w", "w/")))
+        .await
+        .unwrap();
+    let scope = Scope::new(&[&b]);
+    let at = plus(now(), 0, 1);
+    let closed = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap().port()
+    };
+    let args: Vec<String> = [
+        "run-once",
+        "--filer",
+        &c.filer_grpc_addr().to_string(),
+        "--s3-grpc",
+        &format!("127.0.0.1:{closed}"),
+        "--buckets",
+        &b,
+        "--json",
+        "--now",
+        &rfc3339(at),
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    let p = run_raw(
+        &args,
+        &[
+            ("S3_LIFECYCLED__CURSOR__DIR", scope.cursor_dir.as_str()),
+            ("S3_LIFECYCLED__DISPATCH__RETRY_INITIAL_BACKOFF", "10ms"),
+            ("S3_LIFECYCLED__DISPATCH__RETRY_MAX_BACKOFF", "20ms"),
+        ],
+    )
+    .await;
+    assert_eq!(p.code, 3, "{}", p.describe());
+    assert_eq!(head_status(&s3, &b, "w/k", None).await, 200);
+    let p = run_once(c, &scope, Some(at), &[], &[]).await;
+    let r = p.ok();
+    assert_eq!(head_status(&s3, &b, "w/k", None).await, 404, "{}", p.describe());
+    assert_eq!(r.total("DONE"), 1, "{}", p.describe());
+}
