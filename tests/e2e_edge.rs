@@ -803,16 +803,14 @@ async fn writes_after_the_first_pass_expire_by_replay() {
 
     put(&s3, &plain, "e/a", b"data", None).await;
     put(&s3, &plain, "keep", b"data", None).await;
-    let upload = s3
-        .create_multipart_upload()
+    s3.create_multipart_upload()
         .bucket(&plain)
         .key("up/x.bin")
         .send()
         .await
         .unwrap()
         .upload_id()
-        .unwrap()
-        .to_string();
+        .unwrap();
     let cur = put(&s3, &vers, "e/v", b"v1", None).await.unwrap();
     let nc1 = put(&s3, &vers, "nc/k", b"1", None).await.unwrap();
     let nc2 = put(&s3, &vers, "nc/k", b"2", None).await.unwrap();
@@ -972,4 +970,152 @@ async fn halted_cold_start_walk_is_redone() {
     let r = p.ok();
     assert_eq!(head_status(&s3, &b, "w/k", None).await, 404, "{}", p.describe());
     assert_eq!(r.total("DONE"), 1, "{}", p.describe());
+}
+
+/// In an unversioned bucket, keys that merely look like SeaweedFS version paths
+/// (`docs.versions/readme`, `x.versions/v_1`) are ordinary objects and expire like any other,
+/// also when written after the first pass (replay only).
+#[tokio::test]
+async fn versions_lookalike_keys_in_unversioned_bucket_expire() {
+    let c = common::cluster();
+    let s3 = c.s3_client();
+    let b = c.new_bucket("e2e-lookalike").await.unwrap();
+    c.put_lifecycle_xml(&b, &lifecycle(&days_rule("all", "", 30)))
+        .await
+        .unwrap();
+    let t0 = now();
+    let scope = Scope::new(&[&b]);
+    let p = run_once(c, &scope, Some(plus(t0, 0, 1)), &[], &[]).await;
+    p.ok().assert_no_deletes();
+    let keys = ["docs.versions/readme", "x.versions/v_1", "plain.versions", "normal"];
+    for k in keys {
+        put(&s3, &b, k, b"data", None).await;
+    }
+    assert_eq!(list_keys(&s3, &b).await, set(&keys));
+    let p = run_once(c, &scope, Some(plus(t0, 32, 0)), &[], &[]).await;
+    let r = p.ok();
+    assert!(
+        list_keys(&s3, &b).await.is_empty(),
+        "left: {:?}\n{}",
+        list_keys(&s3, &b).await,
+        p.describe()
+    );
+    assert_eq!(r.total("DONE"), 4, "{}", p.describe());
+}
+
+/// Versioned buckets under two shard subsets run separately: replay events shard by physical
+/// path, the walker by logical key; together the subsets expire every current version once.
+#[tokio::test]
+async fn versioned_shard_subsets_expire_each_version_once() {
+    let c = common::cluster();
+    let s3 = c.s3_client();
+    let b = c.new_bucket("e2e-vshards").await.unwrap();
+    enable_versioning(&s3, &b).await;
+    c.put_lifecycle_xml(&b, &lifecycle(&days_rule("v", "v/", 30)))
+        .await
+        .unwrap();
+    let t0 = now();
+    let scope = Scope::new(&[&b]);
+    for shards in ["0-7", "8-15"] {
+        let p = run_once(c, &scope, Some(plus(t0, 0, 1)), &["--shards", shards], &[]).await;
+        p.ok().assert_no_deletes();
+    }
+    let keys: Vec<String> = (0..20).map(|i| format!("v/k{i:02}")).collect();
+    c.put_objects_bulk(&b, &keys, b"data").await.unwrap();
+    let mut done = 0;
+    for shards in ["0-7", "8-15"] {
+        let p = run_once(c, &scope, Some(plus(t0, 32, 0)), &["--shards", shards], &[]).await;
+        done += p.ok().total("DONE");
+    }
+    for k in &keys {
+        assert_eq!(head_status(&s3, &b, k, None).await, 404, "{k}");
+        assert_eq!(list_versions(&s3, &b, k).await.len(), 2, "{k}: one version, one marker");
+    }
+    assert_eq!(done, 20);
+}
+
+/// Without `--now` the pass uses the wall clock (10 s days, no rounding): an object older than
+/// one short day is deleted, a fresh one is not.
+#[tokio::test]
+async fn wall_clock_pass_without_now() {
+    let c = common::cluster();
+    let s3 = c.s3_client();
+    let b = c.new_bucket("e2e-wall").await.unwrap();
+    c.put_lifecycle_xml(&b, &lifecycle(&days_rule("w", "w/", 1)))
+        .await
+        .unwrap();
+    put(&s3, &b, "w/old", b"data", None).await;
+    let scope = Scope::new(&[&b]);
+    let p = run_once(c, &scope, None, &[], &SHORT_DAY).await;
+    p.ok().assert_no_deletes();
+    tokio::time::sleep(Duration::from_secs(12)).await;
+    put(&s3, &b, "w/new", b"data", None).await;
+    let p = run_once(c, &scope, None, &[], &SHORT_DAY).await;
+    let r = p.ok();
+    assert_eq!(list_keys(&s3, &b).await, set(&["w/new"]), "{}", p.describe());
+    assert_eq!(r.total("DONE"), 1, "{}", p.describe());
+}
+
+/// Two rules over the same object (`""` 30 days and `logs/` 10 days): the shorter one deletes
+/// it at +12 d; the longer one's later match is a no-op, and other objects go at +32 d.
+#[tokio::test]
+async fn overlapping_rules_shorter_ttl_wins() {
+    let c = common::cluster();
+    let s3 = c.s3_client();
+    let b = c.new_bucket("e2e-overlap").await.unwrap();
+    c.put_lifecycle_xml(
+        &b,
+        &lifecycle(&format!("{}{}", days_rule("all", "", 30), days_rule("logs", "logs/", 10))),
+    )
+    .await
+    .unwrap();
+    let t0 = now();
+    let scope = Scope::new(&[&b]);
+    let p = run_once(c, &scope, Some(plus(t0, 0, 1)), &[], &[]).await;
+    p.ok().assert_no_deletes();
+    for k in ["logs/1", "data/1", "logs/2"] {
+        put(&s3, &b, k, b"data", None).await;
+    }
+    let p = run_once(c, &scope, Some(plus(t0, 12, 0)), &[], &[]).await;
+    let r = p.ok();
+    assert_eq!(list_keys(&s3, &b).await, set(&["data/1"]), "{}", p.describe());
+    assert_eq!(r.total("DONE"), 2, "{}", p.describe());
+    let p = run_once(c, &scope, Some(plus(t0, 32, 0)), &[], &[]).await;
+    let r = p.ok();
+    assert!(list_keys(&s3, &b).await.is_empty(), "{}", p.describe());
+    assert_eq!(r.total("DONE"), 1, "{}", p.describe());
+}
+
+/// Suspended-versioning writes after the first pass (steady replay): the null version is
+/// replaced by a delete marker, the older Enabled version stays.
+#[tokio::test]
+async fn suspended_write_after_first_pass_expires() {
+    let c = common::cluster();
+    let s3 = c.s3_client();
+    let b = c.new_bucket("e2e-susp-steady").await.unwrap();
+    enable_versioning(&s3, &b).await;
+    c.put_lifecycle_xml(&b, &lifecycle(&days_rule("s", "s/", 30)))
+        .await
+        .unwrap();
+    let t0 = now();
+    let scope = Scope::new(&[&b]);
+    let p = run_once(c, &scope, Some(plus(t0, 0, 1)), &[], &[]).await;
+    p.ok().assert_no_deletes();
+    let v1 = put(&s3, &b, "s/k", b"v1", None).await.unwrap();
+    set_versioning(&s3, &b, BucketVersioningStatus::Suspended).await;
+    put(&s3, &b, "s/k", b"null", None).await;
+    put(&s3, &b, "s/only-null", b"null", None).await;
+    let p = run_once(c, &scope, Some(plus(t0, 32, 0)), &[], &[]).await;
+    let r = p.ok();
+    for k in ["s/k", "s/only-null"] {
+        assert_eq!(head_status(&s3, &b, k, None).await, 404, "{k}\n{}", p.describe());
+        let vs = list_versions(&s3, &b, k).await;
+        assert!(
+            !vs.iter().any(|v| v.version_id == "null" && !v.marker),
+            "{k}: {vs:?}\n{}",
+            p.describe()
+        );
+    }
+    assert_eq!(head_status(&s3, &b, "s/k", Some(&v1)).await, 200);
+    assert_eq!(r.total("DONE"), 2, "{}", p.describe());
 }
