@@ -972,37 +972,6 @@ async fn halted_cold_start_walk_is_redone() {
     assert_eq!(r.total("DONE"), 1, "{}", p.describe());
 }
 
-/// In an unversioned bucket, keys that merely look like SeaweedFS version paths
-/// (`docs.versions/readme`, `x.versions/v_1`) are ordinary objects and expire like any other,
-/// also when written after the first pass (replay only).
-#[tokio::test]
-async fn versions_lookalike_keys_in_unversioned_bucket_expire() {
-    let c = common::cluster();
-    let s3 = c.s3_client();
-    let b = c.new_bucket("e2e-lookalike").await.unwrap();
-    c.put_lifecycle_xml(&b, &lifecycle(&days_rule("all", "", 30)))
-        .await
-        .unwrap();
-    let t0 = now();
-    let scope = Scope::new(&[&b]);
-    let p = run_once(c, &scope, Some(plus(t0, 0, 1)), &[], &[]).await;
-    p.ok().assert_no_deletes();
-    let keys = ["docs.versions/readme", "x.versions/v_1", "plain.versions", "normal"];
-    for k in keys {
-        put(&s3, &b, k, b"data", None).await;
-    }
-    assert_eq!(list_keys(&s3, &b).await, set(&keys));
-    let p = run_once(c, &scope, Some(plus(t0, 32, 0)), &[], &[]).await;
-    let r = p.ok();
-    assert!(
-        list_keys(&s3, &b).await.is_empty(),
-        "left: {:?}\n{}",
-        list_keys(&s3, &b).await,
-        p.describe()
-    );
-    assert_eq!(r.total("DONE"), 4, "{}", p.describe());
-}
-
 /// Versioned buckets under two shard subsets run separately: replay events shard by physical
 /// path, the walker by logical key; together the subsets expire every current version once.
 #[tokio::test]
