@@ -1088,3 +1088,160 @@ async fn suspended_write_after_first_pass_expires() {
     assert_eq!(head_status(&s3, &b, "s/k", Some(&v1)).await, 200);
     assert_eq!(r.total("DONE"), 2, "{}", p.describe());
 }
+
+/// A delete the server answers RETRY_LATER (a lone delete marker whose `.versions` folder lost
+/// its latest pointer: `PENDING_LATEST_POINTER`) halts the shard with the reason; once the
+/// pointer is back, the next pass removes the marker.
+#[tokio::test]
+async fn retry_later_halts_then_next_pass_resolves() {
+    let c = common::cluster();
+    let s3 = c.s3_client();
+    let b = c.new_bucket("e2e-retry-later").await.unwrap();
+    enable_versioning(&s3, &b).await;
+    c.put_lifecycle_xml(
+        &b,
+        &lifecycle(
+            "<Rule><ID>dm</ID><Status>Enabled</Status><Filter><Prefix>m/</Prefix></Filter>\
+             <Expiration><ExpiredObjectDeleteMarker>true</ExpiredObjectDeleteMarker></Expiration></Rule>",
+        ),
+    )
+    .await
+    .unwrap();
+    let t0 = now();
+    let scope = Scope::new(&[&b]);
+    let p = run_once(c, &scope, Some(plus(t0, 0, 1)), &[], &[]).await;
+    p.ok().assert_no_deletes();
+    delete(&s3, &b, "m/k", None).await;
+    let dir = format!("{}/{b}/m", c.buckets_root());
+    let folder = c.lookup_entry(&dir, "k.versions").await.unwrap().unwrap();
+    let key = s3_lifecycled::engine::keys::LATEST_VERSION_ID;
+    let pointer = folder.extended.get(key).cloned().expect("a latest pointer");
+    c.set_extended(&dir, "k.versions", key, None).await.unwrap();
+
+    let p = run_once(c, &scope, Some(plus(t0, 1, 0)), &[], &[]).await;
+    assert_eq!(p.code, 3, "{}", p.describe());
+    let r = p.json();
+    assert_eq!(r.v["outcome"], "halted", "{}", p.describe());
+    assert_eq!(r.total("RETRY_LATER"), 1, "{}", p.describe());
+    assert!(p.stdout.contains("PENDING_LATEST_POINTER"), "{}", p.describe());
+    assert_eq!(list_versions(&s3, &b, "m/k").await.len(), 1);
+
+    c.set_extended(&dir, "k.versions", key, Some(&pointer))
+        .await
+        .unwrap();
+    let p = run_once(c, &scope, Some(plus(t0, 1, 1)), &[], &[]).await;
+    let r = p.ok();
+    assert!(list_versions(&s3, &b, "m/k").await.is_empty(), "{}", p.describe());
+    assert_eq!(r.total("DONE"), 1, "{}", p.describe());
+}
+
+/// Expiration Days never stacks a second delete marker on a key whose latest is already a
+/// marker (walk and replay alike).
+#[tokio::test]
+async fn expiration_does_not_stack_delete_markers() {
+    let c = common::cluster();
+    let s3 = c.s3_client();
+    let b = c.new_bucket("e2e-no-stack").await.unwrap();
+    enable_versioning(&s3, &b).await;
+    put(&s3, &b, "e/old", b"x", None).await;
+    delete(&s3, &b, "e/old", None).await;
+    c.put_lifecycle_xml(&b, &lifecycle(&days_rule("e", "e/", 30)))
+        .await
+        .unwrap();
+    let t0 = now();
+    let scope = Scope::new(&[&b]);
+    let p = run_once(c, &scope, Some(plus(t0, 0, 1)), &[], &[]).await;
+    p.ok().assert_no_deletes();
+    put(&s3, &b, "e/new", b"x", None).await;
+    delete(&s3, &b, "e/new", None).await;
+    let p = run_once(c, &scope, Some(plus(t0, 32, 0)), &[], &[]).await;
+    let r = p.ok();
+    r.assert_no_deletes();
+    for k in ["e/old", "e/new"] {
+        assert_eq!(list_versions(&s3, &b, k).await.len(), 2, "{k}\n{}", p.describe());
+    }
+}
+
+/// `S3_LIFECYCLED__PASS__BUCKETS` selects buckets like `--buckets`: the other bucket, due as
+/// well, is left alone.
+#[tokio::test]
+async fn buckets_from_the_environment_limit_the_pass() {
+    let c = common::cluster();
+    let s3 = c.s3_client();
+    let chosen = c.new_bucket("e2e-env-on").await.unwrap();
+    let other = c.new_bucket("e2e-env-off").await.unwrap();
+    for b in [&chosen, &other] {
+        put(&s3, b, "d/1", b"x", None).await;
+        c.put_lifecycle_xml(b, &lifecycle(&date_rule("d", "d/")))
+            .await
+            .unwrap();
+    }
+    let cursor_dir = format!("/etc/s3/lifecycle/e2e-{chosen}");
+    let args: Vec<String> = [
+        "run-once",
+        "--filer",
+        &c.filer_grpc_addr().to_string(),
+        "--s3-grpc",
+        &c.s3_grpc_addr().to_string(),
+        "--json",
+        "--now",
+        &rfc3339(plus(now(), 0, 1)),
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    let p = run_raw(
+        &args,
+        &[
+            ("S3_LIFECYCLED__CURSOR__DIR", cursor_dir.as_str()),
+            ("S3_LIFECYCLED__PASS__BUCKETS", chosen.as_str()),
+        ],
+    )
+    .await;
+    let r = p.ok();
+    assert_eq!(r.v["buckets"], serde_json::json!([chosen]), "{}", p.describe());
+    assert!(list_keys(&s3, &chosen).await.is_empty(), "{}", p.describe());
+    assert_eq!(list_keys(&s3, &other).await, set(&["d/1"]), "{}", p.describe());
+}
+
+/// NoncurrentDays with NewerNoncurrentVersions on versions written after the first pass (the
+/// router cannot rank versions; the steady walk must): keep the newest noncurrent, expire older.
+#[tokio::test]
+async fn newer_noncurrent_versions_in_steady_state() {
+    let c = common::cluster();
+    let s3 = c.s3_client();
+    let b = c.new_bucket("e2e-newer-steady").await.unwrap();
+    enable_versioning(&s3, &b).await;
+    c.put_lifecycle_xml(
+        &b,
+        &lifecycle(
+            "<Rule><ID>newer</ID><Status>Enabled</Status><Filter><Prefix>n/</Prefix></Filter>\
+             <NoncurrentVersionExpiration><NoncurrentDays>5</NoncurrentDays>\
+             <NewerNoncurrentVersions>1</NewerNoncurrentVersions></NoncurrentVersionExpiration></Rule>",
+        ),
+    )
+    .await
+    .unwrap();
+    let t0 = now();
+    let scope = Scope::new(&[&b]);
+    let p = run_once(c, &scope, Some(plus(t0, 0, 1)), &[], &[]).await;
+    p.ok().assert_no_deletes();
+    let mut ids = Vec::new();
+    for body in [&b"v1"[..], b"v2", b"v3", b"v4"] {
+        ids.push(put(&s3, &b, "n/k", body, None).await.unwrap());
+    }
+    let p = run_once(c, &scope, Some(plus(t0, 3, 0)), &[], &[]).await;
+    p.ok().assert_no_deletes();
+    let p = run_once(c, &scope, Some(plus(t0, 7, 0)), &[], &[]).await;
+    let r = p.ok();
+    let mut got: Vec<(String, bool)> = list_versions(&s3, &b, "n/")
+        .await
+        .into_iter()
+        .map(|v| (v.version_id, v.is_latest))
+        .collect();
+    got.sort();
+    let mut want = vec![(ids[3].clone(), true), (ids[2].clone(), false)];
+    want.sort();
+    assert_eq!(got, want, "{}", p.describe());
+    assert_eq!(r.total("DONE"), 2, "{}", p.describe());
+}
