@@ -1245,3 +1245,68 @@ async fn newer_noncurrent_versions_in_steady_state() {
     assert_eq!(got, want, "{}", p.describe());
     assert_eq!(r.total("DONE"), 2, "{}", p.describe());
 }
+
+/// Deferred case A variants: a pre-versioning null displaced by a delete marker expires; a null
+/// that is current again because the version above it was deleted by id is kept; a tag filter
+/// applies to the displaced null itself.
+#[tokio::test]
+async fn displaced_null_variants_marker_restore_and_tags() {
+    let c = common::cluster();
+    let s3 = c.s3_client();
+    let b = c.new_bucket("e2e-null-var").await.unwrap();
+    put(&s3, &b, "n/marked", b"pre", None).await;
+    put(&s3, &b, "n/restored", b"pre", None).await;
+    put(&s3, &b, "n/tagged", b"pre", Some("env=tmp")).await;
+    put(&s3, &b, "n/untagged", b"pre", None).await;
+    put(&s3, &b, "n/other-tag", b"pre", Some("env=prod")).await;
+    c.put_lifecycle_xml(
+        &b,
+        &lifecycle(
+            "<Rule><ID>nc</ID><Status>Enabled</Status><Filter><Prefix>n/</Prefix></Filter>\
+             <NoncurrentVersionExpiration><NoncurrentDays>5</NoncurrentDays></NoncurrentVersionExpiration></Rule>\
+             <Rule><ID>tag</ID><Status>Enabled</Status>\
+             <Filter><And><Prefix>n/t</Prefix><Tag><Key>env</Key><Value>tmp</Value></Tag></And></Filter>\
+             <NoncurrentVersionExpiration><NoncurrentDays>2</NoncurrentDays></NoncurrentVersionExpiration></Rule>",
+        ),
+    )
+    .await
+    .unwrap();
+    let t0 = now();
+    let scope = Scope::new(&[&b]);
+    let p = run_once(c, &scope, Some(plus(t0, 0, 1)), &[], &[]).await;
+    p.ok().assert_no_deletes();
+
+    enable_versioning(&s3, &b).await;
+    delete(&s3, &b, "n/marked", None).await;
+    let v = put(&s3, &b, "n/restored", b"v1", None).await.unwrap();
+    delete(&s3, &b, "n/restored", Some(&v)).await;
+    for k in ["n/tagged", "n/untagged", "n/other-tag"] {
+        put(&s3, &b, k, b"v1", None).await.unwrap();
+    }
+    assert_eq!(head_status(&s3, &b, "n/restored", None).await, 200);
+
+    // +4 d: only the 2-day tag rule is due, and only for the tagged null.
+    let p = run_once(c, &scope, Some(plus(t0, 4, 0)), &[], &[]).await;
+    let r = p.ok();
+    let nulls = |vs: Vec<Ver>| vs.iter().any(|v| v.version_id == "null" && !v.marker);
+    assert!(!nulls(list_versions(&s3, &b, "n/tagged").await), "{}", p.describe());
+    assert!(nulls(list_versions(&s3, &b, "n/untagged").await), "{}", p.describe());
+    assert!(nulls(list_versions(&s3, &b, "n/other-tag").await), "{}", p.describe());
+    assert_eq!(r.total("DONE"), 1, "{}", p.describe());
+
+    // +7 d: the 5-day rule: every displaced null goes; the restored (current) null stays.
+    let p = run_once(c, &scope, Some(plus(t0, 7, 0)), &[], &[]).await;
+    p.ok();
+    for k in ["n/marked", "n/untagged", "n/other-tag"] {
+        assert!(!nulls(list_versions(&s3, &b, k).await), "{k}\n{}", p.describe());
+    }
+    let m = list_versions(&s3, &b, "n/marked").await;
+    assert!(m.len() == 1 && m[0].marker, "{m:?}");
+    assert_eq!(
+        head_status(&s3, &b, "n/restored", None).await,
+        200,
+        "a null that is current again must not be deleted:\n{}",
+        p.describe()
+    );
+    assert!(nulls(list_versions(&s3, &b, "n/restored").await));
+}
