@@ -1310,3 +1310,42 @@ async fn displaced_null_variants_marker_restore_and_tags() {
     );
     assert!(nulls(list_versions(&s3, &b, "n/restored").await));
 }
+
+/// A bucket deleted between passes (still named in `--buckets`, state in the cursors) does not
+/// fail the next pass, and the other bucket's expirations go on.
+#[tokio::test]
+async fn deleted_bucket_between_passes_does_not_fail_the_pass() {
+    let c = common::cluster();
+    let s3 = c.s3_client();
+    let doomed = c.new_bucket("e2e-doomed").await.unwrap();
+    let live = c.new_bucket("e2e-live").await.unwrap();
+    for b in [&doomed, &live] {
+        put(&s3, b, "x/1", b"x", None).await;
+        c.put_lifecycle_xml(b, &lifecycle(&days_rule("x", "x/", 30)))
+            .await
+            .unwrap();
+    }
+    let t0 = now();
+    let scope = Scope::new(&[&doomed, &live]);
+    let p = run_once(c, &scope, Some(plus(t0, 1, 0)), &[], &[]).await;
+    p.ok().assert_no_deletes();
+    delete(&s3, &doomed, "x/1", None).await;
+    s3.delete_bucket().bucket(&doomed).send().await.unwrap();
+    let p = run_once(c, &scope, Some(plus(t0, 32, 0)), &[], &[]).await;
+    let r = p.ok();
+    assert!(list_keys(&s3, &live).await.is_empty(), "{}", p.describe());
+    assert_eq!(r.total("DONE"), 1, "{}", p.describe());
+
+    // Lifecycle removed then put back: a fresh start that still finds what is due.
+    put(&s3, &live, "x/2", b"x", None).await;
+    s3.delete_bucket_lifecycle().bucket(&live).send().await.unwrap();
+    let p = run_once(c, &scope, Some(plus(t0, 33, 0)), &[], &[]).await;
+    p.ok().assert_no_deletes();
+    c.put_lifecycle_xml(&live, &lifecycle(&days_rule("x", "x/", 30)))
+        .await
+        .unwrap();
+    let p = run_once(c, &scope, Some(plus(t0, 70, 0)), &[], &[]).await;
+    let r = p.ok();
+    assert!(list_keys(&s3, &live).await.is_empty(), "{}", p.describe());
+    assert_eq!(r.total("DONE"), 1, "{}", p.describe());
+}
