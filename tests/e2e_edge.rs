@@ -359,7 +359,12 @@ async fn shard_subsets_cover_every_bucket_exactly_once() {
     let p = run_once(c, &scope, Some(at), &["--shards", "8-15"], &[]).await;
     let r = p.ok();
     for b in [&b1, &b2] {
-        assert_eq!(list_keys(&s3, b).await, set(&["keep/x"]), "{}", p.describe());
+        assert_eq!(
+            list_keys(&s3, b).await,
+            set(&["keep/x"]),
+            "{}",
+            p.describe()
+        );
     }
     assert_eq!(
         r.total("DONE"),
@@ -427,7 +432,11 @@ async fn unreachable_s3_grpc_halts_then_next_pass_deletes() {
         .collect();
     assert_eq!(halted.len(), 1, "{}", p.describe());
     let reason = halted[0]["halt_reason"].as_str().unwrap_or_default();
-    assert!(reason.contains("h/k"), "reason {reason:?}:\n{}", p.describe());
+    assert!(
+        reason.contains("h/k"),
+        "reason {reason:?}:\n{}",
+        p.describe()
+    );
     assert!(r.total("RPC_ERROR") >= 1, "{}", p.describe());
     assert_eq!(head_status(&s3, &b, "h/k", None).await, 200);
 
@@ -511,7 +520,12 @@ async fn partition_flip_to_walker_still_expires() {
         "{}",
         p.describe()
     );
-    assert_eq!(list_keys(&s3, &b).await, set(&["q/keep"]), "{}", p.describe());
+    assert_eq!(
+        list_keys(&s3, &b).await,
+        set(&["q/keep"]),
+        "{}",
+        p.describe()
+    );
     assert_eq!(r.total("DONE"), 2, "{}", p.describe());
 
     let p = run_once(c, &scope, Some(plus(t0, 33, 0)), &[], &short).await;
@@ -594,7 +608,11 @@ async fn unusual_keys_expire() {
     let r = p.ok();
     let left = list_keys(&s3, &b).await;
     for k in &keys {
-        assert!(!left.contains(k), "{k} should be gone: {left:?}\n{}", p.describe());
+        assert!(
+            !left.contains(k),
+            "{k} should be gone: {left:?}\n{}",
+            p.describe()
+        );
     }
     assert!(left.contains("keep"), "{left:?}");
     assert!(r.total("DONE") >= 4, "{}", p.describe());
@@ -752,7 +770,11 @@ async fn disabled_or_removed_rule_stops_pending_expirations() {
     }
     c.put_lifecycle_xml(
         &b,
-        &lifecycle(&format!("{}{}", rule("off", "Disabled"), rule("on", "Enabled"))),
+        &lifecycle(&format!(
+            "{}{}",
+            rule("off", "Disabled"),
+            rule("on", "Enabled")
+        )),
     )
     .await
     .unwrap();
@@ -823,7 +845,11 @@ async fn writes_after_the_first_pass_expire_by_replay() {
 
     let p = run_once(c, &scope, Some(plus(t0, 5, 0)), &[], &[]).await;
     let r = p.ok();
-    assert!(list_uploads(&s3, &plain).await.is_empty(), "{}", p.describe());
+    assert!(
+        list_uploads(&s3, &plain).await.is_empty(),
+        "{}",
+        p.describe()
+    );
     assert_eq!(
         list_versions(&s3, &vers, "nc/").await,
         vec![Ver {
@@ -839,8 +865,18 @@ async fn writes_after_the_first_pass_expire_by_replay() {
 
     let p = run_once(c, &scope, Some(plus(t0, 32, 0)), &[], &[]).await;
     let r = p.ok();
-    assert_eq!(list_keys(&s3, &plain).await, set(&["keep"]), "{}", p.describe());
-    assert_eq!(head_status(&s3, &vers, "e/v", None).await, 404, "{}", p.describe());
+    assert_eq!(
+        list_keys(&s3, &plain).await,
+        set(&["keep"]),
+        "{}",
+        p.describe()
+    );
+    assert_eq!(
+        head_status(&s3, &vers, "e/v", None).await,
+        404,
+        "{}",
+        p.describe()
+    );
     assert_eq!(head_status(&s3, &vers, "e/v", Some(&cur)).await, 200);
     assert_eq!(r.total("DONE"), 2, "{}", p.describe());
 }
@@ -875,7 +911,12 @@ async fn future_expiration_date_waits_without_blocking_other_rules() {
 
     let p = run_once(c, &scope, Some(plus(t0, 4, 0)), &[], &[]).await;
     let r = p.ok();
-    assert_eq!(list_keys(&s3, &b).await, set(&["d/1", "d/2"]), "{}", p.describe());
+    assert_eq!(
+        list_keys(&s3, &b).await,
+        set(&["d/1", "d/2"]),
+        "{}",
+        p.describe()
+    );
     assert_eq!(r.total("DONE"), 2, "{}", p.describe());
     let p = run_once(c, &scope, Some(date_ns - HOUR_NS), &[], &[]).await;
     p.ok().assert_no_deletes();
@@ -915,8 +956,16 @@ async fn lone_delete_markers_are_removed_others_stay() {
 
     let p = run_once(c, &scope, Some(plus(t0, 1, 0)), &[], &[]).await;
     let r = p.ok();
-    assert!(list_versions(&s3, &b, "m/never").await.is_empty(), "{}", p.describe());
-    assert!(list_versions(&s3, &b, "m/byid").await.is_empty(), "{}", p.describe());
+    assert!(
+        list_versions(&s3, &b, "m/never").await.is_empty(),
+        "{}",
+        p.describe()
+    );
+    assert!(
+        list_versions(&s3, &b, "m/byid").await.is_empty(),
+        "{}",
+        p.describe()
+    );
     let k = list_versions(&s3, &b, "m/kept").await;
     assert_eq!(k.len(), 2, "{k:?}\n{}", p.describe());
     assert!(k.iter().any(|x| x.version_id == kept));
@@ -968,7 +1017,12 @@ async fn halted_cold_start_walk_is_redone() {
     assert_eq!(head_status(&s3, &b, "w/k", None).await, 200);
     let p = run_once(c, &scope, Some(at), &[], &[]).await;
     let r = p.ok();
-    assert_eq!(head_status(&s3, &b, "w/k", None).await, 404, "{}", p.describe());
+    assert_eq!(
+        head_status(&s3, &b, "w/k", None).await,
+        404,
+        "{}",
+        p.describe()
+    );
     assert_eq!(r.total("DONE"), 1, "{}", p.describe());
 }
 
@@ -998,7 +1052,11 @@ async fn versioned_shard_subsets_expire_each_version_once() {
     }
     for k in &keys {
         assert_eq!(head_status(&s3, &b, k, None).await, 404, "{k}");
-        assert_eq!(list_versions(&s3, &b, k).await.len(), 2, "{k}: one version, one marker");
+        assert_eq!(
+            list_versions(&s3, &b, k).await.len(),
+            2,
+            "{k}: one version, one marker"
+        );
     }
     assert_eq!(done, 20);
 }
@@ -1021,7 +1079,12 @@ async fn wall_clock_pass_without_now() {
     put(&s3, &b, "w/new", b"data", None).await;
     let p = run_once(c, &scope, None, &[], &SHORT_DAY).await;
     let r = p.ok();
-    assert_eq!(list_keys(&s3, &b).await, set(&["w/new"]), "{}", p.describe());
+    assert_eq!(
+        list_keys(&s3, &b).await,
+        set(&["w/new"]),
+        "{}",
+        p.describe()
+    );
     assert_eq!(r.total("DONE"), 1, "{}", p.describe());
 }
 
@@ -1034,7 +1097,11 @@ async fn overlapping_rules_shorter_ttl_wins() {
     let b = c.new_bucket("e2e-overlap").await.unwrap();
     c.put_lifecycle_xml(
         &b,
-        &lifecycle(&format!("{}{}", days_rule("all", "", 30), days_rule("logs", "logs/", 10))),
+        &lifecycle(&format!(
+            "{}{}",
+            days_rule("all", "", 30),
+            days_rule("logs", "logs/", 10)
+        )),
     )
     .await
     .unwrap();
@@ -1047,7 +1114,12 @@ async fn overlapping_rules_shorter_ttl_wins() {
     }
     let p = run_once(c, &scope, Some(plus(t0, 12, 0)), &[], &[]).await;
     let r = p.ok();
-    assert_eq!(list_keys(&s3, &b).await, set(&["data/1"]), "{}", p.describe());
+    assert_eq!(
+        list_keys(&s3, &b).await,
+        set(&["data/1"]),
+        "{}",
+        p.describe()
+    );
     assert_eq!(r.total("DONE"), 2, "{}", p.describe());
     let p = run_once(c, &scope, Some(plus(t0, 32, 0)), &[], &[]).await;
     let r = p.ok();
@@ -1077,7 +1149,12 @@ async fn suspended_write_after_first_pass_expires() {
     let p = run_once(c, &scope, Some(plus(t0, 32, 0)), &[], &[]).await;
     let r = p.ok();
     for k in ["s/k", "s/only-null"] {
-        assert_eq!(head_status(&s3, &b, k, None).await, 404, "{k}\n{}", p.describe());
+        assert_eq!(
+            head_status(&s3, &b, k, None).await,
+            404,
+            "{k}\n{}",
+            p.describe()
+        );
         let vs = list_versions(&s3, &b, k).await;
         assert!(
             !vs.iter().any(|v| v.version_id == "null" && !v.marker),
@@ -1123,7 +1200,11 @@ async fn retry_later_halts_then_next_pass_resolves() {
     let r = p.json();
     assert_eq!(r.v["outcome"], "halted", "{}", p.describe());
     assert_eq!(r.total("RETRY_LATER"), 1, "{}", p.describe());
-    assert!(p.stdout.contains("PENDING_LATEST_POINTER"), "{}", p.describe());
+    assert!(
+        p.stdout.contains("PENDING_LATEST_POINTER"),
+        "{}",
+        p.describe()
+    );
     assert_eq!(list_versions(&s3, &b, "m/k").await.len(), 1);
 
     c.set_extended(&dir, "k.versions", key, Some(&pointer))
@@ -1131,7 +1212,11 @@ async fn retry_later_halts_then_next_pass_resolves() {
         .unwrap();
     let p = run_once(c, &scope, Some(plus(t0, 1, 1)), &[], &[]).await;
     let r = p.ok();
-    assert!(list_versions(&s3, &b, "m/k").await.is_empty(), "{}", p.describe());
+    assert!(
+        list_versions(&s3, &b, "m/k").await.is_empty(),
+        "{}",
+        p.describe()
+    );
     assert_eq!(r.total("DONE"), 1, "{}", p.describe());
 }
 
@@ -1158,7 +1243,12 @@ async fn expiration_does_not_stack_delete_markers() {
     let r = p.ok();
     r.assert_no_deletes();
     for k in ["e/old", "e/new"] {
-        assert_eq!(list_versions(&s3, &b, k).await.len(), 2, "{k}\n{}", p.describe());
+        assert_eq!(
+            list_versions(&s3, &b, k).await.len(),
+            2,
+            "{k}\n{}",
+            p.describe()
+        );
     }
 }
 
@@ -1199,9 +1289,19 @@ async fn buckets_from_the_environment_limit_the_pass() {
     )
     .await;
     let r = p.ok();
-    assert_eq!(r.v["buckets"], serde_json::json!([chosen]), "{}", p.describe());
+    assert_eq!(
+        r.v["buckets"],
+        serde_json::json!([chosen]),
+        "{}",
+        p.describe()
+    );
     assert!(list_keys(&s3, &chosen).await.is_empty(), "{}", p.describe());
-    assert_eq!(list_keys(&s3, &other).await, set(&["d/1"]), "{}", p.describe());
+    assert_eq!(
+        list_keys(&s3, &other).await,
+        set(&["d/1"]),
+        "{}",
+        p.describe()
+    );
 }
 
 /// NoncurrentDays with NewerNoncurrentVersions on versions written after the first pass (the
@@ -1289,16 +1389,32 @@ async fn displaced_null_variants_marker_restore_and_tags() {
     let p = run_once(c, &scope, Some(plus(t0, 4, 0)), &[], &[]).await;
     let r = p.ok();
     let nulls = |vs: Vec<Ver>| vs.iter().any(|v| v.version_id == "null" && !v.marker);
-    assert!(!nulls(list_versions(&s3, &b, "n/tagged").await), "{}", p.describe());
-    assert!(nulls(list_versions(&s3, &b, "n/untagged").await), "{}", p.describe());
-    assert!(nulls(list_versions(&s3, &b, "n/other-tag").await), "{}", p.describe());
+    assert!(
+        !nulls(list_versions(&s3, &b, "n/tagged").await),
+        "{}",
+        p.describe()
+    );
+    assert!(
+        nulls(list_versions(&s3, &b, "n/untagged").await),
+        "{}",
+        p.describe()
+    );
+    assert!(
+        nulls(list_versions(&s3, &b, "n/other-tag").await),
+        "{}",
+        p.describe()
+    );
     assert_eq!(r.total("DONE"), 1, "{}", p.describe());
 
     // +7 d: the 5-day rule: every displaced null goes; the restored (current) null stays.
     let p = run_once(c, &scope, Some(plus(t0, 7, 0)), &[], &[]).await;
     p.ok();
     for k in ["n/marked", "n/untagged", "n/other-tag"] {
-        assert!(!nulls(list_versions(&s3, &b, k).await), "{k}\n{}", p.describe());
+        assert!(
+            !nulls(list_versions(&s3, &b, k).await),
+            "{k}\n{}",
+            p.describe()
+        );
     }
     let m = list_versions(&s3, &b, "n/marked").await;
     assert!(m.len() == 1 && m[0].marker, "{m:?}");
@@ -1338,7 +1454,11 @@ async fn deleted_bucket_between_passes_does_not_fail_the_pass() {
 
     // Lifecycle removed then put back: a fresh start that still finds what is due.
     put(&s3, &live, "x/2", b"x", None).await;
-    s3.delete_bucket_lifecycle().bucket(&live).send().await.unwrap();
+    s3.delete_bucket_lifecycle()
+        .bucket(&live)
+        .send()
+        .await
+        .unwrap();
     let p = run_once(c, &scope, Some(plus(t0, 33, 0)), &[], &[]).await;
     p.ok().assert_no_deletes();
     c.put_lifecycle_xml(&live, &lifecycle(&days_rule("x", "x/", 30)))
