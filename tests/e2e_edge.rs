@@ -1469,3 +1469,34 @@ async fn deleted_bucket_between_passes_does_not_fail_the_pass() {
     assert!(list_keys(&s3, &live).await.is_empty(), "{}", p.describe());
     assert_eq!(r.total("DONE"), 1, "{}", p.describe());
 }
+
+/// Regression (Go cursor dir guard bypassed by spelling): `cursor.dir` written as
+/// `/etc/s3/lifecycle//daily-cursors` or `/etc/s3/lifecycle/./daily-cursors` is the Go worker's
+/// cursor directory all the same (the filer collapses the path); it must be refused (exit 2,
+/// naming the key) before any pass runs, so Go's cursors are never overwritten.
+#[tokio::test]
+async fn go_cursor_dir_guard_sees_through_path_spelling() {
+    let c = common::cluster();
+    let s3 = c.s3_client();
+    let b = c.new_bucket("e2e-go-dir").await.unwrap();
+    put(&s3, &b, "old/1", b"x", None).await;
+    c.put_lifecycle_xml(&b, &lifecycle(&date_rule("d", "old/")))
+        .await
+        .unwrap();
+    for dir in [
+        "/etc/s3/lifecycle/daily-cursors/",
+        "/etc/s3/lifecycle//daily-cursors",
+        "//etc/s3/lifecycle/daily-cursors",
+        "/etc/s3/lifecycle/./daily-cursors",
+        "/etc/s3/./lifecycle/daily-cursors/.",
+    ] {
+        let scope = Scope {
+            buckets: vec![b.clone()],
+            cursor_dir: dir.to_string(),
+        };
+        let p = run_once(c, &scope, Some(plus(now(), 0, 1)), &[], &[]).await;
+        assert_eq!(p.code, 2, "{dir}:\n{}", p.describe());
+        assert!(p.stderr.contains("cursor.dir"), "{dir}:\n{}", p.describe());
+    }
+    assert_eq!(list_keys(&s3, &b).await, set(&["old/1"]));
+}
