@@ -388,7 +388,9 @@ impl Settings {
                 "must be an absolute filer path such as /etc/s3/lifecycle/s3-lifecycled",
             ));
         }
-        if self.cursor.dir.trim_end_matches('/') == "/etc/s3/lifecycle/daily-cursors" {
+        // Compared after normalising: the filer resolves `//`, `.` and `..`, so any spelling
+        // of the Go directory would still overwrite the Go worker's cursors.
+        if normalize_filer_path(&self.cursor.dir) == "/etc/s3/lifecycle/daily-cursors" {
             return Err(invalid(
                 "cursor.dir",
                 "is the Go worker's cursor directory; s3-lifecycled must not write there (it only reads it when migrating)",
@@ -534,6 +536,22 @@ fn de_duration<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
     }
 }
 
+/// `path` with empty and `.` segments dropped and `..` applied, as the filer resolves it
+/// (`//a/./b/../c/` → `/a/c`).
+fn normalize_filer_path(path: &str) -> String {
+    let mut segs: Vec<&str> = Vec::new();
+    for seg in path.split('/') {
+        match seg {
+            "" | "." => {}
+            ".." => {
+                segs.pop();
+            }
+            s => segs.push(s),
+        }
+    }
+    format!("/{}", segs.join("/"))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -575,6 +593,31 @@ mod tests {
         assert_eq!(s.time.day, Duration::from_secs(10));
         assert_eq!(s.time.due_rounding, DueRounding::None);
         assert_eq!(s.rate.burst, 0);
+    }
+
+    #[test]
+    fn go_cursor_dir_guard_sees_through_path_spelling() {
+        for dir in [
+            "/etc/s3/lifecycle//daily-cursors",
+            "//etc/s3/lifecycle/daily-cursors/",
+            "/etc/s3/./lifecycle/daily-cursors/.",
+            "/etc/s3/lifecycle/x/../daily-cursors",
+        ] {
+            let e = Settings::load(None, env(&[("S3_LIFECYCLED__CURSOR__DIR", dir)]))
+                .unwrap_err()
+                .to_string();
+            assert!(e.contains("cursor.dir"), "{dir}: {e}");
+        }
+        assert!(
+            Settings::load(
+                None,
+                env(&[(
+                    "S3_LIFECYCLED__CURSOR__DIR",
+                    "/etc/s3/lifecycle/daily-cursors-2"
+                )])
+            )
+            .is_ok()
+        );
     }
 
     #[test]
