@@ -140,6 +140,8 @@ async fn one_retry_later_halts_only_its_shard_and_every_cursor_is_saved() {
             shards: (0..16).collect(),
             dry_run: false,
             settings,
+            run_id: "test".into(),
+            stop: Default::default(),
         }))
         .await
         .unwrap()
@@ -193,6 +195,8 @@ async fn dry_run_sends_and_saves_nothing() {
             shards: vec![0, 1, 2, 3],
             dry_run: true,
             settings: Settings::default(),
+            run_id: "test".into(),
+            stop: Default::default(),
         }))
         .await
         .unwrap()
