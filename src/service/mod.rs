@@ -191,6 +191,10 @@ impl Service {
 
     /// Runs the daily schedule until `shutdown` turns true.
     pub async fn schedule_loop(self: Arc<Self>, mut shutdown: watch::Receiver<bool>) {
+        if crate::config::schedule_off(&self.settings.service.schedule) {
+            tracing::info!("service.schedule = off: passes start only on trigger");
+            return;
+        }
         let Ok(secs) = crate::config::parse_schedule(&self.settings.service.schedule) else {
             // validate() already refused a bad schedule; nothing to run.
             return;
