@@ -65,7 +65,10 @@ async fn trigger_status_second_trigger_and_metrics_after_a_pass() {
     let (id, already) = serve.trigger(&["--now", &now]);
     assert!(!already, "first trigger starts a pass");
     let (id2, already2) = serve.trigger(&[]);
-    assert_eq!(id2, id, "a trigger during a pass answers with the running pass's id");
+    assert_eq!(
+        id2, id,
+        "a trigger during a pass answers with the running pass's id"
+    );
     assert!(already2, "second trigger reports already_running");
 
     let st = serve.status();
@@ -287,8 +290,7 @@ async fn span_tree_of_real_passes_reaches_an_otlp_receiver() {
     server.abort();
 
     let spans = receiver.spans.lock().unwrap().clone();
-    let by_id: HashMap<Vec<u8>, &OtlpSpan> =
-        spans.iter().map(|s| (s.span_id.clone(), s)).collect();
+    let by_id: HashMap<Vec<u8>, &OtlpSpan> = spans.iter().map(|s| (s.span_id.clone(), s)).collect();
     let parent = |s: &OtlpSpan| by_id.get(&s.parent_span_id).copied();
     let pass_of = |id: &str| {
         spans
@@ -301,7 +303,9 @@ async fn span_tree_of_real_passes_reaches_an_otlp_receiver() {
         assert_eq!(attr(pass, "outcome").as_deref(), Some("completed"));
         let shards: Vec<&OtlpSpan> = spans
             .iter()
-            .filter(|s| s.name == "shard" && parent(s).map(|p| p.span_id == pass.span_id) == Some(true))
+            .filter(|s| {
+                s.name == "shard" && parent(s).map(|p| p.span_id == pass.span_id) == Some(true)
+            })
             .collect();
         assert_eq!(shards.len(), 16, "pass {id}: shard spans under the pass");
         let deletes: Vec<&OtlpSpan> = spans
@@ -312,7 +316,8 @@ async fn span_tree_of_real_passes_reaches_an_otlp_receiver() {
                     && parent(d).is_some_and(|p| {
                         p.name == via
                             && parent(p).is_some_and(|sh| {
-                                sh.name == "shard" && parent(sh).map(|x| x.span_id == pass.span_id) == Some(true)
+                                sh.name == "shard"
+                                    && parent(sh).map(|x| x.span_id == pass.span_id) == Some(true)
                             })
                     })
             })
@@ -327,7 +332,10 @@ async fn span_tree_of_real_passes_reaches_an_otlp_receiver() {
             assert_eq!(attr(d, "bucket").as_deref(), Some(b.as_str()));
             assert!(attr(d, "key").is_some_and(|k| k.starts_with("o/") || k.starts_with("n/")));
             let rh = attr(d, "rule_hash").unwrap();
-            assert!(rh.len() == 16 && rh.chars().all(|c| c.is_ascii_hexdigit()), "{rh}");
+            assert!(
+                rh.len() == 16 && rh.chars().all(|c| c.is_ascii_hexdigit()),
+                "{rh}"
+            );
             assert_eq!(attr(d, "kind").as_deref(), Some("expiration_days"));
             assert_eq!(attr(d, "outcome").as_deref(), Some("DONE"));
             let p = parent(d).unwrap();

@@ -207,32 +207,33 @@ async fn serve(s: Settings, shards: Vec<u8>) -> i32 {
     let scheduler = tokio::spawn(service.clone().schedule_loop(shut_rx.clone()));
 
     let signal = signals.wait().await;
-    tracing::info!(signal, "shutting down: stop dispatching, drain, save cursors");
+    tracing::info!(
+        signal,
+        "shutting down: stop dispatching, drain, save cursors"
+    );
     readiness.set_not_ready("shutting down");
     health.set_not_serving().await;
     let deadline = s.service.shutdown_deadline;
     let code = match service.begin_shutdown(&format!("shutdown ({signal})")) {
         None => EXIT_OK,
-        Some(mut done) => {
-            match tokio::time::timeout(deadline, done.wait_for(|v| *v)).await {
-                Ok(_) => {
-                    tracing::info!("pass drained and cursors saved");
-                    EXIT_OK
-                }
-                Err(_) => {
-                    let left = board.unfinished();
-                    let in_flight: u64 = left.iter().map(|(_, n)| n).sum();
-                    let shards: Vec<String> = left.iter().map(|(s, _)| format!("{s:02}")).collect();
-                    tracing::error!(
-                        deadline_s = deadline.as_secs_f64(),
-                        shards = shards.join(","),
-                        in_flight_deletes = in_flight,
-                        "shutdown deadline passed: abandoning unfinished shards (their cursors are not saved; the next pass resumes from the last saved ones)"
-                    );
-                    EXIT_ERROR
-                }
+        Some(mut done) => match tokio::time::timeout(deadline, done.wait_for(|v| *v)).await {
+            Ok(_) => {
+                tracing::info!("pass drained and cursors saved");
+                EXIT_OK
             }
-        }
+            Err(_) => {
+                let left = board.unfinished();
+                let in_flight: u64 = left.iter().map(|(_, n)| n).sum();
+                let shards: Vec<String> = left.iter().map(|(s, _)| format!("{s:02}")).collect();
+                tracing::error!(
+                    deadline_s = deadline.as_secs_f64(),
+                    shards = shards.join(","),
+                    in_flight_deletes = in_flight,
+                    "shutdown deadline passed: abandoning unfinished shards (their cursors are not saved; the next pass resumes from the last saved ones)"
+                );
+                EXIT_ERROR
+            }
+        },
     };
     let _ = shut_tx.send(true);
     scheduler.abort();

@@ -22,8 +22,8 @@ use std::collections::HashMap;
 use tracing::Span;
 
 use crate::engine::{Match, Nanos, null_still_displaced};
-use crate::pass::observe::PassObserver;
 use crate::pass::dispatch::{Dispatch, Outcome};
+use crate::pass::observe::PassObserver;
 use crate::pass::ports::ClusterPort;
 use crate::pass::shard_run::{DeleteTicket, PassPlan, ShardReport, ShardRun, Work};
 use crate::pb::filer_pb::Entry;

@@ -23,8 +23,8 @@ use crate::http::status_page::ShardPhase;
 use crate::pass::actors::{
     Drain, Finish, ListingDone, ReplayEvent, ShardActor, ShardTelemetry, StartReplay, WalkBatch,
 };
-use crate::pass::observe::PassObserver;
 use crate::pass::dispatch::{DeleteDispatcher, DeletePort, limiter};
+use crate::pass::observe::PassObserver;
 use crate::pass::plan;
 use crate::pass::ports::ClusterPort;
 use crate::pass::retry::RetryPolicy;
@@ -262,8 +262,7 @@ impl Handler<RunPass> for Coordinator {
         let span = telemetry::pass_span(&opts.run_id);
         let prep_span = span.clone();
         let prep = async move {
-            tokio::spawn(async move { prepare(port, &prep_opts).await }.instrument(prep_span))
-                .await
+            tokio::spawn(async move { prepare(port, &prep_opts).await }.instrument(prep_span)).await
         };
         Box::pin(prep.into_actor(self).then(move |joined, act, _ctx| {
             let prepared = match joined {

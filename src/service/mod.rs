@@ -139,7 +139,13 @@ impl Service {
         });
         drop(inner);
         self.board.pass_started(&run_id, &shards);
-        tracing::info!(run_id, ?cause, shards = shards.len(), dry_run = req.dry_run, "pass starting");
+        tracing::info!(
+            run_id,
+            ?cause,
+            shards = shards.len(),
+            dry_run = req.dry_run,
+            "pass starting"
+        );
         let opts = PassOptions {
             now: req.now_ns.unwrap_or_else(wall_ns),
             shards,
@@ -159,6 +165,11 @@ impl Service {
                 Ok(r) => tracing::info!(
                     run_id = id,
                     outcome = run_outcome(r).as_str(),
+                    deletes_done = r
+                        .shards
+                        .iter()
+                        .map(|s| s.report.counters.deletes.get("DONE").copied().unwrap_or(0))
+                        .sum::<u64>(),
                     truncated = r.truncated.as_deref().unwrap_or(""),
                     duration_s = r.duration.as_secs_f64(),
                     "pass finished"
@@ -211,7 +222,10 @@ impl Service {
             }
             match self.start(TriggerRequest::default(), Cause::Schedule) {
                 Ok(a) if a.already_running => {
-                    tracing::warn!(run_id = a.run_id, "scheduled pass skipped: a pass is still running");
+                    tracing::warn!(
+                        run_id = a.run_id,
+                        "scheduled pass skipped: a pass is still running"
+                    );
                 }
                 Ok(_) => {}
                 Err(e) => tracing::warn!(error = %e, "scheduled pass not started"),

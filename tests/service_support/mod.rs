@@ -88,8 +88,14 @@ impl Drop for TmpDir {
 pub fn base_env(bucket: &str, cursor_dir: &str) -> Vec<(String, String)> {
     let c = cluster();
     vec![
-        ("S3_LIFECYCLED__CLUSTER__FILER".into(), c.filer_grpc_addr().to_string()),
-        ("S3_LIFECYCLED__CLUSTER__S3_GRPC".into(), c.s3_grpc_addr().to_string()),
+        (
+            "S3_LIFECYCLED__CLUSTER__FILER".into(),
+            c.filer_grpc_addr().to_string(),
+        ),
+        (
+            "S3_LIFECYCLED__CLUSTER__S3_GRPC".into(),
+            c.s3_grpc_addr().to_string(),
+        ),
         ("S3_LIFECYCLED__PASS__BUCKETS".into(), bucket.into()),
         ("S3_LIFECYCLED__CURSOR__DIR".into(), cursor_dir.into()),
         ("S3_LIFECYCLED__TIME__DAY".into(), "10s".into()),
@@ -183,14 +189,22 @@ impl Serve {
     /// `status --json`.
     pub fn status(&self) -> serde_json::Value {
         let out = self.cli(&["status", "--json"]);
-        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
         serde_json::from_slice(&out.stdout).unwrap()
     }
 
     /// `status --last --json` (`null` when no pass finished yet).
     pub fn last(&self) -> serde_json::Value {
         let out = self.cli(&["status", "--last", "--json"]);
-        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
         serde_json::from_slice(&out.stdout).unwrap()
     }
 
@@ -247,17 +261,26 @@ impl Drop for Serve {
     }
 }
 
-/// `run-once --json` over the same bucket and cursor dir.
-pub fn run_once(bucket: &str, cursor_dir: &str) -> (i32, serde_json::Value, String) {
+/// `run-once --json` over the same bucket and cursor dir, with `extra`
+/// environment on top of `base_env`.
+pub fn run_once_with(
+    bucket: &str,
+    cursor_dir: &str,
+    extra: &[(&str, &str)],
+) -> (i32, serde_json::Value, String) {
     let mut cmd = Command::new(BIN);
     cmd.args(["run-once", "--json"]).env("RUST_LOG", "warn");
     for (k, v) in base_env(bucket, cursor_dir) {
         cmd.env(k, v);
     }
+    for (k, v) in extra {
+        cmd.env(k, v);
+    }
     let out = cmd.output().unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout).to_string();
     let stderr = String::from_utf8_lossy(&out.stderr).to_string();
-    let json = serde_json::from_str(stdout.trim())
-        .unwrap_or_else(|e| panic!("run-once printed no JSON ({e}); stdout={stdout} stderr={stderr}"));
+    let json = serde_json::from_str(stdout.trim()).unwrap_or_else(|e| {
+        panic!("run-once printed no JSON ({e}); stdout={stdout} stderr={stderr}")
+    });
     (out.status.code().unwrap_or(-1), json, stderr)
 }
