@@ -1,9 +1,12 @@
-//! The Coordinator actor: one daily pass over the selected shards. It takes one
-//! `now` and one consistent snapshot, owns the shared rate limiter and the
-//! [`DeleteDispatcher`], starts the supervised [`ShardActor`]s, then drives the
-//! phases (walk, replay, finish, save) from a `tokio::spawn`ed task that talks
-//! to the shards only by message. I/O stays in Send futures on the runtime pool;
-//! actors are created only here, on the System arbiter.
+//! The Coordinator actor, started once per process and sent one [`RunPass`]
+//! per pass. For each pass it takes one `now` and one consistent snapshot,
+//! owns the shared rate limiter and the [`DeleteDispatcher`], starts the
+//! supervised [`ShardActor`]s, then drives the phases (walk, replay, finish,
+//! save) from a `tokio::spawn`ed task that talks to the shards only by message,
+//! stops dispatching early on a [`StopSignal`] or `pass.max_runtime` (the pass
+//! is then `truncated`), and reports to a [`PassObserver`]. I/O stays in Send
+//! futures on the runtime pool; actors are created only here, on the System
+//! arbiter.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
