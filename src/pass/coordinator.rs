@@ -69,6 +69,11 @@ impl StopSignal {
         (tx, StopSignal(Some(rx)))
     }
 
+    /// The reason, when the stop was already requested.
+    pub fn current(&self) -> Option<String> {
+        self.0.as_ref().and_then(|rx| rx.borrow().clone())
+    }
+
     /// Resolves with the reason once the stop is requested; never when the
     /// sender is gone without firing.
     pub async fn fired(&self) -> String {
@@ -277,6 +282,10 @@ impl Handler<RunPass> for Coordinator {
                 match prepared {
                     Err(e) => {
                         telemetry::record_outcome(&span, "failed");
+                        act.obs.metrics.pass_finished(
+                            crate::metrics::RunOutcome::Failed,
+                            crate::pass::observe::wall_ns(),
+                        );
                         Box::pin(async move { Err(e) })
                     }
                     Ok(p) => {
@@ -367,7 +376,9 @@ impl Coordinator {
             async move {
                 // One "stop dispatching" flag for both causes: shutdown and
                 // `pass.max_runtime`.
-                let (halt_tx, halt_rx) = watch::channel(None::<String>);
+                // Seeded with a stop already requested, so a pass started during
+                // shutdown sends nothing.
+                let (halt_tx, halt_rx) = watch::channel(stop.current());
                 let trigger = tokio::spawn(async move {
                     let cap = async {
                         if max_runtime.is_zero() {
