@@ -258,13 +258,14 @@ async fn a_stopped_pass_is_truncated_sends_nothing_and_saves_every_cursor() {
     assert_eq!(result.outcome(), "truncated");
     assert_eq!(result.truncated.as_deref(), Some("shutdown (SIGTERM)"));
     assert_eq!(deletes.calls.load(Ordering::SeqCst), 0);
-    let saved = cluster.saved.lock().unwrap();
-    assert_eq!(saved.len(), 16, "every shard saves its cursor");
-    assert!(
-        saved.values().all(|c| !c.buckets.contains_key("b")),
-        "an unfinished recovery keeps no bucket state, so the next pass recovers again"
-    );
-    drop(saved);
+    {
+        let saved = cluster.saved.lock().unwrap();
+        assert_eq!(saved.len(), 16, "every shard saves its cursor");
+        assert!(
+            saved.values().all(|c| !c.buckets.contains_key("b")),
+            "an unfinished recovery keeps no bucket state, so the next pass recovers again"
+        );
+    }
     let text = obs.metrics.encode();
     assert!(
         text.contains("s3_lifecycled_pass_total{outcome=\"truncated\"} 1"),
