@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
 # Quickstart: on a fresh machine, installs SeaweedFS 4.48 into .tools/, builds
 # s3-lifecycled, starts a private loopback `weed server` (free ports, its own data
-# dir under .tools/quickstart/), seeds two demo buckets through the S3 API, runs
-# one lifecycle pass 40 days in the future (`run-once --now`), and shows what was
-# expired and what was kept. Stops the cluster it started (by its recorded pid),
-# even on error or Ctrl-C. Exits 0 when the pass did exactly what the demo rules say.
+# dir under .tools/quickstart/), seeds two demo buckets through the S3 API, starts
+# `s3-lifecycled serve` (admin API, /metrics and the status page on free loopback
+# ports), triggers one pass 40 days in the future (`trigger --now`), and shows what
+# was expired and what was kept. Stops serve and the cluster it started (by their
+# recorded pids), even on error or Ctrl-C. Exits 0 when the pass did exactly what
+# the demo rules say. QUICKSTART_HOLD=60 keeps serve up 60 s after the pass so
+# the status page can be opened in a browser.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$root"
@@ -25,8 +28,9 @@ bin="$root/target/debug/s3-lifecycled"
 mkdir -p "$root/.tools/quickstart"
 data="$(mktemp -d "$root/.tools/quickstart/run-XXXXXX")"
 pid=""
+serve_pid=""
 
-# 8 consecutive free loopback ports below the kernel's ephemeral range, so
+# 10 consecutive free loopback ports (8 for weed, 2 for serve) below the kernel's ephemeral range, so
 # outgoing connections never take them (seaweedfs-live.md §0.2).
 base="$(python3 - <<'EOF'
 import random, socket
@@ -44,24 +48,33 @@ def free(p):
     finally:
         c.close()
 for _ in range(200):
-    b = random.randint(10000, 32700 - 8)
-    if all(free(p) for p in range(b, b + 8)):
+    b = random.randint(10000, 32700 - 10)
+    if all(free(p) for p in range(b, b + 10)):
         print(b); break
 else:
-    raise SystemExit("no 8 consecutive free ports in 10000-32700")
+    raise SystemExit("no 10 consecutive free ports in 10000-32700")
 EOF
 )"
 M=$base; MG=$((base + 1)); V=$((base + 2)); VG=$((base + 3))
 F=$((base + 4)); FG=$((base + 5)); S=$((base + 6)); SG=$((base + 7))
+ADMIN="127.0.0.1:$((base + 8))"; HTTP="127.0.0.1:$((base + 9))"
 s3="http://127.0.0.1:$S"
 
 is_ours() {
   [ -n "$pid" ] && [ -r "/proc/$pid/cmdline" ] && tr '\0' '\n' <"/proc/$pid/cmdline" | grep -qF -- "$data"
 }
 
+serve_running() {
+  [ -n "$serve_pid" ] && kill -0 "$serve_pid" 2>/dev/null
+}
+
 cleanup() {
   local rc=$?
   trap - EXIT INT TERM
+  if serve_running; then
+    kill -TERM "$serve_pid" 2>/dev/null || true
+    wait "$serve_pid" 2>/dev/null || true
+  fi
   if is_ours; then
     printf '\n== stopping weed (pid %s; takes ~15 s)\n' "$pid"
     kill -TERM "$pid" 2>/dev/null || true
@@ -148,19 +161,55 @@ say "before the pass"
 python3 ops/demo/s3state.py snapshot "$s3" "$data/before.json" demo-logs demo-versions
 
 now="$(python3 -c 'import datetime as d; print((d.datetime.now(d.timezone.utc) + d.timedelta(days=40)).strftime("%Y-%m-%dT%H:%M:%SZ"))')"
-say "s3-lifecycled run-once --now $now   (40 days from now)"
+say "starting s3-lifecycled serve (admin API $ADMIN, HTTP $HTTP)"
+# schedule = off: this demo starts its pass with `trigger`; a real service
+# starts one every day at service.schedule by itself.
+S3_LIFECYCLED__TELEMETRY__LOG_FILTER=warn \
+S3_LIFECYCLED__CURSOR__DIR=/etc/s3/lifecycle/quickstart \
+S3_LIFECYCLED__SERVICE__SCHEDULE=off \
+S3_LIFECYCLED__SERVICE__ADMIN_LISTEN="$ADMIN" \
+S3_LIFECYCLED__SERVICE__HTTP_LISTEN="$HTTP" \
+  "$bin" serve --filer "127.0.0.1:$FG" --s3-grpc "127.0.0.1:$SG" \
+  </dev/null >"$data/serve.log" 2>&1 &
+serve_pid=$!
+for i in $(seq 120); do
+  serve_running || { cat "$data/serve.log" >&2; die "serve exited during startup"; }
+  [ "$(curl -s -o /dev/null -w '%{http_code}' "http://$HTTP/ready")" = 200 ] && break
+  [ "$i" -eq 120 ] && { cat "$data/serve.log" >&2; die "serve not ready after 60 s"; }
+  sleep 0.5
+done
+echo "ready: status page http://$HTTP/   metrics http://$HTTP/metrics"
+
+say "s3-lifecycled trigger --now $now   (40 days from now)"
+run_id="$("$bin" trigger --admin "$ADMIN" --now "$now" | sed -n 's/^run_id=\([0-9a-f]*\).*/\1/p')"
+[ -n "$run_id" ] || die "trigger printed no run id"
+echo "pass $run_id started"
+for i in $(seq 240); do
+  last="$("$bin" status --admin "$ADMIN" --last --json)"
+  [ "$(printf '%s' "$last" | python3 -c 'import json,sys; print((json.load(sys.stdin) or {}).get("run_id",""))')" = "$run_id" ] && break
+  [ "$i" -eq 240 ] && { cat "$data/serve.log" >&2; die "pass $run_id did not finish within 120 s"; }
+  sleep 0.5
+done
+"$bin" status --admin "$ADMIN" --last
+outcome="$(printf '%s' "$last" | python3 -c 'import json,sys; print(json.load(sys.stdin)["outcome"])')"
+[ "$outcome" = completed ] || die "pass outcome $outcome (expected completed)"
+
+say "metrics (curl http://$HTTP/metrics | grep dispatch_total)"
+curl -s "http://$HTTP/metrics" | grep '^SeaweedFS_s3_lifecycle_dispatch_total' || true
+
+if [ "${QUICKSTART_HOLD:-0}" -gt 0 ]; then
+  say "status page: http://$HTTP/ (serve stays up ${QUICKSTART_HOLD} s)"
+  sleep "$QUICKSTART_HOLD"
+fi
+say "stopping serve (SIGTERM: drain, save cursors, exit 0)"
+kill -TERM "$serve_pid"
 set +e
-# Warnings only on stderr (bucket config problems); the summary is on stdout.
-S3_LIFECYCLED__TELEMETRY__LOG_FILTER=warn S3_LIFECYCLED__CURSOR__DIR=/etc/s3/lifecycle/quickstart \
-  "$bin" run-once \
-  --filer "127.0.0.1:$FG" --s3-grpc "127.0.0.1:$SG" --now "$now" >"$data/pass.txt" 2>"$data/pass.err"
-rc=$?
+wait "$serve_pid"
+serve_rc=$?
 set -e
-cat "$data/pass.err" >&2
-# Shards that deleted something or did not complete, then the pass summary.
-awk '/^shard=/ && (!/ done=0 / || !/outcome=completed/)' "$data/pass.txt"
-grep -E '^pass ' "$data/pass.txt" || cat "$data/pass.txt"
-[ "$rc" -eq 0 ] || die "run-once exited $rc (0 = every shard completed)"
+serve_pid=""
+[ "$serve_rc" -eq 0 ] || { cat "$data/serve.log" >&2; die "serve exited $serve_rc on SIGTERM"; }
+echo "serve stopped cleanly"
 
 say "after the pass"
 python3 ops/demo/s3state.py snapshot "$s3" "$data/after.json" demo-logs demo-versions

@@ -248,7 +248,7 @@ impl Default for CursorSettings {
 #[derive(Debug, Clone, Deserialize, PartialEq)]
 #[serde(default, deny_unknown_fields)]
 pub struct ServiceSettings {
-    /// Daily start time, `HH:MM` UTC.
+    /// Daily start time, `HH:MM` UTC, or `off` (admin triggers only).
     pub schedule: String,
     /// Admin gRPC listen address (loopback by default).
     pub admin_listen: String,
@@ -396,7 +396,9 @@ impl Settings {
                 "is the Go worker's cursor directory; s3-lifecycled must not write there (it only reads it when migrating)",
             ));
         }
-        parse_schedule(&self.service.schedule).map_err(|m| invalid("service.schedule", m))?;
+        if !schedule_off(&self.service.schedule) {
+            parse_schedule(&self.service.schedule).map_err(|m| invalid("service.schedule", m))?;
+        }
         if !matches!(self.telemetry.log_format.as_str(), "text" | "json") {
             return Err(invalid("telemetry.log_format", "must be `text` or `json`"));
         }
@@ -432,6 +434,12 @@ pub fn parse_shards(s: &str) -> Result<Vec<u8>, String> {
     out.sort_unstable();
     out.dedup();
     Ok(out)
+}
+
+/// `service.schedule = "off"`: no scheduled passes, only admin triggers
+/// (passes driven from outside, or test clusters).
+pub fn schedule_off(s: &str) -> bool {
+    s.trim().eq_ignore_ascii_case("off")
 }
 
 /// Parses `HH:MM` (UTC) into seconds after midnight.
@@ -708,5 +716,6 @@ mod tests {
         assert_eq!(parse_schedule("00:30").unwrap(), 1800);
         assert!(parse_schedule("24:00").is_err());
         assert!(parse_schedule("noon").is_err());
+        assert!(schedule_off("off") && schedule_off(" OFF ") && !schedule_off("00:30"));
     }
 }

@@ -16,6 +16,8 @@
 //! - [`cli`]: the `s3-lifecycled` command-line surface.
 //! - [`telemetry`]: logging and OTLP tracing setup, span and field names.
 //! - [`metrics`]: the Prometheus metrics, one method per emitted event.
+//! - [`service`]: `serve`'s daily schedule, one pass at a time, the admin
+//!   backend and the shutdown sequence.
 //! - [`http`]: `/metrics`, `/health`, `/ready`, the HTML status page and
 //!   `/status.json`.
 //!
@@ -32,4 +34,5 @@ pub mod metrics;
 pub mod pass;
 pub mod pb;
 pub mod seaweed;
+pub mod service;
 pub mod telemetry;

@@ -249,8 +249,11 @@ fn build(
 ) -> Result<(Subscriber, Option<SdkTracerProvider>), TelemetryError> {
     let filter = env_filter(&settings.log_filter)?;
     let fmt = match settings.log_format.as_str() {
+        // Colour codes only on a terminal: in journald, files and pipes they
+        // are noise around every field.
         "text" => tracing_subscriber::fmt::layer()
             .with_writer(std::io::stderr)
+            .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
             .boxed(),
         "json" => tracing_subscriber::fmt::layer()
             .json()

@@ -12,8 +12,9 @@ use futures::future::BoxFuture;
 use futures::stream::BoxStream;
 use s3_lifecycled::config::Settings;
 use s3_lifecycled::engine::{Nanos, WalkItem, keys, shard_id};
-use s3_lifecycled::pass::coordinator::{Coordinator, PassOptions, RunPass};
+use s3_lifecycled::pass::coordinator::{Coordinator, PassOptions, RunPass, StopSignal};
 use s3_lifecycled::pass::dispatch::{AttemptResult, DeletePort};
+use s3_lifecycled::pass::observe::PassObserver;
 use s3_lifecycled::pass::ports::{ClusterPort, EventStream};
 use s3_lifecycled::pass::shard_run::ShardOutcome;
 use s3_lifecycled::pb::filer_pb::{Entry, FuseAttributes};
@@ -140,6 +141,8 @@ async fn one_retry_later_halts_only_its_shard_and_every_cursor_is_saved() {
             shards: (0..16).collect(),
             dry_run: false,
             settings,
+            run_id: "test".into(),
+            stop: Default::default(),
         }))
         .await
         .unwrap()
@@ -193,6 +196,8 @@ async fn dry_run_sends_and_saves_nothing() {
             shards: vec![0, 1, 2, 3],
             dry_run: true,
             settings: Settings::default(),
+            run_id: "test".into(),
+            stop: Default::default(),
         }))
         .await
         .unwrap()
@@ -216,4 +221,78 @@ async fn dry_run_sends_and_saves_nothing() {
         .filter(|i| shard_id("b", &format!("k{i}")) < 4)
         .count() as u64;
     assert_eq!(dry, expected);
+}
+
+#[actix::test]
+async fn a_stopped_pass_is_truncated_sends_nothing_and_saves_every_cursor() {
+    let cluster = Arc::new(FakeCluster {
+        keys: (0..50).map(|i| format!("k{i}")).collect(),
+        saved: Mutex::new(BTreeMap::new()),
+    });
+    let deletes = Arc::new(FakeDelete {
+        refuse: String::new(),
+        calls: AtomicUsize::new(0),
+        per_key: Mutex::new(HashMap::new()),
+    });
+    let obs = PassObserver::default();
+    let coord = actix::Actor::start(Coordinator::with_observer(
+        cluster.clone(),
+        deletes.clone(),
+        obs.clone(),
+    ));
+    // Fired before the pass starts: the walk stops at its first item.
+    let (stop_tx, stop) = StopSignal::new();
+    stop_tx.send(Some("shutdown (SIGTERM)".into())).unwrap();
+    let result = coord
+        .send(RunPass(PassOptions {
+            now: NOW,
+            shards: (0..16).collect(),
+            dry_run: false,
+            settings: Settings::default(),
+            run_id: "stopped".into(),
+            stop,
+        }))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(result.outcome(), "truncated");
+    assert_eq!(result.truncated.as_deref(), Some("shutdown (SIGTERM)"));
+    assert_eq!(deletes.calls.load(Ordering::SeqCst), 0);
+    {
+        let saved = cluster.saved.lock().unwrap();
+        assert_eq!(saved.len(), 16, "every shard saves its cursor");
+        assert!(
+            saved.values().all(|c| !c.buckets.contains_key("b")),
+            "an unfinished recovery keeps no bucket state, so the next pass recovers again"
+        );
+    }
+    let text = obs.metrics.encode();
+    assert!(
+        text.contains("s3_lifecycled_pass_total{outcome=\"truncated\"} 1"),
+        "{text}"
+    );
+
+    // The same coordinator runs the next pass (it lives for the process):
+    // nothing stops it, every key is deleted once.
+    let result = coord
+        .send(RunPass(PassOptions {
+            now: NOW,
+            shards: (0..16).collect(),
+            dry_run: false,
+            settings: Settings::default(),
+            run_id: "next".into(),
+            stop: Default::default(),
+        }))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(result.outcome(), "completed");
+    let per_key = deletes.per_key.lock().unwrap();
+    assert_eq!(per_key.len(), 50);
+    assert!(per_key.values().all(|&n| n == 1));
+    let text = obs.metrics.encode();
+    assert!(
+        text.contains("SeaweedFS_s3_lifecycle_dispatch_total{bucket=\"b\",kind=\"expiration_days\",outcome=\"DONE\"} 50"),
+        "{text}"
+    );
 }

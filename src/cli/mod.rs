@@ -12,6 +12,7 @@ pub mod admin_client;
 pub mod cursor_cmd;
 pub mod rules_check;
 pub mod run_once;
+pub mod serve;
 
 /// Exit code: success.
 pub const EXIT_OK: i32 = 0;
@@ -43,6 +44,10 @@ pub enum Command {
     /// Run one daily pass over the selected shards and exit (0 completed,
     /// 3 a shard halted, 1 runtime error, 2 configuration error).
     RunOnce(run_once::RunOnceArgs),
+    /// Run as a service: a pass every day at `service.schedule` and on
+    /// `trigger`, admin gRPC API, /metrics and the status page, until
+    /// SIGTERM/SIGINT (drains in-flight deletes and saves cursors first).
+    Serve(serve::ServeArgs),
     /// Ask a running service (admin API) to start a pass now; prints the run id.
     Trigger(admin_client::TriggerArgs),
     /// Show a running service's state and current pass, or `--last` pass.
@@ -81,6 +86,7 @@ pub fn main() -> i32 {
             command: RulesCommand::Check { file },
         } => rules_check::run(&file),
         Command::RunOnce(args) => run_once::run(args),
+        Command::Serve(args) => serve::run(args),
         Command::Trigger(args) => admin_client::run_trigger(&args),
         Command::Status(args) => admin_client::run_status(&args),
         Command::Cursor { command } => cursor_cmd::run(command),

@@ -75,6 +75,12 @@ pub fn settings(args: &RunOnceArgs) -> Result<Settings, String> {
             .map(str::to_string)
             .collect();
     }
+    // RUST_LOG, when set, wins over `telemetry.log_filter` (debugging one run).
+    if let Ok(f) = std::env::var("RUST_LOG")
+        && !f.trim().is_empty()
+    {
+        s.telemetry.log_filter = f;
+    }
     s.validate().map_err(|e| e.to_string())?;
     Ok(s)
 }
@@ -116,7 +122,6 @@ pub fn run(args: RunOnceArgs) -> i32 {
         Ok(v) => v,
         Err(e) => return usage(format!("configuration key `pass.shards`: {e}")),
     };
-    init_tracing(&s.telemetry.log_filter);
     let runtime = || {
         tokio::runtime::Builder::new_multi_thread()
             .worker_threads(2)
@@ -134,6 +139,25 @@ pub fn run(args: RunOnceArgs) -> i32 {
     let json = args.json;
     let dry_run = args.dry_run;
     sys.block_on(async move {
+        let guard = match crate::telemetry::init(&s.telemetry, "s3-lifecycled") {
+            Ok(g) => g,
+            Err(e) => return usage(e),
+        };
+        let code = pass(s, now, shards, dry_run, json).await;
+        if let Err(e) = guard.shutdown().await {
+            eprintln!("warning: {e}");
+        }
+        code
+    })
+}
+
+/// Generates a pass id: 16 lowercase hex digits.
+pub fn new_run_id() -> String {
+    format!("{:016x}", rand::random::<u64>())
+}
+
+async fn pass(s: Settings, now: Nanos, shards: Vec<u8>, dry_run: bool, json: bool) -> i32 {
+    {
         let cluster = match SeaweedCluster::connect(
             &s.cluster.filer,
             &s.cluster.buckets_root,
@@ -154,14 +178,17 @@ pub fn run(args: RunOnceArgs) -> i32 {
         };
         let coordinator =
             actix::Actor::start(Coordinator::new(Arc::new(cluster), Arc::new(deletes)));
+        let run_id = new_run_id();
         let opts = PassOptions {
             now,
             shards,
             dry_run,
             settings: s,
+            run_id: run_id.clone(),
+            stop: Default::default(),
         };
         match coordinator.send(RunPass(opts)).await {
-            Ok(Ok(result)) => report(&result, dry_run, json),
+            Ok(Ok(result)) => report(&result, &run_id, dry_run, json),
             Ok(Err(e)) => {
                 eprintln!("error: {e}");
                 EXIT_ERROR
@@ -171,17 +198,7 @@ pub fn run(args: RunOnceArgs) -> i32 {
                 EXIT_ERROR
             }
         }
-    })
-}
-
-fn init_tracing(filter: &str) {
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .or_else(|_| tracing_subscriber::EnvFilter::try_new(filter))
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .try_init();
+    }
 }
 
 fn deletes_kv(c: &Counters) -> String {
@@ -200,8 +217,7 @@ fn deletes_kv(c: &Counters) -> String {
 }
 
 /// Prints the report; returns the exit code.
-fn report(r: &PassResult, dry_run: bool, json_out: bool) -> i32 {
-    let run_id = format!("{:016x}", rand::random::<u64>());
+pub fn report(r: &PassResult, run_id: &str, dry_run: bool, json_out: bool) -> i32 {
     let mut totals = Counters::default();
     for s in &r.shards {
         totals.add(&s.report.counters);
@@ -211,6 +227,9 @@ fn report(r: &PassResult, dry_run: bool, json_out: bool) -> i32 {
     }
     if let Some(e) = &r.error {
         eprintln!("error: {e}");
+    }
+    if let Some(t) = &r.truncated {
+        eprintln!("pass truncated: {t}; cursors saved where the shards stopped");
     }
     let halted = r
         .shards
@@ -295,6 +314,7 @@ fn report(r: &PassResult, dry_run: bool, json_out: bool) -> i32 {
             "now_ns": r.now,
             "dry_run": dry_run,
             "outcome": outcome,
+            "truncated": r.truncated,
             "duration_ms": r.duration.as_millis() as u64,
             "buckets": r.buckets,
             "bucket_errors": r.bucket_errors.iter().map(|e| json!({"bucket": e.bucket, "reason": e.reason})).collect::<Vec<_>>(),

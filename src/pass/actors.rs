@@ -17,13 +17,46 @@ use std::time::Duration;
 use actix::prelude::*;
 use tokio::sync::oneshot;
 
+use std::collections::HashMap;
+
+use tracing::Span;
+
 use crate::engine::{Match, Nanos, null_still_displaced};
 use crate::pass::dispatch::{Dispatch, Outcome};
+use crate::pass::observe::PassObserver;
 use crate::pass::ports::ClusterPort;
 use crate::pass::shard_run::{DeleteTicket, PassPlan, ShardReport, ShardRun, Work};
 use crate::pb::filer_pb::Entry;
 use crate::seaweed::cursor::ShardCursor;
 use crate::seaweed::delete::DeleteRequest;
+use crate::telemetry;
+
+/// Where a shard reports: its `shard` span (parent of its replay and walk
+/// spans) and the pass observer (metrics, status board).
+#[derive(Clone, Debug)]
+pub struct ShardTelemetry {
+    /// The shard's span in the pass's trace.
+    pub span: Span,
+    /// Metrics and status board.
+    pub obs: PassObserver,
+}
+
+impl Default for ShardTelemetry {
+    fn default() -> Self {
+        ShardTelemetry {
+            span: Span::none(),
+            obs: PassObserver::default(),
+        }
+    }
+}
+
+/// The shard's open spans: `replay` from StartReplay to Finish, one `walk`
+/// per bucket from its first walker delete to its ListingDone.
+#[derive(Default)]
+struct Spans {
+    replay: Option<Span>,
+    walk: HashMap<String, Span>,
+}
 
 /// A delete as the dispatcher takes it.
 pub type DeleteDispatch = Dispatch<DeleteRequest, DeleteTicket>;
@@ -122,6 +155,8 @@ struct Core {
     accept_waiters: Vec<oneshot::Sender<()>>,
     idle_waiters: Vec<oneshot::Sender<()>>,
     extra_events: u64,
+    tele: ShardTelemetry,
+    spans: Spans,
 }
 
 type SharedCore = Rc<RefCell<Core>>;
@@ -182,12 +217,34 @@ impl Core {
                 run.outcome(&call, ticket, &r);
                 continue;
             };
+            let parent = match &ticket {
+                DeleteTicket::Walk { bucket } => {
+                    let shard_span = &self.tele.span;
+                    let shard = run.shard();
+                    self.spans
+                        .walk
+                        .entry(bucket.clone())
+                        .or_insert_with(|| telemetry::walk_span(shard_span, shard, bucket))
+                        .clone()
+                }
+                DeleteTicket::Replay(_) => self.spans.replay.clone().unwrap_or_else(Span::none),
+            };
+            let span = telemetry::delete_span(
+                &parent,
+                &call.bucket,
+                &call.object_path,
+                &call.rule_hash.0,
+                call.kind,
+            );
+            let shard = run.shard();
+            self.tele.obs.board(|b| b.delete_sent(shard));
             // do_send: queued even when the dispatcher's mailbox is full; the
             // total is bounded by the shards' windows.
             self.dispatcher.do_send(Dispatch {
                 call,
                 ticket,
                 reply_to,
+                span,
             });
         }
         let (accepting, idle) = match self.run.as_ref() {
@@ -361,10 +418,22 @@ impl Handler<Stop> for Walker {
 fn on_outcome(core: &SharedCore, parent: &Recipient<Crashed>, o: DeleteOutcome) {
     let r = guarded(core, |c| {
         let shard = c.run.as_ref().map(|r| r.shard());
+        let label = o.result.label();
+        let obs = &c.tele.obs;
+        obs.metrics.dispatch(&o.call.bucket, o.call.kind, label);
+        if !matches!(o.result, crate::pass::dispatch::CallResult::DryRun) {
+            obs.metrics.limiter_wait(o.limiter_wait);
+        }
+        if let Some(s) = shard {
+            obs.board(|b| b.delete_done(s, &o.call.bucket, label));
+        }
         if let Some(run) = c.run()
             && let Some(reason) = run.outcome(&o.call, o.ticket, &o.result)
         {
             tracing::warn!(shard, %reason, "shard halted");
+            if let Some(s) = shard {
+                c.tele.obs.board(|b| b.shard_halted(s, &reason));
+            }
         }
         c.pump();
     });
@@ -414,12 +483,20 @@ impl ShardActor {
                 accept_waiters: Vec::new(),
                 idle_waiters: Vec::new(),
                 extra_events: 0,
+                tele: ShardTelemetry::default(),
+                spans: Spans::default(),
             })),
             replay: None,
             walker: None,
             restarts: 0,
             crash: None,
         }
+    }
+
+    /// Reports to `tele` (spans, metrics, status board).
+    pub fn with_telemetry(self, tele: ShardTelemetry) -> ShardActor {
+        self.core.borrow_mut().tele = tele;
+        self
     }
 
     fn spawn_children(&mut self, ctx: &mut Context<Self>) {
@@ -459,6 +536,11 @@ impl Actor for ShardActor {
 impl Supervised for ShardActor {
     fn restarting(&mut self, _ctx: &mut Context<Self>) {
         self.restarts += 1;
+        {
+            let c = self.core.borrow();
+            c.tele.obs.metrics.shard_restarted(self.shard);
+            c.tele.obs.board(|b| b.shard_restarted(self.shard));
+        }
         if let Some(r) = self.replay.take() {
             r.do_send(Stop);
         }
@@ -543,7 +625,11 @@ impl Handler<ReplayEvent> for ShardActor {
 impl Handler<ListingDone> for ShardActor {
     type Result = ();
     fn handle(&mut self, m: ListingDone, _: &mut Context<Self>) {
-        if let Some(run) = self.core.borrow_mut().run() {
+        let mut c = self.core.borrow_mut();
+        if let Some(span) = c.spans.walk.remove(&m.bucket) {
+            telemetry::record_outcome(&span, if m.ok { "completed" } else { "failed" });
+        }
+        if let Some(run) = c.run() {
             run.listing_done(&m.bucket, m.ok);
         }
     }
@@ -552,7 +638,10 @@ impl Handler<ListingDone> for ShardActor {
 impl Handler<StartReplay> for ShardActor {
     type Result = Option<Nanos>;
     fn handle(&mut self, _: StartReplay, _: &mut Context<Self>) -> Option<Nanos> {
-        self.core.borrow_mut().run().and_then(|r| r.start_replay())
+        let mut c = self.core.borrow_mut();
+        let span = telemetry::replay_span(&c.tele.span, self.shard);
+        c.spans.replay = Some(span);
+        c.run().and_then(|r| r.start_replay())
     }
 }
 
@@ -583,6 +672,15 @@ impl Handler<Finish> for ShardActor {
         drop(c);
         let (mut report, cursor) = run.finish(m.stream_end);
         report.counters.events_scanned += extra;
+        {
+            let mut c = self.core.borrow_mut();
+            if let Some(span) = c.spans.replay.take() {
+                telemetry::record_outcome(&span, report.outcome.as_str());
+            }
+            for (_, span) in c.spans.walk.drain() {
+                telemetry::record_outcome(&span, report.outcome.as_str());
+            }
+        }
         if let Some(r) = self.replay.take() {
             r.do_send(Stop);
         }

@@ -1,9 +1,12 @@
-//! The Coordinator actor: one daily pass over the selected shards. It takes one
-//! `now` and one consistent snapshot, owns the shared rate limiter and the
-//! [`DeleteDispatcher`], starts the supervised [`ShardActor`]s, then drives the
-//! phases (walk, replay, finish, save) from a `tokio::spawn`ed task that talks
-//! to the shards only by message. I/O stays in Send futures on the runtime pool;
-//! actors are created only here, on the System arbiter.
+//! The Coordinator actor, started once per process and sent one [`RunPass`]
+//! per pass. For each pass it takes one `now` and one consistent snapshot,
+//! owns the shared rate limiter and the [`DeleteDispatcher`], starts the
+//! supervised [`ShardActor`]s, then drives the phases (walk, replay, finish,
+//! save) from a `tokio::spawn`ed task that talks to the shards only by message,
+//! stops dispatching early on a [`StopSignal`] or `pass.max_runtime` (the pass
+//! is then `truncated`), and reports to a [`PassObserver`]. I/O stays in Send
+//! futures on the runtime pool; actors are created only here, on the System
+//! arbiter.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
@@ -11,16 +14,20 @@ use std::time::{Duration, Instant};
 
 use actix::prelude::*;
 use futures::StreamExt;
+use tokio::sync::watch;
+use tracing::{Instrument as _, Span};
 
 use crate::config::Settings;
 use crate::engine::{
     Nanos, Snapshot, promoted_hash, promoted_hash_by_bucket, replay_content_hash,
     replay_content_hash_by_bucket, route, walk,
 };
+use crate::http::status_page::ShardPhase;
 use crate::pass::actors::{
-    Drain, Finish, ListingDone, ReplayEvent, ShardActor, StartReplay, WalkBatch,
+    Drain, Finish, ListingDone, ReplayEvent, ShardActor, ShardTelemetry, StartReplay, WalkBatch,
 };
 use crate::pass::dispatch::{DeleteDispatcher, DeletePort, limiter};
+use crate::pass::observe::PassObserver;
 use crate::pass::plan;
 use crate::pass::ports::ClusterPort;
 use crate::pass::retry::RetryPolicy;
@@ -30,6 +37,7 @@ use crate::pass::shard_run::{
 use crate::seaweed::buckets::BucketError;
 use crate::seaweed::cursor::ShardCursor;
 use crate::seaweed::delete::DeleteRequest;
+use crate::telemetry;
 
 /// What a pass is asked to do.
 #[derive(Debug, Clone)]
@@ -42,6 +50,41 @@ pub struct PassOptions {
     pub dry_run: bool,
     /// Settings (pass.buckets, rates, windows, time…).
     pub settings: Settings,
+    /// The pass id (logs, the `pass` span, status page, admin API).
+    pub run_id: String,
+    /// Stops the pass early (shutdown): dispatching stops, in-flight deletes
+    /// drain, cursors are saved and the pass is reported `truncated`.
+    pub stop: StopSignal,
+}
+
+/// A stop request for a running pass (`serve` sets it on SIGTERM/SIGINT).
+/// The default never fires.
+#[derive(Debug, Clone, Default)]
+pub struct StopSignal(Option<watch::Receiver<Option<String>>>);
+
+impl StopSignal {
+    /// A signal and the sender that fires it with a reason.
+    pub fn new() -> (watch::Sender<Option<String>>, StopSignal) {
+        let (tx, rx) = watch::channel(None);
+        (tx, StopSignal(Some(rx)))
+    }
+
+    /// The reason, when the stop was already requested.
+    pub fn current(&self) -> Option<String> {
+        self.0.as_ref().and_then(|rx| rx.borrow().clone())
+    }
+
+    /// Resolves with the reason once the stop is requested; never when the
+    /// sender is gone without firing.
+    pub async fn fired(&self) -> String {
+        if let Some(rx) = &self.0 {
+            let mut rx = rx.clone();
+            if let Ok(v) = rx.wait_for(Option::is_some).await {
+                return v.clone().unwrap_or_default();
+            }
+        }
+        std::future::pending().await
+    }
 }
 
 /// One shard's result with its wall time.
@@ -51,6 +94,9 @@ pub struct ShardResult {
     pub report: ShardReport,
     /// Time from pass start to the shard's finish.
     pub duration: Duration,
+    /// The cursor the shard ended with (saved unless dry run); `None` when
+    /// the shard failed.
+    pub cursor: Option<ShardCursor>,
 }
 
 /// What a pass did.
@@ -66,13 +112,16 @@ pub struct PassResult {
     pub shards: Vec<ShardResult>,
     /// A runtime error that failed the pass (stream broken, save failed…).
     pub error: Option<String>,
+    /// Why the pass was cut short (`pass.max_runtime`, shutdown), if it was.
+    /// Cursors were saved where they were.
+    pub truncated: Option<String>,
     /// Wall time of the pass.
     pub duration: Duration,
 }
 
 impl PassResult {
     /// `failed` on a runtime error or a failed shard, `halted` when a shard
-    /// halted, else `completed`.
+    /// halted, `truncated` when the pass was cut short, else `completed`.
     pub fn outcome(&self) -> &'static str {
         if self.error.is_some()
             || self
@@ -87,6 +136,8 @@ impl PassResult {
             .any(|s| s.report.outcome == ShardOutcome::Halted)
         {
             "halted"
+        } else if self.truncated.is_some() {
+            "truncated"
         } else {
             "completed"
         }
@@ -173,7 +224,9 @@ async fn prepare(port: Arc<dyn ClusterPort>, opts: &PassOptions) -> Result<Prepa
 }
 
 /// Runs a pass. Answered with the pass result, or `Err` when the pass could
-/// not start at all (cluster unreachable, bucket listing failed).
+/// not start at all (cluster unreachable, bucket listing failed). The
+/// coordinator lives as long as the process: `run-once` sends one `RunPass`,
+/// `serve` one per scheduled or triggered pass (never two at once).
 #[derive(Message)]
 #[rtype(result = "Result<PassResult, String>")]
 pub struct RunPass(pub PassOptions);
@@ -182,12 +235,23 @@ pub struct RunPass(pub PassOptions);
 pub struct Coordinator {
     port: Arc<dyn ClusterPort>,
     deletes: Arc<dyn DeletePort<DeleteRequest>>,
+    obs: PassObserver,
 }
 
 impl Coordinator {
-    /// A coordinator over a cluster and a delete port.
+    /// A coordinator over a cluster and a delete port (metrics go to a
+    /// private registry nobody reads).
     pub fn new(port: Arc<dyn ClusterPort>, deletes: Arc<dyn DeletePort<DeleteRequest>>) -> Self {
-        Coordinator { port, deletes }
+        Coordinator::with_observer(port, deletes, PassObserver::default())
+    }
+
+    /// A coordinator that reports to `obs` (metrics, status board).
+    pub fn with_observer(
+        port: Arc<dyn ClusterPort>,
+        deletes: Arc<dyn DeletePort<DeleteRequest>>,
+        obs: PassObserver,
+    ) -> Self {
+        Coordinator { port, deletes, obs }
     }
 }
 
@@ -203,8 +267,11 @@ impl Handler<RunPass> for Coordinator {
         let started = Instant::now();
         let port = self.port.clone();
         let prep_opts = opts.clone();
-        let prep =
-            async move { tokio::spawn(async move { prepare(port, &prep_opts).await }).await };
+        let span = telemetry::pass_span(&opts.run_id);
+        let prep_span = span.clone();
+        let prep = async move {
+            tokio::spawn(async move { prepare(port, &prep_opts).await }.instrument(prep_span)).await
+        };
         Box::pin(prep.into_actor(self).then(move |joined, act, _ctx| {
             let prepared = match joined {
                 Ok(Ok(p)) => Ok(p),
@@ -213,9 +280,16 @@ impl Handler<RunPass> for Coordinator {
             };
             let fut: std::pin::Pin<Box<dyn Future<Output = Result<PassResult, String>>>> =
                 match prepared {
-                    Err(e) => Box::pin(async move { Err(e) }),
+                    Err(e) => {
+                        telemetry::record_outcome(&span, "failed");
+                        act.obs.metrics.pass_finished(
+                            crate::metrics::RunOutcome::Failed,
+                            crate::pass::observe::wall_ns(),
+                        );
+                        Box::pin(async move { Err(e) })
+                    }
                     Ok(p) => {
-                        let run = act.start_pass(opts, p, started);
+                        let run = act.start_pass(opts, p, started, span);
                         Box::pin(async move {
                             run.await
                                 .map_err(|e| format!("pass driver task failed: {e}"))
@@ -235,6 +309,7 @@ impl Coordinator {
         opts: PassOptions,
         p: Prepared,
         started: Instant,
+        span: Span,
     ) -> tokio::task::JoinHandle<PassResult> {
         let s = &opts.settings;
         let limiter = s
@@ -254,6 +329,12 @@ impl Coordinator {
             opts.dry_run,
         )
         .start();
+        for e in &p.bucket_errors {
+            self.obs.metrics.bucket_config_error(&e.bucket, true);
+        }
+        for b in &p.buckets {
+            self.obs.metrics.bucket_config_error(b, false);
+        }
         let window = s.dispatch.max_in_flight_per_shard;
         let mut shards = BTreeMap::new();
         let mut failed = Vec::new();
@@ -264,10 +345,16 @@ impl Coordinator {
                     let plan = p.plan.clone();
                     let d = dispatcher.clone().recipient();
                     let port = self.port.clone();
+                    let shard_span = telemetry::shard_span(&span, shard);
+                    let tele = ShardTelemetry {
+                        span: shard_span.clone(),
+                        obs: self.obs.clone(),
+                    };
                     let addr = Supervisor::start(move |_| {
                         ShardActor::new(shard, plan, persisted, window, d, port)
+                            .with_telemetry(tele)
                     });
-                    shards.insert(shard, (addr, shard_plan));
+                    shards.insert(shard, (addr, shard_plan, shard_span));
                 }
                 Err(e) => failed.push((shard, e)),
             }
@@ -277,28 +364,87 @@ impl Coordinator {
             plan: p.plan,
             shards,
             dry_run: opts.dry_run,
+            obs: self.obs.clone(),
         };
         let buckets = p.buckets;
         let bucket_errors = p.bucket_errors;
-        tokio::spawn(async move {
-            let (mut results, error) = driver.run(started).await;
-            for (shard, e) in failed {
-                results.push(ShardResult {
-                    report: failed_report(shard, e),
-                    duration: started.elapsed(),
+        let stop = opts.stop.clone();
+        let max_runtime = s.pass.max_runtime;
+        let obs = self.obs.clone();
+        let pass_span = span.clone();
+        tokio::spawn(
+            async move {
+                // One "stop dispatching" flag for both causes: shutdown and
+                // `pass.max_runtime`.
+                // Seeded with a stop already requested, so a pass started during
+                // shutdown sends nothing.
+                let (halt_tx, halt_rx) = watch::channel(stop.current());
+                let trigger = tokio::spawn(async move {
+                    let cap = async {
+                        if max_runtime.is_zero() {
+                            std::future::pending::<()>().await;
+                        }
+                        tokio::time::sleep(max_runtime).await;
+                    };
+                    let reason = tokio::select! {
+                        r = stop.fired() => r,
+                        () = cap => format!("pass.max_runtime ({}) reached", humantime(max_runtime)),
+                    };
+                    let _ = halt_tx.send(Some(reason));
+                    // Keep the sender alive so receivers see the value.
+                    std::future::pending::<()>().await;
                 });
+                let (mut results, error) = driver.run(started, halt_rx.clone()).await;
+                trigger.abort();
+                let truncated = halt_rx.borrow().clone();
+                for (shard, e) in failed {
+                    results.push(ShardResult {
+                        report: failed_report(shard, e),
+                        duration: started.elapsed(),
+                        cursor: None,
+                    });
+                }
+                results.sort_by_key(|r| r.report.shard);
+                let result = PassResult {
+                    now: opts.now,
+                    buckets,
+                    bucket_errors,
+                    shards: results,
+                    error,
+                    truncated,
+                    duration: started.elapsed(),
+                };
+                let outcome = crate::pass::observe::run_outcome(&result);
+                for r in &result.shards {
+                    let rep = &r.report;
+                    let o = crate::pass::observe::shard_run_outcome(
+                        rep.outcome,
+                        result.truncated.is_some(),
+                    );
+                    obs.metrics.events_scanned(rep.shard, rep.counters.events_scanned);
+                    obs.metrics.shard_run_finished(
+                        rep.shard,
+                        o,
+                        r.duration,
+                        rep.counters.events_scanned,
+                        rep.counters.all_deletes().values().sum(),
+                    );
+                    obs.metrics
+                        .shard_halted(rep.shard, rep.outcome == ShardOutcome::Halted);
+                    obs.board(|b| b.shard_finished(rep.shard, o));
+                }
+                obs.metrics
+                    .pass_finished(outcome, crate::pass::observe::wall_ns());
+                telemetry::record_outcome(&pass_span, outcome.as_str());
+                result
             }
-            results.sort_by_key(|r| r.report.shard);
-            PassResult {
-                now: opts.now,
-                buckets,
-                bucket_errors,
-                shards: results,
-                error,
-                duration: started.elapsed(),
-            }
-        })
+            .instrument(span),
+        )
     }
+}
+
+fn humantime(d: Duration) -> String {
+    format!("{}s", d.as_secs_f64())
 }
 
 fn failed_report(shard: u8, reason: String) -> ShardReport {
@@ -318,106 +464,167 @@ fn failed_report(shard: u8, reason: String) -> ShardReport {
 struct Driver {
     port: Arc<dyn ClusterPort>,
     plan: Arc<PassPlan>,
-    shards: BTreeMap<u8, (Addr<ShardActor>, ShardPlan)>,
+    shards: BTreeMap<u8, (Addr<ShardActor>, ShardPlan, Span)>,
     dry_run: bool,
+    obs: PassObserver,
+}
+
+/// Resolves once the pass is asked to stop dispatching.
+async fn halted(mut rx: watch::Receiver<Option<String>>) {
+    if rx.wait_for(Option::is_some).await.is_err() {
+        std::future::pending::<()>().await;
+    }
 }
 
 impl Driver {
-    async fn run(self, started: Instant) -> (Vec<ShardResult>, Option<String>) {
+    async fn run(
+        self,
+        started: Instant,
+        halt: watch::Receiver<Option<String>>,
+    ) -> (Vec<ShardResult>, Option<String>) {
         let mut error = None;
-        self.walk_phase().await;
+        let walk_complete = self.walk_phase(&halt).await;
         self.drain().await;
-        let (stream_end, not_routed, e) = self.replay_phase().await;
-        if e.is_some() {
-            error = e;
+        let (stream_end, not_routed) = if walk_complete && halt.borrow().is_none() {
+            let (end, not_routed, e) = self.replay_phase(&halt).await;
+            if e.is_some() {
+                error = e;
+            }
+            (end, not_routed)
+        } else {
+            // Stopped during the walk: no replay. Buckets whose recovery did
+            // not finish keep their old state (the next pass recovers again);
+            // steady buckets keep their old progress.
+            (None, HashMap::new())
+        };
+        for &shard in self.shards.keys() {
+            self.obs
+                .board(|b| b.shard_phase(shard, ShardPhase::Draining));
         }
         self.drain().await;
         let mut results = Vec::new();
-        for (&shard, (addr, _)) in &self.shards {
+        for (&shard, (addr, _, span)) in &self.shards {
             let fin = Finish {
                 stream_end,
                 events_not_routed: not_routed.get(&shard).copied().unwrap_or(0),
             };
             match addr.send(fin).await {
                 Ok((mut report, cursor)) => {
-                    if let Some(c) = cursor
+                    if let Some(c) = &cursor
                         && !self.dry_run
-                        && let Err(e) = self.port.save_cursor(c, self.plan.now).await
                     {
-                        report.outcome = ShardOutcome::Failed;
-                        report.halt_reason = Some(format!("saving cursor: {e}"));
+                        match self.port.save_cursor(c.clone(), self.plan.now).await {
+                            Ok(()) => {
+                                self.obs
+                                    .metrics
+                                    .cursor_saved(shard, c.ts_ns, c.last_walked_ns);
+                            }
+                            Err(e) => {
+                                report.outcome = ShardOutcome::Failed;
+                                report.halt_reason = Some(format!("saving cursor: {e}"));
+                            }
+                        }
                     }
+                    telemetry::record_outcome(span, report.outcome.as_str());
                     results.push(ShardResult {
                         report,
                         duration: started.elapsed(),
+                        cursor,
                     });
                 }
-                Err(e) => results.push(ShardResult {
-                    report: failed_report(shard, format!("shard actor gone: {e}")),
-                    duration: started.elapsed(),
-                }),
+                Err(e) => {
+                    telemetry::record_outcome(span, "failed");
+                    results.push(ShardResult {
+                        report: failed_report(shard, format!("shard actor gone: {e}")),
+                        duration: started.elapsed(),
+                        cursor: None,
+                    })
+                }
             }
         }
         (results, error)
     }
 
     async fn drain(&self) {
-        let waits = self.shards.values().map(|(a, _)| a.send(Drain));
+        let waits = self.shards.values().map(|(a, _, _)| a.send(Drain));
         futures::future::join_all(waits).await;
     }
 
     /// Lists each bucket that some shard walks, once, and hands each item's
-    /// due matches to the shard that owns its key.
-    async fn walk_phase(&self) {
+    /// due matches to the shard that owns its key. Returns false when it
+    /// stopped early (stop requested).
+    async fn walk_phase(&self, halt: &watch::Receiver<Option<String>>) -> bool {
         let now = self.plan.now;
+        for (&shard, (_, sp, _)) in &self.shards {
+            if self.plan.buckets().any(|b| sp.walk_role(b).is_some()) {
+                self.obs
+                    .board(|b| b.shard_phase(shard, ShardPhase::Walking));
+            }
+        }
+        let mut complete = true;
         for bucket in self.plan.buckets() {
             let walkers: Vec<u8> = self
                 .shards
                 .iter()
-                .filter(|(_, (_, sp))| sp.walk_role(bucket).is_some())
+                .filter(|(_, (_, sp, _))| sp.walk_role(bucket).is_some())
                 .map(|(s, _)| *s)
                 .collect();
             if walkers.is_empty() {
                 continue;
             }
-            let mut listing = self.port.list_bucket(bucket);
-            let mut ok = true;
-            while let Some(item) = listing.next().await {
-                let item = match item {
-                    Ok(i) => i,
-                    Err(e) => {
-                        tracing::warn!(bucket, error = %e, "walk listing failed");
-                        ok = false;
-                        break;
-                    }
-                };
-                let Some(s) = item.shard(bucket) else {
-                    continue;
-                };
-                let Some((addr, sp)) = self.shards.get(&s) else {
-                    continue;
-                };
-                let view = match sp.walk_role(bucket) {
-                    Some(WalkRole::Recovery) => &self.plan.recovery,
-                    Some(WalkRole::Steady) => match &self.plan.walk {
-                        Some(w) => w,
+            let mut ok = complete;
+            if complete {
+                let mut listing = self.port.list_bucket(bucket);
+                let stop = halted(halt.clone());
+                tokio::pin!(stop);
+                loop {
+                    let item = tokio::select! {
+                        biased;
+                        () = &mut stop => {
+                            tracing::info!(bucket, "stop requested; walk abandoned");
+                            ok = false;
+                            complete = false;
+                            break;
+                        }
+                        item = listing.next() => item,
+                    };
+                    let Some(item) = item else { break };
+                    let item = match item {
+                        Ok(i) => i,
+                        Err(e) => {
+                            tracing::warn!(bucket, error = %e, "walk listing failed");
+                            ok = false;
+                            break;
+                        }
+                    };
+                    let Some(s) = item.shard(bucket) else {
+                        continue;
+                    };
+                    let Some((addr, sp, _)) = self.shards.get(&s) else {
+                        continue;
+                    };
+                    let view = match sp.walk_role(bucket) {
+                        Some(WalkRole::Recovery) => &self.plan.recovery,
+                        Some(WalkRole::Steady) => match &self.plan.walk {
+                            Some(w) => w,
+                            None => continue,
+                        },
                         None => continue,
-                    },
-                    None => continue,
-                };
-                let matches = walk::evaluate(view, bucket, &item, now);
-                if matches.is_empty() {
-                    continue;
+                    };
+                    let matches = walk::evaluate(view, bucket, &item, now);
+                    if matches.is_empty() {
+                        continue;
+                    }
+                    let _ = addr
+                        .send(WalkBatch {
+                            bucket: bucket.to_string(),
+                            matches,
+                        })
+                        .await;
                 }
-                let _ = addr
-                    .send(WalkBatch {
-                        bucket: bucket.to_string(),
-                        matches,
-                    })
-                    .await;
             }
             for s in walkers {
-                if let Some((addr, _)) = self.shards.get(&s) {
+                if let Some((addr, _, _)) = self.shards.get(&s) {
                     let _ = addr
                         .send(ListingDone {
                             bucket: bucket.to_string(),
@@ -427,12 +634,20 @@ impl Driver {
                 }
             }
         }
+        complete
     }
 
-    /// One subscription for every shard; events fanned out by shard.
-    async fn replay_phase(&self) -> (Option<Nanos>, HashMap<u8, u64>, Option<String>) {
+    /// One subscription for every shard; events fanned out by shard. A stop
+    /// ends the read early: `stream_end` is then the last event delivered
+    /// (every event up to it reached its shard, every later one did not).
+    async fn replay_phase(
+        &self,
+        halt: &watch::Receiver<Option<String>>,
+    ) -> (Option<Nanos>, HashMap<u8, u64>, Option<String>) {
         let mut since: Option<Nanos> = None;
-        for (addr, _) in self.shards.values() {
+        for (&shard, (addr, _, _)) in &self.shards {
+            self.obs
+                .board(|b| b.shard_phase(shard, ShardPhase::Replaying));
             if let Ok(Some(ts)) = addr.send(StartReplay).await {
                 since = Some(since.map_or(ts, |s: Nanos| s.min(ts)));
             }
@@ -446,8 +661,19 @@ impl Driver {
             Ok(s) => s,
             Err(e) => return (None, not_routed, Some(e)),
         };
+        let stop = halted(halt.clone());
+        tokio::pin!(stop);
         let mut last_ts = None;
-        while let Some(ev) = events.next().await {
+        loop {
+            let ev = tokio::select! {
+                biased;
+                () = &mut stop => {
+                    tracing::info!("stop requested; meta-log replay ends early");
+                    break;
+                }
+                ev = events.next() => ev,
+            };
+            let Some(ev) = ev else { break };
             let ev = match ev {
                 Ok(ev) => ev,
                 Err(e) => return (None, not_routed, Some(e)),
@@ -456,9 +682,10 @@ impl Driver {
             let Some(routed) = route::route(view, &root, &ev) else {
                 continue;
             };
-            let Some((addr, _)) = self.shards.get(&routed.shard) else {
+            let Some((addr, _, _)) = self.shards.get(&routed.shard) else {
                 continue;
             };
+            self.obs.board(|b| b.event(routed.shard, &routed.bucket));
             if view.bucket(&routed.bucket).is_none() {
                 *not_routed.entry(routed.shard).or_default() += 1;
                 continue;

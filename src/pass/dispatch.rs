@@ -11,6 +11,7 @@ use actix::prelude::*;
 use futures::future::BoxFuture;
 use leaky_bucket::RateLimiter;
 use tokio::sync::Semaphore;
+use tracing::Instrument as _;
 
 use super::retry::RetryPolicy;
 
@@ -86,6 +87,9 @@ pub struct Dispatch<C: Send + 'static, T: Send + 'static> {
     pub ticket: T,
     /// Where the outcome goes.
     pub reply_to: Recipient<Outcome<C, T>>,
+    /// The call's `delete` span (its outcome is recorded here); use
+    /// `Span::none()` when not tracing.
+    pub span: tracing::Span,
 }
 
 /// The fate of one [`Dispatch`].
@@ -157,10 +161,15 @@ impl<C: Send + Sync + 'static, T: Send + 'static> Handler<Dispatch<C, T>> for De
                 call,
                 ticket,
                 reply_to,
+                span,
             } = msg;
             let (result, attempts, limiter_wait) = match slots.acquire_owned().await {
                 Ok(_permit) if dry_run => (CallResult::DryRun, 0, Duration::ZERO),
-                Ok(_permit) => run_with_retries(&*port, &call, limiter.as_deref(), policy).await,
+                Ok(_permit) => {
+                    run_with_retries(&*port, &call, limiter.as_deref(), policy)
+                        .instrument(span.clone())
+                        .await
+                }
                 // The semaphore is never closed; report instead of dropping.
                 Err(e) => (
                     CallResult::Transport {
@@ -170,6 +179,8 @@ impl<C: Send + Sync + 'static, T: Send + 'static> Handler<Dispatch<C, T>> for De
                     Duration::ZERO,
                 ),
             };
+            crate::telemetry::record_outcome(&span, result.label());
+            drop(span);
             let outcome = Outcome {
                 call,
                 ticket,
@@ -331,6 +342,7 @@ mod tests {
                 call: 7u32,
                 ticket: t,
                 reply_to: col.clone().recipient(),
+                span: tracing::Span::none(),
             })
             .await
             .unwrap();

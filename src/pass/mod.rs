@@ -7,6 +7,7 @@ pub mod actors;
 pub mod coordinator;
 pub mod dispatch;
 pub mod migrate;
+pub mod observe;
 pub mod plan;
 pub mod ports;
 pub mod retry;

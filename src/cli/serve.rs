@@ -1,0 +1,302 @@
+//! `s3-lifecycled serve`: the always-on service. Binds the HTTP endpoints
+//! (`service.http_listen`) and the admin gRPC API (`service.admin_listen`),
+//! connects to the cluster, becomes ready after the first successful bucket
+//! scan, then runs a pass at every scheduled start and on every admin
+//! trigger until SIGTERM or SIGINT.
+//!
+//! Shutdown: refuse new passes, ask the running pass to stop dispatching,
+//! let in-flight deletes drain and the cursors be saved, then exit 0. If that
+//! takes longer than `service.shutdown_deadline`, log the shards and the
+//! in-flight deletes abandoned and exit 1.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use clap::Args;
+use tokio::sync::watch;
+
+use crate::admin::{self, AdminHealth};
+use crate::cli::run_once::{RunOnceArgs, settings};
+use crate::cli::{EXIT_ERROR, EXIT_OK, EXIT_USAGE};
+use crate::config::{Settings, parse_shards};
+use crate::http::{self, HttpState, Readiness};
+use crate::metrics::Metrics;
+use crate::pass::coordinator::Coordinator;
+use crate::pass::observe::{PassObserver, StatusBoard};
+use crate::pass::ports::{ClusterPort, SeaweedCluster, SeaweedDelete};
+use crate::service::{Backend, Service};
+
+/// `serve` flags (the cluster flags of `run-once`).
+#[derive(Debug, Clone, Args)]
+pub struct ServeArgs {
+    /// TOML configuration file (optional; defaults apply without one).
+    #[arg(long)]
+    pub config: Option<std::path::PathBuf>,
+    /// Filer gRPC address (overrides `cluster.filer`).
+    #[arg(long)]
+    pub filer: Option<String>,
+    /// S3 gateway gRPC address (overrides `cluster.s3_grpc`).
+    #[arg(long = "s3-grpc")]
+    pub s3_grpc: Option<String>,
+    /// Shards to run: `0-15` or `a,b,c` (overrides `pass.shards`).
+    #[arg(long)]
+    pub shards: Option<String>,
+    /// Buckets to act on, comma-separated (overrides `pass.buckets`).
+    #[arg(long)]
+    pub buckets: Option<String>,
+}
+
+fn usage(msg: impl std::fmt::Display) -> i32 {
+    eprintln!("error: {msg}");
+    EXIT_USAGE
+}
+
+/// How long to wait between attempts to reach the cluster at start.
+const CONNECT_RETRY: Duration = Duration::from_secs(2);
+
+/// Runs the subcommand and returns the exit code.
+pub fn run(args: ServeArgs) -> i32 {
+    let s = match settings(&RunOnceArgs {
+        config: args.config,
+        filer: args.filer,
+        s3_grpc: args.s3_grpc,
+        shards: args.shards,
+        buckets: args.buckets,
+        now: None,
+        dry_run: false,
+        json: false,
+    }) {
+        Ok(s) => s,
+        Err(e) => return usage(e),
+    };
+    let shards = match parse_shards(&s.pass.shards) {
+        Ok(v) => v,
+        Err(e) => return usage(format!("configuration key `pass.shards`: {e}")),
+    };
+    let runtime = || {
+        tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+    };
+    if let Err(e) = runtime() {
+        eprintln!("error: cannot start the async runtime: {e}");
+        return EXIT_ERROR;
+    }
+    let sys = actix::System::with_tokio_rt(move || {
+        runtime().unwrap_or_else(|e| panic!("tokio runtime failed after a successful probe: {e}"))
+    });
+    let code = sys.block_on(async move {
+        let guard = match crate::telemetry::init(&s.telemetry, "s3-lifecycled") {
+            Ok(g) => g,
+            Err(e) => return usage(e),
+        };
+        let code = serve(s, shards).await;
+        if let Err(e) = guard.shutdown().await {
+            eprintln!("warning: {e}");
+        }
+        code
+    });
+    // Past the shutdown deadline work may still be queued on the runtime;
+    // exit now rather than wait for it.
+    std::process::exit(code)
+}
+
+async fn serve(s: Settings, shards: Vec<u8>) -> i32 {
+    // Handlers first: a signal during start-up must not kill the process
+    // with the default action.
+    let signals = match Signals::install() {
+        Ok(sig) => sig,
+        Err(e) => {
+            eprintln!("error: cannot install signal handlers: {e}");
+            return EXIT_ERROR;
+        }
+    };
+    let metrics = Metrics::new();
+    metrics.init_shards(&shards);
+    let readiness = Readiness::new();
+    let (http_state, tx) = HttpState::new(metrics.clone(), readiness.clone());
+    let board = Arc::new(StatusBoard::new(tx));
+    let (shut_tx, shut_rx) = watch::channel(false);
+    let wait_shut = |mut rx: watch::Receiver<bool>| async move {
+        let _ = rx.wait_for(|v| *v).await;
+    };
+
+    let http_listener = match bind_http(&s.service.http_listen).await {
+        Ok(l) => l,
+        Err(e) => return usage(e),
+    };
+    let admin_listener = match admin::bind(&s.service.admin_listen).await {
+        Ok(l) => l,
+        Err(e) => return usage(e),
+    };
+    if let Ok(a) = http_listener.local_addr() {
+        tracing::info!(addr = %a, "HTTP listening: status page at http://{a}/");
+    }
+    let http_task = tokio::spawn(http::serve(
+        http_listener,
+        http::router(http_state),
+        wait_shut(shut_rx.clone()),
+    ));
+
+    let cluster = loop {
+        match SeaweedCluster::connect(
+            &s.cluster.filer,
+            &s.cluster.buckets_root,
+            &s.cursor.dir,
+            s.pass.event_buffer,
+        )
+        .await
+        {
+            Ok(c) => break c,
+            Err(e) => {
+                readiness.set_not_ready(format!("filer {}: {e}", s.cluster.filer));
+                tracing::warn!(filer = s.cluster.filer, error = %e, "cluster not reachable; retrying");
+                if signals.sleep_or_signal(CONNECT_RETRY).await {
+                    let _ = shut_tx.send(true);
+                    let _ = http_task.await;
+                    return EXIT_OK;
+                }
+            }
+        }
+    };
+    let deletes = match SeaweedDelete::connect(&s.cluster.s3_grpc).await {
+        Ok(d) => d,
+        Err(e) => return usage(format!("configuration key `cluster.s3_grpc`: {e}")),
+    };
+    let cluster: Arc<dyn ClusterPort> = Arc::new(cluster);
+    let obs = PassObserver {
+        metrics: metrics.clone(),
+        board: Some(board.clone()),
+    };
+    let coordinator = actix::Actor::start(Coordinator::with_observer(
+        cluster.clone(),
+        Arc::new(deletes),
+        obs,
+    ));
+    let service = Service::new(coordinator, board.clone(), s.clone(), shards);
+
+    let health = AdminHealth::new().await;
+    let admin_task = tokio::spawn(admin::serve_admin(
+        admin_listener,
+        Arc::new(Backend(service.clone())),
+        health.clone(),
+        wait_shut(shut_rx.clone()),
+    ));
+
+    // Ready once the cluster answers a bucket scan.
+    loop {
+        match cluster.buckets().await {
+            Ok(_) => break,
+            Err(e) => {
+                readiness.set_not_ready(format!("bucket scan failed: {e}"));
+                tracing::warn!(error = %e, "bucket scan failed; retrying");
+                if signals.sleep_or_signal(CONNECT_RETRY).await {
+                    let _ = shut_tx.send(true);
+                    let _ = admin_task.await;
+                    let _ = http_task.await;
+                    return EXIT_OK;
+                }
+            }
+        }
+    }
+    service.set_ready();
+    readiness.set_ready();
+    health.set_serving().await;
+    tracing::info!("ready");
+    let scheduler = tokio::spawn(service.clone().schedule_loop(shut_rx.clone()));
+
+    let signal = signals.wait().await;
+    tracing::info!(
+        signal,
+        "shutting down: stop dispatching, drain, save cursors"
+    );
+    readiness.set_not_ready("shutting down");
+    health.set_not_serving().await;
+    let deadline = s.service.shutdown_deadline;
+    let code = match service.begin_shutdown(&format!("shutdown ({signal})")) {
+        None => EXIT_OK,
+        Some(mut done) => match tokio::time::timeout(deadline, done.wait_for(|v| *v)).await {
+            Ok(_) => {
+                tracing::info!("pass drained and cursors saved");
+                EXIT_OK
+            }
+            Err(_) => {
+                let left = board.unfinished();
+                let in_flight: u64 = left.iter().map(|(_, n)| n).sum();
+                let shards: Vec<String> = left.iter().map(|(s, _)| format!("{s:02}")).collect();
+                tracing::error!(
+                    deadline_s = deadline.as_secs_f64(),
+                    shards = shards.join(","),
+                    in_flight_deletes = in_flight,
+                    "shutdown deadline passed: abandoning unfinished shards (their cursors are not saved; the next pass resumes from the last saved ones)"
+                );
+                EXIT_ERROR
+            }
+        },
+    };
+    let _ = shut_tx.send(true);
+    scheduler.abort();
+    let servers = async {
+        let _ = admin_task.await;
+        let _ = http_task.await;
+    };
+    let _ = tokio::time::timeout(Duration::from_secs(2), servers).await;
+    code
+}
+
+async fn bind_http(addr: &str) -> Result<tokio::net::TcpListener, String> {
+    let sa: std::net::SocketAddr = addr.trim().parse().map_err(|e| {
+        format!("configuration key `service.http_listen`: `{addr}` is not an IP:port address such as 127.0.0.1:9711 ({e})")
+    })?;
+    tokio::net::TcpListener::bind(sa)
+        .await
+        .map_err(|e| format!("HTTP: cannot listen on {sa} (service.http_listen): {e}"))
+}
+
+/// SIGTERM/SIGINT, seen through a watch channel fed by one task.
+struct Signals(watch::Receiver<Option<&'static str>>);
+
+impl Signals {
+    fn install() -> std::io::Result<Signals> {
+        let (tx, rx) = watch::channel(None);
+        #[cfg(unix)]
+        {
+            use tokio::signal::unix::{SignalKind, signal};
+            let mut term = signal(SignalKind::terminate())?;
+            let mut int = signal(SignalKind::interrupt())?;
+            tokio::spawn(async move {
+                let name = tokio::select! {
+                    _ = term.recv() => "SIGTERM",
+                    _ = int.recv() => "SIGINT",
+                };
+                let _ = tx.send(Some(name));
+                std::future::pending::<()>().await;
+            });
+        }
+        #[cfg(not(unix))]
+        tokio::spawn(async move {
+            let _ = tokio::signal::ctrl_c().await;
+            let _ = tx.send(Some("SIGINT"));
+            std::future::pending::<()>().await;
+        });
+        Ok(Signals(rx))
+    }
+
+    /// Resolves with the signal's name.
+    async fn wait(&self) -> &'static str {
+        let mut rx = self.0.clone();
+        match rx.wait_for(Option::is_some).await {
+            Ok(v) => v.unwrap_or("SIGTERM"),
+            Err(_) => std::future::pending().await,
+        }
+    }
+
+    /// Sleeps `d`; true when a signal came first.
+    async fn sleep_or_signal(&self, d: Duration) -> bool {
+        tokio::select! {
+            () = tokio::time::sleep(d) => false,
+            _ = self.wait() => true,
+        }
+    }
+}

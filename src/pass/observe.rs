@@ -1,0 +1,454 @@
+//! What a pass tells the outside world while it runs: Prometheus metrics
+//! ([`Metrics`]) and the [`StatusBoard`], the one place that builds the
+//! [`StatusSnapshot`] the status page, `/status.json` and the admin API read
+//! (published through a `tokio::sync::watch` channel). The coordinator, the
+//! shard actors and the service call it; it never blocks on a reader.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use tokio::sync::watch;
+
+use crate::http::status_page::ShardPhase;
+use crate::http::{
+    BucketSummary, DeleteCounts, PassProgress, PassSummary, ServiceState, ShardSummary,
+    StatusSnapshot,
+};
+use crate::metrics::{Metrics, RunOutcome};
+use crate::pass::coordinator::PassResult;
+use crate::pass::shard_run::ShardOutcome;
+
+/// Snapshots are re-published at most this often for counter changes
+/// (phase changes and pass boundaries publish at once), so a pass with
+/// millions of deletes does not clone the snapshot per delete.
+const PUBLISH_EVERY: Duration = Duration::from_millis(250);
+
+/// Metrics plus, in `serve`, the status board. Cheap to clone.
+#[derive(Clone, Debug, Default)]
+pub struct PassObserver {
+    /// Every metric of the instance.
+    pub metrics: Metrics,
+    /// The status board (`None` in `run-once`).
+    pub board: Option<Arc<StatusBoard>>,
+}
+
+impl PassObserver {
+    /// Runs `f` on the board when there is one.
+    pub fn board(&self, f: impl FnOnce(&StatusBoard)) {
+        if let Some(b) = &self.board {
+            f(b);
+        }
+    }
+}
+
+struct BoardState {
+    snap: StatusSnapshot,
+    /// Restarts per shard since the process started.
+    restarts: BTreeMap<u8, u32>,
+    /// Per bucket, in the running pass.
+    bucket_events: BTreeMap<String, u64>,
+    bucket_deletes: BTreeMap<String, DeleteCounts>,
+    last_publish: Instant,
+}
+
+/// Builds and publishes the [`StatusSnapshot`].
+pub struct StatusBoard {
+    state: Mutex<BoardState>,
+    tx: watch::Sender<StatusSnapshot>,
+}
+
+impl std::fmt::Debug for StatusBoard {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("StatusBoard").finish_non_exhaustive()
+    }
+}
+
+/// A pass outcome as the status/metrics enum.
+pub fn run_outcome(r: &PassResult) -> RunOutcome {
+    match r.outcome() {
+        "failed" => RunOutcome::Failed,
+        "halted" => RunOutcome::Halted,
+        "truncated" => RunOutcome::Truncated,
+        _ => RunOutcome::Completed,
+    }
+}
+
+/// A shard's outcome within a pass that may have been truncated.
+pub fn shard_run_outcome(o: ShardOutcome, truncated: bool) -> RunOutcome {
+    match o {
+        ShardOutcome::Failed => RunOutcome::Failed,
+        ShardOutcome::Halted => RunOutcome::Halted,
+        ShardOutcome::Completed if truncated => RunOutcome::Truncated,
+        ShardOutcome::Completed => RunOutcome::Completed,
+    }
+}
+
+fn counts(m: &BTreeMap<String, u64>) -> DeleteCounts {
+    let mut d = DeleteCounts::default();
+    for (label, n) in m {
+        for _ in 0..*n {
+            d.record(label);
+        }
+    }
+    d
+}
+
+/// Wall clock in ns (display and bookkeeping only, never lifecycle decisions).
+pub fn wall_ns() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| i64::try_from(d.as_nanos()).unwrap_or(i64::MAX))
+        .unwrap_or(0)
+}
+
+impl StatusBoard {
+    /// A board publishing to `tx`.
+    pub fn new(tx: watch::Sender<StatusSnapshot>) -> StatusBoard {
+        let snap = tx.borrow().clone();
+        StatusBoard {
+            state: Mutex::new(BoardState {
+                snap,
+                restarts: BTreeMap::new(),
+                bucket_events: BTreeMap::new(),
+                bucket_deletes: BTreeMap::new(),
+                last_publish: Instant::now(),
+            }),
+            tx,
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, BoardState> {
+        // A panic while holding the lock leaves a consistent-enough snapshot
+        // (plain counters); keep serving it.
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn publish(&self, st: &mut BoardState, force: bool) {
+        if force || st.last_publish.elapsed() >= PUBLISH_EVERY {
+            st.last_publish = Instant::now();
+            self.tx.send_replace(st.snap.clone());
+        }
+    }
+
+    /// The latest snapshot (not throttled).
+    pub fn snapshot(&self) -> StatusSnapshot {
+        self.lock().snap.clone()
+    }
+
+    /// Sets the service state.
+    pub fn set_state(&self, s: ServiceState) {
+        let mut st = self.lock();
+        st.snap.service_state = s;
+        self.publish(&mut st, true);
+    }
+
+    /// Sets the next scheduled pass.
+    pub fn set_next_pass(&self, ns: Option<i64>) {
+        let mut st = self.lock();
+        st.snap.next_pass_ns = ns;
+        self.publish(&mut st, true);
+    }
+
+    /// A pass started over `shards`.
+    pub fn pass_started(&self, run_id: &str, shards: &[u8]) {
+        let mut st = self.lock();
+        let now = wall_ns();
+        let rows = shards
+            .iter()
+            .map(|&s| ShardSummary {
+                shard: s,
+                started_ns: now,
+                restarts: st.restarts.get(&s).copied().unwrap_or(0),
+                ..ShardSummary::default()
+            })
+            .collect();
+        st.snap.current_pass = Some(PassProgress {
+            run_id: run_id.to_string(),
+            started_ns: now,
+            shards_running: u32::try_from(shards.len()).unwrap_or(u32::MAX),
+            shards_done: 0,
+            shards: rows,
+        });
+        st.snap.service_state = match st.snap.service_state {
+            ServiceState::ShuttingDown => ServiceState::ShuttingDown,
+            _ => ServiceState::Running,
+        };
+        st.bucket_events.clear();
+        st.bucket_deletes.clear();
+        self.publish(&mut st, true);
+    }
+
+    fn with_shard(&self, shard: u8, force: bool, f: impl FnOnce(&mut ShardSummary)) {
+        let mut st = self.lock();
+        if let Some(p) = st.snap.current_pass.as_mut()
+            && let Some(row) = p.shards.iter_mut().find(|r| r.shard == shard)
+        {
+            f(row);
+        }
+        self.publish(&mut st, force);
+    }
+
+    /// A shard entered `phase`.
+    pub fn shard_phase(&self, shard: u8, phase: ShardPhase) {
+        self.with_shard(shard, true, |r| r.phase = phase);
+    }
+
+    /// One meta-log event of `bucket` went to `shard`.
+    pub fn event(&self, shard: u8, bucket: &str) {
+        {
+            let mut st = self.lock();
+            *st.bucket_events.entry(bucket.to_string()).or_default() += 1;
+        }
+        self.with_shard(shard, false, |r| r.events_scanned += 1);
+    }
+
+    /// A shard sent a delete.
+    pub fn delete_sent(&self, shard: u8) {
+        self.with_shard(shard, false, |r| {
+            r.in_flight += 1;
+            r.matches += 1;
+        });
+    }
+
+    /// A delete of `bucket` sent by `shard` ended with `label`.
+    pub fn delete_done(&self, shard: u8, bucket: &str, label: &str) {
+        {
+            let mut st = self.lock();
+            st.bucket_deletes
+                .entry(bucket.to_string())
+                .or_default()
+                .record(label);
+        }
+        self.with_shard(shard, false, |r| {
+            r.in_flight = r.in_flight.saturating_sub(1);
+            r.deletes.record(label);
+        });
+    }
+
+    /// A shard halted.
+    pub fn shard_halted(&self, shard: u8, reason: &str) {
+        self.with_shard(shard, true, |r| {
+            r.halt_reason = Some(reason.to_string());
+            r.phase = ShardPhase::Halted;
+        });
+    }
+
+    /// The supervisor restarted a shard.
+    pub fn shard_restarted(&self, shard: u8) {
+        let n = {
+            let mut st = self.lock();
+            let n = st.restarts.entry(shard).or_default();
+            *n += 1;
+            *n
+        };
+        self.with_shard(shard, true, |r| r.restarts = n);
+    }
+
+    /// Shards still running in the current pass, with their in-flight
+    /// deletes (for the shutdown log past the deadline).
+    pub fn unfinished(&self) -> Vec<(u8, u64)> {
+        let st = self.lock();
+        st.snap
+            .current_pass
+            .as_ref()
+            .map(|p| {
+                p.shards
+                    .iter()
+                    .filter(|r| r.finished_ns == 0)
+                    .map(|r| (r.shard, r.in_flight))
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
+    /// A shard finished its part of the pass.
+    pub fn shard_finished(&self, shard: u8, outcome: RunOutcome) {
+        let mut st = self.lock();
+        if let Some(p) = st.snap.current_pass.as_mut()
+            && let Some(row) = p.shards.iter_mut().find(|r| r.shard == shard)
+            && row.finished_ns == 0
+        {
+            row.finished_ns = wall_ns();
+            row.outcome = Some(outcome);
+            row.phase = match outcome {
+                RunOutcome::Failed => ShardPhase::Failed,
+                RunOutcome::Halted => ShardPhase::Halted,
+                _ => ShardPhase::Done,
+            };
+            p.shards_done += 1;
+            p.shards_running = p.shards_running.saturating_sub(1);
+        }
+        self.publish(&mut st, true);
+    }
+
+    /// The pass ended (or could not start: `result` is `Err`): moves it to
+    /// `last_pass` and clears the current pass.
+    pub fn pass_finished(&self, run_id: &str, result: &Result<PassResult, String>) {
+        let mut st = self.lock();
+        let finished = wall_ns();
+        let started = st
+            .snap
+            .current_pass
+            .as_ref()
+            .map_or(finished, |p| p.started_ns);
+        let progress = st.snap.current_pass.take();
+        let summary = match result {
+            Err(e) => PassSummary {
+                run_id: run_id.to_string(),
+                started_ns: started,
+                finished_ns: finished,
+                outcome: Some(RunOutcome::Failed),
+                shards: progress.map(|p| p.shards).unwrap_or_default(),
+                buckets: vec![BucketSummary {
+                    bucket: "(pass)".into(),
+                    started_ns: started,
+                    finished_ns: finished,
+                    outcome: Some(RunOutcome::Failed),
+                    halt_reason: Some(e.clone()),
+                    ..BucketSummary::default()
+                }],
+            },
+            Ok(r) => self.summary(&st, run_id, started, finished, progress, r),
+        };
+        st.snap.last_pass = Some(summary);
+        if st.snap.service_state == ServiceState::Running {
+            st.snap.service_state = ServiceState::Idle;
+        }
+        self.publish(&mut st, true);
+    }
+
+    fn summary(
+        &self,
+        st: &BoardState,
+        run_id: &str,
+        started: i64,
+        finished: i64,
+        progress: Option<PassProgress>,
+        r: &PassResult,
+    ) -> PassSummary {
+        let truncated = r.truncated.is_some();
+        let live: BTreeMap<u8, ShardSummary> = progress
+            .map(|p| p.shards.into_iter().map(|s| (s.shard, s)).collect())
+            .unwrap_or_default();
+        let mut shards = Vec::new();
+        for s in &r.shards {
+            let rep = &s.report;
+            let row = live.get(&rep.shard).cloned().unwrap_or_default();
+            let (cursor_ts, walked) = s
+                .cursor
+                .as_ref()
+                .map_or((0, 0), |c| (c.ts_ns, c.last_walked_ns));
+            shards.push(ShardSummary {
+                shard: rep.shard,
+                phase: match rep.outcome {
+                    ShardOutcome::Failed => ShardPhase::Failed,
+                    ShardOutcome::Halted => ShardPhase::Halted,
+                    ShardOutcome::Completed => ShardPhase::Done,
+                },
+                started_ns: if row.started_ns == 0 {
+                    started
+                } else {
+                    row.started_ns
+                },
+                finished_ns: if row.finished_ns == 0 {
+                    finished
+                } else {
+                    row.finished_ns
+                },
+                outcome: Some(shard_run_outcome(rep.outcome, truncated)),
+                matches: rep.counters.matches,
+                in_flight: 0,
+                cursor_ts_ns: cursor_ts,
+                last_walked_ns: walked,
+                halt_reason: rep.halt_reason.clone(),
+                restarts: st.restarts.get(&rep.shard).copied().unwrap_or(0),
+                events_scanned: rep.counters.events_scanned,
+                deletes: counts(&rep.counters.deletes),
+            });
+        }
+        let outcome = run_outcome(r);
+        let mut names: BTreeSet<&str> = r.buckets.iter().map(String::as_str).collect();
+        for e in &r.bucket_errors {
+            names.insert(&e.bucket);
+        }
+        let mut buckets = Vec::new();
+        for name in names {
+            let mut b = BucketSummary {
+                bucket: name.to_string(),
+                started_ns: started,
+                finished_ns: finished,
+                outcome: Some(outcome),
+                events_scanned: st.bucket_events.get(name).copied().unwrap_or(0),
+                deletes: st.bucket_deletes.get(name).cloned().unwrap_or_default(),
+                ..BucketSummary::default()
+            };
+            if let Some(e) = r.bucket_errors.iter().find(|e| e.bucket == name) {
+                b.config_error = Some(e.reason.clone());
+                b.outcome = Some(RunOutcome::Failed);
+            }
+            let mut min_ts: Option<i64> = None;
+            for s in &r.shards {
+                let Some(bc) = s.cursor.as_ref().and_then(|c| c.buckets.get(name)) else {
+                    continue;
+                };
+                if !bc.rules.is_empty() {
+                    min_ts = Some(min_ts.map_or(bc.ts_ns, |m| m.min(bc.ts_ns)));
+                }
+                b.last_walked_ns = b.last_walked_ns.max(bc.last_walked_ns);
+                if let Some(h) = &bc.halted
+                    && h.contains(&format!(" {name}/"))
+                {
+                    b.halt_reason = Some(h.clone());
+                    b.outcome = Some(RunOutcome::Halted);
+                }
+            }
+            b.cursor_ts_ns = min_ts.unwrap_or(0);
+            buckets.push(b);
+        }
+        PassSummary {
+            run_id: run_id.to_string(),
+            started_ns: started,
+            finished_ns: finished,
+            outcome: Some(outcome),
+            shards,
+            buckets,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn counts_map_to_delete_counts() {
+        let m: BTreeMap<String, u64> = [("DONE".to_string(), 3), ("BLOCKED".to_string(), 1)]
+            .into_iter()
+            .collect();
+        let d = counts(&m);
+        assert_eq!((d.done, d.blocked, d.total()), (3, 1, 4));
+    }
+
+    #[test]
+    fn board_tracks_a_pass_and_publishes() {
+        let (tx, rx) = watch::channel(StatusSnapshot::default());
+        let b = StatusBoard::new(tx);
+        b.pass_started("r1", &[0, 1]);
+        b.delete_sent(1);
+        b.delete_done(1, "bk", "DONE");
+        b.shard_finished(0, RunOutcome::Completed);
+        let s = b.snapshot();
+        let p = s.current_pass.as_ref().unwrap();
+        assert_eq!((p.shards_done, p.shards_running), (1, 1));
+        assert_eq!(p.shards[1].deletes.done, 1);
+        assert_eq!(p.shards[1].in_flight, 0);
+        assert_eq!(b.unfinished(), vec![(1, 0)]);
+        assert_eq!(rx.borrow().service_state, ServiceState::Running);
+        b.pass_finished("r1", &Err("filer down".into()));
+        let s = rx.borrow().clone();
+        assert!(s.current_pass.is_none());
+        assert_eq!(s.last_pass.unwrap().outcome, Some(RunOutcome::Failed));
+        assert_eq!(s.service_state, ServiceState::Idle);
+    }
+}

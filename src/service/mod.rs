@@ -1,0 +1,291 @@
+//! The always-on service behind `s3-lifecycled serve`: the daily schedule
+//! ([`next_start`]), one pass at a time over the long-lived
+//! [`Coordinator`], the [`AdminBackend`] the admin gRPC API calls, and the
+//! shutdown sequence (stop dispatching, drain, save cursors, within a deadline).
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use actix::Addr;
+use futures::FutureExt as _;
+use futures::future::BoxFuture;
+use tokio::sync::watch;
+
+use crate::admin::{AdminBackend, AdminError, TriggerAccepted, TriggerRequest};
+use crate::config::Settings;
+use crate::engine::Nanos;
+use crate::http::{PassSummary, ServiceState, StatusSnapshot};
+use crate::pass::coordinator::{Coordinator, PassOptions, RunPass, StopSignal};
+use crate::pass::observe::{StatusBoard, run_outcome, wall_ns};
+
+const DAY_SECS: i128 = 86_400;
+
+/// The next scheduled start strictly after `now_ns`.
+///
+/// Starts are at `k·day + offset` ns since the Unix epoch for every integer
+/// `k`, where `offset = schedule_secs / 86400 · day`: the `HH:MM` time of day
+/// scaled to the configured day length. With the real 24 h day that is every
+/// day at `HH:MM` UTC; with `time.day = "10s"` and `schedule = "12:00"` it is
+/// every 10 s at 5 s past each multiple of 10 s since the epoch.
+pub fn next_start(now_ns: Nanos, schedule_secs: u32, day: Duration) -> Nanos {
+    let day_ns = i128::try_from(day.as_nanos()).unwrap_or(i128::MAX).max(1);
+    let offset = i128::from(schedule_secs) * day_ns / DAY_SECS;
+    let k = (i128::from(now_ns) - offset).div_euclid(day_ns) + 1;
+    i64::try_from(k * day_ns + offset).unwrap_or(i64::MAX)
+}
+
+/// Why a pass started.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Cause {
+    /// The daily schedule.
+    Schedule,
+    /// An admin `TriggerRun`.
+    Trigger,
+}
+
+struct Current {
+    run_id: String,
+    stop: watch::Sender<Option<String>>,
+    done: watch::Receiver<bool>,
+}
+
+struct Inner {
+    current: Option<Current>,
+    ready: bool,
+    shutting_down: bool,
+}
+
+/// One pass at a time over the coordinator; cheap to share (`Arc`).
+pub struct Service {
+    coordinator: Addr<Coordinator>,
+    board: Arc<StatusBoard>,
+    settings: Settings,
+    shards: Vec<u8>,
+    inner: Mutex<Inner>,
+}
+
+impl Service {
+    /// A service running `shards` with `settings`, reporting to `board`.
+    pub fn new(
+        coordinator: Addr<Coordinator>,
+        board: Arc<StatusBoard>,
+        settings: Settings,
+        shards: Vec<u8>,
+    ) -> Arc<Service> {
+        Arc::new(Service {
+            coordinator,
+            board,
+            settings,
+            shards,
+            inner: Mutex::new(Inner {
+                current: None,
+                ready: false,
+                shutting_down: false,
+            }),
+        })
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
+        self.inner.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The cluster was reached and a bucket scan succeeded: passes may start.
+    pub fn set_ready(&self) {
+        self.lock().ready = true;
+        self.board.set_state(ServiceState::Idle);
+    }
+
+    /// Starts a pass unless one runs (then answers with its id).
+    pub fn start(
+        self: &Arc<Self>,
+        req: TriggerRequest,
+        cause: Cause,
+    ) -> Result<TriggerAccepted, AdminError> {
+        let mut inner = self.lock();
+        if inner.shutting_down {
+            return Err(AdminError::Unavailable(
+                "the service is shutting down; no new pass starts".into(),
+            ));
+        }
+        if !inner.ready {
+            return Err(AdminError::Unavailable(
+                "the service is starting (cluster not reached yet); try again shortly".into(),
+            ));
+        }
+        if let Some(c) = &inner.current {
+            return Ok(TriggerAccepted {
+                run_id: c.run_id.clone(),
+                already_running: true,
+            });
+        }
+        let shards = if req.shards.is_empty() {
+            self.shards.clone()
+        } else {
+            if let Some(s) = req.shards.iter().find(|s| !self.shards.contains(s)) {
+                return Err(AdminError::FailedPrecondition(format!(
+                    "shards: {s} is not one of this instance's shards (pass.shards = {})",
+                    self.settings.pass.shards
+                )));
+            }
+            req.shards.clone()
+        };
+        let run_id = crate::cli::run_once::new_run_id();
+        let (stop_tx, stop) = StopSignal::new();
+        let (done_tx, done) = watch::channel(false);
+        inner.current = Some(Current {
+            run_id: run_id.clone(),
+            stop: stop_tx,
+            done,
+        });
+        drop(inner);
+        self.board.pass_started(&run_id, &shards);
+        tracing::info!(
+            run_id,
+            ?cause,
+            shards = shards.len(),
+            dry_run = req.dry_run,
+            "pass starting"
+        );
+        let opts = PassOptions {
+            now: req.now_ns.unwrap_or_else(wall_ns),
+            shards,
+            dry_run: req.dry_run,
+            settings: self.settings.clone(),
+            run_id: run_id.clone(),
+            stop,
+        };
+        let me = self.clone();
+        let id = run_id.clone();
+        tokio::spawn(async move {
+            let result = match me.coordinator.send(RunPass(opts)).await {
+                Ok(r) => r,
+                Err(e) => Err(format!("coordinator stopped: {e}")),
+            };
+            match &result {
+                Ok(r) => tracing::info!(
+                    run_id = id,
+                    outcome = run_outcome(r).as_str(),
+                    deletes_done = r
+                        .shards
+                        .iter()
+                        .map(|s| s.report.counters.deletes.get("DONE").copied().unwrap_or(0))
+                        .sum::<u64>(),
+                    truncated = r.truncated.as_deref().unwrap_or(""),
+                    duration_s = r.duration.as_secs_f64(),
+                    "pass finished"
+                ),
+                Err(e) => tracing::error!(run_id = id, error = %e, "pass could not run"),
+            }
+            me.board.pass_finished(&id, &result);
+            me.lock().current = None;
+            let _ = done_tx.send(true);
+        });
+        Ok(TriggerAccepted {
+            run_id,
+            already_running: false,
+        })
+    }
+
+    /// Refuses new passes and asks the running one (if any) to stop; answers
+    /// a receiver that turns `true` when it has ended, or `None` when no pass
+    /// runs.
+    pub fn begin_shutdown(&self, reason: &str) -> Option<watch::Receiver<bool>> {
+        let mut inner = self.lock();
+        inner.shutting_down = true;
+        self.board.set_state(ServiceState::ShuttingDown);
+        self.board.set_next_pass(None);
+        inner.current.as_ref().map(|c| {
+            let _ = c.stop.send(Some(reason.to_string()));
+            c.done.clone()
+        })
+    }
+
+    /// Runs the daily schedule until `shutdown` turns true.
+    pub async fn schedule_loop(self: Arc<Self>, mut shutdown: watch::Receiver<bool>) {
+        if crate::config::schedule_off(&self.settings.service.schedule) {
+            tracing::info!("service.schedule = off: passes start only on trigger");
+            return;
+        }
+        let Ok(secs) = crate::config::parse_schedule(&self.settings.service.schedule) else {
+            // validate() already refused a bad schedule; nothing to run.
+            return;
+        };
+        let day = self.settings.time.day;
+        loop {
+            let now = wall_ns();
+            let next = next_start(now, secs, day);
+            self.board.set_next_pass(Some(next));
+            let wait = Duration::from_nanos(u64::try_from(next - now).unwrap_or(0));
+            tokio::select! {
+                () = tokio::time::sleep(wait) => {}
+                _ = shutdown.wait_for(|v| *v) => return,
+            }
+            match self.start(TriggerRequest::default(), Cause::Schedule) {
+                Ok(a) if a.already_running => {
+                    tracing::warn!(
+                        run_id = a.run_id,
+                        "scheduled pass skipped: a pass is still running"
+                    );
+                }
+                Ok(_) => {}
+                Err(e) => tracing::warn!(error = %e, "scheduled pass not started"),
+            }
+        }
+    }
+}
+
+/// The admin API over the service.
+pub struct Backend(pub Arc<Service>);
+
+impl AdminBackend for Backend {
+    fn trigger(
+        &self,
+        req: TriggerRequest,
+    ) -> BoxFuture<'static, Result<TriggerAccepted, AdminError>> {
+        let r = self.0.start(req, Cause::Trigger);
+        async move { r }.boxed()
+    }
+
+    fn status(&self) -> BoxFuture<'static, Result<StatusSnapshot, AdminError>> {
+        let s = self.0.board.snapshot();
+        async move { Ok(s) }.boxed()
+    }
+
+    fn last_run(&self) -> BoxFuture<'static, Result<Option<PassSummary>, AdminError>> {
+        let s = self.0.board.snapshot().last_pass;
+        async move { Ok(s) }.boxed()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const S: i64 = 1_000_000_000;
+
+    #[test]
+    fn real_day_fires_at_the_utc_time_of_day() {
+        let day = Duration::from_secs(86_400);
+        // 2026-01-02T00:00:00Z
+        let midnight = 1_767_312_000 * S;
+        assert_eq!(next_start(midnight, 1800, day), midnight + 1800 * S);
+        // Exactly at the start: the next one is a day later.
+        assert_eq!(
+            next_start(midnight + 1800 * S, 1800, day),
+            midnight + 86_400 * S + 1800 * S
+        );
+        assert_eq!(
+            next_start(midnight + 3600 * S, 1800, day),
+            midnight + 86_400 * S + 1800 * S
+        );
+    }
+
+    #[test]
+    fn short_day_scales_the_offset() {
+        let day = Duration::from_secs(10);
+        // 12:00 is half a day: 5 s into every 10 s.
+        assert_eq!(next_start(100 * S, 12 * 3600, day), 105 * S);
+        assert_eq!(next_start(105 * S, 12 * 3600, day), 115 * S);
+        assert_eq!(next_start(106 * S, 0, day), 110 * S);
+    }
+}

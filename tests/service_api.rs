@@ -1,0 +1,347 @@
+//! `s3-lifecycled serve` against the loopback cluster, through the real
+//! binary: trigger and status over the admin gRPC API (via the CLI), a
+//! second trigger during a pass, `/metrics` after a pass, the status page in
+//! headless Chromium, and the span tree of real passes through an in-process
+//! OTLP receiver.
+
+mod common;
+mod service_support;
+
+use std::collections::HashMap;
+use std::process::Command;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use common::{cluster, http, now_ns};
+use opentelemetry_proto::tonic::collector::trace::v1::trace_service_server::{
+    TraceService, TraceServiceServer,
+};
+use opentelemetry_proto::tonic::collector::trace::v1::{
+    ExportTraceServiceRequest, ExportTraceServiceResponse,
+};
+use opentelemetry_proto::tonic::common::v1::any_value::Value;
+use opentelemetry_proto::tonic::trace::v1::Span as OtlpSpan;
+use service_support::{Serve, TmpDir, count_objects, days_xml, keys};
+
+fn rfc3339(ns: i64) -> String {
+    time::OffsetDateTime::from_unix_timestamp_nanos(i128::from(ns))
+        .unwrap()
+        .format(&time::format_description::well_known::Rfc3339)
+        .unwrap()
+}
+
+/// `--now` a minute ahead: with the 10 s day, everything written now is due.
+fn later() -> String {
+    rfc3339(now_ns() + 60_000_000_000)
+}
+
+/// A bucket with the 1-day expiration rule and `n` objects.
+async fn bucket_with(prefix: &str, n: usize) -> (String, String) {
+    let c = cluster();
+    let b = c.new_bucket(prefix).await.unwrap();
+    c.put_lifecycle_xml(&b, &days_xml()).await.unwrap();
+    c.put_objects_bulk(&b, &keys("o/", n), b"x").await.unwrap();
+    let dir = format!("/etc/s3/lifecycle/test-{b}");
+    (b, dir)
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn trigger_status_second_trigger_and_metrics_after_a_pass() {
+    let (b, dir) = bucket_with("svc-api", 40).await;
+    // 10 deletes/s: the pass takes ~4 s, long enough to trigger twice and
+    // read the running pass's status.
+    let serve = Serve::start(
+        &b,
+        &dir,
+        &[
+            ("S3_LIFECYCLED__RATE__DELETES_PER_SECOND", "10"),
+            ("S3_LIFECYCLED__RATE__BURST", "1"),
+        ],
+    );
+    assert_eq!(serve.last(), serde_json::Value::Null, "no pass yet");
+    assert_eq!(serve.status()["state"], "idle");
+
+    let now = later();
+    let (id, already) = serve.trigger(&["--now", &now]);
+    assert!(!already, "first trigger starts a pass");
+    let (id2, already2) = serve.trigger(&[]);
+    assert_eq!(
+        id2, id,
+        "a trigger during a pass answers with the running pass's id"
+    );
+    assert!(already2, "second trigger reports already_running");
+
+    let st = serve.status();
+    assert_eq!(st["state"], "running", "{st}");
+    assert_eq!(st["current_pass"]["run_id"], id.as_str(), "{st}");
+    assert_eq!(st["current_pass"]["shards"].as_array().unwrap().len(), 16);
+
+    let last = serve.wait_last(&id, Duration::from_secs(60));
+    assert_eq!(last["outcome"], "completed", "{last}");
+    assert_eq!(last["shards"].as_array().unwrap().len(), 16);
+    let done: u64 = last["shards"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["deletes"]["DONE"].as_u64().unwrap())
+        .sum();
+    assert_eq!(done, 40, "{last}");
+    let buckets = last["buckets"].as_array().unwrap();
+    assert_eq!(buckets.len(), 1, "{last}");
+    assert_eq!(buckets[0]["bucket"], b.as_str());
+    assert_eq!(buckets[0]["outcome"], "completed");
+    assert_eq!(buckets[0]["deletes"]["DONE"], 40, "{last}");
+    assert!(buckets[0]["last_walk_ns"].as_i64().unwrap() > 0, "{last}");
+    assert_eq!(count_objects(&b).await, 0);
+    assert_eq!(serve.status()["state"], "idle");
+
+    let metrics = http::get(serve.http, "/metrics", &[]).unwrap().text();
+    let line = format!(
+        "SeaweedFS_s3_lifecycle_dispatch_total{{bucket=\"{b}\",kind=\"expiration_days\",outcome=\"DONE\"}} 40"
+    );
+    assert!(
+        metrics.lines().any(|l| l == line),
+        "missing `{line}` in:\n{metrics}"
+    );
+    assert!(
+        metrics.contains("s3_lifecycled_pass_total{outcome=\"completed\"} 1"),
+        "{metrics}"
+    );
+    // 40 deletes waited on the limiter.
+    assert!(
+        metrics.contains("SeaweedFS_s3_lifecycle_dispatch_limiter_wait_seconds_count 40"),
+        "{metrics}"
+    );
+    // Cursor gauges are set after the saves.
+    let cursor_lines = metrics
+        .lines()
+        .filter(|l| l.starts_with("SeaweedFS_s3_lifecycle_cursor_min_ts_ns{"))
+        .count();
+    assert_eq!(cursor_lines, 16, "{metrics}");
+}
+
+/// The status page as headless Chromium renders it (DOM after load).
+fn chromium_dom(url: &str) -> String {
+    let chromium = "/usr/bin/chromium";
+    assert!(
+        std::path::Path::new(chromium).exists(),
+        "{chromium} is missing: install the Debian packages `chromium` and `chromium-driver` \
+         (`apt-get install -y chromium chromium-driver`; .ci/run does it)"
+    );
+    let profile = TmpDir::new("chromium-profile");
+    let out = Command::new(chromium)
+        .args([
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-quic",
+            "--no-first-run",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--disable-sync",
+            "--disable-dev-shm-usage",
+        ])
+        .arg(format!("--user-data-dir={}", profile.path().display()))
+        .args(["--dump-dom", url])
+        .output()
+        .expect("chromium runs");
+    assert!(
+        out.status.success(),
+        "chromium failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout)
+        .replace("&nbsp;", " ")
+        .replace('\u{a0}', " ")
+}
+
+/// The text between `start` and the next `end` after it.
+fn between<'a>(s: &'a str, start: &str, end: &str) -> &'a str {
+    let i = s
+        .find(start)
+        .unwrap_or_else(|| panic!("`{start}` not on the page:\n{s}"));
+    let rest = &s[i + start.len()..];
+    &rest[..rest.find(end).unwrap_or(rest.len())]
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn status_page_in_chromium_shows_the_last_run() {
+    let (b, dir) = bucket_with("svc-page", 7).await;
+    let serve = Serve::start(&b, &dir, &[]);
+    let (id, _) = serve.trigger(&["--now", &later()]);
+    serve.wait_last(&id, Duration::from_secs(60));
+
+    let dom = chromium_dom(&format!("http://{}/", serve.http));
+    assert!(dom.contains("<strong id=\"state\">idle</strong>"), "{dom}");
+    let last = between(&dom, "<h2>Last pass", "</p>");
+    assert!(last.contains(&id), "last pass id on the page: {last}");
+    assert!(last.contains("completed"), "{last}");
+
+    // The bucket's "Last run" card: outcome and DONE count.
+    let card = between(&dom, &format!("<h3>{b}</h3>"), "</div>");
+    assert!(
+        card.contains("<dt>outcome</dt><dd class=\"completed\">completed</dd>"),
+        "{card}"
+    );
+    assert!(card.contains("<dt>  DONE</dt><dd>7</dd>"), "{card}");
+    assert!(card.contains("<dt>deletes issued</dt><dd>7</dd>"), "{card}");
+
+    // The shard table of the last pass: 16 rows, DONE summing to 7.
+    let table = between(&dom, "<h3>Shards</h3>", "</table>");
+    let body = between(table, "<tbody>", "</tbody>");
+    let rows: Vec<&str> = body.split("<tr>").skip(1).collect();
+    assert_eq!(rows.len(), 16, "{table}");
+    let done: u64 = rows
+        .iter()
+        .map(|r| {
+            let cells: Vec<&str> = r
+                .split("<td")
+                .skip(1)
+                .map(|c| {
+                    let c = &c[c.find('>').unwrap() + 1..];
+                    &c[..c.find("</td>").unwrap()]
+                })
+                .collect();
+            // shard, cursor lag, last walk, halt reason, restarts, events, DONE…
+            cells[6].parse::<u64>().unwrap()
+        })
+        .sum();
+    assert_eq!(done, 7, "{table}");
+}
+
+#[derive(Default, Clone)]
+struct Receiver {
+    spans: Arc<Mutex<Vec<OtlpSpan>>>,
+}
+
+#[tonic::async_trait]
+impl TraceService for Receiver {
+    async fn export(
+        &self,
+        request: tonic::Request<ExportTraceServiceRequest>,
+    ) -> Result<tonic::Response<ExportTraceServiceResponse>, tonic::Status> {
+        for rs in request.into_inner().resource_spans {
+            for ss in rs.scope_spans {
+                self.spans.lock().unwrap().extend(ss.spans);
+            }
+        }
+        Ok(tonic::Response::new(ExportTraceServiceResponse {
+            partial_success: None,
+        }))
+    }
+}
+
+fn attr(span: &OtlpSpan, key: &str) -> Option<String> {
+    span.attributes
+        .iter()
+        .find(|kv| kv.key == key)
+        .and_then(|kv| kv.value.as_ref())
+        .and_then(|v| v.value.as_ref())
+        .map(|v| match v {
+            Value::StringValue(s) => s.clone(),
+            Value::IntValue(i) => i.to_string(),
+            other => format!("{other:?}"),
+        })
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn span_tree_of_real_passes_reaches_an_otlp_receiver() {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let receiver = Receiver::default();
+    let server = tokio::spawn(
+        tonic::transport::Server::builder()
+            .add_service(TraceServiceServer::new(receiver.clone()))
+            .serve_with_incoming(tokio_stream::wrappers::TcpListenerStream::new(listener)),
+    );
+
+    let (b, dir) = bucket_with("svc-trace", 3).await;
+    let endpoint = format!("http://{addr}");
+    // Real time only (no `--now` ahead of the clock: a pass evaluated in the
+    // future covers due times up to that future). A 2 s day makes objects
+    // due 2 s after they are written.
+    let mut serve = Serve::start(
+        &b,
+        &dir,
+        &[
+            ("S3_LIFECYCLED__TIME__DAY", "2s"),
+            ("S3_LIFECYCLED__TELEMETRY__OTLP_ENDPOINT", endpoint.as_str()),
+            (
+                "S3_LIFECYCLED__TELEMETRY__LOG_FILTER",
+                "info,s3_lifecycled=debug",
+            ),
+        ],
+    );
+    // Pass 1: cold cursor, the recovery walk deletes the 3 objects.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let (walk_id, _) = serve.trigger(&[]);
+    let last = serve.wait_last(&walk_id, Duration::from_secs(60));
+    assert_eq!(last["buckets"][0]["deletes"]["DONE"], 3, "{last}");
+    // Pass 2: new objects are found by the meta-log replay.
+    let c = cluster();
+    c.put_objects_bulk(&b, &keys("n/", 2), b"y").await.unwrap();
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let (replay_id, _) = serve.trigger(&[]);
+    let last = serve.wait_last(&replay_id, Duration::from_secs(60));
+    assert_eq!(last["buckets"][0]["deletes"]["DONE"], 2, "{last}");
+    // SIGTERM flushes the exporter on the way out.
+    let (code, _) = serve.stop_with("TERM", Duration::from_secs(40));
+    assert_eq!(code, 0, "{}", serve.log_text());
+    server.abort();
+
+    let spans = receiver.spans.lock().unwrap().clone();
+    let by_id: HashMap<Vec<u8>, &OtlpSpan> = spans.iter().map(|s| (s.span_id.clone(), s)).collect();
+    let parent = |s: &OtlpSpan| by_id.get(&s.parent_span_id).copied();
+    let pass_of = |id: &str| {
+        spans
+            .iter()
+            .find(|s| s.name == "pass" && attr(s, "run_id").as_deref() == Some(id))
+            .unwrap_or_else(|| panic!("no pass span for {id}; got {} spans", spans.len()))
+    };
+    for (id, via, keys) in [(&walk_id, "walk", 3usize), (&replay_id, "replay", 2)] {
+        let pass = pass_of(id);
+        assert_eq!(attr(pass, "outcome").as_deref(), Some("completed"));
+        let shards: Vec<&OtlpSpan> = spans
+            .iter()
+            .filter(|s| {
+                s.name == "shard" && parent(s).map(|p| p.span_id == pass.span_id) == Some(true)
+            })
+            .collect();
+        assert_eq!(shards.len(), 16, "pass {id}: shard spans under the pass");
+        let deletes: Vec<&OtlpSpan> = spans
+            .iter()
+            .filter(|d| {
+                d.name == "delete"
+                    && d.trace_id == pass.trace_id
+                    && parent(d).is_some_and(|p| {
+                        p.name == via
+                            && parent(p).is_some_and(|sh| {
+                                sh.name == "shard"
+                                    && parent(sh).map(|x| x.span_id == pass.span_id) == Some(true)
+                            })
+                    })
+            })
+            .collect();
+        assert_eq!(
+            deletes.len(),
+            keys,
+            "pass {id}: delete spans under {via} under shard under pass; names: {:?}",
+            spans.iter().map(|s| s.name.as_str()).collect::<Vec<_>>()
+        );
+        for d in deletes {
+            assert_eq!(attr(d, "bucket").as_deref(), Some(b.as_str()));
+            assert!(attr(d, "key").is_some_and(|k| k.starts_with("o/") || k.starts_with("n/")));
+            let rh = attr(d, "rule_hash").unwrap();
+            assert!(
+                rh.len() == 16 && rh.chars().all(|c| c.is_ascii_hexdigit()),
+                "{rh}"
+            );
+            assert_eq!(attr(d, "kind").as_deref(), Some("expiration_days"));
+            assert_eq!(attr(d, "outcome").as_deref(), Some("DONE"));
+            let p = parent(d).unwrap();
+            if via == "walk" {
+                assert_eq!(attr(p, "bucket").as_deref(), Some(b.as_str()));
+            }
+        }
+    }
+}
