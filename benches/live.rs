@@ -69,7 +69,8 @@ const GO_CURSOR_DIR: &str = "/etc/s3/lifecycle/daily-cursors";
 const HOT_XML: &[u8] = b"<LifecycleConfiguration><Rule><ID>hot1</ID><Status>Enabled</Status>\
 <Filter><Prefix>hot/</Prefix></Filter><Expiration><Days>1</Days></Expiration></Rule>\
 </LifecycleConfiguration>";
-const PAST_DATE_XML: &[u8] = b"<LifecycleConfiguration><Rule><ID>past-date</ID><Status>Enabled</Status>\
+const PAST_DATE_XML: &[u8] =
+    b"<LifecycleConfiguration><Rule><ID>past-date</ID><Status>Enabled</Status>\
 <Filter><Prefix>old/</Prefix></Filter><Expiration><Date>2020-01-01T00:00:00Z</Date></Expiration>\
 </Rule></LifecycleConfiguration>";
 /// 100-byte bodies, as in the §8 fixtures.
@@ -210,7 +211,10 @@ fn run_ours(c: &Cluster, bucket: &str, cursor_dir: &str) -> anyhow::Result<Ours>
     let stdout = String::from_utf8_lossy(&out.stdout);
     let stderr = String::from_utf8_lossy(&out.stderr);
     if out.status.code() != Some(0) {
-        bail!("run-once exited {:?}\nstdout: {stdout}\nstderr: {stderr}", out.status.code());
+        bail!(
+            "run-once exited {:?}\nstdout: {stdout}\nstderr: {stderr}",
+            out.status.code()
+        );
     }
     let json = serde_json::from_str(stdout.trim())
         .with_context(|| format!("run-once printed no JSON: {stdout}\nstderr: {stderr}"))?;
@@ -231,7 +235,11 @@ fn run_go(c: &Cluster) -> anyhow::Result<Go> {
     );
     let t = Instant::now();
     let mut child = Command::new(&c.weed_bin)
-        .args(["shell", "-debug", &format!("-master={}", c.master_weed_arg())])
+        .args([
+            "shell",
+            "-debug",
+            &format!("-master={}", c.master_weed_arg()),
+        ])
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -256,7 +264,10 @@ fn run_go(c: &Cluster) -> anyhow::Result<Go> {
     let pass = text
         .lines()
         .find(|l| l.contains("daily_run:"))
-        .and_then(|l| l.split_whitespace().find_map(|w| w.strip_prefix("duration=")))
+        .and_then(|l| {
+            l.split_whitespace()
+                .find_map(|w| w.strip_prefix("duration="))
+        })
         .and_then(parse_go_duration);
     Ok(Go { wall, pass })
 }
@@ -375,7 +386,12 @@ fn main() -> anyhow::Result<()> {
 fn print_table(k: &Knobs, rows: &[Row]) {
     let w0 = rows.iter().map(|r| r.what.len()).max().unwrap_or(0).max(4);
     let w1 = rows.iter().map(|r| r.ours.len()).max().unwrap_or(0).max(4);
-    let w2 = rows.iter().map(|r| r.baseline.len()).max().unwrap_or(0).max(8);
+    let w2 = rows
+        .iter()
+        .map(|r| r.baseline.len())
+        .max()
+        .unwrap_or(0)
+        .max(8);
     println!();
     println!(
         "live bench: events={} due={} runs={} (medians; ratio = ours / baseline)",
@@ -520,7 +536,10 @@ async fn run(k: &Knobs) -> anyhow::Result<Vec<Row>> {
     let age = Duration::from_nanos((now_ns() - fixture_end).max(0) as u64);
     if age < k.min_age {
         let wait = k.min_age - age;
-        eprintln!("reader: waiting {wait:?} until the fixture's events are {:?} old", k.min_age);
+        eprintln!(
+            "reader: waiting {wait:?} until the fixture's events are {:?} old",
+            k.min_age
+        );
         tokio::time::sleep(wait).await;
     }
     eprintln!("reader: {} runs", k.runs);
@@ -558,7 +577,12 @@ async fn run(k: &Knobs) -> anyhow::Result<Vec<Row>> {
         let r = run_ours(c, &b, &format!("/etc/s3/lifecycle/bench-{b}"))?;
         let left = count_objects(c, &b).await?;
         if r.done() != k.due as u64 || left != 0 {
-            bail!("our pass deleted {} of {}, {left} left: {}", r.done(), k.due, r.json);
+            bail!(
+                "our pass deleted {} of {}, {left} left: {}",
+                r.done(),
+                k.due,
+                r.json
+            );
         }
         drop_lifecycle(c, &b).await?;
         let wall = r.wall.as_secs_f64();
@@ -613,4 +637,3 @@ async fn run(k: &Knobs) -> anyhow::Result<Vec<Row>> {
     });
     Ok(rows)
 }
-
