@@ -40,7 +40,10 @@
 //!   the same window); Go's 16 cursor files under
 //!   `/etc/s3/lifecycle/daily-cursors` are saved before the fixture and
 //!   written back before each Go run. Ours counts `events_scanned`; Go's count
-//!   is the number of `/buckets` events after its oldest saved cursor.
+//!   is the number of `/buckets` events after its oldest saved cursor. Our
+//!   runs set `pass.meta_log_retention` to 10 years, as Go assumes an unbounded
+//!   log: the default probe sees a minutes-old log on a fresh cluster and would
+//!   (rightly) serve the `Days 1` rule by walking instead of replaying.
 //!
 //! The box is small and shared: figures vary by up to 2× between runs
 //! (seaweedfs-live.md §8). Compare the ratios, measured back to back.
@@ -203,7 +206,11 @@ fn run_ours(c: &Cluster, bucket: &str, cursor_dir: &str) -> anyhow::Result<Ours>
             cmd.env_remove(k);
         }
     }
+    // The test cluster's meta-log is minutes old: with the default probe, a
+    // Days 1 rule would count as unreplayable (log shorter than its TTL) and
+    // flip to the walker. Go assumes an unbounded log; so do we here.
     cmd.env("S3_LIFECYCLED__CURSOR__DIR", cursor_dir)
+        .env("S3_LIFECYCLED__PASS__META_LOG_RETENTION", "87600h")
         .env("RUST_LOG", "warn");
     let t = Instant::now();
     let out = cmd.output().with_context(|| format!("spawning {BIN}"))?;
@@ -453,6 +460,19 @@ async fn run(k: &Knobs) -> anyhow::Result<Vec<Row>> {
             bail!("the scan pass deleted something: {}", r.json);
         }
         ours_events = r.total("events_scanned");
+        if std::env::var_os("LIVE_BENCH_VERBOSE").is_some() {
+            eprintln!("  ours report: {}", r.json);
+        }
+        let recovering = r.json["shards"].as_array().is_some_and(|a| {
+            a.iter()
+                .any(|s| s["recovery"].as_array().is_some_and(|v| !v.is_empty()))
+        });
+        if recovering || ours_events == 0 {
+            bail!(
+                "our scan pass recovered instead of replaying; not a scan: {}",
+                r.json
+            );
+        }
         let wall = r.wall.as_secs_f64();
         eprintln!(
             "  ours: {ours_events} events in {wall:.3}s wall (pass {:.0} ms)",
