@@ -1,6 +1,10 @@
 //! The actor tree with fake ports: a cold-start pass walks a bucket, deletes
 //! through the dispatcher, halts only the shard whose delete came back
-//! RETRY_LATER, and saves every shard's cursor.
+//! RETRY_LATER, and saves every shard's cursor; halt ordering during replay
+//! (no new sends, in-flight deletes drain, cursor before the halting event),
+//! a crashed shard restarted by its supervisor and resumed by the next pass,
+//! and the per-shard in-flight window pushing back on the meta-log feed.
+//! Timers run on paused tokio time, so delays are virtual and deterministic.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -294,5 +298,596 @@ async fn a_stopped_pass_is_truncated_sends_nothing_and_saves_every_cursor() {
     assert!(
         text.contains("SeaweedFS_s3_lifecycle_dispatch_total{bucket=\"b\",kind=\"expiration_days\",outcome=\"DONE\"} 50"),
         "{text}"
+    );
+}
+
+// ---------------------------------------------------------------------------
+// Replay-driven scenarios: a fake meta-log of object creations in bucket `b`
+// (rule: Expiration Days 1), a fake server that remembers what it deleted.
+// ---------------------------------------------------------------------------
+
+use std::collections::{BTreeSet, HashSet};
+use std::time::Duration;
+
+use actix::Supervisor;
+use s3_lifecycled::engine::route::{DeferredLookup, Expect, route};
+use s3_lifecycled::engine::{MetaEvent, Snapshot};
+use s3_lifecycled::pass::actors::{
+    Drain, Finish, ReplayEvent, ShardActor, StartReplay, restart_backoff,
+};
+use s3_lifecycled::pass::coordinator::PassResult;
+use s3_lifecycled::pass::dispatch::DeleteDispatcher;
+use s3_lifecycled::pass::retry::RetryPolicy;
+use s3_lifecycled::pass::shard_run::PassPlan;
+use tokio::sync::Semaphore;
+
+const DAY: Nanos = 86_400 * S;
+/// The replayed events start an hour after the cold-start pass's `now`, so
+/// that pass sees none of them, and are 10 s apart (wider than the 5 s reorder
+/// margin, so cursor positions between events are unambiguous).
+const T0: Nanos = NOW + 3_600 * S;
+const GAP: Nanos = 10 * S;
+/// A `now` at which every replayed object is due (Days 1 + rounding).
+const LATER: Nanos = NOW + 10 * DAY;
+
+fn lifecycle_bucket() -> Entry {
+    let xml = b"<LifecycleConfiguration><Rule><ID>d</ID><Status>Enabled</Status><Filter><Prefix></Prefix></Filter><Expiration><Days>1</Days></Expiration></Rule></LifecycleConfiguration>";
+    let mut e = Entry {
+        name: "b".into(),
+        is_directory: true,
+        ..Default::default()
+    };
+    e.extended.insert(keys::LIFECYCLE_XML.into(), xml.to_vec());
+    e
+}
+
+/// `n` keys of bucket `b` that all belong to `shard`.
+fn keys_of_shard(shard: u8, n: usize) -> Vec<String> {
+    (0..)
+        .map(|i| format!("obj{i:05}"))
+        .filter(|k| shard_id("b", k) == shard)
+        .take(n)
+        .collect()
+}
+
+fn ts_of(i: usize) -> Nanos {
+    T0 + GAP * i as i64
+}
+
+/// A PUT of `key` at `ts`, as the filer logs it.
+fn create_event(i: usize, key: &str) -> MetaEvent {
+    MetaEvent {
+        ts_ns: ts_of(i),
+        directory: "/buckets/b".into(),
+        new_parent_path: "/buckets/b".into(),
+        old_entry: None,
+        new_entry: Some(file(key, ts_of(i) / S)),
+    }
+}
+
+type Store = Arc<Mutex<BTreeMap<u8, ShardCursor>>>;
+
+/// A cluster whose meta-log holds `events`; cursors persist in `store`.
+struct LogCluster {
+    events: Vec<MetaEvent>,
+    store: Store,
+    /// Events the pass pulled from the subscription so far.
+    pulled: Arc<AtomicUsize>,
+    /// A lookup of this entry name panics (a bug in an adapter).
+    boom: Option<String>,
+}
+
+impl LogCluster {
+    fn new(keys: &[String], store: Store) -> Arc<LogCluster> {
+        Arc::new(LogCluster {
+            events: keys
+                .iter()
+                .enumerate()
+                .map(|(i, k)| create_event(i, k))
+                .collect(),
+            store,
+            pulled: Arc::new(AtomicUsize::new(0)),
+            boom: None,
+        })
+    }
+}
+
+impl ClusterPort for LogCluster {
+    fn buckets_root(&self) -> String {
+        "/buckets".into()
+    }
+    fn buckets(&self) -> BoxFuture<'static, Result<BucketScan, String>> {
+        let info = bucket_info(&lifecycle_bucket()).unwrap();
+        async move {
+            Ok(BucketScan {
+                buckets: vec![info],
+                errors: vec![],
+            })
+        }
+        .boxed()
+    }
+    fn earliest_available(&self) -> BoxFuture<'static, Result<Option<Nanos>, String>> {
+        async { Ok(None) }.boxed()
+    }
+    fn load_cursor(&self, shard: u8) -> BoxFuture<'static, Result<Option<ShardCursor>, String>> {
+        let c = self.store.lock().unwrap().get(&shard).cloned();
+        async move { Ok(c) }.boxed()
+    }
+    fn save_cursor(&self, c: ShardCursor, _now: Nanos) -> BoxFuture<'static, Result<(), String>> {
+        self.store.lock().unwrap().insert(c.shard_id, c);
+        async { Ok(()) }.boxed()
+    }
+    fn list_bucket(&self, _bucket: &str) -> BoxStream<'static, Result<WalkItem, String>> {
+        futures::stream::empty().boxed()
+    }
+    fn lookup(&self, _d: &str, name: &str) -> BoxFuture<'static, Result<Option<Entry>, String>> {
+        if self.boom.as_deref() == Some(name) {
+            panic!("fake filer lookup exploded on {name}");
+        }
+        async { Ok(None) }.boxed()
+    }
+    fn subscribe(
+        &self,
+        since: Nanos,
+        until: Nanos,
+    ) -> BoxFuture<'static, Result<EventStream, String>> {
+        let evs: Vec<_> = self
+            .events
+            .iter()
+            .filter(|e| e.ts_ns > since && e.ts_ns <= until)
+            .cloned()
+            .map(Ok)
+            .collect();
+        let pulled = self.pulled.clone();
+        let stream = futures::stream::iter(evs).inspect(move |_| {
+            pulled.fetch_add(1, Ordering::SeqCst);
+        });
+        async move { Ok(stream.boxed() as EventStream) }.boxed()
+    }
+}
+
+/// A LifecycleDelete server: each call takes `delay` (virtual), then waits
+/// for a gate permit if gated; DONE the first time an object is deleted,
+/// NOOP_RESOLVED after that. `refuse` answers RETRY_LATER after `delay / 2`.
+#[derive(Clone)]
+struct Server {
+    delay: Duration,
+    refuse: Option<String>,
+    gate: Option<Arc<Semaphore>>,
+    calls: Arc<Mutex<Vec<String>>>,
+    finished: Arc<AtomicUsize>,
+    deleted: Arc<Mutex<HashMap<String, usize>>>,
+    active: Arc<Mutex<HashMap<u8, usize>>>,
+    peak: Arc<Mutex<HashMap<u8, usize>>>,
+}
+
+impl Server {
+    fn new(delay: Duration) -> Server {
+        Server {
+            delay,
+            refuse: None,
+            gate: None,
+            calls: Arc::default(),
+            finished: Arc::default(),
+            deleted: Arc::default(),
+            active: Arc::default(),
+            peak: Arc::default(),
+        }
+    }
+    /// Same server state (what is deleted), fresh call log, no refusals.
+    fn next_pass(&self) -> Server {
+        Server {
+            deleted: self.deleted.clone(),
+            ..Server::new(self.delay)
+        }
+    }
+    fn calls(&self) -> Vec<String> {
+        self.calls.lock().unwrap().clone()
+    }
+    fn active(&self, shard: u8) -> usize {
+        self.active
+            .lock()
+            .unwrap()
+            .get(&shard)
+            .copied()
+            .unwrap_or(0)
+    }
+    fn peak(&self, shard: u8) -> usize {
+        self.peak.lock().unwrap().get(&shard).copied().unwrap_or(0)
+    }
+}
+
+impl DeletePort<DeleteRequest> for Server {
+    fn call(&self, c: &DeleteRequest) -> BoxFuture<'static, AttemptResult> {
+        let key = c.object_path.clone();
+        self.calls.lock().unwrap().push(key.clone());
+        let me = self.clone();
+        let shard = shard_id(&c.bucket, &key);
+        async move {
+            if me.refuse.as_deref() == Some(key.as_str()) {
+                tokio::time::sleep(me.delay / 2).await;
+                return Ok(("RETRY_LATER", "slow down".to_string(), false));
+            }
+            {
+                let mut a = me.active.lock().unwrap();
+                let n = a.entry(shard).or_default();
+                *n += 1;
+                let mut p = me.peak.lock().unwrap();
+                let pk = p.entry(shard).or_default();
+                *pk = (*pk).max(*n);
+            }
+            tokio::time::sleep(me.delay).await;
+            if let Some(g) = &me.gate {
+                g.acquire().await.unwrap().forget();
+            }
+            *me.active.lock().unwrap().entry(shard).or_default() -= 1;
+            me.finished.fetch_add(1, Ordering::SeqCst);
+            let mut d = me.deleted.lock().unwrap();
+            let n = d.entry(key).or_default();
+            *n += 1;
+            if *n == 1 {
+                Ok(("DONE", String::new(), true))
+            } else {
+                Ok(("NOOP_RESOLVED", "not found".to_string(), true))
+            }
+        }
+        .boxed()
+    }
+}
+
+async fn pass(
+    cluster: Arc<LogCluster>,
+    server: &Server,
+    now: Nanos,
+    shards: Vec<u8>,
+    window: usize,
+) -> PassResult {
+    let mut settings = Settings::default();
+    settings.dispatch.max_in_flight_per_shard = window;
+    let coord = actix::Actor::start(Coordinator::new(cluster, Arc::new(server.clone())));
+    coord
+        .send(RunPass(PassOptions {
+            now,
+            shards,
+            dry_run: false,
+            settings,
+            run_id: "test".into(),
+            stop: Default::default(),
+        }))
+        .await
+        .unwrap()
+        .unwrap()
+}
+
+fn deletes(r: &PassResult, label: &str) -> u64 {
+    r.shards
+        .iter()
+        .map(|s| s.report.counters.deletes.get(label).copied().unwrap_or(0))
+        .sum()
+}
+
+/// The cold start: an empty listing, and none of the events is in its window,
+/// so every later pass replays all of them from the saved cursor.
+async fn cold_start(keys: &[String], store: &Store, shards: Vec<u8>) {
+    let server = Server::new(Duration::from_millis(1));
+    let r = pass(
+        LogCluster::new(keys, store.clone()),
+        &server,
+        NOW,
+        shards.clone(),
+        4,
+    )
+    .await;
+    assert_eq!(r.outcome(), "completed", "{:?}", r.shards);
+    assert!(server.calls().is_empty());
+    assert_eq!(store.lock().unwrap().len(), shards.len());
+}
+
+fn bucket_progress(store: &Store, shard: u8) -> s3_lifecycled::seaweed::cursor::BucketCursor {
+    store.lock().unwrap()[&shard].buckets["b"].clone()
+}
+
+#[actix::test]
+async fn halt_stops_new_sends_drains_in_flight_and_keeps_the_cursor_before_the_halting_event() {
+    tokio::time::pause();
+    let shard = 5;
+    let window = 4;
+    let keys = keys_of_shard(shard, 40);
+    let store = Store::default();
+    cold_start(&keys, &store, vec![shard]).await;
+
+    let halting = 20;
+    let mut server = Server::new(Duration::from_millis(100));
+    server.refuse = Some(keys[halting].clone());
+    let r = pass(
+        LogCluster::new(&keys, store.clone()),
+        &server,
+        LATER,
+        vec![shard],
+        window,
+    )
+    .await;
+    assert_eq!(r.outcome(), "halted");
+    let why = r.shards[0].report.halt_reason.clone().unwrap();
+    assert!(
+        why.starts_with(&format!("RETRY_LATER b/{}", keys[halting])),
+        "{why}"
+    );
+
+    let calls = server.calls();
+    let n = calls.len();
+    let unique: BTreeSet<&String> = calls.iter().collect();
+    assert_eq!(unique.len(), n, "each delete sent once: {calls:?}");
+    assert_eq!(
+        unique,
+        keys[..n].iter().collect::<BTreeSet<_>>(),
+        "deletes go out in event order"
+    );
+    assert!(
+        n <= halting + window,
+        "no new send after the halting outcome: {n} calls, window {window}"
+    );
+    assert!(
+        n > halting + 1,
+        "deletes sent after the halting one were in flight at the halt: {n} calls"
+    );
+    // In flight at the halt, they still drained and were counted.
+    assert_eq!(server.finished.load(Ordering::SeqCst), n - 1);
+    assert_eq!(deletes(&r, "DONE"), (n - 1) as u64);
+    assert_eq!(deletes(&r, "RETRY_LATER"), 1);
+
+    let b = bucket_progress(&store, shard);
+    assert_eq!(b.rules.len(), 1);
+    let p = b.rules.values().next().unwrap();
+    assert!(
+        p.ts < ts_of(halting) && p.ts >= ts_of(halting - 1),
+        "cursor stops right before the halting event: ts {} vs halting {}",
+        p.ts,
+        ts_of(halting)
+    );
+    assert!(
+        b.halted.as_deref().is_some_and(|h| h == why),
+        "{:?}",
+        b.halted
+    );
+
+    // The next pass resumes there: the refused delete and the never-sent ones
+    // go out exactly once; nothing resolved before the halting event is sent
+    // again. Deletes that drained after the halt are remembered only within
+    // 2 × REORDER_MARGIN of the newest processed event (engine::progress
+    // prunes older tail marks), so with events 10 s apart some of them are
+    // re-sent once and come back NOOP_RESOLVED: safe, and bounded by the window.
+    let server3 = server.next_pass();
+    let r3 = pass(
+        LogCluster::new(&keys, store.clone()),
+        &server3,
+        LATER + 3_600 * S,
+        vec![shard],
+        window,
+    )
+    .await;
+    assert_eq!(r3.outcome(), "completed", "{:?}", r3.shards);
+    let calls3 = server3.calls();
+    let again: BTreeSet<String> = calls3.iter().cloned().collect();
+    assert_eq!(again.len(), calls3.len(), "each delete sent once");
+    let expected: BTreeSet<String> = std::iter::once(keys[halting].clone())
+        .chain(keys[n..].iter().cloned())
+        .collect();
+    let drained: BTreeSet<String> = keys[halting + 1..n].iter().cloned().collect();
+    assert!(again.is_superset(&expected), "{again:?}");
+    let resent: BTreeSet<String> = again.difference(&expected).cloned().collect();
+    assert!(resent.is_subset(&drained), "re-sent {resent:?}");
+    assert_eq!(deletes(&r3, "NOOP_RESOLVED"), resent.len() as u64);
+    assert_eq!(deletes(&r3, "DONE"), expected.len() as u64);
+    let deleted = server3.deleted.lock().unwrap();
+    assert!(
+        keys.iter()
+            .all(|k| deleted.get(k) == Some(&(1 + usize::from(resent.contains(k))))),
+        "every object reached the server once, re-sends aside"
+    );
+    assert!(bucket_progress(&store, shard).halted.is_none());
+}
+
+#[actix::test]
+async fn in_flight_window_caps_each_shard_and_backpressure_stops_the_feed() {
+    tokio::time::pause();
+    let (a, b) = (2u8, 9u8);
+    let window = 3;
+    // Interleaved in the log, so the feed alternates between the two shards.
+    let keys: Vec<String> = keys_of_shard(a, 15)
+        .into_iter()
+        .zip(keys_of_shard(b, 15))
+        .flat_map(|(x, y)| [x, y])
+        .collect();
+    let store = Store::default();
+    cold_start(&keys, &store, vec![a, b]).await;
+
+    let gate = Arc::new(Semaphore::new(0));
+    let mut server = Server::new(Duration::from_millis(10));
+    server.gate = Some(gate.clone());
+    let cluster = LogCluster::new(&keys, store.clone());
+    let pulled = cluster.pulled.clone();
+    let run = {
+        let server = server.clone();
+        tokio::task::spawn_local(
+            async move { pass(cluster, &server, LATER, vec![a, b], window).await },
+        )
+    };
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    // Every slot of both windows is taken and nothing answers: the feed
+    // stops at (one window per shard) + one event waiting for a slot.
+    assert_eq!((server.active(a), server.active(b)), (window, window));
+    let stalled = pulled.load(Ordering::SeqCst);
+    assert!(
+        stalled <= 2 * window + 2,
+        "the meta-log feed went on while both windows were full: {stalled} events pulled"
+    );
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    assert_eq!(
+        pulled.load(Ordering::SeqCst),
+        stalled,
+        "no progress without outcomes"
+    );
+
+    // Freeing two slots lets only a few more events in.
+    gate.add_permits(2);
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    let after = pulled.load(Ordering::SeqCst);
+    assert!(
+        after > stalled && after <= stalled + 4,
+        "{stalled} -> {after}"
+    );
+
+    gate.add_permits(1_000);
+    let r = run.await.unwrap();
+    assert_eq!(r.outcome(), "completed", "{:?}", r.shards);
+    assert_eq!(deletes(&r, "DONE"), 30);
+    assert_eq!(pulled.load(Ordering::SeqCst), 30);
+    assert!(server.peak(a) <= window && server.peak(b) <= window);
+    assert_eq!((server.peak(a), server.peak(b)), (window, window));
+}
+
+#[actix::test]
+async fn crashed_shard_is_restarted_sits_out_and_the_next_pass_resumes_from_the_cursor() {
+    tokio::time::pause();
+    let shard = 7;
+    let keys = keys_of_shard(shard, 20);
+    let store = Store::default();
+    cold_start(&keys, &store, vec![shard]).await;
+    let persisted = store.lock().unwrap().get(&shard).cloned();
+    assert!(persisted.is_some());
+    let before = persisted.clone();
+
+    // Drive one shard by hand, as the coordinator would, with a filer adapter
+    // that panics on one lookup.
+    let settings = Settings::default();
+    let info = bucket_info(&lifecycle_bucket()).unwrap();
+    let snap = Snapshot::compile(vec![info.to_config()], settings.time.time_config());
+    let plan = Arc::new(PassPlan::build(
+        &snap,
+        LATER,
+        None,
+        &settings.pass,
+        Default::default(),
+    ));
+    let view = plan.replay.clone().unwrap();
+    let cluster = Arc::new(LogCluster {
+        boom: Some("boom".into()),
+        ..Arc::try_unwrap(LogCluster::new(&keys, store.clone()))
+            .ok()
+            .unwrap()
+    });
+    let server = Server::new(Duration::from_millis(100));
+    let dispatcher = actix::Actor::start(DeleteDispatcher::new(
+        Arc::new(server.clone()) as Arc<dyn DeletePort<DeleteRequest>>,
+        None,
+        128,
+        RetryPolicy::default(),
+        false,
+    ));
+    let actor = {
+        let (plan, cluster) = (plan.clone(), cluster.clone() as Arc<dyn ClusterPort>);
+        let d = dispatcher.recipient();
+        Supervisor::start(move |_| ShardActor::new(shard, plan, persisted, 4, d, cluster))
+    };
+    let since = actor.send(StartReplay).await.unwrap();
+    assert!(since.is_some_and(|s| s < ts_of(0)));
+    let routed = |i: usize| route(&view, "/buckets", &create_event(i, &keys[i])).unwrap();
+    for i in 0..10 {
+        actor
+            .send(ReplayEvent {
+                ts: ts_of(i),
+                matches: routed(i).matches,
+            })
+            .await
+            .unwrap();
+    }
+    actor.send(Drain).await.unwrap();
+    assert_eq!(server.calls().len(), 10);
+
+    // Event 10 needs a lookup, and the adapter panics on it.
+    let mut m = routed(10).matches;
+    assert_eq!(m.len(), 1);
+    m[0].lookup = Some(DeferredLookup {
+        directory: "/buckets/b".into(),
+        name: "boom".into(),
+        expect: Expect::Version {
+            version_id: "v1".into(),
+        },
+    });
+    let crash_at = tokio::time::Instant::now();
+    actor
+        .send(ReplayEvent {
+            ts: ts_of(10),
+            matches: m,
+        })
+        .await
+        .unwrap();
+    // Later events reach the restarted shard, which sends nothing more.
+    for i in 11..20 {
+        actor
+            .send(ReplayEvent {
+                ts: ts_of(i),
+                matches: routed(i).matches,
+            })
+            .await
+            .unwrap();
+    }
+    tokio::time::sleep(restart_backoff(1) * 2).await;
+    actor.send(Drain).await.unwrap();
+    let (report, cursor) = actor
+        .send(Finish {
+            stream_end: Some(ts_of(19)),
+            events_not_routed: 0,
+        })
+        .await
+        .expect("the supervisor restarted the shard: it still answers");
+    assert!(crash_at.elapsed() >= restart_backoff(1));
+    assert_eq!(report.outcome, ShardOutcome::Failed);
+    let why = report.halt_reason.unwrap();
+    assert!(
+        why.contains("restarted (1 of 3)") && why.contains("exploded on boom"),
+        "{why}"
+    );
+    assert!(cursor.is_none(), "a restarted shard saves no cursor");
+    assert_eq!(server.calls().len(), 10, "nothing sent after the crash");
+    assert_eq!(
+        store.lock().unwrap().get(&shard),
+        before.as_ref(),
+        "the persisted cursor is untouched"
+    );
+
+    // The next pass starts from the persisted (pre-crash) cursor: the ten
+    // objects the crashed pass did not reach are deleted, the ten it did are
+    // re-sent once and come back NOOP_RESOLVED; no object is deleted twice.
+    let next = server.next_pass();
+    let r = pass(
+        LogCluster::new(&keys, store.clone()),
+        &next,
+        LATER + 3_600 * S,
+        vec![shard],
+        4,
+    )
+    .await;
+    assert_eq!(r.outcome(), "completed", "{:?}", r.shards);
+    assert_eq!(deletes(&r, "DONE"), 10);
+    assert_eq!(deletes(&r, "NOOP_RESOLVED"), 10);
+    let sent: HashSet<String> = next.calls().into_iter().collect();
+    assert_eq!(sent.len(), 20, "each once");
+    // The server saw the first ten twice (DONE, then NOOP), the rest once.
+    let deleted = next.deleted.lock().unwrap();
+    assert!(
+        keys[..10].iter().all(|k| deleted.get(k) == Some(&2)),
+        "{deleted:?}"
+    );
+    assert!(
+        keys[10..].iter().all(|k| deleted.get(k) == Some(&1)),
+        "{deleted:?}"
+    );
+    assert!(
+        bucket_progress(&store, shard)
+            .rules
+            .values()
+            .all(|p| p.ts >= ts_of(19) - 5 * S)
     );
 }

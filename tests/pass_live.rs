@@ -1,12 +1,11 @@
 //! The pass end to end against the loopback cluster, through the `run-once`
 //! binary: walker (Expiration Date), cold-start recovery and steady replay
-//! (Expiration Days with a 10 s day), dry run, and the 10k-object throughput
-//! figure (`#[ignore]`, prints deletes/s; run with `--ignored --nocapture`).
+//! (Expiration Days with a 10 s day) and dry run. Throughput figures live in
+//! `benches/live.rs`.
 
 mod common;
 
 use std::process::Command;
-use std::time::Instant;
 
 use common::{cluster, now_ns};
 
@@ -179,65 +178,4 @@ async fn bad_flags_exit_2_naming_the_flag() {
         .unwrap();
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("--now"));
-}
-
-/// Throughput figure: one pass over 10,000 due objects (past Expiration
-/// Date, unversioned). Compare with the Go baseline of ~2,510 deletes/s
-/// (seaweedfs-live.md §8(b)).
-#[tokio::test(flavor = "multi_thread")]
-#[ignore = "benchmark: run with --ignored --nocapture"]
-async fn bench_10k_due_objects() {
-    let c = cluster();
-    let b = c.new_bucket("pass-bench").await.unwrap();
-    c.put_lifecycle_xml(&b, &date_xml()).await.unwrap();
-    c.put_objects_bulk(&b, &keys("obj/", 10_000), b"0123456789")
-        .await
-        .unwrap();
-    let dir = format!("/etc/s3/lifecycle/test-{b}");
-    let t = Instant::now();
-    let r = run_once(&b, &dir, &[]);
-    let el = t.elapsed();
-    assert_eq!(r.code, 0, "{}", r.stderr);
-    let done = r.json["totals"]["deletes"]["DONE"].as_u64().unwrap();
-    println!(
-        "BENCH pass over 10000 due objects: {done} deleted in {:.3}s wall (pass {} ms) = {:.0} deletes/s (Go baseline ~2510/s)",
-        el.as_secs_f64(),
-        r.json["duration_ms"],
-        done as f64 / el.as_secs_f64()
-    );
-
-    // The Go reference on the same cluster, same shape: a fresh bucket of 10k
-    // due objects, one `s3.lifecycle.run-shard` pass (seaweedfs-live.md §6).
-    let g = c.new_bucket("pass-bench-go").await.unwrap();
-    c.put_lifecycle_xml(&g, &date_xml()).await.unwrap();
-    c.put_objects_bulk(&g, &keys("obj/", 10_000), b"0123456789")
-        .await
-        .unwrap();
-    let script = format!(
-        "s3.lifecycle.run-shard -shards 0-15 -s3 {} -events 0 -runtime 300s\nexit\n",
-        c.s3_grpc_addr()
-    );
-    let t = Instant::now();
-    let mut child = Command::new(&c.weed_bin)
-        .args(["shell", &format!("-master={}", c.master_weed_arg())])
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
-    use std::io::Write;
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(script.as_bytes())
-        .unwrap();
-    child.wait().unwrap();
-    let go = t.elapsed();
-    let gone = 10_000 - count_objects(&g).await;
-    println!(
-        "BENCH Go s3.lifecycle.run-shard: {gone} deleted in {:.3}s wall = {:.0} deletes/s",
-        go.as_secs_f64(),
-        gone as f64 / go.as_secs_f64()
-    );
 }

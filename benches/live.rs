@@ -1,0 +1,659 @@
+//! Live figures against a loopback SeaweedFS 4.48 cluster: meta-log reader
+//! replay rate, bucket lister rate, and whole `run-once` passes (deletes/s and
+//! events scanned/s) next to the Go reference `s3.lifecycle.run-shard` run on
+//! identical data in the same session. Prints a table; asserts no timings.
+//!
+//! Run (release build; several minutes, most of it PUTting fixtures):
+//!
+//! ```text
+//! cargo bench --bench live
+//! ```
+//!
+//! `weed` is found like the tests find it (`WEED_BIN`, `.tools/seaweedfs/bin/weed`,
+//! `PATH`). Knobs (environment): `LIVE_BENCH_EVENTS` (cold/ PUTs for the scan,
+//! reader and lister figures, default 100000), `LIVE_BENCH_DUE` (objects per
+//! deletes run, default 10000), `LIVE_BENCH_RUNS` (runs per figure, default 3),
+//! `LIVE_BENCH_MIN_AGE_S` (how old the replayed events must be before the
+//! reader figure, default 130: the filer batches only events older than ~2 min).
+//! `LIVE_BENCH_EVENTS=2000 LIVE_BENCH_DUE=500 LIVE_BENCH_RUNS=1
+//! LIVE_BENCH_MIN_AGE_S=0 cargo test --bench live` is a quick debug-build smoke run.
+//!
+//! What each row means (all medians of `LIVE_BENCH_RUNS` runs):
+//! - **reader**: events/s of `seaweed::metalog::MetaLogReader` replaying the
+//!   scan fixture's events (PUTs under `cold/`, from the persisted log, batching
+//!   on) and counting them; baseline seaweedfs-live.md §8 d2 (Python grpcio,
+//!   batched, ~150k ev/s). `ev/resp` shows how many events a gRPC response
+//!   carried (1 = the filer did not batch).
+//! - **lister**: entries/s of `seaweed::lister::list_bucket` over the scan
+//!   bucket (`LIVE_BENCH_EVENTS` + 1 objects); baseline §8 d8 (Python, raw
+//!   bytes, limit 10000, ~39k entries/s).
+//! - **pass deletes/s**: one `run-once` over `LIVE_BENCH_DUE` due objects
+//!   (Expiration Date 2020-01-01, unversioned, fresh bucket, fresh cursor dir),
+//!   against one Go `s3.lifecycle.run-shard -shards 0-15 -events 0` pass over
+//!   its own fresh bucket of the same shape (§6, §8 b). Rates use process wall
+//!   time (both include process start); the pass-internal time (ours:
+//!   `duration_ms`; Go: the `daily_run … duration=` glog line) is shown too.
+//! - **pass events/s**: nothing-due event scan (§8 c'): a `Days 1` rule on
+//!   `hot/` only, `LIVE_BENCH_EVENTS` PUTs under `cold/` and one under `hot/`
+//!   after both services' cursors exist, one pass. Ours runs from a cursor dir
+//!   seeded by one pass before the fixture (one dir per run, so each run scans
+//!   the same window); Go's 16 cursor files under
+//!   `/etc/s3/lifecycle/daily-cursors` are saved before the fixture and
+//!   written back before each Go run. Ours counts `events_scanned`; Go's count
+//!   is the number of `/buckets` events after its oldest saved cursor. Our
+//!   runs set `pass.meta_log_retention` to 10 years, as Go assumes an unbounded
+//!   log: the default probe sees a minutes-old log on a fresh cluster and would
+//!   (rightly) serve the `Days 1` rule by walking instead of replaying.
+//!
+//! The box is small and shared: figures vary by up to 2× between runs
+//! (seaweedfs-live.md §8). Compare the ratios, measured back to back.
+
+#[path = "../tests/common/mod.rs"]
+mod common;
+
+use std::io::Write as _;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, anyhow, bail};
+use common::{Cluster, cluster, now_ns};
+use futures::StreamExt;
+use s3_lifecycled::pb::filer_pb::Entry;
+use s3_lifecycled::seaweed::filer::FilerClient;
+use s3_lifecycled::seaweed::lister::list_bucket;
+use s3_lifecycled::seaweed::metalog::{
+    DEFAULT_CLIENT_NAME, MetaLogReader, ReaderOptions, SubscribeParams,
+};
+
+/// The binary under test (release build under `cargo bench`).
+const BIN: &str = env!("CARGO_BIN_EXE_s3-lifecycled");
+/// Where the Go pass keeps its cursors (seaweedfs-live.md §6).
+const GO_CURSOR_DIR: &str = "/etc/s3/lifecycle/daily-cursors";
+const HOT_XML: &[u8] = b"<LifecycleConfiguration><Rule><ID>hot1</ID><Status>Enabled</Status>\
+<Filter><Prefix>hot/</Prefix></Filter><Expiration><Days>1</Days></Expiration></Rule>\
+</LifecycleConfiguration>";
+const PAST_DATE_XML: &[u8] =
+    b"<LifecycleConfiguration><Rule><ID>past-date</ID><Status>Enabled</Status>\
+<Filter><Prefix>old/</Prefix></Filter><Expiration><Date>2020-01-01T00:00:00Z</Date></Expiration>\
+</Rule></LifecycleConfiguration>";
+/// 100-byte bodies, as in the §8 fixtures.
+const BODY: &[u8] = &[b'x'; 100];
+
+struct Knobs {
+    events: usize,
+    due: usize,
+    runs: usize,
+    min_age: Duration,
+}
+
+fn env_num(name: &str, default: u64) -> anyhow::Result<u64> {
+    match std::env::var(name) {
+        Ok(v) => v
+            .trim()
+            .parse()
+            .with_context(|| format!("{name}={v:?} is not a whole number")),
+        Err(_) => Ok(default),
+    }
+}
+
+impl Knobs {
+    fn from_env() -> anyhow::Result<Knobs> {
+        Ok(Knobs {
+            events: env_num("LIVE_BENCH_EVENTS", 100_000)?.max(1) as usize,
+            due: env_num("LIVE_BENCH_DUE", 10_000)?.max(1) as usize,
+            runs: env_num("LIVE_BENCH_RUNS", 3)?.max(1) as usize,
+            min_age: Duration::from_secs(env_num("LIVE_BENCH_MIN_AGE_S", 130)?),
+        })
+    }
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    if v.is_empty() {
+        return f64::NAN;
+    }
+    v.sort_by(f64::total_cmp);
+    let n = v.len();
+    if n % 2 == 1 {
+        v[n / 2]
+    } else {
+        (v[n / 2 - 1] + v[n / 2]) / 2.0
+    }
+}
+
+fn runs_text(v: &[f64], unit: &str) -> String {
+    v.iter()
+        .map(|x| format!("{x:.3}{unit}"))
+        .collect::<Vec<_>>()
+        .join(" / ")
+}
+
+fn keys(prefix: &str, n: usize) -> Vec<String> {
+    (0..n).map(|i| format!("{prefix}{i:06}")).collect()
+}
+
+/// PUTs `n` objects under `prefix` and logs the fixture rate.
+async fn seed(c: &Cluster, bucket: &str, prefix: &str, n: usize) -> anyhow::Result<()> {
+    let t = Instant::now();
+    c.put_objects_bulk(bucket, &keys(prefix, n), BODY).await?;
+    let el = t.elapsed().as_secs_f64();
+    eprintln!(
+        "  fixture: {n} PUTs into {bucket}/{prefix} in {el:.1}s ({:.0} PUT/s)",
+        n as f64 / el
+    );
+    Ok(())
+}
+
+async fn count_objects(c: &Cluster, bucket: &str) -> anyhow::Result<usize> {
+    let s3 = c.s3_client();
+    let mut n = 0;
+    let mut token = None;
+    loop {
+        let r = s3
+            .list_objects_v2()
+            .bucket(bucket)
+            .set_continuation_token(token)
+            .send()
+            .await
+            .with_context(|| format!("ListObjectsV2 {bucket}"))?;
+        n += r.contents().len();
+        token = r.next_continuation_token().map(str::to_string);
+        if token.is_none() {
+            return Ok(n);
+        }
+    }
+}
+
+/// Removes a bucket's lifecycle configuration, so later Go passes (which act
+/// on every configured bucket) do not walk or replay it.
+async fn drop_lifecycle(c: &Cluster, bucket: &str) -> anyhow::Result<()> {
+    c.s3_client()
+        .delete_bucket_lifecycle()
+        .bucket(bucket)
+        .send()
+        .await
+        .with_context(|| format!("DeleteBucketLifecycle {bucket}"))?;
+    Ok(())
+}
+
+/// One of our passes.
+struct Ours {
+    wall: Duration,
+    json: serde_json::Value,
+}
+
+impl Ours {
+    fn pass_ms(&self) -> f64 {
+        self.json["duration_ms"].as_f64().unwrap_or(f64::NAN)
+    }
+    fn total(&self, key: &str) -> u64 {
+        self.json["totals"][key].as_u64().unwrap_or(0)
+    }
+    fn done(&self) -> u64 {
+        self.json["totals"]["deletes"]["DONE"].as_u64().unwrap_or(0)
+    }
+}
+
+fn run_ours(c: &Cluster, bucket: &str, cursor_dir: &str) -> anyhow::Result<Ours> {
+    let mut cmd = Command::new(BIN);
+    cmd.arg("run-once")
+        .args(["--filer", &c.filer_grpc_addr().to_string()])
+        .args(["--s3-grpc", &c.s3_grpc_addr().to_string()])
+        .args(["--buckets", bucket, "--json"])
+        .stdin(Stdio::null());
+    // Inherited overrides would silently change what is measured.
+    for (k, _) in std::env::vars() {
+        if k.starts_with("S3_LIFECYCLED__") {
+            cmd.env_remove(k);
+        }
+    }
+    // The test cluster's meta-log is minutes old: with the default probe, a
+    // Days 1 rule would count as unreplayable (log shorter than its TTL) and
+    // flip to the walker. Go assumes an unbounded log; so do we here.
+    cmd.env("S3_LIFECYCLED__CURSOR__DIR", cursor_dir)
+        .env("S3_LIFECYCLED__PASS__META_LOG_RETENTION", "87600h")
+        .env("RUST_LOG", "warn");
+    let t = Instant::now();
+    let out = cmd.output().with_context(|| format!("spawning {BIN}"))?;
+    let wall = t.elapsed();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    if out.status.code() != Some(0) {
+        bail!(
+            "run-once exited {:?}\nstdout: {stdout}\nstderr: {stderr}",
+            out.status.code()
+        );
+    }
+    let json = serde_json::from_str(stdout.trim())
+        .with_context(|| format!("run-once printed no JSON: {stdout}\nstderr: {stderr}"))?;
+    Ok(Ours { wall, json })
+}
+
+/// One Go `s3.lifecycle.run-shard` pass through `weed shell`.
+struct Go {
+    wall: Duration,
+    /// The `daily_run … duration=` figure (glog, needs `-debug`).
+    pass: Option<Duration>,
+}
+
+fn run_go(c: &Cluster) -> anyhow::Result<Go> {
+    let script = format!(
+        "s3.lifecycle.run-shard -shards 0-15 -s3 {} -events 0 -runtime 600s\nexit\n",
+        c.s3_grpc_addr()
+    );
+    let t = Instant::now();
+    let mut child = Command::new(&c.weed_bin)
+        .args([
+            "shell",
+            "-debug",
+            &format!("-master={}", c.master_weed_arg()),
+        ])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .with_context(|| format!("spawning {} shell", c.weed_bin.display()))?;
+    child
+        .stdin
+        .take()
+        .ok_or_else(|| anyhow!("weed shell has no stdin"))?
+        .write_all(script.as_bytes())
+        .context("writing the weed shell script")?;
+    let out = child.wait_with_output().context("waiting for weed shell")?;
+    let wall = t.elapsed();
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    if !text.contains("complete") {
+        bail!("Go pass did not report completion:\n{text}");
+    }
+    let pass = text
+        .lines()
+        .find(|l| l.contains("daily_run:"))
+        .and_then(|l| {
+            l.split_whitespace()
+                .find_map(|w| w.strip_prefix("duration="))
+        })
+        .and_then(parse_go_duration);
+    Ok(Go { wall, pass })
+}
+
+/// Parses the Go durations glog prints (`56ms`, `1.026s`, `1m2.5s`, `850µs`).
+fn parse_go_duration(s: &str) -> Option<Duration> {
+    let mut total = 0f64;
+    let mut rest = s;
+    while !rest.is_empty() {
+        let num_end = rest
+            .find(|ch: char| !(ch.is_ascii_digit() || ch == '.'))
+            .unwrap_or(rest.len());
+        let value: f64 = rest[..num_end].parse().ok()?;
+        rest = &rest[num_end..];
+        let (scale, len) = [
+            ("ns", 1e-9),
+            ("µs", 1e-6),
+            ("us", 1e-6),
+            ("ms", 1e-3),
+            ("s", 1.0),
+            ("m", 60.0),
+            ("h", 3600.0),
+        ]
+        .iter()
+        .find(|(u, _)| rest.starts_with(u))
+        .map(|(u, f)| (*f, u.len()))?;
+        total += value * scale;
+        rest = &rest[len..];
+    }
+    Some(Duration::from_secs_f64(total))
+}
+
+/// The 16 Go cursor files, as stored.
+async fn save_go_cursors(c: &Cluster) -> anyhow::Result<Vec<Entry>> {
+    let mut out = Vec::new();
+    for s in 0..16 {
+        let name = format!("shard-{s:02}.json");
+        let e = c
+            .lookup_entry(GO_CURSOR_DIR, &name)
+            .await?
+            .ok_or_else(|| anyhow!("Go cursor {GO_CURSOR_DIR}/{name} missing after a Go pass"))?;
+        out.push(e);
+    }
+    Ok(out)
+}
+
+async fn restore_go_cursors(c: &Cluster, saved: &[Entry]) -> anyhow::Result<()> {
+    for e in saved {
+        c.update_entry(GO_CURSOR_DIR, e.clone()).await?;
+    }
+    Ok(())
+}
+
+/// The oldest non-zero `ts_ns` among saved Go cursors: where its next
+/// subscription starts.
+fn go_since(saved: &[Entry]) -> anyhow::Result<i64> {
+    saved
+        .iter()
+        .filter_map(|e| serde_json::from_slice::<serde_json::Value>(&e.content).ok())
+        .filter_map(|v| v["ts_ns"].as_i64())
+        .filter(|ts| *ts > 0)
+        .min()
+        .ok_or_else(|| anyhow!("no saved Go cursor has a ts_ns"))
+}
+
+/// Replays `(since, until]` under `/buckets` with our reader and counts events.
+async fn replay_count(c: &Cluster, since: i64, until: i64) -> anyhow::Result<(u64, u64)> {
+    let channel = s3_lifecycled::pass::ports::channel(&c.filer_grpc_addr().to_string())
+        .map_err(|e| anyhow!(e))?;
+    let params = SubscribeParams {
+        buckets_root: "/buckets".into(),
+        since_ns: since,
+        until_ns: until,
+        client_name: DEFAULT_CLIENT_NAME.into(),
+    };
+    let mut reader = MetaLogReader::open(channel, params, ReaderOptions::default()).await?;
+    let mut n = 0u64;
+    while let Some(ev) = reader.next().await {
+        ev?;
+        n += 1;
+    }
+    if !reader.completed() {
+        bail!("meta-log replay ended without the filer's end of stream");
+    }
+    Ok((n, reader.summary().responses))
+}
+
+/// One printed row.
+struct Row {
+    what: String,
+    ours: String,
+    baseline: String,
+    ratio: String,
+    runs: String,
+}
+
+fn ratio(ours: f64, base: f64) -> String {
+    if base > 0.0 && ours.is_finite() {
+        format!("{:.2}x", ours / base)
+    } else {
+        "n/a".into()
+    }
+}
+
+fn main() -> anyhow::Result<()> {
+    let knobs = Knobs::from_env()?;
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("building the tokio runtime")?;
+    let rows = rt.block_on(run(&knobs))?;
+    print_table(&knobs, &rows);
+    Ok(())
+}
+
+fn print_table(k: &Knobs, rows: &[Row]) {
+    let w0 = rows.iter().map(|r| r.what.len()).max().unwrap_or(0).max(4);
+    let w1 = rows.iter().map(|r| r.ours.len()).max().unwrap_or(0).max(4);
+    let w2 = rows
+        .iter()
+        .map(|r| r.baseline.len())
+        .max()
+        .unwrap_or(0)
+        .max(8);
+    println!();
+    println!(
+        "live bench: events={} due={} runs={} (medians; ratio = ours / baseline)",
+        k.events, k.due, k.runs
+    );
+    println!(
+        "{:<w0$} | {:<w1$} | {:<w2$} | {:>6} | runs",
+        "what", "ours", "baseline", "ratio"
+    );
+    println!("{}", "-".repeat(w0 + w1 + w2 + 24));
+    for r in rows {
+        println!(
+            "{:<w0$} | {:<w1$} | {:<w2$} | {:>6} | {}",
+            r.what, r.ours, r.baseline, r.ratio, r.runs
+        );
+    }
+}
+
+async fn run(k: &Knobs) -> anyhow::Result<Vec<Row>> {
+    let c = cluster();
+    eprintln!(
+        "cluster up: master {} filer {} s3-grpc {} (weed {})",
+        c.master_weed_arg(),
+        c.filer_grpc_addr(),
+        c.s3_grpc_addr(),
+        c.weed_bin.display()
+    );
+    let mut rows = Vec::new();
+
+    // --- Fixture for the scan, reader and lister figures (first, so the Go
+    // cursors' window holds little else). ---
+    eprintln!("scan fixture: seeding cursors");
+    let scan = c.new_bucket("bench-scan").await?;
+    c.put_lifecycle_xml(&scan, HOT_XML).await?;
+    let mut our_dirs = Vec::new();
+    for i in 0..k.runs {
+        let dir = format!("/etc/s3/lifecycle/bench-{scan}-{i}");
+        run_ours(c, &scan, &dir).context("seeding our cursor dir")?;
+        our_dirs.push(dir);
+    }
+    run_go(c).context("seeding the Go cursors")?;
+    let go_saved = save_go_cursors(c).await?;
+    let go_from = go_since(&go_saved)?;
+    let fixture_start = now_ns();
+    seed(c, &scan, "cold/", k.events).await?;
+    c.put_objects_bulk(&scan, &["hot/000000".to_string()], BODY)
+        .await?;
+    let fixture_end = now_ns();
+
+    // --- Pass, events scanned/s (nothing due). ---
+    eprintln!("scan: {} passes each", k.runs);
+    let (mut ours_rate, mut ours_wall, mut ours_pass) = (vec![], vec![], vec![]);
+    let (mut go_rate, mut go_wall, mut go_pass) = (vec![], vec![], vec![]);
+    let mut ours_events = 0;
+    let mut go_events = 0;
+    for dir in &our_dirs {
+        let r = run_ours(c, &scan, dir)?;
+        if r.done() != 0 {
+            bail!("the scan pass deleted something: {}", r.json);
+        }
+        ours_events = r.total("events_scanned");
+        if std::env::var_os("LIVE_BENCH_VERBOSE").is_some() {
+            eprintln!("  ours report: {}", r.json);
+        }
+        let recovering = r.json["shards"].as_array().is_some_and(|a| {
+            a.iter()
+                .any(|s| s["recovery"].as_array().is_some_and(|v| !v.is_empty()))
+        });
+        if recovering || ours_events == 0 {
+            bail!(
+                "our scan pass recovered instead of replaying; not a scan: {}",
+                r.json
+            );
+        }
+        let wall = r.wall.as_secs_f64();
+        eprintln!(
+            "  ours: {ours_events} events in {wall:.3}s wall (pass {:.0} ms)",
+            r.pass_ms()
+        );
+        ours_rate.push(ours_events as f64 / wall);
+        ours_wall.push(wall);
+        ours_pass.push(r.pass_ms() / 1e3);
+
+        restore_go_cursors(c, &go_saved).await?;
+        let started = now_ns();
+        // Go's window: after its oldest saved cursor, up to its run's now.
+        let (n, _) = replay_count(c, go_from, started).await?;
+        go_events = n;
+        let g = run_go(c)?;
+        let wall = g.wall.as_secs_f64();
+        eprintln!(
+            "  Go: {go_events} events in {wall:.3}s wall (pass {:?})",
+            g.pass
+        );
+        go_rate.push(go_events as f64 / wall);
+        go_wall.push(wall);
+        go_pass.push(g.pass.map_or(f64::NAN, |d| d.as_secs_f64()));
+    }
+    let (o, g) = (median(ours_rate.clone()), median(go_rate.clone()));
+    rows.push(Row {
+        what: format!("pass events/s, nothing due (ours {ours_events} ev, Go {go_events} ev)"),
+        ours: format!("{o:.0} ev/s"),
+        baseline: format!("Go same run {g:.0} ev/s (§8 c': ~108k)"),
+        ratio: ratio(o, g),
+        runs: format!(
+            "wall ours {} | Go {}; pass ours {} | Go {}",
+            runs_text(&ours_wall, "s"),
+            runs_text(&go_wall, "s"),
+            runs_text(&ours_pass, "s"),
+            runs_text(&go_pass, "s")
+        ),
+    });
+    let (op, gp) = (median(ours_pass), median(go_pass));
+    rows.push(Row {
+        what: "pass events/s, pass-internal time".into(),
+        ours: format!("{:.0} ev/s", ours_events as f64 / op),
+        baseline: format!("Go same run {:.0} ev/s", go_events as f64 / gp),
+        ratio: ratio(ours_events as f64 / op, go_events as f64 / gp),
+        runs: "ours duration_ms vs Go daily_run duration".into(),
+    });
+    // Later Go passes must not replay this bucket's events again.
+    drop_lifecycle(c, &scan).await?;
+
+    // --- Lister. ---
+    eprintln!("lister: {} runs", k.runs);
+    let filer = FilerClient::connect(&c.filer_grpc_addr().to_string()).await?;
+    let (mut rates, mut times) = (vec![], vec![]);
+    let mut listed = 0u64;
+    for _ in 0..k.runs {
+        let t = Instant::now();
+        let mut listing = list_bucket(&filer, "/buckets", &scan);
+        let mut n = 0u64;
+        while let Some(item) = listing.next().await {
+            item?;
+            n += 1;
+        }
+        let el = t.elapsed().as_secs_f64();
+        let seen = listing.stats().snapshot().entries_seen;
+        eprintln!("  listed {n} items ({seen} entries) in {el:.3}s");
+        listed = n;
+        rates.push(n as f64 / el);
+        times.push(el);
+    }
+    let o = median(rates);
+    rows.push(Row {
+        what: format!("lister list_bucket, {listed} objects"),
+        ours: format!("{o:.0} entries/s"),
+        baseline: "§8 d8 Python limit 10000: ~39000/s".into(),
+        ratio: ratio(o, 39_000.0),
+        runs: runs_text(&times, "s"),
+    });
+
+    // --- Reader: replay the scan fixture's events once they are old enough
+    // to come batched from the persisted log. ---
+    let age = Duration::from_nanos((now_ns() - fixture_end).max(0) as u64);
+    if age < k.min_age {
+        let wait = k.min_age - age;
+        eprintln!(
+            "reader: waiting {wait:?} until the fixture's events are {:?} old",
+            k.min_age
+        );
+        tokio::time::sleep(wait).await;
+    }
+    eprintln!("reader: {} runs", k.runs);
+    let (mut rates, mut times) = (vec![], vec![]);
+    let (mut events, mut responses) = (0, 0);
+    for _ in 0..k.runs {
+        let t = Instant::now();
+        let (n, resp) = replay_count(c, fixture_start, fixture_end).await?;
+        let el = t.elapsed().as_secs_f64();
+        eprintln!("  replayed {n} events in {resp} responses, {el:.3}s");
+        (events, responses) = (n, resp);
+        rates.push(n as f64 / el);
+        times.push(el);
+    }
+    let o = median(rates);
+    rows.push(Row {
+        what: format!(
+            "reader MetaLogReader, {events} events ({:.0} ev/resp)",
+            events as f64 / responses.max(1) as f64
+        ),
+        ours: format!("{o:.0} ev/s"),
+        baseline: "§8 d2 Python batched: ~150000/s".into(),
+        ratio: ratio(o, 150_000.0),
+        runs: runs_text(&times, "s"),
+    });
+
+    // --- Pass, deletes/s: ours and Go's, each on its own fresh bucket. ---
+    eprintln!("deletes: {} rounds of {} due objects each", k.runs, k.due);
+    let (mut ours_rate, mut ours_wall, mut ours_pass) = (vec![], vec![], vec![]);
+    let (mut go_rate, mut go_wall, mut go_pass) = (vec![], vec![], vec![]);
+    for i in 0..k.runs {
+        let b = c.new_bucket(&format!("bench-ours-{i}")).await?;
+        c.put_lifecycle_xml(&b, PAST_DATE_XML).await?;
+        seed(c, &b, "old/", k.due).await?;
+        let r = run_ours(c, &b, &format!("/etc/s3/lifecycle/bench-{b}"))?;
+        let left = count_objects(c, &b).await?;
+        if r.done() != k.due as u64 || left != 0 {
+            bail!(
+                "our pass deleted {} of {}, {left} left: {}",
+                r.done(),
+                k.due,
+                r.json
+            );
+        }
+        drop_lifecycle(c, &b).await?;
+        let wall = r.wall.as_secs_f64();
+        eprintln!(
+            "  ours: {} deleted in {wall:.3}s wall (pass {:.0} ms)",
+            r.done(),
+            r.pass_ms()
+        );
+        ours_rate.push(k.due as f64 / wall);
+        ours_wall.push(wall);
+        ours_pass.push(r.pass_ms() / 1e3);
+
+        let g = c.new_bucket(&format!("bench-go-{i}")).await?;
+        c.put_lifecycle_xml(&g, PAST_DATE_XML).await?;
+        seed(c, &g, "old/", k.due).await?;
+        let run = run_go(c)?;
+        let gone = k.due - count_objects(c, &g).await?;
+        drop_lifecycle(c, &g).await?;
+        let wall = run.wall.as_secs_f64();
+        eprintln!(
+            "  Go: {gone} deleted in {wall:.3}s wall (pass {:?})",
+            run.pass
+        );
+        if gone != k.due {
+            eprintln!("  warning: the Go pass left {} objects", k.due - gone);
+        }
+        go_rate.push(gone as f64 / wall);
+        go_wall.push(wall);
+        go_pass.push(run.pass.map_or(f64::NAN, |d| d.as_secs_f64()));
+    }
+    let (o, g) = (median(ours_rate), median(go_rate));
+    rows.push(Row {
+        what: format!("pass deletes/s, {} due objects", k.due),
+        ours: format!("{o:.0} del/s"),
+        baseline: format!("Go same run {g:.0} del/s (§8 b: ~2510)"),
+        ratio: ratio(o, g),
+        runs: format!(
+            "wall ours {} | Go {}; pass ours {} | Go {}",
+            runs_text(&ours_wall, "s"),
+            runs_text(&go_wall, "s"),
+            runs_text(&ours_pass, "s"),
+            runs_text(&go_pass, "s")
+        ),
+    });
+    let (op, gp) = (median(ours_pass), median(go_pass));
+    rows.push(Row {
+        what: "pass deletes/s, pass-internal time".into(),
+        ours: format!("{:.0} del/s", k.due as f64 / op),
+        baseline: format!("Go same run {:.0} del/s", k.due as f64 / gp),
+        ratio: ratio(k.due as f64 / op, k.due as f64 / gp),
+        runs: "ours duration_ms vs Go daily_run duration".into(),
+    });
+    Ok(rows)
+}
