@@ -766,6 +766,7 @@ async fn crashed_shard_is_restarted_sits_out_and_the_next_pass_resumes_from_the_
     let plan = Arc::new(PassPlan::build(
         &snap,
         LATER,
+        LATER,
         None,
         &settings.pass,
         Default::default(),

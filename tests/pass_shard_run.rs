@@ -50,6 +50,7 @@ fn plan(now: Nanos) -> Arc<PassPlan> {
     let (replay, walk) = snap.rules_for_shard(0, window);
     Arc::new(PassPlan {
         now,
+        observed_until: now,
         time: time(),
         skew_margin: Duration::ZERO,
         walker_interval: Duration::ZERO,

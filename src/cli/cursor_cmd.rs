@@ -175,7 +175,7 @@ async fn run_async(cmd: CursorCommand, s: Settings, shards: Vec<u8>) -> Result<(
             } else {
                 None
             };
-            let plan = PassPlan::build(&snap, now, earliest, &s.pass, keep);
+            let plan = PassPlan::build(&snap, now, now, earliest, &s.pass, keep);
             for shard in shards {
                 if store
                     .load(shard)

@@ -18,17 +18,13 @@ use tokio::sync::watch;
 use tracing::{Instrument as _, Span};
 
 use crate::config::Settings;
-use crate::engine::{
-    Nanos, Snapshot, promoted_hash, promoted_hash_by_bucket, replay_content_hash,
-    replay_content_hash_by_bucket, route, walk,
-};
+use crate::engine::{Nanos, Snapshot, route, walk};
 use crate::http::status_page::ShardPhase;
 use crate::pass::actors::{
     Drain, Finish, ListingDone, ReplayEvent, ShardActor, ShardTelemetry, StartReplay, WalkBatch,
 };
 use crate::pass::dispatch::{DeleteDispatcher, DeletePort, limiter};
 use crate::pass::observe::PassObserver;
-use crate::pass::plan;
 use crate::pass::ports::ClusterPort;
 use crate::pass::retry::RetryPolicy;
 use crate::pass::shard_run::{
@@ -182,35 +178,10 @@ async fn prepare(port: Arc<dyn ClusterPort>, opts: &PassOptions) -> Result<Prepa
     } else {
         None
     };
-    let window = plan::retention_window(opts.now, earliest, s.pass.meta_log_retention);
-    let (replay, walk_view) = snap.rules_for_shard(0, window);
-    let recovery = snap.recovery_view();
-    let buckets: Vec<String> = recovery
-        .buckets()
-        .iter()
-        .map(|b| b.name().to_string())
-        .collect();
-    let pass_plan = PassPlan {
-        now: opts.now,
-        time,
-        skew_margin: s.pass.clock_skew_margin,
-        walker_interval: s.pass.walker_interval,
-        earliest: if s.pass.meta_log_retention.is_zero() {
-            earliest
-        } else {
-            // A configured retention: the horizon is now − retention.
-            let back = i64::try_from(s.pass.meta_log_retention.as_nanos()).unwrap_or(i64::MAX);
-            Some(opts.now.saturating_sub(back))
-        },
-        rule_set_hash: replay_content_hash_by_bucket(&snap),
-        promoted_hash: promoted_hash_by_bucket(&snap, window),
-        global_rule_set_hash: replay_content_hash(&snap),
-        global_promoted_hash: promoted_hash(&snap, window),
-        replay,
-        walk: walk_view,
-        recovery,
-        keep,
-    };
+    let wall =
+        i64::try_from(time::OffsetDateTime::now_utc().unix_timestamp_nanos()).unwrap_or(Nanos::MAX);
+    let pass_plan = PassPlan::build(&snap, opts.now, wall, earliest, &s.pass, keep);
+    let buckets: Vec<String> = pass_plan.buckets().map(str::to_string).collect();
     let mut cursors = BTreeMap::new();
     for &shard in &opts.shards {
         cursors.insert(shard, port.load_cursor(shard).await);

@@ -130,6 +130,7 @@ mod tests {
         PassPlan::build(
             &snap,
             1_000,
+            1_000,
             None,
             &PassSettings::default(),
             BTreeSet::new(),

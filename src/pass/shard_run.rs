@@ -35,6 +35,12 @@ use crate::seaweed::delete::DeleteRequest;
 pub struct PassPlan {
     /// The pass's single `now`.
     pub now: Nanos,
+    /// The newest meta-log time a recovery walk vouches for: `now`, but never
+    /// past the real clock at pass start (less the reorder margin). With
+    /// `--now` in the future, the walk cannot have seen objects written
+    /// between the real time and `now`; claiming them would make later passes
+    /// skip their events.
+    pub observed_until: Nanos,
     /// Day length and due rounding.
     pub time: TimeConfig,
     /// `pass.clock_skew_margin`.
@@ -65,10 +71,12 @@ pub struct PassPlan {
 impl PassPlan {
     /// The plan for `snap` at `now`: views, per-bucket and global hashes.
     /// `earliest` is the meta-log horizon from the probe; a non-zero
-    /// `pass.meta_log_retention` replaces it with `now − retention`.
+    /// `pass.meta_log_retention` replaces it with `now − retention`. `wall` is
+    /// the real clock at pass start (see [`PassPlan::observed_until`]).
     pub fn build(
         snap: &Snapshot,
         now: Nanos,
+        wall: Nanos,
         earliest: Option<Nanos>,
         pass: &crate::config::PassSettings,
         keep: BTreeSet<String>,
@@ -88,6 +96,7 @@ impl PassPlan {
         };
         PassPlan {
             now,
+            observed_until: now.min(wall.saturating_sub(crate::engine::progress::REORDER_MARGIN)),
             time: snap.time(),
             skew_margin: pass.clock_skew_margin,
             walker_interval: pass.walker_interval,
@@ -483,8 +492,9 @@ impl ShardRun {
                     // The walk resolved every match due by `now`; replay only
                     // has to find where the first not-yet-due event is.
                     ActionProgress {
-                        ts: plan::rewind_point(plan.now, ttl, &plan.time, plan.skew_margin),
-                        through: plan.now,
+                        ts: plan::rewind_point(plan.now, ttl, &plan.time, plan.skew_margin)
+                            .min(plan.observed_until),
+                        through: plan.observed_until,
                         through_now: plan.now,
                         tail: Vec::new(),
                     }
