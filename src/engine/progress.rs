@@ -36,9 +36,10 @@ use super::time::Nanos;
 /// pass against silently skipping an event forever.
 pub const REORDER_MARGIN: Nanos = 5_000_000_000;
 
-/// Most tail marks kept per action: the deletes that resolved inside the
-/// reorder margin. Beyond it, a re-read may re-send some (they come back as
-/// no-ops); it only matters after a halt, when the tail can grow long.
+/// Most tail marks kept per action: the deletes that resolved after `through`.
+/// Normally only the reorder margin's worth; after a halt everything resolved
+/// past the halting event, and beyond this cap the oldest of those may be
+/// re-sent once (they come back as no-ops).
 pub const TAIL_CAP: usize = 4096;
 
 /// Persisted replay progress of one compiled action. See the module docs.
@@ -199,13 +200,11 @@ impl<K: Clone + Eq + std::hash::Hash> ProgressTracker<K> {
         let Some(&i) = self.index.get(key) else {
             return Decision::Skip;
         };
-        let margin = self.margin;
-        let newest = self.processed_through;
         let t = &mut self.tracks[i];
         if !t.start.needs(ev_ts, subject, due) {
             if ev_ts > t.start.through && ev_ts > t.start.ts {
                 // Resolved in the old tail: it stays resolved in the new one.
-                push_mark(&mut t.marks, (ev_ts, subject), newest, margin);
+                push_mark(&mut t.marks, (ev_ts, subject));
             }
             return Decision::Skip;
         }
@@ -227,13 +226,12 @@ impl<K: Clone + Eq + std::hash::Hash> ProgressTracker<K> {
     /// Reports a dispatched delete's fate: `ok` for DONE, NOOP_RESOLVED and
     /// SKIPPED_OBJECT_LOCK; not ok for anything that leaves it unresolved.
     pub fn resolved(&mut self, ticket: Ticket, ok: bool) {
-        let (margin, newest) = (self.margin, self.processed_through);
         let Some(t) = self.tracks.get_mut(ticket.action) else {
             return;
         };
         if let Some((ev_ts, subject)) = t.in_flight.remove(&ticket.seq) {
             if ok {
-                push_mark(&mut t.marks, (ev_ts, subject), newest, margin);
+                push_mark(&mut t.marks, (ev_ts, subject));
             } else {
                 t.first_failed = Some(t.first_failed.map_or(ev_ts, |f| f.min(ev_ts)));
             }
@@ -303,7 +301,11 @@ impl<K: Clone + Eq + std::hash::Hash> ProgressTracker<K> {
                     .collect();
                 tail.sort_unstable();
                 tail.dedup();
-                tail.truncate(TAIL_CAP);
+                // Keep the newest: after a halt they are the likeliest to be
+                // re-read first.
+                if tail.len() > TAIL_CAP {
+                    tail.drain(..tail.len() - TAIL_CAP);
+                }
                 (
                     t.key,
                     ActionProgress {
@@ -318,21 +320,10 @@ impl<K: Clone + Eq + std::hash::Hash> ProgressTracker<K> {
     }
 }
 
-/// Remembers a resolved match, dropping marks that fell well behind the newest
-/// processed event (they will be covered by `through`).
-fn push_mark(
-    marks: &mut std::collections::VecDeque<(Nanos, u64)>,
-    mark: (Nanos, u64),
-    newest: Option<Nanos>,
-    margin: Nanos,
-) {
+/// Remembers a resolved match; past [`TAIL_CAP`] the oldest marks go first
+/// (in a pass without a halt, `through` covers them anyway).
+fn push_mark(marks: &mut std::collections::VecDeque<(Nanos, u64)>, mark: (Nanos, u64)) {
     marks.push_back(mark);
-    if let Some(n) = newest {
-        let floor = n.saturating_sub(margin.saturating_mul(2));
-        while marks.front().is_some_and(|m| m.0 < floor) {
-            marks.pop_front();
-        }
-    }
     while marks.len() > TAIL_CAP {
         marks.pop_front();
     }
@@ -540,7 +531,6 @@ mod tests {
                 nows.sort();
                 let mut progress = ActionProgress::at(0);
                 let mut resolved = std::collections::HashSet::new();
-                let mut any_failure = false;
                 for (pass, &now) in nows.iter().enumerate() {
                     let mut t = ProgressTracker::new(now, [("r", progress.clone())]).with_reorder_margin(3);
                     let mut halted = false;
@@ -559,13 +549,14 @@ mod tests {
                             }
                             Decision::Dispatch(tk) => {
                                 prop_assert!(due <= now);
-                                // Without a failure so far, nothing resolved is sent twice.
-                                prop_assert!(any_failure || !resolved.contains(&i),
+                                // Nothing resolved is sent twice, halts included
+                                // (far below TAIL_CAP here).
+                                prop_assert!(!resolved.contains(&i),
                                     "re-sent resolved event {i} in pass {pass}");
                                 // Fail only in the first pass so later passes converge.
                                 let ok = pass > 0 || !fail_mask[i];
                                 t.resolved(tk, ok);
-                                if ok { resolved.insert(i); } else { halted = true; any_failure = true; failed_at = Some(ts); }
+                                if ok { resolved.insert(i); } else { halted = true; failed_at = Some(ts); }
                             }
                         }
                         t.event_processed(ts);
