@@ -461,12 +461,18 @@ impl Metrics {
 
     /// An action matched an entry and the pass decided what to do with it.
     pub fn matched(&self, kind: ActionKind, decision: MatchDecision) {
+        self.matched_n(kind, decision.as_str(), 1);
+    }
+
+    /// `n` matches of `kind` with the `decision` label (a
+    /// [`MatchDecision::as_str`] value), as a shard reports them at its end.
+    pub fn matched_n(&self, kind: ActionKind, decision: &'static str, n: u64) {
         self.matches
             .get_or_create(&MatchLabels {
                 kind: kind.as_str(),
-                decision: decision.as_str(),
+                decision,
             })
-            .inc();
+            .inc_by(n);
     }
 
     /// A bucket's lifecycle configuration failed to load (`true`) or loads

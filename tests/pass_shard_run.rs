@@ -224,6 +224,16 @@ fn pending_match_holds_the_cursor_but_later_due_matches_are_sent() {
     }
     let (rep, cursor) = run.finish(Some(130 * S));
     assert_eq!(rep.counters.pending, 1);
+    // Fed to s3_lifecycled_matches_total{kind,decision}.
+    assert_eq!(
+        rep.counters.decisions,
+        [
+            ((ActionKind::ExpirationDays, "dispatched"), 2),
+            ((ActionKind::ExpirationDays, "pending"), 1),
+        ]
+        .into_iter()
+        .collect()
+    );
     let prog = cursor.unwrap().buckets["b"]
         .rules
         .values()

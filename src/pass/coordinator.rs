@@ -393,6 +393,9 @@ impl Coordinator {
                         result.truncated.is_some(),
                     );
                     obs.metrics.events_scanned(rep.shard, rep.counters.events_scanned);
+                    for ((kind, decision), n) in &rep.counters.decisions {
+                        obs.metrics.matched_n(*kind, decision, *n);
+                    }
                     obs.metrics.shard_run_finished(
                         rep.shard,
                         o,

@@ -23,7 +23,8 @@ use serde::Serialize;
 
 use crate::engine::progress::{ActionProgress, Decision, ProgressTracker, Ticket, subject_of};
 use crate::engine::route::resolve_deferred;
-use crate::engine::{ActionKey, EMPTY_HASH, Match, Nanos, Snapshot, TimeConfig};
+use crate::engine::{ActionKey, ActionKind, EMPTY_HASH, Match, Nanos, Snapshot, TimeConfig};
+use crate::metrics::MatchDecision;
 use crate::pass::dispatch::CallResult;
 use crate::pass::plan::{self, Persisted, RecoveryReason};
 use crate::pb::filer_pb::Entry;
@@ -36,10 +37,14 @@ pub struct PassPlan {
     /// The pass's single `now`.
     pub now: Nanos,
     /// The newest meta-log time a recovery walk vouches for: `now`, but never
-    /// past the real clock at pass start (less the reorder margin). With
-    /// `--now` in the future, the walk cannot have seen objects written
-    /// between the real time and `now`; claiming them would make later passes
-    /// skip their events.
+    /// past the real clock at pass start. With `--now` in the future, the walk
+    /// cannot have seen objects written between the real time and `now`;
+    /// claiming them would make later passes skip their events. Listings start
+    /// after the plan is built, so an entry whose event the filer stamped
+    /// before this time existed when it was listed (assuming the filer's clock
+    /// is not behind ours by more than that gap; NTP keeps it far smaller).
+    /// No reorder margin here: it would make replay re-send, in the same pass,
+    /// deletes the walk just made for objects written seconds before the pass.
     pub observed_until: Nanos,
     /// Day length and due rounding.
     pub time: TimeConfig,
@@ -96,7 +101,7 @@ impl PassPlan {
         };
         PassPlan {
             now,
-            observed_until: now.min(wall.saturating_sub(crate::engine::progress::REORDER_MARGIN)),
+            observed_until: now.min(wall),
             time: snap.time(),
             skew_margin: pass.clock_skew_margin,
             walker_interval: pass.walker_interval,
@@ -268,9 +273,17 @@ pub struct Counters {
     pub pending: u64,
     /// Delete outcomes by label.
     pub deletes: BTreeMap<String, u64>,
+    /// Matches by action kind and what was done with them (for
+    /// `s3_lifecycled_matches_total`; `skipped` = resolved in an earlier pass).
+    #[serde(skip)]
+    pub decisions: BTreeMap<(ActionKind, &'static str), u64>,
 }
 
 impl Counters {
+    fn decided(&mut self, kind: ActionKind, decision: MatchDecision) {
+        *self.decisions.entry((kind, decision.as_str())).or_default() += 1;
+    }
+
     fn count(&mut self, label: &str) {
         // Unknown server outcomes halt like RETRY_LATER and count as RPC_ERROR
         // so the contract's fixed key set stays complete.
@@ -289,6 +302,9 @@ impl Counters {
         self.pending += other.pending;
         for (k, v) in &other.deletes {
             *self.deletes.entry(k.clone()).or_default() += v;
+        }
+        for (k, v) in &other.decisions {
+            *self.decisions.entry(*k).or_default() += v;
         }
     }
 
@@ -446,6 +462,7 @@ impl ShardRun {
                 book.unresolved = true;
                 continue;
             }
+            self.counters.decided(m.kind, MatchDecision::Dispatched);
             self.queue.push_back((
                 Work::Delete(request_of(&m)),
                 DeleteTicket::Walk {
@@ -531,13 +548,15 @@ impl ShardRun {
             };
             let subject = subject_of(&m.object_path, &m.version_id);
             match tracker.decide_subject(&key, ts, subject, m.due) {
-                Decision::Skip => {}
+                Decision::Skip => self.counters.decided(m.kind, MatchDecision::Skipped),
                 Decision::Pending => {
                     self.counters.matches += 1;
                     self.counters.pending += 1;
+                    self.counters.decided(m.kind, MatchDecision::Pending);
                 }
                 Decision::Dispatch(t) => {
                     self.counters.matches += 1;
+                    self.counters.decided(m.kind, MatchDecision::Dispatched);
                     let work = if m.lookup.is_some() {
                         Work::Lookup(Box::new(m.clone()))
                     } else {
