@@ -71,6 +71,26 @@ pub enum RulesCommand {
     },
 }
 
+/// The actix System on a multi-thread tokio runtime (actors on the System
+/// arbiter, gRPC and HTTP on the worker pool). `None` after printing why the
+/// runtime could not start.
+pub(crate) fn actix_system() -> Option<actix::SystemRunner> {
+    let runtime = || {
+        tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+    };
+    // Probe the builder once outside actix so a failure is an error, not a panic.
+    if let Err(e) = runtime() {
+        eprintln!("error: cannot start the async runtime: {e}");
+        return None;
+    }
+    Some(actix::System::with_tokio_rt(move || {
+        runtime().unwrap_or_else(|e| panic!("tokio runtime failed after a successful probe: {e}"))
+    }))
+}
+
 /// Runs the CLI and returns the process exit code.
 pub fn main() -> i32 {
     let cli = match Cli::try_parse() {

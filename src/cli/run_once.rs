@@ -122,20 +122,9 @@ pub fn run(args: RunOnceArgs) -> i32 {
         Ok(v) => v,
         Err(e) => return usage(format!("configuration key `pass.shards`: {e}")),
     };
-    let runtime = || {
-        tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(2)
-            .enable_all()
-            .build()
-    };
-    // Probe the builder once outside actix so a failure is an error, not a panic.
-    if let Err(e) = runtime() {
-        eprintln!("error: cannot start the async runtime: {e}");
+    let Some(sys) = super::actix_system() else {
         return EXIT_ERROR;
-    }
-    let sys = actix::System::with_tokio_rt(move || {
-        runtime().unwrap_or_else(|e| panic!("tokio runtime failed after a successful probe: {e}"))
-    });
+    };
     let json = args.json;
     let dry_run = args.dry_run;
     sys.block_on(async move {

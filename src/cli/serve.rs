@@ -73,19 +73,9 @@ pub fn run(args: ServeArgs) -> i32 {
         Ok(v) => v,
         Err(e) => return usage(format!("configuration key `pass.shards`: {e}")),
     };
-    let runtime = || {
-        tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(2)
-            .enable_all()
-            .build()
-    };
-    if let Err(e) = runtime() {
-        eprintln!("error: cannot start the async runtime: {e}");
+    let Some(sys) = super::actix_system() else {
         return EXIT_ERROR;
-    }
-    let sys = actix::System::with_tokio_rt(move || {
-        runtime().unwrap_or_else(|e| panic!("tokio runtime failed after a successful probe: {e}"))
-    });
+    };
     let code = sys.block_on(async move {
         let guard = match crate::telemetry::init(&s.telemetry, "s3-lifecycled") {
             Ok(g) => g,
