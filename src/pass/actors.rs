@@ -29,9 +29,7 @@ use crate::engine::{Match, Nanos, null_still_displaced};
 use crate::pass::dispatch::{Dispatch, Outcome};
 use crate::pass::observe::PassObserver;
 use crate::pass::ports::ClusterPort;
-use crate::pass::shard_run::{
-    DeleteTicket, PassPlan, ShardOutcome, ShardReport, ShardRun, Work,
-};
+use crate::pass::shard_run::{DeleteTicket, PassPlan, ShardOutcome, ShardReport, ShardRun, Work};
 use crate::pb::filer_pb::Entry;
 use crate::seaweed::cursor::ShardCursor;
 use crate::seaweed::delete::DeleteRequest;
