@@ -313,8 +313,8 @@ use std::time::Duration;
 use s3_lifecycled::engine::route::{DeferredLookup, Expect, route};
 use s3_lifecycled::engine::{MetaEvent, Snapshot};
 use s3_lifecycled::pass::actors::{
-    BeginPass, Drain, Finish, GetShardInfo, ReplayEvent, ShardActor, ShardInfo, ShardTelemetry,
-    StartReplay, restart_backoff,
+    BeginPass, Drain, Finish, GetShardInfo, RESTART_BUDGET, ReplayEvent, ShardActor, ShardInfo,
+    ShardTelemetry, StartReplay, restart_backoff,
 };
 use s3_lifecycled::pass::coordinator::{GetShards, PassResult};
 use s3_lifecycled::pass::dispatch::DeleteDispatcher;
@@ -962,4 +962,103 @@ async fn crashed_shard_is_restarted_sits_out_and_the_next_pass_resumes_from_the_
             .values()
             .all(|p| p.ts >= ts_of(19) - 5 * S)
     );
+}
+
+#[actix::test]
+async fn restart_budget_is_process_wide_and_renewed_for_the_pass_after_it_ran_out() {
+    tokio::time::pause();
+    let shard = 7;
+    let keys = keys_of_shard(shard, 2);
+    let store = Store::default();
+    cold_start(&keys, &store, vec![shard]).await;
+    let settings = Settings::default();
+    let info = bucket_info(&lifecycle_bucket()).unwrap();
+    let snap = Snapshot::compile(vec![info.to_config()], settings.time.time_config());
+    let plan = Arc::new(PassPlan::build(
+        &snap,
+        LATER,
+        LATER,
+        None,
+        &settings.pass,
+        Default::default(),
+    ));
+    let view = plan.replay.clone().unwrap();
+    let cluster = Arc::new(LogCluster {
+        boom: Some("boom".into()),
+        ..Arc::try_unwrap(LogCluster::new(&keys, store.clone()))
+            .ok()
+            .unwrap()
+    });
+    let server = Server::new(Duration::from_millis(1));
+    let coord = actix::Actor::start(Coordinator::new(cluster.clone(), Arc::new(server.clone())));
+    let actor = coord.send(GetShards).await.unwrap()[&shard].clone();
+    // Four passes, each crashing once on the panicking lookup: three
+    // restarts (one budget for the whole process), then the shard is left
+    // failed without a restart.
+    for n in 1..=4u32 {
+        let dispatcher = actix::Actor::start(DeleteDispatcher::new(
+            Arc::new(server.clone()) as Arc<dyn DeletePort<DeleteRequest>>,
+            None,
+            16,
+            RetryPolicy::default(),
+            false,
+        ));
+        actor
+            .send(BeginPass {
+                plan: plan.clone(),
+                persisted: store.lock().unwrap().get(&shard).cloned(),
+                window: 4,
+                dispatcher: dispatcher.recipient(),
+                tele: ShardTelemetry::default(),
+            })
+            .await
+            .unwrap();
+        actor.send(StartReplay).await.unwrap();
+        let mut m = route(&view, "/buckets", &create_event(0, &keys[0]))
+            .unwrap()
+            .matches;
+        m[0].lookup = Some(DeferredLookup {
+            directory: "/buckets/b".into(),
+            name: "boom".into(),
+            expect: Expect::Version {
+                version_id: "v1".into(),
+            },
+        });
+        actor
+            .send(ReplayEvent {
+                ts: ts_of(0),
+                matches: m,
+            })
+            .await
+            .unwrap();
+        tokio::time::sleep(restart_backoff(n) * 2).await;
+        actor.send(Drain).await.unwrap();
+        let (report, cursor) = actor
+            .send(Finish {
+                stream_end: Some(ts_of(0)),
+                events_not_routed: 0,
+            })
+            .await
+            .unwrap();
+        assert_eq!(report.outcome, ShardOutcome::Failed);
+        assert!(cursor.is_none());
+        let why = report.halt_reason.unwrap();
+        let restarts = actor.send(GetShardInfo).await.unwrap().restarts;
+        if n <= RESTART_BUDGET {
+            assert!(why.contains(&format!("restarted ({n} of 3)")), "{why}");
+            assert_eq!(restarts, n);
+        } else {
+            assert!(
+                why.contains("shard crashed") && !why.contains("restarted"),
+                "{why}"
+            );
+            assert_eq!(restarts, RESTART_BUDGET);
+        }
+    }
+    // The next pass gives the shard a fresh budget and it serves the pass.
+    let r = run_on(&coord, LATER + 3_600 * S, vec![shard]).await;
+    assert_eq!(r.outcome(), "completed", "{:?}", r.shards);
+    assert_eq!(deletes(&r, "DONE"), 2);
+    let info = actor.send(GetShardInfo).await.unwrap();
+    assert_eq!((info.passes, info.restarts), (5, 0));
 }

@@ -660,13 +660,23 @@ impl Handler<Crashed> for ShardActor {
         if self.restarts < RESTART_BUDGET {
             ctx.stop();
         } else {
-            // `guarded` already failed the run: the shard sits the pass out.
+            // No restart, but the same clean slate a restart gives: the
+            // crashed run may hold work that will never get an outcome (a
+            // lookup that panicked before it was sent), and Drain would wait
+            // for it forever. The shard sits the rest of the pass out.
             self.exhausted = true;
             tracing::error!(
                 shard = self.shard,
                 restarts = self.restarts,
                 "shard restart budget exhausted; it stays failed for this pass"
             );
+            let run = self.failed_run(format!(
+                "shard crashed with its restart budget ({RESTART_BUDGET}) spent: {}",
+                self.crash.as_deref().unwrap_or("unknown failure")
+            ));
+            let mut c = self.core.borrow_mut();
+            c.run = run;
+            c.pump();
         }
     }
 }
