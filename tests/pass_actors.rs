@@ -1003,10 +1003,11 @@ async fn restart_budget_is_process_wide_and_renewed_for_the_pass_after_it_ran_ou
             RetryPolicy::default(),
             false,
         ));
+        let persisted = store.lock().unwrap().get(&shard).cloned();
         actor
             .send(BeginPass {
                 plan: plan.clone(),
-                persisted: store.lock().unwrap().get(&shard).cloned(),
+                persisted,
                 window: 4,
                 dispatcher: dispatcher.recipient(),
                 tele: ShardTelemetry::default(),
