@@ -2,7 +2,8 @@
 //! through the dispatcher, halts only the shard whose delete came back
 //! RETRY_LATER, and saves every shard's cursor; halt ordering during replay
 //! (no new sends, in-flight deletes drain, cursor before the halting event),
-//! a crashed shard restarted by its supervisor and resumed by the next pass,
+//! the same 16 shard actors serving consecutive passes, a crashed shard
+//! restarted by its supervisor and resumed by the next pass on the same actor,
 //! and the per-shard in-flight window pushing back on the meta-log feed.
 //! Timers run on paused tokio time, so delays are virtual and deterministic.
 
@@ -309,13 +310,13 @@ async fn a_stopped_pass_is_truncated_sends_nothing_and_saves_every_cursor() {
 use std::collections::{BTreeSet, HashSet};
 use std::time::Duration;
 
-use actix::Supervisor;
 use s3_lifecycled::engine::route::{DeferredLookup, Expect, route};
 use s3_lifecycled::engine::{MetaEvent, Snapshot};
 use s3_lifecycled::pass::actors::{
-    Drain, Finish, ReplayEvent, ShardActor, StartReplay, restart_backoff,
+    BeginPass, Drain, Finish, GetShardInfo, RESTART_BUDGET, ReplayEvent, ShardActor, ShardInfo,
+    ShardTelemetry, StartReplay, restart_backoff,
 };
-use s3_lifecycled::pass::coordinator::PassResult;
+use s3_lifecycled::pass::coordinator::{GetShards, PassResult};
 use s3_lifecycled::pass::dispatch::DeleteDispatcher;
 use s3_lifecycled::pass::retry::RetryPolicy;
 use s3_lifecycled::pass::shard_run::PassPlan;
@@ -740,6 +741,75 @@ async fn in_flight_window_caps_each_shard_and_backpressure_stops_the_feed() {
     assert_eq!((server.peak(a), server.peak(b)), (window, window));
 }
 
+async fn run_on(coord: &actix::Addr<Coordinator>, now: Nanos, shards: Vec<u8>) -> PassResult {
+    coord
+        .send(RunPass(PassOptions {
+            now,
+            shards,
+            dry_run: false,
+            settings: Settings::default(),
+            run_id: "test".into(),
+            stop: Default::default(),
+        }))
+        .await
+        .unwrap()
+        .unwrap()
+}
+
+async fn shard_infos(shards: &BTreeMap<u8, actix::Addr<ShardActor>>) -> BTreeMap<u8, ShardInfo> {
+    let mut out = BTreeMap::new();
+    for (&s, a) in shards {
+        out.insert(s, a.send(GetShardInfo).await.unwrap());
+    }
+    out
+}
+
+#[actix::test]
+async fn the_same_sixteen_shard_actors_serve_consecutive_passes() {
+    tokio::time::pause();
+    let keys = keys_of_shard(3, 6)
+        .into_iter()
+        .chain(keys_of_shard(11, 6))
+        .collect::<Vec<_>>();
+    let store = Store::default();
+    let server = Server::new(Duration::from_millis(1));
+    let coord = actix::Actor::start(Coordinator::new(
+        LogCluster::new(&keys, store.clone()),
+        Arc::new(server.clone()),
+    ));
+    let all: Vec<u8> = (0..16).collect();
+
+    let before = coord.send(GetShards).await.unwrap();
+    assert_eq!(before.keys().copied().collect::<Vec<_>>(), all);
+    let first = shard_infos(&before).await;
+    assert!(first.values().all(|i| i.passes == 0 && i.restarts == 0));
+    let ids: BTreeSet<u64> = first.values().map(|i| i.actor_id).collect();
+    assert_eq!(ids.len(), 16, "one actor per shard");
+
+    // Pass 1: cold start, nothing due. Pass 2: every replayed object is due
+    // and is deleted from the cursors pass 1 saved.
+    let r1 = run_on(&coord, NOW, all.clone()).await;
+    assert_eq!(r1.outcome(), "completed", "{:?}", r1.shards);
+    assert!(server.calls().is_empty());
+    let r2 = run_on(&coord, LATER, all.clone()).await;
+    assert_eq!(r2.outcome(), "completed", "{:?}", r2.shards);
+    assert_eq!(deletes(&r2, "DONE"), 12);
+
+    let after = coord.send(GetShards).await.unwrap();
+    assert_eq!(before, after, "same addresses for both passes");
+    let second = shard_infos(&after).await;
+    for (s, i) in &second {
+        assert_eq!(i.actor_id, first[s].actor_id, "shard {s}: same actor");
+        assert_eq!(i.passes, 2, "shard {s}: served both passes");
+    }
+    // A pass over a subset leaves the other shards untouched.
+    let r3 = run_on(&coord, LATER + 3_600 * S, vec![3]).await;
+    assert_eq!(r3.outcome(), "completed", "{:?}", r3.shards);
+    let third = shard_infos(&after).await;
+    assert_eq!(third[&3].passes, 3);
+    assert_eq!(third[&11].passes, 2);
+}
+
 #[actix::test]
 async fn crashed_shard_is_restarted_sits_out_and_the_next_pass_resumes_from_the_cursor() {
     tokio::time::pause();
@@ -751,8 +821,9 @@ async fn crashed_shard_is_restarted_sits_out_and_the_next_pass_resumes_from_the_
     assert!(persisted.is_some());
     let before = persisted.clone();
 
-    // Drive one shard by hand, as the coordinator would, with a filer adapter
-    // that panics on one lookup.
+    // The process's coordinator, over a filer adapter that panics on one
+    // lookup. Pass 1 is driven by hand on its shard actor, as the
+    // coordinator's driver would.
     let settings = Settings::default();
     let info = bucket_info(&lifecycle_bucket()).unwrap();
     let snap = Snapshot::compile(vec![info.to_config()], settings.time.time_config());
@@ -772,6 +843,7 @@ async fn crashed_shard_is_restarted_sits_out_and_the_next_pass_resumes_from_the_
             .unwrap()
     });
     let server = Server::new(Duration::from_millis(100));
+    let coord = actix::Actor::start(Coordinator::new(cluster.clone(), Arc::new(server.clone())));
     let dispatcher = actix::Actor::start(DeleteDispatcher::new(
         Arc::new(server.clone()) as Arc<dyn DeletePort<DeleteRequest>>,
         None,
@@ -779,11 +851,18 @@ async fn crashed_shard_is_restarted_sits_out_and_the_next_pass_resumes_from_the_
         RetryPolicy::default(),
         false,
     ));
-    let actor = {
-        let (plan, cluster) = (plan.clone(), cluster.clone() as Arc<dyn ClusterPort>);
-        let d = dispatcher.recipient();
-        Supervisor::start(move |_| ShardActor::new(shard, plan, persisted, 4, d, cluster))
-    };
+    let actor = coord.send(GetShards).await.unwrap()[&shard].clone();
+    let id = actor.send(GetShardInfo).await.unwrap().actor_id;
+    actor
+        .send(BeginPass {
+            plan: plan.clone(),
+            persisted,
+            window: 4,
+            dispatcher: dispatcher.recipient(),
+            tele: ShardTelemetry::default(),
+        })
+        .await
+        .unwrap();
     let since = actor.send(StartReplay).await.unwrap();
     assert!(since.is_some_and(|s| s < ts_of(0)));
     let routed = |i: usize| route(&view, "/buckets", &create_event(i, &keys[i])).unwrap();
@@ -850,26 +929,25 @@ async fn crashed_shard_is_restarted_sits_out_and_the_next_pass_resumes_from_the_
         before.as_ref(),
         "the persisted cursor is untouched"
     );
+    let info = actor.send(GetShardInfo).await.unwrap();
+    assert_eq!((info.actor_id, info.passes, info.restarts), (id, 1, 1));
 
-    // The next pass starts from the persisted (pre-crash) cursor: the ten
-    // objects the crashed pass did not reach are deleted, the ten it did are
-    // re-sent once and come back NOOP_RESOLVED; no object is deleted twice.
-    let next = server.next_pass();
-    let r = pass(
-        LogCluster::new(&keys, store.clone()),
-        &next,
-        LATER + 3_600 * S,
-        vec![shard],
-        4,
-    )
-    .await;
+    // The next pass, through the same coordinator, reaches the same actor
+    // and starts from the persisted (pre-crash) cursor: the ten objects the
+    // crashed pass did not reach are deleted, the ten it did are re-sent once
+    // and come back NOOP_RESOLVED; no object is deleted twice.
+    let r = run_on(&coord, LATER + 3_600 * S, vec![shard]).await;
     assert_eq!(r.outcome(), "completed", "{:?}", r.shards);
     assert_eq!(deletes(&r, "DONE"), 10);
     assert_eq!(deletes(&r, "NOOP_RESOLVED"), 10);
-    let sent: HashSet<String> = next.calls().into_iter().collect();
+    assert_eq!(coord.send(GetShards).await.unwrap()[&shard], actor);
+    let info = actor.send(GetShardInfo).await.unwrap();
+    assert_eq!((info.actor_id, info.passes, info.restarts), (id, 2, 1));
+    let sent: HashSet<String> = server.calls()[10..].iter().cloned().collect();
     assert_eq!(sent.len(), 20, "each once");
+    assert_eq!(server.calls().len(), 30);
     // The server saw the first ten twice (DONE, then NOOP), the rest once.
-    let deleted = next.deleted.lock().unwrap();
+    let deleted = server.deleted.lock().unwrap();
     assert!(
         keys[..10].iter().all(|k| deleted.get(k) == Some(&2)),
         "{deleted:?}"
@@ -884,4 +962,104 @@ async fn crashed_shard_is_restarted_sits_out_and_the_next_pass_resumes_from_the_
             .values()
             .all(|p| p.ts >= ts_of(19) - 5 * S)
     );
+}
+
+#[actix::test]
+async fn restart_budget_is_process_wide_and_renewed_for_the_pass_after_it_ran_out() {
+    tokio::time::pause();
+    let shard = 7;
+    let keys = keys_of_shard(shard, 2);
+    let store = Store::default();
+    cold_start(&keys, &store, vec![shard]).await;
+    let settings = Settings::default();
+    let info = bucket_info(&lifecycle_bucket()).unwrap();
+    let snap = Snapshot::compile(vec![info.to_config()], settings.time.time_config());
+    let plan = Arc::new(PassPlan::build(
+        &snap,
+        LATER,
+        LATER,
+        None,
+        &settings.pass,
+        Default::default(),
+    ));
+    let view = plan.replay.clone().unwrap();
+    let cluster = Arc::new(LogCluster {
+        boom: Some("boom".into()),
+        ..Arc::try_unwrap(LogCluster::new(&keys, store.clone()))
+            .ok()
+            .unwrap()
+    });
+    let server = Server::new(Duration::from_millis(1));
+    let coord = actix::Actor::start(Coordinator::new(cluster.clone(), Arc::new(server.clone())));
+    let actor = coord.send(GetShards).await.unwrap()[&shard].clone();
+    // Four passes, each crashing once on the panicking lookup: three
+    // restarts (one budget for the whole process), then the shard is left
+    // failed without a restart.
+    for n in 1..=4u32 {
+        let dispatcher = actix::Actor::start(DeleteDispatcher::new(
+            Arc::new(server.clone()) as Arc<dyn DeletePort<DeleteRequest>>,
+            None,
+            16,
+            RetryPolicy::default(),
+            false,
+        ));
+        let persisted = store.lock().unwrap().get(&shard).cloned();
+        actor
+            .send(BeginPass {
+                plan: plan.clone(),
+                persisted,
+                window: 4,
+                dispatcher: dispatcher.recipient(),
+                tele: ShardTelemetry::default(),
+            })
+            .await
+            .unwrap();
+        actor.send(StartReplay).await.unwrap();
+        let mut m = route(&view, "/buckets", &create_event(0, &keys[0]))
+            .unwrap()
+            .matches;
+        m[0].lookup = Some(DeferredLookup {
+            directory: "/buckets/b".into(),
+            name: "boom".into(),
+            expect: Expect::Version {
+                version_id: "v1".into(),
+            },
+        });
+        actor
+            .send(ReplayEvent {
+                ts: ts_of(0),
+                matches: m,
+            })
+            .await
+            .unwrap();
+        tokio::time::sleep(restart_backoff(n) * 2).await;
+        actor.send(Drain).await.unwrap();
+        let (report, cursor) = actor
+            .send(Finish {
+                stream_end: Some(ts_of(0)),
+                events_not_routed: 0,
+            })
+            .await
+            .unwrap();
+        assert_eq!(report.outcome, ShardOutcome::Failed);
+        assert!(cursor.is_none());
+        let why = report.halt_reason.unwrap();
+        let restarts = actor.send(GetShardInfo).await.unwrap().restarts;
+        if n <= RESTART_BUDGET {
+            assert!(why.contains(&format!("restarted ({n} of 3)")), "{why}");
+            assert_eq!(restarts, n);
+        } else {
+            assert!(
+                why.contains("shard crashed") && !why.contains("restarted"),
+                "{why}"
+            );
+            assert_eq!(restarts, RESTART_BUDGET);
+        }
+    }
+    // The next pass gives the shard a fresh budget and it serves the pass.
+    let r = run_on(&coord, LATER + 3_600 * S, vec![shard]).await;
+    assert_eq!(r.outcome(), "completed", "{:?}", r.shards);
+    assert_eq!(deletes(&r, "DONE"), 2);
+    let info = actor.send(GetShardInfo).await.unwrap();
+    assert_eq!((info.passes, info.restarts), (5, 0));
 }

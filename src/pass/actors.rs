@@ -1,7 +1,9 @@
-//! The actors of a pass: [`ShardActor`] (supervised, one per selected shard)
-//! with its [`Replay`] and [`Walker`] children. They are thin: each message
-//! becomes a call on the shard's pure [`ShardRun`], and the deletes it hands out
-//! go to the [`DeleteDispatcher`](crate::pass::dispatch::DeleteDispatcher), which answers the child that sent them.
+//! The shard actors: [`ShardActor`] (supervised, one per shard, started once
+//! per process by the coordinator and reused by every pass) with its
+//! [`Replay`] and [`Walker`] children. They are thin: [`BeginPass`] gives the
+//! shard a fresh pure [`ShardRun`], each later message becomes a call on it,
+//! and the deletes it hands out go to the pass's
+//! [`DeleteDispatcher`](crate::pass::dispatch::DeleteDispatcher), which answers the child that sent them.
 //!
 //! Backpressure: a `WalkBatch` or `ReplayEvent` is answered only once the shard
 //! has room in its window for everything it queued, so the sender (the
@@ -12,8 +14,10 @@ use std::cell::RefCell;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::rc::Rc;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
+use actix::WeakRecipient;
 use actix::prelude::*;
 use tokio::sync::oneshot;
 
@@ -25,7 +29,7 @@ use crate::engine::{Match, Nanos, null_still_displaced};
 use crate::pass::dispatch::{Dispatch, Outcome};
 use crate::pass::observe::PassObserver;
 use crate::pass::ports::ClusterPort;
-use crate::pass::shard_run::{DeleteTicket, PassPlan, ShardReport, ShardRun, Work};
+use crate::pass::shard_run::{DeleteTicket, PassPlan, ShardOutcome, ShardReport, ShardRun, Work};
 use crate::pb::filer_pb::Entry;
 use crate::seaweed::cursor::ShardCursor;
 use crate::seaweed::delete::DeleteRequest;
@@ -63,13 +67,51 @@ pub type DeleteDispatch = Dispatch<DeleteRequest, DeleteTicket>;
 /// A delete's fate as the shard's children receive it.
 pub type DeleteOutcome = Outcome<DeleteRequest, DeleteTicket>;
 
-/// Restarts allowed per shard and pass before it is left failed.
+/// Restarts allowed per shard for the whole process before it is left failed
+/// for the rest of its pass (the next pass gives it a fresh budget).
 pub const RESTART_BUDGET: u32 = 3;
 
 /// Backoff before restart number `n` (1-based): `1.5^min(10, n−1)` seconds.
 pub fn restart_backoff(n: u32) -> Duration {
     Duration::from_secs_f64(1.5f64.powi(n.saturating_sub(1).min(10) as i32))
 }
+
+/// Starts a pass on a shard: replaces its per-pass state (a fresh
+/// [`ShardRun`] from `plan` and `persisted`), its dispatcher and telemetry.
+/// Sent before any other per-pass message; a shard not sent `BeginPass`
+/// takes no part in the pass.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct BeginPass {
+    /// The pass's snapshot and window.
+    pub plan: Arc<PassPlan>,
+    /// The shard's cursor as loaded at pass start.
+    pub persisted: Option<ShardCursor>,
+    /// `dispatch.max_in_flight_per_shard`.
+    pub window: usize,
+    /// The pass's dispatcher.
+    pub dispatcher: Recipient<DeleteDispatch>,
+    /// The pass's spans and observer.
+    pub tele: ShardTelemetry,
+}
+
+/// What a shard actor is, across passes (identity and counters).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, MessageResponse)]
+pub struct ShardInfo {
+    /// The shard.
+    pub shard: u8,
+    /// Process-unique id of this actor; kept across supervisor restarts.
+    pub actor_id: u64,
+    /// Passes begun on this actor since it was created.
+    pub passes: u64,
+    /// Supervisor restarts counted against the budget.
+    pub restarts: u32,
+}
+
+/// Answers the shard's [`ShardInfo`].
+#[derive(Message)]
+#[rtype(result = "ShardInfo")]
+pub struct GetShardInfo;
 
 /// Walker matches of one listed item, all due.
 #[derive(Message)]
@@ -147,7 +189,8 @@ struct Stop;
 /// State shared by a shard actor and its children (all on one arbiter).
 struct Core {
     run: Option<ShardRun>,
-    dispatcher: Recipient<DeleteDispatch>,
+    /// The current pass's dispatcher (none before the first pass).
+    dispatcher: Option<Recipient<DeleteDispatch>>,
     replay_to: Option<Recipient<DeleteOutcome>>,
     lookup_to: Option<Recipient<LookupDone>>,
     port: Arc<dyn ClusterPort>,
@@ -208,7 +251,7 @@ impl Core {
                 DeleteTicket::Walk { .. } => self.walk_to.clone(),
                 DeleteTicket::Replay(_) => self.replay_to.clone(),
             };
-            let Some(reply_to) = to else {
+            let (Some(reply_to), Some(dispatcher)) = (to, self.dispatcher.as_ref()) else {
                 // No child to answer to (restarting): report it as lost so the
                 // window and the cursor stay honest.
                 let r = crate::pass::dispatch::CallResult::Transport {
@@ -240,7 +283,7 @@ impl Core {
             self.tele.obs.board(|b| b.delete_sent(shard));
             // do_send: queued even when the dispatcher's mailbox is full; the
             // total is bounded by the shards' windows.
-            self.dispatcher.do_send(Dispatch {
+            dispatcher.do_send(Dispatch {
                 call,
                 ticket,
                 reply_to,
@@ -300,6 +343,20 @@ fn guarded<R>(core: &SharedCore, f: impl FnOnce(&mut Core) -> R) -> Result<R, St
     })
 }
 
+/// A child's link to its shard. Weak: the children live as long as the shard
+/// (which stops them in `stopped`), and a strong link would keep the shard
+/// alive after its coordinator is gone.
+#[derive(Clone)]
+struct Parent(WeakRecipient<Crashed>);
+
+impl Parent {
+    fn do_send(&self, m: Crashed) {
+        if let Some(p) = self.0.upgrade() {
+            p.do_send(m);
+        }
+    }
+}
+
 async fn await_rx(rx: oneshot::Receiver<()>) {
     // A dropped sender means the shard restarted; the caller goes on.
     let _ = rx.await;
@@ -308,7 +365,7 @@ async fn await_rx(rx: oneshot::Receiver<()>) {
 /// Replay child: applies routed events and replay outcomes.
 pub struct Replay {
     core: SharedCore,
-    parent: Recipient<Crashed>,
+    parent: Parent,
 }
 
 impl Actor for Replay {
@@ -373,7 +430,7 @@ impl Handler<Stop> for Replay {
 /// Walker child: applies walker matches and walker outcomes.
 pub struct Walker {
     core: SharedCore,
-    parent: Recipient<Crashed>,
+    parent: Parent,
 }
 
 impl Actor for Walker {
@@ -415,7 +472,7 @@ impl Handler<Stop> for Walker {
     }
 }
 
-fn on_outcome(core: &SharedCore, parent: &Recipient<Crashed>, o: DeleteOutcome) {
+fn on_outcome(core: &SharedCore, parent: &Parent, o: DeleteOutcome) {
     let r = guarded(core, |c| {
         let shard = c.run.as_ref().map(|r| r.shard());
         let label = o.result.label();
@@ -442,40 +499,52 @@ fn on_outcome(core: &SharedCore, parent: &Recipient<Crashed>, o: DeleteOutcome) 
     }
 }
 
-/// One shard: owns its pass state and cursor, supervises nothing itself but is
-/// supervised ([`actix::Supervisor`]); its children do the per-phase work.
-pub struct ShardActor {
-    shard: u8,
+/// Ids for [`ShardInfo::actor_id`].
+static NEXT_ACTOR_ID: AtomicU64 = AtomicU64::new(1);
+
+/// The per-pass state [`BeginPass`] hands over; kept so a restart can rebuild
+/// the shard's run from the persisted cursor.
+struct PassState {
     plan: Arc<PassPlan>,
     persisted: Option<ShardCursor>,
     window: usize,
+}
+
+/// One shard: lives for the whole process (the coordinator starts it once,
+/// supervised by [`actix::Supervisor`]) and owns the current pass's state and
+/// cursor; its children do the per-phase work.
+pub struct ShardActor {
+    shard: u8,
+    actor_id: u64,
+    passes: u64,
+    pass: Option<PassState>,
     core: SharedCore,
     replay: Option<Addr<Replay>>,
     walker: Option<Addr<Walker>>,
+    /// The delayed respawn of the children after a restart, so a pass begun
+    /// during the backoff can spawn them at once.
+    respawn: Option<SpawnHandle>,
+    /// Restarts since the process started (or since the budget was last
+    /// renewed, see [`BeginPass`]).
     restarts: u32,
+    /// The budget ran out during the current pass: the shard stays failed
+    /// until the next `BeginPass`.
+    exhausted: bool,
     crash: Option<String>,
 }
 
 impl ShardActor {
-    /// A shard for `plan`, starting from `persisted`, sending deletes to
-    /// `dispatcher` with at most `window` in flight.
-    pub fn new(
-        shard: u8,
-        plan: Arc<PassPlan>,
-        persisted: Option<ShardCursor>,
-        window: usize,
-        dispatcher: Recipient<DeleteDispatch>,
-        port: Arc<dyn ClusterPort>,
-    ) -> ShardActor {
-        let run = ShardRun::new(shard, plan.clone(), persisted.clone(), window);
+    /// Shard `shard`, reading lookups through `port`. It takes part in a
+    /// pass once sent [`BeginPass`].
+    pub fn new(shard: u8, port: Arc<dyn ClusterPort>) -> ShardActor {
         ShardActor {
             shard,
-            plan,
-            persisted,
-            window,
+            actor_id: NEXT_ACTOR_ID.fetch_add(1, Ordering::Relaxed),
+            passes: 0,
+            pass: None,
             core: Rc::new(RefCell::new(Core {
-                run: Some(run),
-                dispatcher,
+                run: None,
+                dispatcher: None,
                 replay_to: None,
                 lookup_to: None,
                 port,
@@ -488,19 +557,16 @@ impl ShardActor {
             })),
             replay: None,
             walker: None,
+            respawn: None,
             restarts: 0,
+            exhausted: false,
             crash: None,
         }
     }
 
-    /// Reports to `tele` (spans, metrics, status board).
-    pub fn with_telemetry(self, tele: ShardTelemetry) -> ShardActor {
-        self.core.borrow_mut().tele = tele;
-        self
-    }
-
     fn spawn_children(&mut self, ctx: &mut Context<Self>) {
-        let parent: Recipient<Crashed> = ctx.address().recipient();
+        self.respawn = None;
+        let parent = Parent(ctx.address().recipient::<Crashed>().downgrade());
         self.replay = Some(
             Replay {
                 core: self.core.clone(),
@@ -516,6 +582,24 @@ impl ShardActor {
             .start(),
         );
     }
+
+    fn stop_children(&mut self) {
+        if let Some(r) = self.replay.take() {
+            r.do_send(Stop);
+        }
+        if let Some(w) = self.walker.take() {
+            w.do_send(Stop);
+        }
+    }
+
+    /// A run for the current pass from the persisted cursor, failed with
+    /// `why` (`None` when no pass is under way).
+    fn failed_run(&self, why: String) -> Option<ShardRun> {
+        let p = self.pass.as_ref()?;
+        let mut run = ShardRun::new(self.shard, p.plan.clone(), p.persisted.clone(), p.window);
+        run.fail(why);
+        Some(run)
+    }
 }
 
 impl Actor for ShardActor {
@@ -526,44 +610,41 @@ impl Actor for ShardActor {
         if self.restarts == 0 {
             self.spawn_children(ctx);
         } else {
-            ctx.run_later(restart_backoff(self.restarts), |act, ctx| {
+            let h = ctx.run_later(restart_backoff(self.restarts), |act, ctx| {
                 act.spawn_children(ctx)
             });
+            self.respawn = Some(h);
         }
+    }
+
+    fn stopped(&mut self, _ctx: &mut Context<Self>) {
+        // On a restart and at the end of the process alike: the children
+        // hold the shard's state and must not outlive this incarnation.
+        self.stop_children();
     }
 }
 
 impl Supervised for ShardActor {
     fn restarting(&mut self, _ctx: &mut Context<Self>) {
         self.restarts += 1;
+        self.respawn = None;
         {
             let c = self.core.borrow();
             c.tele.obs.metrics.shard_restarted(self.shard);
             c.tele.obs.board(|b| b.shard_restarted(self.shard));
         }
-        if let Some(r) = self.replay.take() {
-            r.do_send(Stop);
-        }
-        if let Some(w) = self.walker.take() {
-            w.do_send(Stop);
-        }
+        self.stop_children();
         // Rebuild from the persisted cursor. Events already read this pass
         // cannot be read again, so the shard sits the rest of the pass out
         // (failed, cursor not saved) and the next pass resumes from the
         // persisted cursor.
-        let mut run = ShardRun::new(
-            self.shard,
-            self.plan.clone(),
-            self.persisted.clone(),
-            self.window,
-        );
-        run.fail(format!(
+        let run = self.failed_run(format!(
             "restarted ({} of {RESTART_BUDGET}) after: {}",
             self.restarts,
             self.crash.as_deref().unwrap_or("unknown failure")
         ));
         let mut c = self.core.borrow_mut();
-        c.run = Some(run);
+        c.run = run;
         c.replay_to = None;
         c.lookup_to = None;
         c.walk_to = None;
@@ -578,6 +659,74 @@ impl Handler<Crashed> for ShardActor {
         self.crash = Some(m.0);
         if self.restarts < RESTART_BUDGET {
             ctx.stop();
+        } else {
+            // No restart, but the same clean slate a restart gives: the
+            // crashed run may hold work that will never get an outcome (a
+            // lookup that panicked before it was sent), and Drain would wait
+            // for it forever. The shard sits the rest of the pass out.
+            self.exhausted = true;
+            tracing::error!(
+                shard = self.shard,
+                restarts = self.restarts,
+                "shard restart budget exhausted; it stays failed for this pass"
+            );
+            let run = self.failed_run(format!(
+                "shard crashed with its restart budget ({RESTART_BUDGET}) spent: {}",
+                self.crash.as_deref().unwrap_or("unknown failure")
+            ));
+            let mut c = self.core.borrow_mut();
+            c.run = run;
+            c.pump();
+        }
+    }
+}
+
+impl Handler<BeginPass> for ShardActor {
+    type Result = ();
+    fn handle(&mut self, m: BeginPass, ctx: &mut Context<Self>) {
+        self.passes += 1;
+        if self.exhausted {
+            tracing::warn!(
+                shard = self.shard,
+                restarts = self.restarts,
+                "shard exhausted its restart budget in an earlier pass; giving it a fresh chance"
+            );
+            self.exhausted = false;
+            self.restarts = 0;
+        }
+        // A pass begun during a restart's backoff must not lose its deletes
+        // to missing children: spawn them now.
+        if let Some(h) = self.respawn.take() {
+            ctx.cancel_future(h);
+        }
+        if self.replay.is_none() || self.walker.is_none() {
+            self.stop_children();
+            self.spawn_children(ctx);
+        }
+        let run = ShardRun::new(self.shard, m.plan.clone(), m.persisted.clone(), m.window);
+        self.pass = Some(PassState {
+            plan: m.plan,
+            persisted: m.persisted,
+            window: m.window,
+        });
+        self.crash = None;
+        let mut c = self.core.borrow_mut();
+        c.run = Some(run);
+        c.dispatcher = Some(m.dispatcher);
+        c.tele = m.tele;
+        c.spans = Spans::default();
+        c.extra_events = 0;
+    }
+}
+
+impl Handler<GetShardInfo> for ShardActor {
+    type Result = ShardInfo;
+    fn handle(&mut self, _: GetShardInfo, _: &mut Context<Self>) -> ShardInfo {
+        ShardInfo {
+            shard: self.shard,
+            actor_id: self.actor_id,
+            passes: self.passes,
+            restarts: self.restarts,
         }
     }
 }
@@ -659,36 +808,36 @@ impl Handler<Finish> for ShardActor {
         let mut c = self.core.borrow_mut();
         c.extra_events += m.events_not_routed;
         let extra = c.extra_events;
-        let run = c.run.take().unwrap_or_else(|| {
-            let mut r = ShardRun::new(
-                self.shard,
-                self.plan.clone(),
-                self.persisted.clone(),
-                self.window,
-            );
-            r.fail("shard state lost".into());
-            r
-        });
+        let taken = c.run.take();
         drop(c);
+        let Some(run) = taken.or_else(|| self.failed_run("shard state lost".into())) else {
+            // Finish without BeginPass: the shard took no part in the pass.
+            let report = ShardReport {
+                shard: self.shard,
+                outcome: ShardOutcome::Failed,
+                buckets: 0,
+                rules: 0,
+                counters: Default::default(),
+                walker_ran: false,
+                recovery: Vec::new(),
+                halt_reason: Some("shard was not started for this pass".into()),
+            };
+            return MessageResult((report, None));
+        };
         let (mut report, cursor) = run.finish(m.stream_end);
         report.counters.events_scanned += extra;
-        {
-            let mut c = self.core.borrow_mut();
-            if let Some(span) = c.spans.replay.take() {
-                telemetry::record_outcome(&span, report.outcome.as_str());
-            }
-            for (_, span) in c.spans.walk.drain() {
-                telemetry::record_outcome(&span, report.outcome.as_str());
-            }
+        let mut c = self.core.borrow_mut();
+        if let Some(span) = c.spans.replay.take() {
+            telemetry::record_outcome(&span, report.outcome.as_str());
         }
-        if let Some(r) = self.replay.take() {
-            r.do_send(Stop);
+        for (_, span) in c.spans.walk.drain() {
+            telemetry::record_outcome(&span, report.outcome.as_str());
         }
-        if let Some(w) = self.walker.take() {
-            w.do_send(Stop);
-        }
-        // No ctx.stop(): a stop would make the Supervisor restart the shard.
-        // The actor ends with the System at the end of the run.
+        c.extra_events = 0;
+        // The pass's dispatcher ends with the pass; the children stay for
+        // the next one. No ctx.stop(): a stop would make the Supervisor
+        // restart the shard.
+        c.dispatcher = None;
         MessageResult((report, cursor))
     }
 }

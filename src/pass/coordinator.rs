@@ -1,7 +1,9 @@
 //! The Coordinator actor, started once per process and sent one [`RunPass`]
-//! per pass. For each pass it takes one `now` and one consistent snapshot,
-//! owns the shared rate limiter and the [`DeleteDispatcher`], starts the
-//! supervised [`ShardActor`]s, then drives the phases (walk, replay, finish,
+//! per pass. When it starts it starts the [`SHARD_COUNT`] supervised
+//! [`ShardActor`]s, which live as long as it does. For each pass it takes one
+//! `now` and one consistent snapshot, owns the shared rate limiter and the
+//! [`DeleteDispatcher`], hands each selected shard its per-pass state
+//! ([`BeginPass`]), then drives the phases (walk, replay, finish,
 //! save) from a `tokio::spawn`ed task that talks to the shards only by message,
 //! stops dispatching early on a [`StopSignal`] or `pass.max_runtime` (the pass
 //! is then `truncated`), and reports to a [`PassObserver`]. I/O stays in Send
@@ -18,10 +20,11 @@ use tokio::sync::watch;
 use tracing::{Instrument as _, Span};
 
 use crate::config::Settings;
-use crate::engine::{Nanos, Snapshot, route, walk};
+use crate::engine::{Nanos, SHARD_COUNT, Snapshot, route, walk};
 use crate::http::status_page::ShardPhase;
 use crate::pass::actors::{
-    Drain, Finish, ListingDone, ReplayEvent, ShardActor, ShardTelemetry, StartReplay, WalkBatch,
+    BeginPass, Drain, Finish, ListingDone, ReplayEvent, ShardActor, ShardTelemetry, StartReplay,
+    WalkBatch,
 };
 use crate::pass::dispatch::{DeleteDispatcher, DeletePort, limiter};
 use crate::pass::observe::PassObserver;
@@ -202,11 +205,21 @@ async fn prepare(port: Arc<dyn ClusterPort>, opts: &PassOptions) -> Result<Prepa
 #[rtype(result = "Result<PassResult, String>")]
 pub struct RunPass(pub PassOptions);
 
-/// Owns the pass's limiter, dispatcher and shard actors.
+/// Answers the addresses of the coordinator's shard actors (the same ones for
+/// every pass), by shard.
+#[derive(Message)]
+#[rtype(result = "BTreeMap<u8, Addr<ShardActor>>")]
+pub struct GetShards;
+
+/// Owns the shard actors (for the whole process) and each pass's limiter and
+/// dispatcher.
 pub struct Coordinator {
     port: Arc<dyn ClusterPort>,
     deletes: Arc<dyn DeletePort<DeleteRequest>>,
     obs: PassObserver,
+    /// Started in `started`; a shard's Supervisor keeps its address across
+    /// restarts, so every pass reaches the same actor.
+    shards: BTreeMap<u8, Addr<ShardActor>>,
 }
 
 impl Coordinator {
@@ -222,12 +235,35 @@ impl Coordinator {
         deletes: Arc<dyn DeletePort<DeleteRequest>>,
         obs: PassObserver,
     ) -> Self {
-        Coordinator { port, deletes, obs }
+        Coordinator {
+            port,
+            deletes,
+            obs,
+            shards: BTreeMap::new(),
+        }
     }
 }
 
 impl Actor for Coordinator {
     type Context = Context<Self>;
+
+    fn started(&mut self, _ctx: &mut Context<Self>) {
+        for shard in 0..SHARD_COUNT {
+            let Ok(shard) = u8::try_from(shard) else {
+                continue;
+            };
+            let port = self.port.clone();
+            let addr = Supervisor::start(move |_| ShardActor::new(shard, port));
+            self.shards.insert(shard, addr);
+        }
+    }
+}
+
+impl Handler<GetShards> for Coordinator {
+    type Result = MessageResult<GetShards>;
+    fn handle(&mut self, _: GetShards, _: &mut Context<Self>) -> Self::Result {
+        MessageResult(self.shards.clone())
+    }
 }
 
 impl Handler<RunPass> for Coordinator {
@@ -308,23 +344,37 @@ impl Coordinator {
         }
         let window = s.dispatch.max_in_flight_per_shard;
         let mut shards = BTreeMap::new();
+        let mut begins = Vec::new();
         let mut failed = Vec::new();
         for (shard, cursor) in p.cursors {
+            let Some(addr) = self.shards.get(&shard).cloned() else {
+                failed.push((
+                    shard,
+                    format!(
+                        "shard {shard} does not exist (shards are 0..{})",
+                        SHARD_COUNT
+                    ),
+                ));
+                continue;
+            };
             match cursor {
                 Ok(persisted) => {
                     let shard_plan = plan_shard(&p.plan, persisted.as_ref());
-                    let plan = p.plan.clone();
-                    let d = dispatcher.clone().recipient();
-                    let port = self.port.clone();
                     let shard_span = telemetry::shard_span(&span, shard);
                     let tele = ShardTelemetry {
                         span: shard_span.clone(),
                         obs: self.obs.clone(),
                     };
-                    let addr = Supervisor::start(move |_| {
-                        ShardActor::new(shard, plan, persisted, window, d, port)
-                            .with_telemetry(tele)
-                    });
+                    begins.push((
+                        addr.clone(),
+                        BeginPass {
+                            plan: p.plan.clone(),
+                            persisted,
+                            window,
+                            dispatcher: dispatcher.clone().recipient(),
+                            tele,
+                        },
+                    ));
                     shards.insert(shard, (addr, shard_plan, shard_span));
                 }
                 Err(e) => failed.push((shard, e)),
@@ -334,6 +384,7 @@ impl Coordinator {
             port: self.port.clone(),
             plan: p.plan,
             shards,
+            begins,
             dry_run: opts.dry_run,
             obs: self.obs.clone(),
         };
@@ -439,6 +490,8 @@ struct Driver {
     port: Arc<dyn ClusterPort>,
     plan: Arc<PassPlan>,
     shards: BTreeMap<u8, (Addr<ShardActor>, ShardPlan, Span)>,
+    /// Each selected shard's per-pass state, sent before anything else.
+    begins: Vec<(Addr<ShardActor>, BeginPass)>,
     dry_run: bool,
     obs: PassObserver,
 }
@@ -452,11 +505,16 @@ async fn halted(mut rx: watch::Receiver<Option<String>>) {
 
 impl Driver {
     async fn run(
-        self,
+        mut self,
         started: Instant,
         halt: watch::Receiver<Option<String>>,
     ) -> (Vec<ShardResult>, Option<String>) {
         let mut error = None;
+        // Awaited: every shard has its fresh run before the first batch.
+        // A shard that is gone fails at Finish ("shard actor gone").
+        for (addr, begin) in std::mem::take(&mut self.begins) {
+            let _ = addr.send(begin).await;
+        }
         let walk_complete = self.walk_phase(&halt).await;
         self.drain().await;
         let (stream_end, not_routed) = if walk_complete && halt.borrow().is_none() {
