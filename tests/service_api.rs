@@ -284,6 +284,22 @@ async fn span_tree_of_real_passes_reaches_an_otlp_receiver() {
     let (replay_id, _) = serve.trigger(&[]);
     let last = serve.wait_last(&replay_id, Duration::from_secs(60));
     assert_eq!(last["buckets"][0]["deletes"]["DONE"], 2, "{last}");
+    // The batch processor exports on its own schedule; give it time on a busy
+    // machine rather than relying on the shutdown flush alone.
+    let has_pass = |id: &str| {
+        receiver
+            .spans
+            .lock()
+            .unwrap()
+            .iter()
+            .any(|s| s.name == "pass" && attr(s, "run_id").as_deref() == Some(id))
+    };
+    for _ in 0..60 {
+        if has_pass(&walk_id) && has_pass(&replay_id) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
     // SIGTERM flushes the exporter on the way out.
     let (code, _) = serve.stop_with("TERM", Duration::from_secs(40));
     assert_eq!(code, 0, "{}", serve.log_text());

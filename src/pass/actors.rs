@@ -838,6 +838,10 @@ impl Handler<Finish> for ShardActor {
         // the next one. No ctx.stop(): a stop would make the Supervisor
         // restart the shard.
         c.dispatcher = None;
+        // Release the pass's shard span: a span is exported only once every
+        // handle is gone, and a long-lived shard holding it would keep the
+        // whole pass trace (its parent) unexported until the next pass.
+        c.tele.span = Span::none();
         MessageResult((report, cursor))
     }
 }
