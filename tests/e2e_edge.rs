@@ -16,21 +16,12 @@ use std::collections::BTreeSet;
 use std::time::Duration;
 
 use aws_sdk_s3::primitives::ByteStream;
-use aws_sdk_s3::types::{BucketVersioningStatus, Tag, Tagging, VersioningConfiguration};
+use aws_sdk_s3::types::{BucketVersioningStatus, Tag, Tagging};
+use common::set_versioning;
 
 use e2e_support::*;
 
 const SEC_NS: i64 = 1_000_000_000;
-
-/// Sets the bucket's versioning status.
-async fn set_versioning(s3: &aws_sdk_s3::Client, bucket: &str, status: BucketVersioningStatus) {
-    s3.put_bucket_versioning()
-        .bucket(bucket)
-        .versioning_configuration(VersioningConfiguration::builder().status(status).build())
-        .send()
-        .await
-        .unwrap_or_else(|e| panic!("PutBucketVersioning {bucket}: {e:?}"));
-}
 
 /// Deletes one key (or one version of it).
 async fn delete(s3: &aws_sdk_s3::Client, bucket: &str, key: &str, version: Option<&str>) {

@@ -5,7 +5,7 @@
 mod common;
 
 use aws_sdk_s3::primitives::ByteStream;
-use aws_sdk_s3::types::{BucketVersioningStatus, VersioningConfiguration};
+use aws_sdk_s3::types::BucketVersioningStatus;
 use s3_lifecycled::engine::{ActionKind, EntryIdentity, RuleHash};
 use s3_lifecycled::seaweed::delete::{
     DeleteClient, DeleteError, DeleteRequest, Outcome, RPC_ERROR_LABEL,
@@ -76,17 +76,7 @@ async fn exists(c: &Cluster, bucket: &str, key: &str) -> bool {
 }
 
 async fn enable_versioning(c: &Cluster, bucket: &str) {
-    c.s3_client()
-        .put_bucket_versioning()
-        .bucket(bucket)
-        .versioning_configuration(
-            VersioningConfiguration::builder()
-                .status(BucketVersioningStatus::Enabled)
-                .build(),
-        )
-        .send()
-        .await
-        .unwrap();
+    common::set_versioning(&c.s3_client(), bucket, BucketVersioningStatus::Enabled).await;
 }
 
 #[tokio::test]

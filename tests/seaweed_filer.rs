@@ -5,7 +5,7 @@
 
 mod common;
 
-use aws_sdk_s3::types::{BucketVersioningStatus, VersioningConfiguration};
+use aws_sdk_s3::types::BucketVersioningStatus;
 use futures::TryStreamExt;
 use s3_lifecycled::engine::keys;
 use s3_lifecycled::pb::filer_pb::{Entry, FuseAttributes};
@@ -25,17 +25,6 @@ async fn client() -> FilerClient {
         .unwrap()
 }
 
-async fn set_versioning(bucket: &str, status: BucketVersioningStatus) {
-    common::cluster()
-        .s3_client()
-        .put_bucket_versioning()
-        .bucket(bucket)
-        .versioning_configuration(VersioningConfiguration::builder().status(status).build())
-        .send()
-        .await
-        .unwrap();
-}
-
 #[tokio::test]
 async fn bucket_discovery_reads_every_setting_and_isolates_bad_documents() {
     let c = common::cluster();
@@ -43,12 +32,27 @@ async fn bucket_discovery_reads_every_setting_and_isolates_bad_documents() {
     let filer = client().await;
 
     let versioned = c.new_bucket("disc-versioned").await.unwrap();
-    set_versioning(&versioned, BucketVersioningStatus::Enabled).await;
+    common::set_versioning(
+        &common::cluster().s3_client(),
+        &versioned,
+        BucketVersioningStatus::Enabled,
+    )
+    .await;
     c.put_lifecycle_xml(&versioned, XML).await.unwrap();
 
     let suspended = c.new_bucket("disc-suspended").await.unwrap();
-    set_versioning(&suspended, BucketVersioningStatus::Enabled).await;
-    set_versioning(&suspended, BucketVersioningStatus::Suspended).await;
+    common::set_versioning(
+        &common::cluster().s3_client(),
+        &suspended,
+        BucketVersioningStatus::Enabled,
+    )
+    .await;
+    common::set_versioning(
+        &common::cluster().s3_client(),
+        &suspended,
+        BucketVersioningStatus::Suspended,
+    )
+    .await;
 
     let locked = c.unique_bucket("disc-lock");
     s3.create_bucket()

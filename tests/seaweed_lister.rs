@@ -9,7 +9,8 @@ mod common;
 use std::collections::BTreeSet;
 
 use aws_sdk_s3::primitives::ByteStream;
-use aws_sdk_s3::types::{BucketVersioningStatus, VersioningConfiguration};
+use aws_sdk_s3::types::BucketVersioningStatus;
+use common::set_versioning;
 use futures::StreamExt;
 use s3_lifecycled::engine::keys;
 use s3_lifecycled::pb::filer_pb::{Entry, FuseAttributes};
@@ -27,15 +28,6 @@ async fn put(s3: &aws_sdk_s3::Client, bucket: &str, key: &str, body: &'static [u
         .send()
         .await
         .unwrap_or_else(|e| panic!("PUT {key}: {e:?}"));
-}
-
-async fn set_versioning(s3: &aws_sdk_s3::Client, bucket: &str, status: BucketVersioningStatus) {
-    s3.put_bucket_versioning()
-        .bucket(bucket)
-        .versioning_configuration(VersioningConfiguration::builder().status(status).build())
-        .send()
-        .await
-        .unwrap();
 }
 
 fn file(name: &str, ext: &[(&str, &str)]) -> Entry {

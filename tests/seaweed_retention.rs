@@ -8,7 +8,7 @@ use std::time::Duration;
 use s3_lifecycled::pb::filer_pb::seaweed_filer_client::SeaweedFilerClient;
 use s3_lifecycled::pb::filer_pb::{DeleteEntryRequest, Entry, ListEntriesRequest};
 use s3_lifecycled::seaweed::retention::{
-    META_LOG_ROOT, earliest_available, earliest_available_under, retention_window,
+    META_LOG_ROOT, earliest_available, earliest_available_under,
 };
 use time::OffsetDateTime;
 use time::format_description::well_known::Rfc3339;
@@ -93,7 +93,7 @@ async fn probe_agrees_with_log_listing_and_follows_deletion() {
     let now = now_ns();
     assert!(probe.ts_ns <= now);
     assert_eq!(
-        retention_window(now, probe.ts_ns),
+        s3_lifecycled::pass::plan::retention_window(now, Some(probe.ts_ns), Duration::ZERO),
         Duration::from_nanos((now - probe.ts_ns) as u64)
     );
 

@@ -10,4 +10,4 @@ pub mod http;
 pub mod s3;
 
 pub use cluster::{Cluster, cluster};
-pub use s3::now_ns;
+pub use s3::{now_ns, set_versioning};

@@ -19,10 +19,10 @@ use tonic::transport::Channel;
 use super::cluster::Cluster;
 use super::http;
 
-/// Extended key holding the raw lifecycle XML on a bucket entry (seaweedfs-live.md §2).
-pub const LIFECYCLE_XML_KEY: &str = "s3-bucket-lifecycle-configuration-xml";
-/// Extended key a demoted version gets (seaweedfs-live.md §1).
-pub const NONCURRENT_SINCE_KEY: &str = "Seaweed-X-Amz-Noncurrent-Since-Ns";
+/// Extended keys SeaweedFS writes, from the library's one list.
+pub use s3_lifecycled::engine::keys::{
+    LIFECYCLE_XML as LIFECYCLE_XML_KEY, NONCURRENT_SINCE_NS as NONCURRENT_SINCE_KEY,
+};
 /// gRPC messages can be large (batched metadata responses); Go clients allow 1 GiB too.
 const MAX_DECODE: usize = 1 << 30;
 /// Concurrent PUTs in [`Cluster::put_objects_bulk`].
@@ -31,6 +31,24 @@ const BULK_IN_FLIGHT: usize = 16;
 static BUCKET_SEQ: AtomicU64 = AtomicU64::new(0);
 
 /// Current time in ns since the epoch (test support may read the clock; the engine may not).
+/// Sets a bucket's versioning status (Enabled or Suspended) through S3.
+pub async fn set_versioning(
+    s3: &aws_sdk_s3::Client,
+    bucket: &str,
+    status: aws_sdk_s3::types::BucketVersioningStatus,
+) {
+    s3.put_bucket_versioning()
+        .bucket(bucket)
+        .versioning_configuration(
+            aws_sdk_s3::types::VersioningConfiguration::builder()
+                .status(status)
+                .build(),
+        )
+        .send()
+        .await
+        .unwrap_or_else(|e| panic!("PutBucketVersioning {bucket}: {e:?}"));
+}
+
 pub fn now_ns() -> i64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)

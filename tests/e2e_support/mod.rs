@@ -10,7 +10,7 @@ use std::process::Stdio;
 use std::time::Duration;
 
 use aws_sdk_s3::primitives::ByteStream;
-use aws_sdk_s3::types::{BucketVersioningStatus, VersioningConfiguration};
+use aws_sdk_s3::types::BucketVersioningStatus;
 use serde_json::Value;
 
 use crate::common::{self, Cluster};
@@ -316,16 +316,7 @@ pub async fn put(
 
 /// Turns versioning on.
 pub async fn enable_versioning(s3: &aws_sdk_s3::Client, bucket: &str) {
-    s3.put_bucket_versioning()
-        .bucket(bucket)
-        .versioning_configuration(
-            VersioningConfiguration::builder()
-                .status(BucketVersioningStatus::Enabled)
-                .build(),
-        )
-        .send()
-        .await
-        .unwrap_or_else(|e| panic!("PutBucketVersioning {bucket}: {e:?}"));
+    common::set_versioning(s3, bucket, BucketVersioningStatus::Enabled).await;
 }
 
 /// Current object keys (ListObjectsV2, all pages).
