@@ -260,7 +260,7 @@ fn status(args: &StatusArgs) -> Result<(), Failure> {
         if args.json {
             println!("{}", pretty(&status_json(&st)));
         } else {
-            print!("{}", status_text(&st, now_ns()));
+            print!("{}", status_text(&st, crate::pass::observe::wall_ns()));
         }
     }
     Ok(())
@@ -269,11 +269,6 @@ fn status(args: &StatusArgs) -> Result<(), Failure> {
 fn pretty(v: &Value) -> String {
     // Serializing a `Value` cannot fail; fall back to the compact form anyway.
     serde_json::to_string_pretty(v).unwrap_or_else(|_| v.to_string())
-}
-
-fn now_ns() -> i64 {
-    let t = time::OffsetDateTime::now_utc().unix_timestamp_nanos();
-    i64::try_from(t).unwrap_or(i64::MAX)
 }
 
 /// The order deletes are shown in, and the JSON keys that are always present.

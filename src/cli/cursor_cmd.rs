@@ -8,7 +8,7 @@ use clap::{Args, Subcommand};
 
 use crate::cli::{EXIT_ERROR, EXIT_OK, EXIT_USAGE};
 use crate::config::{Settings, parse_shards};
-use crate::engine::{Nanos, Snapshot};
+use crate::engine::Snapshot;
 use crate::pass::migrate::import_go;
 use crate::pass::shard_run::PassPlan;
 use crate::seaweed::buckets::list_bucket_configs;
@@ -72,10 +72,6 @@ fn settings(t: &CursorTarget) -> Result<(Settings, Vec<u8>), String> {
     }
     let shards = parse_shards(&t.shards).map_err(|m| format!("flag --shards: {m}"))?;
     Ok((s, shards))
-}
-
-fn now_ns() -> Nanos {
-    i64::try_from(time::OffsetDateTime::now_utc().unix_timestamp_nanos()).unwrap_or(Nanos::MAX)
 }
 
 /// Runs a `cursor` subcommand and returns the exit code.
@@ -166,7 +162,7 @@ async fn run_async(cmd: CursorCommand, s: Settings, shards: Vec<u8>) -> Result<(
                 .map(|b| b.to_config())
                 .collect();
             let snap = Snapshot::compile(configs, s.time.time_config());
-            let now = now_ns();
+            let now = crate::pass::observe::wall_ns();
             let earliest = if s.pass.meta_log_retention.is_zero() {
                 retention::earliest_available(&mut client.raw())
                     .await

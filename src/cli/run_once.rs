@@ -87,11 +87,9 @@ pub fn settings(args: &RunOnceArgs) -> Result<Settings, String> {
 
 /// Parses `--now`.
 pub fn parse_now(s: &str) -> Result<Nanos, String> {
-    let t = OffsetDateTime::parse(s.trim(), &Rfc3339).map_err(|e| {
+    crate::admin::parse_rfc3339_ns(s).map_err(|e| {
         format!("flag --now: `{s}` is not an RFC 3339 time such as 2026-01-31T00:00:00Z ({e})")
-    })?;
-    i64::try_from(t.unix_timestamp_nanos())
-        .map_err(|_| format!("flag --now: `{s}` is out of range"))
+    })
 }
 
 fn rfc3339(ns: Nanos) -> String {
@@ -99,10 +97,6 @@ fn rfc3339(ns: Nanos) -> String {
         .ok()
         .and_then(|t| t.format(&Rfc3339).ok())
         .unwrap_or_else(|| ns.to_string())
-}
-
-fn wall_clock_ns() -> Nanos {
-    i64::try_from(OffsetDateTime::now_utc().unix_timestamp_nanos()).unwrap_or(i64::MAX)
 }
 
 /// Runs the subcommand and returns the exit code.
@@ -116,7 +110,7 @@ pub fn run(args: RunOnceArgs) -> i32 {
             Ok(v) => v,
             Err(e) => return usage(e),
         },
-        None => wall_clock_ns(),
+        None => crate::pass::observe::wall_ns(),
     };
     let shards = match parse_shards(&s.pass.shards) {
         Ok(v) => v,

@@ -10,7 +10,6 @@ pub mod status_page;
 
 use std::future::Future;
 use std::sync::{Arc, RwLock};
-use std::time::{SystemTime, UNIX_EPOCH};
 
 use axum::Router;
 use axum::extract::State;
@@ -161,13 +160,8 @@ async fn index(State(s): State<HttpState>) -> Html<String> {
     // Clone out of the watch so the borrow (a read lock) is not held while
     // rendering.
     let snapshot = s.status.borrow().clone();
-    Html(status_page::render(&snapshot, now_ns()))
-}
-
-/// Wall clock for lags and ages on the page (display only, never decisions).
-fn now_ns() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| i64::try_from(d.as_nanos()).unwrap_or(i64::MAX))
-        .unwrap_or(0)
+    Html(status_page::render(
+        &snapshot,
+        crate::pass::observe::wall_ns(),
+    ))
 }

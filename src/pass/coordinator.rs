@@ -181,8 +181,7 @@ async fn prepare(port: Arc<dyn ClusterPort>, opts: &PassOptions) -> Result<Prepa
     } else {
         None
     };
-    let wall =
-        i64::try_from(time::OffsetDateTime::now_utc().unix_timestamp_nanos()).unwrap_or(Nanos::MAX);
+    let wall = crate::pass::observe::wall_ns();
     let pass_plan = PassPlan::build(&snap, opts.now, wall, earliest, &s.pass, keep);
     let buckets: Vec<String> = pass_plan.buckets().map(str::to_string).collect();
     let mut cursors = BTreeMap::new();

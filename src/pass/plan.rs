@@ -115,8 +115,9 @@ pub fn retention_window(
         return configured;
     }
     match earliest_available {
-        Some(e) if e <= now => Duration::from_nanos(u64::try_from(now - e).unwrap_or(0)),
-        Some(_) => Duration::ZERO,
+        // Zero when the horizon is ahead of `now` (clock skew); saturates
+        // instead of overflowing on absurd inputs.
+        Some(e) => Duration::from_nanos(u64::try_from(now.saturating_sub(e)).unwrap_or(0)),
         None => Duration::MAX,
     }
 }

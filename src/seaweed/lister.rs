@@ -19,6 +19,7 @@ use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
 
 use crate::engine::keys;
+use crate::engine::versions::{is_null_version, version_id_of};
 use crate::pb::filer_pb::Entry;
 use crate::seaweed::filer::{DEFAULT_PAGE, FilerClient, FilerError, join_path};
 
@@ -367,10 +368,7 @@ impl Walker {
             while let Some(e) = listing.next().await {
                 let e = e?;
                 self.stats.entries_seen.fetch_add(1, Ordering::Relaxed);
-                let is_version = !e.is_directory
-                    && e.extended
-                        .get(keys::VERSION_ID)
-                        .is_some_and(|v| !v.is_empty());
+                let is_version = !e.is_directory && !version_id_of(&e).is_empty();
                 if is_version {
                     self.stats.hold(1);
                     held += 1;
@@ -402,7 +400,9 @@ impl Walker {
                 Ok(true)
             }
         } else {
-            let null_version = bare.filter(is_null_version_candidate);
+            // The server's rule for what counts as the null version (facts
+            // doc §5.3): a file, or a directory-key object.
+            let null_version = bare.filter(is_null_version);
             self.emit(ListedItem::Versions {
                 logical_key,
                 folder: folder.clone(),
@@ -437,51 +437,9 @@ impl Walker {
     }
 }
 
-/// The bare entry counts as a null version when it is a file, or a directory
-/// that is an S3 directory-key object (facts doc §5.3: mime, chunks, content
-/// or remote data). A plain prefix directory does not.
-pub fn is_null_version_candidate(e: &Entry) -> bool {
-    !e.is_directory || is_directory_key_object(e)
-}
-
-/// A directory that stores an S3 object of its own (`key/`), per the server's
-/// definition (facts doc §5.3).
-pub fn is_directory_key_object(e: &Entry) -> bool {
-    e.is_directory
-        && (e.attributes.as_ref().is_some_and(|a| !a.mime.is_empty())
-            || !e.chunks.is_empty()
-            || !e.content.is_empty()
-            || e.remote_entry.is_some())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::pb::filer_pb::FuseAttributes;
-
-    #[test]
-    fn directory_key_object_needs_data_or_mime() {
-        let plain = Entry {
-            name: "d".into(),
-            is_directory: true,
-            ..Default::default()
-        };
-        assert!(!is_directory_key_object(&plain));
-        assert!(!is_null_version_candidate(&plain));
-        let marker = Entry {
-            attributes: Some(FuseAttributes {
-                mime: "application/x-directory".into(),
-                ..Default::default()
-            }),
-            ..plain.clone()
-        };
-        assert!(is_directory_key_object(&marker));
-        let file = Entry {
-            name: "f".into(),
-            ..Default::default()
-        };
-        assert!(is_null_version_candidate(&file));
-    }
 
     #[test]
     fn stats_track_high_water() {

@@ -27,8 +27,6 @@
 //! than one minute of a log retained for days, and it only arises when an
 //! operator deletes log files by hand (stock filers never do).
 
-use std::time::Duration;
-
 use time::{Date, Month, PrimitiveDateTime, Time};
 use tonic::transport::Channel;
 
@@ -110,11 +108,6 @@ pub async fn earliest_available_under(
             return Ok(None);
         }
     }
-}
-
-/// `now − earliest`, zero when the earliest is in the future (clock skew).
-pub fn retention_window(now: Nanos, earliest: Nanos) -> Duration {
-    Duration::from_nanos(u64::try_from(now.saturating_sub(earliest)).unwrap_or(0))
 }
 
 /// The earliest `HH-MM.*` file of one day directory, paging until one parses.
@@ -276,19 +269,5 @@ mod tests {
         ] {
             assert!(parse_file_minute(bad).is_none(), "{bad}");
         }
-    }
-
-    #[test]
-    fn retention_window_is_now_minus_earliest_and_never_negative() {
-        assert_eq!(
-            retention_window(10_000_000_000, 4_000_000_000),
-            Duration::from_secs(6)
-        );
-        assert_eq!(retention_window(1, 5), Duration::ZERO);
-        // Saturates instead of wrapping to a tiny window.
-        assert_eq!(
-            retention_window(Nanos::MAX, Nanos::MIN),
-            Duration::from_nanos(i64::MAX as u64)
-        );
     }
 }
