@@ -26,6 +26,7 @@
 
 pub mod admin;
 pub mod cli;
+pub mod clock;
 pub mod config;
 pub mod engine;
 pub mod http;
@@ -35,4 +36,5 @@ pub mod pass;
 pub mod pb;
 pub mod seaweed;
 pub mod service;
+pub mod status;
 pub mod telemetry;

@@ -57,7 +57,8 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
 
-use crate::engine::ActionKind;
+use crate::engine::{ActionKind, DeleteOutcome};
+use crate::status::{MatchDecision, RunOutcome};
 
 /// HTTP `Content-Type` of [`Metrics::encode`]'s output (Prometheus text 0.0.4).
 pub const CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
@@ -76,72 +77,6 @@ const LIMITER_WAIT_BUCKETS: [f64; 11] = [
 const RUN_DURATION_BUCKETS: [f64; 10] =
     [0.1, 0.5, 1.0, 5.0, 15.0, 60.0, 300.0, 900.0, 1800.0, 3600.0];
 
-/// How a shard's run or a whole pass ended (the `outcome` label of the
-/// per-run metrics and of `s3_lifecycled_pass_total`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum RunOutcome {
-    /// Everything due was handled and the cursor reached the pass's end.
-    Completed,
-    /// A delete came back RETRY_LATER/BLOCKED/RPC_ERROR (or an operator
-    /// halted): the cursor stays at the last fully resolved event.
-    Halted,
-    /// `pass.max_runtime` ran out; cursors were saved where they were.
-    Truncated,
-    /// The run failed (cursor load/save, meta-log or listing error).
-    Failed,
-}
-
-impl RunOutcome {
-    /// Every outcome, for clearing stale series.
-    pub const ALL: [RunOutcome; 4] = [
-        RunOutcome::Completed,
-        RunOutcome::Halted,
-        RunOutcome::Truncated,
-        RunOutcome::Failed,
-    ];
-
-    /// The label value.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            RunOutcome::Completed => "completed",
-            RunOutcome::Halted => "halted",
-            RunOutcome::Truncated => "truncated",
-            RunOutcome::Failed => "failed",
-        }
-    }
-}
-
-impl std::fmt::Display for RunOutcome {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-/// What the pass did with an action that matched an entry (the `decision`
-/// label of `s3_lifecycled_matches_total`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum MatchDecision {
-    /// Due now: a `LifecycleDelete` was sent.
-    Dispatched,
-    /// Not yet due: left for a later pass.
-    Pending,
-    /// Matched but deliberately not sent (e.g. shadowed by another rule, or
-    /// the entry is not the one the action is for).
-    Skipped,
-}
-
-impl MatchDecision {
-    /// The label value.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            MatchDecision::Dispatched => "dispatched",
-            MatchDecision::Pending => "pending",
-            MatchDecision::Skipped => "skipped",
-        }
-    }
-}
-
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct ShardLabels {
     shard: String,
@@ -157,7 +92,7 @@ struct ShardOutcomeLabels {
 struct DispatchLabels {
     bucket: String,
     kind: &'static str,
-    outcome: String,
+    outcome: &'static str,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -363,16 +298,16 @@ impl Metrics {
         }
     }
 
-    /// One `LifecycleDelete` finished: `outcome` is the response's enum name
-    /// (`DONE`, `NOOP_RESOLVED`, `SKIPPED_OBJECT_LOCK`, `RETRY_LATER`,
-    /// `BLOCKED`, …) or `RPC_ERROR` after transport retries ran out — the
-    /// labels the Go worker uses.
-    pub fn dispatch(&self, bucket: &str, kind: ActionKind, outcome: &str) {
+    /// One `LifecycleDelete` finished. The `outcome` label is
+    /// [`DeleteOutcome::label`]: the response's enum name or `RPC_ERROR`
+    /// after transport retries ran out (the labels the Go worker uses), or
+    /// `DRY_RUN`.
+    pub fn dispatch(&self, bucket: &str, kind: ActionKind, outcome: DeleteOutcome) {
         self.dispatch
             .get_or_create(&DispatchLabels {
                 bucket: bucket.to_string(),
                 kind: kind.as_str(),
-                outcome: outcome.to_string(),
+                outcome: outcome.label(),
             })
             .inc();
     }
@@ -461,16 +396,15 @@ impl Metrics {
 
     /// An action matched an entry and the pass decided what to do with it.
     pub fn matched(&self, kind: ActionKind, decision: MatchDecision) {
-        self.matched_n(kind, decision.as_str(), 1);
+        self.matched_n(kind, decision, 1);
     }
 
-    /// `n` matches of `kind` with the `decision` label (a
-    /// [`MatchDecision::as_str`] value), as a shard reports them at its end.
-    pub fn matched_n(&self, kind: ActionKind, decision: &'static str, n: u64) {
+    /// `n` matches of `kind` with `decision`, as a shard reports them at its end.
+    pub fn matched_n(&self, kind: ActionKind, decision: MatchDecision, n: u64) {
         self.matches
             .get_or_create(&MatchLabels {
                 kind: kind.as_str(),
-                decision,
+                decision: decision.as_str(),
             })
             .inc_by(n);
     }
@@ -589,7 +523,7 @@ mod tests {
         );
         lacks_prefix(&m, "SeaweedFS_s3_lifecycle_dispatch_total");
 
-        m.dispatch("b", ActionKind::ExpirationDays, "DONE");
+        m.dispatch("b", ActionKind::ExpirationDays, DeleteOutcome::Done);
         m.cursor_saved(0, 1, 1);
         m.events_scanned(0, 1);
         m.limiter_wait(Duration::ZERO);
@@ -625,9 +559,9 @@ mod tests {
     #[test]
     fn dispatch_counter_is_exposed_with_total_suffix_once() {
         let m = Metrics::new();
-        m.dispatch("photos", ActionKind::ExpirationDays, "DONE");
-        m.dispatch("photos", ActionKind::ExpirationDays, "DONE");
-        m.dispatch("photos", ActionKind::AbortMpu, "RPC_ERROR");
+        m.dispatch("photos", ActionKind::ExpirationDays, DeleteOutcome::Done);
+        m.dispatch("photos", ActionKind::ExpirationDays, DeleteOutcome::Done);
+        m.dispatch("photos", ActionKind::AbortMpu, DeleteOutcome::RpcError);
         has(
             &m,
             r#"SeaweedFS_s3_lifecycle_dispatch_total{bucket="photos",kind="expiration_days",outcome="DONE"} 2"#,
@@ -642,7 +576,7 @@ mod tests {
     #[test]
     fn label_values_are_escaped() {
         let m = Metrics::new();
-        m.dispatch("a\"b\\c", ActionKind::NoncurrentDays, "DONE");
+        m.dispatch("a\"b\\c", ActionKind::NoncurrentDays, DeleteOutcome::Done);
         has(
             &m,
             r#"SeaweedFS_s3_lifecycle_dispatch_total{bucket="a\"b\\c",kind="noncurrent_days",outcome="DONE"} 1"#,
@@ -819,7 +753,7 @@ mod tests {
         let m = Metrics::new();
         m.init_shards(&[4]);
         m.shard_run_finished(4, RunOutcome::Completed, Duration::from_secs(2), 9, 1);
-        m.dispatch("b", ActionKind::ExpirationDate, "DONE");
+        m.dispatch("b", ActionKind::ExpirationDate, DeleteOutcome::Done);
         m.matched(ActionKind::AbortMpu, MatchDecision::Skipped);
         m.pass_finished(RunOutcome::Completed, 1);
         m.bucket_config_error("b", true);
@@ -864,7 +798,7 @@ mod tests {
         );
 
         let m = Metrics::new();
-        m.dispatch("b", ActionKind::ExpirationDays, "DONE");
+        m.dispatch("b", ActionKind::ExpirationDays, DeleteOutcome::Done);
         m.cursor_saved(0, 1, 1);
         m.events_scanned(0, 1);
         m.limiter_wait(Duration::ZERO);

@@ -14,14 +14,13 @@ use s3_lifecycled::admin::{
     ADMIN_SERVICE_NAME, AdminBackend, AdminError, AdminHealth, TriggerAccepted, TriggerRequest,
     serve_admin,
 };
-use s3_lifecycled::http::status_page::ShardPhase;
-use s3_lifecycled::http::{
-    BucketSummary, DeleteCounts, PassProgress, PassSummary, ServiceState, ShardSummary,
-    StatusSnapshot,
-};
-use s3_lifecycled::metrics::RunOutcome;
+use s3_lifecycled::engine::DeleteOutcome;
 use s3_lifecycled::pb::admin as pb;
 use s3_lifecycled::pb::admin::lifecycled_admin_client::LifecycledAdminClient;
+use s3_lifecycled::status::{
+    BucketSummary, DeleteCounts, PassProgress, PassSummary, RunOutcome, ServiceState, ShardPhase,
+    ShardSummary, StatusSnapshot,
+};
 use serde_json::Value;
 use tokio::sync::oneshot;
 use tonic::transport::Channel;
@@ -113,12 +112,10 @@ impl AdminBackend for Fake {
     }
 }
 
-fn counts(labels: &[(&str, u64)]) -> DeleteCounts {
+fn counts(outcomes: &[(DeleteOutcome, u64)]) -> DeleteCounts {
     let mut d = DeleteCounts::default();
-    for (l, n) in labels {
-        for _ in 0..*n {
-            d.record(l);
-        }
+    for (o, n) in outcomes {
+        d.add_n(*o, *n);
     }
     d
 }
@@ -140,7 +137,11 @@ fn snapshot() -> StatusSnapshot {
                     matches: 40,
                     in_flight: 3,
                     restarts: 1,
-                    deletes: counts(&[("DONE", 30), ("NOOP_RESOLVED", 2), ("DRY_RUN", 1)]),
+                    deletes: counts(&[
+                        (DeleteOutcome::Done, 30),
+                        (DeleteOutcome::NoopResolved, 2),
+                        (DeleteOutcome::DryRun, 1),
+                    ]),
                     ..Default::default()
                 },
                 ShardSummary {
@@ -149,7 +150,7 @@ fn snapshot() -> StatusSnapshot {
                     events_scanned: 5,
                     matches: 1,
                     halt_reason: Some("BLOCKED logs/a.txt: legal hold".into()),
-                    deletes: counts(&[("BLOCKED", 1)]),
+                    deletes: counts(&[(DeleteOutcome::Blocked, 1)]),
                     ..Default::default()
                 },
             ],
@@ -175,7 +176,10 @@ fn last_pass() -> PassSummary {
                 cursor_ts_ns: T0 + 440 * SEC,
                 last_walked_ns: T0 + 20 * SEC,
                 restarts: 2,
-                deletes: counts(&[("DONE", 7), ("SKIPPED_OBJECT_LOCK", 2)]),
+                deletes: counts(&[
+                    (DeleteOutcome::Done, 7),
+                    (DeleteOutcome::SkippedObjectLock, 2),
+                ]),
                 ..Default::default()
             },
             ShardSummary {
@@ -185,7 +189,7 @@ fn last_pass() -> PassSummary {
                 outcome: Some(RunOutcome::Halted),
                 events_scanned: 3,
                 halt_reason: Some("RETRY_LATER logs/b.bin: volume read-only".into()),
-                deletes: counts(&[("RETRY_LATER", 1), ("RPC_ERROR", 4)]),
+                deletes: counts(&[(DeleteOutcome::RetryLater, 1), (DeleteOutcome::RpcError, 4)]),
                 ..Default::default()
             },
         ],
@@ -196,7 +200,7 @@ fn last_pass() -> PassSummary {
                 finished_ns: T0 + 590 * SEC,
                 outcome: Some(RunOutcome::Halted),
                 events_scanned: 80,
-                deletes: counts(&[("DONE", 7), ("RETRY_LATER", 1)]),
+                deletes: counts(&[(DeleteOutcome::Done, 7), (DeleteOutcome::RetryLater, 1)]),
                 last_walked_ns: T0 + 20 * SEC,
                 config_error: None,
                 halt_reason: Some("RETRY_LATER logs/b.bin: volume read-only".into()),
@@ -277,7 +281,7 @@ fn map(d: &DeleteCounts) -> HashMap<String, u64> {
     .map(|(k, v)| (k.to_string(), v))
     .collect();
     if d.other > 0 {
-        m.insert("OTHER".into(), d.other);
+        m.insert("LIFECYCLE_DELETE_OUTCOME_UNSPECIFIED".into(), d.other);
     }
     m
 }

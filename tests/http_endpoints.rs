@@ -5,12 +5,13 @@
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use s3_lifecycled::engine::ActionKind;
-use s3_lifecycled::http::{
-    self, BucketSummary, DeleteCounts, HttpState, PassSummary, Readiness, ServiceState,
-    ShardSummary, StatusSnapshot,
+use s3_lifecycled::engine::{ActionKind, DeleteOutcome};
+use s3_lifecycled::http::{self, HttpState, Readiness};
+use s3_lifecycled::metrics::Metrics;
+use s3_lifecycled::status::{
+    BucketSummary, DeleteCounts, PassSummary, RunOutcome, ServiceState, ShardSummary,
+    StatusSnapshot,
 };
-use s3_lifecycled::metrics::{Metrics, RunOutcome};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 
@@ -64,9 +65,9 @@ async fn get(addr: SocketAddr, path: &str) -> Reply {
 
 fn snapshot() -> StatusSnapshot {
     let mut deletes = DeleteCounts::default();
-    deletes.record("DONE");
-    deletes.record("NOOP_RESOLVED");
-    deletes.record("NOOP_RESOLVED");
+    deletes.record(DeleteOutcome::Done);
+    deletes.record(DeleteOutcome::NoopResolved);
+    deletes.record(DeleteOutcome::NoopResolved);
     StatusSnapshot {
         service_state: ServiceState::Idle,
         next_pass_ns: None,
@@ -147,7 +148,7 @@ async fn endpoints_over_a_real_socket() {
     assert_eq!((r.status, r.body.as_str()), (200, "ready\n"));
 
     // /metrics after some events.
-    metrics.dispatch("photos", ActionKind::ExpirationDays, "DONE");
+    metrics.dispatch("photos", ActionKind::ExpirationDays, DeleteOutcome::Done);
     metrics.shard_halted(9, true);
     metrics.events_scanned(0, 11);
     let r = get(addr, "/metrics").await;

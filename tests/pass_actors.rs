@@ -16,6 +16,8 @@ use futures::StreamExt;
 use futures::future::BoxFuture;
 use futures::stream::BoxStream;
 use s3_lifecycled::config::Settings;
+use s3_lifecycled::engine::cursor::ShardCursor;
+use s3_lifecycled::engine::{CallResult, DeleteOutcome, DeleteRequest};
 use s3_lifecycled::engine::{Nanos, WalkItem, keys, shard_id};
 use s3_lifecycled::pass::coordinator::{Coordinator, PassOptions, RunPass, StopSignal};
 use s3_lifecycled::pass::dispatch::{AttemptResult, DeletePort};
@@ -24,8 +26,7 @@ use s3_lifecycled::pass::ports::{ClusterPort, EventStream};
 use s3_lifecycled::pass::shard_run::ShardOutcome;
 use s3_lifecycled::pb::filer_pb::{Entry, FuseAttributes};
 use s3_lifecycled::seaweed::buckets::{BucketScan, bucket_info};
-use s3_lifecycled::seaweed::cursor::ShardCursor;
-use s3_lifecycled::seaweed::delete::DeleteRequest;
+use s3_lifecycled::status::RunOutcome;
 
 const S: Nanos = 1_000_000_000;
 const NOW: Nanos = 1_800_000_000 * S;
@@ -115,9 +116,9 @@ impl DeletePort<DeleteRequest> for FakeDelete {
             .entry(c.object_path.clone())
             .or_default() += 1;
         let r = if c.object_path == self.refuse {
-            Ok(("RETRY_LATER", "slow down".to_string(), false))
+            Ok(CallResult::answered(DeleteOutcome::RetryLater, "slow down"))
         } else {
-            Ok(("DONE", String::new(), true))
+            Ok(CallResult::answered(DeleteOutcome::Done, ""))
         };
         async move { r }.boxed()
     }
@@ -153,7 +154,7 @@ async fn one_retry_later_halts_only_its_shard_and_every_cursor_is_saved() {
         .unwrap()
         .unwrap();
     assert_eq!(result.shards.len(), 16);
-    assert_eq!(result.outcome(), "halted");
+    assert_eq!(result.outcome(), RunOutcome::Halted);
     for s in &result.shards {
         if s.report.shard == bad_shard {
             assert_eq!(s.report.outcome, ShardOutcome::Halted);
@@ -207,20 +208,13 @@ async fn dry_run_sends_and_saves_nothing() {
         .await
         .unwrap()
         .unwrap();
-    assert_eq!(result.outcome(), "completed");
+    assert_eq!(result.outcome(), RunOutcome::Completed);
     assert_eq!(deletes.calls.load(Ordering::SeqCst), 0);
     assert!(cluster.saved.lock().unwrap().is_empty());
     let dry: u64 = result
         .shards
         .iter()
-        .map(|s| {
-            s.report
-                .counters
-                .deletes
-                .get("DRY_RUN")
-                .copied()
-                .unwrap_or(0)
-        })
+        .map(|s| s.report.counters.deletes.get(DeleteOutcome::DryRun))
         .sum();
     let expected = (0..20)
         .filter(|i| shard_id("b", &format!("k{i}")) < 4)
@@ -260,7 +254,7 @@ async fn a_stopped_pass_is_truncated_sends_nothing_and_saves_every_cursor() {
         .await
         .unwrap()
         .unwrap();
-    assert_eq!(result.outcome(), "truncated");
+    assert_eq!(result.outcome(), RunOutcome::Truncated);
     assert_eq!(result.truncated.as_deref(), Some("shutdown (SIGTERM)"));
     assert_eq!(deletes.calls.load(Ordering::SeqCst), 0);
     {
@@ -291,7 +285,7 @@ async fn a_stopped_pass_is_truncated_sends_nothing_and_saves_every_cursor() {
         .await
         .unwrap()
         .unwrap();
-    assert_eq!(result.outcome(), "completed");
+    assert_eq!(result.outcome(), RunOutcome::Completed);
     let per_key = deletes.per_key.lock().unwrap();
     assert_eq!(per_key.len(), 50);
     assert!(per_key.values().all(|&n| n == 1));
@@ -318,8 +312,8 @@ use s3_lifecycled::pass::actors::{
 };
 use s3_lifecycled::pass::coordinator::{GetShards, PassResult};
 use s3_lifecycled::pass::dispatch::DeleteDispatcher;
+use s3_lifecycled::pass::plan::PassPlan;
 use s3_lifecycled::pass::retry::RetryPolicy;
-use s3_lifecycled::pass::shard_run::PassPlan;
 use tokio::sync::Semaphore;
 
 const DAY: Nanos = 86_400 * S;
@@ -507,7 +501,7 @@ impl DeletePort<DeleteRequest> for Server {
         async move {
             if me.refuse.as_deref() == Some(key.as_str()) {
                 tokio::time::sleep(me.delay / 2).await;
-                return Ok(("RETRY_LATER", "slow down".to_string(), false));
+                return Ok(CallResult::answered(DeleteOutcome::RetryLater, "slow down"));
             }
             {
                 let mut a = me.active.lock().unwrap();
@@ -527,9 +521,12 @@ impl DeletePort<DeleteRequest> for Server {
             let n = d.entry(key).or_default();
             *n += 1;
             if *n == 1 {
-                Ok(("DONE", String::new(), true))
+                Ok(CallResult::answered(DeleteOutcome::Done, ""))
             } else {
-                Ok(("NOOP_RESOLVED", "not found".to_string(), true))
+                Ok(CallResult::answered(
+                    DeleteOutcome::NoopResolved,
+                    "not found",
+                ))
             }
         }
         .boxed()
@@ -560,10 +557,10 @@ async fn pass(
         .unwrap()
 }
 
-fn deletes(r: &PassResult, label: &str) -> u64 {
+fn deletes(r: &PassResult, outcome: DeleteOutcome) -> u64 {
     r.shards
         .iter()
-        .map(|s| s.report.counters.deletes.get(label).copied().unwrap_or(0))
+        .map(|s| s.report.counters.deletes.get(outcome))
         .sum()
 }
 
@@ -579,12 +576,12 @@ async fn cold_start(keys: &[String], store: &Store, shards: Vec<u8>) {
         4,
     )
     .await;
-    assert_eq!(r.outcome(), "completed", "{:?}", r.shards);
+    assert_eq!(r.outcome(), RunOutcome::Completed, "{:?}", r.shards);
     assert!(server.calls().is_empty());
     assert_eq!(store.lock().unwrap().len(), shards.len());
 }
 
-fn bucket_progress(store: &Store, shard: u8) -> s3_lifecycled::seaweed::cursor::BucketCursor {
+fn bucket_progress(store: &Store, shard: u8) -> s3_lifecycled::engine::cursor::BucketCursor {
     store.lock().unwrap()[&shard].buckets["b"].clone()
 }
 
@@ -608,7 +605,7 @@ async fn halt_stops_new_sends_drains_in_flight_and_keeps_the_cursor_before_the_h
         window,
     )
     .await;
-    assert_eq!(r.outcome(), "halted");
+    assert_eq!(r.outcome(), RunOutcome::Halted);
     let why = r.shards[0].report.halt_reason.clone().unwrap();
     assert!(
         why.starts_with(&format!("RETRY_LATER b/{}", keys[halting])),
@@ -634,8 +631,8 @@ async fn halt_stops_new_sends_drains_in_flight_and_keeps_the_cursor_before_the_h
     );
     // In flight at the halt, they still drained and were counted.
     assert_eq!(server.finished.load(Ordering::SeqCst), n - 1);
-    assert_eq!(deletes(&r, "DONE"), (n - 1) as u64);
-    assert_eq!(deletes(&r, "RETRY_LATER"), 1);
+    assert_eq!(deletes(&r, DeleteOutcome::Done), (n - 1) as u64);
+    assert_eq!(deletes(&r, DeleteOutcome::RetryLater), 1);
 
     let b = bucket_progress(&store, shard);
     assert_eq!(b.rules.len(), 1);
@@ -664,7 +661,7 @@ async fn halt_stops_new_sends_drains_in_flight_and_keeps_the_cursor_before_the_h
         window,
     )
     .await;
-    assert_eq!(r3.outcome(), "completed", "{:?}", r3.shards);
+    assert_eq!(r3.outcome(), RunOutcome::Completed, "{:?}", r3.shards);
     let calls3 = server3.calls();
     let again: BTreeSet<String> = calls3.iter().cloned().collect();
     assert_eq!(again.len(), calls3.len(), "each delete sent once");
@@ -672,8 +669,8 @@ async fn halt_stops_new_sends_drains_in_flight_and_keeps_the_cursor_before_the_h
         .chain(keys[n..].iter().cloned())
         .collect();
     assert_eq!(again, expected, "resolved deletes are not re-sent");
-    assert_eq!(deletes(&r3, "NOOP_RESOLVED"), 0);
-    assert_eq!(deletes(&r3, "DONE"), expected.len() as u64);
+    assert_eq!(deletes(&r3, DeleteOutcome::NoopResolved), 0);
+    assert_eq!(deletes(&r3, DeleteOutcome::Done), expected.len() as u64);
     let deleted = server3.deleted.lock().unwrap();
     assert!(
         keys.iter().all(|k| deleted.get(k) == Some(&1)),
@@ -734,8 +731,8 @@ async fn in_flight_window_caps_each_shard_and_backpressure_stops_the_feed() {
 
     gate.add_permits(1_000);
     let r = run.await.unwrap();
-    assert_eq!(r.outcome(), "completed", "{:?}", r.shards);
-    assert_eq!(deletes(&r, "DONE"), 30);
+    assert_eq!(r.outcome(), RunOutcome::Completed, "{:?}", r.shards);
+    assert_eq!(deletes(&r, DeleteOutcome::Done), 30);
     assert_eq!(pulled.load(Ordering::SeqCst), 30);
     assert!(server.peak(a) <= window && server.peak(b) <= window);
     assert_eq!((server.peak(a), server.peak(b)), (window, window));
@@ -789,11 +786,11 @@ async fn the_same_sixteen_shard_actors_serve_consecutive_passes() {
     // Pass 1: cold start, nothing due. Pass 2: every replayed object is due
     // and is deleted from the cursors pass 1 saved.
     let r1 = run_on(&coord, NOW, all.clone()).await;
-    assert_eq!(r1.outcome(), "completed", "{:?}", r1.shards);
+    assert_eq!(r1.outcome(), RunOutcome::Completed, "{:?}", r1.shards);
     assert!(server.calls().is_empty());
     let r2 = run_on(&coord, LATER, all.clone()).await;
-    assert_eq!(r2.outcome(), "completed", "{:?}", r2.shards);
-    assert_eq!(deletes(&r2, "DONE"), 12);
+    assert_eq!(r2.outcome(), RunOutcome::Completed, "{:?}", r2.shards);
+    assert_eq!(deletes(&r2, DeleteOutcome::Done), 12);
 
     let after = coord.send(GetShards).await.unwrap();
     assert_eq!(before, after, "same addresses for both passes");
@@ -804,7 +801,7 @@ async fn the_same_sixteen_shard_actors_serve_consecutive_passes() {
     }
     // A pass over a subset leaves the other shards untouched.
     let r3 = run_on(&coord, LATER + 3_600 * S, vec![3]).await;
-    assert_eq!(r3.outcome(), "completed", "{:?}", r3.shards);
+    assert_eq!(r3.outcome(), RunOutcome::Completed, "{:?}", r3.shards);
     let third = shard_infos(&after).await;
     assert_eq!(third[&3].passes, 3);
     assert_eq!(third[&11].passes, 2);
@@ -937,9 +934,9 @@ async fn crashed_shard_is_restarted_sits_out_and_the_next_pass_resumes_from_the_
     // crashed pass did not reach are deleted, the ten it did are re-sent once
     // and come back NOOP_RESOLVED; no object is deleted twice.
     let r = run_on(&coord, LATER + 3_600 * S, vec![shard]).await;
-    assert_eq!(r.outcome(), "completed", "{:?}", r.shards);
-    assert_eq!(deletes(&r, "DONE"), 10);
-    assert_eq!(deletes(&r, "NOOP_RESOLVED"), 10);
+    assert_eq!(r.outcome(), RunOutcome::Completed, "{:?}", r.shards);
+    assert_eq!(deletes(&r, DeleteOutcome::Done), 10);
+    assert_eq!(deletes(&r, DeleteOutcome::NoopResolved), 10);
     assert_eq!(coord.send(GetShards).await.unwrap()[&shard], actor);
     let info = actor.send(GetShardInfo).await.unwrap();
     assert_eq!((info.actor_id, info.passes, info.restarts), (id, 2, 1));
@@ -1058,8 +1055,8 @@ async fn restart_budget_is_process_wide_and_renewed_for_the_pass_after_it_ran_ou
     }
     // The next pass gives the shard a fresh budget and it serves the pass.
     let r = run_on(&coord, LATER + 3_600 * S, vec![shard]).await;
-    assert_eq!(r.outcome(), "completed", "{:?}", r.shards);
-    assert_eq!(deletes(&r, "DONE"), 2);
+    assert_eq!(r.outcome(), RunOutcome::Completed, "{:?}", r.shards);
+    assert_eq!(deletes(&r, DeleteOutcome::Done), 2);
     let info = actor.send(GetShardInfo).await.unwrap();
     assert_eq!((info.passes, info.restarts), (5, 0));
 }

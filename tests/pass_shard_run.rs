@@ -7,16 +7,18 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use proptest::prelude::*;
+use s3_lifecycled::engine::cursor::ShardCursor;
 use s3_lifecycled::engine::{
     ActionKind, BucketConfig, DueRounding, EntryIdentity, Match, Nanos, Snapshot, TimeConfig,
     Versioning, promoted_hash_by_bucket, replay_content_hash_by_bucket,
 };
+use s3_lifecycled::engine::{CallResult, DeleteOutcome};
 use s3_lifecycled::lifecycle::FlatRule;
-use s3_lifecycled::pass::dispatch::CallResult;
-use s3_lifecycled::pass::plan::RecoveryReason;
+use s3_lifecycled::pass::plan::{PassPlan, RecoveryReason};
 use s3_lifecycled::pass::shard_run::{
-    DeleteTicket, PassPlan, ShardOutcome, ShardRun, Work, plan_shard, progress_key,
+    DeleteTicket, ShardOutcome, ShardRun, Work, plan_shard, progress_key,
 };
+use s3_lifecycled::status::MatchDecision;
 
 const S: Nanos = 1_000_000_000;
 
@@ -83,23 +85,15 @@ fn action_match(p: &PassPlan, key: &str, due: Nanos) -> Match {
 }
 
 fn ok() -> CallResult {
-    CallResult::Answered {
-        outcome: "DONE",
-        reason: String::new(),
-        resolved: true,
-    }
+    CallResult::answered(DeleteOutcome::Done, "")
 }
 
 fn retry_later() -> CallResult {
-    CallResult::Answered {
-        outcome: "RETRY_LATER",
-        reason: "busy".into(),
-        resolved: false,
-    }
+    CallResult::answered(DeleteOutcome::RetryLater, "busy")
 }
 
 /// A steady shard: a first pass with a successful (empty) recovery walk.
-fn steady(now: Nanos) -> (Arc<PassPlan>, s3_lifecycled::seaweed::cursor::ShardCursor) {
+fn steady(now: Nanos) -> (Arc<PassPlan>, ShardCursor) {
     let p = plan(now);
     let mut run = ShardRun::new(0, p.clone(), None, 4);
     run.listing_done("b", true);
@@ -228,8 +222,8 @@ fn pending_match_holds_the_cursor_but_later_due_matches_are_sent() {
     assert_eq!(
         rep.counters.decisions,
         [
-            ((ActionKind::ExpirationDays, "dispatched"), 2),
-            ((ActionKind::ExpirationDays, "pending"), 1),
+            ((ActionKind::ExpirationDays, MatchDecision::Dispatched), 2),
+            ((ActionKind::ExpirationDays, MatchDecision::Pending), 1),
         ]
         .into_iter()
         .collect()

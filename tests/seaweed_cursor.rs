@@ -6,10 +6,9 @@ mod common;
 
 use std::collections::BTreeMap;
 
+use s3_lifecycled::engine::cursor::{BucketCursor, GoCursor, ShardCursor};
 use s3_lifecycled::pb::filer_pb::{Entry, FuseAttributes};
-use s3_lifecycled::seaweed::cursor::{
-    BucketCursor, CursorError, CursorStore, GENERATION_KEY, GoCursor, ShardCursor, load_go_from,
-};
+use s3_lifecycled::seaweed::cursor::{CursorError, CursorStore, GENERATION_KEY, load_go_from};
 use s3_lifecycled::seaweed::filer::{FilerClient, FilerError};
 
 async fn client() -> FilerClient {

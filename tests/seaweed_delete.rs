@@ -6,10 +6,8 @@ mod common;
 
 use aws_sdk_s3::primitives::ByteStream;
 use aws_sdk_s3::types::BucketVersioningStatus;
-use s3_lifecycled::engine::{ActionKind, EntryIdentity, RuleHash};
-use s3_lifecycled::seaweed::delete::{
-    DeleteClient, DeleteError, DeleteRequest, Outcome, RPC_ERROR_LABEL,
-};
+use s3_lifecycled::engine::{ActionKind, DeleteOutcome, EntryIdentity, RuleHash};
+use s3_lifecycled::seaweed::delete::{DeleteClient, DeleteError, DeleteRequest, RPC_ERROR_LABEL};
 
 use common::Cluster;
 
@@ -96,7 +94,7 @@ async fn exact_identity_deletes_unversioned_object() {
         ))
         .await
         .unwrap();
-    assert_eq!(out.outcome, Outcome::Done, "{out:?}");
+    assert_eq!(out.outcome, DeleteOutcome::Done, "{out:?}");
     assert!(out.outcome.is_resolved());
     assert!(!exists(c, &bucket, "a/x.txt").await, "object must be gone");
 }
@@ -119,7 +117,7 @@ async fn overwritten_object_is_stale_identity_and_survives() {
         ))
         .await
         .unwrap();
-    assert_eq!(out.outcome, Outcome::NoopResolved, "{out:?}");
+    assert_eq!(out.outcome, DeleteOutcome::NoopResolved, "{out:?}");
     assert_eq!(out.reason, "STALE_IDENTITY");
     assert_eq!(out.outcome.label(), "NOOP_RESOLVED");
     let body = c
@@ -160,7 +158,7 @@ async fn versioned_expiration_adds_marker_and_noncurrent_delete_removes_version(
         ))
         .await
         .unwrap();
-    assert_eq!(out.outcome, Outcome::Done, "{out:?}");
+    assert_eq!(out.outcome, DeleteOutcome::Done, "{out:?}");
     let versions = c
         .s3_client()
         .list_object_versions()
@@ -181,7 +179,7 @@ async fn versioned_expiration_adds_marker_and_noncurrent_delete_removes_version(
         .delete(&request(&bucket, "k", &v1, ActionKind::NoncurrentDays, old))
         .await
         .unwrap();
-    assert_eq!(out.outcome, Outcome::Done, "{out:?}");
+    assert_eq!(out.outcome, DeleteOutcome::Done, "{out:?}");
     let versions = c
         .s3_client()
         .list_object_versions()
@@ -244,7 +242,7 @@ async fn abort_mpu_on_uploads_path_and_local_refusal_of_dest_key() {
         .delete(&DeleteRequest::abort_mpu(&bucket, &upload_id, HASH, id))
         .await
         .unwrap();
-    assert_eq!(out.outcome, Outcome::Done, "{out:?}");
+    assert_eq!(out.outcome, DeleteOutcome::Done, "{out:?}");
     assert!(!pending().await, "upload must be gone");
 }
 

@@ -1,34 +1,19 @@
 //! Conversions from the status types the pass publishes
-//! ([`crate::http::status_page`]) to the admin API's protobuf messages, so the
+//! ([`crate::status`]) to the admin API's protobuf messages, so the
 //! admin API, `/status.json` and the status page show the same information.
 
 use std::collections::HashMap;
 
-use crate::http::status_page::ShardPhase;
-use crate::http::{
-    BucketSummary, DeleteCounts, PassProgress, PassSummary, ServiceState, ShardSummary,
-    StatusSnapshot,
-};
-use crate::metrics::RunOutcome;
 use crate::pb::admin as pb;
+use crate::status::{
+    BucketSummary, DeleteCounts, PassProgress, PassSummary, RunOutcome, ServiceState, ShardPhase,
+    ShardSummary, StatusSnapshot,
+};
 
-/// Key under which unknown delete outcomes are counted; present only when non-zero.
-pub const OTHER_KEY: &str = "OTHER";
-
-/// The delete-count map: every known outcome key (`DONE` … `DRY_RUN`) always
-/// present, `OTHER` only when non-zero.
+/// The delete-count map: every [`DeleteOutcome::REPORTED`] key always
+/// present, `LIFECYCLE_DELETE_OUTCOME_UNSPECIFIED` only when non-zero.
 pub fn deletes_map(d: &DeleteCounts) -> HashMap<String, u64> {
-    let mut m = HashMap::with_capacity(8);
-    for (label, n) in d.rows() {
-        if label == "other" {
-            if n > 0 {
-                m.insert(OTHER_KEY.to_string(), n);
-            }
-        } else {
-            m.insert(label.to_string(), n);
-        }
-    }
-    m
+    d.by_label().into_iter().collect()
 }
 
 /// The service state as the protobuf enum.
@@ -179,13 +164,14 @@ pub fn last_run_response(p: &PassSummary) -> pb::GetLastRunResponse {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::engine::DeleteOutcome;
 
     #[test]
-    fn deletes_map_has_every_known_key_and_other_only_when_seen() {
+    fn deletes_map_has_every_known_key_and_unspecified_only_when_seen() {
         let mut d = DeleteCounts::default();
-        d.record("DONE");
-        d.record("DRY_RUN");
-        d.record("DRY_RUN");
+        d.record(DeleteOutcome::Done);
+        d.record(DeleteOutcome::DryRun);
+        d.record(DeleteOutcome::DryRun);
         let m = deletes_map(&d);
         let mut keys: Vec<&str> = m.keys().map(String::as_str).collect();
         keys.sort_unstable();
@@ -202,8 +188,8 @@ mod tests {
             ]
         );
         assert_eq!((m["DONE"], m["DRY_RUN"], m["BLOCKED"]), (1, 2, 0));
-        d.record("UNSPECIFIED");
-        assert_eq!(deletes_map(&d)[OTHER_KEY], 1);
+        d.record(DeleteOutcome::Unspecified);
+        assert_eq!(deletes_map(&d)["LIFECYCLE_DELETE_OUTCOME_UNSPECIFIED"], 1);
     }
 
     #[test]

@@ -6,7 +6,7 @@
 //! coordinator implements: it validates requests (shard numbers, the RFC 3339
 //! `now`), maps [`AdminError`] to gRPC status codes, and converts the status
 //! types the pass already publishes for the status page
-//! ([`crate::http::StatusSnapshot`], [`crate::http::PassSummary`]) into
+//! ([`crate::status::StatusSnapshot`], [`crate::status::PassSummary`]) into
 //! protobuf (see [`convert`]).
 //!
 //! The API has no authentication: it can start passes. [`bind`] therefore
@@ -28,9 +28,9 @@ use tonic_health::pb::health_server::HealthServer;
 use tonic_health::server::{HealthReporter, HealthService};
 
 use crate::engine::SHARD_COUNT;
-use crate::http::{PassSummary, StatusSnapshot};
 use crate::pb::admin as pb;
 use crate::pb::admin::lifecycled_admin_server::{LifecycledAdmin, LifecycledAdminServer};
+use crate::status::{PassSummary, StatusSnapshot};
 
 /// A request to start a pass now, validated.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

@@ -17,9 +17,10 @@ use tonic::transport::{Channel, Endpoint};
 
 use super::{EXIT_ERROR, EXIT_OK, EXIT_USAGE};
 use crate::config::{Settings, parse_shards};
-use crate::http::status_page::{format_age, format_time};
+use crate::engine::DeleteOutcome;
 use crate::pb::admin as pb;
 use crate::pb::admin::lifecycled_admin_client::LifecycledAdminClient;
+use crate::status::{format_age, format_time};
 
 /// How long to wait for the TCP connection: a local service answers at once,
 /// so a long wait only delays the "is it running?" message.
@@ -260,7 +261,7 @@ fn status(args: &StatusArgs) -> Result<(), Failure> {
         if args.json {
             println!("{}", pretty(&status_json(&st)));
         } else {
-            print!("{}", status_text(&st, crate::pass::observe::wall_ns()));
+            print!("{}", status_text(&st, crate::clock::wall_ns()));
         }
     }
     Ok(())
@@ -272,22 +273,25 @@ fn pretty(v: &Value) -> String {
 }
 
 /// The order deletes are shown in, and the JSON keys that are always present.
-const DELETE_KEYS: [&str; 7] = [
-    "DONE",
-    "NOOP_RESOLVED",
-    "SKIPPED_OBJECT_LOCK",
-    "RETRY_LATER",
-    "BLOCKED",
-    "RPC_ERROR",
-    "DRY_RUN",
-];
+const DELETE_KEYS: [&str; 7] = {
+    let r = DeleteOutcome::REPORTED;
+    [
+        r[0].label(),
+        r[1].label(),
+        r[2].label(),
+        r[3].label(),
+        r[4].label(),
+        r[5].label(),
+        r[6].label(),
+    ]
+};
 
 fn deletes_json(m: &HashMap<String, u64>) -> Value {
     let mut o = serde_json::Map::new();
     for k in DELETE_KEYS {
         o.insert(k.into(), json!(m.get(k).copied().unwrap_or(0)));
     }
-    // Unknown keys (OTHER, or outcomes a newer server adds) are kept, not dropped.
+    // Other keys (UNSPECIFIED, or outcomes a newer service adds) are kept, not dropped.
     let mut extra: Vec<_> = m
         .iter()
         .filter(|(k, _)| !DELETE_KEYS.contains(&k.as_str()))
@@ -531,11 +535,11 @@ mod tests {
     fn deletes_json_keeps_every_key_and_unknown_ones() {
         let mut m = HashMap::new();
         m.insert("DONE".to_string(), 3);
-        m.insert("OTHER".to_string(), 2);
+        m.insert("LIFECYCLE_DELETE_OUTCOME_UNSPECIFIED".to_string(), 2);
         let v = deletes_json(&m);
         assert_eq!(v["DONE"], 3);
         assert_eq!(v["DRY_RUN"], 0);
-        assert_eq!(v["OTHER"], 2);
+        assert_eq!(v["LIFECYCLE_DELETE_OUTCOME_UNSPECIFIED"], 2);
         assert_eq!(v.as_object().map(|o| o.len()), Some(8));
     }
 

@@ -10,7 +10,7 @@ use crate::cli::{EXIT_ERROR, EXIT_OK, EXIT_USAGE};
 use crate::config::{Settings, parse_shards};
 use crate::engine::Snapshot;
 use crate::pass::migrate::import_go;
-use crate::pass::shard_run::PassPlan;
+use crate::pass::plan::PassPlan;
 use crate::seaweed::buckets::list_bucket_configs;
 use crate::seaweed::cursor::CursorStore;
 use crate::seaweed::filer::FilerClient;
@@ -162,7 +162,7 @@ async fn run_async(cmd: CursorCommand, s: Settings, shards: Vec<u8>) -> Result<(
                 .map(|b| b.to_config())
                 .collect();
             let snap = Snapshot::compile(configs, s.time.time_config());
-            let now = crate::pass::observe::wall_ns();
+            let now = crate::clock::wall_ns();
             let earliest = if s.pass.meta_log_retention.is_zero() {
                 retention::earliest_available(&mut client.raw())
                     .await

@@ -17,6 +17,7 @@ use crate::engine::Nanos;
 use crate::pass::coordinator::{Coordinator, PassOptions, PassResult, RunPass};
 use crate::pass::ports::{SeaweedCluster, SeaweedDelete};
 use crate::pass::shard_run::{Counters, ShardOutcome};
+use crate::status::RunOutcome;
 
 /// `run-once` flags.
 #[derive(Debug, Clone, Args)]
@@ -110,7 +111,7 @@ pub fn run(args: RunOnceArgs) -> i32 {
             Ok(v) => v,
             Err(e) => return usage(e),
         },
-        None => crate::pass::observe::wall_ns(),
+        None => crate::clock::wall_ns(),
     };
     let shards = match parse_shards(&s.pass.shards) {
         Ok(v) => v,
@@ -185,17 +186,21 @@ async fn pass(s: Settings, now: Nanos, shards: Vec<u8>, dry_run: bool, json: boo
 }
 
 fn deletes_kv(c: &Counters) -> String {
-    let d = c.all_deletes();
-    let g = |k: &str| d.get(k).copied().unwrap_or(0);
+    let d = &c.deletes;
     format!(
-        "done={} noop={} lock={} retry_later={} blocked={} rpc_error={} dry_run={}",
-        g("DONE"),
-        g("NOOP_RESOLVED"),
-        g("SKIPPED_OBJECT_LOCK"),
-        g("RETRY_LATER"),
-        g("BLOCKED"),
-        g("RPC_ERROR"),
-        g("DRY_RUN")
+        "done={} noop={} lock={} retry_later={} blocked={} rpc_error={} dry_run={}{}",
+        d.done,
+        d.noop_resolved,
+        d.skipped_object_lock,
+        d.retry_later,
+        d.blocked,
+        d.rpc_error,
+        d.dry_run,
+        if d.other > 0 {
+            format!(" unspecified={}", d.other)
+        } else {
+            String::new()
+        }
     )
 }
 
@@ -261,7 +266,7 @@ pub fn report(r: &PassResult, run_id: &str, dry_run: bool, json_out: bool) -> i3
     }
     tracing::info!(
         run_id,
-        outcome,
+        outcome = outcome.as_str(),
         shards = r.shards.len(),
         halted,
         events = totals.events_scanned,
@@ -283,7 +288,7 @@ pub fn report(r: &PassResult, run_id: &str, dry_run: bool, json_out: bool) -> i3
                     "events_scanned": rep.counters.events_scanned,
                     "matches": rep.counters.matches,
                     "pending": rep.counters.pending,
-                    "deletes": rep.counters.all_deletes(),
+                    "deletes": rep.counters.deletes.by_label(),
                     "walker_ran": rep.walker_ran,
                     "recovery": rep.recovery.iter().map(|(b, why)| json!({"bucket": b, "reason": why.as_str()})).collect::<Vec<_>>(),
                     "halt_reason": rep.halt_reason,
@@ -305,7 +310,7 @@ pub fn report(r: &PassResult, run_id: &str, dry_run: bool, json_out: bool) -> i3
                 "events_scanned": totals.events_scanned,
                 "matches": totals.matches,
                 "pending": totals.pending,
-                "deletes": totals.all_deletes(),
+                "deletes": totals.deletes.by_label(),
             },
             "shards": shards,
         });
@@ -324,8 +329,8 @@ pub fn report(r: &PassResult, run_id: &str, dry_run: bool, json_out: bool) -> i3
         );
     }
     match outcome {
-        "failed" => EXIT_ERROR,
-        "halted" => EXIT_HALTED,
-        _ => EXIT_OK,
+        RunOutcome::Failed => EXIT_ERROR,
+        RunOutcome::Halted => EXIT_HALTED,
+        RunOutcome::Completed | RunOutcome::Truncated => EXIT_OK,
     }
 }

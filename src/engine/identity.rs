@@ -7,7 +7,6 @@ use std::collections::HashMap;
 use sha2::{Digest, Sha256};
 
 use crate::pb::filer_pb::{Entry, FileChunk};
-use crate::pb::s3_lifecycle_pb;
 
 /// What the server compares before deleting.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Default)]
@@ -40,16 +39,6 @@ impl EntryIdentity {
             size,
             head_fid: entry.chunks.first().map(head_fid).unwrap_or_default(),
             extended_hash: hash_extended(&entry.extended),
-        }
-    }
-
-    /// The wire form for `LifecycleDeleteRequest.expected_identity`.
-    pub fn to_proto(&self) -> s3_lifecycle_pb::EntryIdentity {
-        s3_lifecycle_pb::EntryIdentity {
-            mtime_ns: self.mtime_ns,
-            size: self.size,
-            head_fid: self.head_fid.clone(),
-            extended_hash: self.extended_hash.clone(),
         }
     }
 }

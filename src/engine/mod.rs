@@ -9,6 +9,8 @@
 
 pub mod action;
 pub mod compile;
+pub mod cursor;
+pub mod delete;
 pub mod evaluate;
 pub mod filter;
 pub mod hashes;
@@ -27,6 +29,7 @@ pub use action::{ActionKind, RuleMode};
 pub use compile::{
     ActionKey, BucketConfig, BucketView, CompiledAction, Snapshot, Versioning, rule_action_kinds,
 };
+pub use delete::{CallResult, DeleteOutcome, DeleteRequest};
 pub use evaluate::ObjectInfo;
 pub use hashes::{
     EMPTY_HASH, max_effective_ttl, max_effective_ttl_by_bucket, promoted_hash,

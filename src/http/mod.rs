@@ -20,10 +20,7 @@ use tokio::net::TcpListener;
 use tokio::sync::watch;
 
 use crate::metrics::{self, Metrics};
-pub use status_page::{
-    BucketSummary, DeleteCounts, PassProgress, PassSummary, ServiceState, ShardSummary,
-    StatusSnapshot,
-};
+use crate::status::StatusSnapshot;
 
 /// Readiness flag shared between the service (writer) and `/ready`
 /// (reader). Starts not ready with reason "starting".
@@ -160,8 +157,5 @@ async fn index(State(s): State<HttpState>) -> Html<String> {
     // Clone out of the watch so the borrow (a read lock) is not held while
     // rendering.
     let snapshot = s.status.borrow().clone();
-    Html(status_page::render(
-        &snapshot,
-        crate::pass::observe::wall_ns(),
-    ))
+    Html(status_page::render(&snapshot, crate::clock::wall_ns()))
 }

@@ -8,252 +8,10 @@
 
 use std::fmt::Write as _;
 
-use serde::{Deserialize, Serialize};
-
-use crate::metrics::RunOutcome;
-
-/// What the service is doing. Serialized in snake_case.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
-#[serde(rename_all = "snake_case")]
-pub enum ServiceState {
-    /// Loading configuration, connecting, reading cursors.
-    #[default]
-    Starting,
-    /// Waiting for the next scheduled pass.
-    Idle,
-    /// A pass is running.
-    Running,
-    /// Draining in-flight deletes and saving cursors before exit.
-    ShuttingDown,
-}
-
-impl ServiceState {
-    /// Human label.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            ServiceState::Starting => "starting",
-            ServiceState::Idle => "idle",
-            ServiceState::Running => "running",
-            ServiceState::ShuttingDown => "shutting down",
-        }
-    }
-}
-
-/// Deletes by outcome (the `LifecycleDelete` enum names plus `RPC_ERROR`).
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct DeleteCounts {
-    /// DONE.
-    pub done: u64,
-    /// NOOP_RESOLVED (already gone, identity changed, …).
-    pub noop_resolved: u64,
-    /// SKIPPED_OBJECT_LOCK.
-    pub skipped_object_lock: u64,
-    /// RETRY_LATER (halts the shard).
-    pub retry_later: u64,
-    /// BLOCKED (halts the shard).
-    pub blocked: u64,
-    /// Transport failure after retries (halts the shard).
-    pub rpc_error: u64,
-    /// DRY_RUN: decided, not sent (`--dry-run` passes).
-    #[serde(default)]
-    pub dry_run: u64,
-    /// Anything else (UNSPECIFIED, unknown names).
-    pub other: u64,
-}
-
-impl DeleteCounts {
-    /// Counts one delete by its metrics label (`DONE`, `RPC_ERROR`, …).
-    pub fn record(&mut self, label: &str) {
-        let slot = match label {
-            "DONE" => &mut self.done,
-            "NOOP_RESOLVED" => &mut self.noop_resolved,
-            "SKIPPED_OBJECT_LOCK" => &mut self.skipped_object_lock,
-            "RETRY_LATER" => &mut self.retry_later,
-            "BLOCKED" => &mut self.blocked,
-            "RPC_ERROR" => &mut self.rpc_error,
-            "DRY_RUN" => &mut self.dry_run,
-            _ => &mut self.other,
-        };
-        *slot = slot.saturating_add(1);
-    }
-
-    /// Sum of all outcomes (= deletes issued).
-    pub fn total(&self) -> u64 {
-        [
-            self.done,
-            self.noop_resolved,
-            self.skipped_object_lock,
-            self.retry_later,
-            self.blocked,
-            self.rpc_error,
-            self.dry_run,
-            self.other,
-        ]
-        .iter()
-        .fold(0u64, |a, b| a.saturating_add(*b))
-    }
-
-    /// `(label, count)` for every outcome, in display order; the labels are
-    /// the metrics/API names (`DONE`, …, `DRY_RUN`) and `other`.
-    pub fn rows(&self) -> [(&'static str, u64); 8] {
-        [
-            ("DONE", self.done),
-            ("NOOP_RESOLVED", self.noop_resolved),
-            ("SKIPPED_OBJECT_LOCK", self.skipped_object_lock),
-            ("RETRY_LATER", self.retry_later),
-            ("BLOCKED", self.blocked),
-            ("RPC_ERROR", self.rpc_error),
-            ("DRY_RUN", self.dry_run),
-            ("other", self.other),
-        ]
-    }
-}
-
-/// Where a shard is within a pass. Serialized in snake_case.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
-#[serde(rename_all = "snake_case")]
-pub enum ShardPhase {
-    /// Waiting for the walk or the stream to start.
-    #[default]
-    Waiting,
-    /// Walking bucket listings (recovery or steady-state walk).
-    Walking,
-    /// Replaying the meta-log.
-    Replaying,
-    /// No new deletes; waiting for in-flight ones, then saving the cursor.
-    Draining,
-    /// Finished this pass.
-    Done,
-    /// Halted on an unresolved delete.
-    Halted,
-    /// Could not run this pass.
-    Failed,
-}
-
-impl ShardPhase {
-    /// Label, as serialized.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            ShardPhase::Waiting => "waiting",
-            ShardPhase::Walking => "walking",
-            ShardPhase::Replaying => "replaying",
-            ShardPhase::Draining => "draining",
-            ShardPhase::Done => "done",
-            ShardPhase::Halted => "halted",
-            ShardPhase::Failed => "failed",
-        }
-    }
-}
-
-/// One shard's row.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ShardSummary {
-    /// Shard 0..15.
-    pub shard: u8,
-    /// Where the shard is in the pass (meaningful while a pass runs).
-    #[serde(default)]
-    pub phase: ShardPhase,
-    /// When this shard's part of the pass started, ns since epoch; 0 = not yet.
-    #[serde(default)]
-    pub started_ns: i64,
-    /// When it finished, ns since epoch; 0 = not finished.
-    #[serde(default)]
-    pub finished_ns: i64,
-    /// How this shard's run ended; `None` while running.
-    #[serde(default)]
-    pub outcome: Option<RunOutcome>,
-    /// Rule matches seen in this pass (due or not).
-    #[serde(default)]
-    pub matches: u64,
-    /// Deletes sent and not yet answered.
-    #[serde(default)]
-    pub in_flight: u64,
-    /// Saved cursor position, ns since epoch; 0 = cold (no cursor yet).
-    pub cursor_ts_ns: i64,
-    /// Last successful walk, ns since epoch; 0 = never.
-    pub last_walked_ns: i64,
-    /// Why the shard is halted, if it is.
-    pub halt_reason: Option<String>,
-    /// Supervisor restarts since the process started.
-    pub restarts: u32,
-    /// Meta-log events scanned in this pass.
-    pub events_scanned: u64,
-    /// Deletes in this pass by outcome.
-    pub deletes: DeleteCounts,
-}
-
-/// One bucket's "Last run" card.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct BucketSummary {
-    /// Bucket name.
-    pub bucket: String,
-    /// When the pass started on this bucket, ns since epoch.
-    pub started_ns: i64,
-    /// When it finished, ns since epoch; 0 = not finished.
-    pub finished_ns: i64,
-    /// `completed`, `halted`, `truncated`, `failed`.
-    pub outcome: Option<RunOutcome>,
-    /// Meta-log events of this bucket scanned.
-    pub events_scanned: u64,
-    /// Deletes by outcome.
-    pub deletes: DeleteCounts,
-    /// Last successful walk of the bucket, ns since epoch; 0 = never.
-    pub last_walked_ns: i64,
-    /// Why the bucket's lifecycle configuration is not enforced, if so.
-    pub config_error: Option<String>,
-    /// Why a shard stopped enforcing this bucket in the pass, if one did.
-    #[serde(default)]
-    pub halt_reason: Option<String>,
-    /// Oldest saved replay position of the bucket over all shards, ns since
-    /// epoch; 0 = cold (no cursor yet).
-    #[serde(default)]
-    pub cursor_ts_ns: i64,
-}
-
-/// A pass in progress.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct PassProgress {
-    /// The pass id.
-    pub run_id: String,
-    /// Start, ns since epoch.
-    pub started_ns: i64,
-    /// Shards still running.
-    pub shards_running: u32,
-    /// Shards finished.
-    pub shards_done: u32,
-    /// Per-shard progress so far.
-    pub shards: Vec<ShardSummary>,
-}
-
-/// A finished pass.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct PassSummary {
-    /// The pass id.
-    pub run_id: String,
-    /// Start, ns since epoch.
-    pub started_ns: i64,
-    /// End, ns since epoch.
-    pub finished_ns: i64,
-    /// How it ended.
-    pub outcome: Option<RunOutcome>,
-    /// One row per shard.
-    pub shards: Vec<ShardSummary>,
-    /// One card per bucket.
-    pub buckets: Vec<BucketSummary>,
-}
-
-/// Everything the status page and `/status.json` show.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct StatusSnapshot {
-    /// What the service is doing.
-    pub service_state: ServiceState,
-    /// Next scheduled pass, ns since epoch, if known.
-    pub next_pass_ns: Option<i64>,
-    /// The running pass.
-    pub current_pass: Option<PassProgress>,
-    /// The last finished pass.
-    pub last_pass: Option<PassSummary>,
-}
+use crate::engine::DeleteOutcome;
+use crate::status::{
+    BucketSummary, RunOutcome, ShardSummary, StatusSnapshot, format_age, format_time,
+};
 
 /// HTML-escapes text for element content and quoted attribute values.
 pub fn escape(s: &str) -> String {
@@ -269,46 +27,6 @@ pub fn escape(s: &str) -> String {
         }
     }
     out
-}
-
-/// `ns` since epoch as RFC 3339 UTC (seconds precision); `—` for 0.
-pub fn format_time(ns: i64) -> String {
-    if ns == 0 {
-        return "—".into();
-    }
-    let secs = ns.div_euclid(1_000_000_000);
-    match time::OffsetDateTime::from_unix_timestamp(secs)
-        .ok()
-        .and_then(|t| {
-            t.format(&time::format_description::well_known::Rfc3339)
-                .ok()
-        }) {
-        Some(s) => s,
-        None => format!("{ns} ns"),
-    }
-}
-
-/// Age `now - then` as `1d 2h`, `3h 4m`, `5m 6s` or `7s`; `—` when `then`
-/// is 0 (never) and `in the future` when the clocks disagree.
-pub fn format_age(now_ns: i64, then_ns: i64) -> String {
-    if then_ns == 0 {
-        return "—".into();
-    }
-    let d = now_ns.saturating_sub(then_ns);
-    if d < 0 {
-        return "in the future".into();
-    }
-    let s = d / 1_000_000_000;
-    let (days, h, m, sec) = (s / 86_400, (s / 3600) % 24, (s / 60) % 60, s % 60);
-    if days > 0 {
-        format!("{days}d {h}h")
-    } else if h > 0 {
-        format!("{h}h {m}m")
-    } else if m > 0 {
-        format!("{m}m {sec}s")
-    } else {
-        format!("{sec}s")
-    }
 }
 
 fn outcome_str(o: Option<RunOutcome>) -> &'static str {
@@ -393,8 +111,8 @@ fn shard_table(h: &mut String, shards: &[ShardSummary], now_ns: i64) {
         "<table class=\"shards\"><thead><tr><th>shard</th><th>cursor lag</th><th>last walk</th>\
          <th class=\"l\">halt reason</th><th>restarts</th><th>events scanned</th>",
     );
-    for (name, _) in DeleteCounts::default().rows() {
-        let _ = write!(h, "<th>{}</th>", escape(name));
+    for o in DeleteOutcome::ALL {
+        let _ = write!(h, "<th>{}</th>", escape(o.label()));
     }
     h.push_str("</tr></thead><tbody>\n");
     for r in shards {
@@ -437,7 +155,11 @@ fn bucket_card(h: &mut String, b: &BucketSummary, now_ns: i64) {
         b.deletes.total()
     );
     for (name, n) in b.deletes.rows().into_iter().filter(|(_, n)| *n > 0) {
-        let _ = write!(h, "<dt>&nbsp;&nbsp;{}</dt><dd>{n}</dd>", escape(name));
+        let _ = write!(
+            h,
+            "<dt>&nbsp;&nbsp;{}</dt><dd>{n}</dd>",
+            escape(name.label())
+        );
     }
     let _ = write!(
         h,
@@ -458,15 +180,16 @@ fn bucket_card(h: &mut String, b: &BucketSummary, now_ns: i64) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::status::{DeleteCounts, PassSummary, ServiceState};
 
     const NOW: i64 = 1_700_000_000_000_000_000;
     const MIN: i64 = 60_000_000_000;
 
     fn snapshot() -> StatusSnapshot {
         let mut deletes = DeleteCounts::default();
-        deletes.record("DONE");
-        deletes.record("DONE");
-        deletes.record("RETRY_LATER");
+        deletes.record(DeleteOutcome::Done);
+        deletes.record(DeleteOutcome::Done);
+        deletes.record(DeleteOutcome::RetryLater);
         StatusSnapshot {
             service_state: ServiceState::Idle,
             next_pass_ns: Some(NOW + 60 * MIN),
@@ -570,35 +293,5 @@ mod tests {
         assert_eq!(format_age(NOW, NOW - 7_000_000_000), "7s");
         assert_eq!(format_age(NOW, NOW - 26 * 60 * MIN), "1d 2h");
         assert_eq!(format_time(0), "—");
-    }
-
-    #[test]
-    fn delete_counts_map_labels() {
-        let mut d = DeleteCounts::default();
-        for l in [
-            "DONE",
-            "NOOP_RESOLVED",
-            "SKIPPED_OBJECT_LOCK",
-            "BLOCKED",
-            "RPC_ERROR",
-            "DRY_RUN",
-            "UNSPECIFIED",
-        ] {
-            d.record(l);
-        }
-        assert_eq!(
-            (
-                d.done,
-                d.noop_resolved,
-                d.skipped_object_lock,
-                d.blocked,
-                d.rpc_error,
-                d.dry_run,
-                d.other,
-                d.retry_later
-            ),
-            (1, 1, 1, 1, 1, 1, 1, 0)
-        );
-        assert_eq!(d.total(), 7);
     }
 }

@@ -25,14 +25,15 @@ use std::collections::HashMap;
 
 use tracing::Span;
 
+use crate::engine::cursor::ShardCursor;
+use crate::engine::{CallResult, DeleteOutcome, DeleteRequest};
 use crate::engine::{Match, Nanos, null_still_displaced};
 use crate::pass::dispatch::{Dispatch, Outcome};
 use crate::pass::observe::PassObserver;
+use crate::pass::plan::PassPlan;
 use crate::pass::ports::ClusterPort;
-use crate::pass::shard_run::{DeleteTicket, PassPlan, ShardOutcome, ShardReport, ShardRun, Work};
+use crate::pass::shard_run::{DeleteTicket, ShardOutcome, ShardReport, ShardRun, Work};
 use crate::pb::filer_pb::Entry;
-use crate::seaweed::cursor::ShardCursor;
-use crate::seaweed::delete::DeleteRequest;
 use crate::telemetry;
 
 /// Where a shard reports: its `shard` span (parent of its replay and walk
@@ -65,7 +66,7 @@ struct Spans {
 /// A delete as the dispatcher takes it.
 pub type DeleteDispatch = Dispatch<DeleteRequest, DeleteTicket>;
 /// A delete's fate as the shard's children receive it.
-pub type DeleteOutcome = Outcome<DeleteRequest, DeleteTicket>;
+pub type DeleteDone = Outcome<DeleteRequest, DeleteTicket>;
 
 /// Restarts allowed per shard for the whole process before it is left failed
 /// for the rest of its pass (the next pass gives it a fresh budget).
@@ -191,10 +192,10 @@ struct Core {
     run: Option<ShardRun>,
     /// The current pass's dispatcher (none before the first pass).
     dispatcher: Option<Recipient<DeleteDispatch>>,
-    replay_to: Option<Recipient<DeleteOutcome>>,
+    replay_to: Option<Recipient<DeleteDone>>,
     lookup_to: Option<Recipient<LookupDone>>,
     port: Arc<dyn ClusterPort>,
-    walk_to: Option<Recipient<DeleteOutcome>>,
+    walk_to: Option<Recipient<DeleteDone>>,
     accept_waiters: Vec<oneshot::Sender<()>>,
     idle_waiters: Vec<oneshot::Sender<()>>,
     extra_events: u64,
@@ -254,9 +255,7 @@ impl Core {
             let (Some(reply_to), Some(dispatcher)) = (to, self.dispatcher.as_ref()) else {
                 // No child to answer to (restarting): report it as lost so the
                 // window and the cursor stay honest.
-                let r = crate::pass::dispatch::CallResult::Transport {
-                    message: "shard restarting; delete not sent".into(),
-                };
+                let r = CallResult::transport("shard restarting; delete not sent");
                 run.outcome(&call, ticket, &r);
                 continue;
             };
@@ -413,9 +412,9 @@ impl Handler<ReplayEvent> for Replay {
     }
 }
 
-impl Handler<DeleteOutcome> for Replay {
+impl Handler<DeleteDone> for Replay {
     type Result = ();
-    fn handle(&mut self, o: DeleteOutcome, _: &mut Context<Self>) {
+    fn handle(&mut self, o: DeleteDone, _: &mut Context<Self>) {
         on_outcome(&self.core, &self.parent, o);
     }
 }
@@ -458,9 +457,9 @@ impl Handler<WalkBatch> for Walker {
     }
 }
 
-impl Handler<DeleteOutcome> for Walker {
+impl Handler<DeleteDone> for Walker {
     type Result = ();
-    fn handle(&mut self, o: DeleteOutcome, _: &mut Context<Self>) {
+    fn handle(&mut self, o: DeleteDone, _: &mut Context<Self>) {
         on_outcome(&self.core, &self.parent, o);
     }
 }
@@ -472,17 +471,17 @@ impl Handler<Stop> for Walker {
     }
 }
 
-fn on_outcome(core: &SharedCore, parent: &Parent, o: DeleteOutcome) {
+fn on_outcome(core: &SharedCore, parent: &Parent, o: DeleteDone) {
     let r = guarded(core, |c| {
         let shard = c.run.as_ref().map(|r| r.shard());
-        let label = o.result.label();
+        let outcome = o.result.outcome;
         let obs = &c.tele.obs;
-        obs.metrics.dispatch(&o.call.bucket, o.call.kind, label);
-        if !matches!(o.result, crate::pass::dispatch::CallResult::DryRun) {
+        obs.metrics.dispatch(&o.call.bucket, o.call.kind, outcome);
+        if outcome != DeleteOutcome::DryRun {
             obs.metrics.limiter_wait(o.limiter_wait);
         }
         if let Some(s) = shard {
-            obs.board(|b| b.delete_done(s, &o.call.bucket, label));
+            obs.board(|b| b.delete_done(s, &o.call.bucket, outcome));
         }
         if let Some(run) = c.run()
             && let Some(reason) = run.outcome(&o.call, o.ticket, &o.result)

@@ -20,22 +20,21 @@ use tokio::sync::watch;
 use tracing::{Instrument as _, Span};
 
 use crate::config::Settings;
+use crate::engine::DeleteRequest;
+use crate::engine::cursor::ShardCursor;
 use crate::engine::{Nanos, SHARD_COUNT, Snapshot, route, walk};
-use crate::http::status_page::ShardPhase;
 use crate::pass::actors::{
     BeginPass, Drain, Finish, ListingDone, ReplayEvent, ShardActor, ShardTelemetry, StartReplay,
     WalkBatch,
 };
 use crate::pass::dispatch::{DeleteDispatcher, DeletePort, limiter};
 use crate::pass::observe::PassObserver;
+use crate::pass::plan::PassPlan;
 use crate::pass::ports::ClusterPort;
 use crate::pass::retry::RetryPolicy;
-use crate::pass::shard_run::{
-    PassPlan, ShardOutcome, ShardPlan, ShardReport, WalkRole, plan_shard,
-};
+use crate::pass::shard_run::{ShardOutcome, ShardPlan, ShardReport, WalkRole, plan_shard};
 use crate::seaweed::buckets::BucketError;
-use crate::seaweed::cursor::ShardCursor;
-use crate::seaweed::delete::DeleteRequest;
+use crate::status::{RunOutcome, ShardPhase};
 use crate::telemetry;
 
 /// What a pass is asked to do.
@@ -119,27 +118,21 @@ pub struct PassResult {
 }
 
 impl PassResult {
-    /// `failed` on a runtime error or a failed shard, `halted` when a shard
-    /// halted, `truncated` when the pass was cut short, else `completed`.
-    pub fn outcome(&self) -> &'static str {
-        if self.error.is_some()
-            || self
-                .shards
-                .iter()
-                .any(|s| s.report.outcome == ShardOutcome::Failed)
-        {
-            "failed"
-        } else if self
-            .shards
-            .iter()
-            .any(|s| s.report.outcome == ShardOutcome::Halted)
-        {
-            "halted"
-        } else if self.truncated.is_some() {
-            "truncated"
+    /// The worst of the shards' outcomes ([`RunOutcome`]'s one ordering:
+    /// failed > halted > truncated > completed); `failed` on a runtime error.
+    pub fn outcome(&self) -> RunOutcome {
+        let truncated = self.truncated.is_some();
+        let base = if self.error.is_some() {
+            RunOutcome::Failed
+        } else if truncated {
+            RunOutcome::Truncated
         } else {
-            "completed"
-        }
+            RunOutcome::Completed
+        };
+        self.shards
+            .iter()
+            .map(|s| s.report.outcome.in_pass(truncated))
+            .fold(base, RunOutcome::worst)
     }
 }
 
@@ -181,7 +174,7 @@ async fn prepare(port: Arc<dyn ClusterPort>, opts: &PassOptions) -> Result<Prepa
     } else {
         None
     };
-    let wall = crate::pass::observe::wall_ns();
+    let wall = crate::clock::wall_ns();
     let pass_plan = PassPlan::build(&snap, opts.now, wall, earliest, &s.pass, keep);
     let buckets: Vec<String> = pass_plan.buckets().map(str::to_string).collect();
     let mut cursors = BTreeMap::new();
@@ -288,10 +281,9 @@ impl Handler<RunPass> for Coordinator {
                 match prepared {
                     Err(e) => {
                         telemetry::record_outcome(&span, "failed");
-                        act.obs.metrics.pass_finished(
-                            crate::metrics::RunOutcome::Failed,
-                            crate::pass::observe::wall_ns(),
-                        );
+                        act.obs
+                            .metrics
+                            .pass_finished(RunOutcome::Failed, crate::clock::wall_ns());
                         Box::pin(async move { Err(e) })
                     }
                     Ok(p) => {
@@ -435,30 +427,27 @@ impl Coordinator {
                     truncated,
                     duration: started.elapsed(),
                 };
-                let outcome = crate::pass::observe::run_outcome(&result);
+                let outcome = result.outcome();
                 for r in &result.shards {
                     let rep = &r.report;
-                    let o = crate::pass::observe::shard_run_outcome(
-                        rep.outcome,
-                        result.truncated.is_some(),
-                    );
+                    let o = rep.outcome.in_pass(result.truncated.is_some());
                     obs.metrics.events_scanned(rep.shard, rep.counters.events_scanned);
                     for ((kind, decision), n) in &rep.counters.decisions {
-                        obs.metrics.matched_n(*kind, decision, *n);
+                        obs.metrics.matched_n(*kind, *decision, *n);
                     }
                     obs.metrics.shard_run_finished(
                         rep.shard,
                         o,
                         r.duration,
                         rep.counters.events_scanned,
-                        rep.counters.all_deletes().values().sum(),
+                        rep.counters.deletes.total(),
                     );
                     obs.metrics
                         .shard_halted(rep.shard, rep.outcome == ShardOutcome::Halted);
                     obs.board(|b| b.shard_finished(rep.shard, o));
                 }
                 obs.metrics
-                    .pass_finished(outcome, crate::pass::observe::wall_ns());
+                    .pass_finished(outcome, crate::clock::wall_ns());
                 telemetry::record_outcome(&pass_span, outcome.as_str());
                 result
             }

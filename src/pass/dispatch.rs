@@ -14,49 +14,7 @@ use tokio::sync::Semaphore;
 use tracing::Instrument as _;
 
 use super::retry::RetryPolicy;
-
-/// The result of one delete as the shard sees it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum CallResult {
-    /// The server answered (business outcomes are never gRPC errors).
-    Answered {
-        /// Proto enum name: DONE, NOOP_RESOLVED, SKIPPED_OBJECT_LOCK,
-        /// RETRY_LATER, BLOCKED, or LIFECYCLE_DELETE_OUTCOME_UNSPECIFIED.
-        outcome: &'static str,
-        /// The server's reason text.
-        reason: String,
-        /// Whether the outcome lets the cursor advance.
-        resolved: bool,
-    },
-    /// Transport failure after all attempts.
-    Transport {
-        /// The last error.
-        message: String,
-    },
-    /// `--dry-run`: nothing was sent.
-    DryRun,
-}
-
-impl CallResult {
-    /// True when the delete is settled (DONE, NOOP_RESOLVED, SKIPPED_OBJECT_LOCK,
-    /// or a dry run).
-    pub fn is_resolved(&self) -> bool {
-        match self {
-            CallResult::Answered { resolved, .. } => *resolved,
-            CallResult::Transport { .. } => false,
-            CallResult::DryRun => true,
-        }
-    }
-
-    /// Metrics label: the outcome name, `RPC_ERROR`, or `DRY_RUN`.
-    pub fn label(&self) -> &'static str {
-        match self {
-            CallResult::Answered { outcome, .. } => outcome,
-            CallResult::Transport { .. } => "RPC_ERROR",
-            CallResult::DryRun => "DRY_RUN",
-        }
-    }
-}
+use crate::engine::delete::CallResult;
 
 /// One transport attempt's failure.
 #[derive(Debug, Clone)]
@@ -67,13 +25,13 @@ pub struct AttemptError {
     pub message: String,
 }
 
-/// One attempt's result: `Ok((outcome name, reason, resolved))` or a transport error.
-pub type AttemptResult = Result<(&'static str, String, bool), AttemptError>;
+/// One attempt's result: the server's verdict, or a transport error.
+pub type AttemptResult = Result<CallResult, AttemptError>;
 
 /// The delete RPC as the dispatcher needs it. Implemented by the real
 /// `LifecycleDelete` client and by test fakes.
 pub trait DeletePort<C>: Send + Sync + 'static {
-    /// One attempt. `Ok` carries (outcome name, reason, resolved).
+    /// One attempt. `Ok` carries the server's verdict.
     fn call(&self, call: &C) -> BoxFuture<'static, AttemptResult>;
 }
 
@@ -164,7 +122,7 @@ impl<C: Send + Sync + 'static, T: Send + 'static> Handler<Dispatch<C, T>> for De
                 span,
             } = msg;
             let (result, attempts, limiter_wait) = match slots.acquire_owned().await {
-                Ok(_permit) if dry_run => (CallResult::DryRun, 0, Duration::ZERO),
+                Ok(_permit) if dry_run => (CallResult::dry_run(), 0, Duration::ZERO),
                 Ok(_permit) => {
                     run_with_retries(&*port, &call, limiter.as_deref(), policy)
                         .instrument(span.clone())
@@ -172,14 +130,12 @@ impl<C: Send + Sync + 'static, T: Send + 'static> Handler<Dispatch<C, T>> for De
                 }
                 // The semaphore is never closed; report instead of dropping.
                 Err(e) => (
-                    CallResult::Transport {
-                        message: format!("dispatcher closed: {e}"),
-                    },
+                    CallResult::transport(format!("dispatcher closed: {e}")),
                     0,
                     Duration::ZERO,
                 ),
             };
-            crate::telemetry::record_outcome(&span, result.label());
+            crate::telemetry::record_outcome(&span, result.outcome.label());
             drop(span);
             let outcome = Outcome {
                 call,
@@ -211,26 +167,12 @@ async fn run_with_retries<C: Send + Sync + 'static>(
             waited += t.elapsed();
         }
         match port.call(call).await {
-            Ok((outcome, reason, resolved)) => {
-                return (
-                    CallResult::Answered {
-                        outcome,
-                        reason,
-                        resolved,
-                    },
-                    attempt,
-                    waited,
-                );
-            }
+            Ok(verdict) => return (verdict, attempt, waited),
             Err(e) if e.retryable && policy.should_retry(attempt) => {
                 tokio::time::sleep(policy.backoff(attempt, rand::random::<f64>())).await;
             }
             Err(e) => {
-                return (
-                    CallResult::Transport { message: e.message },
-                    attempt,
-                    waited,
-                );
+                return (CallResult::transport(e.message), attempt, waited);
             }
         }
     }
@@ -260,6 +202,7 @@ pub fn limiter(rate: f64, burst: u32) -> RateLimiter {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::engine::delete::DeleteOutcome;
     use std::sync::Mutex;
     use std::sync::atomic::{AtomicUsize, Ordering};
 
@@ -274,12 +217,7 @@ mod tests {
     impl DeletePort<u32> for Script {
         fn call(&self, _c: &u32) -> BoxFuture<'static, AttemptResult> {
             self.calls.fetch_add(1, Ordering::SeqCst);
-            let r = self
-                .results
-                .lock()
-                .unwrap()
-                .pop()
-                .unwrap_or(Ok(("DONE", String::new(), true)));
+            let r = self.results.lock().unwrap().pop().unwrap_or(Ok(done()));
             let (active, peak) = (self.active.clone(), self.peak.clone());
             Box::pin(async move {
                 let now = active.fetch_add(1, Ordering::SeqCst) + 1;
@@ -314,6 +252,10 @@ mod tests {
                 .unwrap()
                 .push((m.ticket, m.result, m.attempts));
         }
+    }
+
+    fn done() -> CallResult {
+        CallResult::answered(DeleteOutcome::Done, "")
     }
 
     fn transport(retryable: bool) -> AttemptResult {
@@ -360,11 +302,7 @@ mod tests {
 
     #[actix::test]
     async fn transport_errors_are_retried_then_succeed() {
-        let port = script(vec![
-            transport(true),
-            transport(true),
-            Ok(("DONE", String::new(), true)),
-        ]);
+        let port = script(vec![transport(true), transport(true), Ok(done())]);
         let out = run(port.clone(), 1, 4, false).await;
         assert_eq!(out.len(), 1);
         assert!(out[0].1.is_resolved());
@@ -377,10 +315,10 @@ mod tests {
             transport(true),
             transport(true),
             transport(true),
-            Ok(("DONE", String::new(), true)),
+            Ok(done()),
         ]);
         let out = run(port.clone(), 1, 4, false).await;
-        assert_eq!(out[0].1.label(), "RPC_ERROR");
+        assert_eq!(out[0].1.outcome, DeleteOutcome::RpcError);
         assert!(!out[0].1.is_resolved());
         assert_eq!(port.calls.load(Ordering::SeqCst), 3);
     }
@@ -388,12 +326,12 @@ mod tests {
     #[actix::test]
     async fn server_outcomes_and_non_retryable_errors_are_not_retried() {
         let port = script(vec![
-            Ok(("RETRY_LATER", "busy".into(), false)),
+            Ok(CallResult::answered(DeleteOutcome::RetryLater, "busy")),
             transport(false),
         ]);
         let out = run(port.clone(), 2, 1, false).await;
-        assert_eq!(out[0].1.label(), "RETRY_LATER");
-        assert_eq!(out[1].1.label(), "RPC_ERROR");
+        assert_eq!(out[0].1.outcome, DeleteOutcome::RetryLater);
+        assert_eq!(out[1].1.outcome, DeleteOutcome::RpcError);
         assert_eq!(port.calls.load(Ordering::SeqCst), 2);
     }
 
@@ -410,7 +348,7 @@ mod tests {
     async fn dry_run_sends_nothing() {
         let port = script(vec![]);
         let out = run(port.clone(), 3, 4, true).await;
-        assert!(out.iter().all(|o| o.1 == CallResult::DryRun));
+        assert!(out.iter().all(|o| o.1 == CallResult::dry_run()));
         assert_eq!(port.calls.load(Ordering::SeqCst), 0);
     }
 

@@ -19,9 +19,10 @@
 use std::collections::BTreeMap;
 
 use crate::engine::EMPTY_HASH;
+use crate::engine::cursor::{BucketCursor, CURSOR_VERSION, GoCursor, ShardCursor};
 use crate::engine::progress::ActionProgress;
-use crate::pass::shard_run::{PassPlan, progress_key};
-use crate::seaweed::cursor::{BucketCursor, CURSOR_VERSION, GoCursor, ShardCursor};
+use crate::pass::plan::PassPlan;
+use crate::pass::shard_run::progress_key;
 
 /// The outcome of importing one shard's Go cursor.
 #[derive(Debug, Clone, PartialEq, Eq)]

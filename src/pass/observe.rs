@@ -10,14 +10,15 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::watch;
 
-use crate::http::status_page::ShardPhase;
-use crate::http::{
-    BucketSummary, DeleteCounts, PassProgress, PassSummary, ServiceState, ShardSummary,
-    StatusSnapshot,
-};
-use crate::metrics::{Metrics, RunOutcome};
+use crate::clock::wall_ns;
+use crate::engine::DeleteOutcome;
+use crate::metrics::Metrics;
 use crate::pass::coordinator::PassResult;
 use crate::pass::shard_run::ShardOutcome;
+use crate::status::{
+    BucketSummary, DeleteCounts, PassProgress, PassSummary, RunOutcome, ServiceState, ShardPhase,
+    ShardSummary, StatusSnapshot,
+};
 
 /// Snapshots are re-published at most this often for counter changes
 /// (phase changes and pass boundaries publish at once), so a pass with
@@ -62,44 +63,6 @@ impl std::fmt::Debug for StatusBoard {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("StatusBoard").finish_non_exhaustive()
     }
-}
-
-/// A pass outcome as the status/metrics enum.
-pub fn run_outcome(r: &PassResult) -> RunOutcome {
-    match r.outcome() {
-        "failed" => RunOutcome::Failed,
-        "halted" => RunOutcome::Halted,
-        "truncated" => RunOutcome::Truncated,
-        _ => RunOutcome::Completed,
-    }
-}
-
-/// A shard's outcome within a pass that may have been truncated.
-pub fn shard_run_outcome(o: ShardOutcome, truncated: bool) -> RunOutcome {
-    match o {
-        ShardOutcome::Failed => RunOutcome::Failed,
-        ShardOutcome::Halted => RunOutcome::Halted,
-        ShardOutcome::Completed if truncated => RunOutcome::Truncated,
-        ShardOutcome::Completed => RunOutcome::Completed,
-    }
-}
-
-fn counts(m: &BTreeMap<String, u64>) -> DeleteCounts {
-    let mut d = DeleteCounts::default();
-    for (label, n) in m {
-        for _ in 0..*n {
-            d.record(label);
-        }
-    }
-    d
-}
-
-/// Wall clock in ns (display and bookkeeping only, never lifecycle decisions).
-pub fn wall_ns() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| i64::try_from(d.as_nanos()).unwrap_or(i64::MAX))
-        .unwrap_or(0)
 }
 
 impl StatusBoard {
@@ -211,18 +174,18 @@ impl StatusBoard {
         });
     }
 
-    /// A delete of `bucket` sent by `shard` ended with `label`.
-    pub fn delete_done(&self, shard: u8, bucket: &str, label: &str) {
+    /// A delete of `bucket` sent by `shard` ended with `outcome`.
+    pub fn delete_done(&self, shard: u8, bucket: &str, outcome: DeleteOutcome) {
         {
             let mut st = self.lock();
             st.bucket_deletes
                 .entry(bucket.to_string())
                 .or_default()
-                .record(label);
+                .record(outcome);
         }
         self.with_shard(shard, false, |r| {
             r.in_flight = r.in_flight.saturating_sub(1);
-            r.deletes.record(label);
+            r.deletes.record(outcome);
         });
     }
 
@@ -356,7 +319,7 @@ impl StatusBoard {
                 } else {
                     row.finished_ns
                 },
-                outcome: Some(shard_run_outcome(rep.outcome, truncated)),
+                outcome: Some(rep.outcome.in_pass(truncated)),
                 matches: rep.counters.matches,
                 in_flight: 0,
                 cursor_ts_ns: cursor_ts,
@@ -364,10 +327,10 @@ impl StatusBoard {
                 halt_reason: rep.halt_reason.clone(),
                 restarts: st.restarts.get(&rep.shard).copied().unwrap_or(0),
                 events_scanned: rep.counters.events_scanned,
-                deletes: counts(&rep.counters.deletes),
+                deletes: rep.counters.deletes.clone(),
             });
         }
-        let outcome = run_outcome(r);
+        let outcome = r.outcome();
         let mut names: BTreeSet<&str> = r.buckets.iter().map(String::as_str).collect();
         for e in &r.bucket_errors {
             names.insert(&e.bucket);
@@ -422,21 +385,12 @@ mod tests {
     use super::*;
 
     #[test]
-    fn counts_map_to_delete_counts() {
-        let m: BTreeMap<String, u64> = [("DONE".to_string(), 3), ("BLOCKED".to_string(), 1)]
-            .into_iter()
-            .collect();
-        let d = counts(&m);
-        assert_eq!((d.done, d.blocked, d.total()), (3, 1, 4));
-    }
-
-    #[test]
     fn board_tracks_a_pass_and_publishes() {
         let (tx, rx) = watch::channel(StatusSnapshot::default());
         let b = StatusBoard::new(tx);
         b.pass_started("r1", &[0, 1]);
         b.delete_sent(1);
-        b.delete_done(1, "bk", "DONE");
+        b.delete_done(1, "bk", DeleteOutcome::Done);
         b.shard_finished(0, RunOutcome::Completed);
         let s = b.snapshot();
         let p = s.current_pass.as_ref().unwrap();

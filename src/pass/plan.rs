@@ -1,16 +1,20 @@
-//! Per-bucket recovery decisions (design.md "Recovery triggers") and the cursor
-//! rewind after a recovery walk. Pure: `now` and every cluster fact are inputs.
+//! What a pass decides before any shard runs: the [`PassPlan`] (one `now`,
+//! the views and hashes), per-bucket recovery decisions (design.md "Recovery
+//! triggers") and the cursor rewind after a recovery walk. Pure: `now` and
+//! every cluster fact are inputs.
 //!
 //! Unlike the Go worker, hashes and progress are kept per bucket (and progress
 //! per action), so an edit in one bucket recovers that bucket only (facts doc
 //! §13.4), and retention loss is detected from the filer's persisted log instead
 //! of being declared by the operator (facts doc §13.6).
 
+use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 use serde::Serialize;
 
-use crate::engine::{DueRounding, Nanos, TimeConfig};
+use crate::engine::cursor::Hash32;
+use crate::engine::{ActionKey, DueRounding, Nanos, Snapshot, TimeConfig};
 
 /// Why a bucket needs a recovery walk on this shard.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -119,6 +123,119 @@ pub fn retention_window(
         // instead of overflowing on absurd inputs.
         Some(e) => Duration::from_nanos(u64::try_from(now.saturating_sub(e)).unwrap_or(0)),
         None => Duration::MAX,
+    }
+}
+
+/// Everything one pass decided before any shard ran; shared by all shards.
+#[derive(Debug)]
+pub struct PassPlan {
+    /// The pass's single `now`.
+    pub now: Nanos,
+    /// The newest meta-log time a recovery walk vouches for: `now`, but never
+    /// past the real clock at pass start. With `--now` in the future, the walk
+    /// cannot have seen objects written between the real time and `now`;
+    /// claiming them would make later passes skip their events. Listings start
+    /// after the plan is built, so an entry whose event the filer stamped
+    /// before this time existed when it was listed (assuming the filer's clock
+    /// is not behind ours by more than that gap; NTP keeps it far smaller).
+    /// No reorder margin here: it would make replay re-send, in the same pass,
+    /// deletes the walk just made for objects written seconds before the pass.
+    pub observed_until: Nanos,
+    /// Day length and due rounding.
+    pub time: TimeConfig,
+    /// `pass.clock_skew_margin`.
+    pub skew_margin: Duration,
+    /// `pass.walker_interval` (0 = walk every pass).
+    pub walker_interval: Duration,
+    /// The meta-log horizon (probe), `None` when nothing is persisted.
+    pub earliest: Option<Nanos>,
+    /// Replay view (actions served from the meta-log).
+    pub replay: Option<Snapshot>,
+    /// Walk view (actions served by listing).
+    pub walk: Option<Snapshot>,
+    /// Recovery view: every enabled action.
+    pub recovery: Snapshot,
+    /// Per-bucket replay content hash.
+    pub rule_set_hash: BTreeMap<String, Hash32>,
+    /// Per-bucket promoted hash.
+    pub promoted_hash: BTreeMap<String, Hash32>,
+    /// Go-compatible global hashes for the cursor's top-level fields.
+    pub global_rule_set_hash: Hash32,
+    /// See [`PassPlan::global_rule_set_hash`].
+    pub global_promoted_hash: Hash32,
+    /// Buckets that exist but are not part of this pass (config failed to
+    /// parse, or not selected by `pass.buckets`): their cursor state is kept.
+    pub keep: BTreeSet<String>,
+}
+
+impl PassPlan {
+    /// The plan for `snap` at `now`: views, per-bucket and global hashes.
+    /// `earliest` is the meta-log horizon from the probe; a non-zero
+    /// `pass.meta_log_retention` replaces it with `now − retention`. `wall` is
+    /// the real clock at pass start (see [`PassPlan::observed_until`]).
+    pub fn build(
+        snap: &Snapshot,
+        now: Nanos,
+        wall: Nanos,
+        earliest: Option<Nanos>,
+        pass: &crate::config::PassSettings,
+        keep: BTreeSet<String>,
+    ) -> PassPlan {
+        use crate::engine::{
+            promoted_hash, promoted_hash_by_bucket, replay_content_hash,
+            replay_content_hash_by_bucket,
+        };
+        let window = retention_window(now, earliest, pass.meta_log_retention);
+        let (replay, walk) = snap.rules_for_shard(0, window);
+        let earliest = if pass.meta_log_retention.is_zero() {
+            earliest
+        } else {
+            // A configured retention: the horizon is now − retention.
+            let back = i64::try_from(pass.meta_log_retention.as_nanos()).unwrap_or(i64::MAX);
+            Some(now.saturating_sub(back))
+        };
+        PassPlan {
+            now,
+            observed_until: now.min(wall),
+            time: snap.time(),
+            skew_margin: pass.clock_skew_margin,
+            walker_interval: pass.walker_interval,
+            earliest,
+            rule_set_hash: replay_content_hash_by_bucket(snap),
+            promoted_hash: promoted_hash_by_bucket(snap, window),
+            global_rule_set_hash: replay_content_hash(snap),
+            global_promoted_hash: promoted_hash(snap, window),
+            replay,
+            walk,
+            recovery: snap.recovery_view(),
+            keep,
+        }
+    }
+
+    /// Buckets with at least one enabled action (the recovery view's buckets).
+    pub fn buckets(&self) -> impl Iterator<Item = &str> {
+        self.recovery.buckets().iter().map(|b| &**b.name())
+    }
+
+    pub fn has_replay(&self, bucket: &str) -> bool {
+        self.replay
+            .as_ref()
+            .is_some_and(|r| r.bucket(bucket).is_some())
+    }
+
+    pub fn has_walk(&self, bucket: &str) -> bool {
+        self.walk
+            .as_ref()
+            .is_some_and(|w| w.bucket(bucket).is_some())
+    }
+
+    /// The bucket's replay actions, `(key, ttl)`.
+    pub fn replay_actions(&self, bucket: &str) -> Vec<(ActionKey, Duration)> {
+        self.replay
+            .as_ref()
+            .and_then(|r| r.bucket(bucket))
+            .map(|b| b.actions().iter().map(|a| (a.key(), a.ttl())).collect())
+            .unwrap_or_default()
     }
 }
 

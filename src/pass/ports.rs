@@ -10,12 +10,14 @@ use futures::stream::BoxStream;
 use futures::{FutureExt, StreamExt};
 use tonic::transport::{Channel, Endpoint};
 
-use crate::engine::{MetaEvent, Nanos, WalkItem};
+use crate::engine::DeleteRequest;
+use crate::engine::cursor::ShardCursor;
+use crate::engine::{CallResult, DeleteOutcome, MetaEvent, Nanos, WalkItem};
 use crate::pass::dispatch::{AttemptError, AttemptResult, DeletePort};
 use crate::pb::filer_pb::Entry;
 use crate::seaweed::buckets::{BucketScan, list_bucket_configs};
-use crate::seaweed::cursor::{CursorStore, ShardCursor};
-use crate::seaweed::delete::{DeleteClient, DeleteError, DeleteRequest};
+use crate::seaweed::cursor::CursorStore;
+use crate::seaweed::delete::{DeleteClient, DeleteError};
 use crate::seaweed::filer::FilerClient;
 use crate::seaweed::lister::list_bucket;
 use crate::seaweed::metalog::{DEFAULT_CLIENT_NAME, MetaLogReader, ReaderOptions, SubscribeParams};
@@ -228,14 +230,14 @@ impl DeletePort<DeleteRequest> for SeaweedDelete {
         let req = call.clone();
         async move {
             match client.delete(&req).await {
-                Ok(o) => Ok((o.outcome.label(), o.reason, o.outcome.is_resolved())),
+                Ok(verdict) => Ok(verdict),
                 Err(e @ DeleteError::Transport { .. }) => Err(AttemptError {
                     retryable: e.is_retryable(),
                     message: e.to_string(),
                 }),
                 // Refused locally: the server would answer BLOCKED, so it halts
                 // the shard like BLOCKED does instead of being retried.
-                Err(e) => Ok(("BLOCKED", e.to_string(), false)),
+                Err(e) => Ok(CallResult::answered(DeleteOutcome::Blocked, e.to_string())),
             }
         }
         .boxed()

@@ -17,132 +17,17 @@
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::sync::Arc;
-use std::time::Duration;
 
 use serde::Serialize;
 
+use crate::engine::cursor::{BucketCursor, CURSOR_VERSION, ShardCursor};
+use crate::engine::delete::{CallResult, DeleteRequest, halt_reason};
 use crate::engine::progress::{ActionProgress, Decision, ProgressTracker, Ticket, subject_of};
 use crate::engine::route::resolve_deferred;
-use crate::engine::{ActionKey, ActionKind, EMPTY_HASH, Match, Nanos, Snapshot, TimeConfig};
-use crate::metrics::MatchDecision;
-use crate::pass::dispatch::CallResult;
-use crate::pass::plan::{self, Persisted, RecoveryReason};
+use crate::engine::{ActionKey, ActionKind, EMPTY_HASH, Match, Nanos};
+use crate::pass::plan::{self, PassPlan, Persisted, RecoveryReason};
 use crate::pb::filer_pb::Entry;
-use crate::seaweed::cursor::{BucketCursor, CURSOR_VERSION, Hash32, ShardCursor};
-use crate::seaweed::delete::DeleteRequest;
-
-/// Everything one pass decided before any shard ran; shared by all shards.
-#[derive(Debug)]
-pub struct PassPlan {
-    /// The pass's single `now`.
-    pub now: Nanos,
-    /// The newest meta-log time a recovery walk vouches for: `now`, but never
-    /// past the real clock at pass start. With `--now` in the future, the walk
-    /// cannot have seen objects written between the real time and `now`;
-    /// claiming them would make later passes skip their events. Listings start
-    /// after the plan is built, so an entry whose event the filer stamped
-    /// before this time existed when it was listed (assuming the filer's clock
-    /// is not behind ours by more than that gap; NTP keeps it far smaller).
-    /// No reorder margin here: it would make replay re-send, in the same pass,
-    /// deletes the walk just made for objects written seconds before the pass.
-    pub observed_until: Nanos,
-    /// Day length and due rounding.
-    pub time: TimeConfig,
-    /// `pass.clock_skew_margin`.
-    pub skew_margin: Duration,
-    /// `pass.walker_interval` (0 = walk every pass).
-    pub walker_interval: Duration,
-    /// The meta-log horizon (probe), `None` when nothing is persisted.
-    pub earliest: Option<Nanos>,
-    /// Replay view (actions served from the meta-log).
-    pub replay: Option<Snapshot>,
-    /// Walk view (actions served by listing).
-    pub walk: Option<Snapshot>,
-    /// Recovery view: every enabled action.
-    pub recovery: Snapshot,
-    /// Per-bucket replay content hash.
-    pub rule_set_hash: BTreeMap<String, Hash32>,
-    /// Per-bucket promoted hash.
-    pub promoted_hash: BTreeMap<String, Hash32>,
-    /// Go-compatible global hashes for the cursor's top-level fields.
-    pub global_rule_set_hash: Hash32,
-    /// See [`PassPlan::global_rule_set_hash`].
-    pub global_promoted_hash: Hash32,
-    /// Buckets that exist but are not part of this pass (config failed to
-    /// parse, or not selected by `pass.buckets`): their cursor state is kept.
-    pub keep: BTreeSet<String>,
-}
-
-impl PassPlan {
-    /// The plan for `snap` at `now`: views, per-bucket and global hashes.
-    /// `earliest` is the meta-log horizon from the probe; a non-zero
-    /// `pass.meta_log_retention` replaces it with `now − retention`. `wall` is
-    /// the real clock at pass start (see [`PassPlan::observed_until`]).
-    pub fn build(
-        snap: &Snapshot,
-        now: Nanos,
-        wall: Nanos,
-        earliest: Option<Nanos>,
-        pass: &crate::config::PassSettings,
-        keep: BTreeSet<String>,
-    ) -> PassPlan {
-        use crate::engine::{
-            promoted_hash, promoted_hash_by_bucket, replay_content_hash,
-            replay_content_hash_by_bucket,
-        };
-        let window = plan::retention_window(now, earliest, pass.meta_log_retention);
-        let (replay, walk) = snap.rules_for_shard(0, window);
-        let earliest = if pass.meta_log_retention.is_zero() {
-            earliest
-        } else {
-            // A configured retention: the horizon is now − retention.
-            let back = i64::try_from(pass.meta_log_retention.as_nanos()).unwrap_or(i64::MAX);
-            Some(now.saturating_sub(back))
-        };
-        PassPlan {
-            now,
-            observed_until: now.min(wall),
-            time: snap.time(),
-            skew_margin: pass.clock_skew_margin,
-            walker_interval: pass.walker_interval,
-            earliest,
-            rule_set_hash: replay_content_hash_by_bucket(snap),
-            promoted_hash: promoted_hash_by_bucket(snap, window),
-            global_rule_set_hash: replay_content_hash(snap),
-            global_promoted_hash: promoted_hash(snap, window),
-            replay,
-            walk,
-            recovery: snap.recovery_view(),
-            keep,
-        }
-    }
-
-    /// Buckets with at least one enabled action (the recovery view's buckets).
-    pub fn buckets(&self) -> impl Iterator<Item = &str> {
-        self.recovery.buckets().iter().map(|b| &**b.name())
-    }
-
-    fn has_replay(&self, bucket: &str) -> bool {
-        self.replay
-            .as_ref()
-            .is_some_and(|r| r.bucket(bucket).is_some())
-    }
-
-    fn has_walk(&self, bucket: &str) -> bool {
-        self.walk
-            .as_ref()
-            .is_some_and(|w| w.bucket(bucket).is_some())
-    }
-
-    /// The bucket's replay actions, `(key, ttl)`.
-    fn replay_actions(&self, bucket: &str) -> Vec<(ActionKey, Duration)> {
-        self.replay
-            .as_ref()
-            .and_then(|r| r.bucket(bucket))
-            .map(|b| b.actions().iter().map(|a| (a.key(), a.ttl())).collect())
-            .unwrap_or_default()
-    }
-}
+use crate::status::{DeleteCounts, MatchDecision, RunOutcome};
 
 /// The cursor key of an action's progress: `"<rulehash hex>/<kind>"`.
 pub fn progress_key(key: &ActionKey) -> String {
@@ -251,19 +136,8 @@ pub enum DeleteTicket {
     Replay(Ticket),
 }
 
-/// Every delete label of the contract, always reported (0 when none).
-pub const DELETE_LABELS: [&str; 7] = [
-    "DONE",
-    "NOOP_RESOLVED",
-    "SKIPPED_OBJECT_LOCK",
-    "RETRY_LATER",
-    "BLOCKED",
-    "RPC_ERROR",
-    "DRY_RUN",
-];
-
 /// Per-shard counters.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Counters {
     /// Meta-log events routed to this shard.
     pub events_scanned: u64,
@@ -271,49 +145,27 @@ pub struct Counters {
     pub matches: u64,
     /// Replay matches not yet due.
     pub pending: u64,
-    /// Delete outcomes by label.
-    pub deletes: BTreeMap<String, u64>,
+    /// Delete outcomes.
+    pub deletes: DeleteCounts,
     /// Matches by action kind and what was done with them (for
     /// `s3_lifecycled_matches_total`; `skipped` = resolved in an earlier pass).
-    #[serde(skip)]
-    pub decisions: BTreeMap<(ActionKind, &'static str), u64>,
+    pub decisions: BTreeMap<(ActionKind, MatchDecision), u64>,
 }
 
 impl Counters {
     fn decided(&mut self, kind: ActionKind, decision: MatchDecision) {
-        *self.decisions.entry((kind, decision.as_str())).or_default() += 1;
+        *self.decisions.entry((kind, decision)).or_default() += 1;
     }
 
-    fn count(&mut self, label: &str) {
-        // Unknown server outcomes halt like RETRY_LATER and count as RPC_ERROR
-        // so the contract's fixed key set stays complete.
-        let label = if DELETE_LABELS.contains(&label) {
-            label
-        } else {
-            "RPC_ERROR"
-        };
-        *self.deletes.entry(label.to_string()).or_default() += 1;
-    }
-
-    /// Adds `other` into `self`.
+    /// Adds `other` into `self` (O(outcomes + kinds), not O(deletes)).
     pub fn add(&mut self, other: &Counters) {
         self.events_scanned += other.events_scanned;
         self.matches += other.matches;
         self.pending += other.pending;
-        for (k, v) in &other.deletes {
-            *self.deletes.entry(k.clone()).or_default() += v;
-        }
+        self.deletes.add(&other.deletes);
         for (k, v) in &other.decisions {
             *self.decisions.entry(*k).or_default() += v;
         }
-    }
-
-    /// The delete counts with every contract label present.
-    pub fn all_deletes(&self) -> BTreeMap<String, u64> {
-        DELETE_LABELS
-            .iter()
-            .map(|l| (l.to_string(), self.deletes.get(*l).copied().unwrap_or(0)))
-            .collect()
     }
 }
 
@@ -330,6 +182,17 @@ pub enum ShardOutcome {
 }
 
 impl ShardOutcome {
+    /// The shard's [`RunOutcome`] within a pass that was (or was not) cut
+    /// short: a completed shard of a truncated pass is `truncated`.
+    pub fn in_pass(self, truncated: bool) -> RunOutcome {
+        match self {
+            ShardOutcome::Failed => RunOutcome::Failed,
+            ShardOutcome::Halted => RunOutcome::Halted,
+            ShardOutcome::Completed if truncated => RunOutcome::Truncated,
+            ShardOutcome::Completed => RunOutcome::Completed,
+        }
+    }
+
     /// `completed`, `halted` or `failed`.
     pub fn as_str(self) -> &'static str {
         match self {
@@ -464,7 +327,7 @@ impl ShardRun {
             }
             self.counters.decided(m.kind, MatchDecision::Dispatched);
             self.queue.push_back((
-                Work::Delete(request_of(&m)),
+                Work::Delete(DeleteRequest::of(&m)),
                 DeleteTicket::Walk {
                     bucket: bucket.to_string(),
                 },
@@ -560,7 +423,7 @@ impl ShardRun {
                     let work = if m.lookup.is_some() {
                         Work::Lookup(Box::new(m.clone()))
                     } else {
-                        Work::Delete(request_of(m))
+                        Work::Delete(DeleteRequest::of(m))
                     };
                     self.queue.push_back((work, DeleteTicket::Replay(t)));
                 }
@@ -594,7 +457,7 @@ impl ShardRun {
         result: &CallResult,
     ) -> Option<String> {
         self.in_flight = self.in_flight.saturating_sub(1);
-        self.counters.count(result.label());
+        self.counters.deletes.record(result.outcome);
         let ok = result.is_resolved();
         match ticket {
             DeleteTicket::Replay(t) => {
@@ -636,10 +499,8 @@ impl ShardRun {
         let entry = match entry {
             Ok(e) => e,
             Err(e) => {
-                let req = request_of(m);
-                let result = CallResult::Transport {
-                    message: format!("deferred lookup failed: {e}"),
-                };
+                let req = DeleteRequest::of(m);
+                let result = CallResult::transport(format!("deferred lookup failed: {e}"));
                 // Re-count through `outcome` (it decrements the window).
                 self.in_flight += 1;
                 return self.outcome(&req, ticket, &result);
@@ -670,7 +531,7 @@ impl ShardRun {
             Some(c) => {
                 if !self.stopped() {
                     self.queue
-                        .push_front((Work::Delete(request_of(&c)), ticket));
+                        .push_front((Work::Delete(DeleteRequest::of(&c)), ticket));
                 }
             }
         }
@@ -809,38 +670,4 @@ pub enum Work {
     Delete(DeleteRequest),
     /// Look the match's entry up, then [`ShardRun::lookup_done`].
     Lookup(Box<Match>),
-}
-
-/// The `LifecycleDelete` request of a match.
-pub fn request_of(m: &Match) -> DeleteRequest {
-    DeleteRequest {
-        bucket: m.bucket.clone(),
-        object_path: m.object_path.clone(),
-        version_id: m.version_id.clone(),
-        rule_hash: m.rule_hash,
-        kind: m.kind,
-        identity: m.identity.clone(),
-    }
-}
-
-/// `<OUTCOME> <bucket>/<object_path> [version]: <reason>`.
-pub fn halt_reason(req: &DeleteRequest, result: &CallResult) -> String {
-    let version = if req.version_id.is_empty() {
-        String::new()
-    } else {
-        format!(" {}", req.version_id)
-    };
-    let why = match result {
-        CallResult::Answered { reason, .. } => reason.clone(),
-        CallResult::Transport { message } => message.clone(),
-        CallResult::DryRun => String::new(),
-    };
-    format!(
-        "{} {}/{}{}: {}",
-        result.label(),
-        req.bucket,
-        req.object_path,
-        version,
-        why
-    )
 }

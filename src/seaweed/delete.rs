@@ -6,12 +6,12 @@ use std::time::Duration;
 
 use tonic::transport::{Channel, Endpoint};
 
-use crate::engine::{ActionKind, EntryIdentity, RuleHash};
+use crate::engine::EntryIdentity;
+use crate::engine::delete::{CallResult, DeleteOutcome};
+pub use crate::engine::delete::{DeleteRequest, InvalidRequest, UPLOADS_PREFIX};
+use crate::pb::s3_lifecycle_pb;
 use crate::pb::s3_lifecycle_pb::seaweed_s3_lifecycle_internal_client::SeaweedS3LifecycleInternalClient;
 use crate::pb::s3_lifecycle_pb::{LifecycleDeleteOutcome, LifecycleDeleteRequest};
-
-/// The folder of pending multipart uploads inside a bucket.
-pub const UPLOADS_PREFIX: &str = ".uploads/";
 /// Metric label for a call that failed in transport (the Go worker's label).
 pub const RPC_ERROR_LABEL: &str = "RPC_ERROR";
 /// Metric label for a request refused locally before sending.
@@ -20,191 +20,57 @@ pub const INVALID_REQUEST_LABEL: &str = "INVALID_REQUEST";
 /// nothing and matches the Go clients' 1 GiB.
 const MAX_DECODE_BYTES: usize = 1 << 30;
 
-/// One deletion to ask the S3 server for.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct DeleteRequest {
-    /// Bucket name.
-    pub bucket: String,
-    /// Bucket-relative path, no leading slash: the object key, or
-    /// `.uploads/<upload id>` for [`ActionKind::AbortMpu`] (never the
-    /// destination key, which the server answers with BLOCKED).
-    pub object_path: String,
-    /// Version to delete: required for the noncurrent and delete-marker kinds
-    /// (`null` names the null version); empty for the expiration kinds (the
-    /// server then acts on the latest) and for AbortMpu.
-    pub version_id: String,
-    /// The rule that decided (the server only uses it as a metrics label).
-    pub rule_hash: RuleHash,
-    /// What to do.
-    pub kind: ActionKind,
-    /// The entry we decided on; the server deletes only if the live entry
-    /// still has this identity. Always sent: without it the server deletes
-    /// whatever is there now.
-    pub identity: EntryIdentity,
-}
-
-impl DeleteRequest {
-    /// Abort of the multipart upload `upload_id` (the `.uploads/<id>` path is
-    /// built here so callers cannot pass the destination key by mistake).
-    pub fn abort_mpu(
-        bucket: impl Into<String>,
-        upload_id: &str,
-        rule_hash: RuleHash,
-        identity: EntryIdentity,
-    ) -> DeleteRequest {
-        DeleteRequest {
-            bucket: bucket.into(),
-            object_path: format!("{UPLOADS_PREFIX}{upload_id}"),
-            version_id: String::new(),
-            rule_hash,
-            kind: ActionKind::AbortMpu,
-            identity,
-        }
-    }
-
-    /// Checks everything the server would answer with BLOCKED, so such a
-    /// request is never sent (a BLOCKED answer halts a shard).
-    pub fn validate(&self) -> Result<(), DeleteError> {
-        let invalid = |reason: String| {
-            Err(DeleteError::Invalid {
-                bucket: self.bucket.clone(),
-                object_path: self.object_path.clone(),
-                kind: self.kind,
-                reason,
-            })
-        };
-        if self.bucket.is_empty() {
-            return invalid("empty bucket name".into());
-        }
-        if self.bucket.contains('/') {
-            return invalid("bucket name contains '/'".into());
-        }
-        if self.object_path.is_empty() {
-            return invalid("empty object_path".into());
-        }
-        if self.object_path.starts_with('/') {
-            return invalid("object_path must be bucket-relative (no leading '/')".into());
-        }
-        match self.kind {
-            ActionKind::AbortMpu => {
-                let Some(id) = self.object_path.strip_prefix(UPLOADS_PREFIX) else {
-                    return invalid(format!(
-                        "abort_mpu needs object_path \"{UPLOADS_PREFIX}<upload id>\", not the destination key"
-                    ));
-                };
-                if id.is_empty() || id == "." || id == ".." || id.contains('/') {
-                    return invalid(format!(
-                        "abort_mpu upload id {id:?} is malformed (empty, '.', '..' or contains '/')"
-                    ));
-                }
-            }
-            ActionKind::NoncurrentDays
-            | ActionKind::NewerNoncurrent
-            | ActionKind::ExpiredDeleteMarker => {
-                if self.version_id.is_empty() {
-                    return invalid(format!(
-                        "{} needs a version_id (use \"null\" for the null version)",
-                        self.kind
-                    ));
-                }
-            }
-            ActionKind::ExpirationDays | ActionKind::ExpirationDate => {}
-        }
-        Ok(())
-    }
-
-    /// The wire request: identity always set, streaming fields and snapshot id
-    /// left unset (the server ignores them on the daily path).
-    pub fn to_proto(&self) -> LifecycleDeleteRequest {
-        LifecycleDeleteRequest {
-            bucket: self.bucket.clone(),
-            object_path: self.object_path.clone(),
-            version_id: self.version_id.clone(),
-            rule_hash: self.rule_hash.0.to_vec(),
-            action_kind: self.kind.proto_number(),
-            expected_identity: Some(self.identity.to_proto()),
-            ..Default::default()
-        }
+/// The wire request: identity always set, streaming fields and snapshot id
+/// left unset (the server ignores them on the daily path).
+pub fn to_proto(r: &DeleteRequest) -> LifecycleDeleteRequest {
+    LifecycleDeleteRequest {
+        bucket: r.bucket.clone(),
+        object_path: r.object_path.clone(),
+        version_id: r.version_id.clone(),
+        rule_hash: r.rule_hash.0.to_vec(),
+        action_kind: r.kind.proto_number(),
+        expected_identity: Some(identity_to_proto(&r.identity)),
+        ..Default::default()
     }
 }
 
-/// The server's verdict.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Outcome {
-    /// Deleted (or delete marker created).
-    Done,
-    /// Nothing to do: gone already, changed since (STALE_IDENTITY), latest…
-    NoopResolved,
-    /// Protected by object lock, or the lock check itself failed (the server
-    /// reports both the same way, facts doc §13.18).
-    SkippedObjectLock,
-    /// A transient server-side failure; try again later.
-    RetryLater,
-    /// The request can never succeed as sent.
-    Blocked,
-    /// UNSPECIFIED (0) or a number this client does not know.
-    Unknown(i32),
-}
-
-impl Outcome {
-    /// From the proto enum number.
-    pub fn from_proto(n: i32) -> Outcome {
-        match LifecycleDeleteOutcome::try_from(n) {
-            Ok(LifecycleDeleteOutcome::Done) => Outcome::Done,
-            Ok(LifecycleDeleteOutcome::NoopResolved) => Outcome::NoopResolved,
-            Ok(LifecycleDeleteOutcome::SkippedObjectLock) => Outcome::SkippedObjectLock,
-            Ok(LifecycleDeleteOutcome::RetryLater) => Outcome::RetryLater,
-            Ok(LifecycleDeleteOutcome::Blocked) => Outcome::Blocked,
-            Ok(LifecycleDeleteOutcome::Unspecified) | Err(_) => Outcome::Unknown(n),
-        }
-    }
-
-    /// The event needs no further work: Done, NoopResolved or SkippedObjectLock.
-    pub fn is_resolved(self) -> bool {
-        matches!(
-            self,
-            Outcome::Done | Outcome::NoopResolved | Outcome::SkippedObjectLock
-        )
-    }
-
-    /// Metric label: the proto enum name (`UNKNOWN` for numbers not in it).
-    pub fn label(self) -> &'static str {
-        match self {
-            Outcome::Done => "DONE",
-            Outcome::NoopResolved => "NOOP_RESOLVED",
-            Outcome::SkippedObjectLock => "SKIPPED_OBJECT_LOCK",
-            Outcome::RetryLater => "RETRY_LATER",
-            Outcome::Blocked => "BLOCKED",
-            Outcome::Unknown(0) => "LIFECYCLE_DELETE_OUTCOME_UNSPECIFIED",
-            Outcome::Unknown(_) => "UNKNOWN",
-        }
+/// The wire form for `LifecycleDeleteRequest.expected_identity`.
+pub fn identity_to_proto(id: &EntryIdentity) -> s3_lifecycle_pb::EntryIdentity {
+    s3_lifecycle_pb::EntryIdentity {
+        mtime_ns: id.mtime_ns,
+        size: id.size,
+        head_fid: id.head_fid.clone(),
+        extended_hash: id.extended_hash.clone(),
     }
 }
 
-/// The server's answer.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct DeleteOutcome {
-    /// Verdict.
-    pub outcome: Outcome,
-    /// The server's reason string, e.g. `STALE_IDENTITY` (facts doc §9.2).
-    pub reason: String,
+/// The server's verdict from the proto enum number. UNSPECIFIED and numbers
+/// this client does not know become [`DeleteOutcome::Unspecified`] with the
+/// number in the reason, so the halt reason shows what the server said.
+pub fn outcome_from_proto(n: i32, reason: String) -> CallResult {
+    let outcome = match LifecycleDeleteOutcome::try_from(n) {
+        Ok(LifecycleDeleteOutcome::Done) => DeleteOutcome::Done,
+        Ok(LifecycleDeleteOutcome::NoopResolved) => DeleteOutcome::NoopResolved,
+        Ok(LifecycleDeleteOutcome::SkippedObjectLock) => DeleteOutcome::SkippedObjectLock,
+        Ok(LifecycleDeleteOutcome::RetryLater) => DeleteOutcome::RetryLater,
+        Ok(LifecycleDeleteOutcome::Blocked) => DeleteOutcome::Blocked,
+        Ok(LifecycleDeleteOutcome::Unspecified) => DeleteOutcome::Unspecified,
+        Err(_) => {
+            return CallResult::answered(
+                DeleteOutcome::Unspecified,
+                format!("unknown outcome number {n}: {reason}"),
+            );
+        }
+    };
+    CallResult::answered(outcome, reason)
 }
 
 /// Why a call produced no server verdict.
 #[derive(Debug, thiserror::Error)]
 pub enum DeleteError {
     /// Refused locally: the server would answer BLOCKED.
-    #[error("lifecycle delete {kind} of {bucket}/{object_path} refused before sending: {reason}")]
-    Invalid {
-        /// Bucket of the request.
-        bucket: String,
-        /// object_path of the request.
-        object_path: String,
-        /// Kind of the request.
-        kind: ActionKind,
-        /// What is wrong and how to fix it.
-        reason: String,
-    },
+    #[error(transparent)]
+    Invalid(#[from] InvalidRequest),
     /// The S3 gRPC address cannot be used.
     #[error(
         "invalid S3 gRPC address {address:?}: {reason}; expected host:port, e.g. 127.0.0.1:18333"
@@ -244,9 +110,7 @@ impl DeleteError {
     pub fn label(&self) -> &'static str {
         match self {
             DeleteError::Transport { .. } => RPC_ERROR_LABEL,
-            DeleteError::Invalid { .. } | DeleteError::InvalidAddress { .. } => {
-                INVALID_REQUEST_LABEL
-            }
+            DeleteError::Invalid(_) | DeleteError::InvalidAddress { .. } => INVALID_REQUEST_LABEL,
         }
     }
 
@@ -319,16 +183,13 @@ impl DeleteClient {
     }
 
     /// Validates and sends one request. Every server answer is `Ok`.
-    pub async fn delete(&self, request: &DeleteRequest) -> Result<DeleteOutcome, DeleteError> {
+    pub async fn delete(&self, request: &DeleteRequest) -> Result<CallResult, DeleteError> {
         request.validate()?;
         let mut client = self.inner.clone();
-        match client.lifecycle_delete(request.to_proto()).await {
+        match client.lifecycle_delete(to_proto(request)).await {
             Ok(resp) => {
                 let resp = resp.into_inner();
-                Ok(DeleteOutcome {
-                    outcome: Outcome::from_proto(resp.outcome),
-                    reason: resp.reason,
-                })
+                Ok(outcome_from_proto(resp.outcome, resp.reason))
             }
             Err(status) => Err(DeleteError::from_status(&status)),
         }
@@ -338,6 +199,7 @@ impl DeleteClient {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::engine::{ActionKind, RuleHash};
 
     fn identity() -> EntryIdentity {
         EntryIdentity {
@@ -361,7 +223,7 @@ mod tests {
 
     #[test]
     fn proto_carries_identity_hash_and_kind() {
-        let p = req(ActionKind::NoncurrentDays, "k", "v1").to_proto();
+        let p = to_proto(&req(ActionKind::NoncurrentDays, "k", "v1"));
         assert_eq!(p.bucket, "b");
         assert_eq!(p.object_path, "k");
         assert_eq!(p.version_id, "v1");
@@ -383,92 +245,41 @@ mod tests {
         // not "no CAS": the field must be present on the wire.
         let mut r = req(ActionKind::ExpirationDays, "k", "");
         r.identity = EntryIdentity::default();
-        assert!(r.to_proto().expected_identity.is_some());
+        assert!(to_proto(&r).expected_identity.is_some());
     }
 
     #[test]
-    fn abort_mpu_helper_builds_uploads_path() {
+    fn abort_mpu_goes_out_as_kind_5() {
         let r = DeleteRequest::abort_mpu("b", "abc_123", RuleHash::default(), identity());
-        assert_eq!(r.object_path, ".uploads/abc_123");
-        assert_eq!(r.to_proto().action_kind, 5);
-        assert!(r.validate().is_ok());
+        assert_eq!(to_proto(&r).action_kind, 5);
     }
 
     #[test]
-    fn validation_refuses_what_the_server_blocks() {
-        let bad = [
-            req(ActionKind::ExpirationDays, "", ""),
-            {
-                let mut r = req(ActionKind::ExpirationDays, "k", "");
-                r.bucket.clear();
-                r
-            },
-            req(ActionKind::ExpirationDays, "/k", ""),
-            req(ActionKind::AbortMpu, "dest/key.bin", ""),
-            req(ActionKind::AbortMpu, ".uploads/", ""),
-            req(ActionKind::AbortMpu, ".uploads/..", ""),
-            req(ActionKind::AbortMpu, ".uploads/a/b", ""),
-            req(ActionKind::NoncurrentDays, "k", ""),
-            req(ActionKind::NewerNoncurrent, "k", ""),
-            req(ActionKind::ExpiredDeleteMarker, "k", ""),
-        ];
-        for r in bad {
-            let e = r.validate().expect_err(&format!("{r:?}"));
-            assert_eq!(e.label(), INVALID_REQUEST_LABEL);
-            assert!(!e.is_retryable());
-        }
-        let good = [
-            req(ActionKind::ExpirationDays, "k", ""),
-            req(ActionKind::ExpirationDate, "a/b/", "v"),
-            req(ActionKind::NoncurrentDays, "k", "null"),
-            req(ActionKind::ExpiredDeleteMarker, "k", "v"),
-            req(ActionKind::AbortMpu, ".uploads/x_y", ""),
-        ];
-        for r in good {
-            r.validate().unwrap();
-        }
-    }
-
-    #[test]
-    fn abort_mpu_with_dest_key_names_the_fix() {
-        let e = req(ActionKind::AbortMpu, "dest/key.bin", "")
-            .validate()
-            .unwrap_err()
-            .to_string();
-        assert!(e.contains(".uploads/<upload id>"), "{e}");
-        assert!(e.contains("dest/key.bin"), "{e}");
+    fn local_refusals_are_invalid_request_and_not_retried() {
+        let e = DeleteError::from(
+            req(ActionKind::AbortMpu, "dest/key.bin", "")
+                .validate()
+                .unwrap_err(),
+        );
+        assert_eq!(e.label(), INVALID_REQUEST_LABEL);
+        assert!(!e.is_retryable());
+        let msg = e.to_string();
+        assert!(msg.contains(".uploads/<upload id>"), "{msg}");
+        assert!(msg.contains("dest/key.bin"), "{msg}");
     }
 
     #[test]
     fn outcomes_map_and_label_like_the_proto() {
-        assert_eq!(Outcome::from_proto(1), Outcome::Done);
-        assert_eq!(Outcome::from_proto(2), Outcome::NoopResolved);
-        assert_eq!(Outcome::from_proto(3), Outcome::SkippedObjectLock);
-        assert_eq!(Outcome::from_proto(4), Outcome::RetryLater);
-        assert_eq!(Outcome::from_proto(5), Outcome::Blocked);
-        assert_eq!(Outcome::from_proto(0), Outcome::Unknown(0));
-        assert_eq!(Outcome::from_proto(99), Outcome::Unknown(99));
-        for n in 1..=5 {
-            let o = Outcome::from_proto(n);
+        for n in 0..=5 {
+            let got = outcome_from_proto(n, "r".into());
             let name = LifecycleDeleteOutcome::try_from(n).unwrap().as_str_name();
-            assert_eq!(o.label(), name);
+            assert_eq!(got.outcome.label(), name);
+            assert_eq!(got.reason, "r");
         }
-        assert_eq!(
-            Outcome::Unknown(0).label(),
-            LifecycleDeleteOutcome::Unspecified.as_str_name()
-        );
-        let resolved: Vec<_> = (0..7)
-            .map(Outcome::from_proto)
-            .filter(|o| o.is_resolved())
-            .collect();
-        assert_eq!(
-            resolved,
-            [
-                Outcome::Done,
-                Outcome::NoopResolved,
-                Outcome::SkippedObjectLock
-            ]
-        );
+        let unknown = outcome_from_proto(99, "r".into());
+        assert_eq!(unknown.outcome, DeleteOutcome::Unspecified);
+        assert!(!unknown.is_resolved());
+        assert!(unknown.reason.contains("99"), "{}", unknown.reason);
     }
 
     #[test]

@@ -12,11 +12,12 @@ use futures::future::BoxFuture;
 use tokio::sync::watch;
 
 use crate::admin::{AdminBackend, AdminError, TriggerAccepted, TriggerRequest};
+use crate::clock::wall_ns;
 use crate::config::Settings;
 use crate::engine::Nanos;
-use crate::http::{PassSummary, ServiceState, StatusSnapshot};
 use crate::pass::coordinator::{Coordinator, PassOptions, RunPass, StopSignal};
-use crate::pass::observe::{StatusBoard, run_outcome, wall_ns};
+use crate::pass::observe::StatusBoard;
+use crate::status::{PassSummary, ServiceState, StatusSnapshot};
 
 const DAY_SECS: i128 = 86_400;
 
@@ -164,11 +165,11 @@ impl Service {
             match &result {
                 Ok(r) => tracing::info!(
                     run_id = id,
-                    outcome = run_outcome(r).as_str(),
+                    outcome = r.outcome().as_str(),
                     deletes_done = r
                         .shards
                         .iter()
-                        .map(|s| s.report.counters.deletes.get("DONE").copied().unwrap_or(0))
+                        .map(|s| s.report.counters.deletes.done)
                         .sum::<u64>(),
                     truncated = r.truncated.as_deref().unwrap_or(""),
                     duration_s = r.duration.as_secs_f64(),

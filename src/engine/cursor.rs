@@ -1,0 +1,329 @@
+//! The persisted cursor's data, pure: one shard's progress ([`ShardCursor`],
+//! per bucket [`BucketCursor`], per action [`ActionProgress`]), the Go
+//! worker's cursor ([`GoCursor`]), and their strict JSON encoding. Storing
+//! them in the filer is `crate::seaweed::cursor`'s job.
+
+use std::collections::BTreeMap;
+
+use base64::Engine as _;
+use base64::engine::general_purpose::STANDARD;
+use serde::{Deserialize, Serialize};
+
+use crate::engine::Nanos;
+use crate::engine::progress::ActionProgress;
+
+/// The only cursor format version this code reads and writes.
+pub const CURSOR_VERSION: u32 = 1;
+
+/// A 32-byte hash, as standard padded base64 in JSON.
+pub type Hash32 = [u8; 32];
+
+/// One shard's progress, as stored in `shard-NN.json`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ShardCursor {
+    /// Format version; always [`CURSOR_VERSION`].
+    pub version: u32,
+    /// The shard this file belongs to (checked against the file name).
+    pub shard_id: u8,
+    /// When this cursor was last saved (ns).
+    #[serde(default)]
+    pub updated_ns: Nanos,
+    /// Minimum `ts_ns` over the buckets: for dashboards and Go-style tooling.
+    pub ts_ns: Nanos,
+    /// Go-compatible global ReplayContentHash.
+    #[serde(with = "b64")]
+    pub rule_set_hash: Hash32,
+    /// Go-compatible global PromotedHash.
+    #[serde(with = "b64")]
+    pub promoted_hash: Hash32,
+    /// Last walk of this shard (ns); 0 = never.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub last_walked_ns: Nanos,
+    /// Per-bucket progress.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub buckets: BTreeMap<String, BucketCursor>,
+}
+
+/// One bucket's progress within a shard.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct BucketCursor {
+    /// Meta-log position replayed up to (ns).
+    pub ts_ns: Nanos,
+    /// The bucket's rule-set hash when `ts_ns` was reached.
+    #[serde(with = "b64")]
+    pub rule_set_hash: Hash32,
+    /// The bucket's promoted-rules hash when `ts_ns` was reached.
+    #[serde(with = "b64")]
+    pub promoted_hash: Hash32,
+    /// Last walk of this bucket in this shard (ns); 0 = never.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub last_walked_ns: Nanos,
+    /// Why progress on this bucket is halted, if it is.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub halted: Option<String>,
+    /// Per-action replay progress: `"<rulehash hex>/<kind>"` →
+    /// `{ts, through, through_now}` (see [`crate::engine::progress`]).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub rules: BTreeMap<String, ActionProgress>,
+}
+
+/// The Go worker's cursor file (facts doc §8).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct GoCursor {
+    /// Always 1.
+    pub version: u32,
+    /// Shard number.
+    pub shard_id: u8,
+    /// Meta-log position (ns).
+    pub ts_ns: Nanos,
+    /// ReplayContentHash.
+    #[serde(with = "b64")]
+    pub rule_set_hash: Hash32,
+    /// PromotedHash.
+    #[serde(with = "b64")]
+    pub promoted_hash: Hash32,
+    /// Last walk (ns); omitted when 0.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub last_walked_ns: Nanos,
+}
+
+fn is_zero(v: &i64) -> bool {
+    *v == 0
+}
+
+/// serde adapter: `[u8; 32]` ⇄ standard base64 with padding, refusing any
+/// other length (a truncated hash must not pass as a valid one).
+mod b64 {
+    use super::{Hash32, STANDARD};
+    use base64::Engine as _;
+    use serde::{Deserialize, Deserializer, Serializer, de::Error};
+
+    pub fn serialize<S: Serializer>(h: &Hash32, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&STANDARD.encode(h))
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Hash32, D::Error> {
+        let s = String::deserialize(d)?;
+        let bytes = STANDARD
+            .decode(s.as_bytes())
+            .map_err(|e| D::Error::custom(format!("hash {s:?} is not standard base64: {e}")))?;
+        let len = bytes.len();
+        bytes.try_into().map_err(|_| {
+            D::Error::custom(format!(
+                "hash {s:?} decodes to {len} bytes, expected exactly 32"
+            ))
+        })
+    }
+}
+
+impl ShardCursor {
+    /// The minimum bucket `ts_ns`, or `None` without buckets. Callers store
+    /// it in [`ShardCursor::ts_ns`] before saving.
+    pub fn min_bucket_ts(&self) -> Option<Nanos> {
+        self.buckets.values().map(|b| b.ts_ns).min()
+    }
+
+    /// The file content: two-space indented JSON and a trailing newline, like
+    /// Go's encoder, so operators can diff it with Go-written files.
+    pub fn to_json(&self) -> Vec<u8> {
+        // Serialising plain structs into a Vec cannot fail.
+        let mut out = serde_json::to_vec_pretty(self).unwrap_or_default();
+        out.push(b'\n');
+        out
+    }
+}
+
+/// The name of shard `shard`'s file: `shard-NN.json`.
+pub fn file_name(shard: u8) -> String {
+    format!("shard-{shard:02}.json")
+}
+
+/// Parses and checks a cursor file's content for `shard`. The error string
+/// says what is wrong (the caller adds the path and the fix).
+pub fn decode_cursor(content: &[u8], shard: u8) -> Result<ShardCursor, String> {
+    if content.iter().all(u8::is_ascii_whitespace) {
+        return Err("the file is empty".into());
+    }
+    let version = peek_version(content)?;
+    if version != u64::from(CURSOR_VERSION) {
+        return Err(format!(
+            "format version {version} is not supported (this build reads version {CURSOR_VERSION})"
+        ));
+    }
+    let c: ShardCursor =
+        serde_json::from_slice(content).map_err(|e| format!("invalid cursor JSON: {e}"))?;
+    if c.shard_id != shard {
+        return Err(format!(
+            "it holds shard_id {} but is the file of shard {shard}",
+            c.shard_id
+        ));
+    }
+    Ok(c)
+}
+
+/// Parses and checks a Go cursor file's content, as strictly as Go does.
+pub fn decode_go_cursor(content: &[u8], shard: u8) -> Result<GoCursor, String> {
+    if content.iter().all(u8::is_ascii_whitespace) {
+        return Err("the file is empty".into());
+    }
+    let version = peek_version(content)?;
+    if version != 1 {
+        return Err(format!("Go cursor version {version} is not 1"));
+    }
+    let c: GoCursor =
+        serde_json::from_slice(content).map_err(|e| format!("invalid Go cursor JSON: {e}"))?;
+    if c.shard_id != shard {
+        return Err(format!(
+            "it holds shard_id {} but is the file of shard {shard}",
+            c.shard_id
+        ));
+    }
+    Ok(c)
+}
+
+/// Reads only `version`, so a future format gets a "version not supported"
+/// message rather than a confusing field error.
+fn peek_version(content: &[u8]) -> Result<u64, String> {
+    #[derive(Deserialize)]
+    struct V {
+        version: Option<u64>,
+    }
+    let v: V = serde_json::from_slice(content).map_err(|e| format!("invalid JSON: {e}"))?;
+    v.version
+        .ok_or_else(|| "the \"version\" field is missing".into())
+}
+
+/// Decodes a standard-base64 hash, for tools and tests.
+pub fn decode_hash(s: &str) -> Option<Hash32> {
+    STANDARD.decode(s).ok()?.try_into().ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sample() -> ShardCursor {
+        let mut buckets = BTreeMap::new();
+        buckets.insert(
+            "b1".to_string(),
+            BucketCursor {
+                ts_ns: 5,
+                rule_set_hash: [1; 32],
+                promoted_hash: [0; 32],
+                ..Default::default()
+            },
+        );
+        ShardCursor {
+            version: 1,
+            shard_id: 3,
+            updated_ns: 9,
+            ts_ns: 5,
+            rule_set_hash: [0xff; 32],
+            promoted_hash: [0; 32],
+            last_walked_ns: 0,
+            buckets,
+        }
+    }
+
+    #[test]
+    fn json_uses_padded_standard_base64_and_omits_defaults() {
+        let json = String::from_utf8(sample().to_json()).unwrap();
+        // 32 × 0xff → standard alphabet ('/', not URL-safe '_'), one '=' of padding.
+        let ff = "//////////////////////////////////////////8=";
+        assert_eq!(ff.len(), 44);
+        assert!(
+            json.contains(&format!("\"rule_set_hash\": \"{ff}\"")),
+            "{json}"
+        );
+        assert!(
+            json.contains(&format!("\"promoted_hash\": \"{}=\"", "A".repeat(43))),
+            "{json}"
+        );
+        assert!(!json.contains("last_walked_ns"), "{json}");
+        assert!(!json.contains("halted"), "{json}");
+        assert!(!json.contains("\"rules\""), "{json}");
+        assert!(json.ends_with("}\n"));
+        assert!(
+            json.starts_with("{\n  \"version\": 1,\n  \"shard_id\": 3,"),
+            "{json}"
+        );
+        assert_eq!(decode_cursor(json.as_bytes(), 3).unwrap(), sample());
+    }
+
+    #[test]
+    fn optional_fields_round_trip_when_set() {
+        let mut c = sample();
+        c.last_walked_ns = 77;
+        let b = c.buckets.get_mut("b1").unwrap();
+        b.halted = Some("RETRY_LATER on k".into());
+        b.rules.insert(
+            "0011223344556677/expiration_days".into(),
+            ActionProgress::at(42),
+        );
+        let json = c.to_json();
+        assert_eq!(decode_cursor(&json, 3).unwrap(), c);
+    }
+
+    #[test]
+    fn older_file_without_new_fields_still_reads() {
+        let h = STANDARD.encode([2u8; 32]);
+        let json = format!(
+            r#"{{"version":1,"shard_id":0,"ts_ns":1,"rule_set_hash":"{h}","promoted_hash":"{h}",
+               "buckets":{{"b":{{"ts_ns":1,"rule_set_hash":"{h}","promoted_hash":"{h}"}}}}}}"#
+        );
+        let c = decode_cursor(json.as_bytes(), 0).unwrap();
+        assert_eq!(c.updated_ns, 0);
+        assert_eq!(c.buckets["b"].halted, None);
+        assert!(c.buckets["b"].rules.is_empty());
+    }
+
+    #[test]
+    fn strict_decoding_errors_say_what_is_wrong() {
+        let good = sample().to_json();
+        assert!(decode_cursor(b"", 3).unwrap_err().contains("empty"));
+        assert!(
+            decode_cursor(b"{not json", 3)
+                .unwrap_err()
+                .contains("invalid JSON")
+        );
+        assert!(decode_cursor(&good, 4).unwrap_err().contains("shard_id 3"));
+        let v2 = String::from_utf8(good.clone())
+            .unwrap()
+            .replace("\"version\": 1", "\"version\": 2");
+        assert!(
+            decode_cursor(v2.as_bytes(), 3)
+                .unwrap_err()
+                .contains("version 2")
+        );
+        let short = String::from_utf8(good).unwrap().replace(
+            "//////////////////////////////////////////8=",
+            &STANDARD.encode([1u8; 31]),
+        );
+        let err = decode_cursor(short.as_bytes(), 3).unwrap_err();
+        assert!(err.contains("31 bytes"), "{err}");
+    }
+
+    #[test]
+    fn go_cursor_format_matches_facts_doc() {
+        let go = GoCursor {
+            version: 1,
+            shard_id: 3,
+            ts_ns: 1_700_000_000_000_000_123,
+            rule_set_hash: [0; 32],
+            promoted_hash: [0; 32],
+            last_walked_ns: 0,
+        };
+        let mut json = serde_json::to_string_pretty(&go).unwrap();
+        json.push('\n');
+        let zero = format!("{}=", "A".repeat(43));
+        assert_eq!(
+            json,
+            format!(
+                "{{\n  \"version\": 1,\n  \"shard_id\": 3,\n  \"ts_ns\": 1700000000000000123,\n  \
+                 \"rule_set_hash\": \"{zero}\",\n  \"promoted_hash\": \"{zero}\"\n}}\n"
+            )
+        );
+        assert_eq!(decode_go_cursor(json.as_bytes(), 3).unwrap(), go);
+        assert!(decode_go_cursor(json.as_bytes(), 2).is_err());
+    }
+}

@@ -1,0 +1,446 @@
+//! The status model, pure data shared by everything that reports on passes:
+//! the [`StatusSnapshot`] (service state, the running pass, the last pass per
+//! shard and per bucket), [`ShardPhase`], [`DeleteCounts`], [`RunOutcome`]
+//! (with its one ordering) and [`MatchDecision`], plus the time formatting the
+//! page and the CLI share. The pass publishes it (`crate::pass::observe`); the
+//! HTTP page, the admin API and the CLI read it. It depends on nothing but
+//! the engine's [`DeleteOutcome`].
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use crate::engine::DeleteOutcome;
+
+/// How a shard's run or a whole pass ended (the `outcome` label of the
+/// per-run metrics and of `s3_lifecycled_pass_total`).
+///
+/// The variants are declared from best to worst; `Ord` follows that order,
+/// so the outcome of several runs is their maximum ([`RunOutcome::worst`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RunOutcome {
+    /// Everything due was handled and the cursor reached the pass's end.
+    Completed,
+    /// `pass.max_runtime` ran out (or the service stopped); cursors were
+    /// saved where they were.
+    Truncated,
+    /// A delete came back RETRY_LATER/BLOCKED/RPC_ERROR (or an operator
+    /// halted): the cursor stays at the last fully resolved event.
+    Halted,
+    /// The run failed (cursor load/save, meta-log or listing error).
+    Failed,
+}
+
+impl RunOutcome {
+    /// Every outcome, for clearing stale series.
+    pub const ALL: [RunOutcome; 4] = [
+        RunOutcome::Completed,
+        RunOutcome::Truncated,
+        RunOutcome::Halted,
+        RunOutcome::Failed,
+    ];
+
+    /// The worse of two outcomes.
+    pub fn worst(self, other: RunOutcome) -> RunOutcome {
+        self.max(other)
+    }
+
+    /// The label value.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RunOutcome::Completed => "completed",
+            RunOutcome::Halted => "halted",
+            RunOutcome::Truncated => "truncated",
+            RunOutcome::Failed => "failed",
+        }
+    }
+}
+
+impl std::fmt::Display for RunOutcome {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// What the pass did with an action that matched an entry (the `decision`
+/// label of `s3_lifecycled_matches_total`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum MatchDecision {
+    /// Due now: a `LifecycleDelete` was sent.
+    Dispatched,
+    /// Not yet due: left for a later pass.
+    Pending,
+    /// Matched but deliberately not sent (e.g. shadowed by another rule, or
+    /// the entry is not the one the action is for).
+    Skipped,
+}
+
+impl MatchDecision {
+    /// The label value.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            MatchDecision::Dispatched => "dispatched",
+            MatchDecision::Pending => "pending",
+            MatchDecision::Skipped => "skipped",
+        }
+    }
+}
+
+/// What the service is doing. Serialized in snake_case.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum ServiceState {
+    /// Loading configuration, connecting, reading cursors.
+    #[default]
+    Starting,
+    /// Waiting for the next scheduled pass.
+    Idle,
+    /// A pass is running.
+    Running,
+    /// Draining in-flight deletes and saving cursors before exit.
+    ShuttingDown,
+}
+
+impl ServiceState {
+    /// Human label.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ServiceState::Starting => "starting",
+            ServiceState::Idle => "idle",
+            ServiceState::Running => "running",
+            ServiceState::ShuttingDown => "shutting down",
+        }
+    }
+}
+
+/// Deletes by outcome, one counter per [`DeleteOutcome`]. Serialized with
+/// snake_case field names (`/status.json`); `other` counts
+/// [`DeleteOutcome::Unspecified`] (the field name predates the enum).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DeleteCounts {
+    /// DONE.
+    pub done: u64,
+    /// NOOP_RESOLVED (already gone, identity changed, …).
+    pub noop_resolved: u64,
+    /// SKIPPED_OBJECT_LOCK.
+    pub skipped_object_lock: u64,
+    /// RETRY_LATER (halts the shard).
+    pub retry_later: u64,
+    /// BLOCKED (halts the shard).
+    pub blocked: u64,
+    /// Transport failure after retries (halts the shard).
+    pub rpc_error: u64,
+    /// DRY_RUN: decided, not sent (`--dry-run` passes).
+    #[serde(default)]
+    pub dry_run: u64,
+    /// UNSPECIFIED or an unknown outcome number (halts the shard).
+    pub other: u64,
+}
+
+impl DeleteCounts {
+    fn slot(&mut self, o: DeleteOutcome) -> &mut u64 {
+        match o {
+            DeleteOutcome::Done => &mut self.done,
+            DeleteOutcome::NoopResolved => &mut self.noop_resolved,
+            DeleteOutcome::SkippedObjectLock => &mut self.skipped_object_lock,
+            DeleteOutcome::RetryLater => &mut self.retry_later,
+            DeleteOutcome::Blocked => &mut self.blocked,
+            DeleteOutcome::Unspecified => &mut self.other,
+            DeleteOutcome::RpcError => &mut self.rpc_error,
+            DeleteOutcome::DryRun => &mut self.dry_run,
+        }
+    }
+
+    /// The count of `o`.
+    pub fn get(&self, o: DeleteOutcome) -> u64 {
+        match o {
+            DeleteOutcome::Done => self.done,
+            DeleteOutcome::NoopResolved => self.noop_resolved,
+            DeleteOutcome::SkippedObjectLock => self.skipped_object_lock,
+            DeleteOutcome::RetryLater => self.retry_later,
+            DeleteOutcome::Blocked => self.blocked,
+            DeleteOutcome::Unspecified => self.other,
+            DeleteOutcome::RpcError => self.rpc_error,
+            DeleteOutcome::DryRun => self.dry_run,
+        }
+    }
+
+    /// Counts one delete.
+    pub fn record(&mut self, o: DeleteOutcome) {
+        self.add_n(o, 1);
+    }
+
+    /// Counts `n` deletes of outcome `o`.
+    pub fn add_n(&mut self, o: DeleteOutcome, n: u64) {
+        let s = self.slot(o);
+        *s = s.saturating_add(n);
+    }
+
+    /// Adds every count of `other` (O(outcomes), whatever the totals).
+    pub fn add(&mut self, other: &DeleteCounts) {
+        for (o, n) in other.rows() {
+            self.add_n(o, n);
+        }
+    }
+
+    /// Sum of all outcomes (= deletes issued).
+    pub fn total(&self) -> u64 {
+        self.rows()
+            .iter()
+            .fold(0u64, |a, (_, n)| a.saturating_add(*n))
+    }
+
+    /// `(outcome, count)` for every outcome, in [`DeleteOutcome::ALL`] order.
+    pub fn rows(&self) -> [(DeleteOutcome, u64); 8] {
+        DeleteOutcome::ALL.map(|o| (o, self.get(o)))
+    }
+
+    /// `label → count`: every [`DeleteOutcome::REPORTED`] outcome (zeros
+    /// included) and the others when non-zero; the shape of the admin API
+    /// and of `run-once --json`.
+    pub fn by_label(&self) -> BTreeMap<String, u64> {
+        self.rows()
+            .iter()
+            .filter(|(o, n)| *n > 0 || DeleteOutcome::REPORTED.contains(o))
+            .map(|(o, n)| (o.label().to_string(), *n))
+            .collect()
+    }
+}
+
+/// Where a shard is within a pass. Serialized in snake_case.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum ShardPhase {
+    /// Waiting for the walk or the stream to start.
+    #[default]
+    Waiting,
+    /// Walking bucket listings (recovery or steady-state walk).
+    Walking,
+    /// Replaying the meta-log.
+    Replaying,
+    /// No new deletes; waiting for in-flight ones, then saving the cursor.
+    Draining,
+    /// Finished this pass.
+    Done,
+    /// Halted on an unresolved delete.
+    Halted,
+    /// Could not run this pass.
+    Failed,
+}
+
+impl ShardPhase {
+    /// Label, as serialized.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ShardPhase::Waiting => "waiting",
+            ShardPhase::Walking => "walking",
+            ShardPhase::Replaying => "replaying",
+            ShardPhase::Draining => "draining",
+            ShardPhase::Done => "done",
+            ShardPhase::Halted => "halted",
+            ShardPhase::Failed => "failed",
+        }
+    }
+}
+
+/// One shard's row.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ShardSummary {
+    /// Shard 0..15.
+    pub shard: u8,
+    /// Where the shard is in the pass (meaningful while a pass runs).
+    #[serde(default)]
+    pub phase: ShardPhase,
+    /// When this shard's part of the pass started, ns since epoch; 0 = not yet.
+    #[serde(default)]
+    pub started_ns: i64,
+    /// When it finished, ns since epoch; 0 = not finished.
+    #[serde(default)]
+    pub finished_ns: i64,
+    /// How this shard's run ended; `None` while running.
+    #[serde(default)]
+    pub outcome: Option<RunOutcome>,
+    /// Rule matches seen in this pass (due or not).
+    #[serde(default)]
+    pub matches: u64,
+    /// Deletes sent and not yet answered.
+    #[serde(default)]
+    pub in_flight: u64,
+    /// Saved cursor position, ns since epoch; 0 = cold (no cursor yet).
+    pub cursor_ts_ns: i64,
+    /// Last successful walk, ns since epoch; 0 = never.
+    pub last_walked_ns: i64,
+    /// Why the shard is halted, if it is.
+    pub halt_reason: Option<String>,
+    /// Supervisor restarts since the process started.
+    pub restarts: u32,
+    /// Meta-log events scanned in this pass.
+    pub events_scanned: u64,
+    /// Deletes in this pass by outcome.
+    pub deletes: DeleteCounts,
+}
+
+/// One bucket's "Last run" card.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BucketSummary {
+    /// Bucket name.
+    pub bucket: String,
+    /// When the pass started on this bucket, ns since epoch.
+    pub started_ns: i64,
+    /// When it finished, ns since epoch; 0 = not finished.
+    pub finished_ns: i64,
+    /// `completed`, `halted`, `truncated`, `failed`.
+    pub outcome: Option<RunOutcome>,
+    /// Meta-log events of this bucket scanned.
+    pub events_scanned: u64,
+    /// Deletes by outcome.
+    pub deletes: DeleteCounts,
+    /// Last successful walk of the bucket, ns since epoch; 0 = never.
+    pub last_walked_ns: i64,
+    /// Why the bucket's lifecycle configuration is not enforced, if so.
+    pub config_error: Option<String>,
+    /// Why a shard stopped enforcing this bucket in the pass, if one did.
+    #[serde(default)]
+    pub halt_reason: Option<String>,
+    /// Oldest saved replay position of the bucket over all shards, ns since
+    /// epoch; 0 = cold (no cursor yet).
+    #[serde(default)]
+    pub cursor_ts_ns: i64,
+}
+
+/// A pass in progress.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PassProgress {
+    /// The pass id.
+    pub run_id: String,
+    /// Start, ns since epoch.
+    pub started_ns: i64,
+    /// Shards still running.
+    pub shards_running: u32,
+    /// Shards finished.
+    pub shards_done: u32,
+    /// Per-shard progress so far.
+    pub shards: Vec<ShardSummary>,
+}
+
+/// A finished pass.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PassSummary {
+    /// The pass id.
+    pub run_id: String,
+    /// Start, ns since epoch.
+    pub started_ns: i64,
+    /// End, ns since epoch.
+    pub finished_ns: i64,
+    /// How it ended.
+    pub outcome: Option<RunOutcome>,
+    /// One row per shard.
+    pub shards: Vec<ShardSummary>,
+    /// One card per bucket.
+    pub buckets: Vec<BucketSummary>,
+}
+
+/// Everything the status page and `/status.json` show.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StatusSnapshot {
+    /// What the service is doing.
+    pub service_state: ServiceState,
+    /// Next scheduled pass, ns since epoch, if known.
+    pub next_pass_ns: Option<i64>,
+    /// The running pass.
+    pub current_pass: Option<PassProgress>,
+    /// The last finished pass.
+    pub last_pass: Option<PassSummary>,
+}
+
+/// `ns` since epoch as RFC 3339 UTC (seconds precision); `—` for 0.
+pub fn format_time(ns: i64) -> String {
+    if ns == 0 {
+        return "—".into();
+    }
+    let secs = ns.div_euclid(1_000_000_000);
+    match time::OffsetDateTime::from_unix_timestamp(secs)
+        .ok()
+        .and_then(|t| {
+            t.format(&time::format_description::well_known::Rfc3339)
+                .ok()
+        }) {
+        Some(s) => s,
+        None => format!("{ns} ns"),
+    }
+}
+
+/// Age `now - then` as `1d 2h`, `3h 4m`, `5m 6s` or `7s`; `—` when `then`
+/// is 0 (never) and `in the future` when the clocks disagree.
+pub fn format_age(now_ns: i64, then_ns: i64) -> String {
+    if then_ns == 0 {
+        return "—".into();
+    }
+    let d = now_ns.saturating_sub(then_ns);
+    if d < 0 {
+        return "in the future".into();
+    }
+    let s = d / 1_000_000_000;
+    let (days, h, m, sec) = (s / 86_400, (s / 3600) % 24, (s / 60) % 60, s % 60);
+    if days > 0 {
+        format!("{days}d {h}h")
+    } else if h > 0 {
+        format!("{h}h {m}m")
+    } else if m > 0 {
+        format!("{m}m {sec}s")
+    } else {
+        format!("{sec}s")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn run_outcome_order_is_completed_truncated_halted_failed() {
+        use RunOutcome::*;
+        assert_eq!(Completed.worst(Truncated), Truncated);
+        assert_eq!(Halted.worst(Truncated), Halted);
+        assert_eq!(Halted.worst(Failed), Failed);
+        assert_eq!(Failed.worst(Completed), Failed);
+        let mut sorted = RunOutcome::ALL;
+        sorted.sort();
+        assert_eq!(sorted, RunOutcome::ALL);
+    }
+
+    #[test]
+    fn delete_counts_have_one_slot_per_outcome() {
+        let mut d = DeleteCounts::default();
+        for (i, o) in DeleteOutcome::ALL.into_iter().enumerate() {
+            d.add_n(o, i as u64 + 1);
+        }
+        for (i, o) in DeleteOutcome::ALL.into_iter().enumerate() {
+            assert_eq!(d.get(o), i as u64 + 1, "{o}");
+        }
+        assert_eq!(d.total(), (1..=8).sum::<u64>());
+        let mut twice = d.clone();
+        twice.add(&d);
+        assert_eq!(twice.total(), 2 * d.total());
+        let by = d.by_label();
+        assert_eq!(by.len(), 8);
+        assert_eq!(by["DONE"], 1);
+        assert_eq!(by["DRY_RUN"], 7);
+        assert_eq!(by["LIFECYCLE_DELETE_OUTCOME_UNSPECIFIED"], 8);
+        let mut one = DeleteCounts::default();
+        one.record(DeleteOutcome::Done);
+        let by = one.by_label();
+        assert_eq!(by.len(), 7, "unspecified only when seen: {by:?}");
+        assert!(!by.contains_key(DeleteOutcome::Unspecified.label()));
+    }
+
+    #[test]
+    fn adding_huge_counts_is_constant_time_and_saturates() {
+        // A summary of a pass with billions of deletes must not loop per delete.
+        let mut d = DeleteCounts::default();
+        d.add_n(DeleteOutcome::Done, u64::MAX - 1);
+        d.add_n(DeleteOutcome::Done, 5);
+        assert_eq!(d.done, u64::MAX);
+    }
+}
