@@ -21,19 +21,19 @@
 //! What each row means (all medians of `LIVE_BENCH_RUNS` runs):
 //! - **reader**: events/s of `seaweed::metalog::MetaLogReader` replaying the
 //!   scan fixture's events (PUTs under `cold/`, from the persisted log, batching
-//!   on) and counting them; baseline seaweedfs-live.md §8 d2 (Python grpcio,
+//!   on) and counting them; baseline d2 (docs/baselines.md#figures; Python grpcio,
 //!   batched, ~150k ev/s). `ev/resp` shows how many events a gRPC response
 //!   carried (1 = the filer did not batch).
 //! - **lister**: entries/s of `seaweed::lister::list_bucket` over the scan
-//!   bucket (`LIVE_BENCH_EVENTS` + 1 objects); baseline §8 d8 (Python, raw
+//!   bucket (`LIVE_BENCH_EVENTS` + 1 objects); baseline d8 (docs/baselines.md#figures; Python, raw
 //!   bytes, limit 10000, ~39k entries/s).
 //! - **pass deletes/s**: one `run-once` over `LIVE_BENCH_DUE` due objects
 //!   (Expiration Date 2020-01-01, unversioned, fresh bucket, fresh cursor dir),
 //!   against one Go `s3.lifecycle.run-shard -shards 0-15 -events 0` pass over
-//!   its own fresh bucket of the same shape (§6, §8 b). Rates use process wall
-//!   time (both include process start); the pass-internal time (ours:
-//!   `duration_ms`; Go: the `daily_run … duration=` glog line) is shown too.
-//! - **pass events/s**: nothing-due event scan (§8 c'): a `Days 1` rule on
+//!   its own fresh bucket of the same shape (docs/baselines.md#go-reference-pass,
+//!   row b). Rates use process wall time (both include process start); the
+//!   pass time (ours: `duration_ms`; Go: the glog `daily_run … duration=`) is shown too.
+//! - **pass events/s**: nothing-due event scan (docs/baselines.md#figures, c'): a `Days 1` rule on
 //!   `hot/` only, `LIVE_BENCH_EVENTS` PUTs under `cold/` and one under `hot/`
 //!   after both services' cursors exist, one pass. Ours runs from a cursor dir
 //!   seeded by one pass before the fixture (one dir per run, so each run scans
@@ -46,7 +46,7 @@
 //!   (rightly) serve the `Days 1` rule by walking instead of replaying.
 //!
 //! The box is small and shared: figures vary by up to 2× between runs
-//! (seaweedfs-live.md §8). Compare the ratios, measured back to back.
+//! (docs/baselines.md#reading-the-figures). Compare the ratios, measured back to back.
 
 #[path = "../tests/common/mod.rs"]
 mod common;
@@ -67,7 +67,7 @@ use s3_lifecycled::seaweed::metalog::{
 
 /// The binary under test (release build under `cargo bench`).
 const BIN: &str = env!("CARGO_BIN_EXE_s3-lifecycled");
-/// Where the Go pass keeps its cursors (seaweedfs-live.md §6).
+/// Where the Go pass keeps its cursors (docs/go-cursor.md#location).
 const GO_CURSOR_DIR: &str = "/etc/s3/lifecycle/daily-cursors";
 const HOT_XML: &[u8] = b"<LifecycleConfiguration><Rule><ID>hot1</ID><Status>Enabled</Status>\
 <Filter><Prefix>hot/</Prefix></Filter><Expiration><Days>1</Days></Expiration></Rule>\
@@ -76,7 +76,7 @@ const PAST_DATE_XML: &[u8] =
     b"<LifecycleConfiguration><Rule><ID>past-date</ID><Status>Enabled</Status>\
 <Filter><Prefix>old/</Prefix></Filter><Expiration><Date>2020-01-01T00:00:00Z</Date></Expiration>\
 </Rule></LifecycleConfiguration>";
-/// 100-byte bodies, as in the §8 fixtures.
+/// 100-byte bodies, as in docs/baselines.md#fixtures.
 const BODY: &[u8] = &[b'x'; 100];
 
 struct Knobs {

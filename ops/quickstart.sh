@@ -31,7 +31,7 @@ pid=""
 serve_pid=""
 
 # 10 consecutive free loopback ports (8 for weed, 2 for serve) below the kernel's ephemeral range, so
-# outgoing connections never take them (seaweedfs-live.md §0.2).
+# outgoing connections never take them (docs/test-cluster.md#ports).
 base="$(python3 - <<'EOF'
 import random, socket
 def free(p):
@@ -100,7 +100,7 @@ trap 'exit 143' TERM
 say "starting weed server on 127.0.0.1 ports $base-$((base + 7)) (data: ${data#"$root"/})"
 printf '[master.volume_growth]\ncopy_1 = 2\n' >"$data/master.toml"
 # The subshell execs weed, so $! is weed's own pid. AWS credentials in the
-# environment would switch S3 auth on (seaweedfs-live.md §0.5).
+# environment would switch S3 auth on (docs/test-cluster.md#s3-auth).
 (
   cd "$data"
   unset AWS_ACCESS_KEY_ID AWS_SECRET_ACCESS_KEY

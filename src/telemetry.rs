@@ -306,7 +306,7 @@ fn env_filter(configured: &str) -> Result<EnvFilter, TelemetryError> {
 }
 
 fn otlp_provider(endpoint: &str, service_name: &str) -> Result<SdkTracerProvider, TelemetryError> {
-    // No TLS stack is compiled in (dependencies.md §1); an https endpoint
+    // No TLS stack is compiled in (docs/tls.md#current-state); an https endpoint
     // would fail on every export, silently from the operator's view.
     if !endpoint.starts_with("http://") {
         return Err(TelemetryError::Endpoint(format!(

@@ -70,8 +70,8 @@ const SHORT_DAY: [(&str, &str); 2] = [
     ("S3_LIFECYCLED__TIME__DUE_ROUNDING", "none"),
 ];
 
-/// facts §12.1 SuspendedVersioningExpiration: Enabled PUT v1, Suspended PUT (null), Days rule;
-/// after due the latest is a delete marker, v1 is still readable and the null version is gone.
+/// SuspendedVersioningExpiration (docs/lifecycle-delete.md#versioned-expiration): Enabled PUT v1,
+/// Suspended PUT (null), Days rule; after due the latest is a marker, v1 readable, null gone.
 #[tokio::test]
 async fn suspended_versioning_expiration_replaces_null_with_marker() {
     let c = common::cluster();

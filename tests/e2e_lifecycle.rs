@@ -175,7 +175,7 @@ async fn expiration_date_in_the_past_deletes_on_first_run() {
 
 /// Expiration Days on a versioning-enabled bucket puts a delete marker over the current version
 /// (HEAD 404) and keeps the version itself. Two passes so that the due one is a steady-state
-/// replay (Go's router never expires Enabled current versions by replay, facts §13.5).
+/// replay (Go's router never does; docs/design-deviations.md#versioned-current-versions).
 #[tokio::test]
 async fn versioned_expiration_days_adds_delete_marker() {
     let c = common::cluster();

@@ -217,7 +217,7 @@ async fn served_index(url: String, symbol: &str) -> Index {
 }
 
 /// Fields the server has in messages we declare but that we omit: harmless for reading, but an
-/// entry read and written back through our subset loses them (facts §11). Printed for the record.
+/// entry read and written back through our subset loses them (docs/grpc.md#proto-subset). Printed.
 fn server_only_fields(ours: &Index, served: &Index) -> Vec<String> {
     let mut out = Vec::new();
     for (name, mine) in &ours.messages {

@@ -1,4 +1,4 @@
-//! Records the filer meta-log events of each S3 operation of seaweedfs-live.md §1 into
+//! Records the filer meta-log events of each S3 operation (docs/meta-log.md#per-operation) into
 //! `tests/fixtures/events/` (run explicitly: `cargo test --test record_events -- --ignored`), and
 //! checks that the committed recordings decode and agree with their text dumps.
 

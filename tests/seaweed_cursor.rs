@@ -171,7 +171,7 @@ async fn corrupt_cursor_files_are_errors_naming_the_path() {
 async fn go_cursor_files_are_read_strictly() {
     let c = client().await;
     let dir = unique_dir("go");
-    // The Go encoder's output (facts doc §8): two-space indent, trailing
+    // The Go encoder's output (docs/go-cursor.md#format): two-space indent, trailing
     // newline, last_walked_ns present because non-zero.
     let zero = "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=";
     let ones = "AQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQE=";

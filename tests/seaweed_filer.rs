@@ -127,7 +127,7 @@ async fn bucket_discovery_reads_every_setting_and_isolates_bad_documents() {
 
     let l = find(&locked).expect("object-lock bucket listed");
     assert!(l.object_lock);
-    // SeaweedFS turns versioning on with object lock (seaweedfs-live.md §0.10).
+    // SeaweedFS turns versioning on with object lock (docs/test-cluster.md#object-lock-buckets).
     assert_eq!(l.versioning, Versioning::Enabled);
 
     let p = find(&plain).expect("plain bucket listed");

@@ -304,7 +304,7 @@ async fn batched_replay_of_2000_past_events_is_complete_and_ordered() {
     let keys: Vec<String> = (0..2000).map(|i| format!("obj/{i:05}")).collect();
     c.put_objects_bulk(&bucket, &keys, b"").await.unwrap();
     let until = now_ns();
-    // The filer batches only events older than 2 minutes (facts doc §6.2): wait until ours are,
+    // Events come batched only after ~2 min (docs/meta-log.md#batching): wait until ours are,
     // so the batch-flattening path is exercised against the real server.
     tokio::time::sleep(Duration::from_secs(135)).await;
 

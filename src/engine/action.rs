@@ -4,7 +4,7 @@
 use serde::Serialize;
 
 /// What a compiled action does. The discriminant is the `s3_lifecycle_pb.ActionKind`
-/// enum number (facts doc §2.1); it travels in every `LifecycleDelete` request.
+/// enum number (docs/rule-hash.md#action-kinds); it travels in every `LifecycleDelete` request.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum ActionKind {
@@ -23,7 +23,7 @@ pub enum ActionKind {
 }
 
 impl ActionKind {
-    /// Every kind, in the order SeaweedFS emits them for one rule (facts doc §2.1).
+    /// Every kind, in the order SeaweedFS emits them for one rule (docs/rule-hash.md#action-kinds).
     pub const EMISSION_ORDER: [ActionKind; 6] = [
         ActionKind::ExpirationDays,
         ActionKind::ExpirationDate,
@@ -66,7 +66,7 @@ impl std::fmt::Display for ActionKind {
     }
 }
 
-/// Rule mode, numbered as SeaweedFS's `RuleMode` (facts doc §2.3).
+/// Rule mode, numbered as SeaweedFS's `RuleMode` (docs/rule-hash.md#rule-modes).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum RuleMode {

@@ -1,6 +1,6 @@
 //! Compilation of bucket lifecycle configurations into an immutable
 //! [`Snapshot`] of [`CompiledAction`]s: one action per (rule, action kind),
-//! with its rule hash, mode and active flag (facts doc §2.1–§2.4).
+//! with its rule hash, mode and active flag (docs/rule-hash.md#action-kinds).
 //!
 //! A snapshot is cheap to clone into views (`engine::views`): rules are shared
 //! through `Arc`, and an action is a few words plus two `Arc` bumps.
@@ -14,7 +14,7 @@ use crate::engine::{ActionKind, RuleHash, RuleMode, TimeConfig, rule_hash};
 use crate::lifecycle::FlatRule;
 
 /// A bucket's versioning state, from the bucket entry's
-/// `Seaweed-X-Amz-Versioning` Extended value (facts doc §1.1).
+/// `Seaweed-X-Amz-Versioning` Extended value (docs/filer-layout.md#bucket-entry).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Hash)]
 pub enum Versioning {
     /// Versioning was never enabled (value absent or unrecognised).
@@ -55,7 +55,7 @@ pub struct BucketConfig {
     /// Versioning state of the bucket.
     pub versioning: Versioning,
     /// Object lock is enabled on the bucket. The S3 server treats such buckets
-    /// as versioned even without a versioning value (facts doc §13.23).
+    /// as versioned even without a versioning value (docs/filer-layout.md#bucket-entry).
     pub object_lock: bool,
     /// The bucket's flattened rules, in document order.
     pub rules: Vec<FlatRule>,
@@ -73,8 +73,8 @@ fn versioned(versioning: Versioning, object_lock: bool) -> bool {
     object_lock || matches!(versioning, Versioning::Enabled | Versioning::Suspended)
 }
 
-/// The action kinds one rule compiles to, in SeaweedFS emission order (facts
-/// doc §2.1). The rule's Status does not matter here; it decides the mode.
+/// The action kinds one rule compiles to, in SeaweedFS emission order
+/// (docs/rule-hash.md#action-kinds). The rule's Status does not matter here; it decides the mode.
 ///
 /// `NewerNoncurrentVersions` alongside `NoncurrentDays` does not produce its
 /// own action: the count stays on the rule and the evaluator applies it to the
@@ -310,7 +310,7 @@ impl Snapshot {
     /// [`RuleMode::Disabled`]; `ExpirationDate` → [`RuleMode::ScanAtDate`];
     /// otherwise [`RuleMode::EventDriven`]. Every non-Disabled action is active.
     ///
-    /// Deviation from Go (facts doc §2.3, §13.3): production Go compiles
+    /// Deviation from Go (docs/design-deviations.md#disabled-rules): production Go compiles
     /// disabled rules as active EventDriven actions that merely never fire, so
     /// they still count in the cursor hashes and enabling one does not trigger
     /// a recovery walk. Here a Disabled action never fires, is in no view and

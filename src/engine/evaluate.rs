@@ -1,6 +1,6 @@
 //! Per-object rule evaluation: the facts an action needs about one object or
 //! version ([`ObjectInfo`]), when an action becomes due for it ([`due_at`]) and
-//! whether it fires at a given time ([`fires`]) (facts doc §3).
+//! whether it fires at a given time ([`fires`]) (docs/evaluation.md#due-times).
 //!
 //! Both functions apply the same gates first: the rule must be enabled, the
 //! object must be inside the rule's filter, and the object must have the shape

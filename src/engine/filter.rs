@@ -1,5 +1,5 @@
 //! Rule filter predicates (prefix, object size, tags) and reading an entry's
-//! object tags from its Extended map (facts doc §4.1).
+//! object tags from its Extended map (docs/evaluation.md#filter-predicates).
 
 use std::collections::BTreeMap;
 

@@ -1,11 +1,11 @@
-//! Cursor hashes over a [`Snapshot`] (design.md "Cursor hashes", facts doc
-//! §2.5): `ReplayContentHash` (the cursor's `rule_set_hash`), `PromotedHash`,
-//! and `MaxEffectiveTTL`, each also per bucket.
+//! Cursor hashes over a [`Snapshot`] (docs/rule-hash.md#replay-content-hash,
+//! docs/rule-hash.md#promoted-hash): `ReplayContentHash` (the cursor's
+//! `rule_set_hash`), `PromotedHash`, and `MaxEffectiveTTL`, each also per bucket.
 //!
 //! The global forms are byte-identical to Go, so cursors written by the Go
-//! worker stay valid. The per-bucket forms go beyond Go (facts doc §13.4): with
-//! per-bucket hashes an edit in one bucket forces a recovery walk of that
-//! bucket only, instead of every lifecycle bucket on every shard.
+//! worker stay valid. The per-bucket forms go beyond Go: with per-bucket
+//! hashes an edit in one bucket forces a recovery walk of that bucket only,
+//! not of every lifecycle bucket on every shard (docs/design-deviations.md#per-bucket-hashes).
 
 use std::collections::BTreeMap;
 use std::time::Duration;

@@ -1,6 +1,6 @@
 //! Entry identity: the compare-and-swap witness sent with every `LifecycleDelete`
 //! so the server refuses to delete an entry that changed after we decided
-//! (facts doc §5.6). It must be bit-identical to what the server computes.
+//! (docs/entry-identity.md#fields). It must be bit-identical to what the server computes.
 
 use std::collections::HashMap;
 
@@ -48,7 +48,7 @@ impl EntryIdentity {
 /// zero *bytes* dropped, followed by the 4-byte cookie (always 8 hex digits).
 /// Meta-log events usually carry only the structured `fid`; a plain
 /// `"{vol},{key:x}{cookie:08x}"` differs whenever the key has an odd number of
-/// hex digits, and the CAS would then never match.
+/// hex digits, and the CAS would then never match (docs/entry-identity.md#head-fid).
 pub fn head_fid(chunk: &FileChunk) -> String {
     if !chunk.file_id.is_empty() {
         return chunk.file_id.clone();
@@ -124,7 +124,7 @@ mod tests {
 
     #[test]
     fn head_fid_keeps_leading_zero_nibble_of_odd_length_keys() {
-        // seaweedfs-live.md §1: volume 7, key 1, cookie 0x55dc63ec.
+        // Seen live (docs/entry-identity.md#test-vectors): volume 7, key 1, cookie 0x55dc63ec.
         assert_eq!(head_fid(&chunk(7, 1, 0x55dc_63ec)), "7,0155dc63ec");
         assert_eq!(head_fid(&chunk(3, 0x1234, 0x0000_0001)), "3,123400000001");
         assert_eq!(head_fid(&chunk(3, 0, 0xdead_beef)), "3,deadbeef");

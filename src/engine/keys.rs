@@ -1,5 +1,5 @@
 //! Names of the filer Extended keys and reserved paths that SeaweedFS's S3
-//! gateway writes (facts doc §5, seaweedfs-live.md §3). One place, so a typo
+//! gateway writes (docs/filer-layout.md#extended-keys). One place, so a typo
 //! cannot make one module disagree with another.
 
 /// Bucket entry: the raw PutBucketLifecycleConfiguration body.

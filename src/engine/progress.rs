@@ -2,9 +2,9 @@
 //!
 //! The design's pseudocode keeps one cursor per shard and stops it at the first
 //! event with a not-yet-due match, then re-sends every later delete day after day
-//! (facts doc §13.12). We keep, per compiled action (bucket, rule hash, kind), an
-//! [`ActionProgress`] of three numbers and a [`ProgressTracker`] that updates them
-//! during a pass with O(in-flight + pending-blocker) memory:
+//! (docs/design-deviations.md#per-action-progress). We keep, per compiled action
+//! (bucket, rule hash, kind), an [`ActionProgress`] and a [`ProgressTracker`]
+//! that updates them during a pass with O(in-flight + pending-blocker) memory:
 //!
 //! - `ts`: every event with `ts_ns ≤ ts` is finished for this action: all its
 //!   matches resolved and none is waiting to become due. Replay resumes after it.
@@ -380,7 +380,7 @@ mod tests {
 
     #[test]
     fn resolved_deletes_after_a_pending_event_are_not_resent_next_pass() {
-        // Regression for the Go worker's daily re-sends (facts doc §13.12).
+        // Regression for Go's daily re-sends (docs/design-deviations.md#per-action-progress).
         let (_, p1) = run(
             ActionProgress::at(0),
             100,

@@ -1,13 +1,13 @@
 //! Meta-log replay routing: turning one filer meta-log event into the
-//! lifecycle [`Match`]es it makes due at some time (facts doc §4.2, §13.5,
-//! §13.11; seaweedfs-live.md §1).
+//! lifecycle [`Match`]es it makes due at some time (docs/meta-log.md#event-paths,
+//! docs/meta-log.md#per-operation, docs/rule-hash.md#shard-function).
 //!
 //! # Our routing design (differs from Go's `router.Route`)
 //!
 //! The router is a pure function of (snapshot, event): it does **no filer
 //! lookups** and does not compare with `now` — it returns due times and the
-//! caller decides (design.md "Why correct": due times of replay kinds are
-//! monotonic enough that the first not-yet-due match ends a rule's scan).
+//! caller decides (docs/design-deviations.md#no-early-stop: a not-yet-due match
+//! holds its action's progress but never ends the scan).
 //! Only the replay kinds (ExpirationDays, NoncurrentDays, AbortMpu) of active
 //! EventDriven actions are routed; walker kinds are the walker's job. Where
 //! one event cannot name the entry to act on, the router emits a *deferred*
@@ -30,8 +30,8 @@
 //!   the demoted version right after the pointer moves, so every demotion
 //!   yields its own event carrying the exact entry. Without a stamp and not a
 //!   delete marker it is the new latest → ExpirationDays on `<logical>` with
-//!   version id `""`. This fixes Go's §13.5: replay expires current versions
-//!   of versioning-enabled buckets too.
+//!   version id `""`. Unlike Go, replay thus expires current versions of
+//!   versioning-enabled buckets (docs/design-deviations.md#versioned-current-versions).
 //! - **Plain file**: with a stamp it is a demoted null version →
 //!   NoncurrentDays with version id `null`; without → ExpirationDays with
 //!   version id `""`.
@@ -49,9 +49,9 @@
 //! Every create and update (overwrite, tag change, stamp) yields a fresh match
 //! carrying the entry's current identity; older matches for the same object
 //! then fail the server's CAS (`NOOP_RESOLVED`/`STALE_IDENTITY`) — intended.
-//! A stale stamp (left on a version restored to latest when the marker above
-//! it was deleted; live §10.2) can yield a NoncurrentDays match for a current
-//! version; the server answers `VERSION_IS_LATEST` and nothing is deleted.
+//! A stale stamp (left on a version restored to latest when the marker above it
+//! was deleted; docs/filer-layout.md#noncurrent-stamp) can yield a NoncurrentDays
+//! match for a current version; the server answers `VERSION_IS_LATEST` and nothing is deleted.
 //!
 //! # Deferred lookups
 //!
@@ -162,7 +162,7 @@ pub struct Match {
     /// deferred match, which must never be sent as is.
     pub identity: EntryIdentity,
     /// Shard that owns the match: the event's physical path for replay, the
-    /// logical key (MPU: destination key) for the walker (facts doc §13.11).
+    /// logical key (MPU: destination key) for the walker (docs/rule-hash.md#shard-function).
     pub shard: u8,
     /// `Some` for a *deferred* match: the event alone could not show which
     /// entry to act on, so the caller must look it up (once the match is
@@ -218,8 +218,8 @@ pub fn null_still_displaced(folder: Option<&Entry>) -> bool {
 /// The shape a looked-up entry must have (see [`resolve_deferred`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Expect {
-    /// The bare `<key>` entry, counting as the key's null version (facts doc
-    /// §5.3), displaced by a versioned write.
+    /// The bare `<key>` entry, counting as the key's null version
+    /// (docs/filer-layout.md#null-version), displaced by a versioned write.
     NullVersion,
     /// The version file with this id, not a delete marker.
     Version {
@@ -284,7 +284,7 @@ impl MetaEvent {
     }
 }
 
-/// Bucket and physical key of an event (facts doc §4.2 steps 2–3): the
+/// Bucket and physical key of an event (docs/meta-log.md#event-paths): the
 /// directory is `new_parent_path` if set, else `directory`; an event directly
 /// in the buckets root is bucket-level (key `""`). `None` outside the buckets
 /// root or when the bucket name is empty.
@@ -1024,7 +1024,7 @@ mod tests {
 
     #[test]
     fn versioned_put_expires_the_logical_key_not_the_version() {
-        // Go routes nothing for this (facts §13.5); we expire current versions.
+        // Go routes nothing here, we do (docs/design-deviations.md#versioned-current-versions).
         let snap = snapshot();
         let v = version(V2, 1000, 4);
         let r = run(&snap, &create("/buckets/b/docs/k.versions", v.clone()));

@@ -1,4 +1,4 @@
-//! The 8-byte rule hash, byte-identical to SeaweedFS's (facts doc §2.2). It
+//! The 8-byte rule hash, byte-identical to SeaweedFS's (docs/rule-hash.md#rule-hash). It
 //! travels in every `LifecycleDelete` request and names rules in metrics.
 //!
 //! Also home of the small tagged-varint stream writer shared with the cursor
@@ -35,9 +35,9 @@ impl fmt::Display for RuleHash {
     }
 }
 
-/// Computes a rule's 8-byte hash exactly as SeaweedFS 4.48 does (facts doc
-/// §2.2): SHA-256 over a tagged stream of the rule's filter and action fields,
-/// truncated to 8 bytes.
+/// Computes a rule's 8-byte hash exactly as SeaweedFS 4.48 does
+/// (docs/rule-hash.md#rule-hash): SHA-256 over a tagged stream of the rule's
+/// filter and action fields, truncated to 8 bytes.
 ///
 /// `id` and `enabled` are deliberately not hashed (Go does the same): renaming
 /// a rule keeps its hash. Any change to a hashed field changes the hash, which
@@ -181,8 +181,8 @@ mod tests {
         rule_hash(r).to_hex()
     }
 
-    // Appendix A vectors. The first four also appear in the Go-verified
-    // ReplayContentHash vectors (facts doc Appendix A), so they pin Go 4.48.
+    // Transcription vectors (docs/rule-hash.md#test-vectors). `logs/` + 30 days
+    // is also inside the Go-verified bkt1 hash, so it pins Go 4.48.
     #[test]
     fn appendix_a_prefix_and_days() {
         let mut r = rule("logs/");

@@ -8,7 +8,7 @@ pub const SHARD_COUNT: usize = 16;
 
 /// `SHA-256(bucket + "/" + key)[0] >> 4`, identical to SeaweedFS's `ShardID`.
 ///
-/// Which `key` to pass matters (facts doc §13.11): meta-log events shard by
+/// Which `key` to pass matters (docs/rule-hash.md#shard-function): meta-log events shard by
 /// their *physical* path (`k.versions/v_<id>`, `.uploads/<id>`), the walker by
 /// the logical key. Keeping both rules keeps Go-written cursors meaningful.
 pub fn shard_id(bucket: &str, key: &str) -> u8 {
@@ -34,7 +34,7 @@ mod tests {
 
     #[test]
     fn live_cluster_vector() {
-        // seaweedfs-live.md §6: hot/000000 in bucket bhot was on shard 11.
+        // Seen live (docs/rule-hash.md#test-vectors): hot/000000 in bucket bhot was on shard 11.
         assert_eq!(shard_id("bhot", "hot/000000"), 11);
     }
 

@@ -1,13 +1,13 @@
 //! Versioned-key helpers (pure): reading version facts off filer entries,
 //! version-id ordering, null-version detection, and expansion of a key's
-//! `.versions` folder into one [`VersionedObject`] per version (facts doc §3
-//! "Version-id ordering", §5.2–5.3, §7.2 "Versions expansion").
+//! `.versions` folder into one [`VersionedObject`] per version
+//! (docs/filer-layout.md#versioned-keys, docs/evaluation.md#walker).
 //!
 //! Which version is current is decided from the folder's pointer
 //! (`Seaweed-X-Amz-Latest-Version-Id`, or `Seaweed-X-Amz-Null-Version-Is-Latest`),
 //! never from a `Noncurrent-Since-Ns` stamp: deleting a delete marker restores
 //! the previous version as latest but leaves its stale stamp in place
-//! (seaweedfs-live.md §10.2).
+//! (docs/filer-layout.md#noncurrent-stamp).
 
 use std::cmp::{Ordering, Reverse};
 
@@ -56,7 +56,7 @@ pub fn noncurrent_since_of(entry: &Entry) -> Option<Nanos> {
 }
 
 /// Whether a bare entry `B/<bucket>/<key>` counts as the key's null version
-/// (facts doc §5.3): a regular file, or a directory that is an S3 "directory
+/// (docs/filer-layout.md#null-version): a regular file, or a directory that is an S3 "directory
 /// key object" (non-empty mime, chunks, inline content or remote data). A
 /// plain directory (an implicit parent) does not count.
 pub fn is_null_version(entry: &Entry) -> bool {
@@ -243,7 +243,7 @@ pub fn expand_versions(
 }
 
 /// Hand-built filer entries shaped like the ones SeaweedFS 4.48 writes
-/// (seaweedfs-live.md §1), shared by the engine's unit tests.
+/// (docs/meta-log.md#per-operation), shared by the engine's unit tests.
 #[cfg(test)]
 pub(crate) mod testkit {
     use crate::engine::keys;
@@ -446,7 +446,7 @@ mod tests {
     #[test]
     fn stale_stamp_on_restored_latest_does_not_make_it_noncurrent() {
         // The marker was deleted: the pointer is back on V2, which keeps its
-        // stamp from when the marker demoted it (seaweedfs-live.md §10.2).
+        // stamp from when the marker demoted it (docs/filer-layout.md#noncurrent-stamp).
         let files = vec![
             version(V1, 100, 1).stamped(200 * S),
             version(V2, 200, 2).stamped(300 * S),

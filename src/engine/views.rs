@@ -1,7 +1,7 @@
-//! Replay, walk and recovery views of a [`Snapshot`] (design.md "router.Route
-//! integration", facts doc §2.4). A view is an independent snapshot of cloned
-//! actions whose `active` and `mode` are set for its consumer; rules are shared
-//! with the base through `Arc`.
+//! Replay, walk and recovery views of a [`Snapshot`]
+//! (docs/design-deviations.md#views-and-partition). A view is an independent
+//! snapshot of cloned actions whose `active` and `mode` are set for its
+//! consumer; rules are shared with the base through `Arc`.
 
 use std::time::Duration;
 
@@ -35,8 +35,8 @@ fn partition(action: &CompiledAction, retention_window: Duration) -> Option<Part
 /// never replay-eligible: whether it fires depends on how many newer noncurrent
 /// versions exist *now*, which one meta-log event cannot tell (the Go router
 /// lists siblings per event for this). The walker sees all versions of a key
-/// at once, so it serves this action every pass. Deviation from design.md's
-/// partition table, which files every NoncurrentDays action under replay.
+/// at once, so it serves this action every pass. Deviation from the design's
+/// partition table (docs/design-deviations.md#newer-noncurrent-walks).
 pub(crate) fn replay_eligible(action: &CompiledAction, retention_window: Duration) -> bool {
     let ttl = action.ttl();
     action.kind().is_replay_kind()

@@ -1,19 +1,19 @@
 //! Walker evaluation (pure): what the bucket lister hands over
-//! ([`WalkItem`]) and which [`Match`]es an item yields at `now` (facts doc
-//! §7.2–7.3). The listing itself is I/O and lives in `seaweed`.
+//! ([`WalkItem`]) and which [`Match`]es an item yields at `now`
+//! (docs/evaluation.md#walker). The listing itself is I/O and lives in `seaweed`.
 //!
 //! Differences from Go's walker, on purpose:
 //! - Every match carries the evaluated entry's identity, so the server's CAS
 //!   refuses to delete an object that changed after listing (Go sends none,
-//!   §13.17).
+//!   docs/design-deviations.md#walker-identity).
 //! - ExpirationDays/Date target the logical key with an empty version id even
 //!   on versioned buckets (Go sends the latest's id): the server then acts on
 //!   whatever is latest, and the CAS refuses unless that is still the version
 //!   we evaluated. Sending the id would put a delete marker over a newer
 //!   version written in between.
 //! - Directories (folder markers, implicit parents) and everything under
-//!   `.uploads/` other than the upload directories themselves (i.e. parts) are
-//!   never objects; Go expires stale parts as ordinary objects (§13.21).
+//!   `.uploads/` other than the upload directories (parts) are never objects;
+//!   Go expires stale parts (docs/design-deviations.md#parts-are-not-objects).
 
 use crate::engine::evaluate::{ObjectInfo, due_at, fires};
 use crate::engine::route::Match;
@@ -92,7 +92,7 @@ fn upload_dest(entry: &Entry) -> Option<&str> {
         .filter(|d| !d.is_empty())
 }
 
-/// An upload id the server accepts in `.uploads/<id>` (facts doc §9.2):
+/// An upload id the server accepts in `.uploads/<id>` (docs/lifecycle-delete.md#abort-mpu):
 /// anything else would be BLOCKED and halt the shard.
 fn valid_upload_id(id: &str) -> bool {
     !id.is_empty() && id != "." && id != ".." && !id.contains('/')

@@ -1,7 +1,7 @@
 //! Flattening a parsed configuration into [`FlatRule`]s with SeaweedFS's
-//! `LifecycleToCanonical` semantics (facts doc §1.4). Rule hashes are computed
-//! over the result, so every quirk here is deliberate: changing one changes
-//! hashes and breaks compatibility with cursors written by the Go worker.
+//! `LifecycleToCanonical` semantics (docs/lifecycle-config.md#canonical-form).
+//! Rule hashes are computed over the result, so every quirk here is deliberate:
+//! changing one changes hashes and breaks compatibility with Go-written cursors.
 
 use std::collections::BTreeMap;
 
@@ -26,7 +26,7 @@ impl LifecycleConfiguration {
 
 /// One rule. Numbers are copied verbatim, negatives included: Go hashes the
 /// value it decoded, so clamping a negative to 0 would change the rule hash.
-/// Consumers treat any value `<= 0` as unset (facts doc §2.1).
+/// Consumers treat any value `<= 0` as unset (docs/rule-hash.md#action-kinds).
 pub(crate) fn flatten_rule(rule: &Rule) -> FlatRule {
     let mut out = FlatRule {
         id: rule.id.clone().unwrap_or_default(),

@@ -22,9 +22,9 @@ use std::collections::BTreeMap;
 use time::OffsetDateTime;
 
 /// One lifecycle rule flattened the way SeaweedFS's `LifecycleToCanonical` does
-/// (facts doc §1.4). This is the contract between the XML layer and the engine:
-/// the rule hash (facts doc §2.2) is computed over exactly these fields, so a
-/// change to how a field is derived changes hashes and triggers recovery walks.
+/// (docs/lifecycle-config.md#canonical-form). This is the contract between the
+/// XML layer and the engine: the rule hash (docs/rule-hash.md#rule-hash) covers
+/// exactly these fields; deriving one differently changes hashes and forces recovery walks.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct FlatRule {
     /// `<ID>`, verbatim; empty when absent. Not hashed.

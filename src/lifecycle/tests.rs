@@ -416,8 +416,8 @@ fn filter_tag_form_drops_filter_prefix() {
 
 #[test]
 fn empty_tag_and_prefix_without_and_drops_the_prefix() {
-    // facts §13 item 22: <Filter><Tag/><Prefix/></Filter> — a tag with empty
-    // key and value; the prefix (even a later one) is dropped.
+    // docs/lifecycle-config.md#canonical-form: <Filter><Tag/><Prefix/></Filter> is
+    // a tag with empty key and value; the prefix (even a later one) is dropped.
     let f = flat_one("<Filter><Tag/><Prefix>x/</Prefix></Filter>");
     assert_eq!(f.prefix, "");
     assert_eq!(f.tags, tags(&[("", "")]));
@@ -605,7 +605,7 @@ fn positions_count_rules_only() {
 
 #[test]
 fn appendix_a_rule_shapes_flatten_to_the_hashed_fields() {
-    // bkt2's And rule from facts Appendix A (rule hash 504eafc6ec51ff69).
+    // bkt2's And rule from docs/rule-hash.md#test-vectors (rule hash 504eafc6ec51ff69).
     let f = flat_one(
         "<Filter><And><Prefix>tmp/</Prefix><Tag><Key>env</Key><Value>dev</Value></Tag>\
          <ObjectSizeGreaterThan>100</ObjectSizeGreaterThan></And></Filter><Expiration><Days>7</Days></Expiration>",

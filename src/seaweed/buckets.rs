@@ -1,6 +1,6 @@
 //! Bucket discovery: lists the buckets root in the filer and reads each
 //! bucket's versioning state, object-lock flag and lifecycle configuration
-//! (facts doc §1.1, §5.1). A bucket whose lifecycle document cannot be parsed
+//! (docs/filer-layout.md#bucket-entry). A bucket whose lifecycle document cannot be parsed
 //! is reported and skipped; the others carry on.
 
 use futures::StreamExt;
@@ -20,7 +20,7 @@ pub struct BucketInfo {
     /// Versioning state.
     pub versioning: Versioning,
     /// `Seaweed-X-Amz-Object-Lock-Enabled` is set. The S3 server treats such
-    /// buckets as versioned even without a versioning value (facts §13.23).
+    /// buckets as versioned even without a versioning value (docs/filer-layout.md#bucket-entry).
     pub object_lock: bool,
     /// The raw lifecycle document, verbatim; `None` when absent or empty.
     pub lifecycle_xml: Option<Vec<u8>>,

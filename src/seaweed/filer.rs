@@ -18,18 +18,18 @@ use crate::pb::filer_pb::{
 };
 
 /// Batched meta-log responses and big directory pages can be large; Go clients
-/// allow 1 GiB too (facts doc §11).
+/// allow 1 GiB too (docs/grpc.md#message-size).
 const MAX_MESSAGE_BYTES: usize = 1 << 30;
 
 /// Page size for [`FilerClient::list_all`] users that have no better idea:
-/// 10,000-entry pages list ~2.5× faster than Go's 1,024 (seaweedfs-live.md §8 d8).
+/// 10,000-entry pages list ~2.5× faster than Go's 1,024 (docs/baselines.md#filer-listing).
 pub const DEFAULT_PAGE: u32 = 10_000;
 
 /// The substring of the gRPC error message by which the filer says "not found"
-/// (facts doc §13.15): there is no dedicated status code.
+/// (docs/grpc.md#not-found): there is no dedicated status code.
 const NOT_FOUND_TEXT: &str = "no entry is found in filer store";
 
-/// The bucket root when the filer does not report one (facts doc §5.1).
+/// The bucket root when the filer does not report one (docs/filer-layout.md#buckets-root).
 pub const DEFAULT_BUCKETS_ROOT: &str = "/buckets";
 
 /// Errors from the filer client. Every variant names the address or filer
@@ -140,7 +140,7 @@ pub fn join_path(dir: &str, name: &str) -> String {
 }
 
 /// Splits a full filer path into `(directory, name)`; a trailing `/` is
-/// ignored (facts doc §5.3). The root's parent is `/`.
+/// ignored (docs/filer-layout.md#null-version). The root's parent is `/`.
 pub fn split_path(path: &str) -> (String, String) {
     let p = path.trim_end_matches('/');
     match p.rfind('/') {
@@ -162,7 +162,7 @@ impl FilerClient {
     /// Connects to `addr` (`host:port` or `http://host:port`; the port is the
     /// filer's gRPC port). Fails at once, naming the address, when nothing
     /// answers. No per-RPC deadline is set: LifecycleDelete-adjacent calls and
-    /// big listings can legitimately take many seconds (facts doc §13.18).
+    /// big listings can legitimately take many seconds (docs/grpc.md#deadlines).
     pub async fn connect(addr: &str) -> Result<FilerClient> {
         let url = if addr.contains("://") {
             addr.to_string()
@@ -177,7 +177,7 @@ impl FilerClient {
             .connect_timeout(Duration::from_secs(10))
             .tcp_nodelay(true)
             // The Go server rejects pings more often than every 20 s; ping only
-            // when streams are open, every 60 s (facts doc §11).
+            // when streams are open, every 60 s (docs/grpc.md#keepalive).
             .http2_keep_alive_interval(Duration::from_secs(60))
             .keep_alive_timeout(Duration::from_secs(20))
             .keep_alive_while_idle(false);

@@ -400,8 +400,8 @@ impl Walker {
                 Ok(true)
             }
         } else {
-            // The server's rule for what counts as the null version (facts
-            // doc §5.3): a file, or a directory-key object.
+            // The server's rule for what counts as the null version
+            // (docs/filer-layout.md#null-version): a file, or a directory-key object.
             let null_version = bare.filter(is_null_version);
             self.emit(ListedItem::Versions {
                 logical_key,

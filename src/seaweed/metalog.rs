@@ -1,6 +1,6 @@
 //! The meta-log reader: one bounded `SubscribeMetadata` stream per pass, flattened
 //! into single events, delivered in order through a bounded channel so that a slow
-//! consumer slows the gRPC read instead of buffering without limit (facts doc §6).
+//! consumer slows the gRPC read instead of buffering without limit (docs/meta-log.md#subscription).
 
 use std::pin::Pin;
 use std::sync::Arc;
@@ -138,7 +138,7 @@ pub struct ReaderStats {
     pub before_since_skipped: AtomicU64,
     /// Events with `ts_ns > until_ns` (the server should not send them).
     pub after_until_skipped: AtomicU64,
-    /// Events whose ts_ns was lower than the one before (facts doc §13.27).
+    /// Events whose ts_ns was lower than the one before (docs/meta-log.md#ordering).
     pub out_of_order: AtomicU64,
     /// ts_ns of the last delivered event (0 if none yet).
     pub last_ts_ns: AtomicI64,
@@ -342,7 +342,7 @@ fn random_client_id() -> i32 {
     rand::rng().random_range(1..=i32::MAX)
 }
 
-/// The request per facts doc §6.1.
+/// The request of docs/meta-log.md#subscription.
 fn build_request(
     params: &SubscribeParams,
     options: &ReaderOptions,
@@ -566,7 +566,7 @@ impl EventFilter {
         if let Some(prev) = self.last_seen_ts
             && ts < prev
         {
-            // Cross-filer order is assumed, not guaranteed (facts §13.27).
+            // Cross-filer order is assumed, not guaranteed (docs/meta-log.md#ordering).
             // Deliver anyway: dropping it could lose a deletion.
             tracing::warn!(
                 previous_ts_ns = prev,

@@ -1,10 +1,10 @@
 //! The meta-log retention probe: how far back the filer's persisted meta-log
-//! still reaches, read from the names of its log files (seaweedfs-live.md §4).
+//! still reaches, read from the names of its log files (docs/retention-probe.md#persisted-log).
 //!
 //! The filer never reports a missing start of history: a subscription from a
 //! timestamp whose log file is gone silently starts at the next file. The only
 //! way to see the horizon (and a gap) is to list
-//! `/topics/.system/log/<YYYY-MM-DD>/<HH-MM>.<filer id>`.
+//! `/topics/.system/log/<YYYY-MM-DD>/<HH-MM>.<filer id>` (docs/retention-probe.md#silent-horizon).
 //!
 //! # Precision
 //! A log file is named after the UTC minute in which the filer started the
@@ -173,7 +173,7 @@ async fn list_page(
     }
 }
 
-/// The filer reports "not found" only in the message text (facts doc §11).
+/// The filer reports "not found" only in the message text (docs/grpc.md#not-found).
 fn is_not_found(s: &tonic::Status) -> bool {
     s.code() == tonic::Code::NotFound || s.message().contains("no entry is found")
 }

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use super::http;
 
 /// Lowest and highest port we use: above the well-known range, below the kernel's ephemeral range
-/// (32768+), so outgoing connections never occupy them (seaweedfs-live.md §0.2).
+/// (32768+), so outgoing connections never occupy them (docs/test-cluster.md#ports).
 const PORT_MIN: u16 = 10000;
 const PORT_MAX: u16 = 32700;
 /// How many ports one cluster needs (master, volume, filer, S3; HTTP and gRPC each).
@@ -122,11 +122,11 @@ impl Cluster {
     pub fn master_grpc_addr(&self) -> SocketAddr {
         loopback(self.ports.master_grpc)
     }
-    /// Master address in the `host:httpPort.grpcPort` form other `weed` commands need (§0.9).
+    /// Master address in the `host:httpPort.grpcPort` form (docs/test-cluster.md#address-forms).
     pub fn master_weed_arg(&self) -> String {
         format!("127.0.0.1:{}.{}", self.ports.master, self.ports.master_grpc)
     }
-    /// Filer address in the `host:httpPort.grpcPort` form other `weed` commands need (§0.9).
+    /// Filer address in the `host:httpPort.grpcPort` form (docs/test-cluster.md#address-forms).
     pub fn filer_weed_arg(&self) -> String {
         format!("127.0.0.1:{}.{}", self.ports.filer, self.ports.filer_grpc)
     }
@@ -282,7 +282,7 @@ fn start(weed: &Path, ports: Ports) -> Result<Cluster, StartError> {
         .stdin(Stdio::null())
         .stdout(log)
         .stderr(log2)
-        // Inherited AWS credentials would silently switch S3 auth on (§0.5).
+        // Inherited AWS credentials would switch S3 auth on (docs/test-cluster.md#s3-auth).
         .env_remove("AWS_ACCESS_KEY_ID")
         .env_remove("AWS_SECRET_ACCESS_KEY")
         // Own process group: a Ctrl-C on the test run must not reach weed before our cleanup.
@@ -335,7 +335,7 @@ fi
 case "$DATA" in */s3lc-weed-*) rm -rf -- "$DATA" ;; esac
 if ! is_ours; then for s in $SOCKS; do [ -S "$s" ] && rm -f -- "$s"; done; fi
 "#;
-    // A killed weed leaves its per-port Unix sockets behind in the temp dir (§0.2); ours only.
+    // A killed weed leaves its Unix sockets behind (docs/test-cluster.md#unix-sockets); ours only.
     let tmp = std::env::temp_dir();
     let p = c.ports;
     let socks: Vec<String> = [
@@ -363,7 +363,7 @@ if ! is_ours; then for s in $SOCKS; do [ -S "$s" ] && rm -f -- "$s"; done; fi
         .map(|_| ())
 }
 
-/// Readiness per seaweedfs-live.md §0.4; all checks must pass in the same round.
+/// Readiness per docs/test-cluster.md#readiness; all checks must pass in the same round.
 fn wait_ready(c: &Cluster, child: &mut Child) -> Result<(), StartError> {
     let started = Instant::now();
     loop {

@@ -108,7 +108,7 @@ pub fn kind(ev: &SubscribeMetadataResponse) -> &'static str {
 }
 
 /// The Go `FileChunk.GetFileIdString()` form of a structured fid: volume, then the hex of the 8
-/// key bytes without their leading zero bytes, then the 4 cookie bytes (seaweedfs-live.md §1).
+/// key bytes minus leading zero bytes, then the 4 cookie bytes (docs/entry-identity.md#head-fid).
 pub fn fid_string(fid: &FileId) -> String {
     let mut b = [0u8; 12];
     b[..8].copy_from_slice(&fid.file_key.to_be_bytes());

@@ -174,13 +174,13 @@ impl Cluster {
         };
         match client.lookup_directory_entry(req).await {
             Ok(resp) => Ok(resp.into_inner().entry),
-            // Not-found arrives as an error status carrying this text (facts §11).
+            // Not-found arrives as an error status carrying this text (docs/grpc.md#not-found).
             Err(status) if status.message().contains("no entry is found") => Ok(None),
             Err(status) => Err(anyhow!("LookupDirectoryEntry {dir}/{name}: {status}")),
         }
     }
 
-    /// Makes an entry look `age` old, the way Go's integration tests do (seaweedfs-live.md §0.10):
+    /// Makes an entry look `age` old, as Go's tests do (docs/test-cluster.md#backdating):
     /// `mtime` and `crtime` = now − age (whole seconds, `mtime_ns` 0), and an existing
     /// Noncurrent-Since-Ns moved to the same instant. Emits one UPDATE event. Returns the new entry.
     ///
