@@ -91,7 +91,11 @@ fn pure_files() -> Vec<(String, String)> {
         }
         assert!(!files.is_empty(), "pure module {m} has no files");
         for f in files {
-            let rel = f.strip_prefix(&root).unwrap().to_string_lossy().into_owned();
+            let rel = f
+                .strip_prefix(&root)
+                .unwrap()
+                .to_string_lossy()
+                .into_owned();
             let text = fs::read_to_string(&f).unwrap_or_else(|e| panic!("read {rel}: {e}"));
             out.push((rel, text));
         }
@@ -403,7 +407,10 @@ fn checker_catches_plain_grouped_relative_and_inline_imports() {
             "use crate::pass::{plan, dispatch::CallResult};",
             "crate::pass::dispatch::CallResult",
         ),
-        ("use super::ports::ClusterPort;", "crate::pass::ports::ClusterPort"),
+        (
+            "use super::ports::ClusterPort;",
+            "crate::pass::ports::ClusterPort",
+        ),
         (
             "use crate::seaweed::cursor::ShardCursor;",
             "crate::seaweed::cursor::ShardCursor",
@@ -416,8 +423,14 @@ fn checker_catches_plain_grouped_relative_and_inline_imports() {
             "use crate::pb::filer_pb::seaweed_filer_client::SeaweedFilerClient;",
             "generated gRPC client",
         ),
-        ("use crate::pb::s3_lifecycle_pb;", "crate::pb::s3_lifecycle_pb"),
-        ("use crate::{engine::Nanos, http::escape};", "crate::http::escape"),
+        (
+            "use crate::pb::s3_lifecycle_pb;",
+            "crate::pb::s3_lifecycle_pb",
+        ),
+        (
+            "use crate::{engine::Nanos, http::escape};",
+            "crate::http::escape",
+        ),
     ];
     for (src, expect) in cases {
         let v = violations("pass/shard_run.rs", src);

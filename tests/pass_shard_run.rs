@@ -8,6 +8,8 @@ use std::time::Duration;
 
 use proptest::prelude::*;
 use s3_lifecycled::engine::cursor::ShardCursor;
+use s3_lifecycled::engine::keys;
+use s3_lifecycled::engine::route::{DeferredLookup, Expect};
 use s3_lifecycled::engine::{
     ActionKind, BucketConfig, DueRounding, EntryIdentity, Match, Nanos, Snapshot, TimeConfig,
     Versioning, promoted_hash_by_bucket, replay_content_hash_by_bucket,
@@ -16,8 +18,9 @@ use s3_lifecycled::engine::{CallResult, DeleteOutcome};
 use s3_lifecycled::lifecycle::FlatRule;
 use s3_lifecycled::pass::plan::{PassPlan, RecoveryReason};
 use s3_lifecycled::pass::shard_run::{
-    DeleteTicket, ShardOutcome, ShardRun, Work, plan_shard, progress_key,
+    DeleteTicket, LookupAnswer, ShardOutcome, ShardRun, Work, plan_shard, progress_key,
 };
+use s3_lifecycled::pb::filer_pb::{Entry, FuseAttributes};
 use s3_lifecycled::status::MatchDecision;
 
 const S: Nanos = 1_000_000_000;
@@ -241,6 +244,143 @@ fn pending_match_holds_the_cursor_but_later_due_matches_are_sent() {
         prog.through,
         130 * S - s3_lifecycled::engine::progress::REORDER_MARGIN
     );
+}
+
+/// A versioned bucket whose only rule expires noncurrent versions after a day.
+fn versioned_plan(now: Nanos) -> Arc<PassPlan> {
+    let snap = Snapshot::compile(
+        vec![BucketConfig {
+            name: "v".into(),
+            versioning: Versioning::Enabled,
+            object_lock: false,
+            rules: vec![FlatRule {
+                id: "nc".into(),
+                enabled: true,
+                noncurrent_days: 1,
+                ..FlatRule::default()
+            }],
+        }],
+        time(),
+    );
+    let window = Duration::MAX;
+    let (replay, walk) = snap.rules_for_shard(0, window);
+    Arc::new(PassPlan {
+        now,
+        observed_until: now,
+        time: time(),
+        skew_margin: Duration::ZERO,
+        walker_interval: Duration::ZERO,
+        earliest: None,
+        rule_set_hash: replay_content_hash_by_bucket(&snap),
+        promoted_hash: promoted_hash_by_bucket(&snap, window),
+        global_rule_set_hash: [0; 32],
+        global_promoted_hash: [0; 32],
+        replay,
+        walk,
+        recovery: snap.recovery_view(),
+        keep: BTreeSet::new(),
+    })
+}
+
+fn file_entry(name: &str, mtime_s: i64) -> Entry {
+    Entry {
+        name: name.into(),
+        attributes: Some(FuseAttributes {
+            mtime: mtime_s,
+            ..Default::default()
+        }),
+        ..Default::default()
+    }
+}
+
+fn folder_pointing_at(latest: &str) -> Entry {
+    let mut f = Entry {
+        name: format!("k{}", keys::VERSIONS_SUFFIX),
+        is_directory: true,
+        ..Default::default()
+    };
+    f.extended
+        .insert(keys::LATEST_VERSION_ID.into(), latest.as_bytes().to_vec());
+    f
+}
+
+/// Replays one due "displaced null version" match of key `k` and answers its
+/// lookups with `entry` and `folder`; returns what the shard then sends.
+fn null_version_after_lookup(
+    folder: Result<Option<Entry>, String>,
+) -> (Vec<(Work, DeleteTicket)>, Option<String>) {
+    let now = 1_000 * S;
+    let p = versioned_plan(now);
+    let a = p
+        .replay
+        .as_ref()
+        .expect("noncurrent days is a replay action")
+        .actions()
+        .next()
+        .unwrap();
+    let m = Match {
+        bucket: "v".into(),
+        key: "k".into(),
+        object_path: "k".into(),
+        version_id: "null".into(),
+        rule_hash: a.rule_hash(),
+        kind: ActionKind::NoncurrentDays,
+        due: now - S,
+        identity: EntryIdentity::default(),
+        shard: 0,
+        lookup: Some(DeferredLookup {
+            directory: "/buckets/v".into(),
+            name: "k".into(),
+            expect: Expect::NullVersion,
+        }),
+    };
+    let mut run = ShardRun::new(0, p, None, 8);
+    run.listing_done("v", true);
+    run.start_replay();
+    // After the recovery walk's horizon, so replay must act on it.
+    run.replay_event(now + S, std::slice::from_ref(&m));
+    let sent = run.next_sends();
+    assert!(
+        matches!(sent.as_slice(), [(Work::Lookup(_), _)]),
+        "a deferred match is looked up first: {sent:?}"
+    );
+    let (_, ticket) = sent.into_iter().next().unwrap();
+    let answer = LookupAnswer {
+        entry: Ok(Some(file_entry("k", 10))),
+        folder: Some(folder),
+    };
+    let halt = run.lookup_done(&m, ticket, answer);
+    (run.next_sends(), halt)
+}
+
+#[test]
+fn displaced_null_version_is_deleted_while_its_folder_points_elsewhere() {
+    let (sent, halt) = null_version_after_lookup(Ok(Some(folder_pointing_at("v2"))));
+    assert_eq!(halt, None);
+    assert!(
+        matches!(sent.as_slice(), [(Work::Delete(r), _)] if r.version_id == "null"),
+        "{sent:?}"
+    );
+}
+
+#[test]
+fn null_version_that_became_current_again_is_kept() {
+    for folder in [Ok(Some(folder_pointing_at("null"))), Ok(None)] {
+        let (sent, halt) = null_version_after_lookup(folder.clone());
+        assert_eq!(halt, None);
+        assert!(
+            sent.is_empty(),
+            "folder {folder:?}: nothing to delete: {sent:?}"
+        );
+    }
+}
+
+#[test]
+fn failed_folder_lookup_halts_instead_of_deleting() {
+    let (sent, halt) = null_version_after_lookup(Err("filer down".into()));
+    assert!(sent.is_empty(), "{sent:?}");
+    let halt = halt.expect("a failed lookup halts the shard");
+    assert!(halt.contains("filer down"), "{halt}");
 }
 
 proptest! {

@@ -1,18 +1,29 @@
 //! The shard actors: [`ShardActor`] (supervised, one per shard, started once
 //! per process by the coordinator and reused by every pass) with its
-//! [`Replay`] and [`Walker`] children. They are thin: [`BeginPass`] gives the
-//! shard a fresh pure [`ShardRun`], each later message becomes a call on it,
-//! and the deletes it hands out go to the pass's
-//! [`DeleteDispatcher`](crate::pass::dispatch::DeleteDispatcher), which answers the child that sent them.
+//! [`Replay`] and [`Walker`] children. Each owns what it decides on and they
+//! talk by messages only:
+//!
+//! - the **ShardActor** owns the pass's pure [`ShardRun`] (cursor, window,
+//!   halts) and is the only caller of it: every message becomes a call on it,
+//!   and the work it hands out goes to the child of that phase;
+//! - the **Walker** owns the walk phase's telemetry (one `walk` span per
+//!   bucket): it sends the shard's walker deletes to the pass's
+//!   [`DeleteDispatcher`](crate::pass::dispatch::DeleteDispatcher), takes
+//!   their outcomes, records them (metrics, status board, span) and reports
+//!   each to the shard;
+//! - the **Replay** child owns the replay span and the filer lookups of
+//!   deferred matches (the I/O), and does the same for replay deletes.
 //!
 //! Backpressure: a `WalkBatch` or `ReplayEvent` is answered only once the shard
 //! has room in its window for everything it queued, so the sender (the
 //! coordinator's listing or meta-log task, awaiting `send`) stops reading until
 //! outcomes free slots. Memory per shard is the window plus one event's matches.
+//!
+//! Every message between a shard and its children carries the shard's
+//! `epoch` (bumped by every pass and every restart), so an answer to work of an
+//! earlier incarnation is dropped instead of being applied to the new one.
 
-use std::cell::RefCell;
 use std::panic::{AssertUnwindSafe, catch_unwind};
-use std::rc::Rc;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
@@ -27,13 +38,14 @@ use tracing::Span;
 
 use crate::engine::cursor::ShardCursor;
 use crate::engine::{CallResult, DeleteOutcome, DeleteRequest};
-use crate::engine::{Match, Nanos, null_still_displaced};
+use crate::engine::{Match, Nanos};
 use crate::pass::dispatch::{Dispatch, Outcome};
 use crate::pass::observe::PassObserver;
 use crate::pass::plan::PassPlan;
 use crate::pass::ports::ClusterPort;
-use crate::pass::shard_run::{DeleteTicket, ShardOutcome, ShardReport, ShardRun, Work};
-use crate::pb::filer_pb::Entry;
+use crate::pass::shard_run::{
+    DeleteTicket, LookupAnswer, ShardOutcome, ShardReport, ShardRun, Work,
+};
 use crate::telemetry;
 
 /// Where a shard reports: its `shard` span (parent of its replay and walk
@@ -55,18 +67,10 @@ impl Default for ShardTelemetry {
     }
 }
 
-/// The shard's open spans: `replay` from StartReplay to Finish, one `walk`
-/// per bucket from its first walker delete to its ListingDone.
-#[derive(Default)]
-struct Spans {
-    replay: Option<Span>,
-    walk: HashMap<String, Span>,
-}
-
-/// A delete as the dispatcher takes it.
-pub type DeleteDispatch = Dispatch<DeleteRequest, DeleteTicket>;
+/// A delete as the dispatcher takes it; the ticket carries the shard's epoch.
+pub type DeleteDispatch = Dispatch<DeleteRequest, (u64, DeleteTicket)>;
 /// A delete's fate as the shard's children receive it.
-pub type DeleteDone = Outcome<DeleteRequest, DeleteTicket>;
+pub type DeleteDone = Outcome<DeleteRequest, (u64, DeleteTicket)>;
 
 /// Restarts allowed per shard for the whole process before it is left failed
 /// for the rest of its pass (the next pass gives it a fresh budget).
@@ -165,129 +169,607 @@ pub struct Finish {
     pub events_not_routed: u64,
 }
 
-/// The filer's answer to a deferred match's lookup.
+// --- Messages between a shard and its children -----------------------------
+
+/// The filer's answers to a deferred match's lookups (Replay → shard).
 #[derive(Message)]
 #[rtype(result = "()")]
-pub struct LookupDone {
-    /// The deferred match.
-    pub m: Box<Match>,
-    /// Its ticket.
-    pub ticket: DeleteTicket,
-    /// The entry (`None`: not found) or the lookup error.
-    pub entry: Result<Option<Entry>, String>,
+struct LookupDone {
+    epoch: u64,
+    m: Box<Match>,
+    ticket: DeleteTicket,
+    answer: LookupAnswer,
 }
 
-/// A child hit a bug; the shard restarts.
+/// A delete's fate, recorded by the child that sent it (child → shard).
+#[derive(Message)]
+#[rtype(result = "()")]
+struct Resolved {
+    epoch: u64,
+    call: DeleteRequest,
+    ticket: DeleteTicket,
+    result: CallResult,
+}
+
+/// A child hit a bug; the shard restarts (child → shard).
 #[derive(Message)]
 #[rtype(result = "()")]
 struct Crashed(String);
+
+/// A new pass or incarnation: the child's telemetry and the epoch to stamp
+/// its reports with (shard → children).
+#[derive(Message)]
+#[rtype(result = "()")]
+struct ChildPass {
+    epoch: u64,
+    shard: u8,
+    tele: ShardTelemetry,
+    dispatcher: Option<Recipient<DeleteDispatch>>,
+}
+
+/// Send this delete through the dispatcher (shard → the child of its phase).
+#[derive(Message)]
+#[rtype(result = "()")]
+struct SendDelete {
+    epoch: u64,
+    call: DeleteRequest,
+    ticket: DeleteTicket,
+}
+
+/// Look a deferred match's entry up (shard → Replay).
+#[derive(Message)]
+#[rtype(result = "()")]
+struct SendLookup {
+    epoch: u64,
+    m: Box<Match>,
+    ticket: DeleteTicket,
+}
+
+/// The replay phase starts: open the `replay` span (shard → Replay).
+#[derive(Message)]
+#[rtype(result = "()")]
+struct OpenReplay;
+
+/// A bucket's listing ended: close its `walk` span (shard → Walker).
+#[derive(Message)]
+#[rtype(result = "()")]
+struct CloseWalk {
+    bucket: String,
+    ok: bool,
+}
+
+/// The pass ended for the shard with `outcome`: close and release every span
+/// (shard → children).
+#[derive(Message)]
+#[rtype(result = "()")]
+struct EndPass {
+    outcome: &'static str,
+}
 
 /// Stops a child.
 #[derive(Message)]
 #[rtype(result = "()")]
 struct Stop;
 
-/// State shared by a shard actor and its children (all on one arbiter).
-struct Core {
-    run: Option<ShardRun>,
-    /// The current pass's dispatcher (none before the first pass).
+fn panic_message(p: Box<dyn std::any::Any + Send>) -> String {
+    p.downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| p.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "panic".into())
+}
+
+/// A child's link to its shard. Weak: the children live as long as the shard
+/// (which stops them in `stopped`), and a strong link would keep the shard
+/// alive after its coordinator is gone.
+#[derive(Clone)]
+struct Parent {
+    crashed: WeakRecipient<Crashed>,
+    resolved: WeakRecipient<Resolved>,
+    lookups: WeakRecipient<LookupDone>,
+}
+
+impl Parent {
+    fn crashed(&self, why: String) {
+        if let Some(p) = self.crashed.upgrade() {
+            p.do_send(Crashed(why));
+        }
+    }
+
+    fn resolved(&self, r: Resolved) {
+        // do_send: queued even on a full mailbox; an outcome must never be
+        // dropped (it frees a window slot and may carry a halt).
+        if let Some(p) = self.resolved.upgrade() {
+            p.do_send(r);
+        }
+    }
+}
+
+/// What a child records for every delete it sends and every outcome it gets.
+struct ChildState {
+    epoch: u64,
+    shard: u8,
+    tele: ShardTelemetry,
     dispatcher: Option<Recipient<DeleteDispatch>>,
-    replay_to: Option<Recipient<DeleteDone>>,
-    lookup_to: Option<Recipient<LookupDone>>,
+}
+
+impl ChildState {
+    fn new() -> ChildState {
+        ChildState {
+            epoch: 0,
+            shard: 0,
+            tele: ShardTelemetry::default(),
+            dispatcher: None,
+        }
+    }
+
+    fn begin(&mut self, m: ChildPass) {
+        self.epoch = m.epoch;
+        self.shard = m.shard;
+        self.tele = m.tele;
+        self.dispatcher = m.dispatcher;
+    }
+
+    /// Hands the delete to the dispatcher with `reply_to`, under `parent`
+    /// span; reports it lost when there is no dispatcher (between passes).
+    fn send(
+        &self,
+        d: SendDelete,
+        parent_span: &Span,
+        reply_to: Recipient<DeleteDone>,
+        to_shard: &Parent,
+    ) {
+        let Some(dispatcher) = self.dispatcher.as_ref() else {
+            to_shard.resolved(Resolved {
+                epoch: d.epoch,
+                call: d.call,
+                ticket: d.ticket,
+                result: CallResult::transport("no dispatcher; delete not sent"),
+            });
+            return;
+        };
+        let span = telemetry::delete_span(
+            parent_span,
+            &d.call.bucket,
+            &d.call.object_path,
+            &d.call.rule_hash.0,
+            d.call.kind,
+        );
+        self.tele.obs.board(|b| b.delete_sent(self.shard));
+        // do_send: queued even when the dispatcher's mailbox is full; the
+        // total is bounded by the shards' windows.
+        dispatcher.do_send(Dispatch {
+            call: d.call,
+            ticket: (d.epoch, d.ticket),
+            reply_to,
+            span,
+        });
+    }
+
+    /// Records a delete's outcome and reports it to the shard.
+    fn outcome(&self, o: DeleteDone, to_shard: &Parent) {
+        let outcome = o.result.outcome;
+        let obs = &self.tele.obs;
+        obs.metrics.dispatch(&o.call.bucket, o.call.kind, outcome);
+        if outcome != DeleteOutcome::DryRun {
+            obs.metrics.limiter_wait(o.limiter_wait);
+        }
+        obs.board(|b| b.delete_done(self.shard, &o.call.bucket, outcome));
+        let (epoch, ticket) = o.ticket;
+        to_shard.resolved(Resolved {
+            epoch,
+            call: o.call,
+            ticket,
+            result: o.result,
+        });
+    }
+}
+
+/// Runs `f`; a panic is reported to the shard (which restarts) instead of
+/// unwinding through the arbiter.
+fn guarded(parent: &Parent, f: impl FnOnce()) {
+    if let Err(p) = catch_unwind(AssertUnwindSafe(f)) {
+        parent.crashed(panic_message(p));
+    }
+}
+
+/// Replay child: the replay span, replay deletes and the lookups of deferred
+/// matches.
+pub struct Replay {
+    parent: Parent,
     port: Arc<dyn ClusterPort>,
-    walk_to: Option<Recipient<DeleteDone>>,
+    state: ChildState,
+    span: Option<Span>,
+}
+
+impl Actor for Replay {
+    type Context = Context<Self>;
+}
+
+impl Handler<ChildPass> for Replay {
+    type Result = ();
+    fn handle(&mut self, m: ChildPass, _: &mut Context<Self>) {
+        self.state.begin(m);
+        self.span = None;
+    }
+}
+
+impl Handler<OpenReplay> for Replay {
+    type Result = ();
+    fn handle(&mut self, _: OpenReplay, _: &mut Context<Self>) {
+        self.span = Some(telemetry::replay_span(
+            &self.state.tele.span,
+            self.state.shard,
+        ));
+    }
+}
+
+impl Handler<SendDelete> for Replay {
+    type Result = ();
+    fn handle(&mut self, d: SendDelete, ctx: &mut Context<Self>) {
+        let parent_span = self.span.clone().unwrap_or_else(Span::none);
+        let me = ctx.address().recipient();
+        let (state, parent) = (&self.state, &self.parent);
+        guarded(parent, || state.send(d, &parent_span, me, parent));
+    }
+}
+
+impl Handler<SendLookup> for Replay {
+    type Result = ();
+    fn handle(&mut self, l: SendLookup, _: &mut Context<Self>) {
+        let Some(reply) = self.parent.lookups.upgrade() else {
+            return;
+        };
+        let port = self.port.clone();
+        let parent = self.parent.clone();
+        guarded(&parent, move || {
+            let SendLookup { epoch, m, ticket } = l;
+            let Some(d) = m.lookup.as_ref() else {
+                reply.do_send(LookupDone {
+                    epoch,
+                    m,
+                    ticket,
+                    answer: LookupAnswer {
+                        entry: Ok(None),
+                        folder: None,
+                    },
+                });
+                return;
+            };
+            let entry = port.lookup(&d.directory, &d.name);
+            let folder = d.folder().map(|(dir, name)| port.lookup(&dir, &name));
+            // I/O on the runtime pool; the answer comes back by message
+            // (do_send: a lost answer would wedge the window).
+            tokio::spawn(async move {
+                let entry = entry.await;
+                let folder = match folder {
+                    Some(f) => Some(f.await),
+                    None => None,
+                };
+                reply.do_send(LookupDone {
+                    epoch,
+                    m,
+                    ticket,
+                    answer: LookupAnswer { entry, folder },
+                });
+            });
+        });
+    }
+}
+
+impl Handler<DeleteDone> for Replay {
+    type Result = ();
+    fn handle(&mut self, o: DeleteDone, _: &mut Context<Self>) {
+        let (state, parent) = (&self.state, &self.parent);
+        guarded(parent, || state.outcome(o, parent));
+    }
+}
+
+impl Handler<EndPass> for Replay {
+    type Result = ();
+    fn handle(&mut self, m: EndPass, _: &mut Context<Self>) {
+        if let Some(span) = self.span.take() {
+            telemetry::record_outcome(&span, m.outcome);
+        }
+        // Release the pass's shard span: a span is exported only once every
+        // handle is gone, and a long-lived child holding it would keep the
+        // whole pass trace unexported until the next pass.
+        self.state.tele.span = Span::none();
+        self.state.dispatcher = None;
+    }
+}
+
+impl Handler<Stop> for Replay {
+    type Result = ();
+    fn handle(&mut self, _: Stop, ctx: &mut Context<Self>) {
+        ctx.stop();
+    }
+}
+
+/// Walker child: one `walk` span per bucket, walker deletes and their outcomes.
+pub struct Walker {
+    parent: Parent,
+    state: ChildState,
+    spans: HashMap<String, Span>,
+}
+
+impl Actor for Walker {
+    type Context = Context<Self>;
+}
+
+impl Handler<ChildPass> for Walker {
+    type Result = ();
+    fn handle(&mut self, m: ChildPass, _: &mut Context<Self>) {
+        self.state.begin(m);
+        self.spans.clear();
+    }
+}
+
+impl Handler<SendDelete> for Walker {
+    type Result = ();
+    fn handle(&mut self, d: SendDelete, ctx: &mut Context<Self>) {
+        let (shard, shard_span) = (self.state.shard, &self.state.tele.span);
+        let bucket = d.call.bucket.clone();
+        let parent_span = self
+            .spans
+            .entry(bucket)
+            .or_insert_with_key(|b| telemetry::walk_span(shard_span, shard, b))
+            .clone();
+        let me = ctx.address().recipient();
+        let (state, parent) = (&self.state, &self.parent);
+        guarded(parent, || state.send(d, &parent_span, me, parent));
+    }
+}
+
+impl Handler<DeleteDone> for Walker {
+    type Result = ();
+    fn handle(&mut self, o: DeleteDone, _: &mut Context<Self>) {
+        let (state, parent) = (&self.state, &self.parent);
+        guarded(parent, || state.outcome(o, parent));
+    }
+}
+
+impl Handler<CloseWalk> for Walker {
+    type Result = ();
+    fn handle(&mut self, m: CloseWalk, _: &mut Context<Self>) {
+        if let Some(span) = self.spans.remove(&m.bucket) {
+            telemetry::record_outcome(&span, if m.ok { "completed" } else { "failed" });
+        }
+    }
+}
+
+impl Handler<EndPass> for Walker {
+    type Result = ();
+    fn handle(&mut self, m: EndPass, _: &mut Context<Self>) {
+        for (_, span) in self.spans.drain() {
+            telemetry::record_outcome(&span, m.outcome);
+        }
+        self.state.tele.span = Span::none();
+        self.state.dispatcher = None;
+    }
+}
+
+impl Handler<Stop> for Walker {
+    type Result = ();
+    fn handle(&mut self, _: Stop, ctx: &mut Context<Self>) {
+        ctx.stop();
+    }
+}
+
+// --- The shard ----------------------------------------------------------------
+
+/// Ids for [`ShardInfo::actor_id`].
+static NEXT_ACTOR_ID: AtomicU64 = AtomicU64::new(1);
+
+/// The per-pass state [`BeginPass`] hands over; kept so a restart can rebuild
+/// the shard's run from the persisted cursor.
+struct PassState {
+    plan: Arc<PassPlan>,
+    persisted: Option<ShardCursor>,
+    window: usize,
+    tele: ShardTelemetry,
+    dispatcher: Recipient<DeleteDispatch>,
+}
+
+/// One shard: lives for the whole process (the coordinator starts it once,
+/// supervised by [`actix::Supervisor`]) and owns the current pass's
+/// [`ShardRun`] and cursor; its children do the per-phase I/O and telemetry.
+pub struct ShardActor {
+    shard: u8,
+    actor_id: u64,
+    passes: u64,
+    /// Stamped on everything sent to the children; bumped by every pass and
+    /// every restart, so stale answers are recognised.
+    epoch: u64,
+    pass: Option<PassState>,
+    run: Option<ShardRun>,
+    port: Arc<dyn ClusterPort>,
+    replay: Option<Addr<Replay>>,
+    walker: Option<Addr<Walker>>,
     accept_waiters: Vec<oneshot::Sender<()>>,
     idle_waiters: Vec<oneshot::Sender<()>>,
     extra_events: u64,
-    tele: ShardTelemetry,
-    spans: Spans,
+    /// The delayed respawn of the children after a restart, so a pass begun
+    /// during the backoff can spawn them at once.
+    respawn: Option<SpawnHandle>,
+    /// Restarts since the process started (or since the budget was last
+    /// renewed, see [`BeginPass`]).
+    restarts: u32,
+    /// The budget ran out during the current pass: the shard stays failed
+    /// until the next `BeginPass`.
+    exhausted: bool,
+    crash: Option<String>,
 }
 
-type SharedCore = Rc<RefCell<Core>>;
+async fn await_rx(rx: oneshot::Receiver<()>) {
+    // A dropped sender means the shard restarted; the caller goes on.
+    let _ = rx.await;
+}
 
-impl Core {
-    fn run(&mut self) -> Option<&mut ShardRun> {
-        self.run.as_mut()
+impl ShardActor {
+    /// Shard `shard`, reading lookups through `port`. It takes part in a
+    /// pass once sent [`BeginPass`].
+    pub fn new(shard: u8, port: Arc<dyn ClusterPort>) -> ShardActor {
+        ShardActor {
+            shard,
+            actor_id: NEXT_ACTOR_ID.fetch_add(1, Ordering::Relaxed),
+            passes: 0,
+            epoch: 0,
+            pass: None,
+            run: None,
+            port,
+            replay: None,
+            walker: None,
+            accept_waiters: Vec::new(),
+            idle_waiters: Vec::new(),
+            extra_events: 0,
+            respawn: None,
+            restarts: 0,
+            exhausted: false,
+            crash: None,
+        }
     }
 
-    /// Sends what the window allows and wakes whoever waits for room or idle.
-    fn pump(&mut self) {
-        let Some(run) = self.run.as_mut() else {
-            return;
+    fn tele(&self) -> ShardTelemetry {
+        self.pass
+            .as_ref()
+            .map(|p| p.tele.clone())
+            .unwrap_or_default()
+    }
+
+    fn spawn_children(&mut self, ctx: &mut Context<Self>) {
+        self.respawn = None;
+        let me = ctx.address();
+        let parent = Parent {
+            crashed: me.clone().recipient::<Crashed>().downgrade(),
+            resolved: me.clone().recipient::<Resolved>().downgrade(),
+            lookups: me.recipient::<LookupDone>().downgrade(),
         };
-        for (work, ticket) in run.next_sends() {
-            let call = match work {
-                Work::Delete(call) => call,
-                Work::Lookup(m) => {
-                    let Some(reply) = self.lookup_to.clone() else {
-                        run.lookup_done(&m, ticket, Err("shard restarting".into()));
-                        continue;
-                    };
-                    let Some(l) = m.lookup.as_ref() else {
-                        run.lookup_done(&m, ticket, Ok(None));
-                        continue;
-                    };
-                    let fut = self.port.lookup(&l.directory, &l.name);
-                    // A displaced null version is deleted only while its key's
-                    // folder still points at a non-null version: the server
-                    // would delete a null that became current again.
-                    let folder = l.folder().map(|(d, n)| self.port.lookup(&d, &n));
-                    // I/O on the runtime pool; the answer comes back by message
-                    // (awaited send: a lost answer would wedge the window).
-                    tokio::spawn(async move {
-                        let mut entry = fut.await;
-                        if let (Ok(Some(_)), Some(folder)) = (&entry, folder) {
-                            match folder.await {
-                                Ok(f) if !null_still_displaced(f.as_ref()) => entry = Ok(None),
-                                Ok(_) => {}
-                                Err(e) => entry = Err(e),
-                            }
+        let replay = Replay {
+            parent: parent.clone(),
+            port: self.port.clone(),
+            state: ChildState::new(),
+            span: None,
+        }
+        .start();
+        let walker = Walker {
+            parent,
+            state: ChildState::new(),
+            spans: HashMap::new(),
+        }
+        .start();
+        self.replay = Some(replay);
+        self.walker = Some(walker);
+        self.brief_children();
+    }
+
+    /// Tells the children the current epoch, telemetry and dispatcher.
+    fn brief_children(&self) {
+        let dispatcher = self.pass.as_ref().map(|p| p.dispatcher.clone());
+        let brief = || ChildPass {
+            epoch: self.epoch,
+            shard: self.shard,
+            tele: self.tele(),
+            dispatcher: dispatcher.clone(),
+        };
+        if let Some(r) = &self.replay {
+            r.do_send(brief());
+        }
+        if let Some(w) = &self.walker {
+            w.do_send(brief());
+        }
+    }
+
+    fn stop_children(&mut self) {
+        if let Some(r) = self.replay.take() {
+            r.do_send(Stop);
+        }
+        if let Some(w) = self.walker.take() {
+            w.do_send(Stop);
+        }
+    }
+
+    /// A run for the current pass from the persisted cursor, failed with
+    /// `why` (`None` when no pass is under way).
+    fn failed_run(&self, why: String) -> Option<ShardRun> {
+        let p = self.pass.as_ref()?;
+        let mut run = ShardRun::new(self.shard, p.plan.clone(), p.persisted.clone(), p.window);
+        run.fail(why);
+        Some(run)
+    }
+
+    /// Calls `f` on the run; a panic (a bug in the pure core) crashes the
+    /// shard like a child's would.
+    fn on_run<R>(
+        &mut self,
+        ctx: &mut Context<Self>,
+        f: impl FnOnce(&mut ShardRun) -> R,
+    ) -> Option<R> {
+        let run = self.run.as_mut()?;
+        match catch_unwind(AssertUnwindSafe(|| f(run))) {
+            Ok(r) => Some(r),
+            Err(p) => {
+                let msg = panic_message(p);
+                if let Some(run) = self.run.as_mut() {
+                    run.fail(format!("shard crashed: {msg}"));
+                }
+                self.crashed(msg, ctx);
+                None
+            }
+        }
+    }
+
+    /// A halt just happened: log it and show it.
+    fn halted(&self, reason: &str) {
+        tracing::warn!(shard = self.shard, %reason, "shard halted");
+        self.tele()
+            .obs
+            .board(|b| b.shard_halted(self.shard, reason));
+    }
+
+    /// Sends what the window allows, each to the child of its phase, and
+    /// wakes whoever waits for room or idle.
+    fn pump(&mut self) {
+        if let Some(run) = self.run.as_mut() {
+            for (work, ticket) in run.next_sends() {
+                match work {
+                    Work::Lookup(m) => match &self.replay {
+                        Some(r) => r.do_send(SendLookup {
+                            epoch: self.epoch,
+                            m,
+                            ticket,
+                        }),
+                        None => {
+                            let lost = LookupAnswer {
+                                entry: Err("shard restarting; lookup not sent".into()),
+                                folder: None,
+                            };
+                            run.lookup_done(&m, ticket, lost);
                         }
-                        let _ = reply.send(LookupDone { m, ticket, entry }).await;
-                    });
-                    continue;
+                    },
+                    Work::Delete(call) => {
+                        let child = match ticket {
+                            DeleteTicket::Walk { .. } => {
+                                self.walker.as_ref().map(|w| w.clone().recipient())
+                            }
+                            DeleteTicket::Replay(_) => {
+                                self.replay.as_ref().map(|r| r.clone().recipient())
+                            }
+                        };
+                        let Some(child): Option<Recipient<SendDelete>> = child else {
+                            // No child to send through (restarting): report it
+                            // as lost so the window and the cursor stay honest.
+                            let r = CallResult::transport("shard restarting; delete not sent");
+                            run.outcome(&call, ticket, &r);
+                            continue;
+                        };
+                        child.do_send(SendDelete {
+                            epoch: self.epoch,
+                            call,
+                            ticket,
+                        });
+                    }
                 }
-            };
-            let to = match ticket {
-                DeleteTicket::Walk { .. } => self.walk_to.clone(),
-                DeleteTicket::Replay(_) => self.replay_to.clone(),
-            };
-            let (Some(reply_to), Some(dispatcher)) = (to, self.dispatcher.as_ref()) else {
-                // No child to answer to (restarting): report it as lost so the
-                // window and the cursor stay honest.
-                let r = CallResult::transport("shard restarting; delete not sent");
-                run.outcome(&call, ticket, &r);
-                continue;
-            };
-            let parent = match &ticket {
-                DeleteTicket::Walk { bucket } => {
-                    let shard_span = &self.tele.span;
-                    let shard = run.shard();
-                    self.spans
-                        .walk
-                        .entry(bucket.clone())
-                        .or_insert_with(|| telemetry::walk_span(shard_span, shard, bucket))
-                        .clone()
-                }
-                DeleteTicket::Replay(_) => self.spans.replay.clone().unwrap_or_else(Span::none),
-            };
-            let span = telemetry::delete_span(
-                &parent,
-                &call.bucket,
-                &call.object_path,
-                &call.rule_hash.0,
-                call.kind,
-            );
-            let shard = run.shard();
-            self.tele.obs.board(|b| b.delete_sent(shard));
-            // do_send: queued even when the dispatcher's mailbox is full; the
-            // total is bounded by the shards' windows.
-            dispatcher.do_send(Dispatch {
-                call,
-                ticket,
-                reply_to,
-                span,
-            });
+            }
         }
         let (accepting, idle) = match self.run.as_ref() {
             Some(r) => (r.accepting(), r.idle()),
@@ -318,286 +800,31 @@ impl Core {
         self.pump();
         rx
     }
-}
 
-fn panic_message(p: Box<dyn std::any::Any + Send>) -> String {
-    p.downcast_ref::<&str>()
-        .map(|s| s.to_string())
-        .or_else(|| p.downcast_ref::<String>().cloned())
-        .unwrap_or_else(|| "panic".into())
-}
-
-/// Runs `f` on the core; a panic marks the shard failed and returns `Err`.
-fn guarded<R>(core: &SharedCore, f: impl FnOnce(&mut Core) -> R) -> Result<R, String> {
-    let r = catch_unwind(AssertUnwindSafe(|| f(&mut core.borrow_mut())));
-    r.map_err(|p| {
-        let msg = panic_message(p);
-        if let Ok(mut c) = core.try_borrow_mut() {
-            if let Some(run) = c.run() {
-                run.fail(format!("shard crashed: {msg}"));
-            }
-            c.pump();
+    fn crashed(&mut self, why: String, ctx: &mut Context<Self>) {
+        tracing::error!(shard = self.shard, error = %why, "shard crashed");
+        self.crash = Some(why);
+        if self.restarts < RESTART_BUDGET {
+            ctx.stop();
+        } else {
+            // No restart, but the same clean slate a restart gives: the
+            // crashed run may hold work that will never get an outcome (a
+            // lookup that panicked before it was sent), and Drain would wait
+            // for it forever. The shard sits the rest of the pass out.
+            self.exhausted = true;
+            tracing::error!(
+                shard = self.shard,
+                restarts = self.restarts,
+                "shard restart budget exhausted; it stays failed for this pass"
+            );
+            self.epoch += 1;
+            self.brief_children();
+            self.run = self.failed_run(format!(
+                "shard crashed with its restart budget ({RESTART_BUDGET}) spent: {}",
+                self.crash.as_deref().unwrap_or("unknown failure")
+            ));
+            self.pump();
         }
-        msg
-    })
-}
-
-/// A child's link to its shard. Weak: the children live as long as the shard
-/// (which stops them in `stopped`), and a strong link would keep the shard
-/// alive after its coordinator is gone.
-#[derive(Clone)]
-struct Parent(WeakRecipient<Crashed>);
-
-impl Parent {
-    fn do_send(&self, m: Crashed) {
-        if let Some(p) = self.0.upgrade() {
-            p.do_send(m);
-        }
-    }
-}
-
-async fn await_rx(rx: oneshot::Receiver<()>) {
-    // A dropped sender means the shard restarted; the caller goes on.
-    let _ = rx.await;
-}
-
-/// Replay child: applies routed events and replay outcomes.
-pub struct Replay {
-    core: SharedCore,
-    parent: Parent,
-}
-
-impl Actor for Replay {
-    type Context = Context<Self>;
-    fn started(&mut self, ctx: &mut Context<Self>) {
-        let mut c = self.core.borrow_mut();
-        c.replay_to = Some(ctx.address().recipient());
-        c.lookup_to = Some(ctx.address().recipient());
-    }
-}
-
-impl Handler<LookupDone> for Replay {
-    type Result = ();
-    fn handle(&mut self, d: LookupDone, _: &mut Context<Self>) {
-        let r = guarded(&self.core, |c| {
-            let shard = c.run.as_ref().map(|r| r.shard());
-            if let Some(run) = c.run()
-                && let Some(reason) = run.lookup_done(&d.m, d.ticket, d.entry)
-            {
-                tracing::warn!(shard, %reason, "shard halted");
-            }
-            c.pump();
-        });
-        if let Err(e) = r {
-            self.parent.do_send(Crashed(e));
-        }
-    }
-}
-
-impl Handler<ReplayEvent> for Replay {
-    type Result = ResponseFuture<()>;
-    fn handle(&mut self, m: ReplayEvent, _: &mut Context<Self>) -> Self::Result {
-        match guarded(&self.core, |c| {
-            if let Some(run) = c.run() {
-                run.replay_event(m.ts, &m.matches);
-            }
-            c.wait_accepting()
-        }) {
-            Ok(rx) => Box::pin(await_rx(rx)),
-            Err(e) => {
-                self.parent.do_send(Crashed(e));
-                Box::pin(async {})
-            }
-        }
-    }
-}
-
-impl Handler<DeleteDone> for Replay {
-    type Result = ();
-    fn handle(&mut self, o: DeleteDone, _: &mut Context<Self>) {
-        on_outcome(&self.core, &self.parent, o);
-    }
-}
-
-impl Handler<Stop> for Replay {
-    type Result = ();
-    fn handle(&mut self, _: Stop, ctx: &mut Context<Self>) {
-        ctx.stop();
-    }
-}
-
-/// Walker child: applies walker matches and walker outcomes.
-pub struct Walker {
-    core: SharedCore,
-    parent: Parent,
-}
-
-impl Actor for Walker {
-    type Context = Context<Self>;
-    fn started(&mut self, ctx: &mut Context<Self>) {
-        self.core.borrow_mut().walk_to = Some(ctx.address().recipient());
-    }
-}
-
-impl Handler<WalkBatch> for Walker {
-    type Result = ResponseFuture<()>;
-    fn handle(&mut self, m: WalkBatch, _: &mut Context<Self>) -> Self::Result {
-        match guarded(&self.core, |c| {
-            if let Some(run) = c.run() {
-                run.walk_matches(&m.bucket, m.matches);
-            }
-            c.wait_accepting()
-        }) {
-            Ok(rx) => Box::pin(await_rx(rx)),
-            Err(e) => {
-                self.parent.do_send(Crashed(e));
-                Box::pin(async {})
-            }
-        }
-    }
-}
-
-impl Handler<DeleteDone> for Walker {
-    type Result = ();
-    fn handle(&mut self, o: DeleteDone, _: &mut Context<Self>) {
-        on_outcome(&self.core, &self.parent, o);
-    }
-}
-
-impl Handler<Stop> for Walker {
-    type Result = ();
-    fn handle(&mut self, _: Stop, ctx: &mut Context<Self>) {
-        ctx.stop();
-    }
-}
-
-fn on_outcome(core: &SharedCore, parent: &Parent, o: DeleteDone) {
-    let r = guarded(core, |c| {
-        let shard = c.run.as_ref().map(|r| r.shard());
-        let outcome = o.result.outcome;
-        let obs = &c.tele.obs;
-        obs.metrics.dispatch(&o.call.bucket, o.call.kind, outcome);
-        if outcome != DeleteOutcome::DryRun {
-            obs.metrics.limiter_wait(o.limiter_wait);
-        }
-        if let Some(s) = shard {
-            obs.board(|b| b.delete_done(s, &o.call.bucket, outcome));
-        }
-        if let Some(run) = c.run()
-            && let Some(reason) = run.outcome(&o.call, o.ticket, &o.result)
-        {
-            tracing::warn!(shard, %reason, "shard halted");
-            if let Some(s) = shard {
-                c.tele.obs.board(|b| b.shard_halted(s, &reason));
-            }
-        }
-        c.pump();
-    });
-    if let Err(e) = r {
-        parent.do_send(Crashed(e));
-    }
-}
-
-/// Ids for [`ShardInfo::actor_id`].
-static NEXT_ACTOR_ID: AtomicU64 = AtomicU64::new(1);
-
-/// The per-pass state [`BeginPass`] hands over; kept so a restart can rebuild
-/// the shard's run from the persisted cursor.
-struct PassState {
-    plan: Arc<PassPlan>,
-    persisted: Option<ShardCursor>,
-    window: usize,
-}
-
-/// One shard: lives for the whole process (the coordinator starts it once,
-/// supervised by [`actix::Supervisor`]) and owns the current pass's state and
-/// cursor; its children do the per-phase work.
-pub struct ShardActor {
-    shard: u8,
-    actor_id: u64,
-    passes: u64,
-    pass: Option<PassState>,
-    core: SharedCore,
-    replay: Option<Addr<Replay>>,
-    walker: Option<Addr<Walker>>,
-    /// The delayed respawn of the children after a restart, so a pass begun
-    /// during the backoff can spawn them at once.
-    respawn: Option<SpawnHandle>,
-    /// Restarts since the process started (or since the budget was last
-    /// renewed, see [`BeginPass`]).
-    restarts: u32,
-    /// The budget ran out during the current pass: the shard stays failed
-    /// until the next `BeginPass`.
-    exhausted: bool,
-    crash: Option<String>,
-}
-
-impl ShardActor {
-    /// Shard `shard`, reading lookups through `port`. It takes part in a
-    /// pass once sent [`BeginPass`].
-    pub fn new(shard: u8, port: Arc<dyn ClusterPort>) -> ShardActor {
-        ShardActor {
-            shard,
-            actor_id: NEXT_ACTOR_ID.fetch_add(1, Ordering::Relaxed),
-            passes: 0,
-            pass: None,
-            core: Rc::new(RefCell::new(Core {
-                run: None,
-                dispatcher: None,
-                replay_to: None,
-                lookup_to: None,
-                port,
-                walk_to: None,
-                accept_waiters: Vec::new(),
-                idle_waiters: Vec::new(),
-                extra_events: 0,
-                tele: ShardTelemetry::default(),
-                spans: Spans::default(),
-            })),
-            replay: None,
-            walker: None,
-            respawn: None,
-            restarts: 0,
-            exhausted: false,
-            crash: None,
-        }
-    }
-
-    fn spawn_children(&mut self, ctx: &mut Context<Self>) {
-        self.respawn = None;
-        let parent = Parent(ctx.address().recipient::<Crashed>().downgrade());
-        self.replay = Some(
-            Replay {
-                core: self.core.clone(),
-                parent: parent.clone(),
-            }
-            .start(),
-        );
-        self.walker = Some(
-            Walker {
-                core: self.core.clone(),
-                parent,
-            }
-            .start(),
-        );
-    }
-
-    fn stop_children(&mut self) {
-        if let Some(r) = self.replay.take() {
-            r.do_send(Stop);
-        }
-        if let Some(w) = self.walker.take() {
-            w.do_send(Stop);
-        }
-    }
-
-    /// A run for the current pass from the persisted cursor, failed with
-    /// `why` (`None` when no pass is under way).
-    fn failed_run(&self, why: String) -> Option<ShardRun> {
-        let p = self.pass.as_ref()?;
-        let mut run = ShardRun::new(self.shard, p.plan.clone(), p.persisted.clone(), p.window);
-        run.fail(why);
-        Some(run)
     }
 }
 
@@ -618,7 +845,7 @@ impl Actor for ShardActor {
 
     fn stopped(&mut self, _ctx: &mut Context<Self>) {
         // On a restart and at the end of the process alike: the children
-        // hold the shard's state and must not outlive this incarnation.
+        // work for this incarnation and must not outlive it.
         self.stop_children();
     }
 }
@@ -627,56 +854,28 @@ impl Supervised for ShardActor {
     fn restarting(&mut self, _ctx: &mut Context<Self>) {
         self.restarts += 1;
         self.respawn = None;
-        {
-            let c = self.core.borrow();
-            c.tele.obs.metrics.shard_restarted(self.shard);
-            c.tele.obs.board(|b| b.shard_restarted(self.shard));
-        }
+        self.epoch += 1;
+        let tele = self.tele();
+        tele.obs.metrics.shard_restarted(self.shard);
+        tele.obs.board(|b| b.shard_restarted(self.shard));
         self.stop_children();
         // Rebuild from the persisted cursor. Events already read this pass
         // cannot be read again, so the shard sits the rest of the pass out
         // (failed, cursor not saved) and the next pass resumes from the
         // persisted cursor.
-        let run = self.failed_run(format!(
+        self.run = self.failed_run(format!(
             "restarted ({} of {RESTART_BUDGET}) after: {}",
             self.restarts,
             self.crash.as_deref().unwrap_or("unknown failure")
         ));
-        let mut c = self.core.borrow_mut();
-        c.run = run;
-        c.replay_to = None;
-        c.lookup_to = None;
-        c.walk_to = None;
-        c.pump();
+        self.pump();
     }
 }
 
 impl Handler<Crashed> for ShardActor {
     type Result = ();
     fn handle(&mut self, m: Crashed, ctx: &mut Context<Self>) {
-        tracing::error!(shard = self.shard, error = %m.0, "shard crashed");
-        self.crash = Some(m.0);
-        if self.restarts < RESTART_BUDGET {
-            ctx.stop();
-        } else {
-            // No restart, but the same clean slate a restart gives: the
-            // crashed run may hold work that will never get an outcome (a
-            // lookup that panicked before it was sent), and Drain would wait
-            // for it forever. The shard sits the rest of the pass out.
-            self.exhausted = true;
-            tracing::error!(
-                shard = self.shard,
-                restarts = self.restarts,
-                "shard restart budget exhausted; it stays failed for this pass"
-            );
-            let run = self.failed_run(format!(
-                "shard crashed with its restart budget ({RESTART_BUDGET}) spent: {}",
-                self.crash.as_deref().unwrap_or("unknown failure")
-            ));
-            let mut c = self.core.borrow_mut();
-            c.run = run;
-            c.pump();
-        }
+        self.crashed(m.0, ctx);
     }
 }
 
@@ -684,6 +883,7 @@ impl Handler<BeginPass> for ShardActor {
     type Result = ();
     fn handle(&mut self, m: BeginPass, ctx: &mut Context<Self>) {
         self.passes += 1;
+        self.epoch += 1;
         if self.exhausted {
             tracing::warn!(
                 shard = self.shard,
@@ -698,23 +898,27 @@ impl Handler<BeginPass> for ShardActor {
         if let Some(h) = self.respawn.take() {
             ctx.cancel_future(h);
         }
-        if self.replay.is_none() || self.walker.is_none() {
-            self.stop_children();
-            self.spawn_children(ctx);
-        }
-        let run = ShardRun::new(self.shard, m.plan.clone(), m.persisted.clone(), m.window);
+        self.run = Some(ShardRun::new(
+            self.shard,
+            m.plan.clone(),
+            m.persisted.clone(),
+            m.window,
+        ));
         self.pass = Some(PassState {
             plan: m.plan,
             persisted: m.persisted,
             window: m.window,
+            tele: m.tele,
+            dispatcher: m.dispatcher,
         });
         self.crash = None;
-        let mut c = self.core.borrow_mut();
-        c.run = Some(run);
-        c.dispatcher = Some(m.dispatcher);
-        c.tele = m.tele;
-        c.spans = Spans::default();
-        c.extra_events = 0;
+        self.extra_events = 0;
+        if self.replay.is_none() || self.walker.is_none() {
+            self.stop_children();
+            self.spawn_children(ctx);
+        } else {
+            self.brief_children();
+        }
     }
 }
 
@@ -732,71 +936,80 @@ impl Handler<GetShardInfo> for ShardActor {
 
 impl Handler<WalkBatch> for ShardActor {
     type Result = ResponseFuture<()>;
-    fn handle(&mut self, m: WalkBatch, _: &mut Context<Self>) -> Self::Result {
-        match &self.walker {
-            Some(w) => {
-                let w = w.clone();
-                Box::pin(async move {
-                    let _ = w.send(m).await;
-                })
-            }
-            None => {
-                if let Some(run) = self.core.borrow_mut().run() {
-                    run.walk_matches(&m.bucket, m.matches);
-                }
-                Box::pin(async {})
-            }
-        }
+    fn handle(&mut self, m: WalkBatch, ctx: &mut Context<Self>) -> Self::Result {
+        self.on_run(ctx, |run| run.walk_matches(&m.bucket, m.matches));
+        let rx = self.wait_accepting();
+        Box::pin(await_rx(rx))
     }
 }
 
 impl Handler<ReplayEvent> for ShardActor {
     type Result = ResponseFuture<()>;
-    fn handle(&mut self, m: ReplayEvent, _: &mut Context<Self>) -> Self::Result {
-        match &self.replay {
-            Some(r) => {
-                let r = r.clone();
-                Box::pin(async move {
-                    let _ = r.send(m).await;
-                })
-            }
-            None => {
-                if let Some(run) = self.core.borrow_mut().run() {
-                    run.replay_event(m.ts, &m.matches);
-                }
-                Box::pin(async {})
-            }
+    fn handle(&mut self, m: ReplayEvent, ctx: &mut Context<Self>) -> Self::Result {
+        self.on_run(ctx, |run| run.replay_event(m.ts, &m.matches));
+        let rx = self.wait_accepting();
+        Box::pin(await_rx(rx))
+    }
+}
+
+impl Handler<Resolved> for ShardActor {
+    type Result = ();
+    fn handle(&mut self, r: Resolved, ctx: &mut Context<Self>) {
+        if r.epoch != self.epoch {
+            // An answer to an earlier incarnation's delete: that run is gone.
+            return;
         }
+        if let Some(Some(reason)) =
+            self.on_run(ctx, |run| run.outcome(&r.call, r.ticket, &r.result))
+        {
+            self.halted(&reason);
+        }
+        self.pump();
+    }
+}
+
+impl Handler<LookupDone> for ShardActor {
+    type Result = ();
+    fn handle(&mut self, d: LookupDone, ctx: &mut Context<Self>) {
+        if d.epoch != self.epoch {
+            return;
+        }
+        if let Some(Some(reason)) =
+            self.on_run(ctx, |run| run.lookup_done(&d.m, d.ticket, d.answer))
+        {
+            self.halted(&reason);
+        }
+        self.pump();
     }
 }
 
 impl Handler<ListingDone> for ShardActor {
     type Result = ();
-    fn handle(&mut self, m: ListingDone, _: &mut Context<Self>) {
-        let mut c = self.core.borrow_mut();
-        if let Some(span) = c.spans.walk.remove(&m.bucket) {
-            telemetry::record_outcome(&span, if m.ok { "completed" } else { "failed" });
+    fn handle(&mut self, m: ListingDone, ctx: &mut Context<Self>) {
+        if let Some(w) = &self.walker {
+            w.do_send(CloseWalk {
+                bucket: m.bucket.clone(),
+                ok: m.ok,
+            });
         }
-        if let Some(run) = c.run() {
-            run.listing_done(&m.bucket, m.ok);
-        }
+        self.on_run(ctx, |run| run.listing_done(&m.bucket, m.ok));
     }
 }
 
 impl Handler<StartReplay> for ShardActor {
     type Result = Option<Nanos>;
-    fn handle(&mut self, _: StartReplay, _: &mut Context<Self>) -> Option<Nanos> {
-        let mut c = self.core.borrow_mut();
-        let span = telemetry::replay_span(&c.tele.span, self.shard);
-        c.spans.replay = Some(span);
-        c.run().and_then(|r| r.start_replay())
+    fn handle(&mut self, _: StartReplay, ctx: &mut Context<Self>) -> Option<Nanos> {
+        if let Some(r) = &self.replay {
+            r.do_send(OpenReplay);
+        }
+        self.on_run(ctx, |run| run.start_replay()).flatten()
     }
 }
 
 impl Handler<Drain> for ShardActor {
     type Result = ResponseFuture<()>;
     fn handle(&mut self, _: Drain, _: &mut Context<Self>) -> Self::Result {
-        let rx = self.core.borrow_mut().wait_idle();
+        let rx = self.wait_idle();
         Box::pin(await_rx(rx))
     }
 }
@@ -804,11 +1017,9 @@ impl Handler<Drain> for ShardActor {
 impl Handler<Finish> for ShardActor {
     type Result = MessageResult<Finish>;
     fn handle(&mut self, m: Finish, _: &mut Context<Self>) -> Self::Result {
-        let mut c = self.core.borrow_mut();
-        c.extra_events += m.events_not_routed;
-        let extra = c.extra_events;
-        let taken = c.run.take();
-        drop(c);
+        self.extra_events += m.events_not_routed;
+        let extra = std::mem::take(&mut self.extra_events);
+        let taken = self.run.take();
         let Some(run) = taken.or_else(|| self.failed_run("shard state lost".into())) else {
             // Finish without BeginPass: the shard took no part in the pass.
             let report = ShardReport {
@@ -825,22 +1036,20 @@ impl Handler<Finish> for ShardActor {
         };
         let (mut report, cursor) = run.finish(m.stream_end);
         report.counters.events_scanned += extra;
-        let mut c = self.core.borrow_mut();
-        if let Some(span) = c.spans.replay.take() {
-            telemetry::record_outcome(&span, report.outcome.as_str());
+        let outcome = report.outcome.as_str();
+        if let Some(r) = &self.replay {
+            r.do_send(EndPass { outcome });
         }
-        for (_, span) in c.spans.walk.drain() {
-            telemetry::record_outcome(&span, report.outcome.as_str());
+        if let Some(w) = &self.walker {
+            w.do_send(EndPass { outcome });
         }
-        c.extra_events = 0;
-        // The pass's dispatcher ends with the pass; the children stay for
-        // the next one. No ctx.stop(): a stop would make the Supervisor
-        // restart the shard.
-        c.dispatcher = None;
-        // Release the pass's shard span: a span is exported only once every
-        // handle is gone, and a long-lived shard holding it would keep the
-        // whole pass trace (its parent) unexported until the next pass.
-        c.tele.span = Span::none();
+        // The pass's dispatcher and spans end with the pass; the children
+        // stay for the next one. No ctx.stop(): a stop would make the
+        // Supervisor restart the shard. Releasing the shard span matters: a
+        // span is exported only once every handle is gone.
+        if let Some(p) = self.pass.as_mut() {
+            p.tele.span = Span::none();
+        }
         MessageResult((report, cursor))
     }
 }

@@ -23,7 +23,7 @@ use serde::Serialize;
 use crate::engine::cursor::{BucketCursor, CURSOR_VERSION, ShardCursor};
 use crate::engine::delete::{CallResult, DeleteRequest, halt_reason};
 use crate::engine::progress::{ActionProgress, Decision, ProgressTracker, Ticket, subject_of};
-use crate::engine::route::resolve_deferred;
+use crate::engine::route::{null_still_displaced, resolve_deferred};
 use crate::engine::{ActionKey, ActionKind, EMPTY_HASH, Match, Nanos};
 use crate::pass::plan::{self, PassPlan, Persisted, RecoveryReason};
 use crate::pb::filer_pb::Entry;
@@ -485,7 +485,7 @@ impl ShardRun {
         Some(reason)
     }
 
-    /// The filer's answer to a [`Work::Lookup`] (`Err`: the lookup failed).
+    /// The filer's answers to a [`Work::Lookup`] (`Err`: a lookup failed).
     /// Either settles the match (no delete needed, or not due yet) or queues
     /// the concrete delete first in line. Returns the halt reason when a
     /// failed lookup halted the shard.
@@ -493,9 +493,20 @@ impl ShardRun {
         &mut self,
         m: &Match,
         ticket: DeleteTicket,
-        entry: Result<Option<Entry>, String>,
+        answer: LookupAnswer,
     ) -> Option<String> {
         self.in_flight = self.in_flight.saturating_sub(1);
+        let entry = match answer.entry {
+            // A displaced null version is deleted only while its key's
+            // folder still points at a non-null version: the server would
+            // delete a null that became current again.
+            Ok(Some(e)) => match answer.folder {
+                Some(Ok(f)) if !null_still_displaced(f.as_ref()) => Ok(None),
+                Some(Err(err)) => Err(err),
+                Some(Ok(_)) | None => Ok(Some(e)),
+            },
+            other => other,
+        };
         let entry = match entry {
             Ok(e) => e,
             Err(e) => {
@@ -660,6 +671,18 @@ impl ShardRun {
         };
         (report, Some(cursor))
     }
+}
+
+/// What the filer said to a [`Work::Lookup`]: the match's entry and, for a
+/// displaced null version ([`crate::engine::route::DeferredLookup::folder`]),
+/// its key's `.versions` folder. The shell fetches both; the decision is
+/// [`ShardRun::lookup_done`]'s.
+#[derive(Debug, Clone)]
+pub struct LookupAnswer {
+    /// The entry (`None`: not found), or why the lookup failed.
+    pub entry: Result<Option<Entry>, String>,
+    /// The folder lookup, when the match has one.
+    pub folder: Option<Result<Option<Entry>, String>>,
 }
 
 /// One unit of work for the window: a delete, or a deferred match that needs
