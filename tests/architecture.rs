@@ -146,8 +146,8 @@ fn blank_comments_and_strings(text: &str) -> String {
                 j += 1;
             }
             j += 1; // opening quote
-            for k in i..j {
-                out.push(keep(b[k]));
+            for &ch in &b[i..j] {
+                out.push(keep(ch));
             }
             i = j;
             while i < b.len() {
@@ -213,11 +213,10 @@ fn is_raw_start(b: &[char], i: usize) -> bool {
 
 /// A `'` starting a char literal (`'a'`, `'\n'`, `'\''`), not a lifetime.
 fn is_char_literal(b: &[char], i: usize) -> bool {
-    match (b.get(i + 1), b.get(i + 2)) {
-        (Some('\\'), _) => true,
-        (Some(_), Some('\'')) => true,
-        _ => false,
-    }
+    matches!(
+        (b.get(i + 1), b.get(i + 2)),
+        (Some('\\'), _) | (Some(_), Some('\''))
+    )
 }
 
 /// Every path a `use` tree names, fully expanded: `a::{b, c::{d, e}}` gives
