@@ -454,43 +454,28 @@ pub fn parse_schedule(s: &str) -> Result<u32, String> {
     Ok(h * 3600 + m * 60)
 }
 
-/// Parses durations such as `24h`, `10s`, `1h30m`, `250ms` or `0`.
+/// The longest duration accepted: the hand-written parser this replaced took
+/// at most `u32::MAX` of a unit, so `4294967295d`. Kept as a ceiling so a
+/// slipped digit (`99999999999d`) is still an error rather than a schedule
+/// that never fires.
+const MAX_DURATION: Duration = Duration::from_secs(u32::MAX as u64 * 86_400);
+
+/// Parses durations such as `24h`, `10s`, `1h30m`, `2d`, `250ms` or `0`:
+/// numbers with units `ms`, `s`, `m` (minutes), `h` and `d`, summed, with
+/// surrounding whitespace ignored. Parsing is `humantime`'s, so its longer
+/// spellings (`90sec`, `5min`, `1h 30m`, `1week`, …) work too; mind that its
+/// `M` is months. A bare number other than `0` is refused: without a unit it
+/// is ambiguous (a TOML integer, by contrast, is seconds).
 pub fn parse_duration(s: &str) -> Result<Duration, String> {
-    let t = s.trim();
-    if t == "0" {
-        return Ok(Duration::ZERO);
+    const HINT: &str = "use e.g. 24h, 10s, 1h30m, 250ms or 0";
+    let d = humantime::parse_duration(s.trim())
+        .map_err(|e| format!("`{s}` is not a duration ({e}); {HINT}"))?;
+    if d > MAX_DURATION {
+        return Err(format!(
+            "`{s}` is too long a duration (at most 4294967295d); {HINT}"
+        ));
     }
-    let err = || format!("`{s}` is not a duration (use e.g. 24h, 10s, 1h30m, 250ms)");
-    let mut total = Duration::ZERO;
-    let mut rest = t;
-    if rest.is_empty() {
-        return Err(err());
-    }
-    while !rest.is_empty() {
-        let digits = rest.find(|c: char| !c.is_ascii_digit()).ok_or_else(err)?;
-        if digits == 0 {
-            return Err(err());
-        }
-        let n: u64 = rest[..digits].parse().map_err(|_| err())?;
-        rest = &rest[digits..];
-        let unit_len = rest
-            .find(|c: char| c.is_ascii_digit())
-            .unwrap_or(rest.len());
-        let unit = match &rest[..unit_len] {
-            "ms" => Duration::from_millis(1),
-            "s" => Duration::from_secs(1),
-            "m" => Duration::from_secs(60),
-            "h" => Duration::from_secs(3600),
-            "d" => Duration::from_secs(86_400),
-            _ => return Err(err()),
-        };
-        let n = u32::try_from(n).map_err(|_| err())?;
-        total = total
-            .checked_add(unit.checked_mul(n).ok_or_else(err)?)
-            .ok_or_else(err)?;
-        rest = &rest[unit_len..];
-    }
-    Ok(total)
+    Ok(d)
 }
 
 /// A list of names: a TOML array, or one comma-separated string (how an
@@ -693,6 +678,49 @@ mod tests {
         for bad in ["", "h", "10", "10x", "-1s", "99999999999d"] {
             assert!(parse_duration(bad).is_err(), "{bad}");
         }
+    }
+
+    #[test]
+    fn duration_forms_of_the_old_parser_still_parse() {
+        let secs = Duration::from_secs;
+        for (s, want) in [
+            ("90s", secs(90)),
+            ("5m", secs(300)),
+            ("2d", secs(172_800)),
+            ("24h", secs(86_400)),
+            ("1d2h3m4s5ms", secs(93_784) + Duration::from_millis(5)),
+            // Units in any order, repeated, summed.
+            ("30m1h", secs(5400)),
+            ("1m1m", secs(120)),
+            ("0s", Duration::ZERO),
+            ("007s", secs(7)),
+            // Whitespace around the value (an env override, a TOML string).
+            (" 0 ", Duration::ZERO),
+            ("\t10s\n", secs(10)),
+            // The old ceiling: u32::MAX of the largest unit.
+            ("4294967295d", MAX_DURATION),
+            ("4294967295ms", Duration::from_millis(4_294_967_295)),
+        ] {
+            assert_eq!(parse_duration(s), Ok(want), "{s:?}");
+        }
+    }
+
+    #[test]
+    fn duration_errors_quote_the_value_and_show_the_forms() {
+        for bad in ["soon", "10", "99999999999d"] {
+            let e = parse_duration(bad).unwrap_err();
+            assert!(e.contains(&format!("`{bad}`")), "{e}");
+            assert!(e.contains("24h") && e.contains("1h30m"), "{e}");
+        }
+        assert!(parse_duration("4294967295d1s").is_err());
+    }
+
+    #[test]
+    fn duration_errors_name_the_key() {
+        let e = Settings::load(None, env(&[("S3_LIFECYCLED__TIME__DAY", "10x")]))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("time.day") && e.contains("`10x`"), "{e}");
     }
 
     #[test]

@@ -13,13 +13,14 @@ use std::time::Duration;
 
 use clap::Args;
 use serde_json::{Value, json};
-use tonic::transport::{Channel, Endpoint};
+use tonic::transport::Channel;
 
 use super::{EXIT_ERROR, EXIT_OK, EXIT_USAGE};
 use crate::config::{Settings, parse_shards};
 use crate::engine::DeleteOutcome;
 use crate::pb::admin as pb;
 use crate::pb::admin::lifecycled_admin_client::LifecycledAdminClient;
+use crate::seaweed::endpoint::{EndpointOptions, GrpcEndpoint};
 use crate::status::{format_age, format_time};
 
 /// How long to wait for the TCP connection: a local service answers at once,
@@ -131,19 +132,16 @@ fn runtime() -> Result<tokio::runtime::Runtime, Failure> {
 }
 
 async fn connect(addr: &str) -> Result<LifecycledAdminClient<Channel>, Failure> {
-    let uri = if addr.contains("://") {
-        addr.to_string()
-    } else {
-        format!("http://{addr}")
-    };
-    let endpoint = Endpoint::from_shared(uri).map_err(|e| {
+    let options = EndpointOptions::new()
+        .connect_timeout(CONNECT_TIMEOUT)
+        .call_timeout(CALL_TIMEOUT);
+    let endpoint = GrpcEndpoint::new(addr, &options).map_err(|e| {
         usage(format!(
-            "admin address `{addr}` is not HOST:PORT (e.g. 127.0.0.1:9710): {e}"
+            "admin address `{addr}` is not HOST:PORT (e.g. 127.0.0.1:9710): {}",
+            e.reason()
         ))
     })?;
     let channel = endpoint
-        .connect_timeout(CONNECT_TIMEOUT)
-        .timeout(CALL_TIMEOUT)
         .connect()
         .await
         .map_err(|e| Failure {

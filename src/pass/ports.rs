@@ -3,12 +3,11 @@
 //! adapters over [`crate::seaweed`]. Actor and pass tests substitute fakes.
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use futures::future::BoxFuture;
 use futures::stream::BoxStream;
 use futures::{FutureExt, StreamExt};
-use tonic::transport::{Channel, Endpoint};
+use tonic::transport::Channel;
 
 use crate::engine::DeleteRequest;
 use crate::engine::cursor::ShardCursor;
@@ -67,20 +66,14 @@ pub struct SeaweedCluster {
 /// A lazily connecting channel with the filer client's keepalive settings.
 /// Build it on the main runtime (its buffer task lives there).
 pub fn channel(addr: &str) -> Result<Channel, String> {
-    let url = if addr.contains("://") {
-        addr.to_string()
-    } else {
-        format!("http://{addr}")
-    };
-    let endpoint = Endpoint::from_shared(url)
-        .map_err(|e| format!("invalid address {addr:?}: {e}; expected host:port"))?;
-    Ok(endpoint
-        .connect_timeout(Duration::from_secs(10))
-        .tcp_nodelay(true)
-        .http2_keep_alive_interval(Duration::from_secs(60))
-        .keep_alive_timeout(Duration::from_secs(20))
-        .keep_alive_while_idle(false)
-        .connect_lazy())
+    use crate::seaweed::endpoint::{EndpointOptions, GrpcEndpoint};
+    let endpoint = GrpcEndpoint::new(addr, &EndpointOptions::seaweed()).map_err(|e| {
+        format!(
+            "invalid address {addr:?}: {}; expected host:port",
+            e.reason()
+        )
+    })?;
+    Ok(endpoint.connect_lazy())
 }
 
 impl SeaweedCluster {

@@ -2,9 +2,7 @@
 //! sends them to the S3 server's gRPC port and maps the answer to an outcome
 //! (§9.2). Business outcomes are always `Ok`; only transport failures are `Err`.
 
-use std::time::Duration;
-
-use tonic::transport::{Channel, Endpoint};
+use tonic::transport::Channel;
 
 use crate::engine::EntryIdentity;
 use crate::engine::delete::{CallResult, DeleteOutcome};
@@ -16,9 +14,6 @@ use crate::pb::s3_lifecycle_pb::{LifecycleDeleteOutcome, LifecycleDeleteRequest}
 pub const RPC_ERROR_LABEL: &str = "RPC_ERROR";
 /// Metric label for a request refused locally before sending.
 pub const INVALID_REQUEST_LABEL: &str = "INVALID_REQUEST";
-/// Largest response accepted; responses are tiny, but a generous limit costs
-/// nothing and matches the Go clients' 1 GiB.
-const MAX_DECODE_BYTES: usize = 1 << 30;
 
 /// The wire request: identity always set, streaming fields and snapshot id
 /// left unset (the server ignores them on the daily path).
@@ -154,23 +149,14 @@ impl DeleteClient {
     /// There is no per-RPC deadline: versioned deletes can take over 12 s on
     /// the server (facts doc §13.18); callers bound a pass as a whole.
     pub async fn connect(s3_grpc_addr: &str) -> Result<DeleteClient, DeleteError> {
-        let url = if s3_grpc_addr.contains("://") {
-            s3_grpc_addr.to_string()
-        } else {
-            format!("http://{s3_grpc_addr}")
-        };
-        let endpoint = Endpoint::from_shared(url).map_err(|e| DeleteError::InvalidAddress {
-            address: s3_grpc_addr.to_string(),
-            reason: e.to_string(),
-        })?;
-        let endpoint = endpoint
-            .connect_timeout(Duration::from_secs(10))
-            .tcp_nodelay(true)
-            // Go servers refuse pings more often than every 20 s; ping only
-            // while calls are in flight.
-            .http2_keep_alive_interval(Duration::from_secs(60))
-            .keep_alive_timeout(Duration::from_secs(20))
-            .keep_alive_while_idle(false);
+        use crate::seaweed::endpoint::{EndpointOptions, GrpcEndpoint};
+        let endpoint =
+            GrpcEndpoint::new(s3_grpc_addr, &EndpointOptions::seaweed()).map_err(|e| {
+                DeleteError::InvalidAddress {
+                    address: s3_grpc_addr.to_string(),
+                    reason: e.reason().to_string(),
+                }
+            })?;
         Ok(DeleteClient::from_channel(endpoint.connect_lazy()))
     }
 
@@ -178,7 +164,7 @@ impl DeleteClient {
     pub fn from_channel(channel: Channel) -> DeleteClient {
         DeleteClient {
             inner: SeaweedS3LifecycleInternalClient::new(channel)
-                .max_decoding_message_size(MAX_DECODE_BYTES),
+                .max_decoding_message_size(crate::seaweed::endpoint::MAX_MESSAGE_BYTES),
         }
     }
 

@@ -4,10 +4,9 @@
 //! answers the filer gave.
 
 use std::collections::HashMap;
-use std::time::Duration;
 
 use futures::Stream;
-use tonic::transport::{Channel, Endpoint};
+use tonic::transport::Channel;
 use tonic::{Code, Status, Streaming};
 
 use crate::pb::filer_pb::seaweed_filer_client::SeaweedFilerClient;
@@ -16,10 +15,7 @@ use crate::pb::filer_pb::{
     GetFilerConfigurationRequest, ListEntriesRequest, ListEntriesResponse,
     LookupDirectoryEntryRequest, UpdateEntryRequest,
 };
-
-/// Batched meta-log responses and big directory pages can be large; Go clients
-/// allow 1 GiB too (docs/grpc.md#message-size).
-const MAX_MESSAGE_BYTES: usize = 1 << 30;
+use crate::seaweed::endpoint::{EndpointOptions, GrpcEndpoint, MAX_MESSAGE_BYTES};
 
 /// Page size for [`FilerClient::list_all`] users that have no better idea:
 /// 10,000-entry pages list ~2.5× faster than Go's 1,024 (docs/baselines.md#filer-listing).
@@ -164,23 +160,12 @@ impl FilerClient {
     /// answers. No per-RPC deadline is set: LifecycleDelete-adjacent calls and
     /// big listings can legitimately take many seconds (docs/grpc.md#deadlines).
     pub async fn connect(addr: &str) -> Result<FilerClient> {
-        let url = if addr.contains("://") {
-            addr.to_string()
-        } else {
-            format!("http://{addr}")
-        };
-        let endpoint = Endpoint::from_shared(url).map_err(|e| FilerError::BadAddress {
-            addr: addr.to_string(),
-            reason: e.to_string(),
+        let endpoint = GrpcEndpoint::new(addr, &EndpointOptions::seaweed()).map_err(|e| {
+            FilerError::BadAddress {
+                addr: addr.to_string(),
+                reason: e.reason().to_string(),
+            }
         })?;
-        let endpoint = endpoint
-            .connect_timeout(Duration::from_secs(10))
-            .tcp_nodelay(true)
-            // The Go server rejects pings more often than every 20 s; ping only
-            // when streams are open, every 60 s (docs/grpc.md#keepalive).
-            .http2_keep_alive_interval(Duration::from_secs(60))
-            .keep_alive_timeout(Duration::from_secs(20))
-            .keep_alive_while_idle(false);
         let channel = endpoint
             .connect()
             .await

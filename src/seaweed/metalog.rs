@@ -17,6 +17,7 @@ use tonic::transport::Channel;
 use crate::engine::Nanos;
 use crate::pb::filer_pb::seaweed_filer_client::SeaweedFilerClient;
 use crate::pb::filer_pb::{SubscribeMetadataRequest, SubscribeMetadataResponse};
+use crate::seaweed::endpoint::MAX_MESSAGE_BYTES;
 
 /// Default channel capacity between the gRPC reader task and the consumer.
 pub const DEFAULT_CAPACITY: usize = 1024;
@@ -24,9 +25,6 @@ pub const DEFAULT_CAPACITY: usize = 1024;
 pub const DEFAULT_RECEIVE_TIMEOUT: Duration = Duration::from_secs(20 * 60);
 /// Default `client_name` announced to the filer (visible in its logs).
 pub const DEFAULT_CLIENT_NAME: &str = "s3-lifecycled";
-/// Batched responses can be large (up to 256 full entries each); the filer's Go
-/// clients allow 1 GiB messages, so do we.
-const MAX_DECODE_BYTES: usize = 1 << 30;
 
 /// What one pass subscribes to.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -237,7 +235,7 @@ impl MetaLogReader {
         }
         let request = build_request(&params, &options, random_client_id());
         let mut client =
-            SeaweedFilerClient::new(channel).max_decoding_message_size(MAX_DECODE_BYTES);
+            SeaweedFilerClient::new(channel).max_decoding_message_size(MAX_MESSAGE_BYTES);
         let call = client.subscribe_metadata(request);
         let response = match options.receive_timeout {
             Some(limit) => match tokio::time::timeout(limit, call).await {

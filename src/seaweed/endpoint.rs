@@ -1,0 +1,239 @@
+//! The one place gRPC client endpoints are built: address parsing, HTTP/2
+//! keepalive, connect and call timeouts, and the message-size limit, shared by
+//! every client this crate opens (filer, `LifecycleDelete`, the admin CLI).
+//!
+//! Callers describe a connection with [`EndpointOptions`] and turn an address
+//! into a [`GrpcEndpoint`]; they never touch tonic's `Endpoint` themselves, so
+//! a new transport setting is one more option here rather than an edit in
+//! every client. TLS is the expected next one: an optional CA, client
+//! certificate and key, and server name would become a field of
+//! [`EndpointOptions`], applied in [`GrpcEndpoint::new`] (tonic's
+//! `ClientTlsConfig`), with its own [`EndpointError`] variant.
+
+use std::time::Duration;
+
+use tonic::transport::{Channel, Endpoint};
+
+/// Largest gRPC message any client decodes or encodes. Batched meta-log
+/// responses and big directory pages can be large, and SeaweedFS's Go clients
+/// allow 1 GiB (docs/grpc.md#message-size); the limit is generous rather than tight
+/// because a rejected message fails a whole pass.
+pub const MAX_MESSAGE_BYTES: usize = 1 << 30;
+
+/// HTTP/2 keepalive pings on a connection.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Keepalive {
+    /// Time between pings.
+    pub interval: Duration,
+    /// How long to wait for a ping's answer before dropping the connection.
+    pub timeout: Duration,
+}
+
+impl Keepalive {
+    /// What SeaweedFS's Go servers tolerate: they refuse pings more often than
+    /// every 20 s (and eventually close the connection), so ping every 60 s,
+    /// and only while calls are in flight (docs/grpc.md#keepalive).
+    pub const SEAWEED: Keepalive = Keepalive {
+        interval: Duration::from_secs(60),
+        timeout: Duration::from_secs(20),
+    };
+}
+
+/// How to connect to one gRPC server. Built with the methods below rather
+/// than a struct literal, so that adding a setting (TLS next) does not change
+/// any caller.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct EndpointOptions {
+    connect_timeout: Option<Duration>,
+    call_timeout: Option<Duration>,
+    keepalive: Option<Keepalive>,
+}
+
+impl EndpointOptions {
+    /// Nothing set: no connect timeout, no per-call deadline, no keepalive.
+    pub fn new() -> EndpointOptions {
+        EndpointOptions::default()
+    }
+
+    /// For SeaweedFS filer and S3 servers: a 10 s connect timeout, keepalive
+    /// per [`Keepalive::SEAWEED`], and no per-call deadline, because versioned
+    /// deletes and big listings can legitimately take many seconds
+    /// (docs/lifecycle-delete.md#latency); callers bound a pass as a whole instead.
+    pub fn seaweed() -> EndpointOptions {
+        EndpointOptions::new()
+            .connect_timeout(Duration::from_secs(10))
+            .keepalive(Keepalive::SEAWEED)
+    }
+
+    /// Gives up opening the TCP connection after `timeout`.
+    pub fn connect_timeout(mut self, timeout: Duration) -> EndpointOptions {
+        self.connect_timeout = Some(timeout);
+        self
+    }
+
+    /// Fails every call that takes longer than `timeout` (`DeadlineExceeded`).
+    pub fn call_timeout(mut self, timeout: Duration) -> EndpointOptions {
+        self.call_timeout = Some(timeout);
+        self
+    }
+
+    /// Sends HTTP/2 keepalive pings while calls are in flight.
+    pub fn keepalive(mut self, keepalive: Keepalive) -> EndpointOptions {
+        self.keepalive = Some(keepalive);
+        self
+    }
+}
+
+/// An address that cannot be used as a gRPC endpoint.
+#[derive(Debug, thiserror::Error)]
+pub enum EndpointError {
+    /// The address does not parse as `HOST:PORT` or a URL.
+    #[error(
+        "invalid gRPC address {addr:?}: {reason}; expected HOST:PORT or http://HOST:PORT, \
+         e.g. 127.0.0.1:18888"
+    )]
+    Address {
+        /// The address as given.
+        addr: String,
+        /// Why it was rejected.
+        reason: String,
+    },
+}
+
+impl EndpointError {
+    /// The address the error is about.
+    pub fn addr(&self) -> &str {
+        match self {
+            EndpointError::Address { addr, .. } => addr,
+        }
+    }
+
+    /// What is wrong, without the address: for callers whose own error
+    /// message already names the address and the expected form.
+    pub fn reason(&self) -> &str {
+        match self {
+            EndpointError::Address { reason, .. } => reason,
+        }
+    }
+}
+
+/// A parsed and configured gRPC endpoint, ready to connect. Cheap to clone.
+#[derive(Debug, Clone)]
+pub struct GrpcEndpoint {
+    addr: String,
+    endpoint: Endpoint,
+}
+
+impl GrpcEndpoint {
+    /// Parses `addr`, `HOST:PORT` (plain HTTP/2 is assumed) or a URL such as
+    /// `http://HOST:PORT`, and applies `options`. Nothing is dialled yet.
+    pub fn new(addr: &str, options: &EndpointOptions) -> Result<GrpcEndpoint, EndpointError> {
+        let url = if addr.contains("://") {
+            addr.to_string()
+        } else {
+            format!("http://{addr}")
+        };
+        let mut endpoint = Endpoint::from_shared(url)
+            .map_err(|e| EndpointError::Address {
+                addr: addr.to_string(),
+                reason: e.to_string(),
+            })?
+            // Requests are small and latency-bound; tonic's default, stated so
+            // it does not depend on one.
+            .tcp_nodelay(true);
+        if let Some(t) = options.connect_timeout {
+            endpoint = endpoint.connect_timeout(t);
+        }
+        if let Some(t) = options.call_timeout {
+            endpoint = endpoint.timeout(t);
+        }
+        if let Some(k) = options.keepalive {
+            endpoint = endpoint
+                .http2_keep_alive_interval(k.interval)
+                .keep_alive_timeout(k.timeout)
+                .keep_alive_while_idle(false);
+        }
+        Ok(GrpcEndpoint {
+            addr: addr.to_string(),
+            endpoint,
+        })
+    }
+
+    /// The address as given to [`GrpcEndpoint::new`], for messages.
+    pub fn addr(&self) -> &str {
+        &self.addr
+    }
+
+    /// Dials now and fails when nothing answers (within the connect timeout).
+    pub async fn connect(&self) -> Result<Channel, tonic::transport::Error> {
+        self.endpoint.connect().await
+    }
+
+    /// A channel that dials on first use and redials on demand, so an
+    /// unreachable server shows up per call instead of here. Must be called
+    /// inside a tokio runtime, which then hosts the channel's buffer task.
+    pub fn connect_lazy(&self) -> Channel {
+        self.endpoint.connect_lazy()
+    }
+
+    /// The URI that will be dialled.
+    pub fn uri(&self) -> &tonic::transport::Uri {
+        self.endpoint.uri()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn host_port_gets_http_scheme_and_urls_are_kept() {
+        let e = GrpcEndpoint::new("127.0.0.1:18888", &EndpointOptions::seaweed()).unwrap();
+        assert_eq!(e.uri().to_string(), "http://127.0.0.1:18888/");
+        assert_eq!(e.addr(), "127.0.0.1:18888");
+        let e = GrpcEndpoint::new("http://filer:18888", &EndpointOptions::new()).unwrap();
+        assert_eq!(e.uri().to_string(), "http://filer:18888/");
+        assert_eq!(e.addr(), "http://filer:18888");
+    }
+
+    #[test]
+    fn bad_address_names_it_and_the_expected_form() {
+        for bad in ["", "host name:1", "http://[::1"] {
+            let err = GrpcEndpoint::new(bad, &EndpointOptions::seaweed()).unwrap_err();
+            assert_eq!(err.addr(), bad);
+            assert!(!err.reason().is_empty());
+            let msg = err.to_string();
+            assert!(msg.contains(&format!("{bad:?}")), "{msg}");
+            assert!(msg.contains("HOST:PORT"), "{msg}");
+        }
+    }
+
+    #[test]
+    fn options_apply_to_the_endpoint() {
+        let e = GrpcEndpoint::new("h:1", &EndpointOptions::seaweed()).unwrap();
+        assert_eq!(
+            e.endpoint.get_connect_timeout(),
+            Some(Duration::from_secs(10))
+        );
+        assert!(e.endpoint.get_tcp_nodelay());
+        let e = GrpcEndpoint::new("h:1", &EndpointOptions::new()).unwrap();
+        assert_eq!(e.endpoint.get_connect_timeout(), None);
+        let opts = EndpointOptions::new()
+            .connect_timeout(Duration::from_secs(5))
+            .call_timeout(Duration::from_secs(30));
+        assert_eq!(opts.keepalive, None);
+        let e = GrpcEndpoint::new("h:1", &opts).unwrap();
+        assert_eq!(
+            e.endpoint.get_connect_timeout(),
+            Some(Duration::from_secs(5))
+        );
+    }
+
+    #[tokio::test]
+    async fn lazy_channel_does_not_dial() {
+        // Port 1 on loopback: nothing listens, yet building the channel succeeds.
+        let e = GrpcEndpoint::new("127.0.0.1:1", &EndpointOptions::seaweed()).unwrap();
+        let _channel = e.connect_lazy();
+        assert!(e.connect().await.is_err());
+    }
+}
