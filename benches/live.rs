@@ -501,7 +501,7 @@ async fn run(k: &Knobs) -> anyhow::Result<Vec<Row>> {
     rows.push(Row {
         what: format!("pass events/s, nothing due (ours {ours_events} ev, Go {go_events} ev)"),
         ours: format!("{o:.0} ev/s"),
-        baseline: format!("Go same run {g:.0} ev/s (§8 c': ~108k)"),
+        baseline: format!("Go same run {g:.0} ev/s (docs/baselines.md#figures c': ~108k)"),
         ratio: ratio(o, g),
         runs: format!(
             "wall ours {} | Go {}; pass ours {} | Go {}",
@@ -546,7 +546,7 @@ async fn run(k: &Knobs) -> anyhow::Result<Vec<Row>> {
     rows.push(Row {
         what: format!("lister list_bucket, {listed} objects"),
         ours: format!("{o:.0} entries/s"),
-        baseline: "§8 d8 Python limit 10000: ~39000/s".into(),
+        baseline: "docs/baselines.md#figures d8, Python limit 10000: ~39000/s".into(),
         ratio: ratio(o, 39_000.0),
         runs: runs_text(&times, "s"),
     });
@@ -581,7 +581,7 @@ async fn run(k: &Knobs) -> anyhow::Result<Vec<Row>> {
             events as f64 / responses.max(1) as f64
         ),
         ours: format!("{o:.0} ev/s"),
-        baseline: "§8 d2 Python batched: ~150000/s".into(),
+        baseline: "docs/baselines.md#figures d2, Python batched: ~150000/s".into(),
         ratio: ratio(o, 150_000.0),
         runs: runs_text(&times, "s"),
     });
@@ -637,7 +637,7 @@ async fn run(k: &Knobs) -> anyhow::Result<Vec<Row>> {
     rows.push(Row {
         what: format!("pass deletes/s, {} due objects", k.due),
         ours: format!("{o:.0} del/s"),
-        baseline: format!("Go same run {g:.0} del/s (§8 b: ~2510)"),
+        baseline: format!("Go same run {g:.0} del/s (docs/baselines.md#figures b: ~2510)"),
         ratio: ratio(o, g),
         runs: format!(
             "wall ours {} | Go {}; pass ours {} | Go {}",

@@ -4,7 +4,7 @@
 //!
 //! # Names
 //! Where the meaning is the Go worker's, the name is the Go worker's
-//! (`SeaweedFS_s3_lifecycle_*`, facts doc §8/§9.3), so existing dashboards and
+//! (`SeaweedFS_s3_lifecycle_*`, docs/go-cursor.md#go-metrics), so existing dashboards and
 //! alerts keep working after the switch:
 //!
 //! | exposed name | type | labels | emitted by |
@@ -25,7 +25,8 @@
 //! | `s3_lifecycled_matches_total` | counter | kind, decision | [`Metrics::matched`] |
 //! | `s3_lifecycled_bucket_config_errors` | gauge 0/1 | bucket | [`Metrics::bucket_config_error`] |
 //!
-//! The design's three per-run metrics (`daily_run_duration_seconds`,
+//! The design's three per-run metrics (docs/go-cursor.md#go-metrics:
+//! `daily_run_duration_seconds`,
 //! `daily_run_events_scanned`, `daily_run_deletes_issued`, labelled by shard
 //! and *run* outcome) describe the shard's most recent run. The two counts are
 //! gauges, not counters, for two reasons: a counter named

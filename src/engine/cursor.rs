@@ -67,7 +67,7 @@ pub struct BucketCursor {
     pub rules: BTreeMap<String, ActionProgress>,
 }
 
-/// The Go worker's cursor file (facts doc §8).
+/// The Go worker's cursor file (docs/go-cursor.md#format).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct GoCursor {
     /// Always 1.
@@ -304,7 +304,7 @@ mod tests {
     }
 
     #[test]
-    fn go_cursor_format_matches_facts_doc() {
+    fn go_cursor_format_matches_docs() {
         let go = GoCursor {
             version: 1,
             shard_id: 3,

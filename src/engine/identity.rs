@@ -99,7 +99,7 @@ mod tests {
     }
 
     #[test]
-    fn hash_extended_vectors_from_facts_doc() {
+    fn hash_extended_vectors_from_docs() {
         assert_eq!(
             hex::encode(hash_extended(&ext(&[("a", "1")]))),
             "4e05abd6911b81cca42657fbc9599aa8c54ec2edbae550401d8479871cb5ca0f"

@@ -1298,7 +1298,7 @@ mod tests {
     }
 
     #[test]
-    fn locate_follows_facts_doc() {
+    fn locate_follows_the_filer_layout() {
         let ev = |dir: &str, parent: &str, name: &str| MetaEvent {
             directory: dir.into(),
             new_parent_path: parent.into(),

@@ -24,7 +24,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn facts_doc_vectors() {
+    fn shard_function_vectors() {
         assert_eq!(shard_id("bucket", "key"), 0);
         assert_eq!(shard_id("my-bucket", "path/to/object.txt"), 7);
         assert_eq!(shard_id("b1", ""), 10);

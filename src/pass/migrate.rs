@@ -12,7 +12,7 @@
 //! - Neither side may have retention-promoted rules: Go's cursor says nothing
 //!   about rules it walked instead of replaying.
 //! - Only unversioned buckets are imported. Go's replay never expires current
-//!   versions in versioning-enabled buckets (facts doc §13.5), so its cursor
+//!   versions in versioning-enabled buckets (docs/go-cursor.md#import), so its cursor
 //!   may sit past events that still owe an Expiration; such buckets start cold
 //!   (a recovery walk finds everything already due, replay the rest).
 

@@ -1,12 +1,13 @@
 //! What a pass decides before any shard runs: the [`PassPlan`] (one `now`,
-//! the views and hashes), per-bucket recovery decisions (design.md "Recovery
-//! triggers") and the cursor rewind after a recovery walk. Pure: `now` and
-//! every cluster fact are inputs.
+//! the views and hashes), per-bucket recovery decisions
+//! (docs/design-deviations.md#recovery-triggers) and the cursor rewind after a
+//! recovery walk. Pure: `now` and every cluster fact are inputs.
 //!
 //! Unlike the Go worker, hashes and progress are kept per bucket (and progress
-//! per action), so an edit in one bucket recovers that bucket only (facts doc
-//! §13.4), and retention loss is detected from the filer's persisted log instead
-//! of being declared by the operator (facts doc §13.6).
+//! per action), so an edit in one bucket recovers that bucket only
+//! (docs/design-deviations.md#per-bucket-hashes), and retention loss is
+//! detected from the filer's persisted log instead of being declared by the
+//! operator (docs/design-deviations.md#retention-from-the-filer).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
@@ -61,7 +62,7 @@ pub struct Persisted {
 }
 
 /// Decides whether a bucket needs a recovery walk on a shard, in the design's
-/// order of triggers. `has_replay` says whether the bucket has replay actions in
+/// order of triggers (docs/design-deviations.md#recovery-triggers). `has_replay` says whether the bucket has replay actions in
 /// this pass; `earliest_available` is the meta-log horizon from the probe
 /// (`None`: nothing persisted yet, so nothing was lost).
 pub fn recovery_reason(
@@ -95,7 +96,8 @@ pub fn recovery_reason(
 ///
 /// The walk deleted everything already due, so replay only needs events whose
 /// matches may still become due: those after `now − ttl`. Two corrections the
-/// design's `now − max_ttl` misses: with next-day rounding a match can be due up
+/// design's `now − max_ttl` misses (docs/design-deviations.md#rewind-point):
+/// with next-day rounding a match can be due up
 /// to one day after `time + ttl`, and S3 gateways stamp mtimes with their own
 /// clocks, which may run ahead of the filer's meta-log clock.
 pub fn rewind_point(now: Nanos, ttl: Duration, time: &TimeConfig, skew_margin: Duration) -> Nanos {
@@ -286,7 +288,8 @@ mod tests {
     #[test]
     fn pure_walker_bucket_never_recovers_for_retention_loss() {
         // Regression: the design gates retention loss on replay != nil so the
-        // sentinel progress of walker-only buckets does not re-fire every run.
+        // sentinel progress of walker-only buckets does not re-fire every run
+        // (docs/design-deviations.md#recovery-triggers).
         for _ in 0..5 {
             assert_eq!(
                 recovery_reason(Some(&p(Z, Z, None)), &Z, &Z, false, Some(100)),

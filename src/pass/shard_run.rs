@@ -66,7 +66,7 @@ impl ShardPlan {
 }
 
 /// Decides, for one shard, which buckets recover and which get a steady walk
-/// (design steps 4 and 5).
+/// (design steps 4 and 5, docs/design-deviations.md#the-design-in-short).
 pub fn plan_shard(plan: &PassPlan, persisted: Option<&ShardCursor>) -> ShardPlan {
     let mut out = ShardPlan::default();
     for bucket in plan.buckets() {

@@ -1,7 +1,7 @@
 //! Shard cursors persisted in the filer (one JSON file per shard), so progress
 //! survives the loss of the worker machine and every worker sees the same
 //! state; plus a strict reader of the Go worker's cursor files for operators
-//! switching over (facts doc §8).
+//! switching over (docs/go-cursor.md#strictness).
 //!
 //! Writes replace the whole file in one CreateEntry/UpdateEntry carrying inline
 //! content, so a reader sees the old or the new file, never a mix. Two writers
@@ -25,7 +25,7 @@ use crate::seaweed::filer::{FilerClient, FilerError, join_path};
 /// Where s3-lifecycled keeps its cursors by default. Deliberately not the Go
 /// worker's directory: the formats differ and the two must not fight.
 pub const DEFAULT_CURSOR_DIR: &str = "/etc/s3/lifecycle/s3-lifecycled";
-/// Where the Go worker keeps its cursors (facts doc §8).
+/// Where the Go worker keeps its cursors (docs/go-cursor.md#location).
 pub const GO_CURSOR_DIR: &str = "/etc/s3/lifecycle/daily-cursors";
 /// Extended key of the cursor entry holding the write generation (decimal).
 pub const GENERATION_KEY: &str = "s3-lifecycled-generation";

@@ -1,6 +1,8 @@
-//! The `LifecycleDelete` client: builds and validates requests (facts doc §9.1),
-//! sends them to the S3 server's gRPC port and maps the answer to an outcome
-//! (§9.2). Business outcomes are always `Ok`; only transport failures are `Err`.
+//! The `LifecycleDelete` client: turns a checked [`DeleteRequest`] into the
+//! wire request (docs/lifecycle-delete.md#request-fields), sends it to the S3
+//! server's gRPC port and maps the answer to a [`CallResult`]
+//! (docs/lifecycle-delete.md#outcomes). Business outcomes are always `Ok`;
+//! only transport failures are `Err`.
 
 use tonic::transport::Channel;
 
@@ -147,7 +149,8 @@ impl DeleteClient {
     /// `http://`). Connects lazily and reconnects on demand, so an unreachable
     /// server shows up as a retryable [`DeleteError::Transport`] per call.
     /// There is no per-RPC deadline: versioned deletes can take over 12 s on
-    /// the server (facts doc §13.18); callers bound a pass as a whole.
+    /// the server (docs/lifecycle-delete.md#latency); callers bound a pass as
+    /// a whole.
     pub async fn connect(s3_grpc_addr: &str) -> Result<DeleteClient, DeleteError> {
         use crate::seaweed::endpoint::{EndpointOptions, GrpcEndpoint};
         let endpoint =

@@ -621,7 +621,7 @@ mod tests {
     }
 
     #[test]
-    fn request_matches_facts_6_1() {
+    fn subscribe_request_matches_docs() {
         let opts = ReaderOptions::default();
         let r = build_request(&params(), &opts, 42);
         assert_eq!(r.path_prefix, "/buckets");
