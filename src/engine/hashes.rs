@@ -201,7 +201,7 @@ mod tests {
     }
 
     #[test]
-    fn appendix_a_python_vectors_for_b1() {
+    fn rule_hash_vector_python_vectors_for_b1() {
         let snap = compile(vec![bucket("b1", vec![days_rule("r", "logs/", 30)])]);
         assert_eq!(
             hex32(replay_content_hash(&snap)),

@@ -184,7 +184,7 @@ mod tests {
     // Transcription vectors (docs/rule-hash.md#test-vectors). `logs/` + 30 days
     // is also inside the Go-verified bkt1 hash, so it pins Go 4.48.
     #[test]
-    fn appendix_a_prefix_and_days() {
+    fn rule_hash_vector_prefix_and_days() {
         let mut r = rule("logs/");
         r.expiration_days = 30;
         assert_eq!(hex_of(&r), "0c8cc7219c442e3e");
@@ -194,7 +194,7 @@ mod tests {
     }
 
     #[test]
-    fn appendix_a_tags_and_sizes() {
+    fn rule_hash_vector_tags_and_sizes() {
         let mut r = rule("data/");
         r.tags = BTreeMap::from([
             ("tier".to_string(), "cold".to_string()),
@@ -207,7 +207,7 @@ mod tests {
     }
 
     #[test]
-    fn appendix_a_date_marker_noncurrent_mpu() {
+    fn rule_hash_vector_date_marker_noncurrent_mpu() {
         let mut r = rule("d/");
         r.expiration_date = Some(datetime!(2024-06-01 00:00:00 UTC));
         assert_eq!(hex_of(&r), "f0a4f18ff8dde947");

@@ -604,7 +604,7 @@ fn positions_count_rules_only() {
 }
 
 #[test]
-fn appendix_a_rule_shapes_flatten_to_the_hashed_fields() {
+fn rule_hash_vector_rule_shapes_flatten_to_the_hashed_fields() {
     // bkt2's And rule from docs/rule-hash.md#test-vectors (rule hash 504eafc6ec51ff69).
     let f = flat_one(
         "<Filter><And><Prefix>tmp/</Prefix><Tag><Key>env</Key><Value>dev</Value></Tag>\
