@@ -3,9 +3,10 @@
 //! `grpc.health.v1` client and the `s3-lifecycled` binary (`trigger`,
 //! `status`). Also checks that `ops/config/production.toml` loads.
 
+mod common;
+
 use std::collections::HashMap;
-use std::path::{Path, PathBuf};
-use std::process::Output;
+use std::path::Path;
 use std::sync::{Arc, Mutex};
 
 use futures::FutureExt;
@@ -27,6 +28,8 @@ use tonic::transport::Channel;
 use tonic_health::pb::HealthCheckRequest;
 use tonic_health::pb::health_check_response::ServingStatus;
 use tonic_health::pb::health_client::HealthClient;
+
+use common::{TmpDir, run_raw};
 
 const T0: i64 = 1_767_323_045_000_000_000; // 2026-01-02T03:04:05Z
 const SEC: i64 = 1_000_000_000;
@@ -531,61 +534,27 @@ async fn health_is_not_serving_until_ready_then_serving() {
 
 // ---- the CLI binary against the server ----
 
-fn bin() -> &'static str {
-    env!("CARGO_BIN_EXE_s3-lifecycled")
-}
-
-/// Runs the binary off the async runtime (it blocks) with no
-/// `S3_LIFECYCLED__*` variables from the test environment leaking in.
-async fn cli(args: &[&str]) -> Output {
-    let args: Vec<String> = args.iter().map(|s| s.to_string()).collect();
-    tokio::task::spawn_blocking(move || {
-        let mut cmd = std::process::Command::new(bin());
-        cmd.args(&args);
-        for (k, _) in std::env::vars() {
-            if k.starts_with("S3_LIFECYCLED__") {
-                cmd.env_remove(k);
-            }
-        }
-        cmd.output().unwrap()
-    })
-    .await
-    .unwrap()
-}
-
-fn text(b: &[u8]) -> String {
-    String::from_utf8_lossy(b).into_owned()
-}
-
-fn temp_config(name: &str, admin: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("s3lc-admin-{}-{name}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let f = dir.join("config.toml");
-    std::fs::write(&f, format!("[service]\nadmin_listen = \"{admin}\"\n")).unwrap();
-    f
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cli_trigger_prints_run_id_and_already_running() {
     let fake = Fake::with(StatusSnapshot::default(), None);
     let srv = Server::start(fake.clone()).await;
 
-    let out = cli(&[
-        "trigger",
-        "--admin",
-        &srv.addr,
-        "--shards",
-        "4,1-2",
-        "--now",
-        "2026-01-02T03:04:05Z",
-        "--dry-run",
-    ])
+    let out = run_raw(
+        &[
+            "trigger",
+            "--admin",
+            &srv.addr,
+            "--shards",
+            "4,1-2",
+            "--now",
+            "2026-01-02T03:04:05Z",
+            "--dry-run",
+        ],
+        &[],
+    )
     .await;
-    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
-    assert_eq!(
-        text(&out.stdout).trim(),
-        "run_id=run-1 already_running=false"
-    );
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert_eq!(out.stdout.trim(), "run_id=run-1 already_running=false");
     assert_eq!(
         fake.accepted(),
         vec![TriggerRequest {
@@ -596,20 +565,26 @@ async fn cli_trigger_prints_run_id_and_already_running() {
     );
 
     // The address from the config file's service.admin_listen.
-    let cfg = temp_config("trigger", &srv.addr);
-    let out = cli(&["trigger", "--config", cfg.to_str().unwrap()]).await;
-    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let dir = TmpDir::new("s3lc-admin");
+    let cfg = dir.path().join("config.toml");
+    std::fs::write(
+        &cfg,
+        format!("[service]\nadmin_listen = \"{}\"\n", srv.addr),
+    )
+    .unwrap();
+    let out = run_raw(&["trigger", "--config", cfg.to_str().unwrap()], &[]).await;
+    assert_eq!(out.code, 0, "{}", out.stderr);
     assert!(
-        text(&out.stdout).starts_with("run_id=run-1 already_running=true"),
+        out.stdout.starts_with("run_id=run-1 already_running=true"),
         "{}",
-        text(&out.stdout)
+        out.stdout
     );
 
     // A server-side refusal: exit 1 naming the address.
     fake.finish_pass();
-    let out = cli(&["trigger", "--admin", &srv.addr, "--shards", "15"]).await;
-    assert_eq!(out.status.code(), Some(1));
-    let err = text(&out.stderr);
+    let out = run_raw(&["trigger", "--admin", &srv.addr, "--shards", "15"], &[]).await;
+    assert_eq!(out.code, 1);
+    let err = out.stderr;
     assert!(
         err.contains(&srv.addr) && err.contains("pass.shards"),
         "{err}"
@@ -622,9 +597,9 @@ async fn cli_status_last_json_matches_the_last_run() {
     let want = last_pass();
     let srv = Server::start(Fake::with(snapshot(), Some(want.clone()))).await;
 
-    let out = cli(&["status", "--admin", &srv.addr, "--last", "--json"]).await;
-    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
-    let j: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let out = run_raw(&["status", "--admin", &srv.addr, "--last", "--json"], &[]).await;
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let j: Value = serde_json::from_str(&out.stdout).unwrap();
     assert_eq!(j["run_id"], "run-prev");
     assert_eq!(j["outcome"], "halted");
     assert_eq!(j["start_ns"], want.started_ns);
@@ -651,9 +626,9 @@ async fn cli_status_last_json_matches_the_last_run() {
     assert_eq!(j["buckets"][1]["halt_reason"], Value::Null);
 
     // Text: a row per shard, a line per bucket.
-    let out = cli(&["status", "--admin", &srv.addr, "--last"]).await;
-    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
-    let t = text(&out.stdout);
+    let out = run_raw(&["status", "--admin", &srv.addr, "--last"], &[]).await;
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let t = out.stdout;
     assert!(t.starts_with("last pass: run-prev outcome=halted"), "{t}");
     assert!(t.lines().any(|l| l.starts_with("   09 halted")), "{t}");
     assert!(
@@ -665,9 +640,9 @@ async fn cli_status_last_json_matches_the_last_run() {
     );
 
     // Without --last: state and the running pass.
-    let out = cli(&["status", "--admin", &srv.addr, "--json"]).await;
-    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
-    let j: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let out = run_raw(&["status", "--admin", &srv.addr, "--json"], &[]).await;
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let j: Value = serde_json::from_str(&out.stdout).unwrap();
     assert_eq!(j["state"], "running");
     assert_eq!(j["current_pass"]["run_id"], "run-live");
     assert_eq!(j["current_pass"]["shards"][0]["in_flight"], 3);
@@ -678,41 +653,35 @@ async fn cli_status_last_json_matches_the_last_run() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cli_status_last_before_any_pass_is_null() {
     let srv = Server::start(Fake::with(StatusSnapshot::default(), None)).await;
-    let out = cli(&["status", "--admin", &srv.addr, "--last", "--json"]).await;
-    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
-    assert_eq!(text(&out.stdout).trim(), "null");
+    let out = run_raw(&["status", "--admin", &srv.addr, "--last", "--json"], &[]).await;
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert_eq!(out.stdout.trim(), "null");
     srv.stop().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cli_exit_codes_for_unreachable_service_and_usage_errors() {
-    // A port nothing listens on: bind, note it, close it.
-    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let addr = l.local_addr().unwrap().to_string();
-    drop(l);
-    let out = cli(&["status", "--admin", &addr]).await;
-    assert_eq!(out.status.code(), Some(1));
-    assert!(text(&out.stderr).contains(&addr), "{}", text(&out.stderr));
+    // A port nothing listens on.
+    let addr = format!("127.0.0.1:{}", common::free_port());
+    let out = run_raw(&["status", "--admin", &addr], &[]).await;
+    assert_eq!(out.code, 1);
+    assert!(out.stderr.contains(&addr), "{}", out.stderr);
 
-    let out = cli(&["trigger", "--admin", &addr, "--shards", "0-16"]).await;
-    assert_eq!(out.status.code(), Some(2));
-    assert!(
-        text(&out.stderr).contains("--shards"),
-        "{}",
-        text(&out.stderr)
-    );
-    let out = cli(&["trigger", "--admin", &addr, "--now", "tomorrow"]).await;
-    assert_eq!(out.status.code(), Some(2));
-    assert!(text(&out.stderr).contains("--now"), "{}", text(&out.stderr));
-    let out = cli(&["status", "--bogus"]).await;
-    assert_eq!(out.status.code(), Some(2));
-    let out = cli(&["status", "--config", "/nonexistent/s3-lifecycled.toml"]).await;
-    assert_eq!(out.status.code(), Some(2));
-    assert!(
-        text(&out.stderr).contains("does not exist"),
-        "{}",
-        text(&out.stderr)
-    );
+    let out = run_raw(&["trigger", "--admin", &addr, "--shards", "0-16"], &[]).await;
+    assert_eq!(out.code, 2);
+    assert!(out.stderr.contains("--shards"), "{}", out.stderr);
+    let out = run_raw(&["trigger", "--admin", &addr, "--now", "tomorrow"], &[]).await;
+    assert_eq!(out.code, 2);
+    assert!(out.stderr.contains("--now"), "{}", out.stderr);
+    let out = run_raw(&["status", "--bogus"], &[]).await;
+    assert_eq!(out.code, 2);
+    let out = run_raw(
+        &["status", "--config", "/nonexistent/s3-lifecycled.toml"],
+        &[],
+    )
+    .await;
+    assert_eq!(out.code, 2);
+    assert!(out.stderr.contains("does not exist"), "{}", out.stderr);
 }
 
 #[test]

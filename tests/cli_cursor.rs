@@ -3,14 +3,15 @@
 //! binary: import decisions depend on every bucket with rules in the cluster.
 
 mod common;
-mod e2e_support;
 
 use base64::Engine;
 use s3_lifecycled::engine::{BucketConfig, Snapshot, TimeConfig, Versioning, replay_content_hash};
-use s3_lifecycled::pb::filer_pb::{Entry, FuseAttributes};
 use s3_lifecycled::seaweed::filer::FilerClient;
 
-use e2e_support::{Scope, lifecycle, list_keys, now, plus, put, run_once, run_raw};
+use common::{
+    Scope, days_rule, lifecycle, list_keys, now_ns, plus, put, run_once, run_raw, set,
+    write_inline_file,
+};
 
 async fn write_go_cursor(c: &FilerClient, shard: u8, ts: i64, rsh: [u8; 32]) {
     let b64 = base64::engine::general_purpose::STANDARD;
@@ -20,27 +21,8 @@ async fn write_go_cursor(c: &FilerClient, shard: u8, ts: i64, rsh: [u8; 32]) {
         b64.encode(rsh),
         b64.encode([0u8; 32])
     );
-    let dir = "/etc/s3/lifecycle/daily-cursors";
     let name = format!("shard-{shard:02}.json");
-    let entry = Entry {
-        name: name.clone(),
-        content: json.clone().into_bytes(),
-        attributes: Some(FuseAttributes {
-            file_size: json.len() as u64,
-            mtime: 1_700_000_000,
-            crtime: 1_700_000_000,
-            file_mode: 0o644,
-            ..Default::default()
-        }),
-        ..Default::default()
-    };
-    match c.lookup(dir, &name).await.unwrap() {
-        None => c.create_entry(dir, entry, false).await.unwrap(),
-        Some(_) => c
-            .update_entry(dir, entry, Default::default())
-            .await
-            .unwrap(),
-    }
+    write_inline_file(c, "/etc/s3/lifecycle/daily-cursors", &name, json.as_bytes()).await;
 }
 
 fn args(c: &common::Cluster, v: &[&str]) -> Vec<String> {
@@ -54,17 +36,14 @@ async fn go_cursors_import_then_show_and_reset() {
     let c = common::cluster();
     let s3 = c.s3_client();
     let b = c.new_bucket("cur").await.unwrap();
-    let xml = lifecycle(
-        "<Rule><ID>a</ID><Status>Enabled</Status><Filter><Prefix>a/</Prefix></Filter>\
-         <Expiration><Days>30</Days></Expiration></Rule>",
-    );
+    let xml = lifecycle(&days_rule("a", "a/", 30));
     c.put_lifecycle_xml(&b, &xml).await.unwrap();
     for k in ["a/old1", "a/old2"] {
         put(&s3, &b, k, b"x", None).await;
     }
     // The Go worker's position: after the old objects, before the new ones.
     tokio::time::sleep(std::time::Duration::from_millis(1500)).await;
-    let go_ts = now();
+    let go_ts = now_ns();
     tokio::time::sleep(std::time::Duration::from_millis(1500)).await;
     for k in ["a/new1", "a/new2"] {
         put(&s3, &b, k, b"x", None).await;
@@ -80,9 +59,7 @@ async fn go_cursors_import_then_show_and_reset() {
         }],
         TimeConfig::default(),
     );
-    let fc = FilerClient::connect(&c.filer_grpc_addr().to_string())
-        .await
-        .unwrap();
+    let fc = c.filer().await;
     for shard in 0..16u8 {
         write_go_cursor(&fc, shard, go_ts, replay_content_hash(&snap)).await;
     }
@@ -121,13 +98,13 @@ async fn go_cursors_import_then_show_and_reset() {
     // Resumed from Go's position: no recovery walk, replay sees only the
     // writes after it. (The old objects stay because the seeded Go cursor
     // claims it already dealt with them — that is what proves the import.)
-    let p = run_once(c, &scope, Some(plus(now(), 31, 0)), &[], &[])
+    let p = run_once(c, &scope, Some(plus(now_ns(), 31, 0)), &[], &[])
         .await
         .ok();
     assert!(p.recovery_reasons(&b).is_empty(), "{}", p.context());
     assert_eq!(
         list_keys(&s3, &b).await,
-        e2e_support::set(&["a/old1", "a/old2"]),
+        set(&["a/old1", "a/old2"]),
         "{}",
         p.context()
     );
@@ -152,7 +129,7 @@ async fn go_cursors_import_then_show_and_reset() {
     assert!(show.stdout.contains("cold"), "{}", show.describe());
 
     // A reset shard cold-starts: the recovery walk catches the old objects.
-    let p = run_once(c, &scope, Some(plus(now(), 32, 0)), &[], &[])
+    let p = run_once(c, &scope, Some(plus(now_ns(), 32, 0)), &[], &[])
         .await
         .ok();
     assert!(

@@ -5,15 +5,12 @@
 //! `tests/e2e_edge.rs::unreachable_s3_grpc_halts_then_next_pass_deletes`.)
 
 mod common;
-mod e2e_support;
 
 use std::collections::BTreeSet;
-use std::process::Stdio;
 use std::time::Duration;
 
-use e2e_support::*;
+use common::*;
 use s3_lifecycled::seaweed::cursor::CursorStore;
-use s3_lifecycled::seaweed::filer::FilerClient;
 
 const DUE: usize = 2_000;
 const KEEP: usize = 50;
@@ -24,10 +21,6 @@ const KILL_AFTER: usize = 300;
 /// A hang guard, not a speed assertion.
 const GUARD: Duration = Duration::from_secs(300);
 
-fn keys(prefix: &str, n: usize) -> Vec<String> {
-    (0..n).map(|i| format!("{prefix}{i:05}")).collect()
-}
-
 #[tokio::test(flavor = "multi_thread")]
 async fn sigkill_mid_pass_loses_nothing_on_the_next_run() {
     let c = common::cluster();
@@ -37,49 +30,26 @@ async fn sigkill_mid_pass_loses_nothing_on_the_next_run() {
     let keep = keys("keep/", KEEP);
     c.put_objects_bulk(&b, &due, b"x").await.unwrap();
     c.put_objects_bulk(&b, &keep, b"x").await.unwrap();
-    c.put_lifecycle_xml(
-        &b,
-        &lifecycle(
-            "<Rule><ID>past</ID><Status>Enabled</Status><Filter><Prefix>due/</Prefix></Filter>\
-             <Expiration><Date>2020-01-01T00:00:00Z</Date></Expiration></Rule>",
-        ),
-    )
-    .await
-    .unwrap();
+    c.put_lifecycle_xml(&b, &lifecycle(&date_rule("past", "due/", PAST_DATE)))
+        .await
+        .unwrap();
     let keep_set: BTreeSet<String> = keep.iter().cloned().collect();
     assert_eq!(list_keys(&s3, &b).await.len(), DUE + KEEP);
     let scope = Scope::new(&[&b]);
 
     // First run, killed with SIGKILL once some deletes went through.
-    let mut cmd = tokio::process::Command::new(BIN);
-    cmd.args([
-        "run-once",
-        "--filer",
-        &c.filer_grpc_addr().to_string(),
-        "--s3-grpc",
-        &c.s3_grpc_addr().to_string(),
-        "--buckets",
-        &b,
-        "--json",
-    ])
-    .stdin(Stdio::null())
-    .stdout(Stdio::piped())
-    .stderr(Stdio::piped())
-    .kill_on_drop(true);
-    for (k, _) in std::env::vars() {
-        if k.starts_with("S3_LIFECYCLED__") {
-            cmd.env_remove(k);
-        }
-    }
-    cmd.env("S3_LIFECYCLED__CURSOR__DIR", &scope.cursor_dir)
-        .env("S3_LIFECYCLED__RATE__DELETES_PER_SECOND", RATE);
+    let mut cmd = run_once_command(
+        c,
+        &scope,
+        None,
+        &[],
+        &[("S3_LIFECYCLED__RATE__DELETES_PER_SECOND", RATE)],
+    );
     let mut child = cmd.spawn().unwrap();
-    let started = std::time::Instant::now();
-    loop {
-        let left = list_keys(&s3, &b).await;
-        let gone = DUE + KEEP - left.len();
+    eventually(GUARD, Duration::from_millis(100), async || {
+        let gone = DUE + KEEP - list_keys(&s3, &b).await.len();
         if gone >= KILL_AFTER {
-            break;
+            return Ok(());
         }
         if let Some(status) = child.try_wait().unwrap() {
             panic!(
@@ -87,9 +57,9 @@ async fn sigkill_mid_pass_loses_nothing_on_the_next_run() {
                  kill it mid-pass"
             );
         }
-        assert!(started.elapsed() < GUARD, "no deletes after {GUARD:?}");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+        Err(format!("{gone} of {DUE} deleted"))
+    })
+    .await;
     child.start_kill().unwrap();
     let out = child.wait_with_output().await.unwrap();
     assert_eq!(
@@ -122,10 +92,7 @@ async fn sigkill_mid_pass_loses_nothing_on_the_next_run() {
     assert_eq!(list_keys(&s3, &b).await, keep_set);
 
     // The cursor files of both runs parse (the killed one wrote none or whole ones).
-    let filer = FilerClient::connect(&c.filer_grpc_addr().to_string())
-        .await
-        .unwrap();
-    let store = CursorStore::new(filer, &scope.cursor_dir);
+    let store = CursorStore::new(c.filer().await, &scope.cursor_dir);
     for shard in 0..16u8 {
         let cursor = store
             .load(shard)

@@ -10,18 +10,14 @@
 //! few seconds between the writes; nothing asserts an upper bound on time.
 
 mod common;
-mod e2e_support;
 
 use std::collections::BTreeSet;
 use std::time::Duration;
 
 use aws_sdk_s3::primitives::ByteStream;
 use aws_sdk_s3::types::{BucketVersioningStatus, Tag, Tagging};
-use common::set_versioning;
 
-use e2e_support::*;
-
-const SEC_NS: i64 = 1_000_000_000;
+use common::*;
 
 /// Deletes one key (or one version of it).
 async fn delete(s3: &aws_sdk_s3::Client, bucket: &str, key: &str, version: Option<&str>) {
@@ -51,27 +47,9 @@ fn shard_of(bucket: &str, key: &str) -> u8 {
     s3_lifecycled::engine::shard_id(bucket, key)
 }
 
-fn days_rule(id: &str, prefix: &str, days: u32) -> String {
-    format!(
-        "<Rule><ID>{id}</ID><Status>Enabled</Status><Filter><Prefix>{prefix}</Prefix></Filter>\
-         <Expiration><Days>{days}</Days></Expiration></Rule>"
-    )
-}
-
-fn date_rule(id: &str, prefix: &str) -> String {
-    format!(
-        "<Rule><ID>{id}</ID><Status>Enabled</Status><Filter><Prefix>{prefix}</Prefix></Filter>\
-         <Expiration><Date>2020-01-01T00:00:00Z</Date></Expiration></Rule>"
-    )
-}
-
-const SHORT_DAY: [(&str, &str); 2] = [
-    ("S3_LIFECYCLED__TIME__DAY", "10s"),
-    ("S3_LIFECYCLED__TIME__DUE_ROUNDING", "none"),
-];
-
 /// SuspendedVersioningExpiration (docs/lifecycle-delete.md#versioned-expiration): Enabled PUT v1,
-/// Suspended PUT (null), Days rule; after due the latest is a marker, v1 readable, null gone.
+/// Suspended PUT (null), Days rule; after due the latest is a delete marker, v1 is still readable
+/// and the null version is gone.
 #[tokio::test]
 async fn suspended_versioning_expiration_replaces_null_with_marker() {
     let c = common::cluster();
@@ -84,7 +62,7 @@ async fn suspended_versioning_expiration_replaces_null_with_marker() {
     c.put_lifecycle_xml(&b, &lifecycle(&days_rule("s", "s/", 30)))
         .await
         .unwrap();
-    let t0 = now();
+    let t0 = now_ns();
     let scope = Scope::new(&[&b]);
 
     let p = run_once(c, &scope, Some(plus(t0, 10, 0)), &[], &[]).await;
@@ -138,7 +116,7 @@ async fn displaced_null_expires_but_rewritten_null_is_kept() {
     )
     .await
     .unwrap();
-    let t0 = now();
+    let t0 = now_ns();
     let scope = Scope::new(&[&b]);
     let before = list_versions(&s3, &b, "n/gone").await;
     assert_eq!(before.len(), 2, "{before:?}");
@@ -195,7 +173,7 @@ async fn restored_version_still_expires() {
     c.put_lifecycle_xml(&b, &lifecycle(&days_rule("r", "r/", 30)))
         .await
         .unwrap();
-    let t0 = now();
+    let t0 = now_ns();
     let scope = Scope::new(&[&b]);
 
     let p = run_once(c, &scope, Some(plus(t0, 10, 0)), &[], &[]).await;
@@ -324,12 +302,12 @@ async fn shard_subsets_cover_every_bucket_exactly_once() {
     for b in [&b1, &b2] {
         c.put_objects_bulk(b, &keys, b"data").await.unwrap();
         put(&s3, b, "keep/x", b"data", None).await;
-        c.put_lifecycle_xml(b, &lifecycle(&date_rule("d", "d/")))
+        c.put_lifecycle_xml(b, &lifecycle(&date_rule("d", "d/", PAST_DATE)))
             .await
             .unwrap();
     }
     let scope = Scope::new(&[&b1, &b2]);
-    let at = plus(now(), 0, 1);
+    let at = plus(now_ns(), 0, 1);
 
     let p = run_once(c, &scope, Some(at), &["--shards", "0-7"], &[]).await;
     let r = p.ok();
@@ -379,15 +357,12 @@ async fn unreachable_s3_grpc_halts_then_next_pass_deletes() {
         .await
         .unwrap();
     put(&s3, &b, "h/k", b"data", None).await;
-    let t0 = now();
+    let t0 = now_ns();
     let scope = Scope::new(&[&b]);
     let p = run_once(c, &scope, Some(plus(t0, 10, 0)), &[], &[]).await;
     p.ok().assert_no_deletes();
 
-    let closed = {
-        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        l.local_addr().unwrap().port()
-    };
+    let closed = common::free_port();
     let bad = format!("127.0.0.1:{closed}");
     let args: Vec<String> = [
         "run-once",
@@ -451,7 +426,7 @@ async fn rate_limit_spreads_deletes() {
     let b = c.new_bucket("e2e-rate").await.unwrap();
     let keys: Vec<String> = (0..100).map(|i| format!("r/{i:03}")).collect();
     c.put_objects_bulk(&b, &keys, b"x").await.unwrap();
-    c.put_lifecycle_xml(&b, &lifecycle(&date_rule("r", "r/")))
+    c.put_lifecycle_xml(&b, &lifecycle(&date_rule("r", "r/", PAST_DATE)))
         .await
         .unwrap();
     let scope = Scope::new(&[&b]);
@@ -459,7 +434,7 @@ async fn rate_limit_spreads_deletes() {
     let p = run_once(
         c,
         &scope,
-        Some(plus(now(), 0, 1)),
+        Some(plus(now_ns(), 0, 1)),
         &[],
         &[
             ("S3_LIFECYCLED__RATE__DELETES_PER_SECOND", "20"),
@@ -496,7 +471,7 @@ async fn partition_flip_to_walker_still_expires() {
     c.put_lifecycle_xml(&b, &lifecycle(&days_rule("p", "p/", 30)))
         .await
         .unwrap();
-    let t0 = now();
+    let t0 = now_ns();
     let scope = Scope::new(&[&b]);
     let long = [("S3_LIFECYCLED__PASS__META_LOG_RETENTION", "8760h")];
     let short = [("S3_LIFECYCLED__PASS__META_LOG_RETENTION", "24h")];
@@ -526,27 +501,38 @@ async fn partition_flip_to_walker_still_expires() {
 }
 
 /// Due rounding: `none` deletes a 1-day object just after mtime + 1 day; the default `next_day`
-/// waits for the next midnight UTC after that.
+/// waits for the next midnight UTC after that. Never skipped near midnight: an object written
+/// in the last minute before midnight UTC (mtime + 1 day too close to the rounded due time to
+/// tell the roundings apart) is written again, into fresh buckets, once that midnight has passed.
 #[tokio::test]
 async fn due_rounding_none_versus_next_day() {
     let c = common::cluster();
     let s3 = c.s3_client();
-    let exact = c.new_bucket("e2e-round-none").await.unwrap();
-    let rounded = c.new_bucket("e2e-round-day").await.unwrap();
-    for b in [&exact, &rounded] {
-        put(&s3, b, "x/k", b"data", None).await;
-        c.put_lifecycle_xml(b, &lifecycle(&days_rule("x", "x/", 1)))
-            .await
-            .unwrap();
-    }
-    let m_exact = mtime_ns(&s3, &exact, "x/k").await;
-    let m_round = mtime_ns(&s3, &rounded, "x/k").await;
+    let mut attempts = 0;
+    let (exact, rounded, m_exact, m_round, midnight) = loop {
+        attempts += 1;
+        assert!(attempts <= 2, "the second write is past midnight UTC");
+        let exact = c.new_bucket("e2e-round-none").await.unwrap();
+        let rounded = c.new_bucket("e2e-round-day").await.unwrap();
+        for b in [&exact, &rounded] {
+            put(&s3, b, "x/k", b"data", None).await;
+            c.put_lifecycle_xml(b, &lifecycle(&days_rule("x", "x/", 1)))
+                .await
+                .unwrap();
+        }
+        let m_exact = mtime_ns(&s3, &exact, "x/k").await;
+        let m_round = mtime_ns(&s3, &rounded, "x/k").await;
+        // The rounded due time: the first midnight UTC at or after mtime + 1 day.
+        let midnight = midnight_at_or_after(m_round + DAY_NS);
+        if midnight - (m_round + DAY_NS) >= 60 * SEC_NS {
+            break (exact, rounded, m_exact, m_round, midnight);
+        }
+        // Written less than a minute before midnight UTC (or exactly on it): wait a second past
+        // that midnight (at most a minute) and write again; the next rounded due time is a day
+        // away from mtime + 1 day.
+        wait_until_clock_passes(midnight - DAY_NS + SEC_NS, Duration::from_secs(120)).await;
+    };
     let due_exact = m_exact + DAY_NS;
-    let midnight = (m_round + DAY_NS).div_euclid(DAY_NS) * DAY_NS + DAY_NS;
-    if midnight - (m_round + DAY_NS) < 60 * SEC_NS {
-        eprintln!("too close to midnight UTC to tell the roundings apart; skipping");
-        return;
-    }
     let none = [("S3_LIFECYCLED__TIME__DUE_ROUNDING", "none")];
     let s_exact = Scope::new(&[&exact]);
     let s_round = Scope::new(&[&rounded]);
@@ -591,7 +577,7 @@ async fn unusual_keys_expire() {
     c.put_lifecycle_xml(&b, &lifecycle(&days_rule("u", "u/", 30)))
         .await
         .unwrap();
-    let t0 = now();
+    let t0 = now_ns();
     let scope = Scope::new(&[&b]);
     let p = run_once(c, &scope, Some(plus(t0, 10, 0)), &[], &[]).await;
     p.ok().assert_no_deletes();
@@ -643,7 +629,7 @@ async fn expiration_rule_leaves_pending_multipart_parts_alone() {
     c.put_lifecycle_xml(&b, &lifecycle(&days_rule("all", "", 30)))
         .await
         .unwrap();
-    let t0 = now();
+    let t0 = now_ns();
     let scope = Scope::new(&[&b]);
     let p = run_once(c, &scope, Some(plus(t0, 10, 0)), &[], &[]).await;
     p.ok().assert_no_deletes();
@@ -681,7 +667,7 @@ async fn empty_bucket_pass_is_a_no_op() {
         .await
         .unwrap();
     let scope = Scope::new(&[&b]);
-    let t0 = now();
+    let t0 = now_ns();
     let p = run_once(c, &scope, Some(plus(t0, 5, 0)), &[], &[]).await;
     p.ok().assert_no_deletes();
     let p = run_once(c, &scope, Some(plus(t0, 6, 0)), &[], &[]).await;
@@ -702,7 +688,7 @@ async fn lengthened_ttl_does_not_delete_under_the_old_ttl() {
     c.put_lifecycle_xml(&b, &lifecycle(&days_rule("x", "x/", 10)))
         .await
         .unwrap();
-    let t0 = now();
+    let t0 = now_ns();
     let scope = Scope::new(&[&b]);
     let p = run_once(c, &scope, Some(plus(t0, 5, 0)), &[], &[]).await;
     p.ok().assert_no_deletes();
@@ -752,7 +738,7 @@ async fn disabled_or_removed_rule_stops_pending_expirations() {
     )
     .await
     .unwrap();
-    let t0 = now();
+    let t0 = now_ns();
     let scope = Scope::new(&[&b]);
     let p = run_once(c, &scope, Some(plus(t0, 5, 0)), &[], &[]).await;
     p.ok().assert_no_deletes();
@@ -809,7 +795,7 @@ async fn writes_after_the_first_pass_expire_by_replay() {
     )
     .await
     .unwrap();
-    let t0 = now();
+    let t0 = now_ns();
     let scope = Scope::new(&[&plain, &vers]);
     let p = run_once(c, &scope, Some(plus(t0, 0, 1)), &[], &[]).await;
     p.ok().assert_no_deletes();
@@ -879,7 +865,7 @@ async fn future_expiration_date_waits_without_blocking_other_rules() {
     let c = common::cluster();
     let s3 = c.s3_client();
     let b = c.new_bucket("e2e-future-date").await.unwrap();
-    let t0 = now();
+    let t0 = now_ns();
     let date_ns = (t0 / DAY_NS + 10) * DAY_NS;
     let date = rfc3339(date_ns);
     c.put_lifecycle_xml(
@@ -934,7 +920,7 @@ async fn lone_delete_markers_are_removed_others_stay() {
     )
     .await
     .unwrap();
-    let t0 = now();
+    let t0 = now_ns();
     let scope = Scope::new(&[&b]);
     let p = run_once(c, &scope, Some(plus(t0, 0, 1)), &[], &[]).await;
     p.ok().assert_no_deletes();
@@ -971,15 +957,12 @@ async fn halted_cold_start_walk_is_redone() {
     let s3 = c.s3_client();
     let b = c.new_bucket("e2e-halt-walk").await.unwrap();
     put(&s3, &b, "w/k", b"data", None).await;
-    c.put_lifecycle_xml(&b, &lifecycle(&date_rule("w", "w/")))
+    c.put_lifecycle_xml(&b, &lifecycle(&date_rule("w", "w/", PAST_DATE)))
         .await
         .unwrap();
     let scope = Scope::new(&[&b]);
-    let at = plus(now(), 0, 1);
-    let closed = {
-        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        l.local_addr().unwrap().port()
-    };
+    let at = plus(now_ns(), 0, 1);
+    let closed = common::free_port();
     let args: Vec<String> = [
         "run-once",
         "--filer",
@@ -1028,7 +1011,7 @@ async fn versioned_shard_subsets_expire_each_version_once() {
     c.put_lifecycle_xml(&b, &lifecycle(&days_rule("v", "v/", 30)))
         .await
         .unwrap();
-    let t0 = now();
+    let t0 = now_ns();
     let scope = Scope::new(&[&b]);
     for shards in ["0-7", "8-15"] {
         let p = run_once(c, &scope, Some(plus(t0, 0, 1)), &["--shards", shards], &[]).await;
@@ -1063,10 +1046,13 @@ async fn wall_clock_pass_without_now() {
         .await
         .unwrap();
     put(&s3, &b, "w/old", b"data", None).await;
+    let m_old = mtime_ns(&s3, &b, "w/old").await;
     let scope = Scope::new(&[&b]);
     let p = run_once(c, &scope, None, &[], &SHORT_DAY).await;
     p.ok().assert_no_deletes();
-    tokio::time::sleep(Duration::from_secs(12)).await;
+    // This test is about the wall clock, so it waits for it (no `--now`): until w/old is one short
+    // day (10 s) old, with a second to spare.
+    wait_until_clock_passes(m_old + 11 * SEC_NS, Duration::from_secs(15)).await;
     put(&s3, &b, "w/new", b"data", None).await;
     let p = run_once(c, &scope, None, &[], &SHORT_DAY).await;
     let r = p.ok();
@@ -1096,7 +1082,7 @@ async fn overlapping_rules_shorter_ttl_wins() {
     )
     .await
     .unwrap();
-    let t0 = now();
+    let t0 = now_ns();
     let scope = Scope::new(&[&b]);
     let p = run_once(c, &scope, Some(plus(t0, 0, 1)), &[], &[]).await;
     p.ok().assert_no_deletes();
@@ -1129,7 +1115,7 @@ async fn suspended_write_after_first_pass_expires() {
     c.put_lifecycle_xml(&b, &lifecycle(&days_rule("s", "s/", 30)))
         .await
         .unwrap();
-    let t0 = now();
+    let t0 = now_ns();
     let scope = Scope::new(&[&b]);
     let p = run_once(c, &scope, Some(plus(t0, 0, 1)), &[], &[]).await;
     p.ok().assert_no_deletes();
@@ -1175,7 +1161,7 @@ async fn retry_later_halts_then_next_pass_resolves() {
     )
     .await
     .unwrap();
-    let t0 = now();
+    let t0 = now_ns();
     let scope = Scope::new(&[&b]);
     let p = run_once(c, &scope, Some(plus(t0, 0, 1)), &[], &[]).await;
     p.ok().assert_no_deletes();
@@ -1224,7 +1210,7 @@ async fn expiration_does_not_stack_delete_markers() {
     c.put_lifecycle_xml(&b, &lifecycle(&days_rule("e", "e/", 30)))
         .await
         .unwrap();
-    let t0 = now();
+    let t0 = now_ns();
     let scope = Scope::new(&[&b]);
     let p = run_once(c, &scope, Some(plus(t0, 0, 1)), &[], &[]).await;
     p.ok().assert_no_deletes();
@@ -1253,7 +1239,7 @@ async fn buckets_from_the_environment_limit_the_pass() {
     let other = c.new_bucket("e2e-env-off").await.unwrap();
     for b in [&chosen, &other] {
         put(&s3, b, "d/1", b"x", None).await;
-        c.put_lifecycle_xml(b, &lifecycle(&date_rule("d", "d/")))
+        c.put_lifecycle_xml(b, &lifecycle(&date_rule("d", "d/", PAST_DATE)))
             .await
             .unwrap();
     }
@@ -1266,7 +1252,7 @@ async fn buckets_from_the_environment_limit_the_pass() {
         &c.s3_grpc_addr().to_string(),
         "--json",
         "--now",
-        &rfc3339(plus(now(), 0, 1)),
+        &rfc3339(plus(now_ns(), 0, 1)),
     ]
     .iter()
     .map(|s| s.to_string())
@@ -1313,7 +1299,7 @@ async fn newer_noncurrent_versions_in_steady_state() {
     )
     .await
     .unwrap();
-    let t0 = now();
+    let t0 = now_ns();
     let scope = Scope::new(&[&b]);
     let p = run_once(c, &scope, Some(plus(t0, 0, 1)), &[], &[]).await;
     p.ok().assert_no_deletes();
@@ -1362,7 +1348,7 @@ async fn displaced_null_variants_marker_restore_and_tags() {
     )
     .await
     .unwrap();
-    let t0 = now();
+    let t0 = now_ns();
     let scope = Scope::new(&[&b]);
     let p = run_once(c, &scope, Some(plus(t0, 0, 1)), &[], &[]).await;
     p.ok().assert_no_deletes();
@@ -1432,7 +1418,7 @@ async fn deleted_bucket_between_passes_does_not_fail_the_pass() {
             .await
             .unwrap();
     }
-    let t0 = now();
+    let t0 = now_ns();
     let scope = Scope::new(&[&doomed, &live]);
     let p = run_once(c, &scope, Some(plus(t0, 1, 0)), &[], &[]).await;
     p.ok().assert_no_deletes();
@@ -1471,7 +1457,7 @@ async fn go_cursor_dir_guard_sees_through_path_spelling() {
     let s3 = c.s3_client();
     let b = c.new_bucket("e2e-go-dir").await.unwrap();
     put(&s3, &b, "old/1", b"x", None).await;
-    c.put_lifecycle_xml(&b, &lifecycle(&date_rule("d", "old/")))
+    c.put_lifecycle_xml(&b, &lifecycle(&date_rule("d", "old/", PAST_DATE)))
         .await
         .unwrap();
     for dir in [
@@ -1485,7 +1471,7 @@ async fn go_cursor_dir_guard_sees_through_path_spelling() {
             buckets: vec![b.clone()],
             cursor_dir: dir.to_string(),
         };
-        let p = run_once(c, &scope, Some(plus(now(), 0, 1)), &[], &[]).await;
+        let p = run_once(c, &scope, Some(plus(now_ns(), 0, 1)), &[], &[]).await;
         assert_eq!(p.code, 2, "{dir}:\n{}", p.describe());
         assert!(p.stderr.contains("cursor.dir"), "{dir}:\n{}", p.describe());
     }
@@ -1507,7 +1493,7 @@ async fn future_now_recovery_does_not_skip_objects_written_later() {
     );
     c.put_lifecycle_xml(&b, &rules).await.unwrap();
     put(&s3, &b, "d/old", b"x", None).await;
-    let t0 = now();
+    let t0 = now_ns();
     let scope = Scope::new(&[&b]);
     // Cold start far in the future: the recovery walk expires d/old.
     let p = run_once(c, &scope, Some(plus(t0, 40, 0)), &[], &[]).await;

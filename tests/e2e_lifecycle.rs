@@ -8,14 +8,13 @@
 //! rounding, so "not yet" runs stay below the TTL and "due" runs go past TTL + 1 day.
 
 mod common;
-mod e2e_support;
 
 use aws_sdk_s3::primitives::{ByteStream, DateTime};
 use aws_sdk_s3::types::{CompletedMultipartUpload, CompletedPart, ObjectLockMode};
 use base64::Engine as _;
 use md5::Digest as _;
 
-use e2e_support::*;
+use common::*;
 
 /// Expiration Days with an And filter (prefix + tag + size) and a plain prefix rule: nothing
 /// before due, exactly the matching objects after, through the steady-state replay (the first
@@ -45,7 +44,7 @@ async fn expiration_days_honours_prefix_tag_and_size_filters() {
            <Expiration><Days>30</Days></Expiration></Rule>",
     );
     c.put_lifecycle_xml(&b, &rules).await.unwrap();
-    let t0 = now();
+    let t0 = now_ns();
     let all = list_keys(&s3, &b).await;
     assert_eq!(all.len(), 9);
     let scope = Scope::new(&[&b]);
@@ -127,7 +126,7 @@ async fn second_run_with_same_now_is_idempotent() {
          <Expiration><Days>30</Days></Expiration></Rule>",
     );
     c.put_lifecycle_xml(&b, &rules).await.unwrap();
-    let t0 = now();
+    let t0 = now_ns();
     let scope = Scope::new(&[&b]);
     let at = plus(t0, 40, 0);
 
@@ -162,7 +161,7 @@ async fn expiration_date_in_the_past_deletes_on_first_run() {
     );
     c.put_lifecycle_xml(&b, &rules).await.unwrap();
     let scope = Scope::new(&[&b]);
-    let p = run_once(c, &scope, Some(plus(now(), 0, 1)), &[], &[]).await;
+    let p = run_once(c, &scope, Some(plus(now_ns(), 0, 1)), &[], &[]).await;
     let r = p.ok();
     assert_eq!(
         list_keys(&s3, &b).await,
@@ -191,7 +190,7 @@ async fn versioned_expiration_days_adds_delete_marker() {
          <Expiration><Days>30</Days></Expiration></Rule>",
     );
     c.put_lifecycle_xml(&b, &rules).await.unwrap();
-    let t0 = now();
+    let t0 = now_ns();
     let scope = Scope::new(&[&b]);
 
     let p = run_once(c, &scope, Some(plus(t0, 10, 0)), &[], &[]).await;
@@ -241,7 +240,7 @@ async fn noncurrent_days_expires_old_versions() {
          <NoncurrentVersionExpiration><NoncurrentDays>5</NoncurrentDays></NoncurrentVersionExpiration></Rule>",
     );
     c.put_lifecycle_xml(&b, &rules).await.unwrap();
-    let t0 = now();
+    let t0 = now_ns();
     let scope = Scope::new(&[&b]);
 
     let p = run_once(c, &scope, Some(plus(t0, 3, 0)), &[], &[]).await;
@@ -292,7 +291,7 @@ async fn newer_noncurrent_versions_keeps_the_newest_noncurrent() {
          <NewerNoncurrentVersions>1</NewerNoncurrentVersions></NoncurrentVersionExpiration></Rule>",
     );
     c.put_lifecycle_xml(&b, &rules).await.unwrap();
-    let t0 = now();
+    let t0 = now_ns();
     let scope = Scope::new(&[&b]);
 
     let p = run_once(c, &scope, Some(plus(t0, 3, 0)), &[], &[]).await;
@@ -348,7 +347,7 @@ async fn expired_delete_marker_removed_after_noncurrent_version() {
          <NoncurrentVersionExpiration><NoncurrentDays>1</NoncurrentDays></NoncurrentVersionExpiration></Rule>",
     );
     c.put_lifecycle_xml(&b, &rules).await.unwrap();
-    let t0 = now();
+    let t0 = now_ns();
     let scope = Scope::new(&[&b]);
     let before = list_versions(&s3, &b, "m/").await;
     assert_eq!(before.len(), 2, "{before:?}");
@@ -436,7 +435,7 @@ async fn abort_incomplete_multipart_upload() {
          <AbortIncompleteMultipartUpload><DaysAfterInitiation>2</DaysAfterInitiation></AbortIncompleteMultipartUpload></Rule>",
     );
     c.put_lifecycle_xml(&b, &rules).await.unwrap();
-    let t0 = now();
+    let t0 = now_ns();
     let scope = Scope::new(&[&b]);
     assert_eq!(
         list_uploads(&s3, &b).await,
@@ -477,7 +476,7 @@ async fn object_lock_skips_retained_version_without_halting() {
         .unwrap();
     let body: &[u8] = b"locked body";
     let md5 = base64::engine::general_purpose::STANDARD.encode(md5::Md5::digest(body));
-    let until = DateTime::from_secs(now() / 1_000_000_000 + 400 * 86_400);
+    let until = DateTime::from_secs(now_ns() / 1_000_000_000 + 400 * 86_400);
     let locked = s3
         .put_object()
         .bucket(&b)
@@ -498,7 +497,7 @@ async fn object_lock_skips_retained_version_without_halting() {
          <Expiration><Days>30</Days></Expiration></Rule>",
     );
     c.put_lifecycle_xml(&b, &rules).await.unwrap();
-    let t0 = now();
+    let t0 = now_ns();
     let scope = Scope::new(&[&b]);
 
     let p = run_once(c, &scope, Some(plus(t0, 32, 0)), &[], &[]).await;
@@ -535,7 +534,7 @@ async fn rule_added_later_catches_already_old_objects() {
     for k in ["pre/1", "pre/2", "pre/3", "pre/4", "pre/5", "other/keep"] {
         put(&s3, &b, k, b"data", None).await;
     }
-    let t0 = now();
+    let t0 = now_ns();
     let scope = Scope::new(&[&b]);
     let all = list_keys(&s3, &b).await;
 
@@ -586,7 +585,7 @@ async fn rule_edit_recovery_catches_objects_before_the_cursor() {
     c.put_lifecycle_xml(&b, &lifecycle(&rule("a")))
         .await
         .unwrap();
-    let t0 = now();
+    let t0 = now_ns();
     let scope = Scope::new(&[&b]);
 
     let p = run_once(c, &scope, Some(plus(t0, 10, 0)), &[], &[]).await;
@@ -626,7 +625,7 @@ async fn deleted_lifecycle_stops_expirations() {
          <Expiration><Days>30</Days></Expiration></Rule>",
     );
     c.put_lifecycle_xml(&b, &rules).await.unwrap();
-    let t0 = now();
+    let t0 = now_ns();
     let scope = Scope::new(&[&b]);
     let p = run_once(c, &scope, Some(plus(t0, 10, 0)), &[], &[]).await;
     p.ok().assert_no_deletes();
@@ -659,7 +658,7 @@ async fn disabled_rule_never_fires() {
     );
     c.put_lifecycle_xml(&b, &rules).await.unwrap();
     let scope = Scope::new(&[&b]);
-    let p = run_once(c, &scope, Some(plus(now(), 41, 0)), &[], &[]).await;
+    let p = run_once(c, &scope, Some(plus(now_ns(), 41, 0)), &[], &[]).await;
     p.ok().assert_no_deletes();
     assert_eq!(list_keys(&s3, &b).await, set(&["x/1"]), "{}", p.describe());
 }
@@ -679,7 +678,7 @@ async fn dry_run_deletes_nothing_and_writes_no_cursor() {
          <Expiration><Days>30</Days></Expiration></Rule>",
     );
     c.put_lifecycle_xml(&b, &rules).await.unwrap();
-    let t0 = now();
+    let t0 = now_ns();
     let scope = Scope::new(&[&b]);
     let all = list_keys(&s3, &b).await;
     let at = plus(t0, 32, 0);
@@ -776,10 +775,7 @@ async fn config_errors_exit_2_naming_the_key() {
 #[tokio::test]
 async fn unreachable_filer_exits_1_naming_the_address() {
     let c = common::cluster();
-    let port = {
-        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        l.local_addr().unwrap().port()
-    };
+    let port = common::free_port();
     let addr = format!("127.0.0.1:{port}");
     let args: Vec<String> = [
         "run-once",
@@ -838,7 +834,7 @@ async fn malformed_bucket_document_does_not_stop_other_buckets() {
     c.put_lifecycle_xml(&good, &rules).await.unwrap();
     let scope = Scope::new(&[&bad, &good]);
 
-    let p = run_once(c, &scope, Some(plus(now(), 0, 1)), &[], &[]).await;
+    let p = run_once(c, &scope, Some(plus(now_ns(), 0, 1)), &[], &[]).await;
     let r = p.ok();
     assert_eq!(
         list_keys(&s3, &good).await,

@@ -1,8 +1,9 @@
 //! The HTTP endpoints over a real socket: /health, /ready in both states,
 //! /metrics after recorded events, /status.json and the HTML status page with
-//! escaped bucket names. Uses a minimal HTTP/1.1 client over a TcpStream.
+//! escaped bucket names. Uses the tests' minimal HTTP/1.1 client.
 
-use std::net::SocketAddr;
+mod common;
+
 use std::time::Duration;
 
 use s3_lifecycled::engine::{ActionKind, DeleteOutcome};
@@ -12,56 +13,9 @@ use s3_lifecycled::status::{
     BucketSummary, DeleteCounts, PassSummary, RunOutcome, ServiceState, ShardSummary,
     StatusSnapshot,
 };
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::{TcpListener, TcpStream};
+use tokio::net::TcpListener;
 
-struct Reply {
-    status: u16,
-    headers: Vec<(String, String)>,
-    body: String,
-}
-
-impl Reply {
-    fn header(&self, name: &str) -> Option<&str> {
-        self.headers
-            .iter()
-            .find(|(k, _)| k.eq_ignore_ascii_case(name))
-            .map(|(_, v)| v.as_str())
-    }
-}
-
-/// GET with `Connection: close`, reading to EOF (no chunked bodies expected
-/// from axum for fixed-size responses, but handle a Content-Length anyway).
-async fn get(addr: SocketAddr, path: &str) -> Reply {
-    let mut s = TcpStream::connect(addr).await.unwrap();
-    s.write_all(
-        format!("GET {path} HTTP/1.1\r\nHost: test\r\nConnection: close\r\n\r\n").as_bytes(),
-    )
-    .await
-    .unwrap();
-    let mut raw = Vec::new();
-    s.read_to_end(&mut raw).await.unwrap();
-    let text = String::from_utf8(raw).unwrap();
-    let (head, body) = text.split_once("\r\n\r\n").expect("no header end");
-    let mut lines = head.split("\r\n");
-    let status: u16 = lines
-        .next()
-        .unwrap()
-        .split(' ')
-        .nth(1)
-        .unwrap()
-        .parse()
-        .unwrap();
-    let headers = lines
-        .filter_map(|l| l.split_once(':'))
-        .map(|(k, v)| (k.trim().to_string(), v.trim().to_string()))
-        .collect();
-    Reply {
-        status,
-        headers,
-        body: body.to_string(),
-    }
-}
+use common::http::get_async;
 
 fn snapshot() -> StatusSnapshot {
     let mut deletes = DeleteCounts::default();
@@ -128,60 +82,61 @@ async fn endpoints_over_a_real_socket() {
     }));
 
     // /health: alive regardless of readiness.
-    let r = get(addr, "/health").await;
-    assert_eq!((r.status, r.body.as_str()), (200, "ok\n"));
+    let r = get_async(addr, "/health").await.unwrap();
+    assert_eq!((r.status, r.text().as_str()), (200, "ok\n"));
 
     // /ready: starts not ready with a reason, then flips.
-    let r = get(addr, "/ready").await;
+    let r = get_async(addr, "/ready").await.unwrap();
     assert_eq!(r.status, 503);
-    assert!(r.body.contains("starting"), "{}", r.body);
+    assert!(r.text().contains("starting"), "{}", r.text());
     readiness.set_not_ready("filer 127.0.0.1:18888 unreachable");
-    let r = get(addr, "/ready").await;
+    let r = get_async(addr, "/ready").await.unwrap();
     assert_eq!(r.status, 503);
     assert!(
-        r.body.contains("filer 127.0.0.1:18888 unreachable"),
+        r.text().contains("filer 127.0.0.1:18888 unreachable"),
         "{}",
-        r.body
+        r.text()
     );
     readiness.set_ready();
-    let r = get(addr, "/ready").await;
-    assert_eq!((r.status, r.body.as_str()), (200, "ready\n"));
+    let r = get_async(addr, "/ready").await.unwrap();
+    assert_eq!((r.status, r.text().as_str()), (200, "ready\n"));
 
     // /metrics after some events.
     metrics.dispatch("photos", ActionKind::ExpirationDays, DeleteOutcome::Done);
     metrics.shard_halted(9, true);
     metrics.events_scanned(0, 11);
-    let r = get(addr, "/metrics").await;
+    let r = get_async(addr, "/metrics").await.unwrap();
     assert_eq!(r.status, 200);
     assert_eq!(
         r.header("content-type"),
         Some("text/plain; version=0.0.4; charset=utf-8")
     );
-    let lines: Vec<&str> = r.body.lines().collect();
+    let body = r.text();
+    let lines: Vec<&str> = body.lines().collect();
     for want in [
         r#"SeaweedFS_s3_lifecycle_dispatch_total{bucket="photos",kind="expiration_days",outcome="DONE"} 1"#,
         r#"s3_lifecycled_shard_halted{shard="9"} 1"#,
         r#"SeaweedFS_s3_lifecycle_daily_run_events_scanned_total{shard="0"} 11"#,
     ] {
-        assert!(lines.contains(&want), "missing {want} in\n{}", r.body);
+        assert!(lines.contains(&want), "missing {want} in\n{body}");
     }
 
     // /status.json before and after a publish.
-    let r = get(addr, "/status.json").await;
+    let r = get_async(addr, "/status.json").await.unwrap();
     assert_eq!(r.status, 200);
-    let s: StatusSnapshot = serde_json::from_str(&r.body).unwrap();
+    let s: StatusSnapshot = serde_json::from_str(&r.text()).unwrap();
     assert_eq!(s, StatusSnapshot::default());
     publisher.send_replace(snapshot());
-    let r = get(addr, "/status.json").await;
+    let r = get_async(addr, "/status.json").await.unwrap();
     assert_eq!(r.header("content-type"), Some("application/json"));
-    let s: StatusSnapshot = serde_json::from_str(&r.body).unwrap();
+    let s: StatusSnapshot = serde_json::from_str(&r.text()).unwrap();
     assert_eq!(s, snapshot());
 
     // / renders the published snapshot, escaped.
-    let r = get(addr, "/").await;
+    let r = get_async(addr, "/").await.unwrap();
     assert_eq!(r.status, 200);
     assert!(r.header("content-type").unwrap().starts_with("text/html"));
-    let page = r.body;
+    let page = r.text();
     assert!(
         page.contains("<strong id=\"state\">idle</strong>"),
         "{page}"
@@ -205,7 +160,7 @@ async fn endpoints_over_a_real_socket() {
     assert!(page.contains("<tr><td>9</td><td>cold</td>"), "{page}");
 
     // Unknown path.
-    assert_eq!(get(addr, "/nope").await.status, 404);
+    assert_eq!(get_async(addr, "/nope").await.unwrap().status, 404);
 
     let _ = stop_tx.send(());
     tokio::time::timeout(Duration::from_secs(30), server)

@@ -2,31 +2,25 @@
 //! validate cleanly, and each one-defect document under `invalid/` must be
 //! rejected with the expected kind and a message naming its rule and element.
 
+mod common;
+
 use std::collections::BTreeMap;
 use std::fs;
-use std::path::{Path, PathBuf};
 
 use s3_lifecycled::lifecycle::{FlatRule, ParseError, Severity, ValidationKind, parse, validate};
 use time::macros::datetime;
 
-fn fixture_dir(sub: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/fixtures/lifecycle")
-        .join(sub)
-}
+use common::{lifecycle_fixture_dir, lifecycle_fixture_files};
 
+/// `(file name, bytes)` of every fixture document in `sub`, sorted.
 fn xml_files(sub: &str) -> Vec<(String, Vec<u8>)> {
-    let mut files: Vec<_> = fs::read_dir(fixture_dir(sub))
-        .expect("fixture directory exists")
-        .map(|e| e.expect("readable entry").path())
-        .filter(|p| p.extension().is_some_and(|x| x == "xml"))
+    lifecycle_fixture_files(sub)
+        .into_iter()
         .map(|p| {
             let name = p.file_name().unwrap().to_string_lossy().into_owned();
             (name, fs::read(&p).expect("readable fixture"))
         })
-        .collect();
-    files.sort();
-    files
+        .collect()
 }
 
 fn tags(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
@@ -75,7 +69,7 @@ fn aws_examples_parse_and_validate_without_errors() {
 }
 
 fn flat_of(name: &str) -> Vec<FlatRule> {
-    let bytes = fs::read(fixture_dir("aws").join(name)).unwrap();
+    let bytes = fs::read(lifecycle_fixture_dir("aws").join(name)).unwrap();
     parse(&bytes).unwrap().flatten()
 }
 

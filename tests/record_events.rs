@@ -12,11 +12,11 @@ use aws_sdk_s3::primitives::{ByteStream, DateTime};
 use aws_sdk_s3::types::{
     BucketLifecycleConfiguration, BucketVersioningStatus, CompletedMultipartUpload, CompletedPart,
     ExpirationStatus, LifecycleExpiration, LifecycleRule, LifecycleRuleFilter, ObjectLockMode, Tag,
-    Tagging, VersioningConfiguration,
+    Tagging,
 };
 use base64::Engine as _;
 use common::events::{self, dump, encode_all, fixtures_dir, load_events};
-use common::{Cluster, now_ns};
+use common::{Cluster, NONCURRENT_SINCE_KEY, now_ns, put, set_versioning};
 use md5::Digest as _;
 use s3_lifecycled::pb::filer_pb::{Entry, SubscribeMetadataResponse};
 
@@ -37,37 +37,6 @@ async fn mark_action() -> i64 {
     let t = now_ns();
     tokio::time::sleep(SETTLE).await;
     t
-}
-
-async fn put(
-    s3: &Client,
-    bucket: &str,
-    key: &str,
-    body: &'static [u8],
-) -> anyhow::Result<Option<String>> {
-    let out = s3
-        .put_object()
-        .bucket(bucket)
-        .key(key)
-        .body(ByteStream::from_static(body))
-        .send()
-        .await
-        .with_context(|| format!("PUT {bucket}/{key}"))?;
-    Ok(out.version_id().map(str::to_string))
-}
-
-async fn set_versioning(
-    s3: &Client,
-    bucket: &str,
-    status: BucketVersioningStatus,
-) -> anyhow::Result<()> {
-    s3.put_bucket_versioning()
-        .bucket(bucket)
-        .versioning_configuration(VersioningConfiguration::builder().status(status).build())
-        .send()
-        .await
-        .with_context(|| format!("PutBucketVersioning {bucket}"))?;
-    Ok(())
 }
 
 fn tagging(pairs: &[(&str, &str)]) -> Tagging {
@@ -171,17 +140,17 @@ async fn run(
     let action_since_ns = match name {
         "put_new" => {
             let t = mark_action().await;
-            put(&s3, b, "docs/a.txt", b"0123456789").await?;
+            put(&s3, b, "docs/a.txt", b"0123456789", None).await;
             t
         }
         "put_overwrite" => {
-            put(&s3, b, "docs/a.txt", b"first body").await?;
+            put(&s3, b, "docs/a.txt", b"first body", None).await;
             let t = mark_action().await;
-            put(&s3, b, "docs/a.txt", b"second, longer body").await?;
+            put(&s3, b, "docs/a.txt", b"second, longer body", None).await;
             t
         }
         "put_object_tagging" => {
-            put(&s3, b, "a.txt", b"tag me").await?;
+            put(&s3, b, "a.txt", b"tag me", None).await;
             let t = mark_action().await;
             s3.put_object_tagging()
                 .bucket(b)
@@ -219,7 +188,7 @@ async fn run(
             t
         }
         "delete_unversioned" => {
-            put(&s3, b, "docs/a.txt", b"to delete").await?;
+            put(&s3, b, "docs/a.txt", b"to delete", None).await;
             let t = mark_action().await;
             s3.delete_object()
                 .bucket(b)
@@ -230,11 +199,11 @@ async fn run(
         }
         "folder_marker" => {
             let t = mark_action().await;
-            put(&s3, b, "dir/", b"").await?;
+            put(&s3, b, "dir/", b"", None).await;
             t
         }
         "copy_object" => {
-            put(&s3, b, "src.txt", b"copy source").await?;
+            put(&s3, b, "src.txt", b"copy source", None).await;
             let t = mark_action().await;
             s3.copy_object()
                 .bucket(b)
@@ -262,32 +231,34 @@ async fn run(
             t
         }
         "versioned_put_demotion" => {
-            v(Enabled).await?;
+            v(Enabled).await;
             let t = mark_action().await;
-            put(&s3, b, "k1", b"v1").await?;
-            put(&s3, b, "k1", b"v2!").await?;
+            put(&s3, b, "k1", b"v1", None).await;
+            put(&s3, b, "k1", b"v2!", None).await;
             t
         }
         "versioned_put_three_versions" => {
-            v(Enabled).await?;
+            v(Enabled).await;
             let t = mark_action().await;
-            put(&s3, b, "k1", b"v1").await?;
-            put(&s3, b, "k1", b"v2!").await?;
-            put(&s3, b, "k1", b"v3!!").await?;
+            put(&s3, b, "k1", b"v1", None).await;
+            put(&s3, b, "k1", b"v2!", None).await;
+            put(&s3, b, "k1", b"v3!!", None).await;
             t
         }
         "versioned_delete_marker" => {
-            v(Enabled).await?;
-            put(&s3, b, "k1", b"v1").await?;
-            put(&s3, b, "k1", b"v2!").await?;
+            v(Enabled).await;
+            put(&s3, b, "k1", b"v1", None).await;
+            put(&s3, b, "k1", b"v2!", None).await;
             let t = mark_action().await;
             s3.delete_object().bucket(b).key("k1").send().await?;
             t
         }
         "versioned_delete_noncurrent_version" => {
-            v(Enabled).await?;
-            let v1 = put(&s3, b, "k1", b"v1").await?.context("no version id")?;
-            put(&s3, b, "k1", b"v2!").await?;
+            v(Enabled).await;
+            let v1 = put(&s3, b, "k1", b"v1", None)
+                .await
+                .context("no version id")?;
+            put(&s3, b, "k1", b"v2!", None).await;
             let t = mark_action().await;
             s3.delete_object()
                 .bucket(b)
@@ -298,9 +269,9 @@ async fn run(
             t
         }
         "versioned_delete_the_delete_marker" => {
-            v(Enabled).await?;
-            put(&s3, b, "k1", b"v1").await?;
-            put(&s3, b, "k1", b"v2!").await?;
+            v(Enabled).await;
+            put(&s3, b, "k1", b"v1", None).await;
+            put(&s3, b, "k1", b"v2!", None).await;
             let dm = s3.delete_object().bucket(b).key("k1").send().await?;
             let marker = dm
                 .version_id()
@@ -316,9 +287,9 @@ async fn run(
             t
         }
         "versioned_tagging_latest" => {
-            v(Enabled).await?;
-            put(&s3, b, "k1", b"v1").await?;
-            put(&s3, b, "k1", b"v2!").await?;
+            v(Enabled).await;
+            put(&s3, b, "k1", b"v1", None).await;
+            put(&s3, b, "k1", b"v2!", None).await;
             let t = mark_action().await;
             s3.put_object_tagging()
                 .bucket(b)
@@ -329,9 +300,11 @@ async fn run(
             t
         }
         "versioned_tagging_noncurrent" => {
-            v(Enabled).await?;
-            let v1 = put(&s3, b, "k1", b"v1").await?.context("no version id")?;
-            put(&s3, b, "k1", b"v2!").await?;
+            v(Enabled).await;
+            let v1 = put(&s3, b, "k1", b"v1", None)
+                .await
+                .context("no version id")?;
+            put(&s3, b, "k1", b"v2!", None).await;
             let t = mark_action().await;
             s3.put_object_tagging()
                 .bucket(b)
@@ -343,43 +316,43 @@ async fn run(
             t
         }
         "suspended_put_new_key" => {
-            v(Enabled).await?;
-            v(Suspended).await?;
+            v(Enabled).await;
+            v(Suspended).await;
             let t = mark_action().await;
-            put(&s3, b, "k2", b"null version").await?;
+            put(&s3, b, "k2", b"null version", None).await;
             t
         }
         "suspended_put_key_with_versions" => {
-            v(Enabled).await?;
-            put(&s3, b, "k1", b"v1").await?;
-            put(&s3, b, "k1", b"v2!").await?;
-            v(Suspended).await?;
+            v(Enabled).await;
+            put(&s3, b, "k1", b"v1", None).await;
+            put(&s3, b, "k1", b"v2!", None).await;
+            v(Suspended).await;
             let t = mark_action().await;
-            put(&s3, b, "k1", b"null on top").await?;
+            put(&s3, b, "k1", b"null on top", None).await;
             t
         }
         "suspended_delete" => {
-            v(Enabled).await?;
-            v(Suspended).await?;
-            put(&s3, b, "k2", b"null version").await?;
+            v(Enabled).await;
+            v(Suspended).await;
+            put(&s3, b, "k2", b"null version", None).await;
             let t = mark_action().await;
             s3.delete_object().bucket(b).key("k2").send().await?;
             t
         }
         "preversioning_then_enabled_put" => {
-            put(&s3, b, "k1", b"before versioning").await?;
-            v(Enabled).await?;
+            put(&s3, b, "k1", b"before versioning", None).await;
+            v(Enabled).await;
             let t = mark_action().await;
-            put(&s3, b, "k1", b"first real version").await?;
+            put(&s3, b, "k1", b"first real version", None).await;
             t
         }
         "suspended_null_then_enabled_put" => {
-            v(Enabled).await?;
-            v(Suspended).await?;
-            put(&s3, b, "k1", b"null current").await?;
-            v(Enabled).await?;
+            v(Enabled).await;
+            v(Suspended).await;
+            put(&s3, b, "k1", b"null current", None).await;
+            v(Enabled).await;
             let t = mark_action().await;
-            put(&s3, b, "k1", b"enabled version").await?;
+            put(&s3, b, "k1", b"enabled version", None).await;
             t
         }
         "object_lock_governance_put" => {
@@ -419,7 +392,7 @@ async fn run(
             t
         }
         "versioned_mpu_complete" => {
-            v(Enabled).await?;
+            v(Enabled).await;
             let t = mark_action().await;
             multipart(&s3, b, "mp/v.bin", &[b"only part".to_vec()], true).await?;
             t
@@ -536,20 +509,6 @@ const SCENARIOS: &[(&str, &str)] = &[
     ),
 ];
 
-fn in_bucket(ev: &SubscribeMetadataResponse, bucket: &str) -> bool {
-    let root = format!("{}/{bucket}", Cluster::BUCKETS_ROOT);
-    if ev.directory == root || ev.directory.starts_with(&format!("{root}/")) {
-        return true;
-    }
-    // The bucket entry itself (versioning, lifecycle, creation) lives in /buckets.
-    ev.directory == Cluster::BUCKETS_ROOT
-        && ev.event_notification.as_ref().is_some_and(|n| {
-            [&n.old_entry, &n.new_entry]
-                .iter()
-                .any(|e| e.as_ref().is_some_and(|e| e.name == bucket))
-        })
-}
-
 /// The event part of a `.txt` file; the consistency test regenerates it from the `.bin`.
 fn render(events: &[SubscribeMetadataResponse], action_since_ns: i64) -> String {
     let mut out = String::new();
@@ -590,7 +549,7 @@ async fn record_meta_log_events_per_s3_operation() {
     for s in &recorded {
         let events: Vec<_> = all
             .iter()
-            .filter(|e| e.ts_ns > s.since_ns && in_bucket(e, &s.bucket))
+            .filter(|e| e.ts_ns > s.since_ns && events::in_bucket(e, &s.bucket))
             .cloned()
             .collect();
         let action = events
@@ -659,8 +618,6 @@ fn recordings_decode_and_match_their_text_dumps() {
 
 // ---- Facts the recordings show (and tests/fixtures/events/README.md states) ----
 
-const NONCURRENT_SINCE: &str = "Seaweed-X-Amz-Noncurrent-Since-Ns";
-
 fn entries(ev: &SubscribeMetadataResponse) -> (Option<&Entry>, Option<&Entry>) {
     let n = ev
         .event_notification
@@ -676,8 +633,8 @@ fn stamps(scenario: &str) -> Vec<(String, String)> {
         .filter_map(|ev| {
             let (old, new) = entries(ev);
             let new = new?;
-            let stamped = new.extended.get(NONCURRENT_SINCE)?;
-            let before = old.and_then(|o| o.extended.get(NONCURRENT_SINCE));
+            let stamped = new.extended.get(NONCURRENT_SINCE_KEY)?;
+            let before = old.and_then(|o| o.extended.get(NONCURRENT_SINCE_KEY));
             (before != Some(stamped)).then(|| (ev.directory.clone(), new.name.clone()))
         })
         .collect()
@@ -778,7 +735,7 @@ fn deleting_the_delete_marker_leaves_a_stale_stamp_on_the_restored_latest() {
         .filter_map(|ev| entries(ev).1)
         .find(|e| e.name == restored)
         .unwrap();
-    assert!(last.extended.contains_key(NONCURRENT_SINCE));
+    assert!(last.extended.contains_key(NONCURRENT_SINCE_KEY));
 }
 
 #[test]

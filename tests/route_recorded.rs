@@ -5,9 +5,7 @@
 //! are resolved against the entries the same recording holds, as the daily
 //! pass would resolve them against the filer once they are due.
 
-#[path = "common/events.rs"]
-#[allow(dead_code)]
-mod events;
+mod common;
 
 use std::collections::BTreeMap;
 
@@ -20,6 +18,8 @@ use s3_lifecycled::engine::{
 };
 use s3_lifecycled::lifecycle::FlatRule;
 use s3_lifecycled::pb::filer_pb::Entry;
+
+use common::events;
 
 const ROOT: &str = "/buckets";
 const EXP_DAYS: i64 = 10;

@@ -11,11 +11,7 @@ use s3_lifecycled::pb::filer_pb::{Entry, FuseAttributes};
 use s3_lifecycled::seaweed::cursor::{CursorError, CursorStore, GENERATION_KEY, load_go_from};
 use s3_lifecycled::seaweed::filer::{FilerClient, FilerError};
 
-async fn client() -> FilerClient {
-    FilerClient::connect(&common::cluster().filer_grpc_addr().to_string())
-        .await
-        .unwrap()
-}
+use common::write_inline_file;
 
 /// A cursor directory nobody else uses.
 fn unique_dir(tag: &str) -> String {
@@ -51,32 +47,9 @@ fn cursor(shard: u8, ts: i64) -> ShardCursor {
     }
 }
 
-/// Writes `content` as an inline file, the way an operator or Go would.
-async fn write_raw(c: &FilerClient, dir: &str, name: &str, content: &[u8]) {
-    let entry = Entry {
-        name: name.into(),
-        content: content.to_vec(),
-        attributes: Some(FuseAttributes {
-            file_size: content.len() as u64,
-            mtime: 1_700_000_000,
-            crtime: 1_700_000_000,
-            file_mode: 0o644,
-            ..Default::default()
-        }),
-        ..Default::default()
-    };
-    match c.lookup(dir, name).await.unwrap() {
-        None => c.create_entry(dir, entry, false).await.unwrap(),
-        Some(_) => c
-            .update_entry(dir, entry, Default::default())
-            .await
-            .unwrap(),
-    }
-}
-
 #[tokio::test]
 async fn missing_cursor_is_cold_start_and_round_trip_works() {
-    let c = client().await;
+    let c = common::cluster().filer().await;
     let store = CursorStore::new(c.clone(), &unique_dir("rt"));
     assert_eq!(store.load(4).await.unwrap(), None);
 
@@ -112,7 +85,7 @@ async fn missing_cursor_is_cold_start_and_round_trip_works() {
     assert_eq!(attrs.mtime, 1_800_000_001);
 
     // A fresh store (another process) reads the same state.
-    let other = CursorStore::new(client().await, store.dir());
+    let other = CursorStore::new(common::cluster().filer().await, store.dir());
     assert_eq!(other.load(4).await.unwrap().unwrap(), loaded);
 
     store.reset(4).await.unwrap();
@@ -131,24 +104,24 @@ fn expect_corrupt(err: CursorError, path: &str, what: &str) {
 
 #[tokio::test]
 async fn corrupt_cursor_files_are_errors_naming_the_path() {
-    let c = client().await;
+    let c = common::cluster().filer().await;
     let dir = unique_dir("corrupt");
     let store = CursorStore::new(c.clone(), &dir);
     let path = store.path(2);
 
-    write_raw(&c, &dir, "shard-02.json", b"\x00junk{{").await;
+    write_inline_file(&c, &dir, "shard-02.json", b"\x00junk{{").await;
     expect_corrupt(store.load(2).await.unwrap_err(), &path, "invalid JSON");
 
-    write_raw(&c, &dir, "shard-02.json", b"").await;
+    write_inline_file(&c, &dir, "shard-02.json", b"").await;
     expect_corrupt(store.load(2).await.unwrap_err(), &path, "empty");
 
     // Wrong shard: shard 3's content in shard 2's file.
-    write_raw(&c, &dir, "shard-02.json", &cursor(3, 5).to_json()).await;
+    write_inline_file(&c, &dir, "shard-02.json", &cursor(3, 5).to_json()).await;
     expect_corrupt(store.load(2).await.unwrap_err(), &path, "shard_id 3");
 
     let good = String::from_utf8(cursor(2, 5).to_json()).unwrap();
     let v9 = good.replace("\"version\": 1", "\"version\": 9");
-    write_raw(&c, &dir, "shard-02.json", v9.as_bytes()).await;
+    write_inline_file(&c, &dir, "shard-02.json", v9.as_bytes()).await;
     expect_corrupt(store.load(2).await.unwrap_err(), &path, "version 9");
 
     // A 31-byte hash (base64 of 31 bytes) must not pass.
@@ -157,7 +130,7 @@ async fn corrupt_cursor_files_are_errors_naming_the_path() {
         "\"rule_set_hash\": \"AQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQ==\"",
     );
     assert_ne!(short, good, "the replacement must hit");
-    write_raw(&c, &dir, "shard-02.json", short.as_bytes()).await;
+    write_inline_file(&c, &dir, "shard-02.json", short.as_bytes()).await;
     expect_corrupt(store.load(2).await.unwrap_err(), &path, "31 bytes");
 
     // Out-of-range shards are refused before any I/O.
@@ -169,7 +142,7 @@ async fn corrupt_cursor_files_are_errors_naming_the_path() {
 
 #[tokio::test]
 async fn go_cursor_files_are_read_strictly() {
-    let c = client().await;
+    let c = common::cluster().filer().await;
     let dir = unique_dir("go");
     // The Go encoder's output (docs/go-cursor.md#format): two-space indent, trailing
     // newline, last_walked_ns present because non-zero.
@@ -180,7 +153,7 @@ async fn go_cursor_files_are_read_strictly() {
          \"rule_set_hash\": \"{ones}\",\n  \"promoted_hash\": \"{zero}\",\n  \
          \"last_walked_ns\": 1700000000000000000\n}}\n"
     );
-    write_raw(&c, &dir, "shard-03.json", go_json.as_bytes()).await;
+    write_inline_file(&c, &dir, "shard-03.json", go_json.as_bytes()).await;
     let go = load_go_from(&c, &dir, 3).await.unwrap().unwrap();
     assert_eq!(
         go,
@@ -196,7 +169,7 @@ async fn go_cursor_files_are_read_strictly() {
 
     assert_eq!(load_go_from(&c, &dir, 4).await.unwrap(), None);
     // Wrong shard in the Go file is an error too.
-    write_raw(&c, &dir, "shard-05.json", go_json.as_bytes()).await;
+    write_inline_file(&c, &dir, "shard-05.json", go_json.as_bytes()).await;
     let err = load_go_from(&c, &dir, 5).await.unwrap_err();
     assert!(
         err.to_string().contains(&format!("{dir}/shard-05.json")),
@@ -207,8 +180,8 @@ async fn go_cursor_files_are_read_strictly() {
 #[tokio::test]
 async fn second_writer_is_detected() {
     let dir = unique_dir("race");
-    let a = CursorStore::new(client().await, &dir);
-    let b = CursorStore::new(client().await, &dir);
+    let a = CursorStore::new(common::cluster().filer().await, &dir);
+    let b = CursorStore::new(common::cluster().filer().await, &dir);
 
     // Both see "absent"; A creates first, B's exclusive create must fail.
     assert_eq!(a.load(6).await.unwrap(), None);
@@ -245,7 +218,7 @@ async fn second_writer_is_detected() {
 
 #[tokio::test]
 async fn filer_client_basics() {
-    let c = client().await;
+    let c = common::cluster().filer().await;
     assert_eq!(c.buckets_root().await.unwrap(), "/buckets");
     // http:// form is accepted too.
     let c2 = FilerClient::connect(&common::cluster().filer_grpc_url())
@@ -260,7 +233,7 @@ async fn filer_client_basics() {
     );
     // An exclusive create of an existing entry is AlreadyExists.
     let dir = unique_dir("excl");
-    write_raw(&c, &dir, "f", b"x").await;
+    write_inline_file(&c, &dir, "f", b"x").await;
     let err = c
         .create_entry(
             &dir,

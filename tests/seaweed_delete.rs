@@ -4,12 +4,10 @@
 
 mod common;
 
-use aws_sdk_s3::primitives::ByteStream;
-use aws_sdk_s3::types::BucketVersioningStatus;
 use s3_lifecycled::engine::{ActionKind, DeleteOutcome, EntryIdentity, RuleHash};
 use s3_lifecycled::seaweed::delete::{DeleteClient, DeleteError, DeleteRequest, RPC_ERROR_LABEL};
 
-use common::Cluster;
+use common::{Cluster, enable_versioning, exists, put};
 
 const HASH: RuleHash = RuleHash([1, 2, 3, 4, 5, 6, 7, 8]);
 
@@ -46,42 +44,11 @@ fn request(
     }
 }
 
-async fn put(c: &Cluster, bucket: &str, key: &str, body: &'static [u8]) -> Option<String> {
-    c.s3_client()
-        .put_object()
-        .bucket(bucket)
-        .key(key)
-        .body(ByteStream::from_static(body))
-        .send()
-        .await
-        .unwrap()
-        .version_id
-}
-
-async fn exists(c: &Cluster, bucket: &str, key: &str) -> bool {
-    match c
-        .s3_client()
-        .head_object()
-        .bucket(bucket)
-        .key(key)
-        .send()
-        .await
-    {
-        Ok(_) => true,
-        Err(e) if e.as_service_error().is_some_and(|s| s.is_not_found()) => false,
-        Err(e) => panic!("HeadObject {bucket}/{key}: {e:?}"),
-    }
-}
-
-async fn enable_versioning(c: &Cluster, bucket: &str) {
-    common::set_versioning(&c.s3_client(), bucket, BucketVersioningStatus::Enabled).await;
-}
-
 #[tokio::test]
 async fn exact_identity_deletes_unversioned_object() {
     let c = common::cluster();
     let bucket = c.new_bucket("del-plain").await.unwrap();
-    put(c, &bucket, "a/x.txt", b"hello").await;
+    put(&c.s3_client(), &bucket, "a/x.txt", b"hello", None).await;
     let id = identity(c, &format!("/buckets/{bucket}/a"), "x.txt").await;
     let out = client(c)
         .await
@@ -96,16 +63,19 @@ async fn exact_identity_deletes_unversioned_object() {
         .unwrap();
     assert_eq!(out.outcome, DeleteOutcome::Done, "{out:?}");
     assert!(out.outcome.is_resolved());
-    assert!(!exists(c, &bucket, "a/x.txt").await, "object must be gone");
+    assert!(
+        !exists(&c.s3_client(), &bucket, "a/x.txt").await,
+        "object must be gone"
+    );
 }
 
 #[tokio::test]
 async fn overwritten_object_is_stale_identity_and_survives() {
     let c = common::cluster();
     let bucket = c.new_bucket("del-stale").await.unwrap();
-    put(c, &bucket, "s.txt", b"old").await;
+    put(&c.s3_client(), &bucket, "s.txt", b"old", None).await;
     let id = identity(c, &format!("/buckets/{bucket}"), "s.txt").await;
-    put(c, &bucket, "s.txt", b"new body").await;
+    put(&c.s3_client(), &bucket, "s.txt", b"new body", None).await;
     let out = client(c)
         .await
         .delete(&request(
@@ -140,9 +110,13 @@ async fn overwritten_object_is_stale_identity_and_survives() {
 async fn versioned_expiration_adds_marker_and_noncurrent_delete_removes_version() {
     let c = common::cluster();
     let bucket = c.new_bucket("del-versioned").await.unwrap();
-    enable_versioning(c, &bucket).await;
-    let v1 = put(c, &bucket, "k", b"one").await.unwrap();
-    let v2 = put(c, &bucket, "k", b"two").await.unwrap();
+    enable_versioning(&c.s3_client(), &bucket).await;
+    let v1 = put(&c.s3_client(), &bucket, "k", b"one", None)
+        .await
+        .unwrap();
+    let v2 = put(&c.s3_client(), &bucket, "k", b"two", None)
+        .await
+        .unwrap();
     let vdir = format!("/buckets/{bucket}/k.versions");
     let del = client(c).await;
 
@@ -248,10 +222,7 @@ async fn abort_mpu_on_uploads_path_and_local_refusal_of_dest_key() {
 
 #[tokio::test]
 async fn dead_port_is_a_retryable_transport_error() {
-    let port = {
-        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        l.local_addr().unwrap().port()
-    };
+    let port = common::free_port();
     let del = DeleteClient::connect(&format!("127.0.0.1:{port}"))
         .await
         .unwrap();

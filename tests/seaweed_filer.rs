@@ -10,7 +10,6 @@ use futures::TryStreamExt;
 use s3_lifecycled::engine::keys;
 use s3_lifecycled::pb::filer_pb::{Entry, FuseAttributes};
 use s3_lifecycled::seaweed::buckets::{Versioning, list_bucket_configs};
-use s3_lifecycled::seaweed::filer::FilerClient;
 
 const XML: &[u8] = b"<LifecycleConfiguration xmlns=\"http://s3.amazonaws.com/doc/2006-03-01/\">\
 <Rule><ID>r1</ID><Filter><Prefix>logs/</Prefix></Filter><Status>Enabled</Status>\
@@ -19,17 +18,11 @@ const XML: &[u8] = b"<LifecycleConfiguration xmlns=\"http://s3.amazonaws.com/doc
 <NoncurrentVersionExpiration><NoncurrentDays>3</NoncurrentDays></NoncurrentVersionExpiration></Rule>\
 </LifecycleConfiguration>";
 
-async fn client() -> FilerClient {
-    FilerClient::connect(&common::cluster().filer_grpc_addr().to_string())
-        .await
-        .unwrap()
-}
-
 #[tokio::test]
 async fn bucket_discovery_reads_every_setting_and_isolates_bad_documents() {
     let c = common::cluster();
     let s3 = c.s3_client();
-    let filer = client().await;
+    let filer = common::cluster().filer().await;
 
     let versioned = c.new_bucket("disc-versioned").await.unwrap();
     common::set_versioning(
@@ -151,7 +144,7 @@ async fn list_all_pages_through_a_directory_in_name_order() {
     let bucket = c.new_bucket("listall").await.unwrap();
     let keys: Vec<String> = (0..25).map(|i| format!("d/k{i:02}")).collect();
     c.put_objects_bulk(&bucket, &keys, b"").await.unwrap();
-    let filer = client().await;
+    let filer = common::cluster().filer().await;
     let dir = format!("/buckets/{bucket}/d");
 
     // Page sizes that divide the count exactly, leave a remainder, or exceed it.

@@ -10,25 +10,14 @@ use std::collections::BTreeSet;
 
 use aws_sdk_s3::primitives::ByteStream;
 use aws_sdk_s3::types::BucketVersioningStatus;
-use common::set_versioning;
+use common::{put, set_versioning};
 use futures::StreamExt;
 use s3_lifecycled::engine::keys;
 use s3_lifecycled::pb::filer_pb::{Entry, FuseAttributes};
-use s3_lifecycled::seaweed::filer::FilerClient;
 use s3_lifecycled::seaweed::lister::{ListOptions, ListedItem, list_bucket, list_bucket_with};
 
 const BULK: usize = 10_000;
 const PAGE: u32 = 1_000;
-
-async fn put(s3: &aws_sdk_s3::Client, bucket: &str, key: &str, body: &'static [u8]) {
-    s3.put_object()
-        .bucket(bucket)
-        .key(key)
-        .body(ByteStream::from_static(body))
-        .send()
-        .await
-        .unwrap_or_else(|e| panic!("PUT {key}: {e:?}"));
-}
 
 fn file(name: &str, ext: &[(&str, &str)]) -> Entry {
     Entry {
@@ -106,9 +95,9 @@ async fn lister_enumerates_every_kind_of_item_exactly_once() {
         "top.txt",
         "n/k3",
     ] {
-        put(&s3, &bucket, key, b"data").await;
+        put(&s3, &bucket, key, b"data", None).await;
     }
-    put(&s3, &bucket, "folder/", b"").await;
+    put(&s3, &bucket, "folder/", b"", None).await;
 
     // Enabled: versions over pre-versioning objects (one of them the last
     // entry of listing page 5, its folder the first of page 6), several
@@ -123,7 +112,7 @@ async fn lister_enumerates_every_kind_of_item_exactly_once() {
         "v/k1",
         "v/k2",
     ] {
-        put(&s3, &bucket, key, b"ver").await;
+        put(&s3, &bucket, key, b"ver", None).await;
     }
     s3.delete_object()
         .bucket(&bucket)
@@ -134,8 +123,8 @@ async fn lister_enumerates_every_kind_of_item_exactly_once() {
 
     // Suspended: a null version next to existing versions, and a plain key.
     set_versioning(&s3, &bucket, BucketVersioningStatus::Suspended).await;
-    put(&s3, &bucket, "v/k1", b"null").await;
-    put(&s3, &bucket, "s/plain", b"null").await;
+    put(&s3, &bucket, "v/k1", b"null", None).await;
+    put(&s3, &bucket, "s/plain", b"null", None).await;
 
     // Multipart uploads: one empty, one with a part.
     let one = s3
@@ -168,9 +157,7 @@ async fn lister_enumerates_every_kind_of_item_exactly_once() {
 
     // Written straight into the filer: an upload dir without `key` (with a
     // part), and a `.versions` folder holding no versions.
-    let filer = FilerClient::connect(&c.filer_grpc_addr().to_string())
-        .await
-        .unwrap();
+    let filer = c.filer().await;
     filer
         .create_entry(
             &format!("{bdir}/.uploads/nokey"),
@@ -274,9 +261,7 @@ async fn dropping_the_stream_stops_the_listing() {
     let bucket = c.new_bucket("lister-drop").await.unwrap();
     let keys: Vec<String> = (0..300).map(|i| format!("k{i:03}")).collect();
     c.put_objects_bulk(&bucket, &keys, b"").await.unwrap();
-    let filer = FilerClient::connect(&c.filer_grpc_addr().to_string())
-        .await
-        .unwrap();
+    let filer = c.filer().await;
     let opts = ListOptions {
         page: 50,
         channel_capacity: 1,
@@ -302,9 +287,7 @@ async fn dropping_the_stream_stops_the_listing() {
 #[tokio::test]
 async fn missing_bucket_lists_nothing() {
     let c = common::cluster();
-    let filer = FilerClient::connect(&c.filer_grpc_addr().to_string())
-        .await
-        .unwrap();
+    let filer = c.filer().await;
     let mut listing = list_bucket(&filer, "/buckets", "no-such-bucket-xyz");
     assert!(listing.next().await.is_none());
 }

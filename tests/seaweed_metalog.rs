@@ -16,18 +16,11 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tonic::transport::Channel;
 
-use common::{Cluster, now_ns};
+use common::events::{entry_name, in_bucket, kind};
+use common::now_ns;
 
 /// Safety net so a hung stream fails the test instead of hanging it (not a speed assertion).
 const HANG_LIMIT: Duration = Duration::from_secs(180);
-
-async fn filer_channel(c: &Cluster) -> Channel {
-    Channel::from_shared(c.filer_grpc_url())
-        .unwrap()
-        .connect()
-        .await
-        .unwrap()
-}
 
 fn params(since_ns: i64, until_ns: i64) -> SubscribeParams {
     SubscribeParams {
@@ -56,37 +49,11 @@ async fn drain(
     .expect("meta-log pass did not end")
 }
 
-fn kind(ev: &SubscribeMetadataResponse) -> &'static str {
-    let n = ev.event_notification.as_ref().unwrap();
-    match (&n.old_entry, &n.new_entry) {
-        (None, Some(_)) => "CREATE",
-        (Some(_), None) => "DELETE",
-        _ => "UPDATE",
-    }
-}
-
-fn name(ev: &SubscribeMetadataResponse) -> String {
-    let n = ev.event_notification.as_ref().unwrap();
-    n.new_entry
-        .as_ref()
-        .or(n.old_entry.as_ref())
-        .map(|e| e.name.clone())
-        .unwrap()
-}
-
-/// Whether `e` belongs to `bucket` (its own entry in /buckets, or anything under it).
-fn belongs(e: &SubscribeMetadataResponse, bucket: &str) -> bool {
-    let root = format!("/buckets/{bucket}");
-    (e.directory == "/buckets" && name(e) == bucket)
-        || e.directory == root
-        || e.directory.starts_with(&format!("{root}/"))
-}
-
 fn of_bucket<'a>(
     events: &'a [SubscribeMetadataResponse],
     bucket: &'a str,
 ) -> impl Iterator<Item = &'a SubscribeMetadataResponse> + 'a {
-    events.iter().filter(move |e| belongs(e, bucket))
+    events.iter().filter(move |e| in_bucket(e, bucket))
 }
 
 /// Backward ts steps in delivery order, and the largest one (ns).
@@ -187,7 +154,7 @@ async fn reader_returns_s3_operations_in_order_and_stops_at_until() {
     put(b1.clone(), "late.txt", b"late").await;
 
     let mut reader = MetaLogReader::open(
-        filer_channel(c).await,
+        c.filer_channel().await.unwrap(),
         params(since, until),
         ReaderOptions::default(),
     )
@@ -216,8 +183,8 @@ async fn reader_returns_s3_operations_in_order_and_stops_at_until() {
 
     let got: Vec<(String, String, String)> = events
         .iter()
-        .filter(|e| belongs(e, &b1) || belongs(e, &b2))
-        .map(|e| (kind(e).to_string(), e.directory.clone(), name(e)))
+        .filter(|e| in_bucket(e, &b1) || in_bucket(e, &b2))
+        .map(|e| (kind(e).to_string(), e.directory.clone(), entry_name(e)))
         .collect();
     let r1 = format!("/buckets/{b1}");
     let r2 = format!("/buckets/{b2}");
@@ -269,7 +236,7 @@ async fn reader_returns_s3_operations_in_order_and_stops_at_until() {
         Some(&b"mp/one.bin"[..])
     );
     let marker = of_bucket(&events, &b2)
-        .find(|e| name(e) == format!("v_{dm}"))
+        .find(|e| entry_name(e) == format!("v_{dm}"))
         .unwrap();
     let marker_entry = marker
         .event_notification
@@ -285,7 +252,7 @@ async fn reader_returns_s3_operations_in_order_and_stops_at_until() {
             .map(Vec::as_slice),
         Some(&b"true"[..])
     );
-    assert!(!events.iter().any(|e| name(e) == "late.txt"));
+    assert!(!events.iter().any(|e| entry_name(e) == "late.txt"));
 
     let s = reader.summary();
     assert_eq!(s.events_delivered, events.len() as u64);
@@ -309,7 +276,7 @@ async fn batched_replay_of_2000_past_events_is_complete_and_ordered() {
     tokio::time::sleep(Duration::from_secs(135)).await;
 
     let mut reader = MetaLogReader::open(
-        filer_channel(c).await,
+        c.filer_channel().await.unwrap(),
         params(since, until),
         ReaderOptions::default(),
     )
@@ -338,7 +305,7 @@ async fn batched_replay_of_2000_past_events_is_complete_and_ordered() {
     let mut seen = std::collections::BTreeMap::<String, Vec<i64>>::new();
     for e in of_bucket(&events, &bucket).filter(|e| e.directory.ends_with("/obj")) {
         assert_eq!(kind(e), "CREATE");
-        seen.entry(name(e)).or_default().push(e.ts_ns);
+        seen.entry(entry_name(e)).or_default().push(e.ts_ns);
     }
     for (k, v) in seen.iter().filter(|(_, v)| v.len() > 1) {
         eprintln!("duplicate delivery of obj/{k}: ts {v:?}");
@@ -355,10 +322,7 @@ async fn batched_replay_of_2000_past_events_is_complete_and_ordered() {
 
 #[tokio::test]
 async fn unreachable_filer_is_an_error() {
-    let port = {
-        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        l.local_addr().unwrap().port()
-    }; // dropped: nothing listens there now
+    let port = common::free_port(); // nothing listens there now
     let channel = Channel::from_shared(format!("http://127.0.0.1:{port}"))
         .unwrap()
         .connect_lazy();
@@ -457,7 +421,7 @@ async fn slow_consumer_never_has_more_than_capacity_buffered() {
 
     const CAPACITY: usize = 4;
     let mut reader = MetaLogReader::open(
-        filer_channel(c).await,
+        c.filer_channel().await.unwrap(),
         params(since, until),
         ReaderOptions {
             capacity: CAPACITY,

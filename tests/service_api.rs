@@ -5,78 +5,64 @@
 //! OTLP receiver.
 
 mod common;
-mod service_support;
 
 use std::collections::HashMap;
 use std::process::Command;
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use common::{cluster, http, now_ns};
-use opentelemetry_proto::tonic::collector::trace::v1::trace_service_server::{
-    TraceService, TraceServiceServer,
-};
-use opentelemetry_proto::tonic::collector::trace::v1::{
-    ExportTraceServiceRequest, ExportTraceServiceResponse,
-};
-use opentelemetry_proto::tonic::common::v1::any_value::Value;
+use common::otlp::{Collector, attr};
+use common::*;
 use opentelemetry_proto::tonic::trace::v1::Span as OtlpSpan;
-use service_support::{Serve, TmpDir, count_objects, days_xml, keys};
-
-fn rfc3339(ns: i64) -> String {
-    time::OffsetDateTime::from_unix_timestamp_nanos(i128::from(ns))
-        .unwrap()
-        .format(&time::format_description::well_known::Rfc3339)
-        .unwrap()
-}
 
 /// `--now` a minute ahead: with the 10 s day, everything written now is due.
 fn later() -> String {
-    rfc3339(now_ns() + 60_000_000_000)
+    rfc3339(now_ns() + 60 * SEC_NS)
 }
 
-/// A bucket with the 1-day expiration rule and `n` objects.
-async fn bucket_with(prefix: &str, n: usize) -> (String, String) {
+/// A bucket with the 1-day expiration rule and `n` objects, and its scope.
+async fn bucket_with(prefix: &str, n: usize) -> (String, Scope) {
     let c = cluster();
     let b = c.new_bucket(prefix).await.unwrap();
-    c.put_lifecycle_xml(&b, &days_xml()).await.unwrap();
+    c.put_lifecycle_xml(&b, &lifecycle(&days_rule("d1", "", 1)))
+        .await
+        .unwrap();
     c.put_objects_bulk(&b, &keys("o/", n), b"x").await.unwrap();
-    let dir = format!("/etc/s3/lifecycle/test-{b}");
-    (b, dir)
+    let scope = Scope::new(&[&b]);
+    (b, scope)
 }
 
 #[tokio::test(flavor = "multi_thread")]
 async fn trigger_status_second_trigger_and_metrics_after_a_pass() {
-    let (b, dir) = bucket_with("svc-api", 40).await;
+    let (b, scope) = bucket_with("svc-api", 40).await;
     // 10 deletes/s: the pass takes ~4 s, long enough to trigger twice and
     // read the running pass's status.
     let serve = Serve::start(
-        &b,
-        &dir,
+        &scope,
         &[
             ("S3_LIFECYCLED__RATE__DELETES_PER_SECOND", "10"),
             ("S3_LIFECYCLED__RATE__BURST", "1"),
         ],
-    );
-    assert_eq!(serve.last(), serde_json::Value::Null, "no pass yet");
-    assert_eq!(serve.status()["state"], "idle");
+    )
+    .await;
+    assert_eq!(serve.last().await, serde_json::Value::Null, "no pass yet");
+    assert_eq!(serve.status().await["state"], "idle");
 
     let now = later();
-    let (id, already) = serve.trigger(&["--now", &now]);
+    let (id, already) = serve.trigger(&["--now", &now]).await;
     assert!(!already, "first trigger starts a pass");
-    let (id2, already2) = serve.trigger(&[]);
+    let (id2, already2) = serve.trigger(&[]).await;
     assert_eq!(
         id2, id,
         "a trigger during a pass answers with the running pass's id"
     );
     assert!(already2, "second trigger reports already_running");
 
-    let st = serve.status();
+    let st = serve.status().await;
     assert_eq!(st["state"], "running", "{st}");
     assert_eq!(st["current_pass"]["run_id"], id.as_str(), "{st}");
     assert_eq!(st["current_pass"]["shards"].as_array().unwrap().len(), 16);
 
-    let last = serve.wait_last(&id, Duration::from_secs(60));
+    let last = serve.wait_last(&id, Duration::from_secs(60)).await;
     assert_eq!(last["outcome"], "completed", "{last}");
     assert_eq!(last["shards"].as_array().unwrap().len(), 16);
     let done: u64 = last["shards"]
@@ -92,10 +78,13 @@ async fn trigger_status_second_trigger_and_metrics_after_a_pass() {
     assert_eq!(buckets[0]["outcome"], "completed");
     assert_eq!(buckets[0]["deletes"]["DONE"], 40, "{last}");
     assert!(buckets[0]["last_walk_ns"].as_i64().unwrap() > 0, "{last}");
-    assert_eq!(count_objects(&b).await, 0);
-    assert_eq!(serve.status()["state"], "idle");
+    assert_eq!(count_objects(&cluster().s3_client(), &b).await, 0);
+    assert_eq!(serve.status().await["state"], "idle");
 
-    let metrics = http::get(serve.http, "/metrics", &[]).unwrap().text();
+    let metrics = http::get_async(serve.http, "/metrics")
+        .await
+        .unwrap()
+        .text();
     let line = format!(
         "SeaweedFS_s3_lifecycle_dispatch_total{{bucket=\"{b}\",kind=\"expiration_days\",outcome=\"DONE\"}} 40"
     );
@@ -166,10 +155,10 @@ fn between<'a>(s: &'a str, start: &str, end: &str) -> &'a str {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn status_page_in_chromium_shows_the_last_run() {
-    let (b, dir) = bucket_with("svc-page", 7).await;
-    let serve = Serve::start(&b, &dir, &[]);
-    let (id, _) = serve.trigger(&["--now", &later()]);
-    serve.wait_last(&id, Duration::from_secs(60));
+    let (b, scope) = bucket_with("svc-page", 7).await;
+    let serve = Serve::start(&scope, &[]).await;
+    let (id, _) = serve.trigger(&["--now", &later()]).await;
+    serve.wait_last(&id, Duration::from_secs(60)).await;
 
     let dom = chromium_dom(&format!("http://{}/", serve.http));
     assert!(dom.contains("<strong id=\"state\">idle</strong>"), "{dom}");
@@ -209,108 +198,62 @@ async fn status_page_in_chromium_shows_the_last_run() {
     assert_eq!(done, 7, "{table}");
 }
 
-#[derive(Default, Clone)]
-struct Receiver {
-    spans: Arc<Mutex<Vec<OtlpSpan>>>,
-}
-
-#[tonic::async_trait]
-impl TraceService for Receiver {
-    async fn export(
-        &self,
-        request: tonic::Request<ExportTraceServiceRequest>,
-    ) -> Result<tonic::Response<ExportTraceServiceResponse>, tonic::Status> {
-        for rs in request.into_inner().resource_spans {
-            for ss in rs.scope_spans {
-                self.spans.lock().unwrap().extend(ss.spans);
-            }
-        }
-        Ok(tonic::Response::new(ExportTraceServiceResponse {
-            partial_success: None,
-        }))
-    }
-}
-
-fn attr(span: &OtlpSpan, key: &str) -> Option<String> {
-    span.attributes
-        .iter()
-        .find(|kv| kv.key == key)
-        .and_then(|kv| kv.value.as_ref())
-        .and_then(|v| v.value.as_ref())
-        .map(|v| match v {
-            Value::StringValue(s) => s.clone(),
-            Value::IntValue(i) => i.to_string(),
-            other => format!("{other:?}"),
-        })
-}
-
 #[tokio::test(flavor = "multi_thread")]
 async fn span_tree_of_real_passes_reaches_an_otlp_receiver() {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    let receiver = Receiver::default();
-    let server = tokio::spawn(
-        tonic::transport::Server::builder()
-            .add_service(TraceServiceServer::new(receiver.clone()))
-            .serve_with_incoming(tokio_stream::wrappers::TcpListenerStream::new(listener)),
-    );
-
-    let (b, dir) = bucket_with("svc-trace", 3).await;
-    let endpoint = format!("http://{addr}");
-    // Real time only (no `--now` ahead of the clock: a pass evaluated in the
-    // future covers due times up to that future). A 2 s day makes objects
-    // due 2 s after they are written.
+    let collector = Collector::start().await;
+    let (b, scope) = bucket_with("svc-trace", 3).await;
+    let endpoint = collector.endpoint();
     let mut serve = Serve::start(
-        &b,
-        &dir,
+        &scope,
         &[
-            ("S3_LIFECYCLED__TIME__DAY", "2s"),
             ("S3_LIFECYCLED__TELEMETRY__OTLP_ENDPOINT", endpoint.as_str()),
             (
                 "S3_LIFECYCLED__TELEMETRY__LOG_FILTER",
                 "info,s3_lifecycled=debug",
             ),
         ],
-    );
-    // Pass 1: cold cursor, the recovery walk deletes the 3 objects.
-    tokio::time::sleep(Duration::from_secs(3)).await;
-    let (walk_id, _) = serve.trigger(&[]);
-    let last = serve.wait_last(&walk_id, Duration::from_secs(60));
+    )
+    .await;
+    // Pass 1: cold cursor, the recovery walk deletes the 3 objects (due at
+    // the trigger's `now`, a minute ahead with the 10 s day).
+    let (walk_id, _) = serve.trigger(&["--now", &later()]).await;
+    let last = serve.wait_last(&walk_id, Duration::from_secs(60)).await;
     assert_eq!(last["buckets"][0]["deletes"]["DONE"], 3, "{last}");
-    // Pass 2: new objects are found by the meta-log replay.
+    // Pass 2: new objects, written after pass 1, are found by the meta-log
+    // replay (a walk run at a future `now` vouches only for what existed
+    // when it ran).
     let c = cluster();
     c.put_objects_bulk(&b, &keys("n/", 2), b"y").await.unwrap();
-    tokio::time::sleep(Duration::from_secs(3)).await;
-    let (replay_id, _) = serve.trigger(&[]);
-    let last = serve.wait_last(&replay_id, Duration::from_secs(60));
+    let (replay_id, _) = serve.trigger(&["--now", &later()]).await;
+    let last = serve.wait_last(&replay_id, Duration::from_secs(60)).await;
     assert_eq!(last["buckets"][0]["deletes"]["DONE"], 2, "{last}");
     // The batch processor exports on its own schedule (every few seconds).
+    // Regression: long-lived shard actors held each pass's span open, so a
+    // pass's trace left the process only at the next pass or at shutdown.
     let has_pass = |id: &str| {
-        receiver
-            .spans
-            .lock()
-            .unwrap()
+        collector
+            .spans()
             .iter()
             .any(|s| s.name == "pass" && attr(s, "run_id").as_deref() == Some(id))
     };
-    for _ in 0..60 {
-        if has_pass(&walk_id) && has_pass(&replay_id) {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(500)).await;
-    }
-    // Regression: long-lived shard actors held each pass's span open, so a
-    // pass's trace left the process only at the next pass or at shutdown.
-    assert!(
-        has_pass(&walk_id) && has_pass(&replay_id),
-        "pass traces must be exported while the service keeps running"
-    );
+    eventually(
+        Duration::from_secs(30),
+        Duration::from_millis(500),
+        async || {
+            if has_pass(&walk_id) && has_pass(&replay_id) {
+                Ok(())
+            } else {
+                Err("pass traces must be exported while the service keeps running".to_string())
+            }
+        },
+    )
+    .await;
     // SIGTERM flushes the exporter on the way out.
-    let (code, _) = serve.stop_with("TERM", Duration::from_secs(40));
+    let (code, _) = serve.stop_with("TERM", Duration::from_secs(40)).await;
     assert_eq!(code, 0, "{}", serve.log_text());
-    server.abort();
+    let spans = collector.spans();
+    collector.stop().await;
 
-    let spans = receiver.spans.lock().unwrap().clone();
     let by_id: HashMap<Vec<u8>, &OtlpSpan> = spans.iter().map(|s| (s.span_id.clone(), s)).collect();
     let parent = |s: &OtlpSpan| by_id.get(&s.parent_span_id).copied();
     let pass_of = |id: &str| {

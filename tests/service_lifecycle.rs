@@ -5,58 +5,58 @@
 //! and nothing is deleted twice), plus `pass.max_runtime` in `run-once`.
 
 mod common;
-mod service_support;
 
 use std::collections::BTreeSet;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use common::cluster;
-use service_support::{Serve, count_objects, days_xml, keys, run_once_with};
+use common::*;
 
 #[tokio::test(flavor = "multi_thread")]
 async fn daily_schedule_with_a_short_day_starts_passes_by_itself() {
     let c = cluster();
+    let s3 = c.s3_client();
     let b = c.new_bucket("svc-sched").await.unwrap();
-    c.put_lifecycle_xml(&b, &days_xml()).await.unwrap();
+    c.put_lifecycle_xml(&b, &lifecycle(&days_rule("d1", "", 1)))
+        .await
+        .unwrap();
     c.put_objects_bulk(&b, &keys("o/", 10), b"x").await.unwrap();
-    let dir = format!("/etc/s3/lifecycle/test-{b}");
+    let scope = Scope::new(&[&b]);
     // A 4 s day: the 00:00 schedule fires at every multiple of 4 s since
-    // the epoch; objects are due 4 s after they are written.
+    // the epoch; objects are due 4 s after they are written. This test is
+    // about the schedule, so it waits for real passes (no `now`).
     let serve = Serve::start(
-        &b,
-        &dir,
+        &scope,
         &[
             ("S3_LIFECYCLED__TIME__DAY", "4s"),
             ("S3_LIFECYCLED__SERVICE__SCHEDULE", "00:00"),
         ],
-    );
-    let st = serve.status();
+    )
+    .await;
+    let st = serve.status().await;
     let next = st["next_pass_ns"].as_i64().expect("next pass announced");
-    assert!(next > common::now_ns() - 1_000_000_000, "{st}");
+    assert!(next > now_ns() - SEC_NS, "{st}");
 
-    let t = Instant::now();
     let mut ids = BTreeSet::new();
-    loop {
-        let last = serve.last();
-        if let Some(id) = last["run_id"].as_str() {
-            ids.insert(id.to_string());
-        }
-        if ids.len() >= 3 && count_objects(&b).await == 0 {
-            break;
-        }
-        assert!(
-            t.elapsed() < Duration::from_secs(60),
-            "scheduled passes: {ids:?}, objects left {}; log: {}",
-            count_objects(&b).await,
-            serve.log_text()
-        );
-        tokio::time::sleep(Duration::from_millis(300)).await;
-    }
+    eventually(
+        Duration::from_secs(60),
+        Duration::from_millis(300),
+        async || {
+            let last = serve.last().await;
+            if let Some(id) = last["run_id"].as_str() {
+                ids.insert(id.to_string());
+            }
+            let left = count_objects(&s3, &b).await;
+            if ids.len() >= 3 && left == 0 {
+                return Ok(());
+            }
+            Err(format!(
+                "scheduled passes: {ids:?}, objects left {left}; log: {}",
+                serve.log_text()
+            ))
+        },
+    )
+    .await;
     assert!(!serve.log_text().contains("ERROR"), "{}", serve.log_text());
-}
-
-fn done(json: &serde_json::Value) -> u64 {
-    json["totals"]["deletes"]["DONE"].as_u64().unwrap()
 }
 
 /// `deletes_done=N` of the service's "pass finished" log line.
@@ -76,45 +76,56 @@ fn logged_done(log: &str) -> u64 {
 async fn sigterm_mid_pass_drains_saves_cursors_and_nothing_is_lost_or_repeated() {
     const N: usize = 300;
     let c = cluster();
+    let s3 = c.s3_client();
     let b = c.new_bucket("svc-stop").await.unwrap();
-    c.put_lifecycle_xml(&b, &days_xml()).await.unwrap();
+    c.put_lifecycle_xml(&b, &lifecycle(&days_rule("d1", "", 1)))
+        .await
+        .unwrap();
     c.put_objects_bulk(&b, &keys("o/", N), b"x").await.unwrap();
-    let dir = format!("/etc/s3/lifecycle/test-{b}");
-    // A 2 s day: everything is due 2 s after it was written.
-    let env = [
-        ("S3_LIFECYCLED__TIME__DAY", "2s"),
+    let scope = Scope::new(&[&b]);
+    // Every pass runs at the same `now`, a minute ahead: with the 10 s day
+    // everything is due (no waiting for the objects to age).
+    let later = now_ns() + 60 * SEC_NS;
+    let slow = [
         ("S3_LIFECYCLED__RATE__DELETES_PER_SECOND", "25"),
         ("S3_LIFECYCLED__RATE__BURST", "1"),
         ("S3_LIFECYCLED__DISPATCH__MAX_IN_FLIGHT_PER_SHARD", "2"),
-        ("S3_LIFECYCLED__SERVICE__SHUTDOWN_DEADLINE", "20s"),
     ];
-    let mut serve = Serve::start(&b, &dir, &env);
-    tokio::time::sleep(Duration::from_secs(3)).await;
-    let (id, _) = serve.trigger(&[]);
+    let mut env = slow.to_vec();
+    env.push(("S3_LIFECYCLED__SERVICE__SHUTDOWN_DEADLINE", "20s"));
+    let mut serve = Serve::start(&scope, &env).await;
+    let (id, _) = serve.trigger(&["--now", &rfc3339(later)]).await;
     // Wait until deletes are flowing.
-    let t = Instant::now();
-    loop {
-        let st = serve.status();
-        let shards = st["current_pass"]["shards"]
-            .as_array()
-            .cloned()
-            .unwrap_or_default();
-        let sent: u64 = shards
-            .iter()
-            .map(|s| {
-                s["deletes"]["DONE"].as_u64().unwrap_or(0) + s["in_flight"].as_u64().unwrap_or(0)
-            })
-            .sum();
-        if sent >= 20 {
-            break;
-        }
-        assert!(
-            st["current_pass"]["run_id"] == id.as_str() && t.elapsed() < Duration::from_secs(30),
-            "pass {id} not deleting: {st}"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    let (code, took) = serve.stop_with("TERM", Duration::from_secs(40));
+    eventually(
+        Duration::from_secs(30),
+        Duration::from_millis(100),
+        async || {
+            let st = serve.status().await;
+            assert_eq!(
+                st["current_pass"]["run_id"],
+                id.as_str(),
+                "pass {id} not deleting: {st}"
+            );
+            let shards = st["current_pass"]["shards"]
+                .as_array()
+                .cloned()
+                .unwrap_or_default();
+            let sent: u64 = shards
+                .iter()
+                .map(|s| {
+                    s["deletes"]["DONE"].as_u64().unwrap_or(0)
+                        + s["in_flight"].as_u64().unwrap_or(0)
+                })
+                .sum();
+            if sent >= 20 {
+                Ok(())
+            } else {
+                Err(format!("pass {id} not deleting: {st}"))
+            }
+        },
+    )
+    .await;
+    let (code, took) = serve.stop_with("TERM", Duration::from_secs(40)).await;
     let log = serve.log_text();
     assert_eq!(code, 0, "{log}");
     assert!(
@@ -133,7 +144,7 @@ async fn sigterm_mid_pass_drains_saves_cursors_and_nothing_is_lost_or_repeated()
         "serve deleted {by_serve}"
     );
     assert_eq!(
-        count_objects(&b).await,
+        count_objects(&s3, &b).await,
         N - by_serve as usize,
         "drained deletes are all accounted for"
     );
@@ -141,7 +152,7 @@ async fn sigterm_mid_pass_drains_saves_cursors_and_nothing_is_lost_or_repeated()
     // Every shard's cursor was saved and parses.
     for shard in 0..16u8 {
         let e = c
-            .lookup_entry(&dir, &format!("shard-{shard:02}.json"))
+            .lookup_entry(&scope.cursor_dir, &format!("shard-{shard:02}.json"))
             .await
             .unwrap()
             .unwrap_or_else(|| panic!("shard {shard}: no cursor saved"));
@@ -151,37 +162,32 @@ async fn sigterm_mid_pass_drains_saves_cursors_and_nothing_is_lost_or_repeated()
     }
 
     // run-once capped by pass.max_runtime: truncated, not failed, exit 0.
-    let (code, capped, stderr) = run_once_with(
-        &b,
-        &dir,
-        &[
-            ("S3_LIFECYCLED__TIME__DAY", "2s"),
-            ("S3_LIFECYCLED__RATE__DELETES_PER_SECOND", "25"),
-            ("S3_LIFECYCLED__RATE__BURST", "1"),
-            ("S3_LIFECYCLED__DISPATCH__MAX_IN_FLIGHT_PER_SHARD", "2"),
-            ("S3_LIFECYCLED__PASS__MAX_RUNTIME", "2s"),
-        ],
-    );
-    assert_eq!(code, 0, "{stderr}");
-    assert_eq!(capped["outcome"], "truncated", "{capped}");
+    let mut env = SHORT_DAY.to_vec();
+    env.extend(slow);
+    env.push(("S3_LIFECYCLED__PASS__MAX_RUNTIME", "2s"));
+    let p = run_once(c, &scope, Some(later), &[], &env).await;
+    assert_eq!(p.code, 0, "{}", p.describe());
+    let capped = p.json();
+    assert_eq!(capped.v["outcome"], "truncated", "{}", p.describe());
     assert!(
-        capped["truncated"]
+        capped.v["truncated"]
             .as_str()
             .unwrap()
             .contains("max_runtime"),
-        "{capped}"
+        "{}",
+        p.describe()
     );
-    let by_capped = done(&capped);
-    assert!(by_capped > 0, "{capped}");
+    let by_capped = capped.total("DONE");
+    assert!(by_capped > 0, "{}", p.describe());
 
     // An uncapped run-once deletes the rest; no object is deleted twice.
-    let (code, rest, stderr) = run_once_with(&b, &dir, &[("S3_LIFECYCLED__TIME__DAY", "2s")]);
-    assert_eq!(code, 0, "{stderr}");
-    assert_eq!(rest["outcome"], "completed", "{rest}");
+    let p = run_once(c, &scope, Some(later), &[], &SHORT_DAY).await;
+    let rest = p.ok().total("DONE");
     assert_eq!(
-        by_serve + by_capped + done(&rest),
-        N as u64,
-        "DONE over the three passes must be the object count: serve {by_serve}, capped {by_capped}, rest {rest}"
+        by_serve as i64 + by_capped + rest,
+        N as i64,
+        "DONE over the three passes must be the object count: serve {by_serve}, capped {by_capped}, rest {rest}\n{}",
+        p.describe()
     );
-    assert_eq!(count_objects(&b).await, 0);
+    assert_eq!(count_objects(&s3, &b).await, 0);
 }

@@ -2,23 +2,16 @@
 //! finish and succeed), and an in-process OTLP/gRPC receiver that must get the
 //! pass → shard → replay → delete tree with its documented fields.
 
+mod common;
+
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use opentelemetry_proto::tonic::collector::trace::v1::trace_service_server::{
-    TraceService, TraceServiceServer,
-};
-use opentelemetry_proto::tonic::collector::trace::v1::{
-    ExportTraceServiceRequest, ExportTraceServiceResponse,
-};
-use opentelemetry_proto::tonic::common::v1::any_value::Value;
+use common::otlp::{Collector, attr};
 use opentelemetry_proto::tonic::trace::v1::Span as OtlpSpan;
 use s3_lifecycled::config::TelemetrySettings;
 use s3_lifecycled::engine::ActionKind;
 use s3_lifecycled::telemetry::{self, fields, spans};
-use tokio::net::TcpListener;
-use tokio_stream::wrappers::TcpListenerStream;
 
 /// Generous bound: a hang (the bug this guards against) never finishes.
 const NO_HANG: Duration = Duration::from_secs(30);
@@ -33,11 +26,8 @@ fn settings(endpoint: String) -> TelemetrySettings {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn no_collector_init_span_and_shutdown_complete_ok() {
-    // Bind and drop a listener to get a port where nothing listens.
-    let port = {
-        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        l.local_addr().unwrap().port()
-    };
+    // A port where nothing listens.
+    let port = common::free_port();
     let tel = telemetry::init_scoped(&settings(format!("http://127.0.0.1:{port}")), "t").unwrap();
     {
         let pass = telemetry::pass_span("no-collector");
@@ -50,70 +40,12 @@ async fn no_collector_init_span_and_shutdown_complete_ok() {
     assert!(r.is_ok(), "{r:?}");
 }
 
-#[derive(Default, Clone)]
-struct Receiver {
-    spans: Arc<Mutex<Vec<OtlpSpan>>>,
-    service_names: Arc<Mutex<Vec<String>>>,
-}
-
-#[tonic::async_trait]
-impl TraceService for Receiver {
-    async fn export(
-        &self,
-        request: tonic::Request<ExportTraceServiceRequest>,
-    ) -> Result<tonic::Response<ExportTraceServiceResponse>, tonic::Status> {
-        for rs in request.into_inner().resource_spans {
-            if let Some(res) = &rs.resource {
-                for kv in &res.attributes {
-                    if kv.key == "service.name"
-                        && let Some(Value::StringValue(v)) =
-                            kv.value.as_ref().and_then(|v| v.value.clone())
-                    {
-                        self.service_names.lock().unwrap().push(v);
-                    }
-                }
-            }
-            for ss in rs.scope_spans {
-                self.spans.lock().unwrap().extend(ss.spans);
-            }
-        }
-        Ok(tonic::Response::new(ExportTraceServiceResponse {
-            partial_success: None,
-        }))
-    }
-}
-
-fn attr(span: &OtlpSpan, key: &str) -> Option<String> {
-    span.attributes
-        .iter()
-        .find(|kv| kv.key == key)
-        .and_then(|kv| kv.value.as_ref())
-        .and_then(|v| v.value.as_ref())
-        .map(|v| match v {
-            Value::StringValue(s) => s.clone(),
-            Value::IntValue(i) => i.to_string(),
-            Value::BoolValue(b) => b.to_string(),
-            Value::DoubleValue(d) => d.to_string(),
-            other => format!("{other:?}"),
-        })
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn receiver_gets_the_span_tree_with_fields() {
-    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    let receiver = Receiver::default();
-    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
-    let server = tokio::spawn(
-        tonic::transport::Server::builder()
-            .add_service(TraceServiceServer::new(receiver.clone()))
-            .serve_with_incoming_shutdown(TcpListenerStream::new(listener), async {
-                let _ = stop_rx.await;
-            }),
-    );
+    let collector = Collector::start().await;
 
     let tel =
-        telemetry::init_scoped(&settings(format!("http://{addr}")), "s3-lifecycled-test").unwrap();
+        telemetry::init_scoped(&settings(collector.endpoint()), "s3-lifecycled-test").unwrap();
     {
         let pass = telemetry::pass_span("run-42");
         let shard = telemetry::shard_span(&pass, 5);
@@ -139,8 +71,8 @@ async fn receiver_gets_the_span_tree_with_fields() {
         .await
         .expect("shutdown hung")
         .expect("shutdown failed");
-    let _ = stop_tx.send(());
-    server.await.unwrap().unwrap();
+    let receiver = collector.receiver.clone();
+    collector.stop().await;
 
     let got = receiver.spans.lock().unwrap().clone();
     let by_name: HashMap<&str, &OtlpSpan> = got.iter().map(|s| (s.name.as_str(), s)).collect();
@@ -192,18 +124,8 @@ async fn receiver_gets_the_span_tree_with_fields() {
 async fn delete_spans_are_not_exported_at_info() {
     // The default filter (`info`) keeps the per-object spans out of traces;
     // the receiver must see the pass but no delete.
-    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    let receiver = Receiver::default();
-    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
-    let server = tokio::spawn(
-        tonic::transport::Server::builder()
-            .add_service(TraceServiceServer::new(receiver.clone()))
-            .serve_with_incoming_shutdown(TcpListenerStream::new(listener), async {
-                let _ = stop_rx.await;
-            }),
-    );
-    let mut s = settings(format!("http://{addr}"));
+    let collector = Collector::start().await;
+    let mut s = settings(collector.endpoint());
     s.log_filter = "info".into();
     let tel = telemetry::init_scoped(&s, "t").unwrap();
     {
@@ -214,8 +136,8 @@ async fn delete_spans_are_not_exported_at_info() {
         .await
         .expect("shutdown hung")
         .expect("shutdown failed");
-    let _ = stop_tx.send(());
-    server.await.unwrap().unwrap();
+    let receiver = collector.receiver.clone();
+    collector.stop().await;
     let names: Vec<String> = receiver
         .spans
         .lock()

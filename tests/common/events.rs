@@ -1,5 +1,6 @@
-//! Recorded meta-log events (`tests/fixtures/events/<scenario>.bin`, written by
-//! `tests/record_events.rs`): the loader, and the human-readable dump used for the `.txt` files.
+//! Meta-log events: the recordings (`tests/fixtures/events/<scenario>.bin`, written by
+//! `tests/record_events.rs`) and their loader, the human-readable dump used for the `.txt`
+//! files, and what tests ask of any event (its kind, its entry, its bucket).
 
 use std::fmt::Write as _;
 use std::path::PathBuf;
@@ -105,6 +106,34 @@ pub fn kind(ev: &SubscribeMetadataResponse) -> &'static str {
         }
         (None, None) => "NONE",
     }
+}
+
+/// The name of the entry an event is about (the new entry's, else the old one's).
+pub fn entry_name(ev: &SubscribeMetadataResponse) -> String {
+    let n = ev
+        .event_notification
+        .as_ref()
+        .expect("event has a notification");
+    n.new_entry
+        .as_ref()
+        .or(n.old_entry.as_ref())
+        .map(|e| e.name.clone())
+        .expect("event names an entry")
+}
+
+/// Whether `ev` belongs to `bucket`: anything under `/buckets/<bucket>`, or the bucket entry
+/// itself in `/buckets` (creation, versioning, lifecycle).
+pub fn in_bucket(ev: &SubscribeMetadataResponse, bucket: &str) -> bool {
+    let root = format!("/buckets/{bucket}");
+    if ev.directory == root || ev.directory.starts_with(&format!("{root}/")) {
+        return true;
+    }
+    ev.directory == "/buckets"
+        && ev.event_notification.as_ref().is_some_and(|n| {
+            [&n.old_entry, &n.new_entry]
+                .iter()
+                .any(|e| e.as_ref().is_some_and(|e| e.name == bucket))
+        })
 }
 
 /// The Go `FileChunk.GetFileIdString()` form of a structured fid: volume, then the hex of the 8

@@ -1,5 +1,6 @@
-//! A minimal blocking HTTP/1.x client over `std::net::TcpStream` for readiness probes and raw
-//! S3 requests the SDK cannot express byte for byte (no new dependencies needed).
+//! A minimal blocking HTTP/1.x client over `std::net::TcpStream` for readiness probes, raw S3
+//! requests the SDK cannot express byte for byte, and the service's own HTTP endpoints (no new
+//! dependencies needed).
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
@@ -20,6 +21,16 @@ impl Response {
     /// The body as lossy UTF-8, for assertions and error messages.
     pub fn text(&self) -> String {
         String::from_utf8_lossy(&self.body).into_owned()
+    }
+
+    /// The value of header `name` (case-insensitive), trimmed.
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.head
+            .split("\r\n")
+            .skip(1)
+            .filter_map(|l| l.split_once(':'))
+            .find(|(k, _)| k.trim().eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.trim())
     }
 }
 
@@ -62,6 +73,15 @@ pub fn request(
 /// Plain GET with optional extra headers.
 pub fn get(addr: SocketAddr, path: &str, headers: &[(&str, &str)]) -> std::io::Result<Response> {
     request(addr, "GET", path, headers, &[])
+}
+
+/// [`get`] without extra headers, off the async runtime's threads (for a server running on the
+/// same runtime).
+pub async fn get_async(addr: SocketAddr, path: &str) -> std::io::Result<Response> {
+    let path = path.to_string();
+    tokio::task::spawn_blocking(move || get(addr, &path, &[]))
+        .await
+        .expect("joining the blocking GET")
 }
 
 fn parse(raw: &[u8]) -> Option<Response> {

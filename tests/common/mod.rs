@@ -1,13 +1,34 @@
-//! Shared integration-test support: one real SeaweedFS cluster per test binary (`cluster()`),
-//! S3/filer clients for it, and the recorded meta-log events under `tests/fixtures/events/`.
+//! Shared integration-test support, the one set every test binary uses (`mod common;`):
 //!
-//! Use from a test file with `mod common;`. Not every test binary uses every helper.
+//! - [`cluster`]: one real SeaweedFS cluster per test binary (`cluster()`), started on first use;
+//! - [`s3`]: S3 and filer clients for it, and the object helpers tests read effects back with;
+//! - [`bin`]: the binary under test: `run-once` over an isolated [`Scope`], its `--json` report,
+//!   raw invocations;
+//! - [`serve`]: a running `s3-lifecycled serve` and its admin CLI;
+//! - [`clock`]: the wall clock, `--now` values, lifecycle-day arithmetic;
+//! - [`rules`]: lifecycle documents; [`events`] and [`metalog`]: the meta-log;
+//! - [`wait`]: polling with a deadline; [`http`]: a minimal HTTP client; [`otlp`]: a trace
+//!   receiver.
+//!
+//! Not every test binary uses every helper.
 #![allow(dead_code, unused_imports)]
 
+pub mod bin;
+pub mod clock;
 pub mod cluster;
 pub mod events;
 pub mod http;
+pub mod metalog;
+pub mod otlp;
+pub mod rules;
 pub mod s3;
+pub mod serve;
+pub mod wait;
 
+pub use bin::*;
+pub use clock::*;
 pub use cluster::{Cluster, cluster};
-pub use s3::{now_ns, set_versioning};
+pub use rules::*;
+pub use s3::*;
+pub use serve::*;
+pub use wait::*;

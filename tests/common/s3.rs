@@ -1,21 +1,26 @@
 //! Clients for the shared cluster: the AWS S3 SDK, raw S3 requests (exact lifecycle XML bytes),
-//! and the filer gRPC API (lookups, metadata subscription).
+//! the filer gRPC API (lookups, updates, metadata subscription) and the library's own
+//! `FilerClient`; and the S3 object helpers tests read effects back with (the source of truth).
 
+use std::collections::BTreeSet;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::{SystemTime, UNIX_EPOCH};
 
 use anyhow::{Context, anyhow, bail};
 use aws_sdk_s3::config::{BehaviorVersion, Credentials, Region};
+use aws_sdk_s3::primitives::ByteStream;
+use aws_sdk_s3::types::{BucketVersioningStatus, VersioningConfiguration};
 use base64::Engine as _;
 use futures::{StreamExt, TryStreamExt};
 use md5::Digest as _;
 use s3_lifecycled::pb::filer_pb::seaweed_filer_client::SeaweedFilerClient;
 use s3_lifecycled::pb::filer_pb::{
-    Entry, LookupDirectoryEntryRequest, SubscribeMetadataRequest, SubscribeMetadataResponse,
-    UpdateEntryRequest,
+    Entry, FuseAttributes, LookupDirectoryEntryRequest, SubscribeMetadataRequest,
+    SubscribeMetadataResponse, UpdateEntryRequest,
 };
+use s3_lifecycled::seaweed::filer::FilerClient;
 use tonic::transport::Channel;
 
+use super::clock::now_ns;
 use super::cluster::Cluster;
 use super::http;
 
@@ -30,30 +35,19 @@ const BULK_IN_FLIGHT: usize = 16;
 
 static BUCKET_SEQ: AtomicU64 = AtomicU64::new(0);
 
-/// Current time in ns since the epoch (test support may read the clock; the engine may not).
 /// Sets a bucket's versioning status (Enabled or Suspended) through S3.
-pub async fn set_versioning(
-    s3: &aws_sdk_s3::Client,
-    bucket: &str,
-    status: aws_sdk_s3::types::BucketVersioningStatus,
-) {
+pub async fn set_versioning(s3: &aws_sdk_s3::Client, bucket: &str, status: BucketVersioningStatus) {
     s3.put_bucket_versioning()
         .bucket(bucket)
-        .versioning_configuration(
-            aws_sdk_s3::types::VersioningConfiguration::builder()
-                .status(status)
-                .build(),
-        )
+        .versioning_configuration(VersioningConfiguration::builder().status(status).build())
         .send()
         .await
         .unwrap_or_else(|e| panic!("PutBucketVersioning {bucket}: {e:?}"));
 }
 
-pub fn now_ns() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| i64::try_from(d.as_nanos()).unwrap_or(i64::MAX))
-        .unwrap_or_default()
+/// Turns versioning on.
+pub async fn enable_versioning(s3: &aws_sdk_s3::Client, bucket: &str) {
+    set_versioning(s3, bucket, BucketVersioningStatus::Enabled).await;
 }
 
 impl Cluster {
@@ -154,15 +148,27 @@ impl Cluster {
         }
     }
 
-    /// A connected filer gRPC client allowing 1 GiB messages.
-    pub async fn filer_client(&self) -> anyhow::Result<SeaweedFilerClient<Channel>> {
-        let channel = Channel::from_shared(self.filer_grpc_url())?
+    /// A connected gRPC channel to the filer.
+    pub async fn filer_channel(&self) -> anyhow::Result<Channel> {
+        Channel::from_shared(self.filer_grpc_url())?
             .connect()
             .await
-            .with_context(|| format!("connecting to filer gRPC {}", self.filer_grpc_url()))?;
+            .with_context(|| format!("connecting to filer gRPC {}", self.filer_grpc_url()))
+    }
+
+    /// A connected filer gRPC client allowing 1 GiB messages.
+    pub async fn filer_client(&self) -> anyhow::Result<SeaweedFilerClient<Channel>> {
+        let channel = self.filer_channel().await?;
         Ok(SeaweedFilerClient::new(channel)
             .max_decoding_message_size(MAX_DECODE)
             .max_encoding_message_size(MAX_DECODE))
+    }
+
+    /// The library's own filer client, connected to this cluster.
+    pub async fn filer(&self) -> FilerClient {
+        FilerClient::connect(&self.filer_grpc_addr().to_string())
+            .await
+            .unwrap_or_else(|e| panic!("connecting FilerClient to {}: {e}", self.filer_grpc_addr()))
     }
 
     /// LookupDirectoryEntry; `Ok(None)` when the filer reports the entry missing.
@@ -315,4 +321,180 @@ pub fn is_real_event(ev: &SubscribeMetadataResponse) -> bool {
         let name = |e: &Option<Entry>| e.as_ref().is_some_and(|e| !e.name.is_empty());
         name(&n.old_entry) || name(&n.new_entry)
     })
+}
+
+/// Writes `content` as an inline file `<dir>/<name>` (created, or replaced when it exists), the
+/// way an operator or the Go worker would: mode 0644, a fixed mtime.
+pub async fn write_inline_file(fc: &FilerClient, dir: &str, name: &str, content: &[u8]) {
+    let entry = Entry {
+        name: name.into(),
+        content: content.to_vec(),
+        attributes: Some(FuseAttributes {
+            file_size: content.len() as u64,
+            mtime: 1_700_000_000,
+            crtime: 1_700_000_000,
+            file_mode: 0o644,
+            ..Default::default()
+        }),
+        ..Default::default()
+    };
+    match fc.lookup(dir, name).await.unwrap() {
+        None => fc.create_entry(dir, entry, false).await.unwrap(),
+        Some(_) => fc
+            .update_entry(dir, entry, Default::default())
+            .await
+            .unwrap(),
+    }
+}
+
+/// `n` keys `<prefix>000000`, `<prefix>000001`, ….
+pub fn keys(prefix: &str, n: usize) -> Vec<String> {
+    (0..n).map(|i| format!("{prefix}{i:06}")).collect()
+}
+
+/// A set of string keys, for compact expectations.
+pub fn set(keys: &[&str]) -> BTreeSet<String> {
+    keys.iter().map(|k| k.to_string()).collect()
+}
+
+/// PUTs one object, optionally with a URL-encoded tag set (`k=v&k2=v2`); returns its version id.
+pub async fn put(
+    s3: &aws_sdk_s3::Client,
+    bucket: &str,
+    key: &str,
+    body: &[u8],
+    tagging: Option<&str>,
+) -> Option<String> {
+    let mut req = s3
+        .put_object()
+        .bucket(bucket)
+        .key(key)
+        .body(ByteStream::from(body.to_vec()));
+    if let Some(t) = tagging {
+        req = req.tagging(t);
+    }
+    let out = req
+        .send()
+        .await
+        .unwrap_or_else(|e| panic!("PUT {bucket}/{key}: {e:?}"));
+    out.version_id().map(str::to_string)
+}
+
+/// Current object keys (ListObjectsV2, all pages).
+pub async fn list_keys(s3: &aws_sdk_s3::Client, bucket: &str) -> BTreeSet<String> {
+    let mut out = BTreeSet::new();
+    let mut token: Option<String> = None;
+    loop {
+        let resp = s3
+            .list_objects_v2()
+            .bucket(bucket)
+            .set_continuation_token(token.clone())
+            .send()
+            .await
+            .unwrap_or_else(|e| panic!("ListObjectsV2 {bucket}: {e:?}"));
+        out.extend(
+            resp.contents()
+                .iter()
+                .filter_map(|o| o.key().map(str::to_string)),
+        );
+        match resp.next_continuation_token() {
+            Some(t) if resp.is_truncated() == Some(true) => token = Some(t.to_string()),
+            _ => break,
+        }
+    }
+    out
+}
+
+/// How many current objects `bucket` holds (ListObjectsV2, all pages).
+pub async fn count_objects(s3: &aws_sdk_s3::Client, bucket: &str) -> usize {
+    list_keys(s3, bucket).await.len()
+}
+
+/// One row of ListObjectVersions.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Ver {
+    /// Object key.
+    pub key: String,
+    /// Version id.
+    pub version_id: String,
+    /// Whether this is the latest version of its key.
+    pub is_latest: bool,
+    /// Whether this is a delete marker.
+    pub marker: bool,
+}
+
+/// Every version and delete marker under `prefix` (one page; tests keep keys few).
+pub async fn list_versions(s3: &aws_sdk_s3::Client, bucket: &str, prefix: &str) -> Vec<Ver> {
+    let resp = s3
+        .list_object_versions()
+        .bucket(bucket)
+        .prefix(prefix)
+        .send()
+        .await
+        .unwrap_or_else(|e| panic!("ListObjectVersions {bucket}/{prefix}: {e:?}"));
+    let mut out: Vec<Ver> = resp
+        .versions()
+        .iter()
+        .map(|v| Ver {
+            key: v.key().unwrap_or_default().to_string(),
+            version_id: v.version_id().unwrap_or_default().to_string(),
+            is_latest: v.is_latest().unwrap_or(false),
+            marker: false,
+        })
+        .chain(resp.delete_markers().iter().map(|m| Ver {
+            key: m.key().unwrap_or_default().to_string(),
+            version_id: m.version_id().unwrap_or_default().to_string(),
+            is_latest: m.is_latest().unwrap_or(false),
+            marker: true,
+        }))
+        .collect();
+    out.sort();
+    out
+}
+
+/// HTTP status of HeadObject (200, or the error status such as 404).
+pub async fn head_status(
+    s3: &aws_sdk_s3::Client,
+    bucket: &str,
+    key: &str,
+    version: Option<&str>,
+) -> u16 {
+    match s3
+        .head_object()
+        .bucket(bucket)
+        .key(key)
+        .set_version_id(version.map(str::to_string))
+        .send()
+        .await
+    {
+        Ok(_) => 200,
+        Err(e) => match e.raw_response() {
+            Some(r) => r.status().as_u16(),
+            None => panic!("HeadObject {bucket}/{key}: no HTTP response: {e:?}"),
+        },
+    }
+}
+
+/// Whether the current version of `key` exists: HeadObject 200 (true) or 404 (false); any
+/// other answer fails the test.
+pub async fn exists(s3: &aws_sdk_s3::Client, bucket: &str, key: &str) -> bool {
+    match head_status(s3, bucket, key, None).await {
+        200 => true,
+        404 => false,
+        other => panic!("HeadObject {bucket}/{key}: unexpected status {other}"),
+    }
+}
+
+/// Upload ids of the incomplete multipart uploads.
+pub async fn list_uploads(s3: &aws_sdk_s3::Client, bucket: &str) -> BTreeSet<String> {
+    let resp = s3
+        .list_multipart_uploads()
+        .bucket(bucket)
+        .send()
+        .await
+        .unwrap_or_else(|e| panic!("ListMultipartUploads {bucket}: {e:?}"));
+    resp.uploads()
+        .iter()
+        .filter_map(|u| u.upload_id().map(str::to_string))
+        .collect()
 }

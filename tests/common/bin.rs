@@ -1,19 +1,17 @@
-//! End-to-end support: running `s3-lifecycled run-once` against the shared cluster with an
-//! isolated cursor dir and bucket selection, parsing its `--json` report, time travel with
-//! `--now`, and reading the effects back through the S3 API (the source of truth).
-//!
-//! Use from a test file with `mod common; mod e2e_support;` (this module uses `crate::common`).
-#![allow(dead_code)]
+//! The `s3-lifecycled` binary under test: `run-once` against the shared cluster with an isolated
+//! scope (its own buckets and cursor dir), its `--json` report, and raw invocations (any
+//! subcommand, optionally with stdin). Every invocation starts from a clean environment: no
+//! inherited `S3_LIFECYCLED__*` or `RUST_LOG`, only what the test passes.
 
 use std::collections::BTreeSet;
 use std::process::Stdio;
 use std::time::Duration;
 
-use aws_sdk_s3::primitives::ByteStream;
-use aws_sdk_s3::types::BucketVersioningStatus;
 use serde_json::Value;
+use tokio::io::AsyncWriteExt;
 
-use crate::common::{self, Cluster};
+use super::clock::rfc3339;
+use super::cluster::Cluster;
 
 /// The binary under test.
 pub const BIN: &str = env!("CARGO_BIN_EXE_s3-lifecycled");
@@ -27,30 +25,17 @@ pub const DELETE_KEYS: [&str; 7] = [
     "RPC_ERROR",
     "DRY_RUN",
 ];
-/// A hang guard, not a speed assertion: a pass over a handful of test buckets that has not ended
-/// after this long is stuck, and the test should say so instead of blocking the whole suite.
+/// A 10 s lifecycle day without due rounding: an object is due exactly 10 s per rule day after
+/// it was written, for tests that need real gaps between writes or the wall clock.
+pub const SHORT_DAY: [(&str, &str); 2] = [
+    ("S3_LIFECYCLED__TIME__DAY", "10s"),
+    ("S3_LIFECYCLED__TIME__DUE_ROUNDING", "none"),
+];
+/// A hang guard, not a speed assertion: an invocation over a handful of test buckets that has
+/// not ended after this long is stuck, and the test should say so instead of blocking the suite.
 const HANG_GUARD: Duration = Duration::from_secs(600);
-/// One lifecycle day (the default `time.day`).
-pub const DAY_NS: i64 = 86_400 * 1_000_000_000;
-/// One hour in ns.
-pub const HOUR_NS: i64 = 3_600 * 1_000_000_000;
 
-/// RFC 3339 (whole seconds, UTC) for `ns` since the epoch, for `--now`.
-pub fn rfc3339(ns: i64) -> String {
-    let secs = ns.div_euclid(1_000_000_000);
-    let t = time::OffsetDateTime::from_unix_timestamp(secs).expect("timestamp in range");
-    t.format(&time::format_description::well_known::Rfc3339)
-        .expect("formattable")
-}
-
-/// `base` plus `days` days and `hours` hours, in ns. Tests pick offsets well clear of the default
-/// next-midnight-UTC due rounding: "not yet due" checks stay below `TTL` days, "due" checks go
-/// past `TTL + 1` days (rounding moves a due time forward by less than one day).
-pub fn plus(base: i64, days: i64, hours: i64) -> i64 {
-    base + days * DAY_NS + hours * HOUR_NS
-}
-
-/// What one `run-once` invocation produced.
+/// What one invocation of the binary produced.
 #[derive(Debug)]
 pub struct Pass {
     /// Process exit code (-1 if killed by a signal).
@@ -67,7 +52,7 @@ impl Pass {
     /// Everything about this invocation, for assertion messages.
     pub fn describe(&self) -> String {
         format!(
-            "run-once {:?}\nexit code: {}\n--- stdout ---\n{}\n--- stderr ---\n{}",
+            "s3-lifecycled {:?}\nexit code: {}\n--- stdout ---\n{}\n--- stderr ---\n{}",
             self.args, self.code, self.stdout, self.stderr
         )
     }
@@ -225,15 +210,8 @@ impl Scope {
     }
 }
 
-/// Runs `run-once --json` for `scope` at `now` against the shared cluster, with `extra` flags
-/// and `env` overrides.
-pub async fn run_once(
-    c: &Cluster,
-    scope: &Scope,
-    now: Option<i64>,
-    extra: &[&str],
-    env: &[(&str, &str)],
-) -> Pass {
+/// The `run-once --json` arguments for `scope` at `now` against the shared cluster, then `extra`.
+pub fn run_once_args(c: &Cluster, scope: &Scope, now: Option<i64>, extra: &[&str]) -> Vec<String> {
     let mut args: Vec<String> = vec![
         "run-once".into(),
         "--filer".into(),
@@ -249,194 +227,97 @@ pub async fn run_once(
         args.push(rfc3339(n));
     }
     args.extend(extra.iter().map(|s| s.to_string()));
-    let mut all_env = vec![("S3_LIFECYCLED__CURSOR__DIR", scope.cursor_dir.as_str())];
-    all_env.extend_from_slice(env);
-    run_raw(&args, &all_env).await
+    args
 }
 
-/// Runs the binary with exactly `args` and `env` (plus a clean `S3_LIFECYCLED__*` environment).
-pub async fn run_raw(args: &[String], env: &[(&str, &str)]) -> Pass {
+/// The `run-once` command for `scope` (cursor dir and `env` set), not yet spawned: for a test
+/// that must signal the process itself.
+pub fn run_once_command(
+    c: &Cluster,
+    scope: &Scope,
+    now: Option<i64>,
+    extra: &[&str],
+    env: &[(&str, &str)],
+) -> tokio::process::Command {
+    let mut all_env = vec![("S3_LIFECYCLED__CURSOR__DIR", scope.cursor_dir.as_str())];
+    all_env.extend_from_slice(env);
+    command(&run_once_args(c, scope, now, extra), &all_env)
+}
+
+/// Runs `run-once --json` for `scope` at `now` against the shared cluster, with `extra` flags
+/// and `env` overrides.
+pub async fn run_once(
+    c: &Cluster,
+    scope: &Scope,
+    now: Option<i64>,
+    extra: &[&str],
+    env: &[(&str, &str)],
+) -> Pass {
+    let cmd = run_once_command(c, scope, now, extra, env);
+    finish(cmd, run_once_args(c, scope, now, extra), None).await
+}
+
+/// Runs the binary with exactly `args` and `env`.
+pub async fn run_raw(args: &[impl AsRef<str>], env: &[(&str, &str)]) -> Pass {
+    finish(command(args, env), strings(args), None).await
+}
+
+/// Runs the binary with `args`, writing `stdin` to its standard input.
+pub async fn run_with_stdin(args: &[impl AsRef<str>], stdin: &[u8]) -> Pass {
+    finish(command(args, &[]), strings(args), Some(stdin)).await
+}
+
+/// The binary with `args` and `env` on a clean environment, output captured, killed on drop.
+pub fn command(args: &[impl AsRef<str>], env: &[(&str, &str)]) -> tokio::process::Command {
     let mut cmd = tokio::process::Command::new(BIN);
-    cmd.args(args)
+    cmd.args(args.iter().map(|a| a.as_ref()))
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .kill_on_drop(true);
     // Inherited overrides would silently change what a test exercises.
     for (k, _) in std::env::vars() {
-        if k.starts_with("S3_LIFECYCLED__") {
+        if k.starts_with("S3_LIFECYCLED__") || k == "RUST_LOG" {
             cmd.env_remove(k);
         }
     }
     for (k, v) in env {
         cmd.env(k, v);
     }
-    let child = cmd
+    cmd
+}
+
+fn strings(args: &[impl AsRef<str>]) -> Vec<String> {
+    args.iter().map(|a| a.as_ref().to_string()).collect()
+}
+
+async fn finish(mut cmd: tokio::process::Command, args: Vec<String>, stdin: Option<&[u8]>) -> Pass {
+    if stdin.is_some() {
+        cmd.stdin(Stdio::piped());
+    }
+    let mut child = cmd
         .spawn()
         .unwrap_or_else(|e| panic!("spawning {BIN}: {e}"));
+    if let Some(input) = stdin {
+        let mut pipe = child.stdin.take().expect("stdin is piped");
+        pipe.write_all(input)
+            .await
+            .unwrap_or_else(|e| panic!("writing stdin of {args:?}: {e}"));
+        // Dropping the pipe closes it: the process sees end of input.
+    }
     let out = match tokio::time::timeout(HANG_GUARD, child.wait_with_output()).await {
         Ok(r) => r.unwrap_or_else(|e| panic!("waiting for {BIN}: {e}")),
         // Dropping the future drops the child, which kill_on_drop kills.
-        Err(_) => panic!("run-once {args:?} did not finish within {HANG_GUARD:?} (hung?)"),
+        Err(_) => panic!("{args:?} did not finish within {HANG_GUARD:?} (hung?)"),
     };
     let p = Pass {
         code: out.status.code().unwrap_or(-1),
         stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
         stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-        args: args.to_vec(),
+        args,
     };
     if std::env::var_os("E2E_DEBUG").is_some() {
         eprintln!("{}", p.describe());
     }
     p
-}
-
-/// PUTs one object, optionally with a URL-encoded tag set (`k=v&k2=v2`); returns its version id.
-pub async fn put(
-    s3: &aws_sdk_s3::Client,
-    bucket: &str,
-    key: &str,
-    body: &[u8],
-    tagging: Option<&str>,
-) -> Option<String> {
-    let mut req = s3
-        .put_object()
-        .bucket(bucket)
-        .key(key)
-        .body(ByteStream::from(body.to_vec()));
-    if let Some(t) = tagging {
-        req = req.tagging(t);
-    }
-    let out = req
-        .send()
-        .await
-        .unwrap_or_else(|e| panic!("PUT {bucket}/{key}: {e:?}"));
-    out.version_id().map(str::to_string)
-}
-
-/// Turns versioning on.
-pub async fn enable_versioning(s3: &aws_sdk_s3::Client, bucket: &str) {
-    common::set_versioning(s3, bucket, BucketVersioningStatus::Enabled).await;
-}
-
-/// Current object keys (ListObjectsV2, all pages).
-pub async fn list_keys(s3: &aws_sdk_s3::Client, bucket: &str) -> BTreeSet<String> {
-    let mut out = BTreeSet::new();
-    let mut token: Option<String> = None;
-    loop {
-        let resp = s3
-            .list_objects_v2()
-            .bucket(bucket)
-            .set_continuation_token(token.clone())
-            .send()
-            .await
-            .unwrap_or_else(|e| panic!("ListObjectsV2 {bucket}: {e:?}"));
-        out.extend(
-            resp.contents()
-                .iter()
-                .filter_map(|o| o.key().map(str::to_string)),
-        );
-        match resp.next_continuation_token() {
-            Some(t) if resp.is_truncated() == Some(true) => token = Some(t.to_string()),
-            _ => break,
-        }
-    }
-    out
-}
-
-/// One row of ListObjectVersions.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
-pub struct Ver {
-    /// Object key.
-    pub key: String,
-    /// Version id.
-    pub version_id: String,
-    /// Whether this is the latest version of its key.
-    pub is_latest: bool,
-    /// Whether this is a delete marker.
-    pub marker: bool,
-}
-
-/// Every version and delete marker under `prefix` (one page; tests keep keys few).
-pub async fn list_versions(s3: &aws_sdk_s3::Client, bucket: &str, prefix: &str) -> Vec<Ver> {
-    let resp = s3
-        .list_object_versions()
-        .bucket(bucket)
-        .prefix(prefix)
-        .send()
-        .await
-        .unwrap_or_else(|e| panic!("ListObjectVersions {bucket}/{prefix}: {e:?}"));
-    let mut out: Vec<Ver> = resp
-        .versions()
-        .iter()
-        .map(|v| Ver {
-            key: v.key().unwrap_or_default().to_string(),
-            version_id: v.version_id().unwrap_or_default().to_string(),
-            is_latest: v.is_latest().unwrap_or(false),
-            marker: false,
-        })
-        .chain(resp.delete_markers().iter().map(|m| Ver {
-            key: m.key().unwrap_or_default().to_string(),
-            version_id: m.version_id().unwrap_or_default().to_string(),
-            is_latest: m.is_latest().unwrap_or(false),
-            marker: true,
-        }))
-        .collect();
-    out.sort();
-    out
-}
-
-/// HTTP status of HeadObject (200, or the error status such as 404).
-pub async fn head_status(
-    s3: &aws_sdk_s3::Client,
-    bucket: &str,
-    key: &str,
-    version: Option<&str>,
-) -> u16 {
-    match s3
-        .head_object()
-        .bucket(bucket)
-        .key(key)
-        .set_version_id(version.map(str::to_string))
-        .send()
-        .await
-    {
-        Ok(_) => 200,
-        Err(e) => match e.raw_response() {
-            Some(r) => r.status().as_u16(),
-            None => panic!("HeadObject {bucket}/{key}: no HTTP response: {e:?}"),
-        },
-    }
-}
-
-/// Upload ids of the incomplete multipart uploads.
-pub async fn list_uploads(s3: &aws_sdk_s3::Client, bucket: &str) -> BTreeSet<String> {
-    let resp = s3
-        .list_multipart_uploads()
-        .bucket(bucket)
-        .send()
-        .await
-        .unwrap_or_else(|e| panic!("ListMultipartUploads {bucket}: {e:?}"));
-    resp.uploads()
-        .iter()
-        .filter_map(|u| u.upload_id().map(str::to_string))
-        .collect()
-}
-
-/// A set of string keys, for compact expectations.
-pub fn set(keys: &[&str]) -> BTreeSet<String> {
-    keys.iter().map(|k| k.to_string()).collect()
-}
-
-/// The lifecycle document wrapper around `rules` (each a `<Rule>…</Rule>`).
-pub fn lifecycle(rules: &str) -> Vec<u8> {
-    format!(
-        "<LifecycleConfiguration xmlns=\"http://s3.amazonaws.com/doc/2006-03-01/\">{rules}</LifecycleConfiguration>"
-    )
-    .into_bytes()
-}
-
-/// Current time in ns (test support may read the clock).
-pub fn now() -> i64 {
-    common::now_ns()
 }
