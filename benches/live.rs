@@ -56,7 +56,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, anyhow, bail};
-use common::{Cluster, cluster, now_ns};
+use common::{BIN, Cluster, cluster, keys, now_ns};
 use futures::StreamExt;
 use s3_lifecycled::pb::filer_pb::Entry;
 use s3_lifecycled::seaweed::filer::FilerClient;
@@ -65,8 +65,6 @@ use s3_lifecycled::seaweed::metalog::{
     DEFAULT_CLIENT_NAME, MetaLogReader, ReaderOptions, SubscribeParams,
 };
 
-/// The binary under test (release build under `cargo bench`).
-const BIN: &str = env!("CARGO_BIN_EXE_s3-lifecycled");
 /// Where the Go pass keeps its cursors (docs/go-cursor.md#location).
 const GO_CURSOR_DIR: &str = "/etc/s3/lifecycle/daily-cursors";
 const HOT_XML: &[u8] = b"<LifecycleConfiguration><Rule><ID>hot1</ID><Status>Enabled</Status>\
@@ -125,10 +123,6 @@ fn runs_text(v: &[f64], unit: &str) -> String {
         .map(|x| format!("{x:.3}{unit}"))
         .collect::<Vec<_>>()
         .join(" / ")
-}
-
-fn keys(prefix: &str, n: usize) -> Vec<String> {
-    (0..n).map(|i| format!("{prefix}{i:06}")).collect()
 }
 
 /// PUTs `n` objects under `prefix` and logs the fixture rate.
