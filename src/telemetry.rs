@@ -28,7 +28,7 @@
 //! | `key` | string | object key, or `.uploads/<id>` for multipart aborts |
 //! | `rule_hash` | string | the 8-byte rule hash as 16 lowercase hex digits |
 //! | `kind` | string | [`ActionKind::as_str`](crate::engine::ActionKind::as_str) |
-//! | `outcome` | string | delete: response enum name or `RPC_ERROR`; others: [`RunOutcome`](crate::metrics::RunOutcome) |
+//! | `outcome` | string | delete: response enum name or `RPC_ERROR`; others: [`RunOutcome`](crate::status::RunOutcome) |
 //!
 //! `delete` spans are DEBUG (there can be millions per pass); the others are
 //! INFO. With the default filter `info` only the upper levels are exported;

@@ -10,7 +10,7 @@ use crate::status::{
     ShardSummary, StatusSnapshot,
 };
 
-/// The delete-count map: every [`DeleteOutcome::REPORTED`] key always
+/// The delete-count map: every [`DeleteOutcome::REPORTED`](crate::engine::delete::DeleteOutcome::REPORTED) key always
 /// present, `LIFECYCLE_DELETE_OUTCOME_UNSPECIFIED` only when non-zero.
 pub fn deletes_map(d: &DeleteCounts) -> HashMap<String, u64> {
     d.by_label().into_iter().collect()
