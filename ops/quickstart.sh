@@ -163,10 +163,13 @@ python3 ops/demo/s3state.py snapshot "$s3" "$data/before.json" demo-logs demo-ve
 now="$(python3 -c 'import datetime as d; print((d.datetime.now(d.timezone.utc) + d.timedelta(days=40)).strftime("%Y-%m-%dT%H:%M:%SZ"))')"
 say "starting s3-lifecycled serve (admin API $ADMIN, HTTP $HTTP)"
 # schedule = off: this demo starts its pass with `trigger`; a real service
-# starts one every day at service.schedule by itself.
+# starts one every day at service.schedule by itself. allow_future_now = true: the
+# demo triggers a pass 40 days ahead, which serve refuses otherwise (never set it
+# in production).
 S3_LIFECYCLED__TELEMETRY__LOG_FILTER=warn \
 S3_LIFECYCLED__CURSOR__DIR=/etc/s3/lifecycle/quickstart \
 S3_LIFECYCLED__SERVICE__SCHEDULE=off \
+S3_LIFECYCLED__SERVICE__ALLOW_FUTURE_NOW=true \
 S3_LIFECYCLED__SERVICE__ADMIN_LISTEN="$ADMIN" \
 S3_LIFECYCLED__SERVICE__HTTP_LISTEN="$HTTP" \
   "$bin" serve --filer "127.0.0.1:$FG" --s3-grpc "127.0.0.1:$SG" \

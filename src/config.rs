@@ -257,7 +257,17 @@ pub struct ServiceSettings {
     /// On SIGTERM/SIGINT: time to drain in-flight deletes and save cursors.
     #[serde(deserialize_with = "de_duration")]
     pub shutdown_deadline: Duration,
+    /// Accept a `TriggerRun` whose `now` is more than
+    /// [`FUTURE_NOW_TOLERANCE`] past the wall clock (and not a dry run).
+    /// Meant for test clusters only: such a pass deletes everything the rules
+    /// would delete by that date.
+    pub allow_future_now: bool,
 }
+
+/// How far past the wall clock a trigger's `now` may be before `serve` refuses
+/// it (unless `dry_run` or `service.allow_future_now`): room for clock skew
+/// between the CLI's host and the service, nothing more.
+pub const FUTURE_NOW_TOLERANCE: Duration = Duration::from_secs(300);
 
 impl Default for ServiceSettings {
     fn default() -> Self {
@@ -266,6 +276,7 @@ impl Default for ServiceSettings {
             admin_listen: "127.0.0.1:9710".into(),
             http_listen: "127.0.0.1:9711".into(),
             shutdown_deadline: Duration::from_secs(30),
+            allow_future_now: false,
         }
     }
 }

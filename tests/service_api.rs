@@ -309,3 +309,74 @@ async fn span_tree_of_real_passes_reaches_an_otlp_receiver() {
         }
     }
 }
+
+/// Issue 11 item 8: `TriggerRun(now = far future)` from anyone who reaches the admin port
+/// would delete everything any rule will ever delete. `serve` refuses it (FAILED_PRECONDITION,
+/// naming the setting) unless it is a dry run or `service.allow_future_now` is on.
+#[tokio::test(flavor = "multi_thread")]
+async fn trigger_with_now_far_in_the_future_deletes_nothing_unless_opted_in() {
+    let (b, scope) = bucket_with("svc-future", 5).await;
+    let s3 = cluster().s3_client();
+    let far = rfc3339(now_ns() + 365 * DAY_NS);
+
+    let serve = Serve::start(&scope, &[]).await;
+    let out = serve.cli(&["trigger", "--now", &far]).await;
+    assert_eq!(out.code, 1, "refused:\n{}", out.describe());
+    assert!(
+        out.stderr.contains("service.allow_future_now") && out.stderr.contains("--dry-run"),
+        "the refusal names the setting and the dry run:\n{}",
+        out.describe()
+    );
+    assert!(
+        out.stderr.to_lowercase().contains("precondition")
+            || out.stderr.contains("FailedPrecondition"),
+        "FAILED_PRECONDITION:\n{}",
+        out.describe()
+    );
+    assert_eq!(serve.last().await, serde_json::Value::Null, "no pass ran");
+    assert_eq!(count_objects(&s3, &b).await, 5, "nothing deleted");
+
+    // A dry run at the same `now` is a preview: allowed, deletes nothing.
+    let (id, _) = serve.trigger(&["--now", &far, "--dry-run"]).await;
+    let last = serve.wait_last(&id, Duration::from_secs(60)).await;
+    assert_eq!(last["outcome"], "completed", "{last}");
+    assert_eq!(last["buckets"][0]["deletes"]["DRY_RUN"], 5, "{last}");
+    assert_eq!(count_objects(&s3, &b).await, 5, "a dry run deletes nothing");
+    drop(serve);
+
+    // A test cluster that opted in: the pass runs at that `now` and deletes.
+    let serve = Serve::start(
+        &scope,
+        &[("S3_LIFECYCLED__SERVICE__ALLOW_FUTURE_NOW", "true")],
+    )
+    .await;
+    let (id, _) = serve.trigger(&["--now", &far]).await;
+    let last = serve.wait_last(&id, Duration::from_secs(60)).await;
+    assert_eq!(last["outcome"], "completed", "{last}");
+    assert_eq!(
+        count_objects(&s3, &b).await,
+        0,
+        "opted in: the pass deleted"
+    );
+}
+
+/// Issue 11 item 8: `run-once --now` far ahead (a preview or a test) says so in one loud
+/// line on stderr, and only one.
+#[tokio::test(flavor = "multi_thread")]
+async fn run_once_with_now_in_the_future_warns_once_on_stderr() {
+    let (_b, scope) = bucket_with("svc-future-ro", 1).await;
+    let c = cluster();
+    let p = run_once(c, &scope, Some(now_ns() + 40 * DAY_NS), &["--dry-run"], &[]).await;
+    assert_eq!(p.code, 0, "{}", p.describe());
+    let warnings: Vec<&str> = p.stderr.lines().filter(|l| l.contains("WARNING")).collect();
+    assert_eq!(warnings.len(), 1, "{}", p.describe());
+    assert!(
+        warnings[0].starts_with("WARNING: --now") && warnings[0].contains("in the future"),
+        "{}",
+        p.describe()
+    );
+    // A `now` within the tolerance: no warning.
+    let p = run_once(c, &scope, Some(now_ns() + 60 * SEC_NS), &["--dry-run"], &[]).await;
+    assert_eq!(p.code, 0, "{}", p.describe());
+    assert!(!p.stderr.contains("WARNING"), "{}", p.describe());
+}

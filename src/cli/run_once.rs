@@ -117,6 +117,20 @@ pub fn run(args: RunOnceArgs) -> i32 {
         Ok(v) => v,
         Err(e) => return usage(format!("configuration key `pass.shards`: {e}")),
     };
+    // A preview or a test may look ahead; one loud line so nobody runs it against
+    // production data by accident (`serve` refuses such a trigger outright).
+    if let Some(ahead) = crate::service::far_future(now, crate::clock::wall_ns()) {
+        eprintln!(
+            "WARNING: --now {} is {} in the future: this pass {} everything the rules would delete by then",
+            rfc3339(now),
+            humantime::format_duration(std::time::Duration::from_secs(ahead.as_secs())),
+            if args.dry_run {
+                "reports (dry run)"
+            } else {
+                "DELETES"
+            },
+        );
+    }
     let Some(sys) = super::actix_system() else {
         return EXIT_ERROR;
     };

@@ -13,7 +13,7 @@ use tokio::sync::watch;
 
 use crate::admin::{AdminBackend, AdminError, TriggerAccepted, TriggerRequest};
 use crate::clock::wall_ns;
-use crate::config::Settings;
+use crate::config::{FUTURE_NOW_TOLERANCE, Settings};
 use crate::engine::Nanos;
 use crate::pass::coordinator::{Coordinator, PassOptions, RunPass, StopSignal};
 use crate::pass::observe::StatusBoard;
@@ -33,6 +33,38 @@ pub fn next_start(now_ns: Nanos, schedule_secs: u32, day: Duration) -> Nanos {
     let offset = i128::from(schedule_secs) * day_ns / DAY_SECS;
     let k = (i128::from(now_ns) - offset).div_euclid(day_ns) + 1;
     i64::try_from(k * day_ns + offset).unwrap_or(i64::MAX)
+}
+
+/// How far `now_ns` lies past `wall_ns`, when that is more than
+/// [`FUTURE_NOW_TOLERANCE`]; `None` for a `now` near or before the wall clock.
+pub fn far_future(now_ns: Nanos, wall_ns: Nanos) -> Option<Duration> {
+    let ahead = i128::from(now_ns) - i128::from(wall_ns);
+    let tolerance = i128::try_from(FUTURE_NOW_TOLERANCE.as_nanos()).unwrap_or(i128::MAX);
+    (ahead > tolerance).then(|| Duration::from_nanos(u64::try_from(ahead).unwrap_or(u64::MAX)))
+}
+
+/// Whether `serve` accepts a trigger's `now`: a `now` far past the wall clock
+/// makes the pass delete everything the rules would delete by that date, so
+/// it is allowed only for a dry run or with `service.allow_future_now`
+/// (test clusters). The error names the setting.
+pub fn check_trigger_now(
+    now_ns: Option<Nanos>,
+    wall_ns: Nanos,
+    dry_run: bool,
+    allow_future_now: bool,
+) -> Result<(), String> {
+    let Some(now) = now_ns else { return Ok(()) };
+    match far_future(now, wall_ns) {
+        Some(ahead) if !dry_run && !allow_future_now => Err(format!(
+            "now: {} is {} past this service's clock (more than {} ahead); a pass at that time \
+             would delete everything the rules would delete by then. Use --dry-run to preview \
+             it, or set service.allow_future_now = true (test clusters only)",
+            crate::status::format_time(now),
+            humantime::format_duration(Duration::from_secs(ahead.as_secs())),
+            humantime::format_duration(FUTURE_NOW_TOLERANCE),
+        )),
+        _ => Ok(()),
+    }
 }
 
 /// Why a pass started.
@@ -102,6 +134,13 @@ impl Service {
         req: TriggerRequest,
         cause: Cause,
     ) -> Result<TriggerAccepted, AdminError> {
+        check_trigger_now(
+            req.now_ns,
+            wall_ns(),
+            req.dry_run,
+            self.settings.service.allow_future_now,
+        )
+        .map_err(AdminError::FailedPrecondition)?;
         let mut inner = self.lock();
         if inner.shutting_down {
             return Err(AdminError::Unavailable(
@@ -278,6 +317,30 @@ mod tests {
         assert_eq!(
             next_start(midnight + 3600 * S, 1800, day),
             midnight + 86_400 * S + 1800 * S
+        );
+    }
+
+    #[test]
+    fn a_now_far_in_the_future_is_refused_unless_dry_run_or_opted_in() {
+        let wall = 1_767_312_000 * S;
+        // No `now`, the past, and up to the tolerance: accepted.
+        for now in [None, Some(wall - 86_400 * S), Some(wall + 300 * S)] {
+            assert_eq!(check_trigger_now(now, wall, false, false), Ok(()));
+        }
+        let far = Some(wall + 301 * S);
+        let e = check_trigger_now(far, wall, false, false).unwrap_err();
+        assert!(
+            e.contains("service.allow_future_now") && e.contains("--dry-run"),
+            "{e}"
+        );
+        assert_eq!(check_trigger_now(far, wall, true, false), Ok(()));
+        assert_eq!(check_trigger_now(far, wall, false, true), Ok(()));
+        // 2262: the largest `now` an i64 of ns holds; no overflow.
+        assert!(check_trigger_now(Some(i64::MAX), i64::MIN, false, false).is_err());
+        assert_eq!(far_future(wall + 300 * S, wall), None);
+        assert_eq!(
+            far_future(wall + 3600 * S, wall),
+            Some(Duration::from_secs(3600))
         );
     }
 
