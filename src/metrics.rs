@@ -24,6 +24,7 @@
 //! | `s3_lifecycled_last_pass_timestamp_seconds` | gauge | — | [`Metrics::pass_finished`] |
 //! | `s3_lifecycled_matches_total` | counter | kind, decision | [`Metrics::matched`] |
 //! | `s3_lifecycled_bucket_config_errors` | gauge 0/1 | bucket | [`Metrics::bucket_config_error`] |
+//! | `s3_lifecycled_entries_skipped_no_mtime_total` | counter | shard | [`Metrics::skipped_no_mtime`] |
 //!
 //! The design's three per-run metrics (docs/go-cursor.md#go-metrics:
 //! `daily_run_duration_seconds`,
@@ -152,6 +153,7 @@ pub struct Metrics {
     last_pass_timestamp: Gauge<f64, std::sync::atomic::AtomicU64>,
     matches: Family<MatchLabels, Counter>,
     bucket_config_errors: Family<BucketLabels, Gauge>,
+    skipped_no_mtime: Family<ShardLabels, Counter>,
 }
 
 impl std::fmt::Debug for Metrics {
@@ -266,6 +268,12 @@ impl Metrics {
             "1 while the bucket's lifecycle configuration cannot be used (its rules are not enforced)",
             bucket_config_errors.clone(),
         );
+        let skipped_no_mtime = Family::default();
+        r.register(
+            own("entries_skipped_no_mtime"),
+            "Objects, versions and uploads skipped (never deleted) because they have no real mtime",
+            skipped_no_mtime.clone(),
+        );
 
         Metrics {
             registry: Arc::new(r),
@@ -284,6 +292,7 @@ impl Metrics {
             last_pass_timestamp,
             matches,
             bucket_config_errors,
+            skipped_no_mtime,
         }
     }
 
@@ -370,6 +379,16 @@ impl Metrics {
         self.run_deletes_issued
             .get_or_create(&shard_outcome(shard_id, outcome))
             .set(clamp(deletes_issued));
+    }
+
+    /// A shard skipped `n` entries without a real mtime in its run
+    /// (docs/filer-layout.md#entries-without-attributes).
+    pub fn skipped_no_mtime(&self, shard_id: u8, n: u64) {
+        if n > 0 {
+            self.skipped_no_mtime
+                .get_or_create(&shard(shard_id))
+                .inc_by(n);
+        }
     }
 
     /// The supervisor restarted a shard actor.

@@ -868,6 +868,7 @@ async fn crashed_shard_is_restarted_sits_out_and_the_next_pass_resumes_from_the_
             .send(ReplayEvent {
                 ts: ts_of(i),
                 matches: routed(i).matches,
+                skipped_no_mtime: false,
             })
             .await
             .unwrap();
@@ -890,6 +891,7 @@ async fn crashed_shard_is_restarted_sits_out_and_the_next_pass_resumes_from_the_
         .send(ReplayEvent {
             ts: ts_of(10),
             matches: m,
+            skipped_no_mtime: false,
         })
         .await
         .unwrap();
@@ -899,6 +901,7 @@ async fn crashed_shard_is_restarted_sits_out_and_the_next_pass_resumes_from_the_
             .send(ReplayEvent {
                 ts: ts_of(i),
                 matches: routed(i).matches,
+                skipped_no_mtime: false,
             })
             .await
             .unwrap();
@@ -1026,6 +1029,7 @@ async fn restart_budget_is_process_wide_and_renewed_for_the_pass_after_it_ran_ou
             .send(ReplayEvent {
                 ts: ts_of(0),
                 matches: m,
+                skipped_no_mtime: false,
             })
             .await
             .unwrap();

@@ -262,7 +262,7 @@ pub fn report(r: &PassResult, run_id: &str, dry_run: bool, json_out: bool) -> i3
         }
         if !json_out {
             println!(
-                "shard={:02} outcome={} buckets={} rules={} events={} matches={} pending={} {} walker={} recovery={} halt={} duration={:.3}s",
+                "shard={:02} outcome={} buckets={} rules={} events={} matches={} pending={} skipped_no_mtime={} {} walker={} recovery={} halt={} duration={:.3}s",
                 rep.shard,
                 rep.outcome.as_str(),
                 rep.buckets,
@@ -270,6 +270,7 @@ pub fn report(r: &PassResult, run_id: &str, dry_run: bool, json_out: bool) -> i3
                 c.events_scanned,
                 c.matches,
                 c.pending,
+                c.skipped_no_mtime,
                 deletes_kv(c),
                 if rep.walker_ran { "yes" } else { "no" },
                 recovery.join(","),
@@ -302,6 +303,7 @@ pub fn report(r: &PassResult, run_id: &str, dry_run: bool, json_out: bool) -> i3
                     "events_scanned": rep.counters.events_scanned,
                     "matches": rep.counters.matches,
                     "pending": rep.counters.pending,
+                    "skipped_no_mtime": rep.counters.skipped_no_mtime,
                     "deletes": rep.counters.deletes.by_label(),
                     "walker_ran": rep.walker_ran,
                     "recovery": rep.recovery.iter().map(|(b, why)| json!({"bucket": b, "reason": why.as_str()})).collect::<Vec<_>>(),
@@ -324,6 +326,7 @@ pub fn report(r: &PassResult, run_id: &str, dry_run: bool, json_out: bool) -> i3
                 "events_scanned": totals.events_scanned,
                 "matches": totals.matches,
                 "pending": totals.pending,
+                "skipped_no_mtime": totals.skipped_no_mtime,
                 "deletes": totals.deletes.by_label(),
             },
             "shards": shards,
@@ -331,13 +334,14 @@ pub fn report(r: &PassResult, run_id: &str, dry_run: bool, json_out: bool) -> i3
         println!("{doc}");
     } else {
         println!(
-            "pass run_id={run_id} now={} outcome={outcome} shards={} halted={halted} buckets={} rules={rules} events={} matches={} pending={} {} duration={:.3}s",
+            "pass run_id={run_id} now={} outcome={outcome} shards={} halted={halted} buckets={} rules={rules} events={} matches={} pending={} skipped_no_mtime={} {} duration={:.3}s",
             rfc3339(r.now),
             r.shards.len(),
             r.buckets.len(),
             totals.events_scanned,
             totals.matches,
             totals.pending,
+            totals.skipped_no_mtime,
             deletes_kv(&totals),
             r.duration.as_secs_f64()
         );

@@ -125,8 +125,8 @@ use std::collections::BTreeMap;
 
 use crate::engine::evaluate::{ObjectInfo, due_at};
 use crate::engine::versions::{
-    compare_version_ids, ext_str, is_delete_marker, is_null_version, mtime_ns, noncurrent_since_of,
-    size_of, version_id_of,
+    compare_version_ids, ext_str, is_delete_marker, is_null_version, mtime_known, mtime_ns,
+    noncurrent_since_of, size_of, version_id_of,
 };
 use crate::engine::{
     ActionKind, CompiledAction, EntryIdentity, Nanos, RuleHash, RuleMode, Snapshot, TimeConfig,
@@ -326,6 +326,10 @@ pub struct Routed {
     pub shard: u8,
     /// Matches, with due times; the caller compares them with its `now`.
     pub matches: Vec<Match>,
+    /// The event's object (or upload) has no real mtime, in a bucket of the
+    /// view: it routed nothing and is counted as skipped
+    /// (docs/filer-layout.md#entries-without-attributes).
+    pub skipped_no_mtime: bool,
 }
 
 /// Routes one event against `view` (normally the replay view): locates it,
@@ -336,12 +340,23 @@ pub fn route(view: &Snapshot, buckets_root: &str, ev: &MetaEvent) -> Option<Rout
     let (bucket, key) = locate(buckets_root, ev)?;
     let shard = shard_id(&bucket, &key);
     let matches = route_located(view, buckets_root, &bucket, &key, shard, ev);
+    let skipped_no_mtime = view.bucket(&bucket).is_some() && no_mtime_subject(&key, ev);
     Some(Routed {
         bucket,
         key,
         shard,
         matches,
+        skipped_no_mtime,
     })
+}
+
+/// Whether the event's new entry is an object, version or upload (something
+/// replay would evaluate) without a real mtime ([`mtime_known`]).
+pub fn no_mtime_subject(key: &str, ev: &MetaEvent) -> bool {
+    ev.new_entry
+        .as_ref()
+        .and_then(|e| classify(key, e))
+        .is_some_and(|s| !mtime_known(s.entry()))
 }
 
 /// Matches of an already located event (`key` = physical key, `shard` its
@@ -380,6 +395,14 @@ enum Subject<'a> {
         entry: &'a Entry,
         version_id: &'a str,
     },
+}
+
+impl Subject<'_> {
+    fn entry(&self) -> &Entry {
+        match self {
+            Subject::Upload { entry, .. } | Subject::Object { entry, .. } => entry,
+        }
+    }
 }
 
 /// First path segments SeaweedFS's S3 gateway reserves inside a bucket.
@@ -467,6 +490,11 @@ pub fn route_actions(
     let Some(subject) = classify(key, entry) else {
         return Vec::new();
     };
+    // No real mtime: it would read as epoch-old and due under every age rule
+    // (docs/filer-layout.md#entries-without-attributes).
+    if !mtime_known(subject.entry()) {
+        return Vec::new();
+    }
     let mut out = Vec::new();
     let mut emit = |a: &CompiledAction,
                     logical: &str,
@@ -770,6 +798,10 @@ pub fn resolve_deferred(
     if entry.name != lookup.name || rule_hash(rule) != m.rule_hash {
         return None;
     }
+    // docs/filer-layout.md#entries-without-attributes
+    if !mtime_known(entry) {
+        return None;
+    }
     let info = |is_latest: bool| ObjectInfo {
         mod_time: mtime_ns(entry),
         size: size_of(entry),
@@ -958,6 +990,43 @@ mod tests {
 
     fn run(snap: &Snapshot, ev: &MetaEvent) -> Routed {
         route(snap, ROOT, ev).expect("inside buckets root")
+    }
+
+    #[test]
+    fn entries_without_mtime_route_nothing_and_are_flagged() {
+        let snap = snapshot();
+        let dated = [
+            ("/buckets/b/docs", file("a.txt", 1000, 10)),
+            ("/buckets/b/k.versions", version(V1, 1000, 1).stamped(5 * S)),
+            (
+                "/buckets/b/.uploads",
+                dir("u1", 1000).with(keys::MPU_KEY, "k"),
+            ),
+        ];
+        for (d, e) in dated {
+            let r = run(&snap, &create(d, e.clone()));
+            assert!(!r.matches.is_empty() && !r.skipped_no_mtime, "{d}");
+            let mut zero = e.clone();
+            let a = zero.attributes.as_mut().unwrap();
+            a.mtime = 0;
+            a.mtime_ns = 0;
+            let mut go_zero = e.clone();
+            go_zero.attributes.as_mut().unwrap().mtime = crate::engine::versions::GO_ZERO_TIME_UNIX;
+            let mut bare = e;
+            bare.attributes = None;
+            for e in [zero, go_zero, bare] {
+                let r = run(&snap, &create(d, e.clone()));
+                assert!(r.matches.is_empty(), "{d}: {e:?}");
+                assert!(r.skipped_no_mtime, "{d}: {e:?}");
+            }
+        }
+        // A directory or a bucket outside the view is not counted.
+        let mut d = dir("sub", 0);
+        d.attributes = None;
+        assert!(!run(&snap, &create("/buckets/b", d)).skipped_no_mtime);
+        let mut f = file("a", 0, 1);
+        f.attributes = None;
+        assert!(!run(&snap, &create("/buckets/other", f)).skipped_no_mtime);
     }
 
     #[test]

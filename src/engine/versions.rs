@@ -32,6 +32,22 @@ pub fn mtime_ns(entry: &Entry) -> Nanos {
     })
 }
 
+/// Go's zero `time.Time` in Unix seconds (0001-01-01T00:00:00Z): the mtime a
+/// SeaweedFS 4.48 filer stores for an entry created without attributes
+/// (docs/filer-layout.md#entries-without-attributes).
+pub const GO_ZERO_TIME_UNIX: i64 = -62_135_596_800;
+
+/// Whether the entry carries a real mtime. Absent attributes, an mtime of 0
+/// and Go's zero time all mean "never stamped": such an entry would look
+/// epoch-old and due under every age rule, so replay and the walker skip it
+/// (and count it) rather than delete it
+/// (docs/filer-layout.md#entries-without-attributes).
+pub fn mtime_known(entry: &Entry) -> bool {
+    entry.attributes.as_ref().is_some_and(|a| {
+        !(a.mtime == 0 && a.mtime_ns == 0) && a.mtime != GO_ZERO_TIME_UNIX
+    })
+}
+
 /// `attributes.file_size` as the server reads it (uint64 → int64 wrapping).
 pub fn size_of(entry: &Entry) -> i64 {
     entry.attributes.as_ref().map_or(0, |a| a.file_size as i64)
@@ -147,6 +163,9 @@ pub struct VersionedObject {
     pub identity: EntryIdentity,
     /// This is the bare null-version entry, not a file in `.versions`.
     pub is_bare_null: bool,
+    /// The entry has a real mtime ([`mtime_known`]); the walker skips the
+    /// version otherwise.
+    pub mtime_known: bool,
 }
 
 /// Expands `<logical_key>.versions` into its versions, newest first (mtime
@@ -237,6 +256,7 @@ pub fn expand_versions(
                 },
                 identity: EntryIdentity::of(entry),
                 is_bare_null: bare,
+                mtime_known: mtime_known(entry),
             }
         })
         .collect()

@@ -17,7 +17,7 @@
 
 use crate::engine::evaluate::{ObjectInfo, due_at, fires};
 use crate::engine::route::Match;
-use crate::engine::versions::{expand_versions, mtime_ns, size_of};
+use crate::engine::versions::{expand_versions, mtime_known, mtime_ns, size_of};
 use crate::engine::{
     ActionKind, CompiledAction, EntryIdentity, Nanos, RuleMode, Snapshot, TimeConfig, filter, keys,
     shard_id,
@@ -152,7 +152,7 @@ pub fn evaluate_item(
     };
     match item {
         WalkItem::Object { key, entry } => {
-            if entry.is_directory || under_reserved(key) {
+            if entry.is_directory || under_reserved(key) || !mtime_known(entry) {
                 return Vec::new();
             }
             let info = ObjectInfo {
@@ -181,6 +181,10 @@ pub fn evaluate_item(
                 return Vec::new();
             }
             for v in expand_versions(logical_key, folder, versions, null_version.as_ref()) {
+                // docs/filer-layout.md#entries-without-attributes
+                if !v.mtime_known {
+                    continue;
+                }
                 for a in &live {
                     let version_id = match a.kind() {
                         ActionKind::ExpirationDays | ActionKind::ExpirationDate => "",
@@ -191,7 +195,7 @@ pub fn evaluate_item(
             }
         }
         WalkItem::Upload { upload_id, entry } => {
-            if !entry.is_directory || !valid_upload_id(upload_id) {
+            if !entry.is_directory || !valid_upload_id(upload_id) || !mtime_known(entry) {
                 return Vec::new();
             }
             let info = ObjectInfo {
@@ -207,6 +211,46 @@ pub fn evaluate_item(
         }
     }
     out
+}
+
+/// How many of the item's entries the walker skips for want of a real mtime
+/// ([`mtime_known`]; docs/filer-layout.md#entries-without-attributes): the
+/// object or upload itself, or each such version (the null version included).
+pub fn no_mtime_entries(item: &WalkItem) -> u64 {
+    let unknown = |e: &Entry| u64::from(!mtime_known(e));
+    match item {
+        WalkItem::Object { key, entry } => {
+            if entry.is_directory || under_reserved(key) {
+                0
+            } else {
+                unknown(entry)
+            }
+        }
+        WalkItem::Versions {
+            logical_key,
+            versions,
+            null_version,
+            ..
+        } => {
+            if logical_key.is_empty() || under_reserved(logical_key) {
+                0
+            } else {
+                versions
+                    .iter()
+                    .filter(|v| !crate::engine::versions::version_id_of(v).is_empty())
+                    .chain(null_version.iter())
+                    .map(unknown)
+                    .sum()
+            }
+        }
+        WalkItem::Upload { upload_id, entry } => {
+            if !entry.is_directory || !valid_upload_id(upload_id) {
+                0
+            } else {
+                unknown(entry)
+            }
+        }
+    }
 }
 
 /// Keys under `.uploads/` (MPU parts) or `.system/` are not user objects.
@@ -420,6 +464,58 @@ mod tests {
         // So does any other version.
         let with_version = versions(folder("k", DM), vec![dm, version(V1, 100, 1)], None);
         assert!(evaluate(&s, "b", &with_version, 0).is_empty());
+    }
+
+    /// The three spellings of "no mtime" (docs/filer-layout.md#entries-without-attributes).
+    fn without_mtime(mut e: Entry) -> [Entry; 3] {
+        let mut zero = e.clone();
+        let a = zero.attributes.as_mut().unwrap();
+        a.mtime = 0;
+        a.mtime_ns = 0;
+        let mut go_zero = e.clone();
+        go_zero.attributes.as_mut().unwrap().mtime = crate::engine::versions::GO_ZERO_TIME_UNIX;
+        e.attributes = None;
+        [e, zero, go_zero]
+    }
+
+    #[test]
+    fn entries_without_mtime_are_skipped_and_counted_never_matched() {
+        let s = snap(vec![enabled(|r| {
+            r.expiration_days = 1;
+            r.noncurrent_days = 1;
+            r.abort_mpu_days = 1;
+        })]);
+        let late = i64::MAX;
+        for e in without_mtime(file("a", 1000, 5)) {
+            let item = WalkItem::Object {
+                key: "a".into(),
+                entry: e,
+            };
+            assert!(evaluate(&s, "b", &item, late).is_empty(), "{item:?}");
+            assert_eq!(no_mtime_entries(&item), 1);
+        }
+        for e in without_mtime(dir("u1", 1000).with(keys::MPU_KEY, "x")) {
+            let item = WalkItem::Upload {
+                upload_id: "u1".into(),
+                entry: e,
+            };
+            assert!(evaluate(&s, "b", &item, late).is_empty(), "{item:?}");
+            assert_eq!(no_mtime_entries(&item), 1);
+        }
+        // A version without mtime is skipped; its dated sibling still expires.
+        for e in without_mtime(version(V2, 1000, 1).stamped(2000 * S)) {
+            let item = versions(folder("k", V1), vec![version(V1, 3000, 1), e], None);
+            let ms = evaluate(&s, "b", &item, late);
+            assert_eq!(summary(&ms), [(ActionKind::ExpirationDays, "k", "")]);
+            assert_eq!(no_mtime_entries(&item), 1);
+        }
+        // Dated entries count nothing.
+        let item = WalkItem::Object {
+            key: "a".into(),
+            entry: file("a", 1000, 5),
+        };
+        assert_eq!(no_mtime_entries(&item), 0);
+        assert_eq!(evaluate(&s, "b", &item, late).len(), 1);
     }
 
     #[test]

@@ -126,6 +126,8 @@ pub struct WalkBatch {
     pub bucket: String,
     /// Matches to delete.
     pub matches: Vec<Match>,
+    /// Entries of the item skipped for want of a real mtime.
+    pub skipped_no_mtime: u64,
 }
 
 /// A bucket's listing ended.
@@ -151,6 +153,8 @@ pub struct ReplayEvent {
     pub ts: Nanos,
     /// Its matches in the replay view.
     pub matches: Vec<Match>,
+    /// Its entry was skipped for want of a real mtime.
+    pub skipped_no_mtime: bool,
 }
 
 /// Answers once every sent delete has an outcome.
@@ -937,7 +941,10 @@ impl Handler<GetShardInfo> for ShardActor {
 impl Handler<WalkBatch> for ShardActor {
     type Result = ResponseFuture<()>;
     fn handle(&mut self, m: WalkBatch, ctx: &mut Context<Self>) -> Self::Result {
-        self.on_run(ctx, |run| run.walk_matches(&m.bucket, m.matches));
+        self.on_run(ctx, |run| {
+            run.skipped_no_mtime(m.skipped_no_mtime);
+            run.walk_matches(&m.bucket, m.matches);
+        });
         let rx = self.wait_accepting();
         Box::pin(await_rx(rx))
     }
@@ -946,7 +953,10 @@ impl Handler<WalkBatch> for ShardActor {
 impl Handler<ReplayEvent> for ShardActor {
     type Result = ResponseFuture<()>;
     fn handle(&mut self, m: ReplayEvent, ctx: &mut Context<Self>) -> Self::Result {
-        self.on_run(ctx, |run| run.replay_event(m.ts, &m.matches));
+        self.on_run(ctx, |run| {
+            run.skipped_no_mtime(u64::from(m.skipped_no_mtime));
+            run.replay_event(m.ts, &m.matches);
+        });
         let rx = self.wait_accepting();
         Box::pin(await_rx(rx))
     }

@@ -432,6 +432,8 @@ impl Coordinator {
                     let rep = &r.report;
                     let o = rep.outcome.in_pass(result.truncated.is_some());
                     obs.metrics.events_scanned(rep.shard, rep.counters.events_scanned);
+                    obs.metrics
+                        .skipped_no_mtime(rep.shard, rep.counters.skipped_no_mtime);
                     for ((kind, decision), n) in &rep.counters.decisions {
                         obs.metrics.matched_n(*kind, *decision, *n);
                     }
@@ -632,13 +634,15 @@ impl Driver {
                         None => continue,
                     };
                     let matches = walk::evaluate(view, bucket, &item, now);
-                    if matches.is_empty() {
+                    let skipped_no_mtime = walk::no_mtime_entries(&item);
+                    if matches.is_empty() && skipped_no_mtime == 0 {
                         continue;
                     }
                     let _ = addr
                         .send(WalkBatch {
                             bucket: bucket.to_string(),
                             matches,
+                            skipped_no_mtime,
                         })
                         .await;
                 }
@@ -714,6 +718,7 @@ impl Driver {
                 .send(ReplayEvent {
                     ts: ev.ts_ns,
                     matches: routed.matches,
+                    skipped_no_mtime: routed.skipped_no_mtime,
                 })
                 .await;
         }

@@ -145,6 +145,9 @@ pub struct Counters {
     pub matches: u64,
     /// Replay matches not yet due.
     pub pending: u64,
+    /// Objects, versions and uploads skipped because they have no real mtime
+    /// (docs/filer-layout.md#entries-without-attributes): never deleted.
+    pub skipped_no_mtime: u64,
     /// Delete outcomes.
     pub deletes: DeleteCounts,
     /// Matches by action kind and what was done with them (for
@@ -162,6 +165,7 @@ impl Counters {
         self.events_scanned += other.events_scanned;
         self.matches += other.matches;
         self.pending += other.pending;
+        self.skipped_no_mtime += other.skipped_no_mtime;
         self.deletes.add(&other.deletes);
         for (k, v) in &other.decisions {
             *self.decisions.entry(*k).or_default() += v;
@@ -333,6 +337,11 @@ impl ShardRun {
                 },
             ));
         }
+    }
+
+    /// `n` entries (walked or replayed) were skipped for want of a real mtime.
+    pub fn skipped_no_mtime(&mut self, n: u64) {
+        self.counters.skipped_no_mtime += n;
     }
 
     /// The listing of `bucket` ended, `ok` when without error.
