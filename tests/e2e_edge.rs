@@ -1522,3 +1522,78 @@ async fn future_now_recovery_does_not_skip_objects_written_later() {
     );
     assert_eq!(r.total("DONE"), 1, "{}", p.describe());
 }
+
+/// Issue 11 item 9: an entry created through the filer without attributes reads as epoch-old
+/// (SeaweedFS 4.48 stores Go's zero time, docs/filer-layout.md#entries-without-attributes) and
+/// would be due under every age rule. Neither the walk (first, cold pass) nor replay (its create
+/// event, second pass, 40 days ahead) deletes it; both count it in `skipped_no_mtime`, while a
+/// dated object beside it expires.
+#[tokio::test]
+async fn entry_without_attributes_is_never_deleted_as_epoch_old() {
+    let c = common::cluster();
+    let s3 = c.s3_client();
+    let b = c.new_bucket("e2e-noattr").await.unwrap();
+    c.put_lifecycle_xml(&b, &lifecycle(&days_rule("n", "", 1)))
+        .await
+        .unwrap();
+    let fc = c.filer().await;
+    let dir = format!("{}/{b}/na", c.buckets_root());
+    let bare = |name: &str| s3_lifecycled::pb::filer_pb::Entry {
+        name: name.into(),
+        content: b"no attributes".to_vec(),
+        attributes: None,
+        ..Default::default()
+    };
+    fc.create_entry(&dir, bare("walked"), false).await.unwrap();
+    let stored = fc.lookup(&dir, "walked").await.unwrap().expect("created");
+    // What 4.48 stores for it: absent attributes, 0, or Go's zero time — all "no mtime".
+    eprintln!("stored attributes: {:?}", stored.attributes);
+    let mtime = stored.attributes.as_ref().map_or(0, |a| a.mtime);
+    assert!(
+        mtime == 0 || mtime == -62_135_596_800,
+        "stored attributes: {:?}",
+        stored.attributes
+    );
+    put(&s3, &b, "dated", b"x", None).await;
+    let scope = Scope::new(&[&b]);
+    let t0 = now_ns();
+
+    // Pass 1 (cold: a recovery walk) a minute ahead, with the 10 s day: the dated object is due.
+    let p = run_once(c, &scope, Some(t0 + 60 * SEC_NS), &[], &SHORT_DAY).await;
+    let r = p.ok();
+    assert_eq!(r.total("DONE"), 1, "{}", p.describe());
+    // Counted where it was met: by the walk, and again by replay if its create event lies in
+    // the replayed range.
+    assert!(
+        r.v["totals"]["skipped_no_mtime"].as_u64().unwrap_or(0) >= 1,
+        "{}",
+        p.describe()
+    );
+    assert!(
+        fc.lookup(&dir, "walked").await.unwrap().is_some(),
+        "walk kept it"
+    );
+    assert!(!exists(&s3, &b, "dated").await);
+
+    // Pass 2, 40 days ahead: replay meets the create event of a second such entry.
+    fc.create_entry(&dir, bare("replayed"), false)
+        .await
+        .unwrap();
+    put(&s3, &b, "dated2", b"x", None).await;
+    let p = run_once(c, &scope, Some(t0 + 40 * DAY_NS), &[], &SHORT_DAY).await;
+    let r = p.ok();
+    assert_eq!(r.total("DONE"), 1, "dated2 expires:\n{}", p.describe());
+    assert!(
+        r.v["totals"]["skipped_no_mtime"].as_u64().unwrap_or(0) >= 1,
+        "{}",
+        p.describe()
+    );
+    for name in ["walked", "replayed"] {
+        assert!(
+            fc.lookup(&dir, name).await.unwrap().is_some(),
+            "{name} was deleted:\n{}",
+            p.describe()
+        );
+    }
+    assert!(!exists(&s3, &b, "dated2").await);
+}

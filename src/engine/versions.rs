@@ -43,9 +43,10 @@ pub const GO_ZERO_TIME_UNIX: i64 = -62_135_596_800;
 /// (and count it) rather than delete it
 /// (docs/filer-layout.md#entries-without-attributes).
 pub fn mtime_known(entry: &Entry) -> bool {
-    entry.attributes.as_ref().is_some_and(|a| {
-        !(a.mtime == 0 && a.mtime_ns == 0) && a.mtime != GO_ZERO_TIME_UNIX
-    })
+    entry
+        .attributes
+        .as_ref()
+        .is_some_and(|a| !(a.mtime == 0 && a.mtime_ns == 0) && a.mtime != GO_ZERO_TIME_UNIX)
 }
 
 /// `attributes.file_size` as the server reads it (uint64 → int64 wrapping).
