@@ -68,6 +68,10 @@ pub struct ClusterSettings {
     pub s3_grpc: String,
     /// Buckets root in the filer; empty = ask the filer (`GetFilerConfiguration`).
     pub buckets_root: String,
+    /// Deadline of each unary filer call (lookups, listing pages, cursor
+    /// load/save, bucket scan); not of the meta-log subscription.
+    #[serde(deserialize_with = "de_duration")]
+    pub filer_call_timeout: Duration,
 }
 
 impl Default for ClusterSettings {
@@ -76,6 +80,7 @@ impl Default for ClusterSettings {
             filer: "127.0.0.1:18888".into(),
             s3_grpc: "127.0.0.1:18333".into(),
             buckets_root: String::new(),
+            filer_call_timeout: Duration::from_secs(30),
         }
     }
 }
@@ -214,6 +219,10 @@ pub struct DispatchSettings {
     /// Backoff cap.
     #[serde(deserialize_with = "de_duration")]
     pub retry_max_backoff: Duration,
+    /// Deadline of one `LifecycleDelete` attempt; an attempt past it is a
+    /// retryable transport error.
+    #[serde(deserialize_with = "de_duration")]
+    pub call_timeout: Duration,
 }
 
 impl Default for DispatchSettings {
@@ -224,6 +233,7 @@ impl Default for DispatchSettings {
             retry_attempts: 3,
             retry_initial_backoff: Duration::from_millis(200),
             retry_max_backoff: Duration::from_secs(5),
+            call_timeout: Duration::from_secs(60),
         }
     }
 }
@@ -389,6 +399,24 @@ impl Settings {
                 "dispatch.retry_attempts",
                 "must be at least 1 (1 = no retry)",
             ));
+        }
+        for (key, d, example) in [
+            ("dispatch.call_timeout", self.dispatch.call_timeout, "60s"),
+            (
+                "cluster.filer_call_timeout",
+                self.cluster.filer_call_timeout,
+                "30s",
+            ),
+        ] {
+            if d.is_zero() {
+                return Err(invalid(
+                    key,
+                    format!(
+                        "must be a positive duration such as {example}: without a deadline one \
+                         unanswered call hangs the pass"
+                    ),
+                ));
+            }
         }
         if self.pass.event_buffer == 0 {
             return Err(invalid("pass.event_buffer", "must be at least 1"));
@@ -670,6 +698,23 @@ mod tests {
         std::fs::write(&f, "[pass]\nbuckets = [\"x\", \"y\"]\n").unwrap();
         let s = Settings::load(Some(&f), env(&[])).unwrap();
         assert_eq!(s.pass.buckets, vec!["x", "y"]);
+    }
+
+    #[test]
+    fn call_timeouts_must_be_positive() {
+        for key in ["DISPATCH__CALL_TIMEOUT", "CLUSTER__FILER_CALL_TIMEOUT"] {
+            let var = format!("S3_LIFECYCLED__{key}");
+            let e = Settings::load(None, env(&[(var.as_str(), "0")]))
+                .unwrap_err()
+                .to_string();
+            let dotted = key.to_lowercase().replace("__", ".");
+            assert!(e.contains(&dotted) && e.contains("deadline"), "{e}");
+            let s = Settings::load(None, env(&[(var.as_str(), "2s")])).unwrap();
+            assert!(
+                s.dispatch.call_timeout == Duration::from_secs(2)
+                    || s.cluster.filer_call_timeout == Duration::from_secs(2)
+            );
+        }
     }
 
     #[test]

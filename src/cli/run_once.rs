@@ -161,6 +161,7 @@ async fn pass(s: Settings, now: Nanos, shards: Vec<u8>, dry_run: bool, json: boo
             &s.cluster.buckets_root,
             &s.cursor.dir,
             s.pass.event_buffer,
+            s.cluster.filer_call_timeout,
         )
         .await
         {

@@ -135,6 +135,7 @@ async fn serve(s: Settings, shards: Vec<u8>) -> i32 {
             &s.cluster.buckets_root,
             &s.cursor.dir,
             s.pass.event_buffer,
+            s.cluster.filer_call_timeout,
         )
         .await
         {

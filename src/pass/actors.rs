@@ -162,6 +162,15 @@ pub struct ReplayEvent {
 #[rtype(result = "()")]
 pub struct Drain;
 
+/// `Drain` outlived its bound: halt with `reason` (see
+/// [`ShardRun::drain_timed_out`]).
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct DrainTimedOut {
+    /// The halt reason (`DRAIN_TIMEOUT: …`).
+    pub reason: String,
+}
+
 /// Ends the pass for the shard.
 #[derive(Message)]
 #[rtype(result = "(ShardReport, Option<ShardCursor>)")]
@@ -1021,6 +1030,17 @@ impl Handler<Drain> for ShardActor {
     fn handle(&mut self, _: Drain, _: &mut Context<Self>) -> Self::Result {
         let rx = self.wait_idle();
         Box::pin(await_rx(rx))
+    }
+}
+
+impl Handler<DrainTimedOut> for ShardActor {
+    type Result = ();
+    fn handle(&mut self, m: DrainTimedOut, ctx: &mut Context<Self>) {
+        if let Some(Some(reason)) = self.on_run(ctx, |run| run.drain_timed_out(m.reason)) {
+            self.halted(&reason);
+        }
+        // Wakes the idle waiters: the window was given up.
+        self.pump();
     }
 }
 

@@ -24,14 +24,14 @@ use crate::engine::DeleteRequest;
 use crate::engine::cursor::ShardCursor;
 use crate::engine::{Nanos, SHARD_COUNT, Snapshot, route, walk};
 use crate::pass::actors::{
-    BeginPass, Drain, Finish, ListingDone, ReplayEvent, ShardActor, ShardTelemetry, StartReplay,
-    WalkBatch,
+    BeginPass, Drain, DrainTimedOut, Finish, ListingDone, ReplayEvent, ShardActor, ShardTelemetry,
+    StartReplay, WalkBatch,
 };
 use crate::pass::dispatch::{DeleteDispatcher, DeletePort, limiter};
 use crate::pass::observe::PassObserver;
 use crate::pass::plan::PassPlan;
 use crate::pass::ports::ClusterPort;
-use crate::pass::retry::RetryPolicy;
+use crate::pass::retry::{DRAIN_TIMEOUT, RetryPolicy, drain_bound};
 use crate::pass::shard_run::{ShardOutcome, ShardPlan, ShardReport, WalkRole, plan_shard};
 use crate::seaweed::buckets::BucketError;
 use crate::status::{RunOutcome, ShardPhase};
@@ -318,6 +318,7 @@ impl Coordinator {
             attempts: s.dispatch.retry_attempts,
             initial: s.dispatch.retry_initial_backoff,
             max: s.dispatch.retry_max_backoff,
+            call_timeout: s.dispatch.call_timeout,
         };
         let dispatcher = DeleteDispatcher::new(
             self.deletes.clone(),
@@ -371,6 +372,16 @@ impl Coordinator {
                 Err(e) => failed.push((shard, e)),
             }
         }
+        // Outstanding work of every shard: its window plus the event or
+        // batch being taken in.
+        let outstanding = shards.len().saturating_mul(window.saturating_mul(2));
+        let drain_bound = drain_bound(
+            &policy,
+            s.cluster.filer_call_timeout,
+            outstanding,
+            s.dispatch.max_in_flight,
+            s.rate.effective().map(|(rate, _)| rate),
+        );
         let driver = Driver {
             port: self.port.clone(),
             plan: p.plan,
@@ -378,6 +389,7 @@ impl Coordinator {
             begins,
             dry_run: opts.dry_run,
             obs: self.obs.clone(),
+            drain_bound,
         };
         let buckets = p.buckets;
         let bucket_errors = p.bucket_errors;
@@ -484,6 +496,8 @@ struct Driver {
     begins: Vec<(Addr<ShardActor>, BeginPass)>,
     dry_run: bool,
     obs: PassObserver,
+    /// How long one `Drain` may wait ([`drain_bound`]).
+    drain_bound: Duration,
 }
 
 /// Resolves once the pass is asked to stop dispatching.
@@ -567,8 +581,25 @@ impl Driver {
         (results, error)
     }
 
+    /// Waits until every shard's sent work is answered, at most
+    /// `drain_bound`; a shard still waiting then halts with
+    /// [`DRAIN_TIMEOUT`] (docs/lifecycle-delete.md#deadlines), so one hung
+    /// call cannot wedge the pass (and with it `serve`'s schedule).
     async fn drain(&self) {
-        let waits = self.shards.values().map(|(a, _, _)| a.send(Drain));
+        let bound = self.drain_bound;
+        let waits = self.shards.iter().map(|(&shard, (a, _, _))| async move {
+            if tokio::time::timeout(bound, a.send(Drain)).await.is_err() {
+                let reason = format!(
+                    "{DRAIN_TIMEOUT}: work still unanswered after {} (dispatch.call_timeout × \
+                     dispatch.retry_attempts + backoff; cluster.filer_call_timeout for lookups)",
+                    humantime::format_duration(Duration::from_millis(
+                        u64::try_from(bound.as_millis()).unwrap_or(u64::MAX)
+                    ))
+                );
+                tracing::warn!(shard, %reason, "drain timed out");
+                let _ = a.send(DrainTimedOut { reason }).await;
+            }
+        });
         futures::future::join_all(waits).await;
     }
 

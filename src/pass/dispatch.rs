@@ -166,7 +166,20 @@ async fn run_with_retries<C: Send + Sync + 'static>(
             l.acquire_one().await;
             waited += t.elapsed();
         }
-        match port.call(call).await {
+        // Our own deadline, not tonic's: a tonic request timeout surfaces as
+        // Cancelled, which reads as our own shutdown and is not retried
+        // (docs/lifecycle-delete.md#deadlines).
+        let answer = match tokio::time::timeout(policy.call_timeout, port.call(call)).await {
+            Ok(r) => r,
+            Err(_) => Err(AttemptError {
+                retryable: true,
+                message: format!(
+                    "DEADLINE: no answer within {} (dispatch.call_timeout)",
+                    humantime::format_duration(policy.call_timeout)
+                ),
+            }),
+        };
+        match answer {
             Ok(verdict) => return (verdict, attempt, waited),
             Err(e) if e.retryable && policy.should_retry(attempt) => {
                 tokio::time::sleep(policy.backoff(attempt, rand::random::<f64>())).await;
@@ -277,6 +290,7 @@ mod tests {
             attempts: 3,
             initial: Duration::from_millis(1),
             max: Duration::from_millis(4),
+            call_timeout: Duration::from_secs(5),
         };
         let d = DeleteDispatcher::new(port, None, max_in_flight, policy, dry_run).start();
         for t in 0..n {

@@ -79,15 +79,18 @@ pub fn channel(addr: &str) -> Result<Channel, String> {
 impl SeaweedCluster {
     /// Connects to the filer at `addr` (fails when it does not answer), asks
     /// for the buckets root unless `buckets_root` is set, and keeps cursors
-    /// under `cursor_dir`.
+    /// under `cursor_dir`. Every unary filer call (lookups, listing pages,
+    /// cursor load/save, bucket scan) gets `filer_call_timeout`.
     pub async fn connect(
         addr: &str,
         buckets_root: &str,
         cursor_dir: &str,
         event_buffer: usize,
+        filer_call_timeout: std::time::Duration,
     ) -> Result<SeaweedCluster, String> {
         let channel = channel(addr)?;
-        let filer = FilerClient::from_channel(channel.clone(), addr);
+        let filer =
+            FilerClient::from_channel(channel.clone(), addr).with_call_timeout(filer_call_timeout);
         let root = if buckets_root.is_empty() {
             filer
                 .buckets_root()

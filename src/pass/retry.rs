@@ -14,6 +14,9 @@ pub struct RetryPolicy {
     pub initial: Duration,
     /// Backoff cap.
     pub max: Duration,
+    /// Deadline of one attempt (`dispatch.call_timeout`); past it the
+    /// attempt is a retryable transport error.
+    pub call_timeout: Duration,
 }
 
 impl Default for RetryPolicy {
@@ -22,6 +25,7 @@ impl Default for RetryPolicy {
             attempts: 3,
             initial: Duration::from_millis(200),
             max: Duration::from_secs(5),
+            call_timeout: Duration::from_secs(60),
         }
     }
 }
@@ -44,7 +48,61 @@ impl RetryPolicy {
     pub fn should_retry(&self, attempt: u32) -> bool {
         attempt < self.attempts.max(1)
     }
+
+    /// The longest one delete can take once it holds a dispatch slot: every
+    /// attempt runs to its deadline and every backoff is at its cap (jitter
+    /// keeps each below `d`, so `d` bounds it).
+    pub fn worst_call(&self) -> Duration {
+        let attempts = self.attempts.max(1);
+        let cap = |a: u32| {
+            let exp = a.saturating_sub(1).min(30);
+            self.initial.saturating_mul(1u32 << exp).min(self.max)
+        };
+        // Past 31 doublings every backoff is at the cap: add those at once.
+        let backoffs = (1..attempts.min(32))
+            .map(cap)
+            .fold(Duration::ZERO, Duration::saturating_add)
+            .saturating_add(cap(32).saturating_mul(attempts.saturating_sub(32)));
+        self.call_timeout
+            .saturating_mul(attempts)
+            .saturating_add(backoffs)
+    }
 }
+
+/// How long `Drain` may wait for a shard's outstanding work before the shard
+/// halts with [`DRAIN_TIMEOUT`] (docs/lifecycle-delete.md#deadlines).
+///
+/// - `policy.worst_call()`: one delete, all attempts to the deadline;
+/// - `lookup_timeout` × 2: a deferred match's entry and folder lookups;
+/// - `waves`: outstanding calls beyond the global in-flight cap wait for
+///   slots, `ceil(outstanding / max_in_flight)` rounds of the slower of both;
+/// - `rate`: the limiter hands out at most `rate` tokens per second, so the
+///   outstanding deletes need `outstanding / rate` seconds of tokens;
+/// - one second of slack for scheduling.
+pub fn drain_bound(
+    policy: &RetryPolicy,
+    lookup_timeout: Duration,
+    outstanding: usize,
+    max_in_flight: usize,
+    rate: Option<f64>,
+) -> Duration {
+    let per_call = policy.worst_call().max(lookup_timeout.saturating_mul(2));
+    let waves = outstanding.max(1).div_ceil(max_in_flight.max(1));
+    let waves = u32::try_from(waves).unwrap_or(u32::MAX);
+    let tokens = match rate {
+        Some(r) if r.is_finite() && r > 0.0 => {
+            Duration::try_from_secs_f64(outstanding as f64 / r).unwrap_or(Duration::MAX)
+        }
+        _ => Duration::ZERO,
+    };
+    per_call
+        .saturating_mul(waves)
+        .saturating_add(tokens)
+        .saturating_add(Duration::from_secs(1))
+}
+
+/// The halt reason of a shard whose outstanding work outlived [`drain_bound`].
+pub const DRAIN_TIMEOUT: &str = "DRAIN_TIMEOUT";
 
 #[cfg(test)]
 mod tests {
@@ -59,6 +117,53 @@ mod tests {
         assert_eq!(p.backoff(10, 0.0), Duration::from_millis(2500));
         assert!(p.backoff(40, 0.99) < Duration::from_secs(5));
         assert_eq!(p.backoff(1, f64::NAN), Duration::from_millis(100));
+    }
+
+    #[test]
+    fn drain_bound_covers_every_attempt_backoff_wave_and_token() {
+        let p = RetryPolicy {
+            attempts: 2,
+            initial: Duration::from_millis(200),
+            max: Duration::from_secs(5),
+            call_timeout: Duration::from_secs(2),
+        };
+        // 2 attempts × 2 s + one backoff ≤ 200 ms.
+        assert_eq!(p.worst_call(), Duration::from_millis(4200));
+        let lookups = Duration::from_secs(1);
+        assert_eq!(
+            drain_bound(&p, lookups, 1, 128, None),
+            Duration::from_millis(5200)
+        );
+        // 256 outstanding over 128 slots: two waves.
+        assert_eq!(
+            drain_bound(&p, lookups, 256, 128, None),
+            Duration::from_millis(9400)
+        );
+        // Slow lookups dominate a fast delete deadline.
+        assert_eq!(
+            drain_bound(&p, Duration::from_secs(30), 1, 128, None),
+            Duration::from_secs(61)
+        );
+        // 100 deletes at 10/s need 10 s of tokens.
+        assert_eq!(
+            drain_bound(&p, lookups, 100, 128, Some(10.0)),
+            Duration::from_millis(15200)
+        );
+        // Defaults: 3 × 60 s + 200 ms + 400 ms.
+        assert_eq!(
+            RetryPolicy::default().worst_call(),
+            Duration::from_millis(180_600)
+        );
+        // Nothing overflows.
+        let huge = RetryPolicy {
+            attempts: u32::MAX,
+            call_timeout: Duration::MAX,
+            ..p
+        };
+        assert_eq!(
+            drain_bound(&huge, Duration::MAX, usize::MAX, 1, Some(1e-300)),
+            Duration::MAX
+        );
     }
 
     #[test]

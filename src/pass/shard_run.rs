@@ -494,6 +494,30 @@ impl ShardRun {
         Some(reason)
     }
 
+    /// `Drain` outlived its bound ([`crate::pass::retry::drain_bound`]) with
+    /// work still unanswered: the shard halts with `reason` unless it already
+    /// stopped. The unanswered work stays unresolved — replay's cursor stays
+    /// before it and every bucket this shard walked counts as not fully
+    /// walked — and the window is given up, so a later `Drain` does not wait
+    /// for answers that may never come. A late answer still lands (a delete
+    /// that did happen is then counted). Returns the halt reason when this
+    /// halted the shard.
+    pub fn drain_timed_out(&mut self, reason: String) -> Option<String> {
+        if self.in_flight == 0 && self.queue.is_empty() {
+            return None;
+        }
+        self.queue.clear();
+        self.in_flight = 0;
+        for book in self.walks.values_mut() {
+            book.unresolved = true;
+        }
+        if self.stopped() {
+            return None;
+        }
+        self.halted = Some(reason.clone());
+        Some(reason)
+    }
+
     /// The filer's answers to a [`Work::Lookup`] (`Err`: a lookup failed).
     /// Either settles the match (no delete needed, or not due yet) or queues
     /// the concrete delete first in line. Returns the halt reason when a

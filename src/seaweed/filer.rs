@@ -4,6 +4,8 @@
 //! answers the filer gave.
 
 use std::collections::HashMap;
+use std::future::Future;
+use std::time::Duration;
 
 use futures::Stream;
 use tonic::transport::Channel;
@@ -152,6 +154,7 @@ pub fn split_path(path: &str) -> (String, String) {
 pub struct FilerClient {
     inner: SeaweedFilerClient<Channel>,
     addr: String,
+    call_timeout: Option<Duration>,
 }
 
 impl FilerClient {
@@ -185,6 +188,31 @@ impl FilerClient {
         FilerClient {
             inner,
             addr: addr.to_string(),
+            call_timeout: None,
+        }
+    }
+
+    /// The same client with a deadline on every unary call and on each
+    /// listing page read (`cluster.filer_call_timeout`,
+    /// docs/grpc.md#deadlines): a filer that accepts the call and never
+    /// answers becomes a transport error instead of a hung pass. The
+    /// meta-log subscription (`raw`) is not bounded by it.
+    pub fn with_call_timeout(mut self, timeout: Duration) -> FilerClient {
+        self.call_timeout = (!timeout.is_zero()).then_some(timeout);
+        self
+    }
+
+    /// Runs one call under [`FilerClient::with_call_timeout`]'s deadline.
+    async fn timed<T>(
+        &self,
+        call: impl Future<Output = std::result::Result<T, Status>>,
+    ) -> std::result::Result<T, Status> {
+        match self.call_timeout {
+            None => call.await,
+            Some(d) => match tokio::time::timeout(d, call).await {
+                Ok(r) => r,
+                Err(_) => Err(deadline_status(d)),
+            },
         }
     }
 
@@ -202,10 +230,9 @@ impl FilerClient {
     /// The bucket root directory (`dir_buckets`; `/buckets` when empty), with
     /// any trailing `/` removed.
     pub async fn buckets_root(&self) -> Result<String> {
+        let mut inner = self.inner.clone();
         let resp = self
-            .inner
-            .clone()
-            .get_filer_configuration(GetFilerConfigurationRequest {})
+            .timed(inner.get_filer_configuration(GetFilerConfigurationRequest {}))
             .await
             .map_err(|s| FilerError::from_status("GetFilerConfiguration", self.addr.clone(), s))?
             .into_inner();
@@ -223,7 +250,8 @@ impl FilerClient {
             directory: dir.to_string(),
             name: name.to_string(),
         };
-        match self.inner.clone().lookup_directory_entry(req).await {
+        let mut inner = self.inner.clone();
+        match self.timed(inner.lookup_directory_entry(req)).await {
             Ok(resp) => Ok(resp.into_inner().entry),
             Err(s) if s.message().contains(NOT_FOUND_TEXT) => Ok(None),
             Err(s) => Err(FilerError::from_status(
@@ -240,7 +268,7 @@ impl FilerClient {
     pub async fn list_page(&self, dir: &str, start_after: &str, limit: u32) -> Result<Vec<Entry>> {
         let mut stream = self.open_page(dir, start_after, limit).await?;
         let mut out = Vec::new();
-        while let Some(e) = next_entry(&mut stream, dir).await? {
+        while let Some(e) = next_entry(&mut stream, dir, self.call_timeout).await? {
             out.push(e);
         }
         Ok(out)
@@ -261,7 +289,8 @@ impl FilerClient {
             snapshot_ts_ns: 0,
             omit_chunks: false,
         };
-        match self.inner.clone().list_entries(req).await {
+        let mut inner = self.inner.clone();
+        match self.timed(inner.list_entries(req)).await {
             Ok(r) => Ok(r.into_inner()),
             Err(s) => Err(FilerError::from_status("ListEntries", dir.to_string(), s)),
         }
@@ -307,7 +336,7 @@ impl FilerClient {
                 let Some(stream) = st.stream.as_mut() else {
                     continue;
                 };
-                match next_entry(stream, &st.dir).await {
+                match next_entry(stream, &st.dir, st.client.call_timeout).await {
                     Ok(Some(e)) => {
                         st.in_page += 1;
                         st.last.clone_from(&e.name);
@@ -339,10 +368,9 @@ impl FilerClient {
             o_excl: exclusive,
             ..Default::default()
         };
+        let mut inner = self.inner.clone();
         let resp = self
-            .inner
-            .clone()
-            .create_entry(req)
+            .timed(inner.create_entry(req))
             .await
             .map_err(|s| classify_create(path.clone(), s))?
             .into_inner();
@@ -380,7 +408,8 @@ impl FilerClient {
             expected_extended,
             ..Default::default()
         };
-        match self.inner.clone().update_entry(req).await {
+        let mut inner = self.inner.clone();
+        match self.timed(inner.update_entry(req)).await {
             Ok(_) => Ok(()),
             Err(s) if is_precondition(&s) => Err(FilerError::PreconditionFailed {
                 path,
@@ -402,7 +431,8 @@ impl FilerClient {
             ignore_recursive_error: false,
             ..Default::default()
         };
-        match self.inner.clone().delete_entry(req).await {
+        let mut inner = self.inner.clone();
+        match self.timed(inner.delete_entry(req)).await {
             Ok(resp) => {
                 let err = resp.into_inner().error;
                 if err.is_empty() || err.contains(NOT_FOUND_TEXT) {
@@ -433,12 +463,28 @@ struct PageState {
 }
 
 /// Next entry of a listing stream; responses without an entry are skipped.
+/// The status a call gets when it outlives its deadline: DeadlineExceeded,
+/// which [`FilerError::from_status`] classifies as transport.
+fn deadline_status(d: Duration) -> Status {
+    Status::deadline_exceeded(format!(
+        "no answer within {} (cluster.filer_call_timeout)",
+        humantime::format_duration(d)
+    ))
+}
+
 async fn next_entry(
     stream: &mut Streaming<ListEntriesResponse>,
     dir: &str,
+    timeout: Option<Duration>,
 ) -> Result<Option<Entry>> {
     loop {
-        match stream.message().await {
+        let msg = match timeout {
+            None => stream.message().await,
+            Some(d) => tokio::time::timeout(d, stream.message())
+                .await
+                .unwrap_or_else(|_| Err(deadline_status(d))),
+        };
+        match msg {
             Ok(Some(resp)) => {
                 if let Some(e) = resp.entry {
                     return Ok(Some(e));
