@@ -204,6 +204,53 @@ fn unresolved_outcome_halts_only_new_work_and_blocks_the_cursor() {
     );
 }
 
+/// Issue 11 item 6: a delete that never answers. Once `Drain` outlives its bound the shard
+/// halts with DRAIN_TIMEOUT, its window is given up (so it is idle), and its cursor stays before
+/// the unanswered event; the walk it took part in counts as not fully done.
+#[test]
+fn drain_timeout_halts_and_keeps_the_cursor_before_unanswered_work() {
+    let (_, cursor) = steady(100 * S);
+    let p = plan(200 * S);
+    let mut run = ShardRun::new(0, p.clone(), Some(cursor), 8);
+    run.listing_done("b", true);
+    run.start_replay();
+    let evs: Vec<Nanos> = (0..3).map(|i| 100 * S + i * S).collect();
+    for (i, &ts) in evs.iter().enumerate() {
+        run.replay_event(ts, &[action_match(&p, &format!("k{i}"), ts + 10 * S)]);
+    }
+    let sent = run.next_sends();
+    assert_eq!(sent.len(), 3);
+    // k0 is answered; k1 and k2 hang.
+    let (w, t) = sent.into_iter().next().unwrap();
+    let Work::Delete(req) = w else { panic!() };
+    assert_eq!(run.outcome(&req, t, &ok()), None);
+    assert!(!run.idle());
+    let halt = run.drain_timed_out("DRAIN_TIMEOUT: 2 unanswered".into());
+    assert_eq!(halt.as_deref(), Some("DRAIN_TIMEOUT: 2 unanswered"));
+    assert!(run.idle(), "the window is given up: a later Drain does not wait");
+    assert!(run.next_sends().is_empty());
+    // A second timeout changes nothing (already idle).
+    assert_eq!(run.drain_timed_out("again".into()), None);
+    let (rep, cursor) = run.finish(Some(200 * S));
+    assert_eq!(rep.outcome, ShardOutcome::Halted);
+    assert_eq!(
+        rep.halt_reason.as_deref(),
+        Some("DRAIN_TIMEOUT: 2 unanswered")
+    );
+    let c = cursor.unwrap();
+    let prog = c.buckets["b"].rules.values().next().unwrap();
+    assert!(prog.ts < evs[1], "cursor stops before the unanswered event");
+}
+
+#[test]
+fn drain_timeout_without_outstanding_work_is_no_halt() {
+    let (_, cursor) = steady(100 * S);
+    let mut run = ShardRun::new(0, plan(200 * S), Some(cursor), 8);
+    run.start_replay();
+    assert_eq!(run.drain_timed_out("DRAIN_TIMEOUT".into()), None);
+    assert_eq!(run.finish(None).0.outcome, ShardOutcome::Completed);
+}
+
 #[test]
 fn pending_match_holds_the_cursor_but_later_due_matches_are_sent() {
     let (_, cursor) = steady(100 * S);

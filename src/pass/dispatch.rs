@@ -358,6 +358,33 @@ mod tests {
         assert!((1..=4).contains(&peak), "peak {peak}");
     }
 
+    /// A gateway that accepts and never answers.
+    struct Hang(AtomicUsize);
+    impl DeletePort<u32> for Hang {
+        fn call(&self, _c: &u32) -> BoxFuture<'static, AttemptResult> {
+            self.0.fetch_add(1, Ordering::SeqCst);
+            Box::pin(futures::future::pending())
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_call_past_its_deadline_is_a_retried_transport_error() {
+        let port = Hang(AtomicUsize::new(0));
+        let policy = RetryPolicy {
+            attempts: 2,
+            initial: Duration::from_millis(200),
+            max: Duration::from_secs(5),
+            call_timeout: Duration::from_secs(2),
+        };
+        let t = tokio::time::Instant::now();
+        let (r, attempts, _) = run_with_retries(&port, &7, None, policy).await;
+        assert_eq!(r.outcome, DeleteOutcome::RpcError);
+        assert!(r.reason.contains("dispatch.call_timeout"), "{r:?}");
+        assert_eq!((attempts, port.0.load(Ordering::SeqCst)), (2, 2));
+        let el = t.elapsed();
+        assert!(el >= Duration::from_millis(4100) && el <= policy.worst_call(), "{el:?}");
+    }
+
     #[actix::test]
     async fn dry_run_sends_nothing() {
         let port = script(vec![]);
