@@ -128,6 +128,56 @@ pub fn retention_window(
     }
 }
 
+/// How far a bucket's replay progress can trail `now − ttl` when a pass
+/// starts, in steady state (docs/retention-probe.md#replay-lag):
+///
+/// - one lifecycle day: passes run once a day, so the pending matches the
+///   last pass left behind were written up to a day before this pass's
+///   `now − ttl`;
+/// - one more day with `next_day` rounding: a match stays pending until the
+///   day boundary after `time + ttl`;
+/// - the clock-skew margin, by which a recovery rewinds further
+///   ([`rewind_point`]);
+/// - the reorder margin progress keeps behind the newest processed event.
+pub fn replay_lag(time: &TimeConfig, skew_margin: Duration) -> Duration {
+    let mut lag = time
+        .day
+        .saturating_add(skew_margin)
+        .saturating_add(Duration::from_nanos(
+            u64::try_from(crate::engine::progress::REORDER_MARGIN).unwrap_or(0),
+        ));
+    if time.rounding == DueRounding::NextDay {
+        lag = lag.saturating_add(time.day);
+    }
+    lag
+}
+
+/// The window the replay/walk partition compares TTLs with.
+///
+/// A probed `window` is what the log holds now; stock filers never trim it,
+/// so it grows with the cluster and a trim shows up as retention loss (a
+/// recovery walk, nothing lost). A configured retention is the operator's
+/// statement that the log is cut `configured` before `now`, pass after pass.
+/// Replay then needs the events back to where its progress really is, which
+/// is `now − ttl − lag` ([`replay_lag`]), not `now − ttl`: a rule with
+/// `ttl + lag > configured` would find its pending events trimmed at every
+/// pass (retention loss, a recovery walk each time) and must be walked
+/// instead. The retention-loss check itself is unchanged, so events the
+/// retention removed are never treated as available
+/// (docs/retention-probe.md#replay-lag).
+pub fn partition_window(
+    window: Duration,
+    configured: Duration,
+    time: &TimeConfig,
+    skew_margin: Duration,
+) -> Duration {
+    if configured.is_zero() {
+        window
+    } else {
+        window.saturating_sub(replay_lag(time, skew_margin))
+    }
+}
+
 /// Everything one pass decided before any shard ran; shared by all shards.
 #[derive(Debug)]
 pub struct PassPlan {
@@ -187,7 +237,12 @@ impl PassPlan {
             promoted_hash, promoted_hash_by_bucket, replay_content_hash,
             replay_content_hash_by_bucket,
         };
-        let window = retention_window(now, earliest, pass.meta_log_retention);
+        let window = partition_window(
+            retention_window(now, earliest, pass.meta_log_retention),
+            pass.meta_log_retention,
+            &snap.time(),
+            pass.clock_skew_margin,
+        );
         let (replay, walk) = snap.rules_for_shard(0, window);
         let earliest = if pass.meta_log_retention.is_zero() {
             earliest
@@ -326,6 +381,91 @@ mod tests {
             rewind_point(5, Duration::from_secs(86_400), &exact, Duration::ZERO),
             0
         );
+    }
+
+    const DAY: Duration = Duration::from_secs(86_400);
+
+    fn ns(d: Duration) -> Nanos {
+        i64::try_from(d.as_nanos()).unwrap()
+    }
+
+    #[test]
+    fn replay_lag_adds_cadence_rounding_skew_and_reorder() {
+        let skew = Duration::from_secs(600);
+        let reorder = Duration::from_secs(5);
+        let t = TimeConfig::default();
+        assert_eq!(replay_lag(&t, skew), DAY + DAY + skew + reorder);
+        let exact = TimeConfig {
+            rounding: DueRounding::None,
+            ..t
+        };
+        assert_eq!(replay_lag(&exact, skew), DAY + skew + reorder);
+    }
+
+    #[test]
+    fn probed_window_is_not_narrowed() {
+        let t = TimeConfig::default();
+        let w = Duration::from_secs(40 * 86_400);
+        assert_eq!(
+            partition_window(w, Duration::ZERO, &t, Duration::from_secs(600)),
+            w
+        );
+        assert_eq!(
+            partition_window(Duration::MAX, Duration::ZERO, &t, Duration::ZERO),
+            Duration::MAX
+        );
+    }
+
+    /// The retention trap (issue 11 item 5): `meta_log_retention` equal to a
+    /// rule's TTL. Replaying that rule would find its pending events trimmed at
+    /// every pass, so the partition sends it to the walker; a retention that
+    /// covers TTL + lag keeps it on replay and a daily steady pass after a
+    /// recovery never reports retention loss.
+    #[test]
+    fn retention_equal_to_ttl_walks_instead_of_recovering_every_pass() {
+        let skew = Duration::from_secs(600);
+        for rounding in [DueRounding::NextDay, DueRounding::None] {
+            let t = TimeConfig {
+                day: DAY,
+                rounding,
+            };
+            let ttl = 30 * DAY;
+            // Retention = TTL: the rule does not fit the partition window.
+            assert!(partition_window(ttl, ttl, &t, skew) < ttl);
+            // Retention = TTL + lag: it fits exactly.
+            let enough = ttl + replay_lag(&t, skew);
+            assert_eq!(partition_window(enough, enough, &t, skew), ttl);
+
+            // With that retention, a recovery at now0 rewinds to a point the
+            // next daily pass still holds: no retention loss.
+            let now0 = 1_000 * ns(DAY);
+            let rewound = rewind_point(now0, ttl, &t, skew);
+            let now1 = now0 + ns(DAY);
+            let earliest1 = now1 - ns(enough);
+            assert!(rewound >= earliest1, "{rounding:?}");
+            assert_eq!(
+                recovery_reason(Some(&p(H1, Z, Some(rewound))), &H1, &Z, true, Some(earliest1)),
+                None
+            );
+            // Steady state: the oldest match still pending at now1 was written
+            // after now1 − ttl − (rounding day), and progress sits up to the
+            // reorder margin before it; the pass after still holds it.
+            let rounding_day = if rounding == DueRounding::NextDay {
+                ns(DAY)
+            } else {
+                0
+            };
+            let pending = now1 - ns(ttl) - rounding_day
+                - crate::engine::progress::REORDER_MARGIN;
+            let now2 = now1 + ns(DAY);
+            assert!(pending >= now2 - ns(enough), "{rounding:?}");
+            // ... while with retention = TTL the same progress is lost: this
+            // is why such a rule must be walked, not replayed.
+            assert_eq!(
+                recovery_reason(Some(&p(H1, Z, Some(pending))), &H1, &Z, true, Some(now2 - ns(ttl))),
+                Some(RecoveryReason::RetentionLoss)
+            );
+        }
     }
 
     #[test]
