@@ -15,7 +15,7 @@ use std::time::Duration;
 use serde::Serialize;
 
 use crate::engine::cursor::Hash32;
-use crate::engine::{ActionKey, DueRounding, Nanos, Snapshot, TimeConfig};
+use crate::engine::{ActionKey, ActionKind, DueRounding, Nanos, RuleHash, Snapshot, TimeConfig};
 
 /// Why a bucket needs a recovery walk on this shard.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -178,6 +178,83 @@ pub fn partition_window(
     }
 }
 
+/// The enabled actions of each bucket with any, as `(rule hash, kind)`: what
+/// a match's rule must still be for its delete to go out.
+pub type LiveActions = BTreeMap<String, BTreeSet<(RuleHash, ActionKind)>>;
+
+/// The enabled actions of every bucket of `snap` (Disabled rules are in no
+/// view and never fire, so they are not live).
+pub fn live_actions(snap: &Snapshot) -> LiveActions {
+    snap.recovery_view()
+        .buckets()
+        .iter()
+        .map(|b| {
+            let set = b
+                .actions()
+                .iter()
+                .map(|a| (a.key().rule_hash, a.kind()))
+                .collect();
+            (b.name().to_string(), set)
+        })
+        .collect()
+}
+
+/// Buckets whose lifecycle configuration changed since the pass's snapshot,
+/// with their enabled actions now (empty: configuration deleted, or no longer
+/// usable). Built by re-reading the configurations during a pass; a delete is
+/// sent only while [`RuleChanges::still_due`] says so
+/// (docs/lifecycle-config.md#changes-during-a-pass).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RuleChanges(BTreeMap<String, BTreeSet<(RuleHash, ActionKind)>>);
+
+impl RuleChanges {
+    /// Compares the pass's actions (`planned`) with a fresh reading
+    /// (`current`). `unusable` are buckets whose configuration can no longer
+    /// be parsed: nothing in them is due any more, as if it was deleted.
+    pub fn between(
+        planned: &LiveActions,
+        current: &LiveActions,
+        unusable: &BTreeSet<String>,
+    ) -> RuleChanges {
+        let mut out = BTreeMap::new();
+        for (bucket, was) in planned {
+            let now = if unusable.contains(bucket) {
+                BTreeSet::new()
+            } else {
+                current.get(bucket).cloned().unwrap_or_default()
+            };
+            if &now != was {
+                out.insert(bucket.clone(), now);
+            }
+        }
+        RuleChanges(out)
+    }
+
+    /// Whether a match of `(rule_hash, kind)` in `bucket`, due under the
+    /// pass's snapshot, may still be deleted. A bucket whose configuration did
+    /// not change: yes. Otherwise only when the very same rule is still
+    /// enabled: the rule hash covers the whole rule (filter, TTL, date), so
+    /// the same hash means the same due time. A match whose rule changed is
+    /// not due in this pass, even when the new rule would make it due (a
+    /// lowered TTL): the rule edit recovers the bucket at the next pass,
+    /// which deletes it then. Never early, at worst one pass late.
+    pub fn still_due(&self, bucket: &str, rule_hash: RuleHash, kind: ActionKind) -> bool {
+        self.0
+            .get(bucket)
+            .is_none_or(|live| live.contains(&(rule_hash, kind)))
+    }
+
+    /// The changed buckets.
+    pub fn buckets(&self) -> impl Iterator<Item = &str> {
+        self.0.keys().map(String::as_str)
+    }
+
+    /// Whether nothing changed.
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+}
+
 /// Everything one pass decided before any shard ran; shared by all shards.
 #[derive(Debug)]
 pub struct PassPlan {
@@ -218,6 +295,9 @@ pub struct PassPlan {
     /// Buckets that exist but are not part of this pass (config failed to
     /// parse, or not selected by `pass.buckets`): their cursor state is kept.
     pub keep: BTreeSet<String>,
+    /// The enabled actions of each bucket in this pass, to compare re-read
+    /// configurations with.
+    pub live: LiveActions,
 }
 
 impl PassPlan {
@@ -266,6 +346,7 @@ impl PassPlan {
             walk,
             recovery: snap.recovery_view(),
             keep,
+            live: live_actions(snap),
         }
     }
 
