@@ -103,6 +103,11 @@ pub struct PassSettings {
     /// Cap on one pass; 0 = none. A capped pass saves cursors and is "truncated".
     #[serde(deserialize_with = "de_duration")]
     pub max_runtime: Duration,
+    /// How often a running pass re-reads the buckets' lifecycle
+    /// configurations, so an edit or deletion stops that bucket's deletes
+    /// within about this long; 0 = never (the pass keeps its start snapshot).
+    #[serde(deserialize_with = "de_duration")]
+    pub config_refresh: Duration,
     /// Buffered meta-log events between the reader and the shards.
     pub event_buffer: usize,
     /// Buckets this instance acts on; empty = every bucket with a lifecycle
@@ -120,6 +125,7 @@ impl Default for PassSettings {
             meta_log_retention: Duration::ZERO,
             clock_skew_margin: Duration::from_secs(600),
             max_runtime: Duration::ZERO,
+            config_refresh: Duration::from_secs(1),
             event_buffer: 4096,
             buckets: Vec::new(),
         }
@@ -417,6 +423,15 @@ impl Settings {
                     ),
                 ));
             }
+        }
+        if !self.pass.config_refresh.is_zero()
+            && self.pass.config_refresh < Duration::from_millis(100)
+        {
+            return Err(invalid(
+                "pass.config_refresh",
+                "must be 0 (never re-read) or at least 100ms (each re-read lists the buckets \
+                 directory), e.g. 1s",
+            ));
         }
         if self.pass.event_buffer == 0 {
             return Err(invalid("pass.event_buffer", "must be at least 1"));

@@ -136,6 +136,9 @@ pub struct DeleteCounts {
     pub dry_run: u64,
     /// UNSPECIFIED or an unknown outcome number (halts the shard).
     pub other: u64,
+    /// WITHDRAWN: not sent, the bucket's configuration changed mid-pass.
+    #[serde(default)]
+    pub withdrawn: u64,
 }
 
 impl DeleteCounts {
@@ -149,6 +152,7 @@ impl DeleteCounts {
             DeleteOutcome::Unspecified => &mut self.other,
             DeleteOutcome::RpcError => &mut self.rpc_error,
             DeleteOutcome::DryRun => &mut self.dry_run,
+            DeleteOutcome::Withdrawn => &mut self.withdrawn,
         }
     }
 
@@ -163,6 +167,7 @@ impl DeleteCounts {
             DeleteOutcome::Unspecified => self.other,
             DeleteOutcome::RpcError => self.rpc_error,
             DeleteOutcome::DryRun => self.dry_run,
+            DeleteOutcome::Withdrawn => self.withdrawn,
         }
     }
 
@@ -184,15 +189,17 @@ impl DeleteCounts {
         }
     }
 
-    /// Sum of all outcomes (= deletes issued).
+    /// Sum of all outcomes but WITHDRAWN (= deletes issued; a withdrawn
+    /// delete was never sent).
     pub fn total(&self) -> u64 {
         self.rows()
             .iter()
+            .filter(|(o, _)| *o != DeleteOutcome::Withdrawn)
             .fold(0u64, |a, (_, n)| a.saturating_add(*n))
     }
 
     /// `(outcome, count)` for every outcome, in [`DeleteOutcome::ALL`] order.
-    pub fn rows(&self) -> [(DeleteOutcome, u64); 8] {
+    pub fn rows(&self) -> [(DeleteOutcome, u64); 9] {
         DeleteOutcome::ALL.map(|o| (o, self.get(o)))
     }
 

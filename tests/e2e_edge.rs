@@ -500,6 +500,64 @@ async fn partition_flip_to_walker_still_expires() {
     assert!(r.recovery_reasons(&b).is_empty(), "{}", p.describe());
 }
 
+/// The retention trap (issue 11 item 5): `pass.meta_log_retention` equal to the rule's TTL (what
+/// the Go worker's `meta_log_retention_days` translates to). Replay progress trails `now − TTL`
+/// by about a day plus rounding and the skew margin, so with that retention every pass used to
+/// find its progress trimmed and ran a `retention_loss` recovery walk. Now the rule is walked
+/// steadily: after the first pass (cold start) no pass recovers, and due objects still go.
+/// A 2 s lifecycle day, TTL 3 days = 6 s, retention 6 s.
+#[tokio::test]
+async fn retention_equal_to_ttl_recovers_only_on_the_first_pass() {
+    let c = common::cluster();
+    let s3 = c.s3_client();
+    let b = c.new_bucket("e2e-ret-ttl").await.unwrap();
+    c.put_lifecycle_xml(&b, &lifecycle(&days_rule("x", "x/", 3)))
+        .await
+        .unwrap();
+    for k in ["x/1", "x/2", "keep"] {
+        put(&s3, &b, k, b"data", None).await;
+    }
+    let t0 = now_ns();
+    let scope = Scope::new(&[&b]);
+    let env = [
+        ("S3_LIFECYCLED__TIME__DAY", "2s"),
+        ("S3_LIFECYCLED__PASS__META_LOG_RETENTION", "6s"),
+    ];
+
+    let p = run_once(c, &scope, Some(t0 + SEC_NS), &[], &env).await;
+    let r = p.ok();
+    r.assert_no_deletes();
+    assert!(
+        r.recovery_reasons(&b).contains("cold_start"),
+        "{}",
+        p.describe()
+    );
+    let mut deleted = 0;
+    // Passes 2 s (one lifecycle day) apart, then well past the due time; x/3 is written after
+    // the objects above were deleted and must be deleted by a later steady pass.
+    for (i, at) in [3, 5, 7, 20, 22, 40, 42].into_iter().enumerate() {
+        if at == 22 {
+            put(&s3, &b, "x/3", b"data", None).await;
+        }
+        let p = run_once(c, &scope, Some(t0 + at * SEC_NS), &[], &env).await;
+        let r = p.ok();
+        assert!(
+            r.recovery_reasons(&b).is_empty(),
+            "pass {} at t0+{at}s recovered:\n{}",
+            i + 2,
+            p.describe()
+        );
+        deleted += r.total("DONE");
+        match at {
+            20 => assert_eq!(deleted, 2, "{}", p.describe()),
+            40 => assert_eq!(deleted, 3, "{}", p.describe()),
+            _ => {}
+        }
+    }
+    assert_eq!(list_keys(&s3, &b).await, set(&["keep"]));
+    assert_eq!(deleted, 3);
+}
+
 /// Due rounding: `none` deletes a 1-day object just after mtime + 1 day; the default `next_day`
 /// waits for the next midnight UTC after that. Never skipped near midnight: an object written
 /// in the last minute before midnight UTC (mtime + 1 day too close to the rounded due time to

@@ -68,6 +68,7 @@ fn plan(now: Nanos) -> Arc<PassPlan> {
         walk,
         recovery: snap.recovery_view(),
         keep: BTreeSet::new(),
+        live: s3_lifecycled::pass::plan::live_actions(&snap),
     })
 }
 
@@ -326,6 +327,7 @@ fn versioned_plan(now: Nanos) -> Arc<PassPlan> {
         walk,
         recovery: snap.recovery_view(),
         keep: BTreeSet::new(),
+        live: s3_lifecycled::pass::plan::live_actions(&snap),
     })
 }
 

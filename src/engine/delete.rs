@@ -157,11 +157,16 @@ pub enum DeleteOutcome {
     RpcError,
     /// `--dry-run`: decided, not sent.
     DryRun,
+    /// Not sent: the bucket's lifecycle configuration changed during the
+    /// pass and the match's rule is no longer in it
+    /// (docs/lifecycle-config.md#changes-during-a-pass). Unresolved but never
+    /// halting: the match is simply not due in this pass.
+    Withdrawn,
 }
 
 impl DeleteOutcome {
     /// Every outcome, in display order.
-    pub const ALL: [DeleteOutcome; 8] = [
+    pub const ALL: [DeleteOutcome; 9] = [
         DeleteOutcome::Done,
         DeleteOutcome::NoopResolved,
         DeleteOutcome::SkippedObjectLock,
@@ -170,6 +175,7 @@ impl DeleteOutcome {
         DeleteOutcome::RpcError,
         DeleteOutcome::DryRun,
         DeleteOutcome::Unspecified,
+        DeleteOutcome::Withdrawn,
     ];
 
     /// The outcomes every report lists, zeros included; `Unspecified` is
@@ -195,6 +201,7 @@ impl DeleteOutcome {
             DeleteOutcome::Unspecified => "LIFECYCLE_DELETE_OUTCOME_UNSPECIFIED",
             DeleteOutcome::RpcError => "RPC_ERROR",
             DeleteOutcome::DryRun => "DRY_RUN",
+            DeleteOutcome::Withdrawn => "WITHDRAWN",
         }
     }
 
@@ -255,6 +262,15 @@ impl CallResult {
         CallResult {
             outcome: DeleteOutcome::DryRun,
             reason: String::new(),
+        }
+    }
+
+    /// Not sent because the match's rule left its bucket's configuration
+    /// during the pass.
+    pub fn withdrawn(reason: impl Into<String>) -> CallResult {
+        CallResult {
+            outcome: DeleteOutcome::Withdrawn,
+            reason: reason.into(),
         }
     }
 

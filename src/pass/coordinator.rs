@@ -27,9 +27,9 @@ use crate::pass::actors::{
     BeginPass, Drain, DrainTimedOut, Finish, ListingDone, ReplayEvent, ShardActor, ShardTelemetry,
     StartReplay, WalkBatch,
 };
-use crate::pass::dispatch::{DeleteDispatcher, DeletePort, limiter};
+use crate::pass::dispatch::{DeleteDispatcher, DeletePort, Gate, limiter};
 use crate::pass::observe::PassObserver;
-use crate::pass::plan::PassPlan;
+use crate::pass::plan::{PassPlan, RuleChanges, live_actions};
 use crate::pass::ports::ClusterPort;
 use crate::pass::retry::{DRAIN_TIMEOUT, RetryPolicy, drain_bound};
 use crate::pass::shard_run::{ShardOutcome, ShardPlan, ShardReport, WalkRole, plan_shard};
@@ -320,6 +320,21 @@ impl Coordinator {
             max: s.dispatch.retry_max_backoff,
             call_timeout: s.dispatch.call_timeout,
         };
+        // Configuration changes during the pass
+        // (docs/lifecycle-config.md#changes-during-a-pass): `watch_configs`
+        // publishes them, the dispatcher's gate withdraws every delete whose
+        // rule left its bucket's configuration, right before it would be sent.
+        let (changes_tx, changes_rx) = watch::channel(Arc::new(RuleChanges::default()));
+        let gate: Gate<DeleteRequest> = Arc::new(move |req: &DeleteRequest| {
+            let changes = changes_rx.borrow();
+            (!changes.still_due(&req.bucket, req.rule_hash, req.kind)).then(|| {
+                format!(
+                    "the lifecycle configuration of bucket {} changed during the pass; \
+                     rule {} ({}) is no longer in it",
+                    req.bucket, req.rule_hash, req.kind
+                )
+            })
+        });
         let dispatcher = DeleteDispatcher::new(
             self.deletes.clone(),
             limiter,
@@ -327,7 +342,17 @@ impl Coordinator {
             policy,
             opts.dry_run,
         )
+        .with_gate(gate)
         .start();
+        let refresh = s.pass.config_refresh;
+        let watcher = (!refresh.is_zero()).then(|| {
+            tokio::spawn(watch_configs(
+                self.port.clone(),
+                p.plan.clone(),
+                refresh,
+                changes_tx,
+            ))
+        });
         for e in &p.bucket_errors {
             self.obs.metrics.bucket_config_error(&e.bucket, true);
         }
@@ -421,6 +446,9 @@ impl Coordinator {
                 });
                 let (mut results, error) = driver.run(started, halt_rx.clone()).await;
                 trigger.abort();
+                if let Some(w) = watcher {
+                    w.abort();
+                }
                 let truncated = halt_rx.borrow().clone();
                 for (shard, e) in failed {
                     results.push(ShardResult {
@@ -467,6 +495,60 @@ impl Coordinator {
             }
             .instrument(span),
         )
+    }
+}
+
+/// Re-reads the buckets' lifecycle configurations every `every` while the
+/// pass runs and publishes how they differ from the pass's snapshot.
+///
+/// A periodic re-read rather than the bucket entry's meta-log update: the
+/// walk phase has no subscription open, and a replay that is catching up
+/// reads events hours or days old, so the update would reach it only at the
+/// end of the pass. One listing of the buckets directory per interval is
+/// cheap next to a pass's deletes. A failed re-read keeps what was known
+/// (docs/lifecycle-config.md#changes-during-a-pass).
+async fn watch_configs(
+    port: Arc<dyn ClusterPort>,
+    plan: Arc<PassPlan>,
+    every: Duration,
+    tx: watch::Sender<Arc<RuleChanges>>,
+) {
+    let mut tick = tokio::time::interval(every);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    // The first tick is immediate: the snapshot was read a moment ago.
+    tick.tick().await;
+    loop {
+        tick.tick().await;
+        let scan = match port.buckets().await {
+            Ok(s) => s,
+            Err(e) => {
+                tracing::warn!(error = %e, "re-reading lifecycle configurations failed; keeping the last reading");
+                continue;
+            }
+        };
+        let unusable: BTreeSet<String> = scan
+            .errors
+            .iter()
+            .filter(|e| plan.live.contains_key(&e.bucket))
+            .map(|e| e.bucket.clone())
+            .collect();
+        let configs = scan
+            .buckets
+            .iter()
+            .filter(|b| plan.live.contains_key(&b.name) && b.has_rules())
+            .map(|b| b.to_config())
+            .collect();
+        let now = live_actions(&Snapshot::compile(configs, plan.time));
+        let changes = RuleChanges::between(&plan.live, &now, &unusable);
+        if changes != **tx.borrow() {
+            for b in changes.buckets() {
+                tracing::info!(
+                    bucket = b,
+                    "lifecycle configuration changed during the pass; deletes under rules no longer in it are withdrawn"
+                );
+            }
+            tx.send_replace(Arc::new(changes));
+        }
     }
 }
 

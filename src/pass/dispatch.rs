@@ -66,6 +66,13 @@ pub struct Outcome<C: Send + 'static, T: Send + 'static> {
     pub limiter_wait: Duration,
 }
 
+/// A last check before each attempt: `Some(reason)` withdraws the call
+/// (answered [`CallResult::withdrawn`], never sent). The pass uses it to stop a
+/// bucket's deletes once its configuration changed
+/// (docs/lifecycle-config.md#changes-during-a-pass); the decision itself is
+/// the pure `plan::RuleChanges::still_due`.
+pub type Gate<C> = Arc<dyn Fn(&C) -> Option<String> + Send + Sync>;
+
 /// Sends deletes with bounded concurrency, rate limiting and retries.
 pub struct DeleteDispatcher<C: Send + 'static> {
     port: Arc<dyn DeletePort<C>>,
@@ -73,6 +80,7 @@ pub struct DeleteDispatcher<C: Send + 'static> {
     slots: Arc<Semaphore>,
     policy: RetryPolicy,
     dry_run: bool,
+    gate: Option<Gate<C>>,
 }
 
 impl<C: Send + Sync + 'static> DeleteDispatcher<C> {
@@ -90,7 +98,15 @@ impl<C: Send + Sync + 'static> DeleteDispatcher<C> {
             slots: Arc::new(Semaphore::new(max_in_flight.max(1))),
             policy,
             dry_run,
+            gate: None,
         }
+    }
+
+    /// Checks `gate` after the call got its slot and again after each rate
+    /// limiter wait, so a withdrawal takes effect for calls already queued.
+    pub fn with_gate(mut self, gate: Gate<C>) -> Self {
+        self.gate = Some(gate);
+        self
     }
 }
 
@@ -113,6 +129,7 @@ impl<C: Send + Sync + 'static, T: Send + 'static> Handler<Dispatch<C, T>> for De
         let slots = self.slots.clone();
         let policy = self.policy;
         let dry_run = self.dry_run;
+        let gate = self.gate.clone();
         // A Send future on the runtime's pool: I/O never blocks the arbiter.
         tokio::spawn(async move {
             let Dispatch {
@@ -121,10 +138,16 @@ impl<C: Send + Sync + 'static, T: Send + 'static> Handler<Dispatch<C, T>> for De
                 reply_to,
                 span,
             } = msg;
+            let withdrawn = |call: &C| gate.as_ref().and_then(|g| g(call));
             let (result, attempts, limiter_wait) = match slots.acquire_owned().await {
+                Ok(_permit) if withdrawn(&call).is_some() => (
+                    CallResult::withdrawn(withdrawn(&call).unwrap_or_default()),
+                    0,
+                    Duration::ZERO,
+                ),
                 Ok(_permit) if dry_run => (CallResult::dry_run(), 0, Duration::ZERO),
                 Ok(_permit) => {
-                    run_with_retries(&*port, &call, limiter.as_deref(), policy)
+                    run_with_retries(&*port, &call, limiter.as_deref(), policy, &withdrawn)
                         .instrument(span.clone())
                         .await
                 }
@@ -156,6 +179,7 @@ async fn run_with_retries<C: Send + Sync + 'static>(
     call: &C,
     limiter: Option<&RateLimiter>,
     policy: RetryPolicy,
+    withdrawn: &(dyn Fn(&C) -> Option<String> + Send + Sync),
 ) -> (CallResult, u32, Duration) {
     let mut waited = Duration::ZERO;
     let mut attempt = 0;
@@ -165,6 +189,10 @@ async fn run_with_retries<C: Send + Sync + 'static>(
             let t = Instant::now();
             l.acquire_one().await;
             waited += t.elapsed();
+        }
+        // The limiter wait can be long: check again right before sending.
+        if let Some(reason) = withdrawn(call) {
+            return (CallResult::withdrawn(reason), attempt - 1, waited);
         }
         // Our own deadline, not tonic's: a tonic request timeout surfaces as
         // Cancelled, which reads as our own shutdown and is not retried

@@ -15,7 +15,7 @@ use std::time::Duration;
 use serde::Serialize;
 
 use crate::engine::cursor::Hash32;
-use crate::engine::{ActionKey, DueRounding, Nanos, Snapshot, TimeConfig};
+use crate::engine::{ActionKey, ActionKind, DueRounding, Nanos, RuleHash, Snapshot, TimeConfig};
 
 /// Why a bucket needs a recovery walk on this shard.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -128,6 +128,133 @@ pub fn retention_window(
     }
 }
 
+/// How far a bucket's replay progress can trail `now − ttl` when a pass
+/// starts, in steady state (docs/retention-probe.md#replay-lag):
+///
+/// - one lifecycle day: passes run once a day, so the pending matches the
+///   last pass left behind were written up to a day before this pass's
+///   `now − ttl`;
+/// - one more day with `next_day` rounding: a match stays pending until the
+///   day boundary after `time + ttl`;
+/// - the clock-skew margin, by which a recovery rewinds further
+///   ([`rewind_point`]);
+/// - the reorder margin progress keeps behind the newest processed event.
+pub fn replay_lag(time: &TimeConfig, skew_margin: Duration) -> Duration {
+    let mut lag = time
+        .day
+        .saturating_add(skew_margin)
+        .saturating_add(Duration::from_nanos(
+            u64::try_from(crate::engine::progress::REORDER_MARGIN).unwrap_or(0),
+        ));
+    if time.rounding == DueRounding::NextDay {
+        lag = lag.saturating_add(time.day);
+    }
+    lag
+}
+
+/// The window the replay/walk partition compares TTLs with.
+///
+/// A probed `window` is what the log holds now; stock filers never trim it,
+/// so it grows with the cluster and a trim shows up as retention loss (a
+/// recovery walk, nothing lost). A configured retention is the operator's
+/// statement that the log is cut `configured` before `now`, pass after pass.
+/// Replay then needs the events back to where its progress really is, which
+/// is `now − ttl − lag` ([`replay_lag`]), not `now − ttl`: a rule with
+/// `ttl + lag > configured` would find its pending events trimmed at every
+/// pass (retention loss, a recovery walk each time) and must be walked
+/// instead. The retention-loss check itself is unchanged, so events the
+/// retention removed are never treated as available
+/// (docs/retention-probe.md#replay-lag).
+pub fn partition_window(
+    window: Duration,
+    configured: Duration,
+    time: &TimeConfig,
+    skew_margin: Duration,
+) -> Duration {
+    if configured.is_zero() {
+        window
+    } else {
+        window.saturating_sub(replay_lag(time, skew_margin))
+    }
+}
+
+/// The enabled actions of each bucket with any, as `(rule hash, kind)`: what
+/// a match's rule must still be for its delete to go out.
+pub type LiveActions = BTreeMap<String, BTreeSet<(RuleHash, ActionKind)>>;
+
+/// The enabled actions of every bucket of `snap` (Disabled rules are in no
+/// view and never fire, so they are not live).
+pub fn live_actions(snap: &Snapshot) -> LiveActions {
+    snap.recovery_view()
+        .buckets()
+        .iter()
+        .map(|b| {
+            let set = b
+                .actions()
+                .iter()
+                .map(|a| (a.key().rule_hash, a.kind()))
+                .collect();
+            (b.name().to_string(), set)
+        })
+        .collect()
+}
+
+/// Buckets whose lifecycle configuration changed since the pass's snapshot,
+/// with their enabled actions now (empty: configuration deleted, or no longer
+/// usable). Built by re-reading the configurations during a pass; a delete is
+/// sent only while [`RuleChanges::still_due`] says so
+/// (docs/lifecycle-config.md#changes-during-a-pass).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RuleChanges(BTreeMap<String, BTreeSet<(RuleHash, ActionKind)>>);
+
+impl RuleChanges {
+    /// Compares the pass's actions (`planned`) with a fresh reading
+    /// (`current`). `unusable` are buckets whose configuration can no longer
+    /// be parsed: nothing in them is due any more, as if it was deleted.
+    pub fn between(
+        planned: &LiveActions,
+        current: &LiveActions,
+        unusable: &BTreeSet<String>,
+    ) -> RuleChanges {
+        let mut out = BTreeMap::new();
+        for (bucket, was) in planned {
+            let now = if unusable.contains(bucket) {
+                BTreeSet::new()
+            } else {
+                current.get(bucket).cloned().unwrap_or_default()
+            };
+            if &now != was {
+                out.insert(bucket.clone(), now);
+            }
+        }
+        RuleChanges(out)
+    }
+
+    /// Whether a match of `(rule_hash, kind)` in `bucket`, due under the
+    /// pass's snapshot, may still be deleted. A bucket whose configuration did
+    /// not change: yes. Otherwise only when the very same rule is still
+    /// enabled: the rule hash covers the whole rule (filter, TTL, date), so
+    /// the same hash means the same due time. A match whose rule changed is
+    /// not due in this pass, even when the new rule would make it due (a
+    /// lowered TTL): the rule edit recovers the bucket at the next pass,
+    /// which deletes it then. Never early, at worst one pass late.
+    pub fn still_due(&self, bucket: &str, rule_hash: RuleHash, kind: ActionKind) -> bool {
+        self.0
+            .get(bucket)
+            .is_none_or(|live| live.contains(&(rule_hash, kind)))
+    }
+
+    /// The changed buckets.
+    pub fn buckets(&self) -> impl Iterator<Item = &str> {
+        self.0.keys().map(String::as_str)
+    }
+
+    /// Whether nothing changed.
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+}
+
 /// Everything one pass decided before any shard ran; shared by all shards.
 #[derive(Debug)]
 pub struct PassPlan {
@@ -168,6 +295,9 @@ pub struct PassPlan {
     /// Buckets that exist but are not part of this pass (config failed to
     /// parse, or not selected by `pass.buckets`): their cursor state is kept.
     pub keep: BTreeSet<String>,
+    /// The enabled actions of each bucket in this pass, to compare re-read
+    /// configurations with.
+    pub live: LiveActions,
 }
 
 impl PassPlan {
@@ -187,7 +317,12 @@ impl PassPlan {
             promoted_hash, promoted_hash_by_bucket, replay_content_hash,
             replay_content_hash_by_bucket,
         };
-        let window = retention_window(now, earliest, pass.meta_log_retention);
+        let window = partition_window(
+            retention_window(now, earliest, pass.meta_log_retention),
+            pass.meta_log_retention,
+            &snap.time(),
+            pass.clock_skew_margin,
+        );
         let (replay, walk) = snap.rules_for_shard(0, window);
         let earliest = if pass.meta_log_retention.is_zero() {
             earliest
@@ -211,6 +346,7 @@ impl PassPlan {
             walk,
             recovery: snap.recovery_view(),
             keep,
+            live: live_actions(snap),
         }
     }
 
@@ -326,6 +462,91 @@ mod tests {
             rewind_point(5, Duration::from_secs(86_400), &exact, Duration::ZERO),
             0
         );
+    }
+
+    const DAY: Duration = Duration::from_secs(86_400);
+
+    fn ns(d: Duration) -> Nanos {
+        i64::try_from(d.as_nanos()).unwrap()
+    }
+
+    #[test]
+    fn replay_lag_adds_cadence_rounding_skew_and_reorder() {
+        let skew = Duration::from_secs(600);
+        let reorder = Duration::from_secs(5);
+        let t = TimeConfig::default();
+        assert_eq!(replay_lag(&t, skew), DAY + DAY + skew + reorder);
+        let exact = TimeConfig {
+            rounding: DueRounding::None,
+            ..t
+        };
+        assert_eq!(replay_lag(&exact, skew), DAY + skew + reorder);
+    }
+
+    #[test]
+    fn probed_window_is_not_narrowed() {
+        let t = TimeConfig::default();
+        let w = Duration::from_secs(40 * 86_400);
+        assert_eq!(
+            partition_window(w, Duration::ZERO, &t, Duration::from_secs(600)),
+            w
+        );
+        assert_eq!(
+            partition_window(Duration::MAX, Duration::ZERO, &t, Duration::ZERO),
+            Duration::MAX
+        );
+    }
+
+    /// The retention trap (issue 11 item 5): `meta_log_retention` equal to a
+    /// rule's TTL. Replaying that rule would find its pending events trimmed at
+    /// every pass, so the partition sends it to the walker; a retention that
+    /// covers TTL + lag keeps it on replay and a daily steady pass after a
+    /// recovery never reports retention loss.
+    #[test]
+    fn retention_equal_to_ttl_walks_instead_of_recovering_every_pass() {
+        let skew = Duration::from_secs(600);
+        for rounding in [DueRounding::NextDay, DueRounding::None] {
+            let t = TimeConfig {
+                day: DAY,
+                rounding,
+            };
+            let ttl = 30 * DAY;
+            // Retention = TTL: the rule does not fit the partition window.
+            assert!(partition_window(ttl, ttl, &t, skew) < ttl);
+            // Retention = TTL + lag: it fits exactly.
+            let enough = ttl + replay_lag(&t, skew);
+            assert_eq!(partition_window(enough, enough, &t, skew), ttl);
+
+            // With that retention, a recovery at now0 rewinds to a point the
+            // next daily pass still holds: no retention loss.
+            let now0 = 1_000 * ns(DAY);
+            let rewound = rewind_point(now0, ttl, &t, skew);
+            let now1 = now0 + ns(DAY);
+            let earliest1 = now1 - ns(enough);
+            assert!(rewound >= earliest1, "{rounding:?}");
+            assert_eq!(
+                recovery_reason(Some(&p(H1, Z, Some(rewound))), &H1, &Z, true, Some(earliest1)),
+                None
+            );
+            // Steady state: the oldest match still pending at now1 was written
+            // after now1 − ttl − (rounding day), and progress sits up to the
+            // reorder margin before it; the pass after still holds it.
+            let rounding_day = if rounding == DueRounding::NextDay {
+                ns(DAY)
+            } else {
+                0
+            };
+            let pending = now1 - ns(ttl) - rounding_day
+                - crate::engine::progress::REORDER_MARGIN;
+            let now2 = now1 + ns(DAY);
+            assert!(pending >= now2 - ns(enough), "{rounding:?}");
+            // ... while with retention = TTL the same progress is lost: this
+            // is why such a rule must be walked, not replayed.
+            assert_eq!(
+                recovery_reason(Some(&p(H1, Z, Some(pending))), &H1, &Z, true, Some(now2 - ns(ttl))),
+                Some(RecoveryReason::RetentionLoss)
+            );
+        }
     }
 
     #[test]

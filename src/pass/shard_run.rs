@@ -21,7 +21,7 @@ use std::sync::Arc;
 use serde::Serialize;
 
 use crate::engine::cursor::{BucketCursor, CURSOR_VERSION, ShardCursor};
-use crate::engine::delete::{CallResult, DeleteRequest, halt_reason};
+use crate::engine::delete::{CallResult, DeleteOutcome, DeleteRequest, halt_reason};
 use crate::engine::progress::{ActionProgress, Decision, ProgressTracker, Ticket, subject_of};
 use crate::engine::route::{null_still_displaced, resolve_deferred};
 use crate::engine::{ActionKey, ActionKind, EMPTY_HASH, Match, Nanos};
@@ -467,6 +467,25 @@ impl ShardRun {
     ) -> Option<String> {
         self.in_flight = self.in_flight.saturating_sub(1);
         self.counters.deletes.record(result.outcome);
+        if result.outcome == DeleteOutcome::Withdrawn {
+            // The bucket's configuration changed mid-pass and the match's rule
+            // is gone from it: not due in this pass, never a halt
+            // (docs/lifecycle-config.md#changes-during-a-pass). Replay keeps
+            // its progress before the event and a recovering bucket keeps its
+            // old state; the next pass sees the edit (rule-edit recovery) or
+            // the vanished configuration (bucket dropped).
+            match ticket {
+                DeleteTicket::Replay(t) => {
+                    if let Some(tr) = self.tracker.as_mut() {
+                        tr.resolved(t, false);
+                    }
+                }
+                DeleteTicket::Walk { bucket } => {
+                    self.walks.entry(bucket).or_default().unresolved = true;
+                }
+            }
+            return None;
+        }
         let ok = result.is_resolved();
         match ticket {
             DeleteTicket::Replay(t) => {
