@@ -240,6 +240,9 @@ pub fn report(r: &PassResult, run_id: &str, dry_run: bool, json_out: bool) -> i3
             events = c.events_scanned,
             matches = c.matches,
             pending = c.pending,
+            unconfirmed = c.unconfirmed,
+            locked = c.locked,
+            completed_upload_leftovers = c.completed_upload_leftovers,
             halt = rep.halt_reason.as_deref().unwrap_or(""),
             "shard pass finished"
         );
@@ -248,7 +251,7 @@ pub fn report(r: &PassResult, run_id: &str, dry_run: bool, json_out: bool) -> i3
         }
         if !json_out {
             println!(
-                "shard={:02} outcome={} buckets={} rules={} events={} matches={} pending={} {} walker={} recovery={} halt={} duration={:.3}s",
+                "shard={:02} outcome={} buckets={} rules={} events={} matches={} pending={} unconfirmed={} locked={} completed_upload_leftovers={} {} walker={} recovery={} halt={} duration={:.3}s",
                 rep.shard,
                 rep.outcome.as_str(),
                 rep.buckets,
@@ -256,6 +259,9 @@ pub fn report(r: &PassResult, run_id: &str, dry_run: bool, json_out: bool) -> i3
                 c.events_scanned,
                 c.matches,
                 c.pending,
+                c.unconfirmed,
+                c.locked,
+                c.completed_upload_leftovers,
                 deletes_kv(c),
                 if rep.walker_ran { "yes" } else { "no" },
                 recovery.join(","),
@@ -288,6 +294,9 @@ pub fn report(r: &PassResult, run_id: &str, dry_run: bool, json_out: bool) -> i3
                     "events_scanned": rep.counters.events_scanned,
                     "matches": rep.counters.matches,
                     "pending": rep.counters.pending,
+                    "unconfirmed": rep.counters.unconfirmed,
+                    "locked": rep.counters.locked,
+                    "completed_upload_leftovers": rep.counters.completed_upload_leftovers,
                     "deletes": rep.counters.deletes.by_label(),
                     "walker_ran": rep.walker_ran,
                     "recovery": rep.recovery.iter().map(|(b, why)| json!({"bucket": b, "reason": why.as_str()})).collect::<Vec<_>>(),
@@ -310,6 +319,9 @@ pub fn report(r: &PassResult, run_id: &str, dry_run: bool, json_out: bool) -> i3
                 "events_scanned": totals.events_scanned,
                 "matches": totals.matches,
                 "pending": totals.pending,
+                "unconfirmed": totals.unconfirmed,
+                "locked": totals.locked,
+                "completed_upload_leftovers": totals.completed_upload_leftovers,
                 "deletes": totals.deletes.by_label(),
             },
             "shards": shards,
@@ -317,13 +329,16 @@ pub fn report(r: &PassResult, run_id: &str, dry_run: bool, json_out: bool) -> i3
         println!("{doc}");
     } else {
         println!(
-            "pass run_id={run_id} now={} outcome={outcome} shards={} halted={halted} buckets={} rules={rules} events={} matches={} pending={} {} duration={:.3}s",
+            "pass run_id={run_id} now={} outcome={outcome} shards={} halted={halted} buckets={} rules={rules} events={} matches={} pending={} unconfirmed={} locked={} completed_upload_leftovers={} {} duration={:.3}s",
             rfc3339(r.now),
             r.shards.len(),
             r.buckets.len(),
             totals.events_scanned,
             totals.matches,
             totals.pending,
+            totals.unconfirmed,
+            totals.locked,
+            totals.completed_upload_leftovers,
             deletes_kv(&totals),
             r.duration.as_secs_f64()
         );
