@@ -602,7 +602,9 @@ impl ShardRun {
         answers: &[Result<Vec<Entry>, String>],
     ) -> Verdict {
         self.in_flight = self.in_flight.saturating_sub(1);
-        let verdict = judge(check, answers, self.plan.now);
+        // Locks are judged at the real time the pass started: the gateway
+        // enforces them by its clock, not by a `--now` in the future.
+        let verdict = judge(check, answers, self.plan.observed_until);
         match &verdict {
             Verdict::Settled => {
                 if let (DeleteTicket::Replay(t), Some(tr)) = (&ticket, self.tracker.as_mut()) {
