@@ -23,6 +23,7 @@
 //! | `s3_lifecycled_pass_total` | counter | outcome | [`Metrics::pass_finished`] |
 //! | `s3_lifecycled_last_pass_timestamp_seconds` | gauge | — | [`Metrics::pass_finished`] |
 //! | `s3_lifecycled_matches_total` | counter | kind, decision | [`Metrics::matched`] |
+//! | `s3_lifecycled_check_verdicts_total` | counter | bucket, kind, verdict | [`Metrics::check_verdict`] |
 //! | `s3_lifecycled_bucket_config_errors` | gauge 0/1 | bucket | [`Metrics::bucket_config_error`] |
 //! | `s3_lifecycled_entries_skipped_no_mtime_total` | counter | shard | [`Metrics::skipped_no_mtime`] |
 //!
@@ -109,6 +110,13 @@ struct MatchLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct CheckLabels {
+    bucket: String,
+    kind: &'static str,
+    verdict: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct BucketLabels {
     bucket: String,
 }
@@ -152,6 +160,7 @@ pub struct Metrics {
     pass_total: Family<OutcomeLabels, Counter>,
     last_pass_timestamp: Gauge<f64, std::sync::atomic::AtomicU64>,
     matches: Family<MatchLabels, Counter>,
+    checks: Family<CheckLabels, Counter>,
     bucket_config_errors: Family<BucketLabels, Gauge>,
     skipped_no_mtime: Family<ShardLabels, Counter>,
 }
@@ -262,6 +271,12 @@ impl Metrics {
             "Actions that matched an entry, by kind and decision (dispatched, pending, skipped)",
             matches.clone(),
         );
+        let checks = Family::default();
+        r.register(
+            own("check_verdicts"),
+            "Filer checks that kept a match unresolved or an abort unsent, by verdict (unconfirmed, locked, completed_upload_leftover)",
+            checks.clone(),
+        );
         let bucket_config_errors = Family::default();
         r.register(
             own("bucket_config_errors"),
@@ -291,6 +306,7 @@ impl Metrics {
             pass_total,
             last_pass_timestamp,
             matches,
+            checks,
             bucket_config_errors,
             skipped_no_mtime,
         }
@@ -427,6 +443,20 @@ impl Metrics {
                 decision: decision.as_str(),
             })
             .inc_by(n);
+    }
+
+    /// A filer check around a delete of `kind` in `bucket` ended with
+    /// `verdict`: `unconfirmed` (a "nothing to do" answer not confirmed, or
+    /// an abort's stamp check undecided; retried next pass), `locked`, or
+    /// `completed_upload_leftover` (an abort not sent).
+    pub fn check_verdict(&self, bucket: &str, kind: ActionKind, verdict: &'static str) {
+        self.checks
+            .get_or_create(&CheckLabels {
+                bucket: bucket.to_string(),
+                kind: kind.as_str(),
+                verdict,
+            })
+            .inc();
     }
 
     /// A bucket's lifecycle configuration failed to load (`true`) or loads

@@ -95,6 +95,9 @@ impl ClusterPort for FakeCluster {
     fn lookup(&self, _d: &str, _n: &str) -> BoxFuture<'static, Result<Option<Entry>, String>> {
         async { Ok(None) }.boxed()
     }
+    fn list_dir(&self, _d: &str) -> BoxFuture<'static, Result<Vec<Entry>, String>> {
+        async { Ok(vec![]) }.boxed()
+    }
     fn subscribe(&self, _s: Nanos, _u: Nanos) -> BoxFuture<'static, Result<EventStream, String>> {
         async { Ok(futures::stream::empty().boxed()) }.boxed()
     }
@@ -420,6 +423,9 @@ impl ClusterPort for LogCluster {
             panic!("fake filer lookup exploded on {name}");
         }
         async { Ok(None) }.boxed()
+    }
+    fn list_dir(&self, _d: &str) -> BoxFuture<'static, Result<Vec<Entry>, String>> {
+        async { Ok(vec![]) }.boxed()
     }
     fn subscribe(
         &self,

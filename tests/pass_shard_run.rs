@@ -490,3 +490,179 @@ proptest! {
         prop_assert!(prog.ts >= 90 * S, "never moves backwards");
     }
 }
+
+// --- Checks around a delete (engine::check) ---------------------------------
+
+fn entry_named(name: &str, mtime_s: i64) -> Entry {
+    Entry {
+        name: name.into(),
+        attributes: Some(FuseAttributes {
+            mtime: mtime_s,
+            file_size: 5,
+            ..Default::default()
+        }),
+        ..Default::default()
+    }
+}
+
+fn not_found() -> CallResult {
+    CallResult::answered(DeleteOutcome::NoopResolved, "NOT_FOUND")
+}
+
+/// Replays three due matches whose entries are `entries[i]`; answers k1 with
+/// NOT_FOUND and the others with DONE; answers k1's confirmation with
+/// `probe`. Returns the run (not finished) and the events' ts.
+fn lost_answer_run(
+    cursor: ShardCursor,
+    p: &Arc<PassPlan>,
+    probe: Result<Vec<Entry>, String>,
+) -> (ShardRun, Vec<Nanos>) {
+    let mut run = ShardRun::new(0, p.clone(), Some(cursor), 8);
+    run.start_replay();
+    let evs: Vec<Nanos> = (0..3).map(|i| 100 * S + i * S).collect();
+    for (i, &ts) in evs.iter().enumerate() {
+        let mut m = action_match(p, &format!("k{i}"), ts + 10 * S);
+        m.identity = EntryIdentity::of(&entry_named(&format!("k{i}"), 100 + i as i64));
+        run.replay_event(ts, &[m]);
+    }
+    let sent = run.next_sends();
+    assert_eq!(sent.len(), 3);
+    for (i, (w, t)) in sent.into_iter().enumerate() {
+        let Work::Delete(req) = w else { panic!() };
+        let r = if i == 1 { not_found() } else { ok() };
+        assert_eq!(run.outcome(&req, t, &r), None, "never a halt");
+    }
+    let mut checks = run.next_sends();
+    assert_eq!(checks.len(), 1, "NOT_FOUND is confirmed by one check");
+    let (Work::Check(c), t) = checks.remove(0) else {
+        panic!("expected a check")
+    };
+    assert_eq!(c.request.object_path, "k1");
+    run.check_done(&c, t, &[probe]);
+    assert!(run.next_sends().is_empty());
+    (run, evs)
+}
+
+#[test]
+fn lost_gateway_answer_keeps_a_live_object_unresolved_without_halting() {
+    let (_, cursor) = steady(100 * S);
+    let p = plan(200 * S);
+    let (run, evs) = lost_answer_run(cursor, &p, Ok(vec![entry_named("k1", 101)]));
+    let (rep, c) = run.finish(Some(200 * S));
+    assert_eq!(rep.outcome, ShardOutcome::Completed, "no halt");
+    assert_eq!(rep.counters.unconfirmed, 1);
+    let c = c.unwrap();
+    let prog = c.buckets["b"].rules.values().next().unwrap().clone();
+    assert!(prog.ts < evs[1], "cursor stays before k1's event");
+    assert!(c.buckets["b"].halted.is_none());
+    // The next pass resends k1 only: k0 and k2 resolved in the tail.
+    let mut next = ShardRun::new(0, plan(300 * S), Some(c), 8);
+    next.start_replay();
+    for (i, &ts) in evs.iter().enumerate() {
+        let mut m = action_match(&p, &format!("k{i}"), ts + 10 * S);
+        m.identity = EntryIdentity::of(&entry_named(&format!("k{i}"), 100 + i as i64));
+        next.replay_event(ts, &[m]);
+    }
+    let again: Vec<String> = next
+        .next_sends()
+        .into_iter()
+        .map(|(w, _)| match w {
+            Work::Delete(r) => r.object_path,
+            other => panic!("{other:?}"),
+        })
+        .collect();
+    assert_eq!(again, ["k1"]);
+}
+
+#[test]
+fn confirmed_not_found_and_changed_entries_settle() {
+    for probe in [Ok(vec![]), Ok(vec![entry_named("k1", 999)])] {
+        let (_, cursor) = steady(100 * S);
+        let p = plan(200 * S);
+        let (run, evs) = lost_answer_run(cursor, &p, probe);
+        let (rep, c) = run.finish(Some(200 * S));
+        assert_eq!(rep.counters.unconfirmed, 0);
+        let prog = c.unwrap().buckets["b"].rules.values().next().unwrap().clone();
+        assert!(prog.ts >= evs[2] - s3_lifecycled::engine::progress::REORDER_MARGIN);
+    }
+}
+
+#[test]
+fn failed_confirmation_lookup_is_unresolved_not_a_halt() {
+    let (_, cursor) = steady(100 * S);
+    let p = plan(200 * S);
+    let (run, evs) = lost_answer_run(cursor, &p, Err("filer unavailable".into()));
+    let (rep, c) = run.finish(Some(200 * S));
+    assert_eq!(rep.outcome, ShardOutcome::Completed);
+    assert_eq!(rep.counters.unconfirmed, 1);
+    assert!(c.unwrap().buckets["b"].rules.values().next().unwrap().ts < evs[1]);
+}
+
+fn abort_match(p: &PassPlan) -> Match {
+    let mut m = action_match(p, "dest/obj", 50 * S);
+    m.kind = ActionKind::AbortMpu;
+    m.object_path = ".uploads/up1".into();
+    m
+}
+
+/// Walks one abort match; answers its stamp check with `answers`. Returns
+/// the report, the saved cursor and what was sent after the check.
+fn walked_abort(
+    answers: Vec<Result<Vec<Entry>, String>>,
+) -> (s3_lifecycled::pass::shard_run::ShardReport, ShardCursor, Vec<Work>) {
+    let p = plan(200 * S);
+    let mut run = ShardRun::new(0, p.clone(), None, 4);
+    run.walk_matches("b", vec![abort_match(&p)]);
+    let mut sent = run.next_sends();
+    assert_eq!(sent.len(), 1);
+    let (Work::Check(c), t) = sent.remove(0) else {
+        panic!("an abort is preceded by its stamp check")
+    };
+    assert_eq!(c.upload_id(), "up1");
+    assert_eq!(c.key, "dest/obj");
+    run.check_done(&c, t, &answers);
+    let after: Vec<(Work, DeleteTicket)> = run.next_sends();
+    for (w, t) in &after {
+        if let Work::Delete(req) = w {
+            run.outcome(req, t.clone(), &ok());
+        }
+    }
+    run.listing_done("b", true);
+    run.start_replay();
+    let (rep, c) = run.finish(None);
+    (rep, c.unwrap(), after.into_iter().map(|(w, _)| w).collect())
+}
+
+#[test]
+fn abort_of_a_completed_upload_is_never_sent() {
+    let mut stamped = entry_named("obj", 100);
+    stamped.extended.insert(
+        s3_lifecycled::engine::check::UPLOAD_ID_KEY.into(),
+        b"up1".to_vec(),
+    );
+    // Destination entry stamped, or a version under dest/obj.versions.
+    for answers in [
+        vec![Ok(vec![stamped.clone()]), Ok(vec![])],
+        vec![Ok(vec![]), Ok(vec![entry_named("v_a", 1), stamped.clone()])],
+    ] {
+        let (rep, c, after) = walked_abort(answers);
+        assert!(after.is_empty(), "no abort sent: {after:?}");
+        assert_eq!(rep.counters.completed_upload_leftovers, 1);
+        assert_eq!(rep.outcome, ShardOutcome::Completed);
+        assert_eq!(c.buckets["b"].last_walked_ns, 200 * S, "settled");
+    }
+}
+
+#[test]
+fn abort_without_a_stamp_is_sent_and_an_undecided_check_is_not() {
+    let (_, _, after) = walked_abort(vec![Ok(vec![entry_named("obj", 1)]), Ok(vec![])]);
+    assert!(
+        matches!(&after[..], [Work::Delete(r)] if r.object_path == ".uploads/up1"),
+        "{after:?}"
+    );
+    let (rep, c, after) = walked_abort(vec![Ok(vec![]), Err("filer down".into())]);
+    assert!(after.is_empty(), "undecided: no abort");
+    assert_eq!(rep.counters.unconfirmed, 1);
+    assert_eq!(rep.outcome, ShardOutcome::Completed, "no halt");
+    assert_ne!(c.buckets.get("b").map(|b| b.last_walked_ns), Some(200 * S));
+}

@@ -255,6 +255,9 @@ pub fn report(r: &PassResult, run_id: &str, dry_run: bool, json_out: bool) -> i3
             events = c.events_scanned,
             matches = c.matches,
             pending = c.pending,
+            unconfirmed = c.unconfirmed,
+            locked = c.locked,
+            completed_upload_leftovers = c.completed_upload_leftovers,
             halt = rep.halt_reason.as_deref().unwrap_or(""),
             "shard pass finished"
         );
@@ -263,7 +266,7 @@ pub fn report(r: &PassResult, run_id: &str, dry_run: bool, json_out: bool) -> i3
         }
         if !json_out {
             println!(
-                "shard={:02} outcome={} buckets={} rules={} events={} matches={} pending={} skipped_no_mtime={} {} walker={} recovery={} halt={} duration={:.3}s",
+                "shard={:02} outcome={} buckets={} rules={} events={} matches={} pending={} skipped_no_mtime={} unconfirmed={} locked={} completed_upload_leftovers={} {} walker={} recovery={} halt={} duration={:.3}s",
                 rep.shard,
                 rep.outcome.as_str(),
                 rep.buckets,
@@ -272,6 +275,9 @@ pub fn report(r: &PassResult, run_id: &str, dry_run: bool, json_out: bool) -> i3
                 c.matches,
                 c.pending,
                 c.skipped_no_mtime,
+                c.unconfirmed,
+                c.locked,
+                c.completed_upload_leftovers,
                 deletes_kv(c),
                 if rep.walker_ran { "yes" } else { "no" },
                 recovery.join(","),
@@ -305,6 +311,9 @@ pub fn report(r: &PassResult, run_id: &str, dry_run: bool, json_out: bool) -> i3
                     "matches": rep.counters.matches,
                     "pending": rep.counters.pending,
                     "skipped_no_mtime": rep.counters.skipped_no_mtime,
+                    "unconfirmed": rep.counters.unconfirmed,
+                    "locked": rep.counters.locked,
+                    "completed_upload_leftovers": rep.counters.completed_upload_leftovers,
                     "deletes": rep.counters.deletes.by_label(),
                     "walker_ran": rep.walker_ran,
                     "recovery": rep.recovery.iter().map(|(b, why)| json!({"bucket": b, "reason": why.as_str()})).collect::<Vec<_>>(),
@@ -328,6 +337,9 @@ pub fn report(r: &PassResult, run_id: &str, dry_run: bool, json_out: bool) -> i3
                 "matches": totals.matches,
                 "pending": totals.pending,
                 "skipped_no_mtime": totals.skipped_no_mtime,
+                "unconfirmed": totals.unconfirmed,
+                "locked": totals.locked,
+                "completed_upload_leftovers": totals.completed_upload_leftovers,
                 "deletes": totals.deletes.by_label(),
             },
             "shards": shards,
@@ -335,7 +347,7 @@ pub fn report(r: &PassResult, run_id: &str, dry_run: bool, json_out: bool) -> i3
         println!("{doc}");
     } else {
         println!(
-            "pass run_id={run_id} now={} outcome={outcome} shards={} halted={halted} buckets={} rules={rules} events={} matches={} pending={} skipped_no_mtime={} {} duration={:.3}s",
+            "pass run_id={run_id} now={} outcome={outcome} shards={} halted={halted} buckets={} rules={rules} events={} matches={} pending={} skipped_no_mtime={} unconfirmed={} locked={} completed_upload_leftovers={} {} duration={:.3}s",
             rfc3339(r.now),
             r.shards.len(),
             r.buckets.len(),
@@ -343,6 +355,9 @@ pub fn report(r: &PassResult, run_id: &str, dry_run: bool, json_out: bool) -> i3
             totals.matches,
             totals.pending,
             totals.skipped_no_mtime,
+            totals.unconfirmed,
+            totals.locked,
+            totals.completed_upload_leftovers,
             deletes_kv(&totals),
             r.duration.as_secs_f64()
         );

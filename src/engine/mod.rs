@@ -8,6 +8,7 @@
 //! [`std::time::Duration`].
 
 pub mod action;
+pub mod check;
 pub mod compile;
 pub mod cursor;
 pub mod delete;
@@ -16,6 +17,7 @@ pub mod filter;
 pub mod hashes;
 pub mod identity;
 pub mod keys;
+pub mod lock;
 pub mod progress;
 pub mod route;
 pub mod rule_hash;

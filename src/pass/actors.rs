@@ -36,7 +36,10 @@ use std::collections::HashMap;
 
 use tracing::Span;
 
+use crate::engine::check::{Check, Probe, Verdict};
 use crate::engine::cursor::ShardCursor;
+use crate::pb::filer_pb::Entry;
+use futures::FutureExt;
 use crate::engine::{CallResult, DeleteOutcome, DeleteRequest};
 use crate::engine::{Match, Nanos};
 use crate::pass::dispatch::{Dispatch, Outcome};
@@ -194,6 +197,26 @@ struct LookupDone {
     answer: LookupAnswer,
 }
 
+/// The filer's answers to a check's probes (Replay → shard).
+#[derive(Message)]
+#[rtype(result = "()")]
+struct CheckDone {
+    epoch: u64,
+    check: Box<Check>,
+    ticket: DeleteTicket,
+    answers: Vec<Result<Vec<Entry>, String>>,
+}
+
+/// Read a check's probes (shard → Replay, whatever the phase: the Replay
+/// child owns the filer reads).
+#[derive(Message)]
+#[rtype(result = "()")]
+struct SendCheck {
+    epoch: u64,
+    check: Box<Check>,
+    ticket: DeleteTicket,
+}
+
 /// A delete's fate, recorded by the child that sent it (child → shard).
 #[derive(Message)]
 #[rtype(result = "()")]
@@ -279,6 +302,7 @@ struct Parent {
     crashed: WeakRecipient<Crashed>,
     resolved: WeakRecipient<Resolved>,
     lookups: WeakRecipient<LookupDone>,
+    checks: WeakRecipient<CheckDone>,
 }
 
 impl Parent {
@@ -463,6 +487,51 @@ impl Handler<SendLookup> for Replay {
                     m,
                     ticket,
                     answer: LookupAnswer { entry, folder },
+                });
+            });
+        });
+    }
+}
+
+impl Handler<SendCheck> for Replay {
+    type Result = ();
+    fn handle(&mut self, c: SendCheck, _: &mut Context<Self>) {
+        let Some(reply) = self.parent.checks.upgrade() else {
+            return;
+        };
+        let port = self.port.clone();
+        let parent = self.parent.clone();
+        guarded(&parent, move || {
+            let SendCheck {
+                epoch,
+                check,
+                ticket,
+            } = c;
+            let root = port.buckets_root();
+            let bucket = check.request.bucket.clone();
+            let reads: Vec<_> = check
+                .probes()
+                .iter()
+                .map(|p| {
+                    let dir = p.full_dir(&root, &bucket);
+                    match p {
+                        Probe::Lookup { name, .. } => port
+                            .lookup(&dir, name)
+                            .map(|r| r.map(|e| e.into_iter().collect()))
+                            .boxed(),
+                        Probe::List { .. } => port.list_dir(&dir),
+                    }
+                })
+                .collect();
+            // I/O on the runtime pool; the answer comes back by message
+            // (do_send: a lost answer would wedge the window).
+            tokio::spawn(async move {
+                let answers = futures::future::join_all(reads).await;
+                reply.do_send(CheckDone {
+                    epoch,
+                    check,
+                    ticket,
+                    answers,
                 });
             });
         });
@@ -655,7 +724,8 @@ impl ShardActor {
         let parent = Parent {
             crashed: me.clone().recipient::<Crashed>().downgrade(),
             resolved: me.clone().recipient::<Resolved>().downgrade(),
-            lookups: me.recipient::<LookupDone>().downgrade(),
+            lookups: me.clone().recipient::<LookupDone>().downgrade(),
+            checks: me.recipient::<CheckDone>().downgrade(),
         };
         let replay = Replay {
             parent: parent.clone(),
@@ -757,6 +827,17 @@ impl ShardActor {
                                 folder: None,
                             };
                             run.lookup_done(&m, ticket, lost);
+                        }
+                    },
+                    Work::Check(check) => match &self.replay {
+                        Some(r) => r.do_send(SendCheck {
+                            epoch: self.epoch,
+                            check,
+                            ticket,
+                        }),
+                        None => {
+                            let lost = vec![Err("shard restarting; check not sent".to_string())];
+                            run.check_done(&check, ticket, &lost);
                         }
                     },
                     Work::Delete(call) => {
@@ -997,6 +1078,37 @@ impl Handler<LookupDone> for ShardActor {
             self.on_run(ctx, |run| run.lookup_done(&d.m, d.ticket, d.answer))
         {
             self.halted(&reason);
+        }
+        self.pump();
+    }
+}
+
+impl Handler<CheckDone> for ShardActor {
+    type Result = ();
+    fn handle(&mut self, d: CheckDone, ctx: &mut Context<Self>) {
+        if d.epoch != self.epoch {
+            return;
+        }
+        let Some(verdict) = self.on_run(ctx, |run| run.check_done(&d.check, d.ticket, &d.answers))
+        else {
+            return;
+        };
+        let req = &d.check.request;
+        let obs = &self.tele().obs;
+        match &verdict {
+            Verdict::Settled | Verdict::Send => {}
+            Verdict::CompletedLeftover(why) => {
+                tracing::warn!(shard = self.shard, reason = %why, "completed upload's leftover not aborted");
+                obs.metrics.check_verdict(&req.bucket, req.kind, "completed_upload_leftover");
+            }
+            Verdict::Locked(why) => {
+                tracing::info!(shard = self.shard, reason = %why, "locked; retried next pass");
+                obs.metrics.check_verdict(&req.bucket, req.kind, "locked");
+            }
+            Verdict::Unconfirmed(why) => {
+                tracing::warn!(shard = self.shard, reason = %why, "answer not confirmed; retried next pass");
+                obs.metrics.check_verdict(&req.bucket, req.kind, "unconfirmed");
+            }
         }
         self.pump();
     }

@@ -46,6 +46,9 @@ pub trait ClusterPort: Send + Sync + 'static {
     fn list_bucket(&self, bucket: &str) -> BoxStream<'static, Result<WalkItem, String>>;
     /// Looks up one entry (`None`: not found), for deferred matches.
     fn lookup(&self, dir: &str, name: &str) -> BoxFuture<'static, Result<Option<Entry>, String>>;
+    /// Every entry of directory `dir` (a missing directory lists as empty),
+    /// for the checks around a delete ([`crate::engine::check`]).
+    fn list_dir(&self, dir: &str) -> BoxFuture<'static, Result<Vec<Entry>, String>>;
     /// Opens the pass's one meta-log subscription over `(since, until]`.
     fn subscribe(
         &self,
@@ -166,6 +169,21 @@ impl ClusterPort for SeaweedCluster {
                 .lookup(&dir, &name)
                 .await
                 .map_err(|e| format!("lookup {dir}/{name}: {e}"))
+        }
+        .boxed()
+    }
+
+    fn list_dir(&self, dir: &str) -> BoxFuture<'static, Result<Vec<Entry>, String>> {
+        let filer = self.filer.clone();
+        let dir = dir.to_string();
+        async move {
+            filer
+                .list_all(&dir, crate::seaweed::filer::DEFAULT_PAGE)
+                .map(|r| r.map_err(|e| format!("listing {dir}: {e}")))
+                .collect::<Vec<_>>()
+                .await
+                .into_iter()
+                .collect()
         }
         .boxed()
     }

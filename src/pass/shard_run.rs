@@ -20,6 +20,7 @@ use std::sync::Arc;
 
 use serde::Serialize;
 
+use crate::engine::check::{Check, Verdict, judge};
 use crate::engine::cursor::{BucketCursor, CURSOR_VERSION, ShardCursor};
 use crate::engine::delete::{CallResult, DeleteOutcome, DeleteRequest, halt_reason};
 use crate::engine::progress::{ActionProgress, Decision, ProgressTracker, Ticket, subject_of};
@@ -150,6 +151,16 @@ pub struct Counters {
     pub skipped_no_mtime: u64,
     /// Delete outcomes.
     pub deletes: DeleteCounts,
+    /// Matches left unresolved (retried next pass, no halt) because a
+    /// "nothing to do" answer could not be confirmed by a filer lookup, or
+    /// an abort's completion-stamp check could not decide.
+    pub unconfirmed: u64,
+    /// Matches left unresolved because their version is under an active
+    /// object lock (retried next pass).
+    pub locked: u64,
+    /// `.uploads/<id>` folders of uploads that were in fact completed: never
+    /// aborted (docs/lifecycle-delete.md#completed-upload-leftovers).
+    pub completed_upload_leftovers: u64,
     /// Matches by action kind and what was done with them (for
     /// `s3_lifecycled_matches_total`; `skipped` = resolved in an earlier pass).
     pub decisions: BTreeMap<(ActionKind, MatchDecision), u64>,
@@ -166,6 +177,9 @@ impl Counters {
         self.matches += other.matches;
         self.pending += other.pending;
         self.skipped_no_mtime += other.skipped_no_mtime;
+        self.unconfirmed += other.unconfirmed;
+        self.locked += other.locked;
+        self.completed_upload_leftovers += other.completed_upload_leftovers;
         self.deletes.add(&other.deletes);
         for (k, v) in &other.decisions {
             *self.decisions.entry(*k).or_default() += v;
@@ -331,7 +345,7 @@ impl ShardRun {
             }
             self.counters.decided(m.kind, MatchDecision::Dispatched);
             self.queue.push_back((
-                Work::Delete(DeleteRequest::of(&m)),
+                work_for(&m),
                 DeleteTicket::Walk {
                     bucket: bucket.to_string(),
                 },
@@ -432,7 +446,7 @@ impl ShardRun {
                     let work = if m.lookup.is_some() {
                         Work::Lookup(Box::new(m.clone()))
                     } else {
-                        Work::Delete(DeleteRequest::of(m))
+                        work_for(m)
                     };
                     self.queue.push_back((work, DeleteTicket::Replay(t)));
                 }
@@ -474,15 +488,19 @@ impl ShardRun {
             // its progress before the event and a recovering bucket keeps its
             // old state; the next pass sees the edit (rule-edit recovery) or
             // the vanished configuration (bucket dropped).
-            match ticket {
-                DeleteTicket::Replay(t) => {
-                    if let Some(tr) = self.tracker.as_mut() {
-                        tr.resolved(t, false);
-                    }
-                }
-                DeleteTicket::Walk { bucket } => {
-                    self.walks.entry(bucket).or_default().unresolved = true;
-                }
+            self.settle_unresolved(ticket);
+            return None;
+        }
+        // An answer the gateway also gives when its own filer read failed is
+        // confirmed by a lookup before it settles anything
+        // (docs/lifecycle-delete.md#server-lookup-failures).
+        if let Some(check) = Check::confirm(&request.object_path, request, result) {
+            if self.stopped() {
+                // No new work once halted: leave it for the next pass.
+                self.counters.unconfirmed += 1;
+                self.settle_unresolved(ticket);
+            } else {
+                self.queue.push_front((Work::Check(Box::new(check)), ticket));
             }
             return None;
         }
@@ -593,12 +611,73 @@ impl ShardRun {
             }
             Some(c) => {
                 if !self.stopped() {
-                    self.queue
-                        .push_front((Work::Delete(DeleteRequest::of(&c)), ticket));
+                    self.queue.push_front((work_for(&c), ticket));
                 }
             }
         }
         None
+    }
+
+    /// Leaves a match unresolved without halting: replay progress stays
+    /// before its event, a walked bucket does not count as walked, so the
+    /// next pass tries it again.
+    fn settle_unresolved(&mut self, ticket: DeleteTicket) {
+        match ticket {
+            DeleteTicket::Replay(t) => {
+                if let Some(tr) = self.tracker.as_mut() {
+                    tr.resolved(t, false);
+                }
+            }
+            DeleteTicket::Walk { bucket } => {
+                self.walks.entry(bucket).or_default().unresolved = true;
+            }
+        }
+    }
+
+    /// The filer's answers to a [`Work::Check`]'s probes (same order as
+    /// [`Check::probes`]). Settles the match, leaves it unresolved for the
+    /// next pass (never a halt), or queues the abort first in line. Returns
+    /// the verdict, for the shell's logs and metrics.
+    pub fn check_done(
+        &mut self,
+        check: &Check,
+        ticket: DeleteTicket,
+        answers: &[Result<Vec<Entry>, String>],
+    ) -> Verdict {
+        self.in_flight = self.in_flight.saturating_sub(1);
+        // Locks are judged at the real time the pass started: the gateway
+        // enforces them by its clock, not by a `--now` in the future.
+        let verdict = judge(check, answers, self.plan.observed_until);
+        match &verdict {
+            Verdict::Settled => {
+                if let (DeleteTicket::Replay(t), Some(tr)) = (&ticket, self.tracker.as_mut()) {
+                    tr.resolved(*t, true);
+                }
+            }
+            Verdict::CompletedLeftover(_) => {
+                self.counters.completed_upload_leftovers += 1;
+                if let (DeleteTicket::Replay(t), Some(tr)) = (&ticket, self.tracker.as_mut()) {
+                    tr.resolved(*t, true);
+                }
+            }
+            Verdict::Locked(_) => {
+                self.counters.locked += 1;
+                self.settle_unresolved(ticket);
+            }
+            Verdict::Unconfirmed(_) => {
+                self.counters.unconfirmed += 1;
+                self.settle_unresolved(ticket);
+            }
+            Verdict::Send => {
+                if self.stopped() {
+                    self.settle_unresolved(ticket);
+                } else {
+                    self.queue
+                        .push_front((Work::Delete(check.request.clone()), ticket));
+                }
+            }
+        }
+        verdict
     }
 
     /// Ends the pass. `stream_end` is the ts of the last event the stream
@@ -745,4 +824,18 @@ pub enum Work {
     Delete(DeleteRequest),
     /// Look the match's entry up, then [`ShardRun::lookup_done`].
     Lookup(Box<Match>),
+    /// Read the check's probes from the filer, then [`ShardRun::check_done`].
+    Check(Box<Check>),
+}
+
+/// The work that carries out a concrete match: an abort is preceded by its
+/// completion-stamp check (docs/lifecycle-delete.md#completed-upload-leftovers),
+/// everything else is a plain delete.
+fn work_for(m: &Match) -> Work {
+    let request = DeleteRequest::of(m);
+    if m.kind == ActionKind::AbortMpu {
+        Work::Check(Box::new(Check::before_abort(&m.key, &request)))
+    } else {
+        Work::Delete(request)
+    }
 }
