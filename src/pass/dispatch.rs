@@ -405,12 +405,15 @@ mod tests {
             call_timeout: Duration::from_secs(2),
         };
         let t = tokio::time::Instant::now();
-        let (r, attempts, _) = run_with_retries(&port, &7, None, policy).await;
+        let (r, attempts, _) = run_with_retries(&port, &7, None, policy, &|_: &u32| None).await;
         assert_eq!(r.outcome, DeleteOutcome::RpcError);
         assert!(r.reason.contains("dispatch.call_timeout"), "{r:?}");
         assert_eq!((attempts, port.0.load(Ordering::SeqCst)), (2, 2));
         let el = t.elapsed();
-        assert!(el >= Duration::from_millis(4100) && el <= policy.worst_call(), "{el:?}");
+        assert!(
+            el >= Duration::from_millis(4100) && el <= policy.worst_call(),
+            "{el:?}"
+        );
     }
 
     #[actix::test]
