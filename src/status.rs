@@ -440,7 +440,11 @@ mod tests {
         let mut one = DeleteCounts::default();
         one.record(DeleteOutcome::Done);
         let by = one.by_label();
-        assert_eq!(by.len(), 7, "unspecified and withdrawn only when seen: {by:?}");
+        assert_eq!(
+            by.len(),
+            7,
+            "unspecified and withdrawn only when seen: {by:?}"
+        );
         assert!(!by.contains_key(DeleteOutcome::Unspecified.label()));
     }
 

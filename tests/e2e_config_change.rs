@@ -35,13 +35,21 @@ struct Watched {
 
 /// Seeds `n` objects under `x/` with a 1-day rule, runs a pass 3 days later at [`RATE`]/s in the
 /// background, and calls `change` once the bucket lost at least a second's worth of objects.
-async fn change_mid_pass<F, Fut>(c: &Cluster, b: &str, scope: &Scope, n: usize, change: F) -> Watched
+async fn change_mid_pass<F, Fut>(
+    c: &Cluster,
+    b: &str,
+    scope: &Scope,
+    n: usize,
+    change: F,
+) -> Watched
 where
     F: FnOnce() -> Fut,
     Fut: std::future::Future<Output = ()>,
 {
     let s3 = c.s3_client();
-    c.put_objects_bulk(b, &keys("x/", n), b"data").await.unwrap();
+    c.put_objects_bulk(b, &keys("x/", n), b"data")
+        .await
+        .unwrap();
     c.put_lifecycle_xml(b, &lifecycle(&days_rule("x", "x/", 1)))
         .await
         .unwrap();
@@ -185,7 +193,12 @@ async fn deleting_the_lifecycle_configuration_mid_pass_stops_its_deletes() {
 
     let p = run_once(c, &scope, Some(plus(now_ns(), 3, 1)), &[], &[]).await;
     p.ok().assert_no_deletes();
-    assert_eq!(count_objects(&s3, &b).await, w.after_pass, "{}", p.describe());
+    assert_eq!(
+        count_objects(&s3, &b).await,
+        w.after_pass,
+        "{}",
+        p.describe()
+    );
 }
 
 /// Raising the rule's TTL from 1 to 30 days mid-pass stops the deletes of objects that are no

@@ -281,7 +281,11 @@ fn withdrawn_replay_delete_neither_halts_nor_moves_the_cursor_past_it() {
     let (rep, cursor) = run.finish(Some(150 * S));
     assert_eq!(rep.outcome, ShardOutcome::Completed);
     assert_eq!(rep.counters.deletes.withdrawn, 1);
-    assert_eq!(rep.counters.deletes.total(), 3, "a withdrawn delete was not issued");
+    assert_eq!(
+        rep.counters.deletes.total(),
+        3,
+        "a withdrawn delete was not issued"
+    );
     let c = cursor.unwrap();
     let prog = c.buckets["b"].rules.values().next().unwrap();
     assert!(prog.ts < evs[1], "cursor stays before the withdrawn event");

@@ -437,7 +437,10 @@ mod tests {
             .count();
         assert!((1..=5).contains(&sent), "sent {sent}");
         assert_eq!(sent + withdrawn, 20);
-        assert!(v.iter().all(|o| o.1.outcome != DeleteOutcome::Withdrawn || o.2 == 0));
+        assert!(
+            v.iter()
+                .all(|o| o.1.outcome != DeleteOutcome::Withdrawn || o.2 == 0)
+        );
     }
 
     #[tokio::test(start_paused = true)]

@@ -506,10 +506,7 @@ mod tests {
     fn retention_equal_to_ttl_walks_instead_of_recovering_every_pass() {
         let skew = Duration::from_secs(600);
         for rounding in [DueRounding::NextDay, DueRounding::None] {
-            let t = TimeConfig {
-                day: DAY,
-                rounding,
-            };
+            let t = TimeConfig { day: DAY, rounding };
             let ttl = 30 * DAY;
             // Retention = TTL: the rule does not fit the partition window.
             assert!(partition_window(ttl, ttl, &t, skew) < ttl);
@@ -525,7 +522,13 @@ mod tests {
             let earliest1 = now1 - ns(enough);
             assert!(rewound >= earliest1, "{rounding:?}");
             assert_eq!(
-                recovery_reason(Some(&p(H1, Z, Some(rewound))), &H1, &Z, true, Some(earliest1)),
+                recovery_reason(
+                    Some(&p(H1, Z, Some(rewound))),
+                    &H1,
+                    &Z,
+                    true,
+                    Some(earliest1)
+                ),
                 None
             );
             // Steady state: the oldest match still pending at now1 was written
@@ -536,14 +539,19 @@ mod tests {
             } else {
                 0
             };
-            let pending = now1 - ns(ttl) - rounding_day
-                - crate::engine::progress::REORDER_MARGIN;
+            let pending = now1 - ns(ttl) - rounding_day - crate::engine::progress::REORDER_MARGIN;
             let now2 = now1 + ns(DAY);
             assert!(pending >= now2 - ns(enough), "{rounding:?}");
             // ... while with retention = TTL the same progress is lost: this
             // is why such a rule must be walked, not replayed.
             assert_eq!(
-                recovery_reason(Some(&p(H1, Z, Some(pending))), &H1, &Z, true, Some(now2 - ns(ttl))),
+                recovery_reason(
+                    Some(&p(H1, Z, Some(pending))),
+                    &H1,
+                    &Z,
+                    true,
+                    Some(now2 - ns(ttl))
+                ),
                 Some(RecoveryReason::RetentionLoss)
             );
         }
