@@ -697,6 +697,20 @@ mod tests {
         .unwrap_err()
         .to_string();
         assert!(e.contains("cursor.dir"), "{e}");
+        let e = Settings::load(
+            None,
+            env(&[("S3_LIFECYCLED__PASS__CONFIG_REFRESH", "10ms")]),
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            e.contains("pass.config_refresh") && e.contains("100ms"),
+            "{e}"
+        );
+        for ok in ["0", "100ms", "5s"] {
+            Settings::load(None, env(&[("S3_LIFECYCLED__PASS__CONFIG_REFRESH", ok)]))
+                .unwrap_or_else(|e| panic!("{ok}: {e}"));
+        }
     }
 
     #[test]

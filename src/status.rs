@@ -426,19 +426,25 @@ mod tests {
         for (i, o) in DeleteOutcome::ALL.into_iter().enumerate() {
             assert_eq!(d.get(o), i as u64 + 1, "{o}");
         }
+        // WITHDRAWN (the ninth) was never issued: not in the total.
         assert_eq!(d.total(), (1..=8).sum::<u64>());
         let mut twice = d.clone();
         twice.add(&d);
         assert_eq!(twice.total(), 2 * d.total());
         let by = d.by_label();
-        assert_eq!(by.len(), 8);
+        assert_eq!(by.len(), 9);
+        assert_eq!(by["WITHDRAWN"], 9);
         assert_eq!(by["DONE"], 1);
         assert_eq!(by["DRY_RUN"], 7);
         assert_eq!(by["LIFECYCLE_DELETE_OUTCOME_UNSPECIFIED"], 8);
         let mut one = DeleteCounts::default();
         one.record(DeleteOutcome::Done);
         let by = one.by_label();
-        assert_eq!(by.len(), 7, "unspecified only when seen: {by:?}");
+        assert_eq!(
+            by.len(),
+            7,
+            "unspecified and withdrawn only when seen: {by:?}"
+        );
         assert!(!by.contains_key(DeleteOutcome::Unspecified.label()));
     }
 

@@ -297,6 +297,71 @@ fn pending_match_holds_the_cursor_but_later_due_matches_are_sent() {
     );
 }
 
+/// Issue 11 item 7: a delete withdrawn because the bucket's configuration changed mid-pass is
+/// not due: no halt, later deletes still go out, and the cursor stays before its event so a pass
+/// under the same rules would send it again.
+#[test]
+fn withdrawn_replay_delete_neither_halts_nor_moves_the_cursor_past_it() {
+    let (_, cursor) = steady(100 * S);
+    let p = plan(200 * S);
+    let mut run = ShardRun::new(0, p.clone(), Some(cursor), 8);
+    run.start_replay();
+    let evs: Vec<Nanos> = (0..3).map(|i| 100 * S + i * S).collect();
+    for (i, &ts) in evs.iter().enumerate() {
+        run.replay_event(ts, &[action_match(&p, &format!("k{i}"), ts + 10 * S)]);
+    }
+    let sent = run.next_sends();
+    assert_eq!(sent.len(), 3);
+    for (i, (w, t)) in sent.into_iter().enumerate() {
+        let Work::Delete(req) = w else { panic!() };
+        let r = if i == 1 {
+            CallResult::withdrawn("configuration changed")
+        } else {
+            ok()
+        };
+        assert_eq!(run.outcome(&req, t, &r), None, "a withdrawal never halts");
+    }
+    run.replay_event(150 * S, &[action_match(&p, "later", 160 * S)]);
+    let later = run.next_sends();
+    assert_eq!(later.len(), 1, "later deletes still go out");
+    for (w, t) in later {
+        let Work::Delete(req) = w else { panic!() };
+        run.outcome(&req, t, &ok());
+    }
+    let (rep, cursor) = run.finish(Some(150 * S));
+    assert_eq!(rep.outcome, ShardOutcome::Completed);
+    assert_eq!(rep.counters.deletes.withdrawn, 1);
+    assert_eq!(
+        rep.counters.deletes.total(),
+        3,
+        "a withdrawn delete was not issued"
+    );
+    let c = cursor.unwrap();
+    let prog = c.buckets["b"].rules.values().next().unwrap();
+    assert!(prog.ts < evs[1], "cursor stays before the withdrawn event");
+    assert_eq!(c.buckets["b"].halted, None);
+}
+
+/// A recovery walk with a withdrawn delete did not vouch for the bucket: the bucket keeps its
+/// old state (here none), so the next pass recovers it again, under the rules of that pass.
+#[test]
+fn withdrawn_walker_delete_fails_the_recovery_without_halting() {
+    let p = plan(100 * S);
+    let mut run = ShardRun::new(0, p.clone(), None, 4);
+    run.walk_matches("b", vec![action_match(&p, "k", 50 * S)]);
+    let (w, t) = run.next_sends().into_iter().next().unwrap();
+    let Work::Delete(req) = w else { panic!() };
+    assert_eq!(
+        run.outcome(&req, t, &CallResult::withdrawn("configuration deleted")),
+        None
+    );
+    run.listing_done("b", true);
+    assert_eq!(run.start_replay(), None);
+    let (rep, cursor) = run.finish(None);
+    assert_eq!(rep.outcome, ShardOutcome::Completed);
+    assert!(cursor.unwrap().buckets.is_empty());
+}
+
 /// A versioned bucket whose only rule expires noncurrent versions after a day.
 fn versioned_plan(now: Nanos) -> Arc<PassPlan> {
     let snap = Snapshot::compile(

@@ -203,7 +203,7 @@ async fn pass(s: Settings, now: Nanos, shards: Vec<u8>, dry_run: bool, json: boo
 fn deletes_kv(c: &Counters) -> String {
     let d = &c.deletes;
     format!(
-        "done={} noop={} lock={} retry_later={} blocked={} rpc_error={} dry_run={}{}",
+        "done={} noop={} lock={} retry_later={} blocked={} rpc_error={} dry_run={}{}{}",
         d.done,
         d.noop_resolved,
         d.skipped_object_lock,
@@ -213,6 +213,11 @@ fn deletes_kv(c: &Counters) -> String {
         d.dry_run,
         if d.other > 0 {
             format!(" unspecified={}", d.other)
+        } else {
+            String::new()
+        },
+        if d.withdrawn > 0 {
+            format!(" withdrawn={}", d.withdrawn)
         } else {
             String::new()
         }

@@ -387,7 +387,9 @@ impl ChildState {
         let outcome = o.result.outcome;
         let obs = &self.tele.obs;
         obs.metrics.dispatch(&o.call.bucket, o.call.kind, outcome);
-        if outcome != DeleteOutcome::DryRun {
+        // Neither a dry run nor a withdrawn call (docs/lifecycle-config.md#changes-during-a-pass)
+        // was sent: their waits would skew the limiter histogram.
+        if !matches!(outcome, DeleteOutcome::DryRun | DeleteOutcome::Withdrawn) {
             obs.metrics.limiter_wait(o.limiter_wait);
         }
         obs.board(|b| b.delete_done(self.shard, &o.call.bucket, outcome));

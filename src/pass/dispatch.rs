@@ -424,6 +424,69 @@ mod tests {
         assert_eq!(port.calls.load(Ordering::SeqCst), 0);
     }
 
+    /// Issue 11 item 7: once the gate withdraws, calls already handed to the
+    /// dispatcher (waiting for a slot or for the rate limiter) are answered
+    /// WITHDRAWN instead of being sent.
+    #[actix::test]
+    async fn gate_withdraws_calls_already_queued() {
+        use std::sync::atomic::AtomicBool;
+        let port = script(vec![]);
+        let closed = Arc::new(AtomicBool::new(false));
+        let flag = closed.clone();
+        let gate: Gate<u32> = Arc::new(move |_c: &u32| {
+            flag.load(Ordering::SeqCst)
+                .then(|| "configuration changed".to_string())
+        });
+        let got = Arc::new(Mutex::new(Vec::new()));
+        let col = Collector { got: got.clone() }.start();
+        let policy = RetryPolicy {
+            attempts: 1,
+            initial: Duration::from_millis(1),
+            max: Duration::from_millis(1),
+        };
+        // 20/s: 20 calls would take a second.
+        let d = DeleteDispatcher::new(
+            port.clone(),
+            Some(Arc::new(limiter(20.0, 1))),
+            8,
+            policy,
+            false,
+        )
+        .with_gate(gate)
+        .start();
+        for t in 0..20u64 {
+            d.send(Dispatch {
+                call: 7u32,
+                ticket: t,
+                reply_to: col.clone().recipient(),
+                span: tracing::Span::none(),
+            })
+            .await
+            .unwrap();
+        }
+        tokio::time::sleep(Duration::from_millis(120)).await;
+        closed.store(true, Ordering::SeqCst);
+        for _ in 0..400 {
+            if got.lock().unwrap().len() == 20 {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        let v = got.lock().unwrap().clone();
+        assert_eq!(v.len(), 20, "every call answered");
+        let sent = port.calls.load(Ordering::SeqCst);
+        let withdrawn = v
+            .iter()
+            .filter(|o| o.1.outcome == DeleteOutcome::Withdrawn)
+            .count();
+        assert!((1..=5).contains(&sent), "sent {sent}");
+        assert_eq!(sent + withdrawn, 20);
+        assert!(
+            v.iter()
+                .all(|o| o.1.outcome != DeleteOutcome::Withdrawn || o.2 == 0)
+        );
+    }
+
     #[tokio::test(start_paused = true)]
     async fn limiter_paces_to_the_rate() {
         let l = limiter(10.0, 1);

@@ -557,6 +557,75 @@ mod tests {
         }
     }
 
+    fn snap(days: Option<i64>, enabled: bool) -> Snapshot {
+        use crate::engine::{BucketConfig, Versioning};
+        use crate::lifecycle::FlatRule;
+        let mut configs = vec![BucketConfig {
+            name: "other".into(),
+            versioning: Versioning::Unversioned,
+            object_lock: false,
+            rules: vec![FlatRule {
+                id: "o".into(),
+                enabled: true,
+                expiration_days: 7,
+                ..FlatRule::default()
+            }],
+        }];
+        if let Some(d) = days {
+            configs.push(BucketConfig {
+                name: "b".into(),
+                versioning: Versioning::Unversioned,
+                object_lock: false,
+                rules: vec![FlatRule {
+                    id: "x".into(),
+                    enabled,
+                    expiration_days: d,
+                    ..FlatRule::default()
+                }],
+            });
+        }
+        Snapshot::compile(configs, TimeConfig::default())
+    }
+
+    /// Issue 11 item 7: which deletes a configuration change mid-pass withdraws.
+    #[test]
+    fn rule_changes_withdraw_only_rules_that_left_their_bucket() {
+        let planned = live_actions(&snap(Some(1), true));
+        let (hash, kind) = *planned["b"].iter().next().unwrap();
+        let (other_hash, other_kind) = *planned["other"].iter().next().unwrap();
+        let none = BTreeSet::new();
+
+        // Unchanged: nothing withdrawn.
+        let same = RuleChanges::between(&planned, &live_actions(&snap(Some(1), true)), &none);
+        assert!(same.is_empty());
+        assert!(same.still_due("b", hash, kind));
+
+        // Configuration deleted: nothing in the bucket is due; other buckets untouched.
+        let deleted = RuleChanges::between(&planned, &live_actions(&snap(None, true)), &none);
+        assert_eq!(deleted.buckets().collect::<Vec<_>>(), ["b"]);
+        assert!(!deleted.still_due("b", hash, kind));
+        assert!(deleted.still_due("other", other_hash, other_kind));
+
+        // TTL raised: a new rule hash, the old rule's matches are not due.
+        let raised = RuleChanges::between(&planned, &live_actions(&snap(Some(30), true)), &none);
+        assert!(!raised.still_due("b", hash, kind));
+
+        // Rule disabled: not live.
+        let disabled = RuleChanges::between(&planned, &live_actions(&snap(Some(1), false)), &none);
+        assert!(!disabled.still_due("b", hash, kind));
+
+        // A configuration that no longer parses: nothing due.
+        let broken = RuleChanges::between(
+            &planned,
+            &live_actions(&snap(Some(1), true)),
+            &["b".to_string()].into_iter().collect(),
+        );
+        assert!(!broken.still_due("b", hash, kind));
+
+        // Buckets not in the pass are not this pass's business.
+        assert!(deleted.still_due("new-bucket", hash, kind));
+    }
+
     #[test]
     fn retention_window_sources() {
         assert_eq!(
