@@ -227,7 +227,10 @@ fn drain_timeout_halts_and_keeps_the_cursor_before_unanswered_work() {
     assert!(!run.idle());
     let halt = run.drain_timed_out("DRAIN_TIMEOUT: 2 unanswered".into());
     assert_eq!(halt.as_deref(), Some("DRAIN_TIMEOUT: 2 unanswered"));
-    assert!(run.idle(), "the window is given up: a later Drain does not wait");
+    assert!(
+        run.idle(),
+        "the window is given up: a later Drain does not wait"
+    );
     assert!(run.next_sends().is_empty());
     // A second timeout changes nothing (already idle).
     assert_eq!(run.drain_timed_out("again".into()), None);

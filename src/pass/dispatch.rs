@@ -382,7 +382,10 @@ mod tests {
         assert!(r.reason.contains("dispatch.call_timeout"), "{r:?}");
         assert_eq!((attempts, port.0.load(Ordering::SeqCst)), (2, 2));
         let el = t.elapsed();
-        assert!(el >= Duration::from_millis(4100) && el <= policy.worst_call(), "{el:?}");
+        assert!(
+            el >= Duration::from_millis(4100) && el <= policy.worst_call(),
+            "{el:?}"
+        );
     }
 
     #[actix::test]
