@@ -1620,6 +1620,10 @@ async fn entry_without_attributes_is_never_deleted_as_epoch_old() {
     let p = run_once(c, &scope, Some(t0 + 60 * SEC_NS), &[], &SHORT_DAY).await;
     let r = p.ok();
     assert_eq!(r.total("DONE"), 1, "{}", p.describe());
+    // No delete was even sent for it (before the fix one went out; the 4.48 gateway happened
+    // to answer NOOP_RESOLVED).
+    assert_eq!(r.totals("matches"), 1, "{}", p.describe());
+    assert_eq!(r.total("NOOP_RESOLVED"), 0, "{}", p.describe());
     // Counted where it was met: by the walk, and again by replay if its create event lies in
     // the replayed range.
     assert!(
@@ -1641,6 +1645,7 @@ async fn entry_without_attributes_is_never_deleted_as_epoch_old() {
     let p = run_once(c, &scope, Some(t0 + 40 * DAY_NS), &[], &SHORT_DAY).await;
     let r = p.ok();
     assert_eq!(r.total("DONE"), 1, "dated2 expires:\n{}", p.describe());
+    assert_eq!(r.total("NOOP_RESOLVED"), 0, "{}", p.describe());
     assert!(
         r.v["totals"]["skipped_no_mtime"].as_u64().unwrap_or(0) >= 1,
         "{}",

@@ -160,8 +160,9 @@ pub struct FilerClient {
 impl FilerClient {
     /// Connects to `addr` (`host:port` or `http://host:port`; the port is the
     /// filer's gRPC port). Fails at once, naming the address, when nothing
-    /// answers. No per-RPC deadline is set: LifecycleDelete-adjacent calls and
-    /// big listings can legitimately take many seconds (docs/grpc.md#deadlines).
+    /// answers. No per-RPC deadline unless [`FilerClient::with_call_timeout`]
+    /// sets one (the pass does: `cluster.filer_call_timeout`,
+    /// docs/grpc.md#deadlines).
     pub async fn connect(addr: &str) -> Result<FilerClient> {
         let endpoint = GrpcEndpoint::new(addr, &EndpointOptions::seaweed()).map_err(|e| {
             FilerError::BadAddress {
