@@ -443,6 +443,7 @@ mod tests {
             attempts: 1,
             initial: Duration::from_millis(1),
             max: Duration::from_millis(1),
+            call_timeout: Duration::from_secs(5),
         };
         // 20/s: 20 calls would take a second.
         let d = DeleteDispatcher::new(
