@@ -62,7 +62,11 @@ async fn run_once_via(c: &Cluster, scope: &Scope, now: i64, s3_grpc: &str) -> Pa
     let mut args = run_once_args(c, scope, Some(now), &[]);
     let i = args.iter().position(|a| a == "--s3-grpc").unwrap();
     args[i + 1] = s3_grpc.to_string();
-    run_raw(&args, &[("S3_LIFECYCLED__CURSOR__DIR", scope.cursor_dir.as_str())]).await
+    run_raw(
+        &args,
+        &[("S3_LIFECYCLED__CURSOR__DIR", scope.cursor_dir.as_str())],
+    )
+    .await
 }
 
 /// Item 3: every delete is answered NOT_FOUND while the objects are there. The pass does not
@@ -120,7 +124,8 @@ async fn locked_versions_expire_once_their_lock_ends() {
         .send()
         .await
         .unwrap();
-    let md5 = |body: &[u8]| base64::engine::general_purpose::STANDARD.encode(md5::Md5::digest(body));
+    let md5 =
+        |body: &[u8]| base64::engine::general_purpose::STANDARD.encode(md5::Md5::digest(body));
     // The gateway checks retention against its own clock: a date a few seconds ahead.
     let until_s = now_ns() / 1_000_000_000 + 8;
     let retained = s3
@@ -215,7 +220,11 @@ async fn locked_versions_expire_once_their_lock_ends() {
     );
     assert_eq!(r.totals("locked"), 0, "{}", p.describe());
     for k in ["v/retained", "v/held"] {
-        assert_eq!(head_status(&s3, &b, k, None).await, 200, "current {k} stays");
+        assert_eq!(
+            head_status(&s3, &b, k, None).await,
+            200,
+            "current {k} stays"
+        );
     }
 }
 
@@ -262,7 +271,11 @@ async fn complete_and_leave_leftover(
         .to_string();
     let uploads = format!("{}/{b}/.uploads", c.buckets_root());
     let filer = c.filer().await;
-    let folder: Entry = filer.lookup(&uploads, &id).await.unwrap().expect("upload folder");
+    let folder: Entry = filer
+        .lookup(&uploads, &id)
+        .await
+        .unwrap()
+        .expect("upload folder");
     let parts = filer
         .list_page(&format!("{uploads}/{id}"), "", 1000)
         .await
@@ -326,7 +339,10 @@ async fn vacuum(c: &Cluster) {
         String::from_utf8_lossy(&out.stderr)
     );
     assert!(out.status.success(), "weed shell failed: {text}");
-    assert!(!text.to_lowercase().contains("error"), "volume.vacuum: {text}");
+    assert!(
+        !text.to_lowercase().contains("error"),
+        "volume.vacuum: {text}"
+    );
 }
 
 async fn get_body(s3: &aws_sdk_s3::Client, b: &str, key: &str, version: Option<&str>) -> Vec<u8> {
@@ -359,7 +375,11 @@ async fn abort_rule_spares_leftover(versioned: bool) {
         // The completed version becomes noncurrent: it is only under obj.bin.versions.
         put(&s3, &b, "up/obj.bin", b"newer", None).await;
     }
-    assert_eq!(list_uploads(&s3, &b).await, set(&[id.as_str()]), "leftover listed");
+    assert_eq!(
+        list_uploads(&s3, &b).await,
+        set(&[id.as_str()]),
+        "leftover listed"
+    );
     let rules = lifecycle(
         "<Rule><ID>mpu</ID><Status>Enabled</Status><Filter><Prefix>up/</Prefix></Filter>\
          <AbortIncompleteMultipartUpload><DaysAfterInitiation>1</DaysAfterInitiation></AbortIncompleteMultipartUpload></Rule>",
@@ -376,7 +396,10 @@ async fn abort_rule_spares_leftover(versioned: bool) {
     tokio::time::sleep(Duration::from_secs(5)).await;
     vacuum(c).await;
     let v = if versioned { version.as_deref() } else { None };
-    assert!(!versioned || v.is_some(), "a versioned completion returns a version id");
+    assert!(
+        !versioned || v.is_some(),
+        "a versioned completion returns a version id"
+    );
     let got = get_body(&s3, &b, "up/obj.bin", v).await;
     assert!(
         got == data,
@@ -386,7 +409,12 @@ async fn abort_rule_spares_leftover(versioned: bool) {
     );
     assert_eq!(r.total("DONE"), 0, "no abort sent\n{}", p.describe());
     assert_eq!(list_uploads(&s3, &b).await, set(&[id.as_str()]));
-    assert_eq!(r.totals("completed_upload_leftovers"), 1, "{}", p.describe());
+    assert_eq!(
+        r.totals("completed_upload_leftovers"),
+        1,
+        "{}",
+        p.describe()
+    );
     assert_eq!(r.totals("unconfirmed"), 0, "{}", p.describe());
 }
 

@@ -533,7 +533,12 @@ fn confirmed_not_found_and_changed_entries_settle() {
         let (run, evs) = lost_answer_run(cursor, &p, probe);
         let (rep, c) = run.finish(Some(200 * S));
         assert_eq!(rep.counters.unconfirmed, 0);
-        let prog = c.unwrap().buckets["b"].rules.values().next().unwrap().clone();
+        let prog = c.unwrap().buckets["b"]
+            .rules
+            .values()
+            .next()
+            .unwrap()
+            .clone();
         assert!(prog.ts >= evs[2] - s3_lifecycled::engine::progress::REORDER_MARGIN);
     }
 }
@@ -560,7 +565,11 @@ fn abort_match(p: &PassPlan) -> Match {
 /// the report, the saved cursor and what was sent after the check.
 fn walked_abort(
     answers: Vec<Result<Vec<Entry>, String>>,
-) -> (s3_lifecycled::pass::shard_run::ShardReport, ShardCursor, Vec<Work>) {
+) -> (
+    s3_lifecycled::pass::shard_run::ShardReport,
+    ShardCursor,
+    Vec<Work>,
+) {
     let p = plan(200 * S);
     let mut run = ShardRun::new(0, p.clone(), None, 4);
     run.walk_matches("b", vec![abort_match(&p)]);

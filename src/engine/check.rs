@@ -200,7 +200,9 @@ pub fn judge(check: &Check, answers: &[Result<Vec<Entry>, String>], now: Nanos) 
         };
         return Verdict::Unconfirmed(format!("{subject}: {what}: filer read failed: {e}"));
     }
-    let entries = answers.iter().flat_map(|a| a.as_ref().ok().into_iter().flatten());
+    let entries = answers
+        .iter()
+        .flat_map(|a| a.as_ref().ok().into_iter().flatten());
     match &check.purpose {
         Purpose::BeforeAbort => {
             let id = check.upload_id();
@@ -295,7 +297,11 @@ mod tests {
     fn probes_name_the_bare_entry_or_the_version_file() {
         let e = entry("k", 1);
         let r = CallResult::answered(DeleteOutcome::NoopResolved, "NOT_FOUND");
-        let c = Check::confirm("d/k", &delete(ActionKind::ExpirationDays, "d/k", "", &e), &r);
+        let c = Check::confirm(
+            "d/k",
+            &delete(ActionKind::ExpirationDays, "d/k", "", &e),
+            &r,
+        );
         assert_eq!(
             c.unwrap().probes(),
             [Probe::Lookup {
@@ -335,10 +341,7 @@ mod tests {
         assert!(matches!(&v, Verdict::Unconfirmed(s) if s.contains("still there")));
         // Gone, or changed since: settled.
         assert_eq!(judge(&c, &[Ok(vec![])], 100), Verdict::Settled);
-        assert_eq!(
-            judge(&c, &[Ok(vec![entry("k", 8)])], 100),
-            Verdict::Settled
-        );
+        assert_eq!(judge(&c, &[Ok(vec![entry("k", 8)])], 100), Verdict::Settled);
         // The check itself failed: not confirmed.
         assert!(judge(&c, &[Err("unavailable".into())], 100).unresolved());
         assert!(judge(&c, &[], 100).unresolved());

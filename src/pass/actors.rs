@@ -38,8 +38,6 @@ use tracing::Span;
 
 use crate::engine::check::{Check, Probe, Verdict};
 use crate::engine::cursor::ShardCursor;
-use crate::pb::filer_pb::Entry;
-use futures::FutureExt;
 use crate::engine::{CallResult, DeleteOutcome, DeleteRequest};
 use crate::engine::{Match, Nanos};
 use crate::pass::dispatch::{Dispatch, Outcome};
@@ -49,7 +47,9 @@ use crate::pass::ports::ClusterPort;
 use crate::pass::shard_run::{
     DeleteTicket, LookupAnswer, ShardOutcome, ShardReport, ShardRun, Work,
 };
+use crate::pb::filer_pb::Entry;
 use crate::telemetry;
+use futures::FutureExt;
 
 /// Where a shard reports: its `shard` span (parent of its replay and walk
 /// spans) and the pass observer (metrics, status board).
@@ -1080,7 +1080,8 @@ impl Handler<CheckDone> for ShardActor {
             Verdict::Settled | Verdict::Send => {}
             Verdict::CompletedLeftover(why) => {
                 tracing::warn!(shard = self.shard, reason = %why, "completed upload's leftover not aborted");
-                obs.metrics.check_verdict(&req.bucket, req.kind, "completed_upload_leftover");
+                obs.metrics
+                    .check_verdict(&req.bucket, req.kind, "completed_upload_leftover");
             }
             Verdict::Locked(why) => {
                 tracing::info!(shard = self.shard, reason = %why, "locked; retried next pass");
@@ -1088,7 +1089,8 @@ impl Handler<CheckDone> for ShardActor {
             }
             Verdict::Unconfirmed(why) => {
                 tracing::warn!(shard = self.shard, reason = %why, "answer not confirmed; retried next pass");
-                obs.metrics.check_verdict(&req.bucket, req.kind, "unconfirmed");
+                obs.metrics
+                    .check_verdict(&req.bucket, req.kind, "unconfirmed");
             }
         }
         self.pump();

@@ -481,7 +481,8 @@ impl ShardRun {
                 self.counters.unconfirmed += 1;
                 self.settle_unresolved(ticket);
             } else {
-                self.queue.push_front((Work::Check(Box::new(check)), ticket));
+                self.queue
+                    .push_front((Work::Check(Box::new(check)), ticket));
             }
             return None;
         }
