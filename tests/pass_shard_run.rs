@@ -489,7 +489,12 @@ fn lost_answer_run(
         panic!("expected a check")
     };
     assert_eq!(c.request.object_path, "k1");
-    run.check_done(&c, t, &[probe]);
+    assert_eq!(
+        c.probes().len(),
+        2,
+        "the bare entry and the key's .versions"
+    );
+    run.check_done(&c, t, &[probe, Ok(vec![])]);
     assert!(run.next_sends().is_empty());
     (run, evs)
 }
