@@ -110,6 +110,49 @@ async fn lost_gateway_answers_do_not_excuse_objects_from_their_rule() {
     assert_eq!(r1.totals("unconfirmed"), 5, "{}", p.describe());
 }
 
+/// Item 3 on a versioned bucket: the latest version lives under `<key>.versions`, a noncurrent
+/// one is named by its id. Both NOT_FOUND answers are unconfirmed; the next pass expires the
+/// key (delete marker) and deletes the noncurrent version.
+#[tokio::test]
+async fn lost_gateway_answers_do_not_excuse_versions_from_their_rule() {
+    let c = common::cluster();
+    let s3 = c.s3_client();
+    let b = c.new_bucket("lost-versions").await.unwrap();
+    enable_versioning(&s3, &b).await;
+    let old = put(&s3, &b, "lost/k", b"old", None).await.unwrap();
+    put(&s3, &b, "lost/k", b"new", None).await.unwrap();
+    let rules = lifecycle(
+        "<Rule><ID>lv</ID><Status>Enabled</Status><Filter><Prefix>lost/</Prefix></Filter>\
+         <Expiration><Days>1</Days></Expiration>\
+         <NoncurrentVersionExpiration><NoncurrentDays>1</NoncurrentDays></NoncurrentVersionExpiration></Rule>",
+    );
+    c.put_lifecycle_xml(&b, &rules).await.unwrap();
+    let t0 = now_ns();
+    let scope = Scope::new(&[&b]);
+    let fake = lost_answers_gateway().await;
+
+    let p = run_once_via(c, &scope, plus(t0, 3, 0), &fake).await;
+    let r1 = p.ok();
+    assert_eq!(head_status(&s3, &b, "lost/k", None).await, 200);
+    assert_eq!(head_status(&s3, &b, "lost/k", Some(&old)).await, 200);
+
+    let p2 = run_once(c, &scope, Some(plus(t0, 3, 1)), &[], &[]).await;
+    p2.ok();
+    assert_eq!(
+        head_status(&s3, &b, "lost/k", Some(&old)).await,
+        404,
+        "noncurrent version deleted by the next pass\n{}",
+        p2.describe()
+    );
+    assert_eq!(
+        head_status(&s3, &b, "lost/k", None).await,
+        404,
+        "key expired (delete marker) by the next pass\n{}",
+        p2.describe()
+    );
+    assert_eq!(r1.totals("unconfirmed"), 2, "{}", p.describe());
+}
+
 /// Item 2: a noncurrent version under GOVERNANCE retention is kept while retained and deleted
 /// at the first pass after its retain-until date; a version under legal hold is kept until the
 /// hold is removed, then deleted. Neither halts a shard.
