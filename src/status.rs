@@ -286,6 +286,16 @@ pub struct ShardSummary {
     pub events_scanned: u64,
     /// Deletes in this pass by outcome.
     pub deletes: DeleteCounts,
+    /// Matches left unresolved (retried next pass, no halt) because a
+    /// "nothing to do" answer could not be confirmed.
+    #[serde(default)]
+    pub unconfirmed: u64,
+    /// Matches left unresolved because of an object lock.
+    #[serde(default)]
+    pub locked: u64,
+    /// Completed uploads' `.uploads/<id>` folders that were not aborted.
+    #[serde(default)]
+    pub completed_upload_leftovers: u64,
 }
 
 /// One bucket's "Last run" card.

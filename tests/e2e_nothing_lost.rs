@@ -90,24 +90,67 @@ async fn lost_gateway_answers_do_not_excuse_objects_from_their_rule() {
     let fake = lost_answers_gateway().await;
 
     let p = run_once_via(c, &scope, plus(t0, 3, 0), &fake).await;
-    let r = p.ok();
-    assert_eq!(r.total("NOOP_RESOLVED"), 5, "{}", p.describe());
-    assert_eq!(r.totals("unconfirmed"), 5, "{}", p.describe());
+    let r1 = p.ok();
+    assert_eq!(r1.total("NOOP_RESOLVED"), 5, "{}", p.describe());
     for k in ["RETRY_LATER", "BLOCKED", "RPC_ERROR"] {
-        assert_eq!(r.total(k), 0, "{k}: no halt\n{}", p.describe());
+        assert_eq!(r1.total(k), 0, "{k}: no halt\n{}", p.describe());
     }
     assert_eq!(count_objects(&s3, &b).await, 6, "nothing was deleted");
 
-    let p = run_once(c, &scope, Some(plus(t0, 3, 1)), &[], &[]).await;
-    let r = p.ok();
-    assert_eq!(r.total("DONE"), 5, "{}", p.describe());
-    assert_eq!(r.totals("unconfirmed"), 0, "{}", p.describe());
+    let p2 = run_once(c, &scope, Some(plus(t0, 3, 1)), &[], &[]).await;
+    let r = p2.ok();
     assert_eq!(
         list_keys(&s3, &b).await,
         set(&["keep/one"]),
-        "{}",
-        p.describe()
+        "the next pass deletes them\n{}",
+        p2.describe()
     );
+    assert_eq!(r.total("DONE"), 5, "{}", p2.describe());
+    assert_eq!(r.totals("unconfirmed"), 0, "{}", p2.describe());
+    assert_eq!(r1.totals("unconfirmed"), 5, "{}", p.describe());
+}
+
+/// Item 3 on a versioned bucket: the latest version lives under `<key>.versions`, a noncurrent
+/// one is named by its id. Both NOT_FOUND answers are unconfirmed; the next pass expires the
+/// key (delete marker) and deletes the noncurrent version.
+#[tokio::test]
+async fn lost_gateway_answers_do_not_excuse_versions_from_their_rule() {
+    let c = common::cluster();
+    let s3 = c.s3_client();
+    let b = c.new_bucket("lost-versions").await.unwrap();
+    enable_versioning(&s3, &b).await;
+    let old = put(&s3, &b, "lost/k", b"old", None).await.unwrap();
+    put(&s3, &b, "lost/k", b"new", None).await.unwrap();
+    let rules = lifecycle(
+        "<Rule><ID>lv</ID><Status>Enabled</Status><Filter><Prefix>lost/</Prefix></Filter>\
+         <Expiration><Days>1</Days></Expiration>\
+         <NoncurrentVersionExpiration><NoncurrentDays>1</NoncurrentDays></NoncurrentVersionExpiration></Rule>",
+    );
+    c.put_lifecycle_xml(&b, &rules).await.unwrap();
+    let t0 = now_ns();
+    let scope = Scope::new(&[&b]);
+    let fake = lost_answers_gateway().await;
+
+    let p = run_once_via(c, &scope, plus(t0, 3, 0), &fake).await;
+    let r1 = p.ok();
+    assert_eq!(head_status(&s3, &b, "lost/k", None).await, 200);
+    assert_eq!(head_status(&s3, &b, "lost/k", Some(&old)).await, 200);
+
+    let p2 = run_once(c, &scope, Some(plus(t0, 3, 1)), &[], &[]).await;
+    p2.ok();
+    assert_eq!(
+        head_status(&s3, &b, "lost/k", Some(&old)).await,
+        404,
+        "noncurrent version deleted by the next pass\n{}",
+        p2.describe()
+    );
+    assert_eq!(
+        head_status(&s3, &b, "lost/k", None).await,
+        404,
+        "key expired (delete marker) by the next pass\n{}",
+        p2.describe()
+    );
+    assert_eq!(r1.totals("unconfirmed"), 2, "{}", p.describe());
 }
 
 /// Item 2: a noncurrent version under GOVERNANCE retention is kept while retained and deleted
@@ -174,10 +217,10 @@ async fn locked_versions_expire_once_their_lock_ends() {
     );
     assert_eq!(head_status(&s3, &b, "v/held", Some(&held)).await, 200);
     assert!(r.total("SKIPPED_OBJECT_LOCK") >= 2, "{}", p.describe());
-    assert_eq!(r.totals("locked"), 2, "{}", p.describe());
     for k in ["RETRY_LATER", "BLOCKED", "RPC_ERROR"] {
         assert_eq!(r.total(k), 0, "{k}: a lock never halts\n{}", p.describe());
     }
+    let (first, first_locked) = (p.describe(), r.totals("locked"));
 
     wait_until_clock_passes((until_s + 1) * 1_000_000_000, Duration::from_secs(30)).await;
     let p = run_once(c, &scope, Some(plus(t0, 3, 1)), &[], &[]).await;
@@ -195,6 +238,7 @@ async fn locked_versions_expire_once_their_lock_ends() {
         p.describe()
     );
     assert_eq!(r.totals("locked"), 1, "{}", p.describe());
+    assert_eq!(first_locked, 2, "{first}");
 
     s3.put_object_legal_hold()
         .bucket(&b)
@@ -389,16 +433,10 @@ async fn abort_rule_spares_leftover(versioned: bool) {
 
     let p = run_once(c, &scope, Some(plus(t0, 4, 0)), &[], &[]).await;
     let r = p.ok();
-    assert_eq!(
-        r.totals("completed_upload_leftovers"),
-        1,
-        "{}",
-        p.describe()
-    );
-    assert_eq!(r.total("DONE"), 0, "no abort sent\n{}", p.describe());
-    assert_eq!(r.totals("unconfirmed"), 0, "{}", p.describe());
-    assert_eq!(list_uploads(&s3, &b).await, set(&[id.as_str()]));
-
+    // The filer frees a deleted entry's chunks in the background: give a wrong abort time
+    // to reach the volume before vacuum, or the check below could not see it (observed: a
+    // vacuum right after a data delete still read the object back; 5 s later it failed).
+    tokio::time::sleep(Duration::from_secs(5)).await;
     vacuum(c).await;
     let v = if versioned { version.as_deref() } else { None };
     assert!(
@@ -408,8 +446,19 @@ async fn abort_rule_spares_leftover(versioned: bool) {
     let got = get_body(&s3, &b, "up/obj.bin", v).await;
     assert!(
         got == data,
-        "object reads back byte for byte after volume.vacuum"
+        "object reads back byte for byte after volume.vacuum ({} bytes read)\n{}",
+        got.len(),
+        p.describe()
     );
+    assert_eq!(r.total("DONE"), 0, "no abort sent\n{}", p.describe());
+    assert_eq!(list_uploads(&s3, &b).await, set(&[id.as_str()]));
+    assert_eq!(
+        r.totals("completed_upload_leftovers"),
+        1,
+        "{}",
+        p.describe()
+    );
+    assert_eq!(r.totals("unconfirmed"), 0, "{}", p.describe());
 }
 
 /// Item 10, unversioned bucket: the destination entry carries the upload's stamp.

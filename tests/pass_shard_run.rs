@@ -606,7 +606,12 @@ fn lost_answer_run(
         panic!("expected a check")
     };
     assert_eq!(c.request.object_path, "k1");
-    run.check_done(&c, t, &[probe]);
+    assert_eq!(
+        c.probes().len(),
+        2,
+        "the bare entry and the key's .versions"
+    );
+    run.check_done(&c, t, &[probe, Ok(vec![])]);
     assert!(run.next_sends().is_empty());
     (run, evs)
 }
@@ -742,4 +747,40 @@ fn abort_without_a_stamp_is_sent_and_an_undecided_check_is_not() {
     assert_eq!(rep.counters.unconfirmed, 1);
     assert_eq!(rep.outcome, ShardOutcome::Completed, "no halt");
     assert_ne!(c.buckets.get("b").map(|b| b.last_walked_ns), Some(200 * S));
+}
+
+#[test]
+fn a_locked_version_is_retried_next_pass_and_never_halts() {
+    let p = plan(200 * S);
+    let mut run = ShardRun::new(0, p.clone(), None, 4);
+    let mut held = entry_named("k", 100);
+    held.extended.insert(
+        s3_lifecycled::engine::lock::LEGAL_HOLD_KEY.into(),
+        b"ON".to_vec(),
+    );
+    let mut m = action_match(&p, "k", 150 * S);
+    m.identity = EntryIdentity::of(&held);
+    run.walk_matches("b", vec![m]);
+    let (Work::Delete(req), t) = run.next_sends().remove(0) else {
+        panic!()
+    };
+    let skipped = CallResult::answered(DeleteOutcome::SkippedObjectLock, "object under legal hold");
+    assert_eq!(run.outcome(&req, t, &skipped), None, "a lock never halts");
+    let (Work::Check(c), t) = run.next_sends().remove(0) else {
+        panic!("SKIPPED_OBJECT_LOCK is confirmed by a lookup")
+    };
+    let v = run.check_done(&c, t, &[Ok(vec![held]), Ok(vec![])]);
+    assert!(
+        matches!(&v, s3_lifecycled::engine::check::Verdict::Locked(s) if s.contains("legal hold")),
+        "{v:?}"
+    );
+    run.listing_done("b", true);
+    run.start_replay();
+    let (rep, c) = run.finish(None);
+    assert_eq!(rep.outcome, ShardOutcome::Completed);
+    assert_eq!(rep.counters.locked, 1);
+    assert!(
+        !c.unwrap().buckets.contains_key("b"),
+        "the bucket's recovery is not done: the next pass walks it again"
+    );
 }

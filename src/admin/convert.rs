@@ -116,6 +116,9 @@ pub fn shard_run(s: &ShardSummary, pass_finish_ns: i64) -> pb::ShardRun {
         cursor_lag_ns: cursor_lag_ns(finish, s.cursor_ts_ns),
         last_walk_ns: s.last_walked_ns,
         restarts: s.restarts,
+        unconfirmed: s.unconfirmed,
+        locked: s.locked,
+        completed_upload_leftovers: s.completed_upload_leftovers,
     }
 }
 
@@ -199,6 +202,21 @@ mod tests {
         assert_eq!(cursor_lag_ns(100, 40), 60);
         // A cursor ahead of the finish (clock disagreement) is not a negative lag.
         assert_eq!(cursor_lag_ns(100, 140), 0);
+    }
+
+    #[test]
+    fn unresolved_and_leftover_counts_reach_the_last_run() {
+        let s = ShardSummary {
+            unconfirmed: 2,
+            locked: 1,
+            completed_upload_leftovers: 3,
+            ..Default::default()
+        };
+        let r = shard_run(&s, 0);
+        assert_eq!(
+            (r.unconfirmed, r.locked, r.completed_upload_leftovers),
+            (2, 1, 3)
+        );
     }
 
     #[test]

@@ -379,6 +379,9 @@ fn last_run_json(r: &pb::GetLastRunResponse) -> Value {
             "cursor_lag_ns": s.cursor_lag_ns,
             "last_walk_ns": s.last_walk_ns,
             "restarts": s.restarts,
+            "unconfirmed": s.unconfirmed,
+            "locked": s.locked,
+            "completed_upload_leftovers": s.completed_upload_leftovers,
         })).collect::<Vec<_>>(),
         "buckets": r.buckets.iter().map(|b| json!({
             "bucket": b.bucket,
@@ -481,6 +484,15 @@ fn last_run_text(r: &pb::GetLastRunResponse) -> String {
             format_time(s.last_walk_ns),
             s.halt_reason.as_deref().unwrap_or("-")
         ));
+    }
+    // Rare, and each one needs a look: listed only when they happened.
+    for s in &r.shards {
+        if s.unconfirmed + s.locked + s.completed_upload_leftovers > 0 {
+            out.push_str(&format!(
+                "shard {:02}: unconfirmed={} locked={} completed_upload_leftovers={} (retried next pass; leftovers are never aborted)\n",
+                s.shard, s.unconfirmed, s.locked, s.completed_upload_leftovers
+            ));
+        }
     }
     for b in &r.buckets {
         let deletes: Vec<String> = DELETE_KEYS

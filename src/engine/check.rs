@@ -169,7 +169,16 @@ impl Check {
             ],
             Purpose::Confirm(_) => {
                 let v = self.request.version_id.as_str();
-                if v.is_empty() || v == "null" {
+                if v.is_empty() {
+                    // The latest: the bare entry, or on a versioned bucket a
+                    // file under `<key>.versions` (the identity tells which).
+                    vec![
+                        Probe::Lookup { dir, name },
+                        Probe::List {
+                            dir: format!("{}{VERSIONS_SUFFIX}", self.key),
+                        },
+                    ]
+                } else if v == "null" {
                     vec![Probe::Lookup { dir, name }]
                 } else {
                     vec![Probe::Lookup {
@@ -304,10 +313,15 @@ mod tests {
         );
         assert_eq!(
             c.unwrap().probes(),
-            [Probe::Lookup {
-                dir: "d".into(),
-                name: "k".into()
-            }]
+            [
+                Probe::Lookup {
+                    dir: "d".into(),
+                    name: "k".into()
+                },
+                Probe::List {
+                    dir: "d/k.versions".into()
+                }
+            ]
         );
         let c = Check::confirm("k", &delete(ActionKind::NoncurrentDays, "k", "abc", &e), &r);
         let p = c.unwrap().probes();
@@ -336,14 +350,21 @@ mod tests {
         let req = delete(ActionKind::ExpirationDays, "k", "", &e);
         let r = CallResult::answered(DeleteOutcome::NoopResolved, "NOT_FOUND");
         let c = Check::confirm("k", &req, &r).unwrap();
-        let v = judge(&c, &[Ok(vec![e.clone()])], 100);
+        let v = judge(&c, &[Ok(vec![e.clone()]), Ok(vec![])], 100);
         assert!(v.unresolved(), "{v:?}");
         assert!(matches!(&v, Verdict::Unconfirmed(s) if s.contains("still there")));
+        // The latest version of a versioned key lives under k.versions.
+        let mut version = e.clone();
+        version.name = "v_1".into();
+        assert!(judge(&c, &[Ok(vec![]), Ok(vec![version])], 100).unresolved());
         // Gone, or changed since: settled.
-        assert_eq!(judge(&c, &[Ok(vec![])], 100), Verdict::Settled);
-        assert_eq!(judge(&c, &[Ok(vec![entry("k", 8)])], 100), Verdict::Settled);
+        assert_eq!(judge(&c, &[Ok(vec![]), Ok(vec![])], 100), Verdict::Settled);
+        assert_eq!(
+            judge(&c, &[Ok(vec![entry("k", 8)]), Ok(vec![])], 100),
+            Verdict::Settled
+        );
         // The check itself failed: not confirmed.
-        assert!(judge(&c, &[Err("unavailable".into())], 100).unresolved());
+        assert!(judge(&c, &[Ok(vec![]), Err("unavailable".into())], 100).unresolved());
         assert!(judge(&c, &[], 100).unresolved());
     }
 

@@ -328,6 +328,9 @@ impl StatusBoard {
                 restarts: st.restarts.get(&rep.shard).copied().unwrap_or(0),
                 events_scanned: rep.counters.events_scanned,
                 deletes: rep.counters.deletes.clone(),
+                unconfirmed: rep.counters.unconfirmed,
+                locked: rep.counters.locked,
+                completed_upload_leftovers: rep.counters.completed_upload_leftovers,
             });
         }
         let outcome = r.outcome();
