@@ -16,13 +16,10 @@ use aws_sdk_s3::types::{ObjectLockLegalHold, ObjectLockMode};
 use base64::Engine as _;
 use md5::Digest as _;
 use s3_lifecycled::pb::filer_pb::Entry;
-use s3_lifecycled::pb::s3_lifecycle_pb::seaweed_s3_lifecycle_internal_server::{
-    SeaweedS3LifecycleInternal, SeaweedS3LifecycleInternalServer,
-};
+use s3_lifecycled::pb::s3_lifecycle_pb::seaweed_s3_lifecycle_internal_server::SeaweedS3LifecycleInternal;
 use s3_lifecycled::pb::s3_lifecycle_pb::{
     LifecycleDeleteOutcome, LifecycleDeleteRequest, LifecycleDeleteResponse,
 };
-use tokio_stream::wrappers::TcpListenerStream;
 
 use common::*;
 
@@ -45,28 +42,7 @@ impl SeaweedS3LifecycleInternal for LostAnswers {
 
 /// Starts [`LostAnswers`] on a loopback port; returns its address.
 async fn lost_answers_gateway() -> String {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap().to_string();
-    tokio::spawn(async move {
-        tonic::transport::Server::builder()
-            .add_service(SeaweedS3LifecycleInternalServer::new(LostAnswers))
-            .serve_with_incoming(TcpListenerStream::new(listener))
-            .await
-            .unwrap();
-    });
-    addr
-}
-
-/// `run-once` for `scope` at `now`, deleting through the gateway at `s3_grpc`.
-async fn run_once_via(c: &Cluster, scope: &Scope, now: i64, s3_grpc: &str) -> Pass {
-    let mut args = run_once_args(c, scope, Some(now), &[]);
-    let i = args.iter().position(|a| a == "--s3-grpc").unwrap();
-    args[i + 1] = s3_grpc.to_string();
-    run_raw(
-        &args,
-        &[("S3_LIFECYCLED__CURSOR__DIR", scope.cursor_dir.as_str())],
-    )
-    .await
+    serve_gateway(LostAnswers).await
 }
 
 /// Item 3: every delete is answered NOT_FOUND while the objects are there. The pass does not

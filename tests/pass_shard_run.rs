@@ -50,7 +50,11 @@ fn snapshot() -> Snapshot {
 }
 
 fn plan(now: Nanos) -> Arc<PassPlan> {
-    let snap = snapshot();
+    plan_of(snapshot(), now)
+}
+
+/// The plan of shard 0 for `snap` at `now` (no skew margin, no retention limit).
+fn plan_of(snap: Snapshot, now: Nanos) -> Arc<PassPlan> {
     let window = Duration::MAX;
     let (replay, walk) = snap.rules_for_shard(0, window);
     Arc::new(PassPlan {
@@ -378,25 +382,7 @@ fn versioned_plan(now: Nanos) -> Arc<PassPlan> {
         }],
         time(),
     );
-    let window = Duration::MAX;
-    let (replay, walk) = snap.rules_for_shard(0, window);
-    Arc::new(PassPlan {
-        now,
-        observed_until: now,
-        time: time(),
-        skew_margin: Duration::ZERO,
-        walker_interval: Duration::ZERO,
-        earliest: None,
-        rule_set_hash: replay_content_hash_by_bucket(&snap),
-        promoted_hash: promoted_hash_by_bucket(&snap, window),
-        global_rule_set_hash: [0; 32],
-        global_promoted_hash: [0; 32],
-        replay,
-        walk,
-        recovery: snap.recovery_view(),
-        keep: BTreeSet::new(),
-        live: s3_lifecycled::pass::plan::live_actions(&snap),
-    })
+    plan_of(snap, now)
 }
 
 fn file_entry(name: &str, mtime_s: i64) -> Entry {
@@ -782,5 +768,99 @@ fn a_locked_version_is_retried_next_pass_and_never_halts() {
     assert!(
         !c.unwrap().buckets.contains_key("b"),
         "the bucket's recovery is not done: the next pass walks it again"
+    );
+}
+
+/// Buckets `a` and `b`, each with an ExpirationDays rule.
+fn two_bucket_plan(now: Nanos) -> Arc<PassPlan> {
+    let rule = FlatRule {
+        id: "d1".into(),
+        enabled: true,
+        expiration_days: 1,
+        ..FlatRule::default()
+    };
+    let bucket = |name: &str| BucketConfig {
+        name: name.into(),
+        versioning: Versioning::Unversioned,
+        object_lock: false,
+        rules: vec![rule.clone()],
+    };
+    plan_of(
+        Snapshot::compile(vec![bucket("a"), bucket("b")], time()),
+        now,
+    )
+}
+
+fn match_in(p: &PassPlan, bucket: &str, key: &str, due: Nanos) -> Match {
+    let a = p
+        .recovery
+        .actions()
+        .find(|a| &**a.bucket() == bucket)
+        .unwrap();
+    Match {
+        bucket: bucket.into(),
+        rule_hash: a.rule_hash(),
+        ..action_match(p, key, due)
+    }
+}
+
+/// Issue 11 item 4: a walker delete that does not resolve used to halt the whole shard, and
+/// with it the replay of every other bucket. It now stops that bucket's walk only: the other
+/// bucket replays and its cursor advances, the failed bucket keeps no new state (so it
+/// recovers again next pass), and the shard reports the failure (halted, exit 3).
+#[test]
+fn failed_walker_delete_stops_only_its_bucket_and_replay_goes_on() {
+    let (_, cursor) = steady(100 * S);
+    let p = two_bucket_plan(200 * S);
+    let mut run = ShardRun::new(0, p.clone(), Some(cursor), 8);
+    assert!(run.shard_plan().recover.contains_key("a"));
+    assert!(!run.shard_plan().recover.contains_key("b"));
+    run.walk_matches(
+        "a",
+        vec![
+            match_in(&p, "a", "k1", 50 * S),
+            match_in(&p, "a", "k2", 50 * S),
+            match_in(&p, "a", "k3", 50 * S),
+        ],
+    );
+    let mut sent = run.next_sends().into_iter();
+    let (w, t) = sent.next().unwrap();
+    let Work::Delete(req) = w else { panic!() };
+    assert_eq!(run.outcome(&req, t, &retry_later()), None, "no shard halt");
+    assert!(!run.stopped());
+    for (w, t) in sent {
+        let Work::Delete(req) = w else { panic!() };
+        run.outcome(&req, t, &ok());
+    }
+    // Walker work of `a` that comes later is not sent.
+    run.walk_matches("a", vec![match_in(&p, "a", "k4", 50 * S)]);
+    assert!(run.next_sends().is_empty());
+    run.listing_done("a", true);
+
+    assert!(run.start_replay().is_some(), "b still replays");
+    let ts = 150 * S;
+    run.replay_event(ts, &[match_in(&p, "b", "x", ts)]);
+    let sent = run.next_sends();
+    assert_eq!(sent.len(), 1, "b's replay delete goes out");
+    for (w, t) in sent {
+        let Work::Delete(req) = w else { panic!() };
+        assert_eq!(req.bucket, "b");
+        assert_eq!(run.outcome(&req, t, &ok()), None);
+    }
+    let (rep, cursor) = run.finish(Some(200 * S));
+    assert_eq!(rep.outcome, ShardOutcome::Halted);
+    let why = rep.halt_reason.unwrap();
+    assert!(
+        why.starts_with("walk of bucket a did not finish") && why.contains("RETRY_LATER a/k1"),
+        "{why}"
+    );
+    assert_eq!(rep.walk_failures.len(), 1);
+    let c = cursor.unwrap();
+    assert!(!c.buckets.contains_key("a"), "a recovers again next pass");
+    let b = &c.buckets["b"];
+    assert_eq!(b.halted, None);
+    assert!(
+        b.rules.values().all(|p| p.ts >= ts),
+        "b's cursor moved past its replayed event: {b:?}"
     );
 }

@@ -44,9 +44,7 @@ use crate::pass::dispatch::{Dispatch, Outcome};
 use crate::pass::observe::PassObserver;
 use crate::pass::plan::PassPlan;
 use crate::pass::ports::ClusterPort;
-use crate::pass::shard_run::{
-    DeleteTicket, LookupAnswer, ShardOutcome, ShardReport, ShardRun, Work,
-};
+use crate::pass::shard_run::{DeleteTicket, LookupAnswer, ShardReport, ShardRun, Work};
 use crate::pb::filer_pb::Entry;
 use crate::telemetry;
 use futures::FutureExt;
@@ -1168,16 +1166,8 @@ impl Handler<Finish> for ShardActor {
         let taken = self.run.take();
         let Some(run) = taken.or_else(|| self.failed_run("shard state lost".into())) else {
             // Finish without BeginPass: the shard took no part in the pass.
-            let report = ShardReport {
-                shard: self.shard,
-                outcome: ShardOutcome::Failed,
-                buckets: 0,
-                rules: 0,
-                counters: Default::default(),
-                walker_ran: false,
-                recovery: Vec::new(),
-                halt_reason: Some("shard was not started for this pass".into()),
-            };
+            let report =
+                ShardReport::failed(self.shard, "shard was not started for this pass".into());
             return MessageResult((report, None));
         };
         let (mut report, cursor) = run.finish(m.stream_end);

@@ -452,7 +452,7 @@ impl Coordinator {
                 let truncated = halt_rx.borrow().clone();
                 for (shard, e) in failed {
                     results.push(ShardResult {
-                        report: failed_report(shard, e),
+                        report: ShardReport::failed(shard, e),
                         duration: started.elapsed(),
                         cursor: None,
                     });
@@ -556,19 +556,6 @@ fn humantime(d: Duration) -> String {
     format!("{}s", d.as_secs_f64())
 }
 
-fn failed_report(shard: u8, reason: String) -> ShardReport {
-    ShardReport {
-        shard,
-        outcome: ShardOutcome::Failed,
-        buckets: 0,
-        rules: 0,
-        counters: Default::default(),
-        walker_ran: false,
-        recovery: Vec::new(),
-        halt_reason: Some(reason),
-    }
-}
-
 /// The phases, as a Send future talking to shard actors by message.
 struct Driver {
     port: Arc<dyn ClusterPort>,
@@ -653,7 +640,7 @@ impl Driver {
                 Err(e) => {
                     telemetry::record_outcome(span, "failed");
                     results.push(ShardResult {
-                        report: failed_report(shard, format!("shard actor gone: {e}")),
+                        report: ShardReport::failed(shard, format!("shard actor gone: {e}")),
                         duration: started.elapsed(),
                         cursor: None,
                     })

@@ -240,6 +240,27 @@ pub struct ShardReport {
     pub recovery: Vec<(String, RecoveryReason)>,
     /// Why the shard halted or failed.
     pub halt_reason: Option<String>,
+    /// Buckets whose walk stopped on an unresolved walker delete (the shard
+    /// went on without them), with the first reason. Non-empty makes the
+    /// shard `Halted`: that bucket's due deletions wait for the next pass.
+    pub walk_failures: Vec<(String, String)>,
+}
+
+impl ShardReport {
+    /// The report of a shard that could not run its pass at all.
+    pub fn failed(shard: u8, reason: String) -> ShardReport {
+        ShardReport {
+            shard,
+            outcome: ShardOutcome::Failed,
+            buckets: 0,
+            rules: 0,
+            counters: Counters::default(),
+            walker_ran: false,
+            recovery: Vec::new(),
+            halt_reason: Some(reason),
+            walk_failures: Vec::new(),
+        }
+    }
 }
 
 #[derive(Debug, Default, Clone)]
@@ -264,6 +285,9 @@ pub struct ShardRun {
     tracker: Option<ProgressTracker<ActionKey>>,
     /// Buckets whose recovery failed (listing error or unresolved walk).
     failed_recovery: BTreeSet<String>,
+    /// Buckets whose walk stopped on an unresolved walker delete, and why
+    /// (the first reason).
+    walk_failures: BTreeMap<String, String>,
     halted: Option<String>,
     failed: Option<String>,
     counters: Counters,
@@ -290,6 +314,7 @@ impl ShardRun {
             walks: BTreeMap::new(),
             tracker: None,
             failed_recovery: BTreeSet::new(),
+            walk_failures: BTreeMap::new(),
             halted: None,
             failed: None,
             counters: Counters::default(),
@@ -339,7 +364,10 @@ impl ShardRun {
         let book = self.walks.entry(bucket.to_string()).or_default();
         for m in matches {
             self.counters.matches += 1;
-            if self.halted.is_some() || self.failed.is_some() {
+            if self.halted.is_some()
+                || self.failed.is_some()
+                || self.walk_failures.contains_key(bucket)
+            {
                 book.unresolved = true;
                 continue;
             }
@@ -514,7 +542,10 @@ impl ShardRun {
             }
             DeleteTicket::Walk { bucket } => {
                 if !ok {
-                    self.walks.entry(bucket).or_default().unresolved = true;
+                    // Scoped to its bucket: the shard goes on with the other
+                    // buckets and with replay (docs/design-deviations.md#walk-failures).
+                    self.walk_failed(bucket, halt_reason(request, result));
+                    return None;
                 }
             }
         }
@@ -530,6 +561,17 @@ impl ShardRun {
         }
         self.halted = Some(reason.clone());
         Some(reason)
+    }
+
+    /// A walker delete of `bucket` did not resolve: the bucket's walk did not
+    /// finish (a recovering bucket keeps its old state and recovers again; a
+    /// steady walk is due again next pass), and its queued walker work is
+    /// dropped — its gateway answers are suspect — but nothing else stops.
+    fn walk_failed(&mut self, bucket: String, reason: String) {
+        self.queue
+            .retain(|(_, t)| !matches!(t, DeleteTicket::Walk { bucket: b } if *b == bucket));
+        self.walks.entry(bucket.clone()).or_default().unresolved = true;
+        self.walk_failures.entry(bucket).or_insert(reason);
     }
 
     /// `Drain` outlived its bound ([`crate::pass::retry::drain_bound`]) with
@@ -695,7 +737,7 @@ impl ShardRun {
             .unwrap_or_default();
         let outcome = if self.failed.is_some() {
             ShardOutcome::Failed
-        } else if self.halted.is_some() {
+        } else if self.halted.is_some() || !self.walk_failures.is_empty() {
             ShardOutcome::Halted
         } else {
             ShardOutcome::Completed
@@ -718,7 +760,20 @@ impl ShardRun {
                 .iter()
                 .map(|(b, r)| (b.clone(), *r))
                 .collect(),
-            halt_reason: self.halted.clone().or_else(|| self.failed.clone()),
+            halt_reason: self
+                .halted
+                .clone()
+                .or_else(|| self.failed.clone())
+                .or_else(|| {
+                    self.walk_failures.iter().next().map(|(b, why)| {
+                        format!("walk of bucket {b} did not finish (replay went on): {why}")
+                    })
+                }),
+            walk_failures: self
+                .walk_failures
+                .iter()
+                .map(|(b, r)| (b.clone(), r.clone()))
+                .collect(),
         };
         if self.failed.is_some() {
             return (report, None);
@@ -775,7 +830,10 @@ impl ShardRun {
                         .copied()
                         .unwrap_or(EMPTY_HASH),
                     last_walked_ns,
-                    halted: self.halted.clone(),
+                    halted: self
+                        .halted
+                        .clone()
+                        .or_else(|| self.walk_failures.get(bucket).cloned()),
                     rules,
                 },
             );

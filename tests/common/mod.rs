@@ -7,6 +7,7 @@
 //! - [`serve`]: a running `s3-lifecycled serve` and its admin CLI;
 //! - [`clock`]: the wall clock, `--now` values, lifecycle-day arithmetic;
 //! - [`rules`]: lifecycle documents; [`events`] and [`metalog`]: the meta-log;
+//! - [`gateway`]: stand-in S3 gateways for `LifecycleDelete`, and `run-once` through one;
 //! - [`wait`]: polling with a deadline; [`http`]: a minimal HTTP client; [`otlp`]: a trace
 //!   receiver.
 //!
@@ -17,6 +18,7 @@ pub mod bin;
 pub mod clock;
 pub mod cluster;
 pub mod events;
+pub mod gateway;
 pub mod http;
 pub mod metalog;
 pub mod otlp;
@@ -28,6 +30,7 @@ pub mod wait;
 pub use bin::*;
 pub use clock::*;
 pub use cluster::{Cluster, cluster};
+pub use gateway::*;
 pub use rules::*;
 pub use s3::*;
 pub use serve::*;
