@@ -25,12 +25,16 @@ const DUE_DAYS: u32 = 1;
 const KEEP_DAYS: u32 = 30;
 /// The pass evaluates this many days after the PUTs: past `DUE_DAYS` + rounding, before `KEEP_DAYS`.
 const NOW_DAYS: i64 = 3;
-/// Deletes per second for a pass that is to be interrupted: 5,000 take about 5 s.
-const SLOW_RATE: &str = "1000";
-const RATE_KEY: &str = "S3_LIFECYCLED__RATE__DELETES_PER_SECOND";
-/// Short retry backoffs so a pass facing a dead gateway halts quickly instead of backing off.
-const FAST_RETRY: [(&str, &str); 3] = [
-    (RATE_KEY, SLOW_RATE),
+/// A pass that is to be interrupted: 1,000 deletes per second and a burst of 10 (the default
+/// burst is twice the rate), so 5,000 deletes take at least 5 s.
+const SLOW: [(&str, &str); 2] = [
+    ("S3_LIFECYCLED__RATE__DELETES_PER_SECOND", "1000"),
+    ("S3_LIFECYCLED__RATE__BURST", "10"),
+];
+/// [`SLOW`], with short retry backoffs so a pass facing a dead gateway halts quickly.
+const FAST_RETRY: [(&str, &str); 4] = [
+    SLOW[0],
+    SLOW[1],
     ("S3_LIFECYCLED__DISPATCH__RETRY_INITIAL_BACKOFF", "50ms"),
     ("S3_LIFECYCLED__DISPATCH__RETRY_MAX_BACKOFF", "200ms"),
 ];
@@ -55,8 +59,8 @@ struct Setup {
 
 /// A fresh bucket with `DUE` objects under `due/` and `KEEP` under `keep/`, and a lifecycle
 /// configuration that makes exactly the first ones due at `now`.
-async fn setup(c: &Cluster, name: &str) -> Setup {
-    let bucket = c.new_bucket(name).await.unwrap();
+async fn setup(c: &Cluster, name: impl AsRef<str>) -> Setup {
+    let bucket = c.new_bucket(name.as_ref()).await.unwrap();
     let due = keys("due/", DUE);
     let keep = keys("keep/", KEEP);
     let (a, b) = tokio::join!(
@@ -175,40 +179,45 @@ async fn sigkill_at_ten_random_points_loses_nothing_and_deletes_nothing_early() 
     let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
     let mut ok_runs = 0;
     let total = Instant::now();
+    let name = |run: usize| format!("faults-kill-{run}");
+    // The next run's bucket fills while this run's rate-limited pass waits on its limiter.
+    let mut next = Some(tokio::spawn(setup(c, name(0))));
     for run in 0..KILL_RUNS {
         let t_setup = Instant::now();
-        let s = setup(c, &format!("faults-kill-{run}")).await;
-        let setup_took = t_setup.elapsed();
-        // Anywhere from start-up (connect, bucket listing, replay) to the end of the deletes,
-        // which take DUE / SLOW_RATE = 5 s.
-        let delay = Duration::from_millis(rng.random_range(0..5_500));
-        let mut child = run_once_command(c, &s.scope, Some(s.now), &[], &[(RATE_KEY, SLOW_RATE)])
+        let s = next.take().expect("set up").await.unwrap();
+        let setup_wait = t_setup.elapsed();
+        if run + 1 < KILL_RUNS {
+            next = Some(tokio::spawn(setup(c, name(run + 1))));
+        }
+        // Anywhere from start-up (connect, bucket listing, replay) to late in the deletes, which
+        // the limiter stretches to at least 5 s ([`SLOW`]): always before the pass ends.
+        let delay = Duration::from_millis(rng.random_range(0..4_500));
+        let mut child = run_once_command(c, &s.scope, Some(s.now), &[], &SLOW)
             .spawn()
             .unwrap();
         tokio::time::sleep(delay).await;
         let finished_first = child.try_wait().unwrap();
         child.start_kill().unwrap();
         let killed = collect(child, "killed run-once").await;
-        if finished_first.is_none() {
-            assert_eq!(killed.code, -1, "killed by a signal:\n{}", killed.describe());
-        }
+        assert!(
+            finished_first.is_none() && killed.code == -1,
+            "run {run}: the pass ended ({finished_first:?}) before the kill at {delay:?}, so this \
+             run killed nothing:\n{}",
+            killed.describe()
+        );
         assert_nothing_early(&s3, &s, "after the kill").await;
         let (due_left, _) = remaining(&s3, &s).await;
         let gone_before = DUE - due_left;
         let (done, took) = next_pass_completes(c, &s, gone_before).await;
         ok_runs += 1;
         println!(
-            "faults: sigkill run={run} bucket={} kill_after_ms={} {} deleted_before_kill={gone_before} \
-             next_pass_exit=0 next_pass_done={done} next_pass_ms={} due_left=0 not_due_left={KEEP} \
-             setup_ms={}",
+            "faults: sigkill run={run} bucket={} kill_after_ms={} killed=yes(SIGKILL) \
+             deleted_before_kill={gone_before} next_pass_exit=0 next_pass_done={done} \
+             next_pass_ms={} due_left=0 not_due_left={KEEP} waited_for_setup_ms={}",
             s.bucket,
             delay.as_millis(),
-            match finished_first {
-                None => "killed=yes".to_string(),
-                Some(st) => format!("killed=no(finished first: {st})"),
-            },
             took.as_millis(),
-            setup_took.as_millis()
+            setup_wait.as_millis()
         );
     }
     println!(
