@@ -96,7 +96,8 @@ async fn remaining(s3: &aws_sdk_s3::Client, s: &Setup) -> (usize, usize) {
 async fn assert_nothing_early(s3: &aws_sdk_s3::Client, s: &Setup, when: &str) {
     let (_, keep_left) = remaining(s3, s).await;
     assert_eq!(
-        keep_left, KEEP,
+        keep_left,
+        KEEP,
         "{when}: {} not-due objects deleted early",
         KEEP - keep_left
     );
@@ -298,7 +299,12 @@ async fn filer_restarted_mid_pass_fails_loudly_then_the_next_pass_completes() {
     let (stop_took, start_took) = restart.await.unwrap();
     // Failed, not halted: the filer holds the cursors, so nothing can be recorded; the next pass
     // starts from the last saved cursors (src/cli/run_once.rs: exit 1 is a runtime error).
-    assert_eq!(p.code, 1, "a pass that lost its filer exits 1:\n{}", p.describe());
+    assert_eq!(
+        p.code,
+        1,
+        "a pass that lost its filer exits 1:\n{}",
+        p.describe()
+    );
     let r = p.json();
     assert_eq!(r.v["outcome"], "failed", "{}", p.describe());
     let filer = c.filer_grpc_addr().to_string();

@@ -216,7 +216,9 @@ impl SplitCluster {
             .append(true)
             .open(&log_path)
             .map_err(|e| format!("opening {}: {e}", log_path.display()))?;
-        let log2 = log.try_clone().map_err(|e| format!("cloning log handle: {e}"))?;
+        let log2 = log
+            .try_clone()
+            .map_err(|e| format!("cloning log handle: {e}"))?;
         let child = Command::new(&self.weed_bin)
             .args(self.args(role))
             .current_dir(&self.data_dir)
@@ -309,7 +311,11 @@ impl SplitCluster {
     /// cluster is ready; returns how long that took. Panics with the log tail when it is not.
     pub fn start_role(&self, role: Role) -> Duration {
         let started = Instant::now();
-        assert!(self.pid(role).is_none(), "{} is already running", role.name());
+        assert!(
+            self.pid(role).is_none(),
+            "{} is already running",
+            role.name()
+        );
         self.spawn(role)
             .and_then(|()| self.wait_ready())
             .unwrap_or_else(|e| {
