@@ -332,3 +332,49 @@ async fn filer_restarted_mid_pass_fails_loudly_then_the_next_pass_completes() {
         took.as_millis()
     );
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn filer_killed_and_restarted_mid_pass_loses_nothing_once_the_next_pass_completes() {
+    let _serial = SERIAL.lock().await;
+    let c = split_cluster();
+    let s3 = c.s3_client();
+    let s = setup(c, "faults-filer-crash").await;
+    let started = Instant::now();
+    let mut child = run_once_command(c, &s.scope, Some(s.now), &[], &FAST_RETRY)
+        .spawn()
+        .unwrap();
+    wait_for_deletes(&s3, &s, &mut child, RESTART_AFTER).await;
+    let crash_at = started.elapsed();
+    // A crash, not a shutdown: the filer is back within about a second, while the pass runs on.
+    let (kill_took, start_took) = tokio::task::spawn_blocking(|| {
+        let split = split_cluster();
+        (split.kill(Role::Filer), split.start_role(Role::Filer))
+    })
+    .await
+    .unwrap();
+    let p = collect(child, "run-once across the filer crash").await;
+    let exit_at = started.elapsed();
+    let r = p.json();
+    assert_nothing_early(&s3, &s, "after the pass across the crash").await;
+    let (due_left, _) = remaining(&s3, &s).await;
+    let gone_before = DUE - due_left;
+    println!(
+        "faults: filer-crash bucket={} crashed_at_ms={} kill_ms={} start_ms={} pass_exit={} \
+         pass_exit_at_ms={} pass_outcome={} pass_done={} pass_noop={} due_left_after_pass={due_left}",
+        s.bucket,
+        crash_at.as_millis(),
+        kill_took.as_millis(),
+        start_took.as_millis(),
+        p.code,
+        exit_at.as_millis(),
+        r.v["outcome"],
+        r.total("DONE"),
+        r.total("NOOP_RESOLVED"),
+    );
+    let (done, took) = next_pass_completes(c, &s, gone_before).await;
+    println!(
+        "faults: filer-crash next_pass_exit=0 next_pass_done={done} next_pass_ms={} due_left=0 \
+         not_due_left={KEEP}",
+        took.as_millis()
+    );
+}
