@@ -363,6 +363,9 @@ async fn filer_killed_and_restarted_mid_pass_loses_nothing_once_the_next_pass_co
     let p = collect(child, "run-once across the filer crash").await;
     let exit_at = started.elapsed();
     let r = p.json();
+    if std::env::var_os("E2E_DEBUG").is_some() {
+        eprintln!("{}", p.describe());
+    }
     assert_nothing_early(&s3, &s, "after the pass across the crash").await;
     let (due_left, _) = remaining(&s3, &s).await;
     let gone_before = DUE - due_left;
