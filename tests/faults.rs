@@ -131,6 +131,24 @@ async fn next_pass_completes(c: &Cluster, s: &Setup, gone_before: usize) -> (i64
     (done, took)
 }
 
+/// What the meta-log holds under the bucket's `due/` now: (events, creates). A restarted filer
+/// may have lost its unflushed tail (docs/retention-probe.md#crash-gap).
+async fn due_events_in_log(c: &Cluster, s: &Setup) -> (usize, usize) {
+    let events = c
+        .subscribe_events(&format!("/buckets/{}/due/", s.bucket), 0, now_ns())
+        .await
+        .unwrap();
+    let creates = events
+        .iter()
+        .filter(|e| {
+            e.event_notification
+                .as_ref()
+                .is_some_and(|n| n.old_entry.is_none() && n.new_entry.is_some())
+        })
+        .count();
+    (events.len(), creates)
+}
+
 /// Waits until `n` due objects are gone while `child` runs; panics if it ends first.
 async fn wait_for_deletes(
     s3: &aws_sdk_s3::Client,
@@ -313,6 +331,7 @@ async fn filer_restarted_mid_pass_fails_loudly_then_the_next_pass_completes() {
         "the error names the filer ({filer}):\n{}",
         p.describe()
     );
+    let (log_events, log_creates) = due_events_in_log(c, &s).await;
     assert_nothing_early(&s3, &s, "after the failed pass").await;
     let (due_left, _) = remaining(&s3, &s).await;
     let gone_before = DUE - due_left;
@@ -320,6 +339,7 @@ async fn filer_restarted_mid_pass_fails_loudly_then_the_next_pass_completes() {
     println!(
         "faults: filer-restart bucket={} restarted_at_ms={} stop_ms={} start_ms={} \
          failed_pass_exit={} failed_pass_exit_at_ms={} failed_pass_done={} failed_pass_noop={} \
+         metalog_due_events={log_events} metalog_due_creates={log_creates} \
          deleted_before_next={gone_before} next_pass_exit=0 next_pass_done={done} next_pass_ms={} due_left=0 not_due_left={KEEP}",
         s.bucket,
         restart_at.as_millis(),
@@ -387,21 +407,9 @@ async fn filer_killed_and_restarted_mid_pass_loses_nothing_once_the_next_pass_co
         "faults: filer-crash first shard: outcome={} recovery={} halt={}",
         shard0["outcome"], shard0["recovery"], shard0["halt_reason"]
     );
-    let events = c
-        .subscribe_events(&format!("/buckets/{}/due/", s.bucket), 0, now_ns())
-        .await
-        .unwrap();
-    let creates = events
-        .iter()
-        .filter(|e| {
-            e.event_notification
-                .as_ref()
-                .is_some_and(|n| n.old_entry.is_none() && n.new_entry.is_some())
-        })
-        .count();
+    let (events, creates) = due_events_in_log(c, &s).await;
     println!(
-        "faults: filer-crash meta-log after the crash holds {} events under due/, {creates} creates",
-        events.len()
+        "faults: filer-crash meta-log after the crash holds {events} events under due/, {creates} creates"
     );
     let (done, took) = next_pass_completes(c, &s, gone_before).await;
     println!(
