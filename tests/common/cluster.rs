@@ -17,13 +17,13 @@ const PORT_MIN: u16 = 10000;
 const PORT_MAX: u16 = 32700;
 /// How many ports one cluster needs (master, volume, filer, S3; HTTP and gRPC each).
 const PORT_COUNT: u16 = 8;
-const READY_LIMIT: Duration = Duration::from_secs(90);
-const POLL: Duration = Duration::from_millis(500);
+pub(super) const READY_LIMIT: Duration = Duration::from_secs(90);
+pub(super) const POLL: Duration = Duration::from_millis(500);
 /// Start attempts: a retry only happens when weed exits early, e.g. a port was taken between our
 /// check and its bind by another engineer's cluster.
-const START_ATTEMPTS: usize = 3;
+pub(super) const START_ATTEMPTS: usize = 3;
 /// Written into the data dir, which is weed's working directory (see `start`).
-const MASTER_TOML: &str = "[master.volume_growth]\ncopy_1 = 2\n";
+pub(super) const MASTER_TOML: &str = "[master.volume_growth]\ncopy_1 = 2\n";
 
 /// The eight ports of one cluster.
 #[derive(Debug, Clone, Copy)]
@@ -68,17 +68,18 @@ impl Ports {
 pub struct Cluster {
     /// Ports in use.
     pub ports: Ports,
-    /// Pid of the `weed` process itself (not a wrapper).
+    /// Pid of the `weed` process itself (not a wrapper); for a split cluster, its first master's
+    /// (see [`super::split`]).
     pub pid: u32,
     /// Fresh data directory (`-dir`); removed by the watchdog after the cluster stops.
     pub data_dir: PathBuf,
-    /// The combined stdout+stderr of `weed`, inside `data_dir`.
+    /// The combined stdout+stderr of `weed`, inside `data_dir` (a split cluster's master log).
     pub log_file: PathBuf,
     /// The `weed` binary used.
     pub weed_bin: PathBuf,
 }
 
-fn loopback(port: u16) -> SocketAddr {
+pub(super) fn loopback(port: u16) -> SocketAddr {
     SocketAddr::from(([127, 0, 0, 1], port))
 }
 
@@ -216,7 +217,7 @@ fn port_is_free(port: u16) -> bool {
 }
 
 /// A random base so concurrent test binaries and other people's clusters rarely collide.
-fn pick_ports() -> Result<Ports, String> {
+pub(super) fn pick_ports() -> Result<Ports, String> {
     for _ in 0..200 {
         let base = rand::random_range(PORT_MIN..=PORT_MAX - PORT_COUNT + 1);
         if (base..base + PORT_COUNT).all(port_is_free) {
@@ -228,7 +229,7 @@ fn pick_ports() -> Result<Ports, String> {
     ))
 }
 
-fn unique_suffix() -> String {
+pub(super) fn unique_suffix() -> String {
     let nanos = SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map(|d| d.as_nanos())
@@ -335,19 +336,7 @@ fi
 case "$DATA" in */s3lc-weed-*) rm -rf -- "$DATA" ;; esac
 if ! is_ours; then for s in $SOCKS; do [ -S "$s" ] && rm -f -- "$s"; done; fi
 "#;
-    // A killed weed leaves its Unix sockets behind (docs/test-cluster.md#unix-sockets); ours only.
-    let tmp = std::env::temp_dir();
-    let p = c.ports;
-    let socks: Vec<String> = [
-        format!("seaweedfs-master-grpc-{}.sock", p.master_grpc),
-        format!("seaweedfs-volume-grpc-{}.sock", p.volume_grpc),
-        format!("seaweedfs-filer-grpc-{}.sock", p.filer_grpc),
-        format!("seaweedfs-s3-grpc-{}.sock", p.s3_grpc),
-        format!("seaweedfs-s3-{}.sock", p.s3),
-    ]
-    .iter()
-    .map(|n| tmp.join(n).display().to_string())
-    .collect();
+    let socks = unix_sockets(c.ports);
     Command::new("sh")
         .arg("-c")
         .arg(SCRIPT)
@@ -361,6 +350,23 @@ if ! is_ours; then for s in $SOCKS; do [ -S "$s" ] && rm -f -- "$s"; done; fi
         .process_group(0)
         .spawn()
         .map(|_| ())
+}
+
+/// The Unix sockets weed creates in the temp dir for `p`'s ports. A killed weed leaves them behind
+/// (docs/test-cluster.md#unix-sockets); watchdogs remove these, ours only.
+pub(super) fn unix_sockets(p: Ports) -> Vec<String> {
+    let tmp = std::env::temp_dir();
+    [
+        format!("seaweedfs-master-grpc-{}.sock", p.master_grpc),
+        format!("seaweedfs-volume-grpc-{}.sock", p.volume_grpc),
+        format!("seaweedfs-filer-grpc-{}.sock", p.filer_grpc),
+        format!("seaweedfs-s3-grpc-{}.sock", p.s3_grpc),
+        format!("seaweedfs-s3-{}.sock", p.s3),
+        format!("seaweedfs-filer-{}.sock", p.filer),
+    ]
+    .iter()
+    .map(|n| tmp.join(n).display().to_string())
+    .collect()
 }
 
 /// Readiness per docs/test-cluster.md#readiness; all checks must pass in the same round.
@@ -390,7 +396,7 @@ fn wait_ready(c: &Cluster, child: &mut Child) -> Result<(), StartError> {
     }
 }
 
-fn failed_checks(c: &Cluster) -> Vec<String> {
+pub(super) fn failed_checks(c: &Cluster) -> Vec<String> {
     let mut failed = Vec::new();
     for (name, port) in [
         ("master gRPC", c.ports.master_grpc),
@@ -432,7 +438,7 @@ fn has_free_slots(body: &str) -> bool {
     })
 }
 
-fn log_tail(path: &Path, lines: usize) -> String {
+pub(super) fn log_tail(path: &Path, lines: usize) -> String {
     match std::fs::read(path) {
         Ok(bytes) => {
             let text = String::from_utf8_lossy(&bytes);

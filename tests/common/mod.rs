@@ -1,6 +1,8 @@
 //! Shared integration-test support, the one set every test binary uses (`mod common;`):
 //!
 //! - [`cluster`]: one real SeaweedFS cluster per test binary (`cluster()`), started on first use;
+//! - [`split`]: the same as four processes whose filer and S3 gateway can be restarted
+//!   (`split_cluster()`), for fault tests; it derefs to a [`Cluster`] so every helper works on it;
 //! - [`s3`]: S3 and filer clients for it, and the object helpers tests read effects back with;
 //! - [`bin`]: the binary under test: `run-once` over an isolated [`Scope`], its `--json` report,
 //!   raw invocations;
@@ -25,6 +27,7 @@ pub mod otlp;
 pub mod rules;
 pub mod s3;
 pub mod serve;
+pub mod split;
 pub mod wait;
 
 pub use bin::*;
@@ -34,4 +37,5 @@ pub use gateway::*;
 pub use rules::*;
 pub use s3::*;
 pub use serve::*;
+pub use split::{Role, SplitCluster, split_cluster};
 pub use wait::*;
