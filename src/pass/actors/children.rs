@@ -1,0 +1,459 @@
+//! The shard's two children and the messages between them and the shard: the
+//! **Replay** child (replay span, deferred lookups and confirming checks, replay
+//! deletes) and the **Walker** (one `walk` span per bucket, walker deletes).
+//! Both only do I/O and telemetry and report every result to the shard
+//! ([`super::ShardActor`]), which alone decides.
+
+use super::*;
+
+/// The filer's answers to a deferred match's lookups (Replay → shard).
+#[derive(Message)]
+#[rtype(result = "()")]
+pub(super) struct LookupDone {
+    pub(super) epoch: u64,
+    pub(super) m: Box<Match>,
+    pub(super) ticket: DeleteTicket,
+    pub(super) answer: LookupAnswer,
+}
+
+/// The filer's answers to a check's probes (Replay → shard).
+#[derive(Message)]
+#[rtype(result = "()")]
+pub(super) struct CheckDone {
+    pub(super) epoch: u64,
+    pub(super) check: Box<Check>,
+    pub(super) ticket: DeleteTicket,
+    pub(super) answers: Vec<Result<Vec<Entry>, String>>,
+}
+
+/// Read a check's probes (shard → Replay, whatever the phase: the Replay
+/// child owns the filer reads).
+#[derive(Message)]
+#[rtype(result = "()")]
+pub(super) struct SendCheck {
+    pub(super) epoch: u64,
+    pub(super) check: Box<Check>,
+    pub(super) ticket: DeleteTicket,
+}
+
+/// A delete's fate, recorded by the child that sent it (child → shard).
+#[derive(Message)]
+#[rtype(result = "()")]
+pub(super) struct Resolved {
+    pub(super) epoch: u64,
+    pub(super) call: DeleteRequest,
+    pub(super) ticket: DeleteTicket,
+    pub(super) result: CallResult,
+}
+
+/// A child hit a bug; the shard restarts (child → shard).
+#[derive(Message)]
+#[rtype(result = "()")]
+pub(super) struct Crashed(pub(super) String);
+
+/// A new pass or incarnation: the child's telemetry and the epoch to stamp
+/// its reports with (shard → children).
+#[derive(Message)]
+#[rtype(result = "()")]
+pub(super) struct ChildPass {
+    pub(super) epoch: u64,
+    pub(super) shard: u8,
+    pub(super) tele: ShardTelemetry,
+    pub(super) dispatcher: Option<Recipient<DeleteDispatch>>,
+}
+
+/// Send this delete through the dispatcher (shard → the child of its phase).
+#[derive(Message)]
+#[rtype(result = "()")]
+pub(super) struct SendDelete {
+    pub(super) epoch: u64,
+    pub(super) call: DeleteRequest,
+    pub(super) ticket: DeleteTicket,
+}
+
+/// Look a deferred match's entry up (shard → Replay).
+#[derive(Message)]
+#[rtype(result = "()")]
+pub(super) struct SendLookup {
+    pub(super) epoch: u64,
+    pub(super) m: Box<Match>,
+    pub(super) ticket: DeleteTicket,
+}
+
+/// The replay phase starts: open the `replay` span (shard → Replay).
+#[derive(Message)]
+#[rtype(result = "()")]
+pub(super) struct OpenReplay;
+
+/// A bucket's listing ended: close its `walk` span (shard → Walker).
+#[derive(Message)]
+#[rtype(result = "()")]
+pub(super) struct CloseWalk {
+    pub(super) bucket: String,
+    pub(super) ok: bool,
+}
+
+/// The pass ended for the shard with `outcome`: close and release every span
+/// (shard → children).
+#[derive(Message)]
+#[rtype(result = "()")]
+pub(super) struct EndPass {
+    pub(super) outcome: &'static str,
+}
+
+/// Stops a child.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub(super) struct Stop;
+
+pub(super) fn panic_message(p: Box<dyn std::any::Any + Send>) -> String {
+    p.downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| p.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "panic".into())
+}
+
+/// A child's link to its shard. Weak: the children live as long as the shard
+/// (which stops them in `stopped`), and a strong link would keep the shard
+/// alive after its coordinator is gone.
+#[derive(Clone)]
+pub(super) struct Parent {
+    pub(super) crashed: WeakRecipient<Crashed>,
+    pub(super) resolved: WeakRecipient<Resolved>,
+    pub(super) lookups: WeakRecipient<LookupDone>,
+    pub(super) checks: WeakRecipient<CheckDone>,
+}
+
+impl Parent {
+    pub(super) fn crashed(&self, why: String) {
+        if let Some(p) = self.crashed.upgrade() {
+            p.do_send(Crashed(why));
+        }
+    }
+
+    pub(super) fn resolved(&self, r: Resolved) {
+        // do_send: queued even on a full mailbox; an outcome must never be
+        // dropped (it frees a window slot and may carry a halt).
+        if let Some(p) = self.resolved.upgrade() {
+            p.do_send(r);
+        }
+    }
+}
+
+/// What a child records for every delete it sends and every outcome it gets.
+pub(super) struct ChildState {
+    pub(super) epoch: u64,
+    pub(super) shard: u8,
+    pub(super) tele: ShardTelemetry,
+    pub(super) dispatcher: Option<Recipient<DeleteDispatch>>,
+}
+
+impl ChildState {
+    pub(super) fn new() -> ChildState {
+        ChildState {
+            epoch: 0,
+            shard: 0,
+            tele: ShardTelemetry::default(),
+            dispatcher: None,
+        }
+    }
+
+    pub(super) fn begin(&mut self, m: ChildPass) {
+        self.epoch = m.epoch;
+        self.shard = m.shard;
+        self.tele = m.tele;
+        self.dispatcher = m.dispatcher;
+    }
+
+    /// Hands the delete to the dispatcher with `reply_to`, under `parent`
+    /// span; reports it lost when there is no dispatcher (between passes).
+    pub(super) fn send(
+        &self,
+        d: SendDelete,
+        parent_span: &Span,
+        reply_to: Recipient<DeleteDone>,
+        to_shard: &Parent,
+    ) {
+        let Some(dispatcher) = self.dispatcher.as_ref() else {
+            to_shard.resolved(Resolved {
+                epoch: d.epoch,
+                call: d.call,
+                ticket: d.ticket,
+                result: CallResult::transport("no dispatcher; delete not sent"),
+            });
+            return;
+        };
+        let span = telemetry::delete_span(
+            parent_span,
+            &d.call.bucket,
+            &d.call.object_path,
+            &d.call.rule_hash.0,
+            d.call.kind,
+        );
+        self.tele.obs.board(|b| b.delete_sent(self.shard));
+        // do_send: queued even when the dispatcher's mailbox is full; the
+        // total is bounded by the shards' windows.
+        dispatcher.do_send(Dispatch {
+            call: d.call,
+            ticket: (d.epoch, d.ticket),
+            reply_to,
+            span,
+        });
+    }
+
+    /// Records a delete's outcome and reports it to the shard.
+    pub(super) fn outcome(&self, o: DeleteDone, to_shard: &Parent) {
+        let outcome = o.result.outcome;
+        let obs = &self.tele.obs;
+        obs.metrics.dispatch(&o.call.bucket, o.call.kind, outcome);
+        // Neither a dry run nor a withdrawn call (docs/lifecycle-config.md#changes-during-a-pass)
+        // was sent: their waits would skew the limiter histogram.
+        if !matches!(outcome, DeleteOutcome::DryRun | DeleteOutcome::Withdrawn) {
+            obs.metrics.limiter_wait(o.limiter_wait);
+        }
+        obs.board(|b| b.delete_done(self.shard, &o.call.bucket, outcome));
+        let (epoch, ticket) = o.ticket;
+        to_shard.resolved(Resolved {
+            epoch,
+            call: o.call,
+            ticket,
+            result: o.result,
+        });
+    }
+}
+
+/// Runs `f`; a panic is reported to the shard (which restarts) instead of
+/// unwinding through the arbiter.
+pub(super) fn guarded(parent: &Parent, f: impl FnOnce()) {
+    if let Err(p) = catch_unwind(AssertUnwindSafe(f)) {
+        parent.crashed(panic_message(p));
+    }
+}
+
+/// Replay child: the replay span, replay deletes and the lookups of deferred
+/// matches.
+pub struct Replay {
+    pub(super) parent: Parent,
+    pub(super) port: Arc<dyn ClusterPort>,
+    pub(super) state: ChildState,
+    pub(super) span: Option<Span>,
+}
+
+impl Actor for Replay {
+    type Context = Context<Self>;
+}
+
+impl Handler<ChildPass> for Replay {
+    type Result = ();
+    fn handle(&mut self, m: ChildPass, _: &mut Context<Self>) {
+        self.state.begin(m);
+        self.span = None;
+    }
+}
+
+impl Handler<OpenReplay> for Replay {
+    type Result = ();
+    fn handle(&mut self, _: OpenReplay, _: &mut Context<Self>) {
+        self.span = Some(telemetry::replay_span(
+            &self.state.tele.span,
+            self.state.shard,
+        ));
+    }
+}
+
+impl Handler<SendDelete> for Replay {
+    type Result = ();
+    fn handle(&mut self, d: SendDelete, ctx: &mut Context<Self>) {
+        let parent_span = self.span.clone().unwrap_or_else(Span::none);
+        let me = ctx.address().recipient();
+        let (state, parent) = (&self.state, &self.parent);
+        guarded(parent, || state.send(d, &parent_span, me, parent));
+    }
+}
+
+impl Handler<SendLookup> for Replay {
+    type Result = ();
+    fn handle(&mut self, l: SendLookup, _: &mut Context<Self>) {
+        let Some(reply) = self.parent.lookups.upgrade() else {
+            return;
+        };
+        let port = self.port.clone();
+        let parent = self.parent.clone();
+        guarded(&parent, move || {
+            let SendLookup { epoch, m, ticket } = l;
+            let Some(d) = m.lookup.as_ref() else {
+                reply.do_send(LookupDone {
+                    epoch,
+                    m,
+                    ticket,
+                    answer: LookupAnswer {
+                        entry: Ok(None),
+                        folder: None,
+                    },
+                });
+                return;
+            };
+            let entry = port.lookup(&d.directory, &d.name);
+            let folder = d.folder().map(|(dir, name)| port.lookup(&dir, &name));
+            // I/O on the runtime pool; the answer comes back by message
+            // (do_send: a lost answer would wedge the window).
+            tokio::spawn(async move {
+                let entry = entry.await;
+                let folder = match folder {
+                    Some(f) => Some(f.await),
+                    None => None,
+                };
+                reply.do_send(LookupDone {
+                    epoch,
+                    m,
+                    ticket,
+                    answer: LookupAnswer { entry, folder },
+                });
+            });
+        });
+    }
+}
+
+impl Handler<SendCheck> for Replay {
+    type Result = ();
+    fn handle(&mut self, c: SendCheck, _: &mut Context<Self>) {
+        let Some(reply) = self.parent.checks.upgrade() else {
+            return;
+        };
+        let port = self.port.clone();
+        let parent = self.parent.clone();
+        guarded(&parent, move || {
+            let SendCheck {
+                epoch,
+                check,
+                ticket,
+            } = c;
+            let root = port.buckets_root();
+            let bucket = check.request.bucket.clone();
+            let reads: Vec<_> = check
+                .probes()
+                .iter()
+                .map(|p| {
+                    let dir = p.full_dir(&root, &bucket);
+                    match p {
+                        Probe::Lookup { name, .. } => port
+                            .lookup(&dir, name)
+                            .map(|r| r.map(|e| e.into_iter().collect()))
+                            .boxed(),
+                        Probe::List { .. } => port.list_dir(&dir),
+                    }
+                })
+                .collect();
+            // I/O on the runtime pool; the answer comes back by message
+            // (do_send: a lost answer would wedge the window).
+            tokio::spawn(async move {
+                let answers = futures::future::join_all(reads).await;
+                reply.do_send(CheckDone {
+                    epoch,
+                    check,
+                    ticket,
+                    answers,
+                });
+            });
+        });
+    }
+}
+
+impl Handler<DeleteDone> for Replay {
+    type Result = ();
+    fn handle(&mut self, o: DeleteDone, _: &mut Context<Self>) {
+        let (state, parent) = (&self.state, &self.parent);
+        guarded(parent, || state.outcome(o, parent));
+    }
+}
+
+impl Handler<EndPass> for Replay {
+    type Result = ();
+    fn handle(&mut self, m: EndPass, _: &mut Context<Self>) {
+        if let Some(span) = self.span.take() {
+            telemetry::record_outcome(&span, m.outcome);
+        }
+        // Release the pass's shard span: a span is exported only once every
+        // handle is gone, and a long-lived child holding it would keep the
+        // whole pass trace unexported until the next pass.
+        self.state.tele.span = Span::none();
+        self.state.dispatcher = None;
+    }
+}
+
+impl Handler<Stop> for Replay {
+    type Result = ();
+    fn handle(&mut self, _: Stop, ctx: &mut Context<Self>) {
+        ctx.stop();
+    }
+}
+
+/// Walker child: one `walk` span per bucket, walker deletes and their outcomes.
+pub struct Walker {
+    pub(super) parent: Parent,
+    pub(super) state: ChildState,
+    pub(super) spans: HashMap<String, Span>,
+}
+
+impl Actor for Walker {
+    type Context = Context<Self>;
+}
+
+impl Handler<ChildPass> for Walker {
+    type Result = ();
+    fn handle(&mut self, m: ChildPass, _: &mut Context<Self>) {
+        self.state.begin(m);
+        self.spans.clear();
+    }
+}
+
+impl Handler<SendDelete> for Walker {
+    type Result = ();
+    fn handle(&mut self, d: SendDelete, ctx: &mut Context<Self>) {
+        let (shard, shard_span) = (self.state.shard, &self.state.tele.span);
+        let bucket = d.call.bucket.clone();
+        let parent_span = self
+            .spans
+            .entry(bucket)
+            .or_insert_with_key(|b| telemetry::walk_span(shard_span, shard, b))
+            .clone();
+        let me = ctx.address().recipient();
+        let (state, parent) = (&self.state, &self.parent);
+        guarded(parent, || state.send(d, &parent_span, me, parent));
+    }
+}
+
+impl Handler<DeleteDone> for Walker {
+    type Result = ();
+    fn handle(&mut self, o: DeleteDone, _: &mut Context<Self>) {
+        let (state, parent) = (&self.state, &self.parent);
+        guarded(parent, || state.outcome(o, parent));
+    }
+}
+
+impl Handler<CloseWalk> for Walker {
+    type Result = ();
+    fn handle(&mut self, m: CloseWalk, _: &mut Context<Self>) {
+        if let Some(span) = self.spans.remove(&m.bucket) {
+            telemetry::record_outcome(&span, if m.ok { "completed" } else { "failed" });
+        }
+    }
+}
+
+impl Handler<EndPass> for Walker {
+    type Result = ();
+    fn handle(&mut self, m: EndPass, _: &mut Context<Self>) {
+        for (_, span) in self.spans.drain() {
+            telemetry::record_outcome(&span, m.outcome);
+        }
+        self.state.tele.span = Span::none();
+        self.state.dispatcher = None;
+    }
+}
+
+impl Handler<Stop> for Walker {
+    type Result = ();
+    fn handle(&mut self, _: Stop, ctx: &mut Context<Self>) {
+        ctx.stop();
+    }
+}
