@@ -114,6 +114,9 @@ fn shard_table(h: &mut String, shards: &[ShardSummary], now_ns: i64) {
     for o in DeleteOutcome::ALL {
         let _ = write!(h, "<th>{}</th>", escape(o.label()));
     }
+    // Matches left for the next pass without a halt: worth an operator's eye
+    // when they stay non-zero pass after pass (docs/lifecycle-delete.md#server-lookup-failures).
+    h.push_str("<th>unconfirmed</th><th>locked</th><th>completed upload leftovers</th>");
     h.push_str("</tr></thead><tbody>\n");
     for r in shards {
         let lag = if r.cursor_ts_ns == 0 {
@@ -134,6 +137,10 @@ fn shard_table(h: &mut String, shards: &[ShardSummary], now_ns: i64) {
         );
         for (_, n) in r.deletes.rows() {
             let _ = write!(h, "<td>{n}</td>");
+        }
+        for n in [r.unconfirmed, r.locked, r.completed_upload_leftovers] {
+            let warn = if n > 0 { " class=\"warn\"" } else { "" };
+            let _ = write!(h, "<td{warn}>{n}</td>");
         }
         h.push_str("</tr>\n");
     }
@@ -207,6 +214,7 @@ mod tests {
                     restarts: 2,
                     events_scanned: 1234,
                     deletes: deletes.clone(),
+                    unconfirmed: 3,
                     ..Default::default()
                 }],
                 buckets: vec![BucketSummary {
@@ -253,6 +261,11 @@ mod tests {
             page.contains(
                 "<tr><td>7</td><td>2h 5m</td><td>—</td><td class=\"l warn\">RETRY_LATER &lt;transport&gt;</td><td>2</td><td>1234</td><td>2</td><td>0</td><td>0</td><td>1</td>"
             ),
+            "{page}"
+        );
+        // Then unconfirmed (3, highlighted), locked, completed upload leftovers.
+        assert!(
+            page.contains("<td class=\"warn\">3</td><td>0</td><td>0</td></tr>"),
             "{page}"
         );
         assert!(page.contains("<div class=\"card bucket\">"));
