@@ -9,10 +9,8 @@
 
 mod common;
 
-use aws_sdk_s3::primitives::{ByteStream, DateTime};
-use aws_sdk_s3::types::{CompletedMultipartUpload, CompletedPart, ObjectLockMode};
-use base64::Engine as _;
-use md5::Digest as _;
+use aws_sdk_s3::primitives::ByteStream;
+use aws_sdk_s3::types::{CompletedMultipartUpload, CompletedPart};
 
 use common::*;
 
@@ -467,30 +465,9 @@ async fn abort_incomplete_multipart_upload() {
 async fn object_lock_skips_retained_version_without_halting() {
     let c = common::cluster();
     let s3 = c.s3_client();
-    let b = c.unique_bucket("e2e-lock");
-    s3.create_bucket()
-        .bucket(&b)
-        .object_lock_enabled_for_bucket(true)
-        .send()
-        .await
-        .unwrap();
-    let body: &[u8] = b"locked body";
-    let md5 = base64::engine::general_purpose::STANDARD.encode(md5::Md5::digest(body));
-    let until = DateTime::from_secs(now_ns() / 1_000_000_000 + 400 * 86_400);
-    let locked = s3
-        .put_object()
-        .bucket(&b)
-        .key("l/locked")
-        .object_lock_mode(ObjectLockMode::Governance)
-        .object_lock_retain_until_date(until)
-        .content_md5(md5)
-        .body(ByteStream::from_static(body))
-        .send()
-        .await
-        .unwrap()
-        .version_id()
-        .unwrap()
-        .to_string();
+    let b = new_lock_bucket(c, "e2e-lock").await;
+    let until = now_ns() / 1_000_000_000 + 400 * 86_400;
+    let locked = put_locked(&s3, &b, "l/locked", b"locked body", Lock::Governance(until)).await;
     let free = put(&s3, &b, "l/free", b"free body", None).await.unwrap();
     let rules = lifecycle(
         "<Rule><ID>l</ID><Status>Enabled</Status><Filter><Prefix>l/</Prefix></Filter>\

@@ -10,11 +10,9 @@ mod common;
 
 use std::time::Duration;
 
-use aws_sdk_s3::primitives::{ByteStream, DateTime};
+use aws_sdk_s3::primitives::ByteStream;
+use aws_sdk_s3::types::ObjectLockLegalHold;
 use aws_sdk_s3::types::{CompletedMultipartUpload, CompletedPart, ObjectLockLegalHoldStatus};
-use aws_sdk_s3::types::{ObjectLockLegalHold, ObjectLockMode};
-use base64::Engine as _;
-use md5::Digest as _;
 use s3_lifecycled::pb::filer_pb::Entry;
 use s3_lifecycled::pb::s3_lifecycle_pb::seaweed_s3_lifecycle_internal_server::SeaweedS3LifecycleInternal;
 use s3_lifecycled::pb::s3_lifecycle_pb::{
@@ -136,44 +134,18 @@ async fn lost_gateway_answers_do_not_excuse_versions_from_their_rule() {
 async fn locked_versions_expire_once_their_lock_ends() {
     let c = common::cluster();
     let s3 = c.s3_client();
-    let b = c.unique_bucket("lock-ends");
-    s3.create_bucket()
-        .bucket(&b)
-        .object_lock_enabled_for_bucket(true)
-        .send()
-        .await
-        .unwrap();
-    let md5 =
-        |body: &[u8]| base64::engine::general_purpose::STANDARD.encode(md5::Md5::digest(body));
+    let b = new_lock_bucket(c, "lock-ends").await;
     // The gateway checks retention against its own clock: a date a few seconds ahead.
     let until_s = now_ns() / 1_000_000_000 + 8;
-    let retained = s3
-        .put_object()
-        .bucket(&b)
-        .key("v/retained")
-        .object_lock_mode(ObjectLockMode::Governance)
-        .object_lock_retain_until_date(DateTime::from_secs(until_s))
-        .content_md5(md5(b"retained"))
-        .body(ByteStream::from_static(b"retained"))
-        .send()
-        .await
-        .unwrap()
-        .version_id()
-        .unwrap()
-        .to_string();
-    let held = s3
-        .put_object()
-        .bucket(&b)
-        .key("v/held")
-        .object_lock_legal_hold_status(ObjectLockLegalHoldStatus::On)
-        .content_md5(md5(b"held"))
-        .body(ByteStream::from_static(b"held"))
-        .send()
-        .await
-        .unwrap()
-        .version_id()
-        .unwrap()
-        .to_string();
+    let retained = put_locked(
+        &s3,
+        &b,
+        "v/retained",
+        b"retained",
+        Lock::Governance(until_s),
+    )
+    .await;
+    let held = put_locked(&s3, &b, "v/held", b"held", Lock::LegalHold).await;
     for k in ["v/retained", "v/held"] {
         put(&s3, &b, k, b"current", None).await;
     }
@@ -225,7 +197,7 @@ async fn locked_versions_expire_once_their_lock_ends() {
                 .status(ObjectLockLegalHoldStatus::Off)
                 .build(),
         )
-        .content_md5(md5(b"<LegalHold><Status>OFF</Status></LegalHold>"))
+        .content_md5(content_md5(b"<LegalHold><Status>OFF</Status></LegalHold>"))
         .send()
         .await
         .unwrap();

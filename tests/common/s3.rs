@@ -106,7 +106,7 @@ impl Cluster {
     /// it), with an unsigned raw `PUT /<bucket>?lifecycle=` (auth is off), then verifies over filer
     /// gRPC that the bucket entry holds exactly these bytes.
     pub async fn put_lifecycle_xml(&self, bucket: &str, xml: &[u8]) -> anyhow::Result<()> {
-        let md5 = base64::engine::general_purpose::STANDARD.encode(md5::Md5::digest(xml));
+        let md5 = content_md5(xml);
         let addr = self.s3_addr();
         let path = format!("/{bucket}?lifecycle=");
         let body = xml.to_vec();
@@ -378,6 +378,65 @@ pub async fn put(
         .await
         .unwrap_or_else(|e| panic!("PUT {bucket}/{key}: {e:?}"));
     out.version_id().map(str::to_string)
+}
+
+/// The `Content-MD5` header value of `body` (base64 of its MD5).
+pub fn content_md5(body: &[u8]) -> String {
+    base64::engine::general_purpose::STANDARD.encode(md5::Md5::digest(body))
+}
+
+/// How [`put_locked`] locks the version it writes.
+#[derive(Debug, Clone, Copy)]
+pub enum Lock {
+    /// GOVERNANCE retention until this Unix second.
+    Governance(i64),
+    /// A legal hold (ON).
+    LegalHold,
+}
+
+/// Creates a bucket with object lock enabled (and so versioning); returns its name.
+pub async fn new_lock_bucket(c: &Cluster, prefix: &str) -> String {
+    let b = c.unique_bucket(prefix);
+    c.s3_client()
+        .create_bucket()
+        .bucket(&b)
+        .object_lock_enabled_for_bucket(true)
+        .send()
+        .await
+        .unwrap_or_else(|e| panic!("creating object-lock bucket {b}: {e:?}"));
+    b
+}
+
+/// PUTs one locked version (the gateway wants Content-MD5 on lock writes); returns its
+/// version id.
+pub async fn put_locked(
+    s3: &aws_sdk_s3::Client,
+    bucket: &str,
+    key: &str,
+    body: &[u8],
+    lock: Lock,
+) -> String {
+    use aws_sdk_s3::primitives::DateTime;
+    use aws_sdk_s3::types::{ObjectLockLegalHoldStatus, ObjectLockMode};
+    let mut req = s3
+        .put_object()
+        .bucket(bucket)
+        .key(key)
+        .content_md5(content_md5(body))
+        .body(ByteStream::from(body.to_vec()));
+    req = match lock {
+        Lock::Governance(until_s) => req
+            .object_lock_mode(ObjectLockMode::Governance)
+            .object_lock_retain_until_date(DateTime::from_secs(until_s)),
+        Lock::LegalHold => req.object_lock_legal_hold_status(ObjectLockLegalHoldStatus::On),
+    };
+    let out = req
+        .send()
+        .await
+        .unwrap_or_else(|e| panic!("locked PUT {bucket}/{key}: {e:?}"));
+    out.version_id()
+        .unwrap_or_else(|| panic!("locked PUT {bucket}/{key}: no version id"))
+        .to_string()
 }
 
 /// Current object keys (ListObjectsV2, all pages).
