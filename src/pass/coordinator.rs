@@ -32,7 +32,7 @@ use crate::pass::observe::PassObserver;
 use crate::pass::plan::{PassPlan, RuleChanges, live_actions};
 use crate::pass::ports::ClusterPort;
 use crate::pass::retry::{DRAIN_TIMEOUT, RetryPolicy, drain_bound};
-use crate::pass::shard_run::{ShardOutcome, ShardPlan, ShardReport, WalkRole, plan_shard};
+use crate::pass::shard_run::{self, ShardOutcome, ShardPlan, ShardReport, WalkRole, plan_shard};
 use crate::seaweed::buckets::BucketError;
 use crate::status::{RunOutcome, ShardPhase};
 use crate::telemetry;
@@ -694,6 +694,14 @@ impl Driver {
             if walkers.is_empty() {
                 continue;
             }
+            // Shards recovering this bucket here: only their walks vouch for
+            // matches (docs/design-deviations.md#walk-coverage).
+            let recovering: BTreeSet<u8> = self
+                .shards
+                .iter()
+                .filter(|(_, (_, sp, _))| sp.walk_role(bucket) == Some(WalkRole::Recovery))
+                .map(|(s, _)| *s)
+                .collect();
             let mut ok = complete;
             if complete {
                 let mut listing = self.port.list_bucket(bucket);
@@ -722,6 +730,33 @@ impl Driver {
                     let Some(s) = item.shard(bucket) else {
                         continue;
                     };
+                    if !recovering.is_empty() && !recovering.contains(&s) {
+                        let extra = shard_run::coverage_walkers(
+                            s,
+                            &item.replay_owners(bucket),
+                            &recovering,
+                        );
+                        if !extra.is_empty() {
+                            let matches = shard_run::replay_matches(
+                                &self.plan,
+                                bucket,
+                                walk::evaluate(&self.plan.recovery, bucket, &item, now),
+                            );
+                            for o in extra {
+                                if let Some((addr, _, _)) = self.shards.get(&o)
+                                    && !matches.is_empty()
+                                {
+                                    let _ = addr
+                                        .send(WalkBatch {
+                                            bucket: bucket.to_string(),
+                                            matches: matches.clone(),
+                                            skipped_no_mtime: 0,
+                                        })
+                                        .await;
+                                }
+                            }
+                        }
+                    }
                     let Some((addr, sp, _)) = self.shards.get(&s) else {
                         continue;
                     };
