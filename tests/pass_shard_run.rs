@@ -905,18 +905,28 @@ fn replay_owners_name_the_physical_paths_events_carry() {
         null_version: None,
     };
     let owners = item.replay_owners("b");
-    for path in ["d/k", "d/k.versions", "d/k.versions/v_a1", "d/k.versions/v_b2"] {
+    for path in [
+        "d/k",
+        "d/k.versions",
+        "d/k.versions/v_a1",
+        "d/k.versions/v_b2",
+    ] {
         assert!(owners.contains(&shard_id("b", path)), "{path}");
     }
     let mut upload = file("u1");
     upload.is_directory = true;
-    upload.extended.insert(keys::MPU_KEY.into(), b"dest/x".to_vec());
+    upload
+        .extended
+        .insert(keys::MPU_KEY.into(), b"dest/x".to_vec());
     let up = WalkItem::Upload {
         upload_id: "u1".into(),
         entry: upload,
     };
     assert_eq!(up.shard("b"), Some(shard_id("b", "dest/x")));
-    assert_eq!(up.replay_owners("b"), set_of(&[shard_id("b", ".uploads/u1")]));
+    assert_eq!(
+        up.replay_owners("b"),
+        set_of(&[shard_id("b", ".uploads/u1")])
+    );
 }
 
 #[test]

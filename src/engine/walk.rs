@@ -107,7 +107,10 @@ impl WalkItem {
                 }
             }
             WalkItem::Upload { upload_id, .. } => {
-                out.insert(shard_id(bucket, &format!("{}/{upload_id}", keys::UPLOADS_DIR)));
+                out.insert(shard_id(
+                    bucket,
+                    &format!("{}/{upload_id}", keys::UPLOADS_DIR),
+                ));
             }
         }
         out
