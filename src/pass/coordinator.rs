@@ -673,7 +673,9 @@ impl Driver {
     }
 
     /// Lists each bucket that some shard walks, once, and hands each item's
-    /// due matches to the shard that owns its key. Returns false when it
+    /// due matches to the shard that owns its key, and its replay-kind
+    /// matches to the recovering shards that must cover it
+    /// (docs/design-deviations.md#walk-coverage). Returns false when it
     /// stopped early (stop requested).
     async fn walk_phase(&self, halt: &watch::Receiver<Option<String>>) -> bool {
         let now = self.plan.now;

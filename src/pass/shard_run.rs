@@ -458,8 +458,10 @@ impl ShardRun {
             let persisted = self.persisted.as_ref().and_then(|c| c.buckets.get(bucket));
             for (key, ttl) in plan.replay_actions(bucket) {
                 let start = if recovered {
-                    // The walk resolved every match due by `now`; replay only
-                    // has to find where the first not-yet-due event is.
+                    // The walks resolved every match due by `now` of the events
+                    // this shard owns: its own items, and those whose walk owner
+                    // does not recover here (docs/design-deviations.md#walk-coverage).
+                    // Replay only has to find the first not-yet-due event.
                     ActionProgress {
                         ts: plan::rewind_point(plan.now, ttl, &plan.time, plan.skew_margin)
                             .min(plan.observed_until),
