@@ -18,7 +18,8 @@ use s3_lifecycled::engine::{CallResult, DeleteOutcome};
 use s3_lifecycled::lifecycle::FlatRule;
 use s3_lifecycled::pass::plan::{PassPlan, RecoveryReason};
 use s3_lifecycled::pass::shard_run::{
-    DeleteTicket, LookupAnswer, ShardOutcome, ShardRun, Work, plan_shard, progress_key,
+    DeleteTicket, LookupAnswer, ShardOutcome, ShardRun, Work, coverage_walkers, plan_shard,
+    progress_key, replay_matches,
 };
 use s3_lifecycled::pb::filer_pb::{Entry, FuseAttributes};
 use s3_lifecycled::status::MatchDecision;
@@ -863,4 +864,77 @@ fn failed_walker_delete_stops_only_its_bucket_and_replay_goes_on() {
         b.rules.values().all(|p| p.ts >= ts),
         "b's cursor moved past its replayed event: {b:?}"
     );
+}
+
+// Walk coverage (issue 11 item 1, docs/design-deviations.md#walk-coverage): a
+// recovering shard's replay vouches only for matches some walk covered.
+
+fn set_of(v: &[u8]) -> BTreeSet<u8> {
+    v.iter().copied().collect()
+}
+
+#[test]
+fn coverage_walkers_only_when_the_walk_owner_does_not_recover_here() {
+    let owners = set_of(&[3, 7, 9]);
+    // Cold start of every shard: the walk owner walks, nobody else (no
+    // duplicate deletes).
+    let all: BTreeSet<u8> = (0..16).collect();
+    assert!(coverage_walkers(3, &owners, &all).is_empty());
+    // One shard reset: it walks the items it replays but does not own.
+    assert_eq!(coverage_walkers(3, &owners, &set_of(&[7])), vec![7]);
+    // A recovering shard that replays none of the item's events does not.
+    assert!(coverage_walkers(3, &owners, &set_of(&[5])).is_empty());
+    // The walk owner recovering here covers every replay owner.
+    assert!(coverage_walkers(3, &owners, &set_of(&[3, 7, 9])).is_empty());
+    // Disjoint instances: the owner is not on this instance at all.
+    assert_eq!(coverage_walkers(3, &owners, &set_of(&[7, 9])), vec![7, 9]);
+}
+
+#[test]
+fn replay_owners_name_the_physical_paths_events_carry() {
+    use s3_lifecycled::engine::shard_id;
+    use s3_lifecycled::engine::walk::WalkItem;
+    let file = |name: &str| Entry {
+        name: name.into(),
+        ..Entry::default()
+    };
+    let item = WalkItem::Versions {
+        logical_key: "d/k".into(),
+        folder: file("k.versions"),
+        versions: vec![file("v_a1"), file("v_b2")],
+        null_version: None,
+    };
+    let owners = item.replay_owners("b");
+    for path in [
+        "d/k",
+        "d/k.versions",
+        "d/k.versions/v_a1",
+        "d/k.versions/v_b2",
+    ] {
+        assert!(owners.contains(&shard_id("b", path)), "{path}");
+    }
+    let mut upload = file("u1");
+    upload.is_directory = true;
+    upload
+        .extended
+        .insert(keys::MPU_KEY.into(), b"dest/x".to_vec());
+    let up = WalkItem::Upload {
+        upload_id: "u1".into(),
+        entry: upload,
+    };
+    assert_eq!(up.shard("b"), Some(shard_id("b", "dest/x")));
+    assert_eq!(
+        up.replay_owners("b"),
+        set_of(&[shard_id("b", ".uploads/u1")])
+    );
+}
+
+#[test]
+fn coverage_walkers_act_only_on_replay_kinds() {
+    let p = plan(100 * S);
+    let replayed = action_match(&p, "k", 10 * S);
+    let mut walker_only = replayed.clone();
+    walker_only.kind = ActionKind::ExpirationDate;
+    let kept = replay_matches(&p, "b", vec![replayed.clone(), walker_only]);
+    assert_eq!(kept, vec![replayed]);
 }

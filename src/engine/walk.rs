@@ -82,6 +82,39 @@ impl WalkItem {
     pub fn shard(&self, bucket: &str) -> Option<u8> {
         self.match_key().map(|k| shard_id(bucket, k))
     }
+    /// Every replay shard whose meta-log events can route a match of this
+    /// item: the physical paths its events carry (the bare key, the
+    /// `.versions` folder with its deferred lookups, each version file, or
+    /// `.uploads/<id>`). A superset is harmless; a missing shard would let
+    /// that shard vouch for a match no walk covered
+    /// (docs/design-deviations.md#walk-coverage).
+    pub fn replay_owners(&self, bucket: &str) -> std::collections::BTreeSet<u8> {
+        let mut out = std::collections::BTreeSet::new();
+        match self {
+            WalkItem::Object { key, .. } => {
+                out.insert(shard_id(bucket, key));
+            }
+            WalkItem::Versions {
+                logical_key,
+                versions,
+                ..
+            } => {
+                let folder = format!("{logical_key}{}", keys::VERSIONS_SUFFIX);
+                out.insert(shard_id(bucket, logical_key));
+                out.insert(shard_id(bucket, &folder));
+                for v in versions {
+                    out.insert(shard_id(bucket, &format!("{folder}/{}", v.name)));
+                }
+            }
+            WalkItem::Upload { upload_id, .. } => {
+                out.insert(shard_id(
+                    bucket,
+                    &format!("{}/{upload_id}", keys::UPLOADS_DIR),
+                ));
+            }
+        }
+        out
+    }
 }
 
 fn upload_dest(entry: &Entry) -> Option<&str> {

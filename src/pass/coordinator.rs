@@ -32,7 +32,7 @@ use crate::pass::observe::PassObserver;
 use crate::pass::plan::{PassPlan, RuleChanges, live_actions};
 use crate::pass::ports::ClusterPort;
 use crate::pass::retry::{DRAIN_TIMEOUT, RetryPolicy, drain_bound};
-use crate::pass::shard_run::{ShardOutcome, ShardPlan, ShardReport, WalkRole, plan_shard};
+use crate::pass::shard_run::{self, ShardOutcome, ShardPlan, ShardReport, WalkRole, plan_shard};
 use crate::seaweed::buckets::BucketError;
 use crate::status::{RunOutcome, ShardPhase};
 use crate::telemetry;
@@ -673,7 +673,9 @@ impl Driver {
     }
 
     /// Lists each bucket that some shard walks, once, and hands each item's
-    /// due matches to the shard that owns its key. Returns false when it
+    /// due matches to the shard that owns its key, and its replay-kind
+    /// matches to the recovering shards that must cover it
+    /// (docs/design-deviations.md#walk-coverage). Returns false when it
     /// stopped early (stop requested).
     async fn walk_phase(&self, halt: &watch::Receiver<Option<String>>) -> bool {
         let now = self.plan.now;
@@ -694,6 +696,14 @@ impl Driver {
             if walkers.is_empty() {
                 continue;
             }
+            // Shards recovering this bucket here: only their walks vouch for
+            // matches (docs/design-deviations.md#walk-coverage).
+            let recovering: BTreeSet<u8> = self
+                .shards
+                .iter()
+                .filter(|(_, (_, sp, _))| sp.walk_role(bucket) == Some(WalkRole::Recovery))
+                .map(|(s, _)| *s)
+                .collect();
             let mut ok = complete;
             if complete {
                 let mut listing = self.port.list_bucket(bucket);
@@ -722,6 +732,33 @@ impl Driver {
                     let Some(s) = item.shard(bucket) else {
                         continue;
                     };
+                    if !recovering.is_empty() && !recovering.contains(&s) {
+                        let extra = shard_run::coverage_walkers(
+                            s,
+                            &item.replay_owners(bucket),
+                            &recovering,
+                        );
+                        if !extra.is_empty() {
+                            let matches = shard_run::replay_matches(
+                                &self.plan,
+                                bucket,
+                                walk::evaluate(&self.plan.recovery, bucket, &item, now),
+                            );
+                            for o in extra {
+                                if let Some((addr, _, _)) = self.shards.get(&o)
+                                    && !matches.is_empty()
+                                {
+                                    let _ = addr
+                                        .send(WalkBatch {
+                                            bucket: bucket.to_string(),
+                                            matches: matches.clone(),
+                                            skipped_no_mtime: 0,
+                                        })
+                                        .await;
+                                }
+                            }
+                        }
+                    }
                     let Some((addr, sp, _)) = self.shards.get(&s) else {
                         continue;
                     };

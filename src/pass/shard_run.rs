@@ -66,6 +66,44 @@ impl ShardPlan {
     }
 }
 
+/// The shards, besides the walk owner `walk_owner`, that must evaluate an
+/// item in this pass's walk (docs/design-deviations.md#walk-coverage). A
+/// recovering shard's replay vouches for every due match of the events it
+/// owns up to `observed_until`; that is only true for an item whose walk
+/// owner recovers the bucket on this instance in this pass. Otherwise each
+/// recovering shard among the item's `replay_owners` walks the item itself.
+/// When the walk owner recovers too (every cold start of all shards), nobody
+/// else walks the item, so no delete is sent twice.
+pub fn coverage_walkers(
+    walk_owner: u8,
+    replay_owners: &BTreeSet<u8>,
+    recovering: &BTreeSet<u8>,
+) -> Vec<u8> {
+    if recovering.contains(&walk_owner) {
+        return Vec::new();
+    }
+    replay_owners
+        .iter()
+        .copied()
+        .filter(|s| *s != walk_owner && recovering.contains(s))
+        .collect()
+}
+
+/// The walk matches a coverage walker ([`coverage_walkers`]) acts on: only
+/// those of the bucket's replay actions, the ones its replay would vouch for.
+/// Walker-only kinds stay with their walk owner.
+pub fn replay_matches(plan: &PassPlan, bucket: &str, matches: Vec<Match>) -> Vec<Match> {
+    let actions: BTreeSet<(crate::engine::RuleHash, ActionKind)> = plan
+        .replay_actions(bucket)
+        .into_iter()
+        .map(|(k, _)| (k.rule_hash, k.kind))
+        .collect();
+    matches
+        .into_iter()
+        .filter(|m| actions.contains(&(m.rule_hash, m.kind)))
+        .collect()
+}
+
 /// Decides, for one shard, which buckets recover and which get a steady walk
 /// (design steps 4 and 5, docs/design-deviations.md#the-design-in-short).
 pub fn plan_shard(plan: &PassPlan, persisted: Option<&ShardCursor>) -> ShardPlan {
@@ -420,8 +458,10 @@ impl ShardRun {
             let persisted = self.persisted.as_ref().and_then(|c| c.buckets.get(bucket));
             for (key, ttl) in plan.replay_actions(bucket) {
                 let start = if recovered {
-                    // The walk resolved every match due by `now`; replay only
-                    // has to find where the first not-yet-due event is.
+                    // The walks resolved every match due by `now` of the events
+                    // this shard owns: its own items, and those whose walk owner
+                    // does not recover here (docs/design-deviations.md#walk-coverage).
+                    // Replay only has to find the first not-yet-due event.
                     ActionProgress {
                         ts: plan::rewind_point(plan.now, ttl, &plan.time, plan.skew_margin)
                             .min(plan.observed_until),
