@@ -237,6 +237,29 @@ pub(super) fn unique_suffix() -> String {
     format!("{}-{nanos}", std::process::id())
 }
 
+/// Starts `weed <args>` in `dir`, both output streams appended to `log`, in its own process
+/// group, without the caller's AWS credentials. Shared by the single-process cluster and the
+/// split one (`split.rs`).
+pub(super) fn spawn_weed(
+    weed: &Path,
+    args: &[String],
+    dir: &Path,
+    log: &std::fs::File,
+) -> std::io::Result<Child> {
+    Command::new(weed)
+        .args(args)
+        .current_dir(dir)
+        .stdin(Stdio::null())
+        .stdout(log.try_clone()?)
+        .stderr(log.try_clone()?)
+        // Inherited AWS credentials would switch S3 auth on (docs/test-cluster.md#s3-auth).
+        .env_remove("AWS_ACCESS_KEY_ID")
+        .env_remove("AWS_SECRET_ACCESS_KEY")
+        // Own process group: a Ctrl-C on the test run must not reach weed before our cleanup.
+        .process_group(0)
+        .spawn()
+}
+
 fn start(weed: &Path, ports: Ports) -> Result<Cluster, StartError> {
     let fatal = |what: &str, e: std::io::Error| StartError::Fatal(format!("{what}: {e}"));
     let data_dir = std::env::temp_dir().join(format!("s3lc-weed-{}", unique_suffix()));
@@ -249,9 +272,6 @@ fn start(weed: &Path, ports: Ports) -> Result<Cluster, StartError> {
         .map_err(|e| fatal("writing master.toml", e))?;
     let log_file = data_dir.join("weed.log");
     let log = std::fs::File::create(&log_file).map_err(|e| fatal("creating weed.log", e))?;
-    let log2 = log
-        .try_clone()
-        .map_err(|e| fatal("cloning weed.log handle", e))?;
     let p = ports;
     let args = vec![
         "-v=0".to_string(),
@@ -277,18 +297,7 @@ fn start(weed: &Path, ports: Ports) -> Result<Cluster, StartError> {
         "-s3.port.iceberg=0".to_string(),
         "-s3.port.lance=0".to_string(),
     ];
-    let mut child = Command::new(weed)
-        .args(&args)
-        .current_dir(&data_dir)
-        .stdin(Stdio::null())
-        .stdout(log)
-        .stderr(log2)
-        // Inherited AWS credentials would switch S3 auth on (docs/test-cluster.md#s3-auth).
-        .env_remove("AWS_ACCESS_KEY_ID")
-        .env_remove("AWS_SECRET_ACCESS_KEY")
-        // Own process group: a Ctrl-C on the test run must not reach weed before our cleanup.
-        .process_group(0)
-        .spawn()
+    let mut child = spawn_weed(weed, &args, &data_dir, &log)
         .map_err(|e| fatal(&format!("spawning {}", weed.display()), e))?;
     let pid = child.id();
     let cluster = Cluster {

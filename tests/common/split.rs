@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use super::cluster::{
     Cluster, MASTER_TOML, POLL, Ports, READY_LIMIT, START_ATTEMPTS, failed_checks, find_weed,
-    log_tail, pick_ports, unique_suffix, unix_sockets,
+    log_tail, pick_ports, spawn_weed, unique_suffix, unix_sockets,
 };
 
 /// How long a SIGTERM gets before SIGKILL. The filer's graceful stop waits up to 15 s for open
@@ -216,21 +216,7 @@ impl SplitCluster {
             .append(true)
             .open(&log_path)
             .map_err(|e| format!("opening {}: {e}", log_path.display()))?;
-        let log2 = log
-            .try_clone()
-            .map_err(|e| format!("cloning log handle: {e}"))?;
-        let child = Command::new(&self.weed_bin)
-            .args(self.args(role))
-            .current_dir(&self.data_dir)
-            .stdin(Stdio::null())
-            .stdout(log)
-            .stderr(log2)
-            // Inherited AWS credentials would switch S3 auth on (docs/test-cluster.md#s3-auth).
-            .env_remove("AWS_ACCESS_KEY_ID")
-            .env_remove("AWS_SECRET_ACCESS_KEY")
-            // Own process group: a Ctrl-C on the test run must not reach weed before cleanup.
-            .process_group(0)
-            .spawn()
+        let child = spawn_weed(&self.weed_bin, &self.args(role), &self.data_dir, &log)
             .map_err(|e| format!("spawning {} {}: {e}", self.weed_bin.display(), role.name()))?;
         self.lock()[role.index()] = Some(child);
         Ok(())
