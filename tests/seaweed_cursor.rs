@@ -33,6 +33,7 @@ fn cursor(shard: u8, ts: i64) -> ShardCursor {
                 "00112233aabbccdd/expiration_days".to_string(),
                 s3_lifecycled::engine::progress::ActionProgress::at(ts),
             )]),
+            walk_resume: None,
         },
     );
     ShardCursor {

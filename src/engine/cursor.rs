@@ -65,6 +65,51 @@ pub struct BucketCursor {
     /// `{ts, through, through_now}` (see [`crate::engine::progress`]).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub rules: BTreeMap<String, ActionProgress>,
+    /// Where an unfinished recovery walk of this bucket resumes; the rest of
+    /// this cursor is the state kept until the walk's last segment finishes
+    /// (docs/design-deviations.md#resumable-recovery-walks).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub walk_resume: Option<WalkResume>,
+}
+
+/// An unfinished recovery walk of one bucket on one shard.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WalkResume {
+    /// Listing position (bucket-relative path) up to which every item's walker
+    /// deletes on this shard resolved; the next segment lists after it.
+    pub after: String,
+    /// `now` of the walk's first segment: the replay after the last segment
+    /// vouches only for matches due by it.
+    pub first_now: Nanos,
+    /// `observed_until` of the walk's first segment.
+    pub first_observed_until: Nanos,
+    /// The bucket's rule-set hash the walk evaluated; another drops the resume.
+    #[serde(with = "b64")]
+    pub rule_set_hash: Hash32,
+    /// The bucket's promoted hash the walk evaluated.
+    #[serde(with = "b64")]
+    pub promoted_hash: Hash32,
+}
+
+impl BucketCursor {
+    /// A cursor that holds only the resume point of a cold-start bucket's
+    /// unfinished recovery walk: no replay progress, no hashes. It still
+    /// plans as a cold start.
+    pub fn walk_placeholder(resume: WalkResume) -> BucketCursor {
+        BucketCursor {
+            walk_resume: Some(resume),
+            ..BucketCursor::default()
+        }
+    }
+
+    /// Whether this is a [`BucketCursor::walk_placeholder`].
+    pub fn is_walk_placeholder(&self) -> bool {
+        self.walk_resume.is_some()
+            && self.rules.is_empty()
+            && self.ts_ns == 0
+            && self.rule_set_hash == [0; 32]
+            && self.promoted_hash == [0; 32]
+    }
 }
 
 /// The Go worker's cursor file (docs/go-cursor.md#format).
@@ -242,6 +287,7 @@ mod tests {
         assert!(!json.contains("last_walked_ns"), "{json}");
         assert!(!json.contains("halted"), "{json}");
         assert!(!json.contains("\"rules\""), "{json}");
+        assert!(!json.contains("walk_resume"), "{json}");
         assert!(json.ends_with("}\n"));
         assert!(
             json.starts_with("{\n  \"version\": 1,\n  \"shard_id\": 3,"),
@@ -260,6 +306,13 @@ mod tests {
             "0011223344556677/expiration_days".into(),
             ActionProgress::at(42),
         );
+        b.walk_resume = Some(WalkResume {
+            after: "a/b.versions".into(),
+            first_now: 10,
+            first_observed_until: 9,
+            rule_set_hash: [3; 32],
+            promoted_hash: [4; 32],
+        });
         let json = c.to_json();
         assert_eq!(decode_cursor(&json, 3).unwrap(), c);
     }

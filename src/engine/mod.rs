@@ -19,6 +19,7 @@ pub mod identity;
 pub mod keys;
 pub mod lock;
 pub mod progress;
+pub mod resume;
 pub mod route;
 pub mod rule_hash;
 pub mod shard;

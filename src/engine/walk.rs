@@ -78,6 +78,21 @@ impl WalkItem {
         }
     }
 
+    /// The item's listing position when it was not emitted out of a
+    /// versioned key's folder: the object's key, `<key>.versions`, or
+    /// `.uploads/<id>` (docs/design-deviations.md#resumable-recovery-walks).
+    /// The lister reports the position it emitted an item at itself; this is
+    /// for listings that do not (test doubles).
+    pub fn position(&self) -> String {
+        match self {
+            WalkItem::Object { key, .. } => key.clone(),
+            WalkItem::Versions { logical_key, .. } => {
+                format!("{logical_key}{}", keys::VERSIONS_SUFFIX)
+            }
+            WalkItem::Upload { upload_id, .. } => format!("{}/{upload_id}", keys::UPLOADS_DIR),
+        }
+    }
+
     /// The walker shard of this item, `shard_id(bucket, match_key)`.
     pub fn shard(&self, bucket: &str) -> Option<u8> {
         self.match_key().map(|k| shard_id(bucket, k))

@@ -83,6 +83,7 @@ pub fn import_go(go: &GoCursor, plan: &PassPlan) -> Result<Imported, String> {
                 last_walked_ns: go.last_walked_ns,
                 halted: None,
                 rules,
+                walk_resume: None,
             },
         );
     }

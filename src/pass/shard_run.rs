@@ -21,7 +21,8 @@ use std::sync::Arc;
 use serde::Serialize;
 
 use crate::engine::check::{Check, Verdict, judge};
-use crate::engine::cursor::{BucketCursor, CURSOR_VERSION, ShardCursor};
+use crate::engine::cursor::{BucketCursor, CURSOR_VERSION, ShardCursor, WalkResume};
+use crate::engine::resume::{WalkProgress, later};
 use crate::engine::delete::{CallResult, DeleteOutcome, DeleteRequest, halt_reason};
 use crate::engine::progress::{ActionProgress, Decision, ProgressTracker, Ticket, subject_of};
 use crate::engine::route::{null_still_displaced, resolve_deferred};
@@ -42,6 +43,9 @@ pub struct ShardPlan {
     pub recover: BTreeMap<String, RecoveryReason>,
     /// Buckets this shard walks in steady state (walk view, walk due).
     pub steady_walk: BTreeSet<String>,
+    /// Recovering buckets whose walk resumes where an earlier pass stopped
+    /// (docs/design-deviations.md#resumable-recovery-walks).
+    pub resume: BTreeMap<String, WalkResume>,
 }
 
 /// Which view a walker item of a bucket is evaluated against on a shard.
@@ -64,6 +68,32 @@ impl ShardPlan {
             None
         }
     }
+
+    /// Where this shard's recovery walk of `bucket` resumes: items at or
+    /// before this listing position were walked by earlier segments.
+    pub fn resume_from(&self, bucket: &str) -> Option<&str> {
+        self.resume.get(bucket).map(|r| r.after.as_str())
+    }
+}
+
+/// Whether an unfinished walk's resume point still holds in this pass: the
+/// bucket's hashes are those the earlier segments evaluated, and the meta-log
+/// still reaches back to where the finished walk's replay will start (the
+/// first segment's rewind point). Otherwise the walk starts over.
+pub fn resume_usable(plan: &PassPlan, bucket: &str, r: &WalkResume) -> bool {
+    let rsh = plan.rule_set_hash.get(bucket).copied().unwrap_or(EMPTY_HASH);
+    let promoted = plan.promoted_hash.get(bucket).copied().unwrap_or(EMPTY_HASH);
+    if r.rule_set_hash != rsh || r.promoted_hash != promoted || r.first_now > plan.now {
+        return false;
+    }
+    let Some(earliest) = plan.earliest else {
+        return true;
+    };
+    plan.replay_actions(bucket).iter().all(|(_, ttl)| {
+        plan::rewind_point(r.first_now, *ttl, &plan.time, plan.skew_margin)
+            .min(r.first_observed_until)
+            >= earliest.saturating_sub(1)
+    })
 }
 
 /// The shards, besides the walk owner `walk_owner`, that must evaluate an
@@ -124,6 +154,8 @@ pub fn plan_shard(plan: &PassPlan, persisted: Option<&ShardCursor>) -> ShardPlan
         let actions = plan.replay_actions(bucket);
         let reason = match pb {
             None => Some(RecoveryReason::ColdStart),
+            // Only an unfinished cold-start walk's resume point.
+            Some(b) if b.is_walk_placeholder() => Some(RecoveryReason::ColdStart),
             Some(b) => {
                 let keys: Vec<String> = actions.iter().map(|(k, _)| progress_key(k)).collect();
                 let oldest = keys
@@ -149,6 +181,11 @@ pub fn plan_shard(plan: &PassPlan, persisted: Option<&ShardCursor>) -> ShardPlan
         match reason {
             Some(r) => {
                 out.recover.insert(bucket.to_string(), r);
+                if let Some(resume) = pb.and_then(|b| b.walk_resume.as_ref())
+                    && resume_usable(plan, bucket, resume)
+                {
+                    out.resume.insert(bucket.to_string(), resume.clone());
+                }
             }
             None if plan.has_walk(bucket) => {
                 let last = pb.map_or(0, |b| b.last_walked_ns);
@@ -170,6 +207,9 @@ pub enum DeleteTicket {
     Walk {
         /// Bucket walked.
         bucket: String,
+        /// The listed item's number in the bucket's [`WalkProgress`]
+        /// (`None`: not tracked).
+        seq: Option<u64>,
     },
     /// A replay delete; the tracker ticket.
     Replay(Ticket),
@@ -307,6 +347,10 @@ struct WalkBook {
     listed: Option<bool>,
     /// A delete of this bucket did not resolve (or was never sent).
     unresolved: bool,
+    /// Which listed items' deletes all resolved, in listing order.
+    progress: WalkProgress,
+    /// The listing's last delivered position.
+    reached: Option<String>,
 }
 
 /// One shard's pass state. See the module docs for the order of calls.
@@ -397,15 +441,32 @@ impl ShardRun {
         self.in_flight
     }
 
-    /// Takes walker matches of `bucket` (all due at `now`).
+    /// Takes walker matches of `bucket` (all due at `now`), without
+    /// tracking a listing position.
     pub fn walk_matches(&mut self, bucket: &str, matches: Vec<Match>) {
+        self.walk_item(bucket, None, matches);
+    }
+
+    /// Takes the walker matches (all due at `now`) of the item listed at
+    /// position `pos` of `bucket`; positions arrive in listing order
+    /// (docs/design-deviations.md#resumable-recovery-walks).
+    pub fn walk_item(&mut self, bucket: &str, pos: Option<&str>, matches: Vec<Match>) {
+        let stopped = self.halted.is_some()
+            || self.failed.is_some()
+            || self.walk_failures.contains_key(bucket);
         let book = self.walks.entry(bucket.to_string()).or_default();
+        let seq = match pos {
+            // Nothing more is sent for this bucket: its resume point stays.
+            Some(_) if stopped => {
+                book.progress.block();
+                None
+            }
+            Some(p) => book.progress.item(p, matches.len()),
+            None => None,
+        };
         for m in matches {
             self.counters.matches += 1;
-            if self.halted.is_some()
-                || self.failed.is_some()
-                || self.walk_failures.contains_key(bucket)
-            {
+            if stopped {
                 book.unresolved = true;
                 continue;
             }
@@ -414,6 +475,7 @@ impl ShardRun {
                 work_for(&m),
                 DeleteTicket::Walk {
                     bucket: bucket.to_string(),
+                    seq,
                 },
             ));
         }
@@ -426,7 +488,35 @@ impl ShardRun {
 
     /// The listing of `bucket` ended, `ok` when without error.
     pub fn listing_done(&mut self, bucket: &str, ok: bool) {
-        self.walks.entry(bucket.to_string()).or_default().listed = Some(ok);
+        self.listing_ended(bucket, ok, None);
+    }
+
+    /// The listing of `bucket` ended (`ok`: complete, without error);
+    /// `reached` is the last position it delivered to every shard.
+    pub fn listing_ended(&mut self, bucket: &str, ok: bool, reached: Option<String>) {
+        let book = self.walks.entry(bucket.to_string()).or_default();
+        book.listed = Some(ok);
+        book.reached = reached;
+    }
+
+    /// The resume point of `bucket`'s unfinished recovery walk after this
+    /// pass: the later of the one it started from and what this pass walked
+    /// with every delete resolved (`None`: nothing walked yet).
+    fn next_resume(&self, bucket: &str) -> Option<WalkResume> {
+        let plan = &self.plan;
+        let prev = self.shard_plan.resume.get(bucket);
+        let now_done = self
+            .walks
+            .get(bucket)
+            .and_then(|b| b.progress.resume_point(b.reached.as_deref()));
+        let after = later(prev.map(|r| r.after.as_str()), now_done.as_deref())?.to_string();
+        Some(WalkResume {
+            after,
+            first_now: prev.map_or(plan.now, |r| r.first_now),
+            first_observed_until: prev.map_or(plan.observed_until, |r| r.first_observed_until),
+            rule_set_hash: plan.rule_set_hash.get(bucket).copied().unwrap_or(EMPTY_HASH),
+            promoted_hash: plan.promoted_hash.get(bucket).copied().unwrap_or(EMPTY_HASH),
+        })
     }
 
     fn walk_succeeded(&self, bucket: &str) -> bool {
@@ -461,12 +551,21 @@ impl ShardRun {
                     // The walks resolved every match due by `now` of the events
                     // this shard owns: its own items, and those whose walk owner
                     // does not recover here (docs/design-deviations.md#walk-coverage).
-                    // Replay only has to find the first not-yet-due event.
+                    // Replay only has to find the first not-yet-due event. A walk
+                    // split over several passes vouches only for what its first
+                    // segment could (docs/design-deviations.md#resumable-recovery-walks).
+                    let (now, observed) = self
+                        .shard_plan
+                        .resume
+                        .get(bucket)
+                        .map_or((plan.now, plan.observed_until), |r| {
+                            (r.first_now, r.first_observed_until)
+                        });
                     ActionProgress {
-                        ts: plan::rewind_point(plan.now, ttl, &plan.time, plan.skew_margin)
-                            .min(plan.observed_until),
-                        through: plan.observed_until,
-                        through_now: plan.now,
+                        ts: plan::rewind_point(now, ttl, &plan.time, plan.skew_margin)
+                            .min(observed),
+                        through: observed,
+                        through_now: now,
                         tail: Vec::new(),
                     }
                 } else {
@@ -580,13 +679,14 @@ impl ShardRun {
                     tr.resolved(t, ok);
                 }
             }
-            DeleteTicket::Walk { bucket } => {
+            DeleteTicket::Walk { bucket, seq } => {
                 if !ok {
                     // Scoped to its bucket: the shard goes on with the other
                     // buckets and with replay (docs/design-deviations.md#walk-failures).
                     self.walk_failed(bucket, halt_reason(request, result));
                     return None;
                 }
+                self.walk_resolved(&bucket, seq);
             }
         }
         if ok || self.halted.is_some() {
@@ -595,8 +695,10 @@ impl ShardRun {
         let reason = halt_reason(request, result);
         // Queued walker deletes never go out: their buckets did not walk fully.
         for (_, t) in self.queue.drain(..) {
-            if let DeleteTicket::Walk { bucket } = t {
-                self.walks.entry(bucket).or_default().unresolved = true;
+            if let DeleteTicket::Walk { bucket, .. } = t {
+                let book = self.walks.entry(bucket).or_default();
+                book.unresolved = true;
+                book.progress.block();
             }
         }
         self.halted = Some(reason.clone());
@@ -609,9 +711,18 @@ impl ShardRun {
     /// dropped — its gateway answers are suspect — but nothing else stops.
     fn walk_failed(&mut self, bucket: String, reason: String) {
         self.queue
-            .retain(|(_, t)| !matches!(t, DeleteTicket::Walk { bucket: b } if *b == bucket));
-        self.walks.entry(bucket.clone()).or_default().unresolved = true;
+            .retain(|(_, t)| !matches!(t, DeleteTicket::Walk { bucket: b, .. } if *b == bucket));
+        let book = self.walks.entry(bucket.clone()).or_default();
+        book.unresolved = true;
+        book.progress.block();
         self.walk_failures.entry(bucket).or_insert(reason);
+    }
+
+    /// A walker delete of item `seq` of `bucket` resolved.
+    fn walk_resolved(&mut self, bucket: &str, seq: Option<u64>) {
+        if let (Some(seq), Some(book)) = (seq, self.walks.get_mut(bucket)) {
+            book.progress.resolved(seq);
+        }
     }
 
     /// `Drain` outlived its bound ([`crate::pass::retry::drain_bound`]) with
@@ -630,6 +741,7 @@ impl ShardRun {
         self.in_flight = 0;
         for book in self.walks.values_mut() {
             book.unresolved = true;
+            book.progress.block();
         }
         if self.stopped() {
             return None;
@@ -711,8 +823,10 @@ impl ShardRun {
                     tr.resolved(t, false);
                 }
             }
-            DeleteTicket::Walk { bucket } => {
-                self.walks.entry(bucket).or_default().unresolved = true;
+            DeleteTicket::Walk { bucket, .. } => {
+                let book = self.walks.entry(bucket).or_default();
+                book.unresolved = true;
+                book.progress.block();
             }
         }
     }
@@ -736,11 +850,17 @@ impl ShardRun {
                 if let (DeleteTicket::Replay(t), Some(tr)) = (&ticket, self.tracker.as_mut()) {
                     tr.resolved(*t, true);
                 }
+                if let DeleteTicket::Walk { bucket, seq } = &ticket {
+                    self.walk_resolved(bucket, *seq);
+                }
             }
             Verdict::CompletedLeftover(_) => {
                 self.counters.completed_upload_leftovers += 1;
                 if let (DeleteTicket::Replay(t), Some(tr)) = (&ticket, self.tracker.as_mut()) {
                     tr.resolved(*t, true);
+                }
+                if let DeleteTicket::Walk { bucket, seq } = &ticket {
+                    self.walk_resolved(bucket, *seq);
                 }
             }
             Verdict::Locked(_) => {
@@ -831,9 +951,26 @@ impl ShardRun {
             let prev = old.as_ref().and_then(|o| o.buckets.get(bucket));
             let recovering = self.shard_plan.recover.contains_key(bucket);
             if self.failed_recovery.contains(bucket) || (recovering && !had_tracker) {
-                // Keep the old state so the next pass recovers again.
-                if let Some(p) = prev {
-                    buckets.insert(bucket.to_string(), p.clone());
+                // Keep the old state so the next pass recovers again, with
+                // where its walk resumes
+                // (docs/design-deviations.md#resumable-recovery-walks).
+                let resume = if recovering {
+                    self.next_resume(bucket)
+                } else {
+                    None
+                };
+                match (prev, resume) {
+                    (Some(p), resume) => {
+                        let mut kept = p.clone();
+                        if recovering {
+                            kept.walk_resume = resume;
+                        }
+                        buckets.insert(bucket.to_string(), kept);
+                    }
+                    (None, Some(r)) => {
+                        buckets.insert(bucket.to_string(), BucketCursor::walk_placeholder(r));
+                    }
+                    (None, None) => {}
                 }
                 continue;
             }
@@ -875,6 +1012,7 @@ impl ShardRun {
                         .clone()
                         .or_else(|| self.walk_failures.get(bucket).cloned()),
                     rules,
+                    walk_resume: None,
                 },
             );
         }

@@ -267,7 +267,20 @@ impl FilerClient {
     /// `start_after` ("" = from the start), sorted by name. A missing
     /// directory lists as empty.
     pub async fn list_page(&self, dir: &str, start_after: &str, limit: u32) -> Result<Vec<Entry>> {
-        let mut stream = self.open_page(dir, start_after, limit).await?;
+        self.list_page_from(dir, start_after, false, limit).await
+    }
+
+    /// [`FilerClient::list_page`] starting at `start` itself when
+    /// `inclusive` (a resumed walk lists the directory named by its resume
+    /// point from that name on).
+    pub async fn list_page_from(
+        &self,
+        dir: &str,
+        start: &str,
+        inclusive: bool,
+        limit: u32,
+    ) -> Result<Vec<Entry>> {
+        let mut stream = self.open_page_from(dir, start, inclusive, limit).await?;
         let mut out = Vec::new();
         while let Some(e) = next_entry(&mut stream, dir, self.call_timeout).await? {
             out.push(e);
@@ -281,11 +294,21 @@ impl FilerClient {
         start_after: &str,
         limit: u32,
     ) -> Result<Streaming<ListEntriesResponse>> {
+        self.open_page_from(dir, start_after, false, limit).await
+    }
+
+    async fn open_page_from(
+        &self,
+        dir: &str,
+        start: &str,
+        inclusive: bool,
+        limit: u32,
+    ) -> Result<Streaming<ListEntriesResponse>> {
         let req = ListEntriesRequest {
             directory: dir.to_string(),
             prefix: String::new(),
-            start_from_file_name: start_after.to_string(),
-            inclusive_start_from: false,
+            start_from_file_name: start.to_string(),
+            inclusive_start_from: inclusive,
             limit,
             snapshot_ts_ns: 0,
             omit_chunks: false,

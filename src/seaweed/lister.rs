@@ -2,11 +2,18 @@
 //! plain objects, versioned keys (all versions of a key together, with the
 //! bare null version folded in), and in-progress multipart uploads.
 //!
+//! Order: tree order. A directory's entries come in name order and a
+//! subdirectory is descended into at its place, so the items' listing
+//! positions (the path of the entry that produced each) strictly increase,
+//! and a listing can resume after any position
+//! (docs/design-deviations.md#resumable-recovery-walks).
+//!
 //! Memory: a background task lists one directory page at a time and drops the
-//! page before descending into that page's subdirectories, keeping only their
-//! names; a `.versions` folder is read whole (bounded by that key's version
-//! count). Items reach the consumer through a bounded channel, so a slow
-//! consumer stalls the listing instead of growing a buffer.
+//! page before descending into a subdirectory (the parent's listing then goes
+//! on after that subdirectory's name with a new page); a `.versions` folder is
+//! read whole (bounded by that key's version count). Items reach the consumer
+//! through a bounded channel, so a slow consumer stalls the listing instead of
+//! growing a buffer.
 
 use std::collections::HashMap;
 use std::pin::Pin;
@@ -18,7 +25,7 @@ use futures::{Stream, StreamExt};
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
 
-use crate::engine::keys;
+use crate::engine::{keys, resume};
 use crate::engine::versions::{is_null_version, version_id_of};
 use crate::pb::filer_pb::Entry;
 use crate::seaweed::filer::{DEFAULT_PAGE, FilerClient, FilerError, join_path};
@@ -102,10 +109,14 @@ pub struct ListerCounts {
     pub held_high_water: usize,
 }
 
+/// An item with its listing position (bucket-relative path of the entry that
+/// produced it).
+pub type Positioned = (String, ListedItem);
+
 /// A running bucket listing: a [`Stream`] of items plus live counters. The
 /// listing stops when this is dropped.
 pub struct BucketListing {
-    rx: ReceiverStream<Result<ListedItem, FilerError>>,
+    rx: ReceiverStream<Result<Positioned, FilerError>>,
     stats: Arc<ListerStats>,
 }
 
@@ -114,13 +125,21 @@ impl BucketListing {
     pub fn stats(&self) -> Arc<ListerStats> {
         self.stats.clone()
     }
+
+    /// The items with their listing positions, in strictly increasing tree
+    /// order ([`crate::engine::resume::pos_cmp`]).
+    pub fn positioned(self) -> ReceiverStream<Result<Positioned, FilerError>> {
+        self.rx
+    }
 }
 
 impl Stream for BucketListing {
     type Item = Result<ListedItem, FilerError>;
 
     fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
-        self.rx.poll_next_unpin(cx)
+        self.rx
+            .poll_next_unpin(cx)
+            .map(|o| o.map(|r| r.map(|(_, item)| item)))
     }
 }
 
@@ -138,6 +157,20 @@ pub fn list_bucket_with(
     bucket: &str,
     opts: ListOptions,
 ) -> BucketListing {
+    list_bucket_after(client, root, bucket, opts, None)
+}
+
+/// [`list_bucket_with`] resumed: only items whose listing position lies after
+/// `after` ([`crate::engine::resume::is_after`]); `None` lists everything.
+/// Each ancestor directory of `after` is listed from its component on
+/// (docs/design-deviations.md#resumable-recovery-walks).
+pub fn list_bucket_after(
+    client: &FilerClient,
+    root: &str,
+    bucket: &str,
+    opts: ListOptions,
+    after: Option<&str>,
+) -> BucketListing {
     let (tx, rx) = mpsc::channel(opts.channel_capacity.max(1));
     let stats = Arc::new(ListerStats::default());
     let walker = Walker {
@@ -146,6 +179,7 @@ pub fn list_bucket_with(
         page: opts.page.max(1),
         stats: stats.clone(),
         tx,
+        resume: after.map(resume::start_points).unwrap_or_default(),
     };
     tokio::spawn(async move {
         if let Err(e) = walker.run().await {
@@ -173,22 +207,43 @@ impl From<FilerError> for Stop {
     }
 }
 
-/// One directory being walked: where to resume and which subdirectories of
-/// the last page still need a visit.
+/// One directory being walked.
 struct Frame {
     /// Full filer path.
     dir: String,
     /// Bucket-relative prefix of entries in `dir` ("" at the bucket root,
     /// else ending in `/`).
     rel: String,
-    /// Last name received; the next page starts after it.
+    /// Last name handled; the next page starts after it.
     after: String,
-    /// Subdirectory names of the last page, still to descend into.
-    pending: Vec<String>,
+    /// A resumed directory's start points: the first names where its listing
+    /// starts (inclusive), the rest go to the subdirectory of that name.
+    resume: Vec<String>,
     /// No more pages.
     exhausted: bool,
-    /// Pages fetched so far (the first page has no earlier siblings).
+    /// Pages fetched so far.
     pages: u64,
+}
+
+impl Frame {
+    fn new(dir: String, rel: String, resume: Vec<String>) -> Frame {
+        Frame {
+            dir,
+            rel,
+            after: String::new(),
+            resume,
+            exhausted: false,
+            pages: 0,
+        }
+    }
+}
+
+/// How processing a page ended.
+enum PageEnd {
+    /// Every entry was handled.
+    Done,
+    /// Stopped at the subdirectory at this index, to descend into it first.
+    Descend(usize),
 }
 
 struct Walker {
@@ -196,7 +251,9 @@ struct Walker {
     bucket_dir: String,
     page: u32,
     stats: Arc<ListerStats>,
-    tx: mpsc::Sender<Result<ListedItem, FilerError>>,
+    tx: mpsc::Sender<Result<Positioned, FilerError>>,
+    /// Start points of a resumed listing ([`resume::start_points`]).
+    resume: Vec<String>,
 }
 
 impl Walker {
@@ -207,32 +264,20 @@ impl Walker {
         }
     }
 
-    async fn emit(&self, item: ListedItem) -> Result<(), Stop> {
-        self.tx.send(Ok(item)).await.map_err(|_| Stop::Closed)
+    async fn emit(&self, pos: String, item: ListedItem) -> Result<(), Stop> {
+        self.tx
+            .send(Ok((pos, item)))
+            .await
+            .map_err(|_| Stop::Closed)
     }
 
     async fn walk(&self) -> Result<(), Stop> {
-        let mut stack = vec![Frame {
-            dir: self.bucket_dir.clone(),
-            rel: String::new(),
-            after: String::new(),
-            pending: Vec::new(),
-            exhausted: false,
-            pages: 0,
-        }];
+        let mut stack = vec![Frame::new(
+            self.bucket_dir.clone(),
+            String::new(),
+            self.resume.clone(),
+        )];
         while let Some(top) = stack.last_mut() {
-            if let Some(name) = top.pending.pop() {
-                let child = Frame {
-                    dir: join_path(&top.dir, &name),
-                    rel: format!("{}{}/", top.rel, name),
-                    after: String::new(),
-                    pending: Vec::new(),
-                    exhausted: false,
-                    pages: 0,
-                };
-                stack.push(child);
-                continue;
-            }
             if top.exhausted {
                 stack.pop();
                 continue;
@@ -240,10 +285,17 @@ impl Walker {
             if top.pages == 0 {
                 self.stats.dirs_listed.fetch_add(1, Ordering::Relaxed);
             }
-            let page = self
-                .client
-                .list_page(&top.dir, &top.after, self.page)
-                .await?;
+            // A resumed directory's first page starts at its start point
+            // itself; every later page after the last name handled.
+            let resume_head = (top.pages == 0).then(|| top.resume.first().cloned()).flatten();
+            let page = match &resume_head {
+                Some(head) => {
+                    self.client
+                        .list_page_from(&top.dir, head, true, self.page)
+                        .await?
+                }
+                None => self.client.list_page(&top.dir, &top.after, self.page).await?,
+            };
             self.stats.pages_listed.fetch_add(1, Ordering::Relaxed);
             self.stats
                 .entries_seen
@@ -251,35 +303,74 @@ impl Walker {
             let n = page.len();
             self.stats.hold(n);
             top.pages += 1;
-            top.exhausted = n < self.page as usize;
-            if let Some(last) = page.last() {
-                top.after.clone_from(&last.name);
-            }
-            let first_page = top.pages == 1;
-            let more = !top.exhausted;
+            let more = n >= self.page as usize;
+            // Earlier siblings exist unless this is the very first page of an
+            // unresumed directory.
+            let first_page = top.pages == 1 && resume_head.is_none();
             let (dir, rel) = (top.dir.clone(), top.rel.clone());
-            let result = self.process_page(&dir, &rel, page, first_page, more).await;
+            let child_resume: Vec<String> = top.resume.iter().skip(1).cloned().collect();
+            let result = self
+                .process_page(
+                    &dir,
+                    &rel,
+                    &page,
+                    first_page,
+                    more,
+                    resume_head.as_deref(),
+                    &child_resume,
+                )
+                .await;
+            let end = result.map(|end| match end {
+                PageEnd::Done => (page.last().map(|e| e.name.clone()), None),
+                PageEnd::Descend(i) => (Some(page[i].name.clone()), Some(i)),
+            });
             self.stats.release(n);
-            let mut subdirs = result?;
-            // Pop from the end visits subdirectories in name order.
-            subdirs.reverse();
-            if let Some(top) = stack.last_mut() {
-                top.pending = subdirs;
+            let (last, descend) = end?;
+            let Some(top) = stack.last_mut() else {
+                break;
+            };
+            if let Some(last) = last {
+                top.after = last;
+            }
+            match descend {
+                None => top.exhausted = !more,
+                Some(i) => {
+                    // The rest of the page is listed again after the
+                    // subdirectory: memory stays one page per listing.
+                    top.exhausted = !more && i + 1 == n;
+                    let name = top.after.clone();
+                    let resume = if resume_head.as_deref() == Some(name.as_str()) {
+                        child_resume
+                    } else {
+                        Vec::new()
+                    };
+                    let child = Frame::new(
+                        join_path(&top.dir, &name),
+                        format!("{}{}/", top.rel, name),
+                        resume,
+                    );
+                    stack.push(child);
+                }
             }
         }
         Ok(())
     }
 
-    /// Emits the page's items and returns the names of subdirectories to
-    /// descend into. `more` = later pages may exist.
+    /// Emits the page's items in order until a subdirectory to descend into.
+    /// `more` = later pages may exist. The entry named `resume_head` lies at
+    /// or before the resume point: its own item is not emitted again, and
+    /// `child_resume` says where inside it the listing resumes.
+    #[allow(clippy::too_many_arguments)]
     async fn process_page(
         &self,
         dir: &str,
         rel: &str,
-        page: Vec<Entry>,
+        page: &[Entry],
         first_page: bool,
         more: bool,
-    ) -> Result<Vec<String>, Stop> {
+        resume_head: Option<&str>,
+        child_resume: &[String],
+    ) -> Result<PageEnd, Stop> {
         let index: HashMap<&str, usize> = page
             .iter()
             .enumerate()
@@ -287,12 +378,14 @@ impl Walker {
             .collect();
         let first_name = page.first().map(|e| e.name.clone()).unwrap_or_default();
         let last_name = page.last().map(|e| e.name.clone()).unwrap_or_default();
-        let mut subdirs = Vec::new();
-        for e in &page {
+        for (i, e) in page.iter().enumerate() {
             let name = e.name.as_str();
+            let done = resume_head == Some(name);
             if e.is_directory {
                 if rel.is_empty() && name == keys::UPLOADS_DIR {
-                    self.uploads(&join_path(dir, name)).await?;
+                    let skip = if done { child_resume.first() } else { None };
+                    self.uploads(&join_path(dir, name), skip.map(String::as_str))
+                        .await?;
                     continue;
                 }
                 if let Some(logical) = name.strip_suffix(keys::VERSIONS_SUFFIX)
@@ -307,14 +400,12 @@ impl Walker {
                         }
                         None => None,
                     };
-                    let recurse = self.versions(dir, rel, logical, e, bare).await?;
-                    if recurse {
-                        subdirs.push(e.name.clone());
+                    if self.versions(dir, rel, logical, e, bare, done).await? {
+                        return Ok(PageEnd::Descend(i));
                     }
                     continue;
                 }
-                subdirs.push(e.name.clone());
-                continue;
+                return Ok(PageEnd::Descend(i));
             }
             // A file. If `<name>.versions` is a directory, the folder's
             // handler owns this entry (null version, or plain object when the
@@ -328,20 +419,23 @@ impl Walker {
                     .is_some_and(|f| f.is_directory),
                 None => false,
             };
-            if has_folder {
+            if has_folder || done {
                 continue;
             }
             if e.attributes.is_none() {
                 // No mtime, nothing to age; Go's walker skips these too.
                 continue;
             }
-            self.emit(ListedItem::Object {
-                key: format!("{rel}{name}"),
-                entry: e.clone(),
-            })
+            self.emit(
+                format!("{rel}{name}"),
+                ListedItem::Object {
+                    key: format!("{rel}{name}"),
+                    entry: e.clone(),
+                },
+            )
             .await?;
         }
-        Ok(subdirs)
+        Ok(PageEnd::Done)
     }
 
     async fn lookup(&self, dir: &str, name: &str) -> Result<Option<Entry>, Stop> {
@@ -358,6 +452,7 @@ impl Walker {
         logical: &str,
         folder: &Entry,
         bare: Option<Entry>,
+        done: bool,
     ) -> Result<bool, Stop> {
         let folder_path = join_path(dir, &folder.name);
         self.stats.dirs_listed.fetch_add(1, Ordering::Relaxed);
@@ -383,17 +478,26 @@ impl Walker {
             return Err(e.into());
         }
         let logical_key = format!("{rel}{logical}");
-        let out = if versions.is_empty() {
+        // Both items below are emitted at the folder's place.
+        let pos = format!("{rel}{}", folder.name);
+        let out = if done {
+            // At or before the resume point: not emitted again; an empty
+            // folder is still descended into.
+            Ok(versions.is_empty())
+        } else if versions.is_empty() {
             // Not a versioned key after all: the bare entry is a plain object
             // and the folder an ordinary directory.
             if let Some(b) = bare
                 && !b.is_directory
                 && b.attributes.is_some()
             {
-                self.emit(ListedItem::Object {
-                    key: logical_key,
-                    entry: b,
-                })
+                self.emit(
+                    pos,
+                    ListedItem::Object {
+                        key: logical_key,
+                        entry: b,
+                    },
+                )
                 .await
                 .map(|()| true)
             } else {
@@ -403,12 +507,15 @@ impl Walker {
             // The server's rule for what counts as the null version
             // (docs/filer-layout.md#null-version): a file, or a directory-key object.
             let null_version = bare.filter(is_null_version);
-            self.emit(ListedItem::Versions {
-                logical_key,
-                folder: folder.clone(),
-                versions,
-                null_version,
-            })
+            self.emit(
+                pos,
+                ListedItem::Versions {
+                    logical_key,
+                    folder: folder.clone(),
+                    versions,
+                    null_version,
+                },
+            )
             .await
             .map(|()| false)
         };
@@ -416,20 +523,25 @@ impl Walker {
         out
     }
 
-    /// Emits every `.uploads/<id>` directory that names a destination key.
+    /// Emits every `.uploads/<id>` directory that names a destination key,
+    /// those after `skip_through` only (a resumed listing).
     /// Parts, and upload dirs without `key`, are not objects.
-    async fn uploads(&self, uploads_dir: &str) -> Result<(), Stop> {
+    async fn uploads(&self, uploads_dir: &str, skip_through: Option<&str>) -> Result<(), Stop> {
         self.stats.dirs_listed.fetch_add(1, Ordering::Relaxed);
         let mut listing = Box::pin(self.client.list_all(uploads_dir, self.page));
         while let Some(e) = listing.next().await {
             let e = e?;
             self.stats.entries_seen.fetch_add(1, Ordering::Relaxed);
             let has_key = e.extended.get(keys::MPU_KEY).is_some_and(|v| !v.is_empty());
-            if e.is_directory && has_key {
-                self.emit(ListedItem::Upload {
-                    upload_id: e.name.clone(),
-                    entry: e,
-                })
+            let behind = skip_through.is_some_and(|s| e.name.as_str() <= s);
+            if e.is_directory && has_key && !behind {
+                self.emit(
+                    format!("{}/{}", keys::UPLOADS_DIR, e.name),
+                    ListedItem::Upload {
+                        upload_id: e.name.clone(),
+                        entry: e,
+                    },
+                )
                 .await?;
             }
         }
