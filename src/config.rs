@@ -103,6 +103,10 @@ pub struct PassSettings {
     /// Cap on one pass; 0 = none. A capped pass saves cursors and is "truncated".
     #[serde(deserialize_with = "de_duration")]
     pub max_runtime: Duration,
+    /// Share of `max_runtime` the walk phase may use; the rest is left to
+    /// replay. A walk cut there resumes next pass
+    /// (docs/design-deviations.md#resumable-recovery-walks). In (0, 1].
+    pub walk_budget_fraction: f64,
     /// How often a running pass re-reads the buckets' lifecycle
     /// configurations, so an edit or deletion stops that bucket's deletes
     /// within about this long; 0 = never (the pass keeps its start snapshot).
@@ -117,6 +121,15 @@ pub struct PassSettings {
     pub buckets: Vec<String>,
 }
 
+impl PassSettings {
+    /// How long the walk phase may run before it is cut and replay starts
+    /// (`None`: no cap, without `max_runtime`).
+    pub fn walk_budget(&self) -> Option<Duration> {
+        (!self.max_runtime.is_zero())
+            .then(|| self.max_runtime.mul_f64(self.walk_budget_fraction.clamp(0.0, 1.0)))
+    }
+}
+
 impl Default for PassSettings {
     fn default() -> Self {
         PassSettings {
@@ -125,6 +138,7 @@ impl Default for PassSettings {
             meta_log_retention: Duration::ZERO,
             clock_skew_margin: Duration::from_secs(600),
             max_runtime: Duration::ZERO,
+            walk_budget_fraction: 0.5,
             config_refresh: Duration::from_secs(1),
             event_buffer: 4096,
             buckets: Vec::new(),
@@ -433,6 +447,16 @@ impl Settings {
                  directory), e.g. 1s",
             ));
         }
+        let f = self.pass.walk_budget_fraction;
+        if !(f > 0.0 && f <= 1.0) {
+            return Err(invalid(
+                "pass.walk_budget_fraction",
+                format!(
+                    "{f} is not in (0, 1]: it is the share of pass.max_runtime the walk may use \
+                     before replay, e.g. 0.5"
+                ),
+            ));
+        }
         if self.pass.event_buffer == 0 {
             return Err(invalid("pass.event_buffer", "must be at least 1"));
         }
@@ -707,6 +731,24 @@ mod tests {
             e.contains("pass.config_refresh") && e.contains("100ms"),
             "{e}"
         );
+        for bad in ["0", "1.5", "-0.1", "NaN"] {
+            let e = Settings::load(
+                None,
+                env(&[("S3_LIFECYCLED__PASS__WALK_BUDGET_FRACTION", bad)]),
+            )
+            .unwrap_err()
+            .to_string();
+            assert!(
+                e.contains("pass.walk_budget_fraction") && e.contains("(0, 1]"),
+                "{bad}: {e}"
+            );
+        }
+        let s = Settings::load(
+            None,
+            env(&[("S3_LIFECYCLED__PASS__WALK_BUDGET_FRACTION", "0.25")]),
+        )
+        .unwrap();
+        assert_eq!(s.pass.walk_budget_fraction, 0.25);
         for ok in ["0", "100ms", "5s"] {
             Settings::load(None, env(&[("S3_LIFECYCLED__PASS__CONFIG_REFRESH", ok)]))
                 .unwrap_or_else(|e| panic!("{ok}: {e}"));

@@ -156,9 +156,12 @@ mod tests {
         p.resolved(b);
         assert_eq!(p.resume_point(Some("c")), None, "a is still open");
         p.resolved(a);
-        assert_eq!(p.resume_point(None), Some("a".into()));
+        assert_eq!(p.resume_point(None), None, "a has a second delete");
         p.resolved(a);
         assert_eq!(p.resume_point(None), Some("b".into()));
+        let c = p.item("c", 1).unwrap();
+        assert_eq!(p.resume_point(Some("d")), Some("b".into()), "c is open");
+        p.resolved(c);
         assert_eq!(p.resume_point(Some("q")), Some("q".into()), "nothing open");
         // An item without deletes for this shard is done at once.
         p.item("r", 0);

@@ -22,6 +22,7 @@ use tracing::{Instrument as _, Span};
 use crate::config::Settings;
 use crate::engine::DeleteRequest;
 use crate::engine::cursor::ShardCursor;
+use crate::engine::resume::{is_after, listing_start};
 use crate::engine::{Nanos, SHARD_COUNT, Snapshot, route, walk};
 use crate::pass::actors::{
     BeginPass, Drain, DrainTimedOut, Finish, ListingDone, ReplayEvent, ShardActor, ShardTelemetry,
@@ -415,6 +416,7 @@ impl Coordinator {
             dry_run: opts.dry_run,
             obs: self.obs.clone(),
             drain_bound,
+            walk_deadline: s.pass.walk_budget().map(|b| started + b),
         };
         let buckets = p.buckets;
         let bucket_errors = p.bucket_errors;
@@ -444,12 +446,12 @@ impl Coordinator {
                     // Keep the sender alive so receivers see the value.
                     std::future::pending::<()>().await;
                 });
-                let (mut results, error) = driver.run(started, halt_rx.clone()).await;
+                let (mut results, error, walk_cut) = driver.run(started, halt_rx.clone()).await;
                 trigger.abort();
                 if let Some(w) = watcher {
                     w.abort();
                 }
-                let truncated = halt_rx.borrow().clone();
+                let truncated = halt_rx.borrow().clone().or(walk_cut);
                 for (shard, e) in failed {
                     results.push(ShardResult {
                         report: ShardReport::failed(shard, e),
@@ -567,6 +569,9 @@ struct Driver {
     obs: PassObserver,
     /// How long one `Drain` may wait ([`drain_bound`]).
     drain_bound: Duration,
+    /// When the walk phase is cut so replay still runs
+    /// (`pass.walk_budget_fraction` of `pass.max_runtime`).
+    walk_deadline: Option<Instant>,
 }
 
 /// Resolves once the pass is asked to stop dispatching.
@@ -581,25 +586,29 @@ impl Driver {
         mut self,
         started: Instant,
         halt: watch::Receiver<Option<String>>,
-    ) -> (Vec<ShardResult>, Option<String>) {
+    ) -> (Vec<ShardResult>, Option<String>, Option<String>) {
         let mut error = None;
         // Awaited: every shard has its fresh run before the first batch.
         // A shard that is gone fails at Finish ("shard actor gone").
         for (addr, begin) in std::mem::take(&mut self.begins) {
             let _ = addr.send(begin).await;
         }
-        let walk_complete = self.walk_phase(&halt).await;
+        let walk_cut = self.walk_phase(&halt).await;
         self.drain().await;
-        let (stream_end, not_routed) = if walk_complete && halt.borrow().is_none() {
+        // A walk cut by its budget still leaves replay its share of the pass
+        // (docs/design-deviations.md#resumable-recovery-walks): the cut
+        // buckets' recoveries failed for this pass and are not replayed, every
+        // other bucket is.
+        let (stream_end, not_routed) = if halt.borrow().is_none() {
             let (end, not_routed, e) = self.replay_phase(&halt).await;
             if e.is_some() {
                 error = e;
             }
             (end, not_routed)
         } else {
-            // Stopped during the walk: no replay. Buckets whose recovery did
-            // not finish keep their old state (the next pass recovers again);
-            // steady buckets keep their old progress.
+            // Stopped: no replay. Buckets whose recovery did not finish keep
+            // their old state and where their walk resumes; steady buckets
+            // keep their old progress.
             (None, HashMap::new())
         };
         for &shard in self.shards.keys() {
@@ -647,7 +656,7 @@ impl Driver {
                 }
             }
         }
-        (results, error)
+        (results, error, walk_cut)
     }
 
     /// Waits until every shard's sent work is answered, at most
@@ -675,9 +684,11 @@ impl Driver {
     /// Lists each bucket that some shard walks, once, and hands each item's
     /// due matches to the shard that owns its key, and its replay-kind
     /// matches to the recovering shards that must cover it
-    /// (docs/design-deviations.md#walk-coverage). Returns false when it
-    /// stopped early (stop requested).
-    async fn walk_phase(&self, halt: &watch::Receiver<Option<String>>) -> bool {
+    /// (docs/design-deviations.md#walk-coverage). A recovery walk resumes
+    /// after each shard's resume point; the listing starts at the earliest
+    /// (docs/design-deviations.md#resumable-recovery-walks). Returns why the
+    /// walk was cut by its budget, if it was (a stop ends it too, silently).
+    async fn walk_phase(&self, halt: &watch::Receiver<Option<String>>) -> Option<String> {
         let now = self.plan.now;
         for (&shard, (_, sp, _)) in &self.shards {
             if self.plan.buckets().any(|b| sp.walk_role(b).is_some()) {
@@ -685,6 +696,15 @@ impl Driver {
                     .board(|b| b.shard_phase(shard, ShardPhase::Walking));
             }
         }
+        let deadline = self.walk_deadline;
+        let budget = async move {
+            match deadline {
+                Some(d) => tokio::time::sleep_until(d.into()).await,
+                None => std::future::pending::<()>().await,
+            }
+        };
+        tokio::pin!(budget);
+        let mut cut = None;
         let mut complete = true;
         for bucket in self.plan.buckets() {
             let walkers: Vec<u8> = self
@@ -704,9 +724,28 @@ impl Driver {
                 .filter(|(_, (_, sp, _))| sp.walk_role(bucket) == Some(WalkRole::Recovery))
                 .map(|(s, _)| *s)
                 .collect();
+            // Where each walker's part of the walk resumes (`None`: from the
+            // start; every steady walk and every fresh recovery).
+            let froms: BTreeMap<u8, Option<String>> = walkers
+                .iter()
+                .map(|s| {
+                    let from = self
+                        .shards
+                        .get(s)
+                        .and_then(|(_, sp, _)| sp.resume_from(bucket))
+                        .map(str::to_string);
+                    (*s, from)
+                })
+                .collect();
+            let from_of = |s: u8| froms.get(&s).and_then(|f| f.as_deref());
+            let start = listing_start(froms.values().map(|f| f.as_deref())).map(str::to_string);
             let mut ok = complete;
+            let mut reached: Option<String> = None;
             if complete {
-                let mut listing = self.port.list_bucket(bucket);
+                if let Some(from) = &start {
+                    tracing::info!(bucket, after = %from, "recovery walk resumes");
+                }
+                let mut listing = self.port.list_bucket_after(bucket, start.clone());
                 let stop = halted(halt.clone());
                 tokio::pin!(stop);
                 loop {
@@ -718,10 +757,21 @@ impl Driver {
                             complete = false;
                             break;
                         }
+                        () = &mut budget => {
+                            let why = format!(
+                                "walk budget reached (pass.walk_budget_fraction of \
+                                 pass.max_runtime); bucket {bucket}'s walk resumes next pass"
+                            );
+                            tracing::info!(bucket, "{why}");
+                            cut = Some(why);
+                            ok = false;
+                            complete = false;
+                            break;
+                        }
                         item = listing.next() => item,
                     };
                     let Some(item) = item else { break };
-                    let item = match item {
+                    let (pos, item) = match item {
                         Ok(i) => i,
                         Err(e) => {
                             tracing::warn!(bucket, error = %e, "walk listing failed");
@@ -729,14 +779,24 @@ impl Driver {
                             break;
                         }
                     };
+                    // Every send for this item completes before the next
+                    // select, so a cut never falls inside an item.
+                    reached = Some(pos.clone());
                     let Some(s) = item.shard(bucket) else {
                         continue;
                     };
-                    if !recovering.is_empty() && !recovering.contains(&s) {
+                    // Recovering shards whose resume point lies before this
+                    // item: they walk it in this segment.
+                    let covering: BTreeSet<u8> = recovering
+                        .iter()
+                        .copied()
+                        .filter(|r| is_after(&pos, from_of(*r)))
+                        .collect();
+                    if !covering.is_empty() && !covering.contains(&s) {
                         let extra = shard_run::coverage_walkers(
                             s,
                             &item.replay_owners(bucket),
-                            &recovering,
+                            &covering,
                         );
                         if !extra.is_empty() {
                             let matches = shard_run::replay_matches(
@@ -753,6 +813,7 @@ impl Driver {
                                             bucket: bucket.to_string(),
                                             matches: matches.clone(),
                                             skipped_no_mtime: 0,
+                                            pos: Some(pos.clone()),
                                         })
                                         .await;
                                 }
@@ -763,6 +824,8 @@ impl Driver {
                         continue;
                     };
                     let view = match sp.walk_role(bucket) {
+                        // Walked by an earlier segment of this shard's walk.
+                        Some(WalkRole::Recovery) if !is_after(&pos, from_of(s)) => continue,
                         Some(WalkRole::Recovery) => &self.plan.recovery,
                         Some(WalkRole::Steady) => match &self.plan.walk {
                             Some(w) => w,
@@ -780,6 +843,7 @@ impl Driver {
                             bucket: bucket.to_string(),
                             matches,
                             skipped_no_mtime,
+                            pos: Some(pos),
                         })
                         .await;
                 }
@@ -790,12 +854,13 @@ impl Driver {
                         .send(ListingDone {
                             bucket: bucket.to_string(),
                             ok,
+                            reached: reached.clone(),
                         })
                         .await;
                 }
             }
         }
-        complete
+        cut
     }
 
     /// One subscription for every shard; events fanned out by shard. A stop

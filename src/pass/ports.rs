@@ -18,7 +18,7 @@ use crate::seaweed::buckets::{BucketScan, list_bucket_configs};
 use crate::seaweed::cursor::CursorStore;
 use crate::seaweed::delete::{DeleteClient, DeleteError};
 use crate::seaweed::filer::FilerClient;
-use crate::seaweed::lister::list_bucket;
+use crate::seaweed::lister::{ListOptions, list_bucket, list_bucket_after};
 use crate::seaweed::metalog::{DEFAULT_CLIENT_NAME, MetaLogReader, ReaderOptions, SubscribeParams};
 use crate::seaweed::retention;
 
@@ -44,6 +44,30 @@ pub trait ClusterPort: Send + Sync + 'static {
     ) -> BoxFuture<'static, Result<(), String>>;
     /// Lists a bucket for the walker.
     fn list_bucket(&self, bucket: &str) -> BoxStream<'static, Result<WalkItem, String>>;
+    /// Lists a bucket for the walker with each item's listing position, only
+    /// the items after `after` (docs/design-deviations.md#resumable-recovery-walks).
+    /// The default derives positions from [`WalkItem::position`] and filters
+    /// [`ClusterPort::list_bucket`] (test doubles); the real adapter resumes
+    /// the filer listing itself.
+    fn list_bucket_after(
+        &self,
+        bucket: &str,
+        after: Option<String>,
+    ) -> BoxStream<'static, Result<(String, WalkItem), String>> {
+        self.list_bucket(bucket)
+            .filter_map(move |r| {
+                let out = match r {
+                    Ok(item) => {
+                        let pos = item.position();
+                        crate::engine::resume::is_after(&pos, after.as_deref())
+                            .then_some(Ok((pos, item)))
+                    }
+                    Err(e) => Some(Err(e)),
+                };
+                futures::future::ready(out)
+            })
+            .boxed()
+    }
     /// Looks up one entry (`None`: not found), for deferred matches.
     fn lookup(&self, dir: &str, name: &str) -> BoxFuture<'static, Result<Option<Entry>, String>>;
     /// Every entry of directory `dir` (a missing directory lists as empty),
@@ -159,6 +183,24 @@ impl ClusterPort for SeaweedCluster {
         list_bucket(&self.filer, &self.root, bucket)
             .map(move |r| r.map_err(|e| format!("listing bucket {b}: {e}")))
             .boxed()
+    }
+
+    fn list_bucket_after(
+        &self,
+        bucket: &str,
+        after: Option<String>,
+    ) -> BoxStream<'static, Result<(String, WalkItem), String>> {
+        let b = bucket.to_string();
+        list_bucket_after(
+            &self.filer,
+            &self.root,
+            bucket,
+            ListOptions::default(),
+            after.as_deref(),
+        )
+        .positioned()
+        .map(move |r| r.map_err(|e| format!("listing bucket {b}: {e}")))
+        .boxed()
     }
 
     fn lookup(&self, dir: &str, name: &str) -> BoxFuture<'static, Result<Option<Entry>, String>> {

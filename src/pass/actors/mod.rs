@@ -133,6 +133,9 @@ pub struct WalkBatch {
     pub matches: Vec<Match>,
     /// Entries of the item skipped for want of a real mtime.
     pub skipped_no_mtime: u64,
+    /// The item's listing position, for the resume point of a recovery walk
+    /// (docs/design-deviations.md#resumable-recovery-walks).
+    pub pos: Option<String>,
 }
 
 /// A bucket's listing ended.
@@ -141,8 +144,11 @@ pub struct WalkBatch {
 pub struct ListingDone {
     /// Bucket listed.
     pub bucket: String,
-    /// Without error.
+    /// Complete and without error.
     pub ok: bool,
+    /// The last position delivered to every shard (a cut or failed listing
+    /// still moves resume points up to it).
+    pub reached: Option<String>,
 }
 
 /// Ends the walk phase; answers where the shard needs the meta-log from.
@@ -583,7 +589,7 @@ impl Handler<WalkBatch> for ShardActor {
     fn handle(&mut self, m: WalkBatch, ctx: &mut Context<Self>) -> Self::Result {
         self.on_run(ctx, |run| {
             run.skipped_no_mtime(m.skipped_no_mtime);
-            run.walk_matches(&m.bucket, m.matches);
+            run.walk_item(&m.bucket, m.pos.as_deref(), m.matches);
         });
         let rx = self.wait_accepting();
         Box::pin(await_rx(rx))
@@ -675,7 +681,7 @@ impl Handler<ListingDone> for ShardActor {
                 ok: m.ok,
             });
         }
-        self.on_run(ctx, |run| run.listing_done(&m.bucket, m.ok));
+        self.on_run(ctx, |run| run.listing_ended(&m.bucket, m.ok, m.reached));
     }
 }
 
