@@ -56,15 +56,21 @@ fn plan(now: Nanos) -> Arc<PassPlan> {
 
 /// The plan of shard 0 for `snap` at `now` (no skew margin, no retention limit).
 fn plan_of(snap: Snapshot, now: Nanos) -> Arc<PassPlan> {
+    plan_full(snap, now, now, None)
+}
+
+/// [`plan_of`] whose walk observed the cluster up to `observed`, with the
+/// meta-log reaching back to `earliest`.
+fn plan_full(snap: Snapshot, now: Nanos, observed: Nanos, earliest: Option<Nanos>) -> Arc<PassPlan> {
     let window = Duration::MAX;
     let (replay, walk) = snap.rules_for_shard(0, window);
     Arc::new(PassPlan {
         now,
-        observed_until: now,
+        observed_until: observed,
         time: time(),
         skew_margin: Duration::ZERO,
         walker_interval: Duration::ZERO,
-        earliest: None,
+        earliest,
         rule_set_hash: replay_content_hash_by_bucket(&snap),
         promoted_hash: promoted_hash_by_bucket(&snap, window),
         global_rule_set_hash: [0; 32],
@@ -937,4 +943,171 @@ fn coverage_walkers_act_only_on_replay_kinds() {
     walker_only.kind = ActionKind::ExpirationDate;
     let kept = replay_matches(&p, "b", vec![replayed.clone(), walker_only]);
     assert_eq!(kept, vec![replayed]);
+}
+
+// Resumable recovery walks (issue 11 item 4,
+// docs/design-deviations.md#resumable-recovery-walks).
+
+/// The plan at `now` whose walk observed the cluster only up to `observed`.
+fn plan_observed(now: Nanos, observed: Nanos) -> Arc<PassPlan> {
+    plan_full(snapshot(), now, observed, None)
+}
+
+/// Sends every queued delete and answers each with `answer(key)`.
+fn answer_all(run: &mut ShardRun, answer: impl Fn(&str) -> Option<CallResult>) {
+    for (w, t) in run.next_sends() {
+        let Work::Delete(req) = w else { panic!() };
+        if let Some(r) = answer(&req.object_path) {
+            run.outcome(&req, t, &r);
+        }
+    }
+}
+
+#[test]
+fn walk_resume_cut_cold_start_resumes_and_vouches_with_the_first_segment() {
+    // Pass 1 (now 100 s, walk observed up to 95 s): items a, b, c; a's delete
+    // resolves, b's is still unanswered when the walk is cut after c.
+    let p1 = plan_observed(100 * S, 95 * S);
+    let mut run = ShardRun::new(0, p1.clone(), None, 8);
+    run.walk_item("b", Some("a"), vec![action_match(&p1, "a", 50 * S)]);
+    run.walk_item("b", Some("b"), vec![action_match(&p1, "b", 50 * S)]);
+    run.walk_item("b", Some("c"), vec![]);
+    answer_all(&mut run, |k| (k == "a").then(ok));
+    run.listing_ended("b", false, Some("c".into()));
+    assert_eq!(run.start_replay(), None, "the cut bucket does not replay");
+    let (_, cursor) = run.finish(None);
+    let cursor = cursor.unwrap();
+    let b = &cursor.buckets["b"];
+    assert!(b.is_walk_placeholder(), "{b:?}");
+    let r = b.walk_resume.clone().unwrap();
+    assert_eq!(r.after, "a", "b's delete never resolved: it is listed again");
+    assert_eq!((r.first_now, r.first_observed_until), (100 * S, 95 * S));
+
+    // Pass 2 (now 200 s): still a cold start, resuming after `a`.
+    let p2 = plan_observed(200 * S, 190 * S);
+    let mut run = ShardRun::new(0, p2.clone(), Some(cursor.clone()), 8);
+    assert_eq!(
+        run.shard_plan().recover.get("b"),
+        Some(&RecoveryReason::ColdStart)
+    );
+    assert_eq!(run.shard_plan().resume_from("b"), Some("a"));
+    run.walk_item("b", Some("b"), vec![action_match(&p2, "b", 50 * S)]);
+    answer_all(&mut run, |_| Some(ok()));
+    run.listing_ended("b", true, Some("c".into()));
+    // Replay starts at the first segment's rewind point, 100 s − 10 s, not at
+    // this pass's (190 s).
+    assert_eq!(run.start_replay(), Some(90 * S));
+    // Segment 1 vouched only for matches due by its own now (100 s) of events
+    // up to what it observed (95 s).
+    run.replay_event(92 * S, &[action_match(&p2, "walked", 99 * S)]);
+    assert!(run.next_sends().is_empty(), "due by 100 s, event by 95 s: walked");
+    run.replay_event(93 * S, &[action_match(&p2, "due-later", 150 * S)]);
+    run.replay_event(97 * S, &[action_match(&p2, "seen-later", 98 * S)]);
+    let sent: Vec<String> = run
+        .next_sends()
+        .into_iter()
+        .map(|(w, _)| match w {
+            Work::Delete(r) => r.object_path,
+            other => panic!("{other:?}"),
+        })
+        .collect();
+    assert_eq!(sent, vec!["due-later", "seen-later"]);
+    let (rep, cursor) = run.finish(None);
+    assert_eq!(rep.outcome, ShardOutcome::Completed);
+    let b = &cursor.unwrap().buckets["b"];
+    assert_eq!(b.walk_resume, None, "the last segment finished the recovery");
+    assert!(!b.is_walk_placeholder());
+}
+
+#[test]
+fn walk_resume_stays_before_an_unresolved_item_and_moves_over_resolved_ones() {
+    let p = plan(100 * S);
+    let mut run = ShardRun::new(0, p.clone(), None, 8);
+    run.walk_item("b", Some("a"), vec![action_match(&p, "a", 50 * S)]);
+    run.walk_item("b", Some("b/x"), vec![action_match(&p, "b/x", 50 * S)]);
+    run.walk_item("b", Some("c"), vec![action_match(&p, "c", 50 * S)]);
+    answer_all(&mut run, |k| Some(if k == "b/x" { retry_later() } else { ok() }));
+    // Items after the failure are not sent any more; none moves the point.
+    run.walk_item("b", Some("d"), vec![action_match(&p, "d", 50 * S)]);
+    assert!(run.next_sends().is_empty());
+    run.listing_ended("b", true, Some("d".into()));
+    run.start_replay();
+    let (rep, cursor) = run.finish(None);
+    assert_eq!(rep.outcome, ShardOutcome::Halted);
+    let r = cursor.unwrap().buckets["b"].walk_resume.clone().unwrap();
+    assert_eq!(r.after, "a");
+
+    // Without any outstanding delete, the point moves to where the listing got.
+    let mut run = ShardRun::new(0, p.clone(), None, 8);
+    run.walk_item("b", Some("a"), vec![action_match(&p, "a", 50 * S)]);
+    answer_all(&mut run, |_| Some(ok()));
+    run.listing_ended("b", false, Some("q/r".into()));
+    run.start_replay();
+    let (_, cursor) = run.finish(None);
+    let r = cursor.unwrap().buckets["b"].walk_resume.clone().unwrap();
+    assert_eq!(r.after, "q/r");
+
+    // An unconfirmed answer leaves its item unresolved like a failure.
+    let mut run = ShardRun::new(0, p.clone(), None, 8);
+    run.walk_item("b", Some("a"), vec![action_match(&p, "a", 50 * S)]);
+    for (w, t) in run.next_sends() {
+        let Work::Delete(req) = w else { panic!() };
+        run.outcome(&req, t, &CallResult::answered(DeleteOutcome::Withdrawn, "rule gone"));
+    }
+    run.listing_ended("b", false, Some("z".into()));
+    run.start_replay();
+    let (_, cursor) = run.finish(None);
+    assert!(
+        cursor.unwrap().buckets.is_empty(),
+        "nothing resolved, nothing to resume from: the walk starts over"
+    );
+}
+
+#[test]
+fn walk_resume_is_dropped_when_the_rules_change_or_the_log_no_longer_reaches_back() {
+    let p1 = plan(100 * S);
+    let mut run = ShardRun::new(0, p1.clone(), None, 8);
+    run.walk_item("b", Some("k"), vec![]);
+    run.listing_ended("b", false, Some("k".into()));
+    let (_, cursor) = run.finish(None);
+    let cursor = cursor.unwrap();
+    assert_eq!(cursor.buckets["b"].walk_resume.as_ref().unwrap().after, "k");
+
+    let p2 = plan(150 * S);
+    assert_eq!(plan_shard(&p2, Some(&cursor)).resume_from("b"), Some("k"));
+    let mut edited = cursor.clone();
+    edited
+        .buckets
+        .get_mut("b")
+        .unwrap()
+        .walk_resume
+        .as_mut()
+        .unwrap()
+        .rule_set_hash = [9; 32];
+    let sp = plan_shard(&p2, Some(&edited));
+    assert_eq!(sp.recover.get("b"), Some(&RecoveryReason::ColdStart));
+    assert_eq!(sp.resume_from("b"), None, "another rule set: start over");
+    // The first segment's rewind point (90 s) fell out of the meta-log.
+    let lost = plan_full(snapshot(), 150 * S, 150 * S, Some(95 * S));
+    assert_eq!(plan_shard(&lost, Some(&cursor)).resume_from("b"), None);
+    let kept = plan_full(snapshot(), 150 * S, 150 * S, Some(90 * S));
+    assert_eq!(plan_shard(&kept, Some(&cursor)).resume_from("b"), Some("k"));
+}
+
+#[test]
+fn walk_resume_of_a_recovering_bucket_keeps_its_old_state() {
+    let (_, cursor) = steady(100 * S);
+    let mut edited = cursor.clone();
+    edited.buckets.get_mut("b").unwrap().rule_set_hash = [9; 32];
+    let p = plan(200 * S);
+    let mut run = ShardRun::new(0, p.clone(), Some(edited.clone()), 8);
+    assert_eq!(run.shard_plan().recover.get("b"), Some(&RecoveryReason::RuleEdit));
+    run.walk_item("b", Some("m"), vec![]);
+    run.listing_ended("b", false, Some("m".into()));
+    run.start_replay();
+    let (_, c) = run.finish(None);
+    let b = c.unwrap().buckets["b"].clone();
+    assert_eq!(b.rule_set_hash, [9; 32], "old state kept: recovers again");
+    assert_eq!(b.rules, edited.buckets["b"].rules);
+    assert_eq!(b.walk_resume.unwrap().after, "m");
 }
