@@ -125,8 +125,10 @@ impl PassSettings {
     /// How long the walk phase may run before it is cut and replay starts
     /// (`None`: no cap, without `max_runtime`).
     pub fn walk_budget(&self) -> Option<Duration> {
-        (!self.max_runtime.is_zero())
-            .then(|| self.max_runtime.mul_f64(self.walk_budget_fraction.clamp(0.0, 1.0)))
+        (!self.max_runtime.is_zero()).then(|| {
+            self.max_runtime
+                .mul_f64(self.walk_budget_fraction.clamp(0.0, 1.0))
+        })
     }
 }
 

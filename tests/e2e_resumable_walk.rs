@@ -139,7 +139,11 @@ async fn cut_recovery_walk_resumes_and_steady_replay_still_runs() {
         }
         assert_eq!(r.v["outcome"], "truncated", "{}", p.describe());
     };
-    assert!(resumed >= 1, "no pass resumed the walk\n{}", finished.describe());
+    assert!(
+        resumed >= 1,
+        "no pass resumed the walk\n{}",
+        finished.describe()
+    );
     assert!(
         resume_points(c, &scope, &walked).await.is_empty(),
         "a finished walk leaves no resume point"

@@ -61,7 +61,12 @@ fn plan_of(snap: Snapshot, now: Nanos) -> Arc<PassPlan> {
 
 /// [`plan_of`] whose walk observed the cluster up to `observed`, with the
 /// meta-log reaching back to `earliest`.
-fn plan_full(snap: Snapshot, now: Nanos, observed: Nanos, earliest: Option<Nanos>) -> Arc<PassPlan> {
+fn plan_full(
+    snap: Snapshot,
+    now: Nanos,
+    observed: Nanos,
+    earliest: Option<Nanos>,
+) -> Arc<PassPlan> {
     let window = Duration::MAX;
     let (replay, walk) = snap.rules_for_shard(0, window);
     Arc::new(PassPlan {
@@ -980,7 +985,10 @@ fn walk_resume_cut_cold_start_resumes_and_vouches_with_the_first_segment() {
     let b = &cursor.buckets["b"];
     assert!(b.is_walk_placeholder(), "{b:?}");
     let r = b.walk_resume.clone().unwrap();
-    assert_eq!(r.after, "a", "b's delete never resolved: it is listed again");
+    assert_eq!(
+        r.after, "a",
+        "b's delete never resolved: it is listed again"
+    );
     assert_eq!((r.first_now, r.first_observed_until), (100 * S, 95 * S));
 
     // Pass 2 (now 200 s): still a cold start, resuming after `a`.
@@ -1000,7 +1008,10 @@ fn walk_resume_cut_cold_start_resumes_and_vouches_with_the_first_segment() {
     // Segment 1 vouched only for matches due by its own now (100 s) of events
     // up to what it observed (95 s).
     run.replay_event(92 * S, &[action_match(&p2, "walked", 99 * S)]);
-    assert!(run.next_sends().is_empty(), "due by 100 s, event by 95 s: walked");
+    assert!(
+        run.next_sends().is_empty(),
+        "due by 100 s, event by 95 s: walked"
+    );
     run.replay_event(93 * S, &[action_match(&p2, "due-later", 150 * S)]);
     run.replay_event(97 * S, &[action_match(&p2, "seen-later", 98 * S)]);
     let sent: Vec<String> = run
@@ -1015,7 +1026,10 @@ fn walk_resume_cut_cold_start_resumes_and_vouches_with_the_first_segment() {
     let (rep, cursor) = run.finish(None);
     assert_eq!(rep.outcome, ShardOutcome::Completed);
     let b = &cursor.unwrap().buckets["b"];
-    assert_eq!(b.walk_resume, None, "the last segment finished the recovery");
+    assert_eq!(
+        b.walk_resume, None,
+        "the last segment finished the recovery"
+    );
     assert!(!b.is_walk_placeholder());
 }
 
@@ -1026,7 +1040,9 @@ fn walk_resume_stays_before_an_unresolved_item_and_moves_over_resolved_ones() {
     run.walk_item("b", Some("a"), vec![action_match(&p, "a", 50 * S)]);
     run.walk_item("b", Some("b/x"), vec![action_match(&p, "b/x", 50 * S)]);
     run.walk_item("b", Some("c"), vec![action_match(&p, "c", 50 * S)]);
-    answer_all(&mut run, |k| Some(if k == "b/x" { retry_later() } else { ok() }));
+    answer_all(&mut run, |k| {
+        Some(if k == "b/x" { retry_later() } else { ok() })
+    });
     // Items after the failure are not sent any more; none moves the point.
     run.walk_item("b", Some("d"), vec![action_match(&p, "d", 50 * S)]);
     assert!(run.next_sends().is_empty());
@@ -1052,7 +1068,11 @@ fn walk_resume_stays_before_an_unresolved_item_and_moves_over_resolved_ones() {
     run.walk_item("b", Some("a"), vec![action_match(&p, "a", 50 * S)]);
     for (w, t) in run.next_sends() {
         let Work::Delete(req) = w else { panic!() };
-        run.outcome(&req, t, &CallResult::answered(DeleteOutcome::Withdrawn, "rule gone"));
+        run.outcome(
+            &req,
+            t,
+            &CallResult::answered(DeleteOutcome::Withdrawn, "rule gone"),
+        );
     }
     run.listing_ended("b", false, Some("z".into()));
     run.start_replay();
@@ -1101,7 +1121,10 @@ fn walk_resume_of_a_recovering_bucket_keeps_its_old_state() {
     edited.buckets.get_mut("b").unwrap().rule_set_hash = [9; 32];
     let p = plan(200 * S);
     let mut run = ShardRun::new(0, p.clone(), Some(edited.clone()), 8);
-    assert_eq!(run.shard_plan().recover.get("b"), Some(&RecoveryReason::RuleEdit));
+    assert_eq!(
+        run.shard_plan().recover.get("b"),
+        Some(&RecoveryReason::RuleEdit)
+    );
     run.walk_item("b", Some("m"), vec![]);
     run.listing_ended("b", false, Some("m".into()));
     run.start_replay();

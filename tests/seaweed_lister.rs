@@ -13,8 +13,8 @@ use aws_sdk_s3::types::BucketVersioningStatus;
 use common::{put, set_versioning};
 use futures::StreamExt;
 use s3_lifecycled::engine::keys;
-use s3_lifecycled::pb::filer_pb::{Entry, FuseAttributes};
 use s3_lifecycled::engine::resume::pos_cmp;
+use s3_lifecycled::pb::filer_pb::{Entry, FuseAttributes};
 use s3_lifecycled::seaweed::lister::{
     ListOptions, ListedItem, list_bucket, list_bucket_after, list_bucket_with,
 };
@@ -349,7 +349,11 @@ async fn resumed_listing_yields_exactly_the_items_after_each_resume_point() {
         .await
         .unwrap();
     filer
-        .create_entry(&format!("{bdir}/e/plain.versions"), file("note", &[]), false)
+        .create_entry(
+            &format!("{bdir}/e/plain.versions"),
+            file("note", &[]),
+            false,
+        )
         .await
         .unwrap();
 

@@ -793,11 +793,8 @@ impl Driver {
                         .filter(|r| is_after(&pos, from_of(*r)))
                         .collect();
                     if !covering.is_empty() && !covering.contains(&s) {
-                        let extra = shard_run::coverage_walkers(
-                            s,
-                            &item.replay_owners(bucket),
-                            &covering,
-                        );
+                        let extra =
+                            shard_run::coverage_walkers(s, &item.replay_owners(bucket), &covering);
                         if !extra.is_empty() {
                             let matches = shard_run::replay_matches(
                                 &self.plan,

@@ -22,9 +22,9 @@ use serde::Serialize;
 
 use crate::engine::check::{Check, Verdict, judge};
 use crate::engine::cursor::{BucketCursor, CURSOR_VERSION, ShardCursor, WalkResume};
-use crate::engine::resume::{WalkProgress, later};
 use crate::engine::delete::{CallResult, DeleteOutcome, DeleteRequest, halt_reason};
 use crate::engine::progress::{ActionProgress, Decision, ProgressTracker, Ticket, subject_of};
+use crate::engine::resume::{WalkProgress, later};
 use crate::engine::route::{null_still_displaced, resolve_deferred};
 use crate::engine::{ActionKey, ActionKind, EMPTY_HASH, Match, Nanos};
 use crate::pass::plan::{self, PassPlan, Persisted, RecoveryReason};
@@ -81,8 +81,16 @@ impl ShardPlan {
 /// still reaches back to where the finished walk's replay will start (the
 /// first segment's rewind point). Otherwise the walk starts over.
 pub fn resume_usable(plan: &PassPlan, bucket: &str, r: &WalkResume) -> bool {
-    let rsh = plan.rule_set_hash.get(bucket).copied().unwrap_or(EMPTY_HASH);
-    let promoted = plan.promoted_hash.get(bucket).copied().unwrap_or(EMPTY_HASH);
+    let rsh = plan
+        .rule_set_hash
+        .get(bucket)
+        .copied()
+        .unwrap_or(EMPTY_HASH);
+    let promoted = plan
+        .promoted_hash
+        .get(bucket)
+        .copied()
+        .unwrap_or(EMPTY_HASH);
     if r.rule_set_hash != rsh || r.promoted_hash != promoted || r.first_now > plan.now {
         return false;
     }
@@ -514,8 +522,16 @@ impl ShardRun {
             after,
             first_now: prev.map_or(plan.now, |r| r.first_now),
             first_observed_until: prev.map_or(plan.observed_until, |r| r.first_observed_until),
-            rule_set_hash: plan.rule_set_hash.get(bucket).copied().unwrap_or(EMPTY_HASH),
-            promoted_hash: plan.promoted_hash.get(bucket).copied().unwrap_or(EMPTY_HASH),
+            rule_set_hash: plan
+                .rule_set_hash
+                .get(bucket)
+                .copied()
+                .unwrap_or(EMPTY_HASH),
+            promoted_hash: plan
+                .promoted_hash
+                .get(bucket)
+                .copied()
+                .unwrap_or(EMPTY_HASH),
         })
     }
 

@@ -25,8 +25,8 @@ use futures::{Stream, StreamExt};
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
 
-use crate::engine::{keys, resume};
 use crate::engine::versions::{is_null_version, version_id_of};
+use crate::engine::{keys, resume};
 use crate::pb::filer_pb::Entry;
 use crate::seaweed::filer::{DEFAULT_PAGE, FilerClient, FilerError, join_path};
 
@@ -287,14 +287,20 @@ impl Walker {
             }
             // A resumed directory's first page starts at its start point
             // itself; every later page after the last name handled.
-            let resume_head = (top.pages == 0).then(|| top.resume.first().cloned()).flatten();
+            let resume_head = (top.pages == 0)
+                .then(|| top.resume.first().cloned())
+                .flatten();
             let page = match &resume_head {
                 Some(head) => {
                     self.client
                         .list_page_from(&top.dir, head, true, self.page)
                         .await?
                 }
-                None => self.client.list_page(&top.dir, &top.after, self.page).await?,
+                None => {
+                    self.client
+                        .list_page(&top.dir, &top.after, self.page)
+                        .await?
+                }
             };
             self.stats.pages_listed.fetch_add(1, Ordering::Relaxed);
             self.stats
