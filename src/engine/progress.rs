@@ -29,7 +29,8 @@ use std::collections::{BTreeMap, HashMap};
 
 use serde::{Deserialize, Serialize};
 
-use super::time::Nanos;
+use super::due_index::{self, DueIndex};
+use super::time::{Nanos, TimeConfig};
 
 /// How far behind the newest processed event progress stays, for events that
 /// arrive out of `ts_ns` order (see the module docs). Seconds of re-reading per
@@ -57,6 +58,15 @@ pub struct ActionProgress {
     /// [`subject_of`]): mostly the last seconds inside the reorder margin.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub tail: Vec<(Nanos, u64)>,
+    /// Where the unresolved matches after `ts` are and when they become due,
+    /// so a steady pass reads only what is due (docs/due-index.md). `None`
+    /// (cursors written before it, or a corrupt one): read from `ts`.
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "super::due_index::lenient"
+    )]
+    pub due: Option<DueIndex>,
 }
 
 impl ActionProgress {
@@ -67,6 +77,7 @@ impl ActionProgress {
             through: ts,
             through_now: Nanos::MIN,
             tail: Vec::new(),
+            due: None,
         }
     }
 
@@ -121,9 +132,14 @@ struct Track<K> {
     start: ActionProgress,
     first_pending: Option<Nanos>,
     first_failed: Option<Nanos>,
-    in_flight: BTreeMap<u64, (Nanos, u64)>,
+    /// Dispatched and unanswered: seq → (event ts, subject, due).
+    in_flight: BTreeMap<u64, (Nanos, u64, Nanos)>,
     /// Resolved (ts, subject) marks near the newest processed event.
     marks: std::collections::VecDeque<(Nanos, u64)>,
+    /// The ranges this action needs in this pass ([`due_index::ranges_for`]).
+    own: Vec<(Nanos, Nanos)>,
+    /// Unresolved matches seen this pass, by span: start → (end, earliest due).
+    observed: BTreeMap<Nanos, (Nanos, Nanos)>,
 }
 
 /// Tracks one pass's decisions and outcomes for a set of actions (one shard).
@@ -140,6 +156,9 @@ pub struct ProgressTracker<K> {
     processed_through: Option<Nanos>,
     next_seq: u64,
     margin: Nanos,
+    /// Due-index upkeep, with the pass's time settings (`None`: off, every
+    /// action reads from its `ts` and no index is written).
+    index_time: Option<TimeConfig>,
 }
 
 impl<K: Clone + Eq + std::hash::Hash> ProgressTracker<K> {
@@ -147,6 +166,24 @@ impl<K: Clone + Eq + std::hash::Hash> ProgressTracker<K> {
     pub fn with_reorder_margin(mut self, margin: Nanos) -> Self {
         self.margin = margin.max(0);
         self
+    }
+
+    /// Keeps each action's due index (docs/due-index.md): each action then
+    /// needs only [`ranges_for`](due_index::ranges_for) of its progress, and
+    /// [`finish`](Self::finish) writes the updated index.
+    pub fn with_due_index(mut self, time: TimeConfig) -> Self {
+        self.index_time = Some(time);
+        let now = self.now;
+        for t in &mut self.tracks {
+            t.own = due_index::ranges_for(&t.start, now, &time);
+        }
+        self
+    }
+
+    /// The meta-log ranges `(since, until]` this tracker's actions need,
+    /// sorted and merged. Without the due index: `(min ts, now]`.
+    pub fn ranges(&self) -> Vec<(Nanos, Nanos)> {
+        due_index::merge_ranges(self.tracks.iter().flat_map(|t| t.own.iter().copied()).collect())
     }
 
     /// A tracker for a pass at `now`, starting from each action's persisted
@@ -159,6 +196,7 @@ impl<K: Clone + Eq + std::hash::Hash> ProgressTracker<K> {
             processed_through: None,
             next_seq: 0,
             margin: REORDER_MARGIN,
+            index_time: None,
         };
         for (k, p) in starts {
             t.add_action(k, p);
@@ -172,9 +210,16 @@ impl<K: Clone + Eq + std::hash::Hash> ProgressTracker<K> {
             return;
         }
         self.index.insert(key.clone(), self.tracks.len());
+        let own = match &self.index_time {
+            Some(time) => due_index::ranges_for(&start, self.now, time),
+            None if start.ts < self.now => vec![(start.ts, self.now)],
+            None => Vec::new(),
+        };
         self.tracks.push(Track {
             key,
             start,
+            own,
+            observed: BTreeMap::new(),
             first_pending: None,
             first_failed: None,
             in_flight: BTreeMap::new(),
@@ -210,11 +255,14 @@ impl<K: Clone + Eq + std::hash::Hash> ProgressTracker<K> {
         }
         if due > self.now {
             t.first_pending = Some(t.first_pending.map_or(ev_ts, |p| p.min(ev_ts)));
+            if let Some(time) = &self.index_time {
+                due_index::observe(&mut t.observed, due_index::span_width(time), ev_ts, due);
+            }
             return Decision::Pending;
         }
         let seq = self.next_seq;
         self.next_seq += 1;
-        t.in_flight.insert(seq, (ev_ts, subject));
+        t.in_flight.insert(seq, (ev_ts, subject, due));
         Decision::Dispatch(Ticket { action: i, seq })
     }
 
@@ -229,11 +277,15 @@ impl<K: Clone + Eq + std::hash::Hash> ProgressTracker<K> {
         let Some(t) = self.tracks.get_mut(ticket.action) else {
             return;
         };
-        if let Some((ev_ts, subject)) = t.in_flight.remove(&ticket.seq) {
+        if let Some((ev_ts, subject, due)) = t.in_flight.remove(&ticket.seq) {
             if ok {
                 push_mark(&mut t.marks, (ev_ts, subject));
             } else {
                 t.first_failed = Some(t.first_failed.map_or(ev_ts, |f| f.min(ev_ts)));
+                if let Some(time) = &self.index_time {
+                    // Due already: the next pass reads this span again.
+                    due_index::observe(&mut t.observed, due_index::span_width(time), ev_ts, due);
+                }
             }
         }
     }
@@ -258,12 +310,21 @@ impl<K: Clone + Eq + std::hash::Hash> ProgressTracker<K> {
     pub fn finish(self, stream_end: Option<Nanos>) -> Vec<(K, ActionProgress)> {
         let now = self.now;
         let margin = self.margin;
+        let index_time = self.index_time;
         let end = stream_end
             .or(self.processed_through)
             .map(|e| e.saturating_sub(margin));
         self.tracks
             .into_iter()
-            .map(|t| {
+            .map(|mut t| {
+                let index = index_time.map(|time| {
+                    let width = due_index::span_width(&time);
+                    for &(ev_ts, _, due) in t.in_flight.values() {
+                        due_index::observe(&mut t.observed, width, ev_ts, due);
+                    }
+                    let old = due_index::usable(&t.start, &time);
+                    due_index::rebuild(old, &time, t.start.ts, &t.own, end, &t.observed)
+                });
                 let start = t.start;
                 let first_in_flight = t.in_flight.values().map(|v| v.0).min();
                 let dispatch_blocker = min_opt(first_in_flight, t.first_failed);
@@ -273,7 +334,12 @@ impl<K: Clone + Eq + std::hash::Hash> ProgressTracker<K> {
                     (Some(b), None) => Some(b.saturating_sub(1)),
                     (None, e) => e,
                 };
-                let ts = upto(blocker).map_or(start.ts, |v| v.max(start.ts));
+                let mut ts = upto(blocker).map_or(start.ts, |v| v.max(start.ts));
+                if let Some(first) = index.as_ref().and_then(|i| i.spans.first()) {
+                    // Unread spans may hold pending matches this pass never
+                    // saw: `ts` stays before them.
+                    ts = ts.min(first.0.saturating_sub(1)).max(start.ts);
+                }
                 let (mut through, mut through_now) = (start.through, start.through_now);
                 if let Some(cand) = upto(dispatch_blocker)
                     && cand >= start.through
@@ -313,6 +379,7 @@ impl<K: Clone + Eq + std::hash::Hash> ProgressTracker<K> {
                         through,
                         through_now,
                         tail,
+                        due: index,
                     },
                 )
             })
@@ -460,6 +527,7 @@ mod tests {
             through: 50,
             through_now: 40,
             tail: Vec::new(),
+            due: None,
         };
         // Pass halts at event 10 (failure); events up to 50 with due ≤ 40 stay resolved.
         let (_, p) = run(start, 100, &[(10, 90)], &[10], None);
