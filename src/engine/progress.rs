@@ -582,6 +582,147 @@ mod tests {
         use super::*;
         use proptest::prelude::*;
 
+        /// One pass of the due-index model: what the pass read and did.
+        /// `mode`: 0 runs to the end; 1 halts at the first failing delete; 2
+        /// is truncated after `cut` delivered events.
+        #[allow(clippy::too_many_arguments)]
+        fn model_pass(
+            evs: &[(Nanos, Nanos, Nanos)],
+            progress: &ActionProgress,
+            now: Nanos,
+            time: TimeConfig,
+            margin: Nanos,
+            mode: u8,
+            cut: usize,
+            fail: &[bool],
+            resolved: &mut std::collections::HashSet<usize>,
+        ) -> Result<(ActionProgress, bool), TestCaseError> {
+            let mut t = ProgressTracker::new(now, [("r", progress.clone())])
+                .with_reorder_margin(margin)
+                .with_due_index(time);
+            let ranges = t.ranges();
+            // The log in append order (ts + delay); visible once appended.
+            let mut log: Vec<usize> = (0..evs.len())
+                .filter(|&i| evs[i].0 + evs[i].2 <= now)
+                .collect();
+            log.sort_by_key(|&i| (evs[i].0 + evs[i].2, i));
+            let mut last = None;
+            let mut delivered = 0;
+            let mut halted = false;
+            for &r in &ranges {
+                for &i in &log {
+                    let (ts, due, _) = evs[i];
+                    if ts <= r.0 || ts > r.1 {
+                        continue;
+                    }
+                    if (mode == 2 && delivered >= cut) || halted {
+                        break;
+                    }
+                    delivered += 1;
+                    last = Some(ts);
+                    match t.decide_subject(&"r", ts, i as u64, due) {
+                        Decision::Skip => {}
+                        Decision::Pending => prop_assert!(due > now),
+                        Decision::Dispatch(tk) => {
+                            prop_assert!(due <= now, "sent {i} before it was due");
+                            prop_assert!(!resolved.contains(&i), "re-sent resolved {i}");
+                            let ok = !(mode == 1 && fail[i % fail.len()]);
+                            t.resolved(tk, ok);
+                            if ok {
+                                resolved.insert(i);
+                            } else {
+                                halted = true;
+                            }
+                        }
+                    }
+                    // As in ShardRun: every match of a delivered event is
+                    // decided before the halt takes effect.
+                    t.event_processed(ts);
+                }
+                if halted || (mode == 2 && delivered >= cut) {
+                    break;
+                }
+            }
+            let end = if halted { None } else { last };
+            let complete = !halted && !(mode == 2 && delivered >= cut);
+            let next = t.finish(end).remove(0).1;
+            prop_assert!(next.ts >= progress.ts);
+            Ok((next, complete))
+        }
+
+        // The planner's promise (docs/due-index.md#why-it-is-exact): over
+        // passes with halts, truncations, late-appended events, due times in
+        // any order and rule edits, (1) nothing is sent before it is due or
+        // twice, and (2) after every complete pass, every visible match due
+        // by its `now` has resolved — the ranges read covered it.
+        proptest! {
+            #![proptest_config(ProptestConfig::with_cases(512))]
+            #[test]
+            fn due_index_reads_cover_every_due_match(
+                evs in proptest::collection::vec((1i64..300, 0i64..900, 0i64..4), 0..60),
+                passes in proptest::collection::vec((0i64..120, 0u8..3, 0usize..30, any::<bool>()), 1..8),
+                fail in proptest::collection::vec(any::<bool>(), 1..8),
+            ) {
+                let time = TimeConfig { day: std::time::Duration::from_nanos(240), rounding: crate::engine::DueRounding::None };
+                let margin = 4;
+                let mut evs = evs;
+                let mut progress = ActionProgress::at(0);
+                let mut resolved = std::collections::HashSet::new();
+                let mut now = 0;
+                for (step, mode, cut, edit) in passes {
+                    now += step;
+                    if edit {
+                        // A rule edit: a new action with other due times,
+                        // recovered from the start of the log (no index).
+                        for e in &mut evs { e.1 = (e.1 * 7 + 13) % 900; }
+                        progress = ActionProgress::at(0);
+                        resolved.clear();
+                    }
+                    let (next, complete) = model_pass(&evs, &progress, now, time, margin, mode, cut, &fail, &mut resolved)?;
+                    if complete {
+                        for (i, &(ts, due, delay)) in evs.iter().enumerate() {
+                            if due <= now && ts + delay <= now {
+                                prop_assert!(resolved.contains(&i), "due match {i} (ts {ts}, due {due}) missed at now {now}");
+                            }
+                        }
+                    }
+                    progress = next;
+                }
+                // A final complete pass after everything is due resolves all.
+                now += 1_000;
+                let (_, complete) = model_pass(&evs, &progress, now, time, margin, 0, 0, &fail, &mut resolved)?;
+                prop_assert!(complete);
+                prop_assert_eq!(resolved.len(), evs.len());
+            }
+        }
+
+        #[test]
+        fn steady_pass_with_nothing_due_reads_only_the_tail() {
+            let time = TimeConfig { day: std::time::Duration::from_nanos(240), rounding: crate::engine::DueRounding::None };
+            // 1,000 events over 1..=1000, each due 2,400 after its event.
+            let mut t = ProgressTracker::new(1_010, [("r", ActionProgress::at(0))])
+                .with_reorder_margin(4)
+                .with_due_index(time);
+            assert_eq!(t.ranges(), vec![(0, 1_010)]);
+            for ts in 1..=1_000 {
+                assert_eq!(t.decide(&"r", ts, ts + 2_400), Decision::Pending);
+                t.event_processed(ts);
+            }
+            let p = t.finish(Some(1_000)).remove(0).1;
+            assert_eq!(p.ts, 0);
+            let idx = p.due.clone().unwrap();
+            assert_eq!(idx.through, 996);
+            // 10-ns spans (240 / 24), each due 2,400 after its first event.
+            assert_eq!(idx.spans.len(), 101);
+            assert_eq!(idx.spans[1], (10, 19, 2_410));
+            // Next pass: nothing due, only the new tail is read.
+            let t = ProgressTracker::new(1_200, [("r", p.clone())]).with_due_index(time);
+            assert_eq!(t.ranges(), vec![(996, 1_200)]);
+            // At 2,425 the first three spans and the tail.
+            let t = ProgressTracker::new(2_425, [("r", p)]).with_due_index(time);
+            assert_eq!(t.ranges(), vec![(0, 29), (996, 2_425)]);
+        }
+
         // A model check over several passes: every match with due ≤ now of a
         // pass must have been resolved by the end of that pass or earlier, and
         // no match is dispatched after it resolved (unless a halt hid it).
