@@ -167,23 +167,29 @@ pub fn rebuild(
     observed: &BTreeMap<Nanos, (Nanos, Nanos)>,
 ) -> DueIndex {
     let old_through = old.map_or(start_ts, |o| o.through.max(start_ts));
+    let through = match limit {
+        Some(l) if l > old_through && covered(own, old_through + 1, l) => l,
+        _ => old_through,
+    };
     let mut spans: Vec<(Nanos, Nanos, Nanos)> = Vec::new();
     if let Some(o) = old {
         for &(from, to, due) in &o.spans {
             if to <= start_ts {
                 continue;
             }
-            let read = limit.is_some_and(|l| to <= l && covered(own, from.max(start_ts + 1), to));
+            // Only the span's events inside the new index's domain matter:
+            // later ones are re-read as the next pass's tail. The span is
+            // replaced when all of those were read (the hour that holds the
+            // pass's last event is usually read only up to `limit`).
+            let hi = to.min(through);
+            let read =
+                limit.is_some_and(|l| hi <= l && covered(own, from.max(start_ts + 1), hi));
             if !read {
                 spans.push((from, to, due));
             }
         }
     }
     spans.extend(observed.iter().map(|(&from, &(to, due))| (from, to, due)));
-    let through = match limit {
-        Some(l) if l > old_through && covered(own, old_through + 1, l) => l,
-        _ => old_through,
-    };
     DueIndex {
         day_ns: day_ns(time),
         rounding: time.rounding,
@@ -351,6 +357,28 @@ mod tests {
         // Nothing processed at all: everything kept.
         let new = rebuild(Some(&old), &t, 50, &own, None, &BTreeMap::new());
         assert_eq!(new, old);
+    }
+
+    #[test]
+    fn the_span_holding_the_last_event_read_is_replaced_up_to_the_limit() {
+        // Regression (tests/e2e_due_index.rs): the hour that holds the pass's
+        // last event ends after `limit`; it was kept with its old due time
+        // and re-read in full at every later pass.
+        let t = time();
+        let old = DueIndex {
+            spans: vec![(100, 199, 450)],
+            ..DueIndex::empty(&t, 120)
+        };
+        let own = vec![(99, 700)];
+        let new = rebuild(Some(&old), &t, 50, &own, Some(150), &BTreeMap::new());
+        assert_eq!((new.through, new.spans.clone()), (150, vec![]));
+        // Stopped before `old.through`: its unread part keeps the span.
+        let old = DueIndex {
+            spans: vec![(100, 199, 450)],
+            ..DueIndex::empty(&t, 180)
+        };
+        let new = rebuild(Some(&old), &t, 50, &own, Some(150), &BTreeMap::new());
+        assert_eq!((new.through, new.spans), (180, vec![(100, 199, 450)]));
     }
 
     #[test]
