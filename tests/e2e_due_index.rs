@@ -97,7 +97,11 @@ async fn steady_pass_reads_only_new_events_and_backdated_entries_go_at_the_next_
         p.describe()
     );
     for k in old {
-        assert!(!exists(&s3, &b, k).await, "{k} must be gone:\n{}", p.describe());
+        assert!(
+            !exists(&s3, &b, k).await,
+            "{k} must be gone:\n{}",
+            p.describe()
+        );
     }
     assert_eq!(count_objects(&s3, &b).await, OBJECTS - 3);
 
@@ -105,11 +109,7 @@ async fn steady_pass_reads_only_new_events_and_backdated_entries_go_at_the_next_
     let p = run_once(c, &scope, Some(plus(t0, 29, 0)), &[], LONG_LOG).await;
     let r = p.ok();
     r.assert_no_deletes();
-    assert!(
-        events_read(&r) <= (OBJECTS / 20) as i64,
-        "{}",
-        p.describe()
-    );
+    assert!(events_read(&r) <= (OBJECTS / 20) as i64, "{}", p.describe());
 
     // Past the TTL: the due spans are read and everything goes.
     let p = run_once(c, &scope, Some(plus(t0, 32, 0)), &[], LONG_LOG).await;
@@ -141,8 +141,12 @@ async fn tag_update_on_old_object_and_two_ttls_are_due_at_the_first_pass_after_d
     for k in ["t/old", "t/young"] {
         put(&s3, &b, k, b"x", None).await;
     }
-    c.put_objects_bulk(&b, &keys("s/", 200), b"x").await.unwrap();
-    c.put_objects_bulk(&b, &keys("l/", 200), b"x").await.unwrap();
+    c.put_objects_bulk(&b, &keys("s/", 200), b"x")
+        .await
+        .unwrap();
+    c.put_objects_bulk(&b, &keys("l/", 200), b"x")
+        .await
+        .unwrap();
     let dir = format!("{}/{b}/t", c.buckets_root());
     c.backdate(&dir, "old", Duration::from_secs(40 * 86_400))
         .await
@@ -183,8 +187,22 @@ async fn tag_update_on_old_object_and_two_ttls_are_due_at_the_first_pass_after_d
     let p = run_once(c, &scope, Some(plus(t0, 7, 0)), &[], LONG_LOG).await;
     let r = p.ok();
     assert_eq!(r.total("DONE"), 200, "{}", p.describe());
-    assert_eq!(list_keys(&s3, &b).await.iter().filter(|k| k.starts_with("s/")).count(), 0);
-    assert_eq!(list_keys(&s3, &b).await.iter().filter(|k| k.starts_with("l/")).count(), 200);
+    assert_eq!(
+        list_keys(&s3, &b)
+            .await
+            .iter()
+            .filter(|k| k.starts_with("s/"))
+            .count(),
+        0
+    );
+    assert_eq!(
+        list_keys(&s3, &b)
+            .await
+            .iter()
+            .filter(|k| k.starts_with("l/"))
+            .count(),
+        200
+    );
 
     // Nothing due in between: the short rule's span is gone from its index;
     // the pass reads the previous pass's 200 delete events and little else.

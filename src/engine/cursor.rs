@@ -320,9 +320,10 @@ mod tests {
         let c = decode_cursor(json.as_bytes(), 0).unwrap();
         assert_eq!(c.version, 1);
         assert!(c.buckets["b"].rules["r/expiration_days"].due.is_none());
-        let bad = json
-            .replace("\"version\":1", "\"version\":2")
-            .replace("\"through_now\":5", "\"through_now\":5,\"due\":{\"spans\":\"garbage\"}");
+        let bad = json.replace("\"version\":1", "\"version\":2").replace(
+            "\"through_now\":5",
+            "\"through_now\":5,\"due\":{\"spans\":\"garbage\"}",
+        );
         let c = decode_cursor(bad.as_bytes(), 0).unwrap();
         assert!(c.buckets["b"].rules["r/expiration_days"].due.is_none());
     }

@@ -182,8 +182,7 @@ pub fn rebuild(
             // replaced when all of those were read (the hour that holds the
             // pass's last event is usually read only up to `limit`).
             let hi = to.min(through);
-            let read =
-                limit.is_some_and(|l| hi <= l && covered(own, from.max(start_ts + 1), hi));
+            let read = limit.is_some_and(|l| hi <= l && covered(own, from.max(start_ts + 1), hi));
             if !read {
                 spans.push((from, to, due));
             }
@@ -227,7 +226,12 @@ pub fn normalize(mut spans: Vec<(Nanos, Nanos, Nanos)>) -> Vec<(Nanos, Nanos, Na
 
 /// Records an unresolved match of the event at `ev_ts`, due at `due`, into
 /// `observed` (span start → (span end, earliest due)).
-pub fn observe(observed: &mut BTreeMap<Nanos, (Nanos, Nanos)>, width: Nanos, ev_ts: Nanos, due: Nanos) {
+pub fn observe(
+    observed: &mut BTreeMap<Nanos, (Nanos, Nanos)>,
+    width: Nanos,
+    ev_ts: Nanos,
+    due: Nanos,
+) {
     let from = ev_ts.div_euclid(width).saturating_mul(width);
     let to = from.saturating_add(width - 1);
     let e = observed.entry(from).or_insert((to, due));
@@ -261,7 +265,12 @@ mod tests {
     #[test]
     fn spans_due_by_now_and_the_new_tail_are_read_and_merged() {
         let idx = DueIndex {
-            spans: vec![(100, 199, 450), (200, 299, 9_000), (300, 399, 480), (400, 499, 100)],
+            spans: vec![
+                (100, 199, 450),
+                (200, 299, 9_000),
+                (300, 399, 480),
+                (400, 499, 100),
+            ],
             ..DueIndex::empty(&time(), 600)
         };
         let p = with(50, idx);
@@ -272,17 +281,17 @@ mod tests {
             vec![(99, 199), (299, 499), (600, 700)]
         );
         // At 460 only the first and last span are due.
-        assert_eq!(
-            ranges_for(&p, 460, &time()),
-            vec![(99, 199), (399, 460)]
-        );
+        assert_eq!(ranges_for(&p, 460, &time()), vec![(99, 199), (399, 460)]);
     }
 
     #[test]
     fn an_index_of_another_day_length_or_rounding_is_not_used() {
         let mut idx = DueIndex::empty(&time(), 600);
         idx.day_ns = 1;
-        assert_eq!(ranges_for(&with(50, idx.clone()), 700, &time()), vec![(50, 700)]);
+        assert_eq!(
+            ranges_for(&with(50, idx.clone()), 700, &time()),
+            vec![(50, 700)]
+        );
         idx.day_ns = day_ns(&time());
         idx.rounding = DueRounding::NextDay;
         assert_eq!(ranges_for(&with(50, idx), 700, &time()), vec![(50, 700)]);
@@ -388,7 +397,14 @@ mod tests {
             spans: vec![(10, 40, 9_000), (100, 199, 9_000)],
             ..DueIndex::empty(&t, 600)
         };
-        let new = rebuild(Some(&old), &t, 50, &[(600, 700)], Some(695), &BTreeMap::new());
+        let new = rebuild(
+            Some(&old),
+            &t,
+            50,
+            &[(600, 700)],
+            Some(695),
+            &BTreeMap::new(),
+        );
         assert_eq!(new.spans, vec![(100, 199, 9_000)]);
     }
 

@@ -183,7 +183,12 @@ impl<K: Clone + Eq + std::hash::Hash> ProgressTracker<K> {
     /// The meta-log ranges `(since, until]` this tracker's actions need,
     /// sorted and merged. Without the due index: `(min ts, now]`.
     pub fn ranges(&self) -> Vec<(Nanos, Nanos)> {
-        due_index::merge_ranges(self.tracks.iter().flat_map(|t| t.own.iter().copied()).collect())
+        due_index::merge_ranges(
+            self.tracks
+                .iter()
+                .flat_map(|t| t.own.iter().copied())
+                .collect(),
+        )
     }
 
     /// A tracker for a pass at `now`, starting from each action's persisted
@@ -644,7 +649,7 @@ mod tests {
                 }
             }
             let end = if halted { None } else { last };
-            let complete = !halted && !(mode == 2 && delivered >= cut);
+            let complete = !(halted || (mode == 2 && delivered >= cut));
             let next = t.finish(end).remove(0).1;
             prop_assert!(next.ts >= progress.ts);
             Ok((next, complete))
@@ -698,7 +703,10 @@ mod tests {
 
         #[test]
         fn steady_pass_with_nothing_due_reads_only_the_tail() {
-            let time = TimeConfig { day: std::time::Duration::from_nanos(240), rounding: crate::engine::DueRounding::None };
+            let time = TimeConfig {
+                day: std::time::Duration::from_nanos(240),
+                rounding: crate::engine::DueRounding::None,
+            };
             // 1,000 events over 1..=1000, each due 2,400 after its event.
             let mut t = ProgressTracker::new(1_010, [("r", ActionProgress::at(0))])
                 .with_reorder_margin(4)
