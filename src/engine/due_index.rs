@@ -158,6 +158,10 @@ pub fn covered(ranges: &[(Nanos, Nanos)], lo: Nanos, hi: Nanos) -> bool {
 /// A span of `old` that the pass read entirely (up to `limit`) is replaced by
 /// what was observed in it; any other is kept as it was. The index then covers
 /// up to `limit` when the pass read everything between `old.through` and it.
+///
+/// Also returns the start of the first span kept from `old`: the action's `ts`
+/// must stay before it, since the pass did not see those matches (the ones it
+/// observed already hold `ts` back as pending or unresolved).
 pub fn rebuild(
     old: Option<&DueIndex>,
     time: &TimeConfig,
@@ -165,7 +169,7 @@ pub fn rebuild(
     own: &[(Nanos, Nanos)],
     limit: Option<Nanos>,
     observed: &BTreeMap<Nanos, (Nanos, Nanos)>,
-) -> DueIndex {
+) -> (DueIndex, Option<Nanos>) {
     let old_through = old.map_or(start_ts, |o| o.through.max(start_ts));
     let through = match limit {
         Some(l) if l > old_through && covered(own, old_through + 1, l) => l,
@@ -188,13 +192,17 @@ pub fn rebuild(
             }
         }
     }
+    let carried_from = spans.iter().map(|s| s.0).min();
     spans.extend(observed.iter().map(|(&from, &(to, due))| (from, to, due)));
-    DueIndex {
-        day_ns: day_ns(time),
-        rounding: time.rounding,
-        through,
-        spans: normalize(spans),
-    }
+    (
+        DueIndex {
+            day_ns: day_ns(time),
+            rounding: time.rounding,
+            through,
+            spans: normalize(spans),
+        },
+        carried_from,
+    )
 }
 
 /// Sorts spans, merges overlapping ones (union, earliest due) and, past
@@ -343,7 +351,7 @@ mod tests {
         let mut observed = BTreeMap::new();
         observe(&mut observed, span_width(&t), 150, 5_000);
         observe(&mut observed, span_width(&t), 650, 800);
-        let new = rebuild(Some(&old), &t, 50, &own, Some(695), &observed);
+        let new = rebuild(Some(&old), &t, 50, &own, Some(695), &observed).0;
         assert_eq!(new.through, 695);
         assert_eq!(
             new.spans,
@@ -360,11 +368,11 @@ mod tests {
         };
         let own = vec![(99, 199), (299, 399), (600, 700)];
         // Stopped at 250: the first span was read, the second was not.
-        let new = rebuild(Some(&old), &t, 50, &own, Some(250), &BTreeMap::new());
+        let new = rebuild(Some(&old), &t, 50, &own, Some(250), &BTreeMap::new()).0;
         assert_eq!(new.through, 600);
         assert_eq!(new.spans, vec![(300, 399, 460)]);
         // Nothing processed at all: everything kept.
-        let new = rebuild(Some(&old), &t, 50, &own, None, &BTreeMap::new());
+        let new = rebuild(Some(&old), &t, 50, &own, None, &BTreeMap::new()).0;
         assert_eq!(new, old);
     }
 
@@ -379,14 +387,14 @@ mod tests {
             ..DueIndex::empty(&t, 120)
         };
         let own = vec![(99, 700)];
-        let new = rebuild(Some(&old), &t, 50, &own, Some(150), &BTreeMap::new());
+        let new = rebuild(Some(&old), &t, 50, &own, Some(150), &BTreeMap::new()).0;
         assert_eq!((new.through, new.spans.clone()), (150, vec![]));
         // Stopped before `old.through`: its unread part keeps the span.
         let old = DueIndex {
             spans: vec![(100, 199, 450)],
             ..DueIndex::empty(&t, 180)
         };
-        let new = rebuild(Some(&old), &t, 50, &own, Some(150), &BTreeMap::new());
+        let new = rebuild(Some(&old), &t, 50, &own, Some(150), &BTreeMap::new()).0;
         assert_eq!((new.through, new.spans), (180, vec![(100, 199, 450)]));
     }
 
@@ -405,7 +413,9 @@ mod tests {
             Some(695),
             &BTreeMap::new(),
         );
-        assert_eq!(new.spans, vec![(100, 199, 9_000)]);
+        assert_eq!(new.0.spans, vec![(100, 199, 9_000)]);
+        // The kept span holds `ts` back.
+        assert_eq!(new.1, Some(100));
     }
 
     #[test]

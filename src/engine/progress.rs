@@ -330,6 +330,10 @@ impl<K: Clone + Eq + std::hash::Hash> ProgressTracker<K> {
                     let old = due_index::usable(&t.start, &time);
                     due_index::rebuild(old, &time, t.start.ts, &t.own, end, &t.observed)
                 });
+                let (index, carried_from) = match index {
+                    Some((i, c)) => (Some(i), c),
+                    None => (None, None),
+                };
                 let start = t.start;
                 let first_in_flight = t.in_flight.values().map(|v| v.0).min();
                 let dispatch_blocker = min_opt(first_in_flight, t.first_failed);
@@ -340,10 +344,10 @@ impl<K: Clone + Eq + std::hash::Hash> ProgressTracker<K> {
                     (None, e) => e,
                 };
                 let mut ts = upto(blocker).map_or(start.ts, |v| v.max(start.ts));
-                if let Some(first) = index.as_ref().and_then(|i| i.spans.first()) {
+                if let Some(first) = carried_from {
                     // Unread spans may hold pending matches this pass never
                     // saw: `ts` stays before them.
-                    ts = ts.min(first.0.saturating_sub(1)).max(start.ts);
+                    ts = ts.min(first.saturating_sub(1)).max(start.ts);
                 }
                 let (mut through, mut through_now) = (start.through, start.through_now);
                 if let Some(cand) = upto(dispatch_blocker)
