@@ -30,7 +30,7 @@ use crate::pass::actors::{
 };
 use crate::pass::dispatch::{DeleteDispatcher, DeletePort, Gate, limiter};
 use crate::pass::observe::PassObserver;
-use crate::pass::plan::{PassPlan, RuleChanges, live_actions};
+use crate::pass::plan::{self, PassPlan, RuleChanges, live_actions};
 use crate::pass::ports::ClusterPort;
 use crate::pass::retry::{DRAIN_TIMEOUT, RetryPolicy, drain_bound};
 use crate::pass::shard_run::{self, ShardOutcome, ShardPlan, ShardReport, WalkRole, plan_shard};
@@ -732,7 +732,10 @@ impl Driver {
                 .collect();
             let mut ok = complete;
             if complete {
-                let mut listing = self.port.list_bucket(bucket);
+                // Only the keys some walk rule can match are listed; a
+                // recovery evaluates every enabled action.
+                let prefixes = plan::walk_prefixes(&self.plan, bucket, !recovering.is_empty());
+                let mut listing = self.port.list_bucket_under(bucket, prefixes);
                 let stop = halted(halt.clone());
                 tokio::pin!(stop);
                 loop {

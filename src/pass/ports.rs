@@ -18,7 +18,7 @@ use crate::seaweed::buckets::{BucketScan, list_bucket_configs};
 use crate::seaweed::cursor::CursorStore;
 use crate::seaweed::delete::{DeleteClient, DeleteError};
 use crate::seaweed::filer::FilerClient;
-use crate::seaweed::lister::list_bucket;
+use crate::seaweed::lister::{ListOptions, list_bucket_with};
 use crate::seaweed::metalog::{DEFAULT_CLIENT_NAME, MetaLogReader, ReaderOptions, SubscribeParams};
 use crate::seaweed::retention;
 
@@ -44,6 +44,17 @@ pub trait ClusterPort: Send + Sync + 'static {
     ) -> BoxFuture<'static, Result<(), String>>;
     /// Lists a bucket for the walker.
     fn list_bucket(&self, bucket: &str) -> BoxStream<'static, Result<WalkItem, String>>;
+    /// Lists only the keys of `bucket` under one of `prefixes` (`None`: all;
+    /// see [`crate::pass::plan::walk_prefixes`]). Fakes may list everything:
+    /// the walk evaluates each item's filter anyway.
+    fn list_bucket_under(
+        &self,
+        bucket: &str,
+        prefixes: Option<Vec<String>>,
+    ) -> BoxStream<'static, Result<WalkItem, String>> {
+        let _ = prefixes;
+        self.list_bucket(bucket)
+    }
     /// Looks up one entry (`None`: not found), for deferred matches.
     fn lookup(&self, dir: &str, name: &str) -> BoxFuture<'static, Result<Option<Entry>, String>>;
     /// Every entry of directory `dir` (a missing directory lists as empty),
@@ -155,8 +166,20 @@ impl ClusterPort for SeaweedCluster {
     }
 
     fn list_bucket(&self, bucket: &str) -> BoxStream<'static, Result<WalkItem, String>> {
+        self.list_bucket_under(bucket, None)
+    }
+
+    fn list_bucket_under(
+        &self,
+        bucket: &str,
+        prefixes: Option<Vec<String>>,
+    ) -> BoxStream<'static, Result<WalkItem, String>> {
         let b = bucket.to_string();
-        list_bucket(&self.filer, &self.root, bucket)
+        let opts = ListOptions {
+            prefixes,
+            ..ListOptions::default()
+        };
+        list_bucket_with(&self.filer, &self.root, bucket, opts)
             .map(move |r| r.map_err(|e| format!("listing bucket {b}: {e}")))
             .boxed()
     }
