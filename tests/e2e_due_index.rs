@@ -32,6 +32,17 @@ fn events_read(r: &Report) -> i64 {
         .unwrap_or_else(|| panic!("replay.events_read missing:\n{}", r.context()))
 }
 
+/// Prints what a pass read and how long it took (`--nocapture` shows the
+/// figures quoted in docs/due-index.md).
+fn figure(what: &str, r: &Report) {
+    println!(
+        "figure {what}: events_read={} ranges={} duration_ms={}",
+        events_read(r),
+        r.v["replay"]["ranges"].as_array().map_or(0, Vec::len),
+        r.v["duration_ms"]
+    );
+}
+
 /// Lets the reorder margin (5 s before the newest event a pass reads) pass,
 /// then writes one event outside the test's buckets, so the next pass's tail
 /// starts after the test's own writes (docs/due-index.md#reading).
@@ -61,6 +72,7 @@ async fn steady_pass_reads_only_new_events_and_backdated_entries_go_at_the_next_
     let p = run_once(c, &scope, Some(plus(t0, 1, 0)), &[], LONG_LOG).await;
     let r = p.ok();
     r.assert_no_deletes();
+    figure("cold start (whole window)", &r);
     assert!(
         events_read(&r) >= OBJECTS as i64,
         "the cold start reads the window:\n{}",
@@ -71,6 +83,7 @@ async fn steady_pass_reads_only_new_events_and_backdated_entries_go_at_the_next_
     let p = run_once(c, &scope, Some(plus(t0, 2, 0)), &[], LONG_LOG).await;
     let r = p.ok();
     r.assert_no_deletes();
+    figure("steady, nothing due", &r);
     assert!(
         events_read(&r) <= (OBJECTS / 20) as i64,
         "a steady pass with nothing due must read at most 5% of the window's {OBJECTS} events:\n{}",
@@ -114,6 +127,7 @@ async fn steady_pass_reads_only_new_events_and_backdated_entries_go_at_the_next_
     // Past the TTL: the due spans are read and everything goes.
     let p = run_once(c, &scope, Some(plus(t0, 32, 0)), &[], LONG_LOG).await;
     let r = p.ok();
+    figure("past the TTL (everything due)", &r);
     assert_eq!(r.total("DONE"), (OBJECTS - 3) as i64, "{}", p.describe());
     assert_eq!(count_objects(&s3, &b).await, 0, "{}", p.describe());
 }
