@@ -22,6 +22,9 @@
 //! | `s3_lifecycled_shard_halted` | gauge 0/1 | shard | [`Metrics::shard_halted`] |
 //! | `s3_lifecycled_pass_total` | counter | outcome | [`Metrics::pass_finished`] |
 //! | `s3_lifecycled_last_pass_timestamp_seconds` | gauge | — | [`Metrics::pass_finished`] |
+//! | `s3_lifecycled_last_pass_events_read` | gauge | — | [`Metrics::replay_read`] |
+//! | `s3_lifecycled_last_pass_ranges_read` | gauge | — | [`Metrics::replay_read`] |
+//! | `s3_lifecycled_last_pass_read_seconds` | gauge | — | [`Metrics::replay_read`] |
 //! | `s3_lifecycled_matches_total` | counter | kind, decision | [`Metrics::matched`] |
 //! | `s3_lifecycled_check_verdicts_total` | counter | bucket, kind, verdict | [`Metrics::check_verdict`] |
 //! | `s3_lifecycled_bucket_config_errors` | gauge 0/1 | bucket | [`Metrics::bucket_config_error`] |
@@ -159,6 +162,9 @@ pub struct Metrics {
     shard_halted: Family<ShardLabels, Gauge>,
     pass_total: Family<OutcomeLabels, Counter>,
     last_pass_timestamp: Gauge<f64, std::sync::atomic::AtomicU64>,
+    last_pass_events_read: Gauge,
+    last_pass_ranges_read: Gauge,
+    last_pass_read_seconds: Gauge<f64, std::sync::atomic::AtomicU64>,
     matches: Family<MatchLabels, Counter>,
     checks: Family<CheckLabels, Counter>,
     bucket_config_errors: Family<BucketLabels, Gauge>,
@@ -265,6 +271,24 @@ impl Metrics {
             "Unix time at which the last pass finished; 0 = none yet",
             last_pass_timestamp.clone(),
         );
+        let last_pass_events_read = Gauge::default();
+        r.register(
+            own("last_pass_events_read"),
+            "Meta-log events the last pass's replay read (docs/due-index.md)",
+            last_pass_events_read.clone(),
+        );
+        let last_pass_ranges_read = Gauge::default();
+        r.register(
+            own("last_pass_ranges_read"),
+            "SubscribeMetadata ranges the last pass's replay read (docs/due-index.md)",
+            last_pass_ranges_read.clone(),
+        );
+        let last_pass_read_seconds = Gauge::<f64, std::sync::atomic::AtomicU64>::default();
+        r.register(
+            own("last_pass_read_seconds"),
+            "Summed length of meta-log time the last pass's replay read",
+            last_pass_read_seconds.clone(),
+        );
         let matches = Family::default();
         r.register(
             own("matches"),
@@ -305,6 +329,9 @@ impl Metrics {
             shard_halted,
             pass_total,
             last_pass_timestamp,
+            last_pass_events_read,
+            last_pass_ranges_read,
+            last_pass_read_seconds,
             matches,
             checks,
             bucket_config_errors,
@@ -428,6 +455,16 @@ impl Metrics {
             })
             .inc();
         self.last_pass_timestamp.set(finished_ns as f64 / 1e9);
+    }
+
+    /// What the pass's replay read: `events` delivered over `ranges`
+    /// subscriptions covering `span_ns` of meta-log time.
+    pub fn replay_read(&self, events: u64, ranges: usize, span_ns: i64) {
+        self.last_pass_events_read
+            .set(i64::try_from(events).unwrap_or(i64::MAX));
+        self.last_pass_ranges_read
+            .set(i64::try_from(ranges).unwrap_or(i64::MAX));
+        self.last_pass_read_seconds.set(span_ns as f64 / 1e9);
     }
 
     /// An action matched an entry and the pass decided what to do with it.

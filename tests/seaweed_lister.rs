@@ -215,6 +215,7 @@ async fn lister_enumerates_every_kind_of_item_exactly_once() {
     let opts = ListOptions {
         page: PAGE,
         channel_capacity: 8,
+        ..ListOptions::default()
     };
     let mut listing = list_bucket_with(&filer, "/buckets", &bucket, opts);
     let stats = listing.stats();
@@ -268,6 +269,7 @@ async fn dropping_the_stream_stops_the_listing() {
     let opts = ListOptions {
         page: 50,
         channel_capacity: 1,
+        ..ListOptions::default()
     };
     let mut listing = list_bucket_with(&filer, "/buckets", &bucket, opts);
     let stats = listing.stats();
@@ -304,6 +306,7 @@ async fn positioned(
     let opts = ListOptions {
         page: 2,
         channel_capacity: 4,
+        prefixes: None,
     };
     let mut out = Vec::new();
     let mut listing = list_bucket_after(filer, "/buckets", bucket, opts, after).positioned();
@@ -391,4 +394,58 @@ async fn resumed_listing_yields_exactly_the_items_after_each_resume_point() {
             .collect();
         assert_eq!(rest, want, "resumed after {from}");
     }
+}
+
+/// Walker listings limited to the walk rules' prefixes (issue 9): a bucket of
+/// 600 objects in three top-level directories and a versioned key; listing
+/// under `logs/a` and `tmp/` reads only those directories' entries, yields
+/// only keys under them, and the whole-bucket listing still sees everything.
+#[tokio::test]
+async fn walker_listing_limited_to_rule_prefixes_lists_only_their_directories() {
+    let c = common::cluster();
+    let s3 = c.s3_client();
+    let filer = c.filer().await;
+    let bucket = c.new_bucket("lister-prefix").await.unwrap();
+    let mut keys = common::keys("logs/a/", 100);
+    keys.extend(common::keys("logs/b/", 200));
+    keys.extend(common::keys("tmp/", 100));
+    keys.extend(common::keys("data/x/", 200));
+    c.put_objects_bulk(&bucket, &keys, b"x").await.unwrap();
+
+    let list = |prefixes: Option<Vec<String>>| {
+        let filer = filer.clone();
+        let bucket = bucket.clone();
+        async move {
+            let opts = ListOptions {
+                prefixes,
+                ..ListOptions::default()
+            };
+            let mut listing = list_bucket_with(&filer, "/buckets", &bucket, opts);
+            let stats = listing.stats();
+            let mut got = BTreeSet::new();
+            while let Some(item) = listing.next().await {
+                if let ListedItem::Object { key, .. } = item.unwrap() {
+                    got.insert(key);
+                }
+            }
+            (got, stats.snapshot())
+        }
+    };
+    let (all, all_stats) = list(None).await;
+    assert_eq!(all.len(), 600);
+    let (some, some_stats) = list(Some(vec!["logs/a".into(), "tmp/".into()])).await;
+    assert_eq!(some.len(), 200, "{some_stats:?}");
+    assert!(
+        some.iter()
+            .all(|k| k.starts_with("logs/a") || k.starts_with("tmp/"))
+    );
+    // Bucket root (3 dirs) + logs/ (2 dirs) + logs/a/ (100) + tmp/ (100):
+    // logs/b/ and data/ are never listed.
+    assert_eq!(
+        some_stats.entries_seen, 205,
+        "{some_stats:?} vs {all_stats:?}"
+    );
+    assert_eq!(some_stats.dirs_listed, 4, "{some_stats:?}");
+    assert!(all_stats.entries_seen >= 600 + 5, "{all_stats:?}");
+    let _ = s3;
 }

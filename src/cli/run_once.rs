@@ -297,6 +297,8 @@ pub fn report(r: &PassResult, run_id: &str, dry_run: bool, json_out: bool) -> i3
         shards = r.shards.len(),
         halted,
         events = totals.events_scanned,
+        events_read = r.replay.events_read,
+        ranges_read = r.replay.ranges.len(),
         matches = totals.matches,
         duration_s = r.duration.as_secs_f64(),
         "pass finished"
@@ -348,15 +350,23 @@ pub fn report(r: &PassResult, run_id: &str, dry_run: bool, json_out: bool) -> i3
                 "deletes": totals.deletes.by_label(),
             },
             "shards": shards,
+            "replay": {
+                "events_read": r.replay.events_read,
+                "ranges": r.replay.ranges.iter().map(|(a, b)| json!([a, b])).collect::<Vec<_>>(),
+                "read_ns": r.replay.span_ns(),
+            },
         });
         println!("{doc}");
     } else {
         println!(
-            "pass run_id={run_id} now={} outcome={outcome} shards={} halted={halted} buckets={} rules={rules} events={} matches={} pending={} skipped_no_mtime={} unconfirmed={} locked={} completed_upload_leftovers={} {} duration={:.3}s",
+            "pass run_id={run_id} now={} outcome={outcome} shards={} halted={halted} buckets={} rules={rules} events={} events_read={} ranges_read={} read_span={:.3}s matches={} pending={} skipped_no_mtime={} unconfirmed={} locked={} completed_upload_leftovers={} {} duration={:.3}s",
             rfc3339(r.now),
             r.shards.len(),
             r.buckets.len(),
             totals.events_scanned,
+            r.replay.events_read,
+            r.replay.ranges.len(),
+            r.replay.span_ns() as f64 / 1e9,
             totals.matches,
             totals.pending,
             totals.skipped_no_mtime,

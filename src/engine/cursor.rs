@@ -12,8 +12,14 @@ use serde::{Deserialize, Serialize};
 use crate::engine::Nanos;
 use crate::engine::progress::ActionProgress;
 
-/// The only cursor format version this code reads and writes.
-pub const CURSOR_VERSION: u32 = 1;
+/// The cursor format version this code writes. Version 2 added the per-action
+/// due index (docs/due-index.md#format).
+pub const CURSOR_VERSION: u32 = 2;
+
+/// The oldest version this code still reads: a version-1 cursor is a version-2
+/// one without due indexes, so its first pass reads each action's whole
+/// window from its `ts` (no recovery walk) and writes the indexes.
+pub const OLDEST_READABLE_VERSION: u32 = 1;
 
 /// A 32-byte hash, as standard padded base64 in JSON.
 pub type Hash32 = [u8; 32];
@@ -21,7 +27,7 @@ pub type Hash32 = [u8; 32];
 /// One shard's progress, as stored in `shard-NN.json`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ShardCursor {
-    /// Format version; always [`CURSOR_VERSION`].
+    /// Format version: [`CURSOR_VERSION`] when written by this build.
     pub version: u32,
     /// The shard this file belongs to (checked against the file name).
     pub shard_id: u8,
@@ -190,9 +196,9 @@ pub fn decode_cursor(content: &[u8], shard: u8) -> Result<ShardCursor, String> {
         return Err("the file is empty".into());
     }
     let version = peek_version(content)?;
-    if version != u64::from(CURSOR_VERSION) {
+    if version < u64::from(OLDEST_READABLE_VERSION) || version > u64::from(CURSOR_VERSION) {
         return Err(format!(
-            "format version {version} is not supported (this build reads version {CURSOR_VERSION})"
+            "format version {version} is not supported (this build reads versions {OLDEST_READABLE_VERSION} to {CURSOR_VERSION}); a newer build wrote it, or the file is damaged"
         ));
     }
     let c: ShardCursor =
@@ -340,13 +346,13 @@ mod tests {
                 .contains("invalid JSON")
         );
         assert!(decode_cursor(&good, 4).unwrap_err().contains("shard_id 3"));
-        let v2 = String::from_utf8(good.clone())
+        let v3 = String::from_utf8(good.clone())
             .unwrap()
-            .replace("\"version\": 1", "\"version\": 2");
+            .replace("\"version\": 1", "\"version\": 3");
         assert!(
-            decode_cursor(v2.as_bytes(), 3)
+            decode_cursor(v3.as_bytes(), 3)
                 .unwrap_err()
-                .contains("version 2")
+                .contains("version 3")
         );
         let short = String::from_utf8(good).unwrap().replace(
             "//////////////////////////////////////////8=",
@@ -354,6 +360,25 @@ mod tests {
         );
         let err = decode_cursor(short.as_bytes(), 3).unwrap_err();
         assert!(err.contains("31 bytes"), "{err}");
+    }
+
+    #[test]
+    fn version_1_cursor_reads_without_due_index_and_a_corrupt_index_is_dropped() {
+        let h = STANDARD.encode([2u8; 32]);
+        let json = format!(
+            r#"{{"version":1,"shard_id":0,"ts_ns":1,"rule_set_hash":"{h}","promoted_hash":"{h}",
+               "buckets":{{"b":{{"ts_ns":1,"rule_set_hash":"{h}","promoted_hash":"{h}",
+               "rules":{{"r/expiration_days":{{"ts":1,"through":1,"through_now":5}}}}}}}}}}"#
+        );
+        let c = decode_cursor(json.as_bytes(), 0).unwrap();
+        assert_eq!(c.version, 1);
+        assert!(c.buckets["b"].rules["r/expiration_days"].due.is_none());
+        let bad = json.replace("\"version\":1", "\"version\":2").replace(
+            "\"through_now\":5",
+            "\"through_now\":5,\"due\":{\"spans\":\"garbage\"}",
+        );
+        let c = decode_cursor(bad.as_bytes(), 0).unwrap();
+        assert!(c.buckets["b"].rules["r/expiration_days"].due.is_none());
     }
 
     #[test]

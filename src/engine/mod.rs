@@ -12,6 +12,7 @@ pub mod check;
 pub mod compile;
 pub mod cursor;
 pub mod delete;
+pub mod due_index;
 pub mod evaluate;
 pub mod filter;
 pub mod hashes;

@@ -23,14 +23,15 @@ use crate::config::Settings;
 use crate::engine::DeleteRequest;
 use crate::engine::cursor::ShardCursor;
 use crate::engine::resume::{is_after, listing_start};
+use crate::engine::due_index::merge_ranges;
 use crate::engine::{Nanos, SHARD_COUNT, Snapshot, route, walk};
 use crate::pass::actors::{
-    BeginPass, Drain, DrainTimedOut, Finish, ListingDone, ReplayEvent, ShardActor, ShardTelemetry,
-    StartReplay, WalkBatch,
+    BeginPass, Drain, DrainTimedOut, Finish, ListingDone, ReadRanges, ReplayEvent, ShardActor,
+    ShardTelemetry, StartReplay, WalkBatch,
 };
 use crate::pass::dispatch::{DeleteDispatcher, DeletePort, Gate, limiter};
 use crate::pass::observe::PassObserver;
-use crate::pass::plan::{PassPlan, RuleChanges, live_actions};
+use crate::pass::plan::{self, PassPlan, RuleChanges, live_actions};
 use crate::pass::ports::ClusterPort;
 use crate::pass::retry::{DRAIN_TIMEOUT, RetryPolicy, drain_bound};
 use crate::pass::shard_run::{self, ShardOutcome, ShardPlan, ShardReport, WalkRole, plan_shard};
@@ -116,6 +117,24 @@ pub struct PassResult {
     pub truncated: Option<String>,
     /// Wall time of the pass.
     pub duration: Duration,
+    /// What the replay read of the meta-log.
+    pub replay: ReplayRead,
+}
+
+/// What one pass's replay read of the meta-log (docs/due-index.md#reading).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ReplayRead {
+    /// The merged `(since, until]` ranges subscribed to, oldest first.
+    pub ranges: Vec<(Nanos, Nanos)>,
+    /// Events the subscriptions delivered (every bucket, routed or not).
+    pub events_read: u64,
+}
+
+impl ReplayRead {
+    /// The summed length of the ranges, in ns.
+    pub fn span_ns(&self) -> i64 {
+        self.ranges.iter().map(|r| r.1.saturating_sub(r.0)).sum()
+    }
 }
 
 impl PassResult {
@@ -446,7 +465,7 @@ impl Coordinator {
                     // Keep the sender alive so receivers see the value.
                     std::future::pending::<()>().await;
                 });
-                let (mut results, error, walk_cut) = driver.run(started, halt_rx.clone()).await;
+                let (mut results, error, walk_cut, replay) = driver.run(started, halt_rx.clone()).await;
                 trigger.abort();
                 if let Some(w) = watcher {
                     w.abort();
@@ -468,6 +487,7 @@ impl Coordinator {
                     error,
                     truncated,
                     duration: started.elapsed(),
+                    replay,
                 };
                 let outcome = result.outcome();
                 for r in &result.shards {
@@ -490,6 +510,11 @@ impl Coordinator {
                         .shard_halted(rep.shard, rep.outcome == ShardOutcome::Halted);
                     obs.board(|b| b.shard_finished(rep.shard, o));
                 }
+                obs.metrics.replay_read(
+                    result.replay.events_read,
+                    result.replay.ranges.len(),
+                    result.replay.span_ns(),
+                );
                 obs.metrics
                     .pass_finished(outcome, crate::clock::wall_ns());
                 telemetry::record_outcome(&pass_span, outcome.as_str());
@@ -586,8 +611,9 @@ impl Driver {
         mut self,
         started: Instant,
         halt: watch::Receiver<Option<String>>,
-    ) -> (Vec<ShardResult>, Option<String>, Option<String>) {
+    ) -> (Vec<ShardResult>, Option<String>, Option<String>, ReplayRead) {
         let mut error = None;
+        let mut read = ReplayRead::default();
         // Awaited: every shard has its fresh run before the first batch.
         // A shard that is gone fails at Finish ("shard actor gone").
         for (addr, begin) in std::mem::take(&mut self.begins) {
@@ -600,7 +626,7 @@ impl Driver {
         // buckets' recoveries failed for this pass and are not replayed, every
         // other bucket is.
         let (stream_end, not_routed) = if halt.borrow().is_none() {
-            let (end, not_routed, e) = self.replay_phase(&halt).await;
+            let (end, not_routed, e) = self.replay_phase(&halt, &mut read).await;
             if e.is_some() {
                 error = e;
             }
@@ -656,7 +682,7 @@ impl Driver {
                 }
             }
         }
-        (results, error, walk_cut)
+        (results, error, walk_cut, read)
     }
 
     /// Waits until every shard's sent work is answered, at most
@@ -745,7 +771,10 @@ impl Driver {
                 if let Some(from) = &start {
                     tracing::info!(bucket, after = %from, "recovery walk resumes");
                 }
-                let mut listing = self.port.list_bucket_after(bucket, start.clone());
+                // Only the keys some walk rule can match are listed; a
+                // recovery evaluates every enabled action.
+                let prefixes = plan::walk_prefixes(&self.plan, bucket, !recovering.is_empty());
+                let mut listing = self.port.list_bucket_after(bucket, start.clone(), prefixes);
                 let stop = halted(halt.clone());
                 tokio::pin!(stop);
                 loop {
@@ -866,60 +895,79 @@ impl Driver {
     async fn replay_phase(
         &self,
         halt: &watch::Receiver<Option<String>>,
+        read: &mut ReplayRead,
     ) -> (Option<Nanos>, HashMap<u8, u64>, Option<String>) {
-        let mut since: Option<Nanos> = None;
+        let mut wanted = Vec::new();
         for (&shard, (addr, _, _)) in &self.shards {
             self.obs
                 .board(|b| b.shard_phase(shard, ShardPhase::Replaying));
-            if let Ok(Some(ts)) = addr.send(StartReplay).await {
-                since = Some(since.map_or(ts, |s: Nanos| s.min(ts)));
+            if let Ok(Some(_)) = addr.send(StartReplay).await
+                && let Ok(r) = addr.send(ReadRanges).await
+            {
+                wanted.extend(r);
             }
         }
+        // One SubscribeMetadata per merged range, oldest first: every shard
+        // sees its events in log order (docs/due-index.md#reading).
+        let ranges = merge_ranges(wanted);
+        read.ranges.clone_from(&ranges);
         let mut not_routed: HashMap<u8, u64> = HashMap::new();
-        let (Some(since), Some(view)) = (since, self.plan.replay.as_ref()) else {
+        let Some(view) = self.plan.replay.as_ref() else {
             return (None, not_routed, None);
         };
+        if ranges.is_empty() {
+            return (None, not_routed, None);
+        }
+        tracing::info!(
+            ranges = ranges.len(),
+            read_ns = ranges.iter().map(|r| r.1 - r.0).sum::<i64>(),
+            since = ranges[0].0,
+            "meta-log ranges to read"
+        );
         let root = self.port.buckets_root();
-        let mut events = match self.port.subscribe(since, self.plan.now).await {
-            Ok(s) => s,
-            Err(e) => return (None, not_routed, Some(e)),
-        };
         let stop = halted(halt.clone());
         tokio::pin!(stop);
         let mut last_ts = None;
-        loop {
-            let ev = tokio::select! {
-                biased;
-                () = &mut stop => {
-                    tracing::info!("stop requested; meta-log replay ends early");
-                    break;
-                }
-                ev = events.next() => ev,
-            };
-            let Some(ev) = ev else { break };
-            let ev = match ev {
-                Ok(ev) => ev,
+        'ranges: for &(since, until) in &ranges {
+            let mut events = match self.port.subscribe(since, until).await {
+                Ok(s) => s,
                 Err(e) => return (None, not_routed, Some(e)),
             };
-            last_ts = Some(ev.ts_ns);
-            let Some(routed) = route::route(view, &root, &ev) else {
-                continue;
-            };
-            let Some((addr, _, _)) = self.shards.get(&routed.shard) else {
-                continue;
-            };
-            self.obs.board(|b| b.event(routed.shard, &routed.bucket));
-            if view.bucket(&routed.bucket).is_none() {
-                *not_routed.entry(routed.shard).or_default() += 1;
-                continue;
+            loop {
+                let ev = tokio::select! {
+                    biased;
+                    () = &mut stop => {
+                        tracing::info!("stop requested; meta-log replay ends early");
+                        break 'ranges;
+                    }
+                    ev = events.next() => ev,
+                };
+                let Some(ev) = ev else { break };
+                let ev = match ev {
+                    Ok(ev) => ev,
+                    Err(e) => return (None, not_routed, Some(e)),
+                };
+                read.events_read += 1;
+                last_ts = Some(ev.ts_ns);
+                let Some(routed) = route::route(view, &root, &ev) else {
+                    continue;
+                };
+                let Some((addr, _, _)) = self.shards.get(&routed.shard) else {
+                    continue;
+                };
+                self.obs.board(|b| b.event(routed.shard, &routed.bucket));
+                if view.bucket(&routed.bucket).is_none() {
+                    *not_routed.entry(routed.shard).or_default() += 1;
+                    continue;
+                }
+                let _ = addr
+                    .send(ReplayEvent {
+                        ts: ev.ts_ns,
+                        matches: routed.matches,
+                        skipped_no_mtime: routed.skipped_no_mtime,
+                    })
+                    .await;
             }
-            let _ = addr
-                .send(ReplayEvent {
-                    ts: ev.ts_ns,
-                    matches: routed.matches,
-                    skipped_no_mtime: routed.skipped_no_mtime,
-                })
-                .await;
         }
         (last_ts, not_routed, None)
     }

@@ -255,6 +255,47 @@ impl RuleChanges {
     }
 }
 
+/// The key prefixes a walk of `bucket` must list: the union of the prefixes
+/// of its actions in the views the walk evaluates against (`recovery`: every
+/// enabled action; otherwise the walk view's). `None` lists the whole bucket:
+/// some action has no prefix, or the bucket has no action at all there.
+/// Prefixes inside another one are dropped.
+pub fn walk_prefixes(plan: &PassPlan, bucket: &str, recovery: bool) -> Option<Vec<String>> {
+    let view = if recovery {
+        Some(&plan.recovery)
+    } else {
+        plan.walk.as_ref()
+    };
+    let actions = view?.bucket(bucket)?.actions();
+    if actions.is_empty() {
+        return None;
+    }
+    let mut prefixes: Vec<String> = Vec::new();
+    for a in actions {
+        if a.rule().prefix.is_empty() {
+            return None;
+        }
+        prefixes.push(a.rule().prefix.clone());
+    }
+    Some(minimal_prefixes(prefixes))
+}
+
+/// Sorted prefixes with every one that extends another removed (`logs/` covers
+/// `logs/a`).
+pub fn minimal_prefixes(mut prefixes: Vec<String>) -> Vec<String> {
+    prefixes.sort();
+    prefixes.dedup();
+    let mut out: Vec<String> = Vec::new();
+    for p in prefixes {
+        // Sorted: a covering prefix sorts right before what it covers.
+        if out.last().is_some_and(|last| p.starts_with(last.as_str())) {
+            continue;
+        }
+        out.push(p);
+    }
+    out
+}
+
 /// Everything one pass decided before any shard ran; shared by all shards.
 #[derive(Debug)]
 pub struct PassPlan {
@@ -380,6 +421,16 @@ impl PassPlan {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn minimal_prefixes_drop_covered_ones() {
+        let v = |xs: &[&str]| xs.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        assert_eq!(
+            minimal_prefixes(v(&["logs/a", "logs/", "tmp/", "logs/b/c", "tmp/"])),
+            v(&["logs/", "tmp/"])
+        );
+        assert_eq!(minimal_prefixes(v(&["a", "ab", "b"])), v(&["a", "b"]));
+    }
 
     const H1: [u8; 32] = [1; 32];
     const H2: [u8; 32] = [2; 32];

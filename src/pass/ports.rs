@@ -18,7 +18,7 @@ use crate::seaweed::buckets::{BucketScan, list_bucket_configs};
 use crate::seaweed::cursor::CursorStore;
 use crate::seaweed::delete::{DeleteClient, DeleteError};
 use crate::seaweed::filer::FilerClient;
-use crate::seaweed::lister::{ListOptions, list_bucket, list_bucket_after};
+use crate::seaweed::lister::{ListOptions, list_bucket_after};
 use crate::seaweed::metalog::{DEFAULT_CLIENT_NAME, MetaLogReader, ReaderOptions, SubscribeParams};
 use crate::seaweed::retention;
 
@@ -45,7 +45,10 @@ pub trait ClusterPort: Send + Sync + 'static {
     /// Lists a bucket for the walker.
     fn list_bucket(&self, bucket: &str) -> BoxStream<'static, Result<WalkItem, String>>;
     /// Lists a bucket for the walker with each item's listing position, only
-    /// the items after `after` (docs/design-deviations.md#resumable-recovery-walks).
+    /// the items after `after` (docs/design-deviations.md#resumable-recovery-walks)
+    /// and only keys under one of `prefixes` (`None`: all; see
+    /// [`crate::pass::plan::walk_prefixes`]; fakes may list everything, the
+    /// walk evaluates each item's filter anyway).
     /// The default derives positions from [`WalkItem::position`] and filters
     /// [`ClusterPort::list_bucket`] (test doubles); the real adapter resumes
     /// the filer listing itself.
@@ -53,7 +56,9 @@ pub trait ClusterPort: Send + Sync + 'static {
         &self,
         bucket: &str,
         after: Option<String>,
+        prefixes: Option<Vec<String>>,
     ) -> BoxStream<'static, Result<(String, WalkItem), String>> {
+        let _ = prefixes;
         self.list_bucket(bucket)
             .filter_map(move |r| {
                 let out = match r {
@@ -179,9 +184,8 @@ impl ClusterPort for SeaweedCluster {
     }
 
     fn list_bucket(&self, bucket: &str) -> BoxStream<'static, Result<WalkItem, String>> {
-        let b = bucket.to_string();
-        list_bucket(&self.filer, &self.root, bucket)
-            .map(move |r| r.map_err(|e| format!("listing bucket {b}: {e}")))
+        self.list_bucket_after(bucket, None, None)
+            .map(|r| r.map(|(_, item)| item))
             .boxed()
     }
 
@@ -189,15 +193,14 @@ impl ClusterPort for SeaweedCluster {
         &self,
         bucket: &str,
         after: Option<String>,
+        prefixes: Option<Vec<String>>,
     ) -> BoxStream<'static, Result<(String, WalkItem), String>> {
         let b = bucket.to_string();
-        list_bucket_after(
-            &self.filer,
-            &self.root,
-            bucket,
-            ListOptions::default(),
-            after.as_deref(),
-        )
+        let opts = ListOptions {
+            prefixes,
+            ..ListOptions::default()
+        };
+        list_bucket_after(&self.filer, &self.root, bucket, opts, after.as_deref())
         .positioned()
         .map(move |r| r.map_err(|e| format!("listing bucket {b}: {e}")))
         .boxed()

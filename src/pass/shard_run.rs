@@ -583,6 +583,8 @@ impl ShardRun {
                         through: observed,
                         through_now: now,
                         tail: Vec::new(),
+                        // Recovery reads the whole window and builds one.
+                        due: None,
                     }
                 } else {
                     match persisted.and_then(|b| b.rules.get(&progress_key(&key))) {
@@ -596,8 +598,22 @@ impl ShardRun {
             }
         }
         let since = starts.iter().map(|(_, p)| p.ts).min();
-        self.tracker = Some(ProgressTracker::new(plan.now, starts));
+        self.tracker = Some(ProgressTracker::new(plan.now, starts).with_due_index(plan.time));
         since
+    }
+
+    /// The meta-log ranges `(since, until]` this shard needs after
+    /// [`ShardRun::start_replay`]: per action, the due-index spans due by
+    /// `now` and the events since its last pass (docs/due-index.md), merged.
+    /// Empty when nothing is replayed.
+    pub fn read_ranges(&self) -> Vec<(Nanos, Nanos)> {
+        if self.stopped() {
+            return Vec::new();
+        }
+        self.tracker
+            .as_ref()
+            .map(ProgressTracker::ranges)
+            .unwrap_or_default()
     }
 
     /// One meta-log event routed to this shard (`matches` from the replay view).

@@ -35,12 +35,17 @@ use crate::seaweed::filer::{DEFAULT_PAGE, FilerClient, FilerError, join_path};
 pub type ListedItem = crate::engine::WalkItem;
 
 /// Listing knobs.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub struct ListOptions {
     /// ListEntries page size.
     pub page: u32,
     /// Items buffered between the listing task and the consumer.
     pub channel_capacity: usize,
+    /// List only keys starting with one of these (`None`: the whole
+    /// bucket): directories that can hold no such key are not descended into,
+    /// other objects and version folders are not yielded. `.uploads` is always
+    /// listed (an upload's key is inside its folder's entry).
+    pub prefixes: Option<Vec<String>>,
 }
 
 impl Default for ListOptions {
@@ -48,8 +53,25 @@ impl Default for ListOptions {
         ListOptions {
             page: DEFAULT_PAGE,
             channel_capacity: 256,
+            prefixes: None,
         }
     }
+}
+
+/// Whether a key under the bucket-relative directory `dir` (ending in `/`)
+/// can start with one of `prefixes`.
+fn dir_may_match(prefixes: &Option<Vec<String>>, dir: &str) -> bool {
+    prefixes.as_ref().is_none_or(|ps| {
+        ps.iter()
+            .any(|p| dir.starts_with(p.as_str()) || p.starts_with(dir))
+    })
+}
+
+/// Whether `key` starts with one of `prefixes`.
+fn key_matches(prefixes: &Option<Vec<String>>, key: &str) -> bool {
+    prefixes
+        .as_ref()
+        .is_none_or(|ps| ps.iter().any(|p| key.starts_with(p.as_str())))
 }
 
 /// Counters of one bucket listing, readable while it runs.
@@ -176,6 +198,7 @@ pub fn list_bucket_after(
     let walker = Walker {
         client: client.clone(),
         bucket_dir: join_path(root, bucket),
+        prefixes: opts.prefixes,
         page: opts.page.max(1),
         stats: stats.clone(),
         tx,
@@ -249,6 +272,7 @@ enum PageEnd {
 struct Walker {
     client: FilerClient,
     bucket_dir: String,
+    prefixes: Option<Vec<String>>,
     page: u32,
     stats: Arc<ListerStats>,
     tx: mpsc::Sender<Result<Positioned, FilerError>>,
@@ -394,6 +418,12 @@ impl Walker {
                         .await?;
                     continue;
                 }
+                if !dir_may_match(&self.prefixes, &format!("{rel}{name}/")) {
+                    // No key below can match a walk rule. A `.versions`
+                    // folder's own key `<rel><logical>` is a prefix of
+                    // `<rel><name>/`, so it cannot match either.
+                    continue;
+                }
                 if let Some(logical) = name.strip_suffix(keys::VERSIONS_SUFFIX)
                     && !logical.is_empty()
                 {
@@ -430,6 +460,9 @@ impl Walker {
             }
             if e.attributes.is_none() {
                 // No mtime, nothing to age; Go's walker skips these too.
+                continue;
+            }
+            if !key_matches(&self.prefixes, &format!("{rel}{name}")) {
                 continue;
             }
             self.emit(
@@ -558,6 +591,22 @@ impl Walker {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn prefix_checks_descend_only_where_a_key_can_match() {
+        let ps = Some(vec!["logs/a".to_string(), "tmp/".to_string()]);
+        assert!(dir_may_match(&ps, "logs/"));
+        assert!(dir_may_match(&ps, "logs/a/"));
+        assert!(dir_may_match(&ps, "logs/ab/"));
+        assert!(dir_may_match(&ps, "tmp/x/"));
+        assert!(!dir_may_match(&ps, "logs/b/"));
+        assert!(!dir_may_match(&ps, "data/"));
+        assert!(!dir_may_match(&ps, "tm/"));
+        assert!(dir_may_match(&None, "anything/"));
+        assert!(key_matches(&ps, "logs/abc"));
+        assert!(!key_matches(&ps, "logs/b1"));
+        assert!(key_matches(&None, "x"));
+    }
 
     #[test]
     fn stats_track_high_water() {

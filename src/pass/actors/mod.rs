@@ -156,6 +156,12 @@ pub struct ListingDone {
 #[rtype(result = "Option<Nanos>")]
 pub struct StartReplay;
 
+/// After [`StartReplay`]: the meta-log ranges `(since, until]` the shard
+/// needs (docs/due-index.md), sorted and merged.
+#[derive(Message)]
+#[rtype(result = "Vec<(Nanos, Nanos)>")]
+pub struct ReadRanges;
+
 /// One meta-log event routed to the shard.
 #[derive(Message)]
 #[rtype(result = "()")]
@@ -692,6 +698,14 @@ impl Handler<StartReplay> for ShardActor {
             r.do_send(OpenReplay);
         }
         self.on_run(ctx, |run| run.start_replay()).flatten()
+    }
+}
+
+impl Handler<ReadRanges> for ShardActor {
+    type Result = Vec<(Nanos, Nanos)>;
+    fn handle(&mut self, _: ReadRanges, ctx: &mut Context<Self>) -> Vec<(Nanos, Nanos)> {
+        self.on_run(ctx, |run| run.read_ranges())
+            .unwrap_or_default()
     }
 }
 

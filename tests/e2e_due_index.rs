@@ -1,0 +1,241 @@
+//! The due index on the real cluster (docs/due-index.md): a steady pass with
+//! nothing due reads only the new events, not the whole TTL window, and the
+//! matches whose due time is far earlier than their event's window position
+//! (entries backdated through the filer, a tag added to an old object) are
+//! deleted at the next pass; everything goes once the TTL has passed.
+//!
+//! The tests of this binary run one at a time (`SERIAL`): each asserts how many
+//! meta-log events a pass read, which counts every bucket's events.
+
+mod common;
+
+use std::time::Duration;
+
+use aws_sdk_s3::types::{Tag, Tagging};
+use common::*;
+
+/// One test at a time: another test's writes would land in the read ranges.
+static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
+/// Objects in the big bucket: "tens of thousands" scaled to the shared CI box.
+const OBJECTS: usize = 10_000;
+
+/// The cluster is minutes old: with `--now` days ahead its probed log would be
+/// shorter than the TTLs, and the rules walked instead of replayed
+/// (docs/retention-probe.md). Say the log reaches back a year.
+const LONG_LOG: &[(&str, &str)] = &[("S3_LIFECYCLED__PASS__META_LOG_RETENTION", "8760h")];
+
+/// The replay's `events_read` of a pass report.
+fn events_read(r: &Report) -> i64 {
+    r.v["replay"]["events_read"]
+        .as_i64()
+        .unwrap_or_else(|| panic!("replay.events_read missing:\n{}", r.context()))
+}
+
+/// Prints what a pass read and how long it took (`--nocapture` shows the
+/// figures quoted in docs/due-index.md).
+fn figure(what: &str, r: &Report) {
+    println!(
+        "figure {what}: events_read={} ranges={} duration_ms={}",
+        events_read(r),
+        r.v["replay"]["ranges"].as_array().map_or(0, Vec::len),
+        r.v["duration_ms"]
+    );
+}
+
+/// Lets the reorder margin (5 s before the newest event a pass reads) pass,
+/// then writes one event outside the test's buckets, so the next pass's tail
+/// starts after the test's own writes (docs/due-index.md#reading).
+async fn settle(c: &Cluster) {
+    tokio::time::sleep(Duration::from_millis(5_500)).await;
+    let m = c.new_bucket("e2e-due-marker").await.unwrap();
+    put(&c.s3_client(), &m, "marker", b"m", None).await;
+}
+
+#[tokio::test]
+async fn steady_pass_reads_only_new_events_and_backdated_entries_go_at_the_next_pass() {
+    let _g = SERIAL.lock().await;
+    let c = common::cluster();
+    let s3 = c.s3_client();
+    let b = c.new_bucket("e2e-due-steady").await.unwrap();
+    c.put_lifecycle_xml(&b, &lifecycle(&days_rule("all", "", 30)))
+        .await
+        .unwrap();
+    c.put_objects_bulk(&b, &keys("obj/", OBJECTS), b"x")
+        .await
+        .unwrap();
+    let t0 = now_ns();
+    settle(c).await;
+    let scope = Scope::new(&[&b]);
+
+    // Cold start: the recovery replay reads the whole window and writes the index.
+    let p = run_once(c, &scope, Some(plus(t0, 1, 0)), &[], LONG_LOG).await;
+    let r = p.ok();
+    r.assert_no_deletes();
+    figure("cold start (whole window)", &r);
+    assert!(
+        events_read(&r) >= OBJECTS as i64,
+        "the cold start reads the window:\n{}",
+        p.describe()
+    );
+
+    // Steady, nothing due: only the events since the last pass.
+    let p = run_once(c, &scope, Some(plus(t0, 2, 0)), &[], LONG_LOG).await;
+    let r = p.ok();
+    r.assert_no_deletes();
+    figure("steady, nothing due", &r);
+    assert!(
+        events_read(&r) <= (OBJECTS / 20) as i64,
+        "a steady pass with nothing due must read at most 5% of the window's {OBJECTS} events:\n{}",
+        p.describe()
+    );
+
+    // Three entries backdated 40 days through the filer: due now, deleted at
+    // the next pass although their PUT events are only days old.
+    let dir = format!("{}/{b}/obj", c.buckets_root());
+    let old = ["obj/000007", "obj/001234", "obj/009999"];
+    for k in old {
+        let name = k.trim_start_matches("obj/");
+        c.backdate(&dir, name, Duration::from_secs(40 * 86_400))
+            .await
+            .unwrap();
+    }
+    settle(c).await;
+    let p = run_once(c, &scope, Some(plus(t0, 3, 0)), &[], LONG_LOG).await;
+    let r = p.ok();
+    assert_eq!(r.total("DONE"), 3, "{}", p.describe());
+    assert!(
+        events_read(&r) <= (OBJECTS / 20) as i64,
+        "the backdating pass reads the new events only:\n{}",
+        p.describe()
+    );
+    for k in old {
+        assert!(
+            !exists(&s3, &b, k).await,
+            "{k} must be gone:\n{}",
+            p.describe()
+        );
+    }
+    assert_eq!(count_objects(&s3, &b).await, OBJECTS - 3);
+
+    // Still before the TTL: nothing more, still few events.
+    let p = run_once(c, &scope, Some(plus(t0, 29, 0)), &[], LONG_LOG).await;
+    let r = p.ok();
+    r.assert_no_deletes();
+    assert!(events_read(&r) <= (OBJECTS / 20) as i64, "{}", p.describe());
+
+    // Past the TTL: the due spans are read and everything goes.
+    let p = run_once(c, &scope, Some(plus(t0, 32, 0)), &[], LONG_LOG).await;
+    let r = p.ok();
+    figure("past the TTL (everything due)", &r);
+    assert_eq!(r.total("DONE"), (OBJECTS - 3) as i64, "{}", p.describe());
+    assert_eq!(count_objects(&s3, &b).await, 0, "{}", p.describe());
+}
+
+/// A tag added to an old object makes it match a tag-filtered rule; with
+/// its mtime 40 days back it is due at once and goes at the next pass. A
+/// second rule with another TTL in the same bucket keeps its own index: its
+/// objects go only when its own TTL has passed.
+#[tokio::test]
+async fn tag_update_on_old_object_and_two_ttls_are_due_at_the_first_pass_after_due() {
+    let _g = SERIAL.lock().await;
+    let c = common::cluster();
+    let s3 = c.s3_client();
+    let b = c.new_bucket("e2e-due-tags").await.unwrap();
+    let rules = lifecycle(
+        "<Rule><ID>tagged</ID><Status>Enabled</Status>\
+           <Filter><And><Prefix>t/</Prefix><Tag><Key>env</Key><Value>tmp</Value></Tag></And></Filter>\
+           <Expiration><Days>30</Days></Expiration></Rule>\
+         <Rule><ID>short</ID><Status>Enabled</Status><Filter><Prefix>s/</Prefix></Filter>\
+           <Expiration><Days>5</Days></Expiration></Rule>\
+         <Rule><ID>long</ID><Status>Enabled</Status><Filter><Prefix>l/</Prefix></Filter>\
+           <Expiration><Days>60</Days></Expiration></Rule>",
+    );
+    c.put_lifecycle_xml(&b, &rules).await.unwrap();
+    for k in ["t/old", "t/young"] {
+        put(&s3, &b, k, b"x", None).await;
+    }
+    c.put_objects_bulk(&b, &keys("s/", 200), b"x")
+        .await
+        .unwrap();
+    c.put_objects_bulk(&b, &keys("l/", 200), b"x")
+        .await
+        .unwrap();
+    let dir = format!("{}/{b}/t", c.buckets_root());
+    c.backdate(&dir, "old", Duration::from_secs(40 * 86_400))
+        .await
+        .unwrap();
+    let t0 = now_ns();
+    settle(c).await;
+    let scope = Scope::new(&[&b]);
+
+    let p = run_once(c, &scope, Some(plus(t0, 1, 0)), &[], LONG_LOG).await;
+    p.ok().assert_no_deletes();
+
+    // Both objects get the tag: the old one is due at once (mtime kept,
+    // docs/filer-layout.md), the young one in 30 days.
+    for k in ["t/old", "t/young"] {
+        s3.put_object_tagging()
+            .bucket(&b)
+            .key(k)
+            .tagging(
+                Tagging::builder()
+                    .tag_set(Tag::builder().key("env").value("tmp").build().unwrap())
+                    .build()
+                    .unwrap(),
+            )
+            .send()
+            .await
+            .unwrap();
+    }
+    settle(c).await;
+    let p = run_once(c, &scope, Some(plus(t0, 2, 0)), &[], LONG_LOG).await;
+    let r = p.ok();
+    assert_eq!(r.total("DONE"), 1, "{}", p.describe());
+    assert!(!exists(&s3, &b, "t/old").await, "{}", p.describe());
+    assert!(exists(&s3, &b, "t/young").await);
+    assert!(events_read(&r) <= 40, "{}", p.describe());
+
+    // Past the short TTL only: the s/ objects go, l/ and t/young stay, and
+    // the pass reads the due span (these 400 objects' writes), not more.
+    let p = run_once(c, &scope, Some(plus(t0, 7, 0)), &[], LONG_LOG).await;
+    let r = p.ok();
+    assert_eq!(r.total("DONE"), 200, "{}", p.describe());
+    assert_eq!(
+        list_keys(&s3, &b)
+            .await
+            .iter()
+            .filter(|k| k.starts_with("s/"))
+            .count(),
+        0
+    );
+    assert_eq!(
+        list_keys(&s3, &b)
+            .await
+            .iter()
+            .filter(|k| k.starts_with("l/"))
+            .count(),
+        200
+    );
+
+    // Nothing due in between: the short rule's span is gone from its index;
+    // the pass reads the previous pass's 200 delete events and little else.
+    settle(c).await;
+    let p = run_once(c, &scope, Some(plus(t0, 20, 0)), &[], LONG_LOG).await;
+    let r = p.ok();
+    r.assert_no_deletes();
+    assert!(events_read(&r) <= 240, "{}", p.describe());
+    // And with nothing written since, next to nothing.
+    let p = run_once(c, &scope, Some(plus(t0, 21, 0)), &[], LONG_LOG).await;
+    let r = p.ok();
+    r.assert_no_deletes();
+    assert!(events_read(&r) <= 40, "{}", p.describe());
+
+    // Past 30 days: t/young goes (its tag event); past 60: the l/ objects.
+    let p = run_once(c, &scope, Some(plus(t0, 32, 0)), &[], LONG_LOG).await;
+    assert_eq!(p.ok().total("DONE"), 1, "{}", p.describe());
+    assert!(!exists(&s3, &b, "t/young").await);
+    let p = run_once(c, &scope, Some(plus(t0, 62, 0)), &[], LONG_LOG).await;
+    assert_eq!(p.ok().total("DONE"), 200, "{}", p.describe());
+    assert_eq!(count_objects(&s3, &b).await, 0, "{}", p.describe());
+}
