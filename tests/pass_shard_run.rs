@@ -63,6 +63,7 @@ fn plan_of(snap: Snapshot, now: Nanos) -> Arc<PassPlan> {
         observed_until: now,
         time: time(),
         skew_margin: Duration::ZERO,
+        reorder_margin: Duration::from_secs(5),
         walker_interval: Duration::ZERO,
         earliest: None,
         rule_set_hash: replay_content_hash_by_bucket(&snap),
