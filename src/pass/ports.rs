@@ -182,7 +182,7 @@ impl ClusterPort for SeaweedCluster {
             gateways
                 .set_addrs(&members.s3_grpc)
                 .map_err(|e| e.to_string())?;
-            tracing::debug!(filers = ?members.filers, s3_grpc = ?members.s3_grpc, "cluster members");
+            tracing::info!(filers = ?members.filers, s3_grpc = ?members.s3_grpc, "cluster members from the master");
             Ok(())
         }
         .boxed()
