@@ -214,7 +214,12 @@ async fn cross_filer_events_reach_the_other_filer_within_the_reorder_margin() {
     })
     .await
     .expect("every event reached both subscriptions within 60 s");
-    assert_eq!(f1.len(), N, "filer 1 saw {} of {N} events written through filer 2", f1.len());
+    assert_eq!(
+        f1.len(),
+        N,
+        "filer 1 saw {} of {N} events written through filer 2",
+        f1.len()
+    );
     assert_eq!(f2.len(), N);
     let delays = |m: &BTreeMap<String, (i64, i64)>| {
         let mut d: Vec<i64> = m.values().map(|(ts, at)| (at - ts) / 1_000_000).collect();
@@ -373,7 +378,9 @@ async fn gateway_killed_mid_pass_the_other_carries_on_without_a_halt() {
 async fn pass_with_only_the_master_configured_discovers_filers_and_gateways() {
     let _serial = SERIAL.lock().await;
     let c = multi_cluster();
+    let t0 = Instant::now();
     let s = setup(c, "multi-discovery", 40, 20).await;
+    eprintln!("setup took {:?}", t0.elapsed());
     let master = c.master_grpc_addr().to_string();
     let p = collect(
         pass_command(
@@ -387,6 +394,7 @@ async fn pass_with_only_the_master_configured_discovers_filers_and_gateways() {
         "run-once with only cluster.master",
     )
     .await;
+    eprintln!("pass took {:?}\n{}", t0.elapsed(), p.stderr);
     let r = p.ok();
     assert_eq!(r.total("DONE"), 40, "{}", p.describe());
     assert_end_state(&c.s3_client(), &s, &p, "after the discovered pass").await;
@@ -417,7 +425,12 @@ async fn no_reachable_filer_fails_and_no_reachable_gateway_halts() {
         pass_command(
             &s,
             s.now,
-            &["--filer".into(), dead.join(","), "--s3-grpc".into(), c.s3_grpc_addr().to_string()],
+            &[
+                "--filer".into(),
+                dead.join(","),
+                "--s3-grpc".into(),
+                c.s3_grpc_addr().to_string(),
+            ],
             &[],
         )
         .spawn()
@@ -427,7 +440,11 @@ async fn no_reachable_filer_fails_and_no_reachable_gateway_halts() {
     .await;
     assert_eq!(p.code, 1, "{}", p.describe());
     for d in &dead {
-        assert!(p.stderr.contains(d.as_str()), "names {d}:\n{}", p.describe());
+        assert!(
+            p.stderr.contains(d.as_str()),
+            "names {d}:\n{}",
+            p.describe()
+        );
     }
     let filers = format!("{},{}", c.filer_grpc_addr(), c.filer2_grpc_addr());
     let p = collect(

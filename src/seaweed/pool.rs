@@ -164,31 +164,55 @@ impl FilerPool {
 
     /// Runs `call` on the preferred filer, then on each other one until one
     /// succeeds. Every call this is used for is a read or an idempotent write,
-    /// so repeating it elsewhere is safe. All failing: one error naming each
+    /// so repeating it elsewhere is safe. With several filers, a round in
+    /// which every filer was unavailable is tried again for up to
+    /// [`FAILOVER_SETTLE`]: for a few seconds after a peer dies, the
+    /// survivors still fail some writes by dialling it
+    /// (docs/meta-log.md#several-filers). All failing: one error naming each
     /// filer and its error.
     pub async fn call<T>(
         &self,
         call: impl Fn(FilerNode) -> BoxFuture<'static, Result<T, String>>,
     ) -> Result<T, String> {
-        let order = self.ordered();
-        let single = order.len() == 1;
-        let mut errors = Vec::new();
-        for node in order {
-            let addr = node.addr.clone();
-            match call(node).await {
-                Ok(v) => {
-                    if !errors.is_empty() {
-                        tracing::warn!(filer = %addr, failed = %errors.join("; "), "filer failover");
+        let started = Instant::now();
+        let mut backoff = Duration::from_millis(250);
+        loop {
+            let order = self.ordered();
+            let single = order.len() == 1;
+            let mut errors = Vec::new();
+            for node in order {
+                let addr = node.addr.clone();
+                match call(node).await {
+                    Ok(v) => {
+                        if !errors.is_empty() {
+                            tracing::warn!(filer = %addr, failed = %errors.join("; "), "filer failover");
+                        }
+                        self.prefer(&addr);
+                        return Ok(v);
                     }
-                    self.prefer(&addr);
-                    return Ok(v);
+                    Err(e) if single => return Err(e),
+                    Err(e) => errors.push(format!("filer {addr}: {e}")),
                 }
-                Err(e) if single => return Err(e),
-                Err(e) => errors.push(format!("filer {addr}: {e}")),
             }
+            let all_unavailable = errors.iter().all(|e| is_unavailable(e));
+            if !all_unavailable || started.elapsed() + backoff > FAILOVER_SETTLE {
+                return Err(format!("every filer failed: {}", errors.join("; ")));
+            }
+            tracing::warn!(errors = %errors.join("; "), retry_in = ?backoff, "every filer unavailable; retrying");
+            tokio::time::sleep(backoff).await;
+            backoff = (backoff * 2).min(Duration::from_secs(2));
         }
-        Err(format!("every filer failed: {}", errors.join("; ")))
     }
+}
+
+/// How long [`FilerPool::call`] keeps retrying a round in which every filer
+/// was unavailable, before it fails.
+pub const FAILOVER_SETTLE: Duration = Duration::from_secs(10);
+
+/// Whether a filer error is gRPC `Unavailable` (connection refused, reset,
+/// or a filer that could not reach its peer), as the filer client words it.
+fn is_unavailable(error: &str) -> bool {
+    error.contains("The service is currently unavailable") || error.contains("Unavailable")
 }
 
 /// How long a gateway that refused a connection is passed over.
@@ -427,6 +451,29 @@ mod tests {
         }
         assert!(d.seen.len() <= 11, "{}", d.seen.len());
         assert_eq!(d.seen.len(), d.recent.len());
+    }
+
+    #[tokio::test]
+    async fn a_round_of_unavailable_filers_is_retried_until_one_answers() {
+        let addrs: Vec<String> = vec!["127.0.0.1:1".into(), "127.0.0.1:2".into()];
+        let pool = FilerPool::new(&addrs, Duration::from_secs(1), "/c").unwrap();
+        let calls = Arc::new(AtomicUsize::new(0));
+        let got = pool
+            .call(|n| {
+                let calls = Arc::clone(&calls);
+                Box::pin(async move {
+                    // The first round: both unavailable (a survivor dialling its dead peer).
+                    if calls.fetch_add(1, Ordering::Relaxed) < 2 {
+                        Err("transport error: code: 'The service is currently unavailable'".into())
+                    } else {
+                        Ok(n.addr)
+                    }
+                })
+            })
+            .await
+            .unwrap();
+        assert_eq!(got, "127.0.0.1:1");
+        assert_eq!(calls.load(Ordering::Relaxed), 3);
     }
 
     #[tokio::test]

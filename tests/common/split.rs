@@ -56,6 +56,15 @@ impl Role {
         self as usize
     }
 
+    /// The `weed` subcommand that runs it.
+    fn subcommand(self) -> &'static str {
+        match self {
+            Role::Filer2 => "filer",
+            Role::S32 => "s3",
+            other => other.name(),
+        }
+    }
+
     fn name(self) -> &'static str {
         match self {
             Role::Master => "master",
@@ -215,7 +224,8 @@ impl SplitCluster {
     }
 
     fn second_ports(&self) -> Ports {
-        self.second.expect("only a multi cluster has a second filer and gateway")
+        self.second
+            .expect("only a multi cluster has a second filer and gateway")
     }
 
     /// `host:httpPort.grpcPort` of the second filer.
@@ -247,7 +257,7 @@ impl SplitCluster {
     fn args(&self, role: Role) -> Vec<String> {
         let p = self.ports;
         let d = &self.data_dir;
-        let mut args = vec!["-v=0".to_string(), role.name().to_string()];
+        let mut args = vec!["-v=0".to_string(), role.subcommand().to_string()];
         let more: Vec<String> = match role {
             Role::Master => vec![
                 format!("-mdir={}", d.join("master").display()),
@@ -303,7 +313,11 @@ impl SplitCluster {
             ],
             Role::S3 => vec![
                 if self.second.is_some() {
-                    format!("-filer={},{}", self.filer_weed_arg(), self.filer2_weed_arg())
+                    format!(
+                        "-filer={},{}",
+                        self.filer_weed_arg(),
+                        self.filer2_weed_arg()
+                    )
                 } else {
                     format!("-filer={}", self.filer_weed_arg())
                 },
