@@ -378,9 +378,7 @@ async fn gateway_killed_mid_pass_the_other_carries_on_without_a_halt() {
 async fn pass_with_only_the_master_configured_discovers_filers_and_gateways() {
     let _serial = SERIAL.lock().await;
     let c = multi_cluster();
-    let t0 = Instant::now();
     let s = setup(c, "multi-discovery", 40, 20).await;
-    eprintln!("setup took {:?}", t0.elapsed());
     let master = c.master_grpc_addr().to_string();
     let p = collect(
         pass_command(
@@ -394,7 +392,6 @@ async fn pass_with_only_the_master_configured_discovers_filers_and_gateways() {
         "run-once with only cluster.master",
     )
     .await;
-    eprintln!("pass took {:?}\n{}", t0.elapsed(), p.stderr);
     let r = p.ok();
     assert_eq!(r.total("DONE"), 40, "{}", p.describe());
     assert_end_state(&c.s3_client(), &s, &p, "after the discovered pass").await;
