@@ -16,7 +16,7 @@ use crate::seaweed::buckets::{BucketScan, list_bucket_configs};
 use crate::seaweed::delete::DeleteError;
 use crate::seaweed::lister::list_bucket;
 use crate::seaweed::metalog::{DEFAULT_CLIENT_NAME, MetaLogReader, ReaderOptions, SubscribeParams};
-use crate::seaweed::pool::{FilerPool, GatewayPool, ResumeDedup};
+use crate::seaweed::pool::{FilerPool, GatewayPool, ResumeDedup, StoreCheck};
 use crate::seaweed::retention;
 
 /// A stream of meta-log events for one pass: `Err` then end when it broke;
@@ -349,11 +349,21 @@ impl ClusterPort for SeaweedCluster {
         let margin = self.resume_margin;
         let capacity = self.event_buffer.max(1);
         async move {
+            // Several filers on their own stores: each holds only its own
+            // events once its peers are gone, so all must answer, and a broken
+            // stream cannot move (docs/meta-log.md#several-filers).
+            let resumable = pool.store_check().await? == StoreCheck::Shared;
             // The first open fails the call itself when no filer serves it.
             let dedup = ResumeDedup::new(margin);
             let (node, reader) = open_on_any(&pool, &params, options, &dedup).await?;
             let (tx, rx) = tokio::sync::mpsc::channel(capacity);
-            tokio::spawn(follow(pool, params, options, dedup, node, reader, tx));
+            let source = StreamSource {
+                pool,
+                params,
+                options,
+                resumable,
+            };
+            tokio::spawn(follow(source, dedup, node, reader, tx));
             Ok(tokio_stream::wrappers::ReceiverStream::new(rx).boxed())
         }
         .boxed()
@@ -443,20 +453,33 @@ async fn open_on_any(
     ))
 }
 
+/// Where a pass's stream comes from, and whether it may move between filers.
+struct StreamSource {
+    pool: FilerPool,
+    params: SubscribeParams,
+    options: ReaderOptions,
+    /// False with filers on their own stores ([`StoreCheck::Separate`]).
+    resumable: bool,
+}
+
 /// Feeds one pass's events to `tx`; when the stream breaks, resumes it on the
 /// next filer `pass.reorder_margin` before the newest delivered event and
 /// drops what was delivered already (docs/meta-log.md#several-filers). Gives
 /// up, with an error item, when no filer serves it or after more breaks than
 /// twice the filers (a stream that keeps breaking is not a failover).
 async fn follow(
-    pool: FilerPool,
-    params: SubscribeParams,
-    options: ReaderOptions,
+    source: StreamSource,
     mut dedup: ResumeDedup,
     mut node: String,
     mut reader: MetaLogReader,
     tx: tokio::sync::mpsc::Sender<Result<MetaEvent, String>>,
 ) {
+    let StreamSource {
+        pool,
+        params,
+        options,
+        resumable,
+    } = source;
     let mut breaks = 0usize;
     loop {
         match reader.recv().await {
@@ -473,6 +496,16 @@ async fn follow(
                 breaks += 1;
                 if filers == 1 || breaks > 2 * filers {
                     let _ = tx.send(Err(e.to_string())).await;
+                    return;
+                }
+                if !resumable {
+                    let _ = tx
+                        .send(Err(format!(
+                            "{e}; not resumed on another filer: the filers have their own stores, \
+                             so the others may lack the events written through {node} \
+                             (docs/meta-log.md#several-filers)"
+                        )))
+                        .await;
                     return;
                 }
                 tracing::warn!(filer = %node, error = %e, resume_from = dedup.since(params.since_ns),

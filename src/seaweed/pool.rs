@@ -35,6 +35,8 @@ pub struct FilerNode {
 /// serves every call until it fails; then the next one does. Cheap to clone.
 #[derive(Debug, Clone)]
 pub struct FilerPool {
+    /// Store signature of each filer seen so far, by address.
+    signatures: Arc<std::sync::Mutex<std::collections::HashMap<String, i32>>>,
     nodes: Arc<RwLock<Arc<Vec<FilerNode>>>>,
     preferred: Arc<AtomicUsize>,
     call_timeout: Duration,
@@ -67,6 +69,7 @@ impl FilerPool {
         let channel = lazy_channel(first)?;
         let client = FilerClient::from_channel(channel, first).with_call_timeout(call_timeout);
         let pool = FilerPool {
+            signatures: Default::default(),
             nodes: Arc::new(RwLock::new(Arc::new(Vec::new()))),
             preferred: Arc::new(AtomicUsize::new(0)),
             call_timeout,
@@ -201,6 +204,61 @@ impl FilerPool {
             tracing::warn!(errors = %errors.join("; "), retry_in = ?backoff, "every filer unavailable; retrying");
             tokio::time::sleep(backoff).await;
             backoff = (backoff * 2).min(Duration::from_secs(2));
+        }
+    }
+}
+
+/// Whether a meta-log stream may move between the filers of a pool
+/// (docs/meta-log.md#several-filers).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StoreCheck {
+    /// One filer, or filers that share one store: each one's log holds every
+    /// filer's events, so a stream can resume on any of them.
+    Shared,
+    /// Every filer answers but they have their own stores: a filer serves its
+    /// peers' events only while it follows them live, so a broken stream must
+    /// not resume elsewhere (the pass fails instead).
+    Separate,
+}
+
+impl FilerPool {
+    /// Asks every filer for its store signature (remembering them across
+    /// passes). A filer that does not answer and whose store is unknown or
+    /// its own is an error: events written through it are only in its log, and
+    /// a stream on the others would silently miss them.
+    pub async fn store_check(&self) -> Result<StoreCheck, String> {
+        let nodes = self.nodes();
+        if nodes.len() == 1 {
+            return Ok(StoreCheck::Shared);
+        }
+        let answers = futures::future::join_all(nodes.iter().map(|n| {
+            let filer = n.filer.clone();
+            async move { filer.store_signature().await }
+        }))
+        .await;
+        let mut known = self.signatures.lock().unwrap_or_else(|p| p.into_inner());
+        let mut down = Vec::new();
+        for (n, answer) in nodes.iter().zip(answers) {
+            match answer {
+                Ok(sig) => {
+                    known.insert(n.addr.clone(), sig);
+                }
+                Err(e) => down.push(format!("{}: {e}", n.addr)),
+            }
+        }
+        let sigs: Vec<Option<i32>> = nodes.iter().map(|n| known.get(&n.addr).copied()).collect();
+        let shared = sigs.iter().all(|s| s.is_some() && *s == sigs[0]);
+        match (shared, down.is_empty()) {
+            (true, _) => Ok(StoreCheck::Shared),
+            (false, true) => Ok(StoreCheck::Separate),
+            (false, false) => Err(format!(
+                "meta-log: filer {} unreachable, and the filers do not share a store (or its store \
+                 is not known yet): the events written through it are only in its own meta-log, so \
+                 a pass on the others would miss them; bring it back, or remove it from \
+                 `cluster.filer` once its writes are no longer needed \
+                 (docs/meta-log.md#several-filers)",
+                down.join("; ")
+            )),
         }
     }
 }
