@@ -18,6 +18,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 "proto/filer.proto",
                 "proto/s3_lifecycle.proto",
                 "proto/lifecycled_admin.proto",
+                "proto/master.proto",
             ],
             &["proto"],
         )?;

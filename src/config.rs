@@ -62,10 +62,23 @@ pub struct Settings {
 #[derive(Debug, Clone, Deserialize, PartialEq)]
 #[serde(default, deny_unknown_fields)]
 pub struct ClusterSettings {
-    /// Filer gRPC address, `host:port` (filer HTTP port + 10000 by default).
-    pub filer: String,
-    /// S3 gRPC address, where `LifecycleDelete` is served (S3 port + 10000).
-    pub s3_grpc: String,
+    /// Filer gRPC addresses, `host:port` (filer HTTP port + 10000 by default):
+    /// one string (the form before lists), a comma-separated string or a
+    /// TOML array. The first reachable one serves the pass; the others take
+    /// over when it fails (docs/meta-log.md#several-filers). Empty: discovered
+    /// from `master` when that is set, else [`DEFAULT_FILER`].
+    #[serde(deserialize_with = "de_list")]
+    pub filer: Vec<String>,
+    /// S3 gRPC addresses, where `LifecycleDelete` is served (S3 port +
+    /// 10000), in the same forms as `filer`. Deletes are spread across them.
+    /// Empty: discovered from `master` when that is set, else
+    /// [`DEFAULT_S3_GRPC`].
+    #[serde(deserialize_with = "de_list")]
+    pub s3_grpc: Vec<String>,
+    /// Master gRPC address (`host:port`, or SeaweedFS's `host:httpPort.grpcPort`).
+    /// When set, an empty `filer` or `s3_grpc` list is read from the master's
+    /// cluster membership at every pass; empty = no discovery.
+    pub master: String,
     /// Buckets root in the filer; empty = ask the filer (`GetFilerConfiguration`).
     pub buckets_root: String,
     /// Deadline of each unary filer call (lookups, listing pages, cursor
@@ -77,11 +90,48 @@ pub struct ClusterSettings {
 impl Default for ClusterSettings {
     fn default() -> Self {
         ClusterSettings {
-            filer: "127.0.0.1:18888".into(),
-            s3_grpc: "127.0.0.1:18333".into(),
+            filer: Vec::new(),
+            s3_grpc: Vec::new(),
+            master: String::new(),
             buckets_root: String::new(),
             filer_call_timeout: Duration::from_secs(30),
         }
+    }
+}
+
+/// The filer address used when neither `cluster.filer` nor `cluster.master` is set.
+pub const DEFAULT_FILER: &str = "127.0.0.1:18888";
+/// The S3 gRPC address used when neither `cluster.s3_grpc` nor `cluster.master` is set.
+pub const DEFAULT_S3_GRPC: &str = "127.0.0.1:18333";
+
+impl ClusterSettings {
+    /// The configured filers: `filer`, else [`DEFAULT_FILER`] without a
+    /// master; `None` when they are to be discovered from the master.
+    pub fn static_filers(&self) -> Option<Vec<String>> {
+        static_or_default(&self.filer, &self.master, DEFAULT_FILER)
+    }
+
+    /// The configured S3 gRPC addresses, as [`ClusterSettings::static_filers`].
+    pub fn static_s3_grpc(&self) -> Option<Vec<String>> {
+        static_or_default(&self.s3_grpc, &self.master, DEFAULT_S3_GRPC)
+    }
+
+    /// The filers for messages: the list, or where they come from.
+    pub fn filer_label(&self) -> String {
+        match self.static_filers() {
+            Some(list) => list.join(","),
+            None => format!("(discovered from master {})", self.master),
+        }
+    }
+}
+
+fn static_or_default(list: &[String], master: &str, default: &str) -> Option<Vec<String>> {
+    if !list.is_empty() {
+        Some(list.to_vec())
+    } else if master.trim().is_empty() {
+        Some(vec![default.to_string()])
+    } else {
+        None
     }
 }
 
@@ -100,6 +150,12 @@ pub struct PassSettings {
     /// Extra rewind on recovery for clock skew between S3 gateways and the filer.
     #[serde(deserialize_with = "de_duration")]
     pub clock_skew_margin: Duration,
+    /// How far behind the newest processed meta-log event replay progress
+    /// stays, for events that arrive out of timestamp order (late appends, a
+    /// peer filer's events aggregated late; docs/meta-log.md#several-filers).
+    /// Also how far back a broken stream resumes on another filer.
+    #[serde(deserialize_with = "de_duration")]
+    pub reorder_margin: Duration,
     /// Cap on one pass; 0 = none. A capped pass saves cursors and is "truncated".
     #[serde(deserialize_with = "de_duration")]
     pub max_runtime: Duration,
@@ -139,6 +195,7 @@ impl Default for PassSettings {
             walker_interval: Duration::ZERO,
             meta_log_retention: Duration::ZERO,
             clock_skew_margin: Duration::from_secs(600),
+            reorder_margin: Duration::from_secs(5),
             max_runtime: Duration::ZERO,
             walk_budget_fraction: 0.5,
             config_refresh: Duration::from_secs(1),
@@ -374,16 +431,49 @@ impl Settings {
 
     /// Range checks that serde cannot express.
     pub fn validate(&self) -> Result<(), ConfigError> {
-        if self.cluster.filer.trim().is_empty() {
+        for (key, list, example) in [
+            ("cluster.filer", &self.cluster.filer, "127.0.0.1:18888"),
+            ("cluster.s3_grpc", &self.cluster.s3_grpc, "127.0.0.1:18333"),
+        ] {
+            let mut seen = std::collections::BTreeSet::new();
+            for addr in list {
+                if addr.contains(char::is_whitespace) {
+                    return Err(invalid(
+                        key,
+                        format!(
+                            "`{addr}` is not a gRPC address; give HOST:PORT items, e.g. \
+                             [\"{example}\"] or \"{example},10.0.0.2:{}\"",
+                            example.rsplit(':').next().unwrap_or_default()
+                        ),
+                    ));
+                }
+                if !seen.insert(addr.as_str()) {
+                    return Err(invalid(
+                        key,
+                        format!("lists `{addr}` twice; give each server once"),
+                    ));
+                }
+            }
+        }
+        if self.cluster.master.contains(char::is_whitespace) || self.cluster.master.contains(',') {
             return Err(invalid(
-                "cluster.filer",
-                "must be a filer gRPC address, e.g. 127.0.0.1:18888",
+                "cluster.master",
+                format!(
+                    "`{}` is not one master gRPC address; give HOST:PORT, e.g. 127.0.0.1:19333",
+                    self.cluster.master
+                ),
             ));
         }
-        if self.cluster.s3_grpc.trim().is_empty() {
+        if self.pass.reorder_margin.is_zero()
+            || self.pass.reorder_margin > Duration::from_secs(3600)
+        {
             return Err(invalid(
-                "cluster.s3_grpc",
-                "must be an S3 gRPC address, e.g. 127.0.0.1:18333",
+                "pass.reorder_margin",
+                format!(
+                    "must be between 1ms and 1h, e.g. 5s (got {:?}): 0 would skip events the \
+                     filer delivers out of order",
+                    self.pass.reorder_margin
+                ),
             ));
         }
         parse_shards(&self.pass.shards).map_err(|m| invalid("pass.shards", m))?;
@@ -701,6 +791,70 @@ mod tests {
         std::fs::write(&f, "[rate]\ndeletes_per_secnd = 5\n").unwrap();
         let e = Settings::load(Some(&f), env(&[])).unwrap_err().to_string();
         assert!(e.contains("deletes_per_secnd"), "{e}");
+    }
+
+    #[test]
+    fn filer_and_s3_grpc_accept_a_string_a_comma_list_or_an_array() {
+        let dir = std::env::temp_dir().join(format!("s3lc-cfg-list-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let f = dir.join("multi.toml");
+        std::fs::write(
+            &f,
+            "[cluster]\nfiler = \"a:18888\"\ns3_grpc = [\"g1:18333\", \"g2:18333\"]\n",
+        )
+        .unwrap();
+        let s = Settings::load(Some(&f), env(&[])).unwrap();
+        assert_eq!(s.cluster.filer, ["a:18888"]);
+        assert_eq!(s.cluster.s3_grpc, ["g1:18333", "g2:18333"]);
+        let s =
+            Settings::load(None, env(&[("S3_LIFECYCLED__CLUSTER__FILER", "a:1, b:2")])).unwrap();
+        assert_eq!(s.cluster.filer, ["a:1", "b:2"]);
+        // Nothing set: the loopback defaults, no discovery.
+        let d = Settings::default();
+        assert_eq!(d.cluster.static_filers().unwrap(), [DEFAULT_FILER]);
+        assert_eq!(d.cluster.static_s3_grpc().unwrap(), [DEFAULT_S3_GRPC]);
+        // A master and no lists: both discovered; an explicit list still wins.
+        let s = Settings::load(
+            None,
+            env(&[
+                ("S3_LIFECYCLED__CLUSTER__MASTER", "m:19333"),
+                ("S3_LIFECYCLED__CLUSTER__S3_GRPC", "g:1"),
+            ]),
+        )
+        .unwrap();
+        assert_eq!(s.cluster.static_filers(), None);
+        assert_eq!(s.cluster.static_s3_grpc().unwrap(), ["g:1"]);
+    }
+
+    #[test]
+    fn bad_cluster_lists_and_margins_name_the_key() {
+        for (k, v, key) in [
+            ("S3_LIFECYCLED__CLUSTER__FILER", "a:1,a:1", "cluster.filer"),
+            ("S3_LIFECYCLED__CLUSTER__S3_GRPC", "g 1", "cluster.s3_grpc"),
+            (
+                "S3_LIFECYCLED__CLUSTER__MASTER",
+                "m:1,m:2",
+                "cluster.master",
+            ),
+            (
+                "S3_LIFECYCLED__PASS__REORDER_MARGIN",
+                "0",
+                "pass.reorder_margin",
+            ),
+            (
+                "S3_LIFECYCLED__PASS__REORDER_MARGIN",
+                "2h",
+                "pass.reorder_margin",
+            ),
+        ] {
+            let e = Settings::load(None, env(&[(k, v)]))
+                .unwrap_err()
+                .to_string();
+            assert!(e.contains(key), "{v}: {e}");
+        }
+        let s =
+            Settings::load(None, env(&[("S3_LIFECYCLED__PASS__REORDER_MARGIN", "2s")])).unwrap();
+        assert_eq!(s.pass.reorder_margin, Duration::from_secs(2));
     }
 
     #[test]

@@ -12,6 +12,11 @@ pub mod s3_lifecycle_pb {
     tonic::include_proto!("s3_lifecycle_pb");
 }
 
+/// SeaweedFS master protocol (our subset of `master.proto`: cluster membership).
+pub mod master_pb {
+    tonic::include_proto!("master_pb");
+}
+
 /// The admin API of s3-lifecycled itself.
 pub mod admin {
     tonic::include_proto!("lifecycled_admin.v1");

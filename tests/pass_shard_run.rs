@@ -74,6 +74,7 @@ fn plan_full(
         observed_until: observed,
         time: time(),
         skew_margin: Duration::ZERO,
+        reorder_margin: Duration::from_secs(5),
         walker_interval: Duration::ZERO,
         earliest,
         rule_set_hash: replay_content_hash_by_bucket(&snap),

@@ -18,7 +18,7 @@ use tonic_reflection::pb::v1::server_reflection_request::MessageRequest;
 use tonic_reflection::pb::v1::server_reflection_response::MessageResponse;
 
 /// The protobuf packages we mirror from SeaweedFS (our own admin API is not compared).
-const MIRRORED_PACKAGES: &[&str] = &["filer_pb", "s3_lifecycle_pb"];
+const MIRRORED_PACKAGES: &[&str] = &["filer_pb", "s3_lifecycle_pb", "master_pb"];
 
 /// Fully-qualified name (".pkg.Msg", ".pkg.Msg.Nested") → definition, for one set of files.
 #[derive(Default)]
@@ -266,6 +266,17 @@ async fn s3_lifecycle_proto_matches_live_s3_server() {
     )
     .await;
     assert_conforms("s3_lifecycle_pb", &served);
+}
+
+#[tokio::test]
+async fn master_proto_matches_live_master() {
+    let c = common::cluster();
+    let served = served_index(
+        format!("http://{}", c.master_grpc_addr()),
+        "master_pb.Seaweed",
+    )
+    .await;
+    assert_conforms("master_pb", &served);
 }
 
 /// The comparison itself must catch each kind of mismatch (against our own descriptors, no server).

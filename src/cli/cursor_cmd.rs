@@ -68,7 +68,7 @@ pub enum CursorCommand {
 fn settings(t: &CursorTarget) -> Result<(Settings, Vec<u8>), String> {
     let mut s = Settings::load(t.config.as_deref(), std::env::vars()).map_err(|e| e.to_string())?;
     if let Some(f) = &t.filer {
-        s.cluster.filer = f.clone();
+        s.cluster.filer = crate::cli::run_once::split_list(f);
     }
     let shards = parse_shards(&t.shards).map_err(|m| format!("flag --shards: {m}"))?;
     Ok((s, shards))
@@ -108,9 +108,21 @@ pub fn run(cmd: CursorCommand) -> i32 {
 }
 
 async fn run_async(cmd: CursorCommand, s: Settings, shards: Vec<u8>) -> Result<(), String> {
-    let client = FilerClient::connect(&s.cluster.filer)
-        .await
-        .map_err(|e| e.to_string())?;
+    // The first filer that answers (several filers share their stores'
+    // contents; docs/meta-log.md#several-filers).
+    let members = crate::seaweed::discovery::resolve(&s.cluster).await?;
+    let mut errors = Vec::new();
+    let mut client = None;
+    for addr in &members.filers {
+        match FilerClient::connect(addr).await {
+            Ok(c) => {
+                client = Some(c);
+                break;
+            }
+            Err(e) => errors.push(e.to_string()),
+        }
+    }
+    let client = client.ok_or_else(|| errors.join("; "))?;
     let store = CursorStore::new(client.clone(), &s.cursor.dir);
     match cmd {
         CursorCommand::Show { go, .. } => {

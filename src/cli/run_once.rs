@@ -15,7 +15,7 @@ use crate::cli::{EXIT_ERROR, EXIT_HALTED, EXIT_OK, EXIT_USAGE};
 use crate::config::{Settings, parse_shards};
 use crate::engine::Nanos;
 use crate::pass::coordinator::{Coordinator, PassOptions, PassResult, RunPass};
-use crate::pass::ports::{SeaweedCluster, SeaweedDelete};
+use crate::pass::ports::{ConnectError, connect_cluster};
 use crate::pass::shard_run::{Counters, ShardOutcome};
 use crate::status::RunOutcome;
 
@@ -54,15 +54,24 @@ fn usage(msg: impl std::fmt::Display) -> i32 {
     EXIT_USAGE
 }
 
+/// A comma-separated flag value as a list (`--filer a:1,b:2`).
+pub fn split_list(v: &str) -> Vec<String> {
+    v.split(',')
+        .map(str::trim)
+        .filter(|x| !x.is_empty())
+        .map(str::to_string)
+        .collect()
+}
+
 /// Loads settings (file, environment, flags) and validates them.
 pub fn settings(args: &RunOnceArgs) -> Result<Settings, String> {
     let mut s =
         Settings::load(args.config.as_deref(), std::env::vars()).map_err(|e| e.to_string())?;
     if let Some(f) = &args.filer {
-        s.cluster.filer = f.clone();
+        s.cluster.filer = split_list(f);
     }
     if let Some(g) = &args.s3_grpc {
-        s.cluster.s3_grpc = g.clone();
+        s.cluster.s3_grpc = split_list(g);
     }
     if let Some(sh) = &args.shards {
         parse_shards(sh).map_err(|m| format!("flag --shards: {m}"))?;
@@ -156,24 +165,13 @@ pub fn new_run_id() -> String {
 
 async fn pass(s: Settings, now: Nanos, shards: Vec<u8>, dry_run: bool, json: bool) -> i32 {
     {
-        let cluster = match SeaweedCluster::connect(
-            &s.cluster.filer,
-            &s.cluster.buckets_root,
-            &s.cursor.dir,
-            s.pass.event_buffer,
-            s.cluster.filer_call_timeout,
-        )
-        .await
-        {
+        let (cluster, deletes) = match connect_cluster(&s).await {
             Ok(c) => c,
-            Err(e) => {
-                eprintln!("error: filer {}: {e}", s.cluster.filer);
+            Err(ConnectError::Config(e)) => return usage(e),
+            Err(ConnectError::Unreachable(e)) => {
+                eprintln!("error: {e}");
                 return EXIT_ERROR;
             }
-        };
-        let deletes = match SeaweedDelete::connect(&s.cluster.s3_grpc).await {
-            Ok(d) => d,
-            Err(e) => return usage(format!("configuration key `cluster.s3_grpc`: {e}")),
         };
         let coordinator =
             actix::Actor::start(Coordinator::new(Arc::new(cluster), Arc::new(deletes)));

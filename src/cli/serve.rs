@@ -23,7 +23,7 @@ use crate::http::{self, HttpState, Readiness};
 use crate::metrics::Metrics;
 use crate::pass::coordinator::Coordinator;
 use crate::pass::observe::{PassObserver, StatusBoard};
-use crate::pass::ports::{ClusterPort, SeaweedCluster, SeaweedDelete};
+use crate::pass::ports::{ClusterPort, ConnectError, connect_cluster};
 use crate::service::{Backend, Service};
 
 /// `serve` flags (the cluster flags of `run-once`).
@@ -129,20 +129,13 @@ async fn serve(s: Settings, shards: Vec<u8>) -> i32 {
         wait_shut(shut_rx.clone()),
     ));
 
-    let cluster = loop {
-        match SeaweedCluster::connect(
-            &s.cluster.filer,
-            &s.cluster.buckets_root,
-            &s.cursor.dir,
-            s.pass.event_buffer,
-            s.cluster.filer_call_timeout,
-        )
-        .await
-        {
+    let (cluster, deletes) = loop {
+        match connect_cluster(&s).await {
             Ok(c) => break c,
-            Err(e) => {
-                readiness.set_not_ready(format!("filer {}: {e}", s.cluster.filer));
-                tracing::warn!(filer = s.cluster.filer, error = %e, "cluster not reachable; retrying");
+            Err(ConnectError::Config(e)) => return usage(e),
+            Err(ConnectError::Unreachable(e)) => {
+                readiness.set_not_ready(e.clone());
+                tracing::warn!(filer = %s.cluster.filer_label(), error = %e, "cluster not reachable; retrying");
                 if signals.sleep_or_signal(CONNECT_RETRY).await {
                     let _ = shut_tx.send(true);
                     let _ = http_task.await;
@@ -150,10 +143,6 @@ async fn serve(s: Settings, shards: Vec<u8>) -> i32 {
                 }
             }
         }
-    };
-    let deletes = match SeaweedDelete::connect(&s.cluster.s3_grpc).await {
-        Ok(d) => d,
-        Err(e) => return usage(format!("configuration key `cluster.s3_grpc`: {e}")),
     };
     let cluster: Arc<dyn ClusterPort> = Arc::new(cluster);
     let obs = PassObserver {

@@ -166,6 +166,7 @@ struct Prepared {
 
 async fn prepare(port: Arc<dyn ClusterPort>, opts: &PassOptions) -> Result<Prepared, String> {
     let s = &opts.settings;
+    port.refresh().await?;
     let scan = port.buckets().await?;
     let filter: BTreeSet<&str> = s.pass.buckets.iter().map(String::as_str).collect();
     let selected = |name: &str| filter.is_empty() || filter.contains(name);

@@ -315,6 +315,9 @@ pub struct PassPlan {
     pub time: TimeConfig,
     /// `pass.clock_skew_margin`.
     pub skew_margin: Duration,
+    /// `pass.reorder_margin`: how far behind the newest processed event
+    /// replay progress stays (docs/meta-log.md#several-filers).
+    pub reorder_margin: Duration,
     /// `pass.walker_interval` (0 = walk every pass).
     pub walker_interval: Duration,
     /// The meta-log horizon (probe), `None` when nothing is persisted.
@@ -362,7 +365,12 @@ impl PassPlan {
             retention_window(now, earliest, pass.meta_log_retention),
             pass.meta_log_retention,
             &snap.time(),
-            pass.clock_skew_margin,
+            // replay_lag counts the default reorder margin; a larger
+            // configured one trails by the difference more.
+            pass.clock_skew_margin
+                .saturating_add(pass.reorder_margin.saturating_sub(Duration::from_nanos(
+                    u64::try_from(crate::engine::progress::REORDER_MARGIN).unwrap_or(0),
+                ))),
         );
         let (replay, walk) = snap.rules_for_shard(0, window);
         let earliest = if pass.meta_log_retention.is_zero() {
@@ -377,6 +385,7 @@ impl PassPlan {
             observed_until: now.min(wall),
             time: snap.time(),
             skew_margin: pass.clock_skew_margin,
+            reorder_margin: pass.reorder_margin,
             walker_interval: pass.walker_interval,
             earliest,
             rule_set_hash: replay_content_hash_by_bucket(snap),

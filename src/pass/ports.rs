@@ -2,8 +2,6 @@
 //! meta-log ([`ClusterPort`]), the delete RPC ([`DeletePort`]), and the real
 //! adapters over [`crate::seaweed`]. Actor and pass tests substitute fakes.
 
-use std::sync::Arc;
-
 use futures::future::BoxFuture;
 use futures::stream::BoxStream;
 use futures::{FutureExt, StreamExt};
@@ -15,11 +13,10 @@ use crate::engine::{CallResult, DeleteOutcome, MetaEvent, Nanos, WalkItem};
 use crate::pass::dispatch::{AttemptError, AttemptResult, DeletePort};
 use crate::pb::filer_pb::Entry;
 use crate::seaweed::buckets::{BucketScan, list_bucket_configs};
-use crate::seaweed::cursor::CursorStore;
-use crate::seaweed::delete::{DeleteClient, DeleteError};
-use crate::seaweed::filer::FilerClient;
+use crate::seaweed::delete::DeleteError;
 use crate::seaweed::lister::{ListOptions, list_bucket_after};
 use crate::seaweed::metalog::{DEFAULT_CLIENT_NAME, MetaLogReader, ReaderOptions, SubscribeParams};
+use crate::seaweed::pool::{FilerPool, GatewayPool, ResumeDedup, StoreCheck};
 use crate::seaweed::retention;
 
 /// A stream of meta-log events for one pass: `Err` then end when it broke;
@@ -78,6 +75,11 @@ pub trait ClusterPort: Send + Sync + 'static {
     /// Every entry of directory `dir` (a missing directory lists as empty),
     /// for the checks around a delete ([`crate::engine::check`]).
     fn list_dir(&self, dir: &str) -> BoxFuture<'static, Result<Vec<Entry>, String>>;
+    /// Re-reads which servers to use, at the start of every pass (discovery
+    /// from the master); nothing to do by default.
+    fn refresh(&self) -> BoxFuture<'static, Result<(), String>> {
+        async { Ok(()) }.boxed()
+    }
     /// Opens the pass's one meta-log subscription over `(since, until]`.
     fn subscribe(
         &self,
@@ -86,13 +88,23 @@ pub trait ClusterPort: Send + Sync + 'static {
     ) -> BoxFuture<'static, Result<EventStream, String>>;
 }
 
-/// The real cluster: a filer channel shared by every filer call.
+/// The real cluster: one or more filers ([`FilerPool`]); every filer call and
+/// the meta-log stream go to the preferred one and fail over to the next
+/// (docs/meta-log.md#several-filers).
 pub struct SeaweedCluster {
-    filer: FilerClient,
-    channel: Channel,
+    pool: FilerPool,
     root: String,
-    cursors: Arc<CursorStore>,
     event_buffer: usize,
+    /// How far back a broken meta-log stream resumes on another filer.
+    resume_margin: Nanos,
+    /// Discovery from the master, re-read by [`ClusterPort::refresh`].
+    discovery: Option<Discovery>,
+}
+
+/// What [`SeaweedCluster::refresh`] re-reads from the master.
+struct Discovery {
+    settings: crate::config::ClusterSettings,
+    gateways: GatewayPool,
 }
 
 /// A lazily connecting channel with the filer client's keepalive settings.
@@ -120,25 +132,64 @@ impl SeaweedCluster {
         event_buffer: usize,
         filer_call_timeout: std::time::Duration,
     ) -> Result<SeaweedCluster, String> {
-        let channel = channel(addr)?;
-        let filer =
-            FilerClient::from_channel(channel.clone(), addr).with_call_timeout(filer_call_timeout);
+        SeaweedCluster::connect_many(
+            &[addr.to_string()],
+            buckets_root,
+            cursor_dir,
+            event_buffer,
+            filer_call_timeout,
+        )
+        .await
+    }
+
+    /// [`SeaweedCluster::connect`] over several filers: the first one that
+    /// answers is preferred; fails only when none answers.
+    pub async fn connect_many(
+        addrs: &[String],
+        buckets_root: &str,
+        cursor_dir: &str,
+        event_buffer: usize,
+        filer_call_timeout: std::time::Duration,
+    ) -> Result<SeaweedCluster, String> {
+        let pool = FilerPool::new(addrs, filer_call_timeout, cursor_dir)?;
         let root = if buckets_root.is_empty() {
-            filer
-                .buckets_root()
-                .await
-                .map_err(|e| format!("filer {addr}: {e}"))?
+            pool.call(|n| {
+                async move { n.filer.buckets_root().await.map_err(|e| e.to_string()) }.boxed()
+            })
+            .await?
         } else {
             buckets_root.trim_end_matches('/').to_string()
         };
-        let cursors = Arc::new(CursorStore::new(filer.clone(), cursor_dir));
         Ok(SeaweedCluster {
-            filer,
-            channel,
+            pool,
             root,
-            cursors,
             event_buffer,
+            resume_margin: crate::engine::progress::REORDER_MARGIN,
+            discovery: None,
         })
+    }
+
+    /// Sets how far back a broken meta-log stream resumes on the next filer
+    /// (`pass.reorder_margin`).
+    pub fn with_resume_margin(mut self, margin: std::time::Duration) -> SeaweedCluster {
+        self.resume_margin = i64::try_from(margin.as_nanos()).unwrap_or(i64::MAX);
+        self
+    }
+
+    /// Re-reads the filer and gateway lists from `settings` (the master's
+    /// membership when only `cluster.master` is set) at every pass start.
+    pub fn with_discovery(
+        mut self,
+        settings: crate::config::ClusterSettings,
+        gateways: GatewayPool,
+    ) -> SeaweedCluster {
+        self.discovery = Some(Discovery { settings, gateways });
+        self
+    }
+
+    /// The filer calls currently go to first.
+    pub fn primary_filer(&self) -> String {
+        self.pool.primary().addr
     }
 }
 
@@ -147,31 +198,70 @@ impl ClusterPort for SeaweedCluster {
         self.root.clone()
     }
 
+    fn refresh(&self) -> BoxFuture<'static, Result<(), String>> {
+        let Some(d) = &self.discovery else {
+            return async { Ok(()) }.boxed();
+        };
+        let settings = d.settings.clone();
+        let gateways = d.gateways.clone();
+        let pool = self.pool.clone();
+        async move {
+            let members = crate::seaweed::discovery::resolve(&settings).await?;
+            pool.set_addrs(&members.filers)?;
+            gateways
+                .set_addrs(&members.s3_grpc)
+                .map_err(|e| e.to_string())?;
+            tracing::info!(filers = ?members.filers, s3_grpc = ?members.s3_grpc, "cluster members from the master");
+            Ok(())
+        }
+        .boxed()
+    }
+
     fn buckets(&self) -> BoxFuture<'static, Result<BucketScan, String>> {
-        let filer = self.filer.clone();
+        let pool = self.pool.clone();
         let root = self.root.clone();
         async move {
-            list_bucket_configs(&filer, &root)
-                .await
-                .map_err(|e| format!("listing buckets under {root}: {e}"))
+            pool.call(|n| {
+                let root = root.clone();
+                async move {
+                    list_bucket_configs(&n.filer, &root)
+                        .await
+                        .map_err(|e| format!("listing buckets under {root}: {e}"))
+                }
+                .boxed()
+            })
+            .await
         }
         .boxed()
     }
 
     fn earliest_available(&self) -> BoxFuture<'static, Result<Option<Nanos>, String>> {
-        let mut raw = self.filer.raw();
+        let pool = self.pool.clone();
         async move {
-            retention::earliest_available(&mut raw)
-                .await
-                .map(|e| e.map(|e| e.ts_ns))
-                .map_err(|e| format!("meta-log retention probe: {e}"))
+            pool.call(|n| {
+                async move {
+                    let mut raw = n.filer.raw();
+                    retention::earliest_available(&mut raw)
+                        .await
+                        .map(|e| e.map(|e| e.ts_ns))
+                        .map_err(|e| format!("meta-log retention probe: {e}"))
+                }
+                .boxed()
+            })
+            .await
         }
         .boxed()
     }
 
     fn load_cursor(&self, shard: u8) -> BoxFuture<'static, Result<Option<ShardCursor>, String>> {
-        let store = self.cursors.clone();
-        async move { store.load(shard).await.map_err(|e| e.to_string()) }.boxed()
+        let pool = self.pool.clone();
+        async move {
+            pool.call(|n| {
+                async move { n.cursors.load(shard).await.map_err(|e| e.to_string()) }.boxed()
+            })
+            .await
+        }
+        .boxed()
     }
 
     fn save_cursor(
@@ -179,8 +269,21 @@ impl ClusterPort for SeaweedCluster {
         cursor: ShardCursor,
         now: Nanos,
     ) -> BoxFuture<'static, Result<(), String>> {
-        let store = self.cursors.clone();
-        async move { store.save(&cursor, now).await.map_err(|e| e.to_string()) }.boxed()
+        let pool = self.pool.clone();
+        async move {
+            pool.call(|n| {
+                let cursor = cursor.clone();
+                async move {
+                    n.cursors
+                        .save(&cursor, now)
+                        .await
+                        .map_err(|e| e.to_string())
+                }
+                .boxed()
+            })
+            .await
+        }
+        .boxed()
     }
 
     fn list_bucket(&self, bucket: &str) -> BoxStream<'static, Result<WalkItem, String>> {
@@ -195,40 +298,79 @@ impl ClusterPort for SeaweedCluster {
         after: Option<String>,
         prefixes: Option<Vec<String>>,
     ) -> BoxStream<'static, Result<(String, WalkItem), String>> {
+        let pool = self.pool.clone();
+        let root = self.root.clone();
         let b = bucket.to_string();
-        let opts = ListOptions {
-            prefixes,
-            ..ListOptions::default()
-        };
-        list_bucket_after(&self.filer, &self.root, bucket, opts, after.as_deref())
-        .positioned()
-        .map(move |r| r.map_err(|e| format!("listing bucket {b}: {e}")))
+        // Fails over only before the first item: a listing broken halfway
+        // fails the walk as it always did, rather than listing twice.
+        futures::stream::once(async move {
+            let mut errors = Vec::new();
+            for node in pool.ordered() {
+                let bb = b.clone();
+                let opts = ListOptions {
+                    prefixes: prefixes.clone(),
+                    ..ListOptions::default()
+                };
+                let mut items = list_bucket_after(&node.filer, &root, &b, opts, after.as_deref())
+                    .positioned()
+                    .map(move |r| r.map_err(|e| format!("listing bucket {bb}: {e}")))
+                    .boxed();
+                match items.next().await {
+                    Some(Err(e)) => errors.push(format!("filer {}: {e}", node.addr)),
+                    first => {
+                        pool.prefer(&node.addr);
+                        return futures::stream::iter(first).chain(items).boxed();
+                    }
+                }
+            }
+            let msg = if errors.len() == 1 {
+                errors.remove(0)
+            } else {
+                format!("every filer failed: {}", errors.join("; "))
+            };
+            futures::stream::iter([Err(msg)]).boxed()
+        })
+        .flatten()
         .boxed()
     }
 
     fn lookup(&self, dir: &str, name: &str) -> BoxFuture<'static, Result<Option<Entry>, String>> {
-        let filer = self.filer.clone();
+        let pool = self.pool.clone();
         let (dir, name) = (dir.to_string(), name.to_string());
         async move {
-            filer
-                .lookup(&dir, &name)
-                .await
-                .map_err(|e| format!("lookup {dir}/{name}: {e}"))
+            pool.call(|n| {
+                let (dir, name) = (dir.clone(), name.clone());
+                async move {
+                    n.filer
+                        .lookup(&dir, &name)
+                        .await
+                        .map_err(|e| format!("lookup {dir}/{name}: {e}"))
+                }
+                .boxed()
+            })
+            .await
         }
         .boxed()
     }
 
     fn list_dir(&self, dir: &str) -> BoxFuture<'static, Result<Vec<Entry>, String>> {
-        let filer = self.filer.clone();
+        let pool = self.pool.clone();
         let dir = dir.to_string();
         async move {
-            filer
-                .list_all(&dir, crate::seaweed::filer::DEFAULT_PAGE)
-                .map(|r| r.map_err(|e| format!("listing {dir}: {e}")))
-                .collect::<Vec<_>>()
-                .await
-                .into_iter()
-                .collect()
+            pool.call(|n| {
+                let dir = dir.clone();
+                async move {
+                    n.filer
+                        .list_all(&dir, crate::seaweed::filer::DEFAULT_PAGE)
+                        .map(|r| r.map_err(|e| format!("listing {dir}: {e}")))
+                        .collect::<Vec<_>>()
+                        .await
+                        .into_iter()
+                        .collect()
+                }
+                .boxed()
+            })
+            .await
         }
         .boxed()
     }
@@ -238,7 +380,6 @@ impl ClusterPort for SeaweedCluster {
         since: Nanos,
         until: Nanos,
     ) -> BoxFuture<'static, Result<EventStream, String>> {
-        let channel = self.channel.clone();
         let params = SubscribeParams {
             buckets_root: self.root.clone(),
             since_ns: since,
@@ -249,46 +390,218 @@ impl ClusterPort for SeaweedCluster {
             capacity: self.event_buffer.max(1),
             ..ReaderOptions::default()
         };
+        let pool = self.pool.clone();
+        let margin = self.resume_margin;
+        let capacity = self.event_buffer.max(1);
         async move {
-            let reader = MetaLogReader::open(channel, params, options)
-                .await
-                .map_err(|e| e.to_string())?;
-            let events = reader
-                .map(|r| match r {
-                    Ok(resp) => Ok(MetaEvent::all_from_response(&resp)),
-                    Err(e) => Err(e.to_string()),
-                })
-                .flat_map(|r| match r {
-                    Ok(evs) => futures::stream::iter(evs.into_iter().map(Ok).collect::<Vec<_>>()),
-                    Err(e) => futures::stream::iter(vec![Err(e)]),
-                });
-            Ok(events.boxed())
+            // Several filers on their own stores: each holds only its own
+            // events once its peers are gone, so all must answer, and a broken
+            // stream cannot move (docs/meta-log.md#several-filers).
+            let resumable = pool.store_check().await? == StoreCheck::Shared;
+            // The first open fails the call itself when no filer serves it.
+            let dedup = ResumeDedup::new(margin);
+            let (node, reader) = open_on_any(&pool, &params, options, &dedup).await?;
+            let (tx, rx) = tokio::sync::mpsc::channel(capacity);
+            let source = StreamSource {
+                pool,
+                params,
+                options,
+                resumable,
+            };
+            tokio::spawn(follow(source, dedup, node, reader, tx));
+            Ok(tokio_stream::wrappers::ReceiverStream::new(rx).boxed())
         }
         .boxed()
     }
 }
 
-/// `LifecycleDelete` over the S3 gateway's gRPC port.
+/// Why [`connect_cluster`] failed.
+#[derive(Debug)]
+pub enum ConnectError {
+    /// A setting cannot work (exit 2): a malformed address.
+    Config(String),
+    /// No filer answered, or discovery failed (exit 1; `serve` retries).
+    Unreachable(String),
+}
+
+impl std::fmt::Display for ConnectError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ConnectError::Config(m) | ConnectError::Unreachable(m) => f.write_str(m),
+        }
+    }
+}
+
+/// The cluster and delete adapters for `s`: the configured filers and
+/// gateways, or the master's membership (`cluster.master`), which every pass
+/// then re-reads (docs/grpc.md#discovery). Build on the main runtime.
+pub async fn connect_cluster(
+    s: &crate::config::Settings,
+) -> Result<(SeaweedCluster, SeaweedDelete), ConnectError> {
+    let members = crate::seaweed::discovery::resolve(&s.cluster)
+        .await
+        .map_err(ConnectError::Unreachable)?;
+    let deletes = SeaweedDelete::connect_many(&members.s3_grpc)
+        .map_err(|e| ConnectError::Config(format!("configuration key `cluster.s3_grpc`: {e}")))?;
+    let cluster = SeaweedCluster::connect_many(
+        &members.filers,
+        &s.cluster.buckets_root,
+        &s.cursor.dir,
+        s.pass.event_buffer,
+        s.cluster.filer_call_timeout,
+    )
+    .await
+    .map_err(|e| {
+        if e.starts_with("invalid address") {
+            ConnectError::Config(format!("configuration key `cluster.filer`: {e}"))
+        } else {
+            ConnectError::Unreachable(format!("filer {}: {e}", members.filers.join(",")))
+        }
+    })?
+    .with_resume_margin(s.pass.reorder_margin);
+    let cluster = if s.cluster.master.trim().is_empty() {
+        cluster
+    } else {
+        cluster.with_discovery(s.cluster.clone(), deletes.gateways())
+    };
+    Ok((cluster, deletes))
+}
+
+/// Opens the subscription on the preferred filer or, failing that, the next,
+/// from where `dedup` says the stream stands.
+async fn open_on_any(
+    pool: &FilerPool,
+    params: &SubscribeParams,
+    options: ReaderOptions,
+    dedup: &ResumeDedup,
+) -> Result<(String, MetaLogReader), String> {
+    let mut errors = Vec::new();
+    let order = pool.ordered();
+    let single = order.len() == 1;
+    for node in order {
+        let p = SubscribeParams {
+            since_ns: dedup.since(params.since_ns),
+            ..params.clone()
+        };
+        match MetaLogReader::open(node.channel.clone(), p, options).await {
+            Ok(r) => {
+                pool.prefer(&node.addr);
+                return Ok((node.addr, r));
+            }
+            Err(e) if single => return Err(e.to_string()),
+            Err(e) => errors.push(format!("filer {}: {e}", node.addr)),
+        }
+    }
+    Err(format!(
+        "meta-log: no filer could serve the subscription: {}",
+        errors.join("; ")
+    ))
+}
+
+/// Where a pass's stream comes from, and whether it may move between filers.
+struct StreamSource {
+    pool: FilerPool,
+    params: SubscribeParams,
+    options: ReaderOptions,
+    /// False with filers on their own stores ([`StoreCheck::Separate`]).
+    resumable: bool,
+}
+
+/// Feeds one pass's events to `tx`; when the stream breaks, resumes it on the
+/// next filer `pass.reorder_margin` before the newest delivered event and
+/// drops what was delivered already (docs/meta-log.md#several-filers). Gives
+/// up, with an error item, when no filer serves it or after more breaks than
+/// twice the filers (a stream that keeps breaking is not a failover).
+async fn follow(
+    source: StreamSource,
+    mut dedup: ResumeDedup,
+    mut node: String,
+    mut reader: MetaLogReader,
+    tx: tokio::sync::mpsc::Sender<Result<MetaEvent, String>>,
+) {
+    let StreamSource {
+        pool,
+        params,
+        options,
+        resumable,
+    } = source;
+    let mut breaks = 0usize;
+    loop {
+        match reader.recv().await {
+            Some(Ok(resp)) => {
+                for ev in MetaEvent::all_from_response(&resp) {
+                    if dedup.admit(&ev) && tx.send(Ok(ev)).await.is_err() {
+                        return;
+                    }
+                }
+            }
+            None => return,
+            Some(Err(e)) => {
+                let filers = pool.ordered().len();
+                breaks += 1;
+                if filers == 1 || breaks > 2 * filers {
+                    let _ = tx.send(Err(e.to_string())).await;
+                    return;
+                }
+                if !resumable {
+                    let _ = tx
+                        .send(Err(format!(
+                            "{e}; not resumed on another filer: the filers have their own stores, \
+                             so the others may lack the events written through {node} \
+                             (docs/meta-log.md#several-filers)"
+                        )))
+                        .await;
+                    return;
+                }
+                tracing::warn!(filer = %node, error = %e, resume_from = dedup.since(params.since_ns),
+                    "meta-log stream broke; resuming on the next filer");
+                pool.demote(&node);
+                match open_on_any(&pool, &params, options, &dedup).await {
+                    Ok((n, r)) => {
+                        node = n;
+                        reader = r;
+                    }
+                    Err(e2) => {
+                        let _ = tx.send(Err(format!("{e}; then {e2}"))).await;
+                        return;
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// `LifecycleDelete` over the S3 gateways' gRPC ports, spread across them
+/// ([`GatewayPool`], docs/lifecycle-delete.md#several-gateways).
 pub struct SeaweedDelete {
-    client: DeleteClient,
+    gateways: GatewayPool,
 }
 
 impl SeaweedDelete {
     /// A client for `addr` (connects lazily; build on the main runtime).
     pub async fn connect(addr: &str) -> Result<SeaweedDelete, String> {
-        DeleteClient::connect(addr)
-            .await
-            .map(|client| SeaweedDelete { client })
+        SeaweedDelete::connect_many(&[addr.to_string()])
+    }
+
+    /// Clients for every address in `addrs` (lazily; build on the main runtime).
+    pub fn connect_many(addrs: &[String]) -> Result<SeaweedDelete, String> {
+        GatewayPool::new(addrs)
+            .map(|gateways| SeaweedDelete { gateways })
             .map_err(|e| e.to_string())
+    }
+
+    /// The gateway set, shared with [`SeaweedCluster::with_discovery`].
+    pub fn gateways(&self) -> GatewayPool {
+        self.gateways.clone()
     }
 }
 
 impl DeletePort<DeleteRequest> for SeaweedDelete {
     fn call(&self, call: &DeleteRequest) -> BoxFuture<'static, AttemptResult> {
-        let client = self.client.clone();
+        let gateways = self.gateways.clone();
         let req = call.clone();
         async move {
-            match client.delete(&req).await {
+            match gateways.delete(&req).await {
                 Ok(verdict) => Ok(verdict),
                 Err(e @ DeleteError::Transport { .. }) => Err(AttemptError {
                     retryable: e.is_retryable(),

@@ -598,7 +598,12 @@ impl ShardRun {
             }
         }
         let since = starts.iter().map(|(_, p)| p.ts).min();
-        self.tracker = Some(ProgressTracker::new(plan.now, starts).with_due_index(plan.time));
+        let margin = i64::try_from(plan.reorder_margin.as_nanos()).unwrap_or(i64::MAX);
+        self.tracker = Some(
+            ProgressTracker::new(plan.now, starts)
+                .with_due_index(plan.time)
+                .with_reorder_margin(margin),
+        );
         since
     }
 

@@ -13,7 +13,7 @@
 //! existing file with an "already exists" error (tests/seaweed_cursor.rs).
 
 use std::collections::HashMap;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use md5::{Digest, Md5};
 
@@ -81,7 +81,7 @@ pub struct CursorStore {
     client: FilerClient,
     dir: String,
     /// Generation observed per shard by the last load/save through this store.
-    known: Mutex<HashMap<u8, Known>>,
+    known: Arc<Mutex<HashMap<u8, Known>>>,
 }
 
 impl CursorStore {
@@ -95,7 +95,18 @@ impl CursorStore {
             } else {
                 dir.into()
             },
-            known: Mutex::new(HashMap::new()),
+            known: Arc::new(Mutex::new(HashMap::new())),
+        }
+    }
+
+    /// The same store reached through another filer (failover,
+    /// docs/meta-log.md#several-filers): it shares what this one has seen, so
+    /// a save after a load on another filer is not taken for a second writer.
+    pub fn through(&self, client: FilerClient) -> CursorStore {
+        CursorStore {
+            client,
+            dir: self.dir.clone(),
+            known: Arc::clone(&self.known),
         }
     }
 

@@ -152,6 +152,12 @@ impl DeleteClient {
     /// the server (docs/lifecycle-delete.md#latency); callers bound a pass as
     /// a whole.
     pub async fn connect(s3_grpc_addr: &str) -> Result<DeleteClient, DeleteError> {
+        DeleteClient::connect_lazy(s3_grpc_addr)
+    }
+
+    /// [`DeleteClient::connect`] without the `async`: nothing is dialled
+    /// here either. Must be called inside a tokio runtime.
+    pub fn connect_lazy(s3_grpc_addr: &str) -> Result<DeleteClient, DeleteError> {
         use crate::seaweed::endpoint::{EndpointOptions, GrpcEndpoint};
         let endpoint =
             GrpcEndpoint::new(s3_grpc_addr, &EndpointOptions::seaweed()).map_err(|e| {

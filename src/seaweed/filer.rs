@@ -245,6 +245,19 @@ impl FilerClient {
         })
     }
 
+    /// The filer's store signature (`GetFilerConfiguration.signature`): equal
+    /// on filers that share one store, which is how SeaweedFS's own peers tell
+    /// (docs/meta-log.md#several-filers).
+    pub async fn store_signature(&self) -> Result<i32> {
+        let mut inner = self.inner.clone();
+        let resp = self
+            .timed(inner.get_filer_configuration(GetFilerConfigurationRequest {}))
+            .await
+            .map_err(|s| FilerError::from_status("GetFilerConfiguration", self.addr.clone(), s))?
+            .into_inner();
+        Ok(resp.signature)
+    }
+
     /// Looks up `dir/name`. Not found is `Ok(None)`.
     pub async fn lookup(&self, dir: &str, name: &str) -> Result<Option<Entry>> {
         let req = LookupDirectoryEntryRequest {

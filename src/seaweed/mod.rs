@@ -6,8 +6,10 @@
 pub mod buckets;
 pub mod cursor;
 pub mod delete;
+pub mod discovery;
 pub mod endpoint;
 pub mod filer;
 pub mod lister;
 pub mod metalog;
+pub mod pool;
 pub mod retention;

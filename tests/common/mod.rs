@@ -37,5 +37,5 @@ pub use gateway::*;
 pub use rules::*;
 pub use s3::*;
 pub use serve::*;
-pub use split::{Role, SplitCluster, split_cluster};
+pub use split::{Role, SplitCluster, multi_cluster, split_cluster};
 pub use wait::*;

@@ -50,19 +50,25 @@ pub async fn enable_versioning(s3: &aws_sdk_s3::Client, bucket: &str) {
     set_versioning(s3, bucket, BucketVersioningStatus::Enabled).await;
 }
 
+/// An S3 SDK client for the gateway at `endpoint` (`http://HOST:PORT`), configured as
+/// [`Cluster::s3_client`].
+pub fn s3_client_at(endpoint: &str) -> aws_sdk_s3::Client {
+    let config = aws_sdk_s3::config::Builder::new()
+        .behavior_version(BehaviorVersion::latest())
+        .credentials_provider(Credentials::new("any", "any", None, None, "static"))
+        .region(Region::new("us-east-1"))
+        .endpoint_url(endpoint)
+        .force_path_style(true)
+        .http_client(aws_smithy_http_client::Builder::new().build_http())
+        .build();
+    aws_sdk_s3::Client::from_conf(config)
+}
+
 impl Cluster {
     /// An S3 SDK client for this cluster: any credentials (auth is off), us-east-1, path style,
     /// plain-HTTP connector without TLS stacks.
     pub fn s3_client(&self) -> aws_sdk_s3::Client {
-        let config = aws_sdk_s3::config::Builder::new()
-            .behavior_version(BehaviorVersion::latest())
-            .credentials_provider(Credentials::new("any", "any", None, None, "static"))
-            .region(Region::new("us-east-1"))
-            .endpoint_url(self.s3_endpoint())
-            .force_path_style(true)
-            .http_client(aws_smithy_http_client::Builder::new().build_http())
-            .build();
-        aws_sdk_s3::Client::from_conf(config)
+        s3_client_at(&self.s3_endpoint())
     }
 
     /// A valid, never-before-used S3 bucket name starting with (a sanitised) `prefix`. Does not

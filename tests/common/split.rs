@@ -3,6 +3,9 @@
 //! (docs/test-cluster.md#split-cluster). One per test binary, started lazily; it derefs to a
 //! [`Cluster`], so every helper that takes a `&Cluster` (S3 client, bulk PUTs, `run_once`, …)
 //! works against it unchanged.
+//!
+//! [`multi_cluster`] is the same with a second filer (its own store) and a second gateway:
+//! one master, one volume server, two filers, two S3 gateways (docs/test-cluster.md#multi-cluster).
 
 use std::ops::Deref;
 use std::os::unix::process::CommandExt;
@@ -31,13 +34,35 @@ pub enum Role {
     Filer,
     /// `weed s3` (LifecycleDelete is on its gRPC port).
     S3,
+    /// The second `weed filer` of a [`multi_cluster`] (its own leveldb2 store).
+    Filer2,
+    /// The second `weed s3` of a [`multi_cluster`].
+    S32,
 }
 
 impl Role {
     const ALL: [Role; 4] = [Role::Master, Role::Volume, Role::Filer, Role::S3];
+    /// The roles of a [`multi_cluster`], in start order: filers before gateways.
+    const MULTI: [Role; 6] = [
+        Role::Master,
+        Role::Volume,
+        Role::Filer,
+        Role::Filer2,
+        Role::S3,
+        Role::S32,
+    ];
 
     fn index(self) -> usize {
         self as usize
+    }
+
+    /// The `weed` subcommand that runs it.
+    fn subcommand(self) -> &'static str {
+        match self {
+            Role::Filer2 => "filer",
+            Role::S32 => "s3",
+            other => other.name(),
+        }
     }
 
     fn name(self) -> &'static str {
@@ -46,6 +71,8 @@ impl Role {
             Role::Volume => "volume",
             Role::Filer => "filer",
             Role::S3 => "s3",
+            Role::Filer2 => "filer2",
+            Role::S32 => "s3-2",
         }
     }
 }
@@ -56,7 +83,10 @@ pub struct SplitCluster {
     /// The addresses, data dir and binary; what the shared helpers take.
     cluster: Cluster,
     /// The live process of each role (`None` while stopped), indexed by [`Role`].
-    procs: Mutex<[Option<Child>; 4]>,
+    procs: Mutex<[Option<Child>; 6]>,
+    /// A [`multi_cluster`]'s second filer and gateway: their HTTP and gRPC ports in the
+    /// `filer`, `filer_grpc`, `s3` and `s3_grpc` fields (the others unused).
+    second: Option<Ports>,
 }
 
 impl Deref for SplitCluster {
@@ -67,6 +97,16 @@ impl Deref for SplitCluster {
 }
 
 static SPLIT: OnceLock<Result<SplitCluster, String>> = OnceLock::new();
+static MULTI: OnceLock<Result<SplitCluster, String>> = OnceLock::new();
+
+/// The multi cluster shared by every test in this binary (one master, one volume server, two
+/// filers with their own stores, two gateways each given both filers), started on first use.
+pub fn multi_cluster() -> &'static SplitCluster {
+    match MULTI.get_or_init(|| start_with_retries_as(true)) {
+        Ok(c) => c,
+        Err(e) => panic!("multi SeaweedFS test cluster unavailable: {e}"),
+    }
+}
 
 /// The split cluster shared by every test in this binary, started on first use. Panics (failing
 /// the caller and every later one with the same message) when it cannot start.
@@ -78,11 +118,25 @@ pub fn split_cluster() -> &'static SplitCluster {
 }
 
 fn start_with_retries() -> Result<SplitCluster, String> {
+    start_with_retries_as(false)
+}
+
+fn start_with_retries_as(multi: bool) -> Result<SplitCluster, String> {
     let weed = find_weed()?;
     let mut errors = Vec::new();
     for attempt in 1..=START_ATTEMPTS {
         let ports = pick_ports()?;
-        match SplitCluster::start(&weed, ports) {
+        let second = if multi {
+            // A second free block that does not overlap the first (neither is bound yet).
+            let mut second = pick_ports()?;
+            while second.master.abs_diff(ports.master) < 8 {
+                second = pick_ports()?;
+            }
+            Some(second)
+        } else {
+            None
+        };
+        match SplitCluster::start(&weed, ports, second) {
             Ok(c) => return Ok(c),
             Err(e) => errors.push(format!("attempt {attempt} (ports {}..): {e}", ports.master)),
         }
@@ -91,9 +145,9 @@ fn start_with_retries() -> Result<SplitCluster, String> {
 }
 
 impl SplitCluster {
-    fn start(weed: &Path, ports: Ports) -> Result<SplitCluster, String> {
+    fn start(weed: &Path, ports: Ports, second: Option<Ports>) -> Result<SplitCluster, String> {
         let data_dir = std::env::temp_dir().join(format!("s3lc-weed-split-{}", unique_suffix()));
-        for sub in ["master", "volume", "filer"] {
+        for sub in ["master", "volume", "filer", "filer2"] {
             std::fs::create_dir_all(data_dir.join(sub))
                 .map_err(|e| format!("creating {}/{sub}: {e}", data_dir.display()))?;
         }
@@ -108,11 +162,13 @@ impl SplitCluster {
                 data_dir,
                 weed_bin: weed.to_path_buf(),
             },
-            procs: Mutex::new([None, None, None, None]),
+            procs: Mutex::new([None, None, None, None, None, None]),
+            second,
         };
-        spawn_watchdog(&split.cluster).map_err(|e| format!("spawning the watchdog: {e}"))?;
+        spawn_watchdog(&split.cluster, second)
+            .map_err(|e| format!("spawning the watchdog: {e}"))?;
         let mut result = Ok(());
-        for role in Role::ALL {
+        for &role in split.roles() {
             result = split.spawn(role);
             if result.is_err() {
                 break;
@@ -129,7 +185,7 @@ impl SplitCluster {
                 Ok(split)
             }
             Err(e) => {
-                for role in Role::ALL {
+                for &role in split.roles() {
                     if let Some(mut child) = split.lock()[role.index()].take() {
                         let _ = child.kill();
                         let _ = child.wait();
@@ -140,7 +196,45 @@ impl SplitCluster {
         }
     }
 
-    fn lock(&self) -> MutexGuard<'_, [Option<Child>; 4]> {
+    /// The roles this cluster runs.
+    fn roles(&self) -> &'static [Role] {
+        if self.second.is_some() {
+            &Role::MULTI
+        } else {
+            &Role::ALL
+        }
+    }
+
+    /// The second filer's gRPC address (a [`multi_cluster`] only).
+    pub fn filer2_grpc_addr(&self) -> std::net::SocketAddr {
+        super::cluster::loopback(self.second_ports().filer_grpc)
+    }
+
+    /// The second gateway's gRPC address (a [`multi_cluster`] only).
+    pub fn s3_2_grpc_addr(&self) -> std::net::SocketAddr {
+        super::cluster::loopback(self.second_ports().s3_grpc)
+    }
+
+    /// The second gateway's S3 endpoint URL (a [`multi_cluster`] only).
+    pub fn s3_2_endpoint(&self) -> String {
+        format!(
+            "http://{}",
+            super::cluster::loopback(self.second_ports().s3)
+        )
+    }
+
+    fn second_ports(&self) -> Ports {
+        self.second
+            .expect("only a multi cluster has a second filer and gateway")
+    }
+
+    /// `host:httpPort.grpcPort` of the second filer.
+    fn filer2_weed_arg(&self) -> String {
+        let p = self.second_ports();
+        format!("127.0.0.1:{}.{}", p.filer, p.filer_grpc)
+    }
+
+    fn lock(&self) -> MutexGuard<'_, [Option<Child>; 6]> {
         // A test that panicked while holding the lock left the children as they were.
         self.procs.lock().unwrap_or_else(|p| p.into_inner())
     }
@@ -163,7 +257,7 @@ impl SplitCluster {
     fn args(&self, role: Role) -> Vec<String> {
         let p = self.ports;
         let d = &self.data_dir;
-        let mut args = vec!["-v=0".to_string(), role.name().to_string()];
+        let mut args = vec!["-v=0".to_string(), role.subcommand().to_string()];
         let more: Vec<String> = match role {
             Role::Master => vec![
                 format!("-mdir={}", d.join("master").display()),
@@ -194,8 +288,39 @@ impl SplitCluster {
                 format!("-port={}", p.filer),
                 format!("-port.grpc={}", p.filer_grpc),
             ],
+            Role::Filer2 => vec![
+                format!("-master={}", self.master_weed_arg()),
+                format!("-defaultStoreDir={}", d.join("filer2").display()),
+                format!("-localSocket={}", d.join("filer2.sock").display()),
+                "-ip=127.0.0.1".into(),
+                "-ip.bind=127.0.0.1".into(),
+                format!("-port={}", self.second_ports().filer),
+                format!("-port.grpc={}", self.second_ports().filer_grpc),
+            ],
+            Role::S32 => vec![
+                // Its own filer first, then the other (the gateway fails over between them).
+                format!(
+                    "-filer={},{}",
+                    self.filer2_weed_arg(),
+                    self.filer_weed_arg()
+                ),
+                format!("-localSocket={}", d.join("s3-2.sock").display()),
+                "-ip.bind=127.0.0.1".into(),
+                format!("-port={}", self.second_ports().s3),
+                format!("-port.grpc={}", self.second_ports().s3_grpc),
+                "-port.iceberg=0".into(),
+                "-port.lance=0".into(),
+            ],
             Role::S3 => vec![
-                format!("-filer={}", self.filer_weed_arg()),
+                if self.second.is_some() {
+                    format!(
+                        "-filer={},{}",
+                        self.filer_weed_arg(),
+                        self.filer2_weed_arg()
+                    )
+                } else {
+                    format!("-filer={}", self.filer_weed_arg())
+                },
                 // Also puts the data dir on the command line, which the watchdog looks for.
                 format!("-localSocket={}", d.join("s3.sock").display()),
                 "-ip.bind=127.0.0.1".into(),
@@ -227,7 +352,7 @@ impl SplitCluster {
     fn wait_ready(&self) -> Result<(), String> {
         let started = Instant::now();
         loop {
-            for role in Role::ALL {
+            for &role in self.roles() {
                 let mut procs = self.lock();
                 let Some(child) = procs[role.index()].as_mut() else {
                     return Err(format!("{} is stopped", role.name()));
@@ -242,7 +367,10 @@ impl SplitCluster {
                     ));
                 }
             }
-            let failed = failed_checks(self);
+            let mut failed = failed_checks(self);
+            if let Some(p) = self.second {
+                failed.extend(second_failed_checks(p));
+            }
             if failed.is_empty() {
                 return Ok(());
             }
@@ -320,10 +448,49 @@ impl SplitCluster {
     }
 }
 
+/// Readiness of a multi cluster's second filer and gateway: their gRPC ports accept, the filer
+/// serves HTTP and the gateway answers S3 (docs/test-cluster.md#readiness).
+fn second_failed_checks(p: Ports) -> Vec<String> {
+    use super::cluster::loopback;
+    use super::http;
+    let mut failed = Vec::new();
+    for (name, port) in [("filer2 gRPC", p.filer_grpc), ("S3-2 gRPC", p.s3_grpc)] {
+        if std::net::TcpStream::connect_timeout(&loopback(port), Duration::from_secs(1)).is_err() {
+            failed.push(format!("{name} :{port} not accepting"));
+        }
+    }
+    match http::get(loopback(p.s3), "/", &[]) {
+        Ok(r) if matches!(r.status / 100, 2 | 3) || r.status == 403 => {}
+        Ok(r) => failed.push(format!("S3-2 GET /: {}", r.status)),
+        Err(e) => failed.push(format!("S3-2 GET /: {e}")),
+    }
+    match http::get(loopback(p.filer), "/", &[("Accept", "application/json")]) {
+        Ok(r) if r.status / 100 == 2 => {}
+        Ok(r) => failed.push(format!("filer2 GET /: {}", r.status)),
+        Err(e) => failed.push(format!("filer2 GET /: {e}")),
+    }
+    failed
+}
+
 /// Starts `sh` in its own process group that waits for this test process to exit, then stops every
 /// process whose command line names our data dir (restarts change pids, the dir stays): SIGTERM,
 /// a few seconds, SIGKILL; then removes the data dir and our Unix sockets.
-fn spawn_watchdog(c: &Cluster) -> std::io::Result<()> {
+fn spawn_watchdog(c: &Cluster, second: Option<Ports>) -> std::io::Result<()> {
+    let mut socks = unix_sockets(c.ports);
+    if let Some(p) = second {
+        // Only the second filer's and gateway's: the block's other ports are not ours.
+        let tmp = std::env::temp_dir();
+        socks.extend(
+            [
+                format!("seaweedfs-filer-grpc-{}.sock", p.filer_grpc),
+                format!("seaweedfs-s3-grpc-{}.sock", p.s3_grpc),
+                format!("seaweedfs-s3-{}.sock", p.s3),
+                format!("seaweedfs-filer-{}.sock", p.filer),
+            ]
+            .iter()
+            .map(|n| tmp.join(n).display().to_string()),
+        );
+    }
     const SCRIPT: &str = r#"
 ours() { for f in /proc/[0-9]*/cmdline; do
   p=${f#/proc/}; p=${p%/cmdline}
@@ -347,7 +514,7 @@ if [ -z "$(ours)" ]; then for s in $SOCKS; do [ -S "$s" ] && rm -f -- "$s"; done
         .arg(SCRIPT)
         .env("TPID", std::process::id().to_string())
         .env("DATA", &c.data_dir)
-        .env("SOCKS", unix_sockets(c.ports).join(" "))
+        .env("SOCKS", socks.join(" "))
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::null())

@@ -1,0 +1,572 @@
+//! Several filers and several S3 gateways behind one handle each: which
+//! server a call goes to, and where it goes when that server does not answer
+//! (docs/meta-log.md#several-filers, docs/lifecycle-delete.md#several-gateways).
+//! Also the de-duplication that makes a meta-log stream resumed on another
+//! filer deliver each event once.
+
+use std::collections::{HashSet, VecDeque};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, RwLock};
+use std::time::{Duration, Instant};
+
+use futures::future::BoxFuture;
+use tonic::transport::Channel;
+
+use crate::engine::{DeleteRequest, MetaEvent, Nanos};
+use crate::seaweed::cursor::CursorStore;
+use crate::seaweed::delete::{DeleteClient, DeleteError};
+use crate::seaweed::endpoint::{EndpointOptions, GrpcEndpoint};
+use crate::seaweed::filer::FilerClient;
+
+/// One filer: its channel, client and the cursor store reached through it.
+#[derive(Debug, Clone)]
+pub struct FilerNode {
+    /// The gRPC address, for messages.
+    pub addr: String,
+    /// Lazily connecting channel (the meta-log subscription uses it).
+    pub channel: Channel,
+    /// Unary calls, under `cluster.filer_call_timeout`.
+    pub filer: FilerClient,
+    /// The shared cursor store, through this filer.
+    pub cursors: Arc<CursorStore>,
+}
+
+/// The filers of a pass in preference order. The first one that answers
+/// serves every call until it fails; then the next one does. Cheap to clone.
+#[derive(Debug, Clone)]
+pub struct FilerPool {
+    /// Store signature of each filer seen so far, by address.
+    signatures: Arc<std::sync::Mutex<std::collections::HashMap<String, i32>>>,
+    nodes: Arc<RwLock<Arc<Vec<FilerNode>>>>,
+    preferred: Arc<AtomicUsize>,
+    call_timeout: Duration,
+    /// The cursor store all nodes share (its write-generation memory).
+    cursors: Arc<CursorStore>,
+}
+
+fn lazy_channel(addr: &str) -> Result<Channel, String> {
+    GrpcEndpoint::new(addr, &EndpointOptions::seaweed())
+        .map(|e| e.connect_lazy())
+        .map_err(|e| {
+            format!(
+                "invalid address {addr:?}: {}; expected host:port",
+                e.reason()
+            )
+        })
+}
+
+impl FilerPool {
+    /// Lazy channels to `addrs` (at least one); nothing is dialled yet. Build
+    /// on the main runtime (the channels' buffer tasks live there).
+    pub fn new(
+        addrs: &[String],
+        call_timeout: Duration,
+        cursor_dir: &str,
+    ) -> Result<FilerPool, String> {
+        let first = addrs
+            .first()
+            .ok_or("no filer address given; set `cluster.filer` or `cluster.master`")?;
+        let channel = lazy_channel(first)?;
+        let client = FilerClient::from_channel(channel, first).with_call_timeout(call_timeout);
+        let pool = FilerPool {
+            signatures: Default::default(),
+            nodes: Arc::new(RwLock::new(Arc::new(Vec::new()))),
+            preferred: Arc::new(AtomicUsize::new(0)),
+            call_timeout,
+            cursors: Arc::new(CursorStore::new(client, cursor_dir)),
+        };
+        pool.set_addrs(addrs)?;
+        Ok(pool)
+    }
+
+    /// Replaces the filer list (discovery at a pass start) unless it is the
+    /// same; the preferred filer stays preferred when it is still listed.
+    pub fn set_addrs(&self, addrs: &[String]) -> Result<(), String> {
+        if addrs.is_empty() {
+            return Err("no filer address given; set `cluster.filer` or `cluster.master`".into());
+        }
+        let current = self.nodes();
+        if current
+            .iter()
+            .map(|n| n.addr.as_str())
+            .eq(addrs.iter().map(String::as_str))
+        {
+            return Ok(());
+        }
+        let preferred = current
+            .get(self.preferred.load(Ordering::Relaxed))
+            .map(|n| n.addr.clone());
+        let mut nodes = Vec::with_capacity(addrs.len());
+        for addr in addrs {
+            let node = match current.iter().find(|n| &n.addr == addr) {
+                Some(n) => n.clone(),
+                None => {
+                    let channel = lazy_channel(addr)?;
+                    let filer = FilerClient::from_channel(channel.clone(), addr)
+                        .with_call_timeout(self.call_timeout);
+                    FilerNode {
+                        addr: addr.clone(),
+                        channel,
+                        cursors: Arc::new(self.cursors.through(filer.clone())),
+                        filer,
+                    }
+                }
+            };
+            nodes.push(node);
+        }
+        let idx = preferred
+            .and_then(|p| nodes.iter().position(|n| n.addr == p))
+            .unwrap_or(0);
+        *self.nodes.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(nodes);
+        self.preferred.store(idx, Ordering::Relaxed);
+        Ok(())
+    }
+
+    fn nodes(&self) -> Arc<Vec<FilerNode>> {
+        Arc::clone(&self.nodes.read().unwrap_or_else(|p| p.into_inner()))
+    }
+
+    /// The filers, preferred one first, then the rest in list order after it.
+    pub fn ordered(&self) -> Vec<FilerNode> {
+        let nodes = self.nodes();
+        let start = self.preferred.load(Ordering::Relaxed) % nodes.len().max(1);
+        nodes[start..]
+            .iter()
+            .chain(nodes[..start].iter())
+            .cloned()
+            .collect()
+    }
+
+    /// The preferred filer (the one calls go to first).
+    pub fn primary(&self) -> FilerNode {
+        self.ordered()
+            .into_iter()
+            .next()
+            .expect("a pool always has a filer")
+    }
+
+    /// Makes `addr` the preferred filer (it just answered).
+    pub fn prefer(&self, addr: &str) {
+        if let Some(i) = self.nodes().iter().position(|n| n.addr == addr) {
+            self.preferred.store(i, Ordering::Relaxed);
+        }
+    }
+
+    /// Moves preference past `addr` (it just failed) when it is preferred.
+    pub fn demote(&self, addr: &str) {
+        let nodes = self.nodes();
+        if let Some(i) = nodes.iter().position(|n| n.addr == addr) {
+            let _ = self.preferred.compare_exchange(
+                i,
+                (i + 1) % nodes.len(),
+                Ordering::Relaxed,
+                Ordering::Relaxed,
+            );
+        }
+    }
+
+    /// Runs `call` on the preferred filer, then on each other one until one
+    /// succeeds. Every call this is used for is a read or an idempotent write,
+    /// so repeating it elsewhere is safe. With several filers, a round in
+    /// which every filer was unavailable is tried again for up to
+    /// [`FAILOVER_SETTLE`]: for a few seconds after a peer dies, the
+    /// survivors still fail some writes by dialling it
+    /// (docs/meta-log.md#several-filers). All failing: one error naming each
+    /// filer and its error.
+    pub async fn call<T>(
+        &self,
+        call: impl Fn(FilerNode) -> BoxFuture<'static, Result<T, String>>,
+    ) -> Result<T, String> {
+        let started = Instant::now();
+        let mut backoff = Duration::from_millis(250);
+        loop {
+            let order = self.ordered();
+            let single = order.len() == 1;
+            let mut errors = Vec::new();
+            for node in order {
+                let addr = node.addr.clone();
+                match call(node).await {
+                    Ok(v) => {
+                        if !errors.is_empty() {
+                            tracing::warn!(filer = %addr, failed = %errors.join("; "), "filer failover");
+                        }
+                        self.prefer(&addr);
+                        return Ok(v);
+                    }
+                    Err(e) if single => return Err(e),
+                    Err(e) => errors.push(format!("filer {addr}: {e}")),
+                }
+            }
+            let all_unavailable = errors.iter().all(|e| is_unavailable(e));
+            if !all_unavailable || started.elapsed() + backoff > FAILOVER_SETTLE {
+                return Err(format!("every filer failed: {}", errors.join("; ")));
+            }
+            tracing::warn!(errors = %errors.join("; "), retry_in = ?backoff, "every filer unavailable; retrying");
+            tokio::time::sleep(backoff).await;
+            backoff = (backoff * 2).min(Duration::from_secs(2));
+        }
+    }
+}
+
+/// Whether a meta-log stream may move between the filers of a pool
+/// (docs/meta-log.md#several-filers).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StoreCheck {
+    /// One filer, or filers that share one store: each one's log holds every
+    /// filer's events, so a stream can resume on any of them.
+    Shared,
+    /// Every filer answers but they have their own stores: a filer serves its
+    /// peers' events only while it follows them live, so a broken stream must
+    /// not resume elsewhere (the pass fails instead).
+    Separate,
+}
+
+impl FilerPool {
+    /// Asks every filer for its store signature (remembering them across
+    /// passes). A filer that does not answer and whose store is unknown or
+    /// its own is an error: events written through it are only in its log, and
+    /// a stream on the others would silently miss them.
+    pub async fn store_check(&self) -> Result<StoreCheck, String> {
+        let nodes = self.nodes();
+        if nodes.len() == 1 {
+            return Ok(StoreCheck::Shared);
+        }
+        let answers = futures::future::join_all(nodes.iter().map(|n| {
+            let filer = n.filer.clone();
+            async move { filer.store_signature().await }
+        }))
+        .await;
+        let mut known = self.signatures.lock().unwrap_or_else(|p| p.into_inner());
+        let mut down = Vec::new();
+        for (n, answer) in nodes.iter().zip(answers) {
+            match answer {
+                Ok(sig) => {
+                    known.insert(n.addr.clone(), sig);
+                }
+                Err(e) => down.push(format!("{}: {e}", n.addr)),
+            }
+        }
+        let sigs: Vec<Option<i32>> = nodes.iter().map(|n| known.get(&n.addr).copied()).collect();
+        let shared = sigs.iter().all(|s| s.is_some() && *s == sigs[0]);
+        match (shared, down.is_empty()) {
+            (true, _) => Ok(StoreCheck::Shared),
+            (false, true) => Ok(StoreCheck::Separate),
+            (false, false) => Err(format!(
+                "meta-log: filer {} unreachable, and the filers do not share a store (or its store \
+                 is not known yet): the events written through it are only in its own meta-log, so \
+                 a pass on the others would miss them; bring it back, or remove it from \
+                 `cluster.filer` once its writes are no longer needed \
+                 (docs/meta-log.md#several-filers)",
+                down.join("; ")
+            )),
+        }
+    }
+}
+
+/// How long [`FilerPool::call`] keeps retrying a round in which every filer
+/// was unavailable, before it fails.
+pub const FAILOVER_SETTLE: Duration = Duration::from_secs(10);
+
+/// Whether a filer error is gRPC `Unavailable` (connection refused, reset,
+/// or a filer that could not reach its peer), as the filer client words it.
+fn is_unavailable(error: &str) -> bool {
+    error.contains("The service is currently unavailable") || error.contains("Unavailable")
+}
+
+/// How long a gateway that refused a connection is passed over.
+pub const GATEWAY_BACKOFF: Duration = Duration::from_secs(5);
+
+#[derive(Debug)]
+struct Gateway {
+    addr: String,
+    client: DeleteClient,
+    /// Milliseconds since the pool's epoch until which it is passed over.
+    down_until_ms: AtomicU64,
+}
+
+/// The S3 gateways of a pass. Deletes go round-robin; a gateway that cannot
+/// be reached hands the delete to the next one and is passed over for
+/// [`GATEWAY_BACKOFF`]. Cheap to clone.
+#[derive(Debug, Clone)]
+pub struct GatewayPool {
+    gateways: Arc<RwLock<Arc<Vec<Arc<Gateway>>>>>,
+    next: Arc<AtomicUsize>,
+    epoch: Instant,
+}
+
+impl GatewayPool {
+    /// Lazy clients for `addrs` (at least one). Build on the main runtime.
+    pub fn new(addrs: &[String]) -> Result<GatewayPool, DeleteError> {
+        let pool = GatewayPool {
+            gateways: Arc::new(RwLock::new(Arc::new(Vec::new()))),
+            next: Arc::new(AtomicUsize::new(0)),
+            epoch: Instant::now(),
+        };
+        pool.set_addrs(addrs)?;
+        Ok(pool)
+    }
+
+    /// Replaces the gateway list (discovery at a pass start) unless it is the same.
+    pub fn set_addrs(&self, addrs: &[String]) -> Result<(), DeleteError> {
+        if addrs.is_empty() {
+            return Err(DeleteError::InvalidAddress {
+                address: String::new(),
+                reason: "no S3 gRPC address given; set `cluster.s3_grpc` or `cluster.master`"
+                    .into(),
+            });
+        }
+        let current = self.list();
+        if current
+            .iter()
+            .map(|g| g.addr.as_str())
+            .eq(addrs.iter().map(String::as_str))
+        {
+            return Ok(());
+        }
+        let mut list = Vec::with_capacity(addrs.len());
+        for addr in addrs {
+            let g = match current.iter().find(|g| &g.addr == addr) {
+                Some(g) => Arc::clone(g),
+                None => Arc::new(Gateway {
+                    addr: addr.clone(),
+                    client: DeleteClient::connect_lazy(addr)?,
+                    down_until_ms: AtomicU64::new(0),
+                }),
+            };
+            list.push(g);
+        }
+        *self.gateways.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(list);
+        Ok(())
+    }
+
+    fn list(&self) -> Arc<Vec<Arc<Gateway>>> {
+        Arc::clone(&self.gateways.read().unwrap_or_else(|p| p.into_inner()))
+    }
+
+    /// The gateway addresses, in list order.
+    pub fn addrs(&self) -> Vec<String> {
+        self.list().iter().map(|g| g.addr.clone()).collect()
+    }
+
+    fn now_ms(&self) -> u64 {
+        u64::try_from(self.epoch.elapsed().as_millis()).unwrap_or(u64::MAX)
+    }
+
+    /// Sends `request` to the next gateway in turn; when it cannot be reached
+    /// (`Unavailable`: the request never got there), to the next one, until
+    /// each was tried once. Gateways that failed recently go last. Other
+    /// errors are returned as they are (the dispatcher's retry decides).
+    pub async fn delete(
+        &self,
+        request: &DeleteRequest,
+    ) -> Result<crate::engine::CallResult, DeleteError> {
+        let list = self.list();
+        let n = list.len();
+        let start = self.next.fetch_add(1, Ordering::Relaxed) % n;
+        let now = self.now_ms();
+        let (up, down): (Vec<_>, Vec<_>) = (0..n)
+            .map(|i| &list[(start + i) % n])
+            .partition(|g| g.down_until_ms.load(Ordering::Relaxed) <= now);
+        let mut last = None;
+        for g in up.into_iter().chain(down) {
+            match g.client.delete(request).await {
+                Err(
+                    e @ DeleteError::Transport {
+                        code: tonic::Code::Unavailable,
+                        ..
+                    },
+                ) if n > 1 => {
+                    let until = self.now_ms() + GATEWAY_BACKOFF.as_millis() as u64;
+                    g.down_until_ms.store(until, Ordering::Relaxed);
+                    tracing::warn!(gateway = %g.addr, error = %e, "S3 gateway unreachable; trying the next");
+                    last = Some(e);
+                }
+                other => return other,
+            }
+        }
+        Err(last.expect("n > 1 gateways were tried"))
+    }
+}
+
+/// What a meta-log stream resumed on another filer must not deliver twice.
+/// After a break the stream restarts `margin` before the newest delivered
+/// event (events near it may still be on their way from a peer filer,
+/// docs/meta-log.md#several-filers); the events delivered in that sliver
+/// are remembered and dropped when they come again.
+#[derive(Debug)]
+pub struct ResumeDedup {
+    margin: Nanos,
+    newest: Option<Nanos>,
+    recent: VecDeque<(Nanos, EventKey)>,
+    seen: HashSet<EventKey>,
+}
+
+/// An event's identity: its timestamp and the paths it touched.
+type EventKey = (Nanos, String, String, String, String);
+
+fn key_of(e: &MetaEvent) -> EventKey {
+    let name = |en: &Option<crate::pb::filer_pb::Entry>| {
+        en.as_ref().map(|x| x.name.clone()).unwrap_or_default()
+    };
+    (
+        e.ts_ns,
+        e.directory.clone(),
+        name(&e.old_entry),
+        e.new_parent_path.clone(),
+        name(&e.new_entry),
+    )
+}
+
+impl ResumeDedup {
+    /// Nothing delivered yet; resume `margin` before the newest event.
+    pub fn new(margin: Nanos) -> ResumeDedup {
+        ResumeDedup {
+            margin: margin.max(0),
+            newest: None,
+            recent: VecDeque::new(),
+            seen: HashSet::new(),
+        }
+    }
+
+    /// Where a (re)subscription starts: the pass's `since` before anything
+    /// was delivered, else `margin` before the newest delivered event (never
+    /// before `since`).
+    pub fn since(&self, since: Nanos) -> Nanos {
+        match self.newest {
+            Some(t) => t.saturating_sub(self.margin).max(since),
+            None => since,
+        }
+    }
+
+    /// Whether `event` is new (deliver it) or was delivered already (drop it).
+    pub fn admit(&mut self, event: &MetaEvent) -> bool {
+        let key = key_of(event);
+        if self.seen.contains(&key) {
+            return false;
+        }
+        let newest = self.newest.map_or(event.ts_ns, |n| n.max(event.ts_ns));
+        self.newest = Some(newest);
+        self.seen.insert(key.clone());
+        self.recent.push_back((event.ts_ns, key));
+        // Forget what a resume can no longer bring back. Events arrive in
+        // nearly ts order, so the oldest sit at the front.
+        let floor = newest.saturating_sub(self.margin);
+        while let Some((ts, _)) = self.recent.front() {
+            if *ts > floor {
+                break;
+            }
+            if let Some((_, k)) = self.recent.pop_front() {
+                self.seen.remove(&k);
+            }
+        }
+        true
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::pb::filer_pb::Entry;
+
+    fn ev(ts: Nanos, name: &str) -> MetaEvent {
+        MetaEvent {
+            ts_ns: ts,
+            directory: "/buckets/b".into(),
+            new_parent_path: "/buckets/b".into(),
+            old_entry: None,
+            new_entry: Some(Entry {
+                name: name.into(),
+                ..Default::default()
+            }),
+        }
+    }
+
+    #[test]
+    fn resumed_stream_delivers_each_event_once() {
+        let mut d = ResumeDedup::new(10);
+        assert_eq!(d.since(5), 5);
+        for (ts, n) in [(100, "a"), (105, "b"), (104, "c"), (112, "d")] {
+            assert!(d.admit(&ev(ts, n)));
+        }
+        // Resume 10 before the newest (112), not before the pass's since.
+        assert_eq!(d.since(5), 102);
+        assert_eq!(d.since(110), 110);
+        // The new filer sends 104..112 again, plus one event the old one never did.
+        assert!(!d.admit(&ev(104, "c")));
+        assert!(!d.admit(&ev(105, "b")));
+        assert!(d.admit(&ev(106, "late-from-peer")));
+        assert!(!d.admit(&ev(112, "d")));
+        assert!(d.admit(&ev(113, "e")));
+        // Same ts, different object: a different event.
+        assert!(d.admit(&ev(113, "f")));
+    }
+
+    #[test]
+    fn memory_stays_within_the_margin() {
+        let mut d = ResumeDedup::new(10);
+        for ts in 0..1000 {
+            assert!(d.admit(&ev(ts, &ts.to_string())));
+        }
+        assert!(d.seen.len() <= 11, "{}", d.seen.len());
+        assert_eq!(d.seen.len(), d.recent.len());
+    }
+
+    #[tokio::test]
+    async fn a_round_of_unavailable_filers_is_retried_until_one_answers() {
+        let addrs: Vec<String> = vec!["127.0.0.1:1".into(), "127.0.0.1:2".into()];
+        let pool = FilerPool::new(&addrs, Duration::from_secs(1), "/c").unwrap();
+        let calls = Arc::new(AtomicUsize::new(0));
+        let got = pool
+            .call(|n| {
+                let calls = Arc::clone(&calls);
+                Box::pin(async move {
+                    // The first round: both unavailable (a survivor dialling its dead peer).
+                    if calls.fetch_add(1, Ordering::Relaxed) < 2 {
+                        Err("transport error: code: 'The service is currently unavailable'".into())
+                    } else {
+                        Ok(n.addr)
+                    }
+                })
+            })
+            .await
+            .unwrap();
+        assert_eq!(got, "127.0.0.1:1");
+        assert_eq!(calls.load(Ordering::Relaxed), 3);
+    }
+
+    #[tokio::test]
+    async fn pool_prefers_the_filer_that_answered() {
+        let addrs: Vec<String> = vec!["127.0.0.1:1".into(), "127.0.0.1:2".into()];
+        let pool = FilerPool::new(&addrs, Duration::from_secs(1), "/c").unwrap();
+        assert_eq!(pool.primary().addr, "127.0.0.1:1");
+        let got = pool
+            .call(|n| {
+                Box::pin(async move {
+                    if n.addr.ends_with(":1") {
+                        Err("down".to_string())
+                    } else {
+                        Ok(n.addr)
+                    }
+                })
+            })
+            .await
+            .unwrap();
+        assert_eq!(got, "127.0.0.1:2");
+        assert_eq!(pool.primary().addr, "127.0.0.1:2");
+        let e = pool
+            .call(|_| Box::pin(async { Err::<(), _>("down".to_string()) }))
+            .await
+            .unwrap_err();
+        assert!(
+            e.contains("every filer failed") && e.contains("127.0.0.1:1"),
+            "{e}"
+        );
+        // A refreshed list keeps the preferred filer.
+        pool.set_addrs(&["127.0.0.1:3".into(), "127.0.0.1:2".into()])
+            .unwrap();
+        assert_eq!(pool.primary().addr, "127.0.0.1:2");
+        pool.demote("127.0.0.1:2");
+        assert_eq!(pool.primary().addr, "127.0.0.1:3");
+        assert!(FilerPool::new(&[], Duration::from_secs(1), "/c").is_err());
+    }
+}
