@@ -3,12 +3,13 @@
 //! environment overrides, then validated. Errors name the offending key.
 
 use std::collections::HashMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use serde::{Deserialize, Deserializer};
 
 use crate::engine::{DueRounding, TimeConfig};
+pub use crate::seaweed::tls::TlsFiles;
 
 /// Prefix of environment overrides: `S3_LIFECYCLED__RATE__DELETES_PER_SECOND=50`.
 pub const ENV_PREFIX: &str = "S3_LIFECYCLED";
@@ -56,6 +57,24 @@ pub struct Settings {
     pub service: ServiceSettings,
     /// Logs and traces.
     pub telemetry: TelemetrySettings,
+    /// gRPC client TLS towards the cluster (docs/tls.md).
+    pub tls: TlsSettings,
+}
+
+/// `[tls]`: mutual TLS towards the filer and the S3 gateway. Empty `ca` =
+/// plaintext (unless `cluster.security_toml` names a file that enables it).
+#[derive(Debug, Clone, Default, Deserialize, PartialEq)]
+#[serde(default, deny_unknown_fields)]
+pub struct TlsSettings {
+    /// CA bundle (PEM) the servers' certificates must chain to.
+    pub ca: String,
+    /// Client certificate (PEM) presented to the servers.
+    pub cert: String,
+    /// The client certificate's private key (PEM).
+    pub key: String,
+    /// Host name the server certificates must carry; empty = check the chain
+    /// only (SeaweedFS certificates are often CN-only; docs/tls.md).
+    pub server_name: String,
 }
 
 /// `[cluster]`
@@ -72,6 +91,10 @@ pub struct ClusterSettings {
     /// load/save, bucket scan); not of the meta-log subscription.
     #[serde(deserialize_with = "de_duration")]
     pub filer_call_timeout: Duration,
+    /// SeaweedFS `security.toml` to take the gRPC TLS material from
+    /// (`[grpc] ca`, `[grpc.client] cert/key`, `WEED_GRPC_*` overrides);
+    /// empty = use `[tls]`.
+    pub security_toml: String,
 }
 
 impl Default for ClusterSettings {
@@ -81,6 +104,7 @@ impl Default for ClusterSettings {
             s3_grpc: "127.0.0.1:18333".into(),
             buckets_root: String::new(),
             filer_call_timeout: Duration::from_secs(30),
+            security_toml: String::new(),
         }
     }
 }
@@ -456,7 +480,111 @@ impl Settings {
         if !matches!(self.telemetry.log_format.as_str(), "text" | "json") {
             return Err(invalid("telemetry.log_format", "must be `text` or `json`"));
         }
+        self.validate_tls()?;
         Ok(())
+    }
+
+    fn validate_tls(&self) -> Result<(), ConfigError> {
+        let t = &self.tls;
+        let set = |v: &str| !v.trim().is_empty();
+        if set(&self.cluster.security_toml) && (set(&t.ca) || set(&t.cert) || set(&t.key)) {
+            return Err(invalid(
+                "cluster.security_toml",
+                "is set together with tls.ca/tls.cert/tls.key; use one source of TLS material \
+                 (tls.server_name may go with either)",
+            ));
+        }
+        if set(&t.cert) != set(&t.key) {
+            return Err(invalid(
+                "tls.cert",
+                "tls.cert and tls.key must be set together (the client certificate and its key)",
+            ));
+        }
+        if set(&t.cert) && !set(&t.ca) {
+            return Err(invalid(
+                "tls.ca",
+                "must be set when tls.cert is: the CA bundle the servers' certificates chain to \
+                 (SeaweedFS's [grpc] ca)",
+            ));
+        }
+        if set(&t.server_name) && !set(&t.ca) && !set(&self.cluster.security_toml) {
+            return Err(invalid(
+                "tls.server_name",
+                "only applies with TLS: set tls.ca (and tls.cert/tls.key) or cluster.security_toml",
+            ));
+        }
+        Ok(())
+    }
+
+    /// The gRPC client TLS material: from `[tls]`, or from the
+    /// `security.toml` named by `cluster.security_toml` with SeaweedFS's
+    /// `WEED_GRPC_CA` / `WEED_GRPC_CLIENT_CERT` / `WEED_GRPC_CLIENT_KEY`
+    /// overrides taken from `env` (they win over the file, as in `weed`;
+    /// docs/tls.md#how-seaweedfs-enables-it). `None`: plaintext, which is also
+    /// what `weed` does when the file has no `[grpc] ca`.
+    pub fn tls_files(
+        &self,
+        env: impl IntoIterator<Item = (String, String)>,
+    ) -> Result<Option<TlsFiles>, ConfigError> {
+        let server_name = Some(self.tls.server_name.trim().to_string()).filter(|s| !s.is_empty());
+        let path = |s: &str| Some(PathBuf::from(s.trim())).filter(|p| !p.as_os_str().is_empty());
+        let st = self.cluster.security_toml.trim();
+        if st.is_empty() {
+            let Some(ca) = path(&self.tls.ca) else {
+                return Ok(None);
+            };
+            return Ok(Some(TlsFiles {
+                ca,
+                cert: path(&self.tls.cert),
+                key: path(&self.tls.key),
+                server_name,
+            }));
+        }
+        let file = Path::new(st);
+        if !file.is_file() {
+            return Err(invalid(
+                "cluster.security_toml",
+                format!("{st} does not exist or is not a file (SeaweedFS's security.toml)"),
+            ));
+        }
+        let cfg = config::Config::builder()
+            .add_source(config::File::from(file).format(config::FileFormat::Toml))
+            .build()
+            .map_err(|e| invalid("cluster.security_toml", format!("{st}: {e}")))?;
+        let env: HashMap<String, String> = env.into_iter().collect();
+        let get = |key: &str, var: &str| -> String {
+            env.get(var)
+                .cloned()
+                .or_else(|| cfg.get_string(key).ok())
+                .unwrap_or_default()
+        };
+        let ca = get("grpc.ca", "WEED_GRPC_CA");
+        let cert = get("grpc.client.cert", "WEED_GRPC_CLIENT_CERT");
+        let key = get("grpc.client.key", "WEED_GRPC_CLIENT_KEY");
+        let Some(ca) = path(&ca) else {
+            if !cert.trim().is_empty() {
+                return Err(invalid(
+                    "cluster.security_toml",
+                    format!("{st} sets [grpc.client] cert but no [grpc] ca (nor WEED_GRPC_CA)"),
+                ));
+            }
+            return Ok(None);
+        };
+        if cert.trim().is_empty() != key.trim().is_empty() {
+            return Err(invalid(
+                "cluster.security_toml",
+                format!(
+                    "{st}: [grpc.client] cert and key must be set together \
+                     (or WEED_GRPC_CLIENT_CERT and WEED_GRPC_CLIENT_KEY)"
+                ),
+            ));
+        }
+        Ok(Some(TlsFiles {
+            ca,
+            cert: path(&cert),
+            key: path(&key),
+            server_name,
+        }))
     }
 }
 

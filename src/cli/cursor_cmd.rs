@@ -88,6 +88,14 @@ pub fn run(cmd: CursorCommand) -> i32 {
             return EXIT_USAGE;
         }
     };
+    // The filer may be TLS-only: [tls] or cluster.security_toml apply here too.
+    let tls = match crate::cli::tls::load(&s) {
+        Ok(t) => t,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return EXIT_USAGE;
+        }
+    };
     let rt = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -98,7 +106,7 @@ pub fn run(cmd: CursorCommand) -> i32 {
             return EXIT_ERROR;
         }
     };
-    match rt.block_on(run_async(cmd, s, shards)) {
+    match rt.block_on(run_async(cmd, s, shards, tls)) {
         Ok(()) => EXIT_OK,
         Err(e) => {
             eprintln!("error: {e}");
@@ -107,8 +115,14 @@ pub fn run(cmd: CursorCommand) -> i32 {
     }
 }
 
-async fn run_async(cmd: CursorCommand, s: Settings, shards: Vec<u8>) -> Result<(), String> {
-    let client = FilerClient::connect(&s.cluster.filer)
+async fn run_async(
+    cmd: CursorCommand,
+    s: Settings,
+    shards: Vec<u8>,
+    tls: Option<crate::seaweed::tls::ClientTls>,
+) -> Result<(), String> {
+    let options = crate::seaweed::endpoint::EndpointOptions::seaweed().tls(tls);
+    let client = FilerClient::connect_with(&s.cluster.filer, &options)
         .await
         .map_err(|e| e.to_string())?;
     let store = CursorStore::new(client.clone(), &s.cursor.dir);

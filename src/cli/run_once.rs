@@ -31,6 +31,10 @@ pub struct RunOnceArgs {
     /// S3 gateway gRPC address (overrides `cluster.s3_grpc`).
     #[arg(long = "s3-grpc")]
     pub s3_grpc: Option<String>,
+    /// SeaweedFS security.toml to take the gRPC TLS material from
+    /// (overrides `cluster.security_toml`; `WEED_GRPC_*` variables apply).
+    #[arg(long = "security-toml")]
+    pub security_toml: Option<PathBuf>,
     /// Shards to run: `0-15` or `a,b,c` (overrides `pass.shards`).
     #[arg(long)]
     pub shards: Option<String>,
@@ -63,6 +67,9 @@ pub fn settings(args: &RunOnceArgs) -> Result<Settings, String> {
     }
     if let Some(g) = &args.s3_grpc {
         s.cluster.s3_grpc = g.clone();
+    }
+    if let Some(p) = &args.security_toml {
+        s.cluster.security_toml = p.display().to_string();
     }
     if let Some(sh) = &args.shards {
         parse_shards(sh).map_err(|m| format!("flag --shards: {m}"))?;
@@ -155,6 +162,36 @@ pub fn new_run_id() -> String {
 }
 
 async fn pass(s: Settings, now: Nanos, shards: Vec<u8>, dry_run: bool, json: bool) -> i32 {
+    let tls = match crate::cli::tls::load(&s) {
+        Ok(t) => t,
+        Err(e) => return usage(e),
+    };
+    let addrs = [s.cluster.filer.clone(), s.cluster.s3_grpc.clone()];
+    let code = pass_with(s, now, shards, dry_run, json, tls.clone()).await;
+    if code == EXIT_OK {
+        return code;
+    }
+    // A handshake refused somewhere surfaces as a transport error deep in the
+    // pass; name the TLS cause and exit with its code instead
+    // (docs/tls.md#how-failures-surface).
+    let addrs: Vec<&str> = addrs.iter().map(String::as_str).collect();
+    match crate::cli::tls::diagnose(tls.as_ref(), &addrs).await {
+        Some((msg, tls_code)) => {
+            eprintln!("error: {msg}");
+            tls_code
+        }
+        None => code,
+    }
+}
+
+async fn pass_with(
+    s: Settings,
+    now: Nanos,
+    shards: Vec<u8>,
+    dry_run: bool,
+    json: bool,
+    tls: Option<crate::seaweed::tls::ClientTls>,
+) -> i32 {
     {
         let cluster = match SeaweedCluster::connect(
             &s.cluster.filer,
@@ -162,6 +199,7 @@ async fn pass(s: Settings, now: Nanos, shards: Vec<u8>, dry_run: bool, json: boo
             &s.cursor.dir,
             s.pass.event_buffer,
             s.cluster.filer_call_timeout,
+            tls.clone(),
         )
         .await
         {
@@ -171,7 +209,7 @@ async fn pass(s: Settings, now: Nanos, shards: Vec<u8>, dry_run: bool, json: boo
                 return EXIT_ERROR;
             }
         };
-        let deletes = match SeaweedDelete::connect(&s.cluster.s3_grpc).await {
+        let deletes = match SeaweedDelete::connect(&s.cluster.s3_grpc, tls).await {
             Ok(d) => d,
             Err(e) => return usage(format!("configuration key `cluster.s3_grpc`: {e}")),
         };

@@ -24,6 +24,7 @@ use crate::metrics::Metrics;
 use crate::pass::coordinator::Coordinator;
 use crate::pass::observe::{PassObserver, StatusBoard};
 use crate::pass::ports::{ClusterPort, SeaweedCluster, SeaweedDelete};
+use crate::seaweed::tls::ClientTls;
 use crate::service::{Backend, Service};
 
 /// `serve` flags (the cluster flags of `run-once`).
@@ -38,6 +39,10 @@ pub struct ServeArgs {
     /// S3 gateway gRPC address (overrides `cluster.s3_grpc`).
     #[arg(long = "s3-grpc")]
     pub s3_grpc: Option<String>,
+    /// SeaweedFS security.toml to take the gRPC TLS material from
+    /// (overrides `cluster.security_toml`; `WEED_GRPC_*` variables apply).
+    #[arg(long = "security-toml")]
+    pub security_toml: Option<std::path::PathBuf>,
     /// Shards to run: `0-15` or `a,b,c` (overrides `pass.shards`).
     #[arg(long)]
     pub shards: Option<String>,
@@ -60,6 +65,7 @@ pub fn run(args: ServeArgs) -> i32 {
         config: args.config,
         filer: args.filer,
         s3_grpc: args.s3_grpc,
+        security_toml: args.security_toml,
         shards: args.shards,
         buckets: args.buckets,
         now: None,
@@ -73,6 +79,10 @@ pub fn run(args: ServeArgs) -> i32 {
         Ok(v) => v,
         Err(e) => return usage(format!("configuration key `pass.shards`: {e}")),
     };
+    let tls = match crate::cli::tls::load(&s) {
+        Ok(t) => t,
+        Err(e) => return usage(e),
+    };
     let Some(sys) = super::actix_system() else {
         return EXIT_ERROR;
     };
@@ -81,7 +91,7 @@ pub fn run(args: ServeArgs) -> i32 {
             Ok(g) => g,
             Err(e) => return usage(e),
         };
-        let code = serve(s, shards).await;
+        let code = serve(s, shards, tls).await;
         if let Err(e) = guard.shutdown().await {
             eprintln!("warning: {e}");
         }
@@ -92,7 +102,7 @@ pub fn run(args: ServeArgs) -> i32 {
     std::process::exit(code)
 }
 
-async fn serve(s: Settings, shards: Vec<u8>) -> i32 {
+async fn serve(s: Settings, shards: Vec<u8>, tls: Option<ClientTls>) -> i32 {
     // Handlers first: a signal during start-up must not kill the process
     // with the default action.
     let signals = match Signals::install() {
@@ -136,11 +146,19 @@ async fn serve(s: Settings, shards: Vec<u8>) -> i32 {
             &s.cursor.dir,
             s.pass.event_buffer,
             s.cluster.filer_call_timeout,
+            tls.clone(),
         )
         .await
         {
             Ok(c) => break c,
             Err(e) => {
+                // Name a TLS cause (plaintext against a TLS port, a refused
+                // certificate) rather than a bare transport error.
+                let addrs = [s.cluster.filer.as_str()];
+                let e = match crate::cli::tls::diagnose(tls.as_ref(), &addrs).await {
+                    Some((msg, _)) => msg,
+                    None => e,
+                };
                 readiness.set_not_ready(format!("filer {}: {e}", s.cluster.filer));
                 tracing::warn!(filer = s.cluster.filer, error = %e, "cluster not reachable; retrying");
                 if signals.sleep_or_signal(CONNECT_RETRY).await {
@@ -151,7 +169,7 @@ async fn serve(s: Settings, shards: Vec<u8>) -> i32 {
             }
         }
     };
-    let deletes = match SeaweedDelete::connect(&s.cluster.s3_grpc).await {
+    let deletes = match SeaweedDelete::connect(&s.cluster.s3_grpc, tls.clone()).await {
         Ok(d) => d,
         Err(e) => return usage(format!("configuration key `cluster.s3_grpc`: {e}")),
     };
@@ -166,6 +184,16 @@ async fn serve(s: Settings, shards: Vec<u8>) -> i32 {
         obs,
     ));
     let service = Service::new(coordinator, board.clone(), s.clone(), shards);
+    if let Some(tls) = tls.clone() {
+        // Rotation without restart: certificates re-read before every pass
+        // (docs/tls.md#rotation).
+        service.set_before_pass(Arc::new(move || {
+            let tls = tls.clone();
+            Box::pin(async move {
+                tls.refresh().await;
+            })
+        }));
+    }
 
     let health = AdminHealth::new().await;
     let admin_task = tokio::spawn(admin::serve_admin(

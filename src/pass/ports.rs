@@ -21,6 +21,7 @@ use crate::seaweed::filer::FilerClient;
 use crate::seaweed::lister::list_bucket;
 use crate::seaweed::metalog::{DEFAULT_CLIENT_NAME, MetaLogReader, ReaderOptions, SubscribeParams};
 use crate::seaweed::retention;
+use crate::seaweed::tls::ClientTls;
 
 /// A stream of meta-log events for one pass: `Err` then end when it broke;
 /// a plain end means the filer ended the stream normally.
@@ -69,8 +70,13 @@ pub struct SeaweedCluster {
 /// A lazily connecting channel with the filer client's keepalive settings.
 /// Build it on the main runtime (its buffer task lives there).
 pub fn channel(addr: &str) -> Result<Channel, String> {
+    channel_tls(addr, None)
+}
+
+/// [`channel`], dialling with client TLS when `tls` is set (docs/tls.md).
+pub fn channel_tls(addr: &str, tls: Option<ClientTls>) -> Result<Channel, String> {
     use crate::seaweed::endpoint::{EndpointOptions, GrpcEndpoint};
-    let endpoint = GrpcEndpoint::new(addr, &EndpointOptions::seaweed()).map_err(|e| {
+    let endpoint = GrpcEndpoint::new(addr, &EndpointOptions::seaweed().tls(tls)).map_err(|e| {
         format!(
             "invalid address {addr:?}: {}; expected host:port",
             e.reason()
@@ -83,15 +89,17 @@ impl SeaweedCluster {
     /// Connects to the filer at `addr` (fails when it does not answer), asks
     /// for the buckets root unless `buckets_root` is set, and keeps cursors
     /// under `cursor_dir`. Every unary filer call (lookups, listing pages,
-    /// cursor load/save, bucket scan) gets `filer_call_timeout`.
+    /// cursor load/save, bucket scan) gets `filer_call_timeout`. `tls`:
+    /// client TLS for the filer's gRPC port (`None`: plaintext).
     pub async fn connect(
         addr: &str,
         buckets_root: &str,
         cursor_dir: &str,
         event_buffer: usize,
         filer_call_timeout: std::time::Duration,
+        tls: Option<ClientTls>,
     ) -> Result<SeaweedCluster, String> {
-        let channel = channel(addr)?;
+        let channel = channel_tls(addr, tls)?;
         let filer =
             FilerClient::from_channel(channel.clone(), addr).with_call_timeout(filer_call_timeout);
         let root = if buckets_root.is_empty() {
@@ -229,9 +237,11 @@ pub struct SeaweedDelete {
 }
 
 impl SeaweedDelete {
-    /// A client for `addr` (connects lazily; build on the main runtime).
-    pub async fn connect(addr: &str) -> Result<SeaweedDelete, String> {
-        DeleteClient::connect(addr)
+    /// A client for `addr` (connects lazily; build on the main runtime),
+    /// with client TLS when `tls` is set.
+    pub async fn connect(addr: &str, tls: Option<ClientTls>) -> Result<SeaweedDelete, String> {
+        use crate::seaweed::endpoint::EndpointOptions;
+        DeleteClient::connect_with(addr, &EndpointOptions::seaweed().tls(tls))
             .await
             .map(|client| SeaweedDelete { client })
             .map_err(|e| e.to_string())

@@ -152,13 +152,20 @@ impl DeleteClient {
     /// the server (docs/lifecycle-delete.md#latency); callers bound a pass as
     /// a whole.
     pub async fn connect(s3_grpc_addr: &str) -> Result<DeleteClient, DeleteError> {
-        use crate::seaweed::endpoint::{EndpointOptions, GrpcEndpoint};
+        use crate::seaweed::endpoint::EndpointOptions;
+        DeleteClient::connect_with(s3_grpc_addr, &EndpointOptions::seaweed()).await
+    }
+
+    /// [`DeleteClient::connect`] with explicit endpoint options (client TLS).
+    pub async fn connect_with(
+        s3_grpc_addr: &str,
+        options: &crate::seaweed::endpoint::EndpointOptions,
+    ) -> Result<DeleteClient, DeleteError> {
+        use crate::seaweed::endpoint::GrpcEndpoint;
         let endpoint =
-            GrpcEndpoint::new(s3_grpc_addr, &EndpointOptions::seaweed()).map_err(|e| {
-                DeleteError::InvalidAddress {
-                    address: s3_grpc_addr.to_string(),
-                    reason: e.reason().to_string(),
-                }
+            GrpcEndpoint::new(s3_grpc_addr, options).map_err(|e| DeleteError::InvalidAddress {
+                address: s3_grpc_addr.to_string(),
+                reason: e.reason().to_string(),
             })?;
         Ok(DeleteClient::from_channel(endpoint.connect_lazy()))
     }

@@ -11,3 +11,4 @@ pub mod filer;
 pub mod lister;
 pub mod metalog;
 pub mod retention;
+pub mod tls;
