@@ -45,9 +45,12 @@ pub fn exit_code(f: &TlsFailure) -> i32 {
 pub async fn diagnose(tls: Option<&ClientTls>, addrs: &[&str]) -> Option<(String, i32)> {
     match tls {
         Some(t) => {
-            let f = t.last_failure()?;
-            let which = addrs.join(", ");
-            Some((f.message(&which), exit_code(&f)))
+            for a in addrs {
+                if let Some(f) = t.diagnose(a).await {
+                    return Some((f.message(a), exit_code(&f)));
+                }
+            }
+            None
         }
         None => {
             for a in addrs {

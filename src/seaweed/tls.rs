@@ -163,6 +163,10 @@ impl TlsFailure {
 struct Loaded {
     digest: u64,
     config: Arc<ClientConfig>,
+    /// The CA bundle and our certificate chain, to check our own
+    /// certificate when a server refuses it.
+    roots: Arc<RootCertStore>,
+    chain: Vec<CertificateDer<'static>>,
 }
 
 struct Inner {
@@ -237,8 +241,10 @@ fn load(files: &TlsFiles) -> Result<Loaded, TlsConfigError> {
             reason: "holds no PEM certificate (-----BEGIN CERTIFICATE-----)".into(),
         });
     }
+    let roots = Arc::new(roots);
+    let mut own_chain = Vec::new();
     let verifier = Arc::new(ChainVerifier {
-        roots: Arc::new(roots),
+        roots: roots.clone(),
         check_name: files.server_name.is_some(),
         provider: provider(),
     });
@@ -273,6 +279,7 @@ fn load(files: &TlsFiles) -> Result<Loaded, TlsConfigError> {
                     path: key.clone(),
                     reason: format!("holds no PEM private key ({e})"),
                 })?;
+            own_chain.clone_from(&chain);
             builder.with_client_auth_cert(chain, pk).map_err(|e| {
                 TlsConfigError::Other(format!(
                     "tls.cert {} and tls.key {} do not go together: {e}",
@@ -293,6 +300,8 @@ fn load(files: &TlsFiles) -> Result<Loaded, TlsConfigError> {
     Ok(Loaded {
         digest: h.finish(),
         config: Arc::new(config),
+        roots,
+        chain: own_chain,
     })
 }
 
@@ -383,6 +392,86 @@ impl ClientTls {
             .last_failure
             .lock()
             .unwrap_or_else(|p| p.into_inner()) = Some(f);
+    }
+
+    /// Works out why `addr` refuses us, deterministically: a TLS 1.3 server
+    /// reports a refused client certificate only after the handshake, so a
+    /// failed call may show nothing but "connection closed"
+    /// (docs/tls.md#how-failures-surface). Dials once, reads the server's
+    /// first bytes (an alert, or its HTTP/2 settings when all is well), and
+    /// checks our own certificate locally, because SeaweedFS answers an
+    /// expired client certificate and one from a foreign CA with the same
+    /// `BadCertificate` alert. `None`: the handshake succeeds.
+    pub async fn diagnose(&self, addr: &str) -> Option<TlsFailure> {
+        let (host, port) = host_port(addr)?;
+        let own = self.check_own_certificate();
+        let attempt = async {
+            *self
+                .0
+                .last_failure
+                .lock()
+                .unwrap_or_else(|p| p.into_inner()) = None;
+            let mut io = match self.dial(&host, port).await {
+                Ok(io) => io,
+                // A handshake failure was recorded; anything else (nothing
+                // listening) is not a TLS matter.
+                Err(_) => return self.last_failure(),
+            };
+            let mut byte = [0u8; 1];
+            match tokio::io::AsyncReadExt::read(&mut *io.stream, &mut byte).await {
+                Ok(n) if n > 0 => None,
+                Ok(_) => Some(TlsFailure::Other(
+                    "the server closed the connection right after the handshake".into(),
+                )),
+                Err(e) => Some(
+                    TlsFailure::from_io(&e).unwrap_or_else(|| TlsFailure::Other(e.to_string())),
+                ),
+            }
+        };
+        let found = tokio::time::timeout(Duration::from_secs(5), attempt)
+            .await
+            .unwrap_or(None)?;
+        // The server refused our certificate: our own check says why.
+        if let TlsFailure::ClientCertificate(_) = found
+            && let Some(own) = own
+        {
+            return Some(own);
+        }
+        Some(found)
+    }
+
+    /// Our client certificate checked against our own CA bundle and the
+    /// clock: expired, or not issued by that CA. `None` when it is fine or
+    /// there is none.
+    fn check_own_certificate(&self) -> Option<TlsFailure> {
+        let (roots, chain) = {
+            let cur = self.0.loaded.lock().unwrap_or_else(|p| p.into_inner());
+            (cur.roots.clone(), cur.chain.clone())
+        };
+        let (leaf, intermediates) = chain.split_first()?;
+        let verifier =
+            rustls::server::WebPkiClientVerifier::builder_with_provider(roots, provider())
+                .build()
+                .ok()?;
+        let path = self
+            .0
+            .files
+            .cert
+            .as_ref()
+            .map(|p| p.display().to_string())
+            .unwrap_or_default();
+        match verifier.verify_client_cert(leaf, intermediates, UnixTime::now()) {
+            Ok(_) => None,
+            Err(e) => match TlsFailure::from_rustls(&e) {
+                TlsFailure::Expired(d) => Some(TlsFailure::Expired(format!(
+                    "our client certificate {path}: {d}"
+                ))),
+                TlsFailure::UnknownCa(d) => Some(TlsFailure::UnknownCa(format!(
+                    "our client certificate {path} is not issued by tls.ca: {d}"
+                ))),
+                _ => None,
+            },
+        }
     }
 
     /// The configuration to dial with: the files are re-read (they are
@@ -497,10 +586,11 @@ impl AsyncRead for TlsIo {
             return Poll::Ready(Err(rotated_error()));
         }
         let r = Pin::new(&mut *self.stream).poll_read(cx, buf);
-        if let Poll::Ready(Err(e)) = &r
-            && let Some(f) = TlsFailure::from_io(e)
-        {
-            self.tls.record(f);
+        if let Poll::Ready(Err(e)) = &r {
+            tracing::debug!(error = %e, kind = ?e.kind(), "TLS read failed");
+            if let Some(f) = TlsFailure::from_io(e) {
+                self.tls.record(f);
+            }
         }
         r
     }
@@ -515,7 +605,14 @@ impl AsyncWrite for TlsIo {
         if self.rotated() {
             return Poll::Ready(Err(rotated_error()));
         }
-        Pin::new(&mut *self.stream).poll_write(cx, buf)
+        let r = Pin::new(&mut *self.stream).poll_write(cx, buf);
+        if let Poll::Ready(Err(e)) = &r {
+            tracing::debug!(error = %e, kind = ?e.kind(), "TLS write failed");
+            if let Some(f) = TlsFailure::from_io(e) {
+                self.tls.record(f);
+            }
+        }
+        r
     }
 
     fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
@@ -594,6 +691,18 @@ impl ServerCertVerifier for ChainVerifier {
     }
 }
 
+/// `host:port` or `http://host:port/` split into host (brackets of an IPv6
+/// literal removed) and port.
+fn host_port(addr: &str) -> Option<(String, u16)> {
+    let hostport = addr
+        .split_once("://")
+        .map_or(addr, |(_, rest)| rest)
+        .trim_end_matches('/');
+    let (host, port) = hostport.rsplit_once(':')?;
+    let port = port.parse::<u16>().ok()?;
+    Some((host.trim_matches(['[', ']']).to_string(), port))
+}
+
 /// Accepts any server certificate. Only for [`speaks_tls`], which sends no
 /// data and only asks whether the peer answers a TLS handshake at all.
 #[derive(Debug)]
@@ -637,17 +746,9 @@ impl ServerCertVerifier for AnyCert {
 /// "requires TLS". `false` when the peer is unreachable or speaks something
 /// else.
 pub async fn speaks_tls(addr: &str) -> bool {
-    let hostport = addr
-        .split_once("://")
-        .map_or(addr, |(_, rest)| rest)
-        .trim_end_matches('/');
-    let Some((host, port)) = hostport.rsplit_once(':') else {
+    let Some((host, port)) = host_port(addr) else {
         return false;
     };
-    let Ok(port) = port.parse::<u16>() else {
-        return false;
-    };
-    let host = host.trim_matches(['[', ']']).to_string();
     let probe = async {
         let tcp = TcpStream::connect((host.as_str(), port)).await.ok()?;
         let Ok(builder) =
