@@ -302,6 +302,10 @@ pub struct ServiceSettings {
     /// Meant for test clusters only: such a pass deletes everything the rules
     /// would delete by that date.
     pub allow_future_now: bool,
+    /// File holding the bearer token the admin API and the status page
+    /// require (and the CLI sends); required when either listens beyond
+    /// loopback. Empty = no token.
+    pub admin_token_file: String,
 }
 
 /// How far past the wall clock a trigger's `now` may be before `serve` refuses
@@ -317,6 +321,7 @@ impl Default for ServiceSettings {
             http_listen: "127.0.0.1:9711".into(),
             shutdown_deadline: Duration::from_secs(30),
             allow_future_now: false,
+            admin_token_file: String::new(),
         }
     }
 }

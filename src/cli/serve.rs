@@ -15,6 +15,7 @@ use std::time::Duration;
 use clap::Args;
 use tokio::sync::watch;
 
+use crate::admin::auth::{AdminToken, require_auth_beyond_loopback};
 use crate::admin::{self, AdminHealth};
 use crate::cli::run_once::{RunOnceArgs, settings};
 use crate::cli::{EXIT_ERROR, EXIT_OK, EXIT_USAGE};
@@ -83,6 +84,10 @@ pub fn run(args: ServeArgs) -> i32 {
         Ok(t) => t,
         Err(e) => return usage(e),
     };
+    let token = match admin_token(&s) {
+        Ok(t) => t,
+        Err(e) => return usage(e),
+    };
     let Some(sys) = super::actix_system() else {
         return EXIT_ERROR;
     };
@@ -91,7 +96,7 @@ pub fn run(args: ServeArgs) -> i32 {
             Ok(g) => g,
             Err(e) => return usage(e),
         };
-        let code = serve(s, shards, tls).await;
+        let code = serve(s, shards, tls, token).await;
         if let Err(e) = guard.shutdown().await {
             eprintln!("warning: {e}");
         }
@@ -102,7 +107,34 @@ pub fn run(args: ServeArgs) -> i32 {
     std::process::exit(code)
 }
 
-async fn serve(s: Settings, shards: Vec<u8>, tls: Option<ClientTls>) -> i32 {
+/// The admin token, and the rule that a bind beyond loopback needs one
+/// (docs/admin-auth.md). `Err` is a configuration message (exit 2).
+fn admin_token(s: &Settings) -> Result<Option<AdminToken>, String> {
+    let path = s.service.admin_token_file.trim();
+    let token = if path.is_empty() {
+        None
+    } else {
+        Some(AdminToken::from_file(std::path::Path::new(path))?)
+    };
+    require_auth_beyond_loopback(
+        "service.admin_listen",
+        &s.service.admin_listen,
+        token.as_ref(),
+    )?;
+    require_auth_beyond_loopback(
+        "service.http_listen",
+        &s.service.http_listen,
+        token.as_ref(),
+    )?;
+    Ok(token)
+}
+
+async fn serve(
+    s: Settings,
+    shards: Vec<u8>,
+    tls: Option<ClientTls>,
+    token: Option<AdminToken>,
+) -> i32 {
     // Handlers first: a signal during start-up must not kill the process
     // with the default action.
     let signals = match Signals::install() {
@@ -115,7 +147,8 @@ async fn serve(s: Settings, shards: Vec<u8>, tls: Option<ClientTls>) -> i32 {
     let metrics = Metrics::new();
     metrics.init_shards(&shards);
     let readiness = Readiness::new();
-    let (http_state, tx) = HttpState::new(metrics.clone(), readiness.clone());
+    let (mut http_state, tx) = HttpState::new(metrics.clone(), readiness.clone());
+    http_state.admin_token = token.clone();
     let board = Arc::new(StatusBoard::new(tx));
     let (shut_tx, shut_rx) = watch::channel(false);
     let wait_shut = |mut rx: watch::Receiver<bool>| async move {
@@ -196,10 +229,11 @@ async fn serve(s: Settings, shards: Vec<u8>, tls: Option<ClientTls>) -> i32 {
     }
 
     let health = AdminHealth::new().await;
-    let admin_task = tokio::spawn(admin::serve_admin(
+    let admin_task = tokio::spawn(admin::serve_admin_with_token(
         admin_listener,
         Arc::new(Backend(service.clone())),
         health.clone(),
+        token,
         wait_shut(shut_rx.clone()),
     ));
 
