@@ -751,6 +751,90 @@ mod tests {
     }
 
     #[test]
+    fn tls_settings_resolve_and_half_set_ones_name_the_key() {
+        let s = Settings::load(
+            None,
+            env(&[
+                ("S3_LIFECYCLED__TLS__CA", "/c/ca.crt"),
+                ("S3_LIFECYCLED__TLS__CERT", "/c/client.crt"),
+                ("S3_LIFECYCLED__TLS__KEY", "/c/client.key"),
+            ]),
+        )
+        .unwrap();
+        let f = s.tls_files(env(&[])).unwrap().unwrap();
+        assert_eq!(f.ca, PathBuf::from("/c/ca.crt"));
+        assert_eq!(f.cert, Some(PathBuf::from("/c/client.crt")));
+        assert_eq!(f.server_name, None);
+        assert_eq!(Settings::default().tls_files(env(&[])).unwrap(), None);
+        for (pairs, key) in [
+            (vec![("S3_LIFECYCLED__TLS__CERT", "/c/x.crt")], "tls.cert"),
+            (
+                vec![
+                    ("S3_LIFECYCLED__TLS__CERT", "/c/x.crt"),
+                    ("S3_LIFECYCLED__TLS__KEY", "/c/x.key"),
+                ],
+                "tls.ca",
+            ),
+            (
+                vec![("S3_LIFECYCLED__TLS__SERVER_NAME", "filer")],
+                "tls.server_name",
+            ),
+            (
+                vec![
+                    ("S3_LIFECYCLED__TLS__CA", "/c/ca.crt"),
+                    (
+                        "S3_LIFECYCLED__CLUSTER__SECURITY_TOML",
+                        "/etc/seaweedfs/security.toml",
+                    ),
+                ],
+                "cluster.security_toml",
+            ),
+        ] {
+            let e = Settings::load(None, env(&pairs)).unwrap_err().to_string();
+            assert!(e.contains(key), "{key}: {e}");
+        }
+    }
+
+    #[test]
+    fn security_toml_gives_grpc_ca_and_client_cert_and_weed_variables_win() {
+        let dir = std::env::temp_dir().join(format!("cfg-sec-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = dir.join("security.toml");
+        std::fs::write(
+            &file,
+            "[grpc]\nca = \"/s/ca.crt\"\n[grpc.filer]\ncert = \"/s/filer.crt\"\nkey = \"/s/filer.key\"\n\
+             [grpc.client]\ncert = \"/s/client.crt\"\nkey = \"/s/client.key\"\n",
+        )
+        .unwrap();
+        let mut s = Settings::default();
+        s.cluster.security_toml = file.display().to_string();
+        let f = s.tls_files(env(&[])).unwrap().unwrap();
+        assert_eq!(f.ca, PathBuf::from("/s/ca.crt"));
+        assert_eq!(f.cert, Some(PathBuf::from("/s/client.crt")));
+        assert_eq!(f.key, Some(PathBuf::from("/s/client.key")));
+        let f = s
+            .tls_files(env(&[
+                ("WEED_GRPC_CA", "/e/ca.crt"),
+                ("WEED_GRPC_CLIENT_CERT", "/e/c.crt"),
+                ("WEED_GRPC_CLIENT_KEY", "/e/c.key"),
+            ]))
+            .unwrap()
+            .unwrap();
+        assert_eq!(f.ca, PathBuf::from("/e/ca.crt"));
+        assert_eq!(f.cert, Some(PathBuf::from("/e/c.crt")));
+        // A security.toml without [grpc] ca: weed runs plaintext, and so do we.
+        std::fs::write(&file, "[jwt.signing]\nkey = \"\"\n").unwrap();
+        assert_eq!(s.tls_files(env(&[])).unwrap(), None);
+        s.cluster.security_toml = dir.join("missing.toml").display().to_string();
+        let e = s.tls_files(env(&[])).unwrap_err().to_string();
+        assert!(
+            e.contains("cluster.security_toml") && e.contains("missing.toml"),
+            "{e}"
+        );
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
     fn shipped_default_toml_equals_built_in_defaults() {
         let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("config/default.toml");
         let s = Settings::load(Some(&path), env(&[])).unwrap();
