@@ -3,12 +3,13 @@
 //! environment overrides, then validated. Errors name the offending key.
 
 use std::collections::HashMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use serde::{Deserialize, Deserializer};
 
 use crate::engine::{DueRounding, TimeConfig};
+pub use crate::seaweed::tls::TlsFiles;
 
 /// Prefix of environment overrides: `S3_LIFECYCLED__RATE__DELETES_PER_SECOND=50`.
 pub const ENV_PREFIX: &str = "S3_LIFECYCLED";
@@ -56,6 +57,24 @@ pub struct Settings {
     pub service: ServiceSettings,
     /// Logs and traces.
     pub telemetry: TelemetrySettings,
+    /// gRPC client TLS towards the cluster (docs/tls.md).
+    pub tls: TlsSettings,
+}
+
+/// `[tls]`: mutual TLS towards the filer and the S3 gateway. Empty `ca` =
+/// plaintext (unless `cluster.security_toml` names a file that enables it).
+#[derive(Debug, Clone, Default, Deserialize, PartialEq)]
+#[serde(default, deny_unknown_fields)]
+pub struct TlsSettings {
+    /// CA bundle (PEM) the servers' certificates must chain to.
+    pub ca: String,
+    /// Client certificate (PEM) presented to the servers.
+    pub cert: String,
+    /// The client certificate's private key (PEM).
+    pub key: String,
+    /// Host name the server certificates must carry; empty = check the chain
+    /// only (SeaweedFS certificates are often CN-only; docs/tls.md).
+    pub server_name: String,
 }
 
 /// `[cluster]`
@@ -85,6 +104,10 @@ pub struct ClusterSettings {
     /// load/save, bucket scan); not of the meta-log subscription.
     #[serde(deserialize_with = "de_duration")]
     pub filer_call_timeout: Duration,
+    /// SeaweedFS `security.toml` to take the gRPC TLS material from
+    /// (`[grpc] ca`, `[grpc.client] cert/key`, `WEED_GRPC_*` overrides);
+    /// empty = use `[tls]`.
+    pub security_toml: String,
 }
 
 impl Default for ClusterSettings {
@@ -95,6 +118,7 @@ impl Default for ClusterSettings {
             master: String::new(),
             buckets_root: String::new(),
             filer_call_timeout: Duration::from_secs(30),
+            security_toml: String::new(),
         }
     }
 }
@@ -351,6 +375,10 @@ pub struct ServiceSettings {
     /// Meant for test clusters only: such a pass deletes everything the rules
     /// would delete by that date.
     pub allow_future_now: bool,
+    /// File holding the bearer token the admin API and the status page
+    /// require (and the CLI sends); required when either listens beyond
+    /// loopback. Empty = no token.
+    pub admin_token_file: String,
 }
 
 /// How far past the wall clock a trigger's `now` may be before `serve` refuses
@@ -366,6 +394,7 @@ impl Default for ServiceSettings {
             http_listen: "127.0.0.1:9711".into(),
             shutdown_deadline: Duration::from_secs(30),
             allow_future_now: false,
+            admin_token_file: String::new(),
         }
     }
 }
@@ -572,7 +601,111 @@ impl Settings {
         if !matches!(self.telemetry.log_format.as_str(), "text" | "json") {
             return Err(invalid("telemetry.log_format", "must be `text` or `json`"));
         }
+        self.validate_tls()?;
         Ok(())
+    }
+
+    fn validate_tls(&self) -> Result<(), ConfigError> {
+        let t = &self.tls;
+        let set = |v: &str| !v.trim().is_empty();
+        if set(&self.cluster.security_toml) && (set(&t.ca) || set(&t.cert) || set(&t.key)) {
+            return Err(invalid(
+                "cluster.security_toml",
+                "is set together with tls.ca/tls.cert/tls.key; use one source of TLS material \
+                 (tls.server_name may go with either)",
+            ));
+        }
+        if set(&t.cert) != set(&t.key) {
+            return Err(invalid(
+                "tls.cert",
+                "tls.cert and tls.key must be set together (the client certificate and its key)",
+            ));
+        }
+        if set(&t.cert) && !set(&t.ca) {
+            return Err(invalid(
+                "tls.ca",
+                "must be set when tls.cert is: the CA bundle the servers' certificates chain to \
+                 (SeaweedFS's [grpc] ca)",
+            ));
+        }
+        if set(&t.server_name) && !set(&t.ca) && !set(&self.cluster.security_toml) {
+            return Err(invalid(
+                "tls.server_name",
+                "only applies with TLS: set tls.ca (and tls.cert/tls.key) or cluster.security_toml",
+            ));
+        }
+        Ok(())
+    }
+
+    /// The gRPC client TLS material: from `[tls]`, or from the
+    /// `security.toml` named by `cluster.security_toml` with SeaweedFS's
+    /// `WEED_GRPC_CA` / `WEED_GRPC_CLIENT_CERT` / `WEED_GRPC_CLIENT_KEY`
+    /// overrides taken from `env` (they win over the file, as in `weed`;
+    /// docs/tls.md#how-seaweedfs-enables-it). `None`: plaintext, which is also
+    /// what `weed` does when the file has no `[grpc] ca`.
+    pub fn tls_files(
+        &self,
+        env: impl IntoIterator<Item = (String, String)>,
+    ) -> Result<Option<TlsFiles>, ConfigError> {
+        let server_name = Some(self.tls.server_name.trim().to_string()).filter(|s| !s.is_empty());
+        let path = |s: &str| Some(PathBuf::from(s.trim())).filter(|p| !p.as_os_str().is_empty());
+        let st = self.cluster.security_toml.trim();
+        if st.is_empty() {
+            let Some(ca) = path(&self.tls.ca) else {
+                return Ok(None);
+            };
+            return Ok(Some(TlsFiles {
+                ca,
+                cert: path(&self.tls.cert),
+                key: path(&self.tls.key),
+                server_name,
+            }));
+        }
+        let file = Path::new(st);
+        if !file.is_file() {
+            return Err(invalid(
+                "cluster.security_toml",
+                format!("{st} does not exist or is not a file (SeaweedFS's security.toml)"),
+            ));
+        }
+        let cfg = config::Config::builder()
+            .add_source(config::File::from(file).format(config::FileFormat::Toml))
+            .build()
+            .map_err(|e| invalid("cluster.security_toml", format!("{st}: {e}")))?;
+        let env: HashMap<String, String> = env.into_iter().collect();
+        let get = |key: &str, var: &str| -> String {
+            env.get(var)
+                .cloned()
+                .or_else(|| cfg.get_string(key).ok())
+                .unwrap_or_default()
+        };
+        let ca = get("grpc.ca", "WEED_GRPC_CA");
+        let cert = get("grpc.client.cert", "WEED_GRPC_CLIENT_CERT");
+        let key = get("grpc.client.key", "WEED_GRPC_CLIENT_KEY");
+        let Some(ca) = path(&ca) else {
+            if !cert.trim().is_empty() {
+                return Err(invalid(
+                    "cluster.security_toml",
+                    format!("{st} sets [grpc.client] cert but no [grpc] ca (nor WEED_GRPC_CA)"),
+                ));
+            }
+            return Ok(None);
+        };
+        if cert.trim().is_empty() != key.trim().is_empty() {
+            return Err(invalid(
+                "cluster.security_toml",
+                format!(
+                    "{st}: [grpc.client] cert and key must be set together \
+                     (or WEED_GRPC_CLIENT_CERT and WEED_GRPC_CLIENT_KEY)"
+                ),
+            ));
+        }
+        Ok(Some(TlsFiles {
+            ca,
+            cert: path(&cert),
+            key: path(&key),
+            server_name,
+        }))
     }
 }
 
@@ -731,6 +864,90 @@ mod tests {
         let s = Settings::load(None, env(&[])).unwrap();
         assert_eq!(s, Settings::default());
         assert_eq!(s.time.day, Duration::from_secs(86_400));
+    }
+
+    #[test]
+    fn tls_settings_resolve_and_half_set_ones_name_the_key() {
+        let s = Settings::load(
+            None,
+            env(&[
+                ("S3_LIFECYCLED__TLS__CA", "/c/ca.crt"),
+                ("S3_LIFECYCLED__TLS__CERT", "/c/client.crt"),
+                ("S3_LIFECYCLED__TLS__KEY", "/c/client.key"),
+            ]),
+        )
+        .unwrap();
+        let f = s.tls_files(env(&[])).unwrap().unwrap();
+        assert_eq!(f.ca, PathBuf::from("/c/ca.crt"));
+        assert_eq!(f.cert, Some(PathBuf::from("/c/client.crt")));
+        assert_eq!(f.server_name, None);
+        assert_eq!(Settings::default().tls_files(env(&[])).unwrap(), None);
+        for (pairs, key) in [
+            (vec![("S3_LIFECYCLED__TLS__CERT", "/c/x.crt")], "tls.cert"),
+            (
+                vec![
+                    ("S3_LIFECYCLED__TLS__CERT", "/c/x.crt"),
+                    ("S3_LIFECYCLED__TLS__KEY", "/c/x.key"),
+                ],
+                "tls.ca",
+            ),
+            (
+                vec![("S3_LIFECYCLED__TLS__SERVER_NAME", "filer")],
+                "tls.server_name",
+            ),
+            (
+                vec![
+                    ("S3_LIFECYCLED__TLS__CA", "/c/ca.crt"),
+                    (
+                        "S3_LIFECYCLED__CLUSTER__SECURITY_TOML",
+                        "/etc/seaweedfs/security.toml",
+                    ),
+                ],
+                "cluster.security_toml",
+            ),
+        ] {
+            let e = Settings::load(None, env(&pairs)).unwrap_err().to_string();
+            assert!(e.contains(key), "{key}: {e}");
+        }
+    }
+
+    #[test]
+    fn security_toml_gives_grpc_ca_and_client_cert_and_weed_variables_win() {
+        let dir = std::env::temp_dir().join(format!("cfg-sec-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = dir.join("security.toml");
+        std::fs::write(
+            &file,
+            "[grpc]\nca = \"/s/ca.crt\"\n[grpc.filer]\ncert = \"/s/filer.crt\"\nkey = \"/s/filer.key\"\n\
+             [grpc.client]\ncert = \"/s/client.crt\"\nkey = \"/s/client.key\"\n",
+        )
+        .unwrap();
+        let mut s = Settings::default();
+        s.cluster.security_toml = file.display().to_string();
+        let f = s.tls_files(env(&[])).unwrap().unwrap();
+        assert_eq!(f.ca, PathBuf::from("/s/ca.crt"));
+        assert_eq!(f.cert, Some(PathBuf::from("/s/client.crt")));
+        assert_eq!(f.key, Some(PathBuf::from("/s/client.key")));
+        let f = s
+            .tls_files(env(&[
+                ("WEED_GRPC_CA", "/e/ca.crt"),
+                ("WEED_GRPC_CLIENT_CERT", "/e/c.crt"),
+                ("WEED_GRPC_CLIENT_KEY", "/e/c.key"),
+            ]))
+            .unwrap()
+            .unwrap();
+        assert_eq!(f.ca, PathBuf::from("/e/ca.crt"));
+        assert_eq!(f.cert, Some(PathBuf::from("/e/c.crt")));
+        // A security.toml without [grpc] ca: weed runs plaintext, and so do we.
+        std::fs::write(&file, "[jwt.signing]\nkey = \"\"\n").unwrap();
+        assert_eq!(s.tls_files(env(&[])).unwrap(), None);
+        s.cluster.security_toml = dir.join("missing.toml").display().to_string();
+        let e = s.tls_files(env(&[])).unwrap_err().to_string();
+        assert!(
+            e.contains("cluster.security_toml") && e.contains("missing.toml"),
+            "{e}"
+        );
+        let _ = std::fs::remove_dir_all(&dir);
     }
 
     #[test]

@@ -306,7 +306,8 @@ fn env_filter(configured: &str) -> Result<EnvFilter, TelemetryError> {
 }
 
 fn otlp_provider(endpoint: &str, service_name: &str) -> Result<SdkTracerProvider, TelemetryError> {
-    // No TLS stack is compiled in (docs/tls.md#current-state); an https endpoint
+    // The OTLP exporter has no TLS (tonic is built without its TLS features; our
+    // rustls connector serves the SeaweedFS clients only, docs/tls.md#where-it-lives); an https endpoint
     // would fail on every export, silently from the operator's view.
     if !endpoint.starts_with("http://") {
         return Err(TelemetryError::Endpoint(format!(

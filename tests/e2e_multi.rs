@@ -536,6 +536,7 @@ async fn metalog_stream_on_separate_stores_fails_loudly_when_its_filer_dies() {
         "/etc/s3/lifecycle/e2e-multi-resume",
         1,
         Duration::from_secs(30),
+        None,
     )
     .await
     .unwrap()

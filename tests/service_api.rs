@@ -380,3 +380,144 @@ async fn run_once_with_now_in_the_future_warns_once_on_stderr() {
     assert_eq!(p.code, 0, "{}", p.describe());
     assert!(!p.stderr.contains("WARNING"), "{}", p.describe());
 }
+
+/// A token file in `dir`.
+fn token_file(dir: &TmpDir, token: &str) -> String {
+    let p = dir.path().join("admin.token");
+    std::fs::write(&p, format!("{token}\n")).unwrap();
+    p.display().to_string()
+}
+
+/// With `service.admin_token_file` set, the admin API refuses a call without the token and one
+/// with a wrong token (each with its own message, exit 2), accepts the right one; the status page
+/// and `/status.json` need it too, while `/metrics`, `/health` and `/ready` stay open.
+#[tokio::test(flavor = "multi_thread")]
+async fn admin_api_refuses_a_missing_and_a_wrong_token() {
+    let (_b, scope) = bucket_with("svc-auth", 1).await;
+    let dir = TmpDir::new("admin-token");
+    let good = token_file(&dir, "0123456789abcdef-good-token");
+    let wrong_dir = TmpDir::new("admin-token-wrong");
+    let wrong = token_file(&wrong_dir, "0123456789abcdef-bad-token");
+    let serve = Serve::start(
+        &scope,
+        &[("S3_LIFECYCLED__SERVICE__ADMIN_TOKEN_FILE", &good)],
+    )
+    .await;
+
+    let missing = serve.cli(&["status", "--json"]).await;
+    assert_eq!(missing.code, 2, "{}", missing.describe());
+    assert!(
+        missing.stderr.contains("Unauthenticated"),
+        "{}",
+        missing.describe()
+    );
+    assert!(
+        missing.stderr.contains("missing bearer token"),
+        "{}",
+        missing.describe()
+    );
+
+    let bad = serve
+        .cli(&["status", "--json", "--admin-token-file", &wrong])
+        .await;
+    assert_eq!(bad.code, 2, "{}", bad.describe());
+    assert!(
+        bad.stderr.contains("wrong bearer token"),
+        "{}",
+        bad.describe()
+    );
+    let bad_trigger = serve.cli(&["trigger", "--admin-token-file", &wrong]).await;
+    assert_eq!(bad_trigger.code, 2, "{}", bad_trigger.describe());
+    assert!(
+        serve.log_text().matches("pass starting").count() == 0,
+        "a refused trigger must not start a pass: {}",
+        serve.log_text()
+    );
+
+    let ok = serve
+        .cli(&["status", "--json", "--admin-token-file", &good])
+        .await;
+    assert_eq!(ok.code, 0, "{}", ok.describe());
+
+    let bearer = format!("Bearer {}", "0123456789abcdef-good-token");
+    for path in ["/", "/status.json"] {
+        let r = common::http::get(serve.http, path, &[]).unwrap();
+        assert_eq!(r.status, 401, "{path} without a token: {}", r.text());
+        assert!(r.text().contains("missing bearer token"), "{}", r.text());
+        let r = common::http::get(
+            serve.http,
+            path,
+            &[("Authorization", "Bearer 0123456789abcdef-bad-token")],
+        )
+        .unwrap();
+        assert_eq!(r.status, 401, "{path} with a wrong token");
+        let r = common::http::get(serve.http, path, &[("Authorization", &bearer)]).unwrap();
+        assert_eq!(r.status, 200, "{path} with the token");
+    }
+    for path in ["/metrics", "/health", "/ready"] {
+        let r = common::http::get(serve.http, path, &[]).unwrap();
+        assert_eq!(r.status, 200, "{path} stays open");
+    }
+}
+
+/// Binding the admin API or the HTTP side beyond loopback without `service.admin_token_file`
+/// is a configuration error (exit 2) naming the key, before anything listens or dials.
+#[tokio::test]
+async fn non_loopback_bind_without_auth_exits_2() {
+    for (key, other) in [
+        (
+            "S3_LIFECYCLED__SERVICE__ADMIN_LISTEN",
+            "S3_LIFECYCLED__SERVICE__HTTP_LISTEN",
+        ),
+        (
+            "S3_LIFECYCLED__SERVICE__HTTP_LISTEN",
+            "S3_LIFECYCLED__SERVICE__ADMIN_LISTEN",
+        ),
+    ] {
+        let open = format!("0.0.0.0:{}", free_port());
+        let local = format!("127.0.0.1:{}", free_port());
+        let p = run_raw(
+            &[
+                "serve",
+                "--filer",
+                "127.0.0.1:1",
+                "--s3-grpc",
+                "127.0.0.1:1",
+            ],
+            &[(key, open.as_str()), (other, local.as_str())],
+        )
+        .await;
+        assert_eq!(p.code, 2, "{}", p.describe());
+        let name = key
+            .trim_start_matches("S3_LIFECYCLED__")
+            .to_lowercase()
+            .replace("__", ".");
+        assert!(p.stderr.contains(&name), "names {name}:\n{}", p.describe());
+        assert!(
+            p.stderr.contains("service.admin_token_file"),
+            "{}",
+            p.describe()
+        );
+    }
+    // A token file that cannot be read is exit 2 as well, naming the file.
+    let p = run_raw(
+        &[
+            "serve",
+            "--filer",
+            "127.0.0.1:1",
+            "--s3-grpc",
+            "127.0.0.1:1",
+        ],
+        &[(
+            "S3_LIFECYCLED__SERVICE__ADMIN_TOKEN_FILE",
+            "/nonexistent/admin.token",
+        )],
+    )
+    .await;
+    assert_eq!(p.code, 2, "{}", p.describe());
+    assert!(
+        p.stderr.contains("/nonexistent/admin.token"),
+        "{}",
+        p.describe()
+    );
+}

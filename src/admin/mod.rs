@@ -9,9 +9,11 @@
 //! ([`crate::status::StatusSnapshot`], [`crate::status::PassSummary`]) into
 //! protobuf (see [`convert`]).
 //!
-//! The API has no authentication: it can start passes. [`bind`] therefore
-//! warns when the address is not loopback.
+//! The API can start passes: with `service.admin_token_file` set, every
+//! admin call needs its bearer token ([`auth`]); `serve` refuses a bind beyond
+//! loopback without one. gRPC health stays open for probes.
 
+pub mod auth;
 pub mod convert;
 
 use std::future::Future;
@@ -278,12 +280,6 @@ pub async fn bind(admin_listen: &str) -> Result<TcpListener, AdminServeError> {
             addr: admin_listen.to_string(),
             message: e.to_string(),
         })?;
-    if !addr.ip().is_loopback() {
-        tracing::warn!(
-            %addr,
-            "admin API listens beyond loopback; it has no authentication, restrict access with a firewall"
-        );
-    }
     TcpListener::bind(addr)
         .await
         .map_err(|source| AdminServeError::Bind { addr, source })
@@ -299,6 +295,18 @@ pub async fn serve_admin(
     health: AdminHealth,
     shutdown: impl Future<Output = ()> + Send,
 ) -> Result<(), AdminServeError> {
+    serve_admin_with_token(listener, backend, health, None, shutdown).await
+}
+
+/// [`serve_admin`], refusing admin calls without `token` when it is set
+/// (`UNAUTHENTICATED`; health stays open).
+pub async fn serve_admin_with_token(
+    listener: TcpListener,
+    backend: Arc<dyn AdminBackend>,
+    health: AdminHealth,
+    token: Option<auth::AdminToken>,
+    shutdown: impl Future<Output = ()> + Send,
+) -> Result<(), AdminServeError> {
     let addr = listener
         .local_addr()
         .map_or_else(|_| "unknown".to_string(), |a| a.to_string());
@@ -310,7 +318,13 @@ pub async fn serve_admin(
     };
     tonic::transport::Server::builder()
         .add_service(health_service)
-        .add_service(LifecycledAdminServer::new(AdminService::new(backend)))
+        .add_service(LifecycledAdminServer::with_interceptor(
+            AdminService::new(backend),
+            move |req: Request<()>| match &token {
+                Some(t) => t.check_request(req),
+                None => Ok(req),
+            },
+        ))
         .serve_with_incoming_shutdown(TcpIncoming::from(listener), on_shutdown)
         .await
         .map_err(|source| AdminServeError::Serve { addr, source })

@@ -13,7 +13,10 @@ use std::time::Duration;
 
 use clap::Args;
 use serde_json::{Value, json};
+use tonic::service::interceptor::InterceptedService;
 use tonic::transport::Channel;
+
+use crate::admin::auth::{AdminToken, SendToken};
 
 use super::{EXIT_ERROR, EXIT_OK, EXIT_USAGE};
 use crate::config::{Settings, parse_shards};
@@ -37,9 +40,14 @@ pub struct AdminAddress {
     /// configuration.
     #[arg(long, value_name = "HOST:PORT")]
     pub admin: Option<String>,
-    /// Configuration file to read `service.admin_listen` from.
+    /// Configuration file to read `service.admin_listen` (and
+    /// `service.admin_token_file`) from.
     #[arg(long, value_name = "FILE")]
     pub config: Option<PathBuf>,
+    /// File holding the service's bearer token. Default:
+    /// `service.admin_token_file` of the configuration.
+    #[arg(long = "admin-token-file", value_name = "FILE")]
+    pub admin_token_file: Option<PathBuf>,
 }
 
 /// `s3-lifecycled trigger`.
@@ -107,18 +115,49 @@ pub fn run_status(args: &StatusArgs) -> i32 {
     finish(status(args))
 }
 
-fn resolve_address(a: &AdminAddress) -> Result<String, Failure> {
+/// The admin address and the token to send: flags first, else the
+/// configuration (file and environment), as `serve` resolves them.
+fn resolve_address(a: &AdminAddress) -> Result<(String, Option<AdminToken>), Failure> {
+    let from_file = |p: &std::path::Path| {
+        AdminToken::from_file(p).map(Some).map_err(|e| {
+            usage(e.replace(
+                "configuration key `service.admin_token_file`",
+                "--admin-token-file / service.admin_token_file",
+            ))
+        })
+    };
+    let flag_token = match &a.admin_token_file {
+        Some(p) => from_file(p)?,
+        None => None,
+    };
     if let Some(addr) = &a.admin {
         if addr.trim().is_empty() {
             return Err(usage(
                 "--admin: empty address (use HOST:PORT, e.g. 127.0.0.1:9710)",
             ));
         }
-        return Ok(addr.trim().to_string());
+        // Without a token flag the configuration may still name one.
+        let token = match flag_token {
+            Some(t) => Some(t),
+            None => match Settings::load(a.config.as_deref(), std::env::vars()) {
+                Ok(s) if !s.service.admin_token_file.trim().is_empty() => {
+                    from_file(std::path::Path::new(s.service.admin_token_file.trim()))?
+                }
+                _ => None,
+            },
+        };
+        return Ok((addr.trim().to_string(), token));
     }
     let s = Settings::load(a.config.as_deref(), std::env::vars())
         .map_err(|e| usage(format!("{e} (or pass --admin HOST:PORT)")))?;
-    Ok(s.service.admin_listen)
+    let token = match flag_token {
+        Some(t) => Some(t),
+        None if !s.service.admin_token_file.trim().is_empty() => {
+            from_file(std::path::Path::new(s.service.admin_token_file.trim()))?
+        }
+        None => None,
+    };
+    Ok((s.service.admin_listen, token))
 }
 
 fn runtime() -> Result<tokio::runtime::Runtime, Failure> {
@@ -131,7 +170,10 @@ fn runtime() -> Result<tokio::runtime::Runtime, Failure> {
         })
 }
 
-async fn connect(addr: &str) -> Result<LifecycledAdminClient<Channel>, Failure> {
+/// The admin client: every call carries the bearer token when there is one.
+type AdminClient = LifecycledAdminClient<InterceptedService<Channel, SendToken>>;
+
+async fn connect(addr: &str, token: Option<AdminToken>) -> Result<AdminClient, Failure> {
     let options = EndpointOptions::new()
         .connect_timeout(CONNECT_TIMEOUT)
         .call_timeout(CALL_TIMEOUT);
@@ -151,7 +193,10 @@ async fn connect(addr: &str) -> Result<LifecycledAdminClient<Channel>, Failure> 
                 error_chain(&e)
             ),
         })?;
-    Ok(LifecycledAdminClient::new(channel))
+    Ok(LifecycledAdminClient::with_interceptor(
+        channel,
+        SendToken(token),
+    ))
 }
 
 /// The error and its sources, `a: b: c`: tonic's top-level transport error
@@ -171,7 +216,11 @@ fn error_chain(e: &dyn std::error::Error) -> String {
 }
 
 fn server_error(addr: &str, call: &str, st: &tonic::Status) -> Failure {
-    let code = if st.code() == tonic::Code::InvalidArgument {
+    // A refused token is the caller's configuration, like an invalid request.
+    let code = if matches!(
+        st.code(),
+        tonic::Code::InvalidArgument | tonic::Code::Unauthenticated
+    ) {
         EXIT_USAGE
     } else {
         EXIT_ERROR
@@ -204,14 +253,14 @@ fn trigger(args: &TriggerArgs) -> Result<(), Failure> {
             ))
         })?;
     }
-    let addr = resolve_address(&args.address)?;
+    let (addr, token) = resolve_address(&args.address)?;
     let req = pb::TriggerRunRequest {
         shards,
         now: args.now.clone(),
         dry_run: args.dry_run,
     };
     let resp = runtime()?.block_on(async {
-        let mut client = connect(&addr).await?;
+        let mut client = connect(&addr, token.clone()).await?;
         client
             .trigger_run(req)
             .await
@@ -230,11 +279,11 @@ fn trigger(args: &TriggerArgs) -> Result<(), Failure> {
 }
 
 fn status(args: &StatusArgs) -> Result<(), Failure> {
-    let addr = resolve_address(&args.address)?;
+    let (addr, token) = resolve_address(&args.address)?;
     let rt = runtime()?;
     if args.last {
         let last = rt.block_on(async {
-            let mut client = connect(&addr).await?;
+            let mut client = connect(&addr, token.clone()).await?;
             match client.get_last_run(pb::GetLastRunRequest {}).await {
                 Ok(r) => Ok(Some(r.into_inner())),
                 Err(st) if st.code() == tonic::Code::NotFound => Ok(None),
@@ -249,7 +298,7 @@ fn status(args: &StatusArgs) -> Result<(), Failure> {
         }
     } else {
         let st = rt.block_on(async {
-            let mut client = connect(&addr).await?;
+            let mut client = connect(&addr, token.clone()).await?;
             client
                 .get_status(pb::GetStatusRequest {})
                 .await

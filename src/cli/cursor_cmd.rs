@@ -88,6 +88,14 @@ pub fn run(cmd: CursorCommand) -> i32 {
             return EXIT_USAGE;
         }
     };
+    // The filer may be TLS-only: [tls] or cluster.security_toml apply here too.
+    let tls = match crate::cli::tls::load(&s) {
+        Ok(t) => t,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return EXIT_USAGE;
+        }
+    };
     let rt = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -98,7 +106,7 @@ pub fn run(cmd: CursorCommand) -> i32 {
             return EXIT_ERROR;
         }
     };
-    match rt.block_on(run_async(cmd, s, shards)) {
+    match rt.block_on(run_async(cmd, s, shards, tls)) {
         Ok(()) => EXIT_OK,
         Err(e) => {
             eprintln!("error: {e}");
@@ -107,14 +115,20 @@ pub fn run(cmd: CursorCommand) -> i32 {
     }
 }
 
-async fn run_async(cmd: CursorCommand, s: Settings, shards: Vec<u8>) -> Result<(), String> {
+async fn run_async(
+    cmd: CursorCommand,
+    s: Settings,
+    shards: Vec<u8>,
+    tls: Option<crate::seaweed::tls::ClientTls>,
+) -> Result<(), String> {
     // The first filer that answers (several filers share their stores'
     // contents; docs/meta-log.md#several-filers).
+    let options = crate::seaweed::endpoint::EndpointOptions::seaweed().tls(tls);
     let members = crate::seaweed::discovery::resolve(&s.cluster).await?;
     let mut errors = Vec::new();
     let mut client = None;
     for addr in &members.filers {
-        match FilerClient::connect(addr).await {
+        match FilerClient::connect_with(addr, &options).await {
             Ok(c) => {
                 client = Some(c);
                 break;

@@ -2,7 +2,8 @@
 //!
 //! Exit codes: 0 success; 1 runtime error; 2 usage, configuration or invalid
 //! input (e.g. `rules check` on an invalid document); 3 a pass in which some
-//! shard halted.
+//! shard halted; 10–15 the cluster's gRPC TLS refused us, one code per cause
+//! (docs/tls.md#how-failures-surface).
 
 use std::path::PathBuf;
 
@@ -13,6 +14,7 @@ pub mod cursor_cmd;
 pub mod rules_check;
 pub mod run_once;
 pub mod serve;
+pub mod tls;
 
 /// Exit code: success.
 pub const EXIT_OK: i32 = 0;
@@ -22,6 +24,18 @@ pub const EXIT_ERROR: i32 = 1;
 pub const EXIT_USAGE: i32 = 2;
 /// Exit code: the pass completed but at least one shard halted.
 pub const EXIT_HALTED: i32 = 3;
+/// Exit code: the server speaks TLS and no TLS was configured.
+pub const EXIT_TLS_REQUIRED: i32 = 10;
+/// Exit code: the server refused our client certificate, or we sent none.
+pub const EXIT_TLS_CLIENT_CERT: i32 = 11;
+/// Exit code: a certificate is not signed by a trusted CA (unknown CA).
+pub const EXIT_TLS_UNKNOWN_CA: i32 = 12;
+/// Exit code: a certificate (ours or the server's) has expired.
+pub const EXIT_TLS_EXPIRED: i32 = 13;
+/// Exit code: the server certificate does not carry `tls.server_name`.
+pub const EXIT_TLS_NAME: i32 = 14;
+/// Exit code: another TLS handshake failure.
+pub const EXIT_TLS_OTHER: i32 = 15;
 
 /// Enforces S3 bucket lifecycle rules on SeaweedFS clusters.
 #[derive(Debug, Parser)]

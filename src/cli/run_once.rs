@@ -31,6 +31,10 @@ pub struct RunOnceArgs {
     /// S3 gateway gRPC address (overrides `cluster.s3_grpc`).
     #[arg(long = "s3-grpc")]
     pub s3_grpc: Option<String>,
+    /// SeaweedFS security.toml to take the gRPC TLS material from
+    /// (overrides `cluster.security_toml`; `WEED_GRPC_*` variables apply).
+    #[arg(long = "security-toml")]
+    pub security_toml: Option<PathBuf>,
     /// Shards to run: `0-15` or `a,b,c` (overrides `pass.shards`).
     #[arg(long)]
     pub shards: Option<String>,
@@ -72,6 +76,9 @@ pub fn settings(args: &RunOnceArgs) -> Result<Settings, String> {
     }
     if let Some(g) = &args.s3_grpc {
         s.cluster.s3_grpc = split_list(g);
+    }
+    if let Some(p) = &args.security_toml {
+        s.cluster.security_toml = p.display().to_string();
     }
     if let Some(sh) = &args.shards {
         parse_shards(sh).map_err(|m| format!("flag --shards: {m}"))?;
@@ -164,8 +171,38 @@ pub fn new_run_id() -> String {
 }
 
 async fn pass(s: Settings, now: Nanos, shards: Vec<u8>, dry_run: bool, json: bool) -> i32 {
+    let tls = match crate::cli::tls::load(&s) {
+        Ok(t) => t,
+        Err(e) => return usage(e),
+    };
+    let addrs: Vec<String> = s.cluster.filer.iter().chain(&s.cluster.s3_grpc).cloned().collect();
+    let code = pass_with(s, now, shards, dry_run, json, tls.clone()).await;
+    if code == EXIT_OK {
+        return code;
+    }
+    // A handshake refused somewhere surfaces as a transport error deep in the
+    // pass; name the TLS cause and exit with its code instead
+    // (docs/tls.md#how-failures-surface).
+    let addrs: Vec<&str> = addrs.iter().map(String::as_str).collect();
+    match crate::cli::tls::diagnose(tls.as_ref(), &addrs).await {
+        Some((msg, tls_code)) => {
+            eprintln!("error: {msg}");
+            tls_code
+        }
+        None => code,
+    }
+}
+
+async fn pass_with(
+    s: Settings,
+    now: Nanos,
+    shards: Vec<u8>,
+    dry_run: bool,
+    json: bool,
+    tls: Option<crate::seaweed::tls::ClientTls>,
+) -> i32 {
     {
-        let (cluster, deletes) = match connect_cluster(&s).await {
+        let (cluster, deletes) = match connect_cluster(&s, tls).await {
             Ok(c) => c,
             Err(ConnectError::Config(e)) => return usage(e),
             Err(ConnectError::Unreachable(e)) => {

@@ -15,6 +15,7 @@ use std::time::Duration;
 use clap::Args;
 use tokio::sync::watch;
 
+use crate::admin::auth::{AdminToken, require_auth_beyond_loopback};
 use crate::admin::{self, AdminHealth};
 use crate::cli::run_once::{RunOnceArgs, settings};
 use crate::cli::{EXIT_ERROR, EXIT_OK, EXIT_USAGE};
@@ -24,6 +25,7 @@ use crate::metrics::Metrics;
 use crate::pass::coordinator::Coordinator;
 use crate::pass::observe::{PassObserver, StatusBoard};
 use crate::pass::ports::{ClusterPort, ConnectError, connect_cluster};
+use crate::seaweed::tls::ClientTls;
 use crate::service::{Backend, Service};
 
 /// `serve` flags (the cluster flags of `run-once`).
@@ -38,6 +40,10 @@ pub struct ServeArgs {
     /// S3 gateway gRPC address (overrides `cluster.s3_grpc`).
     #[arg(long = "s3-grpc")]
     pub s3_grpc: Option<String>,
+    /// SeaweedFS security.toml to take the gRPC TLS material from
+    /// (overrides `cluster.security_toml`; `WEED_GRPC_*` variables apply).
+    #[arg(long = "security-toml")]
+    pub security_toml: Option<std::path::PathBuf>,
     /// Shards to run: `0-15` or `a,b,c` (overrides `pass.shards`).
     #[arg(long)]
     pub shards: Option<String>,
@@ -60,6 +66,7 @@ pub fn run(args: ServeArgs) -> i32 {
         config: args.config,
         filer: args.filer,
         s3_grpc: args.s3_grpc,
+        security_toml: args.security_toml,
         shards: args.shards,
         buckets: args.buckets,
         now: None,
@@ -73,6 +80,14 @@ pub fn run(args: ServeArgs) -> i32 {
         Ok(v) => v,
         Err(e) => return usage(format!("configuration key `pass.shards`: {e}")),
     };
+    let tls = match crate::cli::tls::load(&s) {
+        Ok(t) => t,
+        Err(e) => return usage(e),
+    };
+    let token = match admin_token(&s) {
+        Ok(t) => t,
+        Err(e) => return usage(e),
+    };
     let Some(sys) = super::actix_system() else {
         return EXIT_ERROR;
     };
@@ -81,7 +96,7 @@ pub fn run(args: ServeArgs) -> i32 {
             Ok(g) => g,
             Err(e) => return usage(e),
         };
-        let code = serve(s, shards).await;
+        let code = serve(s, shards, tls, token).await;
         if let Err(e) = guard.shutdown().await {
             eprintln!("warning: {e}");
         }
@@ -92,7 +107,34 @@ pub fn run(args: ServeArgs) -> i32 {
     std::process::exit(code)
 }
 
-async fn serve(s: Settings, shards: Vec<u8>) -> i32 {
+/// The admin token, and the rule that a bind beyond loopback needs one
+/// (docs/admin-auth.md). `Err` is a configuration message (exit 2).
+fn admin_token(s: &Settings) -> Result<Option<AdminToken>, String> {
+    let path = s.service.admin_token_file.trim();
+    let token = if path.is_empty() {
+        None
+    } else {
+        Some(AdminToken::from_file(std::path::Path::new(path))?)
+    };
+    require_auth_beyond_loopback(
+        "service.admin_listen",
+        &s.service.admin_listen,
+        token.as_ref(),
+    )?;
+    require_auth_beyond_loopback(
+        "service.http_listen",
+        &s.service.http_listen,
+        token.as_ref(),
+    )?;
+    Ok(token)
+}
+
+async fn serve(
+    s: Settings,
+    shards: Vec<u8>,
+    tls: Option<ClientTls>,
+    token: Option<AdminToken>,
+) -> i32 {
     // Handlers first: a signal during start-up must not kill the process
     // with the default action.
     let signals = match Signals::install() {
@@ -105,7 +147,8 @@ async fn serve(s: Settings, shards: Vec<u8>) -> i32 {
     let metrics = Metrics::new();
     metrics.init_shards(&shards);
     let readiness = Readiness::new();
-    let (http_state, tx) = HttpState::new(metrics.clone(), readiness.clone());
+    let (mut http_state, tx) = HttpState::new(metrics.clone(), readiness.clone());
+    http_state.admin_token = token.clone();
     let board = Arc::new(StatusBoard::new(tx));
     let (shut_tx, shut_rx) = watch::channel(false);
     let wait_shut = |mut rx: watch::Receiver<bool>| async move {
@@ -130,10 +173,17 @@ async fn serve(s: Settings, shards: Vec<u8>) -> i32 {
     ));
 
     let (cluster, deletes) = loop {
-        match connect_cluster(&s).await {
+        match connect_cluster(&s, tls.clone()).await {
             Ok(c) => break c,
             Err(ConnectError::Config(e)) => return usage(e),
             Err(ConnectError::Unreachable(e)) => {
+                // Name a TLS cause (plaintext against a TLS port, a refused
+                // certificate) rather than a bare transport error.
+                let addrs: Vec<&str> = s.cluster.filer.iter().map(String::as_str).collect();
+                let e = match crate::cli::tls::diagnose(tls.as_ref(), &addrs).await {
+                    Some((msg, _)) => msg,
+                    None => e,
+                };
                 readiness.set_not_ready(e.clone());
                 tracing::warn!(filer = %s.cluster.filer_label(), error = %e, "cluster not reachable; retrying");
                 if signals.sleep_or_signal(CONNECT_RETRY).await {
@@ -155,12 +205,23 @@ async fn serve(s: Settings, shards: Vec<u8>) -> i32 {
         obs,
     ));
     let service = Service::new(coordinator, board.clone(), s.clone(), shards);
+    if let Some(tls) = tls.clone() {
+        // Rotation without restart: certificates re-read before every pass
+        // (docs/tls.md#rotation).
+        service.set_before_pass(Arc::new(move || {
+            let tls = tls.clone();
+            Box::pin(async move {
+                tls.refresh().await;
+            })
+        }));
+    }
 
     let health = AdminHealth::new().await;
-    let admin_task = tokio::spawn(admin::serve_admin(
+    let admin_task = tokio::spawn(admin::serve_admin_with_token(
         admin_listener,
         Arc::new(Backend(service.clone())),
         health.clone(),
+        token,
         wait_shut(shut_rx.clone()),
     ));
 

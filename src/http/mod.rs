@@ -1,6 +1,8 @@
 //! The service's HTTP endpoints (axum, HTTP/1.1): `/metrics` (Prometheus
 //! text), `/health` (liveness), `/ready` (readiness), `/` (HTML status page)
-//! and `/status.json` (the same snapshot as JSON).
+//! and `/status.json` (the same snapshot as JSON). With an admin token set,
+//! `/` and `/status.json` (they show object keys) need it as a bearer token;
+//! the probes and `/metrics` stay open (docs/admin-auth.md).
 //!
 //! The pass publishes a [`StatusSnapshot`] through a `tokio::sync::watch`
 //! channel and flips [`Readiness`]; handlers only read, so a slow scrape
@@ -12,12 +14,15 @@ use std::future::Future;
 use std::sync::{Arc, RwLock};
 
 use axum::Router;
-use axum::extract::State;
+use axum::extract::{Request, State};
 use axum::http::{StatusCode, header};
+use axum::middleware::{self, Next};
 use axum::response::{Html, IntoResponse, Response};
 use axum::routing::get;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
+
+use crate::admin::auth::AdminToken;
 
 use crate::metrics::{self, Metrics};
 use crate::status::StatusSnapshot;
@@ -75,6 +80,8 @@ pub struct HttpState {
     pub readiness: Readiness,
     /// Latest snapshot published by the pass (`watch::Sender::send_replace`).
     pub status: watch::Receiver<StatusSnapshot>,
+    /// Required on the status page and `/status.json` when set.
+    pub admin_token: Option<AdminToken>,
 }
 
 impl HttpState {
@@ -89,6 +96,7 @@ impl HttpState {
                 metrics,
                 readiness,
                 status: rx,
+                admin_token: None,
             },
             tx,
         )
@@ -100,6 +108,7 @@ pub fn router(state: HttpState) -> Router {
     Router::new()
         .route("/", get(index))
         .route("/status.json", get(status_json))
+        .route_layer(middleware::from_fn_with_state(state.clone(), require_token))
         .route("/metrics", get(metrics_text))
         .route("/health", get(health))
         .route("/ready", get(ready))
@@ -116,6 +125,25 @@ pub async fn serve(
     axum::serve(listener, router)
         .with_graceful_shutdown(shutdown)
         .await
+}
+
+/// Refuses the request (401) without the admin token, when one is set.
+async fn require_token(State(s): State<HttpState>, req: Request, next: Next) -> Response {
+    if let Some(t) = &s.admin_token {
+        let h = req
+            .headers()
+            .get(header::AUTHORIZATION)
+            .map(|v| v.as_bytes());
+        if let Err(f) = t.check(h) {
+            return (
+                StatusCode::UNAUTHORIZED,
+                [(header::WWW_AUTHENTICATE, "Bearer")],
+                format!("{}\n", f.message()),
+            )
+                .into_response();
+        }
+    }
+    next.run(req).await
 }
 
 async fn health() -> &'static str {

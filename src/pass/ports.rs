@@ -18,6 +18,7 @@ use crate::seaweed::lister::{ListOptions, list_bucket_after};
 use crate::seaweed::metalog::{DEFAULT_CLIENT_NAME, MetaLogReader, ReaderOptions, SubscribeParams};
 use crate::seaweed::pool::{FilerPool, GatewayPool, ResumeDedup, StoreCheck};
 use crate::seaweed::retention;
+use crate::seaweed::tls::ClientTls;
 
 /// A stream of meta-log events for one pass: `Err` then end when it broke;
 /// a plain end means the filer ended the stream normally.
@@ -110,8 +111,13 @@ struct Discovery {
 /// A lazily connecting channel with the filer client's keepalive settings.
 /// Build it on the main runtime (its buffer task lives there).
 pub fn channel(addr: &str) -> Result<Channel, String> {
+    channel_tls(addr, None)
+}
+
+/// [`channel`], dialling with client TLS when `tls` is set (docs/tls.md).
+pub fn channel_tls(addr: &str, tls: Option<ClientTls>) -> Result<Channel, String> {
     use crate::seaweed::endpoint::{EndpointOptions, GrpcEndpoint};
-    let endpoint = GrpcEndpoint::new(addr, &EndpointOptions::seaweed()).map_err(|e| {
+    let endpoint = GrpcEndpoint::new(addr, &EndpointOptions::seaweed().tls(tls)).map_err(|e| {
         format!(
             "invalid address {addr:?}: {}; expected host:port",
             e.reason()
@@ -124,13 +130,15 @@ impl SeaweedCluster {
     /// Connects to the filer at `addr` (fails when it does not answer), asks
     /// for the buckets root unless `buckets_root` is set, and keeps cursors
     /// under `cursor_dir`. Every unary filer call (lookups, listing pages,
-    /// cursor load/save, bucket scan) gets `filer_call_timeout`.
+    /// cursor load/save, bucket scan) gets `filer_call_timeout`. `tls`:
+    /// client TLS for the filer's gRPC port (`None`: plaintext).
     pub async fn connect(
         addr: &str,
         buckets_root: &str,
         cursor_dir: &str,
         event_buffer: usize,
         filer_call_timeout: std::time::Duration,
+        tls: Option<ClientTls>,
     ) -> Result<SeaweedCluster, String> {
         SeaweedCluster::connect_many(
             &[addr.to_string()],
@@ -138,6 +146,7 @@ impl SeaweedCluster {
             cursor_dir,
             event_buffer,
             filer_call_timeout,
+            tls,
         )
         .await
     }
@@ -150,8 +159,9 @@ impl SeaweedCluster {
         cursor_dir: &str,
         event_buffer: usize,
         filer_call_timeout: std::time::Duration,
+        tls: Option<ClientTls>,
     ) -> Result<SeaweedCluster, String> {
-        let pool = FilerPool::new(addrs, filer_call_timeout, cursor_dir)?;
+        let pool = FilerPool::new(addrs, filer_call_timeout, cursor_dir, tls)?;
         let root = if buckets_root.is_empty() {
             pool.call(|n| {
                 async move { n.filer.buckets_root().await.map_err(|e| e.to_string()) }.boxed()
@@ -437,11 +447,12 @@ impl std::fmt::Display for ConnectError {
 /// then re-reads (docs/grpc.md#discovery). Build on the main runtime.
 pub async fn connect_cluster(
     s: &crate::config::Settings,
+    tls: Option<ClientTls>,
 ) -> Result<(SeaweedCluster, SeaweedDelete), ConnectError> {
     let members = crate::seaweed::discovery::resolve(&s.cluster)
         .await
         .map_err(ConnectError::Unreachable)?;
-    let deletes = SeaweedDelete::connect_many(&members.s3_grpc)
+    let deletes = SeaweedDelete::connect_many(&members.s3_grpc, tls.clone())
         .map_err(|e| ConnectError::Config(format!("configuration key `cluster.s3_grpc`: {e}")))?;
     let cluster = SeaweedCluster::connect_many(
         &members.filers,
@@ -449,6 +460,7 @@ pub async fn connect_cluster(
         &s.cursor.dir,
         s.pass.event_buffer,
         s.cluster.filer_call_timeout,
+        tls,
     )
     .await
     .map_err(|e| {
@@ -578,14 +590,15 @@ pub struct SeaweedDelete {
 }
 
 impl SeaweedDelete {
-    /// A client for `addr` (connects lazily; build on the main runtime).
-    pub async fn connect(addr: &str) -> Result<SeaweedDelete, String> {
-        SeaweedDelete::connect_many(&[addr.to_string()])
+    /// A client for `addr` (connects lazily; build on the main runtime),
+    /// with client TLS when `tls` is set.
+    pub async fn connect(addr: &str, tls: Option<ClientTls>) -> Result<SeaweedDelete, String> {
+        SeaweedDelete::connect_many(&[addr.to_string()], tls)
     }
 
     /// Clients for every address in `addrs` (lazily; build on the main runtime).
-    pub fn connect_many(addrs: &[String]) -> Result<SeaweedDelete, String> {
-        GatewayPool::new(addrs)
+    pub fn connect_many(addrs: &[String], tls: Option<ClientTls>) -> Result<SeaweedDelete, String> {
+        GatewayPool::new(addrs, tls)
             .map(|gateways| SeaweedDelete { gateways })
             .map_err(|e| e.to_string())
     }

@@ -155,16 +155,33 @@ impl DeleteClient {
         DeleteClient::connect_lazy(s3_grpc_addr)
     }
 
+    /// [`DeleteClient::connect`] with explicit endpoint options (client TLS).
+    pub async fn connect_with(
+        s3_grpc_addr: &str,
+        options: &crate::seaweed::endpoint::EndpointOptions,
+    ) -> Result<DeleteClient, DeleteError> {
+        DeleteClient::connect_lazy_with(s3_grpc_addr, options)
+    }
+
     /// [`DeleteClient::connect`] without the `async`: nothing is dialled
     /// here either. Must be called inside a tokio runtime.
     pub fn connect_lazy(s3_grpc_addr: &str) -> Result<DeleteClient, DeleteError> {
-        use crate::seaweed::endpoint::{EndpointOptions, GrpcEndpoint};
+        DeleteClient::connect_lazy_with(
+            s3_grpc_addr,
+            &crate::seaweed::endpoint::EndpointOptions::seaweed(),
+        )
+    }
+
+    /// [`DeleteClient::connect_lazy`] with explicit endpoint options (client TLS).
+    pub fn connect_lazy_with(
+        s3_grpc_addr: &str,
+        options: &crate::seaweed::endpoint::EndpointOptions,
+    ) -> Result<DeleteClient, DeleteError> {
+        use crate::seaweed::endpoint::GrpcEndpoint;
         let endpoint =
-            GrpcEndpoint::new(s3_grpc_addr, &EndpointOptions::seaweed()).map_err(|e| {
-                DeleteError::InvalidAddress {
-                    address: s3_grpc_addr.to_string(),
-                    reason: e.reason().to_string(),
-                }
+            GrpcEndpoint::new(s3_grpc_addr, options).map_err(|e| DeleteError::InvalidAddress {
+                address: s3_grpc_addr.to_string(),
+                reason: e.reason().to_string(),
             })?;
         Ok(DeleteClient::from_channel(endpoint.connect_lazy()))
     }

@@ -5,14 +5,16 @@
 //! Callers describe a connection with [`EndpointOptions`] and turn an address
 //! into a [`GrpcEndpoint`]; they never touch tonic's `Endpoint` themselves, so
 //! a new transport setting is one more option here rather than an edit in
-//! every client. TLS is the expected next one: an optional CA, client
-//! certificate and key, and server name would become a field of
-//! [`EndpointOptions`], applied in [`GrpcEndpoint::new`] (tonic's
-//! `ClientTlsConfig`), with its own [`EndpointError`] variant.
+//! every client. TLS is one such option ([`EndpointOptions::tls`]): with it,
+//! every connection is dialled through [`ClientTls`]'s connector (chain
+//! verified, name checked only on request, files re-read on change;
+//! docs/tls.md#what-a-client-needs).
 
 use std::time::Duration;
 
 use tonic::transport::{Channel, Endpoint};
+
+use crate::seaweed::tls::ClientTls;
 
 /// Largest gRPC message any client decodes or encodes. Batched meta-log
 /// responses and big directory pages can be large, and SeaweedFS's Go clients
@@ -47,6 +49,7 @@ pub struct EndpointOptions {
     connect_timeout: Option<Duration>,
     call_timeout: Option<Duration>,
     keepalive: Option<Keepalive>,
+    tls: Option<ClientTls>,
 }
 
 impl EndpointOptions {
@@ -74,6 +77,12 @@ impl EndpointOptions {
     /// Fails every call that takes longer than `timeout` (`DeadlineExceeded`).
     pub fn call_timeout(mut self, timeout: Duration) -> EndpointOptions {
         self.call_timeout = Some(timeout);
+        self
+    }
+
+    /// Dials with mutual TLS (`None`: plaintext HTTP/2).
+    pub fn tls(mut self, tls: Option<ClientTls>) -> EndpointOptions {
+        self.tls = tls;
         self
     }
 
@@ -122,6 +131,7 @@ impl EndpointError {
 pub struct GrpcEndpoint {
     addr: String,
     endpoint: Endpoint,
+    tls: Option<ClientTls>,
 }
 
 impl GrpcEndpoint {
@@ -156,6 +166,7 @@ impl GrpcEndpoint {
         Ok(GrpcEndpoint {
             addr: addr.to_string(),
             endpoint,
+            tls: options.tls.clone(),
         })
     }
 
@@ -166,14 +177,27 @@ impl GrpcEndpoint {
 
     /// Dials now and fails when nothing answers (within the connect timeout).
     pub async fn connect(&self) -> Result<Channel, tonic::transport::Error> {
-        self.endpoint.connect().await
+        match &self.tls {
+            // The URI keeps its `http` scheme: TLS is done by our connector,
+            // below HTTP/2, not by tonic.
+            Some(tls) => self.endpoint.connect_with_connector(tls.connector()).await,
+            None => self.endpoint.connect().await,
+        }
     }
 
     /// A channel that dials on first use and redials on demand, so an
     /// unreachable server shows up per call instead of here. Must be called
     /// inside a tokio runtime, which then hosts the channel's buffer task.
     pub fn connect_lazy(&self) -> Channel {
-        self.endpoint.connect_lazy()
+        match &self.tls {
+            Some(tls) => self.endpoint.connect_with_connector_lazy(tls.connector()),
+            None => self.endpoint.connect_lazy(),
+        }
+    }
+
+    /// The client TLS this endpoint dials with, if any.
+    pub fn client_tls(&self) -> Option<&ClientTls> {
+        self.tls.as_ref()
     }
 
     /// The URI that will be dialled.

@@ -164,11 +164,14 @@ impl FilerClient {
     /// sets one (the pass does: `cluster.filer_call_timeout`,
     /// docs/grpc.md#deadlines).
     pub async fn connect(addr: &str) -> Result<FilerClient> {
-        let endpoint = GrpcEndpoint::new(addr, &EndpointOptions::seaweed()).map_err(|e| {
-            FilerError::BadAddress {
-                addr: addr.to_string(),
-                reason: e.reason().to_string(),
-            }
+        FilerClient::connect_with(addr, &EndpointOptions::seaweed()).await
+    }
+
+    /// [`FilerClient::connect`] with explicit endpoint options (client TLS).
+    pub async fn connect_with(addr: &str, options: &EndpointOptions) -> Result<FilerClient> {
+        let endpoint = GrpcEndpoint::new(addr, options).map_err(|e| FilerError::BadAddress {
+            addr: addr.to_string(),
+            reason: e.reason().to_string(),
         })?;
         let channel = endpoint
             .connect()

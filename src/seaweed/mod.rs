@@ -13,3 +13,4 @@ pub mod lister;
 pub mod metalog;
 pub mod pool;
 pub mod retention;
+pub mod tls;

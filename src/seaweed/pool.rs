@@ -15,6 +15,7 @@ use tonic::transport::Channel;
 use crate::engine::{DeleteRequest, MetaEvent, Nanos};
 use crate::seaweed::cursor::CursorStore;
 use crate::seaweed::delete::{DeleteClient, DeleteError};
+use crate::seaweed::tls::ClientTls;
 use crate::seaweed::endpoint::{EndpointOptions, GrpcEndpoint};
 use crate::seaweed::filer::FilerClient;
 
@@ -42,10 +43,12 @@ pub struct FilerPool {
     call_timeout: Duration,
     /// The cursor store all nodes share (its write-generation memory).
     cursors: Arc<CursorStore>,
+    /// Client TLS for every filer (docs/tls.md); `None` = plaintext.
+    tls: Option<ClientTls>,
 }
 
-fn lazy_channel(addr: &str) -> Result<Channel, String> {
-    GrpcEndpoint::new(addr, &EndpointOptions::seaweed())
+fn lazy_channel(addr: &str, tls: Option<ClientTls>) -> Result<Channel, String> {
+    GrpcEndpoint::new(addr, &EndpointOptions::seaweed().tls(tls))
         .map(|e| e.connect_lazy())
         .map_err(|e| {
             format!(
@@ -62,11 +65,12 @@ impl FilerPool {
         addrs: &[String],
         call_timeout: Duration,
         cursor_dir: &str,
+        tls: Option<ClientTls>,
     ) -> Result<FilerPool, String> {
         let first = addrs
             .first()
             .ok_or("no filer address given; set `cluster.filer` or `cluster.master`")?;
-        let channel = lazy_channel(first)?;
+        let channel = lazy_channel(first, tls.clone())?;
         let client = FilerClient::from_channel(channel, first).with_call_timeout(call_timeout);
         let pool = FilerPool {
             signatures: Default::default(),
@@ -74,6 +78,7 @@ impl FilerPool {
             preferred: Arc::new(AtomicUsize::new(0)),
             call_timeout,
             cursors: Arc::new(CursorStore::new(client, cursor_dir)),
+            tls,
         };
         pool.set_addrs(addrs)?;
         Ok(pool)
@@ -101,7 +106,7 @@ impl FilerPool {
             let node = match current.iter().find(|n| &n.addr == addr) {
                 Some(n) => n.clone(),
                 None => {
-                    let channel = lazy_channel(addr)?;
+                    let channel = lazy_channel(addr, self.tls.clone())?;
                     let filer = FilerClient::from_channel(channel.clone(), addr)
                         .with_call_timeout(self.call_timeout);
                     FilerNode {
@@ -292,15 +297,18 @@ pub struct GatewayPool {
     gateways: Arc<RwLock<Arc<Vec<Arc<Gateway>>>>>,
     next: Arc<AtomicUsize>,
     epoch: Instant,
+    /// Client TLS for every gateway; `None` = plaintext.
+    tls: Option<ClientTls>,
 }
 
 impl GatewayPool {
     /// Lazy clients for `addrs` (at least one). Build on the main runtime.
-    pub fn new(addrs: &[String]) -> Result<GatewayPool, DeleteError> {
+    pub fn new(addrs: &[String], tls: Option<ClientTls>) -> Result<GatewayPool, DeleteError> {
         let pool = GatewayPool {
             gateways: Arc::new(RwLock::new(Arc::new(Vec::new()))),
             next: Arc::new(AtomicUsize::new(0)),
             epoch: Instant::now(),
+            tls,
         };
         pool.set_addrs(addrs)?;
         Ok(pool)
@@ -329,7 +337,10 @@ impl GatewayPool {
                 Some(g) => Arc::clone(g),
                 None => Arc::new(Gateway {
                     addr: addr.clone(),
-                    client: DeleteClient::connect_lazy(addr)?,
+                    client: DeleteClient::connect_lazy_with(
+                        addr,
+                        &EndpointOptions::seaweed().tls(self.tls.clone()),
+                    )?,
                     down_until_ms: AtomicU64::new(0),
                 }),
             };
@@ -514,7 +525,7 @@ mod tests {
     #[tokio::test]
     async fn a_round_of_unavailable_filers_is_retried_until_one_answers() {
         let addrs: Vec<String> = vec!["127.0.0.1:1".into(), "127.0.0.1:2".into()];
-        let pool = FilerPool::new(&addrs, Duration::from_secs(1), "/c").unwrap();
+        let pool = FilerPool::new(&addrs, Duration::from_secs(1), "/c", None).unwrap();
         let calls = Arc::new(AtomicUsize::new(0));
         let got = pool
             .call(|n| {
@@ -537,7 +548,7 @@ mod tests {
     #[tokio::test]
     async fn pool_prefers_the_filer_that_answered() {
         let addrs: Vec<String> = vec!["127.0.0.1:1".into(), "127.0.0.1:2".into()];
-        let pool = FilerPool::new(&addrs, Duration::from_secs(1), "/c").unwrap();
+        let pool = FilerPool::new(&addrs, Duration::from_secs(1), "/c", None).unwrap();
         assert_eq!(pool.primary().addr, "127.0.0.1:1");
         let got = pool
             .call(|n| {
@@ -567,6 +578,6 @@ mod tests {
         assert_eq!(pool.primary().addr, "127.0.0.1:2");
         pool.demote("127.0.0.1:2");
         assert_eq!(pool.primary().addr, "127.0.0.1:3");
-        assert!(FilerPool::new(&[], Duration::from_secs(1), "/c").is_err());
+        assert!(FilerPool::new(&[], Duration::from_secs(1), "/c", None).is_err());
     }
 }

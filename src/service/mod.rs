@@ -88,8 +88,13 @@ struct Inner {
     shutting_down: bool,
 }
 
+/// Work to do before every pass, e.g. reloading rotated TLS certificates
+/// (docs/tls.md#rotation).
+pub type BeforePass = Arc<dyn Fn() -> futures::future::BoxFuture<'static, ()> + Send + Sync>;
+
 /// One pass at a time over the coordinator; cheap to share (`Arc`).
 pub struct Service {
+    before_pass: std::sync::OnceLock<BeforePass>,
     coordinator: Addr<Coordinator>,
     board: Arc<StatusBoard>,
     settings: Settings,
@@ -106,6 +111,7 @@ impl Service {
         shards: Vec<u8>,
     ) -> Arc<Service> {
         Arc::new(Service {
+            before_pass: std::sync::OnceLock::new(),
             coordinator,
             board,
             settings,
@@ -120,6 +126,11 @@ impl Service {
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
         self.inner.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Sets the work run before every pass (once; later calls are ignored).
+    pub fn set_before_pass(&self, hook: BeforePass) {
+        let _ = self.before_pass.set(hook);
     }
 
     /// The cluster was reached and a bucket scan succeeded: passes may start.
@@ -197,6 +208,9 @@ impl Service {
         let me = self.clone();
         let id = run_id.clone();
         tokio::spawn(async move {
+            if let Some(hook) = me.before_pass.get() {
+                hook().await;
+            }
             let result = match me.coordinator.send(RunPass(opts)).await {
                 Ok(r) => r,
                 Err(e) => Err(format!("coordinator stopped: {e}")),

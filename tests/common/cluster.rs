@@ -192,11 +192,20 @@ enum StartError {
 }
 
 fn start_with_retries() -> Result<Cluster, String> {
+    start_with_retries_using(&|_| Ok(()))
+}
+
+/// Starts a single-process cluster like [`cluster`], after `setup` has prepared its data dir
+/// (weed's working directory, where it looks for `security.toml` first): for a binary that needs
+/// a differently configured cluster of its own, such as the mTLS one.
+pub fn start_with_retries_using(
+    setup: &dyn Fn(&Path) -> std::io::Result<()>,
+) -> Result<Cluster, String> {
     let weed = find_weed()?;
     let mut errors = Vec::new();
     for attempt in 1..=START_ATTEMPTS {
         let ports = pick_ports()?;
-        match start(&weed, ports) {
+        match start(&weed, ports, setup) {
             Ok(c) => return Ok(c),
             Err(StartError::Exited(e)) => {
                 errors.push(format!("attempt {attempt} (ports {}..): {e}", ports.master))
@@ -260,7 +269,11 @@ pub(super) fn spawn_weed(
         .spawn()
 }
 
-fn start(weed: &Path, ports: Ports) -> Result<Cluster, StartError> {
+fn start(
+    weed: &Path,
+    ports: Ports,
+    setup: &dyn Fn(&Path) -> std::io::Result<()>,
+) -> Result<Cluster, StartError> {
     let fatal = |what: &str, e: std::io::Error| StartError::Fatal(format!("{what}: {e}"));
     let data_dir = std::env::temp_dir().join(format!("s3lc-weed-{}", unique_suffix()));
     std::fs::create_dir_all(&data_dir)
@@ -270,6 +283,7 @@ fn start(weed: &Path, ports: Ports) -> Result<Cluster, StartError> {
     // growing 2 at a time fits ~150 buckets per test binary and makes first PUTs faster.
     std::fs::write(data_dir.join("master.toml"), MASTER_TOML)
         .map_err(|e| fatal("writing master.toml", e))?;
+    setup(&data_dir).map_err(|e| fatal("preparing the data dir", e))?;
     let log_file = data_dir.join("weed.log");
     let log = std::fs::File::create(&log_file).map_err(|e| fatal("creating weed.log", e))?;
     let p = ports;

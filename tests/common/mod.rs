@@ -28,6 +28,7 @@ pub mod rules;
 pub mod s3;
 pub mod serve;
 pub mod split;
+pub mod tls;
 pub mod wait;
 
 pub use bin::*;

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 
 use super::bin::{BIN, Pass, SHORT_DAY, Scope, command, run_raw};
-use super::cluster::cluster;
+use super::cluster::{Cluster, cluster};
 use super::http;
 use super::wait::eventually;
 
@@ -50,7 +50,11 @@ impl Drop for TmpDir {
 /// day without due rounding ([`SHORT_DAY`]), and passes only on trigger (no schedule) unless the
 /// test sets one.
 pub fn serve_env(scope: &Scope) -> Vec<(String, String)> {
-    let c = cluster();
+    serve_env_on(cluster(), scope)
+}
+
+/// [`serve_env`] against cluster `c` instead of the shared one.
+pub fn serve_env_on(c: &Cluster, scope: &Scope) -> Vec<(String, String)> {
     let mut env: Vec<(String, String)> = vec![
         (
             "S3_LIFECYCLED__CLUSTER__FILER".into(),
@@ -93,6 +97,11 @@ pub struct Serve {
 impl Serve {
     /// Spawns `serve` with [`serve_env`] plus `extra` and waits until `/ready` answers 200.
     pub async fn start(scope: &Scope, extra: &[(&str, &str)]) -> Serve {
+        Serve::start_on(cluster(), scope, extra).await
+    }
+
+    /// [`Serve::start`] against cluster `c` instead of the shared one.
+    pub async fn start_on(c: &Cluster, scope: &Scope, extra: &[(&str, &str)]) -> Serve {
         let dir = TmpDir::new("serve");
         let log = dir.path().join("serve.log");
         let admin: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
@@ -107,7 +116,7 @@ impl Serve {
                 http.to_string(),
             ),
         ];
-        env.extend(serve_env(scope));
+        env.extend(serve_env_on(c, scope));
         env.extend(extra.iter().map(|(k, v)| (k.to_string(), v.to_string())));
         let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
         let mut cmd = command(&["serve"], &env);

@@ -1,0 +1,872 @@
+//! gRPC client TLS the way SeaweedFS clusters use it (docs/tls.md): mutual
+//! TLS, the server's chain verified against the operator's CA, the host name
+//! checked only when `tls.server_name` is set (SeaweedFS certificates are
+//! often CN-only and SeaweedFS itself never checks names), and the
+//! certificate files re-read when they change so a rotation needs no restart.
+//!
+//! [`ClientTls`] is plugged into [`crate::seaweed::endpoint::EndpointOptions`];
+//! every gRPC client built from those options dials through [`ClientTls`]'s
+//! connector. Handshake failures are classified into a [`TlsFailure`] that
+//! the CLI turns into a message naming the cause and its own exit code.
+
+use std::collections::hash_map::DefaultHasher;
+use std::hash::{Hash, Hasher};
+use std::io;
+use std::path::{Path, PathBuf};
+use std::pin::Pin;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, Weak};
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use futures::task::AtomicWaker;
+use hyper_util::rt::TokioIo;
+use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
+use rustls::client::{verify_server_cert_signed_by_trust_anchor, verify_server_name};
+use rustls::crypto::CryptoProvider;
+use rustls::server::ParsedCertificate;
+use rustls::{
+    AlertDescription, CertificateError, ClientConfig, DigitallySignedStruct, RootCertStore,
+};
+use rustls_pki_types::pem::PemObject;
+use rustls_pki_types::{CertificateDer, PrivateKeyDer, ServerName, UnixTime};
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::net::TcpStream;
+use tokio_rustls::TlsConnector;
+
+/// Where the TLS material is: the `[tls]` settings or what `--security-toml`
+/// resolved to. Paths are re-read at every dial and every
+/// [`ClientTls::refresh`].
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct TlsFiles {
+    /// CA bundle (PEM, several certificates may be concatenated).
+    pub ca: PathBuf,
+    /// Client certificate chain (PEM); `None`: present none.
+    pub cert: Option<PathBuf>,
+    /// The client certificate's private key (PEM).
+    pub key: Option<PathBuf>,
+    /// Host name the server certificate must carry; `None`: chain only.
+    pub server_name: Option<String>,
+}
+
+/// TLS material that cannot be used. Maps to exit code 2 at start-up.
+#[derive(Debug, thiserror::Error)]
+pub enum TlsConfigError {
+    /// A file cannot be read.
+    #[error("{key}: cannot read {path}: {source}")]
+    Read {
+        /// The setting naming the file, e.g. `tls.ca`.
+        key: &'static str,
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        source: io::Error,
+    },
+    /// A file does not hold what it should.
+    #[error("{key}: {path}: {reason}")]
+    Content {
+        /// The setting naming the file.
+        key: &'static str,
+        /// The file.
+        path: PathBuf,
+        /// What is wrong and what is expected.
+        reason: String,
+    },
+    /// Certificate and key rejected together, or another rustls refusal.
+    #[error("{0}")]
+    Other(String),
+}
+
+/// Why a TLS connection to a SeaweedFS server failed, as far as it can be
+/// told from the handshake (docs/tls.md#how-failures-surface).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TlsFailure {
+    /// The server speaks TLS and we dialled in plaintext.
+    Required,
+    /// The server refused our client certificate, or we sent none.
+    ClientCertificate(String),
+    /// The server's certificate is not signed by our CA (or ours by its).
+    UnknownCa(String),
+    /// A certificate in the chain (ours or the server's) has expired or is
+    /// not valid yet.
+    Expired(String),
+    /// `tls.server_name` is set and the server certificate does not carry it.
+    NameMismatch(String),
+    /// Any other handshake failure.
+    Other(String),
+}
+
+impl TlsFailure {
+    /// One line naming the cause and the fix.
+    pub fn message(&self, addr: &str) -> String {
+        match self {
+            TlsFailure::Required => format!(
+                "{addr} requires TLS: set tls.* or --security-toml (the server answered a TLS handshake; plaintext is refused)"
+            ),
+            TlsFailure::ClientCertificate(d) => format!(
+                "{addr} refused the client certificate ({d}): it requires one signed by its CA; set tls.cert and tls.key (or [grpc.client] in security.toml)"
+            ),
+            TlsFailure::UnknownCa(d) => format!(
+                "TLS with {addr}: unknown CA ({d}): the server's certificate is not signed by tls.ca, or ours is not signed by a CA the server trusts; use the cluster's CA ([grpc] ca)"
+            ),
+            TlsFailure::Expired(d) => format!(
+                "TLS with {addr}: expired certificate ({d}): renew it, or check this host's clock"
+            ),
+            TlsFailure::NameMismatch(d) => format!(
+                "TLS with {addr}: the server certificate does not name tls.server_name ({d}); unset tls.server_name to check the chain only"
+            ),
+            TlsFailure::Other(d) => format!("TLS with {addr} failed: {d}"),
+        }
+    }
+
+    /// Classifies a rustls error: our verifier's verdict on the server's
+    /// chain, or an alert by which the server refused ours.
+    pub fn from_rustls(e: &rustls::Error) -> TlsFailure {
+        use rustls::Error as E;
+        let d = e.to_string();
+        match e {
+            E::InvalidCertificate(c) => match c {
+                CertificateError::Expired
+                | CertificateError::ExpiredContext { .. }
+                | CertificateError::NotValidYet
+                | CertificateError::NotValidYetContext { .. } => TlsFailure::Expired(d),
+                CertificateError::UnknownIssuer | CertificateError::BadSignature => {
+                    TlsFailure::UnknownCa(d)
+                }
+                CertificateError::NotValidForName
+                | CertificateError::NotValidForNameContext { .. } => TlsFailure::NameMismatch(d),
+                _ => TlsFailure::Other(d),
+            },
+            E::AlertReceived(a) => match a {
+                AlertDescription::CertificateRequired
+                | AlertDescription::BadCertificate
+                | AlertDescription::HandshakeFailure => TlsFailure::ClientCertificate(d),
+                AlertDescription::UnknownCA => TlsFailure::UnknownCa(d),
+                AlertDescription::CertificateExpired => TlsFailure::Expired(d),
+                _ => TlsFailure::Other(d),
+            },
+            E::NoCertificatesPresented => TlsFailure::ClientCertificate(d),
+            _ => TlsFailure::Other(d),
+        }
+    }
+
+    /// Finds a rustls error in an I/O error (tokio-rustls wraps them).
+    pub fn from_io(e: &io::Error) -> Option<TlsFailure> {
+        e.get_ref()
+            .and_then(|inner| inner.downcast_ref::<rustls::Error>())
+            .map(TlsFailure::from_rustls)
+    }
+}
+
+/// The certificates as last loaded: the rustls configuration and a digest of
+/// the files' contents to notice a change.
+struct Loaded {
+    digest: u64,
+    config: Arc<ClientConfig>,
+    /// The CA bundle and our certificate chain, to check our own
+    /// certificate when a server refuses it.
+    roots: Arc<RootCertStore>,
+    chain: Vec<CertificateDer<'static>>,
+}
+
+struct Inner {
+    files: TlsFiles,
+    loaded: Mutex<Loaded>,
+    /// Bumped when the files change; connections of an older generation are
+    /// closed at the next [`ClientTls::refresh`] so the next call redials
+    /// with the new certificates.
+    generation: AtomicU64,
+    /// Wakers of live connections, to close them on rotation.
+    conns: Mutex<Vec<Weak<ConnState>>>,
+    /// The last handshake failure seen, for the CLI's diagnosis.
+    last_failure: Mutex<Option<TlsFailure>>,
+}
+
+/// Client TLS shared by every gRPC client of a process. Cheap to clone.
+#[derive(Clone)]
+pub struct ClientTls(Arc<Inner>);
+
+impl std::fmt::Debug for ClientTls {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ClientTls")
+            .field("files", &self.0.files)
+            .finish()
+    }
+}
+
+impl PartialEq for ClientTls {
+    fn eq(&self, other: &ClientTls) -> bool {
+        Arc::ptr_eq(&self.0, &other.0)
+    }
+}
+impl Eq for ClientTls {}
+
+fn provider() -> Arc<CryptoProvider> {
+    Arc::new(rustls::crypto::ring::default_provider())
+}
+
+fn read(key: &'static str, path: &Path) -> Result<Vec<u8>, TlsConfigError> {
+    std::fs::read(path).map_err(|source| TlsConfigError::Read {
+        key,
+        path: path.to_path_buf(),
+        source,
+    })
+}
+
+/// Reads the files and builds the rustls configuration; the digest covers
+/// every byte read.
+fn load(files: &TlsFiles) -> Result<Loaded, TlsConfigError> {
+    let mut h = DefaultHasher::new();
+    let ca_pem = read("tls.ca", &files.ca)?;
+    ca_pem.hash(&mut h);
+    let mut roots = RootCertStore::empty();
+    let mut n = 0;
+    for c in CertificateDer::pem_slice_iter(&ca_pem) {
+        let c = c.map_err(|e| TlsConfigError::Content {
+            key: "tls.ca",
+            path: files.ca.clone(),
+            reason: format!("not a PEM certificate bundle ({e})"),
+        })?;
+        roots.add(c).map_err(|e| TlsConfigError::Content {
+            key: "tls.ca",
+            path: files.ca.clone(),
+            reason: format!("not a usable CA certificate ({e})"),
+        })?;
+        n += 1;
+    }
+    if n == 0 {
+        return Err(TlsConfigError::Content {
+            key: "tls.ca",
+            path: files.ca.clone(),
+            reason: "holds no PEM certificate (-----BEGIN CERTIFICATE-----)".into(),
+        });
+    }
+    let roots = Arc::new(roots);
+    let mut own_chain = Vec::new();
+    let verifier = Arc::new(ChainVerifier {
+        roots: roots.clone(),
+        check_name: files.server_name.is_some(),
+        provider: provider(),
+    });
+    let builder = ClientConfig::builder_with_provider(provider())
+        .with_safe_default_protocol_versions()
+        .map_err(|e| TlsConfigError::Other(e.to_string()))?
+        .dangerous()
+        .with_custom_certificate_verifier(verifier);
+    let mut config = match (&files.cert, &files.key) {
+        (Some(cert), Some(key)) => {
+            let cert_pem = read("tls.cert", cert)?;
+            let key_pem = read("tls.key", key)?;
+            cert_pem.hash(&mut h);
+            key_pem.hash(&mut h);
+            let chain: Vec<CertificateDer<'static>> = CertificateDer::pem_slice_iter(&cert_pem)
+                .collect::<Result<_, _>>()
+                .map_err(|e| TlsConfigError::Content {
+                    key: "tls.cert",
+                    path: cert.clone(),
+                    reason: format!("not a PEM certificate chain ({e})"),
+                })?;
+            if chain.is_empty() {
+                return Err(TlsConfigError::Content {
+                    key: "tls.cert",
+                    path: cert.clone(),
+                    reason: "holds no PEM certificate (-----BEGIN CERTIFICATE-----)".into(),
+                });
+            }
+            let pk =
+                PrivateKeyDer::from_pem_slice(&key_pem).map_err(|e| TlsConfigError::Content {
+                    key: "tls.key",
+                    path: key.clone(),
+                    reason: format!("holds no PEM private key ({e})"),
+                })?;
+            own_chain.clone_from(&chain);
+            builder.with_client_auth_cert(chain, pk).map_err(|e| {
+                TlsConfigError::Other(format!(
+                    "tls.cert {} and tls.key {} do not go together: {e}",
+                    cert.display(),
+                    key.display()
+                ))
+            })?
+        }
+        (None, None) => builder.with_no_client_auth(),
+        _ => {
+            return Err(TlsConfigError::Other(
+                "tls.cert and tls.key must be set together".into(),
+            ));
+        }
+    };
+    // SeaweedFS's gRPC servers negotiate HTTP/2 through ALPN.
+    config.alpn_protocols = vec![b"h2".to_vec()];
+    Ok(Loaded {
+        digest: h.finish(),
+        config: Arc::new(config),
+        roots,
+        chain: own_chain,
+    })
+}
+
+impl ClientTls {
+    /// Loads and checks the files now, so bad material is a start-up error.
+    pub fn load(files: TlsFiles) -> Result<ClientTls, TlsConfigError> {
+        let loaded = load(&files)?;
+        Ok(ClientTls(Arc::new(Inner {
+            files,
+            loaded: Mutex::new(loaded),
+            generation: AtomicU64::new(0),
+            conns: Mutex::new(Vec::new()),
+            last_failure: Mutex::new(None),
+        })))
+    }
+
+    /// The files in use.
+    pub fn files(&self) -> &TlsFiles {
+        &self.0.files
+    }
+
+    /// Re-reads the files; when their contents changed, builds the new
+    /// configuration. A file that does not load (a rotation half written)
+    /// keeps the previous one, with a warning. Returns whether it changed.
+    fn reload(&self) -> bool {
+        match load(&self.0.files) {
+            Ok(new) => {
+                let mut cur = self.0.loaded.lock().unwrap_or_else(|p| p.into_inner());
+                if cur.digest == new.digest {
+                    return false;
+                }
+                *cur = new;
+                self.0.generation.fetch_add(1, Ordering::SeqCst);
+                true
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "TLS files changed but do not load; keeping the previous certificates");
+                false
+            }
+        }
+    }
+
+    /// Called before every pass: when the certificate files changed, loads
+    /// them and closes the connections made with the old ones, so the pass
+    /// dials with the new (rotation without restart, docs/tls.md#rotation).
+    /// Waits up to 2 s for those connections to close.
+    pub async fn refresh(&self) -> bool {
+        if !self.reload() {
+            return false;
+        }
+        tracing::info!(files = ?self.0.files, "TLS certificates changed: reconnecting with the new ones");
+        let current = self.0.generation.load(Ordering::SeqCst);
+        let old = |conns: &mut Vec<Weak<ConnState>>| {
+            conns.retain(|w| w.strong_count() > 0);
+            conns
+                .iter()
+                .filter_map(Weak::upgrade)
+                .filter(|c| c.generation < current)
+                .collect::<Vec<_>>()
+        };
+        let stale = old(&mut self.0.conns.lock().unwrap_or_else(|p| p.into_inner()));
+        for c in &stale {
+            c.waker.wake();
+        }
+        drop(stale);
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(2);
+        while tokio::time::Instant::now() < deadline {
+            if old(&mut self.0.conns.lock().unwrap_or_else(|p| p.into_inner())).is_empty() {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        true
+    }
+
+    /// The most recent handshake failure, if any.
+    pub fn last_failure(&self) -> Option<TlsFailure> {
+        self.0
+            .last_failure
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    fn record(&self, f: TlsFailure) {
+        *self
+            .0
+            .last_failure
+            .lock()
+            .unwrap_or_else(|p| p.into_inner()) = Some(f);
+    }
+
+    /// Works out why `addr` refuses us, deterministically: a TLS 1.3 server
+    /// reports a refused client certificate only after the handshake, so a
+    /// failed call may show nothing but "connection closed"
+    /// (docs/tls.md#how-failures-surface). Dials once, reads the server's
+    /// first bytes (an alert, or its HTTP/2 settings when all is well), and
+    /// checks our own certificate locally, because SeaweedFS answers an
+    /// expired client certificate and one from a foreign CA with the same
+    /// `BadCertificate` alert. `None`: the handshake succeeds.
+    pub async fn diagnose(&self, addr: &str) -> Option<TlsFailure> {
+        let (host, port) = host_port(addr)?;
+        let own = self.check_own_certificate();
+        let attempt = async {
+            *self
+                .0
+                .last_failure
+                .lock()
+                .unwrap_or_else(|p| p.into_inner()) = None;
+            let mut io = match self.dial(&host, port).await {
+                Ok(io) => io,
+                // A handshake failure was recorded; anything else (nothing
+                // listening) is not a TLS matter.
+                Err(_) => return self.last_failure(),
+            };
+            let mut byte = [0u8; 1];
+            match tokio::io::AsyncReadExt::read(&mut *io.stream, &mut byte).await {
+                Ok(n) if n > 0 => None,
+                Ok(_) => Some(TlsFailure::Other(
+                    "the server closed the connection right after the handshake".into(),
+                )),
+                Err(e) => Some(
+                    TlsFailure::from_io(&e).unwrap_or_else(|| TlsFailure::Other(e.to_string())),
+                ),
+            }
+        };
+        let found = tokio::time::timeout(Duration::from_secs(5), attempt)
+            .await
+            .unwrap_or(None)?;
+        // The server refused our certificate: our own check says why.
+        if let TlsFailure::ClientCertificate(_) = found
+            && let Some(own) = own
+        {
+            return Some(own);
+        }
+        Some(found)
+    }
+
+    /// Our client certificate checked against our own CA bundle and the
+    /// clock: expired, or not issued by that CA. `None` when it is fine or
+    /// there is none.
+    fn check_own_certificate(&self) -> Option<TlsFailure> {
+        let (roots, chain) = {
+            let cur = self.0.loaded.lock().unwrap_or_else(|p| p.into_inner());
+            (cur.roots.clone(), cur.chain.clone())
+        };
+        let (leaf, intermediates) = chain.split_first()?;
+        let verifier =
+            rustls::server::WebPkiClientVerifier::builder_with_provider(roots, provider())
+                .build()
+                .ok()?;
+        let path = self
+            .0
+            .files
+            .cert
+            .as_ref()
+            .map(|p| p.display().to_string())
+            .unwrap_or_default();
+        match verifier.verify_client_cert(leaf, intermediates, UnixTime::now()) {
+            Ok(_) => None,
+            Err(e) => match TlsFailure::from_rustls(&e) {
+                TlsFailure::Expired(d) => Some(TlsFailure::Expired(format!(
+                    "our client certificate {path}: {d}"
+                ))),
+                TlsFailure::UnknownCa(d) => Some(TlsFailure::UnknownCa(format!(
+                    "our client certificate {path} is not issued by tls.ca: {d}"
+                ))),
+                _ => None,
+            },
+        }
+    }
+
+    /// The configuration to dial with: the files are re-read (they are
+    /// small) so a connection made after a rotation uses the new ones.
+    fn config(&self) -> (Arc<ClientConfig>, u64) {
+        self.reload();
+        let cur = self.0.loaded.lock().unwrap_or_else(|p| p.into_inner());
+        (cur.config.clone(), self.0.generation.load(Ordering::SeqCst))
+    }
+
+    /// Opens a TCP connection to `host:port` and runs the TLS handshake.
+    pub(crate) async fn dial(&self, host: &str, port: u16) -> io::Result<TlsIo> {
+        let tcp = TcpStream::connect((host, port)).await?;
+        tcp.set_nodelay(true)?;
+        let (config, generation) = self.config();
+        let name = self.0.files.server_name.as_deref().unwrap_or(host);
+        let server_name =
+            ServerName::try_from(name.trim_matches(['[', ']']).to_string()).map_err(|e| {
+                io::Error::new(
+                    io::ErrorKind::InvalidInput,
+                    format!("{name:?} is not a TLS server name: {e}"),
+                )
+            })?;
+        let stream = match TlsConnector::from(config).connect(server_name, tcp).await {
+            Ok(s) => s,
+            Err(e) => {
+                if let Some(f) = TlsFailure::from_io(&e) {
+                    let msg = f.message(&format!("{host}:{port}"));
+                    self.record(f);
+                    return Err(io::Error::new(e.kind(), msg));
+                }
+                return Err(e);
+            }
+        };
+        let state = Arc::new(ConnState {
+            generation,
+            waker: AtomicWaker::new(),
+        });
+        self.0
+            .conns
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(Arc::downgrade(&state));
+        Ok(TlsIo {
+            stream: Box::new(stream),
+            tls: self.clone(),
+            state,
+        })
+    }
+
+    /// The tower connector tonic dials through (`Endpoint::connect_with_connector`).
+    pub(crate) fn connector(
+        &self,
+    ) -> impl tower::Service<
+        tonic::transport::Uri,
+        Response = TokioIo<TlsIo>,
+        Error = io::Error,
+        Future = futures::future::BoxFuture<'static, io::Result<TokioIo<TlsIo>>>,
+    > + Clone
+    + Send
+    + 'static {
+        let tls = self.clone();
+        tower::service_fn(move |uri: tonic::transport::Uri| {
+            let tls = tls.clone();
+            let fut: futures::future::BoxFuture<'static, io::Result<TokioIo<TlsIo>>> =
+                Box::pin(async move {
+                    let host = uri.host().unwrap_or_default().to_string();
+                    let port = uri.port_u16().unwrap_or(443);
+                    tls.dial(&host, port).await.map(TokioIo::new)
+                });
+            fut
+        })
+    }
+}
+
+struct ConnState {
+    generation: u64,
+    waker: AtomicWaker,
+}
+
+/// One TLS connection. Records a handshake failure the server reports late
+/// (TLS 1.3 sends a refused client certificate's alert after the client has
+/// finished, so it arrives on the first read), and ends itself when the
+/// certificates were rotated so tonic redials.
+pub struct TlsIo {
+    stream: Box<tokio_rustls::client::TlsStream<TcpStream>>,
+    tls: ClientTls,
+    state: Arc<ConnState>,
+}
+
+impl TlsIo {
+    fn rotated(&self) -> bool {
+        self.tls.0.generation.load(Ordering::SeqCst) > self.state.generation
+    }
+}
+
+fn rotated_error() -> io::Error {
+    io::Error::new(
+        io::ErrorKind::ConnectionAborted,
+        "TLS certificates rotated; closing this connection to redial with the new ones",
+    )
+}
+
+impl AsyncRead for TlsIo {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        self.state.waker.register(cx.waker());
+        if self.rotated() {
+            return Poll::Ready(Err(rotated_error()));
+        }
+        let r = Pin::new(&mut *self.stream).poll_read(cx, buf);
+        if let Poll::Ready(Err(e)) = &r {
+            tracing::debug!(error = %e, kind = ?e.kind(), "TLS read failed");
+            if let Some(f) = TlsFailure::from_io(e) {
+                self.tls.record(f);
+            }
+        }
+        r
+    }
+}
+
+impl AsyncWrite for TlsIo {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        if self.rotated() {
+            return Poll::Ready(Err(rotated_error()));
+        }
+        let r = Pin::new(&mut *self.stream).poll_write(cx, buf);
+        if let Poll::Ready(Err(e)) = &r {
+            tracing::debug!(error = %e, kind = ?e.kind(), "TLS write failed");
+            if let Some(f) = TlsFailure::from_io(e) {
+                self.tls.record(f);
+            }
+        }
+        r
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut *self.stream).poll_flush(cx)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut *self.stream).poll_shutdown(cx)
+    }
+}
+
+/// Verifies the server's chain against the CA; checks the name only when
+/// the operator set `tls.server_name` (docs/tls.md#what-a-client-needs).
+#[derive(Debug)]
+struct ChainVerifier {
+    roots: Arc<RootCertStore>,
+    check_name: bool,
+    provider: Arc<CryptoProvider>,
+}
+
+impl ServerCertVerifier for ChainVerifier {
+    fn verify_server_cert(
+        &self,
+        end_entity: &CertificateDer<'_>,
+        intermediates: &[CertificateDer<'_>],
+        server_name: &ServerName<'_>,
+        _ocsp_response: &[u8],
+        now: UnixTime,
+    ) -> Result<ServerCertVerified, rustls::Error> {
+        let cert = ParsedCertificate::try_from(end_entity)?;
+        verify_server_cert_signed_by_trust_anchor(
+            &cert,
+            &self.roots,
+            intermediates,
+            now,
+            self.provider.signature_verification_algorithms.all,
+        )?;
+        if self.check_name {
+            verify_server_name(&cert, server_name)?;
+        }
+        Ok(ServerCertVerified::assertion())
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls12_signature(
+            message,
+            cert,
+            dss,
+            &self.provider.signature_verification_algorithms,
+        )
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls13_signature(
+            message,
+            cert,
+            dss,
+            &self.provider.signature_verification_algorithms,
+        )
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<rustls::SignatureScheme> {
+        self.provider
+            .signature_verification_algorithms
+            .supported_schemes()
+    }
+}
+
+/// `host:port` or `http://host:port/` split into host (brackets of an IPv6
+/// literal removed) and port.
+fn host_port(addr: &str) -> Option<(String, u16)> {
+    let hostport = addr
+        .split_once("://")
+        .map_or(addr, |(_, rest)| rest)
+        .trim_end_matches('/');
+    let (host, port) = hostport.rsplit_once(':')?;
+    let port = port.parse::<u16>().ok()?;
+    Some((host.trim_matches(['[', ']']).to_string(), port))
+}
+
+/// Accepts any server certificate. Only for [`speaks_tls`], which sends no
+/// data and only asks whether the peer answers a TLS handshake at all.
+#[derive(Debug)]
+struct AnyCert(Arc<CryptoProvider>);
+
+impl ServerCertVerifier for AnyCert {
+    fn verify_server_cert(
+        &self,
+        _: &CertificateDer<'_>,
+        _: &[CertificateDer<'_>],
+        _: &ServerName<'_>,
+        _: &[u8],
+        _: UnixTime,
+    ) -> Result<ServerCertVerified, rustls::Error> {
+        Ok(ServerCertVerified::assertion())
+    }
+    fn verify_tls12_signature(
+        &self,
+        _: &[u8],
+        _: &CertificateDer<'_>,
+        _: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        Ok(HandshakeSignatureValid::assertion())
+    }
+    fn verify_tls13_signature(
+        &self,
+        _: &[u8],
+        _: &CertificateDer<'_>,
+        _: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        Ok(HandshakeSignatureValid::assertion())
+    }
+    fn supported_verify_schemes(&self) -> Vec<rustls::SignatureScheme> {
+        self.0.signature_verification_algorithms.supported_schemes()
+    }
+}
+
+/// Whether the server at `addr` (`host:port`, optionally `http://`) answers
+/// a TLS handshake. A plaintext gRPC client against a TLS port only sees
+/// "connection closed" (docs/tls.md#observed); this probe turns that into
+/// "requires TLS". `false` when the peer is unreachable or speaks something
+/// else.
+pub async fn speaks_tls(addr: &str) -> bool {
+    let Some((host, port)) = host_port(addr) else {
+        return false;
+    };
+    let probe = async {
+        let tcp = TcpStream::connect((host.as_str(), port)).await.ok()?;
+        let Ok(builder) =
+            ClientConfig::builder_with_provider(provider()).with_safe_default_protocol_versions()
+        else {
+            return None;
+        };
+        let mut config = builder
+            .dangerous()
+            .with_custom_certificate_verifier(Arc::new(AnyCert(provider())))
+            .with_no_client_auth();
+        config.alpn_protocols = vec![b"h2".to_vec()];
+        let name = ServerName::try_from(host.clone()).ok()?;
+        Some(
+            match TlsConnector::from(Arc::new(config))
+                .connect(name, tcp)
+                .await
+            {
+                Ok(_) => true,
+                // The peer sent TLS records (an alert, a certificate): it is TLS.
+                Err(e) => matches!(
+                    e.get_ref().and_then(|i| i.downcast_ref::<rustls::Error>()),
+                    Some(
+                        rustls::Error::AlertReceived(_)
+                            | rustls::Error::InvalidCertificate(_)
+                            | rustls::Error::PeerIncompatible(_)
+                            | rustls::Error::NoCertificatesPresented
+                    )
+                ),
+            },
+        )
+    };
+    matches!(
+        tokio::time::timeout(Duration::from_secs(5), probe).await,
+        Ok(Some(true))
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn failures_are_classified_by_cause() {
+        use rustls::Error as E;
+        assert!(matches!(
+            TlsFailure::from_rustls(&E::InvalidCertificate(CertificateError::UnknownIssuer)),
+            TlsFailure::UnknownCa(_)
+        ));
+        assert!(matches!(
+            TlsFailure::from_rustls(&E::InvalidCertificate(CertificateError::Expired)),
+            TlsFailure::Expired(_)
+        ));
+        assert!(matches!(
+            TlsFailure::from_rustls(&E::AlertReceived(AlertDescription::CertificateRequired)),
+            TlsFailure::ClientCertificate(_)
+        ));
+        assert!(matches!(
+            TlsFailure::from_rustls(&E::AlertReceived(AlertDescription::BadCertificate)),
+            TlsFailure::ClientCertificate(_)
+        ));
+        assert!(matches!(
+            TlsFailure::from_rustls(&E::AlertReceived(AlertDescription::CertificateExpired)),
+            TlsFailure::Expired(_)
+        ));
+        assert!(matches!(
+            TlsFailure::from_rustls(&E::InvalidCertificate(CertificateError::NotValidForName)),
+            TlsFailure::NameMismatch(_)
+        ));
+        let io = io::Error::new(
+            io::ErrorKind::InvalidData,
+            E::InvalidCertificate(CertificateError::UnknownIssuer),
+        );
+        assert!(matches!(
+            TlsFailure::from_io(&io),
+            Some(TlsFailure::UnknownCa(_))
+        ));
+        assert_eq!(TlsFailure::from_io(&io::Error::other("x")), None);
+    }
+
+    #[test]
+    fn required_message_names_the_fix() {
+        let m = TlsFailure::Required.message("127.0.0.1:18888");
+        assert!(
+            m.contains("requires TLS: set tls.* or --security-toml"),
+            "{m}"
+        );
+        assert!(m.contains("127.0.0.1:18888"), "{m}");
+    }
+
+    #[test]
+    fn missing_or_bad_files_name_the_key_and_path() {
+        let dir = std::env::temp_dir().join(format!("tls-unit-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let missing = TlsFiles {
+            ca: dir.join("nope.crt"),
+            ..TlsFiles::default()
+        };
+        let e = ClientTls::load(missing).unwrap_err().to_string();
+        assert!(e.contains("tls.ca") && e.contains("nope.crt"), "{e}");
+        let junk = dir.join("junk.crt");
+        std::fs::write(&junk, "not pem").unwrap();
+        let e = ClientTls::load(TlsFiles {
+            ca: junk.clone(),
+            ..TlsFiles::default()
+        })
+        .unwrap_err()
+        .to_string();
+        assert!(
+            e.contains("tls.ca") && e.contains("no PEM certificate"),
+            "{e}"
+        );
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[tokio::test]
+    async fn nothing_listening_is_not_tls() {
+        assert!(!speaks_tls("127.0.0.1:1").await);
+        assert!(!speaks_tls("no-port").await);
+    }
+}

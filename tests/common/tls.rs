@@ -1,0 +1,149 @@
+//! The mTLS cluster of `tests/e2e_tls.rs`: a CA, a CN-only server certificate (no
+//! subjectAltName, as SeaweedFS operators often make them) and client certificates made with the
+//! `openssl` CLI at start, a `security.toml` in weed's working directory that turns gRPC mutual
+//! TLS on for every role (docs/tls.md), and one `weed server` shared by the binary's tests.
+//!
+//! Besides the good client certificate there are: a second valid one (rotation), one from a
+//! foreign CA, one expired in 2020 (`openssl ca -startdate/-enddate`), and the foreign CA itself.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::OnceLock;
+
+use super::cluster::{Cluster, start_with_retries_using};
+use super::http;
+
+/// Makes the certificates in the current directory. Leaf certificates are X.509 v3 with no
+/// subjectAltName (CN only); rustls, like every webpki verifier, refuses v1 certificates.
+const GEN: &str = r#"set -e
+printf 'basicConstraints=CA:FALSE\nkeyUsage=digitalSignature,keyEncipherment\n' > leaf.ext
+openssl req -x509 -newkey rsa:2048 -nodes -keyout ca.key -out ca.crt -days 3650 -subj "/CN=test-ca"
+openssl req -x509 -newkey rsa:2048 -nodes -keyout ca2.key -out ca2.crt -days 3650 -subj "/CN=other-ca"
+leaf() { # name CN ca
+  openssl req -newkey rsa:2048 -nodes -keyout $1.key -out $1.csr -subj "/CN=$2"
+  openssl x509 -req -in $1.csr -CA $3.crt -CAkey $3.key -CAcreateserial -out $1.crt -days 365 -extfile leaf.ext
+}
+leaf server seaweedfs-node ca
+leaf client lifecycled ca
+leaf client2 lifecycled-rotated ca
+leaf foreign lifecycled ca2
+mkdir -p caroot; : > caroot/index.txt; echo 1000 > caroot/serial
+cat > ca.cnf <<EOC
+[ca]
+default_ca = d
+[d]
+dir = ./caroot
+database = ./caroot/index.txt
+serial = ./caroot/serial
+new_certs_dir = ./caroot
+certificate = ./ca.crt
+private_key = ./ca.key
+default_md = sha256
+policy = p
+x509_extensions = leaf
+[p]
+commonName = supplied
+[leaf]
+basicConstraints=CA:FALSE
+keyUsage=digitalSignature,keyEncipherment
+EOC
+openssl req -newkey rsa:2048 -nodes -keyout expired.key -out expired.csr -subj "/CN=lifecycled-expired"
+openssl ca -batch -config ca.cnf -in expired.csr -out expired.crt -notext -startdate 20200101000000Z -enddate 20200102000000Z
+"#;
+
+/// The mTLS cluster and where its certificates are.
+pub struct TlsCluster {
+    /// The cluster (its gRPC ports require mTLS; S3 and filer HTTP stay plain).
+    pub cluster: Cluster,
+    /// The certificates (`ca.crt`, `client.crt`/`.key`, `client2`, `foreign`, `expired`,
+    /// `ca2.crt`).
+    pub certs: PathBuf,
+    /// The cluster's `security.toml` (as an operator has it).
+    pub security_toml: PathBuf,
+}
+
+impl TlsCluster {
+    /// A certificate file by name, e.g. `cert("client.crt")`.
+    pub fn cert(&self, name: &str) -> String {
+        self.certs.join(name).display().to_string()
+    }
+}
+
+fn security_toml(certs: &Path) -> String {
+    let p = |n: &str| certs.join(n).display().to_string();
+    let server = format!(
+        "cert = \"{}\"\nkey = \"{}\"\n",
+        p("server.crt"),
+        p("server.key")
+    );
+    format!(
+        "[grpc]\nca = \"{}\"\n\n[grpc.master]\n{server}\n[grpc.volume]\n{server}\n[grpc.filer]\n{server}\n\
+         [grpc.s3]\n{server}\n[grpc.client]\ncert = \"{}\"\nkey = \"{}\"\n",
+        p("ca.crt"),
+        p("client.crt"),
+        p("client.key"),
+    )
+}
+
+fn setup(data_dir: &Path) -> std::io::Result<()> {
+    let certs = data_dir.join("certs");
+    std::fs::create_dir_all(&certs)?;
+    let out = Command::new("sh")
+        .arg("-c")
+        .arg(GEN)
+        .current_dir(&certs)
+        .output()?;
+    if !out.status.success() {
+        return Err(std::io::Error::other(format!(
+            "making certificates with openssl failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        )));
+    }
+    // weed reads security.toml from its working directory first (docs/tls.md).
+    std::fs::write(data_dir.join("security.toml"), security_toml(&certs))
+}
+
+static TLS: OnceLock<Result<TlsCluster, String>> = OnceLock::new();
+
+/// The binary's one mTLS cluster, started on first use.
+pub fn tls_cluster() -> &'static TlsCluster {
+    let r = TLS.get_or_init(|| {
+        let cluster = start_with_retries_using(&setup)?;
+        let certs = cluster.data_dir.join("certs");
+        let security_toml = cluster.data_dir.join("security.toml");
+        Ok(TlsCluster {
+            cluster,
+            certs,
+            security_toml,
+        })
+    });
+    match r {
+        Ok(c) => c,
+        Err(e) => panic!("SeaweedFS mTLS test cluster unavailable: {e}"),
+    }
+}
+
+/// Stores a lifecycle document with a raw S3 PUT (the S3 HTTP port is plain; the filer gRPC
+/// check of `put_lifecycle_xml` would need TLS).
+pub async fn put_lifecycle_plain(c: &Cluster, bucket: &str, xml: &[u8]) {
+    let md5 = super::s3::content_md5(xml);
+    let addr = c.s3_addr();
+    let path = format!("/{bucket}?lifecycle=");
+    let body = xml.to_vec();
+    let resp = tokio::task::spawn_blocking(move || {
+        http::request(
+            addr,
+            "PUT",
+            &path,
+            &[
+                ("Content-MD5", md5.as_str()),
+                ("Content-Type", "application/xml"),
+            ],
+            &body,
+        )
+    })
+    .await
+    .unwrap()
+    .unwrap_or_else(|e| panic!("PUT /{bucket}?lifecycle=: {e}"));
+    assert_eq!(resp.status / 100, 2, "PUT lifecycle: {}", resp.text());
+}
