@@ -369,6 +369,24 @@ pub struct StatusSnapshot {
     pub current_pass: Option<PassProgress>,
     /// The last finished pass.
     pub last_pass: Option<PassSummary>,
+    /// Buckets an operator paused, as last read from the filer (at service
+    /// start, at each pass start, and at each pause/resume through this
+    /// instance).
+    #[serde(default)]
+    pub paused: Vec<PausedBucket>,
+}
+
+/// A paused bucket (`s3-lifecycled pause`): passes leave it alone and its
+/// matches stay pending until `resume`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PausedBucket {
+    /// Bucket name.
+    pub bucket: String,
+    /// When it was paused, ns since epoch.
+    pub paused_ns: i64,
+    /// The operator's note; may be empty.
+    #[serde(default)]
+    pub reason: String,
 }
 
 /// `ns` since epoch as RFC 3339 UTC (seconds precision); `—` for 0.

@@ -20,6 +20,7 @@ pub mod keys;
 pub mod lock;
 pub mod progress;
 pub mod route;
+pub mod safety;
 pub mod rule_hash;
 pub mod shard;
 pub mod time;

@@ -22,6 +22,7 @@ use tracing::{Instrument as _, Span};
 use crate::config::Settings;
 use crate::engine::DeleteRequest;
 use crate::engine::cursor::ShardCursor;
+use crate::engine::safety::{PauseRecord, Selection};
 use crate::engine::{Nanos, SHARD_COUNT, Snapshot, route, walk};
 use crate::pass::actors::{
     BeginPass, Drain, DrainTimedOut, Finish, ListingDone, ReplayEvent, ShardActor, ShardTelemetry,
@@ -106,6 +107,9 @@ pub struct PassResult {
     pub buckets: Vec<String>,
     /// Buckets skipped for configuration errors.
     pub bucket_errors: Vec<BucketError>,
+    /// Buckets left alone because an operator paused them (their cursor
+    /// state was kept; docs/filer-layout.md#pause-files).
+    pub paused: Vec<PauseRecord>,
     /// Per shard, in shard order.
     pub shards: Vec<ShardResult>,
     /// A runtime error that failed the pass (stream broken, save failed…).
@@ -141,13 +145,19 @@ struct Prepared {
     plan: Arc<PassPlan>,
     buckets: Vec<String>,
     bucket_errors: Vec<BucketError>,
+    paused: Vec<PauseRecord>,
     cursors: BTreeMap<u8, Result<Option<ShardCursor>, String>>,
 }
 
 async fn prepare(port: Arc<dyn ClusterPort>, opts: &PassOptions) -> Result<Prepared, String> {
     let s = &opts.settings;
     let scan = port.buckets().await?;
+    // Read at every pass start, so a pause made through any instance holds
+    // from the next pass on (docs/filer-layout.md#pause-files). Unreadable
+    // pauses fail the pass rather than risk deleting a paused bucket.
+    let pause_records = port.paused().await?;
     let filter: BTreeSet<&str> = s.pass.buckets.iter().map(String::as_str).collect();
+    let paused_names: BTreeSet<&str> = pause_records.iter().map(|r| r.bucket.as_str()).collect();
     let selected = |name: &str| filter.is_empty() || filter.contains(name);
     let mut keep = BTreeSet::new();
     let mut bucket_errors = Vec::new();
@@ -158,9 +168,20 @@ async fn prepare(port: Arc<dyn ClusterPort>, opts: &PassOptions) -> Result<Prepa
         }
     }
     let mut configs = Vec::new();
+    let mut paused = Vec::new();
     for b in &scan.buckets {
-        if !selected(&b.name) {
+        let sel = Selection::of(
+            &b.name,
+            filter.iter().copied(),
+            paused_names.iter().copied(),
+        );
+        if sel.keeps_state() {
             keep.insert(b.name.clone());
+            if sel == Selection::Paused
+                && let Some(r) = pause_records.iter().find(|r| r.bucket == b.name)
+            {
+                paused.push(r.clone());
+            }
             continue;
         }
         if b.has_rules() {
@@ -185,6 +206,7 @@ async fn prepare(port: Arc<dyn ClusterPort>, opts: &PassOptions) -> Result<Prepa
         plan: Arc::new(pass_plan),
         buckets,
         bucket_errors,
+        paused,
         cursors,
     })
 }
@@ -418,6 +440,8 @@ impl Coordinator {
         };
         let buckets = p.buckets;
         let bucket_errors = p.bucket_errors;
+        let paused = p.paused;
+        self.obs.paused(&paused);
         let stop = opts.stop.clone();
         let max_runtime = s.pass.max_runtime;
         let obs = self.obs.clone();
@@ -462,6 +486,7 @@ impl Coordinator {
                     now: opts.now,
                     buckets,
                     bucket_errors,
+                    paused,
                     shards: results,
                     error,
                     truncated,

@@ -12,11 +12,13 @@ use tokio::sync::watch;
 
 use crate::clock::wall_ns;
 use crate::engine::DeleteOutcome;
+use crate::engine::safety::PauseRecord;
 use crate::metrics::Metrics;
 use crate::pass::coordinator::PassResult;
 use crate::pass::shard_run::ShardOutcome;
 use crate::status::{
-    BucketSummary, DeleteCounts, PassProgress, PassSummary, RunOutcome, ServiceState, ShardPhase,
+    BucketSummary, DeleteCounts, PassProgress, PassSummary, PausedBucket, RunOutcome, ServiceState,
+    ShardPhase,
     ShardSummary, StatusSnapshot,
 };
 
@@ -40,6 +42,13 @@ impl PassObserver {
         if let Some(b) = &self.board {
             f(b);
         }
+    }
+
+    /// The paused buckets are now exactly `paused` (metrics and board).
+    pub fn paused(&self, paused: &[PauseRecord]) {
+        self.metrics
+            .paused_buckets(paused.iter().map(|r| r.bucket.as_str()));
+        self.board(|b| b.set_paused(paused));
     }
 }
 
@@ -103,6 +112,20 @@ impl StatusBoard {
     pub fn set_state(&self, s: ServiceState) {
         let mut st = self.lock();
         st.snap.service_state = s;
+        self.publish(&mut st, true);
+    }
+
+    /// Sets the paused buckets.
+    pub fn set_paused(&self, paused: &[PauseRecord]) {
+        let mut st = self.lock();
+        st.snap.paused = paused
+            .iter()
+            .map(|r| PausedBucket {
+                bucket: r.bucket.clone(),
+                paused_ns: r.paused_ns,
+                reason: r.reason.clone(),
+            })
+            .collect();
         self.publish(&mut st, true);
     }
 

@@ -15,6 +15,8 @@ use crate::engine::{CallResult, DeleteOutcome, MetaEvent, Nanos, WalkItem};
 use crate::pass::dispatch::{AttemptError, AttemptResult, DeletePort};
 use crate::pb::filer_pb::Entry;
 use crate::seaweed::buckets::{BucketScan, list_bucket_configs};
+use crate::engine::safety::PauseRecord;
+use crate::seaweed::controls::ControlStore;
 use crate::seaweed::cursor::CursorStore;
 use crate::seaweed::delete::{DeleteClient, DeleteError};
 use crate::seaweed::filer::FilerClient;
@@ -55,6 +57,28 @@ pub trait ClusterPort: Send + Sync + 'static {
         since: Nanos,
         until: Nanos,
     ) -> BoxFuture<'static, Result<EventStream, String>>;
+    /// The paused buckets (`s3-lifecycled pause`), read at every pass start
+    /// (docs/filer-layout.md#pause-files). Fakes without pauses keep the
+    /// default: none.
+    fn paused(&self) -> BoxFuture<'static, Result<Vec<PauseRecord>, String>> {
+        async { Ok(Vec::new()) }.boxed()
+    }
+    /// Pauses a bucket; answers the record written.
+    fn pause(
+        &self,
+        bucket: &str,
+        now: Nanos,
+        reason: &str,
+    ) -> BoxFuture<'static, Result<PauseRecord, String>> {
+        let _ = (now, reason);
+        let msg = format!("cannot pause bucket {bucket}: this cluster port keeps no pauses");
+        async move { Err(msg) }.boxed()
+    }
+    /// Resumes a bucket; `Ok(false)` when it was not paused.
+    fn resume(&self, bucket: &str) -> BoxFuture<'static, Result<bool, String>> {
+        let msg = format!("cannot resume bucket {bucket}: this cluster port keeps no pauses");
+        async move { Err(msg) }.boxed()
+    }
 }
 
 /// The real cluster: a filer channel shared by every filer call.
@@ -63,6 +87,7 @@ pub struct SeaweedCluster {
     channel: Channel,
     root: String,
     cursors: Arc<CursorStore>,
+    controls: ControlStore,
     event_buffer: usize,
 }
 
@@ -103,11 +128,13 @@ impl SeaweedCluster {
             buckets_root.trim_end_matches('/').to_string()
         };
         let cursors = Arc::new(CursorStore::new(filer.clone(), cursor_dir));
+        let controls = ControlStore::new(filer.clone(), cursor_dir);
         Ok(SeaweedCluster {
             filer,
             channel,
             root,
             cursors,
+            controls,
             event_buffer,
         })
     }
@@ -220,6 +247,28 @@ impl ClusterPort for SeaweedCluster {
             Ok(events.boxed())
         }
         .boxed()
+    }
+
+    fn paused(&self) -> BoxFuture<'static, Result<Vec<PauseRecord>, String>> {
+        let store = self.controls.clone();
+        async move { store.paused().await }.boxed()
+    }
+
+    fn pause(
+        &self,
+        bucket: &str,
+        now: Nanos,
+        reason: &str,
+    ) -> BoxFuture<'static, Result<PauseRecord, String>> {
+        let store = self.controls.clone();
+        let (bucket, reason) = (bucket.to_string(), reason.to_string());
+        async move { store.pause(&bucket, now, &reason).await }.boxed()
+    }
+
+    fn resume(&self, bucket: &str) -> BoxFuture<'static, Result<bool, String>> {
+        let store = self.controls.clone();
+        let bucket = bucket.to_string();
+        async move { store.resume(&bucket).await }.boxed()
     }
 }
 

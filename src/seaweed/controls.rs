@@ -1,0 +1,134 @@
+//! Operator controls persisted in the filer next to the cursors, so every
+//! instance sees them and they survive restarts: one pause file per paused
+//! bucket, `<cursor.dir>/paused/<bucket>.json`
+//! (docs/filer-layout.md#pause-files). What a pause means for a pass is
+//! decided in [`crate::engine::safety`].
+//!
+//! A pause is one CreateEntry of a small inline file and a resume one
+//! DeleteEntry, so a reader sees the bucket paused or not, never half of it.
+
+use futures::TryStreamExt as _;
+
+use crate::engine::Nanos;
+use crate::engine::safety::{
+    PauseRecord, bucket_of_pause_file, check_bucket_name, decode_pause, pause_file_name,
+};
+use crate::pb::filer_pb::{Entry, FuseAttributes};
+use crate::seaweed::filer::{DEFAULT_PAGE, FilerClient, join_path};
+
+/// The subdirectory of `cursor.dir` holding the pause files.
+pub const PAUSED_SUBDIR: &str = "paused";
+
+/// Pause files under `<cursor.dir>/paused`.
+#[derive(Debug, Clone)]
+pub struct ControlStore {
+    client: FilerClient,
+    paused_dir: String,
+}
+
+impl ControlStore {
+    /// The store of the cursors kept under `cursor_dir`.
+    pub fn new(client: FilerClient, cursor_dir: &str) -> ControlStore {
+        let dir = cursor_dir.trim_end_matches('/');
+        let dir = if dir.is_empty() { "/" } else { dir };
+        ControlStore {
+            client,
+            paused_dir: join_path(dir, PAUSED_SUBDIR),
+        }
+    }
+
+    /// The directory of the pause files.
+    pub fn paused_dir(&self) -> &str {
+        &self.paused_dir
+    }
+
+    /// Every paused bucket, by name. A pause file that cannot be read is an
+    /// error naming it and the fix: guessing "not paused" could delete what
+    /// an operator meant to stop.
+    pub async fn paused(&self) -> Result<Vec<PauseRecord>, String> {
+        let entries: Vec<Entry> = self
+            .client
+            .list_all(&self.paused_dir, DEFAULT_PAGE)
+            .try_collect()
+            .await
+            .map_err(|e| format!("listing pause files in {}: {e}", self.paused_dir))?;
+        let mut out = Vec::new();
+        for e in entries {
+            if e.is_directory {
+                continue;
+            }
+            let path = join_path(&self.paused_dir, &e.name);
+            let Some(bucket) = bucket_of_pause_file(&e.name) else {
+                return Err(format!(
+                    "pause file {path}: its name is not <bucket>.json. Fix: remove it \
+                     (`weed shell fs.rm {path}`)"
+                ));
+            };
+            let r = decode_pause(&e.content, bucket).map_err(|problem| {
+                format!(
+                    "pause file {path} is unusable: {problem}. Fix: `s3-lifecycled resume {bucket}` \
+                     removes it (then pause again if meant)"
+                )
+            })?;
+            out.push(r);
+        }
+        Ok(out)
+    }
+
+    /// Pauses `bucket` (replacing an earlier pause of it). Answers the record
+    /// written.
+    pub async fn pause(
+        &self,
+        bucket: &str,
+        now: Nanos,
+        reason: &str,
+    ) -> Result<PauseRecord, String> {
+        check_bucket_name(bucket)?;
+        let record = PauseRecord::new(bucket, now, reason);
+        let entry = pause_entry(&pause_file_name(bucket), record.to_json(), now);
+        self.client
+            .create_entry(&self.paused_dir, entry, false)
+            .await
+            .map_err(|e| format!("pausing bucket {bucket}: {e}"))?;
+        Ok(record)
+    }
+
+    /// Resumes `bucket`; `Ok(false)` when it was not paused.
+    pub async fn resume(&self, bucket: &str) -> Result<bool, String> {
+        check_bucket_name(bucket)?;
+        let name = pause_file_name(bucket);
+        let was = self
+            .client
+            .lookup(&self.paused_dir, &name)
+            .await
+            .map_err(|e| format!("resuming bucket {bucket}: {e}"))?
+            .is_some();
+        self.client
+            .delete_entry(&self.paused_dir, &name, false)
+            .await
+            .map_err(|e| format!("resuming bucket {bucket}: {e}"))?;
+        Ok(was)
+    }
+}
+
+/// A small inline file (mode 0644), as the cursor files are written.
+fn pause_entry(name: &str, content: Vec<u8>, now: Nanos) -> Entry {
+    let secs = now.div_euclid(1_000_000_000);
+    let nanos = now.rem_euclid(1_000_000_000) as i32;
+    Entry {
+        name: name.to_string(),
+        is_directory: false,
+        attributes: Some(FuseAttributes {
+            file_size: content.len() as u64,
+            mtime: secs,
+            mtime_ns: nanos,
+            crtime: secs,
+            crtime_ns: nanos,
+            file_mode: 0o644,
+            mime: "application/json".into(),
+            ..Default::default()
+        }),
+        content,
+        ..Default::default()
+    }
+}
