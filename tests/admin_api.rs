@@ -159,6 +159,7 @@ fn snapshot() -> StatusSnapshot {
             ],
         }),
         last_pass: None,
+        paused: Vec::new(),
     }
 }
 

@@ -92,6 +92,15 @@ pub fn status_response(s: &StatusSnapshot) -> pb::GetStatusResponse {
         state: service_state(s.service_state) as i32,
         current_pass: s.current_pass.as_ref().map(pass_progress),
         next_pass_ns: s.next_pass_ns,
+        paused: s
+            .paused
+            .iter()
+            .map(|p| pb::PausedBucket {
+                bucket: p.bucket.clone(),
+                paused_ns: p.paused_ns,
+                reason: p.reason.clone(),
+            })
+            .collect(),
     }
 }
 

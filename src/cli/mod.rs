@@ -52,6 +52,11 @@ pub enum Command {
     Trigger(admin_client::TriggerArgs),
     /// Show a running service's state and current pass, or `--last` pass.
     Status(admin_client::StatusArgs),
+    /// Pause a bucket (admin API): from the next pass on every instance
+    /// leaves it alone, its matches pending, until `resume`. Kept in the filer.
+    Pause(admin_client::PauseArgs),
+    /// End a bucket's pause (admin API): the next pass sends its pending deletes.
+    Resume(admin_client::ResumeArgs),
     /// Inspect, reset or migrate (from the Go worker) the per-shard cursors.
     Cursor {
         /// What to do with cursors.
@@ -109,6 +114,8 @@ pub fn main() -> i32 {
         Command::Serve(args) => serve::run(args),
         Command::Trigger(args) => admin_client::run_trigger(&args),
         Command::Status(args) => admin_client::run_status(&args),
+        Command::Pause(args) => admin_client::run_pause(&args),
+        Command::Resume(args) => admin_client::run_resume(&args),
         Command::Cursor { command } => cursor_cmd::run(command),
     }
 }

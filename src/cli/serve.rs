@@ -163,7 +163,7 @@ async fn serve(s: Settings, shards: Vec<u8>) -> i32 {
     let coordinator = actix::Actor::start(Coordinator::with_observer(
         cluster.clone(),
         Arc::new(deletes),
-        obs,
+        obs.clone(),
     ));
     let service = Service::new(coordinator, board.clone(), s.clone(), shards);
 
@@ -191,6 +191,7 @@ async fn serve(s: Settings, shards: Vec<u8>) -> i32 {
             }
         }
     }
+    service.attach_controls(cluster.clone(), obs).await;
     service.set_ready();
     readiness.set_ready();
     health.set_serving().await;
