@@ -298,6 +298,7 @@ pub fn report(r: &PassResult, run_id: &str, dry_run: bool, json_out: bool) -> i3
         halted,
         events = totals.events_scanned,
         matches = totals.matches,
+        paused = r.paused_list(),
         duration_s = r.duration.as_secs_f64(),
         "pass finished"
     );
@@ -337,6 +338,7 @@ pub fn report(r: &PassResult, run_id: &str, dry_run: bool, json_out: bool) -> i3
             "duration_ms": r.duration.as_millis() as u64,
             "buckets": r.buckets,
             "bucket_errors": r.bucket_errors.iter().map(|e| json!({"bucket": e.bucket, "reason": e.reason})).collect::<Vec<_>>(),
+            "paused": r.paused.iter().map(|p| json!({"bucket": p.bucket, "paused_ns": p.paused_ns, "reason": p.reason})).collect::<Vec<_>>(),
             "totals": {
                 "events_scanned": totals.events_scanned,
                 "matches": totals.matches,

@@ -122,6 +122,16 @@ pub struct PassResult {
 }
 
 impl PassResult {
+    /// The paused buckets the pass left alone, comma-separated (the
+    /// summary line's `paused=`).
+    pub fn paused_list(&self) -> String {
+        self.paused
+            .iter()
+            .map(|p| p.bucket.as_str())
+            .collect::<Vec<_>>()
+            .join(",")
+    }
+
     /// The worst of the shards' outcomes ([`RunOutcome`]'s one ordering:
     /// failed > halted > truncated > completed); `failed` on a runtime error.
     pub fn outcome(&self) -> RunOutcome {

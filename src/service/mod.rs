@@ -223,6 +223,7 @@ impl Service {
                         .map(|s| s.report.counters.deletes.done)
                         .sum::<u64>(),
                     truncated = r.truncated.as_deref().unwrap_or(""),
+                    paused = r.paused_list(),
                     duration_s = r.duration.as_secs_f64(),
                     "pass finished"
                 ),
