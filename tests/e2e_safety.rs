@@ -12,7 +12,9 @@ use common::*;
 /// `s3_lifecycled_bucket_paused{bucket="<b>"} 1` is in the service's metrics.
 async fn paused_metric(serve: &Serve, bucket: &str) -> bool {
     let m = String::from_utf8(http::get_async(serve.http, "/metrics").await.unwrap().body).unwrap();
-    m.contains(&format!("s3_lifecycled_bucket_paused{{bucket=\"{bucket}\"}} 1"))
+    m.contains(&format!(
+        "s3_lifecycled_bucket_paused{{bucket=\"{bucket}\"}} 1"
+    ))
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -34,16 +36,30 @@ async fn paused_bucket_is_untouched_and_resumes_after_resume_also_across_a_resta
     // A name that cannot be a bucket is refused before anything is sent.
     let bad = serve.cli(&["pause", "../etc"]).await;
     assert_eq!(bad.code, 2, "{}", bad.describe());
-    assert!(bad.stderr.contains("not a valid S3 bucket name"), "{}", bad.describe());
+    assert!(
+        bad.stderr.contains("not a valid S3 bucket name"),
+        "{}",
+        bad.describe()
+    );
 
+    // Pausing again replaces the first pause (the filer overwrites the file).
+    let first = serve.cli(&["pause", &held, "--reason", "first"]).await;
+    assert_eq!(first.code, 0, "{}", first.describe());
     let out = serve
         .cli(&["pause", &held, "--reason", "typo in rule d1"])
         .await;
     assert_eq!(out.code, 0, "{}", out.describe());
-    assert!(out.stdout.contains(&format!("bucket {held} paused")), "{}", out.stdout);
+    assert!(
+        out.stdout.contains(&format!("bucket {held} paused")),
+        "{}",
+        out.stdout
+    );
     // Kept in the filer next to the cursors.
     let file = c
-        .lookup_entry(&format!("{}/paused", scope.cursor_dir), &format!("{held}.json"))
+        .lookup_entry(
+            &format!("{}/paused", scope.cursor_dir),
+            &format!("{held}.json"),
+        )
         .await
         .unwrap()
         .expect("pause file written");
@@ -54,7 +70,10 @@ async fn paused_bucket_is_untouched_and_resumes_after_resume_also_across_a_resta
     let st = serve.status().await;
     assert_eq!(st["paused"][0]["bucket"], held.as_str(), "{st}");
     let page = String::from_utf8(http::get_async(serve.http, "/").await.unwrap().body).unwrap();
-    assert!(page.contains("Paused buckets") && page.contains(&held), "{page}");
+    assert!(
+        page.contains("Paused buckets") && page.contains(&held),
+        "{page}"
+    );
     assert!(paused_metric(&serve, &held).await);
 
     // Everything is due a minute from now (10 s day): only the other bucket goes.
@@ -91,16 +110,28 @@ async fn paused_bucket_is_untouched_and_resumes_after_resume_also_across_a_resta
     assert_eq!(st["paused"], serde_json::json!([]), "{st}");
     assert!(!paused_metric(&serve, &held).await);
     assert!(
-        c.lookup_entry(&format!("{}/paused", scope.cursor_dir), &format!("{held}.json"))
-            .await
-            .unwrap()
-            .is_none()
+        c.lookup_entry(
+            &format!("{}/paused", scope.cursor_dir),
+            &format!("{held}.json")
+        )
+        .await
+        .unwrap()
+        .is_none()
     );
     let again = serve.cli(&["resume", &held]).await;
-    assert!(again.stdout.contains("was not paused"), "{}", again.describe());
+    assert!(
+        again.stdout.contains("was not paused"),
+        "{}",
+        again.describe()
+    );
     let (id, _) = serve
         .trigger(&["--now", &rfc3339(later + 10 * SEC_NS)])
         .await;
     let last = serve.wait_last(&id, Duration::from_secs(60)).await;
-    assert_eq!(count_objects(&s3, &held).await, 0, "{last}\n{}", serve.log_text());
+    assert_eq!(
+        count_objects(&s3, &held).await,
+        0,
+        "{last}\n{}",
+        serve.log_text()
+    );
 }

@@ -100,11 +100,7 @@ pub trait AdminBackend: Send + Sync + 'static {
     fn last_run(&self) -> BoxFuture<'static, Result<Option<PassSummary>, AdminError>>;
     /// Pauses `bucket` (already checked to be a bucket name); answers when,
     /// ns since epoch. Backends without pauses keep the default refusal.
-    fn pause(
-        &self,
-        bucket: String,
-        reason: String,
-    ) -> BoxFuture<'static, Result<i64, AdminError>> {
+    fn pause(&self, bucket: String, reason: String) -> BoxFuture<'static, Result<i64, AdminError>> {
         let _ = (bucket, reason);
         async { Err(AdminError::FailedPrecondition(NO_PAUSES.into())) }.boxed()
     }

@@ -65,8 +65,8 @@ pub fn bucket_of_pause_file(name: &str) -> Option<&str> {
 /// Parses a pause file found under the name of `bucket`. The error says what
 /// is wrong (the caller adds the path and the fix).
 pub fn decode_pause(content: &[u8], bucket: &str) -> Result<PauseRecord, String> {
-    let r: PauseRecord = serde_json::from_slice(content)
-        .map_err(|e| format!("not a pause record ({e})"))?;
+    let r: PauseRecord =
+        serde_json::from_slice(content).map_err(|e| format!("not a pause record ({e})"))?;
     if r.version != PAUSE_VERSION {
         return Err(format!(
             "version {} is not {PAUSE_VERSION}, the only one this build reads",
@@ -162,8 +162,11 @@ mod tests {
         assert_eq!(back, r);
         let e = decode_pause(&r.to_json(), "other").unwrap_err();
         assert!(e.contains("\"logs\"") && e.contains("\"other\""), "{e}");
-        let e = decode_pause(b"{\"version\":2,\"bucket\":\"logs\",\"paused_ns\":1}", "logs")
-            .unwrap_err();
+        let e = decode_pause(
+            b"{\"version\":2,\"bucket\":\"logs\",\"paused_ns\":1}",
+            "logs",
+        )
+        .unwrap_err();
         assert!(e.contains("version 2"), "{e}");
         assert!(decode_pause(b"paused", "logs").is_err());
         assert!(
@@ -180,7 +183,16 @@ mod tests {
         for ok in ["abc", "my-bucket.2026", "a1b"] {
             assert_eq!(check_bucket_name(ok), Ok(()), "{ok}");
         }
-        for bad in ["", "ab", "../x", "a/b", "Caps", "-ab", "ab-", &"a".repeat(64)] {
+        for bad in [
+            "",
+            "ab",
+            "../x",
+            "a/b",
+            "Caps",
+            "-ab",
+            "ab-",
+            &"a".repeat(64),
+        ] {
             let e = check_bucket_name(bad).unwrap_err();
             assert!(e.contains("not a valid S3 bucket name"), "{bad}: {e}");
         }

@@ -18,8 +18,7 @@ use crate::pass::coordinator::PassResult;
 use crate::pass::shard_run::ShardOutcome;
 use crate::status::{
     BucketSummary, DeleteCounts, PassProgress, PassSummary, PausedBucket, RunOutcome, ServiceState,
-    ShardPhase,
-    ShardSummary, StatusSnapshot,
+    ShardPhase, ShardSummary, StatusSnapshot,
 };
 
 /// Snapshots are re-published at most this often for counter changes

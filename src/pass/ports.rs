@@ -11,11 +11,11 @@ use tonic::transport::Channel;
 
 use crate::engine::DeleteRequest;
 use crate::engine::cursor::ShardCursor;
+use crate::engine::safety::PauseRecord;
 use crate::engine::{CallResult, DeleteOutcome, MetaEvent, Nanos, WalkItem};
 use crate::pass::dispatch::{AttemptError, AttemptResult, DeletePort};
 use crate::pb::filer_pb::Entry;
 use crate::seaweed::buckets::{BucketScan, list_bucket_configs};
-use crate::engine::safety::PauseRecord;
 use crate::seaweed::controls::ControlStore;
 use crate::seaweed::cursor::CursorStore;
 use crate::seaweed::delete::{DeleteClient, DeleteError};

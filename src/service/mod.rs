@@ -318,7 +318,11 @@ impl AdminBackend for Backend {
                 .pause(&bucket, wall_ns(), &reason)
                 .await
                 .map_err(AdminError::Unavailable)?;
-            tracing::warn!(bucket, reason, "bucket paused: passes leave it alone until resume");
+            tracing::warn!(
+                bucket,
+                reason,
+                "bucket paused: passes leave it alone until resume"
+            );
             c.refresh().await;
             Ok(r.paused_ns)
         }
