@@ -56,6 +56,30 @@ pub struct Settings {
     pub service: ServiceSettings,
     /// Logs and traces.
     pub telemetry: TelemetrySettings,
+    /// Safety rails: deletion caps (ops/runbook.md (f)).
+    pub safety: SafetySettings,
+}
+
+/// `[safety]`
+#[derive(Debug, Clone, Deserialize, PartialEq, Default)]
+#[serde(default, deny_unknown_fields)]
+pub struct SafetySettings {
+    /// Deletes sent per bucket in one pass; past it the bucket is held
+    /// (its remaining matches stay pending) until `approve`. 0 = no cap.
+    pub max_deletes_per_bucket: u64,
+    /// Fraction (0..1) of a bucket's entries one pass may delete; needs one
+    /// count (listing) of every enforced bucket per pass. 0 = no cap.
+    pub max_delete_fraction: f64,
+}
+
+impl SafetySettings {
+    /// The caps as the pure core takes them.
+    pub fn cap_limits(&self) -> crate::engine::safety::CapLimits {
+        crate::engine::safety::CapLimits {
+            max_deletes: self.max_deletes_per_bucket,
+            max_fraction: self.max_delete_fraction,
+        }
+    }
 }
 
 /// `[cluster]`
@@ -390,6 +414,13 @@ impl Settings {
                     format!("must be 0 (unlimited) or a positive number, got {v}"),
                 ));
             }
+        }
+        let f = self.safety.max_delete_fraction;
+        if !f.is_finite() || !(0.0..=1.0).contains(&f) {
+            return Err(invalid(
+                "safety.max_delete_fraction",
+                format!("must be 0 (off) or a fraction of a bucket such as 0.1 (at most 1), got {f}"),
+            ));
         }
         if self.rate.workers == 0 {
             return Err(invalid("rate.workers", "must be at least 1"));

@@ -26,6 +26,7 @@
 //! | `s3_lifecycled_check_verdicts_total` | counter | bucket, kind, verdict | [`Metrics::check_verdict`] |
 //! | `s3_lifecycled_bucket_config_errors` | gauge 0/1 | bucket | [`Metrics::bucket_config_error`] |
 //! | `s3_lifecycled_bucket_paused` | gauge 1 | bucket | [`Metrics::paused_buckets`] |
+//! | `s3_lifecycled_bucket_held` | gauge | bucket | [`Metrics::held_buckets`] |
 //! | `s3_lifecycled_entries_skipped_no_mtime_total` | counter | shard | [`Metrics::skipped_no_mtime`] |
 //!
 //! The design's three per-run metrics (docs/go-cursor.md#go-metrics:
@@ -165,6 +166,7 @@ pub struct Metrics {
     bucket_config_errors: Family<BucketLabels, Gauge>,
     skipped_no_mtime: Family<ShardLabels, Counter>,
     bucket_paused: Family<BucketLabels, Gauge>,
+    bucket_held: Family<BucketLabels, Gauge>,
 }
 
 impl std::fmt::Debug for Metrics {
@@ -297,6 +299,12 @@ impl Metrics {
             "1 while an operator has paused the bucket (`s3-lifecycled pause`): passes leave it alone",
             bucket_paused.clone(),
         );
+        let bucket_held = Family::default();
+        r.register(
+            own("bucket_held"),
+            "Deletes the safety cap held in the bucket in the last pass (pending until `s3-lifecycled approve`); no series when none",
+            bucket_held.clone(),
+        );
 
         Metrics {
             registry: Arc::new(r),
@@ -318,6 +326,7 @@ impl Metrics {
             bucket_config_errors,
             skipped_no_mtime,
             bucket_paused,
+            bucket_held,
         }
     }
 
@@ -493,6 +502,19 @@ impl Metrics {
                     bucket: b.to_string(),
                 })
                 .set(1);
+        }
+    }
+
+    /// The buckets the last pass held, with the deletes held in each
+    /// (would delete − cap); every other bucket's series is removed.
+    pub fn held_buckets<'a>(&self, held: impl IntoIterator<Item = (&'a str, u64)>) {
+        self.bucket_held.clear();
+        for (b, n) in held {
+            self.bucket_held
+                .get_or_create(&BucketLabels {
+                    bucket: b.to_string(),
+                })
+                .set(i64::try_from(n).unwrap_or(i64::MAX));
         }
     }
 

@@ -324,6 +324,10 @@ pub struct BucketSummary {
     /// epoch; 0 = cold (no cursor yet).
     #[serde(default)]
     pub cursor_ts_ns: i64,
+    /// Why a safety rail held the bucket's deletes in the pass
+    /// (`safety cap: would delete X of Y (Z%)…`), if one did.
+    #[serde(default)]
+    pub held_reason: Option<String>,
 }
 
 /// A pass in progress.

@@ -150,6 +150,7 @@ pub fn bucket_run(b: &BucketSummary, pass_finish_ns: i64) -> pb::BucketRun {
         cursor_lag_ns: cursor_lag_ns(finish, b.cursor_ts_ns),
         last_walk_ns: b.last_walked_ns,
         config_error: b.config_error.clone(),
+        held_reason: b.held_reason.clone(),
     }
 }
 

@@ -109,6 +109,16 @@ pub trait AdminBackend: Send + Sync + 'static {
         let _ = bucket;
         async { Err(AdminError::FailedPrecondition(NO_PAUSES.into())) }.boxed()
     }
+    /// Approves `bucket`'s held work for the next pass; answers when.
+    fn approve(&self, bucket: String) -> BoxFuture<'static, Result<i64, AdminError>> {
+        let _ = bucket;
+        async { Err(no_approvals()) }.boxed()
+    }
+}
+
+/// What [`AdminBackend::approve`] answers by default.
+fn no_approvals() -> AdminError {
+    AdminError::FailedPrecondition("this server keeps no approvals".into())
 }
 
 const NO_PAUSES: &str = "this server keeps no bucket pauses";
@@ -226,6 +236,15 @@ impl LifecycledAdmin for AdminService {
         let bucket = validate_bucket(&request.get_ref().bucket)?;
         let was_paused = self.backend.resume(bucket).await?;
         Ok(Response::new(pb::ResumeBucketResponse { was_paused }))
+    }
+
+    async fn approve_bucket(
+        &self,
+        request: Request<pb::ApproveBucketRequest>,
+    ) -> Result<Response<pb::ApproveBucketResponse>, Status> {
+        let bucket = validate_bucket(&request.get_ref().bucket)?;
+        let approved_ns = self.backend.approve(bucket).await?;
+        Ok(Response::new(pb::ApproveBucketResponse { approved_ns }))
     }
 }
 

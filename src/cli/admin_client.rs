@@ -97,6 +97,16 @@ pub struct ResumeArgs {
     pub bucket: String,
 }
 
+/// `s3-lifecycled approve`.
+#[derive(Debug, Clone, Args)]
+pub struct ApproveArgs {
+    /// Where the service is.
+    #[command(flatten)]
+    pub address: AdminAddress,
+    /// The held bucket whose work the next pass may do, uncapped, once.
+    pub bucket: String,
+}
+
 /// A failure, with the exit code it maps to.
 struct Failure {
     code: i32,
@@ -138,6 +148,33 @@ pub fn run_pause(args: &PauseArgs) -> i32 {
 /// Runs `resume`; returns the exit code.
 pub fn run_resume(args: &ResumeArgs) -> i32 {
     finish(resume(args))
+}
+
+/// Runs `approve`; returns the exit code.
+pub fn run_approve(args: &ApproveArgs) -> i32 {
+    finish(approve(args))
+}
+
+fn approve(args: &ApproveArgs) -> Result<(), Failure> {
+    crate::engine::safety::check_bucket_name(&args.bucket).map_err(usage)?;
+    let addr = resolve_address(&args.address)?;
+    let req = pb::ApproveBucketRequest {
+        bucket: args.bucket.clone(),
+    };
+    let resp = runtime()?.block_on(async {
+        let mut client = connect(&addr).await?;
+        client
+            .approve_bucket(req)
+            .await
+            .map(tonic::Response::into_inner)
+            .map_err(|st| server_error(&addr, "ApproveBucket", &st))
+    })?;
+    println!(
+        "bucket {} approved at {}: the next pass does not cap it (once)",
+        args.bucket,
+        format_time(resp.approved_ns)
+    );
+    Ok(())
 }
 
 fn pause(args: &PauseArgs) -> Result<(), Failure> {
@@ -483,6 +520,7 @@ fn last_run_json(r: &pb::GetLastRunResponse) -> Value {
             "cursor_lag_ns": b.cursor_lag_ns,
             "last_walk_ns": b.last_walk_ns,
             "config_error": b.config_error,
+            "held_reason": b.held_reason,
         })).collect::<Vec<_>>(),
     })
 }
@@ -619,6 +657,9 @@ fn last_run_text(r: &pb::GetLastRunResponse) -> String {
         // Free text goes last and quoted, so `key=value` parsing of the rest holds.
         if let Some(h) = &b.halt_reason {
             out.push_str(&format!(" halt={h:?}"));
+        }
+        if let Some(h) = &b.held_reason {
+            out.push_str(&format!(" held={h:?}"));
         }
         if let Some(e) = &b.config_error {
             out.push_str(&format!(" config_error={e:?}"));

@@ -57,6 +57,9 @@ pub enum Command {
     Pause(admin_client::PauseArgs),
     /// End a bucket's pause (admin API): the next pass sends its pending deletes.
     Resume(admin_client::ResumeArgs),
+    /// Let a bucket held by the deletion cap through on the next pass, once
+    /// (admin API; kept in the filer until that pass used it).
+    Approve(admin_client::ApproveArgs),
     /// Inspect, reset or migrate (from the Go worker) the per-shard cursors.
     Cursor {
         /// What to do with cursors.
@@ -116,6 +119,7 @@ pub fn main() -> i32 {
         Command::Status(args) => admin_client::run_status(&args),
         Command::Pause(args) => admin_client::run_pause(&args),
         Command::Resume(args) => admin_client::run_resume(&args),
+        Command::Approve(args) => admin_client::run_approve(&args),
         Command::Cursor { command } => cursor_cmd::run(command),
     }
 }

@@ -1,6 +1,7 @@
 //! Safety rails, pure: which buckets a pass leaves alone because an operator
 //! paused them ([`PauseRecord`], [`Selection`]), the strict JSON of a pause
-//! file, and the check of a bucket name used as a file name. Storing the
+//! or approval file, the check of a bucket name used as a file name, and the
+//! per-bucket deletion cap of one pass ([`CapBook`]). Storing the
 //! records in the filer is `crate::seaweed::controls`'s job
 //! (docs/filer-layout.md#pause-files).
 //!
@@ -49,6 +50,50 @@ impl PauseRecord {
         v.push(b'\n');
         v
     }
+}
+
+/// An approval (`s3-lifecycled approve`): the next pass lets the bucket's
+/// held work through once, uncapped (and outside a rule-change grace).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ApprovalRecord {
+    /// Format version; always [`PAUSE_VERSION`].
+    pub version: u32,
+    /// The bucket (checked against the file name).
+    pub bucket: String,
+    /// When it was approved, ns since epoch.
+    pub approved_ns: Nanos,
+}
+
+impl ApprovalRecord {
+    /// A record for `bucket` approved at `now`.
+    pub fn new(bucket: &str, now: Nanos) -> ApprovalRecord {
+        ApprovalRecord {
+            version: PAUSE_VERSION,
+            bucket: bucket.to_string(),
+            approved_ns: now,
+        }
+    }
+
+    /// The file content.
+    pub fn to_json(&self) -> Vec<u8> {
+        let mut v = serde_json::to_vec_pretty(self).unwrap_or_default();
+        v.push(b'\n');
+        v
+    }
+}
+
+/// Parses an approval file found under the name of `bucket`.
+pub fn decode_approval(content: &[u8], bucket: &str) -> Result<ApprovalRecord, String> {
+    let r: ApprovalRecord = serde_json::from_slice(content)
+        .map_err(|e| format!("not an approval record ({e})"))?;
+    if r.version != PAUSE_VERSION || r.bucket != bucket {
+        return Err(format!(
+            "version {} bucket {:?} (expected version {PAUSE_VERSION} and bucket {bucket:?})",
+            r.version, r.bucket
+        ));
+    }
+    Ok(r)
 }
 
 /// The pause file name of `bucket` (`<bucket>.json`).
@@ -139,9 +184,244 @@ impl Selection {
     }
 }
 
+/// The deletion cap settings (`safety.max_deletes_per_bucket`,
+/// `safety.max_delete_fraction`); 0 turns each off.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct CapLimits {
+    /// Deletes sent per bucket and pass; 0 = no limit.
+    pub max_deletes: u64,
+    /// Fraction of the bucket's entries (objects, versions, markers,
+    /// uploads) per pass, 0..=1; 0 = no limit.
+    pub max_fraction: f64,
+}
+
+impl CapLimits {
+    /// Whether any cap is set.
+    pub fn enabled(&self) -> bool {
+        self.max_deletes > 0 || self.max_fraction > 0.0
+    }
+
+    /// The cap of a bucket holding `entries` (when counted): the smaller of
+    /// the two settings; `None` = unlimited. A fraction of a bucket whose
+    /// size is unknown does not limit (the count failed; the absolute cap
+    /// still does). The fraction is rounded down, so a cap never allows more
+    /// than the fraction.
+    pub fn cap_for(&self, entries: Option<u64>) -> Option<u64> {
+        let abs = (self.max_deletes > 0).then_some(self.max_deletes);
+        let frac = match entries {
+            Some(n) if self.max_fraction > 0.0 => {
+                // f64 holds every count below 2^53 exactly; beyond that the
+                // rounding is far below one delete per bucket that size.
+                Some((n as f64 * self.max_fraction).floor() as u64)
+            }
+            _ => None,
+        };
+        match (abs, frac) {
+            (Some(a), Some(f)) => Some(a.min(f)),
+            (a, f) => a.or(f),
+        }
+    }
+}
+
+/// One bucket's account in a pass.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+struct Account {
+    cap: Option<u64>,
+    entries: Option<u64>,
+    sent: u64,
+    held: u64,
+}
+
+/// A bucket the cap held in a pass.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Held {
+    /// Bucket name.
+    pub bucket: String,
+    /// Deletes the pass found due: those sent plus those held.
+    pub would_delete: u64,
+    /// The bucket's entries, when counted.
+    pub entries: Option<u64>,
+    /// The cap it stopped at.
+    pub cap: u64,
+}
+
+impl Held {
+    /// `safety cap: would delete X of Y (Z%)`, the reason every report shows.
+    pub fn reason(&self) -> String {
+        match self.entries {
+            Some(y) if y > 0 => format!(
+                "safety cap: would delete {} of {y} ({:.1}%); stopped at {}. \
+                 Fix: `s3-lifecycled approve {}` lets it through on the next pass",
+                self.would_delete,
+                self.would_delete as f64 * 100.0 / y as f64,
+                self.cap,
+                self.bucket
+            ),
+            _ => format!(
+                "safety cap: would delete {} of ? (bucket not counted); stopped at {}. \
+                 Fix: `s3-lifecycled approve {}` lets it through on the next pass",
+                self.would_delete, self.cap, self.bucket
+            ),
+        }
+    }
+}
+
+/// The deletion cap of one pass: which deletes may be sent, per bucket, and
+/// which buckets it held. Admission happens once per delete, when the
+/// dispatcher is about to send it, so a bucket stops at exactly its cap
+/// across all shards of the instance. A held delete is not sent and stays
+/// unresolved (pending for the next pass), never a halt.
+#[derive(Debug, Clone, Default)]
+pub struct CapBook {
+    limits: CapLimits,
+    accounts: std::collections::BTreeMap<String, Account>,
+}
+
+impl CapBook {
+    /// A book for one pass. `entries` are the bucket counts known at pass
+    /// start; `approved` buckets are not capped in this pass.
+    pub fn new<'a>(
+        limits: CapLimits,
+        entries: impl IntoIterator<Item = (&'a str, u64)>,
+        approved: impl IntoIterator<Item = &'a str>,
+    ) -> CapBook {
+        let mut accounts: std::collections::BTreeMap<String, Account> = entries
+            .into_iter()
+            .map(|(b, n)| {
+                (
+                    b.to_string(),
+                    Account {
+                        cap: limits.cap_for(Some(n)),
+                        entries: Some(n),
+                        ..Account::default()
+                    },
+                )
+            })
+            .collect();
+        for b in approved {
+            let a = accounts.entry(b.to_string()).or_default();
+            a.cap = Some(u64::MAX);
+        }
+        CapBook { limits, accounts }
+    }
+
+    /// Whether one more delete of `bucket` may be sent: `None` yes (and it
+    /// is counted), `Some(reason)` no (held, counted as held).
+    pub fn admit(&mut self, bucket: &str) -> Option<String> {
+        if !self.limits.enabled() {
+            return None;
+        }
+        let limits = self.limits;
+        let a = self
+            .accounts
+            .entry(bucket.to_string())
+            .or_insert_with(|| Account {
+                cap: limits.cap_for(None),
+                ..Account::default()
+            });
+        match a.cap {
+            Some(cap) if a.sent >= cap => {
+                a.held += 1;
+                Some(format!(
+                    "safety cap: bucket {bucket} reached its cap of {cap} deletes in this pass"
+                ))
+            }
+            _ => {
+                a.sent += 1;
+                None
+            }
+        }
+    }
+
+    /// The buckets held in this pass, by name.
+    pub fn held(&self) -> Vec<Held> {
+        self.accounts
+            .iter()
+            .filter(|(_, a)| a.held > 0)
+            .map(|(b, a)| Held {
+                bucket: b.clone(),
+                would_delete: a.sent + a.held,
+                entries: a.entries,
+                cap: a.cap.unwrap_or(0),
+            })
+            .collect()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn cap_is_the_smaller_setting_and_rounds_down() {
+        let both = CapLimits {
+            max_deletes: 100,
+            max_fraction: 0.25,
+        };
+        assert_eq!(both.cap_for(Some(1000)), Some(100));
+        assert_eq!(both.cap_for(Some(10)), Some(2));
+        assert_eq!(both.cap_for(None), Some(100));
+        let frac = CapLimits {
+            max_deletes: 0,
+            max_fraction: 0.5,
+        };
+        assert_eq!(frac.cap_for(Some(7)), Some(3));
+        assert_eq!(frac.cap_for(None), None);
+        assert!(!CapLimits::default().enabled());
+        assert_eq!(CapLimits::default().cap_for(Some(5)), None);
+    }
+
+    #[test]
+    fn a_bucket_stops_at_exactly_its_cap_and_others_go_on() {
+        let limits = CapLimits {
+            max_deletes: 3,
+            max_fraction: 0.0,
+        };
+        let mut book = CapBook::new(limits, [("big", 10)], []);
+        let sent = (0..8).filter(|_| book.admit("big").is_none()).count();
+        assert_eq!(sent, 3);
+        assert_eq!((0..3).filter(|_| book.admit("small").is_none()).count(), 3);
+        let held = book.held();
+        assert_eq!(held.len(), 1, "{held:?}");
+        assert_eq!(
+            held[0],
+            Held {
+                bucket: "big".into(),
+                would_delete: 8,
+                entries: Some(10),
+                cap: 3
+            }
+        );
+        assert!(
+            held[0]
+                .reason()
+                .starts_with("safety cap: would delete 8 of 10 (80.0%); stopped at 3."),
+            "{}",
+            held[0].reason()
+        );
+        // Approved: no cap in this pass.
+        let mut book = CapBook::new(limits, [("big", 10)], ["big"]);
+        assert!((0..8).all(|_| book.admit("big").is_none()));
+        assert!(book.held().is_empty());
+        // Off: nothing is counted.
+        let mut off = CapBook::new(CapLimits::default(), [], []);
+        assert!(off.admit("big").is_none());
+        assert!(off.held().is_empty());
+    }
+
+    #[test]
+    fn fraction_cap_uses_the_counted_entries() {
+        let limits = CapLimits {
+            max_deletes: 0,
+            max_fraction: 0.5,
+        };
+        let mut book = CapBook::new(limits, [("b", 4)], []);
+        let sent = (0..4).filter(|_| book.admit("b").is_none()).count();
+        assert_eq!(sent, 2);
+        assert!(book.held()[0].reason().contains("would delete 4 of 4 (100.0%)"));
+        // A bucket never counted is not limited by the fraction.
+        assert!((0..4).all(|_| book.admit("uncounted").is_none()));
+    }
 
     #[test]
     fn pause_wins_only_inside_the_selection() {
@@ -176,6 +456,13 @@ mod tests {
             )
             .is_err()
         );
+    }
+
+    #[test]
+    fn approval_record_round_trips() {
+        let r = ApprovalRecord::new("logs", 5);
+        assert_eq!(decode_approval(&r.to_json(), "logs").unwrap(), r);
+        assert!(decode_approval(&r.to_json(), "other").is_err());
     }
 
     #[test]

@@ -193,6 +193,9 @@ fn bucket_card(h: &mut String, b: &BucketSummary, now_ns: i64) {
         escape(&format_time(b.last_walked_ns)),
         escape(&format_age(now_ns, b.last_walked_ns))
     );
+    if let Some(r) = &b.held_reason {
+        let _ = write!(h, "<dt>held</dt><dd class=\"warn held\">{}</dd>", escape(r));
+    }
     if let Some(e) = &b.config_error {
         let _ = write!(
             h,

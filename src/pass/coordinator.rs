@@ -22,7 +22,7 @@ use tracing::{Instrument as _, Span};
 use crate::config::Settings;
 use crate::engine::DeleteRequest;
 use crate::engine::cursor::ShardCursor;
-use crate::engine::safety::{PauseRecord, Selection};
+use crate::engine::safety::{CapBook, Held, PauseRecord, Selection};
 use crate::engine::{Nanos, SHARD_COUNT, Snapshot, route, walk};
 use crate::pass::actors::{
     BeginPass, Drain, DrainTimedOut, Finish, ListingDone, ReplayEvent, ShardActor, ShardTelemetry,
@@ -110,6 +110,11 @@ pub struct PassResult {
     /// Buckets left alone because an operator paused them (their cursor
     /// state was kept; docs/filer-layout.md#pause-files).
     pub paused: Vec<PauseRecord>,
+    /// Buckets the deletion cap held in this pass (their remaining matches
+    /// stay pending until `approve`).
+    pub held: Vec<Held>,
+    /// Buckets whose approval this pass used (and removed).
+    pub approved: Vec<String>,
     /// Per shard, in shard order.
     pub shards: Vec<ShardResult>,
     /// A runtime error that failed the pass (stream broken, save failed…).
@@ -122,6 +127,16 @@ pub struct PassResult {
 }
 
 impl PassResult {
+    /// `bucket: reason` of every bucket the cap held, `; `-separated (the
+    /// summary line's `held=`).
+    pub fn held_list(&self) -> String {
+        self.held
+            .iter()
+            .map(|h| format!("{}: {}", h.bucket, h.reason()))
+            .collect::<Vec<_>>()
+            .join("; ")
+    }
+
     /// The paused buckets the pass left alone, comma-separated (the
     /// summary line's `paused=`).
     pub fn paused_list(&self) -> String {
@@ -156,6 +171,8 @@ struct Prepared {
     buckets: Vec<String>,
     bucket_errors: Vec<BucketError>,
     paused: Vec<PauseRecord>,
+    caps: CapBook,
+    approved: Vec<String>,
     cursors: BTreeMap<u8, Result<Option<ShardCursor>, String>>,
 }
 
@@ -208,6 +225,34 @@ async fn prepare(port: Arc<dyn ClusterPort>, opts: &PassOptions) -> Result<Prepa
     let wall = crate::clock::wall_ns();
     let pass_plan = PassPlan::build(&snap, opts.now, wall, earliest, &s.pass, keep);
     let buckets: Vec<String> = pass_plan.buckets().map(str::to_string).collect();
+    // The deletion cap (docs/design-deviations.md#safety-cap): approvals and,
+    // for a fractional cap, one count of every enforced bucket.
+    let limits = s.safety.cap_limits();
+    let mut approved = Vec::new();
+    let mut counts = Vec::new();
+    if limits.enabled() {
+        approved = port
+            .approvals()
+            .await?
+            .into_iter()
+            .map(|a| a.bucket)
+            .filter(|b| buckets.contains(b))
+            .collect();
+        if limits.max_fraction > 0.0 {
+            for b in &buckets {
+                match port.count_bucket(b).await {
+                    Ok(n) => counts.push((b.clone(), n)),
+                    // Uncounted: only the absolute cap applies to it.
+                    Err(e) => tracing::warn!(bucket = b, error = %e, "counting the bucket for safety.max_delete_fraction failed"),
+                }
+            }
+        }
+    }
+    let caps = CapBook::new(
+        limits,
+        counts.iter().map(|(b, n)| (b.as_str(), *n)),
+        approved.iter().map(String::as_str),
+    );
     let mut cursors = BTreeMap::new();
     for &shard in &opts.shards {
         cursors.insert(shard, port.load_cursor(shard).await);
@@ -217,6 +262,8 @@ async fn prepare(port: Arc<dyn ClusterPort>, opts: &PassOptions) -> Result<Prepa
         buckets,
         bucket_errors,
         paused,
+        caps,
+        approved,
         cursors,
     })
 }
@@ -367,6 +414,16 @@ impl Coordinator {
                 )
             })
         });
+        // The deletion cap: each delete is admitted once, right before it
+        // would be sent; past a bucket's cap it is held (withdrawn: pending,
+        // never a halt), so the bucket stops at exactly its cap.
+        let caps = Arc::new(std::sync::Mutex::new(p.caps));
+        let book = caps.clone();
+        let admit: Gate<DeleteRequest> = Arc::new(move |req: &DeleteRequest| {
+            book.lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .admit(&req.bucket)
+        });
         let dispatcher = DeleteDispatcher::new(
             self.deletes.clone(),
             limiter,
@@ -375,6 +432,7 @@ impl Coordinator {
             opts.dry_run,
         )
         .with_gate(gate)
+        .with_admit(admit)
         .start();
         let refresh = s.pass.config_refresh;
         let watcher = (!refresh.is_zero()).then(|| {
@@ -452,6 +510,9 @@ impl Coordinator {
         let bucket_errors = p.bucket_errors;
         let paused = p.paused;
         self.obs.paused(&paused);
+        let approved = p.approved;
+        let port = self.port.clone();
+        let dry_run = opts.dry_run;
         let stop = opts.stop.clone();
         let max_runtime = s.pass.max_runtime;
         let obs = self.obs.clone();
@@ -484,6 +545,7 @@ impl Coordinator {
                     w.abort();
                 }
                 let truncated = halt_rx.borrow().clone();
+                let held = settle_caps(&*port, &caps, &approved, dry_run).await;
                 for (shard, e) in failed {
                     results.push(ShardResult {
                         report: ShardReport::failed(shard, e),
@@ -497,6 +559,8 @@ impl Coordinator {
                     buckets,
                     bucket_errors,
                     paused,
+                    held,
+                    approved,
                     shards: results,
                     error,
                     truncated,
@@ -523,6 +587,12 @@ impl Coordinator {
                         .shard_halted(rep.shard, rep.outcome == ShardOutcome::Halted);
                     obs.board(|b| b.shard_finished(rep.shard, o));
                 }
+                obs.metrics.held_buckets(
+                    result
+                        .held
+                        .iter()
+                        .map(|h| (h.bucket.as_str(), h.would_delete.saturating_sub(h.cap))),
+                );
                 obs.metrics
                     .pass_finished(outcome, crate::clock::wall_ns());
                 telemetry::record_outcome(&pass_span, outcome.as_str());
@@ -531,6 +601,37 @@ impl Coordinator {
             .instrument(span),
         )
     }
+}
+
+/// After the pass: the buckets the cap held, each with the size of the
+/// bucket (counted now when it was not counted at the start: what is left
+/// plus what the pass sent), and the approvals this pass used are removed
+/// (not in a dry run, which used nothing).
+async fn settle_caps(
+    port: &dyn ClusterPort,
+    caps: &std::sync::Mutex<CapBook>,
+    approved: &[String],
+    dry_run: bool,
+) -> Vec<Held> {
+    let mut held = caps.lock().unwrap_or_else(|e| e.into_inner()).held();
+    for h in &mut held {
+        if h.entries.is_none() {
+            let sent = if dry_run { 0 } else { h.cap };
+            match port.count_bucket(&h.bucket).await {
+                Ok(n) => h.entries = Some(n.saturating_add(sent)),
+                Err(e) => tracing::warn!(bucket = h.bucket, error = %e, "counting a held bucket failed"),
+            }
+        }
+        tracing::warn!(bucket = h.bucket, reason = h.reason(), "bucket held by the deletion cap");
+    }
+    if !dry_run {
+        for b in approved {
+            if let Err(e) = port.clear_approval(b).await {
+                tracing::warn!(bucket = b, error = %e, "removing a used approval failed");
+            }
+        }
+    }
+    held
 }
 
 /// Re-reads the buckets' lifecycle configurations every `every` while the

@@ -392,6 +392,9 @@ impl StatusBoard {
                 }
             }
             b.cursor_ts_ns = min_ts.unwrap_or(0);
+            if let Some(h) = r.held.iter().find(|h| h.bucket == name) {
+                b.held_reason = Some(h.reason());
+            }
             buckets.push(b);
         }
         PassSummary {

@@ -6,12 +6,12 @@ use std::sync::Arc;
 
 use futures::future::BoxFuture;
 use futures::stream::BoxStream;
-use futures::{FutureExt, StreamExt};
+use futures::{FutureExt, StreamExt, TryStreamExt};
 use tonic::transport::Channel;
 
 use crate::engine::DeleteRequest;
 use crate::engine::cursor::ShardCursor;
-use crate::engine::safety::PauseRecord;
+use crate::engine::safety::{ApprovalRecord, PauseRecord};
 use crate::engine::{CallResult, DeleteOutcome, MetaEvent, Nanos, WalkItem};
 use crate::pass::dispatch::{AttemptError, AttemptResult, DeletePort};
 use crate::pb::filer_pb::Entry;
@@ -78,6 +78,33 @@ pub trait ClusterPort: Send + Sync + 'static {
     fn resume(&self, bucket: &str) -> BoxFuture<'static, Result<bool, String>> {
         let msg = format!("cannot resume bucket {bucket}: this cluster port keeps no pauses");
         async move { Err(msg) }.boxed()
+    }
+    /// The approved buckets (`s3-lifecycled approve`), read at pass start
+    /// when a safety rail is on (docs/filer-layout.md#approval-files).
+    fn approvals(&self) -> BoxFuture<'static, Result<Vec<ApprovalRecord>, String>> {
+        async { Ok(Vec::new()) }.boxed()
+    }
+    /// Approves a bucket's held work for the next pass.
+    fn approve(&self, bucket: &str, now: Nanos) -> BoxFuture<'static, Result<ApprovalRecord, String>> {
+        let _ = now;
+        let msg = format!("cannot approve bucket {bucket}: this cluster port keeps no approvals");
+        async move { Err(msg) }.boxed()
+    }
+    /// Removes a used approval.
+    fn clear_approval(&self, bucket: &str) -> BoxFuture<'static, Result<(), String>> {
+        let _ = bucket;
+        async { Ok(()) }.boxed()
+    }
+    /// The number of entries (objects, versions, markers, uploads) the
+    /// walker lists in `bucket`: the size a deletion fraction is taken of.
+    fn count_bucket(&self, bucket: &str) -> BoxFuture<'static, Result<u64, String>> {
+        let items = self.list_bucket(bucket);
+        async move {
+            items
+                .try_fold(0u64, |n, _| async move { Ok(n + 1) })
+                .await
+        }
+        .boxed()
     }
 }
 
@@ -269,6 +296,23 @@ impl ClusterPort for SeaweedCluster {
         let store = self.controls.clone();
         let bucket = bucket.to_string();
         async move { store.resume(&bucket).await }.boxed()
+    }
+
+    fn approvals(&self) -> BoxFuture<'static, Result<Vec<ApprovalRecord>, String>> {
+        let store = self.controls.clone();
+        async move { store.approvals().await }.boxed()
+    }
+
+    fn approve(&self, bucket: &str, now: Nanos) -> BoxFuture<'static, Result<ApprovalRecord, String>> {
+        let store = self.controls.clone();
+        let bucket = bucket.to_string();
+        async move { store.approve(&bucket, now).await }.boxed()
+    }
+
+    fn clear_approval(&self, bucket: &str) -> BoxFuture<'static, Result<(), String>> {
+        let store = self.controls.clone();
+        let bucket = bucket.to_string();
+        async move { store.clear_approval(&bucket).await }.boxed()
     }
 }
 

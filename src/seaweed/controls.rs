@@ -1,7 +1,9 @@
 //! Operator controls persisted in the filer next to the cursors, so every
 //! instance sees them and they survive restarts: one pause file per paused
 //! bucket, `<cursor.dir>/paused/<bucket>.json`
-//! (docs/filer-layout.md#pause-files). What a pause means for a pass is
+//! (docs/filer-layout.md#pause-files), and one approval file per approved
+//! bucket, `<cursor.dir>/approved/<bucket>.json`, consumed by the pass that
+//! lets its held work through (docs/filer-layout.md#approval-files). What a pause means for a pass is
 //! decided in [`crate::engine::safety`].
 //!
 //! A pause is one CreateEntry of a small inline file and a resume one
@@ -11,19 +13,23 @@ use futures::TryStreamExt as _;
 
 use crate::engine::Nanos;
 use crate::engine::safety::{
-    PauseRecord, bucket_of_pause_file, check_bucket_name, decode_pause, pause_file_name,
+    ApprovalRecord, PauseRecord, bucket_of_pause_file, check_bucket_name, decode_approval,
+    decode_pause, pause_file_name,
 };
 use crate::pb::filer_pb::{Entry, FuseAttributes};
 use crate::seaweed::filer::{DEFAULT_PAGE, FilerClient, join_path};
 
 /// The subdirectory of `cursor.dir` holding the pause files.
 pub const PAUSED_SUBDIR: &str = "paused";
+/// The subdirectory of `cursor.dir` holding the approval files.
+pub const APPROVED_SUBDIR: &str = "approved";
 
 /// Pause files under `<cursor.dir>/paused`.
 #[derive(Debug, Clone)]
 pub struct ControlStore {
     client: FilerClient,
     paused_dir: String,
+    approved_dir: String,
 }
 
 impl ControlStore {
@@ -34,6 +40,7 @@ impl ControlStore {
         ControlStore {
             client,
             paused_dir: join_path(dir, PAUSED_SUBDIR),
+            approved_dir: join_path(dir, APPROVED_SUBDIR),
         }
     }
 
@@ -46,33 +53,72 @@ impl ControlStore {
     /// error naming it and the fix: guessing "not paused" could delete what
     /// an operator meant to stop.
     pub async fn paused(&self) -> Result<Vec<PauseRecord>, String> {
+        self.read_dir(&self.paused_dir, "pause", decode_pause, "resume")
+            .await
+    }
+
+    /// Every approved bucket, by name.
+    pub async fn approvals(&self) -> Result<Vec<ApprovalRecord>, String> {
+        self.read_dir(&self.approved_dir, "approval", decode_approval, "approve")
+            .await
+    }
+
+    async fn read_dir<R>(
+        &self,
+        dir: &str,
+        what: &str,
+        decode: fn(&[u8], &str) -> Result<R, String>,
+        fix_cmd: &str,
+    ) -> Result<Vec<R>, String> {
         let entries: Vec<Entry> = self
             .client
-            .list_all(&self.paused_dir, DEFAULT_PAGE)
+            .list_all(dir, DEFAULT_PAGE)
             .try_collect()
             .await
-            .map_err(|e| format!("listing pause files in {}: {e}", self.paused_dir))?;
+            .map_err(|e| format!("listing {what} files in {dir}: {e}"))?;
         let mut out = Vec::new();
         for e in entries {
             if e.is_directory {
                 continue;
             }
-            let path = join_path(&self.paused_dir, &e.name);
+            let path = join_path(dir, &e.name);
             let Some(bucket) = bucket_of_pause_file(&e.name) else {
                 return Err(format!(
-                    "pause file {path}: its name is not <bucket>.json. Fix: remove it \
+                    "{what} file {path}: its name is not <bucket>.json. Fix: remove it \
                      (`weed shell fs.rm {path}`)"
                 ));
             };
-            let r = decode_pause(&e.content, bucket).map_err(|problem| {
+            let r = decode(&e.content, bucket).map_err(|problem| {
                 format!(
-                    "pause file {path} is unusable: {problem}. Fix: `s3-lifecycled resume {bucket}` \
-                     removes it (then pause again if meant)"
+                    "{what} file {path} is unusable: {problem}. Fix: remove it \
+                     (`weed shell fs.rm {path}`), then `s3-lifecycled {fix_cmd} {bucket}` again \
+                     if meant"
                 )
             })?;
             out.push(r);
         }
         Ok(out)
+    }
+
+    /// Approves `bucket`'s held work for the next pass.
+    pub async fn approve(&self, bucket: &str, now: Nanos) -> Result<ApprovalRecord, String> {
+        check_bucket_name(bucket)?;
+        let record = ApprovalRecord::new(bucket, now);
+        let entry = pause_entry(&pause_file_name(bucket), record.to_json(), now);
+        self.client
+            .create_entry(&self.approved_dir, entry, false)
+            .await
+            .map_err(|e| format!("approving bucket {bucket}: {e}"))?;
+        Ok(record)
+    }
+
+    /// Removes `bucket`'s approval (the pass that used it is over).
+    pub async fn clear_approval(&self, bucket: &str) -> Result<(), String> {
+        check_bucket_name(bucket)?;
+        self.client
+            .delete_entry(&self.approved_dir, &pause_file_name(bucket), false)
+            .await
+            .map_err(|e| format!("clearing the approval of bucket {bucket}: {e}"))
     }
 
     /// Pauses `bucket` (replacing an earlier pause of it). Answers the record
