@@ -419,7 +419,9 @@ impl Settings {
         if !f.is_finite() || !(0.0..=1.0).contains(&f) {
             return Err(invalid(
                 "safety.max_delete_fraction",
-                format!("must be 0 (off) or a fraction of a bucket such as 0.1 (at most 1), got {f}"),
+                format!(
+                    "must be 0 (off) or a fraction of a bucket such as 0.1 (at most 1), got {f}"
+                ),
             ));
         }
         if self.rate.workers == 0 {

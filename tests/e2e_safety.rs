@@ -135,3 +135,125 @@ async fn paused_bucket_is_untouched_and_resumes_after_resume_also_across_a_resta
         serve.log_text()
     );
 }
+
+/// The bucket card of `bucket` in a `status --last --json` document.
+fn bucket_card(last: &serde_json::Value, bucket: &str) -> serde_json::Value {
+    last["buckets"]
+        .as_array()
+        .and_then(|bs| bs.iter().find(|b| b["bucket"] == bucket).cloned())
+        .unwrap_or_else(|| panic!("no card for {bucket} in {last}"))
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn deletion_cap_holds_a_bucket_at_exactly_the_cap_until_approve() {
+    const N: usize = 10;
+    const CAP: usize = 4;
+    let c = cluster();
+    let s3 = c.s3_client();
+    let big = c.new_bucket("cap-big").await.unwrap();
+    let small = c.new_bucket("cap-small").await.unwrap();
+    for (b, n) in [(&big, N), (&small, 3)] {
+        c.put_lifecycle_xml(b, &lifecycle(&days_rule("d1", "", 1)))
+            .await
+            .unwrap();
+        c.put_objects_bulk(b, &keys("o/", n), b"x").await.unwrap();
+    }
+    let scope = Scope::new(&[&big, &small]);
+    let serve = Serve::start(
+        &scope,
+        &[("S3_LIFECYCLED__SAFETY__MAX_DELETES_PER_BUCKET", "4")],
+    )
+    .await;
+    let held_dir = format!("{}/held", scope.cursor_dir);
+    let approved_dir = format!("{}/approved", scope.cursor_dir);
+    let file = format!("{big}.json");
+
+    // Everything is due a minute from now: the big bucket stops at exactly
+    // the cap, the small one (under it) is unaffected.
+    let later = now_ns() + 60 * SEC_NS;
+    let (id, _) = serve.trigger(&["--now", &rfc3339(later)]).await;
+    let last = serve.wait_last(&id, Duration::from_secs(60)).await;
+    assert_eq!(count_objects(&s3, &big).await, N - CAP, "{last}");
+    assert_eq!(count_objects(&s3, &small).await, 0, "{last}");
+    let card = bucket_card(&last, &big);
+    let reason = card["held_reason"].as_str().unwrap_or_default().to_string();
+    assert!(
+        reason.starts_with("safety cap: would delete 10 of 10 (100.0%); stopped at 4."),
+        "{card}"
+    );
+    assert_eq!(
+        bucket_card(&last, &small)["held_reason"],
+        serde_json::Value::Null
+    );
+    let log = serve.log_text();
+    assert!(
+        log.contains(&format!("held=\"{big}: safety cap: would delete 10 of 10")),
+        "{log}"
+    );
+    let metrics =
+        String::from_utf8(http::get_async(serve.http, "/metrics").await.unwrap().body).unwrap();
+    assert!(
+        metrics.contains(&format!("s3_lifecycled_bucket_held{{bucket=\"{big}\"}} 6")),
+        "{metrics}"
+    );
+    let page = String::from_utf8(http::get_async(serve.http, "/").await.unwrap().body).unwrap();
+    assert!(
+        page.contains("safety cap: would delete 10 of 10 (100.0%)"),
+        "{page}"
+    );
+    let text = serve.cli(&["status", "--last"]).await;
+    assert!(
+        text.stdout
+            .contains("held=\"safety cap: would delete 10 of 10"),
+        "{}",
+        text.describe()
+    );
+    assert!(c.lookup_entry(&held_dir, &file).await.unwrap().is_some());
+
+    // The hold sticks: the next pass sends nothing for the bucket.
+    let (id, _) = serve
+        .trigger(&["--now", &rfc3339(later + 5 * SEC_NS)])
+        .await;
+    let last = serve.wait_last(&id, Duration::from_secs(60)).await;
+    assert_eq!(count_objects(&s3, &big).await, N - CAP, "{last}");
+    let card = bucket_card(&last, &big);
+    assert!(
+        card["held_reason"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("held by an earlier pass"),
+        "{card}"
+    );
+
+    // approve: the next pass lets the rest through, once.
+    let out = serve.cli(&["approve", &big]).await;
+    assert_eq!(out.code, 0, "{}", out.describe());
+    assert!(
+        c.lookup_entry(&approved_dir, &file)
+            .await
+            .unwrap()
+            .is_some()
+    );
+    let (id, _) = serve
+        .trigger(&["--now", &rfc3339(later + 10 * SEC_NS)])
+        .await;
+    let last = serve.wait_last(&id, Duration::from_secs(60)).await;
+    assert_eq!(
+        count_objects(&s3, &big).await,
+        0,
+        "{last}\n{}",
+        serve.log_text()
+    );
+    assert_eq!(
+        bucket_card(&last, &big)["held_reason"],
+        serde_json::Value::Null,
+        "{last}"
+    );
+    assert!(c.lookup_entry(&held_dir, &file).await.unwrap().is_none());
+    assert!(
+        c.lookup_entry(&approved_dir, &file)
+            .await
+            .unwrap()
+            .is_none()
+    );
+}

@@ -85,8 +85,8 @@ impl ApprovalRecord {
 
 /// Parses an approval file found under the name of `bucket`.
 pub fn decode_approval(content: &[u8], bucket: &str) -> Result<ApprovalRecord, String> {
-    let r: ApprovalRecord = serde_json::from_slice(content)
-        .map_err(|e| format!("not an approval record ({e})"))?;
+    let r: ApprovalRecord =
+        serde_json::from_slice(content).map_err(|e| format!("not an approval record ({e})"))?;
     if r.version != PAUSE_VERSION || r.bucket != bucket {
         return Err(format!(
             "version {} bucket {:?} (expected version {PAUSE_VERSION} and bucket {bucket:?})",
@@ -230,6 +230,9 @@ struct Account {
     entries: Option<u64>,
     sent: u64,
     held: u64,
+    /// Held by an earlier pass (ns): nothing is sent until `approve`.
+    since: Option<Nanos>,
+    approved: bool,
 }
 
 /// A bucket the cap held in a pass.
@@ -243,27 +246,103 @@ pub struct Held {
     pub entries: Option<u64>,
     /// The cap it stopped at.
     pub cap: u64,
+    /// When an earlier pass held it (it then sends nothing until
+    /// `approve`); `None` when this pass is the first to hold it.
+    pub since_ns: Option<Nanos>,
 }
 
 impl Held {
-    /// `safety cap: would delete X of Y (Z%)`, the reason every report shows.
+    /// `safety cap: would delete X of Y (Z%)…`, the reason every report
+    /// shows, with how it goes on.
     pub fn reason(&self) -> String {
-        match self.entries {
-            Some(y) if y > 0 => format!(
-                "safety cap: would delete {} of {y} ({:.1}%); stopped at {}. \
-                 Fix: `s3-lifecycled approve {}` lets it through on the next pass",
-                self.would_delete,
-                self.would_delete as f64 * 100.0 / y as f64,
-                self.cap,
-                self.bucket
-            ),
-            _ => format!(
-                "safety cap: would delete {} of ? (bucket not counted); stopped at {}. \
-                 Fix: `s3-lifecycled approve {}` lets it through on the next pass",
-                self.would_delete, self.cap, self.bucket
-            ),
+        let of = match self.entries {
+            Some(y) if y > 0 => {
+                format!("{y} ({:.1}%)", self.would_delete as f64 * 100.0 / y as f64)
+            }
+            Some(y) => format!("{y}"),
+            None => "? (bucket not counted)".into(),
+        };
+        let how = match self.since_ns {
+            None => format!("stopped at {}", self.cap),
+            Some(_) => "held by an earlier pass".into(),
+        };
+        format!(
+            "safety cap: would delete {} of {of}; {how}. Fix: `s3-lifecycled approve {}` \
+             lets it through on the next pass",
+            self.would_delete, self.bucket
+        )
+    }
+}
+
+/// A bucket the cap held, as stored in its hold file: later passes send
+/// nothing for it until `approve`, or until the caps are raised above the
+/// ones it was held under.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HoldRecord {
+    /// Format version; always [`PAUSE_VERSION`].
+    pub version: u32,
+    /// The bucket (checked against the file name).
+    pub bucket: String,
+    /// When it was held, ns since epoch.
+    pub held_ns: Nanos,
+    /// `safety.max_deletes_per_bucket` when it was held.
+    pub max_deletes: u64,
+    /// `safety.max_delete_fraction` when it was held.
+    pub max_fraction: f64,
+    /// The reason reported then.
+    pub reason: String,
+}
+
+impl HoldRecord {
+    /// The record of `held` at `now` under `limits`.
+    pub fn new(held: &Held, limits: CapLimits, now: Nanos) -> HoldRecord {
+        HoldRecord {
+            version: PAUSE_VERSION,
+            bucket: held.bucket.clone(),
+            held_ns: now,
+            max_deletes: limits.max_deletes,
+            max_fraction: limits.max_fraction,
+            reason: held.reason(),
         }
     }
+
+    /// The file content.
+    pub fn to_json(&self) -> Vec<u8> {
+        let mut v = serde_json::to_vec_pretty(self).unwrap_or_default();
+        v.push(b'\n');
+        v
+    }
+
+    /// Whether the hold still applies under `now`'s caps: it does unless a
+    /// cap was turned off or raised ("raising the setting works too").
+    pub fn applies(&self, now: CapLimits) -> bool {
+        let not_raised = |old: f64, new: f64| new > 0.0 && new <= old;
+        let deletes_ok = if self.max_deletes == 0 {
+            now.max_deletes == 0
+        } else {
+            now.max_deletes > 0 && now.max_deletes <= self.max_deletes
+        };
+        let fraction_ok = if self.max_fraction == 0.0 {
+            now.max_fraction == 0.0
+        } else {
+            not_raised(self.max_fraction, now.max_fraction)
+        };
+        now.enabled() && deletes_ok && fraction_ok
+    }
+}
+
+/// Parses a hold file found under the name of `bucket`.
+pub fn decode_hold(content: &[u8], bucket: &str) -> Result<HoldRecord, String> {
+    let r: HoldRecord =
+        serde_json::from_slice(content).map_err(|e| format!("not a hold record ({e})"))?;
+    if r.version != PAUSE_VERSION || r.bucket != bucket {
+        return Err(format!(
+            "version {} bucket {:?} (expected version {PAUSE_VERSION} and bucket {bucket:?})",
+            r.version, r.bucket
+        ));
+    }
+    Ok(r)
 }
 
 /// The deletion cap of one pass: which deletes may be sent, per bucket, and
@@ -301,8 +380,33 @@ impl CapBook {
         for b in approved {
             let a = accounts.entry(b.to_string()).or_default();
             a.cap = Some(u64::MAX);
+            a.approved = true;
         }
         CapBook { limits, accounts }
+    }
+
+    /// Carries the holds of earlier passes over: a held bucket sends nothing
+    /// in this pass unless approved. Answers the holds that no longer apply
+    /// (approved, or the caps were raised or turned off), to be removed.
+    pub fn carry_holds(&mut self, holds: &[HoldRecord]) -> Vec<String> {
+        let mut released = Vec::new();
+        for h in holds {
+            let limits = self.limits;
+            let a = self
+                .accounts
+                .entry(h.bucket.clone())
+                .or_insert_with(|| Account {
+                    cap: limits.cap_for(None),
+                    ..Account::default()
+                });
+            if a.approved || !h.applies(limits) {
+                released.push(h.bucket.clone());
+            } else {
+                a.cap = Some(0);
+                a.since = Some(h.held_ns);
+            }
+        }
+        released
     }
 
     /// Whether one more delete of `bucket` may be sent: `None` yes (and it
@@ -337,12 +441,13 @@ impl CapBook {
     pub fn held(&self) -> Vec<Held> {
         self.accounts
             .iter()
-            .filter(|(_, a)| a.held > 0)
+            .filter(|(_, a)| a.held > 0 || a.since.is_some())
             .map(|(b, a)| Held {
                 bucket: b.clone(),
                 would_delete: a.sent + a.held,
                 entries: a.entries,
                 cap: a.cap.unwrap_or(0),
+                since_ns: a.since,
             })
             .collect()
     }
@@ -389,7 +494,8 @@ mod tests {
                 bucket: "big".into(),
                 would_delete: 8,
                 entries: Some(10),
-                cap: 3
+                cap: 3,
+                since_ns: None,
             }
         );
         assert!(
@@ -399,6 +505,37 @@ mod tests {
             "{}",
             held[0].reason()
         );
+        // The next pass: the hold carries over, nothing is sent until approve.
+        let rec = HoldRecord::new(&held[0], limits, 77);
+        let mut next = CapBook::new(limits, [("big", 7)], []);
+        assert!(next.carry_holds(std::slice::from_ref(&rec)).is_empty());
+        assert!(next.admit("big").is_some());
+        let h = next.held();
+        assert_eq!((h[0].would_delete, h[0].since_ns), (1, Some(77)));
+        assert!(
+            h[0].reason().contains("held by an earlier pass"),
+            "{}",
+            h[0].reason()
+        );
+        // Approved, or the cap raised: the hold is released.
+        let mut ok = CapBook::new(limits, [], ["big"]);
+        assert_eq!(ok.carry_holds(std::slice::from_ref(&rec)), ["big"]);
+        assert!(ok.admit("big").is_none());
+        let raised = CapLimits {
+            max_deletes: 4,
+            max_fraction: 0.0,
+        };
+        let mut more = CapBook::new(raised, [], []);
+        assert_eq!(more.carry_holds(std::slice::from_ref(&rec)), ["big"]);
+        assert!(rec.applies(limits));
+        assert!(!rec.applies(CapLimits::default()));
+        let stricter = CapLimits {
+            max_deletes: 2,
+            max_fraction: 0.0,
+        };
+        assert!(rec.applies(stricter));
+        let back = decode_hold(&rec.to_json(), "big").unwrap();
+        assert_eq!(back, rec);
         // Approved: no cap in this pass.
         let mut book = CapBook::new(limits, [("big", 10)], ["big"]);
         assert!((0..8).all(|_| book.admit("big").is_none()));
@@ -418,7 +555,11 @@ mod tests {
         let mut book = CapBook::new(limits, [("b", 4)], []);
         let sent = (0..4).filter(|_| book.admit("b").is_none()).count();
         assert_eq!(sent, 2);
-        assert!(book.held()[0].reason().contains("would delete 4 of 4 (100.0%)"));
+        assert!(
+            book.held()[0]
+                .reason()
+                .contains("would delete 4 of 4 (100.0%)")
+        );
         // A bucket never counted is not limited by the fraction.
         assert!((0..4).all(|_| book.admit("uncounted").is_none()));
     }

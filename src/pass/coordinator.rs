@@ -22,7 +22,7 @@ use tracing::{Instrument as _, Span};
 use crate::config::Settings;
 use crate::engine::DeleteRequest;
 use crate::engine::cursor::ShardCursor;
-use crate::engine::safety::{CapBook, Held, PauseRecord, Selection};
+use crate::engine::safety::{CapBook, Held, HoldRecord, PauseRecord, Selection};
 use crate::engine::{Nanos, SHARD_COUNT, Snapshot, route, walk};
 use crate::pass::actors::{
     BeginPass, Drain, DrainTimedOut, Finish, ListingDone, ReplayEvent, ShardActor, ShardTelemetry,
@@ -173,6 +173,7 @@ struct Prepared {
     paused: Vec<PauseRecord>,
     caps: CapBook,
     approved: Vec<String>,
+    released: Vec<String>,
     cursors: BTreeMap<u8, Result<Option<ShardCursor>, String>>,
 }
 
@@ -243,16 +244,27 @@ async fn prepare(port: Arc<dyn ClusterPort>, opts: &PassOptions) -> Result<Prepa
                 match port.count_bucket(b).await {
                     Ok(n) => counts.push((b.clone(), n)),
                     // Uncounted: only the absolute cap applies to it.
-                    Err(e) => tracing::warn!(bucket = b, error = %e, "counting the bucket for safety.max_delete_fraction failed"),
+                    Err(e) => {
+                        tracing::warn!(bucket = b, error = %e, "counting the bucket for safety.max_delete_fraction failed")
+                    }
                 }
             }
         }
     }
-    let caps = CapBook::new(
+    let mut caps = CapBook::new(
         limits,
         counts.iter().map(|(b, n)| (b.as_str(), *n)),
         approved.iter().map(String::as_str),
     );
+    // Holds of earlier passes. Read even with the caps off, so turning them
+    // off releases the holds.
+    let holds: Vec<_> = port
+        .holds()
+        .await?
+        .into_iter()
+        .filter(|h| buckets.contains(&h.bucket))
+        .collect();
+    let released = caps.carry_holds(&holds);
     let mut cursors = BTreeMap::new();
     for &shard in &opts.shards {
         cursors.insert(shard, port.load_cursor(shard).await);
@@ -264,6 +276,7 @@ async fn prepare(port: Arc<dyn ClusterPort>, opts: &PassOptions) -> Result<Prepa
         paused,
         caps,
         approved,
+        released,
         cursors,
     })
 }
@@ -511,6 +524,8 @@ impl Coordinator {
         let paused = p.paused;
         self.obs.paused(&paused);
         let approved = p.approved;
+        let released = p.released;
+        let limits = s.safety.cap_limits();
         let port = self.port.clone();
         let dry_run = opts.dry_run;
         let stop = opts.stop.clone();
@@ -545,7 +560,7 @@ impl Coordinator {
                     w.abort();
                 }
                 let truncated = halt_rx.borrow().clone();
-                let held = settle_caps(&*port, &caps, &approved, dry_run).await;
+                let held = settle_caps(&*port, &caps, limits, &approved, &released, dry_run).await;
                 for (shard, e) in failed {
                     results.push(ShardResult {
                         report: ShardReport::failed(shard, e),
@@ -605,26 +620,49 @@ impl Coordinator {
 
 /// After the pass: the buckets the cap held, each with the size of the
 /// bucket (counted now when it was not counted at the start: what is left
-/// plus what the pass sent), and the approvals this pass used are removed
-/// (not in a dry run, which used nothing).
+/// plus what the pass sent). Unless a dry run (which changes nothing): newly
+/// held buckets get a hold file, so later passes send nothing for them until
+/// `approve`; used approvals and holds that no longer apply are removed
+/// (docs/filer-layout.md#approval-files).
 async fn settle_caps(
     port: &dyn ClusterPort,
     caps: &std::sync::Mutex<CapBook>,
+    limits: crate::engine::safety::CapLimits,
     approved: &[String],
+    released: &[String],
     dry_run: bool,
 ) -> Vec<Held> {
     let mut held = caps.lock().unwrap_or_else(|e| e.into_inner()).held();
+    let now = crate::clock::wall_ns();
     for h in &mut held {
         if h.entries.is_none() {
             let sent = if dry_run { 0 } else { h.cap };
             match port.count_bucket(&h.bucket).await {
                 Ok(n) => h.entries = Some(n.saturating_add(sent)),
-                Err(e) => tracing::warn!(bucket = h.bucket, error = %e, "counting a held bucket failed"),
+                Err(e) => {
+                    tracing::warn!(bucket = h.bucket, error = %e, "counting a held bucket failed")
+                }
             }
         }
-        tracing::warn!(bucket = h.bucket, reason = h.reason(), "bucket held by the deletion cap");
+        tracing::warn!(
+            bucket = h.bucket,
+            reason = h.reason(),
+            "bucket held by the deletion cap"
+        );
+        if !dry_run
+            && h.since_ns.is_none()
+            && let Err(e) = port.hold(HoldRecord::new(h, limits, now)).await
+        {
+            // Not recorded: the next pass caps the bucket again, afresh.
+            tracing::warn!(bucket = h.bucket, error = %e, "recording a hold failed");
+        }
     }
     if !dry_run {
+        for b in approved.iter().chain(released) {
+            if let Err(e) = port.release(b).await {
+                tracing::warn!(bucket = b, error = %e, "removing a hold failed");
+            }
+        }
         for b in approved {
             if let Err(e) = port.clear_approval(b).await {
                 tracing::warn!(bucket = b, error = %e, "removing a used approval failed");

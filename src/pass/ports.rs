@@ -11,7 +11,7 @@ use tonic::transport::Channel;
 
 use crate::engine::DeleteRequest;
 use crate::engine::cursor::ShardCursor;
-use crate::engine::safety::{ApprovalRecord, PauseRecord};
+use crate::engine::safety::{ApprovalRecord, HoldRecord, PauseRecord};
 use crate::engine::{CallResult, DeleteOutcome, MetaEvent, Nanos, WalkItem};
 use crate::pass::dispatch::{AttemptError, AttemptResult, DeletePort};
 use crate::pb::filer_pb::Entry;
@@ -85,7 +85,11 @@ pub trait ClusterPort: Send + Sync + 'static {
         async { Ok(Vec::new()) }.boxed()
     }
     /// Approves a bucket's held work for the next pass.
-    fn approve(&self, bucket: &str, now: Nanos) -> BoxFuture<'static, Result<ApprovalRecord, String>> {
+    fn approve(
+        &self,
+        bucket: &str,
+        now: Nanos,
+    ) -> BoxFuture<'static, Result<ApprovalRecord, String>> {
         let _ = now;
         let msg = format!("cannot approve bucket {bucket}: this cluster port keeps no approvals");
         async move { Err(msg) }.boxed()
@@ -95,16 +99,25 @@ pub trait ClusterPort: Send + Sync + 'static {
         let _ = bucket;
         async { Ok(()) }.boxed()
     }
+    /// The buckets the deletion cap holds (docs/filer-layout.md#approval-files).
+    fn holds(&self) -> BoxFuture<'static, Result<Vec<HoldRecord>, String>> {
+        async { Ok(Vec::new()) }.boxed()
+    }
+    /// Records a hold.
+    fn hold(&self, record: HoldRecord) -> BoxFuture<'static, Result<(), String>> {
+        let _ = record;
+        async { Ok(()) }.boxed()
+    }
+    /// Removes a hold.
+    fn release(&self, bucket: &str) -> BoxFuture<'static, Result<(), String>> {
+        let _ = bucket;
+        async { Ok(()) }.boxed()
+    }
     /// The number of entries (objects, versions, markers, uploads) the
     /// walker lists in `bucket`: the size a deletion fraction is taken of.
     fn count_bucket(&self, bucket: &str) -> BoxFuture<'static, Result<u64, String>> {
         let items = self.list_bucket(bucket);
-        async move {
-            items
-                .try_fold(0u64, |n, _| async move { Ok(n + 1) })
-                .await
-        }
-        .boxed()
+        async move { items.try_fold(0u64, |n, _| async move { Ok(n + 1) }).await }.boxed()
     }
 }
 
@@ -303,7 +316,11 @@ impl ClusterPort for SeaweedCluster {
         async move { store.approvals().await }.boxed()
     }
 
-    fn approve(&self, bucket: &str, now: Nanos) -> BoxFuture<'static, Result<ApprovalRecord, String>> {
+    fn approve(
+        &self,
+        bucket: &str,
+        now: Nanos,
+    ) -> BoxFuture<'static, Result<ApprovalRecord, String>> {
         let store = self.controls.clone();
         let bucket = bucket.to_string();
         async move { store.approve(&bucket, now).await }.boxed()
@@ -313,6 +330,22 @@ impl ClusterPort for SeaweedCluster {
         let store = self.controls.clone();
         let bucket = bucket.to_string();
         async move { store.clear_approval(&bucket).await }.boxed()
+    }
+
+    fn holds(&self) -> BoxFuture<'static, Result<Vec<HoldRecord>, String>> {
+        let store = self.controls.clone();
+        async move { store.holds().await }.boxed()
+    }
+
+    fn hold(&self, record: HoldRecord) -> BoxFuture<'static, Result<(), String>> {
+        let store = self.controls.clone();
+        async move { store.hold(&record).await }.boxed()
+    }
+
+    fn release(&self, bucket: &str) -> BoxFuture<'static, Result<(), String>> {
+        let store = self.controls.clone();
+        let bucket = bucket.to_string();
+        async move { store.release(&bucket).await }.boxed()
     }
 }
 

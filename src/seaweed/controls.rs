@@ -3,7 +3,8 @@
 //! bucket, `<cursor.dir>/paused/<bucket>.json`
 //! (docs/filer-layout.md#pause-files), and one approval file per approved
 //! bucket, `<cursor.dir>/approved/<bucket>.json`, consumed by the pass that
-//! lets its held work through (docs/filer-layout.md#approval-files). What a pause means for a pass is
+//! lets its held work through (docs/filer-layout.md#approval-files), and one
+//! hold file per bucket the deletion cap held, `<cursor.dir>/held/<bucket>.json`. What a pause means for a pass is
 //! decided in [`crate::engine::safety`].
 //!
 //! A pause is one CreateEntry of a small inline file and a resume one
@@ -13,8 +14,8 @@ use futures::TryStreamExt as _;
 
 use crate::engine::Nanos;
 use crate::engine::safety::{
-    ApprovalRecord, PauseRecord, bucket_of_pause_file, check_bucket_name, decode_approval,
-    decode_pause, pause_file_name,
+    ApprovalRecord, HoldRecord, PauseRecord, bucket_of_pause_file, check_bucket_name,
+    decode_approval, decode_hold, decode_pause, pause_file_name,
 };
 use crate::pb::filer_pb::{Entry, FuseAttributes};
 use crate::seaweed::filer::{DEFAULT_PAGE, FilerClient, join_path};
@@ -23,6 +24,8 @@ use crate::seaweed::filer::{DEFAULT_PAGE, FilerClient, join_path};
 pub const PAUSED_SUBDIR: &str = "paused";
 /// The subdirectory of `cursor.dir` holding the approval files.
 pub const APPROVED_SUBDIR: &str = "approved";
+/// The subdirectory of `cursor.dir` holding the hold files.
+pub const HELD_SUBDIR: &str = "held";
 
 /// Pause files under `<cursor.dir>/paused`.
 #[derive(Debug, Clone)]
@@ -30,6 +33,7 @@ pub struct ControlStore {
     client: FilerClient,
     paused_dir: String,
     approved_dir: String,
+    held_dir: String,
 }
 
 impl ControlStore {
@@ -41,6 +45,7 @@ impl ControlStore {
             client,
             paused_dir: join_path(dir, PAUSED_SUBDIR),
             approved_dir: join_path(dir, APPROVED_SUBDIR),
+            held_dir: join_path(dir, HELD_SUBDIR),
         }
     }
 
@@ -61,6 +66,35 @@ impl ControlStore {
     pub async fn approvals(&self) -> Result<Vec<ApprovalRecord>, String> {
         self.read_dir(&self.approved_dir, "approval", decode_approval, "approve")
             .await
+    }
+
+    /// Every bucket the deletion cap holds, by name.
+    pub async fn holds(&self) -> Result<Vec<HoldRecord>, String> {
+        self.read_dir(&self.held_dir, "hold", decode_hold, "approve")
+            .await
+    }
+
+    /// Records a hold.
+    pub async fn hold(&self, record: &HoldRecord) -> Result<(), String> {
+        check_bucket_name(&record.bucket)?;
+        let entry = pause_entry(
+            &pause_file_name(&record.bucket),
+            record.to_json(),
+            record.held_ns,
+        );
+        self.client
+            .create_entry(&self.held_dir, entry, false)
+            .await
+            .map_err(|e| format!("recording the hold of bucket {}: {e}", record.bucket))
+    }
+
+    /// Removes a hold.
+    pub async fn release(&self, bucket: &str) -> Result<(), String> {
+        check_bucket_name(bucket)?;
+        self.client
+            .delete_entry(&self.held_dir, &pause_file_name(bucket), false)
+            .await
+            .map_err(|e| format!("releasing the hold of bucket {bucket}: {e}"))
     }
 
     async fn read_dir<R>(
