@@ -70,6 +70,10 @@ pub struct SafetySettings {
     /// Fraction (0..1) of a bucket's entries one pass may delete; needs one
     /// count (listing) of every enforced bucket per pass. 0 = no cap.
     pub max_delete_fraction: f64,
+    /// For this long after a bucket's lifecycle document changes, the bucket
+    /// is evaluated dry (nothing sent, its matches pending); 0 = off.
+    #[serde(deserialize_with = "de_duration")]
+    pub rule_change_grace: Duration,
 }
 
 impl SafetySettings {

@@ -257,3 +257,83 @@ async fn deletion_cap_holds_a_bucket_at_exactly_the_cap_until_approve() {
             .is_none()
     );
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn rule_change_grace_defers_deletes_after_an_edit_and_releases_them_after_it_or_on_approve() {
+    const N: usize = 6;
+    let c = cluster();
+    let s3 = c.s3_client();
+    let waits = c.new_bucket("grace-waits").await.unwrap();
+    let approved = c.new_bucket("grace-approved").await.unwrap();
+    for b in [&waits, &approved] {
+        // First a rule that matches nothing: the service records the document.
+        c.put_lifecycle_xml(b, &lifecycle(&days_rule("d1", "none/", 1)))
+            .await
+            .unwrap();
+        c.put_objects_bulk(b, &keys("o/", N), b"x").await.unwrap();
+    }
+    let scope = Scope::new(&[&waits, &approved]);
+    let serve = Serve::start(
+        &scope,
+        &[
+            ("S3_LIFECYCLED__SAFETY__RULE_CHANGE_GRACE", "1h"),
+            ("S3_LIFECYCLED__SERVICE__ALLOW_FUTURE_NOW", "true"),
+        ],
+    )
+    .await;
+    let t0 = now_ns();
+    let (id, _) = serve.trigger(&["--now", &rfc3339(t0 + 60 * SEC_NS)]).await;
+    serve.wait_last(&id, Duration::from_secs(60)).await;
+    assert!(
+        c.lookup_entry(
+            &format!("{}/rules", scope.cursor_dir),
+            &format!("{waits}.json")
+        )
+        .await
+        .unwrap()
+        .is_some()
+    );
+
+    // The edit: every object matches. The next pass is dry for both buckets.
+    for b in [&waits, &approved] {
+        c.put_lifecycle_xml(b, &lifecycle(&days_rule("d1", "", 1)))
+            .await
+            .unwrap();
+    }
+    let (id, _) = serve.trigger(&["--now", &rfc3339(t0 + 70 * SEC_NS)]).await;
+    let last = serve.wait_last(&id, Duration::from_secs(60)).await;
+    for b in [&waits, &approved] {
+        assert_eq!(count_objects(&s3, b).await, N, "{last}");
+        let card = bucket_card(&last, b);
+        let reason = card["held_reason"].as_str().unwrap_or_default();
+        assert!(
+            reason.starts_with("rule change grace: the lifecycle document changed at ")
+                && reason.contains("the new rules would delete 6 of 6;"),
+            "{card}"
+        );
+    }
+    let page = String::from_utf8(http::get_async(serve.http, "/").await.unwrap().body).unwrap();
+    assert!(page.contains("the new rules would delete 6 of 6"), "{page}");
+
+    // approve ends one bucket's grace; the other waits.
+    let out = serve.cli(&["approve", &approved]).await;
+    assert_eq!(out.code, 0, "{}", out.describe());
+    let (id, _) = serve.trigger(&["--now", &rfc3339(t0 + 80 * SEC_NS)]).await;
+    let last = serve.wait_last(&id, Duration::from_secs(60)).await;
+    assert_eq!(count_objects(&s3, &approved).await, 0, "{last}");
+    assert_eq!(count_objects(&s3, &waits).await, N, "{last}");
+
+    // After the grace (1 h after the edit was seen), the deletes go out.
+    let (id, _) = serve.trigger(&["--now", &rfc3339(t0 + 2 * HOUR_NS)]).await;
+    let last = serve.wait_last(&id, Duration::from_secs(60)).await;
+    assert_eq!(
+        count_objects(&s3, &waits).await,
+        0,
+        "{last}\n{}",
+        serve.log_text()
+    );
+    assert_eq!(
+        bucket_card(&last, &waits)["held_reason"],
+        serde_json::Value::Null
+    );
+}

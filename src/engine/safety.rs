@@ -233,6 +233,8 @@ struct Account {
     /// Held by an earlier pass (ns): nothing is sent until `approve`.
     since: Option<Nanos>,
     approved: bool,
+    /// In a rule-change grace: (document changed, grace ends).
+    grace: Option<(Nanos, Nanos)>,
 }
 
 /// A bucket the cap held in a pass.
@@ -249,12 +251,26 @@ pub struct Held {
     /// When an earlier pass held it (it then sends nothing until
     /// `approve`); `None` when this pass is the first to hold it.
     pub since_ns: Option<Nanos>,
+    /// In a rule-change grace: (document changed, grace ends), ns.
+    pub grace: Option<(Nanos, Nanos)>,
 }
 
 impl Held {
     /// `safety cap: would delete X of Y (Z%)…`, the reason every report
     /// shows, with how it goes on.
     pub fn reason(&self) -> String {
+        if let Some((changed, until)) = self.grace {
+            return format!(
+                "rule change grace: the lifecycle document changed at {}; the new rules would \
+                 delete {} of {}; deletions start at {} or on `s3-lifecycled approve {}`",
+                fmt_time(changed),
+                self.would_delete,
+                self.entries
+                    .map_or_else(|| "? (bucket not counted)".to_string(), |y| y.to_string()),
+                fmt_time(until),
+                self.bucket
+            );
+        }
         let of = match self.entries {
             Some(y) if y > 0 => {
                 format!("{y} ({:.1}%)", self.would_delete as f64 * 100.0 / y as f64)
@@ -271,6 +287,125 @@ impl Held {
              lets it through on the next pass",
             self.would_delete, self.bucket
         )
+    }
+}
+
+/// `ns` as RFC 3339 UTC (seconds), or the number when out of range.
+fn fmt_time(ns: Nanos) -> String {
+    time::OffsetDateTime::from_unix_timestamp(ns.div_euclid(1_000_000_000))
+        .ok()
+        .and_then(|t| {
+            t.format(&time::format_description::well_known::Rfc3339)
+                .ok()
+        })
+        .unwrap_or_else(|| format!("{ns} ns"))
+}
+
+/// What the service last saw of a bucket's lifecycle document, as stored in
+/// its rules file (`safety.rule_change_grace`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RuleRecord {
+    /// Format version; always [`PAUSE_VERSION`].
+    pub version: u32,
+    /// The bucket (checked against the file name).
+    pub bucket: String,
+    /// SHA-256 (hex) of the stored lifecycle document.
+    pub doc_sha256: String,
+    /// When this document was first seen, ns since epoch.
+    pub changed_ns: Nanos,
+    /// An `approve` ended the grace early.
+    #[serde(default)]
+    pub released: bool,
+}
+
+impl RuleRecord {
+    /// The file content.
+    pub fn to_json(&self) -> Vec<u8> {
+        let mut v = serde_json::to_vec_pretty(self).unwrap_or_default();
+        v.push(b'\n');
+        v
+    }
+}
+
+/// Parses a rules file found under the name of `bucket`.
+pub fn decode_rule_record(content: &[u8], bucket: &str) -> Result<RuleRecord, String> {
+    let r: RuleRecord =
+        serde_json::from_slice(content).map_err(|e| format!("not a rules record ({e})"))?;
+    if r.version != PAUSE_VERSION || r.bucket != bucket {
+        return Err(format!(
+            "version {} bucket {:?} (expected version {PAUSE_VERSION} and bucket {bucket:?})",
+            r.version, r.bucket
+        ));
+    }
+    Ok(r)
+}
+
+/// The rule-change grace of one bucket in one pass.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct GraceDecision {
+    /// The record to write (changed document, or a grace ended by approve).
+    pub write: Option<RuleRecord>,
+    /// In grace: (changed, ends), both ns. The pass sends nothing for it.
+    pub in_grace: Option<(Nanos, Nanos)>,
+}
+
+/// Whether `bucket`, whose stored document hashes to `doc_sha256`, is in its
+/// rule-change grace at `now` (the pass's time), and what to record.
+///
+/// - A document different from the recorded one changed at `seen` (the
+///   pass's `now`, but never past the real clock): the grace runs from then.
+/// - A bucket without a record is a new configuration when other buckets
+///   have records (grace from `seen`), and the baseline when none has (the
+///   first pass after the setting was turned on must not hold every bucket).
+/// - `approved` ends a running grace (recorded as `released`).
+// Each argument is one independent fact of the decision; a struct would only
+// rename them.
+#[allow(clippy::too_many_arguments)]
+pub fn grace_decision(
+    bucket: &str,
+    prev: Option<&RuleRecord>,
+    any_records: bool,
+    doc_sha256: &str,
+    seen: Nanos,
+    now: Nanos,
+    grace: std::time::Duration,
+    approved: bool,
+) -> GraceDecision {
+    let grace_ns = i64::try_from(grace.as_nanos()).unwrap_or(i64::MAX);
+    let fresh = |changed_ns: Nanos, released: bool| RuleRecord {
+        version: PAUSE_VERSION,
+        bucket: bucket.to_string(),
+        doc_sha256: doc_sha256.to_string(),
+        changed_ns,
+        released,
+    };
+    let mut record = match prev {
+        Some(r) if r.doc_sha256 == doc_sha256 => r.clone(),
+        Some(_) => fresh(seen, false),
+        None if any_records => fresh(seen, false),
+        // Baseline: recorded as changed long ago, already released.
+        None => fresh(seen, true),
+    };
+    let mut write = (prev != Some(&record)).then(|| record.clone());
+    let until = record.changed_ns.saturating_add(grace_ns);
+    if grace_ns == 0 || record.released || now >= until {
+        return GraceDecision {
+            write,
+            in_grace: None,
+        };
+    }
+    if approved {
+        record.released = true;
+        write = Some(record);
+        return GraceDecision {
+            write,
+            in_grace: None,
+        };
+    }
+    GraceDecision {
+        write,
+        in_grace: Some((record.changed_ns, until)),
     }
 }
 
@@ -409,10 +544,25 @@ impl CapBook {
         released
     }
 
+    /// Puts `bucket` in its rule-change grace (changed, ends): it is
+    /// evaluated dry, every due delete held and counted, nothing sent.
+    pub fn grace(&mut self, bucket: &str, changed: Nanos, until: Nanos) {
+        let limits = self.limits;
+        let a = self
+            .accounts
+            .entry(bucket.to_string())
+            .or_insert_with(|| Account {
+                cap: limits.cap_for(None),
+                ..Account::default()
+            });
+        a.cap = Some(0);
+        a.grace = Some((changed, until));
+    }
+
     /// Whether one more delete of `bucket` may be sent: `None` yes (and it
     /// is counted), `Some(reason)` no (held, counted as held).
     pub fn admit(&mut self, bucket: &str) -> Option<String> {
-        if !self.limits.enabled() {
+        if !self.limits.enabled() && !self.accounts.contains_key(bucket) {
             return None;
         }
         let limits = self.limits;
@@ -441,13 +591,14 @@ impl CapBook {
     pub fn held(&self) -> Vec<Held> {
         self.accounts
             .iter()
-            .filter(|(_, a)| a.held > 0 || a.since.is_some())
+            .filter(|(_, a)| a.held > 0 || a.since.is_some() || a.grace.is_some())
             .map(|(b, a)| Held {
                 bucket: b.clone(),
                 would_delete: a.sent + a.held,
                 entries: a.entries,
                 cap: a.cap.unwrap_or(0),
                 since_ns: a.since,
+                grace: a.grace,
             })
             .collect()
     }
@@ -496,6 +647,7 @@ mod tests {
                 entries: Some(10),
                 cap: 3,
                 since_ns: None,
+                grace: None,
             }
         );
         assert!(
@@ -544,6 +696,66 @@ mod tests {
         let mut off = CapBook::new(CapLimits::default(), [], []);
         assert!(off.admit("big").is_none());
         assert!(off.held().is_empty());
+    }
+
+    #[test]
+    fn grace_runs_from_a_document_change_and_ends_by_time_or_approve() {
+        let g = std::time::Duration::from_secs(100);
+        const S: i64 = 1_000_000_000;
+        let d = |prev, any, hash, now, approved| {
+            grace_decision("b", prev, any, hash, now, now, g, approved)
+        };
+        // First pass with the setting on: baseline, no grace.
+        let base = d(None, false, "h1", 10 * S, false);
+        assert_eq!(base.in_grace, None);
+        let rec = base.write.expect("baseline recorded");
+        assert!(rec.released);
+        // Same document later: nothing to write, no grace.
+        assert_eq!(
+            d(Some(&rec), true, "h1", 20 * S, false),
+            GraceDecision::default()
+        );
+        // Edited: grace from the pass that saw it, for 100 s.
+        let edit = d(Some(&rec), true, "h2", 30 * S, false);
+        assert_eq!(edit.in_grace, Some((30 * S, 130 * S)));
+        let rec2 = edit.write.unwrap();
+        assert_eq!((rec2.changed_ns, rec2.released), (30 * S, false));
+        assert_eq!(
+            d(Some(&rec2), true, "h2", 129 * S, false).in_grace,
+            Some((30 * S, 130 * S))
+        );
+        assert_eq!(
+            d(Some(&rec2), true, "h2", 130 * S, false),
+            GraceDecision::default()
+        );
+        // Approved during the grace: released and recorded.
+        let ok = d(Some(&rec2), true, "h2", 60 * S, true);
+        assert_eq!(ok.in_grace, None);
+        assert!(ok.write.unwrap().released);
+        // A new bucket when others have records: a change.
+        assert_eq!(
+            d(None, true, "h9", 5 * S, false).in_grace,
+            Some((5 * S, 105 * S))
+        );
+        // Grace 0: never.
+        let none = grace_decision(
+            "b",
+            Some(&rec),
+            true,
+            "h3",
+            1,
+            1,
+            std::time::Duration::ZERO,
+            false,
+        );
+        assert_eq!(none.in_grace, None);
+        // The CapBook holds every delete of a bucket in grace, caps off.
+        let mut book = CapBook::new(CapLimits::default(), [("b", 4)], []);
+        book.grace("b", 30 * S, 130 * S);
+        assert!(book.admit("b").is_some() && book.admit("other").is_none());
+        let h = book.held();
+        assert_eq!(h.len(), 1);
+        assert!(h[0].reason().starts_with("rule change grace: the lifecycle document changed at 1970-01-01T00:00:30Z; the new rules would delete 1 of 4;"), "{}", h[0].reason());
     }
 
     #[test]

@@ -22,7 +22,7 @@ use tracing::{Instrument as _, Span};
 use crate::config::Settings;
 use crate::engine::DeleteRequest;
 use crate::engine::cursor::ShardCursor;
-use crate::engine::safety::{CapBook, Held, HoldRecord, PauseRecord, Selection};
+use crate::engine::safety::{CapBook, Held, HoldRecord, PauseRecord, Selection, grace_decision};
 use crate::engine::{Nanos, SHARD_COUNT, Snapshot, route, walk};
 use crate::pass::actors::{
     BeginPass, Drain, DrainTimedOut, Finish, ListingDone, ReplayEvent, ShardActor, ShardTelemetry,
@@ -229,9 +229,10 @@ async fn prepare(port: Arc<dyn ClusterPort>, opts: &PassOptions) -> Result<Prepa
     // The deletion cap (docs/design-deviations.md#safety-cap): approvals and,
     // for a fractional cap, one count of every enforced bucket.
     let limits = s.safety.cap_limits();
+    let grace = s.safety.rule_change_grace;
     let mut approved = Vec::new();
     let mut counts = Vec::new();
-    if limits.enabled() {
+    if limits.enabled() || !grace.is_zero() {
         approved = port
             .approvals()
             .await?
@@ -265,6 +266,36 @@ async fn prepare(port: Arc<dyn ClusterPort>, opts: &PassOptions) -> Result<Prepa
         .filter(|h| buckets.contains(&h.bucket))
         .collect();
     let released = caps.carry_holds(&holds);
+    // The rule-change grace (docs/design-deviations.md#rule-change-grace):
+    // a bucket whose lifecycle document changed less than the grace ago is
+    // evaluated dry.
+    if !grace.is_zero() {
+        let records = port.rule_records().await?;
+        let seen = opts.now.min(wall);
+        for info in scan.buckets.iter().filter(|b| buckets.contains(&b.name)) {
+            let doc = info.lifecycle_xml.as_deref().unwrap_or_default();
+            let hash = hex::encode(<sha2::Sha256 as sha2::Digest>::digest(doc));
+            let prev = records.iter().find(|r| r.bucket == info.name);
+            let d = grace_decision(
+                &info.name,
+                prev,
+                !records.is_empty(),
+                &hash,
+                seen,
+                opts.now,
+                grace,
+                approved.contains(&info.name),
+            );
+            if let Some((changed, until)) = d.in_grace {
+                caps.grace(&info.name, changed, until);
+            }
+            if let Some(rec) = d.write
+                && !opts.dry_run
+            {
+                port.put_rule_record(rec, wall).await?;
+            }
+        }
+    }
     let mut cursors = BTreeMap::new();
     for &shard in &opts.shards {
         cursors.insert(shard, port.load_cursor(shard).await);
@@ -651,6 +682,7 @@ async fn settle_caps(
         );
         if !dry_run
             && h.since_ns.is_none()
+            && h.grace.is_none()
             && let Err(e) = port.hold(HoldRecord::new(h, limits, now)).await
         {
             // Not recorded: the next pass caps the bucket again, afresh.

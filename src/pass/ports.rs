@@ -11,7 +11,7 @@ use tonic::transport::Channel;
 
 use crate::engine::DeleteRequest;
 use crate::engine::cursor::ShardCursor;
-use crate::engine::safety::{ApprovalRecord, HoldRecord, PauseRecord};
+use crate::engine::safety::{ApprovalRecord, HoldRecord, PauseRecord, RuleRecord};
 use crate::engine::{CallResult, DeleteOutcome, MetaEvent, Nanos, WalkItem};
 use crate::pass::dispatch::{AttemptError, AttemptResult, DeletePort};
 use crate::pb::filer_pb::Entry;
@@ -111,6 +111,20 @@ pub trait ClusterPort: Send + Sync + 'static {
     /// Removes a hold.
     fn release(&self, bucket: &str) -> BoxFuture<'static, Result<(), String>> {
         let _ = bucket;
+        async { Ok(()) }.boxed()
+    }
+    /// What was last seen of each bucket's lifecycle document
+    /// (`safety.rule_change_grace`; docs/filer-layout.md#approval-files).
+    fn rule_records(&self) -> BoxFuture<'static, Result<Vec<RuleRecord>, String>> {
+        async { Ok(Vec::new()) }.boxed()
+    }
+    /// Records what was seen of a bucket's lifecycle document.
+    fn put_rule_record(
+        &self,
+        record: RuleRecord,
+        now: Nanos,
+    ) -> BoxFuture<'static, Result<(), String>> {
+        let _ = (record, now);
         async { Ok(()) }.boxed()
     }
     /// The number of entries (objects, versions, markers, uploads) the
@@ -346,6 +360,20 @@ impl ClusterPort for SeaweedCluster {
         let store = self.controls.clone();
         let bucket = bucket.to_string();
         async move { store.release(&bucket).await }.boxed()
+    }
+
+    fn rule_records(&self) -> BoxFuture<'static, Result<Vec<RuleRecord>, String>> {
+        let store = self.controls.clone();
+        async move { store.rule_records().await }.boxed()
+    }
+
+    fn put_rule_record(
+        &self,
+        record: RuleRecord,
+        now: Nanos,
+    ) -> BoxFuture<'static, Result<(), String>> {
+        let store = self.controls.clone();
+        async move { store.put_rule_record(&record, now).await }.boxed()
     }
 }
 

@@ -14,8 +14,8 @@ use futures::TryStreamExt as _;
 
 use crate::engine::Nanos;
 use crate::engine::safety::{
-    ApprovalRecord, HoldRecord, PauseRecord, bucket_of_pause_file, check_bucket_name,
-    decode_approval, decode_hold, decode_pause, pause_file_name,
+    ApprovalRecord, HoldRecord, PauseRecord, RuleRecord, bucket_of_pause_file, check_bucket_name,
+    decode_approval, decode_hold, decode_pause, decode_rule_record, pause_file_name,
 };
 use crate::pb::filer_pb::{Entry, FuseAttributes};
 use crate::seaweed::filer::{DEFAULT_PAGE, FilerClient, join_path};
@@ -26,6 +26,8 @@ pub const PAUSED_SUBDIR: &str = "paused";
 pub const APPROVED_SUBDIR: &str = "approved";
 /// The subdirectory of `cursor.dir` holding the hold files.
 pub const HELD_SUBDIR: &str = "held";
+/// The subdirectory of `cursor.dir` holding the rules files (grace).
+pub const RULES_SUBDIR: &str = "rules";
 
 /// Pause files under `<cursor.dir>/paused`.
 #[derive(Debug, Clone)]
@@ -34,6 +36,7 @@ pub struct ControlStore {
     paused_dir: String,
     approved_dir: String,
     held_dir: String,
+    rules_dir: String,
 }
 
 impl ControlStore {
@@ -46,6 +49,7 @@ impl ControlStore {
             paused_dir: join_path(dir, PAUSED_SUBDIR),
             approved_dir: join_path(dir, APPROVED_SUBDIR),
             held_dir: join_path(dir, HELD_SUBDIR),
+            rules_dir: join_path(dir, RULES_SUBDIR),
         }
     }
 
@@ -86,6 +90,22 @@ impl ControlStore {
             .create_entry(&self.held_dir, entry, false)
             .await
             .map_err(|e| format!("recording the hold of bucket {}: {e}", record.bucket))
+    }
+
+    /// What was last seen of each bucket's lifecycle document.
+    pub async fn rule_records(&self) -> Result<Vec<RuleRecord>, String> {
+        self.read_dir(&self.rules_dir, "rules", decode_rule_record, "approve")
+            .await
+    }
+
+    /// Records what was seen of a bucket's lifecycle document.
+    pub async fn put_rule_record(&self, record: &RuleRecord, now: Nanos) -> Result<(), String> {
+        check_bucket_name(&record.bucket)?;
+        let entry = pause_entry(&pause_file_name(&record.bucket), record.to_json(), now);
+        self.client
+            .create_entry(&self.rules_dir, entry, false)
+            .await
+            .map_err(|e| format!("recording the rules of bucket {}: {e}", record.bucket))
     }
 
     /// Removes a hold.
