@@ -54,6 +54,15 @@ async fn paused_bucket_is_untouched_and_resumes_after_resume_also_across_a_resta
         "{}",
         out.stdout
     );
+    // The README's "Before you set a rule" shows these outputs (--nocapture).
+    println!(
+        "$ s3-lifecycled pause {held} --reason \"typo in rule d1\"\n{}",
+        out.stdout
+    );
+    println!(
+        "$ s3-lifecycled status\n{}",
+        serve.cli(&["status"]).await.stdout
+    );
     // Kept in the filer next to the cursors.
     let file = c
         .lookup_entry(
@@ -202,6 +211,7 @@ async fn deletion_cap_holds_a_bucket_at_exactly_the_cap_until_approve() {
         "{page}"
     );
     let text = serve.cli(&["status", "--last"]).await;
+    println!("$ s3-lifecycled status --last\n{}", text.stdout);
     assert!(
         text.stdout
             .contains("held=\"safety cap: would delete 10 of 10"),
@@ -228,6 +238,7 @@ async fn deletion_cap_holds_a_bucket_at_exactly_the_cap_until_approve() {
     // approve: the next pass lets the rest through, once.
     let out = serve.cli(&["approve", &big]).await;
     assert_eq!(out.code, 0, "{}", out.describe());
+    println!("$ s3-lifecycled approve {big}\n{}", out.stdout);
     assert!(
         c.lookup_entry(&approved_dir, &file)
             .await
@@ -314,6 +325,10 @@ async fn rule_change_grace_defers_deletes_after_an_edit_and_releases_them_after_
     }
     let page = String::from_utf8(http::get_async(serve.http, "/").await.unwrap().body).unwrap();
     assert!(page.contains("the new rules would delete 6 of 6"), "{page}");
+    println!(
+        "$ s3-lifecycled status --last\n{}",
+        serve.cli(&["status", "--last"]).await.stdout
+    );
 
     // approve ends one bucket's grace; the other waits.
     let out = serve.cli(&["approve", &approved]).await;
