@@ -16,6 +16,7 @@ pub mod evaluate;
 pub mod filter;
 pub mod hashes;
 pub mod identity;
+pub mod journal;
 pub mod keys;
 pub mod lock;
 pub mod progress;
