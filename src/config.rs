@@ -58,6 +58,26 @@ pub struct Settings {
     pub telemetry: TelemetrySettings,
     /// Safety rails: deletion caps (ops/runbook.md (f)).
     pub safety: SafetySettings,
+    /// The deletion journal in the filer.
+    pub journal: JournalSettings,
+}
+
+/// `[journal]`
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(default, deny_unknown_fields)]
+pub struct JournalSettings {
+    /// Day directories of the journal older than this are removed after
+    /// each pass; 0 = keep forever.
+    #[serde(deserialize_with = "de_duration")]
+    pub retention: Duration,
+}
+
+impl Default for JournalSettings {
+    fn default() -> Self {
+        JournalSettings {
+            retention: Duration::from_secs(30 * 86_400),
+        }
+    }
 }
 
 /// `[safety]`

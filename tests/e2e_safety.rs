@@ -352,3 +352,83 @@ async fn rule_change_grace_defers_deletes_after_an_edit_and_releases_them_after_
         serde_json::Value::Null
     );
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn journal_lists_exactly_the_deletes_a_pass_made() {
+    let c = cluster();
+    let s3 = c.s3_client();
+    let b = c.new_bucket("journal").await.unwrap();
+    c.put_lifecycle_xml(&b, &lifecycle(&days_rule("d1", "old/", 1)))
+        .await
+        .unwrap();
+    c.put_objects_bulk(&b, &keys("old/", 8), b"x")
+        .await
+        .unwrap();
+    c.put_objects_bulk(&b, &keys("keep/", 3), b"x")
+        .await
+        .unwrap();
+    let scope = Scope::new(&[&b]);
+    let serve = Serve::start(&scope, &[]).await;
+    let before = list_keys(&s3, &b).await;
+    let (id, _) = serve
+        .trigger(&["--now", &rfc3339(now_ns() + 60 * SEC_NS)])
+        .await;
+    serve.wait_last(&id, Duration::from_secs(60)).await;
+    let after = list_keys(&s3, &b).await;
+    let deleted: std::collections::BTreeSet<String> = before.difference(&after).cloned().collect();
+    assert_eq!(deleted.len(), 8, "{before:?} → {after:?}");
+
+    let env = serve_env(&scope);
+    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+    let out = run_raw(&["journal", "--bucket", &b, "--json"], &env).await;
+    assert_eq!(out.code, 0, "{}", out.describe());
+    let entries: Vec<serde_json::Value> = serde_json::from_str(&out.stdout).unwrap();
+    let journaled: std::collections::BTreeSet<String> = entries
+        .iter()
+        .map(|e| e["key"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(journaled, deleted, "{}", out.stdout);
+    assert_eq!(entries.len(), 8, "each delete once: {}", out.stdout);
+    for e in &entries {
+        assert_eq!(
+            (&e["outcome"], &e["rule_id"], &e["kind"], &e["run_id"]),
+            (
+                &serde_json::json!("DONE"),
+                &serde_json::json!("d1"),
+                &serde_json::json!("expiration_days"),
+                &serde_json::json!(id)
+            ),
+            "{e}"
+        );
+    }
+    // Filters, and the text form.
+    let out = run_raw(
+        &["journal", "--bucket", &b, "--key-prefix", "old/00000"],
+        &env,
+    )
+    .await;
+    assert_eq!(out.code, 0, "{}", out.describe());
+    println!(
+        "$ s3-lifecycled journal --bucket {b} --key-prefix old/00000\n{}",
+        out.stdout
+    );
+    let lines: Vec<&str> = out.stdout.lines().collect();
+    assert!(
+        !lines.is_empty()
+            && lines
+                .iter()
+                .all(|l| l.contains(" DONE ") && l.contains(" rule=d1 ")),
+        "{}",
+        out.stdout
+    );
+    let future = rfc3339(now_ns() + 3 * DAY_NS);
+    let out = run_raw(&["journal", "--since", &future], &env).await;
+    assert_eq!(
+        (out.code, out.stdout.as_str()),
+        (0, ""),
+        "{}",
+        out.describe()
+    );
+    let bad = run_raw(&["journal", "--since", "yesterday"], &env).await;
+    assert_eq!(bad.code, 2, "{}", bad.describe());
+}

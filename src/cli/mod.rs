@@ -10,6 +10,7 @@ use clap::{Parser, Subcommand};
 
 pub mod admin_client;
 pub mod cursor_cmd;
+pub mod journal_cmd;
 pub mod rules_check;
 pub mod run_once;
 pub mod serve;
@@ -60,6 +61,9 @@ pub enum Command {
     /// Let a bucket held by the deletion cap through on the next pass, once
     /// (admin API; kept in the filer until that pass used it).
     Approve(admin_client::ApproveArgs),
+    /// What the service deleted, when and under which rule (the deletion
+    /// journal in the filer): `--bucket`, `--key-prefix`, `--since`, `--json`.
+    Journal(journal_cmd::JournalArgs),
     /// Inspect, reset or migrate (from the Go worker) the per-shard cursors.
     Cursor {
         /// What to do with cursors.
@@ -120,6 +124,7 @@ pub fn main() -> i32 {
         Command::Pause(args) => admin_client::run_pause(&args),
         Command::Resume(args) => admin_client::run_resume(&args),
         Command::Approve(args) => admin_client::run_approve(&args),
+        Command::Journal(args) => journal_cmd::run(&args),
         Command::Cursor { command } => cursor_cmd::run(command),
     }
 }

@@ -67,8 +67,7 @@ pub fn decode_lines(content: &[u8]) -> Result<Vec<JournalEntry>, String> {
 /// The day directory of a batch written at `ns` (`YYYY-MM-DD`, UTC).
 pub fn day_dir(ns: Nanos) -> String {
     let days = ns.div_euclid(86_400 * 1_000_000_000);
-    let date = time::Date::from_julian_day(2_440_588 + days as i32)
-        .unwrap_or(time::Date::MIN);
+    let date = time::Date::from_julian_day(2_440_588 + days as i32).unwrap_or(time::Date::MIN);
     format!(
         "{:04}-{:02}-{:02}",
         date.year(),
@@ -103,9 +102,13 @@ pub fn expired_days<'a>(
 
 fn is_day(d: &str) -> bool {
     d.len() == 10
-        && d.bytes()
-            .enumerate()
-            .all(|(i, c)| if i == 4 || i == 7 { c == b'-' } else { c.is_ascii_digit() })
+        && d.bytes().enumerate().all(|(i, c)| {
+            if i == 4 || i == 7 {
+                c == b'-'
+            } else {
+                c.is_ascii_digit()
+            }
+        })
 }
 
 /// What `s3-lifecycled journal` shows.
@@ -173,9 +176,18 @@ mod tests {
         assert_eq!(day_dir(t), "2026-01-02");
         assert_eq!(day_dir(t - 1), "2026-01-01");
         assert_eq!(batch_name("abc", 3), "abc-shard-03.jsonl");
-        let days = ["2025-12-30", "2025-12-31", "2026-01-01", "2026-01-02", "notes"];
+        let days = [
+            "2025-12-30",
+            "2025-12-31",
+            "2026-01-01",
+            "2026-01-02",
+            "notes",
+        ];
         let r = std::time::Duration::from_secs(86_400);
-        assert_eq!(expired_days(days, t + DAY / 2, r), ["2025-12-30", "2025-12-31"]);
+        assert_eq!(
+            expired_days(days, t + DAY / 2, r),
+            ["2025-12-30", "2025-12-31"]
+        );
         assert!(expired_days(days, t, std::time::Duration::ZERO).is_empty());
     }
 

@@ -22,13 +22,15 @@ use tracing::{Instrument as _, Span};
 use crate::config::Settings;
 use crate::engine::DeleteRequest;
 use crate::engine::cursor::ShardCursor;
+use crate::engine::journal::{self, JournalEntry};
 use crate::engine::safety::{CapBook, Held, HoldRecord, PauseRecord, Selection, grace_decision};
+use crate::engine::{CallResult, RuleHash, shard_id};
 use crate::engine::{Nanos, SHARD_COUNT, Snapshot, route, walk};
 use crate::pass::actors::{
     BeginPass, Drain, DrainTimedOut, Finish, ListingDone, ReplayEvent, ShardActor, ShardTelemetry,
     StartReplay, WalkBatch,
 };
-use crate::pass::dispatch::{DeleteDispatcher, DeletePort, Gate, limiter};
+use crate::pass::dispatch::{DeleteDispatcher, DeletePort, Gate, Record, limiter};
 use crate::pass::observe::PassObserver;
 use crate::pass::plan::{PassPlan, RuleChanges, live_actions};
 use crate::pass::ports::ClusterPort;
@@ -468,6 +470,45 @@ impl Coordinator {
                 .unwrap_or_else(|e| e.into_inner())
                 .admit(&req.bucket)
         });
+        // The deletion journal (docs/filer-layout.md#journal): every delete
+        // sent, with its final outcome, kept per shard and written once per
+        // pass and shard after the drain.
+        let rule_ids: Arc<BTreeMap<(String, RuleHash), String>> = Arc::new(
+            p.plan
+                .recovery
+                .buckets()
+                .iter()
+                .flat_map(|b| b.actions().iter())
+                .map(|a| ((a.bucket().to_string(), a.rule_hash()), a.rule().id.clone()))
+                .collect(),
+        );
+        let journal: Arc<std::sync::Mutex<BTreeMap<u8, Vec<JournalEntry>>>> = Arc::default();
+        let jbook = journal.clone();
+        let run_id = opts.run_id.clone();
+        let record: Record<DeleteRequest> =
+            Arc::new(move |req: &DeleteRequest, result: &CallResult| {
+                let e = JournalEntry {
+                    ts_ns: crate::clock::wall_ns(),
+                    run_id: run_id.clone(),
+                    bucket: req.bucket.clone(),
+                    key: req.object_path.clone(),
+                    version_id: req.version_id.clone(),
+                    rule_id: rule_ids
+                        .get(&(req.bucket.clone(), req.rule_hash))
+                        .cloned()
+                        .unwrap_or_default(),
+                    rule_hash: req.rule_hash.to_hex(),
+                    kind: req.kind.as_str().to_string(),
+                    outcome: result.outcome.label().to_string(),
+                    reason: result.reason.clone(),
+                };
+                jbook
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .entry(shard_id(&req.bucket, &req.object_path))
+                    .or_default()
+                    .push(e);
+            });
         let dispatcher = DeleteDispatcher::new(
             self.deletes.clone(),
             limiter,
@@ -477,6 +518,7 @@ impl Coordinator {
         )
         .with_gate(gate)
         .with_admit(admit)
+        .with_record(record)
         .start();
         let refresh = s.pass.config_refresh;
         let watcher = (!refresh.is_zero()).then(|| {
@@ -557,6 +599,8 @@ impl Coordinator {
         let approved = p.approved;
         let released = p.released;
         let limits = s.safety.cap_limits();
+        let journal_retention = s.journal.retention;
+        let run_id_j = opts.run_id.clone();
         let port = self.port.clone();
         let dry_run = opts.dry_run;
         let stop = opts.stop.clone();
@@ -592,6 +636,10 @@ impl Coordinator {
                 }
                 let truncated = halt_rx.borrow().clone();
                 let held = settle_caps(&*port, &caps, limits, &approved, &released, dry_run).await;
+                let batches = std::mem::take(&mut *journal.lock().unwrap_or_else(|e| e.into_inner()));
+                if !dry_run {
+                    write_journal(&*port, &run_id_j, batches, journal_retention).await;
+                }
                 for (shard, e) in failed {
                     results.push(ShardResult {
                         report: ShardReport::failed(shard, e),
@@ -646,6 +694,66 @@ impl Coordinator {
             }
             .instrument(span),
         )
+    }
+}
+
+/// Largest journal batch file; a shard's batch beyond it is split into
+/// numbered parts so every file stays a small inline filer entry.
+const JOURNAL_PART_BYTES: usize = 1 << 20;
+
+/// Writes the pass's journal, one batch per shard (split into parts past
+/// [`JOURNAL_PART_BYTES`]), then drops the day directories past
+/// `journal.retention`. A failed write is logged, never fails the pass: the
+/// deletes happened, and metrics and logs still record them.
+async fn write_journal(
+    port: &dyn ClusterPort,
+    run_id: &str,
+    batches: BTreeMap<u8, Vec<JournalEntry>>,
+    retention: Duration,
+) {
+    let now = crate::clock::wall_ns();
+    let day = journal::day_dir(now);
+    for (shard, entries) in batches {
+        let mut part = 0usize;
+        let mut buf: Vec<u8> = Vec::new();
+        let flush = async |buf: &mut Vec<u8>, part: usize| {
+            let base = journal::batch_name(run_id, shard);
+            let name = if part == 0 {
+                base
+            } else {
+                format!("{}.{part}.jsonl", base.trim_end_matches(".jsonl"))
+            };
+            if let Err(e) = port
+                .write_journal(&day, &name, std::mem::take(buf), now)
+                .await
+            {
+                tracing::error!(shard, error = %e, "writing the deletion journal failed");
+            }
+        };
+        for e in &entries {
+            let line = journal::encode_lines(std::slice::from_ref(e));
+            if !buf.is_empty() && buf.len() + line.len() > JOURNAL_PART_BYTES {
+                flush(&mut buf, part).await;
+                part += 1;
+            }
+            buf.extend_from_slice(&line);
+        }
+        if !buf.is_empty() {
+            flush(&mut buf, part).await;
+        }
+    }
+    if retention.is_zero() {
+        return;
+    }
+    match port.journal_days().await {
+        Ok(days) => {
+            for d in journal::expired_days(days.iter().map(String::as_str), now, retention) {
+                if let Err(e) = port.drop_journal_day(&d).await {
+                    tracing::warn!(day = d, error = %e, "removing an expired journal day failed");
+                }
+            }
+        }
+        Err(e) => tracing::warn!(error = %e, "listing the journal for retention failed"),
     }
 }
 

@@ -82,7 +82,12 @@ pub struct DeleteDispatcher<C: Send + 'static> {
     dry_run: bool,
     gate: Option<Gate<C>>,
     admit: Option<Gate<C>>,
+    record: Option<Record<C>>,
 }
+
+/// Told every call that was sent, once, with its final result (the
+/// deletion journal).
+pub type Record<C> = Arc<dyn Fn(&C, &CallResult) + Send + Sync>;
 
 impl<C: Send + Sync + 'static> DeleteDispatcher<C> {
     /// A dispatcher allowing `max_in_flight` concurrent calls.
@@ -101,7 +106,15 @@ impl<C: Send + Sync + 'static> DeleteDispatcher<C> {
             dry_run,
             gate: None,
             admit: None,
+            record: None,
         }
+    }
+
+    /// Calls `record` once per call that was sent (not dry runs, not
+    /// withdrawn or held calls), with its final result.
+    pub fn with_record(mut self, record: Record<C>) -> Self {
+        self.record = Some(record);
+        self
     }
 
     /// Asks `admit` exactly once per call, when it got its slot and the gate
@@ -143,6 +156,7 @@ impl<C: Send + Sync + 'static, T: Send + 'static> Handler<Dispatch<C, T>> for De
         let dry_run = self.dry_run;
         let gate = self.gate.clone();
         let admit = self.admit.clone();
+        let record = self.record.clone();
         // A Send future on the runtime's pool: I/O never blocks the arbiter.
         tokio::spawn(async move {
             let Dispatch {
@@ -174,6 +188,11 @@ impl<C: Send + Sync + 'static, T: Send + 'static> Handler<Dispatch<C, T>> for De
                     Duration::ZERO,
                 ),
             };
+            if attempts > 0
+                && let Some(r) = &record
+            {
+                r(&call, &result);
+            }
             crate::telemetry::record_outcome(&span, result.outcome.label());
             drop(span);
             let outcome = Outcome {

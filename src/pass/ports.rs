@@ -127,6 +127,26 @@ pub trait ClusterPort: Send + Sync + 'static {
         let _ = (record, now);
         async { Ok(()) }.boxed()
     }
+    /// Writes one journal batch (docs/filer-layout.md#journal).
+    fn write_journal(
+        &self,
+        day: &str,
+        name: &str,
+        content: Vec<u8>,
+        now: Nanos,
+    ) -> BoxFuture<'static, Result<(), String>> {
+        let _ = (day, name, content, now);
+        async { Ok(()) }.boxed()
+    }
+    /// The journal's day directories.
+    fn journal_days(&self) -> BoxFuture<'static, Result<Vec<String>, String>> {
+        async { Ok(Vec::new()) }.boxed()
+    }
+    /// Removes a journal day directory.
+    fn drop_journal_day(&self, day: &str) -> BoxFuture<'static, Result<(), String>> {
+        let _ = day;
+        async { Ok(()) }.boxed()
+    }
     /// The number of entries (objects, versions, markers, uploads) the
     /// walker lists in `bucket`: the size a deletion fraction is taken of.
     fn count_bucket(&self, bucket: &str) -> BoxFuture<'static, Result<u64, String>> {
@@ -365,6 +385,29 @@ impl ClusterPort for SeaweedCluster {
     fn rule_records(&self) -> BoxFuture<'static, Result<Vec<RuleRecord>, String>> {
         let store = self.controls.clone();
         async move { store.rule_records().await }.boxed()
+    }
+
+    fn write_journal(
+        &self,
+        day: &str,
+        name: &str,
+        content: Vec<u8>,
+        now: Nanos,
+    ) -> BoxFuture<'static, Result<(), String>> {
+        let store = self.controls.clone();
+        let (day, name) = (day.to_string(), name.to_string());
+        async move { store.write_journal(&day, &name, content, now).await }.boxed()
+    }
+
+    fn journal_days(&self) -> BoxFuture<'static, Result<Vec<String>, String>> {
+        let store = self.controls.clone();
+        async move { store.journal_days().await }.boxed()
+    }
+
+    fn drop_journal_day(&self, day: &str) -> BoxFuture<'static, Result<(), String>> {
+        let store = self.controls.clone();
+        let day = day.to_string();
+        async move { store.drop_journal_day(&day).await }.boxed()
     }
 
     fn put_rule_record(

@@ -26,6 +26,8 @@ pub const PAUSED_SUBDIR: &str = "paused";
 pub const APPROVED_SUBDIR: &str = "approved";
 /// The subdirectory of `cursor.dir` holding the hold files.
 pub const HELD_SUBDIR: &str = "held";
+/// The subdirectory of `cursor.dir` holding the deletion journal.
+pub const JOURNAL_SUBDIR: &str = "journal";
 /// The subdirectory of `cursor.dir` holding the rules files (grace).
 pub const RULES_SUBDIR: &str = "rules";
 
@@ -37,6 +39,7 @@ pub struct ControlStore {
     approved_dir: String,
     held_dir: String,
     rules_dir: String,
+    journal_dir: String,
 }
 
 impl ControlStore {
@@ -50,6 +53,7 @@ impl ControlStore {
             approved_dir: join_path(dir, APPROVED_SUBDIR),
             held_dir: join_path(dir, HELD_SUBDIR),
             rules_dir: join_path(dir, RULES_SUBDIR),
+            journal_dir: join_path(dir, JOURNAL_SUBDIR),
         }
     }
 
@@ -106,6 +110,71 @@ impl ControlStore {
             .create_entry(&self.rules_dir, entry, false)
             .await
             .map_err(|e| format!("recording the rules of bucket {}: {e}", record.bucket))
+    }
+
+    /// Writes one journal batch, `journal/<day>/<name>` (one file per pass
+    /// and shard, written once).
+    pub async fn write_journal(
+        &self,
+        day: &str,
+        name: &str,
+        content: Vec<u8>,
+        now: Nanos,
+    ) -> Result<(), String> {
+        let dir = join_path(&self.journal_dir, day);
+        let entry = pause_entry(name, content, now);
+        self.client
+            .create_entry(&dir, entry, false)
+            .await
+            .map_err(|e| format!("writing journal batch {dir}/{name}: {e}"))
+    }
+
+    /// The journal's day directories, oldest first.
+    pub async fn journal_days(&self) -> Result<Vec<String>, String> {
+        let entries: Vec<Entry> = self
+            .client
+            .list_all(&self.journal_dir, DEFAULT_PAGE)
+            .try_collect()
+            .await
+            .map_err(|e| format!("listing {}: {e}", self.journal_dir))?;
+        Ok(entries
+            .into_iter()
+            .filter(|e| e.is_directory)
+            .map(|e| e.name)
+            .collect())
+    }
+
+    /// Removes a day directory and its batches.
+    pub async fn drop_journal_day(&self, day: &str) -> Result<(), String> {
+        self.client
+            .delete_entry(&self.journal_dir, day, true)
+            .await
+            .map_err(|e| format!("removing journal day {}/{day}: {e}", self.journal_dir))
+    }
+
+    /// Every batch of a day directory: (path, content).
+    pub async fn journal_batches(&self, day: &str) -> Result<Vec<(String, Vec<u8>)>, String> {
+        let dir = join_path(&self.journal_dir, day);
+        let entries: Vec<Entry> = self
+            .client
+            .list_all(&dir, DEFAULT_PAGE)
+            .try_collect()
+            .await
+            .map_err(|e| format!("listing {dir}: {e}"))?;
+        let mut out = Vec::new();
+        for e in entries.into_iter().filter(|e| !e.is_directory) {
+            let path = join_path(&dir, &e.name);
+            // Small batches are inline; a large one is stored in chunks.
+            let content = if e.content.is_empty() && !e.chunks.is_empty() {
+                return Err(format!(
+                    "journal batch {path} is stored in chunks, which this reader does not fetch"
+                ));
+            } else {
+                e.content
+            };
+            out.push((path, content));
+        }
+        Ok(out)
     }
 
     /// Removes a hold.
