@@ -432,3 +432,74 @@ async fn journal_lists_exactly_the_deletes_a_pass_made() {
     let bad = run_raw(&["journal", "--since", "yesterday"], &env).await;
     assert_eq!(bad.code, 2, "{}", bad.describe());
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn explain_gives_the_due_time_and_rule_of_a_match_and_the_reason_of_each_non_match() {
+    let c = cluster();
+    let s3 = c.s3_client();
+    let b = c.new_bucket("explain").await.unwrap();
+    let rules = format!(
+        "{}<Rule><ID>tmp-tag</ID><Status>Enabled</Status><Filter><Tag><Key>class</Key><Value>tmp</Value></Tag></Filter>\
+         <Expiration><Days>1</Days></Expiration></Rule>\
+         <Rule><ID>big</ID><Status>Enabled</Status><Filter><ObjectSizeGreaterThan>100</ObjectSizeGreaterThan></Filter>\
+         <Expiration><Days>1</Days></Expiration></Rule>",
+        days_rule("logs", "logs/", 3)
+    );
+    c.put_lifecycle_xml(&b, &lifecycle(&rules)).await.unwrap();
+    put(&s3, &b, "logs/a.txt", b"hello", Some("class=keep")).await;
+    let scope = Scope::new(&[&b]);
+    let env = serve_env(&scope);
+    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+    let out = run_raw(&["explain", &b, "logs/a.txt"], &env).await;
+    assert_eq!(out.code, 0, "{}", out.describe());
+    println!("$ s3-lifecycled explain {b} logs/a.txt\n{}", out.stdout);
+    // The due time: mtime + 3 days of 10 s, no rounding (SHORT_DAY).
+    let entry = c
+        .lookup_entry(&format!("/buckets/{b}/logs"), "a.txt")
+        .await
+        .unwrap()
+        .unwrap();
+    let a = entry.attributes.unwrap();
+    let due = a.mtime * SEC_NS + i64::from(a.mtime_ns) + 30 * SEC_NS;
+    let t = &out.stdout;
+    assert!(t.contains("rule logs: matches\n"), "{t}");
+    assert!(
+        t.contains(&format!(
+            "  expiration_days: due {} (mtime + 3 days)",
+            rfc3339(due)
+        )),
+        "{t}"
+    );
+    assert!(
+        t.contains("rule tmp-tag: does not match: tag: object's tag \"class\" is \"keep\", rule wants \"tmp\""),
+        "{t}"
+    );
+    assert!(
+        t.contains(
+            "rule big: does not match: size: 5 bytes is not greater than ObjectSizeGreaterThan 100"
+        ),
+        "{t}"
+    );
+    put(&s3, &b, "img/b.png", b"x", None).await;
+    let out = run_raw(&["explain", &b, "img/b.png"], &env).await;
+    assert!(
+        out.stdout.contains(
+            "rule logs: does not match: prefix: key \"img/b.png\" does not start with \"logs/\""
+        ),
+        "{}",
+        out.describe()
+    );
+    assert!(
+        out.stdout
+            .contains("rule tmp-tag: does not match: tag: object has no tag \"class\""),
+        "{}",
+        out.stdout
+    );
+    let missing = run_raw(&["explain", &b, "nope"], &env).await;
+    assert_eq!(missing.code, 1, "{}", missing.describe());
+    assert!(
+        missing.stderr.contains("not found"),
+        "{}",
+        missing.describe()
+    );
+}

@@ -136,3 +136,134 @@ fn line(e: &JournalEntry) -> String {
         e.run_id
     )
 }
+
+/// `s3-lifecycled explain`.
+#[derive(Debug, Clone, Args)]
+pub struct ExplainArgs {
+    /// Configuration file (`cluster.filer`, `cursor.dir`, `time.*`).
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    /// Filer gRPC address (overrides `cluster.filer`).
+    #[arg(long, value_name = "HOST:PORT")]
+    pub filer: Option<String>,
+    /// The bucket.
+    pub bucket: String,
+    /// The object key (its current version).
+    pub key: String,
+}
+
+/// Runs `explain`; returns the exit code.
+pub fn run_explain(args: &ExplainArgs) -> i32 {
+    if let Err(e) = crate::engine::safety::check_bucket_name(&args.bucket) {
+        eprintln!("error: {e}");
+        return EXIT_USAGE;
+    }
+    let mut s = match Settings::load(args.config.as_deref(), std::env::vars()) {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return EXIT_USAGE;
+        }
+    };
+    if let Some(f) = &args.filer {
+        s.cluster.filer = f.clone();
+    }
+    let rt = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("error: cannot start the async runtime: {e}");
+            return EXIT_ERROR;
+        }
+    };
+    match rt.block_on(explain(&s, &args.bucket, &args.key)) {
+        Ok(text) => {
+            print!("{text}");
+            EXIT_OK
+        }
+        Err(e) => {
+            eprintln!("error: {e}");
+            EXIT_ERROR
+        }
+    }
+}
+
+async fn explain(s: &Settings, bucket: &str, key: &str) -> Result<String, String> {
+    use crate::seaweed::filer::{join_path, split_path};
+    let client = FilerClient::connect(&s.cluster.filer)
+        .await
+        .map_err(|e| format!("filer {}: {e}", s.cluster.filer))?;
+    let root = if s.cluster.buckets_root.is_empty() {
+        client.buckets_root().await.map_err(|e| e.to_string())?
+    } else {
+        s.cluster.buckets_root.trim_end_matches('/').to_string()
+    };
+    let bentry = client
+        .lookup(&root, bucket)
+        .await
+        .map_err(|e| e.to_string())?
+        .ok_or_else(|| format!("bucket {bucket} does not exist under {root}"))?;
+    let info = crate::seaweed::buckets::bucket_info(&bentry)
+        .map_err(|e| format!("bucket {bucket}: {}", e.reason))?;
+    let (dir, name) = split_path(&join_path(&join_path(&root, bucket), key));
+    let entry = client
+        .lookup(&dir, &name)
+        .await
+        .map_err(|e| e.to_string())?
+        .ok_or_else(|| format!("object {bucket}/{key} not found (looked up {dir}/{name})"))?;
+    let attrs = entry.attributes.clone().unwrap_or_default();
+    let mtime = attrs.mtime * 1_000_000_000 + i64::from(attrs.mtime_ns);
+    let size = i64::try_from(attrs.file_size).unwrap_or(i64::MAX);
+    let tags = crate::engine::filter::tags_of(&entry);
+    let time = s.time.time_config();
+    let verdicts = crate::engine::explain::explain(&info.rules, key, size, &tags, mtime, &time);
+    let mut out = format!(
+        "object {bucket}/{key}: {size} bytes, mtime {}, tags {tags:?}\n",
+        format_time(mtime)
+    );
+    if info.rules.is_empty() {
+        out.push_str("the bucket has no lifecycle rules\n");
+    }
+    for v in &verdicts {
+        let id = if v.rule_id.is_empty() {
+            format!("#{}", v.position)
+        } else {
+            v.rule_id.clone()
+        };
+        if v.matches {
+            out.push_str(&format!("rule {id}: matches\n"));
+            for a in &v.actions {
+                match a.due_ns {
+                    Some(t) => out.push_str(&format!(
+                        "  {}: due {} ({})\n",
+                        a.kind,
+                        format_time(t),
+                        a.note
+                    )),
+                    None => out.push_str(&format!("  {}: {}\n", a.kind, a.note)),
+                }
+            }
+        } else {
+            out.push_str(&format!(
+                "rule {id}: does not match: {}\n",
+                v.reasons.join("; ")
+            ));
+        }
+    }
+    let filter = JournalFilter {
+        bucket: Some(bucket.to_string()),
+        key_prefix: Some(key.to_string()),
+        since_ns: None,
+    };
+    let last = read(s, &filter)
+        .await
+        .map(|es| es.into_iter().rfind(|e| e.key == key));
+    match last {
+        Ok(Some(e)) => out.push_str(&format!("last decision: {}\n", line(&e))),
+        Ok(None) => out.push_str("last decision: no delete of it in the journal\n"),
+        Err(e) => out.push_str(&format!("last decision: journal unreadable ({e})\n")),
+    }
+    Ok(out)
+}

@@ -64,6 +64,9 @@ pub enum Command {
     /// What the service deleted, when and under which rule (the deletion
     /// journal in the filer): `--bucket`, `--key-prefix`, `--since`, `--json`.
     Journal(journal_cmd::JournalArgs),
+    /// Which rules match an object and why the others do not, its due time
+    /// per action, and the last delete of it in the journal (reads the filer).
+    Explain(journal_cmd::ExplainArgs),
     /// Inspect, reset or migrate (from the Go worker) the per-shard cursors.
     Cursor {
         /// What to do with cursors.
@@ -125,6 +128,7 @@ pub fn main() -> i32 {
         Command::Resume(args) => admin_client::run_resume(&args),
         Command::Approve(args) => admin_client::run_approve(&args),
         Command::Journal(args) => journal_cmd::run(&args),
+        Command::Explain(args) => journal_cmd::run_explain(&args),
         Command::Cursor { command } => cursor_cmd::run(command),
     }
 }

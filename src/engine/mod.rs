@@ -13,6 +13,7 @@ pub mod compile;
 pub mod cursor;
 pub mod delete;
 pub mod evaluate;
+pub mod explain;
 pub mod filter;
 pub mod hashes;
 pub mod identity;
