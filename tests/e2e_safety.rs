@@ -503,3 +503,87 @@ async fn explain_gives_the_due_time_and_rule_of_a_match_and_the_reason_of_each_n
         missing.describe()
     );
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn rules_preview_counts_per_rule_and_day_and_writes_nothing() {
+    let c = cluster();
+    let s3 = c.s3_client();
+    let b = c.new_bucket("preview").await.unwrap();
+    c.put_objects_bulk(&b, &keys("old/", 4), b"hello")
+        .await
+        .unwrap();
+    c.put_objects_bulk(&b, &keys("new/", 2), b"abc")
+        .await
+        .unwrap();
+    c.put_objects_bulk(&b, &keys("keep/", 3), b"z")
+        .await
+        .unwrap();
+    let t0 = now_ns();
+    let dir = TmpDir::new("preview");
+    let doc = dir.path().join("lifecycle.xml");
+    std::fs::write(
+        &doc,
+        lifecycle(&format!(
+            "{}{}",
+            days_rule("old", "old/", 1),
+            days_rule("new", "new/", 3)
+        )),
+    )
+    .unwrap();
+    let scope = Scope::new(&[&b]);
+    let env = serve_env(&scope);
+    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+    let keys_before = list_keys(&s3, &b).await;
+    let bucket_before = c.lookup_entry("/buckets", &b).await.unwrap();
+    // 10 s days: "old/" is due 10 s after its write, "new/" 30 s after.
+    let at = rfc3339(t0 + 15 * SEC_NS);
+    let doc_s = doc.to_string_lossy().to_string();
+    let args = [
+        "rules",
+        "preview",
+        doc_s.as_str(),
+        "--bucket",
+        b.as_str(),
+        "--at",
+        at.as_str(),
+        "--days",
+        "5",
+    ];
+    let text = run_raw(&args, &env).await;
+    assert_eq!(text.code, 0, "{}", text.describe());
+    println!(
+        "$ s3-lifecycled rules preview lifecycle.xml --bucket {b} --at {at} --days 5\n{}",
+        text.stdout
+    );
+    let mut jargs = args.to_vec();
+    jargs.push("--json");
+    let out = run_raw(&jargs, &env).await;
+    assert_eq!(out.code, 0, "{}", out.describe());
+    let j: serde_json::Value = serde_json::from_str(&out.stdout).unwrap();
+    assert_eq!(j["at"]["objects"], 4, "{j}");
+    assert_eq!(j["at"]["bytes"], 20, "{j}");
+    assert_eq!(j["per_rule"]["old"]["objects"], 4, "{j}");
+    assert_eq!(j["per_rule"].get("new"), None, "{j}");
+    assert_eq!(j["per_day"][0]["objects"], 0, "{j}");
+    assert_eq!(j["per_day"][1]["objects"], 2, "{j}");
+    assert_eq!(j["per_day"][1]["bytes"], 6, "{j}");
+    let later: u64 = (2..5)
+        .map(|d| j["per_day"][d]["objects"].as_u64().unwrap())
+        .sum();
+    assert_eq!(later, 0, "{j}");
+    assert_eq!(j["sample"].as_array().unwrap().len(), 4, "{j}");
+    // Read-only: the bucket, its entry (no lifecycle document) and the
+    // service's state directory are as they were.
+    assert_eq!(list_keys(&s3, &b).await, keys_before);
+    assert_eq!(c.lookup_entry("/buckets", &b).await.unwrap(), bucket_before);
+    let (parent, name) = scope.cursor_dir.rsplit_once('/').unwrap();
+    assert!(c.lookup_entry(parent, name).await.unwrap().is_none());
+    // An invalid document is refused with exit 2.
+    std::fs::write(
+        &doc,
+        b"<LifecycleConfiguration><Rule></Rule></LifecycleConfiguration>",
+    )
+    .unwrap();
+    let bad = run_raw(&args, &env).await;
+    assert_eq!(bad.code, 2, "{}", bad.describe());
+}

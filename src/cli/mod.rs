@@ -12,6 +12,7 @@ pub mod admin_client;
 pub mod cursor_cmd;
 pub mod journal_cmd;
 pub mod rules_check;
+pub mod rules_preview;
 pub mod run_once;
 pub mod serve;
 
@@ -84,6 +85,10 @@ pub enum RulesCommand {
         /// The XML file; `-` reads standard input.
         file: PathBuf,
     },
+    /// Evaluate a document that is not installed against a bucket's current
+    /// contents: what it would delete at `--at` (default now), per rule, and
+    /// per day for the next `--days`. Read-only.
+    Preview(rules_preview::PreviewArgs),
 }
 
 /// The actix System on a multi-thread tokio runtime (actors on the System
@@ -120,6 +125,9 @@ pub fn main() -> i32 {
         Command::Rules {
             command: RulesCommand::Check { file },
         } => rules_check::run(&file),
+        Command::Rules {
+            command: RulesCommand::Preview(args),
+        } => rules_preview::run(&args),
         Command::RunOnce(args) => run_once::run(args),
         Command::Serve(args) => serve::run(args),
         Command::Trigger(args) => admin_client::run_trigger(&args),

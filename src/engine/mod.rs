@@ -20,6 +20,7 @@ pub mod identity;
 pub mod journal;
 pub mod keys;
 pub mod lock;
+pub mod preview;
 pub mod progress;
 pub mod route;
 pub mod rule_hash;
