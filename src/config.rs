@@ -59,6 +59,54 @@ pub struct Settings {
     pub telemetry: TelemetrySettings,
     /// gRPC client TLS towards the cluster (docs/tls.md).
     pub tls: TlsSettings,
+    /// Safety rails: deletion caps (ops/runbook.md (f)).
+    pub safety: SafetySettings,
+    /// The deletion journal in the filer.
+    pub journal: JournalSettings,
+}
+
+/// `[journal]`
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(default, deny_unknown_fields)]
+pub struct JournalSettings {
+    /// Day directories of the journal older than this are removed after
+    /// each pass; 0 = keep forever.
+    #[serde(deserialize_with = "de_duration")]
+    pub retention: Duration,
+}
+
+impl Default for JournalSettings {
+    fn default() -> Self {
+        JournalSettings {
+            retention: Duration::from_secs(30 * 86_400),
+        }
+    }
+}
+
+/// `[safety]`
+#[derive(Debug, Clone, Deserialize, PartialEq, Default)]
+#[serde(default, deny_unknown_fields)]
+pub struct SafetySettings {
+    /// Deletes sent per bucket in one pass; past it the bucket is held
+    /// (its remaining matches stay pending) until `approve`. 0 = no cap.
+    pub max_deletes_per_bucket: u64,
+    /// Fraction (0..1) of a bucket's entries one pass may delete; needs one
+    /// count (listing) of every enforced bucket per pass. 0 = no cap.
+    pub max_delete_fraction: f64,
+    /// For this long after a bucket's lifecycle document changes, the bucket
+    /// is evaluated dry (nothing sent, its matches pending); 0 = off.
+    #[serde(deserialize_with = "de_duration")]
+    pub rule_change_grace: Duration,
+}
+
+impl SafetySettings {
+    /// The caps as the pure core takes them.
+    pub fn cap_limits(&self) -> crate::engine::safety::CapLimits {
+        crate::engine::safety::CapLimits {
+            max_deletes: self.max_deletes_per_bucket,
+            max_fraction: self.max_delete_fraction,
+        }
+    }
 }
 
 /// `[tls]`: mutual TLS towards the filer and the S3 gateway. Empty `ca` =
@@ -525,6 +573,15 @@ impl Settings {
                     format!("must be 0 (unlimited) or a positive number, got {v}"),
                 ));
             }
+        }
+        let f = self.safety.max_delete_fraction;
+        if !f.is_finite() || !(0.0..=1.0).contains(&f) {
+            return Err(invalid(
+                "safety.max_delete_fraction",
+                format!(
+                    "must be 0 (off) or a fraction of a bucket such as 0.1 (at most 1), got {f}"
+                ),
+            ));
         }
         if self.rate.workers == 0 {
             return Err(invalid("rate.workers", "must be at least 1"));

@@ -28,6 +28,8 @@
 //! | `s3_lifecycled_matches_total` | counter | kind, decision | [`Metrics::matched`] |
 //! | `s3_lifecycled_check_verdicts_total` | counter | bucket, kind, verdict | [`Metrics::check_verdict`] |
 //! | `s3_lifecycled_bucket_config_errors` | gauge 0/1 | bucket | [`Metrics::bucket_config_error`] |
+//! | `s3_lifecycled_bucket_paused` | gauge 1 | bucket | [`Metrics::paused_buckets`] |
+//! | `s3_lifecycled_bucket_held` | gauge | bucket | [`Metrics::held_buckets`] |
 //! | `s3_lifecycled_entries_skipped_no_mtime_total` | counter | shard | [`Metrics::skipped_no_mtime`] |
 //!
 //! The design's three per-run metrics (docs/go-cursor.md#go-metrics:
@@ -169,6 +171,8 @@ pub struct Metrics {
     checks: Family<CheckLabels, Counter>,
     bucket_config_errors: Family<BucketLabels, Gauge>,
     skipped_no_mtime: Family<ShardLabels, Counter>,
+    bucket_paused: Family<BucketLabels, Gauge>,
+    bucket_held: Family<BucketLabels, Gauge>,
 }
 
 impl std::fmt::Debug for Metrics {
@@ -313,6 +317,18 @@ impl Metrics {
             "Objects, versions and uploads skipped (never deleted) because they have no real mtime",
             skipped_no_mtime.clone(),
         );
+        let bucket_paused = Family::default();
+        r.register(
+            own("bucket_paused"),
+            "1 while an operator has paused the bucket (`s3-lifecycled pause`): passes leave it alone",
+            bucket_paused.clone(),
+        );
+        let bucket_held = Family::default();
+        r.register(
+            own("bucket_held"),
+            "Deletes the safety cap held in the bucket in the last pass (pending until `s3-lifecycled approve`); no series when none",
+            bucket_held.clone(),
+        );
 
         Metrics {
             registry: Arc::new(r),
@@ -336,6 +352,8 @@ impl Metrics {
             checks,
             bucket_config_errors,
             skipped_no_mtime,
+            bucket_paused,
+            bucket_held,
         }
     }
 
@@ -507,6 +525,33 @@ impl Metrics {
             self.bucket_config_errors.get_or_create(&labels).set(1);
         } else {
             self.bucket_config_errors.remove(&labels);
+        }
+    }
+
+    /// The paused buckets are exactly `buckets`: their series are 1, every
+    /// other bucket's series is removed (a resumed bucket's series goes away
+    /// rather than turning 0, so the label set does not grow without bound).
+    pub fn paused_buckets<'a>(&self, buckets: impl IntoIterator<Item = &'a str>) {
+        self.bucket_paused.clear();
+        for b in buckets {
+            self.bucket_paused
+                .get_or_create(&BucketLabels {
+                    bucket: b.to_string(),
+                })
+                .set(1);
+        }
+    }
+
+    /// The buckets the last pass held, with the deletes held in each
+    /// (would delete − cap); every other bucket's series is removed.
+    pub fn held_buckets<'a>(&self, held: impl IntoIterator<Item = (&'a str, u64)>) {
+        self.bucket_held.clear();
+        for (b, n) in held {
+            self.bucket_held
+                .get_or_create(&BucketLabels {
+                    bucket: b.to_string(),
+                })
+                .set(i64::try_from(n).unwrap_or(i64::MAX));
         }
     }
 

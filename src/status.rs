@@ -324,6 +324,10 @@ pub struct BucketSummary {
     /// epoch; 0 = cold (no cursor yet).
     #[serde(default)]
     pub cursor_ts_ns: i64,
+    /// Why a safety rail held the bucket's deletes in the pass
+    /// (`safety cap: would delete X of Y (Z%)…`), if one did.
+    #[serde(default)]
+    pub held_reason: Option<String>,
 }
 
 /// A pass in progress.
@@ -369,6 +373,24 @@ pub struct StatusSnapshot {
     pub current_pass: Option<PassProgress>,
     /// The last finished pass.
     pub last_pass: Option<PassSummary>,
+    /// Buckets an operator paused, as last read from the filer (at service
+    /// start, at each pass start, and at each pause/resume through this
+    /// instance).
+    #[serde(default)]
+    pub paused: Vec<PausedBucket>,
+}
+
+/// A paused bucket (`s3-lifecycled pause`): passes leave it alone and its
+/// matches stay pending until `resume`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PausedBucket {
+    /// Bucket name.
+    pub bucket: String,
+    /// When it was paused, ns since epoch.
+    pub paused_ns: i64,
+    /// The operator's note; may be empty.
+    #[serde(default)]
+    pub reason: String,
 }
 
 /// `ns` since epoch as RFC 3339 UTC (seconds precision); `—` for 0.

@@ -159,6 +159,7 @@ fn snapshot() -> StatusSnapshot {
             ],
         }),
         last_pass: None,
+        paused: Vec::new(),
     }
 }
 
@@ -208,6 +209,7 @@ fn last_pass() -> PassSummary {
                 config_error: None,
                 halt_reason: Some("RETRY_LATER logs/b.bin: volume read-only".into()),
                 cursor_ts_ns: T0 + 90 * SEC,
+                held_reason: None,
             },
             BucketSummary {
                 bucket: "broken".into(),

@@ -66,6 +66,7 @@ fn snapshot() -> StatusSnapshot {
                 },
             ],
         }),
+        paused: Vec::new(),
     }
 }
 

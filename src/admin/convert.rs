@@ -92,6 +92,15 @@ pub fn status_response(s: &StatusSnapshot) -> pb::GetStatusResponse {
         state: service_state(s.service_state) as i32,
         current_pass: s.current_pass.as_ref().map(pass_progress),
         next_pass_ns: s.next_pass_ns,
+        paused: s
+            .paused
+            .iter()
+            .map(|p| pb::PausedBucket {
+                bucket: p.bucket.clone(),
+                paused_ns: p.paused_ns,
+                reason: p.reason.clone(),
+            })
+            .collect(),
     }
 }
 
@@ -141,6 +150,7 @@ pub fn bucket_run(b: &BucketSummary, pass_finish_ns: i64) -> pb::BucketRun {
         cursor_lag_ns: cursor_lag_ns(finish, b.cursor_ts_ns),
         last_walk_ns: b.last_walked_ns,
         config_error: b.config_error.clone(),
+        held_reason: b.held_reason.clone(),
     }
 }
 

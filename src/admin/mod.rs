@@ -20,6 +20,7 @@ use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::Arc;
 
+use futures::FutureExt as _;
 use futures::future::BoxFuture;
 use tokio::net::TcpListener;
 use tonic::server::NamedService;
@@ -99,6 +100,36 @@ pub trait AdminBackend: Send + Sync + 'static {
     fn status(&self) -> BoxFuture<'static, Result<StatusSnapshot, AdminError>>;
     /// The last finished pass, if any finished since the process started.
     fn last_run(&self) -> BoxFuture<'static, Result<Option<PassSummary>, AdminError>>;
+    /// Pauses `bucket` (already checked to be a bucket name); answers when,
+    /// ns since epoch. Backends without pauses keep the default refusal.
+    fn pause(&self, bucket: String, reason: String) -> BoxFuture<'static, Result<i64, AdminError>> {
+        let _ = (bucket, reason);
+        async { Err(AdminError::FailedPrecondition(NO_PAUSES.into())) }.boxed()
+    }
+    /// Resumes `bucket`; `Ok(false)` when it was not paused.
+    fn resume(&self, bucket: String) -> BoxFuture<'static, Result<bool, AdminError>> {
+        let _ = bucket;
+        async { Err(AdminError::FailedPrecondition(NO_PAUSES.into())) }.boxed()
+    }
+    /// Approves `bucket`'s held work for the next pass; answers when.
+    fn approve(&self, bucket: String) -> BoxFuture<'static, Result<i64, AdminError>> {
+        let _ = bucket;
+        async { Err(no_approvals()) }.boxed()
+    }
+}
+
+/// What [`AdminBackend::approve`] answers by default.
+fn no_approvals() -> AdminError {
+    AdminError::FailedPrecondition("this server keeps no approvals".into())
+}
+
+const NO_PAUSES: &str = "this server keeps no bucket pauses";
+
+/// Checks the `bucket` field of a pause or resume request.
+pub fn validate_bucket(bucket: &str) -> Result<String, AdminError> {
+    crate::engine::safety::check_bucket_name(bucket)
+        .map(|()| bucket.to_string())
+        .map_err(|e| AdminError::InvalidArgument(format!("bucket: {e}")))
 }
 
 /// Validates a `TriggerRunRequest`: every shard `< 16` and `now`, when given,
@@ -188,6 +219,34 @@ impl LifecycledAdmin for AdminService {
                 "no pass has finished since the service started",
             )),
         }
+    }
+
+    async fn pause_bucket(
+        &self,
+        request: Request<pb::PauseBucketRequest>,
+    ) -> Result<Response<pb::PauseBucketResponse>, Status> {
+        let r = request.into_inner();
+        let bucket = validate_bucket(&r.bucket)?;
+        let paused_ns = self.backend.pause(bucket, r.reason).await?;
+        Ok(Response::new(pb::PauseBucketResponse { paused_ns }))
+    }
+
+    async fn resume_bucket(
+        &self,
+        request: Request<pb::ResumeBucketRequest>,
+    ) -> Result<Response<pb::ResumeBucketResponse>, Status> {
+        let bucket = validate_bucket(&request.get_ref().bucket)?;
+        let was_paused = self.backend.resume(bucket).await?;
+        Ok(Response::new(pb::ResumeBucketResponse { was_paused }))
+    }
+
+    async fn approve_bucket(
+        &self,
+        request: Request<pb::ApproveBucketRequest>,
+    ) -> Result<Response<pb::ApproveBucketResponse>, Status> {
+        let bucket = validate_bucket(&request.get_ref().bucket)?;
+        let approved_ns = self.backend.approve(bucket).await?;
+        Ok(Response::new(pb::ApproveBucketResponse { approved_ns }))
     }
 }
 

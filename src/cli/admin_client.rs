@@ -82,6 +82,39 @@ pub struct StatusArgs {
     pub json: bool,
 }
 
+/// `s3-lifecycled pause`.
+#[derive(Debug, Clone, Args)]
+pub struct PauseArgs {
+    /// Where the service is.
+    #[command(flatten)]
+    pub address: AdminAddress,
+    /// The bucket to leave alone from the next pass on.
+    pub bucket: String,
+    /// A note kept with the pause and shown on the status page.
+    #[arg(long, default_value = "")]
+    pub reason: String,
+}
+
+/// `s3-lifecycled resume`.
+#[derive(Debug, Clone, Args)]
+pub struct ResumeArgs {
+    /// Where the service is.
+    #[command(flatten)]
+    pub address: AdminAddress,
+    /// The paused bucket.
+    pub bucket: String,
+}
+
+/// `s3-lifecycled approve`.
+#[derive(Debug, Clone, Args)]
+pub struct ApproveArgs {
+    /// Where the service is.
+    #[command(flatten)]
+    pub address: AdminAddress,
+    /// The held bucket whose work the next pass may do, uncapped, once.
+    pub bucket: String,
+}
+
 /// A failure, with the exit code it maps to.
 struct Failure {
     code: i32,
@@ -113,6 +146,93 @@ pub fn run_trigger(args: &TriggerArgs) -> i32 {
 /// Runs `status`; returns the exit code.
 pub fn run_status(args: &StatusArgs) -> i32 {
     finish(status(args))
+}
+
+/// Runs `pause`; returns the exit code.
+pub fn run_pause(args: &PauseArgs) -> i32 {
+    finish(pause(args))
+}
+
+/// Runs `resume`; returns the exit code.
+pub fn run_resume(args: &ResumeArgs) -> i32 {
+    finish(resume(args))
+}
+
+/// Runs `approve`; returns the exit code.
+pub fn run_approve(args: &ApproveArgs) -> i32 {
+    finish(approve(args))
+}
+
+fn approve(args: &ApproveArgs) -> Result<(), Failure> {
+    crate::engine::safety::check_bucket_name(&args.bucket).map_err(usage)?;
+    let (addr, token) = resolve_address(&args.address)?;
+    let req = pb::ApproveBucketRequest {
+        bucket: args.bucket.clone(),
+    };
+    let resp = runtime()?.block_on(async {
+        let mut client = connect(&addr, token).await?;
+        client
+            .approve_bucket(req)
+            .await
+            .map(tonic::Response::into_inner)
+            .map_err(|st| server_error(&addr, "ApproveBucket", &st))
+    })?;
+    println!(
+        "bucket {} approved at {}: the next pass does not cap it (once)",
+        args.bucket,
+        format_time(resp.approved_ns)
+    );
+    Ok(())
+}
+
+fn pause(args: &PauseArgs) -> Result<(), Failure> {
+    crate::engine::safety::check_bucket_name(&args.bucket).map_err(usage)?;
+    let (addr, token) = resolve_address(&args.address)?;
+    let req = pb::PauseBucketRequest {
+        bucket: args.bucket.clone(),
+        reason: args.reason.clone(),
+    };
+    let resp = runtime()?.block_on(async {
+        let mut client = connect(&addr, token).await?;
+        client
+            .pause_bucket(req)
+            .await
+            .map(tonic::Response::into_inner)
+            .map_err(|st| server_error(&addr, "PauseBucket", &st))
+    })?;
+    println!(
+        "bucket {} paused at {}: passes leave it alone from the next one on (a running pass \
+         finishes as it started); its matches stay pending until `s3-lifecycled resume {}`",
+        args.bucket,
+        format_time(resp.paused_ns),
+        args.bucket
+    );
+    Ok(())
+}
+
+fn resume(args: &ResumeArgs) -> Result<(), Failure> {
+    crate::engine::safety::check_bucket_name(&args.bucket).map_err(usage)?;
+    let (addr, token) = resolve_address(&args.address)?;
+    let req = pb::ResumeBucketRequest {
+        bucket: args.bucket.clone(),
+    };
+    let resp = runtime()?.block_on(async {
+        let mut client = connect(&addr, token).await?;
+        client
+            .resume_bucket(req)
+            .await
+            .map(tonic::Response::into_inner)
+            .map_err(|st| server_error(&addr, "ResumeBucket", &st))
+    })?;
+    if resp.was_paused {
+        println!(
+            "bucket {} resumed: the next pass sends its pending deletes",
+            args.bucket
+        );
+    } else {
+        println!("bucket {} was not paused; nothing changed", args.bucket);
+    }
+    Ok(())
 }
 
 /// The admin address and the token to send: flags first, else the
@@ -389,6 +509,11 @@ fn status_json(s: &pb::GetStatusResponse) -> Value {
     json!({
         "state": state_str(s.state),
         "next_pass_ns": s.next_pass_ns,
+        "paused": s.paused.iter().map(|p| json!({
+            "bucket": p.bucket,
+            "paused_ns": p.paused_ns,
+            "reason": p.reason,
+        })).collect::<Vec<_>>(),
         "current_pass": s.current_pass.as_ref().map(|p| json!({
             "run_id": p.run_id,
             "start_ns": p.start_ns,
@@ -444,6 +569,7 @@ fn last_run_json(r: &pb::GetLastRunResponse) -> Value {
             "cursor_lag_ns": b.cursor_lag_ns,
             "last_walk_ns": b.last_walk_ns,
             "config_error": b.config_error,
+            "held_reason": b.held_reason,
         })).collect::<Vec<_>>(),
     })
 }
@@ -470,6 +596,18 @@ fn status_text(s: &pb::GetStatusResponse, now: i64) -> String {
     let mut out = format!("state: {}\n", state_str(s.state));
     if let Some(next) = s.next_pass_ns {
         out.push_str(&format!("next pass: {}\n", format_time(next)));
+    }
+    for p in &s.paused {
+        out.push_str(&format!(
+            "paused: {} since {}{}\n",
+            p.bucket,
+            format_time(p.paused_ns),
+            if p.reason.is_empty() {
+                String::new()
+            } else {
+                format!(" ({})", p.reason)
+            }
+        ));
     }
     match &s.current_pass {
         None => out.push_str("current pass: none\n"),
@@ -568,6 +706,9 @@ fn last_run_text(r: &pb::GetLastRunResponse) -> String {
         // Free text goes last and quoted, so `key=value` parsing of the rest holds.
         if let Some(h) = &b.halt_reason {
             out.push_str(&format!(" halt={h:?}"));
+        }
+        if let Some(h) = &b.held_reason {
+            out.push_str(&format!(" held={h:?}"));
         }
         if let Some(e) = &b.config_error {
             out.push_str(&format!(" config_error={e:?}"));
@@ -673,8 +814,17 @@ mod tests {
                     ..Default::default()
                 }],
             }),
+            paused: vec![pb::PausedBucket {
+                bucket: "logs".into(),
+                paused_ns: T0,
+                reason: "typo".into(),
+            }],
         };
         let t = status_text(&s, T0);
+        assert!(
+            t.contains("paused: logs since 2026-01-02T03:04:05Z (typo)\n"),
+            "{t}"
+        );
         assert!(
             t.starts_with("state: running\nnext pass: 2026-01-02T03:04:05Z\n"),
             "{t}"
@@ -691,6 +841,7 @@ mod tests {
         assert_eq!(j["state"], "running");
         assert_eq!(j["current_pass"]["shards"][0]["phase"], "replaying");
         assert_eq!(j["current_pass"]["shards"][0]["halt_reason"], Value::Null);
+        assert_eq!(j["paused"][0]["bucket"], "logs");
     }
 
     #[test]

@@ -13,7 +13,6 @@ use crate::pass::migrate::import_go;
 use crate::pass::plan::PassPlan;
 use crate::seaweed::buckets::list_bucket_configs;
 use crate::seaweed::cursor::CursorStore;
-use crate::seaweed::filer::FilerClient;
 use crate::seaweed::retention;
 
 /// Where the cursors are.
@@ -121,22 +120,7 @@ async fn run_async(
     shards: Vec<u8>,
     tls: Option<crate::seaweed::tls::ClientTls>,
 ) -> Result<(), String> {
-    // The first filer that answers (several filers share their stores'
-    // contents; docs/meta-log.md#several-filers).
-    let options = crate::seaweed::endpoint::EndpointOptions::seaweed().tls(tls);
-    let members = crate::seaweed::discovery::resolve(&s.cluster).await?;
-    let mut errors = Vec::new();
-    let mut client = None;
-    for addr in &members.filers {
-        match FilerClient::connect_with(addr, &options).await {
-            Ok(c) => {
-                client = Some(c);
-                break;
-            }
-            Err(e) => errors.push(e.to_string()),
-        }
-    }
-    let client = client.ok_or_else(|| errors.join("; "))?;
+    let client = crate::cli::first_filer_with(&s, tls).await?;
     let store = CursorStore::new(client.clone(), &s.cursor.dir);
     match cmd {
         CursorCommand::Show { go, .. } => {

@@ -11,7 +11,9 @@ use clap::{Parser, Subcommand};
 
 pub mod admin_client;
 pub mod cursor_cmd;
+pub mod journal_cmd;
 pub mod rules_check;
+pub mod rules_preview;
 pub mod run_once;
 pub mod serve;
 pub mod tls;
@@ -66,6 +68,20 @@ pub enum Command {
     Trigger(admin_client::TriggerArgs),
     /// Show a running service's state and current pass, or `--last` pass.
     Status(admin_client::StatusArgs),
+    /// Pause a bucket (admin API): from the next pass on every instance
+    /// leaves it alone, its matches pending, until `resume`. Kept in the filer.
+    Pause(admin_client::PauseArgs),
+    /// End a bucket's pause (admin API): the next pass sends its pending deletes.
+    Resume(admin_client::ResumeArgs),
+    /// Let a bucket held by the deletion cap through on the next pass, once
+    /// (admin API; kept in the filer until that pass used it).
+    Approve(admin_client::ApproveArgs),
+    /// What the service deleted, when and under which rule (the deletion
+    /// journal in the filer): `--bucket`, `--key-prefix`, `--since`, `--json`.
+    Journal(journal_cmd::JournalArgs),
+    /// Which rules match an object and why the others do not, its due time
+    /// per action, and the last delete of it in the journal (reads the filer).
+    Explain(journal_cmd::ExplainArgs),
     /// Inspect, reset or migrate (from the Go worker) the per-shard cursors.
     Cursor {
         /// What to do with cursors.
@@ -83,6 +99,10 @@ pub enum RulesCommand {
         /// The XML file; `-` reads standard input.
         file: PathBuf,
     },
+    /// Evaluate a document that is not installed against a bucket's current
+    /// contents: what it would delete at `--at` (default now), per rule, and
+    /// per day for the next `--days`. Read-only.
+    Preview(rules_preview::PreviewArgs),
 }
 
 /// The actix System on a multi-thread tokio runtime (actors on the System
@@ -105,6 +125,34 @@ pub(crate) fn actix_system() -> Option<actix::SystemRunner> {
     }))
 }
 
+/// The first filer of `s` that answers (configured, or discovered from the
+/// master), over client TLS when `s` configures it: for the commands that read
+/// the filer directly (`cursor`, `journal`, `explain`, `rules preview`).
+/// Several filers serve the same namespace (docs/meta-log.md#several-filers).
+pub(crate) async fn first_filer(
+    s: &crate::config::Settings,
+) -> Result<crate::seaweed::filer::FilerClient, String> {
+    let tls = tls::load(s)?;
+    first_filer_with(s, tls).await
+}
+
+/// [`first_filer`] with the client TLS already loaded.
+pub(crate) async fn first_filer_with(
+    s: &crate::config::Settings,
+    tls: Option<crate::seaweed::tls::ClientTls>,
+) -> Result<crate::seaweed::filer::FilerClient, String> {
+    let options = crate::seaweed::endpoint::EndpointOptions::seaweed().tls(tls);
+    let members = crate::seaweed::discovery::resolve(&s.cluster).await?;
+    let mut errors = Vec::new();
+    for addr in &members.filers {
+        match crate::seaweed::filer::FilerClient::connect_with(addr, &options).await {
+            Ok(c) => return Ok(c),
+            Err(e) => errors.push(format!("filer {addr}: {e}")),
+        }
+    }
+    Err(errors.join("; "))
+}
+
 /// Runs the CLI and returns the process exit code.
 pub fn main() -> i32 {
     let cli = match Cli::try_parse() {
@@ -119,10 +167,18 @@ pub fn main() -> i32 {
         Command::Rules {
             command: RulesCommand::Check { file },
         } => rules_check::run(&file),
+        Command::Rules {
+            command: RulesCommand::Preview(args),
+        } => rules_preview::run(&args),
         Command::RunOnce(args) => run_once::run(args),
         Command::Serve(args) => serve::run(args),
         Command::Trigger(args) => admin_client::run_trigger(&args),
         Command::Status(args) => admin_client::run_status(&args),
+        Command::Pause(args) => admin_client::run_pause(&args),
+        Command::Resume(args) => admin_client::run_resume(&args),
+        Command::Approve(args) => admin_client::run_approve(&args),
+        Command::Journal(args) => journal_cmd::run(&args),
+        Command::Explain(args) => journal_cmd::run_explain(&args),
         Command::Cursor { command } => cursor_cmd::run(command),
     }
 }

@@ -335,6 +335,8 @@ pub fn report(r: &PassResult, run_id: &str, dry_run: bool, json_out: bool) -> i3
         events_read = r.replay.events_read,
         ranges_read = r.replay.ranges.len(),
         matches = totals.matches,
+        paused = r.paused_list(),
+        held = r.held_list(),
         duration_s = r.duration.as_secs_f64(),
         "pass finished"
     );
@@ -374,6 +376,9 @@ pub fn report(r: &PassResult, run_id: &str, dry_run: bool, json_out: bool) -> i3
             "duration_ms": r.duration.as_millis() as u64,
             "buckets": r.buckets,
             "bucket_errors": r.bucket_errors.iter().map(|e| json!({"bucket": e.bucket, "reason": e.reason})).collect::<Vec<_>>(),
+            "held": r.held.iter().map(|h| json!({"bucket": h.bucket, "would_delete": h.would_delete, "entries": h.entries, "cap": h.cap, "reason": h.reason()})).collect::<Vec<_>>(),
+            "approved": r.approved,
+            "paused": r.paused.iter().map(|p| json!({"bucket": p.bucket, "paused_ns": p.paused_ns, "reason": p.reason})).collect::<Vec<_>>(),
             "totals": {
                 "events_scanned": totals.events_scanned,
                 "matches": totals.matches,

@@ -202,7 +202,7 @@ async fn serve(
     let coordinator = actix::Actor::start(Coordinator::with_observer(
         cluster.clone(),
         Arc::new(deletes),
-        obs,
+        obs.clone(),
     ));
     let service = Service::new(coordinator, board.clone(), s.clone(), shards);
     if let Some(tls) = tls.clone() {
@@ -241,6 +241,7 @@ async fn serve(
             }
         }
     }
+    service.attach_controls(cluster.clone(), obs).await;
     service.set_ready();
     readiness.set_ready();
     health.set_serving().await;

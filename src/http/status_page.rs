@@ -61,6 +61,25 @@ pub fn render(s: &StatusSnapshot, now_ns: i64) -> String {
     }
     h.push_str(" · <a href=\"/status.json\">JSON</a> · <a href=\"/metrics\">metrics</a></p>\n");
 
+    if !s.paused.is_empty() {
+        h.push_str(
+            "<h2>Paused buckets</h2>\n<p>Passes leave these alone; their matches stay pending \
+             until <code>s3-lifecycled resume BUCKET</code>.</p>\n<table id=\"paused\"><tr>\
+             <th class=\"l\">bucket</th><th class=\"l\">paused since</th><th class=\"l\">reason</th></tr>\n",
+        );
+        for p in &s.paused {
+            let _ = writeln!(
+                h,
+                "<tr class=\"paused\"><td class=\"l\">{}</td><td class=\"l\">{} ({} ago)</td><td class=\"l\">{}</td></tr>",
+                escape(&p.bucket),
+                escape(&format_time(p.paused_ns)),
+                escape(&format_age(now_ns, p.paused_ns)),
+                escape(&p.reason)
+            );
+        }
+        h.push_str("</table>\n");
+    }
+
     if let Some(p) = &s.current_pass {
         let _ = write!(
             h,
@@ -174,6 +193,9 @@ fn bucket_card(h: &mut String, b: &BucketSummary, now_ns: i64) {
         escape(&format_time(b.last_walked_ns)),
         escape(&format_age(now_ns, b.last_walked_ns))
     );
+    if let Some(r) = &b.held_reason {
+        let _ = write!(h, "<dt>held</dt><dd class=\"warn held\">{}</dd>", escape(r));
+    }
     if let Some(e) = &b.config_error {
         let _ = write!(
             h,
@@ -229,7 +251,26 @@ mod tests {
                     ..Default::default()
                 }],
             }),
+            paused: Vec::new(),
         }
+    }
+
+    #[test]
+    fn paused_buckets_are_listed_with_their_reason() {
+        let mut s = snapshot();
+        assert!(!render(&s, NOW).contains("Paused buckets"));
+        s.paused = vec![crate::status::PausedBucket {
+            bucket: "logs".into(),
+            paused_ns: NOW - 90 * MIN,
+            reason: "<typo> in rule".into(),
+        }];
+        let page = render(&s, NOW);
+        assert!(page.contains("<h2>Paused buckets</h2>"), "{page}");
+        assert!(
+            page.contains("<td class=\"l\">logs</td>") && page.contains("(1h 30m ago)"),
+            "{page}"
+        );
+        assert!(page.contains("&lt;typo&gt; in rule"), "{page}");
     }
 
     #[test]

@@ -24,12 +24,15 @@ use crate::engine::DeleteRequest;
 use crate::engine::cursor::ShardCursor;
 use crate::engine::resume::{is_after, listing_start};
 use crate::engine::due_index::merge_ranges;
+use crate::engine::journal::{self, JournalEntry};
+use crate::engine::safety::{CapBook, Held, HoldRecord, PauseRecord, Selection, grace_decision};
+use crate::engine::{CallResult, RuleHash, shard_id};
 use crate::engine::{Nanos, SHARD_COUNT, Snapshot, route, walk};
 use crate::pass::actors::{
     BeginPass, Drain, DrainTimedOut, Finish, ListingDone, ReadRanges, ReplayEvent, ShardActor,
     ShardTelemetry, StartReplay, WalkBatch,
 };
-use crate::pass::dispatch::{DeleteDispatcher, DeletePort, Gate, limiter};
+use crate::pass::dispatch::{DeleteDispatcher, DeletePort, Gate, Record, limiter};
 use crate::pass::observe::PassObserver;
 use crate::pass::plan::{self, PassPlan, RuleChanges, live_actions};
 use crate::pass::ports::ClusterPort;
@@ -108,6 +111,14 @@ pub struct PassResult {
     pub buckets: Vec<String>,
     /// Buckets skipped for configuration errors.
     pub bucket_errors: Vec<BucketError>,
+    /// Buckets left alone because an operator paused them (their cursor
+    /// state was kept; docs/filer-layout.md#pause-files).
+    pub paused: Vec<PauseRecord>,
+    /// Buckets the deletion cap held in this pass (their remaining matches
+    /// stay pending until `approve`).
+    pub held: Vec<Held>,
+    /// Buckets whose approval this pass used (and removed).
+    pub approved: Vec<String>,
     /// Per shard, in shard order.
     pub shards: Vec<ShardResult>,
     /// A runtime error that failed the pass (stream broken, save failed…).
@@ -138,6 +149,26 @@ impl ReplayRead {
 }
 
 impl PassResult {
+    /// `bucket: reason` of every bucket the cap held, `; `-separated (the
+    /// summary line's `held=`).
+    pub fn held_list(&self) -> String {
+        self.held
+            .iter()
+            .map(|h| format!("{}: {}", h.bucket, h.reason()))
+            .collect::<Vec<_>>()
+            .join("; ")
+    }
+
+    /// The paused buckets the pass left alone, comma-separated (the
+    /// summary line's `paused=`).
+    pub fn paused_list(&self) -> String {
+        self.paused
+            .iter()
+            .map(|p| p.bucket.as_str())
+            .collect::<Vec<_>>()
+            .join(",")
+    }
+
     /// The worst of the shards' outcomes ([`RunOutcome`]'s one ordering:
     /// failed > halted > truncated > completed); `failed` on a runtime error.
     pub fn outcome(&self) -> RunOutcome {
@@ -161,6 +192,10 @@ struct Prepared {
     plan: Arc<PassPlan>,
     buckets: Vec<String>,
     bucket_errors: Vec<BucketError>,
+    paused: Vec<PauseRecord>,
+    caps: CapBook,
+    approved: Vec<String>,
+    released: Vec<String>,
     cursors: BTreeMap<u8, Result<Option<ShardCursor>, String>>,
 }
 
@@ -168,7 +203,12 @@ async fn prepare(port: Arc<dyn ClusterPort>, opts: &PassOptions) -> Result<Prepa
     let s = &opts.settings;
     port.refresh().await?;
     let scan = port.buckets().await?;
+    // Read at every pass start, so a pause made through any instance holds
+    // from the next pass on (docs/filer-layout.md#pause-files). Unreadable
+    // pauses fail the pass rather than risk deleting a paused bucket.
+    let pause_records = port.paused().await?;
     let filter: BTreeSet<&str> = s.pass.buckets.iter().map(String::as_str).collect();
+    let paused_names: BTreeSet<&str> = pause_records.iter().map(|r| r.bucket.as_str()).collect();
     let selected = |name: &str| filter.is_empty() || filter.contains(name);
     let mut keep = BTreeSet::new();
     let mut bucket_errors = Vec::new();
@@ -179,9 +219,20 @@ async fn prepare(port: Arc<dyn ClusterPort>, opts: &PassOptions) -> Result<Prepa
         }
     }
     let mut configs = Vec::new();
+    let mut paused = Vec::new();
     for b in &scan.buckets {
-        if !selected(&b.name) {
+        let sel = Selection::of(
+            &b.name,
+            filter.iter().copied(),
+            paused_names.iter().copied(),
+        );
+        if sel.keeps_state() {
             keep.insert(b.name.clone());
+            if sel == Selection::Paused
+                && let Some(r) = pause_records.iter().find(|r| r.bucket == b.name)
+            {
+                paused.push(r.clone());
+            }
             continue;
         }
         if b.has_rules() {
@@ -198,6 +249,76 @@ async fn prepare(port: Arc<dyn ClusterPort>, opts: &PassOptions) -> Result<Prepa
     let wall = crate::clock::wall_ns();
     let pass_plan = PassPlan::build(&snap, opts.now, wall, earliest, &s.pass, keep);
     let buckets: Vec<String> = pass_plan.buckets().map(str::to_string).collect();
+    // The deletion cap (docs/design-deviations.md#safety-cap): approvals and,
+    // for a fractional cap, one count of every enforced bucket.
+    let limits = s.safety.cap_limits();
+    let grace = s.safety.rule_change_grace;
+    let mut approved = Vec::new();
+    let mut counts = Vec::new();
+    if limits.enabled() || !grace.is_zero() {
+        approved = port
+            .approvals()
+            .await?
+            .into_iter()
+            .map(|a| a.bucket)
+            .filter(|b| buckets.contains(b))
+            .collect();
+        if limits.max_fraction > 0.0 {
+            for b in &buckets {
+                match port.count_bucket(b).await {
+                    Ok(n) => counts.push((b.clone(), n)),
+                    // Uncounted: only the absolute cap applies to it.
+                    Err(e) => {
+                        tracing::warn!(bucket = b, error = %e, "counting the bucket for safety.max_delete_fraction failed")
+                    }
+                }
+            }
+        }
+    }
+    let mut caps = CapBook::new(
+        limits,
+        counts.iter().map(|(b, n)| (b.as_str(), *n)),
+        approved.iter().map(String::as_str),
+    );
+    // Holds of earlier passes. Read even with the caps off, so turning them
+    // off releases the holds.
+    let holds: Vec<_> = port
+        .holds()
+        .await?
+        .into_iter()
+        .filter(|h| buckets.contains(&h.bucket))
+        .collect();
+    let released = caps.carry_holds(&holds);
+    // The rule-change grace (docs/design-deviations.md#rule-change-grace):
+    // a bucket whose lifecycle document changed less than the grace ago is
+    // evaluated dry.
+    if !grace.is_zero() {
+        let records = port.rule_records().await?;
+        let seen = opts.now.min(wall);
+        for info in scan.buckets.iter().filter(|b| buckets.contains(&b.name)) {
+            let doc = info.lifecycle_xml.as_deref().unwrap_or_default();
+            let hash = hex::encode(<sha2::Sha256 as sha2::Digest>::digest(doc));
+            let prev = records.iter().find(|r| r.bucket == info.name);
+            let d = grace_decision(
+                &info.name,
+                prev,
+                !records.is_empty(),
+                &hash,
+                seen,
+                opts.now,
+                grace,
+                approved.contains(&info.name),
+            );
+            if let Some((changed, until)) = d.in_grace {
+                caps.grace(&info.name, changed, until);
+            }
+            if let Some(rec) = d.write
+                && !opts.dry_run
+            {
+                port.put_rule_record(rec, wall).await?;
+            }
+        }
+    }
     let mut cursors = BTreeMap::new();
     for &shard in &opts.shards {
         cursors.insert(shard, port.load_cursor(shard).await);
@@ -206,6 +327,10 @@ async fn prepare(port: Arc<dyn ClusterPort>, opts: &PassOptions) -> Result<Prepa
         plan: Arc::new(pass_plan),
         buckets,
         bucket_errors,
+        paused,
+        caps,
+        approved,
+        released,
         cursors,
     })
 }
@@ -356,6 +481,55 @@ impl Coordinator {
                 )
             })
         });
+        // The deletion cap: each delete is admitted once, right before it
+        // would be sent; past a bucket's cap it is held (withdrawn: pending,
+        // never a halt), so the bucket stops at exactly its cap.
+        let caps = Arc::new(std::sync::Mutex::new(p.caps));
+        let book = caps.clone();
+        let admit: Gate<DeleteRequest> = Arc::new(move |req: &DeleteRequest| {
+            book.lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .admit(&req.bucket)
+        });
+        // The deletion journal (docs/filer-layout.md#journal): every delete
+        // sent, with its final outcome, kept per shard and written once per
+        // pass and shard after the drain.
+        let rule_ids: Arc<BTreeMap<(String, RuleHash), String>> = Arc::new(
+            p.plan
+                .recovery
+                .buckets()
+                .iter()
+                .flat_map(|b| b.actions().iter())
+                .map(|a| ((a.bucket().to_string(), a.rule_hash()), a.rule().id.clone()))
+                .collect(),
+        );
+        let journal: Arc<std::sync::Mutex<BTreeMap<u8, Vec<JournalEntry>>>> = Arc::default();
+        let jbook = journal.clone();
+        let run_id = opts.run_id.clone();
+        let record: Record<DeleteRequest> =
+            Arc::new(move |req: &DeleteRequest, result: &CallResult| {
+                let e = JournalEntry {
+                    ts_ns: crate::clock::wall_ns(),
+                    run_id: run_id.clone(),
+                    bucket: req.bucket.clone(),
+                    key: req.object_path.clone(),
+                    version_id: req.version_id.clone(),
+                    rule_id: rule_ids
+                        .get(&(req.bucket.clone(), req.rule_hash))
+                        .cloned()
+                        .unwrap_or_default(),
+                    rule_hash: req.rule_hash.to_hex(),
+                    kind: req.kind.as_str().to_string(),
+                    outcome: result.outcome.label().to_string(),
+                    reason: result.reason.clone(),
+                };
+                jbook
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .entry(shard_id(&req.bucket, &req.object_path))
+                    .or_default()
+                    .push(e);
+            });
         let dispatcher = DeleteDispatcher::new(
             self.deletes.clone(),
             limiter,
@@ -364,6 +538,8 @@ impl Coordinator {
             opts.dry_run,
         )
         .with_gate(gate)
+        .with_admit(admit)
+        .with_record(record)
         .start();
         let refresh = s.pass.config_refresh;
         let watcher = (!refresh.is_zero()).then(|| {
@@ -440,6 +616,15 @@ impl Coordinator {
         };
         let buckets = p.buckets;
         let bucket_errors = p.bucket_errors;
+        let paused = p.paused;
+        self.obs.paused(&paused);
+        let approved = p.approved;
+        let released = p.released;
+        let limits = s.safety.cap_limits();
+        let journal_retention = s.journal.retention;
+        let run_id_j = opts.run_id.clone();
+        let port = self.port.clone();
+        let dry_run = opts.dry_run;
         let stop = opts.stop.clone();
         let max_runtime = s.pass.max_runtime;
         let obs = self.obs.clone();
@@ -472,6 +657,11 @@ impl Coordinator {
                     w.abort();
                 }
                 let truncated = halt_rx.borrow().clone().or(walk_cut);
+                let held = settle_caps(&*port, &caps, limits, &approved, &released, dry_run).await;
+                let batches = std::mem::take(&mut *journal.lock().unwrap_or_else(|e| e.into_inner()));
+                if !dry_run {
+                    write_journal(&*port, &run_id_j, batches, journal_retention).await;
+                }
                 for (shard, e) in failed {
                     results.push(ShardResult {
                         report: ShardReport::failed(shard, e),
@@ -484,6 +674,9 @@ impl Coordinator {
                     now: opts.now,
                     buckets,
                     bucket_errors,
+                    paused,
+                    held,
+                    approved,
                     shards: results,
                     error,
                     truncated,
@@ -516,6 +709,12 @@ impl Coordinator {
                     result.replay.ranges.len(),
                     result.replay.span_ns(),
                 );
+                obs.metrics.held_buckets(
+                    result
+                        .held
+                        .iter()
+                        .map(|h| (h.bucket.as_str(), h.would_delete.saturating_sub(h.cap))),
+                );
                 obs.metrics
                     .pass_finished(outcome, crate::clock::wall_ns());
                 telemetry::record_outcome(&pass_span, outcome.as_str());
@@ -524,6 +723,121 @@ impl Coordinator {
             .instrument(span),
         )
     }
+}
+
+/// Largest journal batch file; a shard's batch beyond it is split into
+/// numbered parts so every file stays a small inline filer entry.
+const JOURNAL_PART_BYTES: usize = 1 << 20;
+
+/// Writes the pass's journal, one batch per shard (split into parts past
+/// [`JOURNAL_PART_BYTES`]), then drops the day directories past
+/// `journal.retention`. A failed write is logged, never fails the pass: the
+/// deletes happened, and metrics and logs still record them.
+async fn write_journal(
+    port: &dyn ClusterPort,
+    run_id: &str,
+    batches: BTreeMap<u8, Vec<JournalEntry>>,
+    retention: Duration,
+) {
+    let now = crate::clock::wall_ns();
+    let day = journal::day_dir(now);
+    for (shard, entries) in batches {
+        let mut part = 0usize;
+        let mut buf: Vec<u8> = Vec::new();
+        let flush = async |buf: &mut Vec<u8>, part: usize| {
+            let base = journal::batch_name(run_id, shard);
+            let name = if part == 0 {
+                base
+            } else {
+                format!("{}.{part}.jsonl", base.trim_end_matches(".jsonl"))
+            };
+            if let Err(e) = port
+                .write_journal(&day, &name, std::mem::take(buf), now)
+                .await
+            {
+                tracing::error!(shard, error = %e, "writing the deletion journal failed");
+            }
+        };
+        for e in &entries {
+            let line = journal::encode_lines(std::slice::from_ref(e));
+            if !buf.is_empty() && buf.len() + line.len() > JOURNAL_PART_BYTES {
+                flush(&mut buf, part).await;
+                part += 1;
+            }
+            buf.extend_from_slice(&line);
+        }
+        if !buf.is_empty() {
+            flush(&mut buf, part).await;
+        }
+    }
+    if retention.is_zero() {
+        return;
+    }
+    match port.journal_days().await {
+        Ok(days) => {
+            for d in journal::expired_days(days.iter().map(String::as_str), now, retention) {
+                if let Err(e) = port.drop_journal_day(&d).await {
+                    tracing::warn!(day = d, error = %e, "removing an expired journal day failed");
+                }
+            }
+        }
+        Err(e) => tracing::warn!(error = %e, "listing the journal for retention failed"),
+    }
+}
+
+/// After the pass: the buckets the cap held, each with the size of the
+/// bucket (counted now when it was not counted at the start: what is left
+/// plus what the pass sent). Unless a dry run (which changes nothing): newly
+/// held buckets get a hold file, so later passes send nothing for them until
+/// `approve`; used approvals and holds that no longer apply are removed
+/// (docs/filer-layout.md#approval-files).
+async fn settle_caps(
+    port: &dyn ClusterPort,
+    caps: &std::sync::Mutex<CapBook>,
+    limits: crate::engine::safety::CapLimits,
+    approved: &[String],
+    released: &[String],
+    dry_run: bool,
+) -> Vec<Held> {
+    let mut held = caps.lock().unwrap_or_else(|e| e.into_inner()).held();
+    let now = crate::clock::wall_ns();
+    for h in &mut held {
+        if h.entries.is_none() {
+            let sent = if dry_run { 0 } else { h.cap };
+            match port.count_bucket(&h.bucket).await {
+                Ok(n) => h.entries = Some(n.saturating_add(sent)),
+                Err(e) => {
+                    tracing::warn!(bucket = h.bucket, error = %e, "counting a held bucket failed")
+                }
+            }
+        }
+        tracing::warn!(
+            bucket = h.bucket,
+            reason = h.reason(),
+            "bucket held by the deletion cap"
+        );
+        if !dry_run
+            && h.since_ns.is_none()
+            && h.grace.is_none()
+            && let Err(e) = port.hold(HoldRecord::new(h, limits, now)).await
+        {
+            // Not recorded: the next pass caps the bucket again, afresh.
+            tracing::warn!(bucket = h.bucket, error = %e, "recording a hold failed");
+        }
+    }
+    if !dry_run {
+        for b in approved.iter().chain(released) {
+            if let Err(e) = port.release(b).await {
+                tracing::warn!(bucket = b, error = %e, "removing a hold failed");
+            }
+        }
+        for b in approved {
+            if let Err(e) = port.clear_approval(b).await {
+                tracing::warn!(bucket = b, error = %e, "removing a used approval failed");
+            }
+        }
+    }
+    held
 }
 
 /// Re-reads the buckets' lifecycle configurations every `every` while the

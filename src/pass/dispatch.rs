@@ -81,7 +81,13 @@ pub struct DeleteDispatcher<C: Send + 'static> {
     policy: RetryPolicy,
     dry_run: bool,
     gate: Option<Gate<C>>,
+    admit: Option<Gate<C>>,
+    record: Option<Record<C>>,
 }
+
+/// Told every call that was sent, once, with its final result (the
+/// deletion journal).
+pub type Record<C> = Arc<dyn Fn(&C, &CallResult) + Send + Sync>;
 
 impl<C: Send + Sync + 'static> DeleteDispatcher<C> {
     /// A dispatcher allowing `max_in_flight` concurrent calls.
@@ -99,7 +105,26 @@ impl<C: Send + Sync + 'static> DeleteDispatcher<C> {
             policy,
             dry_run,
             gate: None,
+            admit: None,
+            record: None,
         }
+    }
+
+    /// Calls `record` once per call that was sent (not dry runs, not
+    /// withdrawn or held calls), with its final result.
+    pub fn with_record(mut self, record: Record<C>) -> Self {
+        self.record = Some(record);
+        self
+    }
+
+    /// Asks `admit` exactly once per call, when it got its slot and the gate
+    /// let it through: `Some(reason)` holds it (answered withdrawn with that
+    /// reason, never sent). The pass's deletion cap
+    /// (`engine::safety::CapBook`) counts admissions, so it must see each
+    /// call once.
+    pub fn with_admit(mut self, admit: Gate<C>) -> Self {
+        self.admit = Some(admit);
+        self
     }
 
     /// Checks `gate` after the call got its slot and again after each rate
@@ -130,6 +155,8 @@ impl<C: Send + Sync + 'static, T: Send + 'static> Handler<Dispatch<C, T>> for De
         let policy = self.policy;
         let dry_run = self.dry_run;
         let gate = self.gate.clone();
+        let admit = self.admit.clone();
+        let record = self.record.clone();
         // A Send future on the runtime's pool: I/O never blocks the arbiter.
         tokio::spawn(async move {
             let Dispatch {
@@ -145,6 +172,9 @@ impl<C: Send + Sync + 'static, T: Send + 'static> Handler<Dispatch<C, T>> for De
                     0,
                     Duration::ZERO,
                 ),
+                Ok(_permit) if let Some(reason) = admit.as_ref().and_then(|a| a(&call)) => {
+                    (CallResult::withdrawn(reason), 0, Duration::ZERO)
+                }
                 Ok(_permit) if dry_run => (CallResult::dry_run(), 0, Duration::ZERO),
                 Ok(_permit) => {
                     run_with_retries(&*port, &call, limiter.as_deref(), policy, &withdrawn)
@@ -158,6 +188,11 @@ impl<C: Send + Sync + 'static, T: Send + 'static> Handler<Dispatch<C, T>> for De
                     Duration::ZERO,
                 ),
             };
+            if attempts > 0
+                && let Some(r) = &record
+            {
+                r(&call, &result);
+            }
             crate::telemetry::record_outcome(&span, result.outcome.label());
             drop(span);
             let outcome = Outcome {

@@ -12,12 +12,13 @@ use tokio::sync::watch;
 
 use crate::clock::wall_ns;
 use crate::engine::DeleteOutcome;
+use crate::engine::safety::PauseRecord;
 use crate::metrics::Metrics;
 use crate::pass::coordinator::PassResult;
 use crate::pass::shard_run::ShardOutcome;
 use crate::status::{
-    BucketSummary, DeleteCounts, PassProgress, PassSummary, RunOutcome, ServiceState, ShardPhase,
-    ShardSummary, StatusSnapshot,
+    BucketSummary, DeleteCounts, PassProgress, PassSummary, PausedBucket, RunOutcome, ServiceState,
+    ShardPhase, ShardSummary, StatusSnapshot,
 };
 
 /// Snapshots are re-published at most this often for counter changes
@@ -40,6 +41,13 @@ impl PassObserver {
         if let Some(b) = &self.board {
             f(b);
         }
+    }
+
+    /// The paused buckets are now exactly `paused` (metrics and board).
+    pub fn paused(&self, paused: &[PauseRecord]) {
+        self.metrics
+            .paused_buckets(paused.iter().map(|r| r.bucket.as_str()));
+        self.board(|b| b.set_paused(paused));
     }
 }
 
@@ -103,6 +111,20 @@ impl StatusBoard {
     pub fn set_state(&self, s: ServiceState) {
         let mut st = self.lock();
         st.snap.service_state = s;
+        self.publish(&mut st, true);
+    }
+
+    /// Sets the paused buckets.
+    pub fn set_paused(&self, paused: &[PauseRecord]) {
+        let mut st = self.lock();
+        st.snap.paused = paused
+            .iter()
+            .map(|r| PausedBucket {
+                bucket: r.bucket.clone(),
+                paused_ns: r.paused_ns,
+                reason: r.reason.clone(),
+            })
+            .collect();
         self.publish(&mut st, true);
     }
 
@@ -370,6 +392,9 @@ impl StatusBoard {
                 }
             }
             b.cursor_ts_ns = min_ts.unwrap_or(0);
+            if let Some(h) = r.held.iter().find(|h| h.bucket == name) {
+                b.held_reason = Some(h.reason());
+            }
             buckets.push(b);
         }
         PassSummary {

@@ -4,17 +4,19 @@
 
 use futures::future::BoxFuture;
 use futures::stream::BoxStream;
-use futures::{FutureExt, StreamExt};
+use futures::{FutureExt, StreamExt, TryStreamExt};
 use tonic::transport::Channel;
 
 use crate::engine::DeleteRequest;
 use crate::engine::cursor::ShardCursor;
+use crate::engine::safety::{ApprovalRecord, HoldRecord, PauseRecord, RuleRecord};
 use crate::engine::{CallResult, DeleteOutcome, MetaEvent, Nanos, WalkItem};
 use crate::pass::dispatch::{AttemptError, AttemptResult, DeletePort};
 use crate::pb::filer_pb::Entry;
 use crate::seaweed::buckets::{BucketScan, list_bucket_configs};
 use crate::seaweed::delete::DeleteError;
 use crate::seaweed::lister::{ListOptions, list_bucket_after};
+use crate::seaweed::controls::ControlStore;
 use crate::seaweed::metalog::{DEFAULT_CLIENT_NAME, MetaLogReader, ReaderOptions, SubscribeParams};
 use crate::seaweed::pool::{FilerPool, GatewayPool, ResumeDedup, StoreCheck};
 use crate::seaweed::retention;
@@ -87,6 +89,102 @@ pub trait ClusterPort: Send + Sync + 'static {
         since: Nanos,
         until: Nanos,
     ) -> BoxFuture<'static, Result<EventStream, String>>;
+    /// The paused buckets (`s3-lifecycled pause`), read at every pass start
+    /// (docs/filer-layout.md#pause-files). Fakes without pauses keep the
+    /// default: none.
+    fn paused(&self) -> BoxFuture<'static, Result<Vec<PauseRecord>, String>> {
+        async { Ok(Vec::new()) }.boxed()
+    }
+    /// Pauses a bucket; answers the record written.
+    fn pause(
+        &self,
+        bucket: &str,
+        now: Nanos,
+        reason: &str,
+    ) -> BoxFuture<'static, Result<PauseRecord, String>> {
+        let _ = (now, reason);
+        let msg = format!("cannot pause bucket {bucket}: this cluster port keeps no pauses");
+        async move { Err(msg) }.boxed()
+    }
+    /// Resumes a bucket; `Ok(false)` when it was not paused.
+    fn resume(&self, bucket: &str) -> BoxFuture<'static, Result<bool, String>> {
+        let msg = format!("cannot resume bucket {bucket}: this cluster port keeps no pauses");
+        async move { Err(msg) }.boxed()
+    }
+    /// The approved buckets (`s3-lifecycled approve`), read at pass start
+    /// when a safety rail is on (docs/filer-layout.md#approval-files).
+    fn approvals(&self) -> BoxFuture<'static, Result<Vec<ApprovalRecord>, String>> {
+        async { Ok(Vec::new()) }.boxed()
+    }
+    /// Approves a bucket's held work for the next pass.
+    fn approve(
+        &self,
+        bucket: &str,
+        now: Nanos,
+    ) -> BoxFuture<'static, Result<ApprovalRecord, String>> {
+        let _ = now;
+        let msg = format!("cannot approve bucket {bucket}: this cluster port keeps no approvals");
+        async move { Err(msg) }.boxed()
+    }
+    /// Removes a used approval.
+    fn clear_approval(&self, bucket: &str) -> BoxFuture<'static, Result<(), String>> {
+        let _ = bucket;
+        async { Ok(()) }.boxed()
+    }
+    /// The buckets the deletion cap holds (docs/filer-layout.md#approval-files).
+    fn holds(&self) -> BoxFuture<'static, Result<Vec<HoldRecord>, String>> {
+        async { Ok(Vec::new()) }.boxed()
+    }
+    /// Records a hold.
+    fn hold(&self, record: HoldRecord) -> BoxFuture<'static, Result<(), String>> {
+        let _ = record;
+        async { Ok(()) }.boxed()
+    }
+    /// Removes a hold.
+    fn release(&self, bucket: &str) -> BoxFuture<'static, Result<(), String>> {
+        let _ = bucket;
+        async { Ok(()) }.boxed()
+    }
+    /// What was last seen of each bucket's lifecycle document
+    /// (`safety.rule_change_grace`; docs/filer-layout.md#approval-files).
+    fn rule_records(&self) -> BoxFuture<'static, Result<Vec<RuleRecord>, String>> {
+        async { Ok(Vec::new()) }.boxed()
+    }
+    /// Records what was seen of a bucket's lifecycle document.
+    fn put_rule_record(
+        &self,
+        record: RuleRecord,
+        now: Nanos,
+    ) -> BoxFuture<'static, Result<(), String>> {
+        let _ = (record, now);
+        async { Ok(()) }.boxed()
+    }
+    /// Writes one journal batch (docs/filer-layout.md#journal).
+    fn write_journal(
+        &self,
+        day: &str,
+        name: &str,
+        content: Vec<u8>,
+        now: Nanos,
+    ) -> BoxFuture<'static, Result<(), String>> {
+        let _ = (day, name, content, now);
+        async { Ok(()) }.boxed()
+    }
+    /// The journal's day directories.
+    fn journal_days(&self) -> BoxFuture<'static, Result<Vec<String>, String>> {
+        async { Ok(Vec::new()) }.boxed()
+    }
+    /// Removes a journal day directory.
+    fn drop_journal_day(&self, day: &str) -> BoxFuture<'static, Result<(), String>> {
+        let _ = day;
+        async { Ok(()) }.boxed()
+    }
+    /// The number of entries (objects, versions, markers, uploads) the
+    /// walker lists in `bucket`: the size a deletion fraction is taken of.
+    fn count_bucket(&self, bucket: &str) -> BoxFuture<'static, Result<u64, String>> {
+        let items = self.list_bucket(bucket);
+        async move { items.try_fold(0u64, |n, _| async move { Ok(n + 1) }).await }.boxed()
+    }
 }
 
 /// The real cluster: one or more filers ([`FilerPool`]); every filer call and
@@ -95,6 +193,9 @@ pub trait ClusterPort: Send + Sync + 'static {
 pub struct SeaweedCluster {
     pool: FilerPool,
     root: String,
+    /// Pause, hold, approval and journal files, beside the cursors
+    /// (through the first filer; docs/filer-layout.md).
+    controls: ControlStore,
     event_buffer: usize,
     /// How far back a broken meta-log stream resumes on another filer.
     resume_margin: Nanos,
@@ -170,9 +271,11 @@ impl SeaweedCluster {
         } else {
             buckets_root.trim_end_matches('/').to_string()
         };
+        let controls = ControlStore::new(pool.primary().filer.clone(), cursor_dir);
         Ok(SeaweedCluster {
             pool,
             root,
+            controls,
             event_buffer,
             resume_margin: crate::engine::progress::REORDER_MARGIN,
             discovery: None,
@@ -422,6 +525,102 @@ impl ClusterPort for SeaweedCluster {
             Ok(tokio_stream::wrappers::ReceiverStream::new(rx).boxed())
         }
         .boxed()
+    }
+
+    fn paused(&self) -> BoxFuture<'static, Result<Vec<PauseRecord>, String>> {
+        let store = self.controls.clone();
+        async move { store.paused().await }.boxed()
+    }
+
+    fn pause(
+        &self,
+        bucket: &str,
+        now: Nanos,
+        reason: &str,
+    ) -> BoxFuture<'static, Result<PauseRecord, String>> {
+        let store = self.controls.clone();
+        let (bucket, reason) = (bucket.to_string(), reason.to_string());
+        async move { store.pause(&bucket, now, &reason).await }.boxed()
+    }
+
+    fn resume(&self, bucket: &str) -> BoxFuture<'static, Result<bool, String>> {
+        let store = self.controls.clone();
+        let bucket = bucket.to_string();
+        async move { store.resume(&bucket).await }.boxed()
+    }
+
+    fn approvals(&self) -> BoxFuture<'static, Result<Vec<ApprovalRecord>, String>> {
+        let store = self.controls.clone();
+        async move { store.approvals().await }.boxed()
+    }
+
+    fn approve(
+        &self,
+        bucket: &str,
+        now: Nanos,
+    ) -> BoxFuture<'static, Result<ApprovalRecord, String>> {
+        let store = self.controls.clone();
+        let bucket = bucket.to_string();
+        async move { store.approve(&bucket, now).await }.boxed()
+    }
+
+    fn clear_approval(&self, bucket: &str) -> BoxFuture<'static, Result<(), String>> {
+        let store = self.controls.clone();
+        let bucket = bucket.to_string();
+        async move { store.clear_approval(&bucket).await }.boxed()
+    }
+
+    fn holds(&self) -> BoxFuture<'static, Result<Vec<HoldRecord>, String>> {
+        let store = self.controls.clone();
+        async move { store.holds().await }.boxed()
+    }
+
+    fn hold(&self, record: HoldRecord) -> BoxFuture<'static, Result<(), String>> {
+        let store = self.controls.clone();
+        async move { store.hold(&record).await }.boxed()
+    }
+
+    fn release(&self, bucket: &str) -> BoxFuture<'static, Result<(), String>> {
+        let store = self.controls.clone();
+        let bucket = bucket.to_string();
+        async move { store.release(&bucket).await }.boxed()
+    }
+
+    fn rule_records(&self) -> BoxFuture<'static, Result<Vec<RuleRecord>, String>> {
+        let store = self.controls.clone();
+        async move { store.rule_records().await }.boxed()
+    }
+
+    fn write_journal(
+        &self,
+        day: &str,
+        name: &str,
+        content: Vec<u8>,
+        now: Nanos,
+    ) -> BoxFuture<'static, Result<(), String>> {
+        let store = self.controls.clone();
+        let (day, name) = (day.to_string(), name.to_string());
+        async move { store.write_journal(&day, &name, content, now).await }.boxed()
+    }
+
+    fn journal_days(&self) -> BoxFuture<'static, Result<Vec<String>, String>> {
+        let store = self.controls.clone();
+        async move { store.journal_days().await }.boxed()
+    }
+
+    fn drop_journal_day(&self, day: &str) -> BoxFuture<'static, Result<(), String>> {
+        let store = self.controls.clone();
+        let day = day.to_string();
+        async move { store.drop_journal_day(&day).await }.boxed()
+    }
+
+    fn put_rule_record(
+        &self,
+        record: RuleRecord,
+        now: Nanos,
+    ) -> BoxFuture<'static, Result<(), String>> {
+        let store = self.controls.clone();
+        async move { store.put_rule_record(&record, now).await }.boxed()
     }
 }
 

@@ -4,6 +4,7 @@
 //! network I/O; the decisions it feeds live in [`crate::engine`].
 
 pub mod buckets;
+pub mod controls;
 pub mod cursor;
 pub mod delete;
 pub mod discovery;

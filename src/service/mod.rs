@@ -3,7 +3,7 @@
 //! [`Coordinator`], the [`AdminBackend`] the admin gRPC API calls, and the
 //! shutdown sequence (stop dispatching, drain, save cursors, within a deadline).
 
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 use actix::Addr;
@@ -16,7 +16,8 @@ use crate::clock::wall_ns;
 use crate::config::{FUTURE_NOW_TOLERANCE, Settings};
 use crate::engine::Nanos;
 use crate::pass::coordinator::{Coordinator, PassOptions, RunPass, StopSignal};
-use crate::pass::observe::StatusBoard;
+use crate::pass::observe::{PassObserver, StatusBoard};
+use crate::pass::ports::ClusterPort;
 use crate::status::{PassSummary, ServiceState, StatusSnapshot};
 
 const DAY_SECS: i128 = 86_400;
@@ -100,6 +101,8 @@ pub struct Service {
     settings: Settings,
     shards: Vec<u8>,
     inner: Mutex<Inner>,
+    /// Set once the cluster is reached ([`Service::attach_controls`]).
+    controls: OnceLock<Controls>,
 }
 
 impl Service {
@@ -121,7 +124,16 @@ impl Service {
                 ready: false,
                 shutting_down: false,
             }),
+            controls: OnceLock::new(),
         })
+    }
+
+    /// Lets pause and resume reach the cluster and show their effect on
+    /// `obs`; then reads the paused buckets once so the status page shows
+    /// them before the first pass.
+    pub async fn attach_controls(&self, port: Arc<dyn ClusterPort>, obs: PassObserver) {
+        let c = self.controls.get_or_init(|| Controls { port, obs });
+        c.refresh().await;
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
@@ -225,6 +237,8 @@ impl Service {
                         .map(|s| s.report.counters.deletes.done)
                         .sum::<u64>(),
                     truncated = r.truncated.as_deref().unwrap_or(""),
+                    paused = r.paused_list(),
+                    held = r.held_list(),
                     duration_s = r.duration.as_secs_f64(),
                     "pass finished"
                 ),
@@ -308,6 +322,88 @@ impl AdminBackend for Backend {
     fn last_run(&self) -> BoxFuture<'static, Result<Option<PassSummary>, AdminError>> {
         let s = self.0.board.snapshot().last_pass;
         async move { Ok(s) }.boxed()
+    }
+
+    fn pause(&self, bucket: String, reason: String) -> BoxFuture<'static, Result<i64, AdminError>> {
+        let controls = self.0.controls.get().cloned();
+        async move {
+            let c = controls.ok_or_else(not_connected)?;
+            let r = c
+                .port
+                .pause(&bucket, wall_ns(), &reason)
+                .await
+                .map_err(AdminError::Unavailable)?;
+            tracing::warn!(
+                bucket,
+                reason,
+                "bucket paused: passes leave it alone until resume"
+            );
+            c.refresh().await;
+            Ok(r.paused_ns)
+        }
+        .boxed()
+    }
+
+    fn resume(&self, bucket: String) -> BoxFuture<'static, Result<bool, AdminError>> {
+        let controls = self.0.controls.get().cloned();
+        async move {
+            let c = controls.ok_or_else(not_connected)?;
+            let was = c
+                .port
+                .resume(&bucket)
+                .await
+                .map_err(AdminError::Unavailable)?;
+            tracing::info!(bucket, was_paused = was, "bucket resumed");
+            c.refresh().await;
+            Ok(was)
+        }
+        .boxed()
+    }
+
+    fn approve(&self, bucket: String) -> BoxFuture<'static, Result<i64, AdminError>> {
+        self.approve_now(bucket)
+    }
+}
+
+impl Backend {
+    /// The approval behind `approve` (its own block: the trait's method list
+    /// stays in the order the proto declares).
+    fn approve_now(&self, bucket: String) -> BoxFuture<'static, Result<i64, AdminError>> {
+        let controls = self.0.controls.get().cloned();
+        async move {
+            let c = controls.ok_or_else(not_connected)?;
+            let r = c
+                .port
+                .approve(&bucket, wall_ns())
+                .await
+                .map_err(AdminError::Unavailable)?;
+            tracing::warn!(bucket, "bucket approved: the next pass does not cap it");
+            Ok(r.approved_ns)
+        }
+        .boxed()
+    }
+}
+
+fn not_connected() -> AdminError {
+    AdminError::Unavailable("the service has not reached the cluster yet; try again".into())
+}
+
+/// What pause and resume act on: the cluster's pause files, and the metrics
+/// and board that show them.
+#[derive(Clone)]
+pub struct Controls {
+    port: Arc<dyn ClusterPort>,
+    obs: PassObserver,
+}
+
+impl Controls {
+    /// Re-reads the paused buckets and shows them; a failed read keeps what
+    /// was shown (logged).
+    pub async fn refresh(&self) {
+        match self.port.paused().await {
+            Ok(p) => self.obs.paused(&p),
+            Err(e) => tracing::warn!(error = %e, "reading the paused buckets failed"),
+        }
     }
 }
 

@@ -1,0 +1,264 @@
+//! `s3-lifecycled journal`: what the service deleted, when and under which
+//! rule, read straight from the deletion journal in the filer
+//! (docs/filer-layout.md#journal); no running service needed.
+
+use std::path::PathBuf;
+
+use clap::Args;
+
+use super::{EXIT_ERROR, EXIT_OK, EXIT_USAGE};
+use crate::config::Settings;
+use crate::engine::journal::{JournalEntry, JournalFilter, decode_lines};
+use crate::seaweed::controls::ControlStore;
+use crate::status::format_time;
+
+/// `s3-lifecycled journal`.
+#[derive(Debug, Clone, Args)]
+pub struct JournalArgs {
+    /// Configuration file (`cluster.filer`, `cursor.dir`).
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    /// Filer gRPC address (overrides `cluster.filer`).
+    #[arg(long, value_name = "HOST:PORT")]
+    pub filer: Option<String>,
+    /// Only this bucket.
+    #[arg(long)]
+    pub bucket: Option<String>,
+    /// Only keys starting with this.
+    #[arg(long, value_name = "P")]
+    pub key_prefix: Option<String>,
+    /// Only deletes at or after this RFC 3339 time.
+    #[arg(long, value_name = "RFC3339")]
+    pub since: Option<String>,
+    /// One JSON array on stdout instead of text.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Runs `journal`; returns the exit code.
+pub fn run(args: &JournalArgs) -> i32 {
+    let since_ns = match args.since.as_deref().map(crate::admin::parse_rfc3339_ns) {
+        None => None,
+        Some(Ok(t)) => Some(t),
+        Some(Err(e)) => {
+            eprintln!(
+                "error: --since: `{}` is not an RFC 3339 time such as 2026-01-02T03:04:05Z ({e})",
+                args.since.as_deref().unwrap_or_default()
+            );
+            return EXIT_USAGE;
+        }
+    };
+    let mut s = match Settings::load(args.config.as_deref(), std::env::vars()) {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return EXIT_USAGE;
+        }
+    };
+    if let Some(f) = &args.filer {
+        s.cluster.filer = crate::cli::run_once::split_list(f);
+    }
+    let filter = JournalFilter {
+        bucket: args.bucket.clone(),
+        key_prefix: args.key_prefix.clone(),
+        since_ns,
+    };
+    let rt = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("error: cannot start the async runtime: {e}");
+            return EXIT_ERROR;
+        }
+    };
+    match rt.block_on(read(&s, &filter)) {
+        Ok(entries) => {
+            if args.json {
+                println!(
+                    "{}",
+                    serde_json::to_string_pretty(&entries).unwrap_or_default()
+                );
+            } else {
+                for e in &entries {
+                    println!("{}", line(e));
+                }
+            }
+            EXIT_OK
+        }
+        Err(e) => {
+            eprintln!("error: {e}");
+            EXIT_ERROR
+        }
+    }
+}
+
+async fn read(s: &Settings, filter: &JournalFilter) -> Result<Vec<JournalEntry>, String> {
+    let client = crate::cli::first_filer(s).await?;
+    let store = ControlStore::new(client, &s.cursor.dir);
+    let mut out = Vec::new();
+    for day in store.journal_days().await? {
+        if !filter.day_may_match(&day) {
+            continue;
+        }
+        for (path, content) in store.journal_batches(&day).await? {
+            let entries = decode_lines(&content).map_err(|e| format!("{path}: {e}"))?;
+            out.extend(entries.into_iter().filter(|e| filter.matches(e)));
+        }
+    }
+    out.sort_by(|a, b| (a.ts_ns, &a.bucket, &a.key).cmp(&(b.ts_ns, &b.bucket, &b.key)));
+    Ok(out)
+}
+
+/// `<time> <OUTCOME> <bucket>/<key> [version] rule=<id> (<kind>) run=<id>`.
+fn line(e: &JournalEntry) -> String {
+    let version = if e.version_id.is_empty() {
+        String::new()
+    } else {
+        format!(" version={}", e.version_id)
+    };
+    let rule = if e.rule_id.is_empty() {
+        format!("rule_hash={}", e.rule_hash)
+    } else {
+        format!("rule={}", e.rule_id)
+    };
+    format!(
+        "{} {} {}/{}{version} {rule} ({}) run={}",
+        format_time(e.ts_ns),
+        e.outcome,
+        e.bucket,
+        e.key,
+        e.kind,
+        e.run_id
+    )
+}
+
+/// `s3-lifecycled explain`.
+#[derive(Debug, Clone, Args)]
+pub struct ExplainArgs {
+    /// Configuration file (`cluster.filer`, `cursor.dir`, `time.*`).
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    /// Filer gRPC address (overrides `cluster.filer`).
+    #[arg(long, value_name = "HOST:PORT")]
+    pub filer: Option<String>,
+    /// The bucket.
+    pub bucket: String,
+    /// The object key (its current version).
+    pub key: String,
+}
+
+/// Runs `explain`; returns the exit code.
+pub fn run_explain(args: &ExplainArgs) -> i32 {
+    if let Err(e) = crate::engine::safety::check_bucket_name(&args.bucket) {
+        eprintln!("error: {e}");
+        return EXIT_USAGE;
+    }
+    let mut s = match Settings::load(args.config.as_deref(), std::env::vars()) {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return EXIT_USAGE;
+        }
+    };
+    if let Some(f) = &args.filer {
+        s.cluster.filer = crate::cli::run_once::split_list(f);
+    }
+    let rt = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("error: cannot start the async runtime: {e}");
+            return EXIT_ERROR;
+        }
+    };
+    match rt.block_on(explain(&s, &args.bucket, &args.key)) {
+        Ok(text) => {
+            print!("{text}");
+            EXIT_OK
+        }
+        Err(e) => {
+            eprintln!("error: {e}");
+            EXIT_ERROR
+        }
+    }
+}
+
+async fn explain(s: &Settings, bucket: &str, key: &str) -> Result<String, String> {
+    use crate::seaweed::filer::{join_path, split_path};
+    let client = crate::cli::first_filer(s).await?;
+    let root = if s.cluster.buckets_root.is_empty() {
+        client.buckets_root().await.map_err(|e| e.to_string())?
+    } else {
+        s.cluster.buckets_root.trim_end_matches('/').to_string()
+    };
+    let bentry = client
+        .lookup(&root, bucket)
+        .await
+        .map_err(|e| e.to_string())?
+        .ok_or_else(|| format!("bucket {bucket} does not exist under {root}"))?;
+    let info = crate::seaweed::buckets::bucket_info(&bentry)
+        .map_err(|e| format!("bucket {bucket}: {}", e.reason))?;
+    let (dir, name) = split_path(&join_path(&join_path(&root, bucket), key));
+    let entry = client
+        .lookup(&dir, &name)
+        .await
+        .map_err(|e| e.to_string())?
+        .ok_or_else(|| format!("object {bucket}/{key} not found (looked up {dir}/{name})"))?;
+    let attrs = entry.attributes.clone().unwrap_or_default();
+    let mtime = attrs.mtime * 1_000_000_000 + i64::from(attrs.mtime_ns);
+    let size = i64::try_from(attrs.file_size).unwrap_or(i64::MAX);
+    let tags = crate::engine::filter::tags_of(&entry);
+    let time = s.time.time_config();
+    let verdicts = crate::engine::explain::explain(&info.rules, key, size, &tags, mtime, &time);
+    let mut out = format!(
+        "object {bucket}/{key}: {size} bytes, mtime {}, tags {tags:?}\n",
+        format_time(mtime)
+    );
+    if info.rules.is_empty() {
+        out.push_str("the bucket has no lifecycle rules\n");
+    }
+    for v in &verdicts {
+        let id = if v.rule_id.is_empty() {
+            format!("#{}", v.position)
+        } else {
+            v.rule_id.clone()
+        };
+        if v.matches {
+            out.push_str(&format!("rule {id}: matches\n"));
+            for a in &v.actions {
+                match a.due_ns {
+                    Some(t) => out.push_str(&format!(
+                        "  {}: due {} ({})\n",
+                        a.kind,
+                        format_time(t),
+                        a.note
+                    )),
+                    None => out.push_str(&format!("  {}: {}\n", a.kind, a.note)),
+                }
+            }
+        } else {
+            out.push_str(&format!(
+                "rule {id}: does not match: {}\n",
+                v.reasons.join("; ")
+            ));
+        }
+    }
+    let filter = JournalFilter {
+        bucket: Some(bucket.to_string()),
+        key_prefix: Some(key.to_string()),
+        since_ns: None,
+    };
+    let last = read(s, &filter)
+        .await
+        .map(|es| es.into_iter().rfind(|e| e.key == key));
+    match last {
+        Ok(Some(e)) => out.push_str(&format!("last decision: {}\n", line(&e))),
+        Ok(None) => out.push_str("last decision: no delete of it in the journal\n"),
+        Err(e) => out.push_str(&format!("last decision: journal unreadable ({e})\n")),
+    }
+    Ok(out)
+}

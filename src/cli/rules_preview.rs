@@ -1,0 +1,209 @@
+//! `s3-lifecycled rules preview`: what a lifecycle document that is not
+//! installed would delete in a bucket, now (or `--at`) and on each following
+//! day. One listing of the bucket through the filer, evaluated by the
+//! walker's own code (`engine::walk::evaluate` over the document's recovery
+//! view). Read-only: it writes nothing anywhere.
+
+use std::path::PathBuf;
+
+use clap::Args;
+use futures::StreamExt as _;
+
+use super::{EXIT_ERROR, EXIT_OK, EXIT_USAGE};
+use crate::config::Settings;
+use crate::engine::preview::{Preview, Tally};
+use crate::engine::{Snapshot, walk};
+use crate::lifecycle::{self, Severity};
+use crate::status::format_time;
+
+/// `s3-lifecycled rules preview`.
+#[derive(Debug, Clone, Args)]
+pub struct PreviewArgs {
+    /// The lifecycle document (XML); `-` reads standard input.
+    pub file: PathBuf,
+    /// The bucket to evaluate it against.
+    #[arg(long)]
+    pub bucket: String,
+    /// Evaluate as of this RFC 3339 time (default: now).
+    #[arg(long, value_name = "RFC3339")]
+    pub at: Option<String>,
+    /// Following days to show.
+    #[arg(long, default_value_t = 30)]
+    pub days: usize,
+    /// One JSON document on stdout instead of text.
+    #[arg(long)]
+    pub json: bool,
+    /// Configuration file (`cluster.*`, `time.*`).
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    /// Filer gRPC address (overrides `cluster.filer`).
+    #[arg(long, value_name = "HOST:PORT")]
+    pub filer: Option<String>,
+}
+
+/// Runs `rules preview`; returns the exit code.
+pub fn run(args: &PreviewArgs) -> i32 {
+    match prepare(args) {
+        Err(e) => {
+            eprintln!("error: {e}");
+            EXIT_USAGE
+        }
+        Ok((s, rules, at)) => {
+            let rt = match tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+            {
+                Ok(rt) => rt,
+                Err(e) => {
+                    eprintln!("error: cannot start the async runtime: {e}");
+                    return EXIT_ERROR;
+                }
+            };
+            match rt.block_on(preview(&s, args, rules, at)) {
+                Ok(p) => {
+                    print_preview(args, at, &p);
+                    EXIT_OK
+                }
+                Err(e) => {
+                    eprintln!("error: {e}");
+                    EXIT_ERROR
+                }
+            }
+        }
+    }
+}
+
+type Prepared = (Settings, Vec<lifecycle::FlatRule>, i64);
+
+fn prepare(args: &PreviewArgs) -> Result<Prepared, String> {
+    crate::engine::safety::check_bucket_name(&args.bucket).map_err(|e| format!("--bucket: {e}"))?;
+    let at = match &args.at {
+        None => crate::clock::wall_ns(),
+        Some(t) => crate::admin::parse_rfc3339_ns(t).map_err(|e| {
+            format!("--at: `{t}` is not an RFC 3339 time such as 2026-01-02T03:04:05Z ({e})")
+        })?,
+    };
+    let bytes = if args.file.as_os_str() == "-" {
+        let mut b = Vec::new();
+        std::io::Read::read_to_end(&mut std::io::stdin(), &mut b)
+            .map_err(|e| format!("reading standard input: {e}"))?;
+        b
+    } else {
+        std::fs::read(&args.file).map_err(|e| format!("{}: {e}", args.file.display()))?
+    };
+    let config = lifecycle::parse(&bytes).map_err(|e| format!("{}: {e}", args.file.display()))?;
+    let errors: Vec<String> = lifecycle::validate(&config)
+        .iter()
+        .filter(|f| f.severity == Severity::Error)
+        .map(ToString::to_string)
+        .collect();
+    if !errors.is_empty() {
+        return Err(format!(
+            "{} is not a valid lifecycle document (see `rules check`):\n{}",
+            args.file.display(),
+            errors.join("\n")
+        ));
+    }
+    let mut s =
+        Settings::load(args.config.as_deref(), std::env::vars()).map_err(|e| e.to_string())?;
+    if let Some(f) = &args.filer {
+        s.cluster.filer = crate::cli::run_once::split_list(f);
+    }
+    Ok((s, config.flatten(), at))
+}
+
+async fn preview(
+    s: &Settings,
+    args: &PreviewArgs,
+    rules: Vec<lifecycle::FlatRule>,
+    at: i64,
+) -> Result<Preview, String> {
+    let client = crate::cli::first_filer(s).await?;
+    let root = if s.cluster.buckets_root.is_empty() {
+        client.buckets_root().await.map_err(|e| e.to_string())?
+    } else {
+        s.cluster.buckets_root.trim_end_matches('/').to_string()
+    };
+    let bucket = &args.bucket;
+    let entry = client
+        .lookup(&root, bucket)
+        .await
+        .map_err(|e| e.to_string())?
+        .ok_or_else(|| format!("bucket {bucket} does not exist under {root}"))?;
+    let mut info = crate::seaweed::buckets::bucket_info(&entry)
+        .map_err(|e| format!("bucket {bucket}: {}", e.reason))?;
+    // The document under preview replaces the installed one (not written).
+    info.rules = rules;
+    let time = s.time.time_config();
+    let view = Snapshot::compile(vec![info.to_config()], time).recovery_view();
+    let labels: std::collections::BTreeMap<_, String> = view
+        .buckets()
+        .iter()
+        .flat_map(|b| b.actions().iter())
+        .map(|a| {
+            let r = a.rule();
+            let label = if r.id.is_empty() {
+                format!("#{}", r.position)
+            } else {
+                r.id.clone()
+            };
+            ((a.rule_hash(), a.kind()), label)
+        })
+        .collect();
+    let day_ns = i64::try_from(time.day.as_nanos()).unwrap_or(i64::MAX);
+    let days = i64::try_from(args.days).unwrap_or(i64::MAX);
+    let horizon = at.saturating_add(day_ns.saturating_mul(days));
+    let mut p = Preview::new(args.days);
+    let mut items = crate::seaweed::lister::list_bucket(&client, &root, bucket);
+    while let Some(item) = items.next().await {
+        let item = item.map_err(|e| format!("listing bucket {bucket}: {e}"))?;
+        for m in walk::evaluate(&view, bucket, &item, horizon) {
+            let rule = labels
+                .get(&(m.rule_hash, m.kind))
+                .cloned()
+                .unwrap_or_default();
+            p.add(&m, &item, &rule, at, day_ns);
+        }
+    }
+    Ok(p)
+}
+
+fn tally_text(t: &Tally) -> String {
+    format!(
+        "objects={} versions={} delete_markers={} uploads={} bytes={}",
+        t.objects, t.versions, t.delete_markers, t.uploads, t.bytes
+    )
+}
+
+fn print_preview(args: &PreviewArgs, at: i64, p: &Preview) {
+    if args.json {
+        let doc = serde_json::json!({
+            "bucket": args.bucket,
+            "at_ns": at,
+            "at": p.at,
+            "per_rule": p.per_rule,
+            "per_day": p.per_day,
+            "sample": p.sample,
+        });
+        println!("{}", serde_json::to_string_pretty(&doc).unwrap_or_default());
+        return;
+    }
+    println!(
+        "bucket {} at {}: would delete {}",
+        args.bucket,
+        format_time(at),
+        tally_text(&p.at)
+    );
+    for (rule, t) in &p.per_rule {
+        println!("  rule {rule}: {}", tally_text(t));
+    }
+    for k in &p.sample {
+        println!("  e.g. {k}");
+    }
+    for (i, t) in p.per_day.iter().enumerate() {
+        if *t != Tally::default() {
+            println!("  day +{}: {}", i + 1, tally_text(t));
+        }
+    }
+    println!("(preview only: nothing was written)");
+}
