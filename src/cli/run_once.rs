@@ -154,50 +154,86 @@ pub fn new_run_id() -> String {
     format!("{:016x}", rand::random::<u64>())
 }
 
-async fn pass(s: Settings, now: Nanos, shards: Vec<u8>, dry_run: bool, json: bool) -> i32 {
-    {
-        let cluster = match SeaweedCluster::connect(
-            &s.cluster.filer,
-            &s.cluster.buckets_root,
-            &s.cursor.dir,
-            s.pass.event_buffer,
-            s.cluster.filer_call_timeout,
-        )
-        .await
-        {
-            Ok(c) => c,
-            Err(e) => {
-                eprintln!("error: filer {}: {e}", s.cluster.filer);
-                return EXIT_ERROR;
-            }
-        };
-        let deletes = match SeaweedDelete::connect(&s.cluster.s3_grpc).await {
-            Ok(d) => d,
-            Err(e) => return usage(format!("configuration key `cluster.s3_grpc`: {e}")),
-        };
-        let coordinator =
-            actix::Actor::start(Coordinator::new(Arc::new(cluster), Arc::new(deletes)));
-        let run_id = new_run_id();
-        let opts = PassOptions {
-            now,
-            shards,
-            dry_run,
-            settings: s,
-            run_id: run_id.clone(),
-            stop: Default::default(),
-        };
-        match coordinator.send(RunPass(opts)).await {
-            Ok(Ok(result)) => report(&result, &run_id, dry_run, json),
-            Ok(Err(e)) => {
-                eprintln!("error: {e}");
-                EXIT_ERROR
-            }
-            Err(e) => {
-                eprintln!("error: coordinator stopped: {e}");
-                EXIT_ERROR
-            }
+/// Why [`connect`] failed; the exit code follows from the side that failed.
+#[derive(Debug)]
+pub enum ConnectError {
+    /// The filer did not answer (a runtime error: exit 1).
+    Filer(String),
+    /// `cluster.s3_grpc` is not a usable address (configuration: exit 2).
+    S3(String),
+}
+
+impl std::fmt::Display for ConnectError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ConnectError::Filer(e) | ConnectError::S3(e) => f.write_str(e),
         }
     }
+}
+
+/// Connects to the filer and the S3 gateway that `s` names: the ports a
+/// pass's [`Coordinator`] needs (`run-once` and the plugin worker).
+pub async fn connect(s: &Settings) -> Result<(SeaweedCluster, SeaweedDelete), ConnectError> {
+    let cluster = SeaweedCluster::connect(
+        &s.cluster.filer,
+        &s.cluster.buckets_root,
+        &s.cursor.dir,
+        s.pass.event_buffer,
+        s.cluster.filer_call_timeout,
+    )
+    .await
+    .map_err(|e| ConnectError::Filer(format!("filer {}: {e}", s.cluster.filer)))?;
+    let deletes = SeaweedDelete::connect(&s.cluster.s3_grpc)
+        .await
+        .map_err(|e| ConnectError::S3(format!("configuration key `cluster.s3_grpc`: {e}")))?;
+    Ok((cluster, deletes))
+}
+
+async fn pass(s: Settings, now: Nanos, shards: Vec<u8>, dry_run: bool, json: bool) -> i32 {
+    if !dry_run && let Err(e) = one_enforcer(&s).await {
+        return usage(e);
+    }
+    let (cluster, deletes) = match connect(&s).await {
+        Ok(c) => c,
+        Err(ConnectError::Filer(e)) => {
+            eprintln!("error: {e}");
+            return EXIT_ERROR;
+        }
+        Err(e @ ConnectError::S3(_)) => return usage(e),
+    };
+    let coordinator = actix::Actor::start(Coordinator::new(Arc::new(cluster), Arc::new(deletes)));
+    let run_id = new_run_id();
+    let opts = PassOptions {
+        now,
+        shards,
+        dry_run,
+        settings: s,
+        run_id: run_id.clone(),
+        stop: Default::default(),
+    };
+    match coordinator.send(RunPass(opts)).await {
+        Ok(Ok(result)) => report(&result, &run_id, dry_run, json),
+        Ok(Err(e)) => {
+            eprintln!("error: {e}");
+            EXIT_ERROR
+        }
+        Err(e) => {
+            eprintln!("error: coordinator stopped: {e}");
+            EXIT_ERROR
+        }
+    }
+}
+
+/// The one-enforcer check of `run-once` and `serve`: with `weed_admin.address`
+/// set, refuses to delete while a worker that is not s3-lifecycled serves
+/// `s3_lifecycle` there (docs/plugin-worker.md#one-enforcer), unless
+/// `weed_admin.allow_other_enforcers` is on.
+pub async fn one_enforcer(s: &Settings) -> Result<(), String> {
+    let admin = s.weed_admin.address.trim();
+    if admin.is_empty() || s.weed_admin.allow_other_enforcers {
+        return Ok(());
+    }
+    crate::plugin::enforcer::check(admin, None).await
 }
 
 fn deletes_kv(c: &Counters) -> String {

@@ -246,10 +246,15 @@ async fn bind_http(addr: &str) -> Result<tokio::net::TcpListener, String> {
 }
 
 /// SIGTERM/SIGINT, seen through a watch channel fed by one task.
-struct Signals(watch::Receiver<Option<&'static str>>);
+pub(crate) struct Signals(watch::Receiver<Option<&'static str>>);
 
 impl Signals {
-    fn install() -> std::io::Result<Signals> {
+    /// The signal's name once one came (for loops that select on it).
+    pub(crate) fn receiver(&self) -> watch::Receiver<Option<&'static str>> {
+        self.0.clone()
+    }
+
+    pub(crate) fn install() -> std::io::Result<Signals> {
         let (tx, rx) = watch::channel(None);
         #[cfg(unix)]
         {
