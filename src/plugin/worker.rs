@@ -722,6 +722,10 @@ fn finish(
         ("unconfirmed", totals.unconfirmed),
         ("locked", totals.locked),
         ("halted_shards", halted.len() as u64),
+        (
+            "duration_ms",
+            u64::try_from(r.duration.as_millis()).unwrap_or(u64::MAX),
+        ),
     ] {
         out.insert(k.into(), job::int(i64::try_from(v).unwrap_or(i64::MAX)));
     }
