@@ -378,7 +378,10 @@ pub fn plan(req: &ExecuteJobRequest, base: &Settings) -> Result<JobPlan, String>
     };
     s.pass.shards = shards_label(&shards);
     if let Some(f) = string_value(job.parameters.get(PARAM_FILER)) {
-        s.cluster.filer = grpc_address(&f).map_err(|e| format!("job parameter {PARAM_FILER} {e}"))?;
+        // Already host:grpcPort (the Go executor dials it as is): converting it
+        // again would add 10000 to a gRPC port.
+        split_host_port(&f).map_err(|e| format!("job parameter {PARAM_FILER}: {e}"))?;
+        s.cluster.filer = f;
     } else if let Some(f) = ctx.filer_addresses.first() {
         s.cluster.filer = grpc_address(f).map_err(|e| format!("cluster context filer {e}"))?;
     }
@@ -527,14 +530,15 @@ mod tests {
     }
 
     #[test]
-    fn a_go_detectors_job_runs_all_shards_on_its_filer() {
+    fn a_go_detectors_job_runs_all_shards_on_its_filer_grpc_address_unconverted() {
         let p = plan(
             &execution(&[(PARAM_FILER, string("10.0.0.9:18888"))], &[]),
             &Settings::default(),
         )
         .unwrap();
         assert_eq!(p.shards, (0..16).collect::<Vec<u8>>());
-        assert_eq!(p.settings.cluster.filer, "10.0.0.9:28888");
+        // Dialled as given: it is already host:grpcPort.
+        assert_eq!(p.settings.cluster.filer, "10.0.0.9:18888");
         assert_eq!(p.settings.cluster.s3_grpc, "10.0.0.2:18333");
         assert_eq!(p.settings.pass.meta_log_retention, Duration::from_secs(7 * 86_400));
         assert_eq!(p.settings.pass.walker_interval, Duration::from_secs(90 * 60));

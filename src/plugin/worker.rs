@@ -538,6 +538,16 @@ async fn execute(shared: &Shared, r: ExecuteJobRequest, job_id: &str, stop: Stop
         tracing::warn!(request_id = req_id, job_id, error = %e, "execution failed");
         completed(&req_id, job_id, false, &e, None)
     };
+    if let Some(ctx) = &r.cluster_context {
+        tracing::info!(
+            request_id = req_id,
+            job_id,
+            filers = ?ctx.filer_addresses,
+            s3 = ?ctx.s3_grpc_addresses,
+            masters = ?ctx.master_grpc_addresses,
+            "execution requested"
+        );
+    }
     let mut plan = match job::plan(&r, &shared.base) {
         Ok(p) => p,
         Err(e) => return fail(e),
