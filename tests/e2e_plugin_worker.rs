@@ -2,7 +2,7 @@
 //! workers share the shards of a run triggered through the admin's HTTP API, the admin's rate
 //! share holds per worker, a worker killed with SIGKILL loses nothing and reports its lost job
 //! when it comes back, a job in the Go detector's shape runs every shard, and `run-once` refuses
-//! to delete while a Go `weed worker` serves `s3_lifecycle`.
+//! (and `serve`) to delete while a Go `weed worker` serves `s3_lifecycle`.
 //!
 //! One admin is shared by the tests that use our workers; they run one at a time (the admin's
 //! job-type config and worker set are global). Lifecycle time is a 2 s day without rounding, so
@@ -313,6 +313,15 @@ async fn run_once_refuses_to_delete_while_a_go_worker_serves_s3_lifecycle() {
     assert_eq!(p.code, 2, "{}", p.describe());
     assert!(p.stderr.contains("refusing to delete"), "{}", p.describe());
     assert!(p.stderr.contains("-jobType="), "the fix is named: {}", p.describe());
+    assert_eq!(list_keys(&s3, &b).await, set(&["due/1"]));
+
+    // `serve` asks before every pass: the pass fails, visibly, and deletes nothing.
+    let srv = Serve::start(&scope, &[("S3_LIFECYCLED__WEED_ADMIN__ADDRESS", admin_addr.as_str())]).await;
+    let (run_id, _) = srv.trigger(&[]).await;
+    let last = srv.wait_last(&run_id, Duration::from_secs(60)).await;
+    assert_eq!(last["outcome"], "failed", "{last}");
+    assert!(srv.log_text().contains("refusing to delete"), "{}", srv.log_text());
+    drop(srv);
     assert_eq!(list_keys(&s3, &b).await, set(&["due/1"]));
 
     env.push(("S3_LIFECYCLED__WEED_ADMIN__ALLOW_OTHER_ENFORCERS", "true"));

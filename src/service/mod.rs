@@ -196,10 +196,21 @@ impl Service {
         };
         let me = self.clone();
         let id = run_id.clone();
+        let dry_run = req.dry_run;
         tokio::spawn(async move {
-            let result = match me.coordinator.send(RunPass(opts)).await {
-                Ok(r) => r,
-                Err(e) => Err(format!("coordinator stopped: {e}")),
+            // One enforcer at a time (docs/plugin-worker.md#one-enforcer): the
+            // refusal fails this pass, visibly, and the next one asks again.
+            let allowed = if dry_run {
+                Ok(())
+            } else {
+                crate::cli::run_once::one_enforcer(&me.settings).await
+            };
+            let result = match allowed {
+                Err(e) => Err(e),
+                Ok(()) => match me.coordinator.send(RunPass(opts)).await {
+                    Ok(r) => r,
+                    Err(e) => Err(format!("coordinator stopped: {e}")),
+                },
             };
             match &result {
                 Ok(r) => tracing::info!(
