@@ -33,7 +33,11 @@ fn admin() -> &'static WeedAdmin {
 }
 
 /// A bucket with `due` objects under `due/` (due 2 s after the PUT) and [`KEEP`] under `keep/`.
-async fn bucket(c: &Cluster, name: &str, due: usize) -> (String, BTreeSet<String>, BTreeSet<String>) {
+async fn bucket(
+    c: &Cluster,
+    name: &str,
+    due: usize,
+) -> (String, BTreeSet<String>, BTreeSet<String>) {
     let b = c.new_bucket(name).await.unwrap();
     let d = keys("due/", due);
     let k = keys("keep/", KEEP);
@@ -47,7 +51,11 @@ async fn bucket(c: &Cluster, name: &str, due: usize) -> (String, BTreeSet<String
 }
 
 /// Worker environment: the test's bucket and cursor dir, the short day, and `extra`.
-fn worker_env<'a>(bucket: &'a str, cursor_dir: &'a str, extra: &[(&'a str, &'a str)]) -> Vec<(&'a str, &'a str)> {
+fn worker_env<'a>(
+    bucket: &'a str,
+    cursor_dir: &'a str,
+    extra: &[(&'a str, &'a str)],
+) -> Vec<(&'a str, &'a str)> {
     let mut env = vec![
         ("S3_LIFECYCLED__PASS__BUCKETS", bucket),
         ("S3_LIFECYCLED__CURSOR__DIR", cursor_dir),
@@ -68,9 +76,17 @@ fn runtime(jobs: i64) -> Vec<(&'static str, Value)> {
     ]
 }
 
-async fn remaining(c: &Cluster, b: &str, due: &BTreeSet<String>, keep: &BTreeSet<String>) -> (usize, usize) {
+async fn remaining(
+    c: &Cluster,
+    b: &str,
+    due: &BTreeSet<String>,
+    keep: &BTreeSet<String>,
+) -> (usize, usize) {
     let left = list_keys(&c.s3_client(), b).await;
-    (left.intersection(due).count(), left.intersection(keep).count())
+    (
+        left.intersection(due).count(),
+        left.intersection(keep).count(),
+    )
 }
 
 /// An `int64_value` output of a job detail, wherever the admin put the output map.
@@ -93,7 +109,11 @@ async fn new_jobs(a: &WeedAdmin, before: &BTreeSet<String>) -> Vec<(String, Stri
             continue;
         }
         let detail = a.get(&format!("/api/plugin/jobs/{id}/detail")).await;
-        out.push((id, j["worker_id"].as_str().unwrap_or_default().to_string(), detail));
+        out.push((
+            id,
+            j["worker_id"].as_str().unwrap_or_default().to_string(),
+            detail,
+        ));
     }
     out
 }
@@ -122,24 +142,40 @@ async fn two_workers_share_the_shards_and_delete_every_due_object_once() {
     let w1 = LifecycleWorker::start(a, "s3lc-two-a", dir.path(), &env);
     let w2 = LifecycleWorker::start(a, "s3lc-two-b", dir.path(), &env);
     a.wait_workers(&["s3lc-two-a", "s3lc-two-b"]).await;
-    a.configure(&[("cluster_deletes_per_second", 0)], &runtime(2)).await;
+    a.configure(&[("cluster_deletes_per_second", 0)], &runtime(2))
+        .await;
     let before = job_ids(a).await;
 
     let run = a.run(300).await;
     assert_eq!(run["detected_count"], 2, "{run}");
-    assert_eq!(run["success_count"], 2, "{run}\n{}\n{}", w1.log_text(), w2.log_text());
+    assert_eq!(
+        run["success_count"],
+        2,
+        "{run}\n{}\n{}",
+        w1.log_text(),
+        w2.log_text()
+    );
     assert_eq!(run["error_count"], 0, "{run}");
 
     let jobs = new_jobs(a, &before).await;
     assert_eq!(jobs.len(), 2, "{jobs:?}");
     let workers: BTreeSet<&str> = jobs.iter().map(|(_, w, _)| w.as_str()).collect();
-    assert_eq!(workers, BTreeSet::from(["s3lc-two-a", "s3lc-two-b"]), "{jobs:?}");
+    assert_eq!(
+        workers,
+        BTreeSet::from(["s3lc-two-a", "s3lc-two-b"]),
+        "{jobs:?}"
+    );
     let mut deleted = 0;
     for (id, _, detail) in &jobs {
+        println!("job {id} as the admin records it: {detail}");
         let text = detail.to_string();
         assert!(text.contains("job_state_succeeded"), "{id}: {detail}");
-        assert!(text.contains("s3-lifecycled pass"), "{id}: no summary: {detail}");
-        deleted += output_int(detail, "deleted").unwrap_or_else(|| panic!("{id}: no deleted output: {detail}"));
+        assert!(
+            text.contains("s3-lifecycled pass"),
+            "{id}: no summary: {detail}"
+        );
+        deleted += output_int(detail, "deleted")
+            .unwrap_or_else(|| panic!("{id}: no deleted output: {detail}"));
     }
     assert_eq!(deleted, 300, "each due object deleted exactly once");
     assert_eq!(remaining(c, &b, &due, &keep).await, (0, KEEP));
@@ -159,7 +195,10 @@ async fn each_worker_keeps_to_its_share_of_the_cluster_rate() {
     a.wait_workers(&["s3lc-rate-a", "s3lc-rate-b"]).await;
     // 40/s and a burst of 2 for the cluster: 20/s and a burst of 1 per worker.
     a.configure(
-        &[("cluster_deletes_per_second", 40), ("cluster_deletes_burst", 2)],
+        &[
+            ("cluster_deletes_per_second", 40),
+            ("cluster_deletes_burst", 2),
+        ],
         &runtime(2),
     )
     .await;
@@ -175,8 +214,13 @@ async fn each_worker_keeps_to_its_share_of_the_cluster_rate() {
         assert!(deleted > 0, "{id} on {worker} deleted nothing: {detail}");
         // One token of burst, then 20 per second: at least (deleted - 1) / 20 s.
         let rate = (deleted - 1) as f64 / (ms as f64 / 1000.0);
-        println!("rate share: job {id} on {worker}: {deleted} deletes in {ms} ms = {rate:.1}/s (share 20/s)");
-        assert!(rate <= 22.0, "{id} on {worker}: {rate:.1}/s exceeds its 20/s share by more than 10%");
+        println!(
+            "rate share: job {id} on {worker}: {deleted} deletes in {ms} ms = {rate:.1}/s (share 20/s)"
+        );
+        assert!(
+            rate <= 22.0,
+            "{id} on {worker}: {rate:.1}/s exceeds its 20/s share by more than 10%"
+        );
     }
     assert_eq!(total, 400);
     assert_eq!(remaining(c, &b, &due, &keep).await, (0, KEEP));
@@ -194,7 +238,10 @@ async fn a_worker_killed_mid_job_reports_the_lost_job_and_loses_nothing() {
     let mut w = LifecycleWorker::start(a, "s3lc-kill", dir.path(), &env);
     a.wait_workers(&["s3lc-kill"]).await;
     a.configure(
-        &[("cluster_deletes_per_second", 30), ("cluster_deletes_burst", 1)],
+        &[
+            ("cluster_deletes_per_second", 30),
+            ("cluster_deletes_burst", 1),
+        ],
         &runtime(1),
     )
     .await;
@@ -217,7 +264,11 @@ async fn a_worker_killed_mid_job_reports_the_lost_job_and_loses_nothing() {
         if left <= 550 {
             break;
         }
-        assert!(started.elapsed() < Duration::from_secs(120), "no deletes yet:\n{}", w.log_text());
+        assert!(
+            started.elapsed() < Duration::from_secs(120),
+            "no deletes yet:\n{}",
+            w.log_text()
+        );
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
     w.child.start_kill().unwrap(); // SIGKILL
@@ -237,14 +288,20 @@ async fn a_worker_killed_mid_job_reports_the_lost_job_and_loses_nothing() {
     assert_eq!(run["error_count"], 1, "{run}\n{}", w.log_text());
     let lost = new_jobs(a, &before).await;
     assert!(
-        lost.iter().any(|(_, _, d)| d.to_string().contains("worker restarted; job lost")),
+        lost.iter()
+            .any(|(_, _, d)| d.to_string().contains("worker restarted; job lost")),
         "{lost:?}"
     );
     a.wait_workers(&["s3lc-kill"]).await;
     let before = job_ids(a).await;
     let run = a.run(300).await;
     assert_eq!(run["success_count"], 1, "{run}\n{}", w.log_text());
-    assert_eq!(remaining(c, &b, &due, &keep).await, (0, KEEP), "{:?}", new_jobs(a, &before).await);
+    assert_eq!(
+        remaining(c, &b, &due, &keep).await,
+        (0, KEEP),
+        "{:?}",
+        new_jobs(a, &before).await
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -258,7 +315,8 @@ async fn a_job_in_the_go_detectors_shape_runs_every_shard() {
     let env = worker_env(&b, &cursor, &[]);
     let w = LifecycleWorker::start(a, "s3lc-goshape", dir.path(), &env);
     a.wait_workers(&["s3lc-goshape"]).await;
-    a.configure(&[("cluster_deletes_per_second", 0)], &runtime(1)).await;
+    a.configure(&[("cluster_deletes_per_second", 0)], &runtime(1))
+        .await;
     // What the Go detector proposes: no shards, no dedupe key, only the filer's gRPC address.
     let job = json!({
         "job": {
@@ -296,13 +354,19 @@ async fn run_once_refuses_to_delete_while_a_go_worker_serves_s3_lifecycle() {
         .expect("spawning weed worker");
     let started = Instant::now();
     while a.lifecycle_workers().await.is_empty() {
-        assert!(started.elapsed() < Duration::from_secs(60), "Go worker never registered:\n{}", a.log_tail());
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "Go worker never registered:\n{}",
+            a.log_tail()
+        );
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
     let b = c.new_bucket("e2e-plugin-enforcer").await.unwrap();
     let s3 = c.s3_client();
     put(&s3, &b, "due/1", b"x", None).await;
-    c.put_lifecycle_xml(&b, &lifecycle(&days_rule("due", "due/", 1))).await.unwrap();
+    c.put_lifecycle_xml(&b, &lifecycle(&days_rule("due", "due/", 1)))
+        .await
+        .unwrap();
     let scope = Scope::new(&[&b]);
     let admin_addr = a.worker_arg();
     let mut env = vec![("S3_LIFECYCLED__WEED_ADMIN__ADDRESS", admin_addr.as_str())];
@@ -312,15 +376,27 @@ async fn run_once_refuses_to_delete_while_a_go_worker_serves_s3_lifecycle() {
     let p = run_once(c, &scope, now, &[], &env).await;
     assert_eq!(p.code, 2, "{}", p.describe());
     assert!(p.stderr.contains("refusing to delete"), "{}", p.describe());
-    assert!(p.stderr.contains("-jobType="), "the fix is named: {}", p.describe());
+    assert!(
+        p.stderr.contains("-jobType="),
+        "the fix is named: {}",
+        p.describe()
+    );
     assert_eq!(list_keys(&s3, &b).await, set(&["due/1"]));
 
     // `serve` asks before every pass: the pass fails, visibly, and deletes nothing.
-    let srv = Serve::start(&scope, &[("S3_LIFECYCLED__WEED_ADMIN__ADDRESS", admin_addr.as_str())]).await;
+    let srv = Serve::start(
+        &scope,
+        &[("S3_LIFECYCLED__WEED_ADMIN__ADDRESS", admin_addr.as_str())],
+    )
+    .await;
     let (run_id, _) = srv.trigger(&[]).await;
     let last = srv.wait_last(&run_id, Duration::from_secs(60)).await;
     assert_eq!(last["outcome"], "failed", "{last}");
-    assert!(srv.log_text().contains("refusing to delete"), "{}", srv.log_text());
+    assert!(
+        srv.log_text().contains("refusing to delete"),
+        "{}",
+        srv.log_text()
+    );
     drop(srv);
     assert_eq!(list_keys(&s3, &b).await, set(&["due/1"]));
 

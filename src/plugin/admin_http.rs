@@ -77,7 +77,12 @@ async fn call_inner(
 
 /// `GET path`, requiring a 2xx answer.
 pub async fn get(addr: &str, path: &str) -> Result<serde_json::Value, String> {
-    ok(addr, "GET", path, call(addr, "GET", path, None, CALL_TIMEOUT).await?)
+    ok(
+        addr,
+        "GET",
+        path,
+        call(addr, "GET", path, None, CALL_TIMEOUT).await?,
+    )
 }
 
 fn ok(

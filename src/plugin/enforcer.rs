@@ -117,7 +117,10 @@ mod tests {
         assert_eq!(f.len(), 1, "{f:?}");
         assert_eq!(f[0].id, "w-host-1a2b");
         let msg = refusal("127.0.0.1:23646", &f);
-        assert!(msg.contains("w-host-1a2b") && msg.contains("-jobType="), "{msg}");
+        assert!(
+            msg.contains("w-host-1a2b") && msg.contains("-jobType="),
+            "{msg}"
+        );
         assert!(msg.contains("allow_other_enforcers"), "{msg}");
         assert!(foreign_enforcers(&json!([]), None).is_empty());
         assert!(foreign_enforcers(&json!({"error": "x"}), None).is_empty());

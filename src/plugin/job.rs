@@ -163,15 +163,11 @@ pub fn descriptor() -> JobTypeDescriptor {
             "Minimum time between steady walks of a bucket; 0 = every pass.",
         ),
     ];
-    let defaults: HashMap<String, ConfigValue> = [
-        KEY_RATE,
-        KEY_BURST,
-        KEY_RETENTION_DAYS,
-        KEY_WALKER_MINUTES,
-    ]
-    .iter()
-    .map(|k| ((*k).to_string(), int(0)))
-    .collect();
+    let defaults: HashMap<String, ConfigValue> =
+        [KEY_RATE, KEY_BURST, KEY_RETENTION_DAYS, KEY_WALKER_MINUTES]
+            .iter()
+            .map(|k| ((*k).to_string(), int(0)))
+            .collect();
     JobTypeDescriptor {
         job_type: JOB_TYPE.into(),
         display_name: "S3 Lifecycle".into(),
@@ -287,9 +283,7 @@ pub fn jobs_wanted(req: &RunDetectionRequest) -> usize {
     } else {
         1
     };
-    usize::try_from(n)
-        .unwrap_or(1)
-        .clamp(1, SHARD_COUNT)
+    usize::try_from(n).unwrap_or(1).clamp(1, SHARD_COUNT)
 }
 
 /// What a detection answers: one proposal per shard set, or a reason to
@@ -432,7 +426,11 @@ mod tests {
         assert_eq!(grpc_address("h:8888.19999").unwrap(), "h:19999");
         assert_eq!(grpc_address("[::1]:8888").unwrap(), "[::1]:18888");
         assert_eq!(http_address("h:23646.33999").unwrap(), "h:23646");
-        assert!(grpc_address("h:60000").unwrap_err().contains("host:http.grpc"));
+        assert!(
+            grpc_address("h:60000")
+                .unwrap_err()
+                .contains("host:http.grpc")
+        );
         assert!(grpc_address("nohost").is_err());
     }
 
@@ -485,7 +483,11 @@ mod tests {
         assert_eq!(detect(&detection(0, 4), 7).unwrap().len(), 4);
         assert_eq!(detect(&detection(0, 0), 7).unwrap().len(), 1);
         let mut none = detection(2, 2);
-        none.cluster_context.as_mut().unwrap().filer_addresses.clear();
+        none.cluster_context
+            .as_mut()
+            .unwrap()
+            .filer_addresses
+            .clear();
         assert!(detect(&none, 7).unwrap().is_empty());
         let mut other = detection(1, 1);
         other.job_type = "vacuum".into();
@@ -540,8 +542,14 @@ mod tests {
         // Dialled as given: it is already host:grpcPort.
         assert_eq!(p.settings.cluster.filer, "10.0.0.9:18888");
         assert_eq!(p.settings.cluster.s3_grpc, "10.0.0.2:18333");
-        assert_eq!(p.settings.pass.meta_log_retention, Duration::from_secs(7 * 86_400));
-        assert_eq!(p.settings.pass.walker_interval, Duration::from_secs(90 * 60));
+        assert_eq!(
+            p.settings.pass.meta_log_retention,
+            Duration::from_secs(7 * 86_400)
+        );
+        assert_eq!(
+            p.settings.pass.walker_interval,
+            Duration::from_secs(90 * 60)
+        );
         assert_eq!(p.rate_source, "worker config");
     }
 

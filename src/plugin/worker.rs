@@ -99,8 +99,8 @@ impl StateDir {
     pub fn save_in_flight(&self, jobs: &BTreeMap<String, String>) {
         let tmp = self.0.join("in-flight.json.tmp");
         let body = serde_json::to_vec(jobs).unwrap_or_default();
-        if let Err(e) = std::fs::write(&tmp, body)
-            .and_then(|()| std::fs::rename(&tmp, self.in_flight_path()))
+        if let Err(e) =
+            std::fs::write(&tmp, body).and_then(|()| std::fs::rename(&tmp, self.in_flight_path()))
         {
             tracing::warn!(error = %e, dir = %self.0.display(), "cannot record executions in progress");
         }
@@ -150,8 +150,8 @@ impl Shared {
         Out::Heartbeat(WorkerHeartbeat {
             worker_id: self.id.clone(),
             running_work: running
-                .iter()
-                .map(|(_, r)| RunningWork {
+                .values()
+                .map(|r| RunningWork {
                     work_id: r.job_id.clone(),
                     kind: WorkKind::Execution.into(),
                     job_type: JOB_TYPE.into(),
@@ -263,7 +263,11 @@ pub async fn run(base: Settings, mut shutdown: watch::Receiver<Option<&'static s
     let mut lost: Vec<(String, String)> = shared.state.in_flight().into_iter().collect();
     shared.state.save_in_flight(&BTreeMap::new());
     for (req, job) in &lost {
-        tracing::warn!(request_id = req, job_id = job, "execution lost by a previous process of this worker; reporting it as failed");
+        tracing::warn!(
+            request_id = req,
+            job_id = job,
+            "execution lost by a previous process of this worker; reporting it as failed"
+        );
     }
     tracing::info!(worker_id = id, admin = grpc, "plugin worker starting");
     loop {
@@ -278,7 +282,9 @@ pub async fn run(base: Settings, mut shutdown: watch::Receiver<Option<&'static s
         .await;
         match ended {
             Ok(()) => break,
-            Err(e) => tracing::warn!(admin = grpc, error = %e, "admin stream ended; reconnecting in {RECONNECT_DELAY:?}"),
+            Err(e) => {
+                tracing::warn!(admin = grpc, error = %e, "admin stream ended; reconnecting in {RECONNECT_DELAY:?}")
+            }
         }
         tokio::select! {
             () = tokio::time::sleep(RECONNECT_DELAY) => {}
@@ -301,7 +307,10 @@ async fn drain(shared: &Shared, outbox_rx: &mut mpsc::UnboundedReceiver<Out>) {
     }
     let left = shared.lock().len();
     if left > 0 {
-        tracing::error!(executions = left, "shutdown deadline passed with executions unfinished; the next start reports them as lost");
+        tracing::error!(
+            executions = left,
+            "shutdown deadline passed with executions unfinished; the next start reports them as lost"
+        );
     }
 }
 
@@ -438,7 +447,10 @@ where
             let found = shared
                 .lock()
                 .get(&c.target_id)
-                .map(|r| r.stop.send(Some(format!("canceled by weed admin: {}", c.reason))))
+                .map(|r| {
+                    r.stop
+                        .send(Some(format!("canceled by weed admin: {}", c.reason)))
+                })
                 .is_some();
             send(Out::Acknowledge(WorkerAcknowledge {
                 request_id: msg.request_id.clone(),
@@ -452,7 +464,10 @@ where
             .await?;
         }
         In::Shutdown(s) => {
-            tracing::info!(reason = s.reason, "the admin asked this worker to shut down");
+            tracing::info!(
+                reason = s.reason,
+                "the admin asked this worker to shut down"
+            );
         }
     }
     Ok(())
@@ -752,7 +767,9 @@ fn finish(
     let error = if let Some(e) = &r.error {
         Some(format!("pass failed: {e}"))
     } else if let Some(why) = stopped {
-        Some(format!("pass stopped ({why}); cursors saved where the shards stopped"))
+        Some(format!(
+            "pass stopped ({why}); cursors saved where the shards stopped"
+        ))
     } else if outcome == RunOutcome::Halted {
         Some(format!(
             "{} shard(s) halted: {}; the next pass retries from their cursors",

@@ -107,7 +107,10 @@ impl WeedAdmin {
     /// `GET path`, 2xx required.
     pub async fn get(&self, path: &str) -> Value {
         let (status, v) = self.call("GET", path, None).await;
-        assert!((200..300).contains(&status), "GET {path}: HTTP {status}: {v}");
+        assert!(
+            (200..300).contains(&status),
+            "GET {path}: HTTP {status}: {v}"
+        );
         v
     }
 
@@ -154,7 +157,10 @@ impl WeedAdmin {
             cfg["admin_runtime"][*k] = v.clone();
         }
         let (status, v) = self.call("PUT", path, Some(cfg)).await;
-        assert!((200..300).contains(&status), "PUT config: HTTP {status}: {v}");
+        assert!(
+            (200..300).contains(&status),
+            "PUT config: HTTP {status}: {v}"
+        );
     }
 
     /// `POST /api/plugin/job-types/s3_lifecycle/run`: detect and run; the run's counts.
@@ -201,7 +207,12 @@ pub struct LifecycleWorker {
 
 impl LifecycleWorker {
     /// Starts `worker --admin <admin> --id <id> --state-dir <state>` with `env`.
-    pub fn start(admin: &WeedAdmin, id: &str, state: &std::path::Path, env: &[(&str, &str)]) -> Self {
+    pub fn start(
+        admin: &WeedAdmin,
+        id: &str,
+        state: &std::path::Path,
+        env: &[(&str, &str)],
+    ) -> Self {
         let log = state.join(format!("{id}.log"));
         std::fs::create_dir_all(state).unwrap();
         let file = std::fs::OpenOptions::new()
