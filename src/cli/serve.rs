@@ -196,6 +196,13 @@ async fn serve(s: Settings, shards: Vec<u8>) -> i32 {
     health.set_serving().await;
     tracing::info!("ready");
     let scheduler = tokio::spawn(service.clone().schedule_loop(shut_rx.clone()));
+    let stale = tokio::spawn(crate::service::stale_watch(
+        cluster.clone(),
+        board.clone(),
+        metrics.clone(),
+        s.clone(),
+        shut_rx.clone(),
+    ));
 
     let signal = signals.wait().await;
     tracing::info!(
@@ -228,6 +235,7 @@ async fn serve(s: Settings, shards: Vec<u8>) -> i32 {
     };
     let _ = shut_tx.send(true);
     scheduler.abort();
+    stale.abort();
     let servers = async {
         let _ = admin_task.await;
         let _ = http_task.await;
