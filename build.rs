@@ -4,8 +4,12 @@
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     println!("cargo:rerun-if-changed=proto");
     let mut cfg = tonic_prost_build::Config::new();
+    // plugin.proto imports google/protobuf/{timestamp,duration}.proto: the
+    // vendored protoc ships them; a system protoc finds its own.
+    let mut includes = vec!["proto".to_string()];
     if std::env::var_os("PROTOC").is_none() {
         cfg.protoc_executable(protoc_bin_vendored::protoc_bin_path()?);
+        includes.push(protoc_bin_vendored::include_path()?.display().to_string());
     }
     let out_dir = std::path::PathBuf::from(std::env::var("OUT_DIR")?);
     tonic_prost_build::configure()
@@ -19,8 +23,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 "proto/s3_lifecycle.proto",
                 "proto/lifecycled_admin.proto",
                 "proto/master.proto",
+
+                "proto/plugin.proto",
             ],
-            &["proto"],
+            &includes.iter().map(String::as_str).collect::<Vec<_>>(),
         )?;
     Ok(())
 }

@@ -63,6 +63,8 @@ pub struct Settings {
     pub safety: SafetySettings,
     /// The deletion journal in the filer.
     pub journal: JournalSettings,
+    /// `weed admin`: the plugin worker, and the one-enforcer check.
+    pub weed_admin: WeedAdminSettings,
 }
 
 /// `[journal]`
@@ -470,6 +472,72 @@ impl Default for TelemetrySettings {
 }
 
 impl Settings {
+    fn validate_weed_admin(&self) -> Result<(), ConfigError> {
+        let w = &self.weed_admin;
+        if !w.address.trim().is_empty() {
+            crate::plugin::job::grpc_address(&w.address)
+                .map_err(|m| invalid("weed_admin.address", m))?;
+        }
+        if w.execution_slots == 0 {
+            return Err(invalid("weed_admin.execution_slots", "must be at least 1"));
+        }
+        if w.heartbeat_interval.is_zero() || w.heartbeat_interval > Duration::from_secs(60) {
+            return Err(invalid(
+                "weed_admin.heartbeat_interval",
+                "must be between 1s and 60s (the admin forgets a worker silent for 2 minutes)",
+            ));
+        }
+        if w.state_dir.trim().is_empty() {
+            return Err(invalid(
+                "weed_admin.state_dir",
+                "must name a directory, e.g. /var/lib/s3-lifecycled",
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// `[weed_admin]`
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(default, deny_unknown_fields)]
+pub struct WeedAdminSettings {
+    /// The `weed admin` address, `host:httpPort` or `host:httpPort.grpcPort`
+    /// (gRPC = HTTP + 10000 unless given). `worker` connects to it; `serve`
+    /// and `run-once` ask it, before deleting, whether another `s3_lifecycle`
+    /// worker is serving the cluster. Empty = no admin.
+    pub address: String,
+    /// This worker's id at the admin; empty = generated once and kept in
+    /// `state_dir` (one id per process: the admin drops both streams when
+    /// two share one).
+    pub worker_id: String,
+    /// Where `worker` keeps its id and the executions in progress (reported
+    /// as failed after a restart).
+    pub state_dir: String,
+    /// Executions this worker runs at once.
+    pub execution_slots: u32,
+    /// Heartbeat period (the admin forgets a worker silent for 2 minutes).
+    #[serde(deserialize_with = "de_duration")]
+    pub heartbeat_interval: Duration,
+    /// Delete even when another (non-s3-lifecycled) worker serves
+    /// `s3_lifecycle` at the admin. For migrations only: two enforcers with
+    /// different cursors delete by different rules.
+    pub allow_other_enforcers: bool,
+}
+
+impl Default for WeedAdminSettings {
+    fn default() -> Self {
+        WeedAdminSettings {
+            address: String::new(),
+            worker_id: String::new(),
+            state_dir: "s3-lifecycled-worker".into(),
+            execution_slots: 1,
+            heartbeat_interval: Duration::from_secs(15),
+            allow_other_enforcers: false,
+        }
+    }
+}
+
+impl Settings {
     /// Loads the optional TOML file, then the `S3_LIFECYCLED__*` variables of
     /// `env` (pass `std::env::vars()` in production; tests pass a map), then
     /// validates.
@@ -508,6 +576,7 @@ impl Settings {
 
     /// Range checks that serde cannot express.
     pub fn validate(&self) -> Result<(), ConfigError> {
+        self.validate_weed_admin()?;
         for (key, list, example) in [
             ("cluster.filer", &self.cluster.filer, "127.0.0.1:18888"),
             ("cluster.s3_grpc", &self.cluster.s3_grpc, "127.0.0.1:18333"),

@@ -48,6 +48,7 @@ pub mod lifecycle;
 pub mod metrics;
 pub mod pass;
 pub mod pb;
+pub mod plugin;
 pub mod seaweed;
 pub mod service;
 pub mod status;

@@ -31,6 +31,8 @@
 //! | `s3_lifecycled_bucket_paused` | gauge 1 | bucket | [`Metrics::paused_buckets`] |
 //! | `s3_lifecycled_bucket_held` | gauge | bucket | [`Metrics::held_buckets`] |
 //! | `s3_lifecycled_entries_skipped_no_mtime_total` | counter | shard | [`Metrics::skipped_no_mtime`] |
+//! | `s3_lifecycled_bucket_without_recent_pass` | gauge 0/1 | bucket | [`Metrics::stale_buckets`] |
+//! | `s3_lifecycled_buckets_without_recent_pass` | gauge | — | [`Metrics::stale_buckets`] |
 //!
 //! The design's three per-run metrics (docs/go-cursor.md#go-metrics:
 //! `daily_run_duration_seconds`,
@@ -173,6 +175,9 @@ pub struct Metrics {
     skipped_no_mtime: Family<ShardLabels, Counter>,
     bucket_paused: Family<BucketLabels, Gauge>,
     bucket_held: Family<BucketLabels, Gauge>,
+    stale_bucket: Family<BucketLabels, Gauge>,
+    stale_count: Gauge,
+    stale_names: Arc<std::sync::Mutex<Vec<String>>>,
 }
 
 impl std::fmt::Debug for Metrics {
@@ -330,8 +335,24 @@ impl Metrics {
             bucket_held.clone(),
         );
 
+        let stale_bucket = Family::default();
+        r.register(
+            own("bucket_without_recent_pass"),
+            "1 while the bucket has a lifecycle configuration but no pass finished it on every shard within 2 lifecycle days",
+            stale_bucket.clone(),
+        );
+        let stale_count = Gauge::default();
+        r.register(
+            own("buckets_without_recent_pass"),
+            "Buckets with a lifecycle configuration but no pass that finished them on every shard within 2 lifecycle days",
+            stale_count.clone(),
+        );
+
         Metrics {
             registry: Arc::new(r),
+            stale_bucket,
+            stale_count,
+            stale_names: Default::default(),
             dispatch,
             cursor_min_ts_ns,
             last_walked_ns,
@@ -555,6 +576,25 @@ impl Metrics {
         }
     }
 
+    /// The stale buckets now (replaces the previous set; a bucket that is
+    /// enforced again loses its series).
+    pub fn stale_buckets(&self, stale: &[crate::status::StaleBucket]) {
+        let mut names = self.stale_names.lock().unwrap_or_else(|p| p.into_inner());
+        for old in names.iter() {
+            self.stale_bucket.remove(&BucketLabels {
+                bucket: old.clone(),
+            });
+        }
+        *names = stale.iter().map(|b| b.bucket.clone()).collect();
+        for b in names.iter() {
+            self.stale_bucket
+                .get_or_create(&BucketLabels { bucket: b.clone() })
+                .set(1);
+        }
+        self.stale_count
+            .set(i64::try_from(names.len()).unwrap_or(i64::MAX));
+    }
+
     /// The Prometheus text (0.0.4) exposition of every series (serve with
     /// [`CONTENT_TYPE`]).
     pub fn encode(&self) -> String {
@@ -683,6 +723,7 @@ mod tests {
             "# TYPE s3_lifecycled_last_pass_timestamp_seconds gauge",
             "# TYPE s3_lifecycled_matches_total counter",
             "# TYPE s3_lifecycled_bucket_config_errors gauge",
+            "# TYPE s3_lifecycled_buckets_without_recent_pass gauge",
         ] {
             has(&m, t);
         }

@@ -22,6 +22,11 @@ pub mod admin {
     tonic::include_proto!("lifecycled_admin.v1");
 }
 
+/// The `weed admin` plugin-worker protocol (our subset of `plugin.proto`).
+pub mod plugin {
+    tonic::include_proto!("plugin");
+}
+
 /// The encoded `FileDescriptorSet` of every file in `proto/`, as compiled by build.rs.
 /// The proto conformance test compares it with what a live SeaweedFS serves.
 pub const FILE_DESCRIPTOR_SET: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/descriptors.bin"));

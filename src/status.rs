@@ -378,6 +378,13 @@ pub struct StatusSnapshot {
     /// instance).
     #[serde(default)]
     pub paused: Vec<PausedBucket>,
+    /// Buckets with a lifecycle configuration but no completed pass within
+    /// `stale_after_ns` (2 lifecycle days): rules accepted but not enforced.
+    #[serde(default)]
+    pub stale_buckets: Vec<StaleBucket>,
+    /// The age past which a bucket counts as stale, ns.
+    #[serde(default)]
+    pub stale_after_ns: i64,
 }
 
 /// A paused bucket (`s3-lifecycled pause`): passes leave it alone and its
@@ -391,6 +398,52 @@ pub struct PausedBucket {
     /// The operator's note; may be empty.
     #[serde(default)]
     pub reason: String,
+}
+
+
+/// A bucket whose rules no pass has enforced lately.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StaleBucket {
+    /// Bucket name.
+    pub bucket: String,
+    /// The oldest over the 16 shards of the last pass that finished the
+    /// bucket without a halt, wall ns; 0 = some shard never did.
+    pub last_completed_ns: i64,
+}
+
+/// The buckets (with a lifecycle configuration) that not every one of the 16
+/// shards has finished, without a halt, within `max_age_ns` of `now_ns`.
+/// `cursors` holds every shard's saved cursor (`None` = never saved). A
+/// bucket counts as enforced only when all shards did it recently: each
+/// shard owns a part of its keys.
+pub fn stale_buckets(
+    buckets: &[String],
+    cursors: &[Option<crate::engine::cursor::ShardCursor>],
+    now_ns: i64,
+    max_age_ns: i64,
+) -> Vec<StaleBucket> {
+    buckets
+        .iter()
+        .filter_map(|b| {
+            let last = if cursors.len() < crate::engine::SHARD_COUNT {
+                0
+            } else {
+                cursors
+                    .iter()
+                    .map(|c| {
+                        c.as_ref()
+                            .and_then(|c| c.buckets.get(b))
+                            .map_or(0, |bc| bc.completed_ns)
+                    })
+                    .min()
+                    .unwrap_or(0)
+            };
+            (last == 0 || now_ns.saturating_sub(last) > max_age_ns).then(|| StaleBucket {
+                bucket: b.clone(),
+                last_completed_ns: last,
+            })
+        })
+        .collect()
 }
 
 /// `ns` since epoch as RFC 3339 UTC (seconds precision); `—` for 0.
@@ -487,5 +540,53 @@ mod tests {
         d.add_n(DeleteOutcome::Done, u64::MAX - 1);
         d.add_n(DeleteOutcome::Done, 5);
         assert_eq!(d.done, u64::MAX);
+    }
+
+    #[test]
+    fn a_bucket_is_stale_until_every_shard_finished_it_recently() {
+        use crate::engine::cursor::{BucketCursor, ShardCursor};
+        let cursor = |stamp: i64| {
+            let mut c = ShardCursor {
+                version: 1,
+                shard_id: 0,
+                updated_ns: 0,
+                ts_ns: 0,
+                rule_set_hash: [0; 32],
+                promoted_hash: [0; 32],
+                last_walked_ns: 0,
+                buckets: Default::default(),
+            };
+            c.buckets.insert(
+                "fresh".into(),
+                BucketCursor {
+                    completed_ns: stamp,
+                    ..Default::default()
+                },
+            );
+            Some(c)
+        };
+        let names = vec!["fresh".to_string(), "never".to_string()];
+        let all: Vec<_> = (0..16).map(|_| cursor(100)).collect();
+        let stale = stale_buckets(&names, &all, 150, 100);
+        assert_eq!(stale.len(), 1);
+        assert_eq!(stale[0].bucket, "never");
+        assert_eq!(stale[0].last_completed_ns, 0);
+        // Too old.
+        assert_eq!(stale_buckets(&names, &all, 300, 100).len(), 2);
+        // One shard never saved: the bucket is not enforced everywhere.
+        let mut holes = all.clone();
+        holes[7] = None;
+        assert_eq!(stale_buckets(&names, &holes, 150, 100).len(), 2);
+        // One shard halted on it ever since an old pass: its old stamp counts.
+        let mut old = all;
+        old[3] = cursor(10);
+        let s = stale_buckets(&names, &old, 150, 100);
+        assert_eq!(
+            s.iter()
+                .find(|b| b.bucket == "fresh")
+                .unwrap()
+                .last_completed_ns,
+            10
+        );
     }
 }

@@ -127,6 +127,8 @@ fn snapshot() -> StatusSnapshot {
     StatusSnapshot {
         service_state: ServiceState::Running,
         next_pass_ns: Some(T0 + 86_400 * SEC),
+        stale_buckets: Vec::new(),
+        stale_after_ns: 0,
         current_pass: Some(PassProgress {
             run_id: "run-live".into(),
             started_ns: T0 - 30 * SEC,

@@ -23,6 +23,8 @@ fn snapshot() -> StatusSnapshot {
     deletes.record(DeleteOutcome::NoopResolved);
     deletes.record(DeleteOutcome::NoopResolved);
     StatusSnapshot {
+        stale_buckets: Vec::new(),
+        stale_after_ns: 0,
         service_state: ServiceState::Idle,
         next_pass_ns: None,
         current_pass: None,

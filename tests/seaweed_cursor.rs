@@ -29,6 +29,7 @@ fn cursor(shard: u8, ts: i64) -> ShardCursor {
             promoted_hash: [8; 32],
             last_walked_ns: ts - 1,
             halted: Some("RETRY_LATER: k".into()),
+            completed_ns: ts - 2,
             rules: BTreeMap::from([(
                 "00112233aabbccdd/expiration_days".to_string(),
                 s3_lifecycled::engine::progress::ActionProgress::at(ts),

@@ -2,7 +2,8 @@
 //! loopback cluster: the daily schedule with a shortened day (passes start by
 //! themselves), and graceful shutdown with deletes in flight (exit 0 within
 //! the deadline, cursors saved and consistent: later passes delete the rest
-//! and nothing is deleted twice), plus `pass.max_runtime` in `run-once`.
+//! and nothing is deleted twice), plus `pass.max_runtime` in `run-once`, and the report of
+//! buckets whose rules no pass enforced lately.
 
 mod common;
 
@@ -190,4 +191,117 @@ async fn sigterm_mid_pass_drains_saves_cursors_and_nothing_is_lost_or_repeated()
         p.describe()
     );
     assert_eq!(count_objects(&s3, &b).await, 0);
+}
+
+/// The stale buckets in `/status.json`: name → last completed pass (0 = never).
+async fn stale(srv: &Serve) -> std::collections::BTreeMap<String, i64> {
+    let r = common::http::get_async(srv.http, "/status.json")
+        .await
+        .unwrap();
+    let v: serde_json::Value = serde_json::from_str(&r.text()).unwrap();
+    v["stale_buckets"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default()
+        .iter()
+        .map(|b| {
+            (
+                b["bucket"].as_str().unwrap_or_default().to_string(),
+                b["last_completed_ns"].as_i64().unwrap_or(-1),
+            )
+        })
+        .collect()
+}
+
+/// "Rules accepted but never run": a bucket whose lifecycle document no pass can enforce is
+/// reported (status page, `/status.json`, metrics) as having no completed pass within two
+/// lifecycle days, an enforced one is not, and it is reported again once it goes two days
+/// without a pass.
+#[tokio::test(flavor = "multi_thread")]
+async fn buckets_with_rules_but_no_recent_pass_are_reported() {
+    let c = common::cluster();
+    let s3 = c.s3_client();
+    let good = c.new_bucket("e2e-stale-good").await.unwrap();
+    let bad = c.new_bucket("e2e-stale-bad").await.unwrap();
+    put(&s3, &good, "keep/1", b"x", None).await;
+    c.put_lifecycle_xml(&good, &lifecycle(&days_rule("k", "keep/", 100_000)))
+        .await
+        .unwrap();
+    c.set_extended(
+        "/buckets",
+        &bad,
+        common::s3::LIFECYCLE_XML_KEY,
+        Some(b"<LifecycleConfiguration><Rule><Status>Enabled</Status>"),
+    )
+    .await
+    .unwrap();
+    // SHORT_DAY: a 10 s day, so "two lifecycle days" is 20 s.
+    let srv = Serve::start(&Scope::new(&[&good, &bad]), &[]).await;
+    let both = eventually(
+        Duration::from_secs(15),
+        Duration::from_millis(250),
+        async || {
+            let s = stale(&srv).await;
+            if s.len() == 2 {
+                Ok(s)
+            } else {
+                Err(format!("{s:?}"))
+            }
+        },
+    )
+    .await;
+    assert_eq!(
+        both.values().copied().collect::<Vec<_>>(),
+        vec![0, 0],
+        "never run: {both:?}"
+    );
+
+    let (run_id, _) = srv.trigger(&[]).await;
+    srv.wait_last(&run_id, Duration::from_secs(60)).await;
+    let after = eventually(
+        Duration::from_secs(15),
+        Duration::from_millis(250),
+        async || {
+            let s = stale(&srv).await;
+            if s.len() == 1 {
+                Ok(s)
+            } else {
+                Err(format!("{s:?}"))
+            }
+        },
+    )
+    .await;
+    assert_eq!(after.get(&bad), Some(&0), "{after:?}");
+    let metrics = common::http::get_async(srv.http, "/metrics")
+        .await
+        .unwrap()
+        .text();
+    assert!(
+        metrics.contains(&format!(
+            "s3_lifecycled_bucket_without_recent_pass{{bucket=\"{bad}\"}} 1"
+        )),
+        "{metrics}"
+    );
+    assert!(!metrics.contains(&format!(
+        "s3_lifecycled_bucket_without_recent_pass{{bucket=\"{good}\"}}"
+    )));
+    let page = common::http::get_async(srv.http, "/").await.unwrap().text();
+    assert!(page.contains("Buckets without a completed pass"), "{page}");
+    assert!(page.contains(&bad) && page.contains("never"), "{page}");
+
+    // Two lifecycle days without a pass: the enforced bucket is reported too, with its last pass.
+    let aged = eventually(
+        Duration::from_secs(40),
+        Duration::from_millis(500),
+        async || {
+            let s = stale(&srv).await;
+            if s.len() == 2 {
+                Ok(s)
+            } else {
+                Err(format!("{s:?}"))
+            }
+        },
+    )
+    .await;
+    assert!(aged[&good] > 0, "{aged:?}");
 }

@@ -18,6 +18,8 @@ pub mod run_once;
 pub mod serve;
 pub mod tls;
 
+pub mod worker;
+
 /// Exit code: success.
 pub const EXIT_OK: i32 = 0;
 /// Exit code: runtime error.
@@ -64,6 +66,10 @@ pub enum Command {
     /// `trigger`, admin gRPC API, /metrics and the status page, until
     /// SIGTERM/SIGINT (drains in-flight deletes and saves cursors first).
     Serve(serve::ServeArgs),
+    /// Run as an `s3_lifecycle` plugin worker of `weed admin`: the admin
+    /// schedules passes (one job per shard set), splits the cluster delete
+    /// rate and records each job, until SIGTERM/SIGINT.
+    Worker(worker::WorkerArgs),
     /// Ask a running service (admin API) to start a pass now; prints the run id.
     Trigger(admin_client::TriggerArgs),
     /// Show a running service's state and current pass, or `--last` pass.
@@ -172,6 +178,7 @@ pub fn main() -> i32 {
         } => rules_preview::run(&args),
         Command::RunOnce(args) => run_once::run(args),
         Command::Serve(args) => serve::run(args),
+        Command::Worker(args) => worker::run(args),
         Command::Trigger(args) => admin_client::run_trigger(&args),
         Command::Status(args) => admin_client::run_status(&args),
         Command::Pause(args) => admin_client::run_pause(&args),

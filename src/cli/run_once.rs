@@ -171,6 +171,9 @@ pub fn new_run_id() -> String {
 }
 
 async fn pass(s: Settings, now: Nanos, shards: Vec<u8>, dry_run: bool, json: bool) -> i32 {
+    if !dry_run && let Err(e) = one_enforcer(&s).await {
+        return usage(e);
+    }
     let tls = match crate::cli::tls::load(&s) {
         Ok(t) => t,
         Err(e) => return usage(e),
@@ -233,6 +236,18 @@ async fn pass_with(
             }
         }
     }
+}
+
+/// The one-enforcer check of `run-once` and `serve`: with `weed_admin.address`
+/// set, refuses to delete while a worker that is not s3-lifecycled serves
+/// `s3_lifecycle` there (docs/plugin-worker.md#one-enforcer), unless
+/// `weed_admin.allow_other_enforcers` is on.
+pub async fn one_enforcer(s: &Settings) -> Result<(), String> {
+    let admin = s.weed_admin.address.trim();
+    if admin.is_empty() || s.weed_admin.allow_other_enforcers {
+        return Ok(());
+    }
+    crate::plugin::enforcer::check(admin, None).await
 }
 
 fn deletes_kv(c: &Counters) -> String {

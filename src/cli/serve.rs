@@ -247,6 +247,13 @@ async fn serve(
     health.set_serving().await;
     tracing::info!("ready");
     let scheduler = tokio::spawn(service.clone().schedule_loop(shut_rx.clone()));
+    let stale = tokio::spawn(crate::service::stale_watch(
+        cluster.clone(),
+        board.clone(),
+        metrics.clone(),
+        s.clone(),
+        shut_rx.clone(),
+    ));
 
     let signal = signals.wait().await;
     tracing::info!(
@@ -279,6 +286,7 @@ async fn serve(
     };
     let _ = shut_tx.send(true);
     scheduler.abort();
+    stale.abort();
     let servers = async {
         let _ = admin_task.await;
         let _ = http_task.await;
@@ -297,10 +305,15 @@ async fn bind_http(addr: &str) -> Result<tokio::net::TcpListener, String> {
 }
 
 /// SIGTERM/SIGINT, seen through a watch channel fed by one task.
-struct Signals(watch::Receiver<Option<&'static str>>);
+pub(crate) struct Signals(watch::Receiver<Option<&'static str>>);
 
 impl Signals {
-    fn install() -> std::io::Result<Signals> {
+    /// The signal's name once one came (for loops that select on it).
+    pub(crate) fn receiver(&self) -> watch::Receiver<Option<&'static str>> {
+        self.0.clone()
+    }
+
+    pub(crate) fn install() -> std::io::Result<Signals> {
         let (tx, rx) = watch::channel(None);
         #[cfg(unix)]
         {

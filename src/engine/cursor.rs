@@ -67,6 +67,12 @@ pub struct BucketCursor {
     /// Why progress on this bucket is halted, if it is.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub halted: Option<String>,
+    /// Wall time (ns) at the start of the last pass in which this shard
+    /// finished the bucket without a halt; 0 = never. Buckets whose oldest
+    /// stamp over the 16 shards is too old are reported as not enforced
+    /// ([`crate::status::stale_buckets`]).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub completed_ns: Nanos,
     /// Per-action replay progress: `"<rulehash hex>/<kind>"` →
     /// `{ts, through, through_now}` (see [`crate::engine::progress`]).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]

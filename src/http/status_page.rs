@@ -80,6 +80,47 @@ pub fn render(s: &StatusSnapshot, now_ns: i64) -> String {
         h.push_str("</table>\n");
     }
 
+    if !s.stale_buckets.is_empty() {
+        // Rules accepted but not enforced: the most common lifecycle complaint.
+        let _ = write!(
+            h,
+            "<h2 id=\"stale\">Buckets without a completed pass in {}</h2>\n\
+             <p>These buckets have lifecycle rules, but no pass finished them on every shard lately: \
+             their rules are not being enforced.</p>\n<table><tr><th>bucket</th><th>last completed pass</th></tr>\n",
+            escape(
+                &humantime::format_duration(std::time::Duration::from_secs(
+                    u64::try_from(s.stale_after_ns / 1_000_000_000).unwrap_or(0)
+                ))
+                .to_string()
+            )
+        );
+        for b in s.stale_buckets.iter().take(100) {
+            let when = if b.last_completed_ns == 0 {
+                "never".to_string()
+            } else {
+                format!(
+                    "{} ({} ago)",
+                    format_time(b.last_completed_ns),
+                    format_age(now_ns, b.last_completed_ns)
+                )
+            };
+            let _ = writeln!(
+                h,
+                "<tr><td>{}</td><td class=\"failed\">{}</td></tr>",
+                escape(&b.bucket),
+                escape(&when)
+            );
+        }
+        if s.stale_buckets.len() > 100 {
+            let _ = writeln!(
+                h,
+                "<tr><td colspan=\"2\">… and {} more (see /status.json)</td></tr>",
+                s.stale_buckets.len() - 100
+            );
+        }
+        h.push_str("</table>\n");
+    }
+
     if let Some(p) = &s.current_pass {
         let _ = write!(
             h,
@@ -223,6 +264,11 @@ mod tests {
             service_state: ServiceState::Idle,
             next_pass_ns: Some(NOW + 60 * MIN),
             current_pass: None,
+            stale_buckets: vec![crate::status::StaleBucket {
+                bucket: "<script>alert(2)</script>".into(),
+                last_completed_ns: 0,
+            }],
+            stale_after_ns: 2 * 86_400 * 1_000_000_000,
             last_pass: Some(PassSummary {
                 run_id: "run-1".into(),
                 started_ns: NOW - 10 * MIN,
@@ -290,6 +336,16 @@ mod tests {
             "{page}"
         );
         assert!(page.contains("RETRY_LATER &lt;transport&gt;"), "{page}");
+        // The stale-bucket table: escaped, with its heading and "never".
+        assert!(
+            page.contains("&lt;script&gt;alert(2)&lt;/script&gt;"),
+            "{page}"
+        );
+        assert!(
+            page.contains("Buckets without a completed pass in 2days"),
+            "{page}"
+        );
+        assert!(page.contains(">never<"), "{page}");
     }
 
     #[test]

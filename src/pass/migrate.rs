@@ -82,6 +82,9 @@ pub fn import_go(go: &GoCursor, plan: &PassPlan) -> Result<Imported, String> {
                 promoted_hash: plan.promoted_hash.get(name).copied().unwrap_or(EMPTY_HASH),
                 last_walked_ns: go.last_walked_ns,
                 halted: None,
+                // Our own first pass stamps it; until then the bucket reads as
+                // not yet enforced by s3-lifecycled.
+                completed_ns: 0,
                 rules,
                 walk_resume: None,
             },

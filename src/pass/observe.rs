@@ -135,6 +135,17 @@ impl StatusBoard {
         self.publish(&mut st, true);
     }
 
+    /// The buckets whose rules no pass enforced lately (see
+    /// [`crate::status::stale_buckets`]), and the age that makes one stale.
+    pub fn set_stale(&self, stale: Vec<crate::status::StaleBucket>, after_ns: i64) {
+        let mut st = self.lock();
+        if st.snap.stale_buckets != stale || st.snap.stale_after_ns != after_ns {
+            st.snap.stale_buckets = stale;
+            st.snap.stale_after_ns = after_ns;
+            self.publish(&mut st, true);
+        }
+    }
+
     /// A pass started over `shards`.
     pub fn pass_started(&self, run_id: &str, shards: &[u8]) {
         let mut st = self.lock();

@@ -1023,6 +1023,10 @@ impl ShardRun {
                 }
                 continue;
             }
+            let halted = self
+                .halted
+                .clone()
+                .or_else(|| self.walk_failures.get(bucket).cloned());
             let walked = self.walk_succeeded(bucket);
             let last_walked_ns = if walked {
                 plan.now
@@ -1044,10 +1048,12 @@ impl ShardRun {
                         .copied()
                         .unwrap_or(EMPTY_HASH),
                     last_walked_ns,
-                    halted: self
-                        .halted
-                        .clone()
-                        .or_else(|| self.walk_failures.get(bucket).cloned()),
+                    completed_ns: if halted.is_none() {
+                        plan.observed_until
+                    } else {
+                        prev.map_or(0, |p| p.completed_ns)
+                    },
+                    halted,
                     rules,
                     walk_resume: None,
                 },

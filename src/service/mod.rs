@@ -219,13 +219,24 @@ impl Service {
         };
         let me = self.clone();
         let id = run_id.clone();
+        let dry_run = req.dry_run;
         tokio::spawn(async move {
             if let Some(hook) = me.before_pass.get() {
                 hook().await;
             }
-            let result = match me.coordinator.send(RunPass(opts)).await {
-                Ok(r) => r,
-                Err(e) => Err(format!("coordinator stopped: {e}")),
+            // One enforcer at a time (docs/plugin-worker.md#one-enforcer): the
+            // refusal fails this pass, visibly, and the next one asks again.
+            let allowed = if dry_run {
+                Ok(())
+            } else {
+                crate::cli::run_once::one_enforcer(&me.settings).await
+            };
+            let result = match allowed {
+                Err(e) => Err(e),
+                Ok(()) => match me.coordinator.send(RunPass(opts)).await {
+                    Ok(r) => r,
+                    Err(e) => Err(format!("coordinator stopped: {e}")),
+                },
             };
             match &result {
                 Ok(r) => tracing::info!(
@@ -405,6 +416,70 @@ impl Controls {
             Err(e) => tracing::warn!(error = %e, "reading the paused buckets failed"),
         }
     }
+}
+
+/// How long a bucket may go without a completed pass before it is reported
+/// (2 lifecycle days: a daily schedule that missed one day is still fine).
+pub fn stale_after(day: Duration) -> Duration {
+    day.saturating_mul(2)
+}
+
+/// Keeps the "buckets without a recent pass" report current: every
+/// `day / 24` (1 s to 1 h) it reads the bucket list and the 16 shard cursors
+/// and publishes the buckets no pass finished lately, on the status page and
+/// in metrics. A bucket outside `pass.buckets` (when set) is another
+/// instance's business and is not reported.
+pub async fn stale_watch(
+    port: Arc<dyn crate::pass::ports::ClusterPort>,
+    board: Arc<StatusBoard>,
+    metrics: crate::metrics::Metrics,
+    settings: Settings,
+    mut shutdown: watch::Receiver<bool>,
+) {
+    let after = stale_after(settings.time.day);
+    let after_ns = i64::try_from(after.as_nanos()).unwrap_or(i64::MAX);
+    let period = (settings.time.day / 24).clamp(Duration::from_secs(1), Duration::from_secs(3600));
+    loop {
+        match stale_now(&*port, &settings.pass.buckets, after_ns).await {
+            Ok(list) => {
+                metrics.stale_buckets(&list);
+                board.set_stale(list, after_ns);
+            }
+            Err(e) => tracing::warn!(error = %e, "cannot check which buckets went without a pass"),
+        }
+        tokio::select! {
+            () = tokio::time::sleep(period) => {}
+            _ = shutdown.wait_for(|v| *v) => return,
+        }
+    }
+}
+
+async fn stale_now(
+    port: &dyn crate::pass::ports::ClusterPort,
+    only: &[String],
+    after_ns: i64,
+) -> Result<Vec<crate::status::StaleBucket>, String> {
+    let scan = port.buckets().await?;
+    let mut names: Vec<String> = scan
+        .buckets
+        .iter()
+        .filter(|b| b.lifecycle_xml.is_some())
+        .map(|b| b.name.clone())
+        .chain(scan.errors.iter().map(|e| e.bucket.clone()))
+        .filter(|b| only.is_empty() || only.contains(b))
+        .collect();
+    names.sort();
+    names.dedup();
+    let mut cursors = Vec::with_capacity(crate::engine::SHARD_COUNT);
+    for shard in 0..crate::engine::SHARD_COUNT as u8 {
+        cursors.push(port.load_cursor(shard).await?);
+    }
+    Ok(crate::status::stale_buckets(
+        &names,
+        &cursors,
+        wall_ns(),
+        after_ns,
+    ))
 }
 
 #[cfg(test)]

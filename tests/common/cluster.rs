@@ -347,6 +347,12 @@ fn kill_child(child: &mut Child) {
 /// (SIGTERM, a few seconds, SIGKILL) and removes the data dir. Before each signal it checks that the
 /// pid still runs a command line containing our data dir, so a recycled pid is never signalled.
 fn spawn_watchdog(c: &Cluster) -> std::io::Result<()> {
+    spawn_watchdog_for(c.pid, &c.data_dir, &unix_sockets(c.ports))
+}
+
+/// [`spawn_watchdog`] for any weed process `pid` whose command line names `data` (a directory
+/// named `s3lc-weed-*`, removed afterwards), and its leftover Unix sockets `socks`.
+pub(super) fn spawn_watchdog_for(pid: u32, data: &Path, socks: &[String]) -> std::io::Result<()> {
     const SCRIPT: &str = r#"
 is_ours() { [ -r "/proc/$WPID/cmdline" ] && tr '\0' '\n' < "/proc/$WPID/cmdline" | grep -qF -- "$DATA"; }
 while kill -0 "$TPID" 2>/dev/null && ! grep -q '^State:.*Z' "/proc/$TPID/status" 2>/dev/null; do sleep 1; done
@@ -359,13 +365,12 @@ fi
 case "$DATA" in */s3lc-weed-*) rm -rf -- "$DATA" ;; esac
 if ! is_ours; then for s in $SOCKS; do [ -S "$s" ] && rm -f -- "$s"; done; fi
 "#;
-    let socks = unix_sockets(c.ports);
     Command::new("sh")
         .arg("-c")
         .arg(SCRIPT)
         .env("TPID", std::process::id().to_string())
-        .env("WPID", c.pid.to_string())
-        .env("DATA", &c.data_dir)
+        .env("WPID", pid.to_string())
+        .env("DATA", data)
         .env("SOCKS", socks.join(" "))
         .stdin(Stdio::null())
         .stdout(Stdio::null())

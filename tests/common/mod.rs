@@ -13,9 +13,12 @@
 //! - [`wait`]: polling with a deadline; [`http`]: a minimal HTTP client; [`otlp`]: a trace
 //!   receiver.
 //!
+//! - [`admin`]: a real `weed admin` and plugin workers connected to it.
+//!
 //! Not every test binary uses every helper.
 #![allow(dead_code, unused_imports)]
 
+pub mod admin;
 pub mod bin;
 pub mod clock;
 pub mod cluster;

@@ -1,0 +1,128 @@
+//! One enforcer at a time: before deleting, ask `weed admin` whether a worker
+//! that is not s3-lifecycled (the Go `weed worker`, `weed mini`) also serves
+//! `s3_lifecycle`. Two enforcers keep different cursors and delete by
+//! different rules, the failure operators fear most when migrating
+//! (docs/plugin-worker.md#one-enforcer).
+
+use serde_json::Value;
+
+use crate::plugin::admin_http;
+use crate::plugin::job::{JOB_TYPE, VERSION_PREFIX, http_address};
+
+/// A worker at the admin that serves `s3_lifecycle` and is not ours.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ForeignWorker {
+    /// Its worker id.
+    pub id: String,
+    /// Its `worker_version` (Go's is the `weed` version string).
+    pub version: String,
+    /// Its address as it reported it (Go: the host name).
+    pub address: String,
+}
+
+fn field<'a>(v: &'a Value, names: &[&str]) -> Option<&'a Value> {
+    names.iter().find_map(|n| v.get(*n))
+}
+
+fn text(v: &Value, names: &[&str]) -> String {
+    field(v, names)
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_string()
+}
+
+/// The workers in `/api/plugin/workers`'s answer that offer `s3_lifecycle`
+/// (detect or execute) and are neither s3-lifecycled nor `self_id`. The
+/// admin lists only fresh workers (seen within 2 minutes), so every one
+/// listed may take a job.
+pub fn foreign_enforcers(workers: &Value, self_id: Option<&str>) -> Vec<ForeignWorker> {
+    let Some(list) = workers.as_array() else {
+        return Vec::new();
+    };
+    list.iter()
+        .filter_map(|w| {
+            let id = text(w, &["WorkerID", "worker_id"]);
+            let version = text(w, &["WorkerVersion", "worker_version"]);
+            let caps = field(w, &["Capabilities", "capabilities"])?;
+            let cap = caps.get(JOB_TYPE)?;
+            let flag = |names: &[&str]| field(cap, names).and_then(Value::as_bool) == Some(true);
+            let serves = flag(&["can_execute", "CanExecute"]) || flag(&["can_detect", "CanDetect"]);
+            let ours = version.starts_with(VERSION_PREFIX) || self_id == Some(id.as_str());
+            (serves && !ours).then(|| ForeignWorker {
+                id,
+                version,
+                address: text(w, &["Address", "address"]),
+            })
+        })
+        .collect()
+}
+
+/// Why deleting is refused while `others` serve `s3_lifecycle`, and how to fix it.
+pub fn refusal(admin: &str, others: &[ForeignWorker]) -> String {
+    let names: Vec<String> = others
+        .iter()
+        .map(|w| format!("{} (version {}, address {})", w.id, w.version, w.address))
+        .collect();
+    format!(
+        "refusing to delete: weed admin {admin} has another s3_lifecycle worker: {}. Two \
+         enforcers keep different cursors and delete by different rules. Take s3_lifecycle off \
+         it: restart it with an explicit job list without it, e.g. `weed worker -admin={admin} \
+         -jobType=vacuum,volume_balance,erasure_coding` (a plain `weed worker` serves every job \
+         type, and `weed mini` runs such a worker too). For a migration, \
+         weed_admin.allow_other_enforcers = true overrides this check",
+        names.join(", ")
+    )
+}
+
+/// Asks the admin at `admin` (`host:http[.grpc]`) and returns the refusal
+/// when a foreign worker serves `s3_lifecycle`. An admin that cannot be
+/// asked is an error too: the operator named it so that this check runs.
+pub async fn check(admin: &str, self_id: Option<&str>) -> Result<(), String> {
+    let http = http_address(admin).map_err(|e| format!("weed_admin.address {e}"))?;
+    let workers = admin_http::get(&http, "/api/plugin/workers")
+        .await
+        .map_err(|e| {
+            format!(
+                "cannot check weed admin for other s3_lifecycle workers ({e}); fix \
+                 weed_admin.address, or set weed_admin.allow_other_enforcers = true"
+            )
+        })?;
+    let others = foreign_enforcers(&workers, self_id);
+    if others.is_empty() {
+        Ok(())
+    } else {
+        Err(refusal(admin, &others))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn a_go_worker_serving_s3_lifecycle_is_foreign_and_ours_are_not() {
+        let workers = json!([
+            {"WorkerID": "w-host-1a2b", "WorkerVersion": "8000GB 4.48 pypi", "Address": "host",
+             "Capabilities": {"s3_lifecycle": {"job_type": "s3_lifecycle", "can_detect": true, "can_execute": true},
+                              "vacuum": {"job_type": "vacuum", "can_execute": true}}},
+            {"WorkerID": "s3lc-a", "WorkerVersion": "s3-lifecycled 0.1.0",
+             "Capabilities": {"s3_lifecycle": {"can_execute": true}}},
+            {"WorkerID": "w-vacuum", "WorkerVersion": "8000GB 4.48 pypi",
+             "Capabilities": {"vacuum": {"can_execute": true}}},
+            {"WorkerID": "me", "WorkerVersion": "?",
+             "Capabilities": {"s3_lifecycle": {"can_execute": true}}}
+        ]);
+        let f = foreign_enforcers(&workers, Some("me"));
+        assert_eq!(f.len(), 1, "{f:?}");
+        assert_eq!(f[0].id, "w-host-1a2b");
+        let msg = refusal("127.0.0.1:23646", &f);
+        assert!(
+            msg.contains("w-host-1a2b") && msg.contains("-jobType="),
+            "{msg}"
+        );
+        assert!(msg.contains("allow_other_enforcers"), "{msg}");
+        assert!(foreign_enforcers(&json!([]), None).is_empty());
+        assert!(foreign_enforcers(&json!({"error": "x"}), None).is_empty());
+    }
+}
