@@ -23,7 +23,6 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 "proto/s3_lifecycle.proto",
                 "proto/lifecycled_admin.proto",
                 "proto/master.proto",
-
                 "proto/plugin.proto",
             ],
             &includes.iter().map(String::as_str).collect::<Vec<_>>(),

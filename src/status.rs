@@ -400,7 +400,6 @@ pub struct PausedBucket {
     pub reason: String,
 }
 
-
 /// A bucket whose rules no pass has enforced lately.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct StaleBucket {

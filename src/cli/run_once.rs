@@ -178,7 +178,13 @@ async fn pass(s: Settings, now: Nanos, shards: Vec<u8>, dry_run: bool, json: boo
         Ok(t) => t,
         Err(e) => return usage(e),
     };
-    let addrs: Vec<String> = s.cluster.filer.iter().chain(&s.cluster.s3_grpc).cloned().collect();
+    let addrs: Vec<String> = s
+        .cluster
+        .filer
+        .iter()
+        .chain(&s.cluster.s3_grpc)
+        .cloned()
+        .collect();
     let code = pass_with(s, now, shards, dry_run, json, tls.clone()).await;
     if code == EXIT_OK {
         return code;

@@ -555,7 +555,10 @@ mod tests {
         .unwrap();
         assert_eq!(p.shards, (0..16).collect::<Vec<u8>>());
         // Dialled as given: it is already host:grpcPort.
-        assert_eq!(p.settings.cluster.filer, ["10.0.0.9:18888", "10.0.0.1:18888"]);
+        assert_eq!(
+            p.settings.cluster.filer,
+            ["10.0.0.9:18888", "10.0.0.1:18888"]
+        );
         assert_eq!(p.settings.cluster.s3_grpc, ["10.0.0.2:18333"]);
         assert_eq!(
             p.settings.pass.meta_log_retention,

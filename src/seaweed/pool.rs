@@ -15,9 +15,9 @@ use tonic::transport::Channel;
 use crate::engine::{DeleteRequest, MetaEvent, Nanos};
 use crate::seaweed::cursor::CursorStore;
 use crate::seaweed::delete::{DeleteClient, DeleteError};
-use crate::seaweed::tls::ClientTls;
 use crate::seaweed::endpoint::{EndpointOptions, GrpcEndpoint};
 use crate::seaweed::filer::FilerClient;
+use crate::seaweed::tls::ClientTls;
 
 /// One filer: its channel, client and the cursor store reached through it.
 #[derive(Debug, Clone)]
