@@ -147,8 +147,8 @@ pub(crate) async fn first_filer_with(
     s: &crate::config::Settings,
     tls: Option<crate::seaweed::tls::ClientTls>,
 ) -> Result<crate::seaweed::filer::FilerClient, String> {
+    let members = crate::seaweed::discovery::resolve(&s.cluster, tls.as_ref()).await?;
     let options = crate::seaweed::endpoint::EndpointOptions::seaweed().tls(tls);
-    let members = crate::seaweed::discovery::resolve(&s.cluster).await?;
     let mut errors = Vec::new();
     for addr in &members.filers {
         match crate::seaweed::filer::FilerClient::connect_with(addr, &options).await {

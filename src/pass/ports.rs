@@ -207,6 +207,8 @@ pub struct SeaweedCluster {
 struct Discovery {
     settings: crate::config::ClusterSettings,
     gateways: GatewayPool,
+    /// Client TLS towards the master.
+    tls: Option<ClientTls>,
 }
 
 /// A lazily connecting channel with the filer client's keepalive settings.
@@ -295,8 +297,13 @@ impl SeaweedCluster {
         mut self,
         settings: crate::config::ClusterSettings,
         gateways: GatewayPool,
+        tls: Option<ClientTls>,
     ) -> SeaweedCluster {
-        self.discovery = Some(Discovery { settings, gateways });
+        self.discovery = Some(Discovery {
+            settings,
+            gateways,
+            tls,
+        });
         self
     }
 
@@ -317,9 +324,10 @@ impl ClusterPort for SeaweedCluster {
         };
         let settings = d.settings.clone();
         let gateways = d.gateways.clone();
+        let tls = d.tls.clone();
         let pool = self.pool.clone();
         async move {
-            let members = crate::seaweed::discovery::resolve(&settings).await?;
+            let members = crate::seaweed::discovery::resolve(&settings, tls.as_ref()).await?;
             pool.set_addrs(&members.filers)?;
             gateways
                 .set_addrs(&members.s3_grpc)
@@ -648,7 +656,7 @@ pub async fn connect_cluster(
     s: &crate::config::Settings,
     tls: Option<ClientTls>,
 ) -> Result<(SeaweedCluster, SeaweedDelete), ConnectError> {
-    let members = crate::seaweed::discovery::resolve(&s.cluster)
+    let members = crate::seaweed::discovery::resolve(&s.cluster, tls.as_ref())
         .await
         .map_err(ConnectError::Unreachable)?;
     let deletes = SeaweedDelete::connect_many(&members.s3_grpc, tls.clone())
@@ -659,7 +667,7 @@ pub async fn connect_cluster(
         &s.cursor.dir,
         s.pass.event_buffer,
         s.cluster.filer_call_timeout,
-        tls,
+        tls.clone(),
     )
     .await
     .map_err(|e| {
@@ -673,7 +681,7 @@ pub async fn connect_cluster(
     let cluster = if s.cluster.master.trim().is_empty() {
         cluster
     } else {
-        cluster.with_discovery(s.cluster.clone(), deletes.gateways())
+        cluster.with_discovery(s.cluster.clone(), deletes.gateways(), tls)
     };
     Ok((cluster, deletes))
 }

@@ -8,6 +8,7 @@ use crate::config::ClusterSettings;
 use crate::pb::master_pb::ListClusterNodesRequest;
 use crate::pb::master_pb::seaweed_client::SeaweedClient;
 use crate::seaweed::endpoint::{EndpointOptions, GrpcEndpoint, MAX_MESSAGE_BYTES};
+use crate::seaweed::tls::ClientTls;
 
 /// `client_type` of filers in the master's membership.
 pub const FILER_TYPE: &str = "filer";
@@ -65,13 +66,20 @@ pub fn master_grpc_address(master: &str) -> Result<String, String> {
 
 /// The registered nodes of `client_type`, as the master lists them (raw
 /// addresses, sorted and de-duplicated).
-pub async fn list_nodes(master: &str, client_type: &str) -> Result<Vec<String>, String> {
+/// `tls`: the cluster's client TLS (a `security.toml` cluster secures the
+/// master's gRPC port like the others; docs/tls.md).
+pub async fn list_nodes(
+    master: &str,
+    client_type: &str,
+    tls: Option<&ClientTls>,
+) -> Result<Vec<String>, String> {
     let grpc = master_grpc_address(master)?;
     let endpoint = GrpcEndpoint::new(
         &grpc,
         &EndpointOptions::seaweed()
             .connect_timeout(CALL_TIMEOUT)
-            .call_timeout(CALL_TIMEOUT),
+            .call_timeout(CALL_TIMEOUT)
+            .tls(tls.cloned()),
     )
     .map_err(|e| e.to_string())?;
     let channel = endpoint
@@ -107,11 +115,14 @@ pub async fn list_nodes(master: &str, client_type: &str) -> Result<Vec<String>, 
 /// The filers and gateways for the next pass: the configured lists, or the
 /// master's membership for each list left empty while `cluster.master` is
 /// set. An empty discovered list is an error naming the setting that fixes it.
-pub async fn resolve(cluster: &ClusterSettings) -> Result<Members, String> {
+pub async fn resolve(
+    cluster: &ClusterSettings,
+    tls: Option<&ClientTls>,
+) -> Result<Members, String> {
     let filers = match cluster.static_filers() {
         Some(list) => list,
         None => {
-            let raw = list_nodes(&cluster.master, FILER_TYPE)
+            let raw = list_nodes(&cluster.master, FILER_TYPE, tls)
                 .await
                 .map_err(|e| format!("configuration key `cluster.master`: {e}"))?;
             let list = raw
@@ -133,7 +144,7 @@ pub async fn resolve(cluster: &ClusterSettings) -> Result<Members, String> {
         None => {
             // Gateways register their gRPC address itself (`host:grpcPort`), and
             // only when they learned the masters from their filer.
-            let list = list_nodes(&cluster.master, S3_TYPE)
+            let list = list_nodes(&cluster.master, S3_TYPE, tls)
                 .await
                 .map_err(|e| format!("configuration key `cluster.master`: {e}"))?;
             if list.is_empty() {
@@ -187,7 +198,7 @@ mod tests {
             filer: vec!["a:1".into(), "b:2".into()],
             ..ClusterSettings::default()
         };
-        let m = resolve(&c).await.unwrap();
+        let m = resolve(&c, None).await.unwrap();
         assert_eq!(m.filers, ["a:1", "b:2"]);
         assert_eq!(m.s3_grpc, [crate::config::DEFAULT_S3_GRPC]);
     }
@@ -198,7 +209,7 @@ mod tests {
             master: "127.0.0.1:1".into(),
             ..ClusterSettings::default()
         };
-        let e = resolve(&c).await.unwrap_err();
+        let e = resolve(&c, None).await.unwrap_err();
         assert!(
             e.contains("cluster.master") && e.contains("127.0.0.1:1"),
             "{e}"
