@@ -254,3 +254,23 @@ async fn rotated_client_certificate_is_used_by_the_next_pass() {
         svc.log_text()
     );
 }
+
+/// Discovery on a TLS cluster: with only `cluster.master` set, the master's gRPC port is asked
+/// over the same client TLS as the filer and the gateway (a plaintext ask used to fail there).
+#[tokio::test]
+async fn pass_with_only_the_master_discovers_members_over_tls() {
+    let t = tls_cluster();
+    let (b, s3) = due_bucket(t, "tls-master").await;
+    let scope = Scope::new(&[&b]);
+    let mut env = tls_env(t, "ca.crt", "client.crt", "client.key");
+    env.push((
+        "S3_LIFECYCLED__CLUSTER__MASTER",
+        t.cluster.master_grpc_addr().to_string(),
+    ));
+    env.push(("S3_LIFECYCLED__CURSOR__DIR", scope.cursor_dir.clone()));
+    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    let p = run_raw(&["run-once", "--buckets", b.as_str(), "--json"], &env).await;
+    let r = p.ok();
+    assert_eq!(r.total("DONE"), 1, "{}", p.describe());
+    assert!(!exists(&s3, &b, "tmp/a").await, "{}", p.describe());
+}
