@@ -59,7 +59,7 @@ pub struct Settings {
     pub telemetry: TelemetrySettings,
     /// gRPC client TLS towards the cluster (docs/tls.md).
     pub tls: TlsSettings,
-    /// Safety rails: deletion caps (ops/runbook.md (f)).
+    /// Safety rails: deletion caps (ops/runbook.md (h)).
     pub safety: SafetySettings,
     /// The deletion journal in the filer.
     pub journal: JournalSettings,
