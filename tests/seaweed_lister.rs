@@ -440,12 +440,15 @@ async fn walker_listing_limited_to_rule_prefixes_lists_only_their_directories() 
             .all(|k| k.starts_with("logs/a") || k.starts_with("tmp/"))
     );
     // Bucket root (3 dirs) + logs/ (2 dirs) + logs/a/ (100) + tmp/ (100):
-    // logs/b/ and data/ are never listed.
-    assert_eq!(
-        some_stats.entries_seen, 205,
+    // logs/b/ and data/ are never listed. The tree-order lister descends into a
+    // subdirectory at its place and then lists the rest of the parent's page
+    // again (docs/design-deviations.md#resumable-recovery-walks): at most one
+    // entry seen twice per directory descended into.
+    assert_eq!(some_stats.dirs_listed, 4, "{some_stats:?}");
+    assert!(
+        (205..=205 + some_stats.dirs_listed).contains(&some_stats.entries_seen),
         "{some_stats:?} vs {all_stats:?}"
     );
-    assert_eq!(some_stats.dirs_listed, 4, "{some_stats:?}");
     assert!(all_stats.entries_seen >= 600 + 5, "{all_stats:?}");
     let _ = s3;
 }
