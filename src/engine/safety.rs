@@ -46,9 +46,7 @@ impl PauseRecord {
 
     /// The file content (pretty JSON and a newline, for `weed shell fs.cat`).
     pub fn to_json(&self) -> Vec<u8> {
-        let mut v = serde_json::to_vec_pretty(self).unwrap_or_default();
-        v.push(b'\n');
-        v
+        record_json(self)
     }
 }
 
@@ -77,23 +75,15 @@ impl ApprovalRecord {
 
     /// The file content.
     pub fn to_json(&self) -> Vec<u8> {
-        let mut v = serde_json::to_vec_pretty(self).unwrap_or_default();
-        v.push(b'\n');
-        v
+        record_json(self)
     }
 }
 
 /// Parses an approval file found under the name of `bucket`.
 pub fn decode_approval(content: &[u8], bucket: &str) -> Result<ApprovalRecord, String> {
-    let r: ApprovalRecord =
-        serde_json::from_slice(content).map_err(|e| format!("not an approval record ({e})"))?;
-    if r.version != PAUSE_VERSION || r.bucket != bucket {
-        return Err(format!(
-            "version {} bucket {:?} (expected version {PAUSE_VERSION} and bucket {bucket:?})",
-            r.version, r.bucket
-        ));
-    }
-    Ok(r)
+    decode_record(content, bucket, "approval", |r: &ApprovalRecord| {
+        (r.version, r.bucket.as_str())
+    })
 }
 
 /// The pause file name of `bucket` (`<bucket>.json`).
@@ -107,24 +97,45 @@ pub fn bucket_of_pause_file(name: &str) -> Option<&str> {
         .filter(|b| check_bucket_name(b).is_ok())
 }
 
-/// Parses a pause file found under the name of `bucket`. The error says what
-/// is wrong (the caller adds the path and the fix).
-pub fn decode_pause(content: &[u8], bucket: &str) -> Result<PauseRecord, String> {
-    let r: PauseRecord =
-        serde_json::from_slice(content).map_err(|e| format!("not a pause record ({e})"))?;
-    if r.version != PAUSE_VERSION {
+/// Every control file's content: pretty JSON and a newline (readable with
+/// `weed shell fs.cat`).
+fn record_json<T: Serialize>(record: &T) -> Vec<u8> {
+    let mut v = serde_json::to_vec_pretty(record).unwrap_or_default();
+    v.push(b'\n');
+    v
+}
+
+/// Parses a control file (`what`: pause, approval, hold, rules) found under
+/// the name of `bucket`, strictly: only [`PAUSE_VERSION`], and only the
+/// bucket its file name is for. The error says what is wrong (the caller
+/// adds the path and the fix).
+fn decode_record<T: serde::de::DeserializeOwned>(
+    content: &[u8],
+    bucket: &str,
+    what: &str,
+    header: impl Fn(&T) -> (u32, &str),
+) -> Result<T, String> {
+    let r: T = serde_json::from_slice(content).map_err(|e| format!("not a {what} record ({e})"))?;
+    let (version, named) = header(&r);
+    if version != PAUSE_VERSION {
         return Err(format!(
-            "version {} is not {PAUSE_VERSION}, the only one this build reads",
-            r.version
+            "version {version} is not {PAUSE_VERSION}, the only one this build reads"
         ));
     }
-    if r.bucket != bucket {
+    if named != bucket {
         return Err(format!(
-            "it names bucket {:?}, but its file name is for {bucket:?}",
-            r.bucket
+            "it names bucket {named:?}, but its file name is for {bucket:?}"
         ));
     }
     Ok(r)
+}
+
+/// Parses a pause file found under the name of `bucket`. The error says what
+/// is wrong (the caller adds the path and the fix).
+pub fn decode_pause(content: &[u8], bucket: &str) -> Result<PauseRecord, String> {
+    decode_record(content, bucket, "pause", |r: &PauseRecord| {
+        (r.version, r.bucket.as_str())
+    })
 }
 
 /// Checks that `name` can be an S3 bucket name, and so a file name of its own
@@ -322,23 +333,15 @@ pub struct RuleRecord {
 impl RuleRecord {
     /// The file content.
     pub fn to_json(&self) -> Vec<u8> {
-        let mut v = serde_json::to_vec_pretty(self).unwrap_or_default();
-        v.push(b'\n');
-        v
+        record_json(self)
     }
 }
 
 /// Parses a rules file found under the name of `bucket`.
 pub fn decode_rule_record(content: &[u8], bucket: &str) -> Result<RuleRecord, String> {
-    let r: RuleRecord =
-        serde_json::from_slice(content).map_err(|e| format!("not a rules record ({e})"))?;
-    if r.version != PAUSE_VERSION || r.bucket != bucket {
-        return Err(format!(
-            "version {} bucket {:?} (expected version {PAUSE_VERSION} and bucket {bucket:?})",
-            r.version, r.bucket
-        ));
-    }
-    Ok(r)
+    decode_record(content, bucket, "rules", |r: &RuleRecord| {
+        (r.version, r.bucket.as_str())
+    })
 }
 
 /// The rule-change grace of one bucket in one pass.
@@ -444,9 +447,7 @@ impl HoldRecord {
 
     /// The file content.
     pub fn to_json(&self) -> Vec<u8> {
-        let mut v = serde_json::to_vec_pretty(self).unwrap_or_default();
-        v.push(b'\n');
-        v
+        record_json(self)
     }
 
     /// Whether the hold still applies under `now`'s caps: it does unless a
@@ -469,15 +470,9 @@ impl HoldRecord {
 
 /// Parses a hold file found under the name of `bucket`.
 pub fn decode_hold(content: &[u8], bucket: &str) -> Result<HoldRecord, String> {
-    let r: HoldRecord =
-        serde_json::from_slice(content).map_err(|e| format!("not a hold record ({e})"))?;
-    if r.version != PAUSE_VERSION || r.bucket != bucket {
-        return Err(format!(
-            "version {} bucket {:?} (expected version {PAUSE_VERSION} and bucket {bucket:?})",
-            r.version, r.bucket
-        ));
-    }
-    Ok(r)
+    decode_record(content, bucket, "hold", |r: &HoldRecord| {
+        (r.version, r.bucket.as_str())
+    })
 }
 
 /// The deletion cap of one pass: which deletes may be sent, per bucket, and
