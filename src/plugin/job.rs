@@ -412,6 +412,16 @@ pub fn plan(req: &ExecuteJobRequest, base: &Settings) -> Result<JobPlan, String>
             .and_then(|v| v.trim().parse::<u32>().ok())
             .filter(|b| *b > 0)
             .unwrap_or(0);
+        // The admin shares the cluster rate per worker; a worker running
+        // several jobs at once splits its share again. A burst of 0 keeps
+        // meaning "twice the rate".
+        let slots = base.weed_admin.execution_slots.max(1);
+        if slots > 1 {
+            s.rate.deletes_per_second /= f64::from(slots);
+            if s.rate.burst > 0 {
+                s.rate.burst = (s.rate.burst / slots).max(1);
+            }
+        }
         rate_source = "admin share";
     }
     let days = int_value(req.admin_config_values.get(KEY_RETENTION_DAYS)).unwrap_or(0);
@@ -585,6 +595,17 @@ mod tests {
         assert_eq!(p.settings.cluster.filer, ["10.0.0.1:18888"]);
         assert_eq!(p.settings.rate.effective(), Some((2.5, 1)));
         assert_eq!(p.rate_source, "admin share");
+        // Two slots on this worker: each job gets half the worker's share.
+        let mut two = Settings::default();
+        two.weed_admin.execution_slots = 2;
+        let p2 = plan(
+            &execution(&[], &[(META_RATE, "10"), (META_BURST, "8")]),
+            &two,
+        )
+        .unwrap();
+        assert_eq!(p2.settings.rate.effective(), Some((5.0, 4)));
+        let p3 = plan(&execution(&[], &[(META_RATE, "10")]), &two).unwrap();
+        assert_eq!(p3.settings.rate.effective(), Some((5.0, 10)));
         let bad = plan(
             &execution(&[(PARAM_SHARDS, string("0-99"))], &[]),
             &Settings::default(),

@@ -563,15 +563,10 @@ async fn execute(shared: &Shared, r: ExecuteJobRequest, job_id: &str, stop: Stop
             "execution requested"
         );
     }
-    let mut plan = match job::plan(&r, &shared.base) {
+    let plan = match job::plan(&r, &shared.base) {
         Ok(p) => p,
         Err(e) => return fail(e),
     };
-    // The admin shares the cluster rate per worker; this worker's slots split it again.
-    if shared.slots > 1 && plan.rate_source == "admin share" {
-        plan.settings.rate.deletes_per_second /= f64::from(shared.slots);
-        plan.settings.rate.burst = (plan.settings.rate.burst / shared.slots).max(1);
-    }
     let wa = &shared.base.weed_admin;
     if !wa.allow_other_enforcers
         && let Err(e) = crate::plugin::enforcer::check(&wa.address, Some(&shared.id)).await
