@@ -518,13 +518,38 @@ async fn rules_preview_counts_per_rule_and_day_and_writes_nothing() {
     c.put_objects_bulk(&b, &keys("keep/", 3), b"z")
         .await
         .unwrap();
+    // An upload in progress with two parts (9 + 14 bytes): an abort frees
+    // its parts, which one listing of the bucket does not see.
+    let upload = s3
+        .create_multipart_upload()
+        .bucket(&b)
+        .key("tmp/big.bin")
+        .send()
+        .await
+        .unwrap()
+        .upload_id()
+        .unwrap()
+        .to_string();
+    for (n, body) in [(1, &b"part one!"[..]), (2, &b"and part two!!"[..])] {
+        s3.upload_part()
+            .bucket(&b)
+            .key("tmp/big.bin")
+            .upload_id(&upload)
+            .part_number(n)
+            .body(aws_sdk_s3::primitives::ByteStream::from(body.to_vec()))
+            .send()
+            .await
+            .unwrap();
+    }
     let t0 = now_ns();
     let dir = TmpDir::new("preview");
     let doc = dir.path().join("lifecycle.xml");
     std::fs::write(
         &doc,
         lifecycle(&format!(
-            "{}{}",
+            "{}{}<Rule><ID>mpu</ID><Status>Enabled</Status><Filter><Prefix>tmp/</Prefix></Filter>\
+             <AbortIncompleteMultipartUpload><DaysAfterInitiation>1</DaysAfterInitiation>\
+             </AbortIncompleteMultipartUpload></Rule>",
             days_rule("old", "old/", 1),
             days_rule("new", "new/", 3)
         )),
@@ -561,7 +586,12 @@ async fn rules_preview_counts_per_rule_and_day_and_writes_nothing() {
     assert_eq!(out.code, 0, "{}", out.describe());
     let j: serde_json::Value = serde_json::from_str(&out.stdout).unwrap();
     assert_eq!(j["at"]["objects"], 4, "{j}");
-    assert_eq!(j["at"]["bytes"], 20, "{j}");
+    assert_eq!(j["at"]["uploads"], 1, "{j}");
+    // 4 objects of 5 bytes, and the upload's parts (regression: uploads
+    // were counted as 0 bytes).
+    assert_eq!(j["at"]["bytes"], 20 + 9 + 14, "{j}");
+    assert_eq!(j["per_rule"]["mpu"]["uploads"], 1, "{j}");
+    assert_eq!(j["per_rule"]["mpu"]["bytes"], 23, "{j}");
     assert_eq!(j["per_rule"]["old"]["objects"], 4, "{j}");
     assert_eq!(j["per_rule"].get("new"), None, "{j}");
     assert_eq!(j["per_day"][0]["objects"], 0, "{j}");
@@ -571,10 +601,11 @@ async fn rules_preview_counts_per_rule_and_day_and_writes_nothing() {
         .map(|d| j["per_day"][d]["objects"].as_u64().unwrap())
         .sum();
     assert_eq!(later, 0, "{j}");
-    assert_eq!(j["sample"].as_array().unwrap().len(), 4, "{j}");
+    assert_eq!(j["sample"].as_array().unwrap().len(), 5, "{j}");
     // Read-only: the bucket, its entry (no lifecycle document) and the
     // service's state directory are as they were.
     assert_eq!(list_keys(&s3, &b).await, keys_before);
+    assert_eq!(list_uploads(&s3, &b).await.len(), 1);
     assert_eq!(c.lookup_entry("/buckets", &b).await.unwrap(), bucket_before);
     let (parent, name) = scope.cursor_dir.rsplit_once('/').unwrap();
     assert!(c.lookup_entry(parent, name).await.unwrap().is_none());
@@ -586,4 +617,115 @@ async fn rules_preview_counts_per_rule_and_day_and_writes_nothing() {
     .unwrap();
     let bad = run_raw(&args, &env).await;
     assert_eq!(bad.code, 2, "{}", bad.describe());
+}
+
+/// Regression: `explain` looked up only the bare `<key>` entry, which a key
+/// written in a versioned bucket does not have (its versions live in
+/// `<key>.versions/`), so it answered "not found" for every versioned
+/// object. With `--version-id` it now also shows what the walker would do
+/// to that version: a noncurrent version's due time under a
+/// NoncurrentVersionExpiration rule, the current one's expiration.
+#[tokio::test(flavor = "multi_thread")]
+async fn explain_finds_versioned_keys_and_gives_a_versions_noncurrent_due_time() {
+    let c = cluster();
+    let s3 = c.s3_client();
+    let b = c.new_bucket("explainv").await.unwrap();
+    enable_versioning(&s3, &b).await;
+    let rules = format!(
+        "<Rule><ID>nc</ID><Status>Enabled</Status><Filter><Prefix></Prefix></Filter>\
+         <NoncurrentVersionExpiration><NoncurrentDays>2</NoncurrentDays></NoncurrentVersionExpiration></Rule>{}",
+        days_rule("cur", "", 5)
+    );
+    c.put_lifecycle_xml(&b, &lifecycle(&rules)).await.unwrap();
+    let v1 = put(&s3, &b, "k", b"first", None).await.expect("v1 id");
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    let v2 = put(&s3, &b, "k", b"second!", None).await.expect("v2 id");
+    let v2_modified = s3
+        .head_object()
+        .bucket(&b)
+        .key("k")
+        .version_id(&v2)
+        .send()
+        .await
+        .unwrap()
+        .last_modified
+        .unwrap()
+        .secs()
+        * SEC_NS;
+    let scope = Scope::new(&[&b]);
+    let env = serve_env(&scope);
+    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+
+    // No --version-id: the current version (the bug: "not found").
+    let cur = run_raw(&["explain", &b, "k"], &env).await;
+    assert_eq!(cur.code, 0, "{}", cur.describe());
+    println!("$ s3-lifecycled explain {b} k\n{}", cur.stdout);
+    assert!(
+        cur.stdout
+            .contains("object {b}/k: 7 bytes".replace("{b}", &b).as_str()),
+        "{}",
+        cur.stdout
+    );
+    assert!(
+        cur.stdout
+            .contains(&format!("version {v2}: current version, 7 bytes")),
+        "{}",
+        cur.stdout
+    );
+    assert!(
+        cur.stdout.contains("  rule cur: expiration_days: due "),
+        "{}",
+        cur.stdout
+    );
+    assert!(
+        !cur.stdout.contains("rule nc: noncurrent"),
+        "{}",
+        cur.stdout
+    );
+
+    // The noncurrent version: due 2 (10 s) days after it became noncurrent,
+    // i.e. after v2 was written (S3 shows whole seconds: allow 2 s).
+    let old = run_raw(&["explain", &b, "k", "--version-id", &v1], &env).await;
+    assert_eq!(old.code, 0, "{}", old.describe());
+    println!(
+        "$ s3-lifecycled explain {b} k --version-id {v1}\n{}",
+        old.stdout
+    );
+    assert!(
+        old.stdout
+            .contains(&format!("version {v1}: noncurrent since ")),
+        "{}",
+        old.stdout
+    );
+    let due_line = old
+        .stdout
+        .lines()
+        .find_map(|l| l.strip_prefix("  rule nc: noncurrent_days: due "))
+        .unwrap_or_else(|| panic!("no noncurrent due line:\n{}", old.stdout));
+    let due = s3_lifecycled::admin::parse_rfc3339_ns(due_line.trim()).unwrap();
+    let want = v2_modified + 20 * SEC_NS;
+    assert!(
+        (want..want + 2 * SEC_NS).contains(&due),
+        "due {due_line} vs v2 written at {} + 20 s",
+        rfc3339(v2_modified)
+    );
+    assert!(
+        !old.stdout.contains("rule cur: expiration_days"),
+        "{}",
+        old.stdout
+    );
+
+    // A version the key does not have: exit 1, with the versions it has.
+    let none = run_raw(&["explain", &b, "k", "--version-id", "nope"], &env).await;
+    assert_eq!(none.code, 1, "{}", none.describe());
+    assert!(
+        none.stderr.contains("version nope of"),
+        "{}",
+        none.describe()
+    );
+    assert!(
+        none.stderr.contains(&v1) && none.stderr.contains(&v2),
+        "{}",
+        none.describe()
+    );
 }

@@ -1,7 +1,8 @@
 //! Fault figures on the real cluster (issue 11): `s3-lifecycled run-once` killed with SIGKILL at
-//! random points, the S3 gateway restarted mid-pass, the filer restarted mid-pass. Each run has
-//! 5,000 objects due at the pass's `--now` and 5,000 that are not; after the next pass completes,
-//! every due object is gone and every other one is still there. The figures (counts, exit codes,
+//! random points, the S3 gateway restarted mid-pass, the filer restarted mid-pass. Each restart
+//! run has 5,000 objects due at the pass's `--now` and 5,000 that are not (each SIGKILL run
+//! 2,500 and 1,000, at half the rate); after the next pass completes, every due object is gone
+//! and every other one is still there. The figures (counts, exit codes,
 //! timings) are printed: `cargo test --test faults -- --nocapture`.
 //!
 //! Runs on a split cluster (`weed master|volume|filer|s3` as separate processes) so the filer
@@ -44,6 +45,17 @@ const GUARD: Duration = Duration::from_secs(300);
 const RESTART_AFTER: usize = 500;
 /// SIGKILL runs.
 const KILL_RUNS: usize = 10;
+/// Due and not-due objects of each SIGKILL run's bucket: fewer than the
+/// other tests' so ten fresh buckets fill quickly; [`SLOW_KILL`] keeps the
+/// deletes stretched over the same 5 s, so the kill points still fall
+/// anywhere from start-up to late in the deletes.
+const KILL_DUE: usize = 2_500;
+const KILL_KEEP: usize = 1_000;
+/// [`SLOW`] for [`KILL_DUE`]: 500 deletes per second, 2,500 take at least 5 s.
+const SLOW_KILL: [(&str, &str); 2] = [
+    ("S3_LIFECYCLED__RATE__DELETES_PER_SECOND", "500"),
+    ("S3_LIFECYCLED__RATE__BURST", "10"),
+];
 
 /// One test at a time: a restarted filer or gateway would disturb another test's pass.
 static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
@@ -57,12 +69,17 @@ struct Setup {
     now: i64,
 }
 
-/// A fresh bucket with `DUE` objects under `due/` and `KEEP` under `keep/`, and a lifecycle
-/// configuration that makes exactly the first ones due at `now`.
+/// A fresh bucket with [`DUE`] objects under `due/` and [`KEEP`] under `keep/`, and a
+/// lifecycle configuration that makes exactly the first ones due at `now`.
 async fn setup(c: &Cluster, name: impl AsRef<str>) -> Setup {
+    setup_sized(c, name, DUE, KEEP).await
+}
+
+/// [`setup`] with `due_n` due and `keep_n` not-due objects.
+async fn setup_sized(c: &Cluster, name: impl AsRef<str>, due_n: usize, keep_n: usize) -> Setup {
     let bucket = c.new_bucket(name.as_ref()).await.unwrap();
-    let due = keys("due/", DUE);
-    let keep = keys("keep/", KEEP);
+    let due = keys("due/", due_n);
+    let keep = keys("keep/", keep_n);
     let (a, b) = tokio::join!(
         c.put_objects_bulk(&bucket, &due, b"x"),
         c.put_objects_bulk(&bucket, &keep, b"x")
@@ -97,9 +114,9 @@ async fn assert_nothing_early(s3: &aws_sdk_s3::Client, s: &Setup, when: &str) {
     let (_, keep_left) = remaining(s3, s).await;
     assert_eq!(
         keep_left,
-        KEEP,
+        s.keep.len(),
         "{when}: {} not-due objects deleted early",
-        KEEP - keep_left
+        s.keep.len() - keep_left
     );
 }
 
@@ -118,13 +135,13 @@ async fn next_pass_completes(c: &Cluster, s: &Setup, gone_before: usize) -> (i64
         s.keep,
         "after the next pass: {} due objects left, {} not-due objects gone:\n{}",
         left.intersection(&s.due).count(),
-        KEEP - left.intersection(&s.keep).count(),
+        s.keep.len() - left.intersection(&s.keep).count(),
         p.describe()
     );
     let done = r.total("DONE");
     assert_eq!(
         done as usize + gone_before,
-        DUE,
+        s.due.len(),
         "DONE + already gone = all due:\n{}",
         p.describe()
     );
@@ -158,14 +175,14 @@ async fn wait_for_deletes(
 ) {
     eventually(GUARD, Duration::from_millis(100), async || {
         let (due_left, _) = remaining(s3, s).await;
-        let gone = DUE - due_left;
+        let gone = s.due.len() - due_left;
         if gone >= n {
             return Ok(());
         }
         if let Some(status) = child.try_wait().unwrap() {
             panic!("run-once ended ({status}) before {n} deletes ({gone} gone): not mid-pass");
         }
-        Err(format!("{gone} of {DUE} deleted"))
+        Err(format!("{gone} of {} deleted", s.due.len()))
     })
     .await;
 }
@@ -200,18 +217,23 @@ async fn sigkill_at_ten_random_points_loses_nothing_and_deletes_nothing_early() 
     let total = Instant::now();
     let name = |run: usize| format!("faults-kill-{run}");
     // The next run's bucket fills while this run's rate-limited pass waits on its limiter.
-    let mut next = Some(tokio::spawn(setup(c, name(0))));
+    let mut next = Some(tokio::spawn(setup_sized(c, name(0), KILL_DUE, KILL_KEEP)));
     for run in 0..KILL_RUNS {
         let t_setup = Instant::now();
         let s = next.take().expect("set up").await.unwrap();
         let setup_wait = t_setup.elapsed();
         if run + 1 < KILL_RUNS {
-            next = Some(tokio::spawn(setup(c, name(run + 1))));
+            next = Some(tokio::spawn(setup_sized(
+                c,
+                name(run + 1),
+                KILL_DUE,
+                KILL_KEEP,
+            )));
         }
         // Anywhere from start-up (connect, bucket listing, replay) to late in the deletes, which
-        // the limiter stretches to at least 5 s ([`SLOW`]): always before the pass ends.
+        // the limiter stretches to at least 5 s ([`SLOW_KILL`]): always before the pass ends.
         let delay = Duration::from_millis(rng.random_range(0..4_500));
-        let mut child = run_once_command(c, &s.scope, Some(s.now), &[], &SLOW)
+        let mut child = run_once_command(c, &s.scope, Some(s.now), &[], &SLOW_KILL)
             .spawn()
             .unwrap();
         tokio::time::sleep(delay).await;
@@ -226,13 +248,13 @@ async fn sigkill_at_ten_random_points_loses_nothing_and_deletes_nothing_early() 
         );
         assert_nothing_early(&s3, &s, "after the kill").await;
         let (due_left, _) = remaining(&s3, &s).await;
-        let gone_before = DUE - due_left;
+        let gone_before = s.due.len() - due_left;
         let (done, took) = next_pass_completes(c, &s, gone_before).await;
         ok_runs += 1;
         println!(
             "faults: sigkill run={run} bucket={} kill_after_ms={} killed=yes(SIGKILL) \
              deleted_before_kill={gone_before} next_pass_exit=0 next_pass_done={done} \
-             next_pass_ms={} due_left=0 not_due_left={KEEP} waited_for_setup_ms={}",
+             next_pass_ms={} due_left=0 not_due_left={KILL_KEEP} waited_for_setup_ms={}",
             s.bucket,
             delay.as_millis(),
             took.as_millis(),

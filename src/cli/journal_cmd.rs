@@ -145,8 +145,12 @@ pub struct ExplainArgs {
     pub filer: Option<String>,
     /// The bucket.
     pub bucket: String,
-    /// The object key (its current version).
+    /// The object key.
     pub key: String,
+    /// Explain this version of a versioned key (`null` for the null
+    /// version) instead of its current version.
+    #[arg(long, value_name = "V")]
+    pub version_id: Option<String>,
 }
 
 /// Runs `explain`; returns the exit code.
@@ -175,7 +179,12 @@ pub fn run_explain(args: &ExplainArgs) -> i32 {
             return EXIT_ERROR;
         }
     };
-    match rt.block_on(explain(&s, &args.bucket, &args.key)) {
+    match rt.block_on(explain(
+        &s,
+        &args.bucket,
+        &args.key,
+        args.version_id.as_deref(),
+    )) {
         Ok(text) => {
             print!("{text}");
             EXIT_OK
@@ -187,8 +196,17 @@ pub fn run_explain(args: &ExplainArgs) -> i32 {
     }
 }
 
-async fn explain(s: &Settings, bucket: &str, key: &str) -> Result<String, String> {
+async fn explain(
+    s: &Settings,
+    bucket: &str,
+    key: &str,
+    version_id: Option<&str>,
+) -> Result<String, String> {
+    use crate::engine::explain::explain_version;
+    use crate::engine::versions::{expand_versions, is_null_version, version_id_of};
+    use crate::engine::walk::WalkItem;
     use crate::seaweed::filer::{join_path, split_path};
+    use futures::StreamExt as _;
     let client = crate::cli::first_filer(s).await?;
     let root = if s.cluster.buckets_root.is_empty() {
         client.buckets_root().await.map_err(|e| e.to_string())?
@@ -202,18 +220,93 @@ async fn explain(s: &Settings, bucket: &str, key: &str) -> Result<String, String
         .ok_or_else(|| format!("bucket {bucket} does not exist under {root}"))?;
     let info = crate::seaweed::buckets::bucket_info(&bentry)
         .map_err(|e| format!("bucket {bucket}: {}", e.reason))?;
+    // The key as the walker lists it: the bare entry, and the versions in
+    // its `.versions` folder when it has any (docs/filer-layout.md#versioned-objects).
     let (dir, name) = split_path(&join_path(&join_path(&root, bucket), key));
-    let entry = client
+    let bare = client
         .lookup(&dir, &name)
         .await
+        .map_err(|e| e.to_string())?;
+    let folder_name = format!("{name}{}", crate::engine::keys::VERSIONS_SUFFIX);
+    let folder = client
+        .lookup(&dir, &folder_name)
+        .await
         .map_err(|e| e.to_string())?
-        .ok_or_else(|| format!("object {bucket}/{key} not found (looked up {dir}/{name})"))?;
-    let attrs = entry.attributes.clone().unwrap_or_default();
-    let mtime = attrs.mtime * 1_000_000_000 + i64::from(attrs.mtime_ns);
-    let size = i64::try_from(attrs.file_size).unwrap_or(i64::MAX);
-    let tags = crate::engine::filter::tags_of(&entry);
+        .filter(|f| f.is_directory);
+    let mut versions = Vec::new();
+    if folder.is_some() {
+        let folder_path = join_path(&dir, &folder_name);
+        let mut listing =
+            std::pin::pin!(client.list_all(&folder_path, crate::seaweed::filer::DEFAULT_PAGE));
+        while let Some(e) = listing.next().await {
+            let e = e.map_err(|e| e.to_string())?;
+            if !e.is_directory && !version_id_of(&e).is_empty() {
+                versions.push(e);
+            }
+        }
+    }
+    let item = match (folder, bare) {
+        (Some(folder), bare) if !versions.is_empty() => WalkItem::Versions {
+            logical_key: key.to_string(),
+            folder,
+            versions,
+            null_version: bare.filter(is_null_version),
+        },
+        (_, Some(b)) if !b.is_directory => WalkItem::Object {
+            key: key.to_string(),
+            entry: b,
+        },
+        _ => {
+            return Err(format!(
+                "object {bucket}/{key} not found (looked up {dir}/{name} and {dir}/{folder_name})"
+            ));
+        }
+    };
+    // The version explained: the one asked for, else the current one.
+    let listed = match &item {
+        WalkItem::Versions {
+            logical_key,
+            folder,
+            versions,
+            null_version,
+        } => expand_versions(logical_key, folder, versions, null_version.as_ref()),
+        _ => Vec::new(),
+    };
+    let target = match version_id {
+        Some(v) => Some(v.to_string()),
+        None => listed
+            .iter()
+            .find(|v| v.info.is_latest)
+            .map(|v| v.version_id.clone()),
+    };
     let time = s.time.time_config();
+    let (size, tags, mtime) = match (&item, &target) {
+        (WalkItem::Object { entry, .. }, _) => {
+            let attrs = entry.attributes.clone().unwrap_or_default();
+            (
+                i64::try_from(attrs.file_size).unwrap_or(i64::MAX),
+                crate::engine::filter::tags_of(entry),
+                attrs.mtime * 1_000_000_000 + i64::from(attrs.mtime_ns),
+            )
+        }
+        (_, Some(v)) => {
+            let Some(found) = listed.iter().find(|x| &x.version_id == v) else {
+                let ids: Vec<&str> = listed.iter().map(|x| x.version_id.as_str()).collect();
+                return Err(format!(
+                    "version {v} of {bucket}/{key} not found; its versions are: {}",
+                    ids.join(", ")
+                ));
+            };
+            (
+                found.info.size,
+                found.info.tags.clone(),
+                found.info.mod_time,
+            )
+        }
+        (_, None) => return Err(format!("{bucket}/{key} has no versions listed")),
+    };
     let verdicts = crate::engine::explain::explain(&info.rules, key, size, &tags, mtime, &time);
+    let versioned = target.is_some() || version_id.is_some();
     let mut out = format!(
         "object {bucket}/{key}: {size} bytes, mtime {}, tags {tags:?}\n",
         format_time(mtime)
@@ -227,7 +320,10 @@ async fn explain(s: &Settings, bucket: &str, key: &str) -> Result<String, String
         } else {
             v.rule_id.clone()
         };
-        if v.matches {
+        if v.matches && versioned {
+            // Which actions apply depends on the version: listed below.
+            out.push_str(&format!("rule {id}: filter matches\n"));
+        } else if v.matches {
             out.push_str(&format!("rule {id}: matches\n"));
             for a in &v.actions {
                 match a.due_ns {
@@ -247,14 +343,56 @@ async fn explain(s: &Settings, bucket: &str, key: &str) -> Result<String, String
             ));
         }
     }
+    // For a versioned key (or an explicit version), what the walker would
+    // do to that version: noncurrent and delete-marker actions depend on
+    // the key's other versions, which the rule-level lines above cannot show.
+    if let Some(v) = target.as_deref().or(version_id) {
+        let view = crate::engine::Snapshot::compile(vec![info.to_config()], time).recovery_view();
+        // Far enough ahead that every action that will ever fire has.
+        let horizon = crate::engine::Nanos::MAX / 4;
+        let Some(vv) = explain_version(&view, bucket, &item, v, horizon) else {
+            return Err(format!(
+                "version {v} of {bucket}/{key} not found: the key is not versioned (its only version is null)"
+            ));
+        };
+        let state = if vv.is_delete_marker {
+            "delete marker".to_string()
+        } else if vv.is_latest {
+            "current version".to_string()
+        } else {
+            match vv.noncurrent_since {
+                Some(t) => format!("noncurrent since {}", format_time(t)),
+                None => "noncurrent".to_string(),
+            }
+        };
+        out.push_str(&format!(
+            "version {}: {state}, {} bytes, mtime {}, {} version(s) of the key\n",
+            vv.version_id,
+            vv.size,
+            format_time(vv.mod_time),
+            vv.num_versions
+        ));
+        if vv.actions.is_empty() {
+            out.push_str("  no rule action applies to this version\n");
+        }
+        for a in &vv.actions {
+            out.push_str(&format!(
+                "  rule {}: {}: due {}\n",
+                a.rule,
+                a.kind,
+                format_time(a.due_ns)
+            ));
+        }
+    }
     let filter = JournalFilter {
         bucket: Some(bucket.to_string()),
         key_prefix: Some(key.to_string()),
         since_ns: None,
     };
-    let last = read(s, &filter)
-        .await
-        .map(|es| es.into_iter().rfind(|e| e.key == key));
+    let last = read(s, &filter).await.map(|es| {
+        es.into_iter()
+            .rfind(|e| e.key == key && version_id.is_none_or(|v| e.version_id == v))
+    });
     match last {
         Ok(Some(e)) => out.push_str(&format!("last decision: {}\n", line(&e))),
         Ok(None) => out.push_str("last decision: no delete of it in the journal\n"),

@@ -157,15 +157,46 @@ async fn preview(
     let mut items = crate::seaweed::lister::list_bucket(&client, &root, bucket);
     while let Some(item) = items.next().await {
         let item = item.map_err(|e| format!("listing bucket {bucket}: {e}"))?;
-        for m in walk::evaluate(&view, bucket, &item, horizon) {
+        let matches = walk::evaluate(&view, bucket, &item, horizon);
+        // An upload's bytes are its parts, files inside its directory: one
+        // more listing, only for uploads the document would abort.
+        let upload_bytes = match &item {
+            walk::WalkItem::Upload { upload_id, .. } if !matches.is_empty() => {
+                let dir = format!(
+                    "{root}/{bucket}/{}/{upload_id}",
+                    crate::engine::keys::UPLOADS_DIR
+                );
+                Some(parts_bytes(&client, &dir).await?)
+            }
+            _ => None,
+        };
+        for m in matches {
             let rule = labels
                 .get(&(m.rule_hash, m.kind))
                 .cloned()
                 .unwrap_or_default();
-            p.add(&m, &item, &rule, at, day_ns);
+            let bytes = upload_bytes.unwrap_or_else(|| crate::engine::preview::size_of(&item, &m));
+            p.add_sized(&m, bytes, &rule, at, day_ns);
         }
     }
     Ok(p)
+}
+
+/// Bytes of the part files in an upload's directory
+/// (docs/filer-layout.md#multipart-uploads).
+async fn parts_bytes(
+    client: &crate::seaweed::filer::FilerClient,
+    dir: &str,
+) -> Result<u64, String> {
+    let mut total = 0u64;
+    let mut parts = std::pin::pin!(client.list_all(dir, crate::seaweed::filer::DEFAULT_PAGE));
+    while let Some(e) = parts.next().await {
+        let e = e.map_err(|e| format!("listing upload {dir}: {e}"))?;
+        if !e.is_directory {
+            total = total.saturating_add(e.attributes.as_ref().map_or(0, |a| a.file_size));
+        }
+    }
+    Ok(total)
 }
 
 fn tally_text(t: &Tally) -> String {

@@ -1,13 +1,17 @@
 //! `s3-lifecycled explain`, pure: for one object, which rules of its bucket
 //! match and why the others do not (disabled, prefix, tag, size), and the due
 //! time of each current-version action of the matching ones, computed the way
-//! the walker computes them (`engine::time`).
+//! the walker computes them (`engine::time`); and for one version of a
+//! versioned key, which actions apply to it and when, from the walker's own
+//! evaluation of the key's versions (`engine::walk`).
 
 use std::collections::BTreeMap;
 
 use serde::Serialize;
 
-use crate::engine::{Nanos, TimeConfig};
+use crate::engine::versions::expand_versions;
+use crate::engine::walk::{self, WalkItem};
+use crate::engine::{ActionKind, Nanos, Snapshot, TimeConfig, keys};
 use crate::lifecycle::FlatRule;
 
 /// One rule's verdict for the object.
@@ -135,6 +139,126 @@ pub fn explain(
         .collect()
 }
 
+/// What `explain --version-id` says about one version of a key.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct VersionVerdict {
+    /// The version id (`null` for the null version).
+    pub version_id: String,
+    /// The key's current version.
+    pub is_latest: bool,
+    /// A delete marker.
+    pub is_delete_marker: bool,
+    /// When it became noncurrent (its stamp, else the next-newer version's
+    /// mtime); `None` for the latest.
+    pub noncurrent_since: Option<Nanos>,
+    /// Its mtime, ns.
+    pub mod_time: Nanos,
+    /// Its size in bytes.
+    pub size: i64,
+    /// Versions of the key (this one included).
+    pub num_versions: usize,
+    /// Every action that applies to this version by the horizon given,
+    /// with its rule and due time, earliest first.
+    pub actions: Vec<VersionAction>,
+}
+
+/// One action that applies to a version.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct VersionAction {
+    /// The rule's ID, or `#<position>` when it has none.
+    pub rule: String,
+    /// Action kind.
+    pub kind: String,
+    /// When it is (or was) due.
+    pub due_ns: Nanos,
+}
+
+/// Explains `view`'s rules for version `version_id` of the listed `item`
+/// (a versioned key, or a plain object, whose only version is `null`):
+/// every action that fires for it by `horizon`, exactly as the walker
+/// would send it. An expiration of the current version applies to the key,
+/// so it is shown for the latest version only. `None` when the item has no
+/// such version.
+pub fn explain_version(
+    view: &Snapshot,
+    bucket: &str,
+    item: &WalkItem,
+    version_id: &str,
+    horizon: Nanos,
+) -> Option<VersionVerdict> {
+    let mut verdict = match item {
+        WalkItem::Versions {
+            logical_key,
+            folder,
+            versions,
+            null_version,
+        } => expand_versions(logical_key, folder, versions, null_version.as_ref())
+            .into_iter()
+            .find(|v| v.version_id == version_id)
+            .map(|v| VersionVerdict {
+                version_id: v.version_id,
+                is_latest: v.info.is_latest,
+                is_delete_marker: v.info.is_delete_marker,
+                noncurrent_since: v.info.noncurrent_since,
+                mod_time: v.info.mod_time,
+                size: v.info.size,
+                num_versions: v.info.num_versions,
+                actions: Vec::new(),
+            })?,
+        WalkItem::Object { entry, .. } if version_id == keys::NULL_VERSION => {
+            let a = entry.attributes.clone().unwrap_or_default();
+            VersionVerdict {
+                version_id: version_id.to_string(),
+                is_latest: true,
+                is_delete_marker: false,
+                noncurrent_since: None,
+                mod_time: a.mtime * 1_000_000_000 + i64::from(a.mtime_ns),
+                size: i64::try_from(a.file_size).unwrap_or(i64::MAX),
+                num_versions: 1,
+                actions: Vec::new(),
+            }
+        }
+        _ => return None,
+    };
+    let Some(b) = view.bucket(bucket) else {
+        return Some(verdict);
+    };
+    for m in walk::evaluate(view, bucket, item, horizon) {
+        let current_kind = matches!(
+            m.kind,
+            ActionKind::ExpirationDays | ActionKind::ExpirationDate
+        );
+        let mine = if current_kind {
+            verdict.is_latest
+        } else {
+            m.version_id == version_id
+        };
+        if !mine {
+            continue;
+        }
+        let rule = b
+            .actions()
+            .iter()
+            .find(|a| a.rule_hash() == m.rule_hash && a.kind() == m.kind)
+            .map(|a| {
+                let r = a.rule();
+                if r.id.is_empty() {
+                    format!("#{}", r.position)
+                } else {
+                    r.id.clone()
+                }
+            })
+            .unwrap_or_default();
+        verdict.actions.push(VersionAction {
+            rule,
+            kind: m.kind.to_string(),
+            due_ns: m.due,
+        });
+    }
+    verdict.actions.sort_by_key(|a| a.due_ns);
+    Some(verdict)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -181,5 +305,56 @@ mod tests {
         );
         assert!(v[4].reasons[0].contains("disabled"), "{:?}", v[4]);
         assert!(v[4].actions.is_empty());
+    }
+
+    #[test]
+    fn version_explained_with_the_walkers_due_times() {
+        use crate::engine::versions::testkit::*;
+        use crate::engine::{BucketConfig, Versioning};
+        const S: i64 = 1_000_000_000;
+        const DAY: i64 = 86_400 * S;
+        const V1: &str = "67129c57f463efb319b449220aef50bb";
+        const V2: &str = "67129c57c458226179466ab670c6e266";
+        let mut nc = rule("old", "");
+        nc.expiration_days = 0;
+        nc.noncurrent_days = 3;
+        let view = Snapshot::compile(
+            vec![BucketConfig {
+                name: "b".into(),
+                versioning: Versioning::Enabled,
+                object_lock: false,
+                rules: vec![nc, rule("cur", "")],
+            }],
+            TimeConfig {
+                rounding: DueRounding::None,
+                ..TimeConfig::default()
+            },
+        );
+        let item = WalkItem::Versions {
+            logical_key: "k".into(),
+            folder: folder("k", V2),
+            versions: vec![version(V1, 100, 1).stamped(500 * S), version(V2, 200, 2)],
+            null_version: None,
+        };
+        let horizon = 1_000 * DAY;
+        let old = explain_version(&view, "b", &item, V1, horizon).expect("V1 listed");
+        assert!(!old.is_latest && !old.is_delete_marker);
+        assert_eq!(old.noncurrent_since, Some(500 * S));
+        assert_eq!(old.num_versions, 2);
+        // Only the noncurrent rule: the expiration applies to the latest.
+        assert_eq!(
+            old.actions,
+            [VersionAction {
+                rule: "old".into(),
+                kind: ActionKind::NoncurrentDays.to_string(),
+                due_ns: 500 * S + 3 * DAY,
+            }]
+        );
+        let cur = explain_version(&view, "b", &item, V2, horizon).expect("V2 listed");
+        assert!(cur.is_latest);
+        assert_eq!(cur.actions.len(), 1);
+        assert_eq!(cur.actions[0].rule, "cur");
+        assert_eq!(cur.actions[0].due_ns, 200 * S + 2 * DAY);
+        assert!(explain_version(&view, "b", &item, "nope", horizon).is_none());
     }
 }

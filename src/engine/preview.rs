@@ -21,7 +21,8 @@ pub struct Tally {
     pub delete_markers: u64,
     /// Multipart uploads aborted.
     pub uploads: u64,
-    /// Bytes of all of them (uploads count 0: their parts are not listed).
+    /// Bytes of all of them (an upload's bytes are those of its parts, as
+    /// the caller listed them; see [`Preview::add_sized`]).
     pub bytes: u64,
 }
 
@@ -65,7 +66,13 @@ impl Preview {
     /// Adds one match of `item` (found with the horizon `at + days`):
     /// counted at `at` when due by then, else on its day.
     pub fn add(&mut self, m: &Match, item: &WalkItem, rule: &str, at: Nanos, day_ns: i64) {
-        let bytes = size_of(item, m);
+        self.add_sized(m, size_of(item, m), rule, at, day_ns);
+    }
+
+    /// [`Preview::add`] with the bytes the match frees given by the caller:
+    /// an upload's parts are files inside its directory, which one listing
+    /// of the bucket does not read (docs/filer-layout.md#multipart-uploads).
+    pub fn add_sized(&mut self, m: &Match, bytes: u64, rule: &str, at: Nanos, day_ns: i64) {
         if m.due <= at {
             self.at.add(m.kind, bytes);
             self.per_rule
@@ -89,8 +96,9 @@ impl Preview {
     }
 }
 
-/// The size of the version a match is for.
-fn size_of(item: &WalkItem, m: &Match) -> u64 {
+/// The size of the version a match is for (0 for an upload: see
+/// [`Preview::add_sized`]).
+pub fn size_of(item: &WalkItem, m: &Match) -> u64 {
     let size = |e: &crate::pb::filer_pb::Entry| e.attributes.as_ref().map_or(0, |a| a.file_size);
     match item {
         WalkItem::Object { entry, .. } => size(entry),
@@ -133,5 +141,30 @@ mod tests {
             }
         );
         assert_eq!(Preview::new(3).per_day.len(), 3);
+    }
+
+    #[test]
+    fn upload_bytes_given_by_the_caller_are_counted_on_their_day() {
+        let day = 100;
+        let m = Match {
+            bucket: "b".into(),
+            key: "dest".into(),
+            object_path: ".uploads/u1".into(),
+            version_id: String::new(),
+            rule_hash: crate::engine::RuleHash::default(),
+            kind: ActionKind::AbortMpu,
+            due: 250,
+            identity: crate::engine::identity::EntryIdentity::default(),
+            shard: 0,
+            lookup: None,
+        };
+        let mut p = Preview::new(3);
+        p.add_sized(&m, 4096, "mpu", 100, day);
+        assert_eq!(p.at, Tally::default());
+        assert_eq!(p.per_day[1].uploads, 1);
+        assert_eq!(p.per_day[1].bytes, 4096);
+        p.add_sized(&m, 10, "mpu", 300, day);
+        assert_eq!(p.at.bytes, 10);
+        assert_eq!(p.per_rule["mpu"].uploads, 1);
     }
 }
