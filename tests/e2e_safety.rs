@@ -729,3 +729,31 @@ async fn explain_finds_versioned_keys_and_gives_a_versions_noncurrent_due_time()
         none.describe()
     );
 }
+
+/// Regression: the deletion cap counted per process, so two passes over
+/// disjoint shard sets (two `weed admin` jobs, or `run-once --shards`) each
+/// sent the whole cap for the same bucket: twice the setting together. Each
+/// now sends its shards' share, and together they stop at exactly the cap.
+#[tokio::test(flavor = "multi_thread")]
+async fn passes_over_disjoint_shard_sets_stop_at_the_cap_together() {
+    const N: usize = 60;
+    let c = cluster();
+    let s3 = c.s3_client();
+    let b = c.new_bucket("cap-split").await.unwrap();
+    c.put_lifecycle_xml(&b, &lifecycle(&days_rule("d1", "", 1)))
+        .await
+        .unwrap();
+    c.put_objects_bulk(&b, &keys("o/", N), b"x").await.unwrap();
+    let scope = Scope::new(&[&b]);
+    let env = [("S3_LIFECYCLED__SAFETY__MAX_DELETES_PER_BUCKET", "10")];
+    // Three (real) days on: past the 1-day rule and its rounding to midnight.
+    let later = Some(plus(now_ns(), 3, 0));
+    // Both halves at once, as two workers would run them.
+    let (first, second) = tokio::join!(
+        run_once(c, &scope, later, &["--shards", "0-7"], &env),
+        run_once(c, &scope, later, &["--shards", "8-15"], &env)
+    );
+    let done = first.ok().total("DONE") + second.ok().total("DONE");
+    assert_eq!(done, 10, "{}\n{}", first.describe(), second.describe());
+    assert_eq!(count_objects(&s3, &b).await, N - 10);
+}

@@ -14,6 +14,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::engine::Nanos;
+use crate::engine::shard::SHARD_COUNT;
 
 /// The pause file format version this code reads and writes.
 pub const PAUSE_VERSION: u32 = 1;
@@ -484,6 +485,23 @@ pub fn decode_hold(content: &[u8], bucket: &str) -> Result<HoldRecord, String> {
 pub struct CapBook {
     limits: CapLimits,
     accounts: std::collections::BTreeMap<String, Account>,
+    /// The pass's shards when it runs on some of the 16 only.
+    shards: Option<Vec<u8>>,
+}
+
+/// The part of a cap of `total` deletes that a pass over `shards` (distinct)
+/// may send: the cap split over the 16 shards, shard `i` getting
+/// `total / 16` plus one of the remainder when `i < total % 16`. The shares
+/// of all 16 shards add up to exactly `total`, so passes over disjoint shard
+/// sets never send more than it together.
+pub fn shard_share(total: u64, shards: &[u8]) -> u64 {
+    let n = SHARD_COUNT as u64;
+    let (base, rem) = (total / n, total % n);
+    shards
+        .iter()
+        .filter(|&&s| usize::from(s) < SHARD_COUNT)
+        .map(|&s| base + u64::from(u64::from(s) < rem))
+        .sum()
 }
 
 impl CapBook {
@@ -512,7 +530,44 @@ impl CapBook {
             a.cap = Some(u64::MAX);
             a.approved = true;
         }
-        CapBook { limits, accounts }
+        CapBook {
+            limits,
+            accounts,
+            shards: None,
+        }
+    }
+
+    /// Limits the book to a pass over `shards` only (a `weed admin` job or
+    /// `run-once --shards`): each bucket's cap becomes the share of those
+    /// shards ([`shard_share`]), so passes over disjoint shard sets, in one
+    /// process or several, together never send more than the cap
+    /// (docs/design-deviations.md#safety-cap). Call before the holds and
+    /// graces are carried over; a pass over all 16 shards is unchanged.
+    pub fn for_shards(mut self, shards: &[u8]) -> CapBook {
+        let mut set: Vec<u8> = shards
+            .iter()
+            .copied()
+            .filter(|&s| usize::from(s) < SHARD_COUNT)
+            .collect();
+        set.sort_unstable();
+        set.dedup();
+        if set.len() == SHARD_COUNT {
+            return self;
+        }
+        for a in self.accounts.values_mut().filter(|a| !a.approved) {
+            a.cap = a.cap.map(|c| shard_share(c, &set));
+        }
+        self.shards = Some(set);
+        self
+    }
+
+    /// A bucket's cap in this pass, `entries` known or not.
+    fn cap_of(&self, entries: Option<u64>) -> Option<u64> {
+        let cap = self.limits.cap_for(entries);
+        match &self.shards {
+            Some(set) => cap.map(|c| shard_share(c, set)),
+            None => cap,
+        }
     }
 
     /// Carries the holds of earlier passes over: a held bucket sends nothing
@@ -522,11 +577,12 @@ impl CapBook {
         let mut released = Vec::new();
         for h in holds {
             let limits = self.limits;
+            let cap = self.cap_of(None);
             let a = self
                 .accounts
                 .entry(h.bucket.clone())
                 .or_insert_with(|| Account {
-                    cap: limits.cap_for(None),
+                    cap,
                     ..Account::default()
                 });
             if a.approved || !h.applies(limits) {
@@ -542,12 +598,12 @@ impl CapBook {
     /// Puts `bucket` in its rule-change grace (changed, ends): it is
     /// evaluated dry, every due delete held and counted, nothing sent.
     pub fn grace(&mut self, bucket: &str, changed: Nanos, until: Nanos) {
-        let limits = self.limits;
+        let cap = self.cap_of(None);
         let a = self
             .accounts
             .entry(bucket.to_string())
             .or_insert_with(|| Account {
-                cap: limits.cap_for(None),
+                cap,
                 ..Account::default()
             });
         a.cap = Some(0);
@@ -560,12 +616,12 @@ impl CapBook {
         if !self.limits.enabled() && !self.accounts.contains_key(bucket) {
             return None;
         }
-        let limits = self.limits;
+        let cap = self.cap_of(None);
         let a = self
             .accounts
             .entry(bucket.to_string())
             .or_insert_with(|| Account {
-                cap: limits.cap_for(None),
+                cap,
                 ..Account::default()
             });
         match a.cap {
@@ -620,6 +676,51 @@ mod tests {
         assert_eq!(frac.cap_for(None), None);
         assert!(!CapLimits::default().enabled());
         assert_eq!(CapLimits::default().cap_for(Some(5)), None);
+    }
+
+    #[test]
+    fn shard_shares_of_a_cap_add_up_to_exactly_the_cap() {
+        let all: Vec<u8> = (0..16).collect();
+        for total in [0, 1, 5, 15, 16, 17, 100, 100_000] {
+            assert_eq!(shard_share(total, &all), total);
+            // A split of the 16 shards into disjoint sets.
+            let (a, b): (Vec<u8>, Vec<u8>) = all.iter().partition(|&&s| s % 3 == 0);
+            assert_eq!(shard_share(total, &a) + shard_share(total, &b), total);
+        }
+        assert_eq!(shard_share(10, &[0, 1]), 2);
+        assert_eq!(shard_share(10, &[14, 15]), 0);
+    }
+
+    /// Regression: the cap counted per process, so two `weed admin` jobs on
+    /// disjoint shard sets (or two `run-once --shards` passes) could each
+    /// send the whole cap for one bucket, twice the setting together.
+    #[test]
+    fn passes_over_disjoint_shard_sets_send_at_most_the_cap_together() {
+        let limits = CapLimits {
+            max_deletes: 10,
+            max_fraction: 0.0,
+        };
+        let first: Vec<u8> = (0..8).collect();
+        let second: Vec<u8> = (8..16).collect();
+        let sent = |shards: &[u8]| {
+            let mut book = CapBook::new(limits, [("big", 1000)], []).for_shards(shards);
+            (0..100).filter(|_| book.admit("big").is_none()).count()
+        };
+        assert_eq!(sent(&first) + sent(&second), 10);
+        // Uncounted buckets are split too; a pass over all shards is unchanged.
+        let mut book = CapBook::new(limits, [], []).for_shards(&first);
+        assert_eq!(
+            (0..100).filter(|_| book.admit("other").is_none()).count(),
+            8
+        );
+        let all: Vec<u8> = (0..16).collect();
+        assert_eq!(sent(&all), 10);
+        // Approved buckets stay unlimited.
+        let mut book = CapBook::new(limits, [("big", 1000)], ["big"]).for_shards(&first);
+        assert_eq!(
+            (0..100).filter(|_| book.admit("big").is_none()).count(),
+            100
+        );
     }
 
     #[test]

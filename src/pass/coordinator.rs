@@ -275,11 +275,13 @@ async fn prepare(port: Arc<dyn ClusterPort>, opts: &PassOptions) -> Result<Prepa
             }
         }
     }
+    // A pass over some shards only sends its shards' share of each cap.
     let mut caps = CapBook::new(
         limits,
         counts.iter().map(|(b, n)| (b.as_str(), *n)),
         approved.iter().map(String::as_str),
-    );
+    )
+    .for_shards(&opts.shards);
     // Holds of earlier passes. Read even with the caps off, so turning them
     // off releases the holds.
     let holds: Vec<_> = port
