@@ -490,17 +490,19 @@ pub struct CapBook {
 }
 
 /// The part of a cap of `total` deletes that a pass over `shards` (distinct)
-/// may send: the cap split over the 16 shards, shard `i` getting
-/// `total / 16` plus one of the remainder when `i < total % 16`. The shares
-/// of all 16 shards add up to exactly `total`, so passes over disjoint shard
-/// sets never send more than it together.
+/// may send: the cap spread evenly over the 16 shards, shard `i` getting
+/// `⌊(i+1)·total/16⌋ − ⌊i·total/16⌋` (so shards 0-7 of a cap of 10 get 5).
+/// The shares of all 16 shards add up to exactly `total`, so passes over
+/// disjoint shard sets never send more than it together.
 pub fn shard_share(total: u64, shards: &[u8]) -> u64 {
-    let n = SHARD_COUNT as u64;
-    let (base, rem) = (total / n, total % n);
+    let n = SHARD_COUNT as u128;
+    // At most `total`: i ≤ 16 keeps the quotient within u64.
+    let upto = |i: u128| (i * u128::from(total) / n) as u64;
     shards
         .iter()
-        .filter(|&&s| usize::from(s) < SHARD_COUNT)
-        .map(|&s| base + u64::from(u64::from(s) < rem))
+        .map(|&s| u128::from(s))
+        .filter(|&s| s < n)
+        .map(|s| upto(s + 1) - upto(s))
         .sum()
 }
 
@@ -687,8 +689,10 @@ mod tests {
             let (a, b): (Vec<u8>, Vec<u8>) = all.iter().partition(|&&s| s % 3 == 0);
             assert_eq!(shard_share(total, &a) + shard_share(total, &b), total);
         }
-        assert_eq!(shard_share(10, &[0, 1]), 2);
-        assert_eq!(shard_share(10, &[14, 15]), 0);
+        assert_eq!(shard_share(10, &[0, 1]), 1);
+        assert_eq!(shard_share(10, &[14, 15]), 2);
+        assert_eq!(shard_share(10, &(0..8).collect::<Vec<u8>>()), 5);
+        assert_eq!(shard_share(u64::MAX, &all), u64::MAX);
     }
 
     /// Regression: the cap counted per process, so two `weed admin` jobs on
@@ -711,7 +715,7 @@ mod tests {
         let mut book = CapBook::new(limits, [], []).for_shards(&first);
         assert_eq!(
             (0..100).filter(|_| book.admit("other").is_none()).count(),
-            8
+            5
         );
         let all: Vec<u8> = (0..16).collect();
         assert_eq!(sent(&all), 10);
