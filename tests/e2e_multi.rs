@@ -115,11 +115,7 @@ async fn collect(child: tokio::process::Child, what: &str) -> Pass {
 
 /// (due objects left, not-due objects left), listed through `s3`.
 async fn remaining(s3: &aws_sdk_s3::Client, s: &Setup) -> (usize, usize) {
-    let left = list_keys(s3, &s.bucket).await;
-    (
-        left.intersection(&s.due).count(),
-        left.intersection(&s.keep).count(),
-    )
+    remaining_of(s3, &s.bucket, &s.due, &s.keep).await
 }
 
 /// Waits until `n` due objects are gone while `child` runs; panics if it ends first.
@@ -129,19 +125,7 @@ async fn wait_for_deletes(
     child: &mut tokio::process::Child,
     n: usize,
 ) {
-    let total = s.due.len();
-    eventually(GUARD, Duration::from_millis(100), async || {
-        let (due_left, _) = remaining(s3, s).await;
-        let gone = total - due_left;
-        if gone >= n {
-            return Ok(());
-        }
-        if let Some(status) = child.try_wait().unwrap() {
-            panic!("run-once ended ({status}) before {n} deletes ({gone} gone): not mid-pass");
-        }
-        Err(format!("{gone} of {total} deleted"))
-    })
-    .await;
+    wait_for_deletes_of(s3, &s.bucket, &s.due, child, n, GUARD).await;
 }
 
 /// Asserts every due object is gone and every other one is still there (listed through `s3`).

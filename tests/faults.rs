@@ -102,11 +102,7 @@ async fn setup_sized(c: &Cluster, name: impl AsRef<str>, due_n: usize, keep_n: u
 
 /// What is left of the bucket: (due objects remaining, not-due objects remaining).
 async fn remaining(s3: &aws_sdk_s3::Client, s: &Setup) -> (usize, usize) {
-    let left = list_keys(s3, &s.bucket).await;
-    (
-        left.intersection(&s.due).count(),
-        left.intersection(&s.keep).count(),
-    )
+    remaining_of(s3, &s.bucket, &s.due, &s.keep).await
 }
 
 /// Asserts nothing was deleted early: every not-due object is still there.
@@ -173,18 +169,7 @@ async fn wait_for_deletes(
     child: &mut tokio::process::Child,
     n: usize,
 ) {
-    eventually(GUARD, Duration::from_millis(100), async || {
-        let (due_left, _) = remaining(s3, s).await;
-        let gone = s.due.len() - due_left;
-        if gone >= n {
-            return Ok(());
-        }
-        if let Some(status) = child.try_wait().unwrap() {
-            panic!("run-once ended ({status}) before {n} deletes ({gone} gone): not mid-pass");
-        }
-        Err(format!("{gone} of {} deleted", s.due.len()))
-    })
-    .await;
+    wait_for_deletes_of(s3, &s.bucket, &s.due, child, n, GUARD).await;
 }
 
 /// Collects an exited (or about to exit) child's output as a [`Pass`].

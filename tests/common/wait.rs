@@ -22,3 +22,43 @@ pub async fn eventually<T>(
         }
     }
 }
+
+/// How many of `due` and of `keep` are still in `bucket` (listed through `s3`).
+pub async fn remaining_of(
+    s3: &aws_sdk_s3::Client,
+    bucket: &str,
+    due: &std::collections::BTreeSet<String>,
+    keep: &std::collections::BTreeSet<String>,
+) -> (usize, usize) {
+    let left = super::list_keys(s3, bucket).await;
+    (
+        left.intersection(due).count(),
+        left.intersection(keep).count(),
+    )
+}
+
+/// Waits until `n` of the `due` keys are gone from `bucket` while `child` (a pass to be
+/// interrupted) runs; panics if the child ends first, since the interruption would then not
+/// be mid-pass. `guard` is a hang guard.
+pub async fn wait_for_deletes_of(
+    s3: &aws_sdk_s3::Client,
+    bucket: &str,
+    due: &std::collections::BTreeSet<String>,
+    child: &mut tokio::process::Child,
+    n: usize,
+    guard: Duration,
+) {
+    let total = due.len();
+    eventually(guard, Duration::from_millis(100), async || {
+        let (due_left, _) = remaining_of(s3, bucket, due, &Default::default()).await;
+        let gone = total - due_left;
+        if gone >= n {
+            return Ok(());
+        }
+        if let Some(status) = child.try_wait().unwrap() {
+            panic!("run-once ended ({status}) before {n} deletes ({gone} gone): not mid-pass");
+        }
+        Err(format!("{gone} of {total} deleted"))
+    })
+    .await;
+}
