@@ -5,23 +5,17 @@
 use std::path::PathBuf;
 
 use clap::Args;
-use serde::Serialize;
 
 use super::{EXIT_ERROR, EXIT_OK, EXIT_USAGE};
 use crate::config::Settings;
 use crate::engine::SHARD_COUNT;
 use crate::engine::cursor::ShardCursor;
-use crate::engine::forecast::{RuleForecast, forecast};
-use crate::engine::{Nanos, TimeConfig};
+use crate::engine::forecast::Forecast;
 use crate::seaweed::cursor::CursorStore;
 use crate::status::format_time;
 
 /// Most days a forecast shows.
 pub const MAX_DAYS: u32 = 3660;
-
-/// What the forecast says about its own precision (docs/forecast.md#imprecision).
-pub const CAVEAT: &str = "counts are of matches seen by replay when their event was read; an object \
-     overwritten or deleted since is still counted until the pass that re-reads it";
 
 /// `s3-lifecycled forecast`.
 #[derive(Debug, Clone, Args)]
@@ -44,42 +38,6 @@ pub struct ForecastArgs {
     /// One JSON document on stdout instead of text.
     #[arg(long)]
     pub json: bool,
-}
-
-/// The forecast report (`--json`, the admin API's JSON and /status.json).
-#[derive(Debug, Clone, Serialize)]
-pub struct Report {
-    /// As of (ns).
-    pub now_ns: Nanos,
-    /// `time.day` in seconds (the width of a day).
-    pub day_seconds: f64,
-    /// Days shown.
-    pub days: u32,
-    /// Shards without a cursor (cold): their buckets' counts are missing.
-    pub cold_shards: Vec<u8>,
-    /// The known imprecision, stated.
-    pub caveat: &'static str,
-    /// Per bucket, rule and action kind.
-    pub rules: Vec<RuleForecast>,
-}
-
-/// The report from cursors already loaded.
-pub fn report(
-    cursors: &[ShardCursor],
-    cold_shards: Vec<u8>,
-    time: &TimeConfig,
-    now: Nanos,
-    days: u32,
-    bucket: Option<&str>,
-) -> Report {
-    Report {
-        now_ns: now,
-        day_seconds: time.day.as_secs_f64(),
-        days,
-        cold_shards,
-        caveat: CAVEAT,
-        rules: forecast(cursors, time, now, days, bucket),
-    }
 }
 
 /// Checks `--days`: 1 to [`MAX_DAYS`].
@@ -135,10 +93,9 @@ pub fn run(args: &ForecastArgs) -> i32 {
         load_cursors(&CursorStore::new(client, &s.cursor.dir)).await
     });
     match loaded {
-        Ok((cursors, cold)) => {
-            let r = report(
+        Ok(cursors) => {
+            let r = Forecast::of(
                 &cursors,
-                cold,
                 &s.time.time_config(),
                 now,
                 days,
@@ -158,22 +115,20 @@ pub fn run(args: &ForecastArgs) -> i32 {
     }
 }
 
-/// Every shard's cursor, and the shards that have none.
-pub async fn load_cursors(store: &CursorStore) -> Result<(Vec<ShardCursor>, Vec<u8>), String> {
+/// Every shard's cursor (`None`: the shard has none yet).
+pub async fn load_cursors(store: &CursorStore) -> Result<Vec<Option<ShardCursor>>, String> {
     let mut cursors = Vec::new();
-    let mut cold = Vec::new();
     for shard in 0..SHARD_COUNT as u8 {
         match store.load(shard).await {
-            Ok(Some(c)) => cursors.push(c),
-            Ok(None) => cold.push(shard),
+            Ok(c) => cursors.push(c),
             Err(e) => return Err(format!("reading {}: {e}", store.path(shard))),
         }
     }
-    Ok((cursors, cold))
+    Ok(cursors)
 }
 
 /// The text form: one block per bucket rule, one line per non-empty day.
-pub fn text(r: &Report) -> String {
+pub fn text(r: &Forecast) -> String {
     use std::fmt::Write;
     let mut out = format!(
         "forecast now={} days={} day={}s\n",

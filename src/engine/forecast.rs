@@ -203,7 +203,7 @@ pub fn rebuild(
 }
 
 /// Objects and bytes.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Count {
     /// Matches.
     pub objects: u64,
@@ -219,7 +219,7 @@ impl Count {
 }
 
 /// One day of a forecast: what becomes due in `(due_by − day, due_by]`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct DayCount {
     /// 1 = the first day after `now`.
     pub day: u32,
@@ -231,7 +231,7 @@ pub struct DayCount {
 }
 
 /// The forecast of one bucket's rule and action kind.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RuleForecast {
     /// Bucket.
     pub bucket: String,
@@ -266,6 +266,66 @@ impl RuleForecast {
     pub fn oldest_overdue_age_secs(&self, now: Nanos) -> f64 {
         self.oldest_overdue_ns
             .map_or(0.0, |t| now.saturating_sub(t).max(0) as f64 / 1e9)
+    }
+}
+
+/// What the forecast says about its own precision (docs/forecast.md#imprecision).
+pub const CAVEAT: &str = "counts are of matches seen by replay when their event was read; an object \
+     overwritten or deleted since is still counted until the pass that re-reads it";
+
+/// A whole forecast: `forecast --json`, the admin API, `/status.json`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Forecast {
+    /// As of (ns).
+    pub now_ns: Nanos,
+    /// `time.day` in seconds (the width of a day).
+    pub day_seconds: f64,
+    /// Days shown.
+    pub days: u32,
+    /// Shards without a cursor (cold): their buckets' counts are missing.
+    #[serde(default)]
+    pub cold_shards: Vec<u8>,
+    /// The known imprecision, stated.
+    #[serde(default)]
+    pub caveat: String,
+    /// Per bucket, rule and action kind.
+    #[serde(default)]
+    pub rules: Vec<RuleForecast>,
+}
+
+// `day_seconds` is finite and never NaN (a validated `time.day`).
+impl Eq for Forecast {}
+
+impl Forecast {
+    /// The forecast from every shard's cursor (`None`: cold shard).
+    pub fn of(
+        cursors: &[Option<ShardCursor>],
+        time: &TimeConfig,
+        now: Nanos,
+        days: u32,
+        bucket: Option<&str>,
+    ) -> Forecast {
+        let cold_shards = (0u8..)
+            .zip(cursors)
+            .filter(|(_, c)| c.is_none())
+            .map(|(i, _)| i)
+            .collect();
+        let loaded: Vec<ShardCursor> = cursors.iter().flatten().cloned().collect();
+        Forecast {
+            now_ns: now,
+            day_seconds: time.day.as_secs_f64(),
+            days,
+            cold_shards,
+            caveat: CAVEAT.to_string(),
+            rules: forecast(&loaded, time, now, days, bucket),
+        }
+    }
+
+    /// The bucket names, sorted, each once.
+    pub fn buckets(&self) -> Vec<&str> {
+        let mut b: Vec<&str> = self.rules.iter().map(|r| r.bucket.as_str()).collect();
+        b.dedup();
+        b
     }
 }
 

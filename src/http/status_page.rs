@@ -269,6 +269,7 @@ mod tests {
                 last_completed_ns: 0,
             }],
             stale_after_ns: 2 * 86_400 * 1_000_000_000,
+            forecast: None,
             last_pass: Some(PassSummary {
                 run_id: "run-1".into(),
                 started_ns: NOW - 10 * MIN,
