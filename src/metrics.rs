@@ -374,7 +374,8 @@ impl Metrics {
             "Matches due but not deleted yet (paused, held by a cap or grace, halted, failed), per bucket and rule, as of the last pass",
             matches_overdue.clone(),
         );
-        let oldest_overdue_age = Family::<RuleLabels, Gauge<f64, std::sync::atomic::AtomicU64>>::default();
+        let oldest_overdue_age =
+            Family::<RuleLabels, Gauge<f64, std::sync::atomic::AtomicU64>>::default();
         r.register(
             own("oldest_overdue_age_seconds"),
             "Age of the oldest overdue match (now − its due time), per bucket and rule; 0 without one",
