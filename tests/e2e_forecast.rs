@@ -163,6 +163,75 @@ async fn forecast_after_a_pass_matches_what_later_passes_delete_day_by_day() {
     }
 }
 
+/// The status page as headless Chromium renders it (DOM after load).
+fn chromium_dom(url: &str) -> String {
+    let chromium = "/usr/bin/chromium";
+    assert!(
+        std::path::Path::new(chromium).exists(),
+        "{chromium} is missing: install the Debian packages `chromium` and `chromium-driver` \
+         (`apt-get install -y chromium chromium-driver`; .ci/run does it)"
+    );
+    let profile = TmpDir::new("chromium-profile");
+    let out = std::process::Command::new(chromium)
+        .args([
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-quic",
+            "--no-first-run",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--disable-sync",
+            "--disable-dev-shm-usage",
+        ])
+        .arg(format!("--user-data-dir={}", profile.path().display()))
+        .args(["--dump-dom", url])
+        .output()
+        .expect("chromium runs");
+    assert!(
+        out.status.success(),
+        "chromium failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// The value of attribute `name` in the tag text `tag`.
+fn attr<'a>(tag: &'a str, name: &str) -> Option<&'a str> {
+    let start = tag.find(&format!(" {name}=\""))? + name.len() + 3;
+    let rest = &tag[start..];
+    Some(&rest[..rest.find('"')?])
+}
+
+/// The bars of `bucket`'s forecast chart in the rendered page: `data-day` →
+/// `data-count`, after checking that each bar's tooltip says the same count.
+fn chart_bars(dom: &str, bucket: &str) -> BTreeMap<String, u64> {
+    let card_start = dom
+        .find(&format!(
+            "<div class=\"card forecast\" data-bucket=\"{bucket}\""
+        ))
+        .unwrap_or_else(|| panic!("no forecast card for {bucket}:\n{dom}"));
+    let card = &dom[card_start..];
+    let svg =
+        &card[card.find("<svg").expect("an inline SVG")..card.find("</svg>").expect("svg end")];
+    let mut out = BTreeMap::new();
+    for rect in svg.split("<rect").skip(1) {
+        let tag = &rect[..rect.find('>').unwrap()];
+        let day = attr(tag, "data-day").expect("data-day").to_string();
+        let n: u64 = attr(tag, "data-count")
+            .expect("data-count")
+            .parse()
+            .unwrap();
+        assert!(
+            rect.contains(&format!(": {n} objects")),
+            "the bar's <title> names its count: {rect}"
+        );
+        out.insert(day, n);
+    }
+    assert!(out.len() > 1, "an overdue bar and day bars: {svg}");
+    out
+}
+
 /// `<name>{bucket="<b>",rule="<r>"}` in the service's metrics, if present.
 async fn gauge(serve: &Serve, name: &str, bucket: &str, rule: &str) -> Option<f64> {
     let m = String::from_utf8(http::get_async(serve.http, "/metrics").await.unwrap().body).unwrap();
@@ -202,6 +271,18 @@ async fn lag_metrics_show_a_paused_buckets_overdue_matches_and_clear_after_resum
         gauge(&serve, "s3_lifecycled_matches_overdue", &b, "d3").await,
         Some(0.0)
     );
+    // The status page's chart, as headless Chromium renders it: no overdue
+    // bar, the N objects on the day bars.
+    let bars = chart_bars(&chromium_dom(&format!("http://{}/", serve.http)), &b);
+    assert_eq!(bars["overdue"], 0, "{bars:?}");
+    assert_eq!(
+        bars.iter()
+            .filter(|(d, _)| *d != "overdue")
+            .map(|(_, n)| n)
+            .sum::<u64>(),
+        N as u64,
+        "{bars:?}"
+    );
 
     // Paused, two minutes later: everything is overdue, nothing deleted.
     let out = serve.cli(&["pause", &b, "--reason", "forecast test"]).await;
@@ -224,7 +305,14 @@ async fn lag_metrics_show_a_paused_buckets_overdue_matches_and_clear_after_resum
         .await
         .expect("age gauge");
     assert!((60.0..=180.0).contains(&age), "age {age}");
-    // The status page carries the same forecast.
+    // The chart now shows them on the overdue bar.
+    let bars = chart_bars(&chromium_dom(&format!("http://{}/", serve.http)), &b);
+    assert_eq!(bars["overdue"], N as u64, "{bars:?}");
+    assert!(
+        bars.iter().all(|(d, n)| d == "overdue" || *n == 0),
+        "{bars:?}"
+    );
+    // /status.json carries the same forecast.
     let st = serve.status().await;
     let page = String::from_utf8(
         http::get_async(serve.http, "/status.json")
