@@ -305,6 +305,22 @@ async fn lag_metrics_show_a_paused_buckets_overdue_matches_and_clear_after_resum
         .await
         .expect("age gauge");
     assert!((60.0..=180.0).contains(&age), "age {age}");
+    // The admin API answers the same (`forecast --admin`).
+    let out = serve
+        .cli(&[
+            "forecast",
+            "--bucket",
+            &b,
+            "--json",
+            "--now",
+            &rfc3339(later),
+        ])
+        .await;
+    assert_eq!(out.code, 0, "{}", out.describe());
+    let f: Value = serde_json::from_str(&out.stdout).unwrap();
+    assert_eq!(f["rules"][0]["rule_id"], "d3", "{f:#}");
+    assert_eq!(f["rules"][0]["overdue"]["objects"], N, "{f:#}");
+    assert_eq!(f["rules"][0]["overdue"]["bytes"], 3 * N, "{f:#}");
     // The chart now shows them on the overdue bar.
     let bars = chart_bars(&chromium_dom(&format!("http://{}/", serve.http)), &b);
     assert_eq!(bars["overdue"], N as u64, "{bars:?}");

@@ -38,6 +38,22 @@ pub struct ForecastArgs {
     /// One JSON document on stdout instead of text.
     #[arg(long)]
     pub json: bool,
+    /// Ask a running service's admin API (HOST:PORT) instead of reading the
+    /// filer.
+    #[arg(long, value_name = "HOST:PORT")]
+    pub admin: Option<String>,
+    /// With `--admin`: the file holding the service's bearer token (default:
+    /// `service.admin_token_file` of the configuration).
+    #[arg(long = "admin-token-file", value_name = "FILE")]
+    pub admin_token_file: Option<PathBuf>,
+}
+
+fn print(r: &Forecast, json: bool) {
+    if json {
+        println!("{}", serde_json::to_string_pretty(r).unwrap_or_default());
+    } else {
+        print!("{}", text(r));
+    }
 }
 
 /// Checks `--days`: 1 to [`MAX_DAYS`].
@@ -68,6 +84,29 @@ pub fn run(args: &ForecastArgs) -> i32 {
             return EXIT_USAGE;
         }
     };
+    if args.admin.is_some() {
+        let address = crate::cli::admin_client::AdminAddress {
+            admin: args.admin.clone(),
+            config: args.config.clone(),
+            admin_token_file: args.admin_token_file.clone(),
+        };
+        let explicit_now = args.now.as_ref().map(|_| now);
+        return match crate::cli::admin_client::fetch_forecast(
+            &address,
+            args.bucket.as_deref(),
+            days,
+            explicit_now,
+        ) {
+            Ok(r) => {
+                print(&r, args.json);
+                EXIT_OK
+            }
+            Err((code, e)) => {
+                eprintln!("error: {e}");
+                code
+            }
+        };
+    }
     let mut s = match Settings::load(args.config.as_deref(), std::env::vars()) {
         Ok(s) => s,
         Err(e) => {
@@ -101,11 +140,7 @@ pub fn run(args: &ForecastArgs) -> i32 {
                 days,
                 args.bucket.as_deref(),
             );
-            if args.json {
-                println!("{}", serde_json::to_string_pretty(&r).unwrap_or_default());
-            } else {
-                print!("{}", text(&r));
-            }
+            print(&r, args.json);
             EXIT_OK
         }
         Err(e) => {

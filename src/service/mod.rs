@@ -383,6 +383,28 @@ impl AdminBackend for Backend {
     fn approve(&self, bucket: String) -> BoxFuture<'static, Result<i64, AdminError>> {
         self.approve_now(bucket)
     }
+
+    fn forecast(
+        &self,
+        bucket: Option<String>,
+        days: u32,
+        now: i64,
+    ) -> BoxFuture<'static, Result<crate::engine::forecast::Forecast, AdminError>> {
+        let controls = self.0.controls.get().cloned();
+        let time = self.0.settings.time.time_config();
+        async move {
+            let c = controls.ok_or_else(not_connected)?;
+            let cursors = c.cursors().await.map_err(AdminError::Unavailable)?;
+            Ok(crate::engine::forecast::Forecast::of(
+                &cursors,
+                &time,
+                now,
+                days,
+                bucket.as_deref(),
+            ))
+        }
+        .boxed()
+    }
 }
 
 impl Backend {
@@ -426,20 +448,26 @@ impl Controls {
         }
     }
 
+    /// The 16 shard cursors (`None`: the shard has none yet).
+    pub async fn cursors(&self) -> Result<Vec<Option<crate::engine::cursor::ShardCursor>>, String> {
+        let mut cursors = Vec::with_capacity(crate::engine::SHARD_COUNT);
+        for shard in 0..crate::engine::SHARD_COUNT as u8 {
+            cursors.push(self.port.load_cursor(shard).await?);
+        }
+        Ok(cursors)
+    }
+
     /// Re-reads the 16 cursors and publishes the forecast as of `now`
     /// (docs/forecast.md): lag gauges and the status page. A failed read
     /// keeps what was shown (logged); it never affects a pass.
     pub async fn refresh_forecast(&self, time: &crate::engine::TimeConfig, now: i64) {
-        let mut cursors = Vec::with_capacity(crate::engine::SHARD_COUNT);
-        for shard in 0..crate::engine::SHARD_COUNT as u8 {
-            match self.port.load_cursor(shard).await {
-                Ok(c) => cursors.push(c),
-                Err(e) => {
-                    tracing::warn!(shard, error = %e, "reading the cursors for the forecast failed");
-                    return;
-                }
+        let cursors = match self.cursors().await {
+            Ok(c) => c,
+            Err(e) => {
+                tracing::warn!(error = %e, "reading the cursors for the forecast failed");
+                return;
             }
-        }
+        };
         self.obs.forecast(crate::engine::forecast::Forecast::of(
             &cursors,
             time,
