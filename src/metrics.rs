@@ -988,6 +988,57 @@ mod tests {
         lacks_prefix(&m, r#"s3_lifecycled_bucket_config_errors{bucket="logs"}"#);
     }
 
+    #[test]
+    fn forecast_sets_the_lag_gauges_per_bucket_and_rule_and_drops_old_series() {
+        use crate::engine::forecast::{Count, Forecast, RuleForecast};
+        let m = Metrics::new();
+        let rule = |bucket: &str, id: &str, overdue: u64, oldest: Option<i64>| RuleForecast {
+            bucket: bucket.into(),
+            rule_id: id.into(),
+            rule_hash: "ab12".into(),
+            kind: "expiration".into(),
+            known: true,
+            overdue: Count {
+                objects: overdue,
+                bytes: 0,
+            },
+            oldest_overdue_ns: oldest,
+            days: Vec::new(),
+            later: Count {
+                objects: 7,
+                bytes: 0,
+            },
+        };
+        let now = 10 * 86_400 * 1_000_000_000;
+        m.forecast(&Forecast {
+            now_ns: now,
+            rules: vec![
+                rule("b", "r1", 3, Some(now - 3 * 86_400 * 1_000_000_000)),
+                rule("c", "", 0, None),
+            ],
+            ..Default::default()
+        });
+        has(
+            &m,
+            r#"s3_lifecycled_matches_pending{bucket="b",rule="r1"} 7"#,
+        );
+        has(
+            &m,
+            r#"s3_lifecycled_matches_overdue{bucket="b",rule="r1"} 3"#,
+        );
+        has(
+            &m,
+            r#"s3_lifecycled_oldest_overdue_age_seconds{bucket="b",rule="r1"} 259200.0"#,
+        );
+        // A rule without an ID is named by its hash.
+        has(
+            &m,
+            r#"s3_lifecycled_matches_overdue{bucket="c",rule="ab12"} 0"#,
+        );
+        m.forecast(&Forecast::default());
+        lacks_prefix(&m, r#"s3_lifecycled_matches_pending{bucket="b""#);
+    }
+
     /// Regression: in OpenMetrics form the Go counter `…events_scanned_total`
     /// and the per-run gauge `…events_scanned` were two families named
     /// `…events_scanned`, which a scraper rejects.
@@ -1051,6 +1102,20 @@ mod tests {
         m.pass_finished(RunOutcome::Completed, 1);
         m.matched(ActionKind::ExpirationDays, MatchDecision::Dispatched);
         m.bucket_config_error("b", true);
+        m.forecast(&crate::engine::forecast::Forecast {
+            rules: vec![crate::engine::forecast::RuleForecast {
+                bucket: "b".into(),
+                rule_id: "r".into(),
+                rule_hash: String::new(),
+                kind: "expiration".into(),
+                known: true,
+                overdue: Default::default(),
+                oldest_overdue_ns: None,
+                days: Vec::new(),
+                later: Default::default(),
+            }],
+            ..Default::default()
+        });
         let exposed: std::collections::HashSet<String> = m
             .encode()
             .lines()
