@@ -107,7 +107,21 @@ async fn forecast_after_a_pass_matches_what_later_passes_delete_day_by_day() {
 
     const DAYS: u32 = 6;
     let f = forecast(c, &scope, &b, n0, DAYS).await;
-    println!("$ s3-lifecycled forecast --bucket {b} --days {DAYS} --json\n{f:#}");
+    // The README's "Before you set a rule" shows the text form (--nocapture).
+    let filer = c.filer_grpc_addr().to_string();
+    let text = run_raw(
+        &[
+            "forecast", "--filer", &filer, "--bucket", &b, "--days", "6", "--now", &rfc3339(n0),
+        ],
+        &[("S3_LIFECYCLED__CURSOR__DIR", scope.cursor_dir.as_str())],
+    )
+    .await;
+    assert_eq!(text.code, 0, "{}", text.describe());
+    println!(
+        "$ s3-lifecycled forecast --bucket {b} --days 6 --now {}\n{}",
+        rfc3339(n0),
+        text.stdout
+    );
     let total: u64 = f["rules"]
         .as_array()
         .unwrap()
