@@ -111,7 +111,15 @@ async fn forecast_after_a_pass_matches_what_later_passes_delete_day_by_day() {
     let filer = c.filer_grpc_addr().to_string();
     let text = run_raw(
         &[
-            "forecast", "--filer", &filer, "--bucket", &b, "--days", "6", "--now", &rfc3339(n0),
+            "forecast",
+            "--filer",
+            &filer,
+            "--bucket",
+            &b,
+            "--days",
+            "6",
+            "--now",
+            &rfc3339(n0),
         ],
         &[("S3_LIFECYCLED__CURSOR__DIR", scope.cursor_dir.as_str())],
     )

@@ -174,74 +174,6 @@ pub fn last_run_response(p: &PassSummary) -> pb::GetLastRunResponse {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::engine::DeleteOutcome;
-
-    #[test]
-    fn deletes_map_has_every_known_key_and_unspecified_only_when_seen() {
-        let mut d = DeleteCounts::default();
-        d.record(DeleteOutcome::Done);
-        d.record(DeleteOutcome::DryRun);
-        d.record(DeleteOutcome::DryRun);
-        let m = deletes_map(&d);
-        let mut keys: Vec<&str> = m.keys().map(String::as_str).collect();
-        keys.sort_unstable();
-        assert_eq!(
-            keys,
-            [
-                "BLOCKED",
-                "DONE",
-                "DRY_RUN",
-                "NOOP_RESOLVED",
-                "RETRY_LATER",
-                "RPC_ERROR",
-                "SKIPPED_OBJECT_LOCK"
-            ]
-        );
-        assert_eq!((m["DONE"], m["DRY_RUN"], m["BLOCKED"]), (1, 2, 0));
-        d.record(DeleteOutcome::Unspecified);
-        assert_eq!(deletes_map(&d)["LIFECYCLE_DELETE_OUTCOME_UNSPECIFIED"], 1);
-    }
-
-    #[test]
-    fn cursor_lag_is_zero_when_cold_or_unfinished() {
-        assert_eq!(cursor_lag_ns(100, 0), 0);
-        assert_eq!(cursor_lag_ns(0, 50), 0);
-        assert_eq!(cursor_lag_ns(100, 40), 60);
-        // A cursor ahead of the finish (clock disagreement) is not a negative lag.
-        assert_eq!(cursor_lag_ns(100, 140), 0);
-    }
-
-    #[test]
-    fn unresolved_and_leftover_counts_reach_the_last_run() {
-        let s = ShardSummary {
-            unconfirmed: 2,
-            locked: 1,
-            completed_upload_leftovers: 3,
-            ..Default::default()
-        };
-        let r = shard_run(&s, 0);
-        assert_eq!(
-            (r.unconfirmed, r.locked, r.completed_upload_leftovers),
-            (2, 1, 3)
-        );
-    }
-
-    #[test]
-    fn unfinished_shard_lag_is_measured_against_the_pass_finish() {
-        let s = ShardSummary {
-            shard: 4,
-            cursor_ts_ns: 1_000,
-            ..Default::default()
-        };
-        let r = shard_run(&s, 5_000);
-        assert_eq!((r.shard, r.finish_ns, r.cursor_lag_ns), (4, 0, 4_000));
-        assert_eq!(r.outcome, pb::RunOutcome::Unspecified as i32);
-    }
-}
-
 fn count_to_pb(c: &crate::engine::forecast::Count) -> pb::ForecastCount {
     pb::ForecastCount {
         objects: c.objects,
@@ -327,5 +259,73 @@ pub fn forecast_from_pb(p: &pb::GetForecastResponse) -> crate::engine::forecast:
                 later: count_from_pb(r.later.as_ref()),
             })
             .collect(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::engine::DeleteOutcome;
+
+    #[test]
+    fn deletes_map_has_every_known_key_and_unspecified_only_when_seen() {
+        let mut d = DeleteCounts::default();
+        d.record(DeleteOutcome::Done);
+        d.record(DeleteOutcome::DryRun);
+        d.record(DeleteOutcome::DryRun);
+        let m = deletes_map(&d);
+        let mut keys: Vec<&str> = m.keys().map(String::as_str).collect();
+        keys.sort_unstable();
+        assert_eq!(
+            keys,
+            [
+                "BLOCKED",
+                "DONE",
+                "DRY_RUN",
+                "NOOP_RESOLVED",
+                "RETRY_LATER",
+                "RPC_ERROR",
+                "SKIPPED_OBJECT_LOCK"
+            ]
+        );
+        assert_eq!((m["DONE"], m["DRY_RUN"], m["BLOCKED"]), (1, 2, 0));
+        d.record(DeleteOutcome::Unspecified);
+        assert_eq!(deletes_map(&d)["LIFECYCLE_DELETE_OUTCOME_UNSPECIFIED"], 1);
+    }
+
+    #[test]
+    fn cursor_lag_is_zero_when_cold_or_unfinished() {
+        assert_eq!(cursor_lag_ns(100, 0), 0);
+        assert_eq!(cursor_lag_ns(0, 50), 0);
+        assert_eq!(cursor_lag_ns(100, 40), 60);
+        // A cursor ahead of the finish (clock disagreement) is not a negative lag.
+        assert_eq!(cursor_lag_ns(100, 140), 0);
+    }
+
+    #[test]
+    fn unresolved_and_leftover_counts_reach_the_last_run() {
+        let s = ShardSummary {
+            unconfirmed: 2,
+            locked: 1,
+            completed_upload_leftovers: 3,
+            ..Default::default()
+        };
+        let r = shard_run(&s, 0);
+        assert_eq!(
+            (r.unconfirmed, r.locked, r.completed_upload_leftovers),
+            (2, 1, 3)
+        );
+    }
+
+    #[test]
+    fn unfinished_shard_lag_is_measured_against_the_pass_finish() {
+        let s = ShardSummary {
+            shard: 4,
+            cursor_ts_ns: 1_000,
+            ..Default::default()
+        };
+        let r = shard_run(&s, 5_000);
+        assert_eq!((r.shard, r.finish_ns, r.cursor_lag_ns), (4, 0, 4_000));
+        assert_eq!(r.outcome, pb::RunOutcome::Unspecified as i32);
     }
 }

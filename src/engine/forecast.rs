@@ -118,21 +118,35 @@ fn span_read(
     limit.is_some_and(|l| hi <= l && due_index::covered(own, from.max(start_ts + 1), hi))
 }
 
+/// What a pass read of one action, as given to [`due_index::rebuild`].
+#[derive(Debug, Clone, Copy)]
+pub struct PassRead<'a> {
+    /// The action's `ts` at the start of the pass.
+    pub start_ts: Nanos,
+    /// The merged ranges the action needed.
+    pub own: &'a [(Nanos, Nanos)],
+    /// Every event of `own` up to it was decided (`None`: none reliably).
+    pub limit: Option<Nanos>,
+}
+
 /// The tally after a pass, next to the rebuilt index `new`.
 ///
 /// `old`/`old_index`: what the pass started from (only used when both are
-/// usable for `time`); `start_ts`, `own`, `limit`: as given to
-/// [`due_index::rebuild`]; `observed`: the unresolved matches the pass saw.
+/// usable for `time`); `read`: what the pass read; `observed`: the
+/// unresolved matches the pass saw.
 pub fn rebuild(
     old: Option<&PendingTally>,
     old_index: Option<&DueIndex>,
     new: &DueIndex,
     time: &TimeConfig,
-    start_ts: Nanos,
-    own: &[(Nanos, Nanos)],
-    limit: Option<Nanos>,
+    read: PassRead<'_>,
     observed: &Observed,
 ) -> PendingTally {
+    let PassRead {
+        start_ts,
+        own,
+        limit,
+    } = read;
     let old = old.filter(|t| t.usable_for(time));
     let mut complete = true;
     let mut raw: Vec<(Nanos, Bin)> = Vec::new();
@@ -436,7 +450,18 @@ mod tests {
         let mut obs = Observed::new();
         observe(&mut obs, &t, 150, 4000, 10);
         observe(&mut obs, &t, 250, 9000, 20);
-        let first = rebuild(None, None, &old_index, &t, 50, &[], None, &obs);
+        let first = rebuild(
+            None,
+            None,
+            &old_index,
+            &t,
+            PassRead {
+                start_ts: 50,
+                own: &[],
+                limit: None,
+            },
+            &obs,
+        );
         assert_eq!(first.bins().map(|b| b.1).sum::<u64>(), 2);
         assert!(first.complete);
         // Next pass reads the first span only: one of its two matches
@@ -449,9 +474,11 @@ mod tests {
             Some(&old_index),
             &new_index,
             &t,
-            50,
-            &[(99, 199), (600, 700)],
-            Some(695),
+            PassRead {
+                start_ts: 50,
+                own: &[(99, 199), (600, 700)],
+                limit: Some(695),
+            },
             &obs,
         );
         assert_eq!(second.spans[&100], vec![(4800, 1, 7, 4100)]);
@@ -471,9 +498,11 @@ mod tests {
             Some(&old_index),
             &new_index,
             &t,
-            50,
-            &[(99, 199), (600, 700)],
-            Some(695),
+            PassRead {
+                start_ts: 50,
+                own: &[(99, 199), (600, 700)],
+                limit: Some(695),
+            },
             &Observed::new(),
         );
         assert!(out.spans.is_empty());
@@ -488,7 +517,18 @@ mod tests {
             observe(&mut obs, &t, 150, 3000 + i * 2400, 1);
         }
         let new_index = idx(600, vec![(100, 199, 3000)]);
-        let out = rebuild(None, None, &new_index, &t, 50, &[], None, &obs);
+        let out = rebuild(
+            None,
+            None,
+            &new_index,
+            &t,
+            PassRead {
+                start_ts: 50,
+                own: &[],
+                limit: None,
+            },
+            &obs,
+        );
         assert_eq!(out.spans[&100].len(), BINS_PER_SPAN);
         assert_eq!(
             out.bins().map(|b| b.1).sum::<u64>(),
@@ -503,7 +543,18 @@ mod tests {
         observe(&mut obs, &t, 150, 3000, 1);
         observe(&mut obs, &t, 250, 5000, 2);
         let new_index = idx(600, vec![(100, 299, 3000)]);
-        let out = rebuild(None, None, &new_index, &t, 50, &[], None, &obs);
+        let out = rebuild(
+            None,
+            None,
+            &new_index,
+            &t,
+            PassRead {
+                start_ts: 50,
+                own: &[],
+                limit: None,
+            },
+            &obs,
+        );
         assert_eq!(out.spans.keys().copied().collect::<Vec<_>>(), vec![100]);
     }
 
@@ -521,9 +572,11 @@ mod tests {
             None,
             &idx(0, vec![]),
             &time(),
-            0,
-            &[],
-            None,
+            PassRead {
+                start_ts: 0,
+                own: &[],
+                limit: None,
+            },
             &Observed::new(),
         );
         assert!(tally.usable_for(&time()));
@@ -541,9 +594,11 @@ mod tests {
             None,
             &idx(0, vec![]),
             &t,
-            0,
-            &[],
-            None,
+            PassRead {
+                start_ts: 0,
+                own: &[],
+                limit: None,
+            },
             &Observed::new(),
         );
         tally.rule_id = "r1".into();

@@ -364,9 +364,11 @@ impl<K: Clone + Eq + std::hash::Hash> ProgressTracker<K> {
                         old,
                         &index,
                         &time,
-                        t.start.ts,
-                        &t.own,
-                        end,
+                        forecast::PassRead {
+                            start_ts: t.start.ts,
+                            own: &t.own,
+                            limit: end,
+                        },
                         &t.tally,
                     );
                     (index, carried, tally)
