@@ -553,6 +553,40 @@ mod tests {
     }
 
     #[test]
+    fn tally_counts_pending_failed_and_in_flight_but_not_resolved_matches() {
+        use std::time::Duration;
+        let time = TimeConfig {
+            day: Duration::from_nanos(2400),
+            rounding: super::super::time::DueRounding::None,
+        };
+        let mut t = ProgressTracker::new(1_000, [("r", ActionProgress::at(0))])
+            .with_due_index(time)
+            .with_reorder_margin(0);
+        // Pending (due later), resolved, failed, in flight at finish.
+        assert_eq!(t.decide_sized(&"r", 10, 1, 5_000, 100), Decision::Pending);
+        let Decision::Dispatch(ok) = t.decide_sized(&"r", 20, 2, 500, 200) else {
+            panic!("expected dispatch")
+        };
+        let Decision::Dispatch(bad) = t.decide_sized(&"r", 30, 3, 600, 400) else {
+            panic!("expected dispatch")
+        };
+        let Decision::Dispatch(_) = t.decide_sized(&"r", 40, 4, 700, 800) else {
+            panic!("expected dispatch")
+        };
+        for ts in [10, 20, 30, 40] {
+            t.event_processed(ts);
+        }
+        t.resolved(ok, true);
+        t.resolved(bad, false);
+        let (_, p) = t.finish(Some(1_000)).remove(0);
+        let tally = p.pending.expect("a tally next to the index");
+        let bins: Vec<_> = tally.bins().copied().collect();
+        // 5000 → day boundary 7200; 600 and 700 → 2400 (one bin, first due 600).
+        assert_eq!(bins, vec![(2400, 2, 1200, 600), (7200, 1, 100, 5000)]);
+        assert!(tally.complete);
+    }
+
+    #[test]
     fn in_flight_at_finish_counts_as_unresolved() {
         let mut t =
             ProgressTracker::new(100, [("r", ActionProgress::at(0))]).with_reorder_margin(0);
