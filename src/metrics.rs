@@ -33,6 +33,9 @@
 //! | `s3_lifecycled_entries_skipped_no_mtime_total` | counter | shard | [`Metrics::skipped_no_mtime`] |
 //! | `s3_lifecycled_bucket_without_recent_pass` | gauge 0/1 | bucket | [`Metrics::stale_buckets`] |
 //! | `s3_lifecycled_buckets_without_recent_pass` | gauge | — | [`Metrics::stale_buckets`] |
+//! | `s3_lifecycled_matches_pending` | gauge | bucket, rule | [`Metrics::forecast`] |
+//! | `s3_lifecycled_matches_overdue` | gauge | bucket, rule | [`Metrics::forecast`] |
+//! | `s3_lifecycled_oldest_overdue_age_seconds` | gauge | bucket, rule | [`Metrics::forecast`] |
 //!
 //! The design's three per-run metrics (docs/go-cursor.md#go-metrics:
 //! `daily_run_duration_seconds`,
@@ -57,6 +60,7 @@
 //! and the `# EOF` trailer is dropped. Counters are registered *without*
 //! `_total` because the encoder appends it; a test pins every exposed line.
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -128,6 +132,13 @@ struct BucketLabels {
     bucket: String,
 }
 
+#[derive(Clone, Debug, Hash, PartialEq, Eq, PartialOrd, Ord, EncodeLabelSet)]
+struct RuleLabels {
+    bucket: String,
+    /// The rule's ID, or its hash when it has none.
+    rule: String,
+}
+
 type HistogramFamily<L> = Family<L, Histogram, fn() -> Histogram>;
 
 fn run_duration_histogram() -> Histogram {
@@ -178,6 +189,9 @@ pub struct Metrics {
     stale_bucket: Family<BucketLabels, Gauge>,
     stale_count: Gauge,
     stale_names: Arc<std::sync::Mutex<Vec<String>>>,
+    matches_pending: Family<RuleLabels, Gauge>,
+    matches_overdue: Family<RuleLabels, Gauge>,
+    oldest_overdue_age: Family<RuleLabels, Gauge<f64, std::sync::atomic::AtomicU64>>,
 }
 
 impl std::fmt::Debug for Metrics {
@@ -348,7 +362,30 @@ impl Metrics {
             stale_count.clone(),
         );
 
+        let matches_pending = Family::default();
+        r.register(
+            own("matches_pending"),
+            "Matches seen by replay and not due yet, per bucket and rule, as of the last pass (docs/forecast.md)",
+            matches_pending.clone(),
+        );
+        let matches_overdue = Family::default();
+        r.register(
+            own("matches_overdue"),
+            "Matches due but not deleted yet (paused, held by a cap or grace, halted, failed), per bucket and rule, as of the last pass",
+            matches_overdue.clone(),
+        );
+        let oldest_overdue_age =
+            Family::<RuleLabels, Gauge<f64, std::sync::atomic::AtomicU64>>::default();
+        r.register(
+            own("oldest_overdue_age_seconds"),
+            "Age of the oldest overdue match (now − its due time), per bucket and rule; 0 without one",
+            oldest_overdue_age.clone(),
+        );
+
         Metrics {
+            matches_pending,
+            matches_overdue,
+            oldest_overdue_age,
             registry: Arc::new(r),
             stale_bucket,
             stale_count,
@@ -593,6 +630,39 @@ impl Metrics {
         }
         self.stale_count
             .set(i64::try_from(names.len()).unwrap_or(i64::MAX));
+    }
+
+    /// The lag gauges from a forecast (docs/forecast.md): one series per
+    /// bucket and rule (kinds summed), replacing the previous set so a
+    /// removed rule's series goes away.
+    pub fn forecast(&self, f: &crate::engine::forecast::Forecast) {
+        let mut rows: BTreeMap<RuleLabels, (u64, u64, f64)> = BTreeMap::new();
+        for r in &f.rules {
+            let labels = RuleLabels {
+                bucket: r.bucket.clone(),
+                rule: if r.rule_id.is_empty() {
+                    r.rule_hash.clone()
+                } else {
+                    r.rule_id.clone()
+                },
+            };
+            let e = rows.entry(labels).or_default();
+            e.0 += r.pending();
+            e.1 += r.overdue.objects;
+            e.2 = e.2.max(r.oldest_overdue_age_secs(f.now_ns));
+        }
+        self.matches_pending.clear();
+        self.matches_overdue.clear();
+        self.oldest_overdue_age.clear();
+        for (l, (pending, overdue, age)) in rows {
+            self.matches_pending
+                .get_or_create(&l)
+                .set(i64::try_from(pending).unwrap_or(i64::MAX));
+            self.matches_overdue
+                .get_or_create(&l)
+                .set(i64::try_from(overdue).unwrap_or(i64::MAX));
+            self.oldest_overdue_age.get_or_create(&l).set(age);
+        }
     }
 
     /// The Prometheus text (0.0.4) exposition of every series (serve with
@@ -918,6 +988,57 @@ mod tests {
         lacks_prefix(&m, r#"s3_lifecycled_bucket_config_errors{bucket="logs"}"#);
     }
 
+    #[test]
+    fn forecast_sets_the_lag_gauges_per_bucket_and_rule_and_drops_old_series() {
+        use crate::engine::forecast::{Count, Forecast, RuleForecast};
+        let m = Metrics::new();
+        let rule = |bucket: &str, id: &str, overdue: u64, oldest: Option<i64>| RuleForecast {
+            bucket: bucket.into(),
+            rule_id: id.into(),
+            rule_hash: "ab12".into(),
+            kind: "expiration".into(),
+            known: true,
+            overdue: Count {
+                objects: overdue,
+                bytes: 0,
+            },
+            oldest_overdue_ns: oldest,
+            days: Vec::new(),
+            later: Count {
+                objects: 7,
+                bytes: 0,
+            },
+        };
+        let now = 10 * 86_400 * 1_000_000_000;
+        m.forecast(&Forecast {
+            now_ns: now,
+            rules: vec![
+                rule("b", "r1", 3, Some(now - 3 * 86_400 * 1_000_000_000)),
+                rule("c", "", 0, None),
+            ],
+            ..Default::default()
+        });
+        has(
+            &m,
+            r#"s3_lifecycled_matches_pending{bucket="b",rule="r1"} 7"#,
+        );
+        has(
+            &m,
+            r#"s3_lifecycled_matches_overdue{bucket="b",rule="r1"} 3"#,
+        );
+        has(
+            &m,
+            r#"s3_lifecycled_oldest_overdue_age_seconds{bucket="b",rule="r1"} 259200.0"#,
+        );
+        // A rule without an ID is named by its hash.
+        has(
+            &m,
+            r#"s3_lifecycled_matches_overdue{bucket="c",rule="ab12"} 0"#,
+        );
+        m.forecast(&Forecast::default());
+        lacks_prefix(&m, r#"s3_lifecycled_matches_pending{bucket="b""#);
+    }
+
     /// Regression: in OpenMetrics form the Go counter `…events_scanned_total`
     /// and the per-run gauge `…events_scanned` were two families named
     /// `…events_scanned`, which a scraper rejects.
@@ -981,6 +1102,20 @@ mod tests {
         m.pass_finished(RunOutcome::Completed, 1);
         m.matched(ActionKind::ExpirationDays, MatchDecision::Dispatched);
         m.bucket_config_error("b", true);
+        m.forecast(&crate::engine::forecast::Forecast {
+            rules: vec![crate::engine::forecast::RuleForecast {
+                bucket: "b".into(),
+                rule_id: "r".into(),
+                rule_hash: String::new(),
+                kind: "expiration".into(),
+                known: true,
+                overdue: Default::default(),
+                oldest_overdue_ns: None,
+                days: Vec::new(),
+                later: Default::default(),
+            }],
+            ..Default::default()
+        });
         let exposed: std::collections::HashSet<String> = m
             .encode()
             .lines()

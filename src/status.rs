@@ -385,6 +385,10 @@ pub struct StatusSnapshot {
     /// The age past which a bucket counts as stale, ns.
     #[serde(default)]
     pub stale_after_ns: i64,
+    /// What becomes due per bucket and rule, as of the last pass
+    /// (docs/forecast.md); `None` until the cursors were read once.
+    #[serde(default)]
+    pub forecast: Option<crate::engine::forecast::Forecast>,
 }
 
 /// A paused bucket (`s3-lifecycled pause`): passes leave it alone and its

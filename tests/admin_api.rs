@@ -129,6 +129,7 @@ fn snapshot() -> StatusSnapshot {
         next_pass_ns: Some(T0 + 86_400 * SEC),
         stale_buckets: Vec::new(),
         stale_after_ns: 0,
+        forecast: None,
         current_pass: Some(PassProgress {
             run_id: "run-live".into(),
             started_ns: T0 - 30 * SEC,

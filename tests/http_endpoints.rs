@@ -25,6 +25,7 @@ fn snapshot() -> StatusSnapshot {
     StatusSnapshot {
         stale_buckets: Vec::new(),
         stale_after_ns: 0,
+        forecast: None,
         service_state: ServiceState::Idle,
         next_pass_ns: None,
         current_pass: None,

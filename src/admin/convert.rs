@@ -174,6 +174,94 @@ pub fn last_run_response(p: &PassSummary) -> pb::GetLastRunResponse {
     }
 }
 
+fn count_to_pb(c: &crate::engine::forecast::Count) -> pb::ForecastCount {
+    pb::ForecastCount {
+        objects: c.objects,
+        bytes: c.bytes,
+    }
+}
+
+fn count_from_pb(c: Option<&pb::ForecastCount>) -> crate::engine::forecast::Count {
+    c.map_or_else(Default::default, |c| crate::engine::forecast::Count {
+        objects: c.objects,
+        bytes: c.bytes,
+    })
+}
+
+/// `GetForecast`'s answer for a forecast (docs/forecast.md).
+pub fn forecast_to_pb(f: &crate::engine::forecast::Forecast) -> pb::GetForecastResponse {
+    pb::GetForecastResponse {
+        now_ns: f.now_ns,
+        day_seconds: f.day_seconds,
+        days: f.days,
+        cold_shards: f.cold_shards.iter().map(|s| u32::from(*s)).collect(),
+        caveat: f.caveat.clone(),
+        rules: f
+            .rules
+            .iter()
+            .map(|r| pb::RuleForecast {
+                bucket: r.bucket.clone(),
+                rule_id: r.rule_id.clone(),
+                rule_hash: r.rule_hash.clone(),
+                kind: r.kind.clone(),
+                known: r.known,
+                overdue: Some(count_to_pb(&r.overdue)),
+                oldest_overdue_ns: r.oldest_overdue_ns.unwrap_or(0),
+                days: r
+                    .days
+                    .iter()
+                    .map(|d| pb::ForecastDay {
+                        day: d.day,
+                        due_by_ns: d.due_by_ns,
+                        count: Some(count_to_pb(&d.count)),
+                    })
+                    .collect(),
+                later: Some(count_to_pb(&r.later)),
+            })
+            .collect(),
+    }
+}
+
+/// The forecast back from `GetForecast`'s answer (the CLI prints it like
+/// the filer-read one).
+pub fn forecast_from_pb(p: &pb::GetForecastResponse) -> crate::engine::forecast::Forecast {
+    use crate::engine::forecast::{DayCount, Forecast, RuleForecast};
+    Forecast {
+        now_ns: p.now_ns,
+        day_seconds: p.day_seconds,
+        days: p.days,
+        cold_shards: p
+            .cold_shards
+            .iter()
+            .filter_map(|s| u8::try_from(*s).ok())
+            .collect(),
+        caveat: p.caveat.clone(),
+        rules: p
+            .rules
+            .iter()
+            .map(|r| RuleForecast {
+                bucket: r.bucket.clone(),
+                rule_id: r.rule_id.clone(),
+                rule_hash: r.rule_hash.clone(),
+                kind: r.kind.clone(),
+                known: r.known,
+                overdue: count_from_pb(r.overdue.as_ref()),
+                oldest_overdue_ns: (r.oldest_overdue_ns != 0).then_some(r.oldest_overdue_ns),
+                days: r
+                    .days
+                    .iter()
+                    .map(|d| DayCount {
+                        day: d.day,
+                        due_by_ns: d.due_by_ns,
+                        count: count_from_pb(d.count.as_ref()),
+                    })
+                    .collect(),
+                later: count_from_pb(r.later.as_ref()),
+            })
+            .collect(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -116,6 +116,22 @@ pub trait AdminBackend: Send + Sync + 'static {
         let _ = bucket;
         async { Err(no_approvals()) }.boxed()
     }
+    /// The forecast as of `now` for `days` days (docs/forecast.md), only
+    /// `bucket` when given. Backends without cursors keep the refusal.
+    fn forecast(
+        &self,
+        bucket: Option<String>,
+        days: u32,
+        now: i64,
+    ) -> BoxFuture<'static, Result<crate::engine::forecast::Forecast, AdminError>> {
+        let _ = (bucket, days, now);
+        async {
+            Err(AdminError::FailedPrecondition(
+                "this server keeps no cursors".into(),
+            ))
+        }
+        .boxed()
+    }
 }
 
 /// What [`AdminBackend::approve`] answers by default.
@@ -247,6 +263,30 @@ impl LifecycledAdmin for AdminService {
         let bucket = validate_bucket(&request.get_ref().bucket)?;
         let approved_ns = self.backend.approve(bucket).await?;
         Ok(Response::new(pb::ApproveBucketResponse { approved_ns }))
+    }
+
+    async fn get_forecast(
+        &self,
+        request: Request<pb::GetForecastRequest>,
+    ) -> Result<Response<pb::GetForecastResponse>, Status> {
+        let r = request.into_inner();
+        let bucket = if r.bucket.is_empty() {
+            None
+        } else {
+            Some(validate_bucket(&r.bucket)?)
+        };
+        let days = match r.days {
+            0 => 30,
+            d => crate::cli::forecast_cmd::check_days(d)
+                .map_err(|e| AdminError::InvalidArgument(e.replace("flag --days", "days")))?,
+        };
+        let now = if r.now_ns == 0 {
+            crate::clock::wall_ns()
+        } else {
+            r.now_ns
+        };
+        let f = self.backend.forecast(bucket, days, now).await?;
+        Ok(Response::new(convert::forecast_to_pb(&f)))
     }
 }
 

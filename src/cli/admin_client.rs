@@ -185,6 +185,37 @@ fn approve(args: &ApproveArgs) -> Result<(), Failure> {
     Ok(())
 }
 
+/// `forecast --admin`: the forecast through the running service's admin API
+/// (`GetForecast`). `Err((exit code, message))`.
+pub fn fetch_forecast(
+    address: &AdminAddress,
+    bucket: Option<&str>,
+    days: u32,
+    now_ns: Option<i64>,
+) -> Result<crate::engine::forecast::Forecast, (i32, String)> {
+    let inner = || -> Result<crate::engine::forecast::Forecast, Failure> {
+        if let Some(b) = bucket {
+            crate::engine::safety::check_bucket_name(b).map_err(usage)?;
+        }
+        let (addr, token) = resolve_address(address)?;
+        let req = pb::GetForecastRequest {
+            bucket: bucket.unwrap_or_default().to_string(),
+            days,
+            now_ns: now_ns.unwrap_or(0),
+        };
+        let resp = runtime()?.block_on(async {
+            let mut client = connect(&addr, token).await?;
+            client
+                .get_forecast(req)
+                .await
+                .map(tonic::Response::into_inner)
+                .map_err(|st| server_error(&addr, "GetForecast", &st))
+        })?;
+        Ok(crate::admin::convert::forecast_from_pb(&resp))
+    };
+    inner().map_err(|f| (f.code, f.message))
+}
+
 fn pause(args: &PauseArgs) -> Result<(), Failure> {
     crate::engine::safety::check_bucket_name(&args.bucket).map_err(usage)?;
     let (addr, token) = resolve_address(&args.address)?;

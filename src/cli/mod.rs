@@ -11,6 +11,7 @@ use clap::{Parser, Subcommand};
 
 pub mod admin_client;
 pub mod cursor_cmd;
+pub mod forecast_cmd;
 pub mod journal_cmd;
 pub mod rules_check;
 pub mod rules_preview;
@@ -88,6 +89,10 @@ pub enum Command {
     /// Which rules match an object and why the others do not, its due time
     /// per action, and the last delete of it in the journal (reads the filer).
     Explain(journal_cmd::ExplainArgs),
+    /// What becomes due per bucket and rule on each of the next `--days`,
+    /// and what is overdue now, from the pending tallies the passes keep in
+    /// the cursors (reads the filer; never lists a bucket).
+    Forecast(forecast_cmd::ForecastArgs),
     /// Inspect, reset or migrate (from the Go worker) the per-shard cursors.
     Cursor {
         /// What to do with cursors.
@@ -185,6 +190,7 @@ pub fn main() -> i32 {
         Command::Resume(args) => admin_client::run_resume(&args),
         Command::Approve(args) => admin_client::run_approve(&args),
         Command::Journal(args) => journal_cmd::run(&args),
+        Command::Forecast(args) => forecast_cmd::run(&args),
         Command::Explain(args) => journal_cmd::run_explain(&args),
         Command::Cursor { command } => cursor_cmd::run(command),
     }

@@ -16,6 +16,7 @@ pub mod due_index;
 pub mod evaluate;
 pub mod explain;
 pub mod filter;
+pub mod forecast;
 pub mod hashes;
 pub mod identity;
 pub mod journal;

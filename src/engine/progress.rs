@@ -30,6 +30,7 @@ use std::collections::{BTreeMap, HashMap};
 use serde::{Deserialize, Serialize};
 
 use super::due_index::{self, DueIndex};
+use super::forecast::{self, PendingTally};
 use super::time::{Nanos, TimeConfig};
 
 /// How far behind the newest processed event progress stays, for events that
@@ -67,6 +68,14 @@ pub struct ActionProgress {
         deserialize_with = "super::due_index::lenient"
     )]
     pub due: Option<DueIndex>,
+    /// What is pending or unresolved in the indexed spans, by due day
+    /// (docs/forecast.md). `None` (older cursors, a corrupt one): unknown.
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "super::forecast::lenient"
+    )]
+    pub pending: Option<PendingTally>,
 }
 
 impl ActionProgress {
@@ -78,6 +87,7 @@ impl ActionProgress {
             through_now: Nanos::MIN,
             tail: Vec::new(),
             due: None,
+            pending: None,
         }
     }
 
@@ -132,14 +142,16 @@ struct Track<K> {
     start: ActionProgress,
     first_pending: Option<Nanos>,
     first_failed: Option<Nanos>,
-    /// Dispatched and unanswered: seq → (event ts, subject, due).
-    in_flight: BTreeMap<u64, (Nanos, u64, Nanos)>,
+    /// Dispatched and unanswered: seq → (event ts, subject, due, bytes).
+    in_flight: BTreeMap<u64, (Nanos, u64, Nanos, u64)>,
     /// Resolved (ts, subject) marks near the newest processed event.
     marks: std::collections::VecDeque<(Nanos, u64)>,
     /// The ranges this action needs in this pass ([`due_index::ranges_for`]).
     own: Vec<(Nanos, Nanos)>,
     /// Unresolved matches seen this pass, by span: start → (end, earliest due).
     observed: BTreeMap<Nanos, (Nanos, Nanos)>,
+    /// The same matches counted by due day, for the forecast.
+    tally: forecast::Observed,
 }
 
 /// Tracks one pass's decisions and outcomes for a set of actions (one shard).
@@ -225,6 +237,7 @@ impl<K: Clone + Eq + std::hash::Hash> ProgressTracker<K> {
             start,
             own,
             observed: BTreeMap::new(),
+            tally: forecast::Observed::new(),
             first_pending: None,
             first_failed: None,
             in_flight: BTreeMap::new(),
@@ -247,6 +260,19 @@ impl<K: Clone + Eq + std::hash::Hash> ProgressTracker<K> {
     /// ([`subject_of`]), due at `due`. An unknown action is skipped: it is not
     /// part of this pass's view.
     pub fn decide_subject(&mut self, key: &K, ev_ts: Nanos, subject: u64, due: Nanos) -> Decision {
+        self.decide_sized(key, ev_ts, subject, due, 0)
+    }
+
+    /// [`decide_subject`](Self::decide_subject) for a match of `bytes` bytes,
+    /// counted in the forecast tally (docs/forecast.md) while unresolved.
+    pub fn decide_sized(
+        &mut self,
+        key: &K,
+        ev_ts: Nanos,
+        subject: u64,
+        due: Nanos,
+        bytes: u64,
+    ) -> Decision {
         let Some(&i) = self.index.get(key) else {
             return Decision::Skip;
         };
@@ -262,12 +288,13 @@ impl<K: Clone + Eq + std::hash::Hash> ProgressTracker<K> {
             t.first_pending = Some(t.first_pending.map_or(ev_ts, |p| p.min(ev_ts)));
             if let Some(time) = &self.index_time {
                 due_index::observe(&mut t.observed, due_index::span_width(time), ev_ts, due);
+                forecast::observe(&mut t.tally, time, ev_ts, due, bytes);
             }
             return Decision::Pending;
         }
         let seq = self.next_seq;
         self.next_seq += 1;
-        t.in_flight.insert(seq, (ev_ts, subject, due));
+        t.in_flight.insert(seq, (ev_ts, subject, due, bytes));
         Decision::Dispatch(Ticket { action: i, seq })
     }
 
@@ -282,7 +309,7 @@ impl<K: Clone + Eq + std::hash::Hash> ProgressTracker<K> {
         let Some(t) = self.tracks.get_mut(ticket.action) else {
             return;
         };
-        if let Some((ev_ts, subject, due)) = t.in_flight.remove(&ticket.seq) {
+        if let Some((ev_ts, subject, due, bytes)) = t.in_flight.remove(&ticket.seq) {
             if ok {
                 push_mark(&mut t.marks, (ev_ts, subject));
             } else {
@@ -290,6 +317,7 @@ impl<K: Clone + Eq + std::hash::Hash> ProgressTracker<K> {
                 if let Some(time) = &self.index_time {
                     // Due already: the next pass reads this span again.
                     due_index::observe(&mut t.observed, due_index::span_width(time), ev_ts, due);
+                    forecast::observe(&mut t.tally, time, ev_ts, due, bytes);
                 }
             }
         }
@@ -324,15 +352,30 @@ impl<K: Clone + Eq + std::hash::Hash> ProgressTracker<K> {
             .map(|mut t| {
                 let index = index_time.map(|time| {
                     let width = due_index::span_width(&time);
-                    for &(ev_ts, _, due) in t.in_flight.values() {
+                    for &(ev_ts, _, due, bytes) in t.in_flight.values() {
                         due_index::observe(&mut t.observed, width, ev_ts, due);
+                        forecast::observe(&mut t.tally, &time, ev_ts, due, bytes);
                     }
                     let old = due_index::usable(&t.start, &time);
-                    due_index::rebuild(old, &time, t.start.ts, &t.own, end, &t.observed)
+                    let (index, carried) =
+                        due_index::rebuild(old, &time, t.start.ts, &t.own, end, &t.observed);
+                    let tally = forecast::rebuild(
+                        t.start.pending.as_ref(),
+                        old,
+                        &index,
+                        &time,
+                        forecast::PassRead {
+                            start_ts: t.start.ts,
+                            own: &t.own,
+                            limit: end,
+                        },
+                        &t.tally,
+                    );
+                    (index, carried, tally)
                 });
-                let (index, carried_from) = match index {
-                    Some((i, c)) => (Some(i), c),
-                    None => (None, None),
+                let (index, carried_from, pending) = match index {
+                    Some((i, c, p)) => (Some(i), c, Some(p)),
+                    None => (None, None, None),
                 };
                 let start = t.start;
                 let first_in_flight = t.in_flight.values().map(|v| v.0).min();
@@ -389,6 +432,7 @@ impl<K: Clone + Eq + std::hash::Hash> ProgressTracker<K> {
                         through_now,
                         tail,
                         due: index,
+                        pending,
                     },
                 )
             })
@@ -509,6 +553,40 @@ mod tests {
     }
 
     #[test]
+    fn tally_counts_pending_failed_and_in_flight_but_not_resolved_matches() {
+        use std::time::Duration;
+        let time = TimeConfig {
+            day: Duration::from_nanos(2400),
+            rounding: super::super::time::DueRounding::None,
+        };
+        let mut t = ProgressTracker::new(1_000, [("r", ActionProgress::at(0))])
+            .with_due_index(time)
+            .with_reorder_margin(0);
+        // Pending (due later), resolved, failed, in flight at finish.
+        assert_eq!(t.decide_sized(&"r", 10, 1, 5_000, 100), Decision::Pending);
+        let Decision::Dispatch(ok) = t.decide_sized(&"r", 20, 2, 500, 200) else {
+            panic!("expected dispatch")
+        };
+        let Decision::Dispatch(bad) = t.decide_sized(&"r", 30, 3, 600, 400) else {
+            panic!("expected dispatch")
+        };
+        let Decision::Dispatch(_) = t.decide_sized(&"r", 40, 4, 700, 800) else {
+            panic!("expected dispatch")
+        };
+        for ts in [10, 20, 30, 40] {
+            t.event_processed(ts);
+        }
+        t.resolved(ok, true);
+        t.resolved(bad, false);
+        let (_, p) = t.finish(Some(1_000)).remove(0);
+        let tally = p.pending.expect("a tally next to the index");
+        let bins: Vec<_> = tally.bins().copied().collect();
+        // 5000 → day boundary 7200; 600 and 700 → 2400 (one bin, first due 600).
+        assert_eq!(bins, vec![(2400, 2, 1200, 600), (7200, 1, 100, 5000)]);
+        assert!(tally.complete);
+    }
+
+    #[test]
     fn in_flight_at_finish_counts_as_unresolved() {
         let mut t =
             ProgressTracker::new(100, [("r", ActionProgress::at(0))]).with_reorder_margin(0);
@@ -537,6 +615,7 @@ mod tests {
             through_now: 40,
             tail: Vec::new(),
             due: None,
+            pending: None,
         };
         // Pass halts at event 10 (failure); events up to 50 with due ≤ 40 stay resolved.
         let (_, p) = run(start, 100, &[(10, 90)], &[10], None);

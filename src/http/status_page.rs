@@ -1,6 +1,7 @@
 //! The status snapshot the pass publishes (also served as `/status.json`) and
 //! its server-rendered HTML page: service state, the running pass, and the
-//! last pass with a shard table and a "Last run" card per bucket.
+//! last pass with a shard table and a "Last run" card per bucket, each next
+//! to its forecast chart (docs/forecast.md#status-page).
 //!
 //! Rendering is a pure function of the snapshot and `now` (for lags and
 //! ages). Every value that reaches the page goes through [`escape`]: bucket
@@ -9,6 +10,7 @@
 use std::fmt::Write as _;
 
 use crate::engine::DeleteOutcome;
+use crate::engine::forecast::{Count, Forecast};
 use crate::status::{
     BucketSummary, RunOutcome, ShardSummary, StatusSnapshot, format_age, format_time,
 };
@@ -42,7 +44,8 @@ th{background:#eee}td.l,th.l{text-align:left}\
 .card h3{margin:.1rem 0 .5rem;font-size:1rem;word-break:break-all}\
 .card dl{display:grid;grid-template-columns:auto auto;gap:.15rem .8rem;margin:0}.card dd{margin:0}\
 .completed{color:#1a7f37}.halted,.failed{color:#cf222e}.truncated{color:#9a6700}\
-.warn{color:#cf222e}";
+.warn{color:#cf222e}\
+.forecast-chart .bar.day{fill:#0969da}.forecast-chart .bar.overdue{fill:#cf222e}";
 
 /// Renders the status page. `now_ns` is used for lags and ages only.
 pub fn render(s: &StatusSnapshot, now_ns: i64) -> String {
@@ -154,6 +157,17 @@ pub fn render(s: &StatusSnapshot, now_ns: i64) -> String {
             }
             for b in &p.buckets {
                 bucket_card(&mut h, b, now_ns);
+                if let Some(f) = &s.forecast {
+                    forecast_card(&mut h, f, &b.bucket);
+                }
+            }
+            // Buckets the pass left alone (paused) still have a forecast.
+            if let Some(f) = &s.forecast {
+                for b in f.buckets() {
+                    if !p.buckets.iter().any(|x| x.bucket == b) {
+                        forecast_card(&mut h, f, b);
+                    }
+                }
             }
             h.push_str("</div>\n");
         }
@@ -247,6 +261,104 @@ fn bucket_card(h: &mut String, b: &BucketSummary, now_ns: i64) {
     h.push_str("</dl></div>\n");
 }
 
+/// Bar chart geometry (px).
+const BAR_W: u32 = 8;
+const BAR_GAP: u32 = 2;
+const CHART_H: u32 = 60;
+
+/// A bucket's forecast as an inline SVG bar chart (docs/forecast.md#status-page):
+/// the first bar (red) is what is overdue now, then one bar per day. Each
+/// bar carries its figures in `data-*` attributes and a `<title>` (the
+/// browser's tooltip), so the page needs no JavaScript.
+fn forecast_card(h: &mut String, f: &Forecast, bucket: &str) {
+    let rules: Vec<_> = f.rules.iter().filter(|r| r.bucket == bucket).collect();
+    if rules.is_empty() {
+        return;
+    }
+    let mut overdue = Count::default();
+    let mut days = vec![Count::default(); f.days as usize];
+    let mut known = true;
+    for r in &rules {
+        overdue.objects += r.overdue.objects;
+        overdue.bytes += r.overdue.bytes;
+        known &= r.known;
+        for (slot, d) in days.iter_mut().zip(&r.days) {
+            slot.objects += d.count.objects;
+            slot.bytes += d.count.bytes;
+        }
+    }
+    let max = days
+        .iter()
+        .map(|c| c.objects)
+        .chain([overdue.objects])
+        .max()
+        .unwrap_or(0)
+        .max(1);
+    let bars = 1 + days.len() as u32;
+    let width = bars * (BAR_W + BAR_GAP);
+    let _ = write!(
+        h,
+        "<div class=\"card forecast\" data-bucket=\"{b}\"><h3>Forecast: {b}</h3>\
+         <svg class=\"forecast-chart\" xmlns=\"http://www.w3.org/2000/svg\" width=\"{width}\" height=\"{CHART_H}\" \
+         viewBox=\"0 0 {width} {CHART_H}\" role=\"img\" aria-label=\"deletes due per day\">",
+        b = escape(bucket)
+    );
+    let bar = |h: &mut String, i: u32, class: &str, day: &str, label: &str, c: &Count| {
+        // At least 1 px for a non-empty day, so a small count stays visible.
+        let height = if c.objects == 0 {
+            0
+        } else {
+            ((c.objects * u64::from(CHART_H)) / max).max(1) as u32
+        };
+        let _ = write!(
+            h,
+            "<rect class=\"bar {class}\" data-day=\"{day}\" data-count=\"{}\" data-bytes=\"{}\" \
+             x=\"{}\" y=\"{}\" width=\"{BAR_W}\" height=\"{height}\"><title>{}: {} objects, {} bytes</title></rect>",
+            c.objects,
+            c.bytes,
+            i * (BAR_W + BAR_GAP),
+            CHART_H - height,
+            escape(label),
+            c.objects,
+            c.bytes
+        );
+    };
+    bar(h, 0, "overdue", "overdue", "overdue now", &overdue);
+    for (i, c) in days.iter().enumerate() {
+        let due_by = f.now_ns + (i as i64 + 1) * (f.day_seconds * 1e9) as i64;
+        let label = format!("day {} (due by {})", i + 1, format_time(due_by));
+        bar(h, i as u32 + 1, "day", &(i + 1).to_string(), &label, c);
+    }
+    h.push_str("</svg><dl>");
+    let _ = write!(
+        h,
+        "<dt>overdue</dt><dd class=\"{}\">{} objects</dd><dt>next {} days</dt><dd>{} objects</dd>",
+        if overdue.objects > 0 { "warn" } else { "" },
+        overdue.objects,
+        f.days,
+        days.iter().map(|c| c.objects).sum::<u64>()
+    );
+    for r in &rules {
+        let name = if r.rule_id.is_empty() {
+            &r.rule_hash
+        } else {
+            &r.rule_id
+        };
+        let _ = write!(
+            h,
+            "<dt>&nbsp;&nbsp;{} ({})</dt><dd>{} pending, {} overdue</dd>",
+            escape(name),
+            escape(&r.kind),
+            r.pending(),
+            r.overdue.objects
+        );
+    }
+    if !known {
+        h.push_str("<dt>note</dt><dd class=\"warn\">partly unknown until the next passes</dd>");
+    }
+    h.push_str("</dl></div>\n");
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -269,6 +381,7 @@ mod tests {
                 last_completed_ns: 0,
             }],
             stale_after_ns: 2 * 86_400 * 1_000_000_000,
+            forecast: None,
             last_pass: Some(PassSummary {
                 run_id: "run-1".into(),
                 started_ns: NOW - 10 * MIN,
@@ -375,6 +488,56 @@ mod tests {
         assert!(page.contains("2023-11-14T22:03:20Z"), "{page}");
         assert!(
             page.contains("outcome <span class=\"halted\">halted</span>"),
+            "{page}"
+        );
+    }
+
+    #[test]
+    fn forecast_chart_has_an_overdue_bar_and_one_bar_per_day() {
+        use crate::engine::forecast::{DayCount, RuleForecast};
+        let mut s = snapshot();
+        let day = |i: u32, n: u64| DayCount {
+            day: i,
+            due_by_ns: NOW + i64::from(i) * 86_400_000_000_000,
+            count: Count {
+                objects: n,
+                bytes: n * 10,
+            },
+        };
+        s.forecast = Some(Forecast {
+            now_ns: NOW,
+            day_seconds: 86_400.0,
+            days: 3,
+            rules: vec![RuleForecast {
+                bucket: "<script>alert(1)</script>".into(),
+                rule_id: "r<1>".into(),
+                rule_hash: "ab".into(),
+                kind: "expiration".into(),
+                known: true,
+                overdue: Count {
+                    objects: 4,
+                    bytes: 40,
+                },
+                oldest_overdue_ns: Some(NOW - MIN),
+                days: vec![day(1, 2), day(2, 0), day(3, 8)],
+                later: Count::default(),
+            }],
+            ..Default::default()
+        });
+        let page = render(&s, NOW);
+        assert!(page.contains("<svg class=\"forecast-chart\""), "{page}");
+        assert!(!page.contains("<script>"), "{page}");
+        assert!(page.contains("r&lt;1&gt;"), "{page}");
+        for (d, n) in [("overdue", 4), ("1", 2), ("2", 0), ("3", 8)] {
+            assert!(
+                page.contains(&format!("data-day=\"{d}\" data-count=\"{n}\"")),
+                "{d}: {page}"
+            );
+        }
+        // The tallest bar fills the chart; the overdue bar is distinct.
+        assert!(page.contains("class=\"bar overdue\""));
+        assert!(
+            page.contains(&format!("height=\"{CHART_H}\"><title>day 3")),
             "{page}"
         );
     }

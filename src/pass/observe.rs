@@ -49,6 +49,13 @@ impl PassObserver {
             .paused_buckets(paused.iter().map(|r| r.bucket.as_str()));
         self.board(|b| b.set_paused(paused));
     }
+
+    /// The forecast after a pass (docs/forecast.md): the lag gauges and the
+    /// status page's chart.
+    pub fn forecast(&self, f: crate::engine::forecast::Forecast) {
+        self.metrics.forecast(&f);
+        self.board(|b| b.set_forecast(f));
+    }
 }
 
 struct BoardState {
@@ -144,6 +151,13 @@ impl StatusBoard {
             st.snap.stale_after_ns = after_ns;
             self.publish(&mut st, true);
         }
+    }
+
+    /// The forecast shown on the status page and in `/status.json`.
+    pub fn set_forecast(&self, f: crate::engine::forecast::Forecast) {
+        let mut st = self.lock();
+        st.snap.forecast = Some(f);
+        self.publish(&mut st, true);
     }
 
     /// A pass started over `shards`.

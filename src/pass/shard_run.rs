@@ -585,6 +585,7 @@ impl ShardRun {
                         tail: Vec::new(),
                         // Recovery reads the whole window and builds one.
                         due: None,
+                        pending: None,
                     }
                 } else {
                     match persisted.and_then(|b| b.rules.get(&progress_key(&key))) {
@@ -637,7 +638,8 @@ impl ShardRun {
                 kind: m.kind,
             };
             let subject = subject_of(&m.object_path, &m.version_id);
-            match tracker.decide_subject(&key, ts, subject, m.due) {
+            let bytes = u64::try_from(m.identity.size).unwrap_or(0);
+            match tracker.decide_sized(&key, ts, subject, m.due, bytes) {
                 Decision::Skip => self.counters.decided(m.kind, MatchDecision::Skipped),
                 Decision::Pending => {
                     self.counters.matches += 1;
@@ -1014,7 +1016,20 @@ impl ShardRun {
             let rules: BTreeMap<String, ActionProgress> = progress
                 .iter()
                 .filter(|(k, _)| &*k.bucket == bucket)
-                .map(|(k, p)| (progress_key(k), p.clone()))
+                .map(|(k, p)| {
+                    let mut p = p.clone();
+                    // The forecast names rules by ID (docs/forecast.md).
+                    if let Some(t) = p.pending.as_mut() {
+                        t.rule_id = plan
+                            .replay
+                            .as_ref()
+                            .and_then(|r| r.bucket(bucket))
+                            .and_then(|b| b.action(k.rule_hash, k.kind))
+                            .map(|a| a.rule().id.clone())
+                            .unwrap_or_default();
+                    }
+                    (progress_key(k), p)
+                })
                 .collect();
             if rules.is_empty() && plan.has_replay(bucket) {
                 // Halted before replay was set up: nothing new is known.

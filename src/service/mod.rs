@@ -134,6 +134,8 @@ impl Service {
     pub async fn attach_controls(&self, port: Arc<dyn ClusterPort>, obs: PassObserver) {
         let c = self.controls.get_or_init(|| Controls { port, obs });
         c.refresh().await;
+        c.refresh_forecast(&self.settings.time.time_config(), wall_ns())
+            .await;
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
@@ -220,6 +222,7 @@ impl Service {
         let me = self.clone();
         let id = run_id.clone();
         let dry_run = req.dry_run;
+        let pass_now = opts.now;
         tokio::spawn(async move {
             if let Some(hook) = me.before_pass.get() {
                 hook().await;
@@ -254,6 +257,12 @@ impl Service {
                     "pass finished"
                 ),
                 Err(e) => tracing::error!(run_id = id, error = %e, "pass could not run"),
+            }
+            // Before the pass shows as finished, so whoever waits for it
+            // sees the forecast and lag gauges of its cursors.
+            if let Some(c) = me.controls.get() {
+                c.refresh_forecast(&me.settings.time.time_config(), pass_now)
+                    .await;
             }
             me.board.pass_finished(&id, &result);
             me.lock().current = None;
@@ -374,6 +383,28 @@ impl AdminBackend for Backend {
     fn approve(&self, bucket: String) -> BoxFuture<'static, Result<i64, AdminError>> {
         self.approve_now(bucket)
     }
+
+    fn forecast(
+        &self,
+        bucket: Option<String>,
+        days: u32,
+        now: i64,
+    ) -> BoxFuture<'static, Result<crate::engine::forecast::Forecast, AdminError>> {
+        let controls = self.0.controls.get().cloned();
+        let time = self.0.settings.time.time_config();
+        async move {
+            let c = controls.ok_or_else(not_connected)?;
+            let cursors = c.cursors().await.map_err(AdminError::Unavailable)?;
+            Ok(crate::engine::forecast::Forecast::of(
+                &cursors,
+                &time,
+                now,
+                days,
+                bucket.as_deref(),
+            ))
+        }
+        .boxed()
+    }
 }
 
 impl Backend {
@@ -416,7 +447,39 @@ impl Controls {
             Err(e) => tracing::warn!(error = %e, "reading the paused buckets failed"),
         }
     }
+
+    /// The 16 shard cursors (`None`: the shard has none yet).
+    pub async fn cursors(&self) -> Result<Vec<Option<crate::engine::cursor::ShardCursor>>, String> {
+        let mut cursors = Vec::with_capacity(crate::engine::SHARD_COUNT);
+        for shard in 0..crate::engine::SHARD_COUNT as u8 {
+            cursors.push(self.port.load_cursor(shard).await?);
+        }
+        Ok(cursors)
+    }
+
+    /// Re-reads the 16 cursors and publishes the forecast as of `now`
+    /// (docs/forecast.md): lag gauges and the status page. A failed read
+    /// keeps what was shown (logged); it never affects a pass.
+    pub async fn refresh_forecast(&self, time: &crate::engine::TimeConfig, now: i64) {
+        let cursors = match self.cursors().await {
+            Ok(c) => c,
+            Err(e) => {
+                tracing::warn!(error = %e, "reading the cursors for the forecast failed");
+                return;
+            }
+        };
+        self.obs.forecast(crate::engine::forecast::Forecast::of(
+            &cursors,
+            time,
+            now,
+            FORECAST_DAYS,
+            None,
+        ));
+    }
 }
+
+/// Days of forecast on the status page and in the lag gauges' source.
+pub const FORECAST_DAYS: u32 = 30;
 
 /// How long a bucket may go without a completed pass before it is reported
 /// (2 lifecycle days: a daily schedule that missed one day is still fine).

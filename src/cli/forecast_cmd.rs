@@ -1,0 +1,239 @@
+//! `s3-lifecycled forecast`: per bucket and rule, what becomes due on each of
+//! the next days and what is overdue now, read from the pending tallies the
+//! passes keep in the cursors (docs/forecast.md); it never lists a bucket.
+
+use std::path::PathBuf;
+
+use clap::Args;
+
+use super::{EXIT_ERROR, EXIT_OK, EXIT_USAGE};
+use crate::config::Settings;
+use crate::engine::SHARD_COUNT;
+use crate::engine::cursor::ShardCursor;
+use crate::engine::forecast::Forecast;
+use crate::seaweed::cursor::CursorStore;
+use crate::status::format_time;
+
+/// Most days a forecast shows.
+pub const MAX_DAYS: u32 = 3660;
+
+/// `s3-lifecycled forecast`.
+#[derive(Debug, Clone, Args)]
+pub struct ForecastArgs {
+    /// Configuration file (`cluster.filer`, `cursor.dir`, `time.*`).
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    /// Filer gRPC address (overrides `cluster.filer`).
+    #[arg(long, value_name = "HOST:PORT")]
+    pub filer: Option<String>,
+    /// Only this bucket.
+    #[arg(long)]
+    pub bucket: Option<String>,
+    /// Days to show after `--now`.
+    #[arg(long, default_value_t = 30)]
+    pub days: u32,
+    /// Forecast as of this RFC 3339 time (default: now).
+    #[arg(long, value_name = "RFC3339")]
+    pub now: Option<String>,
+    /// One JSON document on stdout instead of text.
+    #[arg(long)]
+    pub json: bool,
+    /// Ask a running service's admin API (HOST:PORT) instead of reading the
+    /// filer.
+    #[arg(long, value_name = "HOST:PORT")]
+    pub admin: Option<String>,
+    /// With `--admin`: the file holding the service's bearer token (default:
+    /// `service.admin_token_file` of the configuration).
+    #[arg(long = "admin-token-file", value_name = "FILE")]
+    pub admin_token_file: Option<PathBuf>,
+}
+
+fn print(r: &Forecast, json: bool) {
+    if json {
+        println!("{}", serde_json::to_string_pretty(r).unwrap_or_default());
+    } else {
+        print!("{}", text(r));
+    }
+}
+
+/// Checks `--days`: 1 to [`MAX_DAYS`].
+pub fn check_days(days: u32) -> Result<u32, String> {
+    if (1..=MAX_DAYS).contains(&days) {
+        Ok(days)
+    } else {
+        Err(format!(
+            "flag --days: {days} is out of range; give 1 to {MAX_DAYS} days"
+        ))
+    }
+}
+
+/// Runs `forecast`; returns the exit code.
+pub fn run(args: &ForecastArgs) -> i32 {
+    let days = match check_days(args.days) {
+        Ok(d) => d,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return EXIT_USAGE;
+        }
+    };
+    let now = match args.now.as_deref().map(crate::cli::run_once::parse_now) {
+        None => crate::clock::wall_ns(),
+        Some(Ok(t)) => t,
+        Some(Err(e)) => {
+            eprintln!("error: {e}");
+            return EXIT_USAGE;
+        }
+    };
+    if args.admin.is_some() {
+        let address = crate::cli::admin_client::AdminAddress {
+            admin: args.admin.clone(),
+            config: args.config.clone(),
+            admin_token_file: args.admin_token_file.clone(),
+        };
+        let explicit_now = args.now.as_ref().map(|_| now);
+        return match crate::cli::admin_client::fetch_forecast(
+            &address,
+            args.bucket.as_deref(),
+            days,
+            explicit_now,
+        ) {
+            Ok(r) => {
+                print(&r, args.json);
+                EXIT_OK
+            }
+            Err((code, e)) => {
+                eprintln!("error: {e}");
+                code
+            }
+        };
+    }
+    let mut s = match Settings::load(args.config.as_deref(), std::env::vars()) {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return EXIT_USAGE;
+        }
+    };
+    if let Some(f) = &args.filer {
+        s.cluster.filer = crate::cli::run_once::split_list(f);
+    }
+    let rt = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("error: cannot start the async runtime: {e}");
+            return EXIT_ERROR;
+        }
+    };
+    let loaded = rt.block_on(async {
+        let client = crate::cli::first_filer(&s).await?;
+        load_cursors(&CursorStore::new(client, &s.cursor.dir)).await
+    });
+    match loaded {
+        Ok(cursors) => {
+            let r = Forecast::of(
+                &cursors,
+                &s.time.time_config(),
+                now,
+                days,
+                args.bucket.as_deref(),
+            );
+            print(&r, args.json);
+            EXIT_OK
+        }
+        Err(e) => {
+            eprintln!("error: {e}");
+            EXIT_ERROR
+        }
+    }
+}
+
+/// Every shard's cursor (`None`: the shard has none yet).
+pub async fn load_cursors(store: &CursorStore) -> Result<Vec<Option<ShardCursor>>, String> {
+    let mut cursors = Vec::new();
+    for shard in 0..SHARD_COUNT as u8 {
+        match store.load(shard).await {
+            Ok(c) => cursors.push(c),
+            Err(e) => return Err(format!("reading {}: {e}", store.path(shard))),
+        }
+    }
+    Ok(cursors)
+}
+
+/// The text form: one block per bucket rule, one line per non-empty day.
+pub fn text(r: &Forecast) -> String {
+    use std::fmt::Write;
+    let mut out = format!(
+        "forecast now={} days={} day={}s\n",
+        format_time(r.now_ns),
+        r.days,
+        r.day_seconds
+    );
+    if !r.cold_shards.is_empty() {
+        let _ = writeln!(
+            out,
+            "note: {} shard(s) have no cursor yet (no pass ran): their buckets are missing",
+            r.cold_shards.len()
+        );
+    }
+    if r.rules.is_empty() {
+        out.push_str("nothing pending\n");
+    }
+    for f in &r.rules {
+        let rule = if f.rule_id.is_empty() {
+            format!("rule_hash={}", f.rule_hash)
+        } else {
+            format!("rule={}", f.rule_id)
+        };
+        let known = if f.known {
+            ""
+        } else {
+            " (unknown: counts are a lower bound until the next passes re-read the window)"
+        };
+        let _ = writeln!(
+            out,
+            "bucket={} {rule} kind={} pending={} overdue={} overdue_bytes={}{known}",
+            f.bucket,
+            f.kind,
+            f.pending(),
+            f.overdue.objects,
+            f.overdue.bytes
+        );
+        if let Some(t) = f.oldest_overdue_ns {
+            let _ = writeln!(out, "  overdue since {}", format_time(t));
+        }
+        for d in f.days.iter().filter(|d| d.count.objects > 0) {
+            let _ = writeln!(
+                out,
+                "  day {:>3} by {}  objects={} bytes={}",
+                d.day,
+                format_time(d.due_by_ns),
+                d.count.objects,
+                d.count.bytes
+            );
+        }
+        if f.later.objects > 0 {
+            let _ = writeln!(
+                out,
+                "  later            objects={} bytes={}",
+                f.later.objects, f.later.bytes
+            );
+        }
+    }
+    let _ = writeln!(out, "note: {}", r.caveat);
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn days_out_of_range_name_the_flag_and_the_range() {
+        let e = check_days(0).unwrap_err();
+        assert!(e.contains("--days") && e.contains("1 to 3660"), "{e}");
+        assert_eq!(check_days(30), Ok(30));
+    }
+}
