@@ -29,6 +29,7 @@ use crate::pb::plugin::{
 };
 use crate::plugin::job::{self, JOB_TYPE};
 use crate::seaweed::endpoint::{EndpointOptions, GrpcEndpoint};
+use crate::seaweed::tls::{ClientTls, TlsFailure, speaks_tls};
 use crate::status::{RunOutcome, StatusSnapshot};
 
 /// Pause before dialling again after the stream ended (the admin advises 5 s).
@@ -124,6 +125,11 @@ struct Shared {
     slots: u32,
     state: StateDir,
     running: Arc<Mutex<BTreeMap<String, Running>>>,
+    /// TLS of the stream to the admin (`[grpc.worker]`); `None`: plaintext.
+    tls: Option<ClientTls>,
+    /// Whether a stream was ever accepted: a TLS refusal before that is a
+    /// configuration error (exit), after it a reason to reconnect.
+    connected: Arc<std::sync::atomic::AtomicBool>,
     /// Messages for the admin from executions; a session forwards them, so a
     /// completion made while the stream was down goes out on the next one.
     outbox: mpsc::UnboundedSender<Out>,
@@ -247,6 +253,13 @@ pub async fn run(base: Settings, mut shutdown: watch::Receiver<Option<&'static s
             return crate::cli::EXIT_USAGE;
         }
     };
+    let tls = match admin_tls(&base) {
+        Ok(t) => t,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return crate::cli::EXIT_USAGE;
+        }
+    };
     let (outbox, mut outbox_rx) = mpsc::unbounded_channel();
     let (changed, mut changed_rx) = mpsc::unbounded_channel();
     let shared = Shared {
@@ -255,6 +268,8 @@ pub async fn run(base: Settings, mut shutdown: watch::Receiver<Option<&'static s
         slots: w.execution_slots,
         state,
         running: Arc::new(Mutex::new(BTreeMap::new())),
+        tls,
+        connected: Arc::new(std::sync::atomic::AtomicBool::new(false)),
         outbox,
         changed,
     };
@@ -283,7 +298,18 @@ pub async fn run(base: Settings, mut shutdown: watch::Receiver<Option<&'static s
         match ended {
             Ok(()) => break,
             Err(e) => {
-                tracing::warn!(admin = grpc, error = %e, "admin stream ended; reconnecting in {RECONNECT_DELAY:?}")
+                let ever = shared.connected.load(std::sync::atomic::Ordering::SeqCst);
+                if let Some(f) = tls_cause(shared.tls.as_ref(), &grpc).await {
+                    let msg = admin_tls_message(&f, &grpc);
+                    if !ever {
+                        // Never connected: the TLS settings are wrong, not the network.
+                        eprintln!("error: {msg}");
+                        return crate::cli::tls::exit_code(&f);
+                    }
+                    tracing::error!(admin = grpc, error = %msg, "TLS to weed admin failed; reconnecting in {RECONNECT_DELAY:?}");
+                } else {
+                    tracing::warn!(admin = grpc, error = %e, "admin stream ended; reconnecting in {RECONNECT_DELAY:?}")
+                }
             }
         }
         tokio::select! {
@@ -293,6 +319,50 @@ pub async fn run(base: Settings, mut shutdown: watch::Receiver<Option<&'static s
     }
     drain(&shared, &mut outbox_rx).await;
     crate::cli::EXIT_OK
+}
+
+/// The worker's TLS to the admin, loaded now so bad files are a start-up
+/// error (docs/plugin-worker.md#tls).
+fn admin_tls(s: &Settings) -> Result<Option<ClientTls>, String> {
+    let Some(files) = s
+        .admin_tls_files(std::env::vars())
+        .map_err(|e| e.to_string())?
+    else {
+        return Ok(None);
+    };
+    ClientTls::load(files).map(Some).map_err(|e| {
+        format!(
+            "TLS to weed admin from cluster.security_toml ([grpc] ca, [grpc.worker] cert/key): {e}"
+        )
+    })
+}
+
+/// Whether TLS is why the stream to `addr` failed: with TLS, the last
+/// handshake's failure; without, whether the admin answers TLS (a plaintext
+/// client only sees "connection closed", docs/tls.md#how-failures-surface).
+async fn tls_cause(tls: Option<&ClientTls>, addr: &str) -> Option<TlsFailure> {
+    match tls {
+        Some(t) => t.diagnose(addr).await,
+        None => speaks_tls(addr).await.then_some(TlsFailure::Required),
+    }
+}
+
+/// A TLS failure of the stream to the admin, naming the worker's own
+/// settings (`[grpc.worker]`, not the cluster's `[grpc.client]`).
+pub fn admin_tls_message(f: &TlsFailure, addr: &str) -> String {
+    let fix = "the worker's TLS to weed admin is [grpc] ca with [grpc.worker] cert and key in the \
+               security.toml named by cluster.security_toml, as for `weed worker`";
+    match f {
+        TlsFailure::Required => format!(
+            "weed admin {addr} requires mutual TLS (its security.toml has [grpc.admin]) and this \
+             worker has no client certificate: {fix}"
+        ),
+        TlsFailure::ClientCertificate(d) => format!(
+            "weed admin {addr} refused the worker's client certificate ({d}): {fix}, signed by \
+             the CA the admin trusts"
+        ),
+        other => format!("{} ({fix})", other.message(addr)),
+    }
 }
 
 /// On shutdown: stop every execution (they save their cursors) and wait,
@@ -324,7 +394,7 @@ async fn session(
     changed_rx: &mut mpsc::UnboundedReceiver<()>,
     shutdown: &mut watch::Receiver<Option<&'static str>>,
 ) -> Result<(), String> {
-    let endpoint = GrpcEndpoint::new(grpc, &EndpointOptions::seaweed())
+    let endpoint = GrpcEndpoint::new(grpc, &EndpointOptions::seaweed().tls(shared.tls.clone()))
         .map_err(|e| format!("weed admin {grpc}: {e}"))?;
     let channel = endpoint
         .connect()
@@ -374,7 +444,10 @@ async fn session(
     loop {
         tokio::select! {
             msg = inbound.message() => match msg {
-                Ok(Some(m)) => handle(shared, m, &send).await?,
+                Ok(Some(m)) => {
+                    shared.connected.store(true, std::sync::atomic::Ordering::SeqCst);
+                    handle(shared, m, &send).await?
+                }
                 Ok(None) => return Err("the admin closed the stream".into()),
                 Err(s) => return Err(format!("stream error: {} ({:?})", s.message(), s.code())),
             },
