@@ -1,0 +1,162 @@
+//! `s3-lifecycled worker` and a `weed admin` whose worker gRPC port is mutual TLS (issue 12,
+//! docs/plugin-worker.md#tls): the admin's `security.toml` has `[grpc.admin]`, the worker's has
+//! `[grpc.worker]`, as SeaweedFS's own `weed worker` reads them. A worker with the client
+//! certificate connects, is listed by the admin and runs a job against the mTLS cluster of
+//! `tests/common/tls.rs`; one without it stops at once with a message naming `[grpc.worker]`.
+//!
+//! One mTLS cluster and one admin for the binary; the tests run one at a time (the admin's
+//! job-type config and worker set are global).
+
+mod common;
+
+use std::sync::OnceLock;
+use std::time::Duration;
+
+use common::admin::{LifecycleWorker, WeedAdmin};
+use common::tls::{TlsCluster, put_lifecycle_plain, tls_cluster};
+use common::*;
+use serde_json::json;
+
+static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+static ADMIN: OnceLock<WeedAdmin> = OnceLock::new();
+
+/// The cluster's `security.toml` plus a section.
+fn security_with(t: &TlsCluster, extra: &str) -> String {
+    let base = std::fs::read_to_string(&t.security_toml).unwrap();
+    format!("{base}\n{extra}")
+}
+
+/// The admin: the cluster's file (it dials the master with `[grpc.admin]` as its client
+/// certificate) plus `[grpc.admin]`, which makes its worker port mutual TLS.
+fn admin() -> &'static WeedAdmin {
+    ADMIN.get_or_init(|| {
+        let t = tls_cluster();
+        let toml = security_with(
+            t,
+            &format!(
+                "[grpc.admin]\ncert = \"{}\"\nkey = \"{}\"\n",
+                t.cert("server.crt"),
+                t.cert("server.key")
+            ),
+        );
+        WeedAdmin::start_with_security(&t.cluster, Some(&toml))
+    })
+}
+
+/// A worker `security.toml` in `dir` with `extra` appended to the cluster's.
+fn worker_toml(t: &TlsCluster, dir: &std::path::Path, extra: &str) -> String {
+    let path = dir.join("worker-security.toml");
+    std::fs::create_dir_all(dir).unwrap();
+    std::fs::write(&path, security_with(t, extra)).unwrap();
+    path.display().to_string()
+}
+
+/// Waits for the worker process to exit; its exit code.
+async fn exit_code(w: &mut LifecycleWorker) -> i32 {
+    match tokio::time::timeout(Duration::from_secs(60), w.child.wait()).await {
+        Ok(status) => status.unwrap().code().unwrap_or(-1),
+        Err(_) => panic!(
+            "worker {} still running after 60 s:\n{}",
+            w.id,
+            w.log_text()
+        ),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn worker_with_grpc_worker_certificate_connects_over_mtls_and_runs_a_job() {
+    let _serial = SERIAL.lock().await;
+    let t = tls_cluster();
+    let a = admin();
+    let c = &t.cluster;
+    let s3 = c.s3_client();
+    let b = c.new_bucket("e2e-admin-tls").await.unwrap();
+    put(&s3, &b, "tmp/a", b"x", None).await;
+    put(&s3, &b, "keep/a", b"x", None).await;
+    put_lifecycle_plain(c, &b, &lifecycle(&date_rule("due", "tmp/", PAST_DATE))).await;
+    let dir = TmpDir::new("s3lc-worker-admin-tls");
+    let toml = worker_toml(
+        t,
+        dir.path(),
+        &format!(
+            "[grpc.worker]\ncert = \"{}\"\nkey = \"{}\"\n",
+            t.cert("client.crt"),
+            t.cert("client.key")
+        ),
+    );
+    let cursor = format!("/etc/s3/lifecycle/e2e-{b}");
+    let env = [
+        ("S3_LIFECYCLED__CLUSTER__SECURITY_TOML", toml.as_str()),
+        ("S3_LIFECYCLED__PASS__BUCKETS", b.as_str()),
+        ("S3_LIFECYCLED__CURSOR__DIR", cursor.as_str()),
+    ];
+    let w = LifecycleWorker::start(a, "s3lc-tls-a", dir.path(), &env);
+    a.wait_workers(&["s3lc-tls-a"]).await;
+    a.configure(
+        &[("cluster_deletes_per_second", 0)],
+        &[
+            ("enabled", json!(false)),
+            ("max_jobs_per_detection", json!(1)),
+            ("global_execution_concurrency", json!(1)),
+            ("per_worker_execution_concurrency", json!(1)),
+            ("retry_limit", json!(0)),
+        ],
+    )
+    .await;
+    let run = a.run(120).await;
+    assert_eq!(
+        run["success_count"],
+        1,
+        "{run}\nworker log:\n{}\nadmin log:\n{}",
+        w.log_text(),
+        a.log_tail()
+    );
+    assert!(!exists(&s3, &b, "tmp/a").await, "the due object is deleted");
+    assert!(exists(&s3, &b, "keep/a").await, "nothing else is");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn worker_without_a_client_certificate_is_refused_naming_grpc_worker() {
+    let _serial = SERIAL.lock().await;
+    let t = tls_cluster();
+    let a = admin();
+    let dir = TmpDir::new("s3lc-worker-admin-notls");
+    // The cluster's file has [grpc] ca and [grpc.client] but no [grpc.worker]: `weed worker`
+    // dials the admin in plaintext with it, and so do we; the admin refuses the handshake.
+    let toml = worker_toml(t, dir.path(), "");
+    let env = [("S3_LIFECYCLED__CLUSTER__SECURITY_TOML", toml.as_str())];
+    let mut w = LifecycleWorker::start(a, "s3lc-tls-nocert", dir.path(), &env);
+    let code = exit_code(&mut w).await;
+    let log = w.log_text();
+    assert_eq!(code, 10, "exit code (TLS required):\n{log}");
+    assert!(
+        log.contains("[grpc.worker]") && log.contains("requires mutual TLS"),
+        "the message names the setting:\n{log}"
+    );
+    assert!(
+        !a.lifecycle_workers().await.contains(&w.id),
+        "the admin never lists it"
+    );
+
+    // A worker file that says the admin is TLS ([grpc.admin]) but has no [grpc.worker]: a
+    // configuration error before dialling.
+    let dir2 = TmpDir::new("s3lc-worker-admin-nocert2");
+    let toml2 = worker_toml(
+        t,
+        dir2.path(),
+        &format!(
+            "[grpc.admin]\ncert = \"{}\"\nkey = \"{}\"\n",
+            t.cert("server.crt"),
+            t.cert("server.key")
+        ),
+    );
+    let env2 = [("S3_LIFECYCLED__CLUSTER__SECURITY_TOML", toml2.as_str())];
+    let mut w2 = LifecycleWorker::start(a, "s3lc-tls-nocert2", dir2.path(), &env2);
+    let code = exit_code(&mut w2).await;
+    let log = w2.log_text();
+    assert_eq!(code, 2, "configuration error:\n{log}");
+    assert!(
+        log.contains("[grpc.worker] cert and key") && log.contains("cluster.security_toml"),
+        "{log}"
+    );
+}
