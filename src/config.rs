@@ -487,6 +487,13 @@ impl Settings {
                 "must be between 1s and 60s (the admin forgets a worker silent for 2 minutes)",
             ));
         }
+        let ml = w.metrics_listen.trim();
+        if !ml.is_empty() && ml.parse::<std::net::SocketAddr>().is_err() {
+            return Err(invalid(
+                "weed_admin.metrics_listen",
+                format!("`{ml}` is not an IP:port address such as 127.0.0.1:9712 (empty: off)"),
+            ));
+        }
         if w.state_dir.trim().is_empty() {
             return Err(invalid(
                 "weed_admin.state_dir",
@@ -522,6 +529,10 @@ pub struct WeedAdminSettings {
     /// `s3_lifecycle` at the admin. For migrations only: two enforcers with
     /// different cursors delete by different rules.
     pub allow_other_enforcers: bool,
+    /// Where `worker` serves `/metrics` and `/health` (`IP:port`); empty = no
+    /// HTTP endpoint, as `weed worker` without `-metricsPort`.
+    #[serde(default)]
+    pub metrics_listen: String,
 }
 
 impl Default for WeedAdminSettings {
@@ -533,6 +544,7 @@ impl Default for WeedAdminSettings {
             execution_slots: 1,
             heartbeat_interval: Duration::from_secs(15),
             allow_other_enforcers: false,
+            metrics_listen: String::new(),
         }
     }
 }
@@ -874,7 +886,10 @@ impl Settings {
                 .trim()
                 .to_string()
         };
-        let (mut cert, mut key) = (get("grpc.worker.client_cert"), get("grpc.worker.client_key"));
+        let (mut cert, mut key) = (
+            get("grpc.worker.client_cert"),
+            get("grpc.worker.client_key"),
+        );
         if cert.is_empty() || key.is_empty() {
             (cert, key) = (get("grpc.worker.cert"), get("grpc.worker.key"));
         }

@@ -63,9 +63,10 @@ async fn exit_code(w: &mut LifecycleWorker) -> i32 {
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn worker_with_grpc_worker_certificate_connects_over_mtls_and_runs_a_job() {
-    let _serial = SERIAL.lock().await;
+/// A bucket with `tmp/a` (always due) and `keep/a`, a worker `id` with the `[grpc.worker]`
+/// certificate and `extra` env, one run through the admin: it must succeed and delete
+/// `tmp/a` only. Returns the worker (still running).
+async fn one_job(id: &str, extra: &[(&str, &str)]) -> LifecycleWorker {
     let t = tls_cluster();
     let a = admin();
     let c = &t.cluster;
@@ -74,7 +75,7 @@ async fn worker_with_grpc_worker_certificate_connects_over_mtls_and_runs_a_job()
     put(&s3, &b, "tmp/a", b"x", None).await;
     put(&s3, &b, "keep/a", b"x", None).await;
     put_lifecycle_plain(c, &b, &lifecycle(&date_rule("due", "tmp/", PAST_DATE))).await;
-    let dir = TmpDir::new("s3lc-worker-admin-tls");
+    let dir = TmpDir::new(&format!("s3lc-worker-{id}"));
     let toml = worker_toml(
         t,
         dir.path(),
@@ -85,13 +86,16 @@ async fn worker_with_grpc_worker_certificate_connects_over_mtls_and_runs_a_job()
         ),
     );
     let cursor = format!("/etc/s3/lifecycle/e2e-{b}");
-    let env = [
+    let mut env = vec![
         ("S3_LIFECYCLED__CLUSTER__SECURITY_TOML", toml.as_str()),
         ("S3_LIFECYCLED__PASS__BUCKETS", b.as_str()),
         ("S3_LIFECYCLED__CURSOR__DIR", cursor.as_str()),
     ];
-    let w = LifecycleWorker::start(a, "s3lc-tls-a", dir.path(), &env);
-    a.wait_workers(&["s3lc-tls-a"]).await;
+    env.extend_from_slice(extra);
+    let w = LifecycleWorker::start(a, id, dir.path(), &env);
+    // The state directory goes with the worker's log; keep it for the test's life.
+    std::mem::forget(dir);
+    a.wait_workers(&[id]).await;
     a.configure(
         &[("cluster_deletes_per_second", 0)],
         &[
@@ -113,6 +117,90 @@ async fn worker_with_grpc_worker_certificate_connects_over_mtls_and_runs_a_job()
     );
     assert!(!exists(&s3, &b, "tmp/a").await, "the due object is deleted");
     assert!(exists(&s3, &b, "keep/a").await, "nothing else is");
+    w
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn worker_with_grpc_worker_certificate_connects_over_mtls_and_runs_a_job() {
+    let _serial = SERIAL.lock().await;
+    let _w = one_job("s3lc-tls-a", &[]).await;
+}
+
+/// GET `path` on `port`: (status, body).
+async fn http_get(port: u16, path: &'static str) -> (u16, String) {
+    let addr: std::net::SocketAddr = ([127, 0, 0, 1], port).into();
+    tokio::task::spawn_blocking(move || {
+        let r = common::http::request(addr, "GET", path, &[], b"").unwrap();
+        (r.status, r.text())
+    })
+    .await
+    .unwrap()
+}
+
+/// The value of the series whose line starts with `prefix` (name and labels).
+fn sample(text: &str, prefix: &str) -> Option<f64> {
+    text.lines()
+        .find(|l| l.starts_with(prefix))
+        .and_then(|l| l.rsplit(' ').next())
+        .and_then(|v| v.parse().ok())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn worker_serves_metrics_of_its_jobs_on_metrics_listen() {
+    let _serial = SERIAL.lock().await;
+    let port = free_port();
+    let listen = format!("127.0.0.1:{port}");
+    let w = one_job(
+        "s3lc-tls-metrics",
+        &[("S3_LIFECYCLED__WEED_ADMIN__METRICS_LISTEN", listen.as_str())],
+    )
+    .await;
+    let (status, body) = http_get(port, "/health").await;
+    assert_eq!((status, body.as_str()), (200, "ok\n"));
+    let (status, m) = http_get(port, "/metrics").await;
+    assert_eq!(status, 200, "{m}");
+    let log = w.log_text();
+    // Jobs by result: the one job succeeded; the stream is up; nothing runs now.
+    assert_eq!(
+        sample(&m, "s3_lifecycled_worker_jobs_total{result=\"succeeded\"}"),
+        Some(1.0),
+        "{m}\n{log}"
+    );
+    assert_eq!(
+        sample(&m, "s3_lifecycled_worker_admin_connected"),
+        Some(1.0),
+        "{m}"
+    );
+    assert_eq!(
+        sample(&m, "s3_lifecycled_worker_executions_running"),
+        Some(0.0),
+        "{m}"
+    );
+    // The pass metrics of `serve`: the delete by outcome, events read, the pass and its
+    // durations.
+    let deletes: f64 = m
+        .lines()
+        .filter(|l| {
+            l.starts_with("SeaweedFS_s3_lifecycle_dispatch_total{")
+                && l.contains("outcome=\"DONE\"")
+        })
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum();
+    assert_eq!(deletes, 1.0, "one delete done:\n{m}");
+    assert!(
+        m.lines()
+            .any(|l| l.starts_with("SeaweedFS_s3_lifecycle_daily_run_events_scanned_total{")),
+        "events read:\n{m}"
+    );
+    assert_eq!(
+        sample(&m, "s3_lifecycled_pass_total{outcome=\"completed\"}"),
+        Some(1.0),
+        "{m}"
+    );
+    assert!(
+        m.contains("SeaweedFS_s3_lifecycle_daily_run_duration_seconds_count{"),
+        "pass durations:\n{m}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -27,6 +27,7 @@ use crate::pb::plugin::{
     plugin_control_service_client::PluginControlServiceClient,
     worker_to_admin_message::Body as Out,
 };
+use crate::plugin::http::{JobResult as Ended, WorkerStats};
 use crate::plugin::job::{self, JOB_TYPE};
 use crate::seaweed::endpoint::{EndpointOptions, GrpcEndpoint};
 use crate::seaweed::tls::{ClientTls, TlsFailure, speaks_tls};
@@ -39,6 +40,8 @@ pub const RECONNECT_DELAY: Duration = Duration::from_secs(5);
 const PROGRESS_EVERY: Duration = Duration::from_secs(2);
 /// The text the admin reads as "not now, re-queue" (docs/plugin-worker.md#capacity).
 pub const AT_CAPACITY: &str = "executor is at capacity";
+/// How the error of a stopped (canceled, shut down) execution begins.
+const STOPPED: &str = "pass stopped";
 /// What a restarted worker reports for an execution its predecessor lost.
 pub const LOST: &str = "worker restarted; job lost";
 
@@ -130,6 +133,11 @@ struct Shared {
     /// Whether a stream was ever accepted: a TLS refusal before that is a
     /// configuration error (exit), after it a reason to reconnect.
     connected: Arc<std::sync::atomic::AtomicBool>,
+    /// One registry for every job of the process, served on
+    /// `weed_admin.metrics_listen`.
+    metrics: crate::metrics::Metrics,
+    /// Jobs by result, executions running, stream up.
+    stats: WorkerStats,
     /// Messages for the admin from executions; a session forwards them, so a
     /// completion made while the stream was down goes out on the next one.
     outbox: mpsc::UnboundedSender<Out>,
@@ -270,6 +278,8 @@ pub async fn run(base: Settings, mut shutdown: watch::Receiver<Option<&'static s
         running: Arc::new(Mutex::new(BTreeMap::new())),
         tls,
         connected: Arc::new(std::sync::atomic::AtomicBool::new(false)),
+        metrics: crate::metrics::Metrics::new(),
+        stats: WorkerStats::default(),
         outbox,
         changed,
     };
@@ -283,6 +293,10 @@ pub async fn run(base: Settings, mut shutdown: watch::Receiver<Option<&'static s
             job_id = job,
             "execution lost by a previous process of this worker; reporting it as failed"
         );
+    }
+    if let Err(e) = serve_metrics(&shared, &shutdown).await {
+        eprintln!("error: {e}");
+        return crate::cli::EXIT_USAGE;
     }
     tracing::info!(worker_id = id, admin = grpc, "plugin worker starting");
     loop {
@@ -298,6 +312,7 @@ pub async fn run(base: Settings, mut shutdown: watch::Receiver<Option<&'static s
         match ended {
             Ok(()) => break,
             Err(e) => {
+                shared.stats.set_connected(false);
                 let ever = shared.connected.load(std::sync::atomic::Ordering::SeqCst);
                 if let Some(f) = tls_cause(shared.tls.as_ref(), &grpc).await {
                     let msg = admin_tls_message(&f, &grpc);
@@ -319,6 +334,31 @@ pub async fn run(base: Settings, mut shutdown: watch::Receiver<Option<&'static s
     }
     drain(&shared, &mut outbox_rx).await;
     crate::cli::EXIT_OK
+}
+
+/// Serves `/metrics` and `/health` on `weed_admin.metrics_listen` (none when
+/// empty) until shutdown; a port that cannot be bound is a start-up error.
+async fn serve_metrics(
+    shared: &Shared,
+    shutdown: &watch::Receiver<Option<&'static str>>,
+) -> Result<(), String> {
+    let addr = shared.base.weed_admin.metrics_listen.trim();
+    if addr.is_empty() {
+        return Ok(());
+    }
+    let sa: std::net::SocketAddr = addr.parse().map_err(|e| {
+        format!("configuration key `weed_admin.metrics_listen`: `{addr}` is not an IP:port address ({e})")
+    })?;
+    let listener = tokio::net::TcpListener::bind(sa)
+        .await
+        .map_err(|e| format!("cannot listen on {sa} (weed_admin.metrics_listen): {e}"))?;
+    tracing::info!(addr = %sa, "worker metrics at http://{sa}/metrics");
+    let router = crate::plugin::http::router(shared.metrics.clone(), shared.stats.clone());
+    let mut stop = shutdown.clone();
+    tokio::spawn(crate::http::serve(listener, router, async move {
+        let _ = stop.wait_for(Option::is_some).await;
+    }));
+    Ok(())
 }
 
 /// The worker's TLS to the admin, loaded now so bad files are a start-up
@@ -437,6 +477,7 @@ async fn session(
     };
     for (req, job) in lost.drain(..) {
         send(completed(&req, &job, false, LOST, None)).await?;
+        shared.stats.job(Ended::Lost);
     }
     send(shared.heartbeat()).await?;
     let mut tick = tokio::time::interval(shared.base.weed_admin.heartbeat_interval);
@@ -446,6 +487,7 @@ async fn session(
             msg = inbound.message() => match msg {
                 Ok(Some(m)) => {
                     shared.connected.store(true, std::sync::atomic::Ordering::SeqCst);
+                    shared.stats.set_connected(true);
                     handle(shared, m, &send).await?
                 }
                 Ok(None) => return Err("the admin closed the stream".into()),
@@ -512,6 +554,7 @@ where
             if full {
                 // Re-queued by the admin about 200 ms later; never queue here.
                 send(completed(&r.request_id, &job_id, false, AT_CAPACITY, None)).await?;
+                shared.stats.job(Ended::AtCapacity);
             } else {
                 start_execution(shared, r);
             }
@@ -606,6 +649,7 @@ fn start_execution(shared: &Shared, r: ExecuteJobRequest) {
         },
     );
     shared.persist();
+    shared.stats.set_running(shared.lock().len());
     let _ = shared.changed.send(());
     let shared = shared.clone();
     // On the actix System's thread: the pass starts its own Coordinator.
@@ -614,6 +658,16 @@ fn start_execution(shared: &Shared, r: ExecuteJobRequest) {
         let out = execute(&shared, r, &job_id, stop).await;
         shared.lock().remove(&request_id);
         shared.persist();
+        shared.stats.set_running(shared.lock().len());
+        if let Out::JobCompleted(c) = &out {
+            shared.stats.job(if c.success {
+                Ended::Succeeded
+            } else if c.error_message.starts_with(STOPPED) {
+                Ended::Canceled
+            } else {
+                Ended::Failed
+            });
+        }
         let _ = shared.outbox.send(out);
         let _ = shared.changed.send(());
     });
@@ -674,7 +728,7 @@ async fn execute(shared: &Shared, r: ExecuteJobRequest, job_id: &str, stop: Stop
     let (snap_tx, snap_rx) = watch::channel(StatusSnapshot::default());
     let board = Arc::new(StatusBoard::new(snap_tx));
     let obs = PassObserver {
-        metrics: crate::metrics::Metrics::new(),
+        metrics: shared.metrics.clone(),
         board: Some(board.clone()),
     };
     let coordinator = actix::Actor::start(Coordinator::with_observer(
@@ -842,7 +896,7 @@ fn finish(
         Some(format!("pass failed: {e}"))
     } else if let Some(why) = stopped {
         Some(format!(
-            "pass stopped ({why}); cursors saved where the shards stopped"
+            "{STOPPED} ({why}); cursors saved where the shards stopped"
         ))
     } else if outcome == RunOutcome::Halted {
         Some(format!(
