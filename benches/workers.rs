@@ -1,0 +1,239 @@
+//! Two `s3-lifecycled worker`s against one under a real `weed admin` (issue 12,
+//! docs/plugin-worker.md): the same number of due deletes (`WORKERS_BENCH_DUE`, default
+//! 100,000; Expiration Date 2020-01-01, unversioned, a fresh bucket and cursor dir per run) is
+//! run once through one worker (one job over all 16 shards) and once through two (two jobs of 8
+//! shards, one per worker). Each worker process is pinned to one core with `taskset -c N` when
+//! `taskset` exists (worker i on core i mod cores). Prints deletes/s for each and the ratio;
+//! asserts that every due object is gone, no timings.
+//!
+//! Run (release build; most of the time is PUTting the fixtures):
+//!
+//! ```text
+//! cargo bench --bench workers
+//! ```
+//!
+//! Rates use the wall time of the admin's run call (`POST /api/plugin/job-types/s3_lifecycle/run`
+//! returns when every job ended: detection, dispatch and the passes); the slowest job's own
+//! pass time (`duration_ms`) is shown too. The cluster (master, volume, filer, S3) shares the
+//! machine with the workers, so on a 2-core box the second worker competes with SeaweedFS for
+//! CPU: read the ratio as "what a second worker buys on this box", not as scaling.
+
+#[path = "../tests/common/mod.rs"]
+mod common;
+
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, bail};
+use common::admin::WeedAdmin;
+use common::{BIN, Cluster, cluster, keys};
+use serde_json::{Value, json};
+
+const PAST_DATE_XML: &[u8] =
+    b"<LifecycleConfiguration><Rule><ID>past-date</ID><Status>Enabled</Status>\
+<Filter><Prefix>old/</Prefix></Filter><Expiration><Date>2020-01-01T00:00:00Z</Date></Expiration>\
+</Rule></LifecycleConfiguration>";
+/// 100-byte bodies, as in docs/baselines.md#fixtures.
+const BODY: &[u8] = &[b'x'; 100];
+
+fn due_count() -> anyhow::Result<usize> {
+    match std::env::var("WORKERS_BENCH_DUE") {
+        Ok(v) => v
+            .trim()
+            .parse::<usize>()
+            .map(|n| n.max(1))
+            .with_context(|| format!("WORKERS_BENCH_DUE={v:?} is not a whole number")),
+        Err(_) => Ok(100_000),
+    }
+}
+
+async fn count_objects(c: &Cluster, bucket: &str) -> anyhow::Result<usize> {
+    let s3 = c.s3_client();
+    let mut n = 0;
+    let mut token = None;
+    loop {
+        let r = s3
+            .list_objects_v2()
+            .bucket(bucket)
+            .set_continuation_token(token)
+            .send()
+            .await
+            .with_context(|| format!("ListObjectsV2 {bucket}"))?;
+        n += r.contents().len();
+        token = r.next_continuation_token().map(str::to_string);
+        if token.is_none() {
+            return Ok(n);
+        }
+    }
+}
+
+/// A fresh bucket with `n` due objects under `old/`.
+async fn fixture(c: &Cluster, n: usize) -> anyhow::Result<String> {
+    let b = c.new_bucket("bench-workers").await?;
+    let t = Instant::now();
+    c.put_objects_bulk(&b, &keys("old/", n), BODY).await?;
+    let el = t.elapsed().as_secs_f64();
+    eprintln!(
+        "  fixture: {n} PUTs into {b}/old/ in {el:.1}s ({:.0} PUT/s)",
+        n as f64 / el
+    );
+    c.put_lifecycle_xml(&b, PAST_DATE_XML).await?;
+    Ok(b)
+}
+
+/// Starts worker `id` pinned to `cpu` (when taskset exists), killed on drop.
+fn start_worker(
+    a: &WeedAdmin,
+    id: &str,
+    cpu: Option<usize>,
+    bucket: &str,
+    cursor: &str,
+    state: &std::path::Path,
+) -> anyhow::Result<tokio::process::Child> {
+    std::fs::create_dir_all(state)?;
+    let log = std::fs::File::create(state.join(format!("{id}.log")))?;
+    let mut cmd = match cpu {
+        Some(n) => {
+            let mut c = tokio::process::Command::new("taskset");
+            c.args(["-c", &n.to_string(), BIN]);
+            c
+        }
+        None => tokio::process::Command::new(BIN),
+    };
+    cmd.args([
+        "worker",
+        "--admin",
+        &a.worker_arg(),
+        "--id",
+        id,
+        "--state-dir",
+    ])
+    .arg(state)
+    .env_clear()
+    .env("PATH", std::env::var("PATH").unwrap_or_default())
+    .env("S3_LIFECYCLED__PASS__BUCKETS", bucket)
+    .env("S3_LIFECYCLED__CURSOR__DIR", cursor)
+    .env("S3_LIFECYCLED__TELEMETRY__LOG_FILTER", "warn")
+    .stdin(Stdio::null())
+    .stdout(Stdio::from(log.try_clone()?))
+    .stderr(Stdio::from(log))
+    .kill_on_drop(true);
+    cmd.spawn().context("spawning s3-lifecycled worker")
+}
+
+struct Figure {
+    workers: usize,
+    deletes: usize,
+    wall: Duration,
+    slowest_pass_ms: i64,
+}
+
+/// One run through `n` workers over a fresh fixture of `due` objects.
+async fn run(c: &Cluster, a: &WeedAdmin, n: usize, due: usize) -> anyhow::Result<Figure> {
+    eprintln!("{n} worker(s):");
+    let b = fixture(c, due).await?;
+    let cursor = format!("/etc/s3/lifecycle/bench-{b}");
+    let state = std::env::temp_dir().join(format!("s3lc-bench-workers-{b}"));
+    let cores = std::thread::available_parallelism().map_or(1, |c| c.get());
+    let pin = std::path::Path::new("/usr/bin/taskset").exists()
+        || std::process::Command::new("taskset")
+            .arg("-V")
+            .output()
+            .is_ok();
+    let ids: Vec<String> = (0..n).map(|i| format!("bench-{b}-{i}")).collect();
+    let mut children = Vec::new();
+    for (i, id) in ids.iter().enumerate() {
+        let cpu = pin.then_some(i % cores);
+        children.push(start_worker(a, id, cpu, &b, &cursor, &state)?);
+    }
+    let refs: Vec<&str> = ids.iter().map(String::as_str).collect();
+    a.wait_workers(&refs).await;
+    a.configure(
+        &[("cluster_deletes_per_second", 0)],
+        &[
+            ("enabled", json!(false)),
+            ("max_jobs_per_detection", json!(n)),
+            ("global_execution_concurrency", json!(n)),
+            ("per_worker_execution_concurrency", json!(1)),
+            ("retry_limit", json!(0)),
+        ],
+    )
+    .await;
+    let before: std::collections::BTreeSet<String> = job_ids(a).await;
+    let t = Instant::now();
+    let r = a.run(3600).await;
+    let wall = t.elapsed();
+    if r["success_count"] != json!(n) {
+        bail!("run through {n} worker(s): {r}");
+    }
+    let mut slowest = 0;
+    let mut deleted = 0;
+    for id in job_ids(a).await.difference(&before) {
+        let d = a.get(&format!("/api/plugin/jobs/{id}/detail")).await;
+        let int = |k: &str| {
+            d.pointer(&format!("/job/result_output_values/{k}/int64_value"))
+                .and_then(|v| {
+                    v.as_str()
+                        .and_then(|s| s.parse().ok())
+                        .or_else(|| v.as_i64())
+                })
+                .unwrap_or(0)
+        };
+        slowest = slowest.max(int("duration_ms"));
+        deleted += int("deleted");
+    }
+    let left = count_objects(c, &b).await?;
+    if left != 0 || deleted != due as i64 {
+        bail!("{n} worker(s): {left} objects left, {deleted} deletes reported for {due} due");
+    }
+    drop(children);
+    // The admin lists a worker for 2 minutes after it went: the next run's set is new ids.
+    Ok(Figure {
+        workers: n,
+        deletes: due,
+        wall,
+        slowest_pass_ms: slowest,
+    })
+}
+
+async fn job_ids(a: &WeedAdmin) -> std::collections::BTreeSet<String> {
+    a.jobs()
+        .await
+        .iter()
+        .filter_map(|j: &Value| j["job_id"].as_str().map(str::to_string))
+        .collect()
+}
+
+fn main() -> anyhow::Result<()> {
+    // `cargo bench` passes `--bench`; this harness has no options.
+    let due = due_count()?;
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()?;
+    rt.block_on(async {
+        let c = cluster();
+        let a = WeedAdmin::start(c);
+        let one = run(c, &a, 1, due).await?;
+        let two = run(c, &a, 2, due).await?;
+        let rate = |f: &Figure| f.deletes as f64 / f.wall.as_secs_f64();
+        println!();
+        println!("| workers | due deletes | run wall time | deletes/s | slowest job's pass |");
+        println!("|---|---|---|---|---|");
+        for f in [&one, &two] {
+            println!(
+                "| {} | {} | {:.1} s | {:.0} | {:.1} s |",
+                f.workers,
+                f.deletes,
+                f.wall.as_secs_f64(),
+                rate(f),
+                f.slowest_pass_ms as f64 / 1000.0
+            );
+        }
+        println!(
+            "two workers / one worker: {:.2}× (deletes/s)",
+            rate(&two) / rate(&one)
+        );
+        Ok(())
+    })
+}
