@@ -248,3 +248,41 @@ async fn worker_without_a_client_certificate_is_refused_naming_grpc_worker() {
         "{log}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_admin_serving_https_is_named_as_such_by_the_one_enforcer_check() {
+    let _serial = SERIAL.lock().await;
+    let t = tls_cluster();
+    // A second admin whose HTTP API is HTTPS ([https.admin]; weed/command/admin.go in 4.48).
+    let toml = security_with(
+        t,
+        &format!(
+            "[grpc.admin]\ncert = \"{0}\"\nkey = \"{1}\"\n[https.admin]\ncert = \"{0}\"\nkey = \"{1}\"\n",
+            t.cert("server.crt"),
+            t.cert("server.key")
+        ),
+    );
+    let https = WeedAdmin::start_with_security(&t.cluster, Some(&toml));
+    let c = &t.cluster;
+    let s3 = c.s3_client();
+    let b = c.new_bucket("e2e-admin-https").await.unwrap();
+    put(&s3, &b, "tmp/a", b"x", None).await;
+    put_lifecycle_plain(c, &b, &lifecycle(&date_rule("due", "tmp/", PAST_DATE))).await;
+    let scope = Scope::new(&[&b]);
+    let addr = https.worker_arg();
+    let env = [
+        ("S3_LIFECYCLED__TLS__CA", t.cert("ca.crt")),
+        ("S3_LIFECYCLED__TLS__CERT", t.cert("client.crt")),
+        ("S3_LIFECYCLED__TLS__KEY", t.cert("client.key")),
+        ("S3_LIFECYCLED__WEED_ADMIN__ADDRESS", addr.clone()),
+    ];
+    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    let p = run_once(c, &scope, None, &[], &env).await;
+    assert_eq!(p.code, 2, "{}", p.describe());
+    assert!(
+        p.stderr.contains("serves HTTPS") && p.stderr.contains("[https.admin]"),
+        "{}",
+        p.describe()
+    );
+    assert!(exists(&s3, &b, "tmp/a").await, "nothing deleted");
+}
