@@ -65,8 +65,8 @@ async fn exit_code(w: &mut LifecycleWorker) -> i32 {
 
 /// A bucket with `tmp/a` (always due) and `keep/a`, a worker `id` with the `[grpc.worker]`
 /// certificate and `extra` env, one run through the admin: it must succeed and delete
-/// `tmp/a` only. Returns the worker (still running).
-async fn one_job(id: &str, extra: &[(&str, &str)]) -> LifecycleWorker {
+/// `tmp/a` only. Returns the worker (still running) and its state directory.
+async fn one_job(id: &str, extra: &[(&str, &str)]) -> (LifecycleWorker, TmpDir) {
     let t = tls_cluster();
     let a = admin();
     let c = &t.cluster;
@@ -93,8 +93,6 @@ async fn one_job(id: &str, extra: &[(&str, &str)]) -> LifecycleWorker {
     ];
     env.extend_from_slice(extra);
     let w = LifecycleWorker::start(a, id, dir.path(), &env);
-    // The state directory goes with the worker's log; keep it for the test's life.
-    std::mem::forget(dir);
     a.wait_workers(&[id]).await;
     a.configure(
         &[("cluster_deletes_per_second", 0)],
@@ -117,7 +115,7 @@ async fn one_job(id: &str, extra: &[(&str, &str)]) -> LifecycleWorker {
     );
     assert!(!exists(&s3, &b, "tmp/a").await, "the due object is deleted");
     assert!(exists(&s3, &b, "keep/a").await, "nothing else is");
-    w
+    (w, dir)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -150,7 +148,7 @@ async fn worker_serves_metrics_of_its_jobs_on_metrics_listen() {
     let _serial = SERIAL.lock().await;
     let port = free_port();
     let listen = format!("127.0.0.1:{port}");
-    let w = one_job(
+    let (w, _dir) = one_job(
         "s3lc-tls-metrics",
         &[("S3_LIFECYCLED__WEED_ADMIN__METRICS_LISTEN", listen.as_str())],
     )

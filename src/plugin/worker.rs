@@ -434,6 +434,10 @@ async fn session(
     changed_rx: &mut mpsc::UnboundedReceiver<()>,
     shutdown: &mut watch::Receiver<Option<&'static str>>,
 ) -> Result<(), String> {
+    if let Some(t) = &shared.tls {
+        // Rotated [grpc.worker] files are used from the next stream on (docs/tls.md#rotation).
+        t.refresh().await;
+    }
     let endpoint = GrpcEndpoint::new(grpc, &EndpointOptions::seaweed().tls(shared.tls.clone()))
         .map_err(|e| format!("weed admin {grpc}: {e}"))?;
     let channel = endpoint
@@ -911,5 +915,33 @@ fn finish(
     match error {
         None => completed(req_id, job_id, true, "", result),
         Some(e) => completed(req_id, job_id, false, &e, result),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn admin_tls_failures_name_grpc_worker_not_the_cluster_client_settings() {
+        let m = admin_tls_message(&TlsFailure::Required, "127.0.0.1:33646");
+        assert!(
+            m.contains("requires mutual TLS") && m.contains("[grpc.worker] cert and key"),
+            "{m}"
+        );
+        assert!(m.contains("cluster.security_toml"), "{m}");
+        let m = admin_tls_message(
+            &TlsFailure::ClientCertificate("bad certificate".into()),
+            "127.0.0.1:33646",
+        );
+        assert!(
+            m.contains("refused the worker's client certificate") && m.contains("[grpc.worker]"),
+            "{m}"
+        );
+        let m = admin_tls_message(&TlsFailure::UnknownCa("x".into()), "a:1");
+        assert!(
+            m.contains("unknown CA") && m.contains("[grpc.worker]"),
+            "{m}"
+        );
     }
 }
