@@ -487,6 +487,13 @@ impl Settings {
                 "must be between 1s and 60s (the admin forgets a worker silent for 2 minutes)",
             ));
         }
+        let ml = w.metrics_listen.trim();
+        if !ml.is_empty() && ml.parse::<std::net::SocketAddr>().is_err() {
+            return Err(invalid(
+                "weed_admin.metrics_listen",
+                format!("`{ml}` is not an IP:port address such as 127.0.0.1:9712 (empty: off)"),
+            ));
+        }
         if w.state_dir.trim().is_empty() {
             return Err(invalid(
                 "weed_admin.state_dir",
@@ -522,6 +529,10 @@ pub struct WeedAdminSettings {
     /// `s3_lifecycle` at the admin. For migrations only: two enforcers with
     /// different cursors delete by different rules.
     pub allow_other_enforcers: bool,
+    /// Where `worker` serves `/metrics` and `/health` (`IP:port`); empty = no
+    /// HTTP endpoint, as `weed worker` without `-metricsPort`.
+    #[serde(default)]
+    pub metrics_listen: String,
 }
 
 impl Default for WeedAdminSettings {
@@ -533,6 +544,7 @@ impl Default for WeedAdminSettings {
             execution_slots: 1,
             heartbeat_interval: Duration::from_secs(15),
             allow_other_enforcers: false,
+            metrics_listen: String::new(),
         }
     }
 }
@@ -835,6 +847,76 @@ impl Settings {
     }
 }
 
+impl Settings {
+    /// The client TLS of the worker's stream to `weed admin`, as SeaweedFS's own
+    /// `weed worker` has it (docs/plugin-worker.md#tls): from the `security.toml`
+    /// named by `cluster.security_toml`, `[grpc] ca` with the `[grpc.worker]`
+    /// client certificate (`client_cert`/`client_key` preferred, else
+    /// `cert`/`key`; `WEED_GRPC_WORKER_*` variables of `env` win). `None`:
+    /// plaintext, what `weed worker` does without `[grpc.worker]`. A file that
+    /// sets `[grpc.admin]` (the admin serves mutual TLS) without a
+    /// `[grpc.worker]` certificate is an error naming that section: the admin
+    /// would refuse every handshake.
+    pub fn admin_tls_files(
+        &self,
+        env: impl IntoIterator<Item = (String, String)>,
+    ) -> Result<Option<TlsFiles>, ConfigError> {
+        let st = self.cluster.security_toml.trim();
+        if st.is_empty() {
+            return Ok(None);
+        }
+        let file = Path::new(st);
+        if !file.is_file() {
+            return Err(invalid(
+                "cluster.security_toml",
+                format!("{st} does not exist or is not a file (SeaweedFS's security.toml)"),
+            ));
+        }
+        let cfg = config::Config::builder()
+            .add_source(config::File::from(file).format(config::FileFormat::Toml))
+            .build()
+            .map_err(|e| invalid("cluster.security_toml", format!("{st}: {e}")))?;
+        let env: HashMap<String, String> = env.into_iter().collect();
+        let get = |key: &str| -> String {
+            let var = format!("WEED_{}", key.replace('.', "_").to_uppercase());
+            env.get(&var)
+                .cloned()
+                .or_else(|| cfg.get_string(key).ok())
+                .unwrap_or_default()
+                .trim()
+                .to_string()
+        };
+        let (mut cert, mut key) = (
+            get("grpc.worker.client_cert"),
+            get("grpc.worker.client_key"),
+        );
+        if cert.is_empty() || key.is_empty() {
+            (cert, key) = (get("grpc.worker.cert"), get("grpc.worker.key"));
+        }
+        let ca = get("grpc.ca");
+        if !cert.is_empty() && !key.is_empty() && !ca.is_empty() {
+            return Ok(Some(TlsFiles {
+                ca: PathBuf::from(ca),
+                cert: Some(PathBuf::from(cert)),
+                key: Some(PathBuf::from(key)),
+                server_name: Some(self.tls.server_name.trim().to_string())
+                    .filter(|s| !s.is_empty()),
+            }));
+        }
+        if !get("grpc.admin.cert").is_empty() && !get("grpc.admin.key").is_empty() {
+            return Err(invalid(
+                "cluster.security_toml",
+                format!(
+                    "{st} has [grpc.admin] (weed admin serves mutual TLS to its workers) but no \
+                     worker client certificate: set [grpc.worker] cert and key (and [grpc] ca), \
+                     as for `weed worker`"
+                ),
+            ));
+        }
+        Ok(None)
+    }
+}
+
 /// Parses `0-15`, `7` or `0,4,7` into a sorted, de-duplicated shard list.
 pub fn parse_shards(s: &str) -> Result<Vec<u8>, String> {
     let mut out = Vec::new();
@@ -1073,6 +1155,55 @@ mod tests {
             e.contains("cluster.security_toml") && e.contains("missing.toml"),
             "{e}"
         );
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn admin_tls_comes_from_grpc_worker_and_grpc_admin_without_it_names_grpc_worker() {
+        let dir = std::env::temp_dir().join(format!("cfg-admin-sec-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = dir.join("security.toml");
+        let mut s = Settings::default();
+        s.cluster.security_toml = file.display().to_string();
+        // The cluster's [grpc.client] is not the worker's certificate: no [grpc.worker], no
+        // [grpc.admin] is plaintext to the admin, as `weed worker` dials.
+        std::fs::write(
+            &file,
+            "[grpc]\nca = \"/s/ca.crt\"\n[grpc.client]\ncert = \"/s/c.crt\"\nkey = \"/s/c.key\"\n",
+        )
+        .unwrap();
+        assert_eq!(s.admin_tls_files(env(&[])).unwrap(), None);
+        // [grpc.admin] alone: the admin requires a client certificate we do not have.
+        std::fs::write(
+            &file,
+            "[grpc]\nca = \"/s/ca.crt\"\n[grpc.admin]\ncert = \"/s/a.crt\"\nkey = \"/s/a.key\"\n",
+        )
+        .unwrap();
+        let e = s.admin_tls_files(env(&[])).unwrap_err().to_string();
+        assert!(
+            e.contains("[grpc.worker]") && e.contains("cluster.security_toml"),
+            "{e}"
+        );
+        // [grpc.worker] cert/key, client_cert/client_key preferred, WEED_ variables win.
+        std::fs::write(
+            &file,
+            "[grpc]\nca = \"/s/ca.crt\"\n[grpc.admin]\ncert = \"/s/a.crt\"\nkey = \"/s/a.key\"\n\
+             [grpc.worker]\ncert = \"/s/w.crt\"\nkey = \"/s/w.key\"\n",
+        )
+        .unwrap();
+        let f = s.admin_tls_files(env(&[])).unwrap().unwrap();
+        assert_eq!(f.ca, PathBuf::from("/s/ca.crt"));
+        assert_eq!(f.cert, Some(PathBuf::from("/s/w.crt")));
+        assert_eq!(f.key, Some(PathBuf::from("/s/w.key")));
+        let f = s
+            .admin_tls_files(env(&[
+                ("WEED_GRPC_WORKER_CLIENT_CERT", "/e/wc.crt"),
+                ("WEED_GRPC_WORKER_CLIENT_KEY", "/e/wc.key"),
+            ]))
+            .unwrap()
+            .unwrap();
+        assert_eq!(f.cert, Some(PathBuf::from("/e/wc.crt")));
+        assert_eq!(f.key, Some(PathBuf::from("/e/wc.key")));
         let _ = std::fs::remove_dir_all(&dir);
     }
 

@@ -406,3 +406,57 @@ async fn run_once_refuses_to_delete_while_a_go_worker_serves_s3_lifecycle() {
     assert!(list_keys(&s3, &b).await.is_empty());
     let _ = go.kill().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_admin_known_to_the_master_but_not_configured_is_named_in_a_warning() {
+    let _serial = SERIAL.lock().await;
+    let c = common::cluster();
+    let a = admin();
+    let master = c.master_weed_arg();
+    // What 4.48 tells about an admin (docs/plugin-worker.md#admin-discovery): it is no cluster
+    // node (ListClusterNodes lists none of client type "admin"), but it holds the master's
+    // "admin-server" lock while it runs; nowhere is its address.
+    let nodes = s3_lifecycled::seaweed::discovery::list_nodes(&master, "admin", None)
+        .await
+        .unwrap();
+    assert!(nodes.is_empty(), "the master lists an admin: {nodes:?}");
+    let started = Instant::now();
+    let holder = loop {
+        match s3_lifecycled::seaweed::discovery::admin_presence(&master, None)
+            .await
+            .unwrap()
+        {
+            Some(h) => break h,
+            None => {
+                assert!(
+                    started.elapsed() < Duration::from_secs(60),
+                    "the master never reports the admin's lock; admin log:\n{}",
+                    a.log_tail()
+                );
+                tokio::time::sleep(Duration::from_millis(500)).await;
+            }
+        }
+    };
+    assert!(holder.contains("admin-server"), "{holder}");
+
+    // `run-once` with only the master to find the admin by: it warns, naming the setting, and
+    // (no foreign worker being known) still runs.
+    let b = c.new_bucket("e2e-plugin-undiscovered").await.unwrap();
+    let s3 = c.s3_client();
+    put(&s3, &b, "due/1", b"x", None).await;
+    c.put_lifecycle_xml(&b, &lifecycle(&days_rule("due", "due/", 1)))
+        .await
+        .unwrap();
+    let scope = Scope::new(&[&b]);
+    let mut env = vec![("S3_LIFECYCLED__CLUSTER__MASTER", master.as_str())];
+    env.extend_from_slice(&ENV_DAY);
+    let p = run_once(c, &scope, Some(now_ns() + 10 * SEC_NS), &[], &env).await;
+    assert!(
+        p.stderr
+            .contains(s3_lifecycled::cli::run_once::UNCONFIGURED_ADMIN)
+            && p.stderr.contains("master reports a weed admin connected"),
+        "{}",
+        p.describe()
+    );
+    assert_eq!(p.ok().total("DONE"), 1, "{}", p.describe());
+}

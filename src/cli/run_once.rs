@@ -248,12 +248,50 @@ async fn pass_with(
 /// set, refuses to delete while a worker that is not s3-lifecycled serves
 /// `s3_lifecycle` there (docs/plugin-worker.md#one-enforcer), unless
 /// `weed_admin.allow_other_enforcers` is on.
+///
+/// Without `weed_admin.address`, the master is asked whether an admin is
+/// connected; it knows no admin's address, so the check cannot run, and a
+/// connected admin is reported as a warning naming the setting
+/// (docs/plugin-worker.md#admin-discovery).
 pub async fn one_enforcer(s: &Settings) -> Result<(), String> {
     let admin = s.weed_admin.address.trim();
-    if admin.is_empty() || s.weed_admin.allow_other_enforcers {
+    if s.weed_admin.allow_other_enforcers {
+        return Ok(());
+    }
+    if admin.is_empty() {
+        warn_unconfigured_admin(s).await;
         return Ok(());
     }
     crate::plugin::enforcer::check(admin, None).await
+}
+
+/// The text of the warning for an admin the master reports but
+/// `weed_admin.address` does not name.
+pub const UNCONFIGURED_ADMIN: &str = "weed_admin.address is not set";
+
+async fn warn_unconfigured_admin(s: &Settings) {
+    let master = s.cluster.master.trim();
+    if master.is_empty() {
+        return;
+    }
+    let tls = match crate::cli::tls::load(s) {
+        Ok(t) => t,
+        Err(_) => return,
+    };
+    match crate::seaweed::discovery::admin_presence(master, tls.as_ref()).await {
+        Ok(Some(holder)) => tracing::warn!(
+            master,
+            holder,
+            "the master reports a weed admin connected, but {UNCONFIGURED_ADMIN}: the \
+             one-enforcer check cannot ask it whether another worker (e.g. a Go `weed worker`) \
+             serves s3_lifecycle, and the master does not publish the admin's address. Set \
+             weed_admin.address to that admin's host:httpPort[.grpcPort]"
+        ),
+        Ok(None) => {}
+        Err(e) => {
+            tracing::debug!(error = %e, "cannot ask the master whether a weed admin is connected")
+        }
+    }
 }
 
 fn deletes_kv(c: &Counters) -> String {

@@ -79,14 +79,27 @@ pub fn refusal(admin: &str, others: &[ForeignWorker]) -> String {
 /// asked is an error too: the operator named it so that this check runs.
 pub async fn check(admin: &str, self_id: Option<&str>) -> Result<(), String> {
     let http = http_address(admin).map_err(|e| format!("weed_admin.address {e}"))?;
-    let workers = admin_http::get(&http, "/api/plugin/workers")
-        .await
-        .map_err(|e| {
-            format!(
+    let workers = match admin_http::get(&http, "/api/plugin/workers").await {
+        Ok(w) => w,
+        // An admin with `[https.admin]` serves its HTTP API over TLS only
+        // (docs/plugin-worker.md#admin-https); plaintext just sees the
+        // connection close, so say why.
+        Err(e) if crate::seaweed::tls::speaks_tls(&http).await => {
+            return Err(format!(
+                "cannot check weed admin for other s3_lifecycle workers: its HTTP API at {http} \
+                 serves HTTPS ([https.admin] in its security.toml) and this check speaks plain \
+                 HTTP only ({e}). Serve the admin's HTTP API without [https.admin] where \
+                 s3-lifecycled can reach it, or check GET /api/plugin/workers by hand and set \
+                 weed_admin.allow_other_enforcers = true"
+            ));
+        }
+        Err(e) => {
+            return Err(format!(
                 "cannot check weed admin for other s3_lifecycle workers ({e}); fix \
                  weed_admin.address, or set weed_admin.allow_other_enforcers = true"
-            )
-        })?;
+            ));
+        }
+    };
     let others = foreign_enforcers(&workers, self_id);
     if others.is_empty() {
         Ok(())

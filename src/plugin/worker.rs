@@ -27,8 +27,10 @@ use crate::pb::plugin::{
     plugin_control_service_client::PluginControlServiceClient,
     worker_to_admin_message::Body as Out,
 };
+use crate::plugin::http::{JobResult as Ended, WorkerStats};
 use crate::plugin::job::{self, JOB_TYPE};
 use crate::seaweed::endpoint::{EndpointOptions, GrpcEndpoint};
+use crate::seaweed::tls::{ClientTls, TlsFailure, speaks_tls};
 use crate::status::{RunOutcome, StatusSnapshot};
 
 /// Pause before dialling again after the stream ended (the admin advises 5 s).
@@ -38,6 +40,8 @@ pub const RECONNECT_DELAY: Duration = Duration::from_secs(5);
 const PROGRESS_EVERY: Duration = Duration::from_secs(2);
 /// The text the admin reads as "not now, re-queue" (docs/plugin-worker.md#capacity).
 pub const AT_CAPACITY: &str = "executor is at capacity";
+/// How the error of a stopped (canceled, shut down) execution begins.
+const STOPPED: &str = "pass stopped";
 /// What a restarted worker reports for an execution its predecessor lost.
 pub const LOST: &str = "worker restarted; job lost";
 
@@ -124,6 +128,16 @@ struct Shared {
     slots: u32,
     state: StateDir,
     running: Arc<Mutex<BTreeMap<String, Running>>>,
+    /// TLS of the stream to the admin (`[grpc.worker]`); `None`: plaintext.
+    tls: Option<ClientTls>,
+    /// Whether a stream was ever accepted: a TLS refusal before that is a
+    /// configuration error (exit), after it a reason to reconnect.
+    connected: Arc<std::sync::atomic::AtomicBool>,
+    /// One registry for every job of the process, served on
+    /// `weed_admin.metrics_listen`.
+    metrics: crate::metrics::Metrics,
+    /// Jobs by result, executions running, stream up.
+    stats: WorkerStats,
     /// Messages for the admin from executions; a session forwards them, so a
     /// completion made while the stream was down goes out on the next one.
     outbox: mpsc::UnboundedSender<Out>,
@@ -247,6 +261,13 @@ pub async fn run(base: Settings, mut shutdown: watch::Receiver<Option<&'static s
             return crate::cli::EXIT_USAGE;
         }
     };
+    let tls = match admin_tls(&base) {
+        Ok(t) => t,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return crate::cli::EXIT_USAGE;
+        }
+    };
     let (outbox, mut outbox_rx) = mpsc::unbounded_channel();
     let (changed, mut changed_rx) = mpsc::unbounded_channel();
     let shared = Shared {
@@ -255,6 +276,10 @@ pub async fn run(base: Settings, mut shutdown: watch::Receiver<Option<&'static s
         slots: w.execution_slots,
         state,
         running: Arc::new(Mutex::new(BTreeMap::new())),
+        tls,
+        connected: Arc::new(std::sync::atomic::AtomicBool::new(false)),
+        metrics: crate::metrics::Metrics::new(),
+        stats: WorkerStats::default(),
         outbox,
         changed,
     };
@@ -268,6 +293,10 @@ pub async fn run(base: Settings, mut shutdown: watch::Receiver<Option<&'static s
             job_id = job,
             "execution lost by a previous process of this worker; reporting it as failed"
         );
+    }
+    if let Err(e) = serve_metrics(&shared, &shutdown).await {
+        eprintln!("error: {e}");
+        return crate::cli::EXIT_USAGE;
     }
     tracing::info!(worker_id = id, admin = grpc, "plugin worker starting");
     loop {
@@ -283,7 +312,19 @@ pub async fn run(base: Settings, mut shutdown: watch::Receiver<Option<&'static s
         match ended {
             Ok(()) => break,
             Err(e) => {
-                tracing::warn!(admin = grpc, error = %e, "admin stream ended; reconnecting in {RECONNECT_DELAY:?}")
+                shared.stats.set_connected(false);
+                let ever = shared.connected.load(std::sync::atomic::Ordering::SeqCst);
+                if let Some(f) = tls_cause(shared.tls.as_ref(), &grpc).await {
+                    let msg = admin_tls_message(&f, &grpc);
+                    if !ever {
+                        // Never connected: the TLS settings are wrong, not the network.
+                        eprintln!("error: {msg}");
+                        return crate::cli::tls::exit_code(&f);
+                    }
+                    tracing::error!(admin = grpc, error = %msg, "TLS to weed admin failed; reconnecting in {RECONNECT_DELAY:?}");
+                } else {
+                    tracing::warn!(admin = grpc, error = %e, "admin stream ended; reconnecting in {RECONNECT_DELAY:?}")
+                }
             }
         }
         tokio::select! {
@@ -293,6 +334,75 @@ pub async fn run(base: Settings, mut shutdown: watch::Receiver<Option<&'static s
     }
     drain(&shared, &mut outbox_rx).await;
     crate::cli::EXIT_OK
+}
+
+/// Serves `/metrics` and `/health` on `weed_admin.metrics_listen` (none when
+/// empty) until shutdown; a port that cannot be bound is a start-up error.
+async fn serve_metrics(
+    shared: &Shared,
+    shutdown: &watch::Receiver<Option<&'static str>>,
+) -> Result<(), String> {
+    let addr = shared.base.weed_admin.metrics_listen.trim();
+    if addr.is_empty() {
+        return Ok(());
+    }
+    let sa: std::net::SocketAddr = addr.parse().map_err(|e| {
+        format!("configuration key `weed_admin.metrics_listen`: `{addr}` is not an IP:port address ({e})")
+    })?;
+    let listener = tokio::net::TcpListener::bind(sa)
+        .await
+        .map_err(|e| format!("cannot listen on {sa} (weed_admin.metrics_listen): {e}"))?;
+    tracing::info!(addr = %sa, "worker metrics at http://{sa}/metrics");
+    let router = crate::plugin::http::router(shared.metrics.clone(), shared.stats.clone());
+    let mut stop = shutdown.clone();
+    tokio::spawn(crate::http::serve(listener, router, async move {
+        let _ = stop.wait_for(Option::is_some).await;
+    }));
+    Ok(())
+}
+
+/// The worker's TLS to the admin, loaded now so bad files are a start-up
+/// error (docs/plugin-worker.md#tls).
+fn admin_tls(s: &Settings) -> Result<Option<ClientTls>, String> {
+    let Some(files) = s
+        .admin_tls_files(std::env::vars())
+        .map_err(|e| e.to_string())?
+    else {
+        return Ok(None);
+    };
+    ClientTls::load(files).map(Some).map_err(|e| {
+        format!(
+            "TLS to weed admin from cluster.security_toml ([grpc] ca, [grpc.worker] cert/key): {e}"
+        )
+    })
+}
+
+/// Whether TLS is why the stream to `addr` failed: with TLS, the last
+/// handshake's failure; without, whether the admin answers TLS (a plaintext
+/// client only sees "connection closed", docs/tls.md#how-failures-surface).
+async fn tls_cause(tls: Option<&ClientTls>, addr: &str) -> Option<TlsFailure> {
+    match tls {
+        Some(t) => t.diagnose(addr).await,
+        None => speaks_tls(addr).await.then_some(TlsFailure::Required),
+    }
+}
+
+/// A TLS failure of the stream to the admin, naming the worker's own
+/// settings (`[grpc.worker]`, not the cluster's `[grpc.client]`).
+pub fn admin_tls_message(f: &TlsFailure, addr: &str) -> String {
+    let fix = "the worker's TLS to weed admin is [grpc] ca with [grpc.worker] cert and key in the \
+               security.toml named by cluster.security_toml, as for `weed worker`";
+    match f {
+        TlsFailure::Required => format!(
+            "weed admin {addr} requires mutual TLS (its security.toml has [grpc.admin]) and this \
+             worker has no client certificate: {fix}"
+        ),
+        TlsFailure::ClientCertificate(d) => format!(
+            "weed admin {addr} refused the worker's client certificate ({d}): {fix}, signed by \
+             the CA the admin trusts"
+        ),
+        other => format!("{} ({fix})", other.message(addr)),
+    }
 }
 
 /// On shutdown: stop every execution (they save their cursors) and wait,
@@ -324,7 +434,11 @@ async fn session(
     changed_rx: &mut mpsc::UnboundedReceiver<()>,
     shutdown: &mut watch::Receiver<Option<&'static str>>,
 ) -> Result<(), String> {
-    let endpoint = GrpcEndpoint::new(grpc, &EndpointOptions::seaweed())
+    if let Some(t) = &shared.tls {
+        // Rotated [grpc.worker] files are used from the next stream on (docs/tls.md#rotation).
+        t.refresh().await;
+    }
+    let endpoint = GrpcEndpoint::new(grpc, &EndpointOptions::seaweed().tls(shared.tls.clone()))
         .map_err(|e| format!("weed admin {grpc}: {e}"))?;
     let channel = endpoint
         .connect()
@@ -367,6 +481,7 @@ async fn session(
     };
     for (req, job) in lost.drain(..) {
         send(completed(&req, &job, false, LOST, None)).await?;
+        shared.stats.job(Ended::Lost);
     }
     send(shared.heartbeat()).await?;
     let mut tick = tokio::time::interval(shared.base.weed_admin.heartbeat_interval);
@@ -374,7 +489,11 @@ async fn session(
     loop {
         tokio::select! {
             msg = inbound.message() => match msg {
-                Ok(Some(m)) => handle(shared, m, &send).await?,
+                Ok(Some(m)) => {
+                    shared.connected.store(true, std::sync::atomic::Ordering::SeqCst);
+                    shared.stats.set_connected(true);
+                    handle(shared, m, &send).await?
+                }
                 Ok(None) => return Err("the admin closed the stream".into()),
                 Err(s) => return Err(format!("stream error: {} ({:?})", s.message(), s.code())),
             },
@@ -439,6 +558,7 @@ where
             if full {
                 // Re-queued by the admin about 200 ms later; never queue here.
                 send(completed(&r.request_id, &job_id, false, AT_CAPACITY, None)).await?;
+                shared.stats.job(Ended::AtCapacity);
             } else {
                 start_execution(shared, r);
             }
@@ -533,6 +653,7 @@ fn start_execution(shared: &Shared, r: ExecuteJobRequest) {
         },
     );
     shared.persist();
+    shared.stats.set_running(shared.lock().len());
     let _ = shared.changed.send(());
     let shared = shared.clone();
     // On the actix System's thread: the pass starts its own Coordinator.
@@ -541,6 +662,16 @@ fn start_execution(shared: &Shared, r: ExecuteJobRequest) {
         let out = execute(&shared, r, &job_id, stop).await;
         shared.lock().remove(&request_id);
         shared.persist();
+        shared.stats.set_running(shared.lock().len());
+        if let Out::JobCompleted(c) = &out {
+            shared.stats.job(if c.success {
+                Ended::Succeeded
+            } else if c.error_message.starts_with(STOPPED) {
+                Ended::Canceled
+            } else {
+                Ended::Failed
+            });
+        }
         let _ = shared.outbox.send(out);
         let _ = shared.changed.send(());
     });
@@ -601,7 +732,7 @@ async fn execute(shared: &Shared, r: ExecuteJobRequest, job_id: &str, stop: Stop
     let (snap_tx, snap_rx) = watch::channel(StatusSnapshot::default());
     let board = Arc::new(StatusBoard::new(snap_tx));
     let obs = PassObserver {
-        metrics: crate::metrics::Metrics::new(),
+        metrics: shared.metrics.clone(),
         board: Some(board.clone()),
     };
     let coordinator = actix::Actor::start(Coordinator::with_observer(
@@ -769,7 +900,7 @@ fn finish(
         Some(format!("pass failed: {e}"))
     } else if let Some(why) = stopped {
         Some(format!(
-            "pass stopped ({why}); cursors saved where the shards stopped"
+            "{STOPPED} ({why}); cursors saved where the shards stopped"
         ))
     } else if outcome == RunOutcome::Halted {
         Some(format!(
@@ -784,5 +915,33 @@ fn finish(
     match error {
         None => completed(req_id, job_id, true, "", result),
         Some(e) => completed(req_id, job_id, false, &e, result),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn admin_tls_failures_name_grpc_worker_not_the_cluster_client_settings() {
+        let m = admin_tls_message(&TlsFailure::Required, "127.0.0.1:33646");
+        assert!(
+            m.contains("requires mutual TLS") && m.contains("[grpc.worker] cert and key"),
+            "{m}"
+        );
+        assert!(m.contains("cluster.security_toml"), "{m}");
+        let m = admin_tls_message(
+            &TlsFailure::ClientCertificate("bad certificate".into()),
+            "127.0.0.1:33646",
+        );
+        assert!(
+            m.contains("refused the worker's client certificate") && m.contains("[grpc.worker]"),
+            "{m}"
+        );
+        let m = admin_tls_message(&TlsFailure::UnknownCa("x".into()), "a:1");
+        assert!(
+            m.contains("unknown CA") && m.contains("[grpc.worker]"),
+            "{m}"
+        );
     }
 }

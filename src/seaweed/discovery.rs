@@ -112,6 +112,50 @@ pub async fn list_nodes(
     Ok(out)
 }
 
+/// The admin-lock name `weed admin` holds on the master while it runs
+/// (docs/plugin-worker.md#admin-discovery).
+pub const ADMIN_PRESENCE_LOCK: &str = "admin-server";
+
+/// Whether the master at `master` reports a `weed admin` connected: the
+/// holder's message of the [`ADMIN_PRESENCE_LOCK`], or `None`. The master
+/// knows no admin's address (an admin is no cluster node: `ListClusterNodes`
+/// never lists one), only that one holds this lock.
+pub async fn admin_presence(
+    master: &str,
+    tls: Option<&ClientTls>,
+) -> Result<Option<String>, String> {
+    let grpc = master_grpc_address(master)?;
+    let endpoint = GrpcEndpoint::new(
+        &grpc,
+        &EndpointOptions::seaweed()
+            .connect_timeout(CALL_TIMEOUT)
+            .call_timeout(CALL_TIMEOUT)
+            .tls(tls.cloned()),
+    )
+    .map_err(|e| e.to_string())?;
+    let channel = endpoint
+        .connect()
+        .await
+        .map_err(|e| format!("master {grpc} not reachable: {e}"))?;
+    let mut client = SeaweedClient::new(channel).max_decoding_message_size(MAX_MESSAGE_BYTES);
+    let resp = client
+        .get_admin_lock_status(crate::pb::master_pb::GetAdminLockStatusRequest {
+            lock_name: ADMIN_PRESENCE_LOCK.to_string(),
+        })
+        .await
+        .map_err(|s| {
+            format!(
+                "master {grpc}: GetAdminLockStatus({ADMIN_PRESENCE_LOCK}) failed: {:?}: {}",
+                s.code(),
+                s.message()
+            )
+        })?
+        .into_inner();
+    Ok(resp
+        .is_locked
+        .then(|| format!("{} ({})", resp.client_name.trim(), resp.message.trim())))
+}
+
 /// The filers and gateways for the next pass: the configured lists, or the
 /// master's membership for each list left empty while `cluster.master` is
 /// set. An empty discovered list is an error naming the setting that fixes it.

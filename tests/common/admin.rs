@@ -30,8 +30,17 @@ pub struct WeedAdmin {
 impl WeedAdmin {
     /// Starts an admin for `c`'s master and waits until its plugin API answers.
     pub fn start(c: &Cluster) -> WeedAdmin {
+        WeedAdmin::start_with_security(c, None)
+    }
+
+    /// [`WeedAdmin::start`] with `security` as the admin's `security.toml` (in its working
+    /// directory, where weed looks first): `[grpc.admin]` there makes the worker port mutual TLS.
+    pub fn start_with_security(c: &Cluster, security: Option<&str>) -> WeedAdmin {
         let data_dir = std::env::temp_dir().join(format!("s3lc-weed-admin-{}", unique_suffix()));
         std::fs::create_dir_all(&data_dir).unwrap();
+        if let Some(toml) = security {
+            std::fs::write(data_dir.join("security.toml"), toml).unwrap();
+        }
         let log_file = data_dir.join("admin.log");
         let log = std::fs::File::create(&log_file).unwrap();
         let (http, grpc) = (free_port(), free_port());
