@@ -12,7 +12,10 @@
 //!
 //! Knobs (environment): `RSS_BENCH_SIZES` (comma-separated event counts,
 //! cumulative, default `100000,1000000,2000000`), `RSS_BENCH_SEED_IN_FLIGHT`
-//! (concurrent CreateEntry calls, default 64). A quick debug-build smoke run:
+//! (concurrent CreateEntry calls, default 64), `RSS_BENCH_BIN` (the binary
+//! measured, default the one cargo built with the bench; e.g.
+//! `target/release/s3-lifecycled` to measure a release build from a debug
+//! driver). A quick debug-build smoke run:
 //! `RSS_BENCH_SIZES=2000,8000 cargo test --bench rss`.
 //!
 //! How: the fixture is written through the filer's `CreateEntry`, each entry a
@@ -90,7 +93,8 @@ struct Row {
 fn pass(c: &Cluster, buckets: &str, cursor_dir: &str) -> anyhow::Result<(u64, serde_json::Value)> {
     let out_path = std::env::temp_dir().join(format!("rss-bench-{}.json", std::process::id()));
     let out = std::fs::File::create(&out_path).context("creating the pass output file")?;
-    let mut cmd = Command::new(BIN);
+    let bin = std::env::var("RSS_BENCH_BIN").unwrap_or_else(|_| BIN.to_string());
+    let mut cmd = Command::new(&bin);
     cmd.arg("run-once")
         .args(["--filer", &c.filer_grpc_addr().to_string()])
         .args(["--s3-grpc", &c.s3_grpc_addr().to_string()])
@@ -107,8 +111,10 @@ fn pass(c: &Cluster, buckets: &str, cursor_dir: &str) -> anyhow::Result<(u64, se
     // would be walked): say the log reaches back ten years, as live.rs does.
     cmd.env("S3_LIFECYCLED__CURSOR__DIR", cursor_dir)
         .env("S3_LIFECYCLED__PASS__META_LOG_RETENTION", "87600h")
-        .env("RUST_LOG", "warn");
-    let mut child = cmd.spawn().with_context(|| format!("spawning {BIN}"))?;
+        // The fixture's concurrent writes are out of ts order by design; one
+        // warning per event would cost more than the pass.
+        .env("RUST_LOG", "error");
+    let mut child = cmd.spawn().with_context(|| format!("spawning {bin}"))?;
     let status_file = format!("/proc/{}/status", child.id());
     let mut peak = 0u64;
     let status = loop {
@@ -136,7 +142,13 @@ fn pass(c: &Cluster, buckets: &str, cursor_dir: &str) -> anyhow::Result<(u64, se
 }
 
 /// Writes entries `from..to` of the fixture (see the module docs).
-async fn seed(c: &Cluster, template: &Entry, from: usize, to: usize, in_flight: usize) -> anyhow::Result<()> {
+async fn seed(
+    c: &Cluster,
+    template: &Entry,
+    from: usize,
+    to: usize,
+    in_flight: usize,
+) -> anyhow::Result<()> {
     let client = c.filer_client().await?;
     let root = c.buckets_root().to_string();
     let t = Instant::now();
@@ -145,7 +157,10 @@ async fn seed(c: &Cluster, template: &Entry, from: usize, to: usize, in_flight: 
             let mut client = client.clone();
             let mut e = template.clone();
             let (dir, name) = if i % 2 == 0 {
-                (format!("{root}/rss-one/d{:02}", (i / 2) % ONE_DIRS), format!("k{i:08}"))
+                (
+                    format!("{root}/rss-one/d{:02}", (i / 2) % ONE_DIRS),
+                    format!("k{i:08}"),
+                )
             } else {
                 let b = (i / 2) % MANY_BUCKETS;
                 let p = (i / 2 / MANY_BUCKETS) % RULES_PER_BUCKET;
@@ -193,15 +208,25 @@ async fn run(k: &Knobs) -> anyhow::Result<Vec<Row>> {
     let c = cluster();
     let s3 = c.s3_client();
     // Fixed bucket names: the bench owns its cluster.
-    s3.create_bucket().bucket("rss-one").send().await.context("CreateBucket rss-one")?;
+    s3.create_bucket()
+        .bucket("rss-one")
+        .send()
+        .await
+        .context("CreateBucket rss-one")?;
     c.put_lifecycle_xml("rss-one", &lifecycle(&days_rule("all", "", 30)))
         .await?;
-    let many: Vec<String> = (0..MANY_BUCKETS).map(|b| format!("rss-many-{b:03}")).collect();
+    let many: Vec<String> = (0..MANY_BUCKETS)
+        .map(|b| format!("rss-many-{b:03}"))
+        .collect();
     let rules: String = (0..RULES_PER_BUCKET)
         .map(|p| days_rule(&format!("p{p}"), &format!("p{p}/"), 30))
         .collect();
     for b in &many {
-        s3.create_bucket().bucket(b).send().await.with_context(|| format!("CreateBucket {b}"))?;
+        s3.create_bucket()
+            .bucket(b)
+            .send()
+            .await
+            .with_context(|| format!("CreateBucket {b}"))?;
         c.put_lifecycle_xml(b, &lifecycle(&rules)).await?;
     }
     // The template: a real PUT's entry.
@@ -234,8 +259,12 @@ async fn run(k: &Knobs) -> anyhow::Result<Vec<Row>> {
                 pass_ms: json["duration_ms"].as_f64().unwrap_or(f64::NAN),
             };
             eprintln!(
-                "  {name} at {size}: peak RSS {} KiB, events_read {}, {:.0} ms, matches {}",
-                row.rss_kib, row.events_read, row.pass_ms, json["totals"]["matches"]
+                "  {name} at {size}: peak RSS {} KiB, events_read {}, {:.0} ms, matches {} pending {}",
+                row.rss_kib,
+                row.events_read,
+                row.pass_ms,
+                json["totals"]["matches"],
+                json["totals"]["pending"]
             );
             rows.push(row);
         }

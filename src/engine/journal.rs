@@ -231,14 +231,23 @@ mod tests {
         parts.extend(s.finish());
         let mut got = Vec::new();
         for p in &parts {
-            assert!(p.bytes.len() <= 1_000, "part {} of shard {} too big", p.part, p.shard);
+            assert!(
+                p.bytes.len() <= 1_000,
+                "part {} of shard {} too big",
+                p.part,
+                p.shard
+            );
             got.extend(decode_lines(&p.bytes).unwrap());
         }
         got.sort_by_key(|e| e.ts_ns);
         assert_eq!(got, sent);
         // Part numbers per shard are 0, 1, 2, … without gaps.
         for shard in 0..3u8 {
-            let mut n: Vec<usize> = parts.iter().filter(|p| p.shard == shard).map(|p| p.part).collect();
+            let mut n: Vec<usize> = parts
+                .iter()
+                .filter(|p| p.shard == shard)
+                .map(|p| p.part)
+                .collect();
             n.sort_unstable();
             assert_eq!(n, (0..n.len()).collect::<Vec<_>>());
         }

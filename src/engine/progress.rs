@@ -749,7 +749,10 @@ mod tests {
         // the kept ones skipped, the pending one still pending.
         let mut t = ProgressTracker::new(200, [("r", p)]).with_reorder_margin(1_000);
         assert_eq!(t.decide_subject(&"r", 1, 1, 500), Decision::Pending);
-        assert!(matches!(t.decide_subject(&"r", 2, 2, 50), Decision::Dispatch(_)));
+        assert!(matches!(
+            t.decide_subject(&"r", 2, 2, 50),
+            Decision::Dispatch(_)
+        ));
         assert_eq!(t.decide_subject(&"r", 8, 8, 50), Decision::Skip);
     }
 
