@@ -15,7 +15,9 @@
 //! (concurrent CreateEntry calls, default 64), `RSS_BENCH_BIN` (the binary
 //! measured, default the one cargo built with the bench; e.g.
 //! `target/release/s3-lifecycled` to measure a release build from a debug
-//! driver). A quick debug-build smoke run:
+//! driver), `RSS_BENCH_MALLOC_ARENA_MAX` (passed to the child as
+//! `MALLOC_ARENA_MAX`, as ops/systemd/s3-lifecycled.service does; unset:
+//! glibc's default). A quick debug-build smoke run:
 //! `RSS_BENCH_SIZES=2000,8000 cargo test --bench rss`.
 //!
 //! How: the fixture is written through the filer's `CreateEntry`, each entry a
@@ -114,6 +116,11 @@ fn pass(c: &Cluster, buckets: &str, cursor_dir: &str) -> anyhow::Result<(u64, se
         // The fixture's concurrent writes are out of ts order by design; one
         // warning per event would cost more than the pass.
         .env("RUST_LOG", "error");
+    if let Ok(v) = std::env::var("RSS_BENCH_MALLOC_ARENA_MAX") {
+        cmd.env("MALLOC_ARENA_MAX", v);
+    } else {
+        cmd.env_remove("MALLOC_ARENA_MAX");
+    }
     let mut child = cmd.spawn().with_context(|| format!("spawning {bin}"))?;
     let status_file = format!("/proc/{}/status", child.id());
     let mut peak = 0u64;
