@@ -1220,6 +1220,23 @@ mod tests {
     }
 
     #[test]
+    fn tail_budget_below_one_mark_per_shard_is_rejected_naming_the_key() {
+        let e = Settings::load(None, env(&[("S3_LIFECYCLED__PASS__TAIL_BUDGET", "15")]))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("pass.tail_budget") && e.contains("at least 16"),
+            "{e}"
+        );
+        let s = Settings::load(None, env(&[("S3_LIFECYCLED__PASS__TAIL_BUDGET", "16")])).unwrap();
+        assert_eq!(s.pass.tail_budget, 16);
+        assert_eq!(
+            Settings::load(None, env(&[])).unwrap().pass.tail_budget,
+            1 << 20
+        );
+    }
+
+    #[test]
     fn invalid_values_name_the_key() {
         let e = Settings::load(None, env(&[("S3_LIFECYCLED__PASS__SHARDS", "3-20")]))
             .unwrap_err()
