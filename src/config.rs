@@ -244,6 +244,13 @@ pub struct PassSettings {
     pub config_refresh: Duration,
     /// Buffered meta-log events between the reader and the shards.
     pub event_buffer: usize,
+    /// Most resolved-delete marks (the "do not re-send" tail past each
+    /// action's contiguous progress) one pass holds, over every action and
+    /// shard together, split evenly over the 16 shards
+    /// (docs/due-index.md#memory). Past it a shard stops taking events until
+    /// its in-flight deletes answer, then forgets the oldest marks (re-sent
+    /// once by a later pass, as no-ops). Never a skipped delete.
+    pub tail_budget: usize,
     /// Buckets this instance acts on; empty = every bucket with a lifecycle
     /// configuration. From the environment: a comma-separated list
     /// (`S3_LIFECYCLED__PASS__BUCKETS=a,b`).
@@ -274,6 +281,7 @@ impl Default for PassSettings {
             walk_budget_fraction: 0.5,
             config_refresh: Duration::from_secs(1),
             event_buffer: 4096,
+            tail_budget: 1 << 20,
             buckets: Vec::new(),
         }
     }
@@ -631,6 +639,17 @@ impl Settings {
                     "must be between 1ms and 1h, e.g. 5s (got {:?}): 0 would skip events the \
                      filer delivers out of order",
                     self.pass.reorder_margin
+                ),
+            ));
+        }
+        if self.pass.tail_budget < crate::engine::shard::SHARD_COUNT {
+            return Err(invalid(
+                "pass.tail_budget",
+                format!(
+                    "must be at least {} (one mark per shard), e.g. 1048576 (got {}): it bounds \
+                     the resolved-delete marks a pass holds in memory",
+                    crate::engine::shard::SHARD_COUNT,
+                    self.pass.tail_budget
                 ),
             ));
         }
@@ -1329,6 +1348,23 @@ mod tests {
         let s =
             Settings::load(None, env(&[("S3_LIFECYCLED__PASS__REORDER_MARGIN", "2s")])).unwrap();
         assert_eq!(s.pass.reorder_margin, Duration::from_secs(2));
+    }
+
+    #[test]
+    fn tail_budget_below_one_mark_per_shard_is_rejected_naming_the_key() {
+        let e = Settings::load(None, env(&[("S3_LIFECYCLED__PASS__TAIL_BUDGET", "15")]))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("pass.tail_budget") && e.contains("at least 16"),
+            "{e}"
+        );
+        let s = Settings::load(None, env(&[("S3_LIFECYCLED__PASS__TAIL_BUDGET", "16")])).unwrap();
+        assert_eq!(s.pass.tail_budget, 16);
+        assert_eq!(
+            Settings::load(None, env(&[])).unwrap().pass.tail_budget,
+            1 << 20
+        );
     }
 
     #[test]

@@ -239,3 +239,188 @@ async fn tag_update_on_old_object_and_two_ttls_are_due_at_the_first_pass_after_d
     assert_eq!(p.ok().total("DONE"), 200, "{}", p.describe());
     assert_eq!(count_objects(&s3, &b).await, 0, "{}", p.describe());
 }
+
+/// A rule edit to fewer Days on a bucket whose spans were indexed under the
+/// old rule: the edited rule is a new action (new rule hash) that builds its
+/// own index, so the next passes delete exactly what the new rule makes due,
+/// at its new due time, and nothing early; the other rule's objects stay.
+#[tokio::test]
+async fn rule_edit_to_shorter_days_deletes_what_the_new_rule_makes_due_none_early() {
+    let _g = SERIAL.lock().await;
+    let c = common::cluster();
+    let s3 = c.s3_client();
+    let b = c.new_bucket("e2e-due-edit").await.unwrap();
+    let keep_rule = days_rule("keep", "keep/", 60);
+    c.put_lifecycle_xml(&b, &lifecycle(&(days_rule("obj", "obj/", 30) + &keep_rule)))
+        .await
+        .unwrap();
+    c.put_objects_bulk(&b, &keys("obj/", 1_000), b"x")
+        .await
+        .unwrap();
+    c.put_objects_bulk(&b, &keys("keep/", 100), b"x")
+        .await
+        .unwrap();
+    let t0 = now_ns();
+    settle(c).await;
+    let scope = Scope::new(&[&b]);
+
+    // Cold start and a steady pass: the 30-day rule's spans are indexed.
+    run_once(c, &scope, Some(plus(t0, 1, 0)), &[], LONG_LOG)
+        .await
+        .ok()
+        .assert_no_deletes();
+    let p = run_once(c, &scope, Some(plus(t0, 2, 0)), &[], LONG_LOG).await;
+    let r = p.ok();
+    r.assert_no_deletes();
+    assert!(events_read(&r) <= 55, "indexed: {}", p.describe());
+
+    // Days 30 → 10 on obj/: due at t0 + 10 d (+ rounding, ≤ 11 d).
+    c.put_lifecycle_xml(&b, &lifecycle(&(days_rule("obj", "obj/", 10) + &keep_rule)))
+        .await
+        .unwrap();
+    for day in [3, 9] {
+        let p = run_once(c, &scope, Some(plus(t0, day, 0)), &[], LONG_LOG).await;
+        let r = p.ok();
+        r.assert_no_deletes();
+        assert_eq!(
+            count_objects(&s3, &b).await,
+            1_100,
+            "none early at +{day} d"
+        );
+    }
+    // Past the new due time, still 19 days before the old one: every obj/
+    // object goes although the old index said "due at +30 d".
+    let p = run_once(c, &scope, Some(plus(t0, 12, 0)), &[], LONG_LOG).await;
+    let r = p.ok();
+    figure("after the rule edit, past the new TTL", &r);
+    assert_eq!(r.total("DONE"), 1_000, "{}", p.describe());
+    let left = list_keys(&s3, &b).await;
+    assert_eq!(left.len(), 100, "{}", p.describe());
+    assert!(left.iter().all(|k| k.starts_with("keep/")), "{left:?}");
+}
+
+/// A port nothing listens on: a LifecycleDelete sent there fails at once.
+fn refused_addr() -> String {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let a = l.local_addr().unwrap().to_string();
+    drop(l);
+    a
+}
+
+/// A shard halted on failing deletes keeps its due-index entries: the pass
+/// after recovery (the gateway back) deletes everything due, and a steady
+/// pass afterwards reads only a small part of the window again.
+#[tokio::test]
+async fn halted_shard_keeps_its_index_entries_and_recovers_everything_due() {
+    let _g = SERIAL.lock().await;
+    let c = common::cluster();
+    let s3 = c.s3_client();
+    let b = c.new_bucket("e2e-due-halt").await.unwrap();
+    const SHORT: usize = 100;
+    const LONG: usize = 4_000;
+    let rules = days_rule("short", "s/", 5) + &days_rule("long", "l/", 30);
+    c.put_lifecycle_xml(&b, &lifecycle(&rules)).await.unwrap();
+    c.put_objects_bulk(&b, &keys("s/", SHORT), b"x")
+        .await
+        .unwrap();
+    c.put_objects_bulk(&b, &keys("l/", LONG), b"x")
+        .await
+        .unwrap();
+    let t0 = now_ns();
+    settle(c).await;
+    let scope = Scope::new(&[&b]);
+    let window = (SHORT + LONG) as i64;
+
+    run_once(c, &scope, Some(plus(t0, 1, 0)), &[], LONG_LOG)
+        .await
+        .ok()
+        .assert_no_deletes();
+
+    // The s/ objects are due at +7 d; every delete fails (nothing listens at
+    // the gateway address), so each shard with a due delete halts.
+    let mut args = run_once_args(c, &scope, Some(plus(t0, 7, 0)), &[]);
+    let i = args.iter().position(|a| a == "--s3-grpc").unwrap();
+    args[i + 1] = refused_addr();
+    let mut env = vec![("S3_LIFECYCLED__CURSOR__DIR", scope.cursor_dir.as_str())];
+    env.extend(LONG_LOG);
+    env.extend([
+        ("S3_LIFECYCLED__DISPATCH__RETRY_ATTEMPTS", "2"),
+        ("S3_LIFECYCLED__DISPATCH__RETRY_INITIAL_BACKOFF", "20ms"),
+        ("S3_LIFECYCLED__DISPATCH__CALL_TIMEOUT", "2s"),
+    ]);
+    let p = run_raw(&args, &env).await;
+    assert_eq!(p.code, 3, "halted shards:\n{}", p.describe());
+    let r = p.json();
+    let halted = r
+        .shards()
+        .into_iter()
+        .filter(|s| s["outcome"] == "halted")
+        .count();
+    assert!(halted >= 1, "{}", p.describe());
+    assert_eq!(r.total("DONE"), 0, "{}", p.describe());
+    assert_eq!(count_objects(&s3, &b).await, SHORT + LONG);
+
+    // The gateway back: the halted shards' spans are still indexed, so the
+    // next pass reads them and deletes every due object, and no l/ one.
+    let p = run_once(c, &scope, Some(plus(t0, 7, 1)), &[], LONG_LOG).await;
+    let r = p.ok();
+    figure("after the halt, gateway back", &r);
+    assert_eq!(r.total("DONE"), SHORT as i64, "{}", p.describe());
+    let left = list_keys(&s3, &b).await;
+    assert_eq!(left.len(), LONG, "{}", p.describe());
+    assert!(left.iter().all(|k| k.starts_with("l/")));
+
+    // Steady again: the new events (the recovery's deletes) and the due
+    // spans (none), not the window.
+    settle(c).await;
+    let p = run_once(c, &scope, Some(plus(t0, 9, 0)), &[], LONG_LOG).await;
+    let r = p.ok();
+    r.assert_no_deletes();
+    figure("steady after the halt", &r);
+    assert!(
+        events_read(&r) * 20 <= window,
+        "a steady pass after the halt must read at most 5% of the window's {window} events:\n{}",
+        p.describe()
+    );
+}
+
+/// `pass.tail_budget` at its minimum (one resolved mark per shard) on a pass
+/// deleting 1,000 objects under two rules: the shards stop taking events
+/// while over budget and forget marks, yet every due object goes, nothing
+/// that is not due does, and the next pass sends at most re-sends of
+/// forgotten marks (no-ops), never a new delete (docs/due-index.md#memory).
+#[tokio::test]
+async fn tiny_tail_budget_deletes_everything_due_and_never_skips() {
+    let _g = SERIAL.lock().await;
+    let c = common::cluster();
+    let s3 = c.s3_client();
+    let b = c.new_bucket("e2e-due-budget").await.unwrap();
+    let rules = days_rule("a", "a/", 1) + &days_rule("b", "b/", 2) + &days_rule("k", "k/", 30);
+    c.put_lifecycle_xml(&b, &lifecycle(&rules)).await.unwrap();
+    for p in ["a/", "b/"] {
+        c.put_objects_bulk(&b, &keys(p, 500), b"x").await.unwrap();
+    }
+    c.put_objects_bulk(&b, &keys("k/", 50), b"x").await.unwrap();
+    let t0 = now_ns();
+    settle(c).await;
+    let scope = Scope::new(&[&b]);
+    let mut env = LONG_LOG.to_vec();
+    env.push(("S3_LIFECYCLED__PASS__TAIL_BUDGET", "16"));
+
+    // Replay (not a recovery walk) must send the deletes: index first.
+    run_once(c, &scope, Some(plus(t0, 0, 1)), &[], &env)
+        .await
+        .ok()
+        .assert_no_deletes();
+    let p = run_once(c, &scope, Some(plus(t0, 4, 0)), &[], &env).await;
+    let r = p.ok();
+    assert_eq!(r.total("DONE"), 1_000, "{}", p.describe());
+    let left = list_keys(&s3, &b).await;
+    assert_eq!(left.len(), 50, "{}", p.describe());
+    assert!(left.iter().all(|k| k.starts_with("k/")), "{left:?}");
+
+    let p = run_once(c, &scope, Some(plus(t0, 5, 0)), &[], &env).await;
+    let r = p.ok();
+    assert_eq!(r.total("DONE"), 0, "{}", p.describe());
+    assert_eq!(count_objects(&s3, &b).await, 50);
+}

@@ -76,6 +76,7 @@ fn plan_full(
         skew_margin: Duration::ZERO,
         reorder_margin: Duration::from_secs(5),
         walker_interval: Duration::ZERO,
+        tail_budget: 1 << 20,
         earliest,
         rule_set_hash: replay_content_hash_by_bucket(&snap),
         promoted_hash: promoted_hash_by_bucket(&snap, window),

@@ -81,6 +81,76 @@ pub fn batch_name(run_id: &str, shard: u8) -> String {
     format!("{run_id}-shard-{shard:02}.jsonl")
 }
 
+/// The file of part `part` of one pass and shard's batch: part 0 is
+/// [`batch_name`], later parts `<run>-shard-NN.<part>.jsonl`.
+pub fn part_name(run_id: &str, shard: u8, part: usize) -> String {
+    let base = batch_name(run_id, shard);
+    if part == 0 {
+        base
+    } else {
+        format!("{}.{part}.jsonl", base.trim_end_matches(".jsonl"))
+    }
+}
+
+/// One finished part of a shard's batch, ready to store.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct JournalPart {
+    /// The shard whose deletes it lists.
+    pub shard: u8,
+    /// Its number within the pass ([`part_name`]).
+    pub part: usize,
+    /// JSON lines.
+    pub bytes: Vec<u8>,
+}
+
+/// The journal of a running pass, per shard, handed out in parts of at most
+/// `part_bytes` (a single longer line makes a part of its own) as it fills:
+/// a pass holds at most one unfinished part per shard, however many
+/// deletes it sends (docs/due-index.md#memory).
+#[derive(Debug)]
+pub struct JournalSpool {
+    part_bytes: usize,
+    /// Per shard: the next part's number and its lines so far.
+    open: std::collections::BTreeMap<u8, (usize, Vec<u8>)>,
+}
+
+impl JournalSpool {
+    /// A spool cutting parts at `part_bytes`.
+    pub fn new(part_bytes: usize) -> JournalSpool {
+        JournalSpool {
+            part_bytes: part_bytes.max(1),
+            open: std::collections::BTreeMap::new(),
+        }
+    }
+
+    /// Adds one entry to `shard`'s batch; returns the part it completed, if
+    /// the entry did not fit in it.
+    pub fn push(&mut self, shard: u8, e: &JournalEntry) -> Option<JournalPart> {
+        let line = encode_lines(std::slice::from_ref(e));
+        let (part, buf) = self.open.entry(shard).or_insert_with(|| (0, Vec::new()));
+        let mut done = None;
+        if !buf.is_empty() && buf.len() + line.len() > self.part_bytes {
+            done = Some(JournalPart {
+                shard,
+                part: *part,
+                bytes: std::mem::take(buf),
+            });
+            *part += 1;
+        }
+        buf.extend_from_slice(&line);
+        done
+    }
+
+    /// The unfinished parts, one per shard with lines, at the end of a pass.
+    pub fn finish(self) -> Vec<JournalPart> {
+        self.open
+            .into_iter()
+            .filter(|(_, (_, buf))| !buf.is_empty())
+            .map(|(shard, (part, bytes))| JournalPart { shard, part, bytes })
+            .collect()
+    }
+}
+
 /// The day directories a retention drops at `now`: every `YYYY-MM-DD` whose
 /// whole day ended more than `retention` ago. 0 keeps everything; other
 /// names are never dropped.
@@ -144,6 +214,46 @@ mod tests {
     use super::*;
 
     const DAY: i64 = 86_400 * 1_000_000_000;
+
+    #[test]
+    fn spool_hands_out_bounded_parts_and_keeps_every_entry() {
+        // Regression: the journal was buffered whole for the pass; a pass
+        // deleting millions held every entry until its end.
+        let mut s = JournalSpool::new(1_000);
+        let mut parts = Vec::new();
+        let mut sent = Vec::new();
+        for i in 0..200 {
+            let e = entry("b", &format!("k{i:04}"), i);
+            sent.push(e.clone());
+            parts.extend(s.push((i % 3) as u8, &e));
+        }
+        assert!(parts.len() > 3, "parts are cut during the pass");
+        parts.extend(s.finish());
+        let mut got = Vec::new();
+        for p in &parts {
+            assert!(
+                p.bytes.len() <= 1_000,
+                "part {} of shard {} too big",
+                p.part,
+                p.shard
+            );
+            got.extend(decode_lines(&p.bytes).unwrap());
+        }
+        got.sort_by_key(|e| e.ts_ns);
+        assert_eq!(got, sent);
+        // Part numbers per shard are 0, 1, 2, … without gaps.
+        for shard in 0..3u8 {
+            let mut n: Vec<usize> = parts
+                .iter()
+                .filter(|p| p.shard == shard)
+                .map(|p| p.part)
+                .collect();
+            n.sort_unstable();
+            assert_eq!(n, (0..n.len()).collect::<Vec<_>>());
+        }
+        assert_eq!(part_name("r", 3, 0), "r-shard-03.jsonl");
+        assert_eq!(part_name("r", 3, 2), "r-shard-03.2.jsonl");
+    }
 
     fn entry(bucket: &str, key: &str, ts: Nanos) -> JournalEntry {
         JournalEntry {

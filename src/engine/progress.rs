@@ -171,6 +171,11 @@ pub struct ProgressTracker<K> {
     /// Due-index upkeep, with the pass's time settings (`None`: off, every
     /// action reads from its `ts` and no index is written).
     index_time: Option<TimeConfig>,
+    /// Most resolved marks held in this pass, summed over every action
+    /// ([`with_tail_budget`](Self::with_tail_budget)).
+    budget: usize,
+    /// Marks held now, summed over every action.
+    marks_held: usize,
 }
 
 impl<K: Clone + Eq + std::hash::Hash> ProgressTracker<K> {
@@ -178,6 +183,32 @@ impl<K: Clone + Eq + std::hash::Hash> ProgressTracker<K> {
     pub fn with_reorder_margin(mut self, margin: Nanos) -> Self {
         self.margin = margin.max(0);
         self
+    }
+
+    /// Bounds the resolved marks held in this pass, over all actions
+    /// together, at `budget` (docs/due-index.md#memory). Marks are only "do
+    /// not re-send" hints: past the budget the tracker first forgets the ones
+    /// [`finish`](Self::finish) would drop anyway, then asks its caller to
+    /// stop taking events while deletes are in flight
+    /// ([`over_budget`](Self::over_budget)), and with nothing in flight drops
+    /// the oldest (re-sent once by a later pass, as no-ops). Pending,
+    /// in-flight and failed matches are never forgotten, so a budget can cost
+    /// a re-send, never a skip.
+    pub fn with_tail_budget(mut self, budget: usize) -> Self {
+        self.budget = budget.max(1);
+        self
+    }
+
+    /// Whether the marks held exceed the budget even after pruning, while
+    /// deletes are in flight: the caller should take no new event until an
+    /// outcome arrives ([`resolved`](Self::resolved) prunes again).
+    pub fn over_budget(&self) -> bool {
+        self.marks_held > self.budget
+    }
+
+    /// Resolved marks held now, over all actions.
+    pub fn marks_held(&self) -> usize {
+        self.marks_held
     }
 
     /// Keeps each action's due index (docs/due-index.md): each action then
@@ -214,6 +245,8 @@ impl<K: Clone + Eq + std::hash::Hash> ProgressTracker<K> {
             next_seq: 0,
             margin: REORDER_MARGIN,
             index_time: None,
+            budget: usize::MAX,
+            marks_held: 0,
         };
         for (k, p) in starts {
             t.add_action(k, p);
@@ -280,7 +313,8 @@ impl<K: Clone + Eq + std::hash::Hash> ProgressTracker<K> {
         if !t.start.needs(ev_ts, subject, due) {
             if ev_ts > t.start.through && ev_ts > t.start.ts {
                 // Resolved in the old tail: it stays resolved in the new one.
-                push_mark(&mut t.marks, (ev_ts, subject));
+                self.marks_held += push_mark(&mut t.marks, (ev_ts, subject));
+                self.enforce_budget();
             }
             return Decision::Skip;
         }
@@ -301,6 +335,9 @@ impl<K: Clone + Eq + std::hash::Hash> ProgressTracker<K> {
     /// Marks the event at `ev_ts` as fully decided (every match has a decision).
     pub fn event_processed(&mut self, ev_ts: Nanos) {
         self.processed_through = Some(self.processed_through.map_or(ev_ts, |p| p.max(ev_ts)));
+        if self.marks_held > self.budget {
+            self.enforce_budget();
+        }
     }
 
     /// Reports a dispatched delete's fate: `ok` for DONE, NOOP_RESOLVED and
@@ -311,7 +348,7 @@ impl<K: Clone + Eq + std::hash::Hash> ProgressTracker<K> {
         };
         if let Some((ev_ts, subject, due, bytes)) = t.in_flight.remove(&ticket.seq) {
             if ok {
-                push_mark(&mut t.marks, (ev_ts, subject));
+                self.marks_held += push_mark(&mut t.marks, (ev_ts, subject));
             } else {
                 t.first_failed = Some(t.first_failed.map_or(ev_ts, |f| f.min(ev_ts)));
                 if let Some(time) = &self.index_time {
@@ -320,6 +357,70 @@ impl<K: Clone + Eq + std::hash::Hash> ProgressTracker<K> {
                     forecast::observe(&mut t.tally, time, ev_ts, due, bytes);
                 }
             }
+        }
+        self.enforce_budget();
+    }
+
+    /// The newest event ts whose resolved marks [`finish`](Self::finish)
+    /// will not keep: every match due by `now` of the events up to it will be
+    /// covered by the new `through`. It is the earliest of the unresolved
+    /// dispatches (in flight or failed) minus one and the processed end minus
+    /// the reorder margin (events arrive at most that far out of order, so no
+    /// later dispatch lands before it). `None` while it is before the
+    /// action's old `through`, which `finish` then keeps as it was.
+    fn prune_frontier(t: &Track<K>, processed: Option<Nanos>, margin: Nanos) -> Option<Nanos> {
+        let end = processed?.saturating_sub(margin);
+        let blocker = min_opt(t.in_flight.values().map(|v| v.0).min(), t.first_failed);
+        let f = blocker.map_or(end, |b| b.saturating_sub(1).min(end));
+        (f >= t.start.through).then_some(f)
+    }
+
+    /// Forgets the marks at or before each action's prune frontier. Returns
+    /// how many went.
+    fn prune(&mut self) -> usize {
+        let processed = self.processed_through;
+        let margin = self.margin;
+        let mut gone = 0;
+        for t in &mut self.tracks {
+            if let Some(f) = Self::prune_frontier(t, processed, margin) {
+                let before = t.marks.len();
+                t.marks.retain(|m| m.0 > f);
+                gone += before - t.marks.len();
+                if t.marks.capacity() > 64 && t.marks.len() < t.marks.capacity() / 4 {
+                    // Emptied actions give their room back: the budget is on
+                    // what the pass holds, not on what it once held.
+                    t.marks.shrink_to_fit();
+                }
+            }
+        }
+        self.marks_held -= gone;
+        gone
+    }
+
+    /// Keeps the marks within the budget: prune; then, with nothing in flight
+    /// (waiting cannot move a frontier), drop the oldest marks of the
+    /// fullest actions down to seven eighths of the budget, so the next
+    /// prune is that many marks away. With deletes in flight the caller
+    /// waits instead ([`over_budget`](Self::over_budget)).
+    fn enforce_budget(&mut self) {
+        if self.marks_held <= self.budget {
+            return;
+        }
+        self.prune();
+        if self.marks_held <= self.budget || self.in_flight() > 0 {
+            return;
+        }
+        let target = self.budget - self.budget / 8;
+        while self.marks_held > target {
+            let Some(t) = self.tracks.iter_mut().max_by_key(|t| t.marks.len()) else {
+                break;
+            };
+            let excess = (self.marks_held - target).min(t.marks.len());
+            if excess == 0 {
+                break;
+            }
+            t.marks.drain(..excess);
+            self.marks_held -= excess;
         }
     }
 
@@ -441,12 +542,15 @@ impl<K: Clone + Eq + std::hash::Hash> ProgressTracker<K> {
 }
 
 /// Remembers a resolved match; past [`TAIL_CAP`] the oldest marks go first
-/// (in a pass without a halt, `through` covers them anyway).
-fn push_mark(marks: &mut std::collections::VecDeque<(Nanos, u64)>, mark: (Nanos, u64)) {
+/// (in a pass without a halt, `through` covers them anyway). Returns the
+/// change in the number of marks held (0 or 1).
+fn push_mark(marks: &mut std::collections::VecDeque<(Nanos, u64)>, mark: (Nanos, u64)) -> usize {
     marks.push_back(mark);
-    while marks.len() > TAIL_CAP {
+    if marks.len() > TAIL_CAP {
         marks.pop_front();
+        return 0;
     }
+    1
 }
 
 fn min_opt(a: Option<Nanos>, b: Option<Nanos>) -> Option<Nanos> {
@@ -661,6 +765,77 @@ mod tests {
     }
 
     #[test]
+    fn tail_budget_prunes_covered_marks_during_the_pass() {
+        // Regression: every action kept up to TAIL_CAP resolved marks for the
+        // whole pass, so many busy actions multiplied into gigabytes.
+        let keys: Vec<String> = (0..50).map(|i| format!("r{i}")).collect();
+        let mut t = ProgressTracker::new(
+            1_000_000,
+            keys.iter().map(|k| (k.clone(), ActionProgress::at(0))),
+        )
+        .with_reorder_margin(10)
+        .with_tail_budget(64);
+        let mut most = 0;
+        for ts in 1..=20_000i64 {
+            let k = &keys[(ts % 50) as usize];
+            let Decision::Dispatch(tk) = t.decide_subject(k, ts, ts as u64, 0) else {
+                panic!("due at once")
+            };
+            t.resolved(tk, true);
+            t.event_processed(ts);
+            assert!(!t.over_budget(), "nothing in flight: never waits");
+            most = most.max(t.marks_held());
+        }
+        assert!(most <= 64, "held {most} marks with a budget of 64");
+        // The marks still held are the reorder margin's: the next pass does
+        // not re-send them, and `through` covers the rest.
+        let out = t.finish(Some(20_000));
+        for (_, p) in &out {
+            assert_eq!(p.through, 19_990);
+            assert!(p.tail.iter().all(|m| m.0 > 19_990));
+        }
+    }
+
+    #[test]
+    fn over_tail_budget_waits_for_in_flight_then_forgets_oldest_never_pending() {
+        let mut t = ProgressTracker::new(100, [("r", ActionProgress::at(0))])
+            .with_reorder_margin(1_000)
+            .with_tail_budget(4);
+        // A pending match first: it must survive whatever the budget does.
+        assert_eq!(t.decide_subject(&"r", 1, 1, 500), Decision::Pending);
+        t.event_processed(1);
+        let mut tickets = Vec::new();
+        for ts in 2..=8 {
+            let Decision::Dispatch(tk) = t.decide_subject(&"r", ts, ts as u64, 50) else {
+                panic!("due")
+            };
+            tickets.push(tk);
+            t.event_processed(ts);
+        }
+        // Six answers with one still in flight: over the budget, and the
+        // margin keeps the frontier from moving: wait.
+        for tk in tickets.drain(..6) {
+            t.resolved(tk, true);
+        }
+        assert!(t.over_budget(), "waits while a delete is in flight");
+        // The last answer: nothing in flight, the oldest marks go.
+        t.resolved(tickets.pop().unwrap(), true);
+        assert!(!t.over_budget());
+        assert!(t.marks_held() <= 4);
+        let p = t.finish(Some(100)).remove(0).1;
+        assert_eq!(p.ts, 0, "the pending match at 1 still holds the cursor");
+        // Next pass: the forgotten marks are re-sent (no-ops at the gateway),
+        // the kept ones skipped, the pending one still pending.
+        let mut t = ProgressTracker::new(200, [("r", p)]).with_reorder_margin(1_000);
+        assert_eq!(t.decide_subject(&"r", 1, 1, 500), Decision::Pending);
+        assert!(matches!(
+            t.decide_subject(&"r", 2, 2, 50),
+            Decision::Dispatch(_)
+        ));
+        assert_eq!(t.decide_subject(&"r", 8, 8, 50), Decision::Skip);
+    }
+
+    #[test]
     fn unknown_actions_are_skipped() {
         let mut t = ProgressTracker::new(100, [("r", ActionProgress::at(0))]);
         assert_eq!(t.decide(&"other", 10, 5), Decision::Skip);
@@ -781,6 +956,92 @@ mod tests {
                 let (_, complete) = model_pass(&evs, &progress, now, time, margin, 0, 0, &fail, &mut resolved)?;
                 prop_assert!(complete);
                 prop_assert_eq!(resolved.len(), evs.len());
+            }
+        }
+
+        // The tail budget costs re-sends, never a skip: with budgets of a few
+        // marks, deletes answered out of order and intake stopped while the
+        // tracker is over budget (as ShardRun::accepting does), every due
+        // match resolves in each complete pass, nothing is sent before it is
+        // due, and the tracker never waits with nothing in flight.
+        proptest! {
+            #![proptest_config(ProptestConfig::with_cases(256))]
+            #[test]
+            fn tail_budget_never_causes_a_skip(
+                evs in proptest::collection::vec((1i64..300, 0i64..900), 0..60),
+                nows in proptest::collection::vec(1i64..200, 1..6),
+                budget in 1usize..6,
+                window in 1usize..5,
+                order in proptest::collection::vec(any::<u8>(), 64),
+                margin in 0i64..20,
+            ) {
+                let time = TimeConfig { day: std::time::Duration::from_nanos(240), rounding: crate::engine::DueRounding::None };
+                let mut evs = evs;
+                evs.sort_by_key(|e| e.0);
+                let mut progress = [ActionProgress::at(0), ActionProgress::at(0)];
+                let mut resolved = std::collections::HashSet::new();
+                let mut now = 0;
+                let mut steps = nows;
+                steps.push(2_000);
+                for step in steps {
+                    now += step;
+                    let [pa, pb] = progress.clone();
+                    let mut t = ProgressTracker::new(now, [("a", pa), ("b", pb)])
+                        .with_reorder_margin(margin)
+                        .with_due_index(time)
+                        .with_tail_budget(budget);
+                    let ranges = t.ranges();
+                    let mut flying: Vec<(Ticket, usize)> = Vec::new();
+                    let mut o = 0usize;
+                    let mut answer = |t: &mut ProgressTracker<&str>, flying: &mut Vec<(Ticket, usize)>, resolved: &mut std::collections::HashSet<(usize, bool)>| {
+                        let k = order[o % order.len()] as usize % flying.len();
+                        o += 1;
+                        let (tk, id) = flying.swap_remove(k);
+                        t.resolved(tk, true);
+                        resolved.insert((id >> 1, id & 1 == 1));
+                    };
+                    for &r in &ranges {
+                        for (i, &(ts, due)) in evs.iter().enumerate() {
+                            if ts <= r.0 || ts > r.1 || ts > now {
+                                continue;
+                            }
+                            // Intake stops while over budget or the window is full.
+                            while t.over_budget() || flying.len() >= window {
+                                prop_assert!(!flying.is_empty(), "over budget with nothing in flight");
+                                answer(&mut t, &mut flying, &mut resolved);
+                            }
+                            for (key, b) in [("a", false), ("b", true)] {
+                                let due = if b { due / 2 } else { due };
+                                match t.decide_subject(&key, ts, i as u64, due) {
+                                    Decision::Skip => prop_assert!(resolved.contains(&(i, b)), "skipped unresolved {i}"),
+                                    Decision::Pending => prop_assert!(due > now),
+                                    Decision::Dispatch(tk) => {
+                                        prop_assert!(due <= now, "sent {i} before due");
+                                        flying.push((tk, i << 1 | usize::from(b)));
+                                    }
+                                }
+                            }
+                            t.event_processed(ts);
+                        }
+                    }
+                    while !flying.is_empty() {
+                        answer(&mut t, &mut flying, &mut resolved);
+                    }
+                    prop_assert!(t.marks_held() <= budget, "{} marks held", t.marks_held());
+                    for (i, &(ts, due)) in evs.iter().enumerate() {
+                        if ts <= now {
+                            for b in [false, true] {
+                                let due = if b { due / 2 } else { due };
+                                if due <= now {
+                                    prop_assert!(resolved.contains(&(i, b)), "due match {i}/{b} missed at {now}");
+                                }
+                            }
+                        }
+                    }
+                    for (k, p) in t.finish(Some(now)) {
+                        progress[usize::from(k == "b")] = p;
+                    }
+                }
             }
         }
 

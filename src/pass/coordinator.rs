@@ -23,7 +23,7 @@ use crate::config::Settings;
 use crate::engine::DeleteRequest;
 use crate::engine::cursor::ShardCursor;
 use crate::engine::due_index::merge_ranges;
-use crate::engine::journal::{self, JournalEntry};
+use crate::engine::journal::{self, JournalEntry, JournalPart, JournalSpool};
 use crate::engine::resume::{is_after, listing_start};
 use crate::engine::safety::{CapBook, Held, HoldRecord, PauseRecord, Selection, grace_decision};
 use crate::engine::{CallResult, RuleHash, shard_id};
@@ -494,8 +494,10 @@ impl Coordinator {
                 .admit(&req.bucket)
         });
         // The deletion journal (docs/filer-layout.md#journal): every delete
-        // sent, with its final outcome, kept per shard and written once per
-        // pass and shard after the drain.
+        // sent, with its final outcome, per shard, written in parts of at
+        // most JOURNAL_PART_BYTES as they fill (a pass holds one unfinished
+        // part per shard, docs/due-index.md#memory) and the rest after the
+        // drain. A dry run sends nothing and writes no journal.
         let rule_ids: Arc<BTreeMap<(String, RuleHash), String>> = Arc::new(
             p.plan
                 .recovery
@@ -505,11 +507,19 @@ impl Coordinator {
                 .map(|a| ((a.bucket().to_string(), a.rule_hash()), a.rule().id.clone()))
                 .collect(),
         );
-        let journal: Arc<std::sync::Mutex<BTreeMap<u8, Vec<JournalEntry>>>> = Arc::default();
+        let journal = Arc::new(std::sync::Mutex::new(JournalSpool::new(JOURNAL_PART_BYTES)));
         let jbook = journal.clone();
+        let jwrites: Arc<std::sync::Mutex<Vec<tokio::task::JoinHandle<()>>>> = Arc::default();
+        let jwrites_rec = jwrites.clone();
+        let jport = self.port.clone();
+        let jdry = opts.dry_run;
         let run_id = opts.run_id.clone();
+        let run_id_rec = opts.run_id.clone();
         let record: Record<DeleteRequest> =
             Arc::new(move |req: &DeleteRequest, result: &CallResult| {
+                if jdry {
+                    return;
+                }
                 let e = JournalEntry {
                     ts_ns: crate::clock::wall_ns(),
                     run_id: run_id.clone(),
@@ -525,12 +535,17 @@ impl Coordinator {
                     outcome: result.outcome.label().to_string(),
                     reason: result.reason.clone(),
                 };
-                jbook
+                let full = jbook
                     .lock()
                     .unwrap_or_else(|e| e.into_inner())
-                    .entry(shard_id(&req.bucket, &req.object_path))
-                    .or_default()
-                    .push(e);
+                    .push(shard_id(&req.bucket, &req.object_path), &e);
+                if let Some(part) = full {
+                    let write = write_journal_part(&*jport, &run_id_rec, part);
+                    jwrites_rec
+                        .lock()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .push(tokio::spawn(write));
+                }
             });
         let dispatcher = DeleteDispatcher::new(
             self.deletes.clone(),
@@ -660,9 +675,14 @@ impl Coordinator {
                 }
                 let truncated = halt_rx.borrow().clone().or(walk_cut);
                 let held = settle_caps(&*port, &caps, limits, &approved, &released, dry_run).await;
-                let batches = std::mem::take(&mut *journal.lock().unwrap_or_else(|e| e.into_inner()));
+                let rest = std::mem::replace(
+                    &mut *journal.lock().unwrap_or_else(|e| e.into_inner()),
+                    JournalSpool::new(JOURNAL_PART_BYTES),
+                )
+                .finish();
+                let written = std::mem::take(&mut *jwrites.lock().unwrap_or_else(|e| e.into_inner()));
                 if !dry_run {
-                    write_journal(&*port, &run_id_j, batches, journal_retention).await;
+                    write_journal(&*port, &run_id_j, rest, written, journal_retention).await;
                 }
                 for (shard, e) in failed {
                     results.push(ShardResult {
@@ -731,47 +751,42 @@ impl Coordinator {
 /// numbered parts so every file stays a small inline filer entry.
 const JOURNAL_PART_BYTES: usize = 1 << 20;
 
-/// Writes the pass's journal, one batch per shard (split into parts past
-/// [`JOURNAL_PART_BYTES`]), then drops the day directories past
-/// `journal.retention`. A failed write is logged, never fails the pass: the
-/// deletes happened, and metrics and logs still record them.
+/// Stores one part of a shard's journal batch. A failed write is logged,
+/// never fails the pass: the deletes happened, and metrics and logs still
+/// record them.
+fn write_journal_part(
+    port: &dyn ClusterPort,
+    run_id: &str,
+    part: JournalPart,
+) -> impl std::future::Future<Output = ()> + Send + 'static {
+    let now = crate::clock::wall_ns();
+    let name = journal::part_name(run_id, part.shard, part.part);
+    let shard = part.shard;
+    let write = port.write_journal(&journal::day_dir(now), &name, part.bytes, now);
+    async move {
+        if let Err(e) = write.await {
+            tracing::error!(shard, error = %e, "writing the deletion journal failed");
+        }
+    }
+}
+
+/// Finishes the pass's journal: waits for the parts written during the pass,
+/// writes each shard's last part, then drops the day directories past
+/// `journal.retention`.
 async fn write_journal(
     port: &dyn ClusterPort,
     run_id: &str,
-    batches: BTreeMap<u8, Vec<JournalEntry>>,
+    rest: Vec<JournalPart>,
+    written: Vec<tokio::task::JoinHandle<()>>,
     retention: Duration,
 ) {
-    let now = crate::clock::wall_ns();
-    let day = journal::day_dir(now);
-    for (shard, entries) in batches {
-        let mut part = 0usize;
-        let mut buf: Vec<u8> = Vec::new();
-        let flush = async |buf: &mut Vec<u8>, part: usize| {
-            let base = journal::batch_name(run_id, shard);
-            let name = if part == 0 {
-                base
-            } else {
-                format!("{}.{part}.jsonl", base.trim_end_matches(".jsonl"))
-            };
-            if let Err(e) = port
-                .write_journal(&day, &name, std::mem::take(buf), now)
-                .await
-            {
-                tracing::error!(shard, error = %e, "writing the deletion journal failed");
-            }
-        };
-        for e in &entries {
-            let line = journal::encode_lines(std::slice::from_ref(e));
-            if !buf.is_empty() && buf.len() + line.len() > JOURNAL_PART_BYTES {
-                flush(&mut buf, part).await;
-                part += 1;
-            }
-            buf.extend_from_slice(&line);
-        }
-        if !buf.is_empty() {
-            flush(&mut buf, part).await;
-        }
+    for w in written {
+        let _ = w.await;
     }
+    for part in rest {
+        write_journal_part(port, run_id, part).await;
+    }
+    let now = crate::clock::wall_ns();
     if retention.is_zero() {
         return;
     }

@@ -320,6 +320,9 @@ pub struct PassPlan {
     pub reorder_margin: Duration,
     /// `pass.walker_interval` (0 = walk every pass).
     pub walker_interval: Duration,
+    /// `pass.tail_budget`: resolved marks the whole pass may hold; each
+    /// shard gets an equal share (docs/due-index.md#memory).
+    pub tail_budget: usize,
     /// The meta-log horizon (probe), `None` when nothing is persisted.
     pub earliest: Option<Nanos>,
     /// Replay view (actions served from the meta-log).
@@ -387,6 +390,7 @@ impl PassPlan {
             skew_margin: pass.clock_skew_margin,
             reorder_margin: pass.reorder_margin,
             walker_interval: pass.walker_interval,
+            tail_budget: pass.tail_budget,
             earliest,
             rule_set_hash: replay_content_hash_by_bucket(snap),
             promoted_hash: promoted_hash_by_bucket(snap, window),

@@ -434,9 +434,17 @@ impl ShardRun {
         self.halted.is_some() || self.failed.is_some()
     }
 
-    /// Whether another event can be taken: nothing waits for a window slot.
+    /// Whether another event can be taken: nothing waits for a window slot,
+    /// and the resolved marks are within the shard's share of
+    /// `pass.tail_budget` (past it, in-flight answers move the frontier
+    /// first; docs/due-index.md#memory).
     pub fn accepting(&self) -> bool {
-        self.queue.is_empty() || self.stopped()
+        self.stopped()
+            || (self.queue.is_empty()
+                && !self
+                    .tracker
+                    .as_ref()
+                    .is_some_and(ProgressTracker::over_budget))
     }
 
     /// Whether every sent delete has an outcome and nothing waits to be sent.
@@ -603,7 +611,8 @@ impl ShardRun {
         self.tracker = Some(
             ProgressTracker::new(plan.now, starts)
                 .with_due_index(plan.time)
-                .with_reorder_margin(margin),
+                .with_reorder_margin(margin)
+                .with_tail_budget(plan.tail_budget / crate::engine::shard::SHARD_COUNT),
         );
         since
     }

@@ -1,0 +1,312 @@
+//! Peak RSS of one `s3-lifecycled run-once` pass against a loopback SeaweedFS
+//! 4.48 cluster, as the meta-log it reads grows (issue 9, "Memory"): the pass
+//! must stay flat (±10%) from 100 k to 2 M events, with one rule and with
+//! 1,000 rules across 100 buckets. Prints a table with each row's ratio to
+//! the smallest size; asserts nothing. Figures: docs/due-index.md#memory.
+//!
+//! Run (release build; seeding 2 M entries takes several minutes):
+//!
+//! ```text
+//! cargo bench --bench rss
+//! ```
+//!
+//! Knobs (environment): `RSS_BENCH_SIZES` (comma-separated event counts,
+//! cumulative, default `100000,1000000,2000000`), `RSS_BENCH_SEED_IN_FLIGHT`
+//! (concurrent CreateEntry calls, default 64), `RSS_BENCH_BIN` (the binary
+//! measured, default the one cargo built with the bench; e.g.
+//! `target/release/s3-lifecycled` to measure a release build from a debug
+//! driver), `RSS_BENCH_MALLOC_ARENA_MAX` (passed to the child as
+//! `MALLOC_ARENA_MAX`, as ops/systemd/s3-lifecycled.service does; unset:
+//! glibc's default). A quick debug-build smoke run:
+//! `RSS_BENCH_SIZES=2000,8000 cargo test --bench rss`.
+//!
+//! How: the fixture is written through the filer's `CreateEntry`, each entry a
+//! copy of a real PUT's entry (same attributes, chunks and Extended, fresh
+//! name and mtime), so the meta-log holds the CREATE events a PUT of a new key
+//! writes (docs/meta-log.md#per-operation) at thousands per second. Half go to
+//! bucket `rss-one` (one `Days 30` rule), half to 100 buckets `rss-many-*` with
+//! ten `Days 30` prefix rules each. Every pass reads the whole fixture:
+//! before seeding, one pass per (variant, size) creates a cursor directory of
+//! its own, and that directory's pass after seeding up to its size replays
+//! everything written since (nothing is due). Peak RSS is the child's
+//! `VmHWM` (/proc/<pid>/status), sampled every 10 ms until it exits (the
+//! crate forbids the `unsafe` a `getrusage` call would need; `VmHWM` only
+//! grows, so the last sample is the peak up to the last 10 ms).
+
+#[path = "../tests/common/mod.rs"]
+mod common;
+
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, bail};
+use common::{BIN, Cluster, cluster, days_rule, lifecycle, now_ns};
+use futures::{StreamExt, TryStreamExt};
+use s3_lifecycled::pb::filer_pb::{CreateEntryRequest, Entry};
+
+/// Buckets of the many-rules variant, each with [`RULES_PER_BUCKET`] rules.
+const MANY_BUCKETS: usize = 100;
+const RULES_PER_BUCKET: usize = 10;
+/// Subdirectories of `rss-one`, so no directory grows past ~100 k entries.
+const ONE_DIRS: usize = 16;
+
+struct Knobs {
+    sizes: Vec<usize>,
+    in_flight: usize,
+}
+
+fn knobs() -> anyhow::Result<Knobs> {
+    let sizes = match std::env::var("RSS_BENCH_SIZES") {
+        Ok(v) => v
+            .split(',')
+            .map(|s| {
+                s.trim().parse::<usize>().with_context(|| {
+                    format!("RSS_BENCH_SIZES={v:?}: {s:?} is not a whole number; give e.g. 100000,1000000")
+                })
+            })
+            .collect::<anyhow::Result<Vec<_>>>()?,
+        Err(_) => vec![100_000, 1_000_000, 2_000_000],
+    };
+    if sizes.is_empty() || sizes.windows(2).any(|w| w[0] >= w[1]) {
+        bail!("RSS_BENCH_SIZES must be increasing event counts, e.g. 100000,1000000,2000000");
+    }
+    let in_flight = match std::env::var("RSS_BENCH_SEED_IN_FLIGHT") {
+        Ok(v) => v.trim().parse().with_context(|| {
+            format!("RSS_BENCH_SEED_IN_FLIGHT={v:?} is not a whole number; give e.g. 64")
+        })?,
+        Err(_) => 64,
+    };
+    Ok(Knobs {
+        sizes,
+        in_flight: std::cmp::max(in_flight, 1),
+    })
+}
+
+/// One measured pass.
+struct Row {
+    variant: &'static str,
+    size: usize,
+    rss_kib: u64,
+    events_read: i64,
+    pass_ms: f64,
+}
+
+/// Runs `run-once` over `buckets` from `cursor_dir`, sampling its peak RSS.
+fn pass(c: &Cluster, buckets: &str, cursor_dir: &str) -> anyhow::Result<(u64, serde_json::Value)> {
+    let out_path = std::env::temp_dir().join(format!("rss-bench-{}.json", std::process::id()));
+    let out = std::fs::File::create(&out_path).context("creating the pass output file")?;
+    let bin = std::env::var("RSS_BENCH_BIN").unwrap_or_else(|_| BIN.to_string());
+    let mut cmd = Command::new(&bin);
+    cmd.arg("run-once")
+        .args(["--filer", &c.filer_grpc_addr().to_string()])
+        .args(["--s3-grpc", &c.s3_grpc_addr().to_string()])
+        .args(["--buckets", buckets, "--json"])
+        .stdin(Stdio::null())
+        .stdout(out)
+        .stderr(Stdio::inherit());
+    for (k, _) in std::env::vars() {
+        if k.starts_with("S3_LIFECYCLED__") {
+            cmd.env_remove(k);
+        }
+    }
+    // A minutes-old test log would make a Days 30 rule unreplayable (it
+    // would be walked): say the log reaches back ten years, as live.rs does.
+    cmd.env("S3_LIFECYCLED__CURSOR__DIR", cursor_dir)
+        .env("S3_LIFECYCLED__PASS__META_LOG_RETENTION", "87600h")
+        // The fixture's concurrent writes are out of ts order by design; one
+        // warning per event would cost more than the pass.
+        .env("RUST_LOG", "error");
+    if let Ok(v) = std::env::var("RSS_BENCH_MALLOC_ARENA_MAX") {
+        cmd.env("MALLOC_ARENA_MAX", v);
+    } else {
+        cmd.env_remove("MALLOC_ARENA_MAX");
+    }
+    let mut child = cmd.spawn().with_context(|| format!("spawning {bin}"))?;
+    let status_file = format!("/proc/{}/status", child.id());
+    let mut peak = 0u64;
+    let status = loop {
+        if let Ok(s) = std::fs::read_to_string(&status_file)
+            && let Some(kib) = s
+                .lines()
+                .find_map(|l| l.strip_prefix("VmHWM:"))
+                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+        {
+            peak = peak.max(kib);
+        }
+        if let Some(st) = child.try_wait().context("waiting for run-once")? {
+            break st;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    let stdout = std::fs::read_to_string(&out_path).unwrap_or_default();
+    let _ = std::fs::remove_file(&out_path);
+    if status.code() != Some(0) {
+        bail!("run-once exited {:?}: {stdout}", status.code());
+    }
+    let json = serde_json::from_str(stdout.trim())
+        .with_context(|| format!("run-once printed no JSON: {stdout}"))?;
+    Ok((peak, json))
+}
+
+/// Writes entries `from..to` of the fixture (see the module docs).
+async fn seed(
+    c: &Cluster,
+    template: &Entry,
+    from: usize,
+    to: usize,
+    in_flight: usize,
+) -> anyhow::Result<()> {
+    let client = c.filer_client().await?;
+    let root = c.buckets_root().to_string();
+    let t = Instant::now();
+    futures::stream::iter(from..to)
+        .map(|i| {
+            let mut client = client.clone();
+            let mut e = template.clone();
+            let (dir, name) = if i % 2 == 0 {
+                (
+                    format!("{root}/rss-one/d{:02}", (i / 2) % ONE_DIRS),
+                    format!("k{i:08}"),
+                )
+            } else {
+                let b = (i / 2) % MANY_BUCKETS;
+                let p = (i / 2 / MANY_BUCKETS) % RULES_PER_BUCKET;
+                (format!("{root}/rss-many-{b:03}/p{p}"), format!("k{i:08}"))
+            };
+            e.name = name;
+            let now_s = now_ns() / 1_000_000_000;
+            if let Some(a) = e.attributes.as_mut() {
+                a.mtime = now_s;
+                a.crtime = now_s;
+            }
+            async move {
+                client
+                    .create_entry(CreateEntryRequest {
+                        directory: dir.clone(),
+                        entry: Some(e),
+                        o_excl: false,
+                        ..Default::default()
+                    })
+                    .await
+                    .with_context(|| format!("CreateEntry in {dir}"))
+                    .and_then(|r| {
+                        let err = r.into_inner().error;
+                        if err.is_empty() {
+                            Ok(())
+                        } else {
+                            bail!("CreateEntry in {dir}: {err}")
+                        }
+                    })
+            }
+        })
+        .buffer_unordered(in_flight)
+        .try_for_each(|_| async { Ok(()) })
+        .await?;
+    let el = t.elapsed().as_secs_f64();
+    eprintln!(
+        "  seeded {} entries in {el:.1}s ({:.0}/s)",
+        to - from,
+        (to - from) as f64 / el
+    );
+    Ok(())
+}
+
+async fn run(k: &Knobs) -> anyhow::Result<Vec<Row>> {
+    let c = cluster();
+    let s3 = c.s3_client();
+    // Fixed bucket names: the bench owns its cluster.
+    s3.create_bucket()
+        .bucket("rss-one")
+        .send()
+        .await
+        .context("CreateBucket rss-one")?;
+    c.put_lifecycle_xml("rss-one", &lifecycle(&days_rule("all", "", 30)))
+        .await?;
+    let many: Vec<String> = (0..MANY_BUCKETS)
+        .map(|b| format!("rss-many-{b:03}"))
+        .collect();
+    let rules: String = (0..RULES_PER_BUCKET)
+        .map(|p| days_rule(&format!("p{p}"), &format!("p{p}/"), 30))
+        .collect();
+    for b in &many {
+        s3.create_bucket()
+            .bucket(b)
+            .send()
+            .await
+            .with_context(|| format!("CreateBucket {b}"))?;
+        c.put_lifecycle_xml(b, &lifecycle(&rules)).await?;
+    }
+    // The template: a real PUT's entry.
+    common::put(&s3, "rss-one", "template", &[b'x'; 100], None).await;
+    let template = c
+        .lookup_entry(&format!("{}/rss-one", c.buckets_root()), "template")
+        .await?
+        .context("the template object's entry is missing")?;
+    let many_arg = many.join(",");
+    let variants: [(&'static str, &str); 2] = [("1 rule", "rss-one"), ("1,000 rules", &many_arg)];
+    // One cursor directory per (variant, size), created before the fixture.
+    let dir = |v: usize, size: usize| format!("/etc/s3/rss-bench/v{v}-{size}");
+    for &size in &k.sizes {
+        for (v, (_, buckets)) in variants.iter().enumerate() {
+            pass(c, buckets, &dir(v, size))?;
+        }
+    }
+    let mut rows = Vec::new();
+    let mut seeded = 0;
+    for &size in &k.sizes {
+        seed(c, &template, seeded, size, k.in_flight).await?;
+        seeded = size;
+        for (v, (name, buckets)) in variants.iter().enumerate() {
+            let (rss_kib, json) = pass(c, buckets, &dir(v, size))?;
+            let row = Row {
+                variant: name,
+                size,
+                rss_kib,
+                events_read: json["replay"]["events_read"].as_i64().unwrap_or(-1),
+                pass_ms: json["duration_ms"].as_f64().unwrap_or(f64::NAN),
+            };
+            eprintln!(
+                "  {name} at {size}: peak RSS {} KiB, events_read {}, {:.0} ms, matches {} pending {}",
+                row.rss_kib,
+                row.events_read,
+                row.pass_ms,
+                json["totals"]["matches"],
+                json["totals"]["pending"]
+            );
+            rows.push(row);
+        }
+    }
+    Ok(rows)
+}
+
+fn main() -> anyhow::Result<()> {
+    // `cargo bench` passes `--bench`; nothing to parse.
+    let k = knobs()?;
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("building the tokio runtime")?;
+    let rows = rt.block_on(run(&k))?;
+    println!();
+    println!("rss bench: peak RSS of one run-once pass reading the fixture (nothing due)");
+    println!(
+        "{:<12} | {:>9} | {:>11} | {:>9} | {:>8} | ratio to {}",
+        "variant", "events", "events_read", "peak MiB", "pass ms", k.sizes[0]
+    );
+    for r in &rows {
+        let base = rows
+            .iter()
+            .find(|b| b.variant == r.variant)
+            .map_or(r.rss_kib, |b| b.rss_kib);
+        println!(
+            "{:<12} | {:>9} | {:>11} | {:>9.1} | {:>8.0} | {:.3}",
+            r.variant,
+            r.size,
+            r.events_read,
+            r.rss_kib as f64 / 1024.0,
+            r.pass_ms,
+            r.rss_kib as f64 / base as f64
+        );
+    }
+    Ok(())
+}
