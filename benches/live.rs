@@ -15,8 +15,15 @@
 //! deletes run, default 10000), `LIVE_BENCH_RUNS` (runs per figure, default 3),
 //! `LIVE_BENCH_MIN_AGE_S` (how old the replayed events must be before the
 //! reader figure, default 130: the filer batches only events older than ~2 min).
+//! `LIVE_BENCH_WINDOW` (events in the window fixture of rows (a)–(d),
+//! default 1000000; 0 skips them), `LIVE_BENCH_MIXED` (new events and due
+//! objects of the mixed day, default 50000), `LIVE_BENCH_CLASSIC` (0 skips the
+//! reader/lister/scan/deletes rows below, default 1).
 //! `LIVE_BENCH_EVENTS=2000 LIVE_BENCH_DUE=500 LIVE_BENCH_RUNS=1
-//! LIVE_BENCH_MIN_AGE_S=0 cargo test --bench live` is a quick debug-build smoke run.
+//! LIVE_BENCH_MIN_AGE_S=0 LIVE_BENCH_WINDOW=3000 LIVE_BENCH_MIXED=300
+//! cargo test --bench live` is a quick debug-build smoke run. The issue-9
+//! figures alone, at scale: `LIVE_BENCH_CLASSIC=0 LIVE_BENCH_RUNS=1 cargo
+//! bench --bench live` (seeds 1 M objects through the filer's CreateEntry).
 //!
 //! What each row means (all medians of `LIVE_BENCH_RUNS` runs):
 //! - **reader**: events/s of `seaweed::metalog::MetaLogReader` replaying the
@@ -44,6 +51,27 @@
 //!   runs set `pass.meta_log_retention` to 10 years, as Go assumes an unbounded
 //!   log: the default probe sees a minutes-old log on a fresh cluster and would
 //!   (rightly) serve the `Days 1` rule by walking instead of replaying.
+//!
+//! - **window rows (issue 9)**, on one bucket with a 30-day rule on
+//!   everything and a 3-day rule on `d/`, `LIVE_BENCH_WINDOW` events (the
+//!   first `LIVE_BENCH_MIXED` under `d/`) written after both services'
+//!   cursors exist, then left to age `LIVE_BENCH_MIN_AGE_S` (and past the
+//!   reorder margin, with a marker event elsewhere):
+//!   - **(d) scan rate**: our pass at the real now must read every event
+//!     (all new); events/s by its own `duration_ms`, next to the Go pass from
+//!     its saved cursors (events in its window / its `daily_run` duration),
+//!     and next to our bare reader over the same events;
+//!   - **(a) steady pass**: ours at `--now` +2 d from the cursors (d) left,
+//!     nothing due: events read and duration; Go from the cursors its own
+//!     pass left (before its first pending match: it reads the whole window);
+//!     the ratio is Go's time over ours;
+//!   - **(b) mixed day**: `LIVE_BENCH_MIXED` new objects under `n/`, then ours
+//!     at `--now` +5 d (the `d/` objects due: all deleted), once; Go from the
+//!     same cursors reads the window and the new events but deletes nothing
+//!     (it has no `--now`), so its time is a lower bound;
+//!   - **(c) walk**: the rule replaced by a never-due Expiration Date (walked
+//!     every pass by both); objects / pass duration, ours (fresh cursor dir,
+//!     one listing) vs Go (its walk lists the bucket once per shard).
 //!
 //! The box is small and shared: figures vary by up to 2× between runs
 //! (docs/baselines.md#reading-the-figures). Compare the ratios, measured back to back.
@@ -723,7 +751,7 @@ async fn seed_filer(c: &Cluster, bucket: &str, prefix: &str, n: usize) -> anyhow
     template.content = BODY.to_vec();
     let client = c.filer_client().await?;
     let keys = keys(prefix, n);
-    futures::stream::iter(keys.into_iter())
+    futures::stream::iter(keys)
         .map(|key| {
             let mut client = client.clone();
             let mut e = template.clone();

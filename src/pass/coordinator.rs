@@ -1257,7 +1257,7 @@ impl Driver {
             let mut events = match self.port.subscribe(since, until).await {
                 Ok(s) => s,
                 Err(e) => {
-                    self.flush_all(&mut out).await;
+                    self.deliver_all(&mut out).await;
                     return (None, not_routed, Some(e));
                 }
             };
@@ -1307,7 +1307,7 @@ impl Driver {
                 let ev = match ev {
                     Ok(ev) => ev,
                     Err(e) => {
-                        self.flush_all(&mut out).await;
+                        self.deliver_all(&mut out).await;
                         return (None, not_routed, Some(e));
                     }
                 };
@@ -1340,7 +1340,7 @@ impl Driver {
         }
         // Normal end or a stop: every event read so far reaches its shard
         // before `stream_end` (the last one read) is reported.
-        self.flush_all(&mut out).await;
+        self.deliver_all(&mut out).await;
         read.batches = out.values().map(|o| o.sent).sum();
         (last_ts, not_routed, None)
     }
@@ -1355,10 +1355,20 @@ impl Driver {
         if ob.events.is_empty() {
             return;
         }
+        // One batch in flight per shard: the shard processes it while the
+        // driver reads and routes the next, and the next goes only once the
+        // previous one was answered (its queue fit the window). So each shard
+        // gets its batches in log order, and the read still stops when a
+        // shard's window is full.
+        if let Some(prev) = ob.in_flight.take() {
+            let _ = prev.await;
+        }
         let events = std::mem::replace(&mut ob.events, Vec::with_capacity(REPLAY_BATCH));
         if let Some((addr, _, _)) = self.shards.get(&shard) {
             ob.sent += 1;
-            let _ = addr.send(ReplayBatch { events }).await;
+            // Spawned so it is polled (a full mailbox delivers it only when
+            // polled) even while the driver waits on the stream.
+            ob.in_flight = Some(tokio::spawn(addr.send(ReplayBatch { events })));
         }
     }
 
@@ -1366,6 +1376,14 @@ impl Driver {
     /// gets its batches one after another, in log order.
     async fn flush_all(&self, out: &mut HashMap<u8, Outbox>) {
         futures::future::join_all(out.iter_mut().map(|(&s, ob)| self.flush(s, ob))).await;
+    }
+
+    /// Delivers every buffered event and waits until every shard answered
+    /// its last batch: what was read has reached the shards.
+    async fn deliver_all(&self, out: &mut HashMap<u8, Outbox>) {
+        self.flush_all(out).await;
+        let answers = out.values_mut().filter_map(|ob| ob.in_flight.take());
+        futures::future::join_all(answers).await;
     }
 }
 
@@ -1388,6 +1406,8 @@ struct Outbox {
     seen: Vec<(String, u64)>,
     /// Batches sent so far (the pass report's `replay.batches`).
     sent: u64,
+    /// The last batch sent, until the shard answers it.
+    in_flight: Option<tokio::task::JoinHandle<Result<(), MailboxError>>>,
 }
 
 impl Outbox {
