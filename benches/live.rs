@@ -15,8 +15,15 @@
 //! deletes run, default 10000), `LIVE_BENCH_RUNS` (runs per figure, default 3),
 //! `LIVE_BENCH_MIN_AGE_S` (how old the replayed events must be before the
 //! reader figure, default 130: the filer batches only events older than ~2 min).
+//! `LIVE_BENCH_WINDOW` (events in the window fixture of rows (a)–(d),
+//! default 1000000; 0 skips them), `LIVE_BENCH_MIXED` (new events and due
+//! objects of the mixed day, default 50000), `LIVE_BENCH_CLASSIC` (0 skips the
+//! reader/lister/scan/deletes rows below, default 1).
 //! `LIVE_BENCH_EVENTS=2000 LIVE_BENCH_DUE=500 LIVE_BENCH_RUNS=1
-//! LIVE_BENCH_MIN_AGE_S=0 cargo test --bench live` is a quick debug-build smoke run.
+//! LIVE_BENCH_MIN_AGE_S=0 LIVE_BENCH_WINDOW=3000 LIVE_BENCH_MIXED=300
+//! cargo test --bench live` is a quick debug-build smoke run. The issue-9
+//! figures alone, at scale: `LIVE_BENCH_CLASSIC=0 LIVE_BENCH_RUNS=1 cargo
+//! bench --bench live` (seeds 1 M objects through the filer's CreateEntry).
 //!
 //! What each row means (all medians of `LIVE_BENCH_RUNS` runs):
 //! - **reader**: events/s of `seaweed::metalog::MetaLogReader` replaying the
@@ -45,6 +52,27 @@
 //!   log: the default probe sees a minutes-old log on a fresh cluster and would
 //!   (rightly) serve the `Days 1` rule by walking instead of replaying.
 //!
+//! - **window rows (issue 9)**, on one bucket with a 30-day rule on
+//!   everything and a 3-day rule on `d/`, `LIVE_BENCH_WINDOW` events (the
+//!   first `LIVE_BENCH_MIXED` under `d/`) written after both services'
+//!   cursors exist, then left to age `LIVE_BENCH_MIN_AGE_S` (and past the
+//!   reorder margin, with a marker event elsewhere):
+//!   - **(d) scan rate**: our pass at the real now must read every event
+//!     (all new); events/s by its own `duration_ms`, next to the Go pass from
+//!     its saved cursors (events in its window / its `daily_run` duration),
+//!     and next to our bare reader over the same events;
+//!   - **(a) steady pass**: ours at `--now` +2 d from the cursors (d) left,
+//!     nothing due: events read and duration; Go from the cursors its own
+//!     pass left (before its first pending match: it reads the whole window);
+//!     the ratio is Go's time over ours;
+//!   - **(b) mixed day**: `LIVE_BENCH_MIXED` new objects under `n/`, then ours
+//!     at `--now` +5 d (the `d/` objects due: all deleted), once; Go from the
+//!     same cursors reads the window and the new events but deletes nothing
+//!     (it has no `--now`), so its time is a lower bound;
+//!   - **(c) walk**: the rule replaced by a never-due Expiration Date (walked
+//!     every pass by both); objects / pass duration, ours (fresh cursor dir,
+//!     one listing) vs Go (its walk lists the bucket once per shard).
+//!
 //! The box is small and shared: figures vary by up to 2× between runs
 //! (docs/baselines.md#reading-the-figures). Compare the ratios, measured back to back.
 
@@ -57,7 +85,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, anyhow, bail};
 use common::{BIN, Cluster, cluster, keys, now_ns};
-use futures::StreamExt;
+use futures::{StreamExt, TryStreamExt};
 use s3_lifecycled::pb::filer_pb::Entry;
 use s3_lifecycled::seaweed::filer::FilerClient;
 use s3_lifecycled::seaweed::lister::list_bucket;
@@ -82,6 +110,12 @@ struct Knobs {
     due: usize,
     runs: usize,
     min_age: Duration,
+    /// Run the reader/lister/scan/deletes rows (`LIVE_BENCH_CLASSIC`, 1).
+    classic: bool,
+    /// Events in the window fixture (`LIVE_BENCH_WINDOW`; 0 skips its rows).
+    window: usize,
+    /// New events and due objects of the mixed day (`LIVE_BENCH_MIXED`).
+    mixed: usize,
 }
 
 fn env_num(name: &str, default: u64) -> anyhow::Result<u64> {
@@ -101,6 +135,9 @@ impl Knobs {
             due: env_num("LIVE_BENCH_DUE", 10_000)?.max(1) as usize,
             runs: env_num("LIVE_BENCH_RUNS", 3)?.max(1) as usize,
             min_age: Duration::from_secs(env_num("LIVE_BENCH_MIN_AGE_S", 130)?),
+            classic: env_num("LIVE_BENCH_CLASSIC", 1)? != 0,
+            window: env_num("LIVE_BENCH_WINDOW", 1_000_000)? as usize,
+            mixed: env_num("LIVE_BENCH_MIXED", 50_000)?.max(1) as usize,
         })
     }
 }
@@ -188,12 +225,25 @@ impl Ours {
 }
 
 fn run_ours(c: &Cluster, bucket: &str, cursor_dir: &str) -> anyhow::Result<Ours> {
+    run_ours_at(c, bucket, cursor_dir, None)
+}
+
+/// [`run_ours`] with `--now` (ns) when given: time travel, never sleeps.
+fn run_ours_at(
+    c: &Cluster,
+    bucket: &str,
+    cursor_dir: &str,
+    now: Option<i64>,
+) -> anyhow::Result<Ours> {
     let mut cmd = Command::new(BIN);
     cmd.arg("run-once")
         .args(["--filer", &c.filer_grpc_addr().to_string()])
         .args(["--s3-grpc", &c.s3_grpc_addr().to_string()])
         .args(["--buckets", bucket, "--json"])
         .stdin(Stdio::null());
+    if let Some(n) = now {
+        cmd.args(["--now", &common::rfc3339(n)]);
+    }
     // Inherited overrides would silently change what is measured.
     for (k, _) in std::env::vars() {
         if k.starts_with("S3_LIFECYCLED__") {
@@ -420,6 +470,18 @@ async fn run(k: &Knobs) -> anyhow::Result<Vec<Row>> {
         c.s3_grpc_addr(),
         c.weed_bin.display()
     );
+    let mut rows = Vec::new();
+    if k.classic {
+        rows.extend(classic_rows(c, k).await?);
+    }
+    if k.window > 0 {
+        rows.extend(window_rows(c, k).await?);
+    }
+    Ok(rows)
+}
+
+/// The reader, lister, nothing-due scan and deletes rows.
+async fn classic_rows(c: &Cluster, k: &Knobs) -> anyhow::Result<Vec<Row>> {
     let mut rows = Vec::new();
 
     // --- Fixture for the scan, reader and lister figures (first, so the Go
@@ -649,5 +711,286 @@ async fn run(k: &Knobs) -> anyhow::Result<Vec<Row>> {
         ratio: ratio(k.due as f64 / op, k.due as f64 / gp),
         runs: "ours duration_ms vs Go daily_run duration".into(),
     });
+    Ok(rows)
+}
+
+/// The window fixture: one 30-day rule over the bucket and a 3-day rule on
+/// `d/` (the mixed day's due objects).
+const WINDOW_XML: &[u8] = b"<LifecycleConfiguration>\
+<Rule><ID>all30</ID><Status>Enabled</Status><Filter><Prefix></Prefix></Filter>\
+<Expiration><Days>30</Days></Expiration></Rule>\
+<Rule><ID>due3</ID><Status>Enabled</Status><Filter><Prefix>d/</Prefix></Filter>\
+<Expiration><Days>3</Days></Expiration></Rule></LifecycleConfiguration>";
+/// The walk row's rule: walker-only (Expiration Date), never due.
+const WALK_XML: &[u8] = b"<LifecycleConfiguration><Rule><ID>walk2099</ID>\
+<Status>Enabled</Status><Filter><Prefix></Prefix></Filter>\
+<Expiration><Date>2099-01-01T00:00:00Z</Date></Expiration></Rule></LifecycleConfiguration>";
+/// CreateEntry calls in flight while seeding through the filer.
+const FILER_SEED_IN_FLIGHT: usize = 64;
+const DAY_NS: i64 = 86_400_000_000_000;
+
+/// Creates `n` objects `{prefix}{i:06}` of 100 bytes through the filer's
+/// CreateEntry (far faster than S3 PUTs at a million objects): each a copy of
+/// one object PUT through S3 (same attributes and extended keys), with a
+/// fresh mtime and the body inline. One meta-log create event each.
+async fn seed_filer(c: &Cluster, bucket: &str, prefix: &str, n: usize) -> anyhow::Result<()> {
+    use s3_lifecycled::pb::filer_pb::CreateEntryRequest;
+    let t = Instant::now();
+    let template_key = format!("{prefix}template");
+    c.put_objects_bulk(bucket, std::slice::from_ref(&template_key), BODY)
+        .await?;
+    let (dir, name) = template_key.rsplit_once('/').unwrap_or(("", &template_key));
+    let dir = format!("/buckets/{bucket}/{dir}")
+        .trim_end_matches('/')
+        .to_string();
+    let mut template = c
+        .lookup_entry(&dir, name)
+        .await?
+        .ok_or_else(|| anyhow!("seed template {dir}/{name} missing after its PUT"))?;
+    template.chunks.clear();
+    template.content = BODY.to_vec();
+    let client = c.filer_client().await?;
+    let keys = keys(prefix, n);
+    futures::stream::iter(keys)
+        .map(|key| {
+            let mut client = client.clone();
+            let mut e = template.clone();
+            let dir = dir.clone();
+            async move {
+                e.name = key.rsplit('/').next().unwrap_or(&key).to_string();
+                let now_s = now_ns() / 1_000_000_000;
+                if let Some(a) = e.attributes.as_mut() {
+                    a.mtime = now_s;
+                    a.crtime = now_s;
+                    a.file_size = BODY.len() as u64;
+                }
+                let r = client
+                    .create_entry(CreateEntryRequest {
+                        directory: dir.clone(),
+                        entry: Some(e),
+                        ..Default::default()
+                    })
+                    .await
+                    .map_err(|s| anyhow!("CreateEntry {dir}/{key}: {s}"))?
+                    .into_inner();
+                if !r.error.is_empty() {
+                    bail!("CreateEntry {dir}/{key}: {}", r.error);
+                }
+                Ok(())
+            }
+        })
+        .buffer_unordered(FILER_SEED_IN_FLIGHT)
+        .try_for_each(|()| async { Ok(()) })
+        .await?;
+    let el = t.elapsed().as_secs_f64();
+    eprintln!(
+        "  fixture: {n} CreateEntry into {bucket}/{prefix} in {el:.1}s ({:.0}/s)",
+        n as f64 / el
+    );
+    Ok(())
+}
+
+/// `replay.events_read` of one of our passes.
+fn events_read(r: &Ours) -> u64 {
+    r.json["replay"]["events_read"].as_u64().unwrap_or(0)
+}
+
+/// Go time / our time, as the speed-up.
+fn speedup(ours_s: f64, go_s: f64) -> String {
+    if ours_s > 0.0 && go_s.is_finite() {
+        format!("{:.1}x", go_s / ours_s)
+    } else {
+        "n/a".into()
+    }
+}
+
+/// One Go pass from `saved` cursors: (events in its window, pass seconds).
+async fn go_pass_from(c: &Cluster, saved: &[Entry]) -> anyhow::Result<(u64, f64, f64)> {
+    restore_go_cursors(c, saved).await?;
+    let started = now_ns();
+    let (n, _) = replay_count(c, go_since(saved)?, started).await?;
+    let g = run_go(c)?;
+    let pass = g.pass.map_or(f64::NAN, |d| d.as_secs_f64());
+    eprintln!(
+        "  Go: {n} events in its window, pass {pass:.3}s (wall {:.3}s)",
+        g.wall.as_secs_f64()
+    );
+    Ok((n, pass, g.wall.as_secs_f64()))
+}
+
+/// Rows (a)–(d) of issue 9 on one bucket of `LIVE_BENCH_WINDOW` events:
+/// scan rate of a pass that must read everything (vs Go and our bare
+/// reader), the steady pass at +2 d, the mixed day at +5 d, the walk.
+async fn window_rows(c: &Cluster, k: &Knobs) -> anyhow::Result<Vec<Row>> {
+    let mut rows = Vec::new();
+    let n = k.window;
+    let m = k.mixed.min(n / 2).max(1);
+    eprintln!("window fixture: {n} events ({m} under d/), then {m} new");
+    let w = c.new_bucket("bench-window").await?;
+    c.put_lifecycle_xml(&w, WINDOW_XML).await?;
+    let mut dirs = Vec::new();
+    for i in 0..k.runs {
+        let dir = format!("/etc/s3/lifecycle/bench-{w}-{i}");
+        run_ours(c, &w, &dir).context("seeding our cursor dir")?;
+        dirs.push(dir);
+    }
+    run_go(c).context("seeding the Go cursors")?;
+    let go_before = save_go_cursors(c).await?;
+    let start = now_ns();
+    seed_filer(c, &w, "d/", m - 1).await?;
+    seed_filer(c, &w, "w/", n - m - 1).await?;
+    let end = now_ns();
+    // The events must be old enough to come batched from the persisted log,
+    // and a pass keeps its progress 5 s (the reorder margin) behind the
+    // newest event it read: a marker written after that, outside the bucket,
+    // lets the steady pass start after the fixture (docs/due-index.md#reading).
+    let settle = k.min_age.max(Duration::from_secs(6));
+    let age = Duration::from_nanos((now_ns() - end).max(0) as u64);
+    if age < settle {
+        let wait = settle - age;
+        eprintln!("window: waiting {wait:?} (batched log, reorder margin)");
+        tokio::time::sleep(wait).await;
+    }
+    let marker = c.new_bucket("bench-marker").await?;
+    c.put_objects_bulk(&marker, &["marker".to_string()], BODY)
+        .await?;
+
+    // --- (d) reader, then the scan rate of a pass that must read everything.
+    let mut reader = vec![];
+    for _ in 0..k.runs {
+        let t = Instant::now();
+        let (ev, resp) = replay_count(c, start, end).await?;
+        let el = t.elapsed().as_secs_f64();
+        eprintln!("  reader: {ev} events in {resp} responses, {el:.3}s");
+        reader.push(ev as f64 / el);
+    }
+    let (mut ours_rate, mut ours_pass, mut go_rate, mut go_pass) = (vec![], vec![], vec![], vec![]);
+    let (mut ours_ev, mut go_ev) = (0, 0);
+    for dir in &dirs {
+        let r = run_ours(c, &w, dir)?;
+        if r.done() != 0 || events_read(&r) < n as u64 {
+            bail!("the scan pass deleted or missed something: {}", r.json);
+        }
+        ours_ev = events_read(&r);
+        let pass = r.pass_ms() / 1e3;
+        eprintln!(
+            "  ours: {ours_ev} events, pass {pass:.3}s, {} batches",
+            r.json["replay"]["batches"]
+        );
+        ours_rate.push(ours_ev as f64 / pass);
+        ours_pass.push(pass);
+        let (gn, gp, _) = go_pass_from(c, &go_before).await?;
+        go_ev = gn;
+        go_rate.push(gn as f64 / gp);
+        go_pass.push(gp);
+    }
+    let (o, g, rd) = (median(ours_rate), median(go_rate), median(reader.clone()));
+    rows.push(Row {
+        what: format!("(d) scan rate, pass reads everything (ours {ours_ev} ev, Go {go_ev} ev)"),
+        ours: format!("{o:.0} ev/s"),
+        baseline: format!("Go same run {g:.0} ev/s (pass-internal times)"),
+        ratio: ratio(o, g),
+        runs: format!(
+            "pass ours {} | Go {}",
+            runs_text(&ours_pass, "s"),
+            runs_text(&go_pass, "s")
+        ),
+    });
+    rows.push(Row {
+        what: "(d) scan rate vs our bare reader (same events)".into(),
+        ours: format!("{o:.0} ev/s"),
+        baseline: format!("reader {rd:.0} ev/s"),
+        ratio: ratio(o, rd),
+        runs: format!("reader {}", runs_text(&reader, " ev/s")),
+    });
+
+    // --- (a) steady pass at +2 d: nothing due. Go's cursors are where its
+    // own last pass left them (before the first pending match).
+    let go_after = save_go_cursors(c).await?;
+    let t2 = now_ns() + 2 * DAY_NS;
+    let (mut ours_s, mut ours_read, mut go_s) = (vec![], 0, vec![]);
+    for dir in &dirs {
+        let r = run_ours_at(c, &w, dir, Some(t2))?;
+        if r.done() != 0 {
+            bail!("the steady pass deleted something: {}", r.json);
+        }
+        ours_read = events_read(&r);
+        ours_s.push(r.pass_ms() / 1e3);
+        eprintln!(
+            "  ours steady: {ours_read} events read, pass {:.3}s",
+            r.pass_ms() / 1e3
+        );
+        let (gn, gp, _) = go_pass_from(c, &go_after).await?;
+        go_ev = gn;
+        go_s.push(gp);
+    }
+    let (o, g) = (median(ours_s.clone()), median(go_s.clone()));
+    rows.push(Row {
+        what: format!("(a) steady pass +2d, {n} ev window, nothing due"),
+        ours: format!("{ours_read} ev read, {o:.3}s"),
+        baseline: format!("Go same data {go_ev} ev, {g:.3}s"),
+        ratio: speedup(o, g),
+        runs: format!(
+            "less time than Go; pass ours {} | Go {}",
+            runs_text(&ours_s, "s"),
+            runs_text(&go_s, "s")
+        ),
+    });
+
+    // --- (b) mixed day at +5 d: m new events, the m objects under d/ due.
+    seed_filer(c, &w, "n/", m).await?;
+    let t5 = now_ns() + 5 * DAY_NS;
+    let r = run_ours_at(c, &w, &dirs[0], Some(t5))?;
+    let due = m as u64;
+    if r.done() != due {
+        bail!(
+            "the mixed-day pass deleted {} of {due}: {}",
+            r.done(),
+            r.json
+        );
+    }
+    let (o, read) = (r.pass_ms() / 1e3, events_read(&r));
+    eprintln!(
+        "  ours mixed: {read} events read, {} deleted, pass {o:.3}s",
+        r.done()
+    );
+    let (gn, gp, _) = go_pass_from(c, &go_after).await?;
+    rows.push(Row {
+        what: format!("(b) mixed day +5d: {m} new events, {m} due"),
+        ours: format!("{read} ev read, {} del, {o:.3}s", r.done()),
+        baseline: format!("Go same data {gn} ev, {gp:.3}s (reads only: its clock is real)"),
+        ratio: speedup(o, gp),
+        runs: "one run (the deletes happen once); less time than Go".into(),
+    });
+
+    // --- (c) walk: a walker-only rule (never due) over the whole bucket.
+    c.put_lifecycle_xml(&w, WALK_XML).await?;
+    // w/: n − m objects, n/: m + 1 (its template); d/ was deleted.
+    let objects = n + 1;
+    let (mut ours_w, mut go_w) = (vec![], vec![]);
+    for i in 0..k.runs {
+        let r = run_ours(c, &w, &format!("/etc/s3/lifecycle/bench-{w}-walk-{i}"))?;
+        let pass = r.pass_ms() / 1e3;
+        eprintln!("  ours walk: pass {pass:.3}s, {} deleted", r.done());
+        ours_w.push(pass);
+        let g = run_go(c)?;
+        let gp = g.pass.map_or(f64::NAN, |d| d.as_secs_f64());
+        eprintln!("  Go walk: pass {gp:.3}s");
+        go_w.push(gp);
+    }
+    let (o, g) = (median(ours_w.clone()), median(go_w.clone()));
+    let (or, gr) = (objects as f64 / o, objects as f64 / g);
+    rows.push(Row {
+        what: format!("(c) walk, {objects}-object bucket"),
+        ours: format!("{or:.0} entries/s"),
+        baseline: format!("Go same bucket {gr:.0} entries/s"),
+        ratio: ratio(or, gr),
+        runs: format!(
+            "pass ours {} | Go {}",
+            runs_text(&ours_w, "s"),
+            runs_text(&go_w, "s")
+        ),
+    });
+    drop_lifecycle(c, &w).await?;
     Ok(rows)
 }

@@ -107,3 +107,56 @@ async fn bad_flags_exit_2_naming_the_flag() {
     assert_eq!(out.code, 2, "{}", out.describe());
     assert!(out.stderr.contains("--now"), "{}", out.describe());
 }
+
+/// Issue 9 (scan rate): the replay fan-out sent one actor message per event and
+/// awaited each, which held a pass that must read everything below the Go
+/// worker's rate. Events now reach their shard in batches (docs/meta-log.md#replay-batches):
+/// far fewer messages than events, and still every event processed in order,
+/// every due match deleted once, nothing re-sent.
+#[tokio::test(flavor = "multi_thread")]
+async fn replay_fan_out_sends_batches_not_one_message_per_event() {
+    const N: usize = 3_000;
+    let c = cluster();
+    let s3 = c.s3_client();
+    let b = c.new_bucket("pass-batched").await.unwrap();
+    c.put_lifecycle_xml(&b, &lifecycle(&days_rule("d1", "", 1)))
+        .await
+        .unwrap();
+    let scope = Scope::new(&[&b]);
+    // Cold start of the empty bucket: from here on, replay serves it.
+    let r0 = run(&scope, None, &[]).await;
+    assert_eq!(r0.v["outcome"], "completed", "{}", r0.context());
+    c.put_objects_bulk(&b, &keys("o/", N), b"x").await.unwrap();
+
+    // 60 s later (1 day = 10 s) every object is due; replay finds them all.
+    let later = now_ns() + 60 * SEC_NS;
+    let r1 = run(&scope, Some(later), &[]).await;
+    assert_eq!(r1.v["outcome"], "completed", "{}", r1.context());
+    assert_eq!(r1.v["totals"]["deletes"]["DONE"], N, "{}", r1.context());
+    let read = r1.v["replay"]["events_read"].as_u64().unwrap();
+    let scanned = r1.v["totals"]["events_scanned"].as_u64().unwrap();
+    let batches = r1.v["replay"]["batches"]
+        .as_u64()
+        .unwrap_or_else(|| panic!("replay.batches missing: {}", r1.context()));
+    assert!(
+        scanned >= N as u64 && read >= scanned,
+        "every event of the bucket reached its shard: read {read}, scanned {scanned}\n{}",
+        r1.context()
+    );
+    assert!(
+        batches > 0 && batches * 10 <= scanned,
+        "{scanned} events went to the shards in {batches} messages; one per event is the bug\n{}",
+        r1.context()
+    );
+    assert_eq!(count_objects(&s3, &b).await, 0);
+
+    // Nothing is re-sent by a later pass over the same window.
+    let r2 = run(&scope, Some(later), &[]).await;
+    let sent: u64 = r2.v["totals"]["deletes"]
+        .as_object()
+        .unwrap()
+        .values()
+        .map(|v| v.as_u64().unwrap())
+        .sum();
+    assert_eq!(sent, 0, "{}", r2.context());
+}

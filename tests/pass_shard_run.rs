@@ -18,8 +18,8 @@ use s3_lifecycled::engine::{CallResult, DeleteOutcome};
 use s3_lifecycled::lifecycle::FlatRule;
 use s3_lifecycled::pass::plan::{PassPlan, RecoveryReason};
 use s3_lifecycled::pass::shard_run::{
-    DeleteTicket, LookupAnswer, ShardOutcome, ShardRun, Work, coverage_walkers, plan_shard,
-    progress_key, replay_matches,
+    DeleteTicket, LookupAnswer, ReplayItem, ShardOutcome, ShardRun, Work, coverage_walkers,
+    plan_shard, progress_key, replay_matches,
 };
 use s3_lifecycled::pb::filer_pb::{Entry, FuseAttributes};
 use s3_lifecycled::status::MatchDecision;
@@ -220,6 +220,103 @@ fn unresolved_outcome_halts_only_new_work_and_blocks_the_cursor() {
     assert_eq!(
         c.buckets["b"].halted.as_deref(),
         Some("RETRY_LATER b/k1: busy")
+    );
+}
+
+/// Issue 9 (scan rate): the coordinator now hands a shard its events in
+/// batches. A batch is exactly the same events one by one: same sends, same
+/// report, same cursor.
+#[test]
+fn replay_batch_is_the_same_as_its_events_one_by_one() {
+    let (_, cursor) = steady(100 * S);
+    let p = plan(200 * S);
+    let items: Vec<ReplayItem> = (0..40)
+        .map(|i| {
+            let ts = 100 * S + i * S;
+            let due = if i % 3 == 0 { 300 * S } else { ts + 10 * S };
+            ReplayItem {
+                ts,
+                matches: vec![action_match(&p, &format!("k{i:02}"), due)],
+                skipped_no_mtime: i % 7 == 0,
+            }
+        })
+        .collect();
+    let drive = |batched: bool| {
+        let mut run = ShardRun::new(0, p.clone(), Some(cursor.clone()), 8);
+        run.start_replay();
+        if batched {
+            for chunk in items.chunks(16) {
+                run.replay_batch(chunk);
+            }
+        } else {
+            for it in &items {
+                run.skipped_no_mtime(u64::from(it.skipped_no_mtime));
+                run.replay_event(it.ts, &it.matches);
+            }
+        }
+        let mut sent = Vec::new();
+        loop {
+            let batch = run.next_sends();
+            if batch.is_empty() {
+                break;
+            }
+            for (w, t) in batch {
+                let Work::Delete(req) = w else { panic!() };
+                sent.push(format!("{req:?}"));
+                run.outcome(&req, t, &ok());
+            }
+        }
+        let (rep, cursor) = run.finish(Some(200 * S));
+        (sent, format!("{rep:?}"), cursor)
+    };
+    let one = drive(false);
+    let batched = drive(true);
+    assert_eq!(one.0.len(), 26, "the 26 due matches are sent");
+    assert_eq!(one, batched);
+}
+
+/// A halt takes effect at the next batch as it did at the next event: the
+/// batch's events are counted, nothing of it is sent, and the cursor stays
+/// before the unresolved event.
+#[test]
+fn batch_after_a_halt_sends_nothing_and_keeps_the_cursor_before_the_halt() {
+    let (_, cursor) = steady(100 * S);
+    let p = plan(200 * S);
+    let mut run = ShardRun::new(0, p.clone(), Some(cursor), 8);
+    run.start_replay();
+    let first = ReplayItem {
+        ts: 100 * S,
+        matches: vec![action_match(&p, "k0", 110 * S)],
+        skipped_no_mtime: false,
+    };
+    run.replay_batch(std::slice::from_ref(&first));
+    let (w, t) = run.next_sends().pop().unwrap();
+    let Work::Delete(req) = w else { panic!() };
+    assert!(run.outcome(&req, t, &retry_later()).is_some(), "halts");
+    let later: Vec<ReplayItem> = (1..5)
+        .map(|i| ReplayItem {
+            ts: 100 * S + i * S,
+            matches: vec![action_match(&p, &format!("k{i}"), 110 * S + i * S)],
+            skipped_no_mtime: false,
+        })
+        .collect();
+    run.replay_batch(&later);
+    assert!(
+        run.next_sends().is_empty(),
+        "halted: nothing of the batch is sent"
+    );
+    let (rep, cursor) = run.finish(Some(200 * S));
+    assert_eq!(rep.outcome, ShardOutcome::Halted);
+    assert_eq!(rep.counters.events_scanned, 5, "{rep:?}");
+    let prog = cursor.unwrap().buckets["b"]
+        .rules
+        .values()
+        .next()
+        .unwrap()
+        .clone();
+    assert!(
+        prog.ts < 100 * S,
+        "cursor stays before the halting event: {prog:?}"
     );
 }
 

@@ -451,6 +451,7 @@ pub fn report(r: &PassResult, run_id: &str, dry_run: bool, json_out: bool) -> i3
             "shards": shards,
             "replay": {
                 "events_read": r.replay.events_read,
+                "batches": r.replay.batches,
                 "ranges": r.replay.ranges.iter().map(|(a, b)| json!([a, b])).collect::<Vec<_>>(),
                 "read_ns": r.replay.span_ns(),
             },

@@ -15,7 +15,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use actix::prelude::*;
-use futures::StreamExt;
+use futures::{FutureExt as _, StreamExt};
 use tokio::sync::watch;
 use tracing::{Instrument as _, Span};
 
@@ -29,7 +29,7 @@ use crate::engine::safety::{CapBook, Held, HoldRecord, PauseRecord, Selection, g
 use crate::engine::{CallResult, RuleHash, shard_id};
 use crate::engine::{Nanos, SHARD_COUNT, Snapshot, route, walk};
 use crate::pass::actors::{
-    BeginPass, Drain, DrainTimedOut, Finish, ListingDone, ReadRanges, ReplayEvent, ShardActor,
+    BeginPass, Drain, DrainTimedOut, Finish, ListingDone, ReadRanges, ReplayBatch, ShardActor,
     ShardTelemetry, StartReplay, WalkBatch,
 };
 use crate::pass::dispatch::{DeleteDispatcher, DeletePort, Gate, Record, limiter};
@@ -37,7 +37,9 @@ use crate::pass::observe::PassObserver;
 use crate::pass::plan::{self, PassPlan, RuleChanges, live_actions};
 use crate::pass::ports::ClusterPort;
 use crate::pass::retry::{DRAIN_TIMEOUT, RetryPolicy, drain_bound};
-use crate::pass::shard_run::{self, ShardOutcome, ShardPlan, ShardReport, WalkRole, plan_shard};
+use crate::pass::shard_run::{
+    self, ReplayItem, ShardOutcome, ShardPlan, ShardReport, WalkRole, plan_shard,
+};
 use crate::seaweed::buckets::BucketError;
 use crate::status::{RunOutcome, ShardPhase};
 use crate::telemetry;
@@ -139,6 +141,9 @@ pub struct ReplayRead {
     pub ranges: Vec<(Nanos, Nanos)>,
     /// Events the subscriptions delivered (every bucket, routed or not).
     pub events_read: u64,
+    /// `ReplayBatch` messages those events reached the shards in (one per
+    /// shard per up to 512 events; docs/meta-log.md#replay-batches).
+    pub batches: u64,
 }
 
 impl ReplayRead {
@@ -1260,47 +1265,173 @@ impl Driver {
         let stop = halted(halt.clone());
         tokio::pin!(stop);
         let mut last_ts = None;
+        let mut out: HashMap<u8, Outbox> = self
+            .shards
+            .keys()
+            .map(|&s| (s, Outbox::default()))
+            .collect();
         'ranges: for &(since, until) in &ranges {
             let mut events = match self.port.subscribe(since, until).await {
                 Ok(s) => s,
-                Err(e) => return (None, not_routed, Some(e)),
+                Err(e) => {
+                    self.deliver_all(&mut out).await;
+                    return (None, not_routed, Some(e));
+                }
             };
             loop {
-                let ev = tokio::select! {
-                    biased;
-                    () = &mut stop => {
-                        tracing::info!("stop requested; meta-log replay ends early");
-                        break 'ranges;
+                // Checked before taking the next event: what was read is
+                // delivered (below), so `stream_end` stays the last event
+                // every shard got.
+                if halt.borrow().is_some() {
+                    tracing::info!("stop requested; meta-log replay ends early");
+                    break 'ranges;
+                }
+                // Take what the stream has ready. When it has nothing (the
+                // end of a response), give it REPLAY_LINGER: fresh events
+                // come one per response, and flushing after each would send
+                // one message per event again. Past that the stream is
+                // quiet: deliver what is buffered before waiting, so no
+                // event waits on the next one.
+                let ev = match events.next().now_or_never() {
+                    Some(ev) => ev,
+                    None => {
+                        let quick = tokio::select! {
+                            biased;
+                            () = &mut stop => {
+                                tracing::info!("stop requested; meta-log replay ends early");
+                                break 'ranges;
+                            }
+                            ev = events.next() => Some(ev),
+                            () = tokio::time::sleep(REPLAY_LINGER) => None,
+                        };
+                        match quick {
+                            Some(ev) => ev,
+                            None => {
+                                self.flush_all(&mut out).await;
+                                tokio::select! {
+                                    biased;
+                                    () = &mut stop => {
+                                        tracing::info!("stop requested; meta-log replay ends early");
+                                        break 'ranges;
+                                    }
+                                    ev = events.next() => ev,
+                                }
+                            }
+                        }
                     }
-                    ev = events.next() => ev,
                 };
                 let Some(ev) = ev else { break };
                 let ev = match ev {
                     Ok(ev) => ev,
-                    Err(e) => return (None, not_routed, Some(e)),
+                    Err(e) => {
+                        self.deliver_all(&mut out).await;
+                        return (None, not_routed, Some(e));
+                    }
                 };
                 read.events_read += 1;
                 last_ts = Some(ev.ts_ns);
                 let Some(routed) = route::route(view, &root, &ev) else {
                     continue;
                 };
-                let Some((addr, _, _)) = self.shards.get(&routed.shard) else {
+                let shard = routed.shard;
+                let Some(ob) = out.get_mut(&shard) else {
                     continue;
                 };
-                self.obs.board(|b| b.event(routed.shard, &routed.bucket));
+                ob.count(&routed.bucket);
                 if view.bucket(&routed.bucket).is_none() {
-                    *not_routed.entry(routed.shard).or_default() += 1;
+                    *not_routed.entry(shard).or_default() += 1;
                     continue;
                 }
-                let _ = addr
-                    .send(ReplayEvent {
-                        ts: ev.ts_ns,
-                        matches: routed.matches,
-                        skipped_no_mtime: routed.skipped_no_mtime,
-                    })
-                    .await;
+                ob.events.push(ReplayItem {
+                    ts: ev.ts_ns,
+                    matches: routed.matches,
+                    skipped_no_mtime: routed.skipped_no_mtime,
+                });
+                if ob.events.len() >= REPLAY_BATCH {
+                    self.flush(shard, ob).await;
+                }
             }
+            // Range end: the next range is later in the log; deliver this
+            // one's events first.
+            self.flush_all(&mut out).await;
         }
+        // Normal end or a stop: every event read so far reaches its shard
+        // before `stream_end` (the last one read) is reported.
+        self.deliver_all(&mut out).await;
+        read.batches = out.values().map(|o| o.sent).sum();
         (last_ts, not_routed, None)
+    }
+
+    /// Sends `shard` its buffered events as one [`ReplayBatch`] (awaited:
+    /// answered once the shard's queue fits its window, the replay's
+    /// backpressure) and the board its event counts.
+    async fn flush(&self, shard: u8, ob: &mut Outbox) {
+        for (bucket, n) in ob.seen.drain(..) {
+            self.obs.board(|b| b.events(shard, &bucket, n));
+        }
+        if ob.events.is_empty() {
+            return;
+        }
+        // One batch in flight per shard: the shard processes it while the
+        // driver reads and routes the next, and the next goes only once the
+        // previous one was answered (its queue fit the window). So each shard
+        // gets its batches in log order, and the read still stops when a
+        // shard's window is full.
+        if let Some(prev) = ob.in_flight.take() {
+            let _ = prev.await;
+        }
+        let events = std::mem::replace(&mut ob.events, Vec::with_capacity(REPLAY_BATCH));
+        if let Some((addr, _, _)) = self.shards.get(&shard) {
+            ob.sent += 1;
+            // Spawned so it is polled (a full mailbox delivers it only when
+            // polled) even while the driver waits on the stream.
+            ob.in_flight = Some(tokio::spawn(addr.send(ReplayBatch { events })));
+        }
+    }
+
+    /// [`Driver::flush`] for every shard, concurrently: each shard still
+    /// gets its batches one after another, in log order.
+    async fn flush_all(&self, out: &mut HashMap<u8, Outbox>) {
+        futures::future::join_all(out.iter_mut().map(|(&s, ob)| self.flush(s, ob))).await;
+    }
+
+    /// Delivers every buffered event and waits until every shard answered
+    /// its last batch: what was read has reached the shards.
+    async fn deliver_all(&self, out: &mut HashMap<u8, Outbox>) {
+        self.flush_all(out).await;
+        let answers = out.values_mut().filter_map(|ob| ob.in_flight.take());
+        futures::future::join_all(answers).await;
+    }
+}
+
+/// Events a shard receives per [`ReplayBatch`] at most. One actor round trip
+/// per event capped the pass's scan rate below the Go worker's (issue 9);
+/// batches are also flushed whenever the stream has nothing ready, at each
+/// range's end and before a stop is honored (docs/meta-log.md#replay-batches).
+const REPLAY_BATCH: usize = 512;
+
+/// How long the replay waits for the stream's next event before it delivers
+/// the buffered ones (docs/meta-log.md#replay-batches).
+const REPLAY_LINGER: Duration = Duration::from_millis(2);
+
+/// One shard's meta-log events read but not yet sent to it.
+#[derive(Default)]
+struct Outbox {
+    events: Vec<ReplayItem>,
+    /// Events per bucket for the status board, reported with the batch
+    /// rather than one board update (two locks) per event.
+    seen: Vec<(String, u64)>,
+    /// Batches sent so far (the pass report's `replay.batches`).
+    sent: u64,
+    /// The last batch sent, until the shard answers it.
+    in_flight: Option<tokio::task::JoinHandle<Result<(), MailboxError>>>,
+}
+
+impl Outbox {
+    fn count(&mut self, bucket: &str) {
+        match self.seen.iter_mut().find(|(b, _)| b == bucket) {
+            Some((_, n)) => *n += 1,
+            None => self.seen.push((bucket.to_string(), 1)),
+        }
     }
 }

@@ -213,6 +213,16 @@ impl StatusBoard {
         self.with_shard(shard, false, |r| r.events_scanned += 1);
     }
 
+    /// `n` meta-log events of `bucket` went to `shard` (one update per
+    /// replay batch instead of one per event).
+    pub fn events(&self, shard: u8, bucket: &str, n: u64) {
+        {
+            let mut st = self.lock();
+            *st.bucket_events.entry(bucket.to_string()).or_default() += n;
+        }
+        self.with_shard(shard, false, |r| r.events_scanned += n);
+    }
+
     /// A shard sent a delete.
     pub fn delete_sent(&self, shard: u8) {
         self.with_shard(shard, false, |r| {

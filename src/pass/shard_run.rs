@@ -10,7 +10,8 @@
 //!    [`ShardRun::listing_done`] per listed bucket;
 //! 3. [`ShardRun::start_replay`] builds the progress tracker and says where the
 //!    shard needs the meta-log to start;
-//! 4. replay phase: [`ShardRun::replay_event`] per routed event, in log order;
+//! 4. replay phase: [`ShardRun::replay_batch`] (or [`ShardRun::replay_event`]) per
+//!    routed batch of events, in log order;
 //! 5. throughout: [`ShardRun::next_sends`] hands out deletes while the window has
 //!    room, [`ShardRun::outcome`] takes their fates (in any order);
 //! 6. [`ShardRun::finish`] returns the report and the cursor to save.
@@ -34,6 +35,17 @@ use crate::status::{DeleteCounts, MatchDecision, RunOutcome};
 /// The cursor key of an action's progress: `"<rulehash hex>/<kind>"`.
 pub fn progress_key(key: &ActionKey) -> String {
     format!("{}/{}", key.rule_hash.to_hex(), key.kind.as_str())
+}
+
+/// One routed meta-log event of a replay batch ([`ShardRun::replay_batch`]).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ReplayItem {
+    /// Event ts.
+    pub ts: Nanos,
+    /// Its matches in the replay view.
+    pub matches: Vec<Match>,
+    /// Its entry was skipped for want of a real mtime.
+    pub skipped_no_mtime: bool,
 }
 
 /// What one shard does with each bucket this pass.
@@ -629,6 +641,20 @@ impl ShardRun {
             .as_ref()
             .map(ProgressTracker::ranges)
             .unwrap_or_default()
+    }
+
+    /// A batch of meta-log events routed to this shard, in log order: the
+    /// same as [`ShardRun::replay_event`] (and [`ShardRun::skipped_no_mtime`])
+    /// for each in turn. The coordinator batches its fan-out so a shard takes
+    /// one message per batch instead of one per event; nothing halts within a
+    /// call (halts come only from outcomes, which arrive between messages), so
+    /// a halt still stops the shard at the first batch after it, and its
+    /// cursor at the unresolved event, exactly as with single events.
+    pub fn replay_batch(&mut self, events: &[ReplayItem]) {
+        for e in events {
+            self.skipped_no_mtime(u64::from(e.skipped_no_mtime));
+            self.replay_event(e.ts, &e.matches);
+        }
     }
 
     /// One meta-log event routed to this shard (`matches` from the replay view).

@@ -14,10 +14,11 @@
 //! - the **Replay** child owns the replay span and the filer lookups of
 //!   deferred matches (the I/O), and does the same for replay deletes.
 //!
-//! Backpressure: a `WalkBatch` or `ReplayEvent` is answered only once the shard
-//! has room in its window for everything it queued, so the sender (the
-//! coordinator's listing or meta-log task, awaiting `send`) stops reading until
-//! outcomes free slots. Memory per shard is the window plus one event's matches.
+//! Backpressure: a `WalkBatch`, `ReplayEvent` or `ReplayBatch` is answered only
+//! once the shard has room in its window for everything it queued, so the
+//! sender (the coordinator's listing or meta-log task, awaiting `send`) stops
+//! reading until outcomes free slots. Memory per shard is the window plus one
+//! batch's matches.
 //!
 //! Every message between a shard and its children carries the shard's
 //! `epoch` (bumped by every pass and every restart), so an answer to work of an
@@ -44,7 +45,7 @@ use crate::pass::dispatch::{Dispatch, Outcome};
 use crate::pass::observe::PassObserver;
 use crate::pass::plan::PassPlan;
 use crate::pass::ports::ClusterPort;
-use crate::pass::shard_run::{DeleteTicket, LookupAnswer, ShardReport, ShardRun, Work};
+use crate::pass::shard_run::{DeleteTicket, LookupAnswer, ReplayItem, ShardReport, ShardRun, Work};
 use crate::pb::filer_pb::Entry;
 use crate::telemetry;
 use futures::FutureExt;
@@ -172,6 +173,16 @@ pub struct ReplayEvent {
     pub matches: Vec<Match>,
     /// Its entry was skipped for want of a real mtime.
     pub skipped_no_mtime: bool,
+}
+
+/// A batch of meta-log events routed to the shard, in log order: one actor
+/// round trip per batch instead of per event (the scan rate). Answered, like
+/// [`ReplayEvent`], once the shard's queue fits its window.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct ReplayBatch {
+    /// The events, oldest first.
+    pub events: Vec<ReplayItem>,
 }
 
 /// Answers once every sent delete has an outcome.
@@ -609,6 +620,15 @@ impl Handler<ReplayEvent> for ShardActor {
             run.skipped_no_mtime(u64::from(m.skipped_no_mtime));
             run.replay_event(m.ts, &m.matches);
         });
+        let rx = self.wait_accepting();
+        Box::pin(await_rx(rx))
+    }
+}
+
+impl Handler<ReplayBatch> for ShardActor {
+    type Result = ResponseFuture<()>;
+    fn handle(&mut self, m: ReplayBatch, ctx: &mut Context<Self>) -> Self::Result {
+        self.on_run(ctx, |run| run.replay_batch(&m.events));
         let rx = self.wait_accepting();
         Box::pin(await_rx(rx))
     }
