@@ -95,15 +95,9 @@ pub fn run(cmd: CursorCommand) -> i32 {
             return EXIT_USAGE;
         }
     };
-    let rt = match tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-    {
+    let rt = match crate::cli::one_shot_runtime() {
         Ok(rt) => rt,
-        Err(e) => {
-            eprintln!("error: cannot start the async runtime: {e}");
-            return EXIT_ERROR;
-        }
+        Err(code) => return code,
     };
     match rt.block_on(run_async(cmd, s, shards, tls)) {
         Ok(()) => EXIT_OK,

@@ -7,7 +7,6 @@ use std::path::PathBuf;
 use clap::Args;
 
 use super::{EXIT_ERROR, EXIT_OK, EXIT_USAGE};
-use crate::config::Settings;
 use crate::engine::SHARD_COUNT;
 use crate::engine::cursor::ShardCursor;
 use crate::engine::forecast::Forecast;
@@ -107,25 +106,13 @@ pub fn run(args: &ForecastArgs) -> i32 {
             }
         };
     }
-    let mut s = match Settings::load(args.config.as_deref(), std::env::vars()) {
+    let s = match crate::cli::filer_settings(args.config.as_deref(), args.filer.as_deref()) {
         Ok(s) => s,
-        Err(e) => {
-            eprintln!("error: {e}");
-            return EXIT_USAGE;
-        }
+        Err(code) => return code,
     };
-    if let Some(f) = &args.filer {
-        s.cluster.filer = crate::cli::run_once::split_list(f);
-    }
-    let rt = match tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-    {
+    let rt = match crate::cli::one_shot_runtime() {
         Ok(rt) => rt,
-        Err(e) => {
-            eprintln!("error: cannot start the async runtime: {e}");
-            return EXIT_ERROR;
-        }
+        Err(code) => return code,
     };
     let loaded = rt.block_on(async {
         let client = crate::cli::first_filer(&s).await?;

@@ -48,30 +48,18 @@ pub fn run(args: &JournalArgs) -> i32 {
             return EXIT_USAGE;
         }
     };
-    let mut s = match Settings::load(args.config.as_deref(), std::env::vars()) {
+    let s = match crate::cli::filer_settings(args.config.as_deref(), args.filer.as_deref()) {
         Ok(s) => s,
-        Err(e) => {
-            eprintln!("error: {e}");
-            return EXIT_USAGE;
-        }
+        Err(code) => return code,
     };
-    if let Some(f) = &args.filer {
-        s.cluster.filer = crate::cli::run_once::split_list(f);
-    }
     let filter = JournalFilter {
         bucket: args.bucket.clone(),
         key_prefix: args.key_prefix.clone(),
         since_ns,
     };
-    let rt = match tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-    {
+    let rt = match crate::cli::one_shot_runtime() {
         Ok(rt) => rt,
-        Err(e) => {
-            eprintln!("error: cannot start the async runtime: {e}");
-            return EXIT_ERROR;
-        }
+        Err(code) => return code,
     };
     match rt.block_on(read(&s, &filter)) {
         Ok(entries) => {
@@ -159,25 +147,13 @@ pub fn run_explain(args: &ExplainArgs) -> i32 {
         eprintln!("error: {e}");
         return EXIT_USAGE;
     }
-    let mut s = match Settings::load(args.config.as_deref(), std::env::vars()) {
+    let s = match crate::cli::filer_settings(args.config.as_deref(), args.filer.as_deref()) {
         Ok(s) => s,
-        Err(e) => {
-            eprintln!("error: {e}");
-            return EXIT_USAGE;
-        }
+        Err(code) => return code,
     };
-    if let Some(f) = &args.filer {
-        s.cluster.filer = crate::cli::run_once::split_list(f);
-    }
-    let rt = match tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-    {
+    let rt = match crate::cli::one_shot_runtime() {
         Ok(rt) => rt,
-        Err(e) => {
-            eprintln!("error: cannot start the async runtime: {e}");
-            return EXIT_ERROR;
-        }
+        Err(code) => return code,
     };
     match rt.block_on(explain(
         &s,

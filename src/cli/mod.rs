@@ -136,6 +136,35 @@ pub(crate) fn actix_system() -> Option<actix::SystemRunner> {
     }))
 }
 
+/// A current-thread runtime for a one-shot command; `Err(EXIT_ERROR)` after
+/// printing why it could not start.
+pub(crate) fn one_shot_runtime() -> Result<tokio::runtime::Runtime, i32> {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| {
+            eprintln!("error: cannot start the async runtime: {e}");
+            EXIT_ERROR
+        })
+}
+
+/// Settings from `config` (and the environment), with `--filer` (a list)
+/// over `cluster.filer`: for the commands that read the filer directly.
+/// `Err(EXIT_USAGE)` after printing why.
+pub(crate) fn filer_settings(
+    config: Option<&std::path::Path>,
+    filer: Option<&str>,
+) -> Result<crate::config::Settings, i32> {
+    let mut s = crate::config::Settings::load(config, std::env::vars()).map_err(|e| {
+        eprintln!("error: {e}");
+        EXIT_USAGE
+    })?;
+    if let Some(f) = filer {
+        s.cluster.filer = run_once::split_list(f);
+    }
+    Ok(s)
+}
+
 /// The first filer of `s` that answers (configured, or discovered from the
 /// master), over client TLS when `s` configures it: for the commands that read
 /// the filer directly (`cursor`, `journal`, `explain`, `rules preview`).

@@ -49,15 +49,9 @@ pub fn run(args: &PreviewArgs) -> i32 {
             EXIT_USAGE
         }
         Ok((s, rules, at)) => {
-            let rt = match tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-            {
+            let rt = match crate::cli::one_shot_runtime() {
                 Ok(rt) => rt,
-                Err(e) => {
-                    eprintln!("error: cannot start the async runtime: {e}");
-                    return EXIT_ERROR;
-                }
+                Err(code) => return code,
             };
             match rt.block_on(preview(&s, args, rules, at)) {
                 Ok(p) => {
