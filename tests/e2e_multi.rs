@@ -310,6 +310,10 @@ async fn filer_killed_mid_pass_fails_over_to_the_other_filer_and_loses_nothing()
         .await
         .unwrap();
     let p = collect(child, "run-once while filer 1 is killed").await;
+    // Back before any assertion, so a failure does not leave filer 1 down for later tests.
+    tokio::task::spawn_blocking(|| multi_cluster().start_role(Role::Filer))
+        .await
+        .unwrap();
     let r = p.json();
     let (_, keep_left) = remaining(&s3, &s).await;
     assert_eq!(keep_left, KEEP, "nothing early:\n{}", p.describe());
@@ -325,9 +329,6 @@ async fn filer_killed_mid_pass_fails_over_to_the_other_filer_and_loses_nothing()
         _ => panic!("unexpected exit:\n{}", p.describe()),
     }
     let first_done = r.total("DONE");
-    tokio::task::spawn_blocking(|| multi_cluster().start_role(Role::Filer))
-        .await
-        .unwrap();
     // With separate stores a restarted filer applies its peer's changes as it catches up
     // (docs/meta-log.md#several-filers): until then the cursors the first pass saved through
     // filer 2 look absent on filer 1, and a save through filer 1 is refused as a second
@@ -372,6 +373,11 @@ async fn gateway_killed_mid_pass_the_other_carries_on_without_a_halt() {
         .await
         .unwrap();
     let p = collect(child, "run-once while gateway 1 is killed").await;
+    // Back before any assertion: a failure here must not leave the shared cluster without
+    // gateway 1 for the tests after it.
+    tokio::task::spawn_blocking(|| multi_cluster().start_role(Role::S3))
+        .await
+        .unwrap();
     let r = p.ok();
     assert_end_state(&s3, &s, &p, "after the pass").await;
     assert_eq!(
@@ -390,9 +396,6 @@ async fn gateway_killed_mid_pass_the_other_carries_on_without_a_halt() {
         r.total("RPC_ERROR"),
         started.elapsed().as_millis()
     );
-    tokio::task::spawn_blocking(|| multi_cluster().start_role(Role::S3))
-        .await
-        .unwrap();
 }
 
 /// Only `cluster.master` set: the pass reads both filers and both gateways from the master's

@@ -229,9 +229,8 @@ async fn run_with_retries<C: Send + Sync + 'static>(
         if let Some(reason) = withdrawn(call) {
             return (CallResult::withdrawn(reason), attempt - 1, waited);
         }
-        // Our own deadline, not tonic's: a tonic request timeout surfaces as
-        // Cancelled, which reads as our own shutdown and is not retried
-        // (docs/lifecycle-delete.md#deadlines).
+        // Our own deadline, not tonic's: it names the setting in the reason
+        // (docs/grpc.md#deadlines).
         let answer = match tokio::time::timeout(policy.call_timeout, port.call(call)).await {
             Ok(r) => r,
             Err(_) => Err(AttemptError {

@@ -122,13 +122,18 @@ impl DeleteError {
 
 /// Codes where the server did not reach a verdict for a reason that may pass:
 /// connection refused/reset (tonic reports those as Unavailable or Unknown),
-/// overload, timeouts and internal errors. Cancelled (our own shutdown),
-/// InvalidArgument, Unimplemented (wrong port or a server without the
-/// service), permission errors and the like will not change by retrying.
+/// a connection that closed under a call (Cancelled, "operation was
+/// canceled": the gateway died mid-call; docs/lifecycle-delete.md#transport-retries),
+/// overload, timeouts and internal errors. A retry is safe: the server
+/// compares the entry's identity, so a delete that did go through answers
+/// NOOP_RESOLVED. InvalidArgument, Unimplemented (wrong port or a server
+/// without the service), permission errors and the like will not change by
+/// retrying.
 fn is_retryable_code(code: tonic::Code) -> bool {
     matches!(
         code,
         tonic::Code::Unavailable
+            | tonic::Code::Cancelled
             | tonic::Code::DeadlineExceeded
             | tonic::Code::Unknown
             | tonic::Code::Internal
@@ -298,6 +303,7 @@ mod tests {
     fn transport_errors_classify_retryable() {
         for code in [
             tonic::Code::Unavailable,
+            tonic::Code::Cancelled,
             tonic::Code::DeadlineExceeded,
             tonic::Code::Unknown,
             tonic::Code::Internal,
@@ -309,7 +315,6 @@ mod tests {
             assert_eq!(e.label(), RPC_ERROR_LABEL);
         }
         for code in [
-            tonic::Code::Cancelled,
             tonic::Code::InvalidArgument,
             tonic::Code::Unimplemented,
             tonic::Code::PermissionDenied,
