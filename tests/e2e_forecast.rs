@@ -187,35 +187,7 @@ async fn forecast_after_a_pass_matches_what_later_passes_delete_day_by_day() {
 
 /// The status page as headless Chromium renders it (DOM after load).
 fn chromium_dom(url: &str) -> String {
-    let chromium = "/usr/bin/chromium";
-    assert!(
-        std::path::Path::new(chromium).exists(),
-        "{chromium} is missing: install the Debian packages `chromium` and `chromium-driver` \
-         (`apt-get install -y chromium chromium-driver`; .ci/run does it)"
-    );
-    let profile = TmpDir::new("chromium-profile");
-    let out = std::process::Command::new(chromium)
-        .args([
-            "--headless",
-            "--no-sandbox",
-            "--disable-gpu",
-            "--disable-quic",
-            "--no-first-run",
-            "--disable-background-networking",
-            "--disable-component-update",
-            "--disable-sync",
-            "--disable-dev-shm-usage",
-        ])
-        .arg(format!("--user-data-dir={}", profile.path().display()))
-        .args(["--dump-dom", url])
-        .output()
-        .expect("chromium runs");
-    assert!(
-        out.status.success(),
-        "chromium failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
+    http::chromium_dom(url)
 }
 
 /// The value of attribute `name` in the tag text `tag`.

@@ -7,7 +7,6 @@
 mod common;
 
 use std::collections::HashMap;
-use std::process::Command;
 use std::time::Duration;
 
 use common::otlp::{Collector, attr};
@@ -109,37 +108,10 @@ async fn trigger_status_second_trigger_and_metrics_after_a_pass() {
     assert_eq!(cursor_lines, 16, "{metrics}");
 }
 
-/// The status page as headless Chromium renders it (DOM after load).
+/// The status page as headless Chromium renders it (DOM after load), non-breaking spaces as
+/// plain ones.
 fn chromium_dom(url: &str) -> String {
-    let chromium = "/usr/bin/chromium";
-    assert!(
-        std::path::Path::new(chromium).exists(),
-        "{chromium} is missing: install the Debian packages `chromium` and `chromium-driver` \
-         (`apt-get install -y chromium chromium-driver`; .ci/run does it)"
-    );
-    let profile = TmpDir::new("chromium-profile");
-    let out = Command::new(chromium)
-        .args([
-            "--headless",
-            "--no-sandbox",
-            "--disable-gpu",
-            "--disable-quic",
-            "--no-first-run",
-            "--disable-background-networking",
-            "--disable-component-update",
-            "--disable-sync",
-            "--disable-dev-shm-usage",
-        ])
-        .arg(format!("--user-data-dir={}", profile.path().display()))
-        .args(["--dump-dom", url])
-        .output()
-        .expect("chromium runs");
-    assert!(
-        out.status.success(),
-        "chromium failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout)
+    http::chromium_dom(url)
         .replace("&nbsp;", " ")
         .replace('\u{a0}', " ")
 }

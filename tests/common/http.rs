@@ -113,3 +113,40 @@ fn dechunk(mut data: &[u8]) -> Option<Vec<u8>> {
         data = data.get(size + 2..)?;
     }
 }
+
+/// `url` as headless Chromium renders it (the DOM after load, `--dump-dom`): for the status
+/// page's server-rendered HTML and SVG. Needs the Debian packages `chromium` and
+/// `chromium-driver` (`.ci/run` installs them); panics naming them when missing.
+pub fn chromium_dom(url: &str) -> String {
+    let chromium = "/usr/bin/chromium";
+    assert!(
+        std::path::Path::new(chromium).exists(),
+        "{chromium} is missing: install the Debian packages `chromium` and `chromium-driver` \
+         (`apt-get install -y chromium chromium-driver`; .ci/run does it)"
+    );
+    let profile = super::serve::TmpDir::new("chromium-profile");
+    // Without the background-networking flags Chromium keeps dialling Google's hosts, which a
+    // closed network refuses; a fresh profile per call keeps runs independent.
+    let out = std::process::Command::new(chromium)
+        .args([
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-quic",
+            "--no-first-run",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--disable-sync",
+            "--disable-dev-shm-usage",
+        ])
+        .arg(format!("--user-data-dir={}", profile.path().display()))
+        .args(["--dump-dom", url])
+        .output()
+        .expect("chromium runs");
+    assert!(
+        out.status.success(),
+        "chromium failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
