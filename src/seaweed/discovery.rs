@@ -64,15 +64,12 @@ pub fn master_grpc_address(master: &str) -> Result<String, String> {
     }
 }
 
-/// The registered nodes of `client_type`, as the master lists them (raw
-/// addresses, sorted and de-duplicated).
-/// `tls`: the cluster's client TLS (a `security.toml` cluster secures the
-/// master's gRPC port like the others; docs/tls.md).
-pub async fn list_nodes(
+/// A client of the master at `master` (its gRPC address, and the client),
+/// with the bounded connect and call deadlines of discovery.
+async fn connect_master(
     master: &str,
-    client_type: &str,
     tls: Option<&ClientTls>,
-) -> Result<Vec<String>, String> {
+) -> Result<(String, SeaweedClient<tonic::transport::Channel>), String> {
     let grpc = master_grpc_address(master)?;
     let endpoint = GrpcEndpoint::new(
         &grpc,
@@ -86,7 +83,20 @@ pub async fn list_nodes(
         .connect()
         .await
         .map_err(|e| format!("master {grpc} not reachable: {e}"))?;
-    let mut client = SeaweedClient::new(channel).max_decoding_message_size(MAX_MESSAGE_BYTES);
+    let client = SeaweedClient::new(channel).max_decoding_message_size(MAX_MESSAGE_BYTES);
+    Ok((grpc, client))
+}
+
+/// The registered nodes of `client_type`, as the master lists them (raw
+/// addresses, sorted and de-duplicated).
+/// `tls`: the cluster's client TLS (a `security.toml` cluster secures the
+/// master's gRPC port like the others; docs/tls.md).
+pub async fn list_nodes(
+    master: &str,
+    client_type: &str,
+    tls: Option<&ClientTls>,
+) -> Result<Vec<String>, String> {
+    let (grpc, mut client) = connect_master(master, tls).await?;
     let resp = client
         .list_cluster_nodes(ListClusterNodesRequest {
             client_type: client_type.to_string(),
@@ -124,20 +134,7 @@ pub async fn admin_presence(
     master: &str,
     tls: Option<&ClientTls>,
 ) -> Result<Option<String>, String> {
-    let grpc = master_grpc_address(master)?;
-    let endpoint = GrpcEndpoint::new(
-        &grpc,
-        &EndpointOptions::seaweed()
-            .connect_timeout(CALL_TIMEOUT)
-            .call_timeout(CALL_TIMEOUT)
-            .tls(tls.cloned()),
-    )
-    .map_err(|e| e.to_string())?;
-    let channel = endpoint
-        .connect()
-        .await
-        .map_err(|e| format!("master {grpc} not reachable: {e}"))?;
-    let mut client = SeaweedClient::new(channel).max_decoding_message_size(MAX_MESSAGE_BYTES);
+    let (grpc, mut client) = connect_master(master, tls).await?;
     let resp = client
         .get_admin_lock_status(crate::pb::master_pb::GetAdminLockStatusRequest {
             lock_name: ADMIN_PRESENCE_LOCK.to_string(),
