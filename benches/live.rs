@@ -19,6 +19,8 @@
 //! default 1000000; 0 skips them), `LIVE_BENCH_MIXED` (new events and due
 //! objects of the mixed day, default 50000), `LIVE_BENCH_CLASSIC` (0 skips the
 //! reader/lister/scan/deletes rows below, default 1).
+//! `LIVE_BENCH_PERF=/tmp/p` runs each of our passes under `perf record`
+//! (`/tmp/p-<n>.data`, numbered in the order printed), for profiling.
 //! `LIVE_BENCH_EVENTS=2000 LIVE_BENCH_DUE=500 LIVE_BENCH_RUNS=1
 //! LIVE_BENCH_MIN_AGE_S=0 LIVE_BENCH_WINDOW=3000 LIVE_BENCH_MIXED=300
 //! cargo test --bench live` is a quick debug-build smoke run. The issue-9
@@ -235,7 +237,22 @@ fn run_ours_at(
     cursor_dir: &str,
     now: Option<i64>,
 ) -> anyhow::Result<Ours> {
-    let mut cmd = Command::new(BIN);
+    let mut cmd = match std::env::var("LIVE_BENCH_PERF") {
+        // Profiling: each of our passes runs under `perf record` (call
+        // graphs from DWARF unwinding, so a release build without frame
+        // pointers still gives stacks), one numbered file per pass.
+        Ok(prefix) if !prefix.is_empty() => {
+            static N: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+            let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            let out = format!("{prefix}-{n}.data");
+            eprintln!("  perf: pass {n} recorded to {out}");
+            let mut c = Command::new("perf");
+            c.args(["record", "-F", "999", "--call-graph", "dwarf,32768", "-o", &out, "--"])
+                .arg(BIN);
+            c
+        }
+        _ => Command::new(BIN),
+    };
     cmd.arg("run-once")
         .args(["--filer", &c.filer_grpc_addr().to_string()])
         .args(["--s3-grpc", &c.s3_grpc_addr().to_string()])

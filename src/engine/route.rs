@@ -266,6 +266,27 @@ impl MetaEvent {
         })
     }
 
+    /// [`MetaEvent::from_response`] taking the response apart instead of
+    /// copying its entries: the replay's path, where a copy of every entry
+    /// (name, chunks, extended attributes) cost a good share of the scan rate
+    /// (issue 9). The batched tail (`events`) is dropped: callers flatten
+    /// first.
+    pub fn from_owned(resp: SubscribeMetadataResponse) -> Option<MetaEvent> {
+        let n = resp.event_notification?;
+        let named = n
+            .new_entry
+            .as_ref()
+            .or(n.old_entry.as_ref())
+            .is_some_and(|e| !e.name.is_empty());
+        named.then(|| MetaEvent {
+            ts_ns: resp.ts_ns,
+            directory: resp.directory,
+            new_parent_path: n.new_parent_path,
+            old_entry: n.old_entry,
+            new_entry: n.new_entry,
+        })
+    }
+
     /// Every event a response carries, in order: the response itself, then
     /// its batched tail (`client_supports_batching`).
     pub fn all_from_response(resp: &SubscribeMetadataResponse) -> Vec<MetaEvent> {
@@ -337,9 +358,47 @@ pub struct Routed {
 /// buckets root. The caller filters by `shard` (cheaply, before
 /// [`route_located`] if it wants to skip work for foreign shards).
 pub fn route(view: &Snapshot, buckets_root: &str, ev: &MetaEvent) -> Option<Routed> {
+    route_by(view, buckets_root, ev, None)
+}
+
+/// [`route`] for a pass evaluating at `now`. A match due after `now` cannot
+/// be sent in that pass (the shard keeps it pending, by the same `now`), so
+/// it carries [`EntryIdentity::light`]: the mtime and size the pending tally
+/// needs, without the head fid and the SHA-256 of the extended attributes,
+/// which were a tenth of a replay's CPU when nearly every match was pending
+/// (issue 9's scan rate; docs/entry-identity.md#when-it-is-computed).
+pub fn route_for_pass(
+    view: &Snapshot,
+    buckets_root: &str,
+    ev: &MetaEvent,
+    now: Nanos,
+) -> Option<Routed> {
+    route_by(view, buckets_root, ev, Some(now))
+}
+
+fn route_by(
+    view: &Snapshot,
+    buckets_root: &str,
+    ev: &MetaEvent,
+    send_by: Option<Nanos>,
+) -> Option<Routed> {
     let (bucket, key) = locate(buckets_root, ev)?;
     let shard = shard_id(&bucket, &key);
-    let matches = route_located(view, buckets_root, &bucket, &key, shard, ev);
+    let matches = match view.bucket(&bucket) {
+        Some(b) => route_actions_by(
+            b.actions(),
+            &view.time(),
+            &At {
+                buckets_root,
+                bucket: &bucket,
+                key: &key,
+                shard,
+            },
+            ev,
+            send_by,
+        ),
+        None => Vec::new(),
+    };
     let skipped_no_mtime = view.bucket(&bucket).is_some() && no_mtime_subject(&key, ev);
     Some(Routed {
         bucket,
@@ -468,6 +527,38 @@ pub fn route_actions(
     shard: u8,
     ev: &MetaEvent,
 ) -> Vec<Match> {
+    let at = At {
+        buckets_root,
+        bucket,
+        key,
+        shard,
+    };
+    route_actions_by(actions, time, &at, ev, None)
+}
+
+/// Where an event sits: what [`route_actions`] is told besides the event.
+struct At<'a> {
+    buckets_root: &'a str,
+    bucket: &'a str,
+    key: &'a str,
+    shard: u8,
+}
+
+/// [`route_actions`]; with `send_by`, matches due after it get a light
+/// identity ([`route_for_pass`]).
+fn route_actions_by(
+    actions: &[CompiledAction],
+    time: &TimeConfig,
+    at: &At<'_>,
+    ev: &MetaEvent,
+    send_by: Option<Nanos>,
+) -> Vec<Match> {
+    let At {
+        buckets_root,
+        bucket,
+        key,
+        shard,
+    } = *at;
     let Some(entry) = ev.new_entry.as_ref() else {
         return Vec::new();
     };
@@ -510,7 +601,11 @@ pub fn route_actions(
                 rule_hash: a.rule_hash(),
                 kind: a.kind(),
                 due,
-                identity: EntryIdentity::of(entry),
+                identity: if send_by.is_some_and(|n| due > n) {
+                    EntryIdentity::light(entry)
+                } else {
+                    EntryIdentity::of(entry)
+                },
                 shard,
                 lookup: None,
             });
@@ -1071,6 +1166,31 @@ mod tests {
     }
 
     #[test]
+    fn pass_routing_gives_full_identity_only_to_matches_due_by_now() {
+        let snap = snapshot();
+        let entry = file("a", 1000, 10);
+        let ev = create("/buckets/b", entry.clone());
+        let due = run(&snap, &ev).matches[0].due;
+        let full = EntryIdentity::of(&entry);
+        assert!(!full.head_fid.is_empty() && !full.extended_hash.is_empty());
+        // Due by now (exactly at, and after): sendable, so the full identity.
+        for now in [due, due + DAY] {
+            let r = route_for_pass(&snap, ROOT, &ev, now).unwrap();
+            assert_eq!(r.matches[0].identity, full, "now = due + {}", now - due);
+        }
+        // Due later: pending in this pass; mtime and size only.
+        let r = route_for_pass(&snap, ROOT, &ev, due - 1).unwrap();
+        let light = &r.matches[0].identity;
+        assert_eq!(*light, EntryIdentity::light(&entry));
+        assert_eq!((light.mtime_ns, light.size), (full.mtime_ns, full.size));
+        assert!(light.head_fid.is_empty() && light.extended_hash.is_empty());
+        // Everything else about the match is the same as `route`'s.
+        let mut plain = run(&snap, &ev).matches;
+        plain[0].identity = light.clone();
+        assert_eq!(r.matches, plain);
+    }
+
+    #[test]
     fn tag_filters_are_re_evaluated_on_the_new_state() {
         let snap = snapshot_with(vec![enabled(|r| {
             r.expiration_days = 1;
@@ -1435,6 +1555,37 @@ mod tests {
             .map(|e| e.ts_ns)
             .collect();
         assert_eq!(all, [7, 8]);
+    }
+
+    #[test]
+    fn from_owned_gives_the_same_event_as_from_response() {
+        let resp = SubscribeMetadataResponse {
+            directory: "/buckets/b".into(),
+            ts_ns: 9,
+            event_notification: Some(EventNotification {
+                old_entry: Some(file("a", 1, 1)),
+                new_entry: Some(file("k", 2, 3)),
+                new_parent_path: "/buckets/b/d".into(),
+                ..EventNotification::default()
+            }),
+            ..SubscribeMetadataResponse::default()
+        };
+        assert_eq!(
+            MetaEvent::from_owned(resp.clone()),
+            MetaEvent::from_response(&resp)
+        );
+        let nameless = SubscribeMetadataResponse {
+            event_notification: Some(EventNotification {
+                new_entry: Some(Entry::default()),
+                ..EventNotification::default()
+            }),
+            ..SubscribeMetadataResponse::default()
+        };
+        assert_eq!(MetaEvent::from_owned(nameless), None);
+        assert_eq!(
+            MetaEvent::from_owned(SubscribeMetadataResponse::default()),
+            None
+        );
     }
 
     // ---- deferred lookups -------------------------------------------------

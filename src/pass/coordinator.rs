@@ -1330,7 +1330,7 @@ impl Driver {
                 };
                 read.events_read += 1;
                 last_ts = Some(ev.ts_ns);
-                let Some(routed) = route::route(view, &root, &ev) else {
+                let Some(routed) = route::route_for_pass(view, &root, &ev, self.plan.now) else {
                     continue;
                 };
                 let shard = routed.shard;

@@ -513,16 +513,24 @@ impl ClusterPort for SeaweedCluster {
         };
         let pool = self.pool.clone();
         let margin = self.resume_margin;
-        let capacity = self.event_buffer.max(1);
         async move {
             // Several filers on their own stores: each holds only its own
             // events once its peers are gone, so all must answer, and a broken
             // stream cannot move (docs/meta-log.md#several-filers).
             let resumable = pool.store_check().await? == StoreCheck::Shared;
             // The first open fails the call itself when no filer serves it.
-            let dedup = ResumeDedup::new(margin);
+            let dedup = if resumable && pool.ordered().len() > 1 {
+                ResumeDedup::new(margin)
+            } else {
+                ResumeDedup::never_resumed()
+            };
             let (node, reader) = open_on_any(&pool, &params, options, &dedup).await?;
-            let (tx, rx) = tokio::sync::mpsc::channel(capacity);
+            // Batches (one per filer response) between the tasks; single
+            // events to the caller, taken from a batch without a wake-up each.
+            // Two batches in flight: the read-ahead in events is the reader's
+            // (`capacity`); a response can carry thousands of events, so a
+            // channel of `capacity` batches could hold millions.
+            let (tx, rx) = tokio::sync::mpsc::channel(2);
             let source = StreamSource {
                 pool,
                 params,
@@ -530,7 +538,12 @@ impl ClusterPort for SeaweedCluster {
                 resumable,
             };
             tokio::spawn(follow(source, dedup, node, reader, tx));
-            Ok(tokio_stream::wrappers::ReceiverStream::new(rx).boxed())
+            Ok(tokio_stream::wrappers::ReceiverStream::new(rx)
+                .flat_map(|batch: Result<Vec<MetaEvent>, String>| match batch {
+                    Ok(events) => futures::stream::iter(events.into_iter().map(Ok)).left_stream(),
+                    Err(e) => futures::stream::iter([Err(e)]).right_stream(),
+                })
+                .boxed())
         }
         .boxed()
     }
@@ -736,7 +749,7 @@ async fn follow(
     mut dedup: ResumeDedup,
     mut node: String,
     mut reader: MetaLogReader,
-    tx: tokio::sync::mpsc::Sender<Result<MetaEvent, String>>,
+    tx: tokio::sync::mpsc::Sender<Result<Vec<MetaEvent>, String>>,
 ) {
     let StreamSource {
         pool,
@@ -746,12 +759,17 @@ async fn follow(
     } = source;
     let mut breaks = 0usize;
     loop {
-        match reader.recv().await {
-            Some(Ok(resp)) => {
-                for ev in MetaEvent::all_from_response(&resp) {
-                    if dedup.admit(&ev) && tx.send(Ok(ev)).await.is_err() {
-                        return;
-                    }
+        match reader.recv_batch().await {
+            // The reader hands out flattened responses (one event each):
+            // taken apart, not copied.
+            Some(Ok(batch)) => {
+                let events: Vec<MetaEvent> = batch
+                    .into_iter()
+                    .filter_map(MetaEvent::from_owned)
+                    .filter(|ev| dedup.admit(ev))
+                    .collect();
+                if !events.is_empty() && tx.send(Ok(events)).await.is_err() {
+                    return;
                 }
             }
             None => return,

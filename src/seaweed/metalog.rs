@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use futures::Stream;
 use rand::Rng;
-use tokio::sync::mpsc;
+use tokio::sync::{Semaphore, mpsc};
 use tokio::task::JoinHandle;
 use tonic::transport::Channel;
 
@@ -186,11 +186,13 @@ pub struct ReaderSummary {
 
 /// What travels through the channel. The explicit `End` lets the consumer tell
 /// a complete pass from a reader task that vanished.
-// Events are the hot path and End/Failed come once per pass: boxing the event
-// would cost an allocation per event to shrink two one-off messages.
-#[allow(clippy::large_enum_variant)]
+///
+/// Events travel as the batch one gRPC response carried (flattened and
+/// filtered): one channel message, and at most one cross-thread wake-up, per
+/// response instead of per event. Per-event sends were a third of a replay's
+/// CPU (issue 9's scan rate, docs/meta-log.md#batching).
 enum Msg {
-    Event(SubscribeMetadataResponse),
+    Events(Vec<SubscribeMetadataResponse>),
     End,
     Failed(MetaLogError),
 }
@@ -200,6 +202,13 @@ enum Msg {
 /// cancels the subscription.
 pub struct MetaLogReader {
     rx: mpsc::Receiver<Msg>,
+    /// The batch being handed out, and how many permits of `room` it holds.
+    current: std::vec::IntoIter<SubscribeMetadataResponse>,
+    held: usize,
+    /// Events the reader task may have read ahead, in events (`capacity`):
+    /// a batch takes its size in permits before it is sent, and gives them
+    /// back once the consumer has taken its last event.
+    room: Arc<Semaphore>,
     stats: Arc<ReaderStats>,
     task: JoinHandle<()>,
     /// Set once the pass has ended (cleanly or not); later polls return `None`.
@@ -250,18 +259,27 @@ impl MetaLogReader {
         })?;
         let stream = stream.into_inner();
 
-        let (tx, rx) = mpsc::channel(options.capacity);
+        // Every message holds at least one permit (End/Failed come once),
+        // so `capacity` messages always fit.
+        let (tx, rx) = mpsc::channel(options.capacity.saturating_add(1));
+        let room = Arc::new(Semaphore::new(options.capacity));
         let stats = Arc::new(ReaderStats::default());
         let task = tokio::spawn(pump(
             stream,
-            tx,
+            Feed {
+                tx,
+                room: Arc::clone(&room),
+                capacity: options.capacity,
+                stats: Arc::clone(&stats),
+            },
             filter,
             options.receive_timeout,
-            Arc::clone(&stats),
-            options.capacity,
         ));
         Ok(MetaLogReader {
             rx,
+            current: Vec::new().into_iter(),
+            held: 0,
+            room,
             stats,
             task,
             finished: false,
@@ -294,12 +312,66 @@ impl MetaLogReader {
         &mut self,
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<SubscribeMetadataResponse, MetaLogError>>> {
+        loop {
+            if let Some(e) = self.current.next() {
+                if self.current.len() == 0 {
+                    self.release();
+                }
+                return Poll::Ready(Some(Ok(e)));
+            }
+            match self.poll_batch(cx) {
+                Poll::Ready(Some(Ok(batch))) => {
+                    self.held = batch.len();
+                    self.current = batch.into_iter();
+                }
+                Poll::Ready(Some(Err(e))) => return Poll::Ready(Some(Err(e))),
+                Poll::Ready(None) => return Poll::Ready(None),
+                Poll::Pending => return Poll::Pending,
+            }
+        }
+    }
+
+    /// Gives back the permits of the batch just handed out.
+    fn release(&mut self) {
+        self.room.add_permits(std::mem::take(&mut self.held));
+    }
+
+    /// The next batch of events (those one response carried, in order),
+    /// `None` at the end of the pass: for consumers that take events in
+    /// batches. Not to be mixed with single-event reads of a batch in
+    /// progress (its rest comes first).
+    pub async fn recv_batch(
+        &mut self,
+    ) -> Option<Result<Vec<SubscribeMetadataResponse>, MetaLogError>> {
+        let rest: Vec<_> = self.current.by_ref().collect();
+        if !rest.is_empty() {
+            self.release();
+            return Some(Ok(rest));
+        }
+        std::future::poll_fn(|cx| {
+            self.poll_batch(cx).map(|b| {
+                b.map(|r| {
+                    r.map(|batch| {
+                        // Handed over whole: the consumer owns it now.
+                        self.room.add_permits(batch.len());
+                        batch
+                    })
+                })
+            })
+        })
+        .await
+    }
+
+    fn poll_batch(
+        &mut self,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Vec<SubscribeMetadataResponse>, MetaLogError>>> {
         if self.finished {
             return Poll::Ready(None);
         }
         match self.rx.poll_recv(cx) {
             Poll::Pending => Poll::Pending,
-            Poll::Ready(Some(Msg::Event(e))) => Poll::Ready(Some(Ok(e))),
+            Poll::Ready(Some(Msg::Events(batch))) => Poll::Ready(Some(Ok(batch))),
             Poll::Ready(Some(Msg::End)) => {
                 self.finished = true;
                 self.clean_end = true;
@@ -358,37 +430,72 @@ fn build_request(
     }
 }
 
-/// Reads the gRPC stream and feeds the channel. Each `send` waits for room, so
+/// The reader task's end of the channel.
+struct Feed {
+    tx: mpsc::Sender<Msg>,
+    room: Arc<Semaphore>,
+    capacity: usize,
+    stats: Arc<ReaderStats>,
+}
+
+impl Feed {
+    /// Sends `events` in batches of at most `capacity`, each once the
+    /// consumer has room for it. `false` when the consumer is gone.
+    async fn events(&self, mut events: Vec<SubscribeMetadataResponse>) -> bool {
+        while !events.is_empty() {
+            let most = self.capacity.min(u32::MAX as usize);
+            let rest = if events.len() > most {
+                events.split_off(most)
+            } else {
+                Vec::new()
+            };
+            let n = events.len();
+            let Ok(permits) = self.room.acquire_many(n as u32).await else {
+                return false;
+            };
+            // Given back by the consumer (MetaLogReader::release).
+            permits.forget();
+            let buffered = self.capacity.saturating_sub(self.room.available_permits());
+            self.stats
+                .buffered_high_water
+                .fetch_max(buffered, Ordering::Relaxed);
+            let last_ts = events.last().map(|e| e.ts_ns);
+            if self.tx.send(Msg::Events(events)).await.is_err() {
+                return false; // the consumer is gone; stop reading
+            }
+            self.stats
+                .events_delivered
+                .fetch_add(n as u64, Ordering::Relaxed);
+            if let Some(ts) = last_ts {
+                self.stats.last_ts_ns.store(ts, Ordering::Relaxed);
+            }
+            events = rest;
+        }
+        true
+    }
+
+    async fn send(&self, msg: Msg) {
+        let _ = self.tx.send(msg).await;
+    }
+}
+
+/// Reads the gRPC stream and feeds the channel. Each batch waits for room, so
 /// the next gRPC message is only read once the consumer has caught up; HTTP/2
 /// flow control then throttles the filer.
 async fn pump(
     mut stream: tonic::Streaming<SubscribeMetadataResponse>,
-    tx: mpsc::Sender<Msg>,
+    feed: Feed,
     mut filter: EventFilter,
     receive_timeout: Option<Duration>,
-    stats: Arc<ReaderStats>,
-    capacity: usize,
 ) {
-    let send = |msg: Msg| {
-        let tx = tx.clone();
-        let stats = Arc::clone(&stats);
-        async move {
-            if tx.send(msg).await.is_err() {
-                return false; // the consumer is gone; stop reading
-            }
-            let buffered = capacity.saturating_sub(tx.capacity());
-            stats
-                .buffered_high_water
-                .fetch_max(buffered, Ordering::Relaxed);
-            true
-        }
-    };
+    let stats = Arc::clone(&feed.stats);
     loop {
         let next = match receive_timeout {
             Some(limit) => match tokio::time::timeout(limit, stream.message()).await {
                 Ok(r) => r,
                 Err(_) => {
-                    let _ = send(Msg::Failed(MetaLogError::ReceiveTimeout(limit))).await;
+                    feed.send(Msg::Failed(MetaLogError::ReceiveTimeout(limit)))
+                        .await;
                     return;
                 }
             },
@@ -404,33 +511,28 @@ async fn pump(
                     last_ts_ns = s.last_ts_ns,
                     "meta-log pass ended"
                 );
-                let _ = send(Msg::End).await;
+                filter.report_out_of_order(s.out_of_order);
+                feed.send(Msg::End).await;
                 return;
             }
             Err(status) => {
                 let err = MetaLogError::from_stream_status(&status, &stats);
-                let _ = send(Msg::Failed(err)).await;
+                feed.send(Msg::Failed(err)).await;
                 return;
             }
         };
         stats.responses.fetch_add(1, Ordering::Relaxed);
         if !response.log_file_refs.is_empty() {
-            let _ = send(Msg::Failed(MetaLogError::UnexpectedLogFileRefs(
+            feed.send(Msg::Failed(MetaLogError::UnexpectedLogFileRefs(
                 response.ts_ns,
             )))
             .await;
             return;
         }
+        let mut deliver = Vec::new();
         for event in flatten(response) {
             match filter.classify(&event) {
-                Verdict::Deliver => {
-                    let ts = event.ts_ns;
-                    if !send(Msg::Event(event)).await {
-                        return;
-                    }
-                    stats.events_delivered.fetch_add(1, Ordering::Relaxed);
-                    stats.last_ts_ns.store(ts, Ordering::Relaxed);
-                }
+                Verdict::Deliver => deliver.push(event),
                 Verdict::Keepalive => {
                     stats.keepalives_skipped.fetch_add(1, Ordering::Relaxed);
                 }
@@ -447,6 +549,9 @@ async fn pump(
             if filter.take_out_of_order() {
                 stats.out_of_order.fetch_add(1, Ordering::Relaxed);
             }
+        }
+        if !feed.events(deliver).await {
+            return;
         }
     }
 }
@@ -490,6 +595,8 @@ pub struct EventFilter {
     /// ts of the last entry-carrying event seen (any window), for the order check.
     last_seen_ts: Option<Nanos>,
     out_of_order_flag: bool,
+    /// The largest `previous − ts` of an out-of-order event so far.
+    largest_step_back: Nanos,
 }
 
 impl EventFilter {
@@ -514,6 +621,7 @@ impl EventFilter {
             until_ns: params.until_ns,
             last_seen_ts: None,
             out_of_order_flag: false,
+            largest_step_back: 0,
         })
     }
 
@@ -565,16 +673,34 @@ impl EventFilter {
             && ts < prev
         {
             // Cross-filer order is assumed, not guaranteed (docs/meta-log.md#ordering).
-            // Deliver anyway: dropping it could lose a deletion.
-            tracing::warn!(
+            // Deliver anyway: dropping it could lose a deletion. Concurrent
+            // writers make small steps back routine (thousands in a busy
+            // window), so each is a debug line and the pass ends with one
+            // summary (`report_out_of_order`).
+            tracing::debug!(
                 previous_ts_ns = prev,
                 ts_ns = ts,
                 "meta-log event out of ts order"
             );
+            self.largest_step_back = self.largest_step_back.max(prev - ts);
             self.out_of_order_flag = true;
             return;
         }
         self.last_seen_ts = Some(ts);
+    }
+
+    /// The one log line about out-of-order events at the end of a stream:
+    /// how many, and the largest step back, which the reorder margin must
+    /// cover (docs/meta-log.md#ordering).
+    fn report_out_of_order(&self, count: u64) {
+        if count == 0 {
+            return;
+        }
+        tracing::info!(
+            events = count,
+            largest_step_back_ms = self.largest_step_back as f64 / 1e6,
+            "meta-log events out of ts order (delivered; the reorder margin covers small steps)"
+        );
     }
 
     fn inside(&self, path: &str) -> bool {

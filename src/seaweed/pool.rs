@@ -408,24 +408,35 @@ impl GatewayPool {
 pub struct ResumeDedup {
     margin: Nanos,
     newest: Option<Nanos>,
-    recent: VecDeque<(Nanos, EventKey)>,
+    /// Off where a stream is never resumed (one filer, or filers with their
+    /// own stores): then nothing is remembered, a cost every replayed event
+    /// paid for nothing (issue 9's scan rate).
+    remember: bool,
+    recent: VecDeque<EventKey>,
     seen: HashSet<EventKey>,
 }
 
-/// An event's identity: its timestamp and the paths it touched.
-type EventKey = (Nanos, String, String, String, String);
+/// An event's identity: its timestamp and a 64-bit hash of the paths it
+/// touched (directory, old name, new parent, new name). Two different events
+/// look alike only with the same nanosecond timestamp *and* a hash collision;
+/// keeping the paths themselves cost four string copies per event.
+type EventKey = (Nanos, u64);
 
 fn key_of(e: &MetaEvent) -> EventKey {
-    let name = |en: &Option<crate::pb::filer_pb::Entry>| {
-        en.as_ref().map(|x| x.name.clone()).unwrap_or_default()
-    };
+    use std::hash::{Hash, Hasher};
+    fn name(en: &Option<crate::pb::filer_pb::Entry>) -> Option<&str> {
+        en.as_ref().map(|x| x.name.as_str())
+    }
+    // Fixed keys: the same event hashes the same before and after a resume.
+    let mut h = std::collections::hash_map::DefaultHasher::new();
     (
-        e.ts_ns,
-        e.directory.clone(),
+        e.directory.as_str(),
         name(&e.old_entry),
-        e.new_parent_path.clone(),
+        e.new_parent_path.as_str(),
         name(&e.new_entry),
     )
+        .hash(&mut h);
+    (e.ts_ns, h.finish())
 }
 
 impl ResumeDedup {
@@ -434,8 +445,18 @@ impl ResumeDedup {
         ResumeDedup {
             margin: margin.max(0),
             newest: None,
+            remember: true,
             recent: VecDeque::new(),
             seen: HashSet::new(),
+        }
+    }
+
+    /// For a stream that is never resumed: admits everything, remembers
+    /// nothing.
+    pub fn never_resumed() -> ResumeDedup {
+        ResumeDedup {
+            remember: false,
+            ..ResumeDedup::new(0)
         }
     }
 
@@ -451,22 +472,25 @@ impl ResumeDedup {
 
     /// Whether `event` is new (deliver it) or was delivered already (drop it).
     pub fn admit(&mut self, event: &MetaEvent) -> bool {
+        let newest = self.newest.map_or(event.ts_ns, |n| n.max(event.ts_ns));
+        if !self.remember {
+            self.newest = Some(newest);
+            return true;
+        }
         let key = key_of(event);
-        if self.seen.contains(&key) {
+        if !self.seen.insert(key) {
             return false;
         }
-        let newest = self.newest.map_or(event.ts_ns, |n| n.max(event.ts_ns));
         self.newest = Some(newest);
-        self.seen.insert(key.clone());
-        self.recent.push_back((event.ts_ns, key));
+        self.recent.push_back(key);
         // Forget what a resume can no longer bring back. Events arrive in
         // nearly ts order, so the oldest sit at the front.
         let floor = newest.saturating_sub(self.margin);
-        while let Some((ts, _)) = self.recent.front() {
-            if *ts > floor {
+        while let Some(&(ts, _)) = self.recent.front() {
+            if ts > floor {
                 break;
             }
-            if let Some((_, k)) = self.recent.pop_front() {
+            if let Some(k) = self.recent.pop_front() {
                 self.seen.remove(&k);
             }
         }
@@ -510,6 +534,15 @@ mod tests {
         assert!(d.admit(&ev(113, "e")));
         // Same ts, different object: a different event.
         assert!(d.admit(&ev(113, "f")));
+    }
+
+    #[test]
+    fn a_stream_never_resumed_admits_everything_and_remembers_nothing() {
+        let mut d = ResumeDedup::never_resumed();
+        assert!(d.admit(&ev(100, "a")));
+        assert!(d.admit(&ev(100, "a")));
+        assert!(d.seen.is_empty() && d.recent.is_empty());
+        assert_eq!(d.since(5), 100);
     }
 
     #[test]
