@@ -10,6 +10,7 @@ use tonic::transport::Channel;
 use crate::engine::DeleteRequest;
 use crate::engine::cursor::ShardCursor;
 use crate::engine::safety::{ApprovalRecord, HoldRecord, PauseRecord, RuleRecord};
+use crate::engine::merge::{LogMerge, applied_for_peer};
 use crate::engine::{CallResult, DeleteOutcome, MetaEvent, Nanos, WalkItem};
 use crate::pass::dispatch::{AttemptError, AttemptResult, DeletePort};
 use crate::pb::filer_pb::Entry;
@@ -515,10 +516,14 @@ impl ClusterPort for SeaweedCluster {
         let margin = self.resume_margin;
         let capacity = self.event_buffer.max(1);
         async move {
-            // Several filers on their own stores: each holds only its own
-            // events once its peers are gone, so all must answer, and a broken
-            // stream cannot move (docs/meta-log.md#several-filers).
-            let resumable = pool.store_check().await? == StoreCheck::Shared;
+            // Several filers on their own stores: a filer's aggregated log
+            // can lack its peers' events for good (after a restart), so each
+            // filer's own log is read and the logs merged; all must answer,
+            // and a broken stream cannot move (docs/meta-log.md#several-filers).
+            if let StoreCheck::Separate(filers) = pool.store_check().await? {
+                return open_merged(&pool, &params, options, filers, capacity).await;
+            }
+            // One store (or one filer): the stream may resume on any filer.
             // The first open fails the call itself when no filer serves it.
             let dedup = ResumeDedup::new(margin);
             let (node, reader) = open_on_any(&pool, &params, options, &dedup).await?;
@@ -527,7 +532,6 @@ impl ClusterPort for SeaweedCluster {
                 pool,
                 params,
                 options,
-                resumable,
             };
             tokio::spawn(follow(source, dedup, node, reader, tx));
             Ok(tokio_stream::wrappers::ReceiverStream::new(rx).boxed())
@@ -717,13 +721,140 @@ async fn open_on_any(
     ))
 }
 
-/// Where a pass's stream comes from, and whether it may move between filers.
+/// Opens `SubscribeLocalMetadata` on every filer of `filers` (their own
+/// stores) and merges the streams by `ts_ns` in a task
+/// (docs/meta-log.md#several-filers). A filer that refuses fails the call,
+/// naming it: its events are in no other log.
+async fn open_merged(
+    pool: &FilerPool,
+    params: &SubscribeParams,
+    options: ReaderOptions,
+    filers: Vec<(String, i32)>,
+    capacity: usize,
+) -> Result<EventStream, String> {
+    let nodes = pool.ordered();
+    let opened = futures::future::join_all(filers.iter().map(|(addr, sig)| {
+        let node = nodes.iter().find(|n| &n.addr == addr).cloned();
+        let (addr, sig, params) = (addr.clone(), *sig, params.clone());
+        async move {
+            let node = node.ok_or_else(|| format!("filer {addr}: left the pool"))?;
+            MetaLogReader::open_local(node.channel.clone(), params, options)
+                .await
+                .map(|reader| LocalLog { addr: addr.clone(), signature: sig, reader })
+                .map_err(|e| format!("filer {addr}: {e}"))
+        }
+    }))
+    .await;
+    let mut logs = Vec::with_capacity(opened.len());
+    let mut errors = Vec::new();
+    for r in opened {
+        match r {
+            Ok(l) => logs.push(l),
+            Err(e) => errors.push(e),
+        }
+    }
+    if !errors.is_empty() {
+        return Err(format!(
+            "meta-log: {}; the filers have their own stores, so a pass needs every filer's own \
+             log: bring it back, or remove it from `cluster.filer` once its writes are no longer \
+             needed (docs/meta-log.md#several-filers)",
+            errors.join("; ")
+        ));
+    }
+    tracing::debug!(filers = logs.len(), "meta-log: merging each filer's own log");
+    let (tx, rx) = tokio::sync::mpsc::channel(capacity);
+    tokio::spawn(merge_logs(logs, tx));
+    Ok(tokio_stream::wrappers::ReceiverStream::new(rx).boxed())
+}
+
+/// One filer's own log in a merged pass.
+struct LocalLog {
+    addr: String,
+    signature: i32,
+    reader: MetaLogReader,
+}
+
+/// Feeds the merge of every filer's own log to `tx`, in `ts_ns` order
+/// ([`LogMerge`]); each filer's keepalives move its position. Changes a filer
+/// applied for a peer are dropped (the peer's own log has them). A stream
+/// that breaks ends the pass with an error naming its filer; it is not
+/// resumed elsewhere, since no other filer's log holds its events.
+async fn merge_logs(
+    mut logs: Vec<LocalLog>,
+    tx: tokio::sync::mpsc::Sender<Result<MetaEvent, String>>,
+) {
+    let pool: Vec<i32> = logs.iter().map(|l| l.signature).collect();
+    let mut merge: LogMerge<MetaEvent> = LogMerge::new(logs.len());
+    let mut applied_for_peers = 0u64;
+    loop {
+        while let Some((_, ev)) = merge.pop() {
+            if tx.send(Ok(ev)).await.is_err() {
+                return;
+            }
+        }
+        if merge.done() {
+            tracing::debug!(applied_for_peers, "meta-log: merged logs ended");
+            return;
+        }
+        let wanted = merge.wanted();
+        let (i, item) = {
+            let waits = logs
+                .iter_mut()
+                .enumerate()
+                .filter(|(i, _)| wanted.contains(i))
+                .map(|(i, l)| async move { (i, l.reader.recv().await) }.boxed());
+            // `recv` is cancel-safe: the losers lose nothing.
+            futures::future::select_all(waits).await.0
+        };
+        let log = &logs[i];
+        match item {
+            None => merge.end(i),
+            Some(Err(e)) => {
+                let _ = tx
+                    .send(Err(format!(
+                        "meta-log stream on filer {} broke: {e}; not resumed on another filer: \
+                         the filers have their own stores, so the others lack the events written \
+                         through {} (docs/meta-log.md#several-filers)",
+                        log.addr, log.addr
+                    )))
+                    .await;
+                return;
+            }
+            Some(Ok(resp)) => {
+                let signatures = resp
+                    .event_notification
+                    .as_ref()
+                    .map(|n| n.signatures.as_slice())
+                    .unwrap_or_default();
+                match MetaEvent::from_response(&resp) {
+                    None => merge.advance(i, resp.ts_ns),
+                    Some(_) if applied_for_peer(signatures, log.signature, &pool) => {
+                        applied_for_peers += 1;
+                        merge.advance(i, resp.ts_ns);
+                    }
+                    Some(ev) => {
+                        if merge.offer(i, ev.ts_ns, ev).is_err() {
+                            let _ = tx
+                                .send(Err(format!(
+                                    "meta-log merge: filer {} sent an event while its last one \
+                                     was still pending (a bug; the pass stops here)",
+                                    log.addr
+                                )))
+                                .await;
+                            return;
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Where a pass's stream comes from (filers sharing one store).
 struct StreamSource {
     pool: FilerPool,
     params: SubscribeParams,
     options: ReaderOptions,
-    /// False with filers on their own stores ([`StoreCheck::Separate`]).
-    resumable: bool,
 }
 
 /// Feeds one pass's events to `tx`; when the stream breaks, resumes it on the
@@ -742,7 +873,6 @@ async fn follow(
         pool,
         params,
         options,
-        resumable,
     } = source;
     let mut breaks = 0usize;
     loop {
@@ -760,16 +890,6 @@ async fn follow(
                 breaks += 1;
                 if filers == 1 || breaks > 2 * filers {
                     let _ = tx.send(Err(e.to_string())).await;
-                    return;
-                }
-                if !resumable {
-                    let _ = tx
-                        .send(Err(format!(
-                            "{e}; not resumed on another filer: the filers have their own stores, \
-                             so the others may lack the events written through {node} \
-                             (docs/meta-log.md#several-filers)"
-                        )))
-                        .await;
                     return;
                 }
                 tracing::warn!(filer = %node, error = %e, resume_from = dedup.since(params.since_ns),

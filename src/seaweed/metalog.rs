@@ -227,6 +227,31 @@ impl MetaLogReader {
         params: SubscribeParams,
         options: ReaderOptions,
     ) -> Result<MetaLogReader, MetaLogError> {
+        MetaLogReader::open_on(channel, params, options, Log::Aggregated).await
+    }
+
+    /// Like [`MetaLogReader::open`], but reads only this filer's own log
+    /// (`SubscribeLocalMetadata`: the events written through it, not its
+    /// peers'), for filers with their own stores whose logs are merged
+    /// (docs/meta-log.md#several-filers). Besides its events it yields the
+    /// stream's position: every keepalive and every skipped event comes
+    /// through as a response with no `event_notification` and that `ts_ns`
+    /// (only when it moves forward), so a merge knows how far this filer got
+    /// without waiting for its next event.
+    pub async fn open_local(
+        channel: Channel,
+        params: SubscribeParams,
+        options: ReaderOptions,
+    ) -> Result<MetaLogReader, MetaLogError> {
+        MetaLogReader::open_on(channel, params, options, Log::Local).await
+    }
+
+    async fn open_on(
+        channel: Channel,
+        params: SubscribeParams,
+        options: ReaderOptions,
+        log: Log,
+    ) -> Result<MetaLogReader, MetaLogError> {
         let filter = EventFilter::new(&params)?;
         if options.capacity == 0 {
             return Err(MetaLogError::InvalidParams(
@@ -236,7 +261,12 @@ impl MetaLogReader {
         let request = build_request(&params, &options, random_client_id());
         let mut client =
             SeaweedFilerClient::new(channel).max_decoding_message_size(MAX_MESSAGE_BYTES);
-        let call = client.subscribe_metadata(request);
+        let call = async {
+            match log {
+                Log::Aggregated => client.subscribe_metadata(request).await,
+                Log::Local => client.subscribe_local_metadata(request).await,
+            }
+        };
         let response = match options.receive_timeout {
             Some(limit) => match tokio::time::timeout(limit, call).await {
                 Ok(r) => r,
@@ -259,6 +289,7 @@ impl MetaLogReader {
             options.receive_timeout,
             Arc::clone(&stats),
             options.capacity,
+            log == Log::Local,
         ));
         Ok(MetaLogReader {
             rx,
@@ -334,6 +365,15 @@ impl Drop for MetaLogReader {
     }
 }
 
+/// Which of a filer's logs a reader subscribes to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Log {
+    /// `SubscribeMetadata`: its own log plus the peers' events it follows.
+    Aggregated,
+    /// `SubscribeLocalMetadata`: its own events only, with positions.
+    Local,
+}
+
 /// A fresh random positive client id: the filer refuses a second stream with an
 /// id it already has registered ("duplicated subscription detected").
 fn random_client_id() -> i32 {
@@ -368,7 +408,10 @@ async fn pump(
     receive_timeout: Option<Duration>,
     stats: Arc<ReaderStats>,
     capacity: usize,
+    positions: bool,
 ) {
+    // The newest position forwarded (only with `positions`).
+    let mut position = Nanos::MIN;
     let send = |msg: Msg| {
         let tx = tx.clone();
         let stats = Arc::clone(&stats);
@@ -422,9 +465,21 @@ async fn pump(
             return;
         }
         for event in flatten(response) {
-            match filter.classify(&event) {
+            let verdict = filter.classify(&event);
+            if positions && verdict != Verdict::Deliver && event.ts_ns > position {
+                position = event.ts_ns;
+                let mark = SubscribeMetadataResponse {
+                    ts_ns: position,
+                    ..Default::default()
+                };
+                if !send(Msg::Event(mark)).await {
+                    return;
+                }
+            }
+            match verdict {
                 Verdict::Deliver => {
                     let ts = event.ts_ns;
+                    position = position.max(ts);
                     if !send(Msg::Event(event)).await {
                         return;
                     }
