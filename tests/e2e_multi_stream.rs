@@ -292,7 +292,10 @@ async fn separate_stores_pass_after_filer_restart_deletes_what_either_filer_took
     let mut aggregated = Vec::new();
     for addr in [c.filer_grpc_addr(), c.filer2_grpc_addr()] {
         let n = files_in_log(addr, &prefix, since, until, false).await;
-        aggregated.push(format!("{addr}={}", n.map_or_else(|e| e, |n| n.to_string())));
+        aggregated.push(format!(
+            "{addr}={}",
+            n.map_or_else(|e| e, |n| n.to_string())
+        ));
     }
 
     println!("multi: separate-stores gap: aggregated logs of the writes hold {aggregated:?}");
@@ -300,7 +303,10 @@ async fn separate_stores_pass_after_filer_restart_deletes_what_either_filer_took
     let stream_files = {
         use futures::StreamExt;
         use s3_lifecycled::pass::ports::{ClusterPort, SeaweedCluster};
-        let filers = [c.filer_grpc_addr().to_string(), c.filer2_grpc_addr().to_string()];
+        let filers = [
+            c.filer_grpc_addr().to_string(),
+            c.filer2_grpc_addr().to_string(),
+        ];
         let cluster = SeaweedCluster::connect_many(
             &filers,
             "/buckets",
@@ -349,7 +355,12 @@ async fn separate_stores_pass_after_filer_restart_deletes_what_either_filer_took
         let r = p.json();
         let recovery = r.recovery_reasons(&bucket);
         // The replay must find the writes: a walk of the bucket would hide the gap.
-        assert!(recovery.is_empty(), "pass {} walked: {recovery:?}\n{}", i + 2, p.describe());
+        assert!(
+            recovery.is_empty(),
+            "pass {} walked: {recovery:?}\n{}",
+            i + 2,
+            p.describe()
+        );
         reports.push(format!(
             "pass {}: DONE={} NOOP_RESOLVED={} events={}",
             i + 2,
@@ -390,8 +401,17 @@ async fn both_filers_hold(c: &SplitCluster, dir: &str, paths: &[String]) {
                 .map_err(|e| e.to_string())?;
             for p in paths {
                 let (sub, name) = p.rsplit_once('/').map_or(("", p.as_str()), |(d, n)| (d, n));
-                let d = if sub.is_empty() { dir.to_string() } else { format!("{dir}/{sub}") };
-                if fc.lookup(&d, name).await.map_err(|e| e.to_string())?.is_none() {
+                let d = if sub.is_empty() {
+                    dir.to_string()
+                } else {
+                    format!("{dir}/{sub}")
+                };
+                if fc
+                    .lookup(&d, name)
+                    .await
+                    .map_err(|e| e.to_string())?
+                    .is_none()
+                {
                     return Err(format!("filer {addr} lacks {d}/{name}"));
                 }
             }
@@ -428,9 +448,7 @@ async fn files_in_log(
     } else {
         client.subscribe_metadata(req).await
     };
-    let mut stream = call
-        .map_err(|e| e.to_string())?
-        .into_inner();
+    let mut stream = call.map_err(|e| e.to_string())?.into_inner();
     let mut files = BTreeSet::new();
     while let Some(resp) = stream.message().await.map_err(|e| e.to_string())? {
         let batch = resp.events.clone();

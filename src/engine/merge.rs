@@ -205,7 +205,11 @@ mod tests {
         let (mut ai, mut bi) = (0, 0);
         while !m.done() {
             for i in m.wanted() {
-                let (src, idx) = if i == 0 { (&a[..], &mut ai) } else { (&b[..], &mut bi) };
+                let (src, idx) = if i == 0 {
+                    (&a[..], &mut ai)
+                } else {
+                    (&b[..], &mut bi)
+                };
                 match src.get(*idx) {
                     Some(&(ts, n)) => {
                         m.offer(i, ts, n).unwrap();

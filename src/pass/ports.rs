@@ -9,11 +9,11 @@ use tonic::transport::Channel;
 
 use crate::engine::DeleteRequest;
 use crate::engine::cursor::ShardCursor;
-use crate::engine::safety::{ApprovalRecord, HoldRecord, PauseRecord, RuleRecord};
 use crate::engine::merge::{LogMerge, applied_for_peer};
+use crate::engine::safety::{ApprovalRecord, HoldRecord, PauseRecord, RuleRecord};
 use crate::engine::{CallResult, DeleteOutcome, MetaEvent, Nanos, WalkItem};
 use crate::pass::dispatch::{AttemptError, AttemptResult, DeletePort};
-use crate::pb::filer_pb::Entry;
+use crate::pb::filer_pb::{Entry, SubscribeMetadataResponse};
 use crate::seaweed::buckets::{BucketScan, list_bucket_configs};
 use crate::seaweed::controls::ControlStore;
 use crate::seaweed::delete::DeleteError;
@@ -740,7 +740,11 @@ async fn open_merged(
             let node = node.ok_or_else(|| format!("filer {addr}: left the pool"))?;
             MetaLogReader::open_local(node.channel.clone(), params, options)
                 .await
-                .map(|reader| LocalLog { addr: addr.clone(), signature: sig, reader })
+                .map(|reader| LocalLog {
+                    addr: addr.clone(),
+                    signature: sig,
+                    items: reader.map_err(|e| e.to_string()).boxed(),
+                })
                 .map_err(|e| format!("filer {addr}: {e}"))
         }
     }))
@@ -761,17 +765,21 @@ async fn open_merged(
             errors.join("; ")
         ));
     }
-    tracing::debug!(filers = logs.len(), "meta-log: merging each filer's own log");
+    tracing::debug!(
+        filers = logs.len(),
+        "meta-log: merging each filer's own log"
+    );
     let (tx, rx) = tokio::sync::mpsc::channel(capacity);
     tokio::spawn(merge_logs(logs, tx));
     Ok(tokio_stream::wrappers::ReceiverStream::new(rx).boxed())
 }
 
-/// One filer's own log in a merged pass.
+/// One filer's own log in a merged pass: its flattened responses (events,
+/// and position marks without an entry), `Err` then end when it broke.
 struct LocalLog {
     addr: String,
     signature: i32,
-    reader: MetaLogReader,
+    items: BoxStream<'static, Result<SubscribeMetadataResponse, String>>,
 }
 
 /// Feeds the merge of every filer's own log to `tx`, in `ts_ns` order
@@ -802,8 +810,8 @@ async fn merge_logs(
                 .iter_mut()
                 .enumerate()
                 .filter(|(i, _)| wanted.contains(i))
-                .map(|(i, l)| async move { (i, l.reader.recv().await) }.boxed());
-            // `recv` is cancel-safe: the losers lose nothing.
+                .map(|(i, l)| async move { (i, l.items.next().await) }.boxed());
+            // `next` is cancel-safe: the losers lose nothing.
             futures::future::select_all(waits).await.0
         };
         let log = &logs[i];
@@ -953,5 +961,120 @@ impl DeletePort<DeleteRequest> for SeaweedDelete {
             }
         }
         .boxed()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::pb::filer_pb::EventNotification;
+
+    fn ev(ts: Nanos, name: &str, signatures: &[i32]) -> Result<SubscribeMetadataResponse, String> {
+        Ok(SubscribeMetadataResponse {
+            directory: "/buckets/b".into(),
+            ts_ns: ts,
+            event_notification: Some(EventNotification {
+                new_entry: Some(Entry {
+                    name: name.into(),
+                    ..Default::default()
+                }),
+                signatures: signatures.to_vec(),
+                ..Default::default()
+            }),
+            ..Default::default()
+        })
+    }
+
+    /// A position mark, as `MetaLogReader::open_local` forwards keepalives.
+    fn mark(ts: Nanos) -> Result<SubscribeMetadataResponse, String> {
+        Ok(SubscribeMetadataResponse {
+            ts_ns: ts,
+            ..Default::default()
+        })
+    }
+
+    fn log(
+        addr: &str,
+        signature: i32,
+        items: Vec<Result<SubscribeMetadataResponse, String>>,
+    ) -> LocalLog {
+        LocalLog {
+            addr: addr.into(),
+            signature,
+            items: futures::stream::iter(items).boxed(),
+        }
+    }
+
+    /// Everything the merged stream delivers: event names, or `!error`.
+    async fn run(logs: Vec<LocalLog>) -> Vec<String> {
+        let (tx, rx) = tokio::sync::mpsc::channel(1);
+        tokio::spawn(merge_logs(logs, tx));
+        tokio_stream::wrappers::ReceiverStream::new(rx)
+            .map(|r| match r {
+                Ok(e) => e.new_entry.map(|e| e.name).unwrap_or_default(),
+                Err(e) => format!("!{e}"),
+            })
+            .collect()
+            .await
+    }
+
+    #[tokio::test]
+    async fn merged_filer_logs_come_in_ts_order_without_peer_applied_copies() {
+        let a = log(
+            "filer-a:18888",
+            1,
+            vec![
+                ev(10, "a10", &[1]),
+                // b20 as filer A applied it for filer B: B's own log has it.
+                ev(21, "b20-copy", &[2, 1]),
+                ev(30, "a30", &[1]),
+                // From outside the pool (another cluster's filer.sync): only here.
+                ev(35, "sync35", &[99, 1]),
+            ],
+        );
+        let b = log(
+            "filer-b:18888",
+            2,
+            vec![ev(20, "b20", &[2]), mark(25), ev(40, "b40", &[2])],
+        );
+        assert_eq!(
+            run(vec![a, b]).await,
+            ["a10", "b20", "a30", "sync35", "b40"]
+        );
+    }
+
+    #[tokio::test]
+    async fn one_filer_log_ending_early_lets_the_other_finish() {
+        let a = log("filer-a:18888", 1, vec![]);
+        let b = log(
+            "filer-b:18888",
+            2,
+            vec![ev(1, "b1", &[2]), ev(2, "b2", &[2]), ev(3, "b3", &[2])],
+        );
+        assert_eq!(run(vec![a, b]).await, ["b1", "b2", "b3"]);
+    }
+
+    #[tokio::test]
+    async fn a_broken_filer_log_fails_the_merged_pass_naming_the_filer() {
+        let a = log(
+            "filer-a:18888",
+            1,
+            vec![ev(10, "a10", &[1]), Err("transport error".into())],
+        );
+        let b = log(
+            "filer-b:18888",
+            2,
+            vec![ev(5, "b5", &[2]), ev(50, "b50", &[2])],
+        );
+        let got = run(vec![a, b]).await;
+        assert_eq!(got[..2], ["b5", "a10"], "{got:?}");
+        assert_eq!(got.len(), 3, "nothing after the error: {got:?}");
+        assert!(
+            got[2].starts_with('!')
+                && got[2].contains("filer-a:18888")
+                && got[2].contains("transport error")
+                && got[2].contains("not resumed"),
+            "{got:?}"
+        );
     }
 }

@@ -556,6 +556,23 @@ mod tests {
         assert_eq!(d.seen.len(), d.recent.len());
     }
 
+    #[test]
+    fn separate_stores_each_or_none_and_a_mix_is_refused() {
+        let f = |a: &str, s: i32| (a.to_string(), s);
+        let own = vec![f("a:1", 1), f("b:1", 2), f("c:1", 3)];
+        assert_eq!(
+            separate_or_mixed(own.clone()).unwrap(),
+            StoreCheck::Separate(own)
+        );
+        let e = separate_or_mixed(vec![f("a:1", 1), f("b:1", 1), f("c:1", 3)]).unwrap_err();
+        assert!(
+            e.contains("mix shared and separate stores")
+                && e.contains("[a:1, b:1]")
+                && e.contains("[c:1]"),
+            "{e}"
+        );
+    }
+
     #[tokio::test]
     async fn a_round_of_unavailable_filers_is_retried_until_one_answers() {
         let addrs: Vec<String> = vec!["127.0.0.1:1".into(), "127.0.0.1:2".into()];
