@@ -1,11 +1,12 @@
-//! A meta-log stream on filers with their own stores, on a cluster of its own: once the filer
-//! serving it dies, the stream fails loudly instead of resuming on the other filer (which
-//! lacks the dead one's events), and a new subscription is refused naming it.
+//! The meta-log of filers with their own stores, on a two-filer cluster of its own
+//! (`multi_cluster`): a pass reads each filer's own log and merges them
+//! (docs/meta-log.md#several-filers). Once a filer serving it dies, the stream fails loudly
+//! naming it, and a new subscription is refused; after a filer was killed and restarted, a
+//! pass still sees and deletes what was written through either filer, where one filer's
+//! aggregated log was seen holding only its own half.
 //!
-//! Its own binary (its own two-filer cluster), not in `e2e_multi.rs`: there, earlier tests
-//! restart filer 1, and after such a restart filer 2's aggregated log was seen to lack filer
-//! 1's new events for good (10,000 of 20,000 still missing after 300 s;
-//! docs/meta-log.md#several-filers), which this test's complete window needs.
+//! Its own binary, not in `e2e_multi.rs`: both tests kill filer 1 and need its peer's state
+//! settled, and they run one at a time (`SERIAL`).
 
 mod common;
 

@@ -805,7 +805,11 @@ async fn merge_logs(
             return;
         }
         let wanted = merge.wanted();
-        let (i, item) = {
+        let (i, item) = if let [only] = wanted[..] {
+            // The usual case once every stream has a head: the one just
+            // released must speak again. No select (and no allocation).
+            (only, logs[only].items.next().await)
+        } else {
             let waits = logs
                 .iter_mut()
                 .enumerate()
