@@ -794,6 +794,11 @@ async fn merge_logs(
     let pool: Vec<i32> = logs.iter().map(|l| l.signature).collect();
     let mut merge: LogMerge<MetaEvent> = LogMerge::new(logs.len());
     let mut applied_for_peers = 0u64;
+    // Each stream's last event: a filer's own log can hand over the event at
+    // the seam between its persisted files and its memory buffer twice in a
+    // row (docs/meta-log.md#duplicates); the repeat is dropped here.
+    let mut last: Vec<Option<crate::seaweed::pool::EventKey>> = vec![None; logs.len()];
+    let mut repeats = 0u64;
     loop {
         while let Some((_, ev)) = merge.pop() {
             if tx.send(Ok(ev)).await.is_err() {
@@ -801,7 +806,7 @@ async fn merge_logs(
             }
         }
         if merge.done() {
-            tracing::debug!(applied_for_peers, "meta-log: merged logs ended");
+            tracing::debug!(applied_for_peers, repeats, "meta-log: merged logs ended");
             return;
         }
         let wanted = merge.wanted();
@@ -845,6 +850,13 @@ async fn merge_logs(
                         merge.advance(i, resp.ts_ns);
                     }
                     Some(ev) => {
+                        let key = crate::seaweed::pool::key_of(&ev);
+                        if last[i].as_ref() == Some(&key) {
+                            repeats += 1;
+                            merge.advance(i, ev.ts_ns);
+                            continue;
+                        }
+                        last[i] = Some(key);
                         if merge.offer(i, ev.ts_ns, ev).is_err() {
                             let _ = tx
                                 .send(Err(format!(
@@ -1023,11 +1035,13 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn merged_filer_logs_come_in_ts_order_without_peer_applied_copies() {
+    async fn merged_filer_logs_come_in_ts_order_without_peer_applied_copies_or_repeats() {
         let a = log(
             "filer-a:18888",
             1,
             vec![
+                ev(10, "a10", &[1]),
+                // The seam between persisted files and memory repeats an event.
                 ev(10, "a10", &[1]),
                 // b20 as filer A applied it for filer B: B's own log has it.
                 ev(21, "b20-copy", &[2, 1]),
