@@ -161,18 +161,18 @@ async fn metalog_stream_on_separate_stores_fails_loudly_when_its_filer_dies() {
         .unwrap();
 }
 
-/// The gap this pins: with their own stores, a filer's aggregated log (`SubscribeMetadata`) can
-/// lack a restarted peer's new events for good (seen: 10,000 of 20,000 still missing after
-/// 300 s), and a pass reading it deleted none of them, silently. Here filer 1 is SIGKILLed and
-/// restarted, then objects are written through each filer (filer `CreateEntry` copies of a
-/// PUT's entry, so each write is in that filer's own log). The pass's stream (filer 1, the
-/// restarted one, listed first) must hold every write exactly once, and `run-once` must delete
-/// every due object written through either filer and keep the others. A first pass after the
-/// restart saves the cursors, so the second pass replays the meta-log instead of walking the
-/// bucket (a walk would hide the gap). Prints how many of the writes each filer's aggregated
-/// log held (what the single stream read before); `MULTI_GAP_PROBE_WAIT_S=75` waits that long
-/// before reading, which is when the restarted filer's aggregated log was seen lacking its
-/// peer's writes (310 of 600).
+/// The gap this pins: with their own stores, a filer's aggregated log (`SubscribeMetadata`)
+/// lacks its peers' events once it has flushed its own log past them (seen: 10,000 of 20,000
+/// still missing after 300 s; docs/meta-log.md#aggregation-gap), and a pass reading it missed
+/// their due deletions silently. Here filer 1 is SIGKILLed and restarted, objects are written
+/// through each filer (filer `CreateEntry` copies of a PUT's entry, so each write is in that
+/// filer's own log), and each filer is made to flush (padding outside the buckets root). The
+/// pass's stream (filer 1 listed first) must hold every write, and `run-once` must delete every
+/// due object written through either filer and keep the others. A first pass after the restart
+/// saves the cursors, so the second pass replays the meta-log instead of walking the bucket (a
+/// walk would hide the gap). Prints how many of the writes each filer's aggregated log held
+/// (what the single stream read before: about half). `MULTI_GAP_PROBE_WAIT_S=N` waits N s more
+/// before reading, by hand.
 #[tokio::test(flavor = "multi_thread")]
 async fn separate_stores_pass_after_filer_restart_deletes_what_either_filer_took() {
     use s3_lifecycled::pb::filer_pb::Entry;
