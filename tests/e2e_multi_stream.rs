@@ -342,10 +342,9 @@ async fn separate_stores_pass_after_filer_restart_deletes_what_either_filer_took
             let ev = ev.unwrap_or_else(|e| panic!("the pass's stream failed: {e}"));
             if let Some(e) = ev.new_entry.as_ref().filter(|e| !e.is_directory)
                 && ev.directory.starts_with(&format!("{dir}/"))
+                && !files.insert((ev.directory.clone(), e.name.clone()))
             {
-                if !files.insert((ev.directory.clone(), e.name.clone())) {
-                    twice.push(format!("{}/{}", ev.directory, e.name));
-                }
+                twice.push(format!("{}/{}", ev.directory, e.name));
             }
         }
         // Harmless if any (docs/meta-log.md#duplicates), but counted.
