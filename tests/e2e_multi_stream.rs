@@ -332,14 +332,17 @@ async fn separate_stores_pass_after_filer_restart_deletes_what_either_filer_took
         .await
         .unwrap()
         .with_resume_margin(REORDER_MARGIN);
+        let read_started = std::time::Instant::now();
         let mut events = cluster.subscribe(since, until).await.unwrap();
         let mut files = BTreeSet::new();
         let mut twice = Vec::new();
+        let mut read = 0usize;
         while let Some(ev) = tokio::time::timeout(GUARD, events.next())
             .await
             .expect("the stream ends within the guard")
         {
             let ev = ev.unwrap_or_else(|e| panic!("the pass's stream failed: {e}"));
+            read += 1;
             if let Some(e) = ev.new_entry.as_ref().filter(|e| !e.is_directory)
                 && ev.directory.starts_with(&format!("{dir}/"))
                 && !files.insert((ev.directory.clone(), e.name.clone()))
@@ -348,7 +351,11 @@ async fn separate_stores_pass_after_filer_restart_deletes_what_either_filer_took
             }
         }
         // Harmless if any (docs/meta-log.md#duplicates), but counted.
-        println!("multi: separate-stores gap: the pass's stream delivered twice: {twice:?}");
+        println!(
+            "multi: separate-stores gap: the pass's merged stream read {read} events in {:?}, \
+             delivered twice: {twice:?}",
+            read_started.elapsed()
+        );
         files.len()
     };
     assert_eq!(

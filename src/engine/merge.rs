@@ -46,13 +46,12 @@ impl<T> LogMerge<T> {
 
     /// The streams whose next item the merge needs before it can release
     /// anything more (none once every stream has a head or has ended).
-    pub fn wanted(&self) -> Vec<usize> {
+    pub fn wanted(&self) -> impl Iterator<Item = usize> + '_ {
         self.slots
             .iter()
             .enumerate()
             .filter(|(_, s)| matches!(s, Slot::Waiting { .. }))
             .map(|(i, _)| i)
-            .collect()
     }
 
     /// Stream `i`'s next event. Only a stream in [`LogMerge::wanted`] may
@@ -149,14 +148,14 @@ mod tests {
     #[test]
     fn merged_order_is_ts_order_across_streams() {
         let mut m = LogMerge::new(2);
-        assert_eq!(m.wanted(), [0, 1]);
+        assert_eq!(m.wanted().collect::<Vec<_>>(), [0, 1]);
         m.offer(0, 10, "a10").unwrap();
         // Stream 1 has not answered: nothing can go yet.
         assert!(m.pop().is_none());
         m.offer(1, 5, "b5").unwrap();
         assert_eq!(drain(&mut m), [(1, "b5")]);
         // Stream 1 must speak again before a10 can go.
-        assert_eq!(m.wanted(), [1]);
+        assert_eq!(m.wanted().collect::<Vec<_>>(), [1]);
         m.offer(1, 12, "b12").unwrap();
         assert_eq!(drain(&mut m), [(0, "a10")]);
         m.end(0);
@@ -187,7 +186,7 @@ mod tests {
         let mut m = LogMerge::new(2);
         m.end(1);
         for (ts, name) in [(1, "a1"), (2, "a2"), (3, "a3")] {
-            assert_eq!(m.wanted(), [0]);
+            assert_eq!(m.wanted().collect::<Vec<_>>(), [0]);
             m.offer(0, ts, name).unwrap();
             assert_eq!(drain(&mut m), [(0, name)]);
         }
@@ -204,7 +203,7 @@ mod tests {
         let b = [(18, "b18"), (25, "b25")];
         let (mut ai, mut bi) = (0, 0);
         while !m.done() {
-            for i in m.wanted() {
+            for i in m.wanted().collect::<Vec<_>>() {
                 let (src, idx) = if i == 0 {
                     (&a[..], &mut ai)
                 } else {

@@ -797,7 +797,7 @@ async fn merge_logs(
     // Each stream's last event: a filer's own log can hand over the event at
     // the seam between its persisted files and its memory buffer twice in a
     // row (docs/meta-log.md#duplicates); the repeat is dropped here.
-    let mut last: Vec<Option<crate::seaweed::pool::EventKey>> = vec![None; logs.len()];
+    let mut last: Vec<Option<(Nanos, u64)>> = vec![None; logs.len()];
     let mut repeats = 0u64;
     loop {
         while let Some((_, ev)) = merge.pop() {
@@ -809,12 +809,16 @@ async fn merge_logs(
             tracing::debug!(applied_for_peers, repeats, "meta-log: merged logs ended");
             return;
         }
-        let wanted = merge.wanted();
-        let (i, item) = if let [only] = wanted[..] {
+        let (first, more) = {
+            let mut w = merge.wanted();
+            (w.next(), w.next().is_some())
+        };
+        let (i, item) = if let (Some(only), false) = (first, more) {
             // The usual case once every stream has a head: the one just
             // released must speak again. No select (and no allocation).
             (only, logs[only].items.next().await)
         } else {
+            let wanted: Vec<usize> = merge.wanted().collect();
             let waits = logs
                 .iter_mut()
                 .enumerate()
@@ -850,8 +854,8 @@ async fn merge_logs(
                         merge.advance(i, resp.ts_ns);
                     }
                     Some(ev) => {
-                        let key = crate::seaweed::pool::key_of(&ev);
-                        if last[i].as_ref() == Some(&key) {
+                        let key = (ev.ts_ns, identity_hash(&ev));
+                        if last[i] == Some(key) {
                             repeats += 1;
                             merge.advance(i, ev.ts_ns);
                             continue;
@@ -872,6 +876,19 @@ async fn merge_logs(
             }
         }
     }
+}
+
+/// A hash of an event's identity (directory, old name, new parent, new
+/// name), computed without copying them: with the same `ts_ns`, equal
+/// hashes mean the same event (one in 2^64 otherwise).
+fn identity_hash(e: &MetaEvent) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    e.directory.hash(&mut h);
+    e.old_entry.as_ref().map(|x| x.name.as_str()).hash(&mut h);
+    e.new_parent_path.hash(&mut h);
+    e.new_entry.as_ref().map(|x| x.name.as_str()).hash(&mut h);
+    h.finish()
 }
 
 /// Where a pass's stream comes from (filers sharing one store).

@@ -447,10 +447,9 @@ pub struct ResumeDedup {
 }
 
 /// An event's identity: its timestamp and the paths it touched.
-pub(crate) type EventKey = (Nanos, String, String, String, String);
+type EventKey = (Nanos, String, String, String, String);
 
-/// `event`'s identity: (`ts_ns`, directory, old name, new parent, new name).
-pub(crate) fn key_of(e: &MetaEvent) -> EventKey {
+fn key_of(e: &MetaEvent) -> EventKey {
     let name = |en: &Option<crate::pb::filer_pb::Entry>| {
         en.as_ref().map(|x| x.name.clone()).unwrap_or_default()
     };
