@@ -182,7 +182,7 @@ async fn metalog_stream_on_separate_stores_fails_loudly_when_its_filer_dies() {
 /// their due deletions silently. Here filer 1 is SIGKILLed and restarted, objects are written
 /// through each filer (filer `CreateEntry` copies of a PUT's entry, so each write is in that
 /// filer's own log), and each filer is made to flush (padding outside the buckets root). The
-/// pass's stream (filer 1 listed first) must hold every write, and `run-once` must delete every
+/// pass's stream (either filer listed first) must hold every write, and `run-once` must delete every
 /// due object written through either filer and keep the others. A first pass after the restart
 /// saves the cursors, so the second pass replays the meta-log instead of walking the bucket (a
 /// walk would hide the gap). Prints how many of the writes each filer's aggregated log held
@@ -328,57 +328,32 @@ async fn separate_stores_pass_after_filer_restart_deletes_what_either_filer_took
         "multi: separate-stores gap: aggregated logs of the writes hold {aggregated:?} \
          (padding written in {padded_in:?})"
     );
-    // The pass's own stream (filer 1 first, as `run-once` below) holds every write.
-    let stream_files = {
-        use futures::StreamExt;
-        use s3_lifecycled::pass::ports::{ClusterPort, SeaweedCluster};
-        let filers = [
+    // The pass's stream holds every write, whichever filer is listed first (the single
+    // stream read the first one's aggregated log, and which filer lacks its peer's half varies
+    // from run to run).
+    for first_filer2 in [false, true] {
+        let mut filers = [
             c.filer_grpc_addr().to_string(),
             c.filer2_grpc_addr().to_string(),
         ];
-        let cluster = SeaweedCluster::connect_many(
-            &filers,
-            "/buckets",
-            "/etc/s3/lifecycle/e2e-multi-gap-stream",
-            64,
-            Duration::from_secs(30),
-            None,
-        )
-        .await
-        .unwrap()
-        .with_resume_margin(REORDER_MARGIN);
-        let read_started = std::time::Instant::now();
-        let mut events = cluster.subscribe(since, until).await.unwrap();
-        let mut files = BTreeSet::new();
-        let mut twice = Vec::new();
-        let mut read = 0usize;
-        while let Some(ev) = tokio::time::timeout(GUARD, events.next())
-            .await
-            .expect("the stream ends within the guard")
-        {
-            let ev = ev.unwrap_or_else(|e| panic!("the pass's stream failed: {e}"));
-            read += 1;
-            if let Some(e) = ev.new_entry.as_ref().filter(|e| !e.is_directory)
-                && ev.directory.starts_with(&format!("{dir}/"))
-                && !files.insert((ev.directory.clone(), e.name.clone()))
-            {
-                twice.push(format!("{}/{}", ev.directory, e.name));
-            }
+        if first_filer2 {
+            filers.reverse();
         }
-        // Harmless if any (docs/meta-log.md#duplicates), but counted.
+        let (files, read, twice, took) = stream_files(&filers, &dir, since, until).await;
+        // Duplicates would be harmless (docs/meta-log.md#duplicates), but are counted.
         println!(
-            "multi: separate-stores gap: the pass's merged stream read {read} events in {:?}, \
-             delivered twice: {twice:?}",
-            read_started.elapsed()
+            "multi: separate-stores gap: the pass's merged stream ({} first) read {read} events \
+             in {took:?}, delivered twice: {twice:?}",
+            filers[0]
         );
-        files.len()
-    };
-    assert_eq!(
-        stream_files,
-        due.len() + keep.len(),
-        "the pass's meta-log stream holds every write through either filer (aggregated logs \
-         held {aggregated:?})"
-    );
+        assert_eq!(
+            files,
+            due.len() + keep.len(),
+            "the pass's meta-log stream ({} first) holds every write through either filer \
+             (aggregated logs held {aggregated:?})",
+            filers[0]
+        );
+    }
     // Pass 2, a minute later (six 10 s days): replay only. A gateway on a filer still catching up on its peer
     // may answer NOT_FOUND for an entry it lacks yet; such answers are unconfirmed and retried
     // by the next pass (docs/lifecycle-delete.md#outcomes), so up to three passes.
@@ -424,6 +399,48 @@ async fn separate_stores_pass_after_filer_restart_deletes_what_either_filer_took
         due.len() + keep.len(),
         due.len()
     );
+}
+
+/// Reads `(since, until]` through the pass's stream over `filers`: (distinct files under
+/// `dir`, events read, files delivered twice, time taken).
+async fn stream_files(
+    filers: &[String],
+    dir: &str,
+    since: i64,
+    until: i64,
+) -> (usize, usize, Vec<String>, Duration) {
+    use futures::StreamExt;
+    use s3_lifecycled::pass::ports::{ClusterPort, SeaweedCluster};
+    let cluster = SeaweedCluster::connect_many(
+        filers,
+        "/buckets",
+        "/etc/s3/lifecycle/e2e-multi-gap-stream",
+        64,
+        Duration::from_secs(30),
+        None,
+    )
+    .await
+    .unwrap()
+    .with_resume_margin(REORDER_MARGIN);
+    let started = std::time::Instant::now();
+    let mut events = cluster.subscribe(since, until).await.unwrap();
+    let mut files = BTreeSet::new();
+    let mut twice = Vec::new();
+    let mut read = 0usize;
+    while let Some(ev) = tokio::time::timeout(GUARD, events.next())
+        .await
+        .expect("the stream ends within the guard")
+    {
+        let ev = ev.unwrap_or_else(|e| panic!("the pass's stream failed: {e}"));
+        read += 1;
+        if let Some(e) = ev.new_entry.as_ref().filter(|e| !e.is_directory)
+            && ev.directory.starts_with(&format!("{dir}/"))
+            && !files.insert((ev.directory.clone(), e.name.clone()))
+        {
+            twice.push(format!("{}/{}", ev.directory, e.name));
+        }
+    }
+    (files.len(), read, twice, started.elapsed())
 }
 
 /// Writes 9 MB of events (2,300 entries with 4 KB of Extended each) through filer `addr`,
