@@ -22,6 +22,7 @@ pub mod identity;
 pub mod journal;
 pub mod keys;
 pub mod lock;
+pub mod merge;
 pub mod preview;
 pub mod progress;
 pub mod resume;

@@ -236,6 +236,31 @@ impl MetaLogReader {
         params: SubscribeParams,
         options: ReaderOptions,
     ) -> Result<MetaLogReader, MetaLogError> {
+        MetaLogReader::open_on(channel, params, options, Log::Aggregated).await
+    }
+
+    /// Like [`MetaLogReader::open`], but reads only this filer's own log
+    /// (`SubscribeLocalMetadata`: the events written through it, not its
+    /// peers'), for filers with their own stores whose logs are merged
+    /// (docs/meta-log.md#several-filers). Besides its events it yields the
+    /// stream's position: every keepalive and every skipped event comes
+    /// through as a response with no `event_notification` and that `ts_ns`
+    /// (only when it moves forward), so a merge knows how far this filer got
+    /// without waiting for its next event.
+    pub async fn open_local(
+        channel: Channel,
+        params: SubscribeParams,
+        options: ReaderOptions,
+    ) -> Result<MetaLogReader, MetaLogError> {
+        MetaLogReader::open_on(channel, params, options, Log::Local).await
+    }
+
+    async fn open_on(
+        channel: Channel,
+        params: SubscribeParams,
+        options: ReaderOptions,
+        log: Log,
+    ) -> Result<MetaLogReader, MetaLogError> {
         let filter = EventFilter::new(&params)?;
         if options.capacity == 0 {
             return Err(MetaLogError::InvalidParams(
@@ -245,7 +270,12 @@ impl MetaLogReader {
         let request = build_request(&params, &options, random_client_id());
         let mut client =
             SeaweedFilerClient::new(channel).max_decoding_message_size(MAX_MESSAGE_BYTES);
-        let call = client.subscribe_metadata(request);
+        let call = async {
+            match log {
+                Log::Aggregated => client.subscribe_metadata(request).await,
+                Log::Local => client.subscribe_local_metadata(request).await,
+            }
+        };
         let response = match options.receive_timeout {
             Some(limit) => match tokio::time::timeout(limit, call).await {
                 Ok(r) => r,
@@ -274,6 +304,7 @@ impl MetaLogReader {
             },
             filter,
             options.receive_timeout,
+            log == Log::Local,
         ));
         Ok(MetaLogReader {
             rx,
@@ -406,6 +437,15 @@ impl Drop for MetaLogReader {
     }
 }
 
+/// Which of a filer's logs a reader subscribes to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Log {
+    /// `SubscribeMetadata`: its own log plus the peers' events it follows.
+    Aggregated,
+    /// `SubscribeLocalMetadata`: its own events only, with positions.
+    Local,
+}
+
 /// A fresh random positive client id: the filer refuses a second stream with an
 /// id it already has registered ("duplicated subscription detected").
 fn random_client_id() -> i32 {
@@ -459,15 +499,8 @@ impl Feed {
             self.stats
                 .buffered_high_water
                 .fetch_max(buffered, Ordering::Relaxed);
-            let last_ts = events.last().map(|e| e.ts_ns);
             if self.tx.send(Msg::Events(events)).await.is_err() {
                 return false; // the consumer is gone; stop reading
-            }
-            self.stats
-                .events_delivered
-                .fetch_add(n as u64, Ordering::Relaxed);
-            if let Some(ts) = last_ts {
-                self.stats.last_ts_ns.store(ts, Ordering::Relaxed);
             }
             events = rest;
         }
@@ -487,8 +520,11 @@ async fn pump(
     feed: Feed,
     mut filter: EventFilter,
     receive_timeout: Option<Duration>,
+    positions: bool,
 ) {
     let stats = Arc::clone(&feed.stats);
+    // The newest position forwarded (only with `positions`).
+    let mut position = Nanos::MIN;
     loop {
         let next = match receive_timeout {
             Some(limit) => match tokio::time::timeout(limit, stream.message()).await {
@@ -529,10 +565,25 @@ async fn pump(
             .await;
             return;
         }
+        // Events and (with `positions`) position marks, in stream order.
         let mut deliver = Vec::new();
+        let (mut delivered, mut last_ts) = (0u64, None);
         for event in flatten(response) {
-            match filter.classify(&event) {
-                Verdict::Deliver => deliver.push(event),
+            let verdict = filter.classify(&event);
+            if positions && verdict != Verdict::Deliver && event.ts_ns > position {
+                position = event.ts_ns;
+                deliver.push(SubscribeMetadataResponse {
+                    ts_ns: position,
+                    ..Default::default()
+                });
+            }
+            match verdict {
+                Verdict::Deliver => {
+                    position = position.max(event.ts_ns);
+                    last_ts = Some(event.ts_ns);
+                    delivered += 1;
+                    deliver.push(event);
+                }
                 Verdict::Keepalive => {
                     stats.keepalives_skipped.fetch_add(1, Ordering::Relaxed);
                 }
@@ -552,6 +603,12 @@ async fn pump(
         }
         if !feed.events(deliver).await {
             return;
+        }
+        stats
+            .events_delivered
+            .fetch_add(delivered, Ordering::Relaxed);
+        if let Some(ts) = last_ts {
+            stats.last_ts_ns.store(ts, Ordering::Relaxed);
         }
     }
 }

@@ -220,10 +220,12 @@ pub enum StoreCheck {
     /// One filer, or filers that share one store: each one's log holds every
     /// filer's events, so a stream can resume on any of them.
     Shared,
-    /// Every filer answers but they have their own stores: a filer serves its
-    /// peers' events only while it follows them live, so a broken stream must
-    /// not resume elsewhere (the pass fails instead).
-    Separate,
+    /// Every filer answers and each has a store of its own: a filer serves
+    /// its peers' events only while it follows them, so a pass reads every
+    /// filer's own log and merges them, and a broken stream must not resume
+    /// elsewhere (the pass fails instead). Each filer's address and store
+    /// signature, in pool order.
+    Separate(Vec<(String, i32)>),
 }
 
 impl FilerPool {
@@ -255,7 +257,14 @@ impl FilerPool {
         let shared = sigs.iter().all(|s| s.is_some() && *s == sigs[0]);
         match (shared, down.is_empty()) {
             (true, _) => Ok(StoreCheck::Shared),
-            (false, true) => Ok(StoreCheck::Separate),
+            (false, true) => {
+                let filers: Vec<(String, i32)> = nodes
+                    .iter()
+                    .zip(&sigs)
+                    .filter_map(|(n, s)| s.map(|s| (n.addr.clone(), s)))
+                    .collect();
+                separate_or_mixed(filers)
+            }
             (false, false) => Err(format!(
                 "meta-log: filer {} unreachable, and the filers do not share a store (or its store \
                  is not known yet): the events written through it are only in its own meta-log, so \
@@ -266,6 +275,31 @@ impl FilerPool {
             )),
         }
     }
+}
+
+/// Filers with different store signatures: [`StoreCheck::Separate`] when
+/// no two share one. Some sharing a store and others not is refused: a
+/// filer's own log on a shared store holds its store-mates' persisted events
+/// but not their unflushed ones, so neither one log per filer nor one per
+/// store is complete (docs/meta-log.md#several-filers).
+fn separate_or_mixed(filers: Vec<(String, i32)>) -> Result<StoreCheck, String> {
+    let mut by_store: std::collections::BTreeMap<i32, Vec<&str>> = Default::default();
+    for (addr, sig) in &filers {
+        by_store.entry(*sig).or_default().push(addr);
+    }
+    if by_store.values().all(|a| a.len() == 1) {
+        return Ok(StoreCheck::Separate(filers));
+    }
+    let groups: Vec<String> = by_store
+        .values()
+        .map(|a| format!("[{}]", a.join(", ")))
+        .collect();
+    Err(format!(
+        "meta-log: the filers mix shared and separate stores (filers by store: {}); a pass \
+         cannot read every event of such a cluster completely; give every filer the same store \
+         or each its own (docs/meta-log.md#several-filers)",
+        groups.join(" ")
+    ))
 }
 
 /// How long [`FilerPool::call`] keeps retrying a round in which every filer
@@ -553,6 +587,23 @@ mod tests {
         }
         assert!(d.seen.len() <= 11, "{}", d.seen.len());
         assert_eq!(d.seen.len(), d.recent.len());
+    }
+
+    #[test]
+    fn separate_stores_each_or_none_and_a_mix_is_refused() {
+        let f = |a: &str, s: i32| (a.to_string(), s);
+        let own = vec![f("a:1", 1), f("b:1", 2), f("c:1", 3)];
+        assert_eq!(
+            separate_or_mixed(own.clone()).unwrap(),
+            StoreCheck::Separate(own)
+        );
+        let e = separate_or_mixed(vec![f("a:1", 1), f("b:1", 1), f("c:1", 3)]).unwrap_err();
+        assert!(
+            e.contains("mix shared and separate stores")
+                && e.contains("[a:1, b:1]")
+                && e.contains("[c:1]"),
+            "{e}"
+        );
     }
 
     #[tokio::test]
