@@ -247,8 +247,17 @@ fn run_ours_at(
             let out = format!("{prefix}-{n}.data");
             eprintln!("  perf: pass {n} recorded to {out}");
             let mut c = Command::new("perf");
-            c.args(["record", "-F", "999", "--call-graph", "dwarf,32768", "-o", &out, "--"])
-                .arg(BIN);
+            c.args([
+                "record",
+                "-F",
+                "999",
+                "--call-graph",
+                "dwarf,32768",
+                "-o",
+                &out,
+                "--",
+            ])
+            .arg(BIN);
             c
         }
         _ => Command::new(BIN),

@@ -615,16 +615,22 @@ async fn pump(
 
 /// One response → its events in order: the top-level event first, then the
 /// batch tail (`events`), each with `events` emptied.
-pub fn flatten(mut response: SubscribeMetadataResponse) -> Vec<SubscribeMetadataResponse> {
+pub fn flatten(response: SubscribeMetadataResponse) -> Vec<SubscribeMetadataResponse> {
+    let mut out = Vec::with_capacity(1 + response.events.len());
+    flatten_into(response, &mut out);
+    out
+}
+
+/// [`flatten`] into `out`: one vector for the whole response (a vector per
+/// batched event was a measurable share of a replay's allocations).
+fn flatten_into(mut response: SubscribeMetadataResponse, out: &mut Vec<SubscribeMetadataResponse>) {
     let tail = std::mem::take(&mut response.events);
-    let mut out = Vec::with_capacity(1 + tail.len());
     out.push(response);
     for item in tail {
         // The filer never nests batches, but flattening keeps the order right
         // if it ever does.
-        out.extend(flatten(item));
+        flatten_into(item, out);
     }
-    out
 }
 
 /// What the reader does with one flattened event.
