@@ -76,10 +76,10 @@
 //! The box is small and shared: figures vary by up to 2× between runs
 //! (docs/baselines.md#reading-the-figures). Compare the ratios, measured back to back.
 
-#[path = "../tests/common/mod.rs"]
-mod common;
 #[path = "common/mod.rs"]
 mod bench;
+#[path = "../tests/common/mod.rs"]
+mod common;
 
 use std::io::Write as _;
 use std::process::{Command, Stdio};

@@ -33,10 +33,10 @@
 //! crate forbids the `unsafe` a `getrusage` call would need; `VmHWM` only
 //! grows, so the last sample is the peak up to the last 10 ms).
 
-#[path = "../tests/common/mod.rs"]
-mod common;
 #[path = "common/mod.rs"]
 mod bench;
+#[path = "../tests/common/mod.rs"]
+mod common;
 
 use std::process::Stdio;
 use std::time::Duration;
@@ -149,7 +149,7 @@ async fn seed(
     bench::create_entries(c, to - from, in_flight, &what, |j| {
         let i = from + j;
         let mut e = template.clone();
-        let (dir, name) = if i % 2 == 0 {
+        let (dir, name) = if i.is_multiple_of(2) {
             (
                 format!("{root}/rss-one/d{:02}", (i / 2) % ONE_DIRS),
                 format!("k{i:08}"),

@@ -12,6 +12,8 @@
 //! cargo bench --bench workers
 //! ```
 //!
+//! `WORKERS_BENCH_DUE=200 cargo test --bench workers` is a quick debug-build smoke run.
+//!
 //! The admin's scheduler runs the jobs (a manual run of a disabled job type cancels executions
 //! after 90 s): the wall time runs from enabling the job type to the last job's success
 //! (detection within 5 s, dispatch, the passes); the slowest job's own pass time
@@ -19,10 +21,10 @@
 //! machine with the workers, so on a 2-core box the second worker competes with SeaweedFS for
 //! CPU: read the ratio as "what a second worker buys on this box", not as scaling.
 
-#[path = "../tests/common/mod.rs"]
-mod common;
 #[path = "common/mod.rs"]
 mod bench;
+#[path = "../tests/common/mod.rs"]
+mod common;
 
 use std::process::Stdio;
 use std::time::{Duration, Instant};

@@ -1118,7 +1118,11 @@ async fn forecast_refresh_after_a_pass_reads_no_cursor_and_matches_the_saved_one
     let service = Service::new(coord, board.clone(), settings, (0..16).collect());
     // Start-up: no pass result yet, the 16 cursors are read.
     service.attach_controls(cluster.clone(), obs.clone()).await;
-    assert_eq!(loads.load(Ordering::SeqCst), 16, "start-up reads every cursor");
+    assert_eq!(
+        loads.load(Ordering::SeqCst),
+        16,
+        "start-up reads every cursor"
+    );
     service.set_ready();
 
     // The cold start at NOW (before every event), then a pass after the
@@ -1142,7 +1146,10 @@ async fn forecast_refresh_after_a_pass_reads_no_cursor_and_matches_the_saved_one
             .as_ref()
             .is_none_or(|p| p.run_id != run.run_id)
         {
-            assert!(std::time::Instant::now() < deadline, "the pass never finished");
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the pass never finished"
+            );
             tokio::time::sleep(Duration::from_millis(10)).await;
         }
         assert_eq!(

@@ -137,8 +137,12 @@ impl Service {
         let c = self.controls.get_or_init(|| Controls { port, obs });
         c.refresh().await;
         // No pass has run yet: every cursor comes from the filer.
-        c.refresh_forecast(&self.settings.time.time_config(), wall_ns(), &Default::default())
-            .await;
+        c.refresh_forecast(
+            &self.settings.time.time_config(),
+            wall_ns(),
+            &Default::default(),
+        )
+        .await;
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
