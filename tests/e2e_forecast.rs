@@ -1,7 +1,8 @@
 //! The forecast on the real cluster (docs/forecast.md): what `forecast` says
 //! after a pass is, day by day, exactly what later passes delete on a
 //! simulated timeline (`--now`); the lag gauges show a paused bucket's
-//! overdue matches and go back to zero after `resume` and a pass.
+//! overdue matches and go back to zero after `resume` and a pass; `serve`
+//! refreshes them from the cursors a pass saved, reading none back.
 
 mod common;
 
@@ -360,5 +361,52 @@ async fn lag_metrics_show_a_paused_buckets_overdue_matches_and_clear_after_resum
     assert_eq!(
         gauge(&serve, "s3_lifecycled_oldest_overdue_age_seconds", &b, "d3").await,
         Some(0.0)
+    );
+}
+
+/// After a pass, `serve` refreshes the forecast and the lag gauges from the
+/// cursors the pass has just saved and reads none back from the filer
+/// (docs/forecast.md#refresh); only the start-up refresh, before any pass,
+/// reads the 16. The gauges still show the pass's pending matches.
+#[tokio::test(flavor = "multi_thread")]
+async fn forecast_refresh_after_a_pass_reads_no_cursor_from_the_filer() {
+    const N: usize = 3;
+    let c = cluster();
+    let b = c.new_bucket("e2e-forecast-refresh").await.unwrap();
+    c.put_lifecycle_xml(&b, &lifecycle(&days_rule("d3", "", 3)))
+        .await
+        .unwrap();
+    c.put_objects_bulk(&b, &keys("o/", N), b"xyz")
+        .await
+        .unwrap();
+    let scope = Scope::new(&[&b]);
+    let serve = Serve::start(
+        &scope,
+        &[(
+            "S3_LIFECYCLED__TELEMETRY__LOG_FILTER",
+            "info,s3_lifecycled::service=debug",
+        )],
+    )
+    .await;
+    let (id, _) = serve.trigger(&[]).await;
+    serve.wait_last(&id, Duration::from_secs(60)).await;
+    let log = serve.log_text();
+    let refreshes: Vec<&str> = log
+        .lines()
+        .filter(|l| l.contains("forecast refreshed"))
+        .collect();
+    assert_eq!(refreshes.len(), 2, "start-up and the pass:\n{log}");
+    assert!(
+        refreshes[0].contains("cursors_from_pass=0") && refreshes[0].contains("cursors_read=16"),
+        "start-up reads every cursor:\n{log}"
+    );
+    assert!(
+        refreshes[1].contains("cursors_from_pass=16") && refreshes[1].contains("cursors_read=0"),
+        "after the pass, no cursor is read back:\n{log}"
+    );
+    assert_eq!(
+        gauge(&serve, "s3_lifecycled_matches_pending", &b, "d3").await,
+        Some(N as f64),
+        "{log}"
     );
 }

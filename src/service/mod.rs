@@ -500,6 +500,12 @@ impl Controls {
                 return;
             }
         };
+        let from_pass = cursors.len().min(saved.len());
+        tracing::debug!(
+            cursors_from_pass = from_pass,
+            cursors_read = cursors.len() - from_pass,
+            "forecast refreshed"
+        );
         self.obs.forecast(crate::engine::forecast::Forecast::of(
             &cursors,
             time,
