@@ -219,6 +219,9 @@ async fn dry_run_sends_and_saves_nothing() {
     assert_eq!(result.outcome(), RunOutcome::Completed);
     assert_eq!(deletes.calls.load(Ordering::SeqCst), 0);
     assert!(cluster.saved.lock().unwrap().is_empty());
+    // Nothing saved, nothing handed to serve's forecast refresh as saved
+    // (docs/forecast.md#refresh): it reads the filer's copies instead.
+    assert!(result.saved_cursors().is_empty());
     let dry: u64 = result
         .shards
         .iter()
@@ -268,6 +271,17 @@ async fn a_stopped_pass_is_truncated_sends_nothing_and_saves_every_cursor() {
     {
         let saved = cluster.saved.lock().unwrap();
         assert_eq!(saved.len(), 16, "every shard saves its cursor");
+        let handed = result.saved_cursors();
+        assert_eq!(handed.len(), 16, "the result carries every saved cursor");
+        for (shard, c) in &handed {
+            assert_eq!(c.updated_ns, NOW, "stamped as the store stamps it");
+            let mut stored = saved[shard].clone();
+            stored.updated_ns = NOW;
+            assert_eq!(
+                *c, stored,
+                "shard {shard}: the result's copy is the saved one"
+            );
+        }
         assert!(
             saved.values().all(|c| !c.buckets.contains_key("b")),
             "an unfinished recovery keeps no bucket state, so the next pass recovers again"
