@@ -236,19 +236,25 @@ async fn gauge(serve: &Serve, name: &str, bucket: &str, rule: &str) -> Option<f6
         .and_then(|v| v.trim().parse().ok())
 }
 
-#[tokio::test(flavor = "multi_thread")]
-async fn lag_metrics_show_a_paused_buckets_overdue_matches_and_clear_after_resume() {
-    const N: usize = 5;
+/// A fresh bucket with rule `d3` (Expiration Days 3: with the service's 10 s
+/// test days, due 30 s after the write) and `n` objects under `o/`.
+async fn pending_bucket(name: &str, n: usize) -> String {
     let c = cluster();
-    let s3 = c.s3_client();
-    let b = c.new_bucket("e2e-forecast-lag").await.unwrap();
-    // 10 s days (the service's test env): due 30 s after the write.
+    let b = c.new_bucket(name).await.unwrap();
     c.put_lifecycle_xml(&b, &lifecycle(&days_rule("d3", "", 3)))
         .await
         .unwrap();
-    c.put_objects_bulk(&b, &keys("o/", N), b"xyz")
+    c.put_objects_bulk(&b, &keys("o/", n), b"xyz")
         .await
         .unwrap();
+    b
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn lag_metrics_show_a_paused_buckets_overdue_matches_and_clear_after_resume() {
+    const N: usize = 5;
+    let s3 = cluster().s3_client();
+    let b = pending_bucket("e2e-forecast-lag", N).await;
     let scope = Scope::new(&[&b]);
     let serve = Serve::start(&scope, &[]).await;
 
@@ -371,14 +377,7 @@ async fn lag_metrics_show_a_paused_buckets_overdue_matches_and_clear_after_resum
 #[tokio::test(flavor = "multi_thread")]
 async fn forecast_refresh_after_a_pass_reads_no_cursor_from_the_filer() {
     const N: usize = 3;
-    let c = cluster();
-    let b = c.new_bucket("e2e-forecast-refresh").await.unwrap();
-    c.put_lifecycle_xml(&b, &lifecycle(&days_rule("d3", "", 3)))
-        .await
-        .unwrap();
-    c.put_objects_bulk(&b, &keys("o/", N), b"xyz")
-        .await
-        .unwrap();
+    let b = pending_bucket("e2e-forecast-refresh", N).await;
     let scope = Scope::new(&[&b]);
     let serve = Serve::start(
         &scope,

@@ -270,14 +270,18 @@ impl Cluster {
         keys: &[String],
         body: &[u8],
     ) -> anyhow::Result<()> {
-        let addr = self.s3_addr();
-        // As the SDK sends a checksum: a bucket with object lock wants one.
-        let md5 = content_md5(body);
+        // Content-MD5 as the SDK sends a checksum: object lock wants one.
+        let put = BulkPut {
+            addr: self.s3_addr(),
+            bucket,
+            body,
+            md5: content_md5(body),
+        };
         let next = std::sync::atomic::AtomicUsize::new(0);
         let connections = (0..BULK_CONNECTIONS.min(keys.len())).map(|_| async {
             let mut conn = None;
             while let Some(key) = keys.get(next.fetch_add(1, Ordering::Relaxed)) {
-                raw_put(&mut conn, addr, bucket, key, body, &md5)
+                put.send(&mut conn, key)
                     .await
                     .with_context(|| format!("PutObject {bucket}/{key}"))?;
             }
@@ -570,108 +574,110 @@ pub async fn list_uploads(s3: &aws_sdk_s3::Client, bucket: &str) -> BTreeSet<Str
 /// One keep-alive connection of [`Cluster::put_objects_bulk`].
 type BulkConn = tokio::io::BufStream<tokio::net::TcpStream>;
 
-/// An unsigned `PUT /{bucket}/{key}` (the test gateway runs without auth)
-/// over `conn`, opened when `None` and dropped when the gateway closes it. A
-/// reused connection that fails is replaced once: the gateway may have
-/// closed it while idle.
-async fn raw_put(
-    conn: &mut Option<BulkConn>,
+/// The requests of one [`Cluster::put_objects_bulk`]: unsigned `PUT
+/// /{bucket}/{key}`s (the test gateway runs without auth) of one body.
+struct BulkPut<'a> {
     addr: std::net::SocketAddr,
-    bucket: &str,
-    key: &str,
-    body: &[u8],
-    md5: &str,
-) -> anyhow::Result<()> {
-    let reused = conn.is_some();
-    match raw_put_once(conn, addr, bucket, key, body, md5).await {
-        Err(_) if reused => {
-            *conn = None;
-            raw_put_once(conn, addr, bucket, key, body, md5).await
-        }
-        r => r,
-    }
+    bucket: &'a str,
+    body: &'a [u8],
+    md5: String,
 }
 
-async fn raw_put_once(
-    conn: &mut Option<BulkConn>,
-    addr: std::net::SocketAddr,
-    bucket: &str,
-    key: &str,
-    body: &[u8],
-    md5: &str,
-) -> anyhow::Result<()> {
-    use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt};
-    let s = match conn {
-        Some(s) => s,
-        None => conn.insert(tokio::io::BufStream::new(
-            tokio::net::TcpStream::connect(addr).await?,
-        )),
-    };
-    let path: String = format!("/{bucket}/{key}")
-        .bytes()
-        .map(|b| match b {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' | b'/' => {
-                char::from(b).to_string()
+impl BulkPut<'_> {
+    /// PUTs `key` over `conn`, opened when `None` and dropped when the
+    /// gateway closes it. A reused connection that fails is replaced once:
+    /// the gateway may have closed it while idle.
+    async fn send(&self, conn: &mut Option<BulkConn>, key: &str) -> anyhow::Result<()> {
+        let reused = conn.is_some();
+        match self.send_once(conn, key).await {
+            Err(_) if reused => {
+                *conn = None;
+                self.send_once(conn, key).await
             }
-            _ => format!("%{b:02X}"),
-        })
-        .collect();
-    let head = format!(
-        "PUT {path} HTTP/1.1\r\nHost: {addr}\r\nContent-MD5: {md5}\r\nContent-Length: {}\r\n\r\n",
-        body.len()
-    );
-    s.write_all(head.as_bytes()).await?;
-    s.write_all(body).await?;
-    s.flush().await?;
-    let mut line = String::new();
-    if s.read_line(&mut line).await? == 0 {
-        bail!("the gateway closed the connection before answering");
-    }
-    let status: u16 = line
-        .split_whitespace()
-        .nth(1)
-        .and_then(|c| c.parse().ok())
-        .ok_or_else(|| anyhow!("not an HTTP status line: {line:?}"))?;
-    let (mut length, mut chunked, mut close) = (0usize, false, false);
-    loop {
-        line.clear();
-        s.read_line(&mut line).await?;
-        let l = line.trim_end();
-        if l.is_empty() {
-            break;
-        }
-        if let Some((k, v)) = l.split_once(':') {
-            let (k, v) = (k.trim().to_ascii_lowercase(), v.trim().to_ascii_lowercase());
-            match k.as_str() {
-                "content-length" => length = v.parse()?,
-                "transfer-encoding" => chunked = v.contains("chunked"),
-                "connection" => close = v == "close",
-                _ => {}
-            }
+            r => r,
         }
     }
-    let mut answer = Vec::new();
-    if chunked {
+
+    async fn send_once(&self, conn: &mut Option<BulkConn>, key: &str) -> anyhow::Result<()> {
+        let BulkPut {
+            addr,
+            bucket,
+            body,
+            md5,
+        } = self;
+        use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt};
+        let s = match conn {
+            Some(s) => s,
+            None => conn.insert(tokio::io::BufStream::new(
+                tokio::net::TcpStream::connect(addr).await?,
+            )),
+        };
+        let path: String = format!("/{bucket}/{key}")
+            .bytes()
+            .map(|b| match b {
+                b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' | b'/' => {
+                    char::from(b).to_string()
+                }
+                _ => format!("%{b:02X}"),
+            })
+            .collect();
+        let head = format!(
+            "PUT {path} HTTP/1.1\r\nHost: {addr}\r\nContent-MD5: {md5}\r\nContent-Length: {}\r\n\r\n",
+            body.len()
+        );
+        s.write_all(head.as_bytes()).await?;
+        s.write_all(body).await?;
+        s.flush().await?;
+        let mut line = String::new();
+        if s.read_line(&mut line).await? == 0 {
+            bail!("the gateway closed the connection before answering");
+        }
+        let status: u16 = line
+            .split_whitespace()
+            .nth(1)
+            .and_then(|c| c.parse().ok())
+            .ok_or_else(|| anyhow!("not an HTTP status line: {line:?}"))?;
+        let (mut length, mut chunked, mut close) = (0usize, false, false);
         loop {
             line.clear();
             s.read_line(&mut line).await?;
-            let size = usize::from_str_radix(line.trim().split(';').next().unwrap_or(""), 16)?;
-            let mut chunk = vec![0; size + 2];
-            s.read_exact(&mut chunk).await?;
-            if size == 0 {
+            let l = line.trim_end();
+            if l.is_empty() {
                 break;
             }
-            answer.extend_from_slice(&chunk[..size]);
+            if let Some((k, v)) = l.split_once(':') {
+                let (k, v) = (k.trim().to_ascii_lowercase(), v.trim().to_ascii_lowercase());
+                match k.as_str() {
+                    "content-length" => length = v.parse()?,
+                    "transfer-encoding" => chunked = v.contains("chunked"),
+                    "connection" => close = v == "close",
+                    _ => {}
+                }
+            }
         }
-    } else {
-        answer.resize(length, 0);
-        s.read_exact(&mut answer).await?;
+        let mut answer = Vec::new();
+        if chunked {
+            loop {
+                line.clear();
+                s.read_line(&mut line).await?;
+                let size = usize::from_str_radix(line.trim().split(';').next().unwrap_or(""), 16)?;
+                let mut chunk = vec![0; size + 2];
+                s.read_exact(&mut chunk).await?;
+                if size == 0 {
+                    break;
+                }
+                answer.extend_from_slice(&chunk[..size]);
+            }
+        } else {
+            answer.resize(length, 0);
+            s.read_exact(&mut answer).await?;
+        }
+        if close {
+            *conn = None;
+        }
+        if status / 100 != 2 {
+            bail!("{status}: {}", String::from_utf8_lossy(&answer));
+        }
+        Ok(())
     }
-    if close {
-        *conn = None;
-    }
-    if status / 100 != 2 {
-        bail!("{status}: {}", String::from_utf8_lossy(&answer));
-    }
-    Ok(())
 }
