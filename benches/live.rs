@@ -19,7 +19,7 @@
 //! default 1000000; 0 skips them), `LIVE_BENCH_MIXED` (new events and due
 //! objects of the mixed day, default 50000), `LIVE_BENCH_CLASSIC` (0 skips the
 //! reader/lister/scan/deletes rows below, default 1).
-//! `LIVE_BENCH_PERF=/tmp/p` runs each of our passes under `perf record`
+//! `BENCH_PERF=/tmp/p` runs each of our passes under `perf record`
 //! (`/tmp/p-<n>.data`, numbered in the order printed), for profiling.
 //! `LIVE_BENCH_EVENTS=2000 LIVE_BENCH_DUE=500 LIVE_BENCH_RUNS=1
 //! LIVE_BENCH_MIN_AGE_S=0 LIVE_BENCH_WINDOW=3000 LIVE_BENCH_MIXED=300
@@ -78,6 +78,8 @@
 //! The box is small and shared: figures vary by up to 2× between runs
 //! (docs/baselines.md#reading-the-figures). Compare the ratios, measured back to back.
 
+#[path = "common/mod.rs"]
+mod bench;
 #[path = "../tests/common/mod.rs"]
 mod common;
 
@@ -87,7 +89,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, anyhow, bail};
 use common::{BIN, Cluster, cluster, keys, now_ns};
-use futures::{StreamExt, TryStreamExt};
+use futures::StreamExt;
 use s3_lifecycled::pb::filer_pb::Entry;
 use s3_lifecycled::seaweed::filer::FilerClient;
 use s3_lifecycled::seaweed::lister::list_bucket;
@@ -176,26 +178,6 @@ async fn seed(c: &Cluster, bucket: &str, prefix: &str, n: usize) -> anyhow::Resu
     Ok(())
 }
 
-async fn count_objects(c: &Cluster, bucket: &str) -> anyhow::Result<usize> {
-    let s3 = c.s3_client();
-    let mut n = 0;
-    let mut token = None;
-    loop {
-        let r = s3
-            .list_objects_v2()
-            .bucket(bucket)
-            .set_continuation_token(token)
-            .send()
-            .await
-            .with_context(|| format!("ListObjectsV2 {bucket}"))?;
-        n += r.contents().len();
-        token = r.next_continuation_token().map(str::to_string);
-        if token.is_none() {
-            return Ok(n);
-        }
-    }
-}
-
 /// Removes a bucket's lifecycle configuration, so later Go passes (which act
 /// on every configured bucket) do not walk or replay it.
 async fn drop_lifecycle(c: &Cluster, bucket: &str) -> anyhow::Result<()> {
@@ -237,51 +219,12 @@ fn run_ours_at(
     cursor_dir: &str,
     now: Option<i64>,
 ) -> anyhow::Result<Ours> {
-    let mut cmd = match std::env::var("LIVE_BENCH_PERF") {
-        // Profiling: each of our passes runs under `perf record` (call
-        // graphs from DWARF unwinding, so a release build without frame
-        // pointers still gives stacks), one numbered file per pass.
-        Ok(prefix) if !prefix.is_empty() => {
-            static N: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
-            let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-            let out = format!("{prefix}-{n}.data");
-            eprintln!("  perf: pass {n} recorded to {out}");
-            let mut c = Command::new("perf");
-            c.args([
-                "record",
-                "-F",
-                "999",
-                "--call-graph",
-                "dwarf,32768",
-                "-o",
-                &out,
-                "--",
-            ])
-            .arg(BIN);
-            c
-        }
-        _ => Command::new(BIN),
-    };
-    cmd.arg("run-once")
-        .args(["--filer", &c.filer_grpc_addr().to_string()])
-        .args(["--s3-grpc", &c.s3_grpc_addr().to_string()])
-        .args(["--buckets", bucket, "--json"])
-        .stdin(Stdio::null());
+    let mut cmd = bench::run_once_command(BIN, c, bucket, cursor_dir);
+    cmd.stdin(Stdio::null());
     if let Some(n) = now {
         cmd.args(["--now", &common::rfc3339(n)]);
     }
-    // Inherited overrides would silently change what is measured.
-    for (k, _) in std::env::vars() {
-        if k.starts_with("S3_LIFECYCLED__") {
-            cmd.env_remove(k);
-        }
-    }
-    // The test cluster's meta-log is minutes old: with the default probe, a
-    // Days 1 rule would count as unreplayable (log shorter than its TTL) and
-    // flip to the walker. Go assumes an unbounded log; so do we here.
-    cmd.env("S3_LIFECYCLED__CURSOR__DIR", cursor_dir)
-        .env("S3_LIFECYCLED__PASS__META_LOG_RETENTION", "87600h")
-        .env("RUST_LOG", "warn");
+    cmd.env("RUST_LOG", "warn");
     let t = Instant::now();
     let out = cmd.output().with_context(|| format!("spawning {BIN}"))?;
     let wall = t.elapsed();
@@ -461,29 +404,35 @@ fn main() -> anyhow::Result<()> {
 }
 
 fn print_table(k: &Knobs, rows: &[Row]) {
-    let w0 = rows.iter().map(|r| r.what.len()).max().unwrap_or(0).max(4);
-    let w1 = rows.iter().map(|r| r.ours.len()).max().unwrap_or(0).max(4);
-    let w2 = rows
-        .iter()
-        .map(|r| r.baseline.len())
-        .max()
-        .unwrap_or(0)
-        .max(8);
+    use bench::Align::{Left, Right};
+    let mut t = bench::Table::new(&[
+        ("what", Left, 4),
+        ("ours", Left, 4),
+        ("baseline", Left, 8),
+        ("ratio", Right, 6),
+        ("runs", Left, 0),
+    ]);
+    for r in rows {
+        t.row(vec![
+            r.what.clone(),
+            r.ours.clone(),
+            r.baseline.clone(),
+            r.ratio.clone(),
+            r.runs.clone(),
+        ]);
+    }
+    let lines = t.plain_lines();
+    // The rule as it always was: the text columns' widths plus 24.
+    let rule = lines[0].len() + 2;
     println!();
     println!(
         "live bench: events={} due={} runs={} (medians; ratio = ours / baseline)",
         k.events, k.due, k.runs
     );
-    println!(
-        "{:<w0$} | {:<w1$} | {:<w2$} | {:>6} | runs",
-        "what", "ours", "baseline", "ratio"
-    );
-    println!("{}", "-".repeat(w0 + w1 + w2 + 24));
-    for r in rows {
-        println!(
-            "{:<w0$} | {:<w1$} | {:<w2$} | {:>6} | {}",
-            r.what, r.ours, r.baseline, r.ratio, r.runs
-        );
+    println!("{}", lines[0]);
+    println!("{}", "-".repeat(rule));
+    for l in &lines[1..] {
+        println!("{l}");
     }
 }
 
@@ -677,7 +626,7 @@ async fn classic_rows(c: &Cluster, k: &Knobs) -> anyhow::Result<Vec<Row>> {
         c.put_lifecycle_xml(&b, PAST_DATE_XML).await?;
         seed(c, &b, "old/", k.due).await?;
         let r = run_ours(c, &b, &format!("/etc/s3/lifecycle/bench-{b}"))?;
-        let left = count_objects(c, &b).await?;
+        let left = common::count_objects(&c.s3_client(), &b).await;
         if r.done() != k.due as u64 || left != 0 {
             bail!(
                 "our pass deleted {} of {}, {left} left: {}",
@@ -701,7 +650,7 @@ async fn classic_rows(c: &Cluster, k: &Knobs) -> anyhow::Result<Vec<Row>> {
         c.put_lifecycle_xml(&g, PAST_DATE_XML).await?;
         seed(c, &g, "old/", k.due).await?;
         let run = run_go(c)?;
-        let gone = k.due - count_objects(c, &g).await?;
+        let gone = k.due - common::count_objects(&c.s3_client(), &g).await;
         drop_lifecycle(c, &g).await?;
         let wall = run.wall.as_secs_f64();
         eprintln!(
@@ -760,8 +709,6 @@ const DAY_NS: i64 = 86_400_000_000_000;
 /// one object PUT through S3 (same attributes and extended keys), with a
 /// fresh mtime and the body inline. One meta-log create event each.
 async fn seed_filer(c: &Cluster, bucket: &str, prefix: &str, n: usize) -> anyhow::Result<()> {
-    use s3_lifecycled::pb::filer_pb::CreateEntryRequest;
-    let t = Instant::now();
     let template_key = format!("{prefix}template");
     c.put_objects_bulk(bucket, std::slice::from_ref(&template_key), BODY)
         .await?;
@@ -775,45 +722,17 @@ async fn seed_filer(c: &Cluster, bucket: &str, prefix: &str, n: usize) -> anyhow
         .ok_or_else(|| anyhow!("seed template {dir}/{name} missing after its PUT"))?;
     template.chunks.clear();
     template.content = BODY.to_vec();
-    let client = c.filer_client().await?;
+    if let Some(a) = template.attributes.as_mut() {
+        a.file_size = BODY.len() as u64;
+    }
     let keys = keys(prefix, n);
-    futures::stream::iter(keys)
-        .map(|key| {
-            let mut client = client.clone();
-            let mut e = template.clone();
-            let dir = dir.clone();
-            async move {
-                e.name = key.rsplit('/').next().unwrap_or(&key).to_string();
-                let now_s = now_ns() / 1_000_000_000;
-                if let Some(a) = e.attributes.as_mut() {
-                    a.mtime = now_s;
-                    a.crtime = now_s;
-                    a.file_size = BODY.len() as u64;
-                }
-                let r = client
-                    .create_entry(CreateEntryRequest {
-                        directory: dir.clone(),
-                        entry: Some(e),
-                        ..Default::default()
-                    })
-                    .await
-                    .map_err(|s| anyhow!("CreateEntry {dir}/{key}: {s}"))?
-                    .into_inner();
-                if !r.error.is_empty() {
-                    bail!("CreateEntry {dir}/{key}: {}", r.error);
-                }
-                Ok(())
-            }
-        })
-        .buffer_unordered(FILER_SEED_IN_FLIGHT)
-        .try_for_each(|()| async { Ok(()) })
-        .await?;
-    let el = t.elapsed().as_secs_f64();
-    eprintln!(
-        "  fixture: {n} CreateEntry into {bucket}/{prefix} in {el:.1}s ({:.0}/s)",
-        n as f64 / el
-    );
-    Ok(())
+    let what = format!("fixture: {n} CreateEntry into {bucket}/{prefix}");
+    bench::create_entries(c, n, FILER_SEED_IN_FLIGHT, &what, |i| {
+        let mut e = template.clone();
+        e.name = keys[i].rsplit('/').next().unwrap_or(&keys[i]).to_string();
+        (dir.clone(), e)
+    })
+    .await
 }
 
 /// `replay.events_read` of one of our passes.

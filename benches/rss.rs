@@ -33,16 +33,17 @@
 //! crate forbids the `unsafe` a `getrusage` call would need; `VmHWM` only
 //! grows, so the last sample is the peak up to the last 10 ms).
 
+#[path = "common/mod.rs"]
+mod bench;
 #[path = "../tests/common/mod.rs"]
 mod common;
 
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::process::Stdio;
+use std::time::Duration;
 
 use anyhow::{Context, bail};
-use common::{BIN, Cluster, cluster, days_rule, lifecycle, now_ns};
-use futures::{StreamExt, TryStreamExt};
-use s3_lifecycled::pb::filer_pb::{CreateEntryRequest, Entry};
+use common::{BIN, Cluster, cluster, days_rule, lifecycle};
+use s3_lifecycled::pb::filer_pb::Entry;
 
 /// Buckets of the many-rules variant, each with [`RULES_PER_BUCKET`] rules.
 const MANY_BUCKETS: usize = 100;
@@ -96,23 +97,10 @@ fn pass(c: &Cluster, buckets: &str, cursor_dir: &str) -> anyhow::Result<(u64, se
     let out_path = std::env::temp_dir().join(format!("rss-bench-{}.json", std::process::id()));
     let out = std::fs::File::create(&out_path).context("creating the pass output file")?;
     let bin = std::env::var("RSS_BENCH_BIN").unwrap_or_else(|_| BIN.to_string());
-    let mut cmd = Command::new(&bin);
-    cmd.arg("run-once")
-        .args(["--filer", &c.filer_grpc_addr().to_string()])
-        .args(["--s3-grpc", &c.s3_grpc_addr().to_string()])
-        .args(["--buckets", buckets, "--json"])
-        .stdin(Stdio::null())
+    let mut cmd = bench::run_once_command(&bin, c, buckets, cursor_dir);
+    cmd.stdin(Stdio::null())
         .stdout(out)
-        .stderr(Stdio::inherit());
-    for (k, _) in std::env::vars() {
-        if k.starts_with("S3_LIFECYCLED__") {
-            cmd.env_remove(k);
-        }
-    }
-    // A minutes-old test log would make a Days 30 rule unreplayable (it
-    // would be walked): say the log reaches back ten years, as live.rs does.
-    cmd.env("S3_LIFECYCLED__CURSOR__DIR", cursor_dir)
-        .env("S3_LIFECYCLED__PASS__META_LOG_RETENTION", "87600h")
+        .stderr(Stdio::inherit())
         // The fixture's concurrent writes are out of ts order by design; one
         // warning per event would cost more than the pass.
         .env("RUST_LOG", "error");
@@ -156,59 +144,25 @@ async fn seed(
     to: usize,
     in_flight: usize,
 ) -> anyhow::Result<()> {
-    let client = c.filer_client().await?;
     let root = c.buckets_root().to_string();
-    let t = Instant::now();
-    futures::stream::iter(from..to)
-        .map(|i| {
-            let mut client = client.clone();
-            let mut e = template.clone();
-            let (dir, name) = if i % 2 == 0 {
-                (
-                    format!("{root}/rss-one/d{:02}", (i / 2) % ONE_DIRS),
-                    format!("k{i:08}"),
-                )
-            } else {
-                let b = (i / 2) % MANY_BUCKETS;
-                let p = (i / 2 / MANY_BUCKETS) % RULES_PER_BUCKET;
-                (format!("{root}/rss-many-{b:03}/p{p}"), format!("k{i:08}"))
-            };
-            e.name = name;
-            let now_s = now_ns() / 1_000_000_000;
-            if let Some(a) = e.attributes.as_mut() {
-                a.mtime = now_s;
-                a.crtime = now_s;
-            }
-            async move {
-                client
-                    .create_entry(CreateEntryRequest {
-                        directory: dir.clone(),
-                        entry: Some(e),
-                        o_excl: false,
-                        ..Default::default()
-                    })
-                    .await
-                    .with_context(|| format!("CreateEntry in {dir}"))
-                    .and_then(|r| {
-                        let err = r.into_inner().error;
-                        if err.is_empty() {
-                            Ok(())
-                        } else {
-                            bail!("CreateEntry in {dir}: {err}")
-                        }
-                    })
-            }
-        })
-        .buffer_unordered(in_flight)
-        .try_for_each(|_| async { Ok(()) })
-        .await?;
-    let el = t.elapsed().as_secs_f64();
-    eprintln!(
-        "  seeded {} entries in {el:.1}s ({:.0}/s)",
-        to - from,
-        (to - from) as f64 / el
-    );
-    Ok(())
+    let what = format!("seeded {} entries", to - from);
+    bench::create_entries(c, to - from, in_flight, &what, |j| {
+        let i = from + j;
+        let mut e = template.clone();
+        let (dir, name) = if i.is_multiple_of(2) {
+            (
+                format!("{root}/rss-one/d{:02}", (i / 2) % ONE_DIRS),
+                format!("k{i:08}"),
+            )
+        } else {
+            let b = (i / 2) % MANY_BUCKETS;
+            let p = (i / 2 / MANY_BUCKETS) % RULES_PER_BUCKET;
+            (format!("{root}/rss-many-{b:03}/p{p}"), format!("k{i:08}"))
+        };
+        e.name = name;
+        (dir, e)
+    })
+    .await
 }
 
 async fn run(k: &Knobs) -> anyhow::Result<Vec<Row>> {
@@ -287,26 +241,34 @@ fn main() -> anyhow::Result<()> {
         .build()
         .context("building the tokio runtime")?;
     let rows = rt.block_on(run(&k))?;
-    println!();
-    println!("rss bench: peak RSS of one run-once pass reading the fixture (nothing due)");
-    println!(
-        "{:<12} | {:>9} | {:>11} | {:>9} | {:>8} | ratio to {}",
-        "variant", "events", "events_read", "peak MiB", "pass ms", k.sizes[0]
-    );
+    use bench::Align::{Left, Right};
+    let ratio_to = format!("ratio to {}", k.sizes[0]);
+    let mut t = bench::Table::new(&[
+        ("variant", Left, 12),
+        ("events", Right, 9),
+        ("events_read", Right, 11),
+        ("peak MiB", Right, 9),
+        ("pass ms", Right, 8),
+        (&ratio_to, Left, 0),
+    ]);
     for r in &rows {
         let base = rows
             .iter()
             .find(|b| b.variant == r.variant)
             .map_or(r.rss_kib, |b| b.rss_kib);
-        println!(
-            "{:<12} | {:>9} | {:>11} | {:>9.1} | {:>8.0} | {:.3}",
-            r.variant,
-            r.size,
-            r.events_read,
-            r.rss_kib as f64 / 1024.0,
-            r.pass_ms,
-            r.rss_kib as f64 / base as f64
-        );
+        t.row(vec![
+            r.variant.to_string(),
+            r.size.to_string(),
+            r.events_read.to_string(),
+            format!("{:.1}", r.rss_kib as f64 / 1024.0),
+            format!("{:.0}", r.pass_ms),
+            format!("{:.3}", r.rss_kib as f64 / base as f64),
+        ]);
+    }
+    println!();
+    println!("rss bench: peak RSS of one run-once pass reading the fixture (nothing due)");
+    for l in t.plain_lines() {
+        println!("{l}");
     }
     Ok(())
 }

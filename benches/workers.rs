@@ -12,6 +12,8 @@
 //! cargo bench --bench workers
 //! ```
 //!
+//! `WORKERS_BENCH_DUE=200 cargo test --bench workers` is a quick debug-build smoke run.
+//!
 //! The admin's scheduler runs the jobs (a manual run of a disabled job type cancels executions
 //! after 90 s): the wall time runs from enabling the job type to the last job's success
 //! (detection within 5 s, dispatch, the passes); the slowest job's own pass time
@@ -19,6 +21,8 @@
 //! machine with the workers, so on a 2-core box the second worker competes with SeaweedFS for
 //! CPU: read the ratio as "what a second worker buys on this box", not as scaling.
 
+#[path = "common/mod.rs"]
+mod bench;
 #[path = "../tests/common/mod.rs"]
 mod common;
 
@@ -28,7 +32,6 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, bail};
 use common::admin::WeedAdmin;
 use common::{BIN, Cluster, cluster, keys};
-use futures::{StreamExt, TryStreamExt};
 use s3_lifecycled::pb::filer_pb::{Entry, FuseAttributes};
 use serde_json::{Value, json};
 
@@ -50,68 +53,29 @@ fn due_count() -> anyhow::Result<usize> {
     }
 }
 
-async fn count_objects(c: &Cluster, bucket: &str) -> anyhow::Result<usize> {
-    let s3 = c.s3_client();
-    let mut n = 0;
-    let mut token = None;
-    loop {
-        let r = s3
-            .list_objects_v2()
-            .bucket(bucket)
-            .set_continuation_token(token)
-            .send()
-            .await
-            .with_context(|| format!("ListObjectsV2 {bucket}"))?;
-        n += r.contents().len();
-        token = r.next_continuation_token().map(str::to_string);
-        if token.is_none() {
-            return Ok(n);
-        }
-    }
-}
-
 /// A fresh bucket with `n` due objects under `old/`, created through the filer's gRPC
 /// `CreateEntry` (100-byte inline content, `IN_FLIGHT` at once): many times the rate of S3 PUTs
 /// from a debug-built client, and the same entries for the walker and the gateway's delete.
 async fn fixture(c: &Cluster, n: usize) -> anyhow::Result<String> {
     const IN_FLIGHT: usize = 128;
     let b = c.new_bucket("bench-workers").await?;
-    let fc = c.filer().await;
     let dir = format!("/buckets/{b}/old");
-    let t = Instant::now();
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)?
-        .as_secs() as i64;
-    futures::stream::iter(keys("", n))
-        .map(|name| {
-            let fc = fc.clone();
-            let dir = dir.clone();
-            async move {
-                let entry = Entry {
-                    name: name.clone(),
-                    content: BODY.to_vec(),
-                    attributes: Some(FuseAttributes {
-                        file_size: BODY.len() as u64,
-                        mtime: now,
-                        crtime: now,
-                        file_mode: 0o644,
-                        ..Default::default()
-                    }),
-                    ..Default::default()
-                };
-                fc.create_entry(&dir, entry, false)
-                    .await
-                    .with_context(|| format!("CreateEntry {dir}/{name}"))
-            }
-        })
-        .buffer_unordered(IN_FLIGHT)
-        .try_for_each(|_| async { Ok(()) })
-        .await?;
-    let el = t.elapsed().as_secs_f64();
-    eprintln!(
-        "  fixture: {n} filer CreateEntry into {b}/old/ in {el:.1}s ({:.0}/s)",
-        n as f64 / el
-    );
+    let names = keys("", n);
+    let what = format!("fixture: {n} filer CreateEntry into {b}/old/");
+    bench::create_entries(c, n, IN_FLIGHT, &what, |i| {
+        let entry = Entry {
+            name: names[i].clone(),
+            content: BODY.to_vec(),
+            attributes: Some(FuseAttributes {
+                file_size: BODY.len() as u64,
+                file_mode: 0o644,
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        (dir.clone(), entry)
+    })
+    .await?;
     c.put_lifecycle_xml(&b, PAST_DATE_XML).await?;
     Ok(b)
 }
@@ -257,7 +221,7 @@ async fn run(c: &Cluster, a: &WeedAdmin, n: usize, due: usize) -> anyhow::Result
     };
     a.configure(&[("cluster_deletes_per_second", 0)], &runtime(false))
         .await;
-    let left = count_objects(c, &b).await?;
+    let left = common::count_objects(&c.s3_client(), &b).await;
     if left != 0 || deleted != due as i64 {
         bail!("{n} worker(s): {left} objects left, {deleted} deletes reported for {due} due");
     }
@@ -293,21 +257,27 @@ fn main() -> anyhow::Result<()> {
         let two = run(c, &a, 2, due).await?;
         let rate = |f: &Figure| f.deletes as f64 / f.wall.as_secs_f64();
         let pass_rate = |f: &Figure| f.deletes as f64 * 1000.0 / f.slowest_pass_ms.max(1) as f64;
-        println!();
-        println!(
-            "| workers | due deletes | enable → all jobs done | deletes/s | slowest job's pass | deletes/s over it |"
-        );
-        println!("|---|---|---|---|---|---|");
+        let mut t = bench::Table::new(&[
+            ("workers", bench::Align::Left, 0),
+            ("due deletes", bench::Align::Left, 0),
+            ("enable → all jobs done", bench::Align::Left, 0),
+            ("deletes/s", bench::Align::Left, 0),
+            ("slowest job's pass", bench::Align::Left, 0),
+            ("deletes/s over it", bench::Align::Left, 0),
+        ]);
         for f in [&one, &two] {
-            println!(
-                "| {} | {} | {:.1} s | {:.0} | {:.1} s | {:.0} |",
-                f.workers,
-                f.deletes,
-                f.wall.as_secs_f64(),
-                rate(f),
-                f.slowest_pass_ms as f64 / 1000.0,
-                pass_rate(f)
-            );
+            t.row(vec![
+                f.workers.to_string(),
+                f.deletes.to_string(),
+                format!("{:.1} s", f.wall.as_secs_f64()),
+                format!("{:.0}", rate(f)),
+                format!("{:.1} s", f.slowest_pass_ms as f64 / 1000.0),
+                format!("{:.0}", pass_rate(f)),
+            ]);
+        }
+        println!();
+        for l in t.markdown_lines() {
+            println!("{l}");
         }
         println!(
             "two workers / one worker: {:.2}x (deletes/s, wall), {:.2}x (over the slowest pass)",

@@ -17,8 +17,8 @@ use common::*;
 /// One test at a time: another test's writes would land in the read ranges.
 static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
-/// Objects in the big bucket: "tens of thousands" scaled to the shared CI box.
-const OBJECTS: usize = 10_000;
+/// Objects in the big bucket: issue 9's "tens of thousands" under a long rule.
+const OBJECTS: usize = 20_000;
 
 /// The cluster is minutes old: with `--now` days ahead its probed log would be
 /// shorter than the TTLs, and the rules walked instead of replayed
@@ -61,9 +61,14 @@ async fn steady_pass_reads_only_new_events_and_backdated_entries_go_at_the_next_
     c.put_lifecycle_xml(&b, &lifecycle(&days_rule("all", "", 30)))
         .await
         .unwrap();
+    let seeding = std::time::Instant::now();
     c.put_objects_bulk(&b, &keys("obj/", OBJECTS), b"x")
         .await
         .unwrap();
+    println!(
+        "figure seeding: {OBJECTS} PUTs in {:.1} s",
+        seeding.elapsed().as_secs_f64()
+    );
     let t0 = now_ns();
     settle(c).await;
     let scope = Scope::new(&[&b]);

@@ -1,7 +1,8 @@
 //! The forecast on the real cluster (docs/forecast.md): what `forecast` says
 //! after a pass is, day by day, exactly what later passes delete on a
 //! simulated timeline (`--now`); the lag gauges show a paused bucket's
-//! overdue matches and go back to zero after `resume` and a pass.
+//! overdue matches and go back to zero after `resume` and a pass; `serve`
+//! refreshes them from the cursors a pass saved, reading none back.
 
 mod common;
 
@@ -235,19 +236,25 @@ async fn gauge(serve: &Serve, name: &str, bucket: &str, rule: &str) -> Option<f6
         .and_then(|v| v.trim().parse().ok())
 }
 
-#[tokio::test(flavor = "multi_thread")]
-async fn lag_metrics_show_a_paused_buckets_overdue_matches_and_clear_after_resume() {
-    const N: usize = 5;
+/// A fresh bucket with rule `d3` (Expiration Days 3: with the service's 10 s
+/// test days, due 30 s after the write) and `n` objects under `o/`.
+async fn pending_bucket(name: &str, n: usize) -> String {
     let c = cluster();
-    let s3 = c.s3_client();
-    let b = c.new_bucket("e2e-forecast-lag").await.unwrap();
-    // 10 s days (the service's test env): due 30 s after the write.
+    let b = c.new_bucket(name).await.unwrap();
     c.put_lifecycle_xml(&b, &lifecycle(&days_rule("d3", "", 3)))
         .await
         .unwrap();
-    c.put_objects_bulk(&b, &keys("o/", N), b"xyz")
+    c.put_objects_bulk(&b, &keys("o/", n), b"xyz")
         .await
         .unwrap();
+    b
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn lag_metrics_show_a_paused_buckets_overdue_matches_and_clear_after_resume() {
+    const N: usize = 5;
+    let s3 = cluster().s3_client();
+    let b = pending_bucket("e2e-forecast-lag", N).await;
     let scope = Scope::new(&[&b]);
     let serve = Serve::start(&scope, &[]).await;
 
@@ -360,5 +367,45 @@ async fn lag_metrics_show_a_paused_buckets_overdue_matches_and_clear_after_resum
     assert_eq!(
         gauge(&serve, "s3_lifecycled_oldest_overdue_age_seconds", &b, "d3").await,
         Some(0.0)
+    );
+}
+
+/// After a pass, `serve` refreshes the forecast and the lag gauges from the
+/// cursors the pass has just saved and reads none back from the filer
+/// (docs/forecast.md#refresh); only the start-up refresh, before any pass,
+/// reads the 16. The gauges still show the pass's pending matches.
+#[tokio::test(flavor = "multi_thread")]
+async fn forecast_refresh_after_a_pass_reads_no_cursor_from_the_filer() {
+    const N: usize = 3;
+    let b = pending_bucket("e2e-forecast-refresh", N).await;
+    let scope = Scope::new(&[&b]);
+    let serve = Serve::start(
+        &scope,
+        &[(
+            "S3_LIFECYCLED__TELEMETRY__LOG_FILTER",
+            "info,s3_lifecycled::service=debug",
+        )],
+    )
+    .await;
+    let (id, _) = serve.trigger(&[]).await;
+    serve.wait_last(&id, Duration::from_secs(60)).await;
+    let log = serve.log_text();
+    let refreshes: Vec<&str> = log
+        .lines()
+        .filter(|l| l.contains("forecast refreshed"))
+        .collect();
+    assert_eq!(refreshes.len(), 2, "start-up and the pass:\n{log}");
+    assert!(
+        refreshes[0].contains("cursors_from_pass=0") && refreshes[0].contains("cursors_read=16"),
+        "start-up reads every cursor:\n{log}"
+    );
+    assert!(
+        refreshes[1].contains("cursors_from_pass=16") && refreshes[1].contains("cursors_read=0"),
+        "after the pass, no cursor is read back:\n{log}"
+    );
+    assert_eq!(
+        gauge(&serve, "s3_lifecycled_matches_pending", &b, "d3").await,
+        Some(N as f64),
+        "{log}"
     );
 }

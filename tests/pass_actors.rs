@@ -219,6 +219,9 @@ async fn dry_run_sends_and_saves_nothing() {
     assert_eq!(result.outcome(), RunOutcome::Completed);
     assert_eq!(deletes.calls.load(Ordering::SeqCst), 0);
     assert!(cluster.saved.lock().unwrap().is_empty());
+    // Nothing saved, nothing handed to serve's forecast refresh as saved
+    // (docs/forecast.md#refresh): it reads the filer's copies instead.
+    assert!(result.saved_cursors().is_empty());
     let dry: u64 = result
         .shards
         .iter()
@@ -268,6 +271,17 @@ async fn a_stopped_pass_is_truncated_sends_nothing_and_saves_every_cursor() {
     {
         let saved = cluster.saved.lock().unwrap();
         assert_eq!(saved.len(), 16, "every shard saves its cursor");
+        let handed = result.saved_cursors();
+        assert_eq!(handed.len(), 16, "the result carries every saved cursor");
+        for (shard, c) in &handed {
+            assert_eq!(c.updated_ns, NOW, "stamped as the store stamps it");
+            let mut stored = saved[shard].clone();
+            stored.updated_ns = NOW;
+            assert_eq!(
+                *c, stored,
+                "shard {shard}: the result's copy is the saved one"
+            );
+        }
         assert!(
             saved.values().all(|c| !c.buckets.contains_key("b")),
             "an unfinished recovery keeps no bucket state, so the next pass recovers again"
@@ -378,6 +392,8 @@ struct LogCluster {
     pulled: Arc<AtomicUsize>,
     /// A lookup of this entry name panics (a bug in an adapter).
     boom: Option<String>,
+    /// Cursor loads so far.
+    loads: Arc<AtomicUsize>,
 }
 
 impl LogCluster {
@@ -391,6 +407,7 @@ impl LogCluster {
             store,
             pulled: Arc::new(AtomicUsize::new(0)),
             boom: None,
+            loads: Arc::new(AtomicUsize::new(0)),
         })
     }
 }
@@ -413,6 +430,7 @@ impl ClusterPort for LogCluster {
         async { Ok(None) }.boxed()
     }
     fn load_cursor(&self, shard: u8) -> BoxFuture<'static, Result<Option<ShardCursor>, String>> {
+        self.loads.fetch_add(1, Ordering::SeqCst);
         let c = self.store.lock().unwrap().get(&shard).cloned();
         async move { Ok(c) }.boxed()
     }
@@ -1077,4 +1095,95 @@ async fn restart_budget_is_process_wide_and_renewed_for_the_pass_after_it_ran_ou
     assert_eq!(deletes(&r, DeleteOutcome::Done), 2);
     let info = actor.send(GetShardInfo).await.unwrap();
     assert_eq!((info.passes, info.restarts), (5, 0));
+}
+
+/// `serve`'s forecast refresh after a pass (docs/forecast.md#refresh) takes
+/// the cursors the pass saved instead of reading the 16 back: the pass's
+/// own loads are the only ones, and the forecast published (status page,
+/// lag gauges) is the one of the cursors in the store, with pending matches.
+#[actix::test]
+async fn forecast_refresh_after_a_pass_reads_no_cursor_and_matches_the_saved_ones() {
+    use s3_lifecycled::admin::TriggerRequest;
+    use s3_lifecycled::engine::forecast::Forecast;
+    use s3_lifecycled::pass::observe::StatusBoard;
+    use s3_lifecycled::service::{Cause, FORECAST_DAYS, Service};
+    use s3_lifecycled::status::StatusSnapshot;
+
+    let keys: Vec<String> = (0..40).map(|i| format!("obj{i:03}")).collect();
+    let store: Store = Arc::default();
+    let cluster = LogCluster::new(&keys, store.clone());
+    let loads = cluster.loads.clone();
+    let server = Server::new(Duration::from_millis(1));
+    let (tx, _rx) = tokio::sync::watch::channel(StatusSnapshot::default());
+    let board = Arc::new(StatusBoard::new(tx));
+    let obs = PassObserver {
+        board: Some(board.clone()),
+        ..Default::default()
+    };
+    let coord = actix::Actor::start(Coordinator::with_observer(
+        cluster.clone(),
+        Arc::new(server.clone()),
+        obs.clone(),
+    ));
+    let mut settings = Settings::default();
+    // The passes' `now`s are fixed dates past the wall clock.
+    settings.service.allow_future_now = true;
+    let time = settings.time.time_config();
+    let service = Service::new(coord, board.clone(), settings, (0..16).collect());
+    // Start-up: no pass result yet, the 16 cursors are read.
+    service.attach_controls(cluster.clone(), obs.clone()).await;
+    assert_eq!(
+        loads.load(Ordering::SeqCst),
+        16,
+        "start-up reads every cursor"
+    );
+    service.set_ready();
+
+    // The cold start at NOW (before every event), then a pass after the
+    // events and before they are due: their matches are pending.
+    let mid = ts_of(keys.len()) + 60 * S;
+    for now in [NOW, mid] {
+        let before = loads.load(Ordering::SeqCst);
+        let run = service
+            .start(
+                TriggerRequest {
+                    now_ns: Some(now),
+                    ..Default::default()
+                },
+                Cause::Trigger,
+            )
+            .unwrap();
+        let deadline = std::time::Instant::now() + Duration::from_secs(30);
+        while board
+            .snapshot()
+            .last_pass
+            .as_ref()
+            .is_none_or(|p| p.run_id != run.run_id)
+        {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the pass never finished"
+            );
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        assert_eq!(
+            loads.load(Ordering::SeqCst) - before,
+            16,
+            "the pass loads each cursor once; its forecast refresh loads none"
+        );
+    }
+    assert!(server.calls().is_empty(), "nothing is due yet");
+
+    let saved: Vec<Option<ShardCursor>> = (0..16u8)
+        .map(|s| store.lock().unwrap().get(&s).cloned())
+        .collect();
+    let want = Forecast::of(&saved, &time, mid, FORECAST_DAYS, None);
+    let pending: u64 = want.rules.iter().map(|r| r.pending()).sum();
+    assert_eq!(pending, keys.len() as u64, "{want:?}");
+    assert_eq!(board.snapshot().forecast, Some(want));
+    let text = obs.metrics.encode();
+    assert!(
+        text.contains(r#"s3_lifecycled_matches_pending{bucket="b",rule="d"} 40"#),
+        "{text}"
+    );
 }

@@ -102,6 +102,12 @@ pub struct ShardResult {
     /// The cursor the shard ended with (saved unless dry run); `None` when
     /// the shard failed.
     pub cursor: Option<ShardCursor>,
+    /// Whether this pass saved `cursor` (stamped with the pass's `now`, as
+    /// the store stamps it): it is then the filer's copy, and `serve`
+    /// refreshes the forecast from it instead of reading it back
+    /// (docs/forecast.md#refresh). `false` in a dry run, when the save
+    /// failed and when the shard failed.
+    pub saved: bool,
 }
 
 /// What a pass did.
@@ -154,6 +160,16 @@ impl ReplayRead {
 }
 
 impl PassResult {
+    /// The cursors this pass saved, by shard: what the filer holds for
+    /// those shards now (docs/forecast.md#refresh).
+    pub fn saved_cursors(&self) -> BTreeMap<u8, ShardCursor> {
+        self.shards
+            .iter()
+            .filter(|s| s.saved)
+            .filter_map(|s| s.cursor.clone().map(|c| (s.report.shard, c)))
+            .collect()
+    }
+
     /// `bucket: reason` of every bucket the cap held, `; `-separated (the
     /// summary line's `held=`).
     pub fn held_list(&self) -> String {
@@ -694,6 +710,7 @@ impl Coordinator {
                         report: ShardReport::failed(shard, e),
                         duration: started.elapsed(),
                         cursor: None,
+                        saved: false,
                     });
                 }
                 results.sort_by_key(|r| r.report.shard);
@@ -986,12 +1003,15 @@ impl Driver {
                 events_not_routed: not_routed.get(&shard).copied().unwrap_or(0),
             };
             match addr.send(fin).await {
-                Ok((mut report, cursor)) => {
-                    if let Some(c) = &cursor
+                Ok((mut report, mut cursor)) => {
+                    let mut saved = false;
+                    if let Some(c) = cursor.as_mut()
                         && !self.dry_run
                     {
                         match self.port.save_cursor(c.clone(), self.plan.now).await {
                             Ok(()) => {
+                                c.updated_ns = self.plan.now;
+                                saved = true;
                                 self.obs
                                     .metrics
                                     .cursor_saved(shard, c.ts_ns, c.last_walked_ns);
@@ -1007,6 +1027,7 @@ impl Driver {
                         report,
                         duration: started.elapsed(),
                         cursor,
+                        saved,
                     });
                 }
                 Err(e) => {
@@ -1015,6 +1036,7 @@ impl Driver {
                         report: ShardReport::failed(shard, format!("shard actor gone: {e}")),
                         duration: started.elapsed(),
                         cursor: None,
+                        saved: false,
                     })
                 }
             }

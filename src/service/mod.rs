@@ -3,6 +3,7 @@
 //! [`Coordinator`], the [`AdminBackend`] the admin gRPC API calls, and the
 //! shutdown sequence (stop dispatching, drain, save cursors, within a deadline).
 
+use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
@@ -15,6 +16,7 @@ use crate::admin::{AdminBackend, AdminError, TriggerAccepted, TriggerRequest};
 use crate::clock::wall_ns;
 use crate::config::{FUTURE_NOW_TOLERANCE, Settings};
 use crate::engine::Nanos;
+use crate::engine::cursor::ShardCursor;
 use crate::pass::coordinator::{Coordinator, PassOptions, RunPass, StopSignal};
 use crate::pass::observe::{PassObserver, StatusBoard};
 use crate::pass::ports::ClusterPort;
@@ -134,8 +136,13 @@ impl Service {
     pub async fn attach_controls(&self, port: Arc<dyn ClusterPort>, obs: PassObserver) {
         let c = self.controls.get_or_init(|| Controls { port, obs });
         c.refresh().await;
-        c.refresh_forecast(&self.settings.time.time_config(), wall_ns())
-            .await;
+        // No pass has run yet: every cursor comes from the filer.
+        c.refresh_forecast(
+            &self.settings.time.time_config(),
+            wall_ns(),
+            &Default::default(),
+        )
+        .await;
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
@@ -259,9 +266,15 @@ impl Service {
                 Err(e) => tracing::error!(run_id = id, error = %e, "pass could not run"),
             }
             // Before the pass shows as finished, so whoever waits for it
-            // sees the forecast and lag gauges of its cursors.
+            // sees the forecast and lag gauges of its cursors. The cursors
+            // the pass just saved are handed over, not read back
+            // (docs/forecast.md#refresh).
             if let Some(c) = me.controls.get() {
-                c.refresh_forecast(&me.settings.time.time_config(), pass_now)
+                let saved = result
+                    .as_ref()
+                    .map(|r| r.saved_cursors())
+                    .unwrap_or_default();
+                c.refresh_forecast(&me.settings.time.time_config(), pass_now, &saved)
                     .await;
             }
             me.board.pass_finished(&id, &result);
@@ -449,25 +462,50 @@ impl Controls {
     }
 
     /// The 16 shard cursors (`None`: the shard has none yet).
-    pub async fn cursors(&self) -> Result<Vec<Option<crate::engine::cursor::ShardCursor>>, String> {
+    pub async fn cursors(&self) -> Result<Vec<Option<ShardCursor>>, String> {
+        self.cursors_after(&BTreeMap::new()).await
+    }
+
+    /// The 16 shard cursors: those in `saved` as given (a pass just saved
+    /// them), the others read from the filer.
+    async fn cursors_after(
+        &self,
+        saved: &BTreeMap<u8, ShardCursor>,
+    ) -> Result<Vec<Option<ShardCursor>>, String> {
         let mut cursors = Vec::with_capacity(crate::engine::SHARD_COUNT);
         for shard in 0..crate::engine::SHARD_COUNT as u8 {
-            cursors.push(self.port.load_cursor(shard).await?);
+            cursors.push(match saved.get(&shard) {
+                Some(c) => Some(c.clone()),
+                None => self.port.load_cursor(shard).await?,
+            });
         }
         Ok(cursors)
     }
 
-    /// Re-reads the 16 cursors and publishes the forecast as of `now`
-    /// (docs/forecast.md): lag gauges and the status page. A failed read
-    /// keeps what was shown (logged); it never affects a pass.
-    pub async fn refresh_forecast(&self, time: &crate::engine::TimeConfig, now: i64) {
-        let cursors = match self.cursors().await {
+    /// Publishes the forecast as of `now` (docs/forecast.md): lag gauges and
+    /// the status page. `saved` holds the cursors the pass that just ended
+    /// saved (empty at start-up): they are the filer's copies, so only the
+    /// other shards' cursors are read (docs/forecast.md#refresh). A failed
+    /// read keeps what was shown (logged); it never affects a pass.
+    pub async fn refresh_forecast(
+        &self,
+        time: &crate::engine::TimeConfig,
+        now: i64,
+        saved: &BTreeMap<u8, ShardCursor>,
+    ) {
+        let cursors = match self.cursors_after(saved).await {
             Ok(c) => c,
             Err(e) => {
                 tracing::warn!(error = %e, "reading the cursors for the forecast failed");
                 return;
             }
         };
+        let from_pass = cursors.len().min(saved.len());
+        tracing::debug!(
+            cursors_from_pass = from_pass,
+            cursors_read = cursors.len() - from_pass,
+            "forecast refreshed"
+        );
         self.obs.forecast(crate::engine::forecast::Forecast::of(
             &cursors,
             time,
