@@ -278,7 +278,7 @@ impl MetaEvent {
             .as_ref()
             .or(n.old_entry.as_ref())
             .is_some_and(|e| !e.name.is_empty());
-        named.then(|| MetaEvent {
+        named.then_some(MetaEvent {
             ts_ns: resp.ts_ns,
             directory: resp.directory,
             new_parent_path: n.new_parent_path,

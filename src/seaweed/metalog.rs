@@ -382,11 +382,8 @@ impl MetaLogReader {
         std::future::poll_fn(|cx| {
             self.poll_batch(cx).map(|b| {
                 b.map(|r| {
-                    r.map(|batch| {
-                        // Handed over whole: the consumer owns it now.
-                        self.room.add_permits(batch.len());
-                        batch
-                    })
+                    // Handed over whole: the consumer owns it now.
+                    r.inspect(|batch| self.room.add_permits(batch.len()))
                 })
             })
         })
