@@ -856,16 +856,17 @@ async fn merge_logs(
                 return;
             }
             Some(Ok(resp)) => {
-                let signatures = resp
+                let ts = resp.ts_ns;
+                let applied = resp
                     .event_notification
                     .as_ref()
-                    .map(|n| n.signatures.as_slice())
-                    .unwrap_or_default();
-                match MetaEvent::from_response(&resp) {
-                    None => merge.advance(i, resp.ts_ns),
-                    Some(_) if applied_for_peer(signatures, log.signature, &pool) => {
+                    .is_some_and(|n| applied_for_peer(&n.signatures, log.signature, &pool));
+                // Taken apart, not copied (docs/meta-log.md#replay-batches).
+                match MetaEvent::from_owned(resp) {
+                    None => merge.advance(i, ts),
+                    Some(_) if applied => {
                         applied_for_peers += 1;
-                        merge.advance(i, resp.ts_ns);
+                        merge.advance(i, ts);
                     }
                     Some(ev) => {
                         let key = (ev.ts_ns, identity_hash(&ev));
