@@ -355,8 +355,7 @@ pub struct Routed {
 
 /// Routes one event against `view` (normally the replay view): locates it,
 /// computes its shard and its matches. `None` when the event is outside the
-/// buckets root. The caller filters by `shard` (cheaply, before
-/// [`route_located`] if it wants to skip work for foreign shards).
+/// buckets root. The caller filters by `shard`.
 pub fn route(view: &Snapshot, buckets_root: &str, ev: &MetaEvent) -> Option<Routed> {
     route_by(view, buckets_root, ev, None)
 }
@@ -416,31 +415,6 @@ pub fn no_mtime_subject(key: &str, ev: &MetaEvent) -> bool {
         .as_ref()
         .and_then(|e| classify(key, e))
         .is_some_and(|s| !mtime_known(s.entry()))
-}
-
-/// Matches of an already located event (`key` = physical key, `shard` its
-/// shard). Empty when the bucket has no routable action. `buckets_root` is
-/// only used to name the entries of deferred lookups.
-pub fn route_located(
-    view: &Snapshot,
-    buckets_root: &str,
-    bucket: &str,
-    key: &str,
-    shard: u8,
-    ev: &MetaEvent,
-) -> Vec<Match> {
-    let Some(b) = view.bucket(bucket) else {
-        return Vec::new();
-    };
-    route_actions(
-        b.actions(),
-        &view.time(),
-        buckets_root,
-        bucket,
-        key,
-        shard,
-        ev,
-    )
 }
 
 /// What one event is, for routing.
@@ -516,27 +490,7 @@ fn classify<'a>(key: &'a str, entry: &'a Entry) -> Option<Subject<'a>> {
     })
 }
 
-/// The routing core over one bucket's actions. Public so callers holding a
-/// [`crate::engine::BucketView`] (or tests) can route without a snapshot.
-pub fn route_actions(
-    actions: &[CompiledAction],
-    time: &TimeConfig,
-    buckets_root: &str,
-    bucket: &str,
-    key: &str,
-    shard: u8,
-    ev: &MetaEvent,
-) -> Vec<Match> {
-    let at = At {
-        buckets_root,
-        bucket,
-        key,
-        shard,
-    };
-    route_actions_by(actions, time, &at, ev, None)
-}
-
-/// Where an event sits: what [`route_actions`] is told besides the event.
+/// Where an event sits: what the routing core is told besides the event.
 struct At<'a> {
     buckets_root: &'a str,
     bucket: &'a str,
@@ -544,8 +498,10 @@ struct At<'a> {
     shard: u8,
 }
 
-/// [`route_actions`]; with `send_by`, matches due after it get a light
-/// identity ([`route_for_pass`]).
+/// The routing core over one bucket's actions: the matches of an event at
+/// `at` (`key` = physical key, `shard` its shard; `buckets_root` only names
+/// the entries of deferred lookups). With `send_by`, matches due after it get
+/// a light identity ([`route_for_pass`]).
 fn route_actions_by(
     actions: &[CompiledAction],
     time: &TimeConfig,
