@@ -391,11 +391,7 @@ async fn unreachable_s3_grpc_halts_then_next_pass_deletes() {
     assert_eq!(p.code, 3, "{}", p.describe());
     let r = p.json();
     assert_eq!(r.v["outcome"], "halted", "{}", p.describe());
-    let halted: Vec<_> = r
-        .shards()
-        .into_iter()
-        .filter(|s| s["outcome"] == "halted")
-        .collect();
+    let halted = r.halted_shards();
     assert_eq!(halted.len(), 1, "{}", p.describe());
     let reason = halted[0]["halt_reason"].as_str().unwrap_or_default();
     assert!(
@@ -661,16 +657,7 @@ async fn expiration_rule_leaves_pending_multipart_parts_alone() {
     let s3 = c.s3_client();
     let b = c.new_bucket("e2e-mpu-parts").await.unwrap();
     put(&s3, &b, "plain", b"data", None).await;
-    let up = s3
-        .create_multipart_upload()
-        .bucket(&b)
-        .key("big.bin")
-        .send()
-        .await
-        .unwrap()
-        .upload_id()
-        .unwrap()
-        .to_string();
+    let up = start_upload(&s3, &b, "big.bin").await;
     let etag = s3
         .upload_part()
         .bucket(&b)

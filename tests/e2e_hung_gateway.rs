@@ -68,11 +68,7 @@ async fn hung_s3_gateway_halts_the_shard_within_the_deadline() {
     );
     let r = p.json();
     assert_eq!(r.v["outcome"], "halted", "{}", p.describe());
-    let halted: Vec<_> = r
-        .shards()
-        .into_iter()
-        .filter(|s| s["outcome"] == "halted")
-        .collect();
+    let halted = r.halted_shards();
     assert_eq!(halted.len(), 1, "{}", p.describe());
     let reason = halted[0]["halt_reason"].as_str().unwrap_or_default();
     assert!(

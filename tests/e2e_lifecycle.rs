@@ -382,16 +382,7 @@ async fn abort_incomplete_multipart_upload() {
         let s3 = s3.clone();
         let b = b.clone();
         async move {
-            let id = s3
-                .create_multipart_upload()
-                .bucket(&b)
-                .key(key)
-                .send()
-                .await
-                .unwrap()
-                .upload_id()
-                .unwrap()
-                .to_string();
+            let id = start_upload(&s3, &b, key).await;
             let etag = s3
                 .upload_part()
                 .bucket(&b)

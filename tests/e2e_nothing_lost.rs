@@ -237,16 +237,7 @@ async fn complete_and_leave_leftover(
     key: &str,
     data: &[u8],
 ) -> (String, Option<String>) {
-    let id = s3
-        .create_multipart_upload()
-        .bucket(b)
-        .key(key)
-        .send()
-        .await
-        .unwrap()
-        .upload_id()
-        .unwrap()
-        .to_string();
+    let id = start_upload(s3, b, key).await;
     let etag = s3
         .upload_part()
         .bucket(b)

@@ -34,16 +34,7 @@ async fn populate(
     let mut uploads = Vec::new();
     for i in 0..24 {
         let key = format!("pr/up-{i:02}");
-        let id = s3
-            .create_multipart_upload()
-            .bucket(&b)
-            .key(&key)
-            .send()
-            .await
-            .unwrap()
-            .upload_id()
-            .unwrap()
-            .to_string();
+        let id = start_upload(s3, &b, &key).await;
         s3.upload_part()
             .bucket(&b)
             .key(&key)

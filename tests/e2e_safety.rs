@@ -520,16 +520,7 @@ async fn rules_preview_counts_per_rule_and_day_and_writes_nothing() {
         .unwrap();
     // An upload in progress with two parts (9 + 14 bytes): an abort frees
     // its parts, which one listing of the bucket does not see.
-    let upload = s3
-        .create_multipart_upload()
-        .bucket(&b)
-        .key("tmp/big.bin")
-        .send()
-        .await
-        .unwrap()
-        .upload_id()
-        .unwrap()
-        .to_string();
+    let upload = start_upload(&s3, &b, "tmp/big.bin").await;
     for (n, body) in [(1, &b"part one!"[..]), (2, &b"and part two!!"[..])] {
         s3.upload_part()
             .bucket(&b)

@@ -82,11 +82,7 @@ async fn a_failing_walk_in_one_bucket_does_not_stop_replay_of_another() {
     let p = run_once_via(c, &scope, plus(t0, 3, 0), &gateway).await;
     assert_eq!(p.code, 3, "the failed walk is reported:\n{}", p.describe());
     let r = p.json();
-    let halted: Vec<_> = r
-        .shards()
-        .into_iter()
-        .filter(|s| s["outcome"] == "halted")
-        .collect();
+    let halted = r.halted_shards();
     assert_eq!(
         halted.len(),
         16,

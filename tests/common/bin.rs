@@ -130,6 +130,14 @@ impl Report {
             .clone()
     }
 
+    /// The shards whose outcome is `halted`.
+    pub fn halted_shards(&self) -> Vec<Value> {
+        self.shards()
+            .into_iter()
+            .filter(|s| s["outcome"] == "halted")
+            .collect()
+    }
+
     /// Every recovery reason any shard reported for `bucket`.
     pub fn recovery_reasons(&self, bucket: &str) -> BTreeSet<String> {
         let mut out = BTreeSet::new();

@@ -557,6 +557,19 @@ pub async fn exists(s3: &aws_sdk_s3::Client, bucket: &str, key: &str) -> bool {
     }
 }
 
+/// Starts a multipart upload of `key`; answers its upload id.
+pub async fn start_upload(s3: &aws_sdk_s3::Client, bucket: &str, key: &str) -> String {
+    s3.create_multipart_upload()
+        .bucket(bucket)
+        .key(key)
+        .send()
+        .await
+        .unwrap_or_else(|e| panic!("CreateMultipartUpload {bucket}/{key}: {e:?}"))
+        .upload_id()
+        .unwrap_or_else(|| panic!("CreateMultipartUpload {bucket}/{key}: no upload id"))
+        .to_string()
+}
+
 /// Upload ids of the incomplete multipart uploads.
 pub async fn list_uploads(s3: &aws_sdk_s3::Client, bucket: &str) -> BTreeSet<String> {
     let resp = s3
