@@ -818,17 +818,7 @@ impl Settings {
                 server_name,
             }));
         }
-        let file = Path::new(st);
-        if !file.is_file() {
-            return Err(invalid(
-                "cluster.security_toml",
-                format!("{st} does not exist or is not a file (SeaweedFS's security.toml)"),
-            ));
-        }
-        let cfg = config::Config::builder()
-            .add_source(config::File::from(file).format(config::FileFormat::Toml))
-            .build()
-            .map_err(|e| invalid("cluster.security_toml", format!("{st}: {e}")))?;
+        let cfg = read_security_toml(st)?;
         let env: HashMap<String, String> = env.into_iter().collect();
         let get = |key: &str, var: &str| -> String {
             env.get(var)
@@ -884,17 +874,7 @@ impl Settings {
         if st.is_empty() {
             return Ok(None);
         }
-        let file = Path::new(st);
-        if !file.is_file() {
-            return Err(invalid(
-                "cluster.security_toml",
-                format!("{st} does not exist or is not a file (SeaweedFS's security.toml)"),
-            ));
-        }
-        let cfg = config::Config::builder()
-            .add_source(config::File::from(file).format(config::FileFormat::Toml))
-            .build()
-            .map_err(|e| invalid("cluster.security_toml", format!("{st}: {e}")))?;
+        let cfg = read_security_toml(st)?;
         let env: HashMap<String, String> = env.into_iter().collect();
         let get = |key: &str| -> String {
             let var = format!("WEED_{}", key.replace('.', "_").to_uppercase());
@@ -1073,6 +1053,22 @@ fn normalize_filer_path(path: &str) -> String {
         }
     }
     format!("/{}", segs.join("/"))
+}
+
+/// SeaweedFS's `security.toml` at `st` (`cluster.security_toml`), parsed;
+/// an error naming the setting when it is missing or not TOML.
+fn read_security_toml(st: &str) -> Result<config::Config, ConfigError> {
+    let file = Path::new(st);
+    if !file.is_file() {
+        return Err(invalid(
+            "cluster.security_toml",
+            format!("{st} does not exist or is not a file (SeaweedFS's security.toml)"),
+        ));
+    }
+    config::Config::builder()
+        .add_source(config::File::from(file).format(config::FileFormat::Toml))
+        .build()
+        .map_err(|e| invalid("cluster.security_toml", format!("{st}: {e}")))
 }
 
 #[cfg(test)]
