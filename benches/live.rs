@@ -19,6 +19,9 @@
 //! default 1000000; 0 skips them), `LIVE_BENCH_MIXED` (new events and due
 //! objects of the mixed day, default 50000), `LIVE_BENCH_CLASSIC` (0 skips the
 //! reader/lister/scan/deletes rows below, default 1).
+//! `LIVE_BENCH_HOLD_S` (seconds to keep the window fixture up once it is
+//! settled, printing a `run-once --dry-run` that reads all of it: for
+//! profiling by hand; default 0).
 //! `BENCH_PERF=/tmp/p` runs each of our passes under `perf record`
 //! (`/tmp/p-<n>.data`, numbered in the order printed), for profiling.
 //! `LIVE_BENCH_EVENTS=2000 LIVE_BENCH_DUE=500 LIVE_BENCH_RUNS=1
@@ -121,6 +124,9 @@ struct Knobs {
     window: usize,
     /// New events and due objects of the mixed day (`LIVE_BENCH_MIXED`).
     mixed: usize,
+    /// Seconds to keep the window fixture up for profiling by hand
+    /// (`LIVE_BENCH_HOLD_S`, 0: no hold).
+    hold: Duration,
 }
 
 fn env_num(name: &str, default: u64) -> anyhow::Result<u64> {
@@ -143,6 +149,7 @@ impl Knobs {
             classic: env_num("LIVE_BENCH_CLASSIC", 1)? != 0,
             window: env_num("LIVE_BENCH_WINDOW", 1_000_000)? as usize,
             mixed: env_num("LIVE_BENCH_MIXED", 50_000)?.max(1) as usize,
+            hold: Duration::from_secs(env_num("LIVE_BENCH_HOLD_S", 0)?),
         })
     }
 }
@@ -780,6 +787,12 @@ async fn window_rows(c: &Cluster, k: &Knobs) -> anyhow::Result<Vec<Row>> {
         run_ours(c, &w, &dir).context("seeding our cursor dir")?;
         dirs.push(dir);
     }
+    // A spare cursor dir for the hold: dry runs save no cursor, so every
+    // dry run from it reads the whole window again.
+    let spare = format!("/etc/s3/lifecycle/bench-{w}-spare");
+    if !k.hold.is_zero() {
+        run_ours(c, &w, &spare).context("seeding the spare cursor dir")?;
+    }
     run_go(c).context("seeding the Go cursors")?;
     let go_before = save_go_cursors(c).await?;
     let start = now_ns();
@@ -800,6 +813,15 @@ async fn window_rows(c: &Cluster, k: &Knobs) -> anyhow::Result<Vec<Row>> {
     let marker = c.new_bucket("bench-marker").await?;
     c.put_objects_bulk(&marker, &["marker".to_string()], BODY)
         .await?;
+    if !k.hold.is_zero() {
+        let mut cmd = bench::run_once_command(BIN, c, &w, &spare);
+        cmd.arg("--dry-run");
+        eprintln!(
+            "hold: the window is up for {:?}; each of these reads all of it:\n{cmd:?}",
+            k.hold
+        );
+        tokio::time::sleep(k.hold).await;
+    }
 
     // --- (d) reader, then the scan rate of a pass that must read everything.
     // One read first, not counted: the filer loads its log files from the

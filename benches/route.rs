@@ -95,8 +95,8 @@ fn ev(dir: String, old: Option<Entry>, new: Option<Entry>, i: usize) -> MetaEven
             String::new()
         },
         directory: dir,
-        old_entry: old,
-        new_entry: new,
+        old_entry: old.map(Box::new),
+        new_entry: new.map(Box::new),
     }
 }
 

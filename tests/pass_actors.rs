@@ -378,7 +378,7 @@ fn create_event(i: usize, key: &str) -> MetaEvent {
         directory: "/buckets/b".into(),
         new_parent_path: "/buckets/b".into(),
         old_entry: None,
-        new_entry: Some(file(key, ts_of(i) / S)),
+        new_entry: Some(Box::new(file(key, ts_of(i) / S))),
     }
 }
 

@@ -9,7 +9,7 @@ use std::time::Duration;
 use proptest::prelude::*;
 use s3_lifecycled::engine::cursor::ShardCursor;
 use s3_lifecycled::engine::keys;
-use s3_lifecycled::engine::route::{DeferredLookup, Expect};
+use s3_lifecycled::engine::route::{DeferredLookup, Expect, PendingMatch};
 use s3_lifecycled::engine::{
     ActionKind, BucketConfig, DueRounding, EntryIdentity, Match, Nanos, Snapshot, TimeConfig,
     Versioning, promoted_hash_by_bucket, replay_content_hash_by_bucket,
@@ -223,24 +223,41 @@ fn unresolved_outcome_halts_only_new_work_and_blocks_the_cursor() {
     );
 }
 
+/// The item the coordinator builds for one event: matches due after the
+/// plan's `now` go as [`PendingMatch`]es (`route_for_pass`).
+fn replay_item(p: &PassPlan, ts: Nanos, matches: Vec<Match>, skipped: bool) -> ReplayItem {
+    let (due, later): (Vec<Match>, Vec<Match>) = matches.into_iter().partition(|m| m.due <= p.now);
+    ReplayItem {
+        ts,
+        bucket: later.first().map(|m| m.bucket.clone()).unwrap_or_default(),
+        pending: later.iter().map(PendingMatch::of).collect(),
+        matches: due,
+        skipped_no_mtime: skipped,
+    }
+}
+
 /// Issue 9 (scan rate): the coordinator now hands a shard its events in
-/// batches. A batch is exactly the same events one by one: same sends, same
-/// report, same cursor.
+/// batches, with the matches not yet due stripped to what the tracker
+/// needs. A batch is exactly the same events one by one with their full
+/// matches: same sends, same report, same cursor (due index and forecast
+/// tallies included).
 #[test]
 fn replay_batch_is_the_same_as_its_events_one_by_one() {
     let (_, cursor) = steady(100 * S);
     let p = plan(200 * S);
-    let items: Vec<ReplayItem> = (0..40)
+    let events: Vec<(Nanos, Vec<Match>, bool)> = (0..40)
         .map(|i| {
             let ts = 100 * S + i * S;
             let due = if i % 3 == 0 { 300 * S } else { ts + 10 * S };
-            ReplayItem {
-                ts,
-                matches: vec![action_match(&p, &format!("k{i:02}"), due)],
-                skipped_no_mtime: i % 7 == 0,
-            }
+            let m = action_match(&p, &format!("k{i:02}"), due);
+            (ts, vec![m], i % 7 == 0)
         })
         .collect();
+    let items: Vec<ReplayItem> = events
+        .iter()
+        .map(|(ts, m, skipped)| replay_item(&p, *ts, m.clone(), *skipped))
+        .collect();
+    assert_eq!(items.iter().map(|i| i.pending.len()).sum::<usize>(), 14);
     let drive = |batched: bool| {
         let mut run = ShardRun::new(0, p.clone(), Some(cursor.clone()), 8);
         run.start_replay();
@@ -249,9 +266,9 @@ fn replay_batch_is_the_same_as_its_events_one_by_one() {
                 run.replay_batch(chunk);
             }
         } else {
-            for it in &items {
-                run.skipped_no_mtime(u64::from(it.skipped_no_mtime));
-                run.replay_event(it.ts, &it.matches);
+            for (ts, matches, skipped) in &events {
+                run.skipped_no_mtime(u64::from(*skipped));
+                run.replay_event(*ts, matches);
             }
         }
         let mut sent = Vec::new();
@@ -284,20 +301,15 @@ fn batch_after_a_halt_sends_nothing_and_keeps_the_cursor_before_the_halt() {
     let p = plan(200 * S);
     let mut run = ShardRun::new(0, p.clone(), Some(cursor), 8);
     run.start_replay();
-    let first = ReplayItem {
-        ts: 100 * S,
-        matches: vec![action_match(&p, "k0", 110 * S)],
-        skipped_no_mtime: false,
-    };
+    let first = replay_item(&p, 100 * S, vec![action_match(&p, "k0", 110 * S)], false);
     run.replay_batch(std::slice::from_ref(&first));
     let (w, t) = run.next_sends().pop().unwrap();
     let Work::Delete(req) = w else { panic!() };
     assert!(run.outcome(&req, t, &retry_later()).is_some(), "halts");
     let later: Vec<ReplayItem> = (1..5)
-        .map(|i| ReplayItem {
-            ts: 100 * S + i * S,
-            matches: vec![action_match(&p, &format!("k{i}"), 110 * S + i * S)],
-            skipped_no_mtime: false,
+        .map(|i| {
+            let m = action_match(&p, &format!("k{i}"), 110 * S + i * S);
+            replay_item(&p, 100 * S + i * S, vec![m], false)
         })
         .collect();
     run.replay_batch(&later);

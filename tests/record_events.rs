@@ -623,7 +623,7 @@ fn entries(ev: &SubscribeMetadataResponse) -> (Option<&Entry>, Option<&Entry>) {
         .event_notification
         .as_ref()
         .expect("recorded events have a notification");
-    (n.old_entry.as_ref(), n.new_entry.as_ref())
+    (n.old_entry.as_deref(), n.new_entry.as_deref())
 }
 
 /// Action events that add Noncurrent-Since-Ns to an entry (old lacks it or differs, new has it).

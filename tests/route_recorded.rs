@@ -238,7 +238,10 @@ fn final_entries(scenario: &str) -> BTreeMap<String, Entry> {
                 tree.remove(&format!("{}/{}", ev.directory, old.name));
             }
             if let Some(new) = &ev.new_entry {
-                tree.insert(format!("{}/{}", ev.new_parent_path, new.name), new.clone());
+                tree.insert(
+                    format!("{}/{}", ev.new_parent_path, new.name),
+                    Entry::clone(new),
+                );
             }
         }
     }

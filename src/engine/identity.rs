@@ -24,18 +24,6 @@ pub struct EntryIdentity {
 impl EntryIdentity {
     /// The identity of a filer entry, as the server computes it.
     pub fn of(entry: &Entry) -> EntryIdentity {
-        EntryIdentity {
-            head_fid: entry.chunks.first().map(head_fid).unwrap_or_default(),
-            extended_hash: hash_extended(&entry.extended),
-            ..EntryIdentity::light(entry)
-        }
-    }
-
-    /// Only the mtime and size of [`EntryIdentity::of`]: for a match that
-    /// is not sent in this pass (due later), whose identity only feeds the
-    /// pending tally. Never sent: the server would refuse it as a different
-    /// entry (docs/entry-identity.md#when-it-is-computed).
-    pub fn light(entry: &Entry) -> EntryIdentity {
         let (mtime_ns, size) = match &entry.attributes {
             Some(a) => (
                 a.mtime
@@ -49,8 +37,8 @@ impl EntryIdentity {
         EntryIdentity {
             mtime_ns,
             size,
-            head_fid: String::new(),
-            extended_hash: Vec::new(),
+            head_fid: entry.chunks.first().map(head_fid).unwrap_or_default(),
+            extended_hash: hash_extended(&entry.extended),
         }
     }
 }

@@ -47,7 +47,8 @@ pub use hashes::{
 };
 pub use identity::EntryIdentity;
 pub use route::{
-    DeferredLookup, Expect, Match, MetaEvent, Routed, null_still_displaced, resolve_deferred,
+    DeferredLookup, Expect, Match, MetaEvent, PendingMatch, Routed, null_still_displaced,
+    resolve_deferred,
 };
 pub use rule_hash::{RuleHash, rule_hash};
 pub use shard::{SHARD_COUNT, shard_id};

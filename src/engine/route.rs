@@ -124,6 +124,7 @@ use std::cmp::Ordering;
 use std::collections::BTreeMap;
 
 use crate::engine::evaluate::{ObjectInfo, due_at};
+use crate::engine::progress::subject_of;
 use crate::engine::versions::{
     compare_version_ids, ext_str, is_delete_marker, is_null_version, mtime_known, mtime_ns,
     noncurrent_since_of, size_of, version_id_of,
@@ -238,9 +239,9 @@ pub struct MetaEvent {
     /// Parent directory of the new entry; set whenever `new_entry` is.
     pub new_parent_path: String,
     /// Entry before the change; absent for a create.
-    pub old_entry: Option<Entry>,
+    pub old_entry: Option<Box<Entry>>,
     /// Entry after the change; absent for a delete.
-    pub new_entry: Option<Entry>,
+    pub new_entry: Option<Box<Entry>>,
 }
 
 impl MetaEvent {
@@ -346,11 +347,47 @@ pub struct Routed {
     /// `shard_id(bucket, key)`: the replay shard that owns the event.
     pub shard: u8,
     /// Matches, with due times; the caller compares them with its `now`.
+    /// From [`route_for_pass`], only those due by the pass's `now`.
     pub matches: Vec<Match>,
+    /// From [`route_for_pass`]: the matches due after its `now`, as much of
+    /// them as the shard's tracker needs to keep them pending. Always empty
+    /// from [`route`].
+    pub pending: Vec<PendingMatch>,
     /// The event's object (or upload) has no real mtime, in a bucket of the
     /// view: it routed nothing and is counted as skipped
     /// (docs/filer-layout.md#entries-without-attributes).
     pub skipped_no_mtime: bool,
+}
+
+/// A replay match due after the pass's `now`: all the shard's tracker
+/// needs to keep it pending and to tally it (its action, due time, subject
+/// and size). It is never sent, so it carries no strings and no identity
+/// ([`route_for_pass`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PendingMatch {
+    /// Rule the match came from.
+    pub rule_hash: RuleHash,
+    /// What would be done.
+    pub kind: ActionKind,
+    /// When it becomes due (after the pass's `now`).
+    pub due: Nanos,
+    /// [`subject_of`] its object path and version id.
+    pub subject: u64,
+    /// The entry's size in bytes (0 for a deferred match), for the forecast.
+    pub bytes: u64,
+}
+
+impl PendingMatch {
+    /// The pending form of a match built in full.
+    pub fn of(m: &Match) -> PendingMatch {
+        PendingMatch {
+            rule_hash: m.rule_hash,
+            kind: m.kind,
+            due: m.due,
+            subject: subject_of(&m.object_path, &m.version_id),
+            bytes: u64::try_from(m.identity.size).unwrap_or(0),
+        }
+    }
 }
 
 /// Routes one event against `view` (normally the replay view): locates it,
@@ -362,10 +399,11 @@ pub fn route(view: &Snapshot, buckets_root: &str, ev: &MetaEvent) -> Option<Rout
 
 /// [`route`] for a pass evaluating at `now`. A match due after `now` cannot
 /// be sent in that pass (the shard keeps it pending, by the same `now`), so
-/// it carries [`EntryIdentity::light`]: the mtime and size the pending tally
-/// needs, without the head fid and the SHA-256 of the extended attributes,
-/// which were a tenth of a replay's CPU when nearly every match was pending
-/// (issue 9's scan rate; docs/entry-identity.md#when-it-is-computed).
+/// it comes as a [`PendingMatch`]: no strings and no identity (the head fid
+/// and the SHA-256 of the extended attributes were a tenth of a replay's
+/// CPU, and the four strings of a match another tenth, when nearly every
+/// match was pending; issue 9's scan rate,
+/// docs/entry-identity.md#when-it-is-computed).
 pub fn route_for_pass(
     view: &Snapshot,
     buckets_root: &str,
@@ -383,27 +421,27 @@ fn route_by(
 ) -> Option<Routed> {
     let (bucket, key) = locate(buckets_root, ev)?;
     let shard = shard_id(&bucket, &key);
-    let matches = match view.bucket(&bucket) {
-        Some(b) => route_actions_by(
-            b.actions(),
-            &view.time(),
-            &At {
-                buckets_root,
-                bucket: &bucket,
-                key: &key,
-                shard,
-            },
-            ev,
-            send_by,
-        ),
-        None => Vec::new(),
+    let mut found = Found {
+        matches: Vec::new(),
+        pending: Vec::new(),
+        send_by,
     };
+    if let Some(b) = view.bucket(&bucket) {
+        let at = At {
+            buckets_root,
+            bucket: &bucket,
+            key: &key,
+            shard,
+        };
+        route_actions_by(b.actions(), &view.time(), &at, ev, &mut found);
+    }
     let skipped_no_mtime = view.bucket(&bucket).is_some() && no_mtime_subject(&key, ev);
     Some(Routed {
         bucket,
         key,
         shard,
-        matches,
+        matches: found.matches,
+        pending: found.pending,
         skipped_no_mtime,
     })
 }
@@ -502,13 +540,37 @@ struct At<'a> {
 /// `at` (`key` = physical key, `shard` its shard; `buckets_root` only names
 /// the entries of deferred lookups). With `send_by`, matches due after it get
 /// a light identity ([`route_for_pass`]).
+/// What routing one event found: matches to act on by `send_by`, and with
+/// a `send_by`, the ones due after it as [`PendingMatch`]es.
+struct Found {
+    matches: Vec<Match>,
+    pending: Vec<PendingMatch>,
+    send_by: Option<Nanos>,
+}
+
+impl Found {
+    /// Whether a match due at `due` is pending (due after `send_by`).
+    fn pends(&self, due: Nanos) -> bool {
+        self.send_by.is_some_and(|n| due > n)
+    }
+
+    /// Files a match built in full (the rare deferred ones).
+    fn file(&mut self, m: Match) {
+        if self.pends(m.due) {
+            self.pending.push(PendingMatch::of(&m));
+        } else {
+            self.matches.push(m);
+        }
+    }
+}
+
 fn route_actions_by(
     actions: &[CompiledAction],
     time: &TimeConfig,
     at: &At<'_>,
     ev: &MetaEvent,
-    send_by: Option<Nanos>,
-) -> Vec<Match> {
+    found: &mut Found,
+) {
     let At {
         buckets_root,
         bucket,
@@ -516,7 +578,7 @@ fn route_actions_by(
         shard,
     } = *at;
     let Some(entry) = ev.new_entry.as_ref() else {
-        return Vec::new();
+        return;
     };
     if entry.is_directory
         && let Some(logical) = versions_folder_logical(key)
@@ -527,7 +589,10 @@ fn route_actions_by(
             logical,
             shard,
         };
-        return route_pointer(actions, time, &at, ev.old_entry.as_ref(), entry, ev.ts_ns);
+        for m in route_pointer(actions, time, &at, ev.old_entry.as_deref(), entry, ev.ts_ns) {
+            found.file(m);
+        }
+        return;
     }
     let routable = |kind: ActionKind| {
         actions
@@ -535,43 +600,49 @@ fn route_actions_by(
             .filter(move |a| a.is_active() && a.mode() == RuleMode::EventDriven && a.kind() == kind)
     };
     let Some(subject) = classify(key, entry) else {
-        return Vec::new();
+        return;
     };
     // No real mtime: it would read as epoch-old and due under every age rule
     // (docs/filer-layout.md#entries-without-attributes).
     if !mtime_known(subject.entry()) {
-        return Vec::new();
+        return;
     }
-    let mut out = Vec::new();
     let mut emit = |a: &CompiledAction,
                     logical: &str,
                     info: &ObjectInfo,
                     object_path: &str,
                     version_id: &str| {
-        if let Some(due) = due_at(a.rule(), a.kind(), logical, info, time) {
-            out.push(Match {
-                bucket: bucket.to_owned(),
-                key: logical.to_owned(),
-                object_path: object_path.to_owned(),
-                version_id: version_id.to_owned(),
+        let Some(due) = due_at(a.rule(), a.kind(), logical, info, time) else {
+            return;
+        };
+        if found.pends(due) {
+            found.pending.push(PendingMatch {
                 rule_hash: a.rule_hash(),
                 kind: a.kind(),
                 due,
-                identity: if send_by.is_some_and(|n| due > n) {
-                    EntryIdentity::light(entry)
-                } else {
-                    EntryIdentity::of(entry)
-                },
-                shard,
-                lookup: None,
+                subject: subject_of(object_path, version_id),
+                bytes: u64::try_from(size_of(entry)).unwrap_or(0),
             });
+            return;
         }
+        found.matches.push(Match {
+            bucket: bucket.to_owned(),
+            key: logical.to_owned(),
+            object_path: object_path.to_owned(),
+            version_id: version_id.to_owned(),
+            rule_hash: a.rule_hash(),
+            kind: a.kind(),
+            due,
+            identity: EntryIdentity::of(entry),
+            shard,
+            lookup: None,
+        });
     };
     match subject {
         Subject::Upload { dest, entry } => {
             let mut candidates = routable(ActionKind::AbortMpu).peekable();
             if candidates.peek().is_none() {
-                return Vec::new();
+                return;
             }
             let info = ObjectInfo {
                 mod_time: mtime_ns(entry),
@@ -599,7 +670,7 @@ fn route_actions_by(
                     },
                 ),
                 // A new delete marker is only ExpiredDeleteMarker's business.
-                None if marker => return Vec::new(),
+                None if marker => return,
                 None => (ActionKind::ExpirationDays, ""),
             };
             // One event cannot rank a version among its siblings, so a
@@ -612,7 +683,7 @@ fn route_actions_by(
                 .filter(|a| logical.as_bytes().starts_with(a.rule().prefix.as_bytes()))
                 .collect();
             if candidates.is_empty() {
-                return Vec::new();
+                return;
             }
             let info = ObjectInfo {
                 mod_time: mtime_ns(entry),
@@ -635,7 +706,6 @@ fn route_actions_by(
             }
         }
     }
-    out
 }
 
 /// The logical key of a `<logical>.versions` folder key; `None` for any
@@ -1018,13 +1088,13 @@ mod tests {
             directory: dir.into(),
             new_parent_path: dir.into(),
             old_entry: None,
-            new_entry: Some(e),
+            new_entry: Some(Box::new(e)),
         }
     }
 
     fn update(dir: &str, old: Entry, new: Entry) -> MetaEvent {
         MetaEvent {
-            old_entry: Some(old),
+            old_entry: Some(Box::new(old)),
             ..create(dir, new)
         }
     }
@@ -1034,7 +1104,7 @@ mod tests {
             ts_ns: 1,
             directory: dir.into(),
             new_parent_path: String::new(),
-            old_entry: Some(e),
+            old_entry: Some(Box::new(e)),
             new_entry: None,
         }
     }
@@ -1122,28 +1192,29 @@ mod tests {
     }
 
     #[test]
-    fn pass_routing_gives_full_identity_only_to_matches_due_by_now() {
+    fn pass_routing_gives_full_matches_only_to_those_due_by_now() {
         let snap = snapshot();
         let entry = file("a", 1000, 10);
         let ev = create("/buckets/b", entry.clone());
-        let due = run(&snap, &ev).matches[0].due;
+        let plain = run(&snap, &ev);
+        assert!(plain.pending.is_empty(), "route never defers to pending");
+        let due = plain.matches[0].due;
         let full = EntryIdentity::of(&entry);
         assert!(!full.head_fid.is_empty() && !full.extended_hash.is_empty());
-        // Due by now (exactly at, and after): sendable, so the full identity.
+        // Due by now (exactly at, and after): sendable, the same match as
+        // `route`'s, full identity included.
         for now in [due, due + DAY] {
             let r = route_for_pass(&snap, ROOT, &ev, now).unwrap();
-            assert_eq!(r.matches[0].identity, full, "now = due + {}", now - due);
+            assert_eq!(r.matches, plain.matches, "now = due + {}", now - due);
+            assert!(r.pending.is_empty());
         }
-        // Due later: pending in this pass; mtime and size only.
+        // Due later: pending in this pass, with what the tracker needs.
         let r = route_for_pass(&snap, ROOT, &ev, due - 1).unwrap();
-        let light = &r.matches[0].identity;
-        assert_eq!(*light, EntryIdentity::light(&entry));
-        assert_eq!((light.mtime_ns, light.size), (full.mtime_ns, full.size));
-        assert!(light.head_fid.is_empty() && light.extended_hash.is_empty());
-        // Everything else about the match is the same as `route`'s.
-        let mut plain = run(&snap, &ev).matches;
-        plain[0].identity = light.clone();
-        assert_eq!(r.matches, plain);
+        assert!(r.matches.is_empty());
+        assert_eq!(r.pending, vec![PendingMatch::of(&plain.matches[0])]);
+        let p = r.pending[0];
+        assert_eq!((p.due, p.bytes), (due, 10));
+        assert_eq!(p.subject, subject_of("a", ""));
     }
 
     #[test]
@@ -1447,7 +1518,7 @@ mod tests {
         let ev = |dir: &str, parent: &str, name: &str| MetaEvent {
             directory: dir.into(),
             new_parent_path: parent.into(),
-            new_entry: Some(file(name, 1, 1)),
+            new_entry: Some(Box::new(file(name, 1, 1))),
             ..MetaEvent::default()
         };
         let loc = |e: &MetaEvent| locate(ROOT, e);
@@ -1485,7 +1556,7 @@ mod tests {
             directory: "/buckets/b".into(),
             ts_ns: 7,
             event_notification: Some(EventNotification {
-                new_entry: Some(file("k", 1, 1)),
+                new_entry: Some(Box::new(file("k", 1, 1))),
                 new_parent_path: "/buckets/b".into(),
                 ..EventNotification::default()
             }),
@@ -1519,8 +1590,8 @@ mod tests {
             directory: "/buckets/b".into(),
             ts_ns: 9,
             event_notification: Some(EventNotification {
-                old_entry: Some(file("a", 1, 1)),
-                new_entry: Some(file("k", 2, 3)),
+                old_entry: Some(Box::new(file("a", 1, 1))),
+                new_entry: Some(Box::new(file("k", 2, 3))),
                 new_parent_path: "/buckets/b/d".into(),
                 ..EventNotification::default()
             }),
@@ -1532,7 +1603,7 @@ mod tests {
         );
         let nameless = SubscribeMetadataResponse {
             event_notification: Some(EventNotification {
-                new_entry: Some(Entry::default()),
+                new_entry: Some(Box::new(Entry::default())),
                 ..EventNotification::default()
             }),
             ..SubscribeMetadataResponse::default()
@@ -1551,7 +1622,7 @@ mod tests {
     fn pointer_event(dir: &str, old: Option<Entry>, new: Entry) -> MetaEvent {
         MetaEvent {
             ts_ns: TS,
-            old_entry: old,
+            old_entry: old.map(Box::new),
             ..create(dir, new)
         }
     }
@@ -1799,6 +1870,26 @@ mod tests {
     }
 
     #[test]
+    fn a_deferred_match_due_later_is_pending_in_a_pass() {
+        let snap = snapshot();
+        let ev = pointer_event(
+            "/buckets/b/docs",
+            Some(null_latest_folder("k")),
+            folder_at("k", V2, 7_000),
+        );
+        let plain = run(&snap, &ev);
+        let m = plain.matches[0].clone();
+        assert!(m.lookup.is_some());
+        let r = route_for_pass(&snap, ROOT, &ev, m.due - 1).unwrap();
+        assert!(r.matches.is_empty());
+        assert_eq!(r.pending, vec![PendingMatch::of(&m)]);
+        assert_eq!(r.pending[0].subject, subject_of("docs/k", "null"));
+        let r = route_for_pass(&snap, ROOT, &ev, m.due).unwrap();
+        assert_eq!(r.matches, plain.matches);
+        assert!(r.pending.is_empty());
+    }
+
+    #[test]
     fn resolving_a_found_null_version_gives_a_concrete_match() {
         let snap = snapshot();
         let time = snap.time();
@@ -2016,7 +2107,7 @@ mod tests {
                     }],
                     TimeConfig::default(),
                 );
-                let ev = MetaEvent { ts_ns: 1, directory: dir, new_parent_path: parent, old_entry: old, new_entry: new };
+                let ev = MetaEvent { ts_ns: 1, directory: dir, new_parent_path: parent, old_entry: old.map(Box::new), new_entry: new.map(Box::new) };
                 if let Some(r) = route(&snap, ROOT, &ev) {
                     prop_assert!((r.shard as usize) < crate::engine::SHARD_COUNT);
                     for m in &r.matches {

@@ -1367,6 +1367,12 @@ impl Driver {
                 ob.events.push(ReplayItem {
                     ts: ev.ts_ns,
                     matches: routed.matches,
+                    bucket: if routed.pending.is_empty() {
+                        String::new()
+                    } else {
+                        routed.bucket
+                    },
+                    pending: routed.pending,
                     skipped_no_mtime: routed.skipped_no_mtime,
                 });
                 if ob.events.len() >= REPLAY_BATCH {

@@ -1027,10 +1027,10 @@ mod tests {
             directory: "/buckets/b".into(),
             ts_ns: ts,
             event_notification: Some(EventNotification {
-                new_entry: Some(Entry {
+                new_entry: Some(Box::new(Entry {
                     name: name.into(),
                     ..Default::default()
-                }),
+                })),
                 signatures: signatures.to_vec(),
                 ..Default::default()
             }),

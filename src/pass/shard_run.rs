@@ -27,7 +27,7 @@ use crate::engine::delete::{CallResult, DeleteOutcome, DeleteRequest, halt_reaso
 use crate::engine::progress::{ActionProgress, Decision, ProgressTracker, Ticket, subject_of};
 use crate::engine::resume::{WalkProgress, later};
 use crate::engine::route::{null_still_displaced, resolve_deferred};
-use crate::engine::{ActionKey, ActionKind, EMPTY_HASH, Match, Nanos};
+use crate::engine::{ActionKey, ActionKind, EMPTY_HASH, Match, Nanos, PendingMatch, RuleHash};
 use crate::pass::plan::{self, PassPlan, Persisted, RecoveryReason};
 use crate::pb::filer_pb::Entry;
 use crate::status::{DeleteCounts, MatchDecision, RunOutcome};
@@ -42,8 +42,12 @@ pub fn progress_key(key: &ActionKey) -> String {
 pub struct ReplayItem {
     /// Event ts.
     pub ts: Nanos,
-    /// Its matches in the replay view.
+    /// Its matches in the replay view due by the pass's `now`.
     pub matches: Vec<Match>,
+    /// Its bucket, when `pending` is not empty (the matches carry their own).
+    pub bucket: String,
+    /// Its matches due after the pass's `now` ([`crate::engine::route::route_for_pass`]).
+    pub pending: Vec<PendingMatch>,
     /// Its entry was skipped for want of a real mtime.
     pub skipped_no_mtime: bool,
 }
@@ -658,55 +662,111 @@ impl ShardRun {
     pub fn replay_batch(&mut self, events: &[ReplayItem]) {
         for e in events {
             self.skipped_no_mtime(u64::from(e.skipped_no_mtime));
-            self.replay_event(e.ts, &e.matches);
+            self.replay_parts(e.ts, &e.matches, &e.bucket, &e.pending);
         }
     }
 
     /// One meta-log event routed to this shard (`matches` from the replay view).
     pub fn replay_event(&mut self, ts: Nanos, matches: &[Match]) {
+        self.replay_parts(ts, matches, "", &[]);
+    }
+
+    /// One event: its matches due by `now`, and those due later as
+    /// [`PendingMatch`]es of `bucket`.
+    fn replay_parts(
+        &mut self,
+        ts: Nanos,
+        matches: &[Match],
+        bucket: &str,
+        pending: &[PendingMatch],
+    ) {
         self.counters.events_scanned += 1;
-        if self.stopped() {
+        if self.stopped() || self.tracker.is_none() {
             return;
         }
-        let Some(tracker) = self.tracker.as_mut() else {
-            return;
-        };
         for m in matches {
-            let bucket = match &self.last_bucket {
-                Some(b) if **b == *m.bucket => Arc::clone(b),
-                _ => {
-                    let b: Arc<str> = Arc::from(m.bucket.as_str());
-                    self.last_bucket = Some(Arc::clone(&b));
-                    b
-                }
-            };
-            let key = ActionKey {
-                bucket,
-                rule_hash: m.rule_hash,
-                kind: m.kind,
-            };
+            let key = self.action_key(&m.bucket, m.rule_hash, m.kind);
             let subject = subject_of(&m.object_path, &m.version_id);
             let bytes = u64::try_from(m.identity.size).unwrap_or(0);
-            match tracker.decide_sized(&key, ts, subject, m.due, bytes) {
-                Decision::Skip => self.counters.decided(m.kind, MatchDecision::Skipped),
-                Decision::Pending => {
-                    self.counters.matches += 1;
-                    self.counters.pending += 1;
-                    self.counters.decided(m.kind, MatchDecision::Pending);
-                }
-                Decision::Dispatch(t) => {
-                    self.counters.matches += 1;
-                    self.counters.decided(m.kind, MatchDecision::Dispatched);
-                    let work = if m.lookup.is_some() {
-                        Work::Lookup(Box::new(m.clone()))
-                    } else {
-                        work_for(m)
-                    };
-                    self.queue.push_back((work, DeleteTicket::Replay(t)));
+            if let Some(t) = self.decide(&key, ts, subject, m.due, bytes, m.kind) {
+                let work = if m.lookup.is_some() {
+                    Work::Lookup(Box::new(m.clone()))
+                } else {
+                    work_for(m)
+                };
+                self.queue.push_back((work, DeleteTicket::Replay(t)));
+            }
+        }
+        for p in pending {
+            let key = self.action_key(bucket, p.rule_hash, p.kind);
+            if let Some(t) = self.decide(&key, ts, p.subject, p.due, p.bytes, p.kind) {
+                // Routing and the tracker judge "due" by the same `now`, so
+                // this does not happen; if it did, there is nothing to send:
+                // leave the event unresolved (its span is read again next
+                // pass) rather than count it done.
+                tracing::warn!(
+                    shard = self.shard,
+                    bucket,
+                    due_ns = p.due,
+                    "a match routed as pending was due; left for the next pass"
+                );
+                if let Some(tr) = self.tracker.as_mut() {
+                    tr.resolved(t, false);
                 }
             }
         }
-        tracker.event_processed(ts);
+        if let Some(tr) = self.tracker.as_mut() {
+            tr.event_processed(ts);
+        }
+    }
+
+    /// The tracker's key for a match in `bucket`, sharing the previous
+    /// match's bucket name when it is the same bucket.
+    fn action_key(&mut self, bucket: &str, rule_hash: RuleHash, kind: ActionKind) -> ActionKey {
+        let bucket = match &self.last_bucket {
+            Some(b) if **b == *bucket => Arc::clone(b),
+            _ => {
+                let b: Arc<str> = Arc::from(bucket);
+                self.last_bucket = Some(Arc::clone(&b));
+                b
+            }
+        };
+        ActionKey {
+            bucket,
+            rule_hash,
+            kind,
+        }
+    }
+
+    /// The tracker's decision on one match, counted; the ticket when it is
+    /// to be sent.
+    fn decide(
+        &mut self,
+        key: &ActionKey,
+        ts: Nanos,
+        subject: u64,
+        due: Nanos,
+        bytes: u64,
+        kind: ActionKind,
+    ) -> Option<Ticket> {
+        let tracker = self.tracker.as_mut()?;
+        match tracker.decide_sized(key, ts, subject, due, bytes) {
+            Decision::Skip => {
+                self.counters.decided(kind, MatchDecision::Skipped);
+                None
+            }
+            Decision::Pending => {
+                self.counters.matches += 1;
+                self.counters.pending += 1;
+                self.counters.decided(kind, MatchDecision::Pending);
+                None
+            }
+            Decision::Dispatch(t) => {
+                self.counters.matches += 1;
+                self.counters.decided(kind, MatchDecision::Dispatched);
+                Some(t)
+            }
+        }
     }
 
     /// Deletes to send now: as many as the window allows.

@@ -705,7 +705,7 @@ impl EventFilter {
         if event.ts_ns > self.until_ns {
             return Verdict::AfterUntil;
         }
-        let inside = self.inside(&join(&event.directory, name))
+        let inside = self.inside(&event.directory, name)
             || n.new_entry.as_ref().is_some_and(|ne| {
                 // A rename into the root counts by its destination, as the
                 // filer's own path match does.
@@ -714,7 +714,7 @@ impl EventFilter {
                 } else {
                     &n.new_parent_path
                 };
-                self.inside(&join(parent, &ne.name))
+                self.inside(parent, &ne.name)
             });
         if inside {
             Verdict::Deliver
@@ -763,17 +763,24 @@ impl EventFilter {
         );
     }
 
-    fn inside(&self, path: &str) -> bool {
-        path.starts_with(&self.root_slash)
-    }
-}
-
-/// `directory + "/" + name` without doubling the slash of the root directory.
-fn join(directory: &str, name: &str) -> String {
-    if directory.ends_with('/') {
-        format!("{directory}{name}")
-    } else {
-        format!("{directory}/{name}")
+    /// Whether `directory + "/" + name` (without doubling the slash of the
+    /// root directory) starts with `<root>/`, checked piece by piece: one
+    /// path string per event was a few percent of a replay's CPU.
+    fn inside(&self, directory: &str, name: &str) -> bool {
+        let sep = if directory.ends_with('/') { "" } else { "/" };
+        let mut want = self.root_slash.as_bytes();
+        for piece in [directory, sep, name] {
+            let piece = piece.as_bytes();
+            let n = want.len().min(piece.len());
+            if piece[..n] != want[..n] {
+                return false;
+            }
+            want = &want[n..];
+            if want.is_empty() {
+                return true;
+            }
+        }
+        false
     }
 }
 
@@ -796,10 +803,10 @@ mod tests {
             directory: dir.into(),
             ts_ns: ts,
             event_notification: Some(EventNotification {
-                new_entry: Some(Entry {
+                new_entry: Some(Box::new(Entry {
                     name: name.into(),
                     ..Default::default()
-                }),
+                })),
                 ..Default::default()
             }),
             ..Default::default()
@@ -903,14 +910,45 @@ mod tests {
     }
 
     #[test]
+    fn inside_checks_the_joined_path_without_building_it() {
+        for root in ["/buckets", "/buckets/", "/"] {
+            let mut p = params();
+            p.buckets_root = root.into();
+            let f = EventFilter::new(&p).unwrap();
+            for dir in [
+                "",
+                "/",
+                "/buckets",
+                "/buckets/",
+                "/buckets2",
+                "/buck",
+                "/buckets/b",
+            ] {
+                for name in ["", "b1", "buckets", "ets", "ets/x", "/"] {
+                    let joined = if dir.ends_with('/') {
+                        format!("{dir}{name}")
+                    } else {
+                        format!("{dir}/{name}")
+                    };
+                    assert_eq!(
+                        f.inside(dir, name),
+                        joined.starts_with(&f.root_slash),
+                        "root {root:?}, {dir:?} + {name:?}"
+                    );
+                }
+            }
+        }
+    }
+
+    #[test]
     fn rename_into_root_is_delivered() {
         let mut f = EventFilter::new(&params()).unwrap();
         let mut e = ev("/tmp", "x", 150);
         if let Some(n) = e.event_notification.as_mut() {
-            n.old_entry = Some(Entry {
+            n.old_entry = Some(Box::new(Entry {
                 name: "x".into(),
                 ..Default::default()
-            });
+            }));
             n.new_parent_path = "/buckets/b".into();
         }
         assert_eq!(f.classify(&e), Verdict::Deliver);

@@ -458,7 +458,7 @@ type EventKey = (Nanos, u64);
 
 fn key_of(e: &MetaEvent) -> EventKey {
     use std::hash::{Hash, Hasher};
-    fn name(en: &Option<crate::pb::filer_pb::Entry>) -> Option<&str> {
+    fn name(en: &Option<Box<crate::pb::filer_pb::Entry>>) -> Option<&str> {
         en.as_ref().map(|x| x.name.as_str())
     }
     // Fixed keys: the same event hashes the same before and after a resume.
@@ -543,10 +543,10 @@ mod tests {
             directory: "/buckets/b".into(),
             new_parent_path: "/buckets/b".into(),
             old_entry: None,
-            new_entry: Some(Entry {
+            new_entry: Some(Box::new(Entry {
                 name: name.into(),
                 ..Default::default()
-            }),
+            })),
         }
     }
 

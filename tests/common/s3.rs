@@ -331,7 +331,7 @@ impl Cluster {
 /// True for a response that describes an entry change (not a keepalive or flush report).
 pub fn is_real_event(ev: &SubscribeMetadataResponse) -> bool {
     ev.event_notification.as_ref().is_some_and(|n| {
-        let name = |e: &Option<Entry>| e.as_ref().is_some_and(|e| !e.name.is_empty());
+        let name = |e: &Option<Box<Entry>>| e.as_ref().is_some_and(|e| !e.name.is_empty());
         name(&n.old_entry) || name(&n.new_entry)
     })
 }
