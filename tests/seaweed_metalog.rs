@@ -456,3 +456,89 @@ async fn slow_consumer_never_has_more_than_capacity_buffered() {
     // The channel did fill up (the producer really was held back), and never beyond capacity.
     assert_eq!(reader.summary().buffered_high_water, CAPACITY);
 }
+
+/// A stand-in filer whose `SubscribeMetadata` answers HTTP 200 with one
+/// event and then ends the HTTP/2 stream without gRPC trailers (no
+/// `grpc-status`), as a proxy that closes a stream "cleanly" mid-way would.
+#[derive(Clone)]
+struct TrailerlessFiler;
+
+impl tonic::server::NamedService for TrailerlessFiler {
+    const NAME: &'static str = "filer_pb.SeaweedFiler";
+}
+
+impl tonic::codegen::Service<tonic::codegen::http::Request<tonic::body::Body>>
+    for TrailerlessFiler
+{
+    type Response = tonic::codegen::http::Response<tonic::body::Body>;
+    type Error = std::convert::Infallible;
+    type Future = std::future::Ready<Result<Self::Response, Self::Error>>;
+
+    fn poll_ready(
+        &mut self,
+        _: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Result<(), Self::Error>> {
+        std::task::Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, _: tonic::codegen::http::Request<tonic::body::Body>) -> Self::Future {
+        use prost::Message as _;
+        use s3_lifecycled::pb::filer_pb::{Entry, EventNotification};
+        let event = SubscribeMetadataResponse {
+            directory: "/buckets/b".into(),
+            ts_ns: 150,
+            event_notification: Some(EventNotification {
+                new_entry: Some(Box::new(Entry {
+                    name: "k".into(),
+                    ..Default::default()
+                })),
+                ..Default::default()
+            }),
+            ..Default::default()
+        }
+        .encode_to_vec();
+        // One length-prefixed gRPC message, then the body ends: no trailers.
+        let mut framed = vec![0u8];
+        framed.extend((event.len() as u32).to_be_bytes());
+        framed.extend(event);
+        let body = http_body_util::Full::new(bytes::Bytes::from(framed));
+        let response = tonic::codegen::http::Response::builder()
+            .header("content-type", "application/grpc")
+            .body(tonic::body::Body::new(body))
+            .expect("a valid response");
+        std::future::ready(Ok(response))
+    }
+}
+
+/// Pins the open question of how a stream that ends without trailers reads:
+/// as a failure naming the missing status, never as the filer's end of
+/// stream, which would let the pass save cursors past events it never got.
+#[tokio::test]
+async fn stream_ended_without_trailers_is_an_error_not_a_clean_end() {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        tonic::transport::Server::builder()
+            .add_service(TrailerlessFiler)
+            .serve_with_incoming(tokio_stream::wrappers::TcpListenerStream::new(listener))
+            .await
+            .unwrap();
+    });
+    let channel = Channel::from_shared(format!("http://{addr}"))
+        .unwrap()
+        .connect()
+        .await
+        .unwrap();
+    let mut reader = MetaLogReader::open(channel, params(100, 200), ReaderOptions::default())
+        .await
+        .unwrap();
+    let (events, err) = drain(&mut reader).await;
+    assert_eq!(events.len(), 1, "the one event sent is delivered");
+    let err = err.expect("a stream without trailers must end with an error");
+    assert!(matches!(err, MetaLogError::Stream { .. }), "{err:?}");
+    assert!(
+        format!("{err}").contains("grpc-status"),
+        "the error names the missing status: {err}"
+    );
+    assert!(!reader.completed());
+}
