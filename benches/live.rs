@@ -466,6 +466,30 @@ async fn run(k: &Knobs) -> anyhow::Result<Vec<Row>> {
     Ok(rows)
 }
 
+/// A fresh bucket named after `prefix` with the lifecycle document `xml`,
+/// `dirs` cursor directories of ours seeded by one pass each (so each later
+/// pass from one of them reads the same window), and the Go worker's cursors
+/// seeded by one pass and saved (to restore before each Go run). Returns the
+/// bucket, our cursor directories and the saved Go cursors.
+async fn cursored_bucket(
+    c: &Cluster,
+    prefix: &str,
+    xml: &[u8],
+    dirs: usize,
+) -> anyhow::Result<(String, Vec<String>, Vec<Entry>)> {
+    let bucket = c.new_bucket(prefix).await?;
+    c.put_lifecycle_xml(&bucket, xml).await?;
+    let mut ours = Vec::new();
+    for i in 0..dirs {
+        let dir = format!("/etc/s3/lifecycle/bench-{bucket}-{i}");
+        run_ours(c, &bucket, &dir).context("seeding our cursor dir")?;
+        ours.push(dir);
+    }
+    run_go(c).context("seeding the Go cursors")?;
+    let go = save_go_cursors(c).await?;
+    Ok((bucket, ours, go))
+}
+
 /// The reader, lister, nothing-due scan and deletes rows.
 async fn classic_rows(c: &Cluster, k: &Knobs) -> anyhow::Result<Vec<Row>> {
     let mut rows = Vec::new();
@@ -473,16 +497,7 @@ async fn classic_rows(c: &Cluster, k: &Knobs) -> anyhow::Result<Vec<Row>> {
     // --- Fixture for the scan, reader and lister figures (first, so the Go
     // cursors' window holds little else). ---
     eprintln!("scan fixture: seeding cursors");
-    let scan = c.new_bucket("bench-scan").await?;
-    c.put_lifecycle_xml(&scan, HOT_XML).await?;
-    let mut our_dirs = Vec::new();
-    for i in 0..k.runs {
-        let dir = format!("/etc/s3/lifecycle/bench-{scan}-{i}");
-        run_ours(c, &scan, &dir).context("seeding our cursor dir")?;
-        our_dirs.push(dir);
-    }
-    run_go(c).context("seeding the Go cursors")?;
-    let go_saved = save_go_cursors(c).await?;
+    let (scan, our_dirs, go_saved) = cursored_bucket(c, "bench-scan", HOT_XML, k.runs).await?;
     let go_from = go_since(&go_saved)?;
     let fixture_start = now_ns();
     seed(c, &scan, "cold/", k.events).await?;
@@ -782,22 +797,16 @@ async fn window_rows(c: &Cluster, k: &Knobs) -> anyhow::Result<Vec<Row>> {
     let n = k.window;
     let m = k.mixed.min(n / 2).max(1);
     eprintln!("window fixture: {n} events ({m} under d/), then {m} new");
-    let w = c.new_bucket("bench-window").await?;
-    c.put_lifecycle_xml(&w, WINDOW_XML).await?;
-    let mut dirs = Vec::new();
-    for i in 0..k.runs {
-        let dir = format!("/etc/s3/lifecycle/bench-{w}-{i}");
-        run_ours(c, &w, &dir).context("seeding our cursor dir")?;
-        dirs.push(dir);
-    }
-    // A spare cursor dir for the hold: dry runs save no cursor, so every
-    // dry run from it reads the whole window again.
-    let spare = format!("/etc/s3/lifecycle/bench-{w}-spare");
-    if !k.hold.is_zero() {
-        run_ours(c, &w, &spare).context("seeding the spare cursor dir")?;
-    }
-    run_go(c).context("seeding the Go cursors")?;
-    let go_before = save_go_cursors(c).await?;
+    // With a hold, one more cursor dir, the spare: dry runs save no cursor,
+    // so every dry run from it reads the whole window again.
+    let extra = usize::from(!k.hold.is_zero());
+    let (w, mut dirs, go_before) =
+        cursored_bucket(c, "bench-window", WINDOW_XML, k.runs + extra).await?;
+    let spare = if extra == 1 {
+        dirs.pop().unwrap_or_default()
+    } else {
+        String::new()
+    };
     let start = now_ns();
     seed_filer(c, &w, "d/", m - 1).await?;
     seed_filer(c, &w, "w/", n - m - 1).await?;
