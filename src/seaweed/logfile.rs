@@ -305,7 +305,13 @@ impl LogFileFetcher {
                 volume_ids: vec![volume.clone()],
             })
             .await
-            .map_err(|s| err(format!("LookupVolume failed: {:?}: {}", s.code(), s.message())))?
+            .map_err(|s| {
+                err(format!(
+                    "LookupVolume failed: {:?}: {}",
+                    s.code(),
+                    s.message()
+                ))
+            })?
             .into_inner();
         let urls: Vec<String> = resp
             .locations_map
@@ -395,16 +401,21 @@ struct FilerQueue {
 }
 
 /// Reads refs in log order: each filer's files in the order given, the
-/// filers merged by `ts_ns` (the filer merges its peers the same way), each
-/// event kept when [`EventFilter`] would deliver it (inside `<root>/`, in
-/// `(since_ns, until_ns]`).
+/// filers merged by `LogEntry.ts_ns` (the filer merges its peers the same
+/// way). A record is kept when its `LogEntry.ts_ns` is in the entry window
+/// (the filer's own window check, docs/meta-log.md#entry-and-event-timestamps)
+/// and [`EventFilter`] delivers its event (inside `<root>/`, event `ts_ns` in
+/// `(since_ns, until_ns]`), so the result is what
+/// [`crate::seaweed::metalog::MetaLogReader`] yields for the same window.
 pub struct RefReader {
     filers: Vec<FilerQueue>,
     filter: EventFilter,
-    until_ns: Nanos,
+    /// Exclusive lower, inclusive upper bound on `LogEntry.ts_ns`.
+    entry_since: Nanos,
+    entry_until: Nanos,
     /// Log files read so far.
     pub files_read: u64,
-    /// Files not fetched because they start after `until_ns`.
+    /// Files not fetched because they start after the window.
     pub files_skipped: u64,
     /// Records decoded so far (delivered or not).
     pub records: u64,
@@ -415,6 +426,18 @@ impl RefReader {
     pub fn new(
         refs: Vec<LogFileChunkRef>,
         params: &SubscribeParams,
+    ) -> Result<RefReader, crate::seaweed::metalog::MetaLogError> {
+        RefReader::with_entry_window(refs, params, params.since_ns, params.until_ns)
+    }
+
+    /// [`RefReader::new`] with a narrower window on `LogEntry.ts_ns`
+    /// (`(entry_since, entry_until]`): the part of the pass's window a
+    /// subscription's refs cover, up to its marker (docs/meta-log.md#direct-log-file-reads).
+    pub fn with_entry_window(
+        refs: Vec<LogFileChunkRef>,
+        params: &SubscribeParams,
+        entry_since: Nanos,
+        entry_until: Nanos,
     ) -> Result<RefReader, crate::seaweed::metalog::MetaLogError> {
         let filter = EventFilter::new(params)?;
         let mut filers: Vec<(String, FilerQueue)> = Vec::new();
@@ -440,7 +463,8 @@ impl RefReader {
         Ok(RefReader {
             filers: filers.into_iter().map(|(_, q)| q).collect(),
             filter,
-            until_ns: params.until_ns,
+            entry_since,
+            entry_until,
             files_read: 0,
             files_skipped: 0,
             records: 0,
@@ -466,7 +490,7 @@ impl RefReader {
                 .enumerate()
                 .filter_map(|(i, q)| q.records.front().map(|r| (r.ts_ns, i)))
                 .min();
-            let Some((_, i)) = next else {
+            let Some((ts, i)) = next else {
                 break;
             };
             let record = self.filers[i]
@@ -474,6 +498,9 @@ impl RefReader {
                 .pop_front()
                 .expect("the picked filer has a record");
             self.records += 1;
+            if ts <= self.entry_since || ts > self.entry_until {
+                continue;
+            }
             let mut event = record.event;
             let tail = std::mem::take(&mut event.events);
             for e in std::iter::once(event).chain(tail) {
@@ -491,10 +518,11 @@ impl RefReader {
             let Some(r) = self.filers[i].refs.pop_front() else {
                 return Ok(());
             };
-            // Every record of a file is at or after the file's start
-            // (docs/meta-log.md#direct-log-file-reads), and files come in
-            // order: from the first file past the window on, nothing is in it.
-            if r.file_ts_ns > self.until_ns {
+            // A file is named after the minute its first record was written
+            // in, and a filer's files come in order: from the first file
+            // starting past the window on, none holds anything in it
+            // (docs/meta-log.md#direct-log-file-reads).
+            if r.file_ts_ns > self.entry_until {
                 self.files_skipped += 1 + self.filers[i].refs.len() as u64;
                 self.filers[i].refs.clear();
                 return Ok(());
@@ -514,7 +542,7 @@ pub async fn read_refs(
     fetcher: &mut LogFileFetcher,
     refs: Vec<LogFileChunkRef>,
     params: &SubscribeParams,
-) -> Result<Vec<SubscribeMetadataResponse>, ReadRefsError> {
+) -> Result<Vec<SubscribeMetadataResponse>, DirectReadError> {
     let mut reader = RefReader::new(refs, params)?;
     let mut out = Vec::new();
     loop {
@@ -526,15 +554,135 @@ pub async fn read_refs(
     }
 }
 
-/// Why [`read_refs`] failed.
+/// Why a direct read failed. Every variant means events may be missing.
 #[derive(Debug, thiserror::Error)]
-pub enum ReadRefsError {
+pub enum DirectReadError {
     /// The window or root is invalid.
     #[error(transparent)]
     Params(#[from] crate::seaweed::metalog::MetaLogError),
     /// A file could not be read or parsed.
     #[error(transparent)]
     File(#[from] LogFileError),
+    /// The `SubscribeMetadata` call or its stream failed.
+    #[error("meta-log subscription with log-file refs failed: {code:?}: {message}")]
+    Stream {
+        /// gRPC status code.
+        code: tonic::Code,
+        /// gRPC status message.
+        message: String,
+    },
+}
+
+/// What [`read_window_direct`] saw.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct DirectSummary {
+    /// Responses on the stream.
+    pub responses: u64,
+    /// Refs received.
+    pub refs: u64,
+    /// Log files fetched and parsed.
+    pub files_read: u64,
+    /// Records decoded from them.
+    pub records: u64,
+    /// Events handed to the caller: from files, then from the stream.
+    pub from_files: u64,
+    /// See `from_files`.
+    pub from_stream: u64,
+    /// Bytes fetched from volume servers.
+    pub bytes_fetched: u64,
+    /// Every marker's `ts_ns` (the end of the refs before it), in order.
+    pub markers: Vec<Nanos>,
+}
+
+/// One pass's window read the direct way: `SubscribeMetadata` with
+/// `client_supports_metadata_chunks`, the refs it sends read from the volume
+/// servers up to the marker that follows them, the events it streams after
+/// that filtered as [`crate::seaweed::metalog::MetaLogReader`] filters them.
+/// Hands every event to `on_event` in log order.
+pub async fn read_window_direct(
+    mut filer: SeaweedFilerClient<Channel>,
+    fetcher: &mut LogFileFetcher,
+    params: &SubscribeParams,
+    mut on_event: impl FnMut(SubscribeMetadataResponse),
+) -> Result<DirectSummary, DirectReadError> {
+    let mut filter = EventFilter::new(params)?;
+    let request = crate::pb::filer_pb::SubscribeMetadataRequest {
+        client_name: params.client_name.clone(),
+        path_prefix: params.buckets_root.clone(),
+        since_ns: params.since_ns,
+        until_ns: params.until_ns,
+        client_id: rand::random_range(1..i32::MAX),
+        client_supports_batching: true,
+        client_supports_metadata_chunks: true,
+        ..Default::default()
+    };
+    let status = |s: tonic::Status| DirectReadError::Stream {
+        code: s.code(),
+        message: s.message().to_string(),
+    };
+    let mut stream = filer
+        .subscribe_metadata(request)
+        .await
+        .map_err(status)?
+        .into_inner();
+    let mut summary = DirectSummary::default();
+    let mut pending: Vec<LogFileChunkRef> = Vec::new();
+    // Entries up to here were delivered by an earlier batch of refs.
+    let mut checkpoint = params.since_ns;
+    loop {
+        let message = stream.message().await.map_err(status)?;
+        let marker = match &message {
+            Some(r) if !r.log_file_refs.is_empty() => None,
+            Some(r) => Some(r.ts_ns),
+            // Refs with no marker after them: read them up to the window's end.
+            None => Some(params.until_ns),
+        };
+        if let Some(r) = &message {
+            summary.responses += 1;
+            if !r.log_file_refs.is_empty() {
+                summary.refs += r.log_file_refs.len() as u64;
+                pending.extend(r.log_file_refs.iter().cloned());
+                continue;
+            }
+        }
+        if !pending.is_empty() {
+            // The first response after refs marks how far they reach
+            // (docs/meta-log.md#direct-log-file-reads).
+            let marker = marker.expect("set for every non-ref message");
+            summary.markers.push(marker);
+            let until = marker.min(params.until_ns);
+            let mut reader = RefReader::with_entry_window(
+                std::mem::take(&mut pending),
+                params,
+                checkpoint,
+                until,
+            )?;
+            loop {
+                let batch = reader.next_batch(fetcher, 4096).await?;
+                if batch.is_empty() {
+                    break;
+                }
+                summary.from_files += batch.len() as u64;
+                batch.into_iter().for_each(&mut on_event);
+            }
+            summary.files_read += reader.files_read;
+            summary.records += reader.records;
+            checkpoint = checkpoint.max(until);
+        }
+        let Some(r) = message else {
+            break;
+        };
+        let mut r = r;
+        let tail = std::mem::take(&mut r.events);
+        for e in std::iter::once(r).chain(tail) {
+            if filter.classify(&e) == Verdict::Deliver {
+                summary.from_stream += 1;
+                on_event(e);
+            }
+        }
+    }
+    summary.bytes_fetched = fetcher.bytes_fetched;
+    Ok(summary)
 }
 
 #[cfg(test)]
@@ -600,14 +748,18 @@ mod tests {
     fn truncated_body_names_file_and_offset() {
         let bytes = file();
         let cut = &bytes[..bytes.len() - 3];
-        let second_end = record(10, "/buckets/b", "k1").len() + record(20, "/buckets/b/d", "k2").len();
+        let second_end =
+            record(10, "/buckets/b", "k1").len() + record(20, "/buckets/b/d", "k2").len();
         let err = parse_log_file("filer x file_ts_ns 7", cut).unwrap_err();
         assert!(
             matches!(err, LogFileError::Truncated { offset, what: "body", .. } if offset == second_end),
             "{err:?}"
         );
         let msg = err.to_string();
-        assert!(msg.contains("filer x file_ts_ns 7") && msg.contains(&format!("byte {second_end}")), "{msg}");
+        assert!(
+            msg.contains("filer x file_ts_ns 7") && msg.contains(&format!("byte {second_end}")),
+            "{msg}"
+        );
     }
 
     #[test]
@@ -640,7 +792,14 @@ mod tests {
         let bytes = [0u8, 0, 0, 2, 0x00, 0x00];
         let err = parse_log_file("f", &bytes).unwrap_err();
         assert!(
-            matches!(err, LogFileError::Decode { offset: 0, what: "LogEntry", .. }),
+            matches!(
+                err,
+                LogFileError::Decode {
+                    offset: 0,
+                    what: "LogEntry",
+                    ..
+                }
+            ),
             "{err:?}"
         );
     }
