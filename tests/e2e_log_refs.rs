@@ -409,7 +409,18 @@ async fn direct_read_rate_vs_plain_reader() {
         let t = Instant::now();
         let (d, s) = direct(c, since, until).await;
         let (dt, dcpu) = (t.elapsed().as_secs_f64(), weed_cpu_s(c.pid) - cpu);
-        assert_eq!(d.len(), p.len());
+        // The filer's stream may repeat an event at a seam (docs/meta-log.md#duplicates).
+        let (mut pu, mut du) = (p.clone(), d.clone());
+        pu.dedup();
+        du.dedup();
+        if pu != du {
+            assert_same(&du, &pu, "direct vs plain, repeats dropped");
+        }
+        println!(
+            "  repeats: plain {}, direct {}",
+            p.len() - pu.len(),
+            d.len() - du.len()
+        );
         println!(
             "round {round}: plain {} ev in {pt:.3}s = {:.0} ev/s, weed {pcpu:.2} CPU-s | direct {} ev in {dt:.3}s = {:.0} ev/s, weed {dcpu:.2} CPU-s ({} files, {} records, {} MB)",
             p.len(),
