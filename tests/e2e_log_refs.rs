@@ -72,9 +72,12 @@ async fn pad_log(c: &Cluster, tag: &str) {
 
 /// `n` entries `<dir>/<i>` through the filer, each with `pad` bytes of Extended.
 async fn create_entries(c: &Cluster, dir: &str, n: usize, pad: usize) {
-    let fc = FilerClient::connect(&c.filer_grpc_addr().to_string())
-        .await
-        .unwrap();
+    create_entries_at(c.filer_grpc_addr(), dir, n, pad).await
+}
+
+/// [`create_entries`] through the filer at `addr`.
+async fn create_entries_at(addr: std::net::SocketAddr, dir: &str, n: usize, pad: usize) {
+    let fc = FilerClient::connect(&addr.to_string()).await.unwrap();
     futures::stream::iter(0..n)
         .map(|i| {
             let fc = fc.clone();
@@ -431,5 +434,95 @@ async fn direct_read_rate_vs_plain_reader() {
             s.records,
             s.bytes_fetched / 1_000_000
         );
+    }
+}
+
+/// By hand (two filers with their own stores, ~30 s):
+/// `cargo test --test e2e_log_refs two_filers -- --ignored --nocapture`.
+/// Prints what each filer sends with the flag, on its aggregated and on its own log.
+#[tokio::test]
+#[ignore]
+async fn two_filers_refs_by_hand() {
+    use s3_lifecycled::seaweed::logfile::RefReader;
+    let c = multi_cluster();
+    let tag = format!("two-{:04x}", rand::random::<u16>());
+    let filers = [c.filer_grpc_addr(), c.filer2_grpc_addr()];
+    let since = now_ns();
+    for (i, addr) in filers.iter().enumerate() {
+        create_entries_at(*addr, &format!("/buckets/{tag}/f{i}"), 300, 64).await;
+    }
+    for addr in filers {
+        let pad = format!("/lifecycle-test-padding/{tag}/{}", addr.port());
+        create_entries_at(addr, &pad, 2_300, 4096).await;
+    }
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let until = now_ns();
+    for (i, addr) in filers.iter().enumerate() {
+        for local in [false, true] {
+            let channel = tonic::transport::Channel::from_shared(format!("http://{addr}"))
+                .unwrap()
+                .connect()
+                .await
+                .unwrap();
+            let mut filer =
+                s3_lifecycled::pb::filer_pb::seaweed_filer_client::SeaweedFilerClient::new(channel)
+                    .max_decoding_message_size(1 << 30);
+            let req = SubscribeMetadataRequest {
+                client_name: "s3-lifecycled-test".into(),
+                path_prefix: "/buckets".into(),
+                since_ns: since,
+                until_ns: until,
+                client_id: rand::random_range(1..i32::MAX),
+                client_supports_batching: true,
+                client_supports_metadata_chunks: true,
+                ..Default::default()
+            };
+            let mut stream = if local {
+                filer.subscribe_local_metadata(req).await
+            } else {
+                filer.subscribe_metadata(req).await
+            }
+            .unwrap()
+            .into_inner();
+            let mut raw = Vec::new();
+            while let Some(r) = stream.message().await.unwrap() {
+                raw.push(r);
+            }
+            let refs = refs_of(&raw);
+            let streamed: Vec<String> = raw
+                .iter()
+                .flat_map(|r| std::iter::once(r).chain(&r.events))
+                .filter(|r| is_real_event(r) && r.directory.contains(&tag))
+                .map(|r| r.directory.clone())
+                .collect();
+            let mut fetcher = LogFileFetcher::new(filer.clone());
+            let mut reader = RefReader::new(refs.clone(), &params(since, until)).unwrap();
+            let mut from_files = Vec::new();
+            loop {
+                let b = reader.next_batch(&mut fetcher, 4096).await.unwrap();
+                if b.is_empty() {
+                    break;
+                }
+                from_files.extend(b.into_iter().filter(|e| e.directory.contains(&tag)));
+            }
+            let per_dir = |dirs: Vec<&str>| {
+                let f0 = dirs.iter().filter(|d| d.ends_with("/f0")).count();
+                (f0, dirs.len() - f0)
+            };
+            println!(
+                "filer {i} {}: {} responses; refs {:?}; markers {:?}; from files (f0, f1) {:?}; streamed (f0, f1) {:?}",
+                if local { "local" } else { "aggregated" },
+                raw.len(),
+                refs.iter()
+                    .map(|r| (r.filer_id.clone(), r.file_ts_ns, r.chunks.len()))
+                    .collect::<Vec<_>>(),
+                raw.iter()
+                    .filter(|r| r.log_file_refs.is_empty() && !is_real_event(r))
+                    .map(|r| r.ts_ns)
+                    .collect::<Vec<_>>(),
+                per_dir(from_files.iter().map(|e| e.directory.as_str()).collect()),
+                per_dir(streamed.iter().map(String::as_str).collect()),
+            );
+        }
     }
 }
