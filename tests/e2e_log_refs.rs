@@ -43,6 +43,17 @@ async fn window() -> &'static Window {
             let since = now_ns();
             put_many(&s3, &bucket, "k/", 2_000).await;
             pad_log(c, &bucket).await;
+            // The flush the padding triggers is asynchronous: wait for its file.
+            let mut filer = c.filer_client().await.unwrap();
+            eventually(Duration::from_secs(30), Duration::from_millis(200), async || {
+                let files = common::metalog::log_files(&mut filer).await;
+                if files.is_empty() {
+                    Err("no log file yet".to_string())
+                } else {
+                    Ok(())
+                }
+            })
+            .await;
             put_many(&s3, &bucket, "mem/", 100).await;
             Window {
                 bucket,
@@ -321,7 +332,19 @@ async fn refs_read_directly_equal_the_plain_stream() {
         summary.refs >= 1 && summary.markers.len() == 1,
         "{summary:?}"
     );
-    assert_same(&got, &expected, "direct read of the window");
+    // The filer may repeat an event at the seam between its files and its memory buffer
+    // (docs/meta-log.md#duplicates), in either kind of stream: compare without back-to-back
+    // repeats, and the direct read may not repeat more than the plain one.
+    let (mut got_once, mut expected_once) = (got.clone(), expected.clone());
+    got_once.dedup();
+    expected_once.dedup();
+    println!(
+        "repeats: plain {}, direct {}",
+        expected.len() - expected_once.len(),
+        got.len() - got_once.len()
+    );
+    assert!(got.len() - got_once.len() <= expected.len() - expected_once.len());
+    assert_same(&got_once, &expected_once, "direct read of the window");
 }
 
 /// since/until cut inside a shipped file: the file still comes whole, and the window is ours
