@@ -45,14 +45,18 @@ async fn window() -> &'static Window {
             pad_log(c, &bucket).await;
             // The flush the padding triggers is asynchronous: wait for its file.
             let mut filer = c.filer_client().await.unwrap();
-            eventually(Duration::from_secs(30), Duration::from_millis(200), async || {
-                let files = common::metalog::log_files(&mut filer).await;
-                if files.is_empty() {
-                    Err("no log file yet".to_string())
-                } else {
-                    Ok(())
-                }
-            })
+            eventually(
+                Duration::from_secs(30),
+                Duration::from_millis(200),
+                async || {
+                    let files = common::metalog::log_files(&mut filer).await;
+                    if files.is_empty() {
+                        Err("no log file yet".to_string())
+                    } else {
+                        Ok(())
+                    }
+                },
+            )
             .await;
             put_many(&s3, &bucket, "mem/", 100).await;
             Window {
@@ -354,7 +358,21 @@ async fn refs_honour_since_and_until() {
     let c = cluster();
     let w = window().await;
     let all = plain(c, w.since, w.until).await;
-    let (since, until) = (all[499].0, all[1499].0);
+    // A record whose event ts is at or before `until` but whose LogEntry ts is after it
+    // straddles the bound: the filer's stream delivers it (from memory), the file read does not
+    // (docs/meta-log.md#window-cut-inside-a-file). Cut where nothing straddles.
+    let mut fetcher = LogFileFetcher::new(c.filer_client().await.unwrap());
+    let mut records = Vec::new();
+    for r in refs_of(&raw_with_refs(c, w.since, w.until).await) {
+        records.extend(parse_log_file("ref", &fetcher.read_file(&r).await.unwrap()).unwrap());
+    }
+    let straddles = |t: i64| records.iter().any(|r| r.event.ts_ns <= t && t < r.ts_ns);
+    let since = all[499].0;
+    let until = all[1499..1600]
+        .iter()
+        .map(|k| k.0)
+        .find(|t| !straddles(*t))
+        .expect("an event in 1,500..1,600 that no record straddles");
     let expected = plain(c, since, until).await;
     assert!(
         (900..=1100).contains(&expected.len()),
@@ -373,7 +391,6 @@ async fn refs_honour_since_and_until() {
     );
     // read_refs over refs fetched for the whole window, cut to the sub-window.
     let refs = refs_of(&raw_with_refs(c, w.since, w.until).await);
-    let mut fetcher = LogFileFetcher::new(c.filer_client().await.unwrap());
     let cut: Vec<Key> = read_refs(&mut fetcher, refs, &params(since, until))
         .await
         .unwrap()
@@ -391,6 +408,41 @@ async fn refs_honour_since_and_until() {
         "the only repeat in the filer's stream is the event at until"
     );
     assert_same(&cut, &once, "read_refs cut to the sub-window");
+}
+
+/// A ref whose chunk is gone from its volume, or whose volume does not exist, fails the read
+/// naming the file and the chunk: events would be missing, so it is never skipped.
+#[tokio::test]
+async fn missing_chunk_or_volume_is_an_error_naming_file_and_chunk() {
+    use s3_lifecycled::seaweed::logfile::LogFileError;
+    let c = cluster();
+    let w = window().await;
+    let real = refs_of(&raw_with_refs(c, w.since, w.until).await);
+    let mut gone = real[0].clone();
+    let chunk = &mut gone.chunks[0];
+    let (vol, _) = chunk.file_id.split_once(',').unwrap();
+    // A needle key no write has used, with the real volume.
+    chunk.file_id = format!("{vol},ffffffffff00000001");
+    chunk.fid = None;
+    let mut fetcher = LogFileFetcher::new(c.filer_client().await.unwrap());
+    let err = fetcher.read_file(&gone).await.unwrap_err();
+    let msg = err.to_string();
+    assert!(
+        matches!(err, LogFileError::Fetch { .. })
+            && msg.contains(&format!("filer {}", gone.filer_id))
+            && msg.contains("ffffffffff00000001")
+            && msg.contains("404"),
+        "{msg}"
+    );
+    let mut no_volume = real[0].clone();
+    no_volume.chunks[0].file_id = "999999,0100000001".into();
+    no_volume.chunks[0].fid = None;
+    let err = fetcher.read_file(&no_volume).await.unwrap_err();
+    assert!(
+        matches!(&err, LogFileError::Lookup { volume, .. } if volume == "999999"),
+        "{err}"
+    );
+    println!("missing chunk: {msg}\nmissing volume: {err}");
 }
 
 /// The weed process's user+system CPU seconds so far (`/proc/<pid>/stat`).
