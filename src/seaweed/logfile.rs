@@ -594,6 +594,74 @@ pub struct DirectSummary {
     pub markers: Vec<Nanos>,
 }
 
+/// What to do with one response of a subscription with refs ([`RefsProtocol::step`]).
+#[derive(Debug, Clone, PartialEq)]
+pub enum Step {
+    /// A response of refs: keep them until the marker after them.
+    Hold,
+    /// A response with no refs pending: filter it as the plain reader does.
+    Pass,
+    /// The held refs end here: read their records with `LogEntry.ts_ns` in
+    /// `(entry_since, entry_until]`, then handle the response (if any) as
+    /// [`Step::Pass`].
+    Read {
+        /// The refs held since the last read.
+        refs: Vec<LogFileChunkRef>,
+        /// The marker's `ts_ns` (`until_ns` when the stream ended instead).
+        marker: Nanos,
+        /// Exclusive lower bound: what earlier refs covered, or `since_ns`.
+        entry_since: Nanos,
+        /// Inclusive upper bound: the marker, at most `until_ns`.
+        entry_until: Nanos,
+    },
+}
+
+/// The client's side of a subscription with refs, without I/O: refs are
+/// held until the first response without refs (the marker, whose `ts_ns`
+/// is where they end), then read from where the previous refs ended
+/// (docs/meta-log.md#what-the-filer-sends).
+#[derive(Debug, Clone)]
+pub struct RefsProtocol {
+    pending: Vec<LogFileChunkRef>,
+    checkpoint: Nanos,
+    until_ns: Nanos,
+}
+
+impl RefsProtocol {
+    /// The protocol of one subscription with `params`' window.
+    pub fn new(params: &SubscribeParams) -> RefsProtocol {
+        RefsProtocol {
+            pending: Vec::new(),
+            checkpoint: params.since_ns,
+            until_ns: params.until_ns,
+        }
+    }
+
+    /// The next response, `None` at the end of the stream.
+    pub fn step(&mut self, message: Option<&SubscribeMetadataResponse>) -> Step {
+        if let Some(r) = message
+            && !r.log_file_refs.is_empty()
+        {
+            self.pending.extend(r.log_file_refs.iter().cloned());
+            return Step::Hold;
+        }
+        if self.pending.is_empty() {
+            return Step::Pass;
+        }
+        // Refs with no marker after them reach the window's end at most.
+        let marker = message.map_or(self.until_ns, |r| r.ts_ns);
+        let entry_until = marker.min(self.until_ns);
+        let entry_since = self.checkpoint;
+        self.checkpoint = self.checkpoint.max(entry_until);
+        Step::Read {
+            refs: std::mem::take(&mut self.pending),
+            marker,
+            entry_since,
+            entry_until,
+        }
+    }
+}
+
 /// One pass's window read the direct way: `SubscribeMetadata` with
 /// `client_supports_metadata_chunks`, the refs it sends read from the volume
 /// servers up to the marker that follows them, the events it streams after
@@ -626,48 +694,36 @@ pub async fn read_window_direct(
         .map_err(status)?
         .into_inner();
     let mut summary = DirectSummary::default();
-    let mut pending: Vec<LogFileChunkRef> = Vec::new();
-    // Entries up to here were delivered by an earlier batch of refs.
-    let mut checkpoint = params.since_ns;
+    let mut protocol = RefsProtocol::new(params);
     loop {
         let message = stream.message().await.map_err(status)?;
-        let marker = match &message {
-            Some(r) if !r.log_file_refs.is_empty() => None,
-            Some(r) => Some(r.ts_ns),
-            // Refs with no marker after them: read them up to the window's end.
-            None => Some(params.until_ns),
-        };
         if let Some(r) = &message {
             summary.responses += 1;
-            if !r.log_file_refs.is_empty() {
-                summary.refs += r.log_file_refs.len() as u64;
-                pending.extend(r.log_file_refs.iter().cloned());
-                continue;
-            }
+            summary.refs += r.log_file_refs.len() as u64;
         }
-        if !pending.is_empty() {
-            // The first response after refs marks how far they reach
-            // (docs/meta-log.md#direct-log-file-reads).
-            let marker = marker.expect("set for every non-ref message");
-            summary.markers.push(marker);
-            let until = marker.min(params.until_ns);
-            let mut reader = RefReader::with_entry_window(
-                std::mem::take(&mut pending),
-                params,
-                checkpoint,
-                until,
-            )?;
-            loop {
-                let batch = reader.next_batch(fetcher, 4096).await?;
-                if batch.is_empty() {
-                    break;
+        match protocol.step(message.as_ref()) {
+            Step::Hold => continue,
+            Step::Pass => {}
+            Step::Read {
+                refs,
+                marker,
+                entry_since,
+                entry_until,
+            } => {
+                summary.markers.push(marker);
+                let mut reader =
+                    RefReader::with_entry_window(refs, params, entry_since, entry_until)?;
+                loop {
+                    let batch = reader.next_batch(fetcher, 4096).await?;
+                    if batch.is_empty() {
+                        break;
+                    }
+                    summary.from_files += batch.len() as u64;
+                    batch.into_iter().for_each(&mut on_event);
                 }
-                summary.from_files += batch.len() as u64;
-                batch.into_iter().for_each(&mut on_event);
+                summary.files_read += reader.files_read;
+                summary.records += reader.records;
             }
-            summary.files_read += reader.files_read;
-            summary.records += reader.records;
-            checkpoint = checkpoint.max(until);
         }
         let Some(r) = message else {
             break;
@@ -921,6 +977,77 @@ mod tests {
             ),
             "{err:?}"
         );
+    }
+
+    fn refs_response(ts: &[Nanos]) -> SubscribeMetadataResponse {
+        SubscribeMetadataResponse {
+            log_file_refs: ts
+                .iter()
+                .map(|&t| LogFileChunkRef {
+                    file_ts_ns: t,
+                    ..Default::default()
+                })
+                .collect(),
+            ..Default::default()
+        }
+    }
+
+    fn marker(ts: Nanos) -> SubscribeMetadataResponse {
+        SubscribeMetadataResponse {
+            ts_ns: ts,
+            event_notification: Some(EventNotification::default()),
+            ..Default::default()
+        }
+    }
+
+    fn window(step: Step) -> (Vec<Nanos>, Nanos, Nanos, Nanos) {
+        match step {
+            Step::Read {
+                refs,
+                marker,
+                entry_since,
+                entry_until,
+            } => (
+                refs.iter().map(|r| r.file_ts_ns).collect(),
+                marker,
+                entry_since,
+                entry_until,
+            ),
+            other => panic!("expected a read, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn refs_are_held_until_the_marker_then_read_up_to_it() {
+        let mut p = RefsProtocol::new(&params(100, 1_000));
+        assert_eq!(p.step(Some(&refs_response(&[60]))), Step::Hold);
+        assert_eq!(p.step(Some(&refs_response(&[120]))), Step::Hold);
+        assert_eq!(
+            window(p.step(Some(&marker(500)))),
+            (vec![60, 120], 500, 100, 500)
+        );
+        // Memory events after the marker pass through.
+        assert_eq!(p.step(Some(&event(600, "/buckets/b", "k"))), Step::Pass);
+        // A later round of refs starts where the first ended.
+        assert_eq!(p.step(Some(&refs_response(&[180]))), Step::Hold);
+        assert_eq!(
+            window(p.step(Some(&marker(700)))),
+            (vec![180], 700, 500, 700)
+        );
+        assert_eq!(p.step(None), Step::Pass);
+    }
+
+    #[test]
+    fn a_marker_past_until_is_clamped_and_a_missing_one_is_until() {
+        let mut p = RefsProtocol::new(&params(100, 400));
+        p.step(Some(&refs_response(&[60])));
+        assert_eq!(
+            window(p.step(Some(&marker(900)))),
+            (vec![60], 900, 100, 400)
+        );
+        let mut p = RefsProtocol::new(&params(100, 400));
+        p.step(Some(&refs_response(&[60])));
+        assert_eq!(window(p.step(None)), (vec![60], 400, 100, 400));
     }
 
     #[test]
