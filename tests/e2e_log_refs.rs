@@ -455,7 +455,7 @@ fn weed_cpu_s(pid: u32) -> f64 {
     ticks / 100.0
 }
 
-/// By hand (release build, ~1 minute):
+/// By hand (release build; about a minute once built):
 /// `cargo test --release --test e2e_log_refs direct_read_rate -- --ignored --nocapture`.
 /// Events/s of the plain reader and of the direct read over the same persisted window
 /// (`LOG_REFS_EVENTS`, default 100,000 CreateEntry), and the weed process's CPU during each.
