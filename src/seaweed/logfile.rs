@@ -222,7 +222,10 @@ impl LogFileFetcher {
         let file = ref_name(r);
         let mut chunks: Vec<&FileChunk> = r.chunks.iter().collect();
         chunks.sort_by_key(|c| c.offset);
-        let mut out = Vec::with_capacity(chunks.iter().map(|c| c.size as usize).sum());
+        // Sizes come from the wire: reserve what they claim only up to a bound,
+        // so a corrupt ref cannot ask for an absurd allocation up front.
+        let claimed: u64 = chunks.iter().map(|c| c.size).sum();
+        let mut out = Vec::with_capacity(claimed.min(u64::from(MAX_RECORD_BYTES)) as usize);
         for c in chunks {
             let fid = head_fid(c);
             let unsupported = |reason: &str| LogFileError::UnsupportedChunk {
@@ -279,6 +282,10 @@ impl LogFileFetcher {
                 }
                 Err(e) => failures.push(format!("http://{url}/{fid}: {e}")),
             }
+        }
+        // The volume may have moved: look it up again next time.
+        if let Some((volume, _)) = fid.split_once(',') {
+            self.locations.remove(volume);
         }
         Err(LogFileError::Fetch {
             file: file.to_string(),
