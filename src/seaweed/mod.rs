@@ -11,6 +11,7 @@ pub mod discovery;
 pub mod endpoint;
 pub mod filer;
 pub mod lister;
+pub mod logfile;
 pub mod metalog;
 pub mod pool;
 pub mod retention;

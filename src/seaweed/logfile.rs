@@ -1,0 +1,1077 @@
+//! Direct reads of the filer's persisted meta-log files: the parser of one
+//! log file, the fetcher of a `LogFileChunkRef`'s chunks from the volume
+//! servers, and [`read_refs`], which turns refs into the events a plain
+//! `SubscribeMetadata` would have streamed (docs/meta-log.md#direct-log-file-reads).
+//!
+//! Groundwork only: the pass still reads through
+//! [`crate::seaweed::metalog::MetaLogReader`], which refuses refs.
+
+use std::collections::{HashMap, VecDeque};
+
+use bytes::Bytes;
+use http_body_util::{BodyExt, Empty};
+use hyper::client::conn::http1::SendRequest;
+use hyper_util::rt::TokioIo;
+use prost::Message;
+use tonic::transport::Channel;
+
+use crate::engine::Nanos;
+use crate::engine::identity::head_fid;
+use crate::pb::filer_pb::seaweed_filer_client::SeaweedFilerClient;
+use crate::pb::filer_pb::{
+    FileChunk, LogEntry, LogFileChunkRef, LookupVolumeRequest, SubscribeMetadataResponse,
+};
+use crate::seaweed::metalog::{EventFilter, SubscribeParams, Verdict};
+
+/// The largest record we accept. A length prefix above it is corruption, not
+/// a record: the filer flushes its 8 MB memory buffer as one chunk, so no
+/// single event comes near it (docs/meta-log.md#direct-log-file-reads).
+pub const MAX_RECORD_BYTES: u32 = 64 << 20;
+
+/// One record of a log file: the `LogEntry`'s timestamp and its event.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LogRecord {
+    /// `LogEntry.ts_ns`.
+    pub ts_ns: Nanos,
+    /// Byte offset of the record's length prefix in the file.
+    pub offset: usize,
+    /// `LogEntry.data`, decoded.
+    pub event: SubscribeMetadataResponse,
+}
+
+/// Why a direct read failed. Every variant means events may be missing: the
+/// caller must not treat the refs as read.
+#[derive(Debug, thiserror::Error)]
+pub enum LogFileError {
+    /// The file ends inside a record.
+    #[error(
+        "meta-log file {file}: truncated record at byte {offset}: its {what} needs {need} bytes, {have} left; the file was cut short (read it again, or fall back to a plain SubscribeMetadata)"
+    )]
+    Truncated {
+        /// Which file (filer id and start).
+        file: String,
+        /// Offset of the record's length prefix.
+        offset: usize,
+        /// `length prefix` or `body`.
+        what: &'static str,
+        /// Bytes the record needs.
+        need: usize,
+        /// Bytes left in the file.
+        have: usize,
+    },
+    /// A length prefix no real record has.
+    #[error(
+        "meta-log file {file}: corrupt length {size} at byte {offset} (limit {MAX_RECORD_BYTES}); the file is damaged (fall back to a plain SubscribeMetadata)"
+    )]
+    CorruptLength {
+        /// Which file.
+        file: String,
+        /// Offset of the length prefix.
+        offset: usize,
+        /// The length it claims.
+        size: u32,
+    },
+    /// A record's bytes are not a `LogEntry`, or its data not an event.
+    #[error("meta-log file {file}: record at byte {offset} is not a valid {what}: {message}")]
+    Decode {
+        /// Which file.
+        file: String,
+        /// Offset of the record's length prefix.
+        offset: usize,
+        /// `LogEntry` or `SubscribeMetadataResponse`.
+        what: &'static str,
+        /// The decoder's message.
+        message: String,
+    },
+    /// A chunk this reader cannot turn into plain bytes.
+    #[error("meta-log file {file}: chunk {fid} {reason}")]
+    UnsupportedChunk {
+        /// Which file.
+        file: String,
+        /// The chunk's file id.
+        fid: String,
+        /// What it needs that we do not do.
+        reason: String,
+    },
+    /// The chunks do not tile the file (a hole or an overlap).
+    #[error(
+        "meta-log file {file}: chunk {fid} starts at byte {offset}, expected {expected}; the chunk list has a hole or an overlap"
+    )]
+    ChunkLayout {
+        /// Which file.
+        file: String,
+        /// The chunk's file id.
+        fid: String,
+        /// Its offset.
+        offset: i64,
+        /// The end of the chunks before it.
+        expected: u64,
+    },
+    /// `LookupVolume` failed or found no server.
+    #[error("meta-log file {file}: volume {volume} of chunk {fid}: {message}")]
+    Lookup {
+        /// Which file.
+        file: String,
+        /// The chunk's file id.
+        fid: String,
+        /// Its volume.
+        volume: String,
+        /// What went wrong.
+        message: String,
+    },
+    /// No volume server returned the chunk.
+    #[error("meta-log file {file}: reading chunk {fid} failed: {message}")]
+    Fetch {
+        /// Which file.
+        file: String,
+        /// The chunk's file id.
+        fid: String,
+        /// Every location tried and its answer.
+        message: String,
+    },
+}
+
+/// A human name of one ref, for messages: `filer <id> file <file_ts_ns>`.
+pub fn ref_name(r: &LogFileChunkRef) -> String {
+    format!("filer {} file_ts_ns {}", r.filer_id, r.file_ts_ns)
+}
+
+/// Parses one log file: a sequence of records, each a 4-byte big-endian length
+/// then that many bytes of `LogEntry`, whose `data` is one marshalled
+/// `SubscribeMetadataResponse` (docs/meta-log.md#log-file-format). `file`
+/// names the file in errors. An empty file has no records.
+pub fn parse_log_file(file: &str, bytes: &[u8]) -> Result<Vec<LogRecord>, LogFileError> {
+    let mut out = Vec::new();
+    let mut offset = 0usize;
+    while offset < bytes.len() {
+        let rest = &bytes[offset..];
+        let Some(prefix) = rest.first_chunk::<4>() else {
+            return Err(LogFileError::Truncated {
+                file: file.to_string(),
+                offset,
+                what: "length prefix",
+                need: 4,
+                have: rest.len(),
+            });
+        };
+        let size = u32::from_be_bytes(*prefix);
+        if size > MAX_RECORD_BYTES {
+            return Err(LogFileError::CorruptLength {
+                file: file.to_string(),
+                offset,
+                size,
+            });
+        }
+        let body = &rest[4..];
+        let Some(body) = body.get(..size as usize) else {
+            return Err(LogFileError::Truncated {
+                file: file.to_string(),
+                offset,
+                what: "body",
+                need: size as usize,
+                have: body.len(),
+            });
+        };
+        let decode = |what: &'static str, e: prost::DecodeError| LogFileError::Decode {
+            file: file.to_string(),
+            offset,
+            what,
+            message: e.to_string(),
+        };
+        let entry = LogEntry::decode(body).map_err(|e| decode("LogEntry", e))?;
+        let event = SubscribeMetadataResponse::decode(entry.data.as_slice())
+            .map_err(|e| decode("SubscribeMetadataResponse", e))?;
+        out.push(LogRecord {
+            ts_ns: entry.ts_ns,
+            offset,
+            event,
+        });
+        offset += 4 + size as usize;
+    }
+    Ok(out)
+}
+
+/// Reads log files' chunks from the volume servers: volume locations through
+/// the filer's `LookupVolume` (cached per volume), then a plain HTTP GET of
+/// `http://<url>/<fid>` on a kept-alive connection per server.
+pub struct LogFileFetcher {
+    filer: SeaweedFilerClient<Channel>,
+    locations: HashMap<String, Vec<String>>,
+    connections: HashMap<String, SendRequest<Empty<Bytes>>>,
+    /// Bytes fetched so far.
+    pub bytes_fetched: u64,
+    /// Chunks fetched so far.
+    pub chunks_fetched: u64,
+}
+
+impl LogFileFetcher {
+    /// A fetcher that looks volumes up through `filer`.
+    pub fn new(filer: SeaweedFilerClient<Channel>) -> LogFileFetcher {
+        LogFileFetcher {
+            filer,
+            locations: HashMap::new(),
+            connections: HashMap::new(),
+            bytes_fetched: 0,
+            chunks_fetched: 0,
+        }
+    }
+
+    /// The bytes of one ref's file: its chunks in offset order, which must
+    /// tile the file without holes or overlaps.
+    pub async fn read_file(&mut self, r: &LogFileChunkRef) -> Result<Vec<u8>, LogFileError> {
+        let file = ref_name(r);
+        let mut chunks: Vec<&FileChunk> = r.chunks.iter().collect();
+        chunks.sort_by_key(|c| c.offset);
+        // Sizes come from the wire: reserve what they claim only up to a bound,
+        // so a corrupt ref cannot ask for an absurd allocation up front.
+        let claimed: u64 = chunks.iter().map(|c| c.size).sum();
+        let mut out = Vec::with_capacity(claimed.min(u64::from(MAX_RECORD_BYTES)) as usize);
+        for c in chunks {
+            let fid = head_fid(c);
+            let unsupported = |reason: &str| LogFileError::UnsupportedChunk {
+                file: file.clone(),
+                fid: fid.clone(),
+                reason: reason.to_string(),
+            };
+            if !c.cipher_key.is_empty() {
+                return Err(unsupported(
+                    "is encrypted (filer -encryptVolumeData); direct reads cannot decrypt it, use a plain SubscribeMetadata",
+                ));
+            }
+            if c.is_chunk_manifest {
+                return Err(unsupported(
+                    "is a chunk manifest; direct reads do not resolve manifests, use a plain SubscribeMetadata",
+                ));
+            }
+            if u64::try_from(c.offset).ok() != Some(out.len() as u64) {
+                return Err(LogFileError::ChunkLayout {
+                    file,
+                    fid,
+                    offset: c.offset,
+                    expected: out.len() as u64,
+                });
+            }
+            let data = self.fetch(&file, &fid).await?;
+            if data.len() as u64 != c.size {
+                return Err(LogFileError::Fetch {
+                    file,
+                    message: format!(
+                        "got {} bytes, the chunk has {} (is_compressed {}); a volume server answered with something else",
+                        data.len(),
+                        c.size,
+                        c.is_compressed
+                    ),
+                    fid,
+                });
+            }
+            out.extend_from_slice(&data);
+        }
+        Ok(out)
+    }
+
+    /// One chunk's bytes from the first of its volume's servers that has it.
+    async fn fetch(&mut self, file: &str, fid: &str) -> Result<Bytes, LogFileError> {
+        let urls = self.locate(file, fid).await?;
+        let mut failures = Vec::new();
+        for url in urls {
+            match self.get(&url, fid).await {
+                Ok(b) => {
+                    self.bytes_fetched += b.len() as u64;
+                    self.chunks_fetched += 1;
+                    return Ok(b);
+                }
+                Err(e) => failures.push(format!("http://{url}/{fid}: {e}")),
+            }
+        }
+        // The volume may have moved: look it up again next time.
+        if let Some((volume, _)) = fid.split_once(',') {
+            self.locations.remove(volume);
+        }
+        Err(LogFileError::Fetch {
+            file: file.to_string(),
+            fid: fid.to_string(),
+            message: failures.join("; "),
+        })
+    }
+
+    /// The servers of `fid`'s volume, through the filer's `LookupVolume`.
+    async fn locate(&mut self, file: &str, fid: &str) -> Result<Vec<String>, LogFileError> {
+        let volume = fid.split_once(',').map_or(fid, |(v, _)| v).to_string();
+        if let Some(urls) = self.locations.get(&volume) {
+            return Ok(urls.clone());
+        }
+        let err = |message: String| LogFileError::Lookup {
+            file: file.to_string(),
+            fid: fid.to_string(),
+            volume: volume.clone(),
+            message,
+        };
+        let resp = self
+            .filer
+            .lookup_volume(LookupVolumeRequest {
+                volume_ids: vec![volume.clone()],
+            })
+            .await
+            .map_err(|s| {
+                err(format!(
+                    "LookupVolume failed: {:?}: {}",
+                    s.code(),
+                    s.message()
+                ))
+            })?
+            .into_inner();
+        let urls: Vec<String> = resp
+            .locations_map
+            .get(&volume)
+            .map(|l| l.locations.iter().map(|l| l.url.clone()).collect())
+            .unwrap_or_default();
+        if urls.is_empty() {
+            return Err(err(
+                "LookupVolume found no server holding it (volume deleted or its servers down)"
+                    .into(),
+            ));
+        }
+        self.locations.insert(volume, urls.clone());
+        Ok(urls)
+    }
+
+    /// `GET http://<url>/<fid>` on the server's kept-alive connection (made
+    /// once, again after a failure). No `Accept-Encoding`: a volume server
+    /// hands a stored-compressed needle out decompressed to such a request
+    /// (docs/meta-log.md#direct-log-file-reads).
+    async fn get(&mut self, url: &str, fid: &str) -> Result<Bytes, String> {
+        let result = self.get_once(url, fid).await;
+        if result.is_err() {
+            self.connections.remove(url);
+        }
+        result
+    }
+
+    async fn get_once(&mut self, url: &str, fid: &str) -> Result<Bytes, String> {
+        let send = match self.connections.get_mut(url) {
+            Some(s) if !s.is_closed() => s,
+            _ => {
+                let stream = tokio::net::TcpStream::connect(url)
+                    .await
+                    .map_err(|e| format!("connect: {e}"))?;
+                let _ = stream.set_nodelay(true);
+                let (send, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
+                    .await
+                    .map_err(|e| format!("handshake: {e}"))?;
+                // Ends when the connection closes or `send` is dropped.
+                tokio::spawn(async move {
+                    let _ = conn.await;
+                });
+                self.connections.insert(url.to_string(), send);
+                self.connections.get_mut(url).expect("just inserted")
+            }
+        };
+        send.ready().await.map_err(|e| format!("connection: {e}"))?;
+        let req = hyper::Request::builder()
+            .method("GET")
+            .uri(format!("/{fid}"))
+            .header(hyper::header::HOST, url)
+            .body(Empty::<Bytes>::new())
+            .map_err(|e| format!("request: {e}"))?;
+        let resp = send
+            .send_request(req)
+            .await
+            .map_err(|e| format!("send: {e}"))?;
+        let status = resp.status();
+        let gzip = resp
+            .headers()
+            .get(hyper::header::CONTENT_ENCODING)
+            .is_some_and(|v| v.as_bytes().eq_ignore_ascii_case(b"gzip"));
+        let body = resp
+            .into_body()
+            .collect()
+            .await
+            .map_err(|e| format!("read body: {e}"))?
+            .to_bytes();
+        if !status.is_success() {
+            return Err(format!(
+                "HTTP {status}: {}",
+                String::from_utf8_lossy(&body[..body.len().min(200)])
+            ));
+        }
+        if gzip {
+            return Err("answered gzip-encoded although not asked to".into());
+        }
+        Ok(body)
+    }
+}
+
+/// One filer's refs and the decoded file being drained.
+struct FilerQueue {
+    refs: VecDeque<LogFileChunkRef>,
+    records: VecDeque<LogRecord>,
+}
+
+/// Reads refs in log order: each filer's files in the order given, the
+/// filers merged by `LogEntry.ts_ns` (the filer merges its peers the same
+/// way). A record is kept when its `LogEntry.ts_ns` is in the entry window
+/// (the filer's own window check, docs/meta-log.md#entry-and-event-timestamps)
+/// and [`EventFilter`] delivers its event (inside `<root>/`, event `ts_ns` in
+/// `(since_ns, until_ns]`), so the result is what
+/// [`crate::seaweed::metalog::MetaLogReader`] yields for the same window.
+pub struct RefReader {
+    filers: Vec<FilerQueue>,
+    filter: EventFilter,
+    /// Exclusive lower, inclusive upper bound on `LogEntry.ts_ns`.
+    entry_since: Nanos,
+    entry_until: Nanos,
+    /// Log files read so far.
+    pub files_read: u64,
+    /// Files not fetched because they start after the window.
+    pub files_skipped: u64,
+    /// Records decoded so far (delivered or not).
+    pub records: u64,
+}
+
+impl RefReader {
+    /// A reader of `refs` for the window and root of `params`.
+    pub fn new(
+        refs: Vec<LogFileChunkRef>,
+        params: &SubscribeParams,
+    ) -> Result<RefReader, crate::seaweed::metalog::MetaLogError> {
+        RefReader::with_entry_window(refs, params, params.since_ns, params.until_ns)
+    }
+
+    /// [`RefReader::new`] with a narrower window on `LogEntry.ts_ns`
+    /// (`(entry_since, entry_until]`): the part of the pass's window a
+    /// subscription's refs cover, up to its marker (docs/meta-log.md#direct-log-file-reads).
+    pub fn with_entry_window(
+        refs: Vec<LogFileChunkRef>,
+        params: &SubscribeParams,
+        entry_since: Nanos,
+        entry_until: Nanos,
+    ) -> Result<RefReader, crate::seaweed::metalog::MetaLogError> {
+        let filter = EventFilter::new(params)?;
+        let mut filers: Vec<(String, FilerQueue)> = Vec::new();
+        for r in refs {
+            if r.chunks.is_empty() {
+                continue;
+            }
+            let at = match filers.iter().position(|(id, _)| *id == r.filer_id) {
+                Some(i) => i,
+                None => {
+                    filers.push((
+                        r.filer_id.clone(),
+                        FilerQueue {
+                            refs: VecDeque::new(),
+                            records: VecDeque::new(),
+                        },
+                    ));
+                    filers.len() - 1
+                }
+            };
+            filers[at].1.refs.push_back(r);
+        }
+        Ok(RefReader {
+            filers: filers.into_iter().map(|(_, q)| q).collect(),
+            filter,
+            entry_since,
+            entry_until,
+            files_read: 0,
+            files_skipped: 0,
+            records: 0,
+        })
+    }
+
+    /// Up to `max` (at least 1) more delivered events in log order; empty at
+    /// the end.
+    pub async fn next_batch(
+        &mut self,
+        fetcher: &mut LogFileFetcher,
+        max: usize,
+    ) -> Result<Vec<SubscribeMetadataResponse>, LogFileError> {
+        let mut out = Vec::new();
+        while out.len() < max.max(1) {
+            // Every filer with files left gets records loaded before picking.
+            for i in 0..self.filers.len() {
+                self.fill(i, fetcher).await?;
+            }
+            let next = self
+                .filers
+                .iter()
+                .enumerate()
+                .filter_map(|(i, q)| q.records.front().map(|r| (r.ts_ns, i)))
+                .min();
+            let Some((ts, i)) = next else {
+                break;
+            };
+            let record = self.filers[i]
+                .records
+                .pop_front()
+                .expect("the picked filer has a record");
+            self.records += 1;
+            if ts <= self.entry_since || ts > self.entry_until {
+                continue;
+            }
+            let mut event = record.event;
+            let tail = std::mem::take(&mut event.events);
+            for e in std::iter::once(event).chain(tail) {
+                if self.filter.classify(&e) == Verdict::Deliver {
+                    out.push(e);
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    /// Loads filer `i`'s next non-empty file while it has none loaded.
+    async fn fill(&mut self, i: usize, fetcher: &mut LogFileFetcher) -> Result<(), LogFileError> {
+        while self.filers[i].records.is_empty() {
+            let Some(r) = self.filers[i].refs.pop_front() else {
+                return Ok(());
+            };
+            // A file is named after the minute its first record was written
+            // in, and a filer's files come in order: from the first file
+            // starting past the window on, none holds anything in it
+            // (docs/meta-log.md#direct-log-file-reads).
+            if r.file_ts_ns > self.entry_until {
+                self.files_skipped += 1 + self.filers[i].refs.len() as u64;
+                self.filers[i].refs.clear();
+                return Ok(());
+            }
+            let bytes = fetcher.read_file(&r).await?;
+            let records = parse_log_file(&ref_name(&r), &bytes)?;
+            self.files_read += 1;
+            self.filers[i].records = records.into();
+        }
+        Ok(())
+    }
+}
+
+/// Every event of `refs` that a plain subscription with `params` would
+/// deliver, in log order (see [`RefReader`]).
+pub async fn read_refs(
+    fetcher: &mut LogFileFetcher,
+    refs: Vec<LogFileChunkRef>,
+    params: &SubscribeParams,
+) -> Result<Vec<SubscribeMetadataResponse>, DirectReadError> {
+    let mut reader = RefReader::new(refs, params)?;
+    let mut out = Vec::new();
+    loop {
+        let batch = reader.next_batch(fetcher, 4096).await?;
+        if batch.is_empty() {
+            return Ok(out);
+        }
+        out.extend(batch);
+    }
+}
+
+/// Why a direct read failed. Every variant means events may be missing.
+#[derive(Debug, thiserror::Error)]
+pub enum DirectReadError {
+    /// The window or root is invalid.
+    #[error(transparent)]
+    Params(#[from] crate::seaweed::metalog::MetaLogError),
+    /// A file could not be read or parsed.
+    #[error(transparent)]
+    File(#[from] LogFileError),
+    /// The `SubscribeMetadata` call or its stream failed.
+    #[error("meta-log subscription with log-file refs failed: {code:?}: {message}")]
+    Stream {
+        /// gRPC status code.
+        code: tonic::Code,
+        /// gRPC status message.
+        message: String,
+    },
+}
+
+/// What [`read_window_direct`] saw.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct DirectSummary {
+    /// Responses on the stream.
+    pub responses: u64,
+    /// Refs received.
+    pub refs: u64,
+    /// Log files fetched and parsed.
+    pub files_read: u64,
+    /// Records decoded from them.
+    pub records: u64,
+    /// Events handed to the caller: from files, then from the stream.
+    pub from_files: u64,
+    /// See `from_files`.
+    pub from_stream: u64,
+    /// Bytes fetched from volume servers.
+    pub bytes_fetched: u64,
+    /// Every marker's `ts_ns` (the end of the refs before it), in order.
+    pub markers: Vec<Nanos>,
+}
+
+/// What to do with one response of a subscription with refs ([`RefsProtocol::step`]).
+#[derive(Debug, Clone, PartialEq)]
+pub enum Step {
+    /// A response of refs: keep them until the marker after them.
+    Hold,
+    /// A response with no refs pending: filter it as the plain reader does.
+    Pass,
+    /// The held refs end here: read their records with `LogEntry.ts_ns` in
+    /// `(entry_since, entry_until]`, then handle the response (if any) as
+    /// [`Step::Pass`].
+    Read {
+        /// The refs held since the last read.
+        refs: Vec<LogFileChunkRef>,
+        /// The marker's `ts_ns` (`until_ns` when the stream ended instead).
+        marker: Nanos,
+        /// Exclusive lower bound: what earlier refs covered, or `since_ns`.
+        entry_since: Nanos,
+        /// Inclusive upper bound: the marker, at most `until_ns`.
+        entry_until: Nanos,
+    },
+}
+
+/// The client's side of a subscription with refs, without I/O: refs are
+/// held until the first response without refs (the marker, whose `ts_ns`
+/// is where they end), then read from where the previous refs ended
+/// (docs/meta-log.md#what-the-filer-sends).
+#[derive(Debug, Clone)]
+pub struct RefsProtocol {
+    pending: Vec<LogFileChunkRef>,
+    checkpoint: Nanos,
+    until_ns: Nanos,
+}
+
+impl RefsProtocol {
+    /// The protocol of one subscription with `params`' window.
+    pub fn new(params: &SubscribeParams) -> RefsProtocol {
+        RefsProtocol {
+            pending: Vec::new(),
+            checkpoint: params.since_ns,
+            until_ns: params.until_ns,
+        }
+    }
+
+    /// The next response, `None` at the end of the stream.
+    pub fn step(&mut self, message: Option<&SubscribeMetadataResponse>) -> Step {
+        if let Some(r) = message
+            && !r.log_file_refs.is_empty()
+        {
+            self.pending.extend(r.log_file_refs.iter().cloned());
+            return Step::Hold;
+        }
+        if self.pending.is_empty() {
+            return Step::Pass;
+        }
+        // Refs with no marker after them reach the window's end at most.
+        let marker = message.map_or(self.until_ns, |r| r.ts_ns);
+        let entry_until = marker.min(self.until_ns);
+        let entry_since = self.checkpoint;
+        self.checkpoint = self.checkpoint.max(entry_until);
+        Step::Read {
+            refs: std::mem::take(&mut self.pending),
+            marker,
+            entry_since,
+            entry_until,
+        }
+    }
+}
+
+/// One pass's window read the direct way: `SubscribeMetadata` with
+/// `client_supports_metadata_chunks`, the refs it sends read from the volume
+/// servers up to the marker that follows them, the events it streams after
+/// that filtered as [`crate::seaweed::metalog::MetaLogReader`] filters them.
+/// Hands every event to `on_event` in log order.
+pub async fn read_window_direct(
+    mut filer: SeaweedFilerClient<Channel>,
+    fetcher: &mut LogFileFetcher,
+    params: &SubscribeParams,
+    mut on_event: impl FnMut(SubscribeMetadataResponse),
+) -> Result<DirectSummary, DirectReadError> {
+    let mut filter = EventFilter::new(params)?;
+    let request = crate::pb::filer_pb::SubscribeMetadataRequest {
+        client_name: params.client_name.clone(),
+        path_prefix: params.buckets_root.clone(),
+        since_ns: params.since_ns,
+        until_ns: params.until_ns,
+        client_id: rand::random_range(1..i32::MAX),
+        client_supports_batching: true,
+        client_supports_metadata_chunks: true,
+        ..Default::default()
+    };
+    let status = |s: tonic::Status| DirectReadError::Stream {
+        code: s.code(),
+        message: s.message().to_string(),
+    };
+    let mut stream = filer
+        .subscribe_metadata(request)
+        .await
+        .map_err(status)?
+        .into_inner();
+    let mut summary = DirectSummary::default();
+    let mut protocol = RefsProtocol::new(params);
+    loop {
+        let message = stream.message().await.map_err(status)?;
+        if let Some(r) = &message {
+            summary.responses += 1;
+            summary.refs += r.log_file_refs.len() as u64;
+        }
+        match protocol.step(message.as_ref()) {
+            Step::Hold => continue,
+            Step::Pass => {}
+            Step::Read {
+                refs,
+                marker,
+                entry_since,
+                entry_until,
+            } => {
+                summary.markers.push(marker);
+                let mut reader =
+                    RefReader::with_entry_window(refs, params, entry_since, entry_until)?;
+                loop {
+                    let batch = reader.next_batch(fetcher, 4096).await?;
+                    if batch.is_empty() {
+                        break;
+                    }
+                    summary.from_files += batch.len() as u64;
+                    batch.into_iter().for_each(&mut on_event);
+                }
+                summary.files_read += reader.files_read;
+                summary.records += reader.records;
+            }
+        }
+        let Some(r) = message else {
+            break;
+        };
+        let mut r = r;
+        let tail = std::mem::take(&mut r.events);
+        for e in std::iter::once(r).chain(tail) {
+            if filter.classify(&e) == Verdict::Deliver {
+                summary.from_stream += 1;
+                on_event(e);
+            }
+        }
+    }
+    summary.bytes_fetched = fetcher.bytes_fetched;
+    Ok(summary)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::pb::filer_pb::{Entry, EventNotification};
+
+    fn event(ts: Nanos, dir: &str, name: &str) -> SubscribeMetadataResponse {
+        SubscribeMetadataResponse {
+            directory: dir.into(),
+            ts_ns: ts,
+            event_notification: Some(EventNotification {
+                new_entry: Some(Box::new(Entry {
+                    name: name.into(),
+                    ..Default::default()
+                })),
+                ..Default::default()
+            }),
+            ..Default::default()
+        }
+    }
+
+    fn record(ts: Nanos, dir: &str, name: &str) -> Vec<u8> {
+        let body = LogEntry {
+            ts_ns: ts,
+            data: event(ts, dir, name).encode_to_vec(),
+            ..Default::default()
+        }
+        .encode_to_vec();
+        let mut out = (body.len() as u32).to_be_bytes().to_vec();
+        out.extend(body);
+        out
+    }
+
+    fn file() -> Vec<u8> {
+        [
+            record(10, "/buckets/b", "k1"),
+            record(20, "/buckets/b/d", "k2"),
+            record(30, "/other", "x"),
+        ]
+        .concat()
+    }
+
+    #[test]
+    fn parses_every_record_in_order_with_offsets() {
+        let bytes = file();
+        let recs = parse_log_file("f", &bytes).unwrap();
+        assert_eq!(
+            recs.iter().map(|r| r.ts_ns).collect::<Vec<_>>(),
+            [10, 20, 30]
+        );
+        assert_eq!(recs[0].offset, 0);
+        assert_eq!(recs[1].offset, record(10, "/buckets/b", "k1").len());
+        assert_eq!(recs[1].event, event(20, "/buckets/b/d", "k2"));
+    }
+
+    #[test]
+    fn empty_file_has_no_records() {
+        assert_eq!(parse_log_file("f", &[]).unwrap(), Vec::new());
+    }
+
+    #[test]
+    fn truncated_body_names_file_and_offset() {
+        let bytes = file();
+        let cut = &bytes[..bytes.len() - 3];
+        let second_end =
+            record(10, "/buckets/b", "k1").len() + record(20, "/buckets/b/d", "k2").len();
+        let err = parse_log_file("filer x file_ts_ns 7", cut).unwrap_err();
+        assert!(
+            matches!(err, LogFileError::Truncated { offset, what: "body", .. } if offset == second_end),
+            "{err:?}"
+        );
+        let msg = err.to_string();
+        assert!(
+            msg.contains("filer x file_ts_ns 7") && msg.contains(&format!("byte {second_end}")),
+            "{msg}"
+        );
+    }
+
+    #[test]
+    fn truncated_length_prefix_is_an_error() {
+        let mut bytes = file();
+        bytes.extend([0, 0]);
+        let err = parse_log_file("f", &bytes).unwrap_err();
+        assert!(
+            matches!(err, LogFileError::Truncated { what: "length prefix", need: 4, have: 2, offset, .. } if offset == file().len()),
+            "{err:?}"
+        );
+    }
+
+    #[test]
+    fn corrupt_length_is_an_error_not_an_allocation() {
+        let mut bytes = record(10, "/buckets/b", "k1");
+        bytes.extend(u32::MAX.to_be_bytes());
+        bytes.extend([1, 2, 3]);
+        let err = parse_log_file("f", &bytes).unwrap_err();
+        assert!(
+            matches!(err, LogFileError::CorruptLength { size: u32::MAX, .. }),
+            "{err:?}"
+        );
+        assert!(err.to_string().contains("corrupt length"), "{err}");
+    }
+
+    fn lazy_fetcher() -> LogFileFetcher {
+        // Nothing listens there: a test that reaches the network fails.
+        let channel = Channel::from_static("http://127.0.0.1:1").connect_lazy();
+        LogFileFetcher::new(SeaweedFilerClient::new(channel))
+    }
+
+    fn params(since: Nanos, until: Nanos) -> SubscribeParams {
+        SubscribeParams {
+            buckets_root: "/buckets".into(),
+            since_ns: since,
+            until_ns: until,
+            client_name: "t".into(),
+        }
+    }
+
+    /// A reader whose filers already hold decoded records (`(entry ts, event ts, dir, name)`).
+    fn loaded(p: &SubscribeParams, filers: &[&[(Nanos, Nanos, &str, &str)]]) -> RefReader {
+        let mut r = RefReader::new(Vec::new(), p).unwrap();
+        for recs in filers {
+            r.filers.push(FilerQueue {
+                refs: VecDeque::new(),
+                records: recs
+                    .iter()
+                    .map(|&(ts, ev, dir, name)| LogRecord {
+                        ts_ns: ts,
+                        offset: 0,
+                        event: event(ev, dir, name),
+                    })
+                    .collect(),
+            });
+        }
+        r
+    }
+
+    async fn names(r: &mut RefReader) -> Vec<String> {
+        let mut f = lazy_fetcher();
+        let mut out = Vec::new();
+        loop {
+            let b = r.next_batch(&mut f, 2).await.unwrap();
+            if b.is_empty() {
+                return out;
+            }
+            out.extend(
+                b.into_iter()
+                    .map(|e| e.event_notification.unwrap().new_entry.unwrap().name),
+            );
+        }
+    }
+
+    #[tokio::test]
+    async fn filers_merge_by_entry_ts() {
+        let p = params(0, 100);
+        let mut r = loaded(
+            &p,
+            &[
+                &[(10, 10, "/buckets/b", "a1"), (30, 30, "/buckets/b", "a3")],
+                &[(20, 20, "/buckets/b", "b2"), (40, 40, "/buckets/b", "b4")],
+            ],
+        );
+        assert_eq!(names(&mut r).await, ["a1", "b2", "a3", "b4"]);
+        assert_eq!(r.records, 4);
+    }
+
+    #[tokio::test]
+    async fn window_is_on_entry_ts_then_the_readers_filter() {
+        let p = params(100, 200);
+        let mut r = loaded(
+            &p,
+            &[&[
+                // entry ts at since: excluded, as the filer excludes it
+                (100, 100, "/buckets/b", "at-since"),
+                // entry ts in window, event ts before since: the plain reader drops it
+                (101, 99, "/buckets/b", "event-before-since"),
+                (150, 149, "/buckets/b", "in"),
+                // outside <root>/
+                (160, 160, "/buckets2/x", "outside"),
+                (170, 170, "/other", "other"),
+                (200, 200, "/buckets/b", "at-until"),
+                // entry ts past until although the event ts is not: the filer stops before it
+                (201, 199, "/buckets/b", "entry-after-until"),
+            ]],
+        );
+        assert_eq!(names(&mut r).await, ["in", "at-until"]);
+    }
+
+    #[tokio::test]
+    async fn files_starting_after_the_window_are_not_fetched() {
+        let p = params(0, 100);
+        let late = |ts| LogFileChunkRef {
+            chunks: vec![FileChunk {
+                file_id: "1,01".into(),
+                size: 10,
+                ..Default::default()
+            }],
+            file_ts_ns: ts,
+            filer_id: "f".into(),
+        };
+        let mut r = RefReader::new(vec![late(101), late(160)], &p).unwrap();
+        // Fetching would fail (nothing listens): the skip happens first.
+        assert!(names(&mut r).await.is_empty());
+        assert_eq!((r.files_read, r.files_skipped), (0, 2));
+    }
+
+    #[tokio::test]
+    async fn unreadable_chunks_are_refused_naming_file_and_chunk() {
+        let mut f = lazy_fetcher();
+        let chunk = |offset, size, cipher: &[u8]| FileChunk {
+            file_id: format!("3,0{offset}"),
+            offset,
+            size,
+            cipher_key: cipher.to_vec(),
+            ..Default::default()
+        };
+        let r = |chunks| LogFileChunkRef {
+            chunks,
+            file_ts_ns: 7,
+            filer_id: "abc".into(),
+        };
+        let err = f.read_file(&r(vec![chunk(0, 4, b"k")])).await.unwrap_err();
+        assert!(
+            matches!(&err, LogFileError::UnsupportedChunk { file, fid, .. } if file == "filer abc file_ts_ns 7" && fid == "3,00"),
+            "{err:?}"
+        );
+        let err = f.read_file(&r(vec![chunk(4, 4, b"")])).await.unwrap_err();
+        assert!(
+            matches!(
+                err,
+                LogFileError::ChunkLayout {
+                    offset: 4,
+                    expected: 0,
+                    ..
+                }
+            ),
+            "{err:?}"
+        );
+    }
+
+    fn refs_response(ts: &[Nanos]) -> SubscribeMetadataResponse {
+        SubscribeMetadataResponse {
+            log_file_refs: ts
+                .iter()
+                .map(|&t| LogFileChunkRef {
+                    file_ts_ns: t,
+                    ..Default::default()
+                })
+                .collect(),
+            ..Default::default()
+        }
+    }
+
+    fn marker(ts: Nanos) -> SubscribeMetadataResponse {
+        SubscribeMetadataResponse {
+            ts_ns: ts,
+            event_notification: Some(EventNotification::default()),
+            ..Default::default()
+        }
+    }
+
+    fn window(step: Step) -> (Vec<Nanos>, Nanos, Nanos, Nanos) {
+        match step {
+            Step::Read {
+                refs,
+                marker,
+                entry_since,
+                entry_until,
+            } => (
+                refs.iter().map(|r| r.file_ts_ns).collect(),
+                marker,
+                entry_since,
+                entry_until,
+            ),
+            other => panic!("expected a read, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn refs_are_held_until_the_marker_then_read_up_to_it() {
+        let mut p = RefsProtocol::new(&params(100, 1_000));
+        assert_eq!(p.step(Some(&refs_response(&[60]))), Step::Hold);
+        assert_eq!(p.step(Some(&refs_response(&[120]))), Step::Hold);
+        assert_eq!(
+            window(p.step(Some(&marker(500)))),
+            (vec![60, 120], 500, 100, 500)
+        );
+        // Memory events after the marker pass through.
+        assert_eq!(p.step(Some(&event(600, "/buckets/b", "k"))), Step::Pass);
+        // A later round of refs starts where the first ended.
+        assert_eq!(p.step(Some(&refs_response(&[180]))), Step::Hold);
+        assert_eq!(
+            window(p.step(Some(&marker(700)))),
+            (vec![180], 700, 500, 700)
+        );
+        assert_eq!(p.step(None), Step::Pass);
+    }
+
+    #[test]
+    fn a_marker_past_until_is_clamped_and_a_missing_one_is_until() {
+        let mut p = RefsProtocol::new(&params(100, 400));
+        p.step(Some(&refs_response(&[60])));
+        assert_eq!(
+            window(p.step(Some(&marker(900)))),
+            (vec![60], 900, 100, 400)
+        );
+        let mut p = RefsProtocol::new(&params(100, 400));
+        p.step(Some(&refs_response(&[60])));
+        assert_eq!(window(p.step(None)), (vec![60], 400, 100, 400));
+    }
+
+    #[test]
+    fn garbage_body_is_a_decode_error() {
+        // A length that fits but a body that is not protobuf (field 0 is invalid).
+        let bytes = [0u8, 0, 0, 2, 0x00, 0x00];
+        let err = parse_log_file("f", &bytes).unwrap_err();
+        assert!(
+            matches!(
+                err,
+                LogFileError::Decode {
+                    offset: 0,
+                    what: "LogEntry",
+                    ..
+                }
+            ),
+            "{err:?}"
+        );
+    }
+}

@@ -1,0 +1,603 @@
+//! Direct reads of the filer's persisted meta-log files on a real 4.48 cluster
+//! (docs/meta-log.md#direct-log-file-reads): what the filer sends when the
+//! client supports metadata chunks, and that reading the refs with
+//! `seaweed::logfile` yields what a plain `SubscribeMetadata` streams.
+//!
+//! One shared cluster and one written window (2,000 PUTs, the filer's log
+//! flushed by padding outside the buckets root, 100 PUTs left in memory).
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use futures::StreamExt;
+use s3_lifecycled::pb::filer_pb::{
+    Entry, FuseAttributes, LogFileChunkRef, SubscribeMetadataRequest, SubscribeMetadataResponse,
+};
+use s3_lifecycled::seaweed::filer::FilerClient;
+use s3_lifecycled::seaweed::logfile::{
+    DirectSummary, LogFileFetcher, parse_log_file, read_refs, read_window_direct,
+};
+use s3_lifecycled::seaweed::metalog::{MetaLogReader, ReaderOptions, SubscribeParams};
+use tokio::sync::OnceCell;
+
+use common::*;
+
+/// The window every test reads.
+struct Window {
+    bucket: String,
+    since: i64,
+    until: i64,
+}
+
+static WINDOW: OnceCell<Window> = OnceCell::const_new();
+
+/// Writes the shared window once: 2,000 PUTs under `k/`, padding that makes the filer flush
+/// its 8 MB memory buffer to a log file, then 100 PUTs under `mem/` that stay in memory.
+async fn window() -> &'static Window {
+    WINDOW
+        .get_or_init(|| async {
+            let c = cluster();
+            let s3 = c.s3_client();
+            let bucket = c.new_bucket("refs").await.unwrap();
+            let since = now_ns();
+            put_many(&s3, &bucket, "k/", 2_000).await;
+            pad_log(c, &bucket).await;
+            // The flush the padding triggers is asynchronous: wait for its file.
+            let mut filer = c.filer_client().await.unwrap();
+            eventually(
+                Duration::from_secs(30),
+                Duration::from_millis(200),
+                async || {
+                    let files = common::metalog::log_files(&mut filer).await;
+                    if files.is_empty() {
+                        Err("no log file yet".to_string())
+                    } else {
+                        Ok(())
+                    }
+                },
+            )
+            .await;
+            put_many(&s3, &bucket, "mem/", 100).await;
+            Window {
+                bucket,
+                since,
+                until: now_ns(),
+            }
+        })
+        .await
+}
+
+async fn put_many(s3: &aws_sdk_s3::Client, bucket: &str, prefix: &str, n: usize) {
+    futures::stream::iter(0..n)
+        .map(|i| {
+            let (s3, key) = (s3.clone(), format!("{prefix}{i:05}"));
+            async move { put(&s3, bucket, &key, b"x", None).await }
+        })
+        .buffer_unordered(32)
+        .collect::<Vec<_>>()
+        .await;
+}
+
+/// Fills the filer's 8 MB memory buffer with events outside the buckets root (no pass sees
+/// them), so it flushes what came before to a log file at once instead of within a minute.
+async fn pad_log(c: &Cluster, tag: &str) {
+    create_entries(c, &format!("/lifecycle-test-padding/{tag}"), 2_300, 4096).await;
+}
+
+/// `n` entries `<dir>/<i>` through the filer, each with `pad` bytes of Extended.
+async fn create_entries(c: &Cluster, dir: &str, n: usize, pad: usize) {
+    create_entries_at(c.filer_grpc_addr(), dir, n, pad).await
+}
+
+/// [`create_entries`] through the filer at `addr`.
+async fn create_entries_at(addr: std::net::SocketAddr, dir: &str, n: usize, pad: usize) {
+    let fc = FilerClient::connect(&addr.to_string()).await.unwrap();
+    futures::stream::iter(0..n)
+        .map(|i| {
+            let fc = fc.clone();
+            async move {
+                let entry = Entry {
+                    name: format!("{i:07}"),
+                    attributes: Some(FuseAttributes {
+                        mtime: 1_700_000_000,
+                        file_mode: 0o644,
+                        ..Default::default()
+                    }),
+                    extended: [("x-pad".to_string(), vec![b'p'; pad])].into(),
+                    ..Default::default()
+                };
+                fc.create_entry(dir, entry, false)
+                    .await
+                    .unwrap_or_else(|e| panic!("create {dir}/{i}: {e}"));
+            }
+        })
+        .buffer_unordered(64)
+        .collect::<Vec<_>>()
+        .await;
+}
+
+fn params(since: i64, until: i64) -> SubscribeParams {
+    SubscribeParams {
+        buckets_root: "/buckets".into(),
+        since_ns: since,
+        until_ns: until,
+        client_name: "s3-lifecycled-test".into(),
+    }
+}
+
+/// What the comparison looks at: ts, directory, new parent, old and new names.
+type Key = (i64, String, String, String, String);
+
+fn key(e: &SubscribeMetadataResponse) -> Key {
+    let n = e
+        .event_notification
+        .as_ref()
+        .expect("delivered events have one");
+    let name = |x: &Option<Box<Entry>>| x.as_ref().map(|e| e.name.clone()).unwrap_or_default();
+    (
+        e.ts_ns,
+        e.directory.clone(),
+        n.new_parent_path.clone(),
+        name(&n.old_entry),
+        name(&n.new_entry),
+    )
+}
+
+/// The plain reader's events for `(since, until]` (no refs asked for).
+async fn plain(c: &Cluster, since: i64, until: i64) -> Vec<Key> {
+    let mut reader = MetaLogReader::open(
+        c.filer_channel().await.unwrap(),
+        params(since, until),
+        ReaderOptions::default(),
+    )
+    .await
+    .unwrap();
+    let mut out = Vec::new();
+    while let Some(ev) = reader.recv().await {
+        out.push(key(&ev.unwrap()));
+    }
+    assert!(reader.completed(), "the plain stream ended early");
+    out
+}
+
+/// The direct read of `(since, until]`.
+async fn direct(c: &Cluster, since: i64, until: i64) -> (Vec<Key>, DirectSummary) {
+    let filer = c.filer_client().await.unwrap();
+    let mut fetcher = LogFileFetcher::new(c.filer_client().await.unwrap());
+    let mut out = Vec::new();
+    let summary = read_window_direct(filer, &mut fetcher, &params(since, until), |e| {
+        out.push(key(&e))
+    })
+    .await
+    .unwrap();
+    (out, summary)
+}
+
+/// Every raw response of a subscription with `client_supports_metadata_chunks`.
+async fn raw_with_refs(c: &Cluster, since: i64, until: i64) -> Vec<SubscribeMetadataResponse> {
+    let mut filer = c.filer_client().await.unwrap();
+    let mut stream = filer
+        .subscribe_metadata(SubscribeMetadataRequest {
+            client_name: "s3-lifecycled-test".into(),
+            path_prefix: "/buckets".into(),
+            since_ns: since,
+            until_ns: until,
+            client_id: rand::random_range(1..i32::MAX),
+            client_supports_batching: true,
+            client_supports_metadata_chunks: true,
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    let mut out = Vec::new();
+    while let Some(r) = stream.message().await.unwrap() {
+        out.push(r);
+    }
+    out
+}
+
+/// Equal event lists, or a failure showing the lengths and the first difference.
+fn assert_same(got: &[Key], expected: &[Key], what: &str) {
+    if got == expected {
+        return;
+    }
+    let at = got.iter().zip(expected).take_while(|(a, b)| a == b).count();
+    let show = |v: &[Key]| format!("{:?}", &v[at.saturating_sub(1)..(at + 2).min(v.len())]);
+    panic!(
+        "{what}: {} events, expected {}; first difference at {at}:\n got {}\n expected {}",
+        got.len(),
+        expected.len(),
+        show(got),
+        show(expected)
+    );
+}
+
+fn refs_of(raw: &[SubscribeMetadataResponse]) -> Vec<LogFileChunkRef> {
+    raw.iter().flat_map(|r| r.log_file_refs.clone()).collect()
+}
+
+/// With the flag, the filer first sends refs to its persisted log files (whole files, every
+/// record, unfiltered by path), then one marker (an empty notification whose `ts_ns` is the
+/// last record of the shipped files), then the events still in memory as usual.
+#[tokio::test]
+async fn filer_sends_refs_then_a_marker_then_memory_events() {
+    let c = cluster();
+    let w = window().await;
+    let raw = raw_with_refs(c, w.since, w.until).await;
+    let first_plain = raw
+        .iter()
+        .position(|r| r.log_file_refs.is_empty())
+        .expect("a marker after the refs");
+    assert!(
+        first_plain >= 1,
+        "the stream starts with refs: {:?}",
+        raw.first()
+    );
+    for r in &raw[..first_plain] {
+        assert!(
+            r.event_notification.is_none() && r.ts_ns == 0 && r.events.is_empty(),
+            "a ref response carries refs only: {r:?}"
+        );
+    }
+    assert!(
+        raw[first_plain..]
+            .iter()
+            .all(|r| r.log_file_refs.is_empty()),
+        "refs come once, before everything else (one disk pass)"
+    );
+    let refs = refs_of(&raw);
+    let mut filer = c.filer_client().await.unwrap();
+    let files = common::metalog::log_files(&mut filer).await;
+    let mut fetcher = LogFileFetcher::new(c.filer_client().await.unwrap());
+    let mut last_record = 0;
+    let mut outside_root = 0;
+    for r in &refs {
+        // A ref names its file: filer id = the file name's suffix, file_ts_ns = its minute.
+        assert!(
+            files
+                .iter()
+                .any(|f| f.ts_ns == r.file_ts_ns && f.name.ends_with(&format!(".{}", r.filer_id))),
+            "ref {} / {} matches no log file in {files:?}",
+            r.filer_id,
+            r.file_ts_ns
+        );
+        for ch in &r.chunks {
+            assert!(!ch.file_id.is_empty() && ch.fid.is_some(), "{ch:?}");
+            assert!(!ch.is_compressed && ch.cipher_key.is_empty(), "{ch:?}");
+        }
+        let bytes = fetcher.read_file(r).await.unwrap();
+        let records = parse_log_file("ref", &bytes).unwrap();
+        assert!(!records.is_empty());
+        assert!(
+            records.iter().all(|x| x.ts_ns >= r.file_ts_ns),
+            "every record is at or after the file's minute"
+        );
+        assert!(
+            records.windows(2).all(|p| p[0].ts_ns < p[1].ts_ns),
+            "LogEntry.ts_ns strictly increases within a file"
+        );
+        outside_root += records
+            .iter()
+            .filter(|x| !x.event.directory.starts_with("/buckets"))
+            .count();
+        last_record = records.last().unwrap().ts_ns;
+    }
+    assert!(
+        outside_root > 0,
+        "shipped files are whole: the padding outside /buckets is in them"
+    );
+    let marker = &raw[first_plain];
+    let n = marker
+        .event_notification
+        .as_ref()
+        .expect("marker notification");
+    assert!(
+        n.old_entry.is_none() && n.new_entry.is_none(),
+        "marker: {marker:?}"
+    );
+    assert_eq!(
+        marker.ts_ns, last_record,
+        "the marker is the last shipped record"
+    );
+    let memory: Vec<&SubscribeMetadataResponse> = raw[first_plain + 1..]
+        .iter()
+        .filter(|r| is_real_event(r))
+        .collect();
+    println!(
+        "refs: {} refs in {first_plain} responses, {} memory responses with events",
+        refs.len(),
+        memory.len()
+    );
+    assert!(
+        memory.iter().all(|r| r.ts_ns > marker.ts_ns),
+        "memory events come after the marker"
+    );
+}
+
+/// Reading the refs from the volume servers yields exactly the plain stream's events.
+#[tokio::test]
+async fn refs_read_directly_equal_the_plain_stream() {
+    let c = cluster();
+    let w = window().await;
+    let expected = plain(c, w.since, w.until).await;
+    let t = Instant::now();
+    let (got, summary) = direct(c, w.since, w.until).await;
+    println!("direct: {summary:?} in {:?}", t.elapsed());
+    let ours = |v: &[Key]| {
+        v.iter()
+            .filter(|k| k.1.starts_with(&format!("/buckets/{}", w.bucket)))
+            .count()
+    };
+    assert!(ours(&expected) >= 2_100, "{} events", expected.len());
+    assert!(summary.from_files >= 2_000, "{summary:?}");
+    assert!(
+        summary.refs >= 1 && summary.markers.len() == 1,
+        "{summary:?}"
+    );
+    // The filer may repeat an event at the seam between its files and its memory buffer
+    // (docs/meta-log.md#duplicates), in either kind of stream: compare without back-to-back
+    // repeats, and the direct read may not repeat more than the plain one.
+    let (mut got_once, mut expected_once) = (got.clone(), expected.clone());
+    got_once.dedup();
+    expected_once.dedup();
+    println!(
+        "repeats: plain {}, direct {}",
+        expected.len() - expected_once.len(),
+        got.len() - got_once.len()
+    );
+    assert!(got.len() - got_once.len() <= expected.len() - expected_once.len());
+    assert_same(&got_once, &expected_once, "direct read of the window");
+}
+
+/// since/until cut inside a shipped file: the file still comes whole, and the window is ours
+/// to apply; the direct read matches the plain one over the same sub-window.
+#[tokio::test]
+async fn refs_honour_since_and_until() {
+    let c = cluster();
+    let w = window().await;
+    let all = plain(c, w.since, w.until).await;
+    // A record whose event ts is at or before `until` but whose LogEntry ts is after it
+    // straddles the bound: the filer's stream delivers it (from memory), the file read does not
+    // (docs/meta-log.md#window-cut-inside-a-file). Cut where nothing straddles.
+    let mut fetcher = LogFileFetcher::new(c.filer_client().await.unwrap());
+    let mut records = Vec::new();
+    for r in refs_of(&raw_with_refs(c, w.since, w.until).await) {
+        records.extend(parse_log_file("ref", &fetcher.read_file(&r).await.unwrap()).unwrap());
+    }
+    let straddles = |t: i64| records.iter().any(|r| r.event.ts_ns <= t && t < r.ts_ns);
+    let since = all[499].0;
+    let until = all[1499..1600]
+        .iter()
+        .map(|k| k.0)
+        .find(|t| !straddles(*t))
+        .expect("an event in 1,500..1,600 that no record straddles");
+    let expected = plain(c, since, until).await;
+    assert!(
+        (900..=1100).contains(&expected.len()),
+        "{} events in the sub-window",
+        expected.len()
+    );
+    let (got, summary) = direct(c, since, until).await;
+    assert_same(
+        &got,
+        &expected,
+        &format!("direct read of the sub-window ({summary:?})"),
+    );
+    assert!(
+        summary.markers.iter().all(|m| *m <= until),
+        "the marker is clamped to until: {summary:?}"
+    );
+    // read_refs over refs fetched for the whole window, cut to the sub-window.
+    let refs = refs_of(&raw_with_refs(c, w.since, w.until).await);
+    let cut: Vec<Key> = read_refs(&mut fetcher, refs, &params(since, until))
+        .await
+        .unwrap()
+        .iter()
+        .map(key)
+        .collect();
+    // The filer's stream, plain or with refs, sends the event at exactly `until` twice: once
+    // from the log file, once more from the memory buffer that still holds it. The files hold
+    // it once.
+    let mut once = expected.clone();
+    once.dedup();
+    assert!(
+        expected.len() - once.len() <= 1
+            && (once.len() == expected.len() || expected.last().unwrap().0 == until),
+        "the only repeat in the filer's stream is the event at until"
+    );
+    assert_same(&cut, &once, "read_refs cut to the sub-window");
+}
+
+/// A ref whose chunk is gone from its volume, or whose volume does not exist, fails the read
+/// naming the file and the chunk: events would be missing, so it is never skipped.
+#[tokio::test]
+async fn missing_chunk_or_volume_is_an_error_naming_file_and_chunk() {
+    use s3_lifecycled::seaweed::logfile::LogFileError;
+    let c = cluster();
+    let w = window().await;
+    let real = refs_of(&raw_with_refs(c, w.since, w.until).await);
+    let mut gone = real[0].clone();
+    let chunk = &mut gone.chunks[0];
+    let (vol, _) = chunk.file_id.split_once(',').unwrap();
+    // A needle key no write has used, with the real volume.
+    chunk.file_id = format!("{vol},ffffffffff00000001");
+    chunk.fid = None;
+    let mut fetcher = LogFileFetcher::new(c.filer_client().await.unwrap());
+    let err = fetcher.read_file(&gone).await.unwrap_err();
+    let msg = err.to_string();
+    assert!(
+        matches!(err, LogFileError::Fetch { .. })
+            && msg.contains(&format!("filer {}", gone.filer_id))
+            && msg.contains("ffffffffff00000001")
+            && msg.contains("404"),
+        "{msg}"
+    );
+    let mut no_volume = real[0].clone();
+    no_volume.chunks[0].file_id = "999999,0100000001".into();
+    no_volume.chunks[0].fid = None;
+    let err = fetcher.read_file(&no_volume).await.unwrap_err();
+    assert!(
+        matches!(&err, LogFileError::Lookup { volume, .. } if volume == "999999"),
+        "{err}"
+    );
+    println!("missing chunk: {msg}\nmissing volume: {err}");
+}
+
+/// The weed process's user+system CPU seconds so far (`/proc/<pid>/stat`).
+fn weed_cpu_s(pid: u32) -> f64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+    // Fields after the ")" that ends the command name; utime and stime are fields 14 and 15.
+    let rest = &stat[stat.rfind(')').unwrap() + 2..];
+    let f: Vec<&str> = rest.split(' ').collect();
+    let ticks: f64 = f[11].parse::<f64>().unwrap() + f[12].parse::<f64>().unwrap();
+    ticks / 100.0
+}
+
+/// By hand (release build; about a minute once built):
+/// `cargo test --release --test e2e_log_refs direct_read_rate -- --ignored --nocapture`.
+/// Events/s of the plain reader and of the direct read over the same persisted window
+/// (`LOG_REFS_EVENTS`, default 100,000 CreateEntry), and the weed process's CPU during each.
+#[tokio::test]
+#[ignore]
+async fn direct_read_rate_vs_plain_reader() {
+    let c = cluster();
+    let n: usize = std::env::var("LOG_REFS_EVENTS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(100_000);
+    let bucket = c.new_bucket("refs-rate").await.unwrap();
+    let since = now_ns();
+    let t = Instant::now();
+    create_entries(c, &format!("/buckets/{bucket}/obj"), n, 64).await;
+    println!("wrote {n} entries in {:?}", t.elapsed());
+    let until = now_ns();
+    pad_log(c, &bucket).await;
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    // One uncounted read each: the first read of a window pays for loading its files.
+    let _ = plain(c, since, until).await;
+    let _ = direct(c, since, until).await;
+    for round in 0..3 {
+        let cpu = weed_cpu_s(c.pid);
+        let t = Instant::now();
+        let p = plain(c, since, until).await;
+        let (pt, pcpu) = (t.elapsed().as_secs_f64(), weed_cpu_s(c.pid) - cpu);
+        let cpu = weed_cpu_s(c.pid);
+        let t = Instant::now();
+        let (d, s) = direct(c, since, until).await;
+        let (dt, dcpu) = (t.elapsed().as_secs_f64(), weed_cpu_s(c.pid) - cpu);
+        // The filer's stream may repeat an event at a seam (docs/meta-log.md#duplicates).
+        let (mut pu, mut du) = (p.clone(), d.clone());
+        pu.dedup();
+        du.dedup();
+        if pu != du {
+            assert_same(&du, &pu, "direct vs plain, repeats dropped");
+        }
+        println!(
+            "  repeats: plain {}, direct {}",
+            p.len() - pu.len(),
+            d.len() - du.len()
+        );
+        println!(
+            "round {round}: plain {} ev in {pt:.3}s = {:.0} ev/s, weed {pcpu:.2} CPU-s | direct {} ev in {dt:.3}s = {:.0} ev/s, weed {dcpu:.2} CPU-s ({} files, {} records, {} MB)",
+            p.len(),
+            p.len() as f64 / pt,
+            d.len(),
+            d.len() as f64 / dt,
+            s.files_read,
+            s.records,
+            s.bytes_fetched / 1_000_000
+        );
+    }
+}
+
+/// By hand (two filers with their own stores, ~30 s):
+/// `cargo test --test e2e_log_refs two_filers -- --ignored --nocapture`.
+/// Prints what each filer sends with the flag, on its aggregated and on its own log.
+#[tokio::test]
+#[ignore]
+async fn two_filers_refs_by_hand() {
+    use s3_lifecycled::seaweed::logfile::RefReader;
+    let c = multi_cluster();
+    let tag = format!("two-{:04x}", rand::random::<u16>());
+    let filers = [c.filer_grpc_addr(), c.filer2_grpc_addr()];
+    let since = now_ns();
+    for (i, addr) in filers.iter().enumerate() {
+        create_entries_at(*addr, &format!("/buckets/{tag}/f{i}"), 300, 64).await;
+    }
+    for addr in filers {
+        let pad = format!("/lifecycle-test-padding/{tag}/{}", addr.port());
+        create_entries_at(addr, &pad, 2_300, 4096).await;
+    }
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let until = now_ns();
+    for (i, addr) in filers.iter().enumerate() {
+        for local in [false, true] {
+            let channel = tonic::transport::Channel::from_shared(format!("http://{addr}"))
+                .unwrap()
+                .connect()
+                .await
+                .unwrap();
+            let mut filer =
+                s3_lifecycled::pb::filer_pb::seaweed_filer_client::SeaweedFilerClient::new(channel)
+                    .max_decoding_message_size(1 << 30);
+            let req = SubscribeMetadataRequest {
+                client_name: "s3-lifecycled-test".into(),
+                path_prefix: "/buckets".into(),
+                since_ns: since,
+                until_ns: until,
+                client_id: rand::random_range(1..i32::MAX),
+                client_supports_batching: true,
+                client_supports_metadata_chunks: true,
+                ..Default::default()
+            };
+            let mut stream = if local {
+                filer.subscribe_local_metadata(req).await
+            } else {
+                filer.subscribe_metadata(req).await
+            }
+            .unwrap()
+            .into_inner();
+            let mut raw = Vec::new();
+            while let Some(r) = stream.message().await.unwrap() {
+                raw.push(r);
+            }
+            let refs = refs_of(&raw);
+            let streamed: Vec<String> = raw
+                .iter()
+                .flat_map(|r| std::iter::once(r).chain(&r.events))
+                .filter(|r| is_real_event(r) && r.directory.contains(&tag))
+                .map(|r| r.directory.clone())
+                .collect();
+            let mut fetcher = LogFileFetcher::new(filer.clone());
+            let mut reader = RefReader::new(refs.clone(), &params(since, until)).unwrap();
+            let mut from_files = Vec::new();
+            loop {
+                let b = reader.next_batch(&mut fetcher, 4096).await.unwrap();
+                if b.is_empty() {
+                    break;
+                }
+                from_files.extend(b.into_iter().filter(|e| e.directory.contains(&tag)));
+            }
+            let per_dir = |dirs: Vec<&str>| {
+                let f0 = dirs.iter().filter(|d| d.ends_with("/f0")).count();
+                (f0, dirs.len() - f0)
+            };
+            println!(
+                "filer {i} {}: {} responses; refs {:?}; markers {:?}; from files (f0, f1) {:?}; streamed (f0, f1) {:?}",
+                if local { "local" } else { "aggregated" },
+                raw.len(),
+                refs.iter()
+                    .map(|r| (r.filer_id.clone(), r.file_ts_ns, r.chunks.len()))
+                    .collect::<Vec<_>>(),
+                raw.iter()
+                    .filter(|r| r.log_file_refs.is_empty() && !is_real_event(r))
+                    .map(|r| r.ts_ns)
+                    .collect::<Vec<_>>(),
+                per_dir(from_files.iter().map(|e| e.directory.as_str()).collect()),
+                per_dir(streamed.iter().map(String::as_str).collect()),
+            );
+        }
+    }
+}
