@@ -812,9 +812,14 @@ mod tests {
     }
 
     fn record(ts: Nanos, dir: &str, name: &str) -> Vec<u8> {
+        record_at(ts, ts, dir, name)
+    }
+
+    /// One record whose `LogEntry.ts_ns` is `ts` and whose event's is `ev`.
+    fn record_at(ts: Nanos, ev: Nanos, dir: &str, name: &str) -> Vec<u8> {
         let body = LogEntry {
             ts_ns: ts,
-            data: event(ts, dir, name).encode_to_vec(),
+            data: event(ev, dir, name).encode_to_vec(),
             ..Default::default()
         }
         .encode_to_vec();
@@ -914,17 +919,7 @@ mod tests {
         for recs in filers {
             let bytes: Vec<u8> = recs
                 .iter()
-                .flat_map(|&(ts, ev, dir, name)| {
-                    let body = LogEntry {
-                        ts_ns: ts,
-                        data: event(ev, dir, name).encode_to_vec(),
-                        ..Default::default()
-                    }
-                    .encode_to_vec();
-                    let mut out = (body.len() as u32).to_be_bytes().to_vec();
-                    out.extend(body);
-                    out
-                })
+                .flat_map(|&(ts, ev, dir, name)| record_at(ts, ev, dir, name))
                 .collect();
             r.filers.push(FilerQueue {
                 refs: VecDeque::new(),
