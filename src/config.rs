@@ -244,6 +244,13 @@ pub struct PassSettings {
     pub config_refresh: Duration,
     /// Buffered meta-log events between the reader and the shards.
     pub event_buffer: usize,
+    /// Read the filer's persisted meta-log files straight from the volume
+    /// servers (plain HTTP GET of each chunk) instead of having the filer
+    /// decode and stream them; events still in the filer's memory come
+    /// streamed as usual (docs/meta-log.md#direct-log-file-reads). Off by
+    /// default: it needs plain-HTTP volume servers without read JWTs and
+    /// unencrypted volumes, and a file being read is held in memory.
+    pub direct_log_reads: bool,
     /// Most resolved-delete marks (the "do not re-send" tail past each
     /// action's contiguous progress) one pass holds, over every action and
     /// shard together, split evenly over the 16 shards
@@ -281,6 +288,7 @@ impl Default for PassSettings {
             walk_budget_fraction: 0.5,
             config_refresh: Duration::from_secs(1),
             event_buffer: 4096,
+            direct_log_reads: false,
             tail_budget: 1 << 20,
             buckets: Vec::new(),
         }

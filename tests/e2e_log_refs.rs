@@ -601,3 +601,35 @@ async fn two_filers_refs_by_hand() {
         }
     }
 }
+
+/// `pass.direct_log_reads`: a pass (a cold start, so a recovery replay of the
+/// whole log) reads the flushed part of the window from the volume servers and
+/// the rest from the filer's memory, and deletes every due object of both.
+#[tokio::test]
+async fn a_pass_with_direct_log_reads_deletes_what_the_files_and_memory_hold() {
+    let c = cluster();
+    let w = window().await;
+    c.put_lifecycle_xml(&w.bucket, &lifecycle(&days_rule("all", "", 1)))
+        .await
+        .unwrap();
+    let scope = Scope::new(&[&w.bucket]);
+    let env = [
+        // The cluster's log is minutes old; with --now days ahead the probe
+        // would (rightly) hand the rule to the walker.
+        ("S3_LIFECYCLED__PASS__META_LOG_RETENTION", "8760h"),
+        ("S3_LIFECYCLED__PASS__DIRECT_LOG_READS", "true"),
+        ("RUST_LOG", "info"),
+    ];
+    let now = now_ns() + 2 * 86_400 * 1_000_000_000;
+    let p = run_once(c, &scope, Some(now), &[], &env).await;
+    let r = p.ok();
+    assert!(
+        p.stderr
+            .contains("meta-log files read from the volume servers"),
+        "the pass did not read log files directly:\n{}",
+        p.describe()
+    );
+    assert_eq!(r.total("DONE"), 2_100, "{}", p.describe());
+    let left = list_keys(&c.s3_client(), &w.bucket).await;
+    assert!(left.is_empty(), "left: {} objects", left.len());
+}

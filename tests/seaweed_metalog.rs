@@ -426,6 +426,7 @@ async fn slow_consumer_never_has_more_than_capacity_buffered() {
         ReaderOptions {
             capacity: CAPACITY,
             receive_timeout: Some(Duration::from_secs(60)),
+            ..ReaderOptions::default()
         },
     )
     .await

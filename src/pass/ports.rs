@@ -198,6 +198,9 @@ pub struct SeaweedCluster {
     /// (through the first filer; docs/filer-layout.md).
     controls: ControlStore,
     event_buffer: usize,
+    /// Read persisted log files from the volume servers
+    /// (`pass.direct_log_reads`, docs/meta-log.md#direct-log-file-reads).
+    direct_log_reads: bool,
     /// How far back a broken meta-log stream resumes on another filer.
     resume_margin: Nanos,
     /// Discovery from the master, re-read by [`ClusterPort::refresh`].
@@ -280,9 +283,17 @@ impl SeaweedCluster {
             root,
             controls,
             event_buffer,
+            direct_log_reads: false,
             resume_margin: crate::engine::progress::REORDER_MARGIN,
             discovery: None,
         })
+    }
+
+    /// Reads the filers' persisted log files straight from the volume
+    /// servers (`pass.direct_log_reads`).
+    pub fn with_direct_log_reads(mut self, on: bool) -> SeaweedCluster {
+        self.direct_log_reads = on;
+        self
     }
 
     /// Sets how far back a broken meta-log stream resumes on the next filer
@@ -510,6 +521,7 @@ impl ClusterPort for SeaweedCluster {
         };
         let options = ReaderOptions {
             capacity: self.event_buffer.max(1),
+            direct_log_reads: self.direct_log_reads,
             ..ReaderOptions::default()
         };
         let pool = self.pool.clone();
@@ -695,7 +707,8 @@ pub async fn connect_cluster(
             ConnectError::Unreachable(format!("filer {}: {e}", members.filers.join(",")))
         }
     })?
-    .with_resume_margin(s.pass.reorder_margin);
+    .with_resume_margin(s.pass.reorder_margin)
+    .with_direct_log_reads(s.pass.direct_log_reads);
     let cluster = if s.cluster.master.trim().is_empty() {
         cluster
     } else {

@@ -3,8 +3,8 @@
 //! servers, and [`read_refs`], which turns refs into the events a plain
 //! `SubscribeMetadata` would have streamed (docs/meta-log.md#direct-log-file-reads).
 //!
-//! Groundwork only: the pass still reads through
-//! [`crate::seaweed::metalog::MetaLogReader`], which refuses refs.
+//! [`crate::seaweed::metalog::MetaLogReader`] uses [`RefsProtocol`] and
+//! [`RefReader`] when `pass.direct_log_reads` is on.
 
 use std::collections::{HashMap, VecDeque};
 

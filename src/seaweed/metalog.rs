@@ -18,6 +18,7 @@ use crate::engine::Nanos;
 use crate::pb::filer_pb::seaweed_filer_client::SeaweedFilerClient;
 use crate::pb::filer_pb::{SubscribeMetadataRequest, SubscribeMetadataResponse};
 use crate::seaweed::endpoint::MAX_MESSAGE_BYTES;
+use crate::seaweed::logfile::{LogFileFetcher, RefReader, RefsProtocol, Step};
 
 /// Default channel capacity between the gRPC reader task and the consumer.
 pub const DEFAULT_CAPACITY: usize = 1024;
@@ -53,6 +54,11 @@ pub struct ReaderOptions {
     /// long. `None` waits forever. When set, the reader asks the filer for idle
     /// heartbeats so a caught-up but healthy stream is not mistaken for a stall.
     pub receive_timeout: Option<Duration>,
+    /// Ask the filer for references to its persisted log files and read them
+    /// straight from the volume servers (`pass.direct_log_reads`,
+    /// docs/meta-log.md#direct-log-file-reads); events still in the filer's
+    /// memory come streamed as usual.
+    pub direct_log_reads: bool,
 }
 
 impl Default for ReaderOptions {
@@ -60,6 +66,7 @@ impl Default for ReaderOptions {
         ReaderOptions {
             capacity: DEFAULT_CAPACITY,
             receive_timeout: Some(DEFAULT_RECEIVE_TIMEOUT),
+            direct_log_reads: false,
         }
     }
 }
@@ -104,6 +111,10 @@ pub enum MetaLogError {
         "meta-log response at ts {0} carries log_file_refs, which this reader does not request and cannot read"
     )]
     UnexpectedLogFileRefs(Nanos),
+    /// A log file the filer referred to could not be read from the volume
+    /// servers or parsed (direct reads): its events may be missing.
+    #[error("meta-log direct read failed: {0}")]
+    LogFile(String),
     /// The reader task ended without reporting an end or an error (it panicked
     /// or was aborted).
     #[error("meta-log reader task ended without a result")]
@@ -269,7 +280,7 @@ impl MetaLogReader {
         }
         let request = build_request(&params, &options, random_client_id());
         let mut client =
-            SeaweedFilerClient::new(channel).max_decoding_message_size(MAX_MESSAGE_BYTES);
+            SeaweedFilerClient::new(channel.clone()).max_decoding_message_size(MAX_MESSAGE_BYTES);
         let call = async {
             match log {
                 Log::Aggregated => client.subscribe_metadata(request).await,
@@ -294,6 +305,11 @@ impl MetaLogReader {
         let (tx, rx) = mpsc::channel(options.capacity.saturating_add(1));
         let room = Arc::new(Semaphore::new(options.capacity));
         let stats = Arc::new(ReaderStats::default());
+        let direct = options.direct_log_reads.then(|| Direct {
+            fetcher: LogFileFetcher::new(SeaweedFilerClient::new(channel.clone())),
+            protocol: RefsProtocol::new(&params),
+            params: params.clone(),
+        });
         let task = tokio::spawn(pump(
             stream,
             Feed {
@@ -305,6 +321,7 @@ impl MetaLogReader {
             filter,
             options.receive_timeout,
             log == Log::Local,
+            direct,
         ));
         Ok(MetaLogReader {
             rx,
@@ -463,6 +480,7 @@ fn build_request(
         client_id,
         client_supports_batching: true,
         client_supports_idle_heartbeat: options.receive_timeout.is_some(),
+        client_supports_metadata_chunks: options.direct_log_reads,
         ..Default::default()
     }
 }
@@ -509,6 +527,58 @@ impl Feed {
     }
 }
 
+/// The reader task's state for direct log-file reads.
+struct Direct {
+    fetcher: LogFileFetcher,
+    protocol: RefsProtocol,
+    params: SubscribeParams,
+}
+
+impl Direct {
+    /// Reads `refs`' records with `LogEntry.ts_ns` in `(entry_since,
+    /// entry_until]` and feeds their events, a batch of at most the reader's
+    /// capacity at a time, so only one file and one batch are held. The
+    /// newest event ts delivered; `Err(None)` when the consumer is gone.
+    async fn read(
+        &mut self,
+        feed: &Feed,
+        refs: Vec<crate::pb::filer_pb::LogFileChunkRef>,
+        entry_since: Nanos,
+        entry_until: Nanos,
+    ) -> Result<Option<Nanos>, Option<MetaLogError>> {
+        let mut reader = RefReader::with_entry_window(refs, &self.params, entry_since, entry_until)
+            .map_err(Some)?;
+        let mut last = None;
+        loop {
+            let batch = reader
+                .next_batch(&mut self.fetcher, feed.capacity)
+                .await
+                .map_err(|e| Some(MetaLogError::LogFile(e.to_string())))?;
+            if batch.is_empty() {
+                break;
+            }
+            let n = batch.len() as u64;
+            let ts = batch.iter().map(|e| e.ts_ns).max();
+            if !feed.events(batch).await {
+                return Err(None);
+            }
+            feed.stats.events_delivered.fetch_add(n, Ordering::Relaxed);
+            if let Some(ts) = ts {
+                feed.stats.last_ts_ns.store(ts, Ordering::Relaxed);
+                last = last.max(Some(ts));
+            }
+        }
+        tracing::info!(
+            files = reader.files_read,
+            skipped = reader.files_skipped,
+            records = reader.records,
+            bytes = self.fetcher.bytes_fetched,
+            "meta-log files read from the volume servers"
+        );
+        Ok(last)
+    }
+}
+
 /// Reads the gRPC stream and feeds the channel. Each batch waits for room, so
 /// the next gRPC message is only read once the consumer has caught up; HTTP/2
 /// flow control then throttles the filer.
@@ -518,6 +588,7 @@ async fn pump(
     mut filter: EventFilter,
     receive_timeout: Option<Duration>,
     positions: bool,
+    mut direct: Option<Direct>,
 ) {
     let stats = Arc::clone(&feed.stats);
     // The newest position forwarded (only with `positions`).
@@ -534,6 +605,41 @@ async fn pump(
             },
             None => stream.message().await,
         };
+        // Direct reads: refs are held until the marker after them (or the
+        // end), then their files are read and delivered before anything
+        // streamed after them (docs/meta-log.md#what-the-filer-sends).
+        if let Some(d) = direct.as_mut() {
+            let message = match &next {
+                Ok(m) => m.as_ref(),
+                Err(_) => None,
+            };
+            if next.is_ok() {
+                match d.protocol.step(message) {
+                    Step::Hold => {
+                        stats.responses.fetch_add(1, Ordering::Relaxed);
+                        continue;
+                    }
+                    Step::Pass => {}
+                    Step::Read {
+                        refs,
+                        entry_since,
+                        entry_until,
+                        ..
+                    } => {
+                        match d.read(&feed, refs, entry_since, entry_until).await {
+                            Ok(Some(ts)) => position = position.max(ts),
+                            Ok(None) => {}
+                            Err(Some(e)) => {
+                                feed.send(Msg::Failed(e)).await;
+                                return;
+                            }
+                            // The consumer is gone.
+                            Err(None) => return,
+                        }
+                    }
+                }
+            }
+        }
         let response = match next {
             Ok(Some(r)) => r,
             Ok(None) => {
@@ -555,7 +661,7 @@ async fn pump(
             }
         };
         stats.responses.fetch_add(1, Ordering::Relaxed);
-        if !response.log_file_refs.is_empty() {
+        if direct.is_none() && !response.log_file_refs.is_empty() {
             feed.send(Msg::Failed(MetaLogError::UnexpectedLogFileRefs(
                 response.ts_ns,
             )))
