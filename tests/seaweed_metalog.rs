@@ -257,9 +257,12 @@ async fn reader_returns_s3_operations_in_order_and_stops_at_until() {
     let s = reader.summary();
     assert_eq!(s.events_delivered, events.len() as u64);
     assert_eq!(s.last_ts_ns, events.last().unwrap().ts_ns);
-    assert_eq!(
-        s.after_until_skipped, 0,
-        "the server itself stops at until_ns"
+    // The filer is asked for a little past until_ns (a record can be stamped
+    // after its event, docs/meta-log.md#the-filers-bound-is-on-the-log-entry):
+    // late.txt, written right after until_ns, comes and the reader drops it.
+    assert!(
+        s.after_until_skipped >= 1,
+        "late.txt comes within the slack and is dropped here: {s:?}"
     );
 }
 

@@ -201,7 +201,9 @@ pub struct SeaweedCluster {
     /// Read persisted log files from the volume servers
     /// (`pass.direct_log_reads`, docs/meta-log.md#direct-log-file-reads).
     direct_log_reads: bool,
-    /// How far back a broken meta-log stream resumes on another filer.
+    /// How far back a broken meta-log stream resumes on another filer, and
+    /// how far past a range's end the filer is asked to read
+    /// (`pass.reorder_margin`).
     resume_margin: Nanos,
     /// Discovery from the master, re-read by [`ClusterPort::refresh`].
     discovery: Option<Discovery>,
@@ -522,6 +524,9 @@ impl ClusterPort for SeaweedCluster {
         let options = ReaderOptions {
             capacity: self.event_buffer.max(1),
             direct_log_reads: self.direct_log_reads,
+            // An out-of-order event's log record can be stamped past its
+            // range's end by as much as the margin covers.
+            until_slack: std::time::Duration::from_nanos(self.resume_margin.unsigned_abs()),
             ..ReaderOptions::default()
         };
         let pool = self.pool.clone();

@@ -21,7 +21,9 @@ use crate::pb::filer_pb::seaweed_filer_client::SeaweedFilerClient;
 use crate::pb::filer_pb::{
     FileChunk, LogEntry, LogFileChunkRef, LookupVolumeRequest, SubscribeMetadataResponse,
 };
-use crate::seaweed::metalog::{EventFilter, SubscribeParams, Verdict};
+use crate::seaweed::subscription::{
+    self, Capabilities, EventFilter, InvalidWindow, SubscribeParams, Verdict,
+};
 
 /// The largest record we accept. A length prefix above it is corruption, not
 /// a record: the filer flushes its 8 MB memory buffer as one chunk, so no
@@ -469,8 +471,9 @@ impl RefReader {
     pub fn new(
         refs: Vec<LogFileChunkRef>,
         params: &SubscribeParams,
-    ) -> Result<RefReader, crate::seaweed::metalog::MetaLogError> {
-        RefReader::with_entry_window(refs, params, params.since_ns, params.until_ns)
+    ) -> Result<RefReader, InvalidWindow> {
+        let entry_until = subscription::log_until(params, subscription::DEFAULT_UNTIL_SLACK);
+        RefReader::with_entry_window(refs, params, params.since_ns, entry_until)
     }
 
     /// [`RefReader::new`] with a narrower window on `LogEntry.ts_ns`
@@ -481,7 +484,7 @@ impl RefReader {
         params: &SubscribeParams,
         entry_since: Nanos,
         entry_until: Nanos,
-    ) -> Result<RefReader, crate::seaweed::metalog::MetaLogError> {
+    ) -> Result<RefReader, InvalidWindow> {
         let filter = EventFilter::new(params)?;
         let mut filers: Vec<(String, FilerQueue)> = Vec::new();
         for r in refs {
@@ -609,7 +612,7 @@ pub async fn read_refs(
 pub enum DirectReadError {
     /// The window or root is invalid.
     #[error(transparent)]
-    Params(#[from] crate::seaweed::metalog::MetaLogError),
+    Params(#[from] InvalidWindow),
     /// A file could not be read or parsed.
     #[error(transparent)]
     File(#[from] LogFileError),
@@ -657,11 +660,13 @@ pub enum Step {
     Read {
         /// The refs held since the last read.
         refs: Vec<LogFileChunkRef>,
-        /// The marker's `ts_ns` (`until_ns` when the stream ended instead).
+        /// The marker's `ts_ns` (the filer's bound when the stream ended
+        /// instead).
         marker: Nanos,
         /// Exclusive lower bound: what earlier refs covered, or `since_ns`.
         entry_since: Nanos,
-        /// Inclusive upper bound: the marker, at most `until_ns`.
+        /// Inclusive upper bound: the marker, at most the filer's bound
+        /// (`until_ns` plus the slack, [`subscription::log_until`]).
         entry_until: Nanos,
     },
 }
@@ -674,16 +679,18 @@ pub enum Step {
 pub struct RefsProtocol {
     pending: Vec<LogFileChunkRef>,
     checkpoint: Nanos,
-    until_ns: Nanos,
+    /// The filer's bound on `LogEntry.ts_ns` ([`subscription::log_until`]).
+    log_until: Nanos,
 }
 
 impl RefsProtocol {
-    /// The protocol of one subscription with `params`' window.
-    pub fn new(params: &SubscribeParams) -> RefsProtocol {
+    /// The protocol of one subscription with `params`' window, the filer
+    /// asked to read `until_slack` past it ([`subscription::log_until`]).
+    pub fn new(params: &SubscribeParams, until_slack: Nanos) -> RefsProtocol {
         RefsProtocol {
             pending: Vec::new(),
             checkpoint: params.since_ns,
-            until_ns: params.until_ns,
+            log_until: subscription::log_until(params, until_slack),
         }
     }
 
@@ -699,8 +706,8 @@ impl RefsProtocol {
             return Step::Pass;
         }
         // Refs with no marker after them reach the window's end at most.
-        let marker = message.map_or(self.until_ns, |r| r.ts_ns);
-        let entry_until = marker.min(self.until_ns);
+        let marker = message.map_or(self.log_until, |r| r.ts_ns);
+        let entry_until = marker.min(self.log_until);
         let entry_since = self.checkpoint;
         self.checkpoint = self.checkpoint.max(entry_until);
         Step::Read {
@@ -724,16 +731,12 @@ pub async fn read_window_direct(
     mut on_event: impl FnMut(SubscribeMetadataResponse),
 ) -> Result<DirectSummary, DirectReadError> {
     let mut filter = EventFilter::new(params)?;
-    let request = crate::pb::filer_pb::SubscribeMetadataRequest {
-        client_name: params.client_name.clone(),
-        path_prefix: params.buckets_root.clone(),
-        since_ns: params.since_ns,
-        until_ns: params.until_ns,
-        client_id: rand::random_range(1..i32::MAX),
-        client_supports_batching: true,
-        client_supports_metadata_chunks: true,
-        ..Default::default()
+    let caps = Capabilities {
+        idle_heartbeat: false,
+        metadata_chunks: true,
     };
+    let slack = subscription::DEFAULT_UNTIL_SLACK;
+    let request = subscription::request(params, subscription::random_client_id(), caps, slack);
     let status = |s: tonic::Status| DirectReadError::Stream {
         code: s.code(),
         message: s.message().to_string(),
@@ -744,7 +747,7 @@ pub async fn read_window_direct(
         .map_err(status)?
         .into_inner();
     let mut summary = DirectSummary::default();
-    let mut protocol = RefsProtocol::new(params);
+    let mut protocol = RefsProtocol::new(params, slack);
     loop {
         let message = stream.message().await.map_err(status)?;
         if let Some(r) = &message {
@@ -913,9 +916,11 @@ mod tests {
     }
 
     /// A reader whose filers each hold one fetched file of records
-    /// (`(entry ts, event ts, dir, name)`).
+    /// (`(entry ts, event ts, dir, name)`), with the entry window of a
+    /// subscription asked for 5 ns past `until_ns`.
     fn loaded(p: &SubscribeParams, filers: &[&[(Nanos, Nanos, &str, &str)]]) -> RefReader {
-        let mut r = RefReader::new(Vec::new(), p).unwrap();
+        let mut r =
+            RefReader::with_entry_window(Vec::new(), p, p.since_ns, p.until_ns + 5).unwrap();
         for recs in filers {
             let bytes: Vec<u8> = recs
                 .iter()
@@ -974,11 +979,16 @@ mod tests {
                 (160, 160, "/buckets2/x", "outside"),
                 (170, 170, "/other", "other"),
                 (200, 200, "/buckets/b", "at-until"),
-                // entry ts past until although the event ts is not: the filer stops before it
+                // entry ts past until although the event ts is not (stamped
+                // late): inside the slack, so it is read, and in the window
                 (201, 199, "/buckets/b", "entry-after-until"),
+                // past until by event ts: the reader drops it
+                (203, 203, "/buckets/b", "after-until"),
+                // past the entry window: the filer would not send it
+                (206, 198, "/buckets/b", "entry-past-the-slack"),
             ]],
         );
-        assert_eq!(names(&mut r).await, ["in", "at-until"]);
+        assert_eq!(names(&mut r).await, ["in", "at-until", "entry-after-until"]);
     }
 
     #[tokio::test]
@@ -993,7 +1003,7 @@ mod tests {
             file_ts_ns: ts,
             filer_id: "f".into(),
         };
-        let mut r = RefReader::new(vec![late(101), late(160)], &p).unwrap();
+        let mut r = RefReader::with_entry_window(vec![late(101), late(160)], &p, 0, 100).unwrap();
         // Fetching would fail (nothing listens): the skip happens first.
         assert!(names(&mut r).await.is_empty());
         assert_eq!((r.files_read, r.files_skipped), (0, 2));
@@ -1073,7 +1083,7 @@ mod tests {
 
     #[test]
     fn refs_are_held_until_the_marker_then_read_up_to_it() {
-        let mut p = RefsProtocol::new(&params(100, 1_000));
+        let mut p = RefsProtocol::new(&params(100, 1_000), 0);
         assert_eq!(p.step(Some(&refs_response(&[60]))), Step::Hold);
         assert_eq!(p.step(Some(&refs_response(&[120]))), Step::Hold);
         assert_eq!(
@@ -1093,13 +1103,13 @@ mod tests {
 
     #[test]
     fn a_marker_past_until_is_clamped_and_a_missing_one_is_until() {
-        let mut p = RefsProtocol::new(&params(100, 400));
+        let mut p = RefsProtocol::new(&params(100, 400), 0);
         p.step(Some(&refs_response(&[60])));
         assert_eq!(
             window(p.step(Some(&marker(900)))),
             (vec![60], 900, 100, 400)
         );
-        let mut p = RefsProtocol::new(&params(100, 400));
+        let mut p = RefsProtocol::new(&params(100, 400), 0);
         p.step(Some(&refs_response(&[60])));
         assert_eq!(window(p.step(None)), (vec![60], 400, 100, 400));
     }

@@ -15,4 +15,5 @@ pub mod logfile;
 pub mod metalog;
 pub mod pool;
 pub mod retention;
+pub mod subscription;
 pub mod tls;
