@@ -460,7 +460,11 @@ async fn range_end_lost_an_event_whose_log_record_was_stamped_later() {
     let (mut p, mut d) = (plain.clone(), direct.clone());
     p.dedup();
     d.dedup();
-    assert_same(&d, &p, "the reader with direct log reads, up to the straddler");
+    assert_same(
+        &d,
+        &p,
+        "the reader with direct log reads, up to the straddler",
+    );
 }
 
 /// The reader with `direct_log_reads` (refs held to the marker, files read from the volume
@@ -717,4 +721,262 @@ async fn a_pass_with_direct_log_reads_deletes_what_the_files_and_memory_hold() {
     assert_eq!(r.total("DONE"), 2_100, "{}", p.describe());
     let left = list_keys(&c.s3_client(), &w.bucket).await;
     assert!(left.is_empty(), "left: {} objects", left.len());
+}
+
+/// What the stand-in filer below serves: its log is three records at entry ts 120 (`f1`), 140
+/// (`f2`) and 160 (`f3`), in two files: `7,01` (`f1`, `f2`) on the stand-in volume server, and
+/// `7,02` (`f3`), which that server refuses. Then one event still in memory, 170 (`mem`).
+mod stand_in {
+    use std::sync::{Arc, Mutex};
+
+    use bytes::Bytes;
+    use prost::Message as _;
+    use s3_lifecycled::pb::filer_pb::{
+        Entry, EventNotification, FileChunk, Location, Locations, LogEntry, LogFileChunkRef,
+        LookupVolumeResponse, SubscribeMetadataRequest, SubscribeMetadataResponse,
+    };
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    pub fn event(ts: i64, name: &str) -> SubscribeMetadataResponse {
+        SubscribeMetadataResponse {
+            directory: "/buckets/b".into(),
+            ts_ns: ts,
+            event_notification: Some(EventNotification {
+                new_entry: Some(Box::new(Entry {
+                    name: name.into(),
+                    ..Default::default()
+                })),
+                ..Default::default()
+            }),
+            ..Default::default()
+        }
+    }
+
+    const LOG: [(i64, &str); 3] = [(120, "f1"), (140, "f2"), (160, "f3")];
+
+    /// `records` as a log file: a 4-byte big-endian length, then a `LogEntry`, each.
+    fn log_file(records: &[(i64, &str)]) -> Vec<u8> {
+        let mut out = Vec::new();
+        for &(ts, name) in records {
+            let entry = LogEntry {
+                ts_ns: ts,
+                data: event(ts, name).encode_to_vec(),
+                ..Default::default()
+            }
+            .encode_to_vec();
+            out.extend((entry.len() as u32).to_be_bytes());
+            out.extend(entry);
+        }
+        out
+    }
+
+    /// A volume server on loopback: `GET /7,01` is the first file, anything else HTTP 500.
+    pub async fn volume_server() -> String {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap().to_string();
+        let first = log_file(&LOG[..2]);
+        tokio::spawn(async move {
+            loop {
+                let Ok((mut sock, _)) = listener.accept().await else {
+                    return;
+                };
+                let first = first.clone();
+                tokio::spawn(async move {
+                    let mut buf = Vec::new();
+                    let mut chunk = [0u8; 1024];
+                    loop {
+                        // One request at a time on a kept-alive connection.
+                        while !buf.windows(4).any(|w| w == b"\r\n\r\n") {
+                            match sock.read(&mut chunk).await {
+                                Ok(0) | Err(_) => return,
+                                Ok(n) => buf.extend_from_slice(&chunk[..n]),
+                            }
+                        }
+                        let end = buf.windows(4).position(|w| w == b"\r\n\r\n").unwrap() + 4;
+                        let head = String::from_utf8_lossy(&buf[..end]).to_string();
+                        buf.drain(..end);
+                        let (status, body) = if head.starts_with("GET /7,01 ") {
+                            ("200 OK", first.clone())
+                        } else {
+                            ("500 Internal Server Error", b"disk error".to_vec())
+                        };
+                        let mut out = format!(
+                            "HTTP/1.1 {status}\r\nContent-Length: {}\r\n\r\n",
+                            body.len()
+                        )
+                        .into_bytes();
+                        out.extend(body);
+                        if sock.write_all(&out).await.is_err() {
+                            return;
+                        }
+                    }
+                });
+            }
+        });
+        addr
+    }
+
+    /// The stand-in filer: `SubscribeMetadata` with chunks sends refs to both files, a marker at
+    /// 160 and the memory event; without, the log records with entry ts in the request's window
+    /// and the memory event when it is inside. `LookupVolume` names the volume server.
+    #[derive(Clone)]
+    pub struct Filer {
+        pub volume: String,
+        pub requests: Arc<Mutex<Vec<SubscribeMetadataRequest>>>,
+    }
+
+    impl tonic::server::NamedService for Filer {
+        const NAME: &'static str = "filer_pb.SeaweedFiler";
+    }
+
+    fn grpc_frames(messages: Vec<Vec<u8>>) -> Vec<u8> {
+        let mut out = Vec::new();
+        for m in messages {
+            out.push(0u8);
+            out.extend((m.len() as u32).to_be_bytes());
+            out.extend(m);
+        }
+        out
+    }
+
+    impl tonic::codegen::Service<tonic::codegen::http::Request<tonic::body::Body>> for Filer {
+        type Response = tonic::codegen::http::Response<tonic::body::Body>;
+        type Error = std::convert::Infallible;
+        type Future = std::pin::Pin<
+            Box<dyn std::future::Future<Output = Result<Self::Response, Self::Error>> + Send>,
+        >;
+
+        fn poll_ready(
+            &mut self,
+            _: &mut std::task::Context<'_>,
+        ) -> std::task::Poll<Result<(), Self::Error>> {
+            std::task::Poll::Ready(Ok(()))
+        }
+
+        fn call(&mut self, req: tonic::codegen::http::Request<tonic::body::Body>) -> Self::Future {
+            use http_body_util::BodyExt as _;
+            let this = self.clone();
+            Box::pin(async move {
+                let path = req.uri().path().to_string();
+                let body = req.into_body().collect().await.unwrap().to_bytes();
+                let messages = if path.ends_with("/LookupVolume") {
+                    let locations = Locations {
+                        locations: vec![Location {
+                            url: this.volume.clone(),
+                            ..Default::default()
+                        }],
+                    };
+                    vec![
+                        LookupVolumeResponse {
+                            locations_map: [("7".to_string(), locations)].into(),
+                        }
+                        .encode_to_vec(),
+                    ]
+                } else {
+                    let r = SubscribeMetadataRequest::decode(&body[5..]).unwrap();
+                    this.requests.lock().unwrap().push(r.clone());
+                    let mem = event(170, "mem");
+                    let mut out = Vec::new();
+                    if r.client_supports_metadata_chunks {
+                        let file = |ts, fid: &str, size| LogFileChunkRef {
+                            chunks: vec![FileChunk {
+                                file_id: fid.into(),
+                                size,
+                                ..Default::default()
+                            }],
+                            file_ts_ns: ts,
+                            filer_id: "f".into(),
+                        };
+                        out.push(SubscribeMetadataResponse {
+                            log_file_refs: vec![
+                                file(100, "7,01", log_file(&LOG[..2]).len() as u64),
+                                file(150, "7,02", log_file(&LOG[2..]).len() as u64),
+                            ],
+                            ..Default::default()
+                        });
+                        out.push(SubscribeMetadataResponse {
+                            ts_ns: 160,
+                            event_notification: Some(EventNotification::default()),
+                            ..Default::default()
+                        });
+                        out.push(mem);
+                    } else {
+                        for &(ts, name) in &LOG {
+                            if r.since_ns < ts && ts <= r.until_ns {
+                                out.push(event(ts, name));
+                            }
+                        }
+                        if r.since_ns < 170 && 170 <= r.until_ns {
+                            out.push(mem);
+                        }
+                    }
+                    out.iter().map(|m| m.encode_to_vec()).collect()
+                };
+                let mut trailers = tonic::codegen::http::HeaderMap::new();
+                trailers.insert("grpc-status", "0".parse().unwrap());
+                let frames = vec![
+                    Ok::<_, std::convert::Infallible>(hyper::body::Frame::data(Bytes::from(
+                        grpc_frames(messages),
+                    ))),
+                    Ok(hyper::body::Frame::trailers(trailers)),
+                ];
+                let body = http_body_util::StreamBody::new(futures::stream::iter(frames));
+                Ok(tonic::codegen::http::Response::builder()
+                    .header("content-type", "application/grpc")
+                    .body(tonic::body::Body::new(body))
+                    .unwrap())
+            })
+        }
+    }
+}
+
+/// A log file the volume servers will not hand out (here HTTP 500 for the second of two
+/// files; in production a server down, read JWTs, HTTPS or encrypted volumes) does not fail
+/// the pass: the reader asks the filer to stream what the files held past the last record it
+/// delivered, `LogEntry.ts_ns` in `(140, 160]` (the marker), and then goes on with the memory
+/// events. Nothing is missed and nothing comes twice.
+#[tokio::test]
+async fn unreadable_log_file_is_streamed_by_the_filer_instead() {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let filer = stand_in::Filer {
+        volume: stand_in::volume_server().await,
+        requests: Default::default(),
+    };
+    let service = filer.clone();
+    tokio::spawn(async move {
+        tonic::transport::Server::builder()
+            .add_service(service)
+            .serve_with_incoming(tokio_stream::wrappers::TcpListenerStream::new(listener))
+            .await
+            .unwrap();
+    });
+    let channel = tonic::transport::Channel::from_shared(format!("http://{addr}"))
+        .unwrap()
+        .connect()
+        .await
+        .unwrap();
+    let options = ReaderOptions {
+        direct_log_reads: true,
+        ..ReaderOptions::default()
+    };
+    let mut reader = MetaLogReader::open(channel, params(100, 1_000), options)
+        .await
+        .unwrap();
+    let mut names = Vec::new();
+    while let Some(ev) = reader.recv().await {
+        names.push(key(&ev.unwrap()).4);
+    }
+    assert!(reader.completed(), "the stream completes");
+    assert_eq!(names, ["f1", "f2", "f3", "mem"]);
+    let requests = filer.requests.lock().unwrap().clone();
+    assert_eq!(requests.len(), 2, "{requests:?}");
+    assert!(requests[0].client_supports_metadata_chunks);
+    let fallback = &requests[1];
+    assert!(!fallback.client_supports_metadata_chunks);
+    assert_eq!(
+        (fallback.since_ns, fallback.until_ns),
+        (140, 160),
+        "the filer streams what the files held past the last record delivered, up to the marker"
+    );
 }

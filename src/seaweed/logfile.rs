@@ -150,26 +150,38 @@ pub struct LogFileRecords {
     file: String,
     bytes: Bytes,
     offset: usize,
+    /// Where `bytes` start in the file (a chunk's offset), for messages.
+    base: usize,
 }
 
 impl LogFileRecords {
     /// The records of `bytes`; `file` names the file in errors.
     pub fn new(file: impl Into<String>, bytes: impl Into<Bytes>) -> LogFileRecords {
+        LogFileRecords::at(file, bytes, 0)
+    }
+
+    /// The records of one chunk of a file, which starts at byte `base` of
+    /// it. A flush writes whole records as one chunk, so a chunk holds whole
+    /// records (docs/meta-log.md#log-file-format); offsets in records and
+    /// errors are the file's.
+    pub fn at(file: impl Into<String>, bytes: impl Into<Bytes>, base: usize) -> LogFileRecords {
         LogFileRecords {
             file: file.into(),
             bytes: bytes.into(),
             offset: 0,
+            base,
         }
     }
 
     /// The next record, `None` at the end of the file. After an error the
     /// same error comes again: the rest of the file cannot be trusted.
     pub fn next_record(&mut self) -> Result<Option<LogRecord>, LogFileError> {
-        let (file, bytes, offset) = (&self.file, &self.bytes, self.offset);
-        if offset >= bytes.len() {
+        let (file, bytes, local) = (&self.file, &self.bytes, self.offset);
+        if local >= bytes.len() {
             return Ok(None);
         }
-        let rest = &bytes[offset..];
+        let rest = &bytes[local..];
+        let offset = self.base + local;
         let Some(prefix) = rest.first_chunk::<4>() else {
             return Err(LogFileError::Truncated {
                 file: file.clone(),
@@ -206,7 +218,7 @@ impl LogFileRecords {
         let entry = LogEntry::decode(body).map_err(|e| decode("LogEntry", e))?;
         let event = SubscribeMetadataResponse::decode(entry.data.as_slice())
             .map_err(|e| decode("SubscribeMetadataResponse", e))?;
-        self.offset = offset + 4 + size as usize;
+        self.offset = local + 4 + size as usize;
         Ok(Some(LogRecord {
             ts_ns: entry.ts_ns,
             offset,
@@ -262,46 +274,58 @@ impl LogFileFetcher {
         let claimed: u64 = chunks.iter().map(|c| c.size).sum();
         let mut out = Vec::with_capacity(claimed.min(u64::from(MAX_RECORD_BYTES)) as usize);
         for c in chunks {
-            let fid = head_fid(c);
-            let unsupported = |reason: &str| LogFileError::UnsupportedChunk {
-                file: file.clone(),
-                fid: fid.clone(),
-                reason: reason.to_string(),
-            };
-            if !c.cipher_key.is_empty() {
-                return Err(unsupported(
-                    "is encrypted (filer -encryptVolumeData); direct reads cannot decrypt it, use a plain SubscribeMetadata",
-                ));
-            }
-            if c.is_chunk_manifest {
-                return Err(unsupported(
-                    "is a chunk manifest; direct reads do not resolve manifests, use a plain SubscribeMetadata",
-                ));
-            }
-            if u64::try_from(c.offset).ok() != Some(out.len() as u64) {
-                return Err(LogFileError::ChunkLayout {
-                    file,
-                    fid,
-                    offset: c.offset,
-                    expected: out.len() as u64,
-                });
-            }
-            let data = self.fetch(&file, &fid).await?;
-            if data.len() as u64 != c.size {
-                return Err(LogFileError::Fetch {
-                    file,
-                    message: format!(
-                        "got {} bytes, the chunk has {} (is_compressed {}); a volume server answered with something else",
-                        data.len(),
-                        c.size,
-                        c.is_compressed
-                    ),
-                    fid,
-                });
-            }
+            let data = self.read_chunk(&file, c, out.len() as u64).await?;
             out.extend_from_slice(&data);
         }
         Ok(out)
+    }
+
+    /// One chunk of `file`, which must start at byte `expected` (the end of
+    /// the chunks before it), as plain bytes.
+    pub async fn read_chunk(
+        &mut self,
+        file: &str,
+        c: &FileChunk,
+        expected: u64,
+    ) -> Result<Bytes, LogFileError> {
+        let fid = head_fid(c);
+        let unsupported = |reason: &str| LogFileError::UnsupportedChunk {
+            file: file.to_string(),
+            fid: fid.clone(),
+            reason: reason.to_string(),
+        };
+        if !c.cipher_key.is_empty() {
+            return Err(unsupported(
+                "is encrypted (filer -encryptVolumeData); direct reads cannot decrypt it, use a plain SubscribeMetadata",
+            ));
+        }
+        if c.is_chunk_manifest {
+            return Err(unsupported(
+                "is a chunk manifest; direct reads do not resolve manifests, use a plain SubscribeMetadata",
+            ));
+        }
+        if u64::try_from(c.offset).ok() != Some(expected) {
+            return Err(LogFileError::ChunkLayout {
+                file: file.to_string(),
+                fid,
+                offset: c.offset,
+                expected,
+            });
+        }
+        let data = self.fetch(file, &fid).await?;
+        if data.len() as u64 != c.size {
+            return Err(LogFileError::Fetch {
+                file: file.to_string(),
+                message: format!(
+                    "got {} bytes, the chunk has {} (is_compressed {}); a volume server answered with something else",
+                    data.len(),
+                    c.size,
+                    c.is_compressed
+                ),
+                fid,
+            });
+        }
+        Ok(data)
     }
 
     /// One chunk's bytes from the first of its volume's servers that has it.
@@ -441,8 +465,27 @@ impl LogFileFetcher {
 /// One filer's refs, the file being read and its next record.
 struct FilerQueue {
     refs: VecDeque<LogFileChunkRef>,
+    /// The file being read: its name, its chunks not fetched yet (in offset
+    /// order) and where the next one must start.
+    name: String,
+    chunks: VecDeque<FileChunk>,
+    next_offset: u64,
+    /// The records of the chunk being read.
     file: Option<LogFileRecords>,
     head: Option<LogRecord>,
+}
+
+impl FilerQueue {
+    fn new() -> FilerQueue {
+        FilerQueue {
+            refs: VecDeque::new(),
+            name: String::new(),
+            chunks: VecDeque::new(),
+            next_offset: 0,
+            file: None,
+            head: None,
+        }
+    }
 }
 
 /// Reads refs in log order: each filer's files in the order given, the
@@ -464,6 +507,13 @@ pub struct RefReader {
     pub files_skipped: u64,
     /// Records decoded so far (delivered or not).
     pub records: u64,
+    /// Every record with `LogEntry.ts_ns` up to here has been handled by a
+    /// batch already returned (delivered or filtered out); starts at the
+    /// window's lower bound. After an error, the rest of the window is
+    /// `(through, entry_until]`.
+    pub through: Nanos,
+    /// An error met after a batch's first event, returned by the next call.
+    failed: Option<LogFileError>,
 }
 
 impl RefReader {
@@ -494,14 +544,7 @@ impl RefReader {
             let at = match filers.iter().position(|(id, _)| *id == r.filer_id) {
                 Some(i) => i,
                 None => {
-                    filers.push((
-                        r.filer_id.clone(),
-                        FilerQueue {
-                            refs: VecDeque::new(),
-                            file: None,
-                            head: None,
-                        },
-                    ));
+                    filers.push((r.filer_id.clone(), FilerQueue::new()));
                     filers.len() - 1
                 }
             };
@@ -515,6 +558,8 @@ impl RefReader {
             files_read: 0,
             files_skipped: 0,
             records: 0,
+            through: entry_since,
+            failed: None,
         })
     }
 
@@ -525,11 +570,24 @@ impl RefReader {
         fetcher: &mut LogFileFetcher,
         max: usize,
     ) -> Result<Vec<SubscribeMetadataResponse>, LogFileError> {
+        if let Some(e) = self.failed.take() {
+            return Err(e);
+        }
         let mut out = Vec::new();
+        let mut through = self.through;
         while out.len() < max.max(1) {
             // Every filer with files left gets records loaded before picking.
             for i in 0..self.filers.len() {
-                self.fill(i, fetcher).await?;
+                if let Err(e) = self.fill(i, fetcher).await {
+                    // What was taken so far goes out first (and `through`
+                    // with it); the error comes with the next call.
+                    if out.is_empty() {
+                        return Err(e);
+                    }
+                    self.failed = Some(e);
+                    self.through = through;
+                    return Ok(out);
+                }
             }
             let next = self
                 .filers
@@ -547,6 +605,7 @@ impl RefReader {
             if ts <= self.entry_since || ts > self.entry_until {
                 continue;
             }
+            through = through.max(ts);
             let mut event = record.event;
             let tail = std::mem::take(&mut event.events);
             for e in std::iter::once(event).chain(tail) {
@@ -555,21 +614,31 @@ impl RefReader {
                 }
             }
         }
+        self.through = through;
         Ok(out)
     }
 
-    /// Gives filer `i` its next record, from its current file or from its
-    /// next file that has one.
+    /// Gives filer `i` its next record: from the chunk being read, its
+    /// file's next chunk, or its next file that has one. One chunk (at most
+    /// a flush of the filer's 8 MB buffer) is held at a time, not the file.
     async fn fill(&mut self, i: usize, fetcher: &mut LogFileFetcher) -> Result<(), LogFileError> {
-        while self.filers[i].head.is_none() {
-            if let Some(file) = self.filers[i].file.as_mut() {
+        let q = &mut self.filers[i];
+        while q.head.is_none() {
+            if let Some(file) = q.file.as_mut() {
                 match file.next_record()? {
-                    Some(r) => self.filers[i].head = Some(r),
-                    None => self.filers[i].file = None,
+                    Some(r) => q.head = Some(r),
+                    None => q.file = None,
                 }
                 continue;
             }
-            let Some(r) = self.filers[i].refs.pop_front() else {
+            if let Some(c) = q.chunks.pop_front() {
+                let bytes = fetcher.read_chunk(&q.name, &c, q.next_offset).await?;
+                let base = usize::try_from(q.next_offset).unwrap_or(usize::MAX);
+                q.next_offset = q.next_offset.saturating_add(c.size);
+                q.file = Some(LogFileRecords::at(q.name.clone(), bytes, base));
+                continue;
+            }
+            let Some(r) = q.refs.pop_front() else {
                 return Ok(());
             };
             // A file is named after the minute its first record was written
@@ -577,13 +646,16 @@ impl RefReader {
             // starting past the window on, none holds anything in it
             // (docs/meta-log.md#direct-log-file-reads).
             if r.file_ts_ns > self.entry_until {
-                self.files_skipped += 1 + self.filers[i].refs.len() as u64;
-                self.filers[i].refs.clear();
+                self.files_skipped += 1 + q.refs.len() as u64;
+                q.refs.clear();
                 return Ok(());
             }
-            let bytes = fetcher.read_file(&r).await?;
             self.files_read += 1;
-            self.filers[i].file = Some(LogFileRecords::new(ref_name(&r), bytes));
+            q.name = ref_name(&r);
+            let mut chunks = r.chunks;
+            chunks.sort_by_key(|c| c.offset);
+            q.chunks = chunks.into();
+            q.next_offset = 0;
         }
         Ok(())
     }
@@ -926,11 +998,9 @@ mod tests {
                 .iter()
                 .flat_map(|&(ts, ev, dir, name)| record_at(ts, ev, dir, name))
                 .collect();
-            r.filers.push(FilerQueue {
-                refs: VecDeque::new(),
-                file: Some(LogFileRecords::new("t", bytes)),
-                head: None,
-            });
+            let mut q = FilerQueue::new();
+            q.file = Some(LogFileRecords::new("t", bytes));
+            r.filers.push(q);
         }
         r
     }

@@ -14,14 +14,14 @@ use tokio::task::JoinHandle;
 use tonic::transport::Channel;
 
 use crate::engine::Nanos;
-use crate::pb::filer_pb::seaweed_filer_client::SeaweedFilerClient;
 use crate::pb::filer_pb::SubscribeMetadataResponse;
+use crate::pb::filer_pb::seaweed_filer_client::SeaweedFilerClient;
 use crate::seaweed::endpoint::MAX_MESSAGE_BYTES;
 use crate::seaweed::logfile::{LogFileFetcher, RefReader, RefsProtocol, Step};
+use crate::seaweed::subscription::{self, Capabilities, random_client_id};
 pub use crate::seaweed::subscription::{
     EventFilter, InvalidWindow, SubscribeParams, Verdict, flatten,
 };
-use crate::seaweed::subscription::{self, Capabilities, random_client_id};
 
 /// Default channel capacity between the gRPC reader task and the consumer.
 pub const DEFAULT_CAPACITY: usize = 1024;
@@ -311,6 +311,9 @@ impl MetaLogReader {
             fetcher: LogFileFetcher::new(SeaweedFilerClient::new(channel.clone())),
             protocol: RefsProtocol::new(&params, slack),
             params: params.clone(),
+            channel: channel.clone(),
+            log,
+            receive_timeout: options.receive_timeout,
         });
         let task = tokio::spawn(pump(
             stream,
@@ -509,13 +512,20 @@ struct Direct {
     fetcher: LogFileFetcher,
     protocol: RefsProtocol,
     params: SubscribeParams,
+    /// For the fallback: the same filer and log, streamed.
+    channel: Channel,
+    log: Log,
+    receive_timeout: Option<Duration>,
 }
 
 impl Direct {
     /// Reads `refs`' records with `LogEntry.ts_ns` in `(entry_since,
     /// entry_until]` and feeds their events, a batch of at most the reader's
-    /// capacity at a time, so only one file and one batch are held. The
-    /// newest event ts delivered; `Err(None)` when the consumer is gone.
+    /// capacity at a time, so only one file and one batch are held. When a
+    /// file cannot be fetched or parsed (a volume server down, read JWTs,
+    /// HTTPS or encrypted volumes), the rest of that part comes streamed by
+    /// the filer instead ([`Direct::fall_back`]). The newest event ts
+    /// delivered; `Err(None)` when the consumer is gone.
     async fn read(
         &mut self,
         feed: &Feed,
@@ -527,23 +537,23 @@ impl Direct {
             .map_err(|e| Some(e.into()))?;
         let mut last = None;
         loop {
-            let batch = reader
-                .next_batch(&mut self.fetcher, feed.capacity)
-                .await
-                .map_err(|e| Some(MetaLogError::LogFile(e.to_string())))?;
+            let batch = match reader.next_batch(&mut self.fetcher, feed.capacity).await {
+                Ok(b) => b,
+                Err(e) => {
+                    tracing::warn!(
+                        error = %e,
+                        from_entry_ts = reader.through,
+                        to_entry_ts = entry_until,
+                        "meta-log file not readable from the volume servers; the filer streams this part instead (pass.direct_log_reads)"
+                    );
+                    let streamed = self.fall_back(feed, reader.through, entry_until).await?;
+                    return Ok(last.max(streamed));
+                }
+            };
             if batch.is_empty() {
                 break;
             }
-            let n = batch.len() as u64;
-            let ts = batch.iter().map(|e| e.ts_ns).max();
-            if !feed.events(batch).await {
-                return Err(None);
-            }
-            feed.stats.events_delivered.fetch_add(n, Ordering::Relaxed);
-            if let Some(ts) = ts {
-                feed.stats.last_ts_ns.store(ts, Ordering::Relaxed);
-                last = last.max(Some(ts));
-            }
+            last = last.max(deliver(feed, batch).await?);
         }
         tracing::info!(
             files = reader.files_read,
@@ -554,6 +564,87 @@ impl Direct {
         );
         Ok(last)
     }
+
+    /// The part of the window whose files could not be read, streamed by the
+    /// filer: a plain subscription on the same log bounded by
+    /// `LogEntry.ts_ns` in `(entry_since, entry_until]`, exactly the records
+    /// those files hold past what was delivered, filtered by the window's own
+    /// [`EventFilter`]. Its failure fails the stream, as a broken stream does.
+    async fn fall_back(
+        &self,
+        feed: &Feed,
+        entry_since: Nanos,
+        entry_until: Nanos,
+    ) -> Result<Option<Nanos>, Option<MetaLogError>> {
+        if entry_since >= entry_until {
+            return Ok(None);
+        }
+        let part = SubscribeParams {
+            since_ns: entry_since,
+            until_ns: entry_until,
+            ..self.params.clone()
+        };
+        let caps = Capabilities {
+            idle_heartbeat: self.receive_timeout.is_some(),
+            metadata_chunks: false,
+        };
+        // The bound is already on `LogEntry.ts_ns`: no slack.
+        let request = subscription::request(&part, random_client_id(), caps, 0);
+        let failed = |s: tonic::Status| {
+            Some(MetaLogError::LogFile(format!(
+                "streaming the unreadable files' part ({entry_since}, {entry_until}] instead failed: {:?}: {}",
+                s.code(),
+                s.message()
+            )))
+        };
+        let mut client = SeaweedFilerClient::new(self.channel.clone())
+            .max_decoding_message_size(MAX_MESSAGE_BYTES);
+        let mut stream = match self.log {
+            Log::Aggregated => client.subscribe_metadata(request).await,
+            Log::Local => client.subscribe_local_metadata(request).await,
+        }
+        .map_err(failed)?
+        .into_inner();
+        let mut filter = EventFilter::new(&self.params).map_err(|e| Some(e.into()))?;
+        let mut last = None;
+        loop {
+            let next = match self.receive_timeout {
+                Some(t) => tokio::time::timeout(t, stream.message())
+                    .await
+                    .map_err(|_| Some(MetaLogError::ReceiveTimeout(t)))?,
+                None => stream.message().await,
+            };
+            let Some(response) = next.map_err(failed)? else {
+                return Ok(last);
+            };
+            let batch: Vec<_> = flatten(response)
+                .into_iter()
+                .filter(|e| filter.classify(e) == Verdict::Deliver)
+                .collect();
+            last = last.max(deliver(feed, batch).await?);
+        }
+    }
+}
+
+/// Feeds `batch` and counts it; its newest event ts. `Err(None)` when the
+/// consumer is gone.
+async fn deliver(
+    feed: &Feed,
+    batch: Vec<SubscribeMetadataResponse>,
+) -> Result<Option<Nanos>, Option<MetaLogError>> {
+    if batch.is_empty() {
+        return Ok(None);
+    }
+    let n = batch.len() as u64;
+    let ts = batch.iter().map(|e| e.ts_ns).max();
+    if !feed.events(batch).await {
+        return Err(None);
+    }
+    feed.stats.events_delivered.fetch_add(n, Ordering::Relaxed);
+    if let Some(ts) = ts {
+        feed.stats.last_ts_ns.store(ts, Ordering::Relaxed);
+    }
+    Ok(ts)
 }
 
 /// Reads the gRPC stream and feeds the channel. Each batch waits for room, so

@@ -26,7 +26,6 @@ pub struct SubscribeParams {
     pub client_name: String,
 }
 
-
 /// A window or root the filer cannot serve; the message says which and how
 /// to fix it.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
