@@ -249,7 +249,8 @@ pub struct PassSettings {
     /// decode and stream them; events still in the filer's memory come
     /// streamed as usual (docs/meta-log.md#direct-log-file-reads). Off by
     /// default: it needs plain-HTTP volume servers without read JWTs and
-    /// unencrypted volumes, and a file being read is held in memory.
+    /// unencrypted volumes; a file that cannot be read that way is streamed
+    /// by the filer instead (docs/meta-log.md#when-a-file-cannot-be-read).
     pub direct_log_reads: bool,
     /// Most resolved-delete marks (the "do not re-send" tail past each
     /// action's contiguous progress) one pass holds, over every action and

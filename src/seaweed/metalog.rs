@@ -520,8 +520,8 @@ struct Direct {
 
 impl Direct {
     /// Reads `refs`' records with `LogEntry.ts_ns` in `(entry_since,
-    /// entry_until]` and feeds their events, a batch of at most the reader's
-    /// capacity at a time, so only one file and one batch are held. When a
+    /// entry_until]` and feeds their events in batches of [`direct_batch`],
+    /// so only one chunk per filer and a few batches are held. When a
     /// file cannot be fetched or parsed (a volume server down, read JWTs,
     /// HTTPS or encrypted volumes), the rest of that part comes streamed by
     /// the filer instead ([`Direct::fall_back`]). The newest event ts
@@ -537,7 +537,10 @@ impl Direct {
             .map_err(|e| Some(e.into()))?;
         let mut last = None;
         loop {
-            let batch = match reader.next_batch(&mut self.fetcher, feed.capacity).await {
+            let batch = match reader
+                .next_batch(&mut self.fetcher, direct_batch(feed.capacity))
+                .await
+            {
                 Ok(b) => b,
                 Err(e) => {
                     tracing::warn!(
@@ -624,6 +627,15 @@ impl Direct {
             last = last.max(deliver(feed, batch).await?);
         }
     }
+}
+
+/// Events per batch of a direct read. A batch waits until the consumer has
+/// room for all of it: a batch of the whole `capacity` waited for the
+/// consumer to drain everything, so decoding and routing took turns instead
+/// of overlapping. A sixteenth keeps both busy, about as the filer's own
+/// responses (tens of events each) do.
+fn direct_batch(capacity: usize) -> usize {
+    (capacity / 16).clamp(1, 256)
 }
 
 /// Feeds `batch` and counts it; its newest event ts. `Err(None)` when the
