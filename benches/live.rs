@@ -22,7 +22,8 @@
 //! `LIVE_BENCH_HOLD_S` (seconds to keep the window fixture up once it is
 //! settled, printing a `run-once --dry-run` that reads all of it: for
 //! profiling by hand; default 0).
-//! `BENCH_DIRECT_LOG_READS=1` runs our passes with `pass.direct_log_reads`.
+//! `BENCH_DIRECT_LOG_READS=0` runs our passes with `pass.direct_log_reads`
+//! off (the filer streams its persisted log), `1` with it on (the default).
 //! `BENCH_PERF=/tmp/p` runs each of our passes under `perf record`
 //! (`/tmp/p-<n>.data`, numbered in the order printed), for profiling.
 //! `LIVE_BENCH_EVENTS=2000 LIVE_BENCH_DUE=500 LIVE_BENCH_RUNS=1
@@ -66,8 +67,9 @@
 //!   - **(d) scan rate**: our pass at the real now must read every event
 //!     (all new); events/s by its own `duration_ms`, next to the Go pass from
 //!     its saved cursors (events in its window / its `daily_run` duration),
-//!     and next to our bare reader over the same events (after one uncounted
-//!     read, so no reading pays for the filer's first load of its log);
+//!     and next to our bare reader over the same events, streamed by the
+//!     filer and with direct log-file reads (after one uncounted read of
+//!     each, so no reading pays for the first load of the log);
 //!   - **(a) steady pass**: ours at `--now` +2 d from the cursors (d) left,
 //!     nothing due: events read and duration; Go from the cursors its own
 //!     pass left (before its first pending match: it reads the whole window);
@@ -367,6 +369,16 @@ fn go_since(saved: &[Entry]) -> anyhow::Result<i64> {
 
 /// Replays `(since, until]` under `/buckets` with our reader and counts events.
 async fn replay_count(c: &Cluster, since: i64, until: i64) -> anyhow::Result<(u64, u64)> {
+    replay_count_with(c, since, until, ReaderOptions::default()).await
+}
+
+/// [`replay_count`] with reader `options` (e.g. direct log-file reads).
+async fn replay_count_with(
+    c: &Cluster,
+    since: i64,
+    until: i64,
+    options: ReaderOptions,
+) -> anyhow::Result<(u64, u64)> {
     let channel = s3_lifecycled::pass::ports::channel(&c.filer_grpc_addr().to_string())
         .map_err(|e| anyhow!(e))?;
     let params = SubscribeParams {
@@ -375,7 +387,7 @@ async fn replay_count(c: &Cluster, since: i64, until: i64) -> anyhow::Result<(u6
         until_ns: until,
         client_name: DEFAULT_CLIENT_NAME.into(),
     };
-    let mut reader = MetaLogReader::open(channel, params, ReaderOptions::default()).await?;
+    let mut reader = MetaLogReader::open(channel, params, options).await?;
     let mut n = 0u64;
     while let Some(ev) = reader.next().await {
         ev?;
@@ -844,12 +856,25 @@ async fn window_rows(c: &Cluster, k: &Knobs) -> anyhow::Result<Vec<Row>> {
     let (ev, _) = replay_count(c, start, end).await?;
     eprintln!("  warm-up read: {ev} events (not counted)");
     let mut reader = vec![];
+    let mut direct_reader = vec![];
+    let direct = ReaderOptions {
+        direct_log_reads: true,
+        ..ReaderOptions::default()
+    };
+    let _ = replay_count_with(c, start, end, direct).await?;
     for _ in 0..k.runs {
         let t = Instant::now();
         let (ev, resp) = replay_count(c, start, end).await?;
         let el = t.elapsed().as_secs_f64();
         eprintln!("  reader: {ev} events in {resp} responses, {el:.3}s");
         reader.push(ev as f64 / el);
+        // The reader as a pass uses it by default: the files from the
+        // volume servers, the rest streamed.
+        let t = Instant::now();
+        let (ev, _) = replay_count_with(c, start, end, direct).await?;
+        let el = t.elapsed().as_secs_f64();
+        eprintln!("  reader, direct log reads: {ev} events, {el:.3}s");
+        direct_reader.push(ev as f64 / el);
     }
     let (mut ours_rate, mut ours_pass, mut go_rate, mut go_pass) = (vec![], vec![], vec![], vec![]);
     let (mut ours_ev, mut go_ev) = (0, 0);
@@ -889,6 +914,14 @@ async fn window_rows(c: &Cluster, k: &Knobs) -> anyhow::Result<Vec<Row>> {
         baseline: format!("reader {rd:.0} ev/s"),
         ratio: ratio(o, rd),
         runs: format!("reader {}", runs_text(&reader, " ev/s")),
+    });
+    let dr = median(direct_reader.clone());
+    rows.push(Row {
+        what: "(d) scan rate vs our bare reader, direct log reads".into(),
+        ours: format!("{o:.0} ev/s"),
+        baseline: format!("direct reader {dr:.0} ev/s"),
+        ratio: ratio(o, dr),
+        runs: format!("direct reader {}", runs_text(&direct_reader, " ev/s")),
     });
 
     // --- (a) steady pass at +2 d: nothing due. Go's cursors are where its

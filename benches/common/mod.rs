@@ -103,10 +103,17 @@ pub fn run_once_command(bin: &str, c: &Cluster, buckets: &str, cursor_dir: &str)
     }
     cmd.env("S3_LIFECYCLED__CURSOR__DIR", cursor_dir)
         .env("S3_LIFECYCLED__PASS__META_LOG_RETENTION", "87600h");
-    // `BENCH_DIRECT_LOG_READS=1`: our passes read the persisted log files
-    // from the volume servers (`pass.direct_log_reads`).
-    if std::env::var("BENCH_DIRECT_LOG_READS").is_ok_and(|v| v == "1") {
-        cmd.env("S3_LIFECYCLED__PASS__DIRECT_LOG_READS", "true");
+    // `BENCH_DIRECT_LOG_READS=0` (or `1`): our passes have the filer stream
+    // its persisted log (or read its files from the volume servers, the
+    // default) (`pass.direct_log_reads`).
+    match std::env::var("BENCH_DIRECT_LOG_READS").as_deref() {
+        Ok("0") => {
+            cmd.env("S3_LIFECYCLED__PASS__DIRECT_LOG_READS", "false");
+        }
+        Ok("1") => {
+            cmd.env("S3_LIFECYCLED__PASS__DIRECT_LOG_READS", "true");
+        }
+        _ => {}
     }
     cmd
 }

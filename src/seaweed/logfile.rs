@@ -30,6 +30,16 @@ use crate::seaweed::subscription::{
 /// single event comes near it (docs/meta-log.md#direct-log-file-reads).
 pub const MAX_RECORD_BYTES: u32 = 64 << 20;
 
+/// How long a volume server may take to accept a connection: one that is
+/// not reachable from here (an address only the cluster's own network
+/// routes) must hand the read to the filer quickly, not after the kernel's
+/// minutes of SYN retries (docs/meta-log.md#when-a-file-cannot-be-read).
+pub const CONNECT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// How long one chunk (at most a flush of the filer's 8 MB buffer) may
+/// take to arrive once asked for.
+pub const CHUNK_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(60);
+
 /// One record of a log file: the `LogEntry`'s timestamp and its event.
 #[derive(Debug, Clone, PartialEq)]
 pub struct LogRecord {
@@ -399,7 +409,10 @@ impl LogFileFetcher {
     /// hands a stored-compressed needle out decompressed to such a request
     /// (docs/meta-log.md#direct-log-file-reads).
     async fn get(&mut self, url: &str, fid: &str) -> Result<Bytes, String> {
-        let result = self.get_once(url, fid).await;
+        let result = match tokio::time::timeout(CHUNK_TIMEOUT, self.get_once(url, fid)).await {
+            Ok(r) => r,
+            Err(_) => Err(format!("no answer within {CHUNK_TIMEOUT:?}")),
+        };
         if result.is_err() {
             self.connections.remove(url);
         }
@@ -410,9 +423,11 @@ impl LogFileFetcher {
         let send = match self.connections.get_mut(url) {
             Some(s) if !s.is_closed() => s,
             _ => {
-                let stream = tokio::net::TcpStream::connect(url)
-                    .await
-                    .map_err(|e| format!("connect: {e}"))?;
+                let stream =
+                    tokio::time::timeout(CONNECT_TIMEOUT, tokio::net::TcpStream::connect(url))
+                        .await
+                        .map_err(|_| format!("connect: no answer within {CONNECT_TIMEOUT:?}"))?
+                        .map_err(|e| format!("connect: {e}"))?;
                 let _ = stream.set_nodelay(true);
                 let (send, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
                     .await
