@@ -22,8 +22,9 @@
 //! `LIVE_BENCH_HOLD_S` (seconds to keep the window fixture up once it is
 //! settled, printing a `run-once --dry-run` that reads all of it: for
 //! profiling by hand; default 0).
-//! `BENCH_DIRECT_LOG_READS=0` runs our passes with `pass.direct_log_reads`
-//! off (the filer streams its persisted log), `1` with it on (the default).
+//! `BENCH_DIRECT_LOG_READS=1` runs our passes with `pass.direct_log_reads`
+//! on (the files read from the volume servers), `0` with it off (the
+//! default: the filer streams its persisted log).
 //! `BENCH_PERF=/tmp/p` runs each of our passes under `perf record`
 //! (`/tmp/p-<n>.data`, numbered in the order printed), for profiling.
 //! `LIVE_BENCH_EVENTS=2000 LIVE_BENCH_DUE=500 LIVE_BENCH_RUNS=1

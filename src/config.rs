@@ -247,10 +247,12 @@ pub struct PassSettings {
     /// Read the filer's persisted meta-log files straight from the volume
     /// servers (plain HTTP GET of each chunk) instead of having the filer
     /// decode and stream them; events still in the filer's memory come
-    /// streamed as usual (docs/meta-log.md#direct-log-file-reads). On by
-    /// default: where the volume servers cannot hand a file out (down, not
-    /// reachable from here, read JWTs, HTTPS, encrypted volumes) the filer
-    /// streams that part instead (docs/meta-log.md#when-a-file-cannot-be-read).
+    /// streamed as usual (docs/meta-log.md#direct-log-file-reads). Where the
+    /// volume servers cannot hand a file out (down, not reachable from here,
+    /// read JWTs, HTTPS, encrypted volumes) the filer streams that part
+    /// instead (docs/meta-log.md#when-a-file-cannot-be-read). Off by default
+    /// until it has gone through the multi-filer tests on
+    /// (docs/meta-log.md#two-filers).
     pub direct_log_reads: bool,
     /// Most resolved-delete marks (the "do not re-send" tail past each
     /// action's contiguous progress) one pass holds, over every action and
@@ -289,7 +291,7 @@ impl Default for PassSettings {
             walk_budget_fraction: 0.5,
             config_refresh: Duration::from_secs(1),
             event_buffer: 4096,
-            direct_log_reads: true,
+            direct_log_reads: false,
             tail_budget: 1 << 20,
             buckets: Vec::new(),
         }

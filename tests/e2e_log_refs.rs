@@ -980,3 +980,61 @@ async fn unreadable_log_file_is_streamed_by_the_filer_instead() {
         "the filer streams what the files held past the last record delivered, up to the marker"
     );
 }
+
+/// Regression: a filer's own log (`SubscribeLocalMetadata`, read per filer when the filers
+/// have their own stores) asked for refs lost events still in the filer's memory, so the
+/// separate-stores pass of `tests/e2e_multi_stream.rs` read 1 to 3 of its 5 events. The
+/// reader never asks a local log for refs, whatever `direct_log_reads` says; the aggregated
+/// log still is asked.
+#[tokio::test]
+async fn local_log_is_never_asked_for_refs() {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let filer = stand_in::Filer {
+        volume: stand_in::volume_server().await,
+        requests: Default::default(),
+    };
+    let service = filer.clone();
+    tokio::spawn(async move {
+        tonic::transport::Server::builder()
+            .add_service(service)
+            .serve_with_incoming(tokio_stream::wrappers::TcpListenerStream::new(listener))
+            .await
+            .unwrap();
+    });
+    let channel = tonic::transport::Channel::from_shared(format!("http://{addr}"))
+        .unwrap()
+        .connect()
+        .await
+        .unwrap();
+    let options = ReaderOptions {
+        direct_log_reads: true,
+        ..ReaderOptions::default()
+    };
+    let mut local = MetaLogReader::open_local(channel.clone(), params(100, 1_000), options)
+        .await
+        .unwrap();
+    let mut names = Vec::new();
+    while let Some(ev) = local.recv().await {
+        if let Ok(ev) = ev
+            && ev.event_notification.is_some()
+        {
+            names.push(key(&ev).4);
+        }
+    }
+    assert_eq!(names, ["f1", "f2", "f3", "mem"], "streamed, all of it");
+    let mut aggregated = MetaLogReader::open(channel, params(100, 1_000), options)
+        .await
+        .unwrap();
+    while aggregated.recv().await.is_some() {}
+    let requests = filer.requests.lock().unwrap().clone();
+    assert!(
+        !requests[0].client_supports_metadata_chunks,
+        "the local log was asked for refs: {:?}",
+        requests[0]
+    );
+    assert!(
+        requests[1].client_supports_metadata_chunks,
+        "the aggregated log is still asked for refs"
+    );
+}

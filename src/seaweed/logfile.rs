@@ -458,12 +458,24 @@ impl LogFileFetcher {
             .headers()
             .get(hyper::header::CONTENT_ENCODING)
             .is_some_and(|v| v.as_bytes().eq_ignore_ascii_case(b"gzip"));
-        let body = resp
-            .into_body()
-            .collect()
-            .await
-            .map_err(|e| format!("read body: {e}"))?
-            .to_bytes();
+        // Into one buffer of the announced length: collecting the frames and
+        // then joining them held every chunk twice at its peak, and the
+        // 8 MB copies kept glibc's heap from shrinking between chunks
+        // (docs/due-index.md#memory).
+        let announced = resp
+            .headers()
+            .get(hyper::header::CONTENT_LENGTH)
+            .and_then(|v| v.to_str().ok()?.parse::<usize>().ok())
+            .unwrap_or(0);
+        let mut body = Vec::with_capacity(announced.min(MAX_RECORD_BYTES as usize));
+        let mut frames = resp.into_body();
+        while let Some(frame) = frames.frame().await {
+            let frame = frame.map_err(|e| format!("read body: {e}"))?;
+            if let Some(data) = frame.data_ref() {
+                body.extend_from_slice(data);
+            }
+        }
+        let body = Bytes::from(body);
         if !status.is_success() {
             return Err(format!(
                 "HTTP {status}: {}",
