@@ -5,6 +5,8 @@
 //!
 //! One shared cluster and one written window (2,000 PUTs, the filer's log
 //! flushed by padding outside the buckets root, 100 PUTs left in memory).
+//! Two tests use a stand-in filer and volume server instead (`stand_in`): a
+//! file the volume server refuses, and which requests a local log gets.
 
 mod common;
 
@@ -816,6 +818,30 @@ mod stand_in {
         addr
     }
 
+    /// A stand-in filer and volume server on loopback, and a channel to the filer.
+    pub async fn serve() -> (Filer, tonic::transport::Channel) {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let filer = Filer {
+            volume: volume_server().await,
+            requests: Default::default(),
+        };
+        let service = filer.clone();
+        tokio::spawn(async move {
+            tonic::transport::Server::builder()
+                .add_service(service)
+                .serve_with_incoming(tokio_stream::wrappers::TcpListenerStream::new(listener))
+                .await
+                .unwrap();
+        });
+        let channel = tonic::transport::Channel::from_shared(format!("http://{addr}"))
+            .unwrap()
+            .connect()
+            .await
+            .unwrap();
+        (filer, channel)
+    }
+
     /// The stand-in filer: `SubscribeMetadata` with chunks sends refs to both files, a marker at
     /// 160 and the memory event; without, the log records with entry ts in the request's window
     /// and the memory event when it is inside. `LookupVolume` names the volume server.
@@ -937,25 +963,7 @@ mod stand_in {
 /// events. Nothing is missed and nothing comes twice.
 #[tokio::test]
 async fn unreadable_log_file_is_streamed_by_the_filer_instead() {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    let filer = stand_in::Filer {
-        volume: stand_in::volume_server().await,
-        requests: Default::default(),
-    };
-    let service = filer.clone();
-    tokio::spawn(async move {
-        tonic::transport::Server::builder()
-            .add_service(service)
-            .serve_with_incoming(tokio_stream::wrappers::TcpListenerStream::new(listener))
-            .await
-            .unwrap();
-    });
-    let channel = tonic::transport::Channel::from_shared(format!("http://{addr}"))
-        .unwrap()
-        .connect()
-        .await
-        .unwrap();
+    let (filer, channel) = stand_in::serve().await;
     let options = ReaderOptions {
         direct_log_reads: true,
         ..ReaderOptions::default()
@@ -988,25 +996,7 @@ async fn unreadable_log_file_is_streamed_by_the_filer_instead() {
 /// log still is asked.
 #[tokio::test]
 async fn local_log_is_never_asked_for_refs() {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    let filer = stand_in::Filer {
-        volume: stand_in::volume_server().await,
-        requests: Default::default(),
-    };
-    let service = filer.clone();
-    tokio::spawn(async move {
-        tonic::transport::Server::builder()
-            .add_service(service)
-            .serve_with_incoming(tokio_stream::wrappers::TcpListenerStream::new(listener))
-            .await
-            .unwrap();
-    });
-    let channel = tonic::transport::Channel::from_shared(format!("http://{addr}"))
-        .unwrap()
-        .connect()
-        .await
-        .unwrap();
+    let (filer, channel) = stand_in::serve().await;
     let options = ReaderOptions {
         direct_log_reads: true,
         ..ReaderOptions::default()
