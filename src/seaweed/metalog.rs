@@ -319,7 +319,6 @@ impl MetaLogReader {
             protocol: RefsProtocol::new(&params, slack),
             params: params.clone(),
             channel: channel.clone(),
-            log,
             receive_timeout: options.receive_timeout,
         });
         let task = tokio::spawn(pump(
@@ -519,9 +518,9 @@ struct Direct {
     fetcher: LogFileFetcher,
     protocol: RefsProtocol,
     params: SubscribeParams,
-    /// For the fallback: the same filer and log, streamed.
+    /// For the fallback: the same filer's aggregated log, streamed (direct
+    /// reads are only ever used on that log).
     channel: Channel,
-    log: Log,
     receive_timeout: Option<Duration>,
 }
 
@@ -576,7 +575,7 @@ impl Direct {
     }
 
     /// The part of the window whose files could not be read, streamed by the
-    /// filer: a plain subscription on the same log bounded by
+    /// filer: a plain subscription on its aggregated log bounded by
     /// `LogEntry.ts_ns` in `(entry_since, entry_until]`, exactly the records
     /// those files hold past what was delivered, filtered by the window's own
     /// [`EventFilter`]. Its failure fails the stream, as a broken stream does.
@@ -609,12 +608,11 @@ impl Direct {
         };
         let mut client = SeaweedFilerClient::new(self.channel.clone())
             .max_decoding_message_size(MAX_MESSAGE_BYTES);
-        let mut stream = match self.log {
-            Log::Aggregated => client.subscribe_metadata(request).await,
-            Log::Local => client.subscribe_local_metadata(request).await,
-        }
-        .map_err(failed)?
-        .into_inner();
+        let mut stream = client
+            .subscribe_metadata(request)
+            .await
+            .map_err(failed)?
+            .into_inner();
         let mut filter = EventFilter::new(&self.params).map_err(|e| Some(e.into()))?;
         let mut last = None;
         loop {
