@@ -196,6 +196,7 @@ async fn separate_stores_pass_after_filer_restart_deletes_what_either_filer_took
     let _serial = SERIAL.lock().await;
     let c = multi_cluster();
     let bucket = c.new_bucket("multi-gap").await.unwrap();
+    c.bucket_on_both_filers(&bucket, false).await;
     // With a 10 s day (SHORT_DAY) `due/` is due 10 s after its write; `keep/` has no rule.
     let rules = days_rule("due", "due/", 1);
     // After the other test's restart of filer 1, a gateway may write through filer 2 while
@@ -206,6 +207,11 @@ async fn separate_stores_pass_after_filer_restart_deletes_what_either_filer_took
             .map_err(|e| e.to_string())
     })
     .await;
+    // Before any object: a PUT through a filer that lacks the bucket yet creates the bucket
+    // directory as a bare parent, and that entry, replicated, replaced the bucket entry and its
+    // lifecycle document on both filers (seen after the other test's restart of filer 1;
+    // docs/test-cluster.md#multi-cluster).
+    c.bucket_on_both_filers(&bucket, true).await;
     // The template: a real PUT's entry.
     let s3 = c.s3_client();
     put(&s3, &bucket, "template", b"x", None).await;
@@ -248,6 +254,8 @@ async fn separate_stores_pass_after_filer_restart_deletes_what_either_filer_took
     .unwrap();
     let restarted = std::time::Instant::now();
     both_filers_hold(c, &dir, &["template".to_string()]).await;
+    // Pass 1 discovers buckets on the restarted filer 1: without the rules it read nothing.
+    c.bucket_on_both_filers(&bucket, true).await;
     // Pass 1 (cold start: a walk) saves the cursors; the template matches no rule. Its replay
     // resumes a rule TTL (10 s) before its `now`: past the restart, so the restarted filer's
     // first log file (its unflushed log died with it) does not look like retention loss

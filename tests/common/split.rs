@@ -169,6 +169,15 @@ impl SplitCluster {
             .map_err(|e| format!("spawning the watchdog: {e}"))?;
         let mut result = Ok(());
         for &role in split.roles() {
+            if role == Role::Filer2 {
+                // A fresh filer copies its store from the earliest filer the master knows, and
+                // exits when that peer refuses the connection: filer 1 registers with the master
+                // before its gRPC port listens (docs/test-cluster.md#multi-cluster).
+                result = split.wait_accepting(Role::Filer, split.ports.filer_grpc);
+                if result.is_err() {
+                    break;
+                }
+            }
             result = split.spawn(role);
             if result.is_err() {
                 break;
@@ -221,6 +230,42 @@ impl SplitCluster {
             "http://{}",
             super::cluster::loopback(self.second_ports().s3)
         )
+    }
+
+    /// Waits until bucket discovery on each filer finds `bucket`, with lifecycle rules when
+    /// `rules` (a multi cluster only). Filers with their own stores apply each other's changes
+    /// seconds apart; an object PUT through a filer that lacks the bucket yet makes the bucket
+    /// directory a bare parent there, and that entry, replicated, replaced the bucket entry and
+    /// its lifecycle document on both (docs/test-cluster.md#multi-cluster). Call it after
+    /// creating a bucket and after putting its rules, before writing objects.
+    pub async fn bucket_on_both_filers(&self, bucket: &str, rules: bool) {
+        use s3_lifecycled::seaweed::buckets::list_bucket_configs;
+        use s3_lifecycled::seaweed::filer::FilerClient;
+        super::wait::eventually(
+            Duration::from_secs(120),
+            Duration::from_millis(200),
+            async || {
+                for addr in [self.filer_grpc_addr(), self.filer2_grpc_addr()] {
+                    let fc = FilerClient::connect(&addr.to_string())
+                        .await
+                        .map_err(|e| e.to_string())?;
+                    let root = fc.buckets_root().await.map_err(|e| e.to_string())?;
+                    let scan = list_bucket_configs(&fc, &root)
+                        .await
+                        .map_err(|e| e.to_string())?;
+                    let found = scan.buckets.iter().find(|b| b.name == bucket);
+                    match found {
+                        None => return Err(format!("filer {addr} lacks bucket {bucket}")),
+                        Some(b) if rules && !b.has_rules() => {
+                            return Err(format!("filer {addr} lacks {bucket}'s lifecycle rules"));
+                        }
+                        Some(_) => {}
+                    }
+                }
+                Ok(())
+            },
+        )
+        .await;
     }
 
     fn second_ports(&self) -> Ports {
@@ -378,6 +423,33 @@ impl SplitCluster {
                 return Err(format!(
                     "split cluster not ready after {READY_LIMIT:?}; failing checks: {}",
                     failed.join("; ")
+                ));
+            }
+            std::thread::sleep(POLL);
+        }
+    }
+
+    /// Waits until `port` accepts connections while `role` (which serves it) keeps running.
+    fn wait_accepting(&self, role: Role, port: u16) -> Result<(), String> {
+        let started = Instant::now();
+        let addr = super::cluster::loopback(port);
+        loop {
+            if std::net::TcpStream::connect_timeout(&addr, Duration::from_secs(1)).is_ok() {
+                return Ok(());
+            }
+            if let Some(child) = self.lock()[role.index()].as_mut()
+                && let Ok(Some(status)) = child.try_wait()
+            {
+                return Err(format!(
+                    "weed {} exited during startup ({status}); log tail:\n{}",
+                    role.name(),
+                    self.role_log_tail(role, 40)
+                ));
+            }
+            if started.elapsed() > READY_LIMIT {
+                return Err(format!(
+                    "weed {} not accepting on :{port} after {READY_LIMIT:?}",
+                    role.name()
                 ));
             }
             std::thread::sleep(POLL);
