@@ -245,6 +245,22 @@ async fn separate_stores_pass_after_filer_restart_deletes_what_either_filer_took
             run_raw(&args, &env).await
         }
     };
+    // Filer 1's log must reach back past the kill: a SIGKILL loses the unflushed tail, and a
+    // log whose first file starts after the restart is retention loss to pass 2, which then
+    // walks (docs/retention-probe.md#crash-gap). Earlier tests in this binary flush it; a run
+    // of this test alone must too.
+    pad_log(c.filer_grpc_addr(), &format!("{bucket}-before-kill")).await;
+    eventually(GUARD, Duration::from_millis(200), async || {
+        let mut raw = SeaweedFilerClient::connect(format!("http://{}", c.filer_grpc_addr()))
+            .await
+            .map_err(|e| e.to_string())?;
+        match s3_lifecycled::seaweed::retention::earliest_available(&mut raw).await {
+            Ok(Some(_)) => Ok(()),
+            Ok(None) => Err("filer 1 has persisted no meta-log file yet".to_string()),
+            Err(e) => Err(e.to_string()),
+        }
+    })
+    .await;
     tokio::task::spawn_blocking(|| {
         let c = multi_cluster();
         c.kill(Role::Filer);
