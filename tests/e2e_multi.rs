@@ -53,10 +53,7 @@ async fn setup(c: &SplitCluster, name: &str, due: usize, keep: usize) -> Setup {
     // (docs/test-cluster.md#multi-cluster).
     c.bucket_on_both_filers(&bucket, false).await;
     let rules = days_rule("due", "due/", 1) + &days_rule("keep", "keep/", 30);
-    c.put_lifecycle_xml(&bucket, &lifecycle(&rules))
-        .await
-        .unwrap();
-    c.bucket_on_both_filers(&bucket, true).await;
+    c.put_rules(&bucket, &lifecycle(&rules)).await;
     let due_keys = keys("due/", due);
     let keep_keys = keys("keep/", keep);
     let (a, b) = tokio::join!(

@@ -199,19 +199,10 @@ async fn separate_stores_pass_after_filer_restart_deletes_what_either_filer_took
     c.bucket_on_both_filers(&bucket, false).await;
     // With a 10 s day (SHORT_DAY) `due/` is due 10 s after its write; `keep/` has no rule.
     let rules = days_rule("due", "due/", 1);
-    // After the other test's restart of filer 1, a gateway may write through filer 2 while
-    // filer 1 (where the check looks) catches up (docs/meta-log.md#several-filers): retry.
-    eventually(GUARD, Duration::from_millis(500), async || {
-        c.put_lifecycle_xml(&bucket, &lifecycle(&rules))
-            .await
-            .map_err(|e| e.to_string())
-    })
-    .await;
     // Before any object: a PUT through a filer that lacks the bucket yet creates the bucket
     // directory as a bare parent, and that entry, replicated, replaced the bucket entry and its
-    // lifecycle document on both filers (seen after the other test's restart of filer 1;
-    // docs/test-cluster.md#multi-cluster).
-    c.bucket_on_both_filers(&bucket, true).await;
+    // lifecycle document on both filers (docs/test-cluster.md#multi-cluster).
+    c.put_rules(&bucket, &lifecycle(&rules)).await;
     // The template: a real PUT's entry.
     let s3 = c.s3_client();
     put(&s3, &bucket, "template", b"x", None).await;

@@ -268,6 +268,25 @@ impl SplitCluster {
         .await;
     }
 
+    /// Puts `bucket`'s lifecycle document through gateway 1 and waits until both filers hold
+    /// rules for it. The PUT's own check looks the bucket up on filer 1, which may not have
+    /// applied a change made through filer 2 yet (a gateway fails over while filer 1
+    /// restarts), so the PUT is repeated until that check passes; a repeated PUT of the same
+    /// document changes nothing.
+    pub async fn put_rules(&self, bucket: &str, xml: &[u8]) {
+        super::wait::eventually(
+            Duration::from_secs(120),
+            Duration::from_millis(500),
+            async || {
+                self.put_lifecycle_xml(bucket, xml)
+                    .await
+                    .map_err(|e| format!("{e:#}"))
+            },
+        )
+        .await;
+        self.bucket_on_both_filers(bucket, true).await;
+    }
+
     fn second_ports(&self) -> Ports {
         self.second
             .expect("only a multi cluster has a second filer and gateway")
