@@ -22,9 +22,9 @@
 //! `LIVE_BENCH_HOLD_S` (seconds to keep the window fixture up once it is
 //! settled, printing a `run-once --dry-run` that reads all of it: for
 //! profiling by hand; default 0).
-//! `BENCH_DIRECT_LOG_READS=1` runs our passes with `pass.direct_log_reads`
-//! on (the files read from the volume servers), `0` with it off (the
-//! default: the filer streams its persisted log).
+//! `BENCH_DIRECT_LOG_READS=0` runs our passes with `pass.direct_log_reads`
+//! off (the filer streams its persisted log), `1` with it on (the default:
+//! the files read from the volume servers).
 //! `BENCH_PERF=/tmp/p` runs each of our passes under `perf record`
 //! (`/tmp/p-<n>.data`, numbered in the order printed), for profiling.
 //! `LIVE_BENCH_EVENTS=2000 LIVE_BENCH_DUE=500 LIVE_BENCH_RUNS=1
@@ -105,6 +105,11 @@ use s3_lifecycled::seaweed::lister::list_bucket;
 use s3_lifecycled::seaweed::metalog::{
     DEFAULT_CLIENT_NAME, MetaLogReader, ReaderOptions, SubscribeParams,
 };
+
+/// The binary's allocator (src/main.rs), so the bare reader measured in this process allocates
+/// as a pass does.
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 /// Where the Go pass keeps its cursors (docs/go-cursor.md#location).
 const GO_CURSOR_DIR: &str = "/etc/s3/lifecycle/daily-cursors";

@@ -16,8 +16,11 @@
 //! measured, default the one cargo built with the bench; e.g.
 //! `target/release/s3-lifecycled` to measure a release build from a debug
 //! driver), `RSS_BENCH_MALLOC_ARENA_MAX` (passed to the child as
-//! `MALLOC_ARENA_MAX`, as ops/systemd/s3-lifecycled.service does; unset:
-//! glibc's default). A quick debug-build smoke run:
+//! `MALLOC_ARENA_MAX`; only a build on glibc's malloc, from before mimalloc,
+//! reads it; unset: glibc's default), `RSS_BENCH_BASELINE_BIN` (a second binary, e.g. an
+//! older build, measured over the same fixture in the same run with cursor
+//! directories of its own; its rows are marked `baseline`). A quick
+//! debug-build smoke run:
 //! `RSS_BENCH_SIZES=2000,8000 cargo test --bench rss`.
 //!
 //! How: the fixture is written through the filer's `CreateEntry`, each entry a
@@ -54,6 +57,8 @@ const ONE_DIRS: usize = 16;
 struct Knobs {
     sizes: Vec<usize>,
     in_flight: usize,
+    /// The binaries measured: (row label prefix, path).
+    bins: Vec<(&'static str, String)>,
 }
 
 fn knobs() -> anyhow::Result<Knobs> {
@@ -77,27 +82,39 @@ fn knobs() -> anyhow::Result<Knobs> {
         })?,
         Err(_) => 64,
     };
+    let mut bins = vec![(
+        "",
+        std::env::var("RSS_BENCH_BIN").unwrap_or_else(|_| BIN.to_string()),
+    )];
+    if let Ok(b) = std::env::var("RSS_BENCH_BASELINE_BIN") {
+        bins.push(("baseline ", b));
+    }
     Ok(Knobs {
         sizes,
         in_flight: std::cmp::max(in_flight, 1),
+        bins,
     })
 }
 
 /// One measured pass.
 struct Row {
-    variant: &'static str,
+    variant: String,
     size: usize,
     rss_kib: u64,
     events_read: i64,
     pass_ms: f64,
 }
 
-/// Runs `run-once` over `buckets` from `cursor_dir`, sampling its peak RSS.
-fn pass(c: &Cluster, buckets: &str, cursor_dir: &str) -> anyhow::Result<(u64, serde_json::Value)> {
+/// Runs `bin run-once` over `buckets` from `cursor_dir`, sampling its peak RSS.
+fn pass(
+    c: &Cluster,
+    bin: &str,
+    buckets: &str,
+    cursor_dir: &str,
+) -> anyhow::Result<(u64, serde_json::Value)> {
     let out_path = std::env::temp_dir().join(format!("rss-bench-{}.json", std::process::id()));
     let out = std::fs::File::create(&out_path).context("creating the pass output file")?;
-    let bin = std::env::var("RSS_BENCH_BIN").unwrap_or_else(|_| BIN.to_string());
-    let mut cmd = bench::run_once_command(&bin, c, buckets, cursor_dir);
+    let mut cmd = bench::run_once_command(bin, c, buckets, cursor_dir);
     cmd.stdin(Stdio::null())
         .stdout(out)
         .stderr(Stdio::inherit())
@@ -197,12 +214,26 @@ async fn run(k: &Knobs) -> anyhow::Result<Vec<Row>> {
         .await?
         .context("the template object's entry is missing")?;
     let many_arg = many.join(",");
-    let variants: [(&'static str, &str); 2] = [("1 rule", "rss-one"), ("1,000 rules", &many_arg)];
+    // (row label, buckets, binary): each binary over both bucket sets.
+    let variants: Vec<(String, &str, &str)> = k
+        .bins
+        .iter()
+        .flat_map(|(label, bin)| {
+            [
+                (format!("{label}1 rule"), "rss-one", bin.as_str()),
+                (
+                    format!("{label}1,000 rules"),
+                    many_arg.as_str(),
+                    bin.as_str(),
+                ),
+            ]
+        })
+        .collect();
     // One cursor directory per (variant, size), created before the fixture.
     let dir = |v: usize, size: usize| format!("/etc/s3/rss-bench/v{v}-{size}");
     for &size in &k.sizes {
-        for (v, (_, buckets)) in variants.iter().enumerate() {
-            pass(c, buckets, &dir(v, size))?;
+        for (v, (_, buckets, bin)) in variants.iter().enumerate() {
+            pass(c, bin, buckets, &dir(v, size))?;
         }
     }
     let mut rows = Vec::new();
@@ -210,10 +241,10 @@ async fn run(k: &Knobs) -> anyhow::Result<Vec<Row>> {
     for &size in &k.sizes {
         seed(c, &template, seeded, size, k.in_flight).await?;
         seeded = size;
-        for (v, (name, buckets)) in variants.iter().enumerate() {
-            let (rss_kib, json) = pass(c, buckets, &dir(v, size))?;
+        for (v, (name, buckets, bin)) in variants.iter().enumerate() {
+            let (rss_kib, json) = pass(c, bin, buckets, &dir(v, size))?;
             let row = Row {
-                variant: name,
+                variant: name.clone(),
                 size,
                 rss_kib,
                 events_read: json["replay"]["events_read"].as_i64().unwrap_or(-1),
@@ -244,7 +275,7 @@ fn main() -> anyhow::Result<()> {
     use bench::Align::{Left, Right};
     let ratio_to = format!("ratio to {}", k.sizes[0]);
     let mut t = bench::Table::new(&[
-        ("variant", Left, 12),
+        ("variant", Left, 21),
         ("events", Right, 9),
         ("events_read", Right, 11),
         ("peak MiB", Right, 9),
@@ -257,7 +288,7 @@ fn main() -> anyhow::Result<()> {
             .find(|b| b.variant == r.variant)
             .map_or(r.rss_kib, |b| b.rss_kib);
         t.row(vec![
-            r.variant.to_string(),
+            r.variant.clone(),
             r.size.to_string(),
             r.events_read.to_string(),
             format!("{:.1}", r.rss_kib as f64 / 1024.0),

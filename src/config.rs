@@ -250,9 +250,9 @@ pub struct PassSettings {
     /// streamed as usual (docs/meta-log.md#direct-log-file-reads). Where the
     /// volume servers cannot hand a file out (down, not reachable from here,
     /// read JWTs, HTTPS, encrypted volumes) the filer streams that part
-    /// instead (docs/meta-log.md#when-a-file-cannot-be-read). Off by default
-    /// until it has gone through the multi-filer tests on
-    /// (docs/meta-log.md#two-filers).
+    /// instead (docs/meta-log.md#when-a-file-cannot-be-read). On by default:
+    /// a pass that must read everything runs at about twice the filer
+    /// stream's rate (docs/baselines.md#allocator).
     pub direct_log_reads: bool,
     /// Most resolved-delete marks (the "do not re-send" tail past each
     /// action's contiguous progress) one pass holds, over every action and
@@ -291,7 +291,7 @@ impl Default for PassSettings {
             walk_budget_fraction: 0.5,
             config_refresh: Duration::from_secs(1),
             event_buffer: 4096,
-            direct_log_reads: false,
+            direct_log_reads: true,
             tail_budget: 1 << 20,
             buckets: Vec::new(),
         }

@@ -104,8 +104,8 @@ pub fn run_once_command(bin: &str, c: &Cluster, buckets: &str, cursor_dir: &str)
     cmd.env("S3_LIFECYCLED__CURSOR__DIR", cursor_dir)
         .env("S3_LIFECYCLED__PASS__META_LOG_RETENTION", "87600h");
     // `BENCH_DIRECT_LOG_READS=1` (or `0`): our passes read the persisted log
-    // files from the volume servers (or have the filer stream them, the
-    // default) (`pass.direct_log_reads`).
+    // files from the volume servers, the default (or have the filer stream
+    // them) (`pass.direct_log_reads`).
     match std::env::var("BENCH_DIRECT_LOG_READS").as_deref() {
         Ok("0") => {
             cmd.env("S3_LIFECYCLED__PASS__DIRECT_LOG_READS", "false");
