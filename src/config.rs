@@ -290,7 +290,7 @@ impl Default for PassSettings {
             max_runtime: Duration::ZERO,
             walk_budget_fraction: 0.5,
             config_refresh: Duration::from_secs(1),
-            event_buffer: 1024,
+            event_buffer: 4096,
             direct_log_reads: true,
             tail_budget: 1 << 20,
             buckets: Vec::new(),

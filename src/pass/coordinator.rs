@@ -1437,9 +1437,10 @@ impl Driver {
 /// batches are also flushed whenever the stream has nothing ready, at each
 /// range's end and before a stop is honored (docs/meta-log.md#replay-batches).
 /// With a reader faster than the shards every shard holds two full batches
-/// (one being built, one in flight): 512 cost about 20 MB more peak RSS than
-/// 256 at the same pass time (docs/due-index.md#memory).
-const REPLAY_BATCH: usize = 256;
+/// (one being built, one in flight); 256 (with a 1,024-event reader buffer)
+/// made 1-2 M-event direct-read passes 5-30% slower without a peak RSS
+/// saving that stood out of the run-to-run spread (docs/due-index.md#memory).
+const REPLAY_BATCH: usize = 512;
 
 /// How long the replay waits for the stream's next event before it delivers
 /// the buffered ones (docs/meta-log.md#replay-batches).
