@@ -494,8 +494,16 @@ async fn the_reader_with_direct_log_reads_delivers_what_the_plain_reader_deliver
         );
         p.dedup();
         d.dedup();
-        // Nothing is written to the cluster meanwhile, so the open-ended read ends where the
-        // window's does.
+        // An open-ended read ends wherever the filer has caught up, and
+        // `a_pass_with_direct_log_reads_deletes_what_the_files_and_memory_hold` may be deleting
+        // this window's objects meanwhile (their events come after `w.until`; a run once saw 16
+        // of them in one read and not the other). Up to `w.until` both must agree exactly.
+        let upto = |v: Vec<Key>| -> Vec<Key> {
+            v.into_iter()
+                .filter(|k| k.0 <= until.min(w.until))
+                .collect()
+        };
+        let (p, d) = (upto(p), upto(d));
         assert!(p.len() >= 1_000, "{what}: {} events", p.len());
         assert_same(&d, &p, what);
     }
