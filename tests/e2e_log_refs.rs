@@ -130,6 +130,14 @@ fn params(since: i64, until: i64) -> SubscribeParams {
 }
 
 /// What the comparison looks at: ts, directory, new parent, old and new names.
+/// The reader's default options with `direct_log_reads` on.
+fn direct_options() -> ReaderOptions {
+    ReaderOptions {
+        direct_log_reads: true,
+        ..ReaderOptions::default()
+    }
+}
+
 type Key = (i64, String, String, String, String);
 
 fn key(e: &SubscribeMetadataResponse) -> Key {
@@ -454,10 +462,7 @@ async fn range_end_lost_an_event_whose_log_record_was_stamped_later() {
         plain.iter().all(|k| k.0 <= until),
         "nothing past until_ns is delivered"
     );
-    let direct_opts = ReaderOptions {
-        direct_log_reads: true,
-        ..ReaderOptions::default()
-    };
+    let direct_opts = direct_options();
     let direct = read(c, w.since, until, direct_opts).await;
     let (mut p, mut d) = (plain.clone(), direct.clone());
     p.dedup();
@@ -477,10 +482,7 @@ async fn range_end_lost_an_event_whose_log_record_was_stamped_later() {
 async fn the_reader_with_direct_log_reads_delivers_what_the_plain_reader_delivers() {
     let c = cluster();
     let w = window().await;
-    let direct_opts = ReaderOptions {
-        direct_log_reads: true,
-        ..ReaderOptions::default()
-    };
+    let direct_opts = direct_options();
     let all = plain(c, w.since, w.until).await;
     let days_ahead = w.until + 5 * 86_400 * 1_000_000_000;
     for (what, since, until) in [
@@ -972,10 +974,7 @@ mod stand_in {
 #[tokio::test]
 async fn unreadable_log_file_is_streamed_by_the_filer_instead() {
     let (filer, channel) = stand_in::serve().await;
-    let options = ReaderOptions {
-        direct_log_reads: true,
-        ..ReaderOptions::default()
-    };
+    let options = direct_options();
     let mut reader = MetaLogReader::open(channel, params(100, 1_000), options)
         .await
         .unwrap();
@@ -1005,10 +1004,7 @@ async fn unreadable_log_file_is_streamed_by_the_filer_instead() {
 #[tokio::test]
 async fn local_log_is_never_asked_for_refs() {
     let (filer, channel) = stand_in::serve().await;
-    let options = ReaderOptions {
-        direct_log_reads: true,
-        ..ReaderOptions::default()
-    };
+    let options = direct_options();
     let mut local = MetaLogReader::open_local(channel.clone(), params(100, 1_000), options)
         .await
         .unwrap();

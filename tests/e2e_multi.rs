@@ -160,27 +160,19 @@ async fn wait_for_deletes(
 /// the listing is polled until it shows that state. A lost delete or an early one never
 /// converges, and fails after [`CONVERGE`] with the last listing's counts.
 async fn assert_end_state(s3: &aws_sdk_s3::Client, s: &Setup, p: &Pass, when: &str) {
-    let mut last = String::new();
-    let converged = tokio::time::timeout(CONVERGE, async {
-        loop {
-            let left = list_keys(s3, &s.bucket).await;
-            if left == s.keep {
-                return;
-            }
-            last = format!(
-                "{} due objects left, {} not-due objects gone",
-                left.intersection(&s.due).count(),
-                s.keep.len() - left.intersection(&s.keep).count()
-            );
-            tokio::time::sleep(Duration::from_millis(500)).await;
+    eventually(CONVERGE, Duration::from_millis(500), async || {
+        let left = list_keys(s3, &s.bucket).await;
+        if left == s.keep {
+            return Ok(());
         }
+        Err(format!(
+            "{when}: {} due objects left, {} not-due objects gone:\n{}",
+            left.intersection(&s.due).count(),
+            s.keep.len() - left.intersection(&s.keep).count(),
+            p.describe()
+        ))
     })
     .await;
-    assert!(
-        converged.is_ok(),
-        "{when}: after {CONVERGE:?}, {last}:\n{}",
-        p.describe()
-    );
 }
 
 /// Events written through filer 2 (via gateway 2) reach a live subscription on filer 1 (the
