@@ -223,11 +223,51 @@ struct Prepared {
 async fn prepare(port: Arc<dyn ClusterPort>, opts: &PassOptions) -> Result<Prepared, String> {
     let s = &opts.settings;
     port.refresh().await?;
-    let scan = port.buckets().await?;
-    // Read at every pass start, so a pause made through any instance holds
-    // from the next pass on (docs/filer-layout.md#pause-files). Unreadable
-    // pauses fail the pass rather than risk deleting a paused bucket.
-    let pause_records = port.paused().await?;
+    let limits = s.safety.cap_limits();
+    let grace = s.safety.rule_change_grace;
+    // Every read below depends on settings only, not on another's answer:
+    // they go out together, so a pass starts after the slowest of them, not
+    // after their sum (sixteen cursor files alone took ~10 ms one after
+    // another on loopback; issue 9's scan rate counts the pass's start).
+    // Errors are still taken in the order of the old sequence.
+    let (scan, pause_records, earliest, approvals, holds, rule_records, cursors) = futures::join!(
+        port.buckets(),
+        // Read at every pass start, so a pause made through any instance
+        // holds from the next pass on (docs/filer-layout.md#pause-files).
+        port.paused(),
+        async {
+            if s.pass.meta_log_retention.is_zero() {
+                port.earliest_available().await
+            } else {
+                Ok(None)
+            }
+        },
+        async {
+            if limits.enabled() || !grace.is_zero() {
+                port.approvals().await
+            } else {
+                Ok(Vec::new())
+            }
+        },
+        // Holds of earlier passes. Read even with the caps off, so turning
+        // them off releases the holds.
+        port.holds(),
+        async {
+            if grace.is_zero() {
+                Ok(Vec::new())
+            } else {
+                port.rule_records().await
+            }
+        },
+        futures::future::join_all(opts.shards.iter().map(|&shard| {
+            let load = port.load_cursor(shard);
+            async move { (shard, load.await) }
+        })),
+    );
+    let scan = scan?;
+    // Unreadable pauses fail the pass rather than risk deleting a paused
+    // bucket.
+    let pause_records = pause_records?;
     let filter: BTreeSet<&str> = s.pass.buckets.iter().map(String::as_str).collect();
     let paused_names: BTreeSet<&str> = pause_records.iter().map(|r| r.bucket.as_str()).collect();
     let selected = |name: &str| filter.is_empty() || filter.contains(name);
@@ -262,24 +302,17 @@ async fn prepare(port: Arc<dyn ClusterPort>, opts: &PassOptions) -> Result<Prepa
     }
     let time = s.time.time_config();
     let snap = Snapshot::compile(configs, time);
-    let earliest = if s.pass.meta_log_retention.is_zero() {
-        port.earliest_available().await?
-    } else {
-        None
-    };
+    let earliest = earliest?;
     let wall = crate::clock::wall_ns();
     let pass_plan = PassPlan::build(&snap, opts.now, wall, earliest, &s.pass, keep);
     let buckets: Vec<String> = pass_plan.buckets().map(str::to_string).collect();
     // The deletion cap (docs/design-deviations.md#safety-cap): approvals and,
     // for a fractional cap, one count of every enforced bucket.
-    let limits = s.safety.cap_limits();
-    let grace = s.safety.rule_change_grace;
+    let approvals = approvals?;
     let mut approved = Vec::new();
     let mut counts = Vec::new();
     if limits.enabled() || !grace.is_zero() {
-        approved = port
-            .approvals()
-            .await?
+        approved = approvals
             .into_iter()
             .map(|a| a.bucket)
             .filter(|b| buckets.contains(b))
@@ -303,11 +336,7 @@ async fn prepare(port: Arc<dyn ClusterPort>, opts: &PassOptions) -> Result<Prepa
         approved.iter().map(String::as_str),
     )
     .for_shards(&opts.shards);
-    // Holds of earlier passes. Read even with the caps off, so turning them
-    // off releases the holds.
-    let holds: Vec<_> = port
-        .holds()
-        .await?
+    let holds: Vec<_> = holds?
         .into_iter()
         .filter(|h| buckets.contains(&h.bucket))
         .collect();
@@ -316,7 +345,7 @@ async fn prepare(port: Arc<dyn ClusterPort>, opts: &PassOptions) -> Result<Prepa
     // a bucket whose lifecycle document changed less than the grace ago is
     // evaluated dry.
     if !grace.is_zero() {
-        let records = port.rule_records().await?;
+        let records = rule_records?;
         let seen = opts.now.min(wall);
         for info in scan.buckets.iter().filter(|b| buckets.contains(&b.name)) {
             let doc = info.lifecycle_xml.as_deref().unwrap_or_default();
@@ -342,10 +371,7 @@ async fn prepare(port: Arc<dyn ClusterPort>, opts: &PassOptions) -> Result<Prepa
             }
         }
     }
-    let mut cursors = BTreeMap::new();
-    for &shard in &opts.shards {
-        cursors.insert(shard, port.load_cursor(shard).await);
-    }
+    let cursors: BTreeMap<_, _> = cursors.into_iter().collect();
     Ok(Prepared {
         plan: Arc::new(pass_plan),
         buckets,
@@ -996,19 +1022,39 @@ impl Driver {
                 .board(|b| b.shard_phase(shard, ShardPhase::Draining));
         }
         self.drain().await;
-        let mut results = Vec::new();
+        let mut finished = Vec::new();
         for (&shard, (addr, _, span)) in &self.shards {
             let fin = Finish {
                 stream_end,
                 events_not_routed: not_routed.get(&shard).copied().unwrap_or(0),
             };
-            match addr.send(fin).await {
+            finished.push((shard, span, addr.send(fin).await));
+        }
+        // Each shard's cursor is its own file: they are saved together, so
+        // the pass ends one save after the last shard answered, not sixteen
+        // (saved one after another they were most of a steady pass's tail).
+        let saves = finished.iter().map(|(_, _, answer)| {
+            let cursor = match answer {
+                Ok((_, Some(c))) if !self.dry_run => Some(c.clone()),
+                _ => None,
+            };
+            let port = self.port.clone();
+            let now = self.plan.now;
+            async move {
+                match cursor {
+                    Some(c) => Some(port.save_cursor(c, now).await),
+                    None => None,
+                }
+            }
+        });
+        let saved_all = futures::future::join_all(saves).await;
+        let mut results = Vec::new();
+        for ((shard, span, answer), save) in finished.into_iter().zip(saved_all) {
+            match answer {
                 Ok((mut report, mut cursor)) => {
                     let mut saved = false;
-                    if let Some(c) = cursor.as_mut()
-                        && !self.dry_run
-                    {
-                        match self.port.save_cursor(c.clone(), self.plan.now).await {
+                    if let (Some(c), Some(save)) = (cursor.as_mut(), save) {
+                        match save {
                             Ok(()) => {
                                 c.updated_ns = self.plan.now;
                                 saved = true;
