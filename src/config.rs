@@ -927,6 +927,83 @@ impl Settings {
     }
 }
 
+impl Settings {
+    /// The client TLS of calls to `weed admin`'s HTTP API when that API is
+    /// HTTPS (`[https.admin]` on the admin; docs/plugin-worker.md#admin-https),
+    /// as SeaweedFS's own HTTP clients have it: from the `security.toml` named
+    /// by `cluster.security_toml`, `[https.client]` with `enabled = true`,
+    /// `ca` (the admin's certificate must chain to it) and, for an admin with
+    /// `[https.admin] ca`, `cert` and `key`; `WEED_HTTPS_CLIENT_*` variables
+    /// of `env` win. `None`: plain HTTP. The server name is left for the
+    /// caller to set to the admin's host (checked, as Go's clients check it).
+    pub fn admin_https_files(
+        &self,
+        env: impl IntoIterator<Item = (String, String)>,
+    ) -> Result<Option<TlsFiles>, ConfigError> {
+        let st = self.cluster.security_toml.trim();
+        if st.is_empty() {
+            return Ok(None);
+        }
+        let cfg = read_security_toml(st)?;
+        let env: HashMap<String, String> = env.into_iter().collect();
+        let get = |key: &str| -> String {
+            let var = format!("WEED_{}", key.replace('.', "_").to_uppercase());
+            env.get(&var)
+                .cloned()
+                .or_else(|| {
+                    cfg.get_string(key)
+                        .ok()
+                        .or_else(|| cfg.get_bool(key).ok().map(|b| b.to_string()))
+                })
+                .unwrap_or_default()
+                .trim()
+                .to_string()
+        };
+        let on = |key: &str| matches!(get(key).to_ascii_lowercase().as_str(), "true" | "1");
+        if !on("https.client.enabled") {
+            return Ok(None);
+        }
+        if on("https.client.insecure_skip_verify") {
+            return Err(invalid(
+                "cluster.security_toml",
+                format!(
+                    "{st}: [https.client] insecure_skip_verify = true: s3-lifecycled always \
+                     verifies weed admin's HTTPS certificate; set [https.client] ca to the CA \
+                     that issued the admin's [https.admin] certificate and drop \
+                     insecure_skip_verify"
+                ),
+            ));
+        }
+        let ca = get("https.client.ca");
+        if ca.is_empty() {
+            return Err(invalid(
+                "cluster.security_toml",
+                format!(
+                    "{st}: [https.client] enabled = true needs ca (the CA that issued weed \
+                     admin's [https.admin] certificate; or WEED_HTTPS_CLIENT_CA)"
+                ),
+            ));
+        }
+        let (cert, key) = (get("https.client.cert"), get("https.client.key"));
+        if cert.is_empty() != key.is_empty() {
+            return Err(invalid(
+                "cluster.security_toml",
+                format!(
+                    "{st}: [https.client] cert and key must be set together \
+                     (or WEED_HTTPS_CLIENT_CERT and WEED_HTTPS_CLIENT_KEY)"
+                ),
+            ));
+        }
+        let path = |p: String| Some(PathBuf::from(p)).filter(|p| !p.as_os_str().is_empty());
+        Ok(Some(TlsFiles {
+            ca: PathBuf::from(ca),
+            cert: path(cert),
+            key: path(key),
+            server_name: None,
+        }))
+    }
+}
+
 /// Parses `0-15`, `7` or `0,4,7` into a sorted, de-duplicated shard list.
 pub fn parse_shards(s: &str) -> Result<Vec<u8>, String> {
     let mut out = Vec::new();
@@ -1230,6 +1307,71 @@ mod tests {
             .unwrap();
         assert_eq!(f.cert, Some(PathBuf::from("/e/wc.crt")));
         assert_eq!(f.key, Some(PathBuf::from("/e/wc.key")));
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn admin_https_comes_from_https_client_and_refuses_skipping_verification() {
+        let dir = std::env::temp_dir().join(format!("cfg-admin-https-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = dir.join("security.toml");
+        let mut s = Settings::default();
+        assert_eq!(
+            s.admin_https_files(env(&[])).unwrap(),
+            None,
+            "no file: HTTP"
+        );
+        s.cluster.security_toml = file.display().to_string();
+        // The scaffold's [https.client] is off: plain HTTP.
+        std::fs::write(
+            &file,
+            "[grpc]\nca = \"/s/ca.crt\"\n[https.client]\nenabled = false\nca = \"/s/h.crt\"\n",
+        )
+        .unwrap();
+        assert_eq!(s.admin_https_files(env(&[])).unwrap(), None);
+        // On: ca, cert and key of [https.client], not [grpc]'s.
+        std::fs::write(
+            &file,
+            "[grpc]\nca = \"/s/ca.crt\"\n[https.client]\nenabled = true\nca = \"/s/h.crt\"\n\
+             cert = \"/s/hc.crt\"\nkey = \"/s/hc.key\"\n",
+        )
+        .unwrap();
+        let f = s.admin_https_files(env(&[])).unwrap().unwrap();
+        assert_eq!(f.ca, PathBuf::from("/s/h.crt"));
+        assert_eq!(f.cert, Some(PathBuf::from("/s/hc.crt")));
+        assert_eq!(f.key, Some(PathBuf::from("/s/hc.key")));
+        // WEED_HTTPS_CLIENT_* win, as in SeaweedFS.
+        let f = s
+            .admin_https_files(env(&[("WEED_HTTPS_CLIENT_CA", "/e/h.crt")]))
+            .unwrap()
+            .unwrap();
+        assert_eq!(f.ca, PathBuf::from("/e/h.crt"));
+        assert_eq!(
+            s.admin_https_files(env(&[("WEED_HTTPS_CLIENT_ENABLED", "false")]))
+                .unwrap(),
+            None
+        );
+        // On without ca, half a client certificate, skipping verification: errors naming them.
+        std::fs::write(&file, "[https.client]\nenabled = true\n").unwrap();
+        let e = s.admin_https_files(env(&[])).unwrap_err().to_string();
+        assert!(
+            e.contains("[https.client]") && e.contains("ca") && e.contains("cluster.security_toml"),
+            "{e}"
+        );
+        std::fs::write(
+            &file,
+            "[https.client]\nenabled = true\nca = \"/s/h.crt\"\ncert = \"/s/hc.crt\"\n",
+        )
+        .unwrap();
+        let e = s.admin_https_files(env(&[])).unwrap_err().to_string();
+        assert!(e.contains("cert and key must be set together"), "{e}");
+        std::fs::write(
+            &file,
+            "[https.client]\nenabled = true\ninsecure_skip_verify = true\n",
+        )
+        .unwrap();
+        let e = s.admin_https_files(env(&[])).unwrap_err().to_string();
+        assert!(e.contains("insecure_skip_verify"), "{e}");
         let _ = std::fs::remove_dir_all(&dir);
     }
 

@@ -3,6 +3,8 @@
 //! `[grpc.worker]`, as SeaweedFS's own `weed worker` reads them. A worker with the client
 //! certificate connects, is listed by the admin and runs a job against the mTLS cluster of
 //! `tests/common/tls.rs`; one without it stops at once with a message naming `[grpc.worker]`.
+//! A second admin serves its HTTP API over HTTPS (`[https.admin]`): the one-enforcer check
+//! reads it with `[https.client]` (docs/plugin-worker.md#admin-https).
 //!
 //! One mTLS cluster and one admin for the binary; the tests run one at a time (the admin's
 //! job-type config and worker set are global).
@@ -247,20 +249,33 @@ async fn worker_without_a_client_certificate_is_refused_naming_grpc_worker() {
     );
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn an_admin_serving_https_is_named_as_such_by_the_one_enforcer_check() {
-    let _serial = SERIAL.lock().await;
-    let t = tls_cluster();
-    // A second admin whose HTTP API is HTTPS ([https.admin]; weed/command/admin.go in 4.48).
+/// The HTTPS admin of the one-enforcer tests: `[https.admin]` with `admin.crt` (it names
+/// 127.0.0.1) makes its HTTP API HTTPS only (weed/command/admin.go in 4.48), `[grpc.admin]` its
+/// worker port mutual TLS.
+fn https_admin(t: &TlsCluster) -> WeedAdmin {
     let toml = security_with(
         t,
         &format!(
-            "[grpc.admin]\ncert = \"{0}\"\nkey = \"{1}\"\n[https.admin]\ncert = \"{0}\"\nkey = \"{1}\"\n",
+            "[grpc.admin]\ncert = \"{}\"\nkey = \"{}\"\n[https.admin]\ncert = \"{}\"\nkey = \"{}\"\n",
             t.cert("server.crt"),
-            t.cert("server.key")
+            t.cert("server.key"),
+            t.cert("admin.crt"),
+            t.cert("admin.key")
         ),
     );
-    let https = WeedAdmin::start_with_security(&t.cluster, Some(&toml));
+    WeedAdmin::start_with_security(&t.cluster, Some(&toml))
+}
+
+/// A `run-once` security.toml in `dir`: the cluster's (gRPC mTLS) plus `https_client`.
+fn run_once_toml(t: &TlsCluster, dir: &std::path::Path, https_client: &str) -> String {
+    worker_toml(t, dir, https_client)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_admin_serving_https_is_checked_over_https_with_https_client() {
+    let _serial = SERIAL.lock().await;
+    let t = tls_cluster();
+    let https = https_admin(t);
     let c = &t.cluster;
     let s3 = c.s3_client();
     let b = c.new_bucket("e2e-admin-https").await.unwrap();
@@ -268,19 +283,139 @@ async fn an_admin_serving_https_is_named_as_such_by_the_one_enforcer_check() {
     put_lifecycle_plain(c, &b, &lifecycle(&date_rule("due", "tmp/", PAST_DATE))).await;
     let scope = Scope::new(&[&b]);
     let addr = https.worker_arg();
-    let env = [
-        ("S3_LIFECYCLED__TLS__CA", t.cert("ca.crt")),
-        ("S3_LIFECYCLED__TLS__CERT", t.cert("client.crt")),
-        ("S3_LIFECYCLED__TLS__KEY", t.cert("client.key")),
-        ("S3_LIFECYCLED__WEED_ADMIN__ADDRESS", addr.clone()),
-    ];
-    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
-    let p = run_once(c, &scope, None, &[], &env).await;
+    let dir = TmpDir::new("s3lc-admin-https");
+    let run = |toml: String| {
+        let (scope, addr) = (&scope, addr.clone());
+        async move {
+            let env = [
+                ("S3_LIFECYCLED__CLUSTER__SECURITY_TOML", toml.as_str()),
+                ("S3_LIFECYCLED__WEED_ADMIN__ADDRESS", addr.as_str()),
+            ];
+            run_once(c, scope, None, &[], &env).await
+        }
+    };
+
+    // Without [https.client] the check cannot ask, and says what to set.
+    let plain = run_once_toml(t, &dir.path().join("plain"), "");
+    let p = run(plain).await;
     assert_eq!(p.code, 2, "{}", p.describe());
     assert!(
-        p.stderr.contains("serves HTTPS") && p.stderr.contains("[https.admin]"),
+        p.stderr.contains("serves HTTPS")
+            && p.stderr.contains("[https.admin]")
+            && p.stderr.contains("[https.client] enabled = true"),
         "{}",
         p.describe()
     );
     assert!(exists(&s3, &b, "tmp/a").await, "nothing deleted");
+
+    // [https.client] with a CA that did not issue the admin's certificate: refused, named.
+    let foreign = run_once_toml(
+        t,
+        &dir.path().join("foreign"),
+        &format!(
+            "[https.client]\nenabled = true\nca = \"{}\"\n",
+            t.cert("ca2.crt")
+        ),
+    );
+    let p = run(foreign).await;
+    assert_eq!(p.code, 2, "{}", p.describe());
+    assert!(
+        p.stderr.contains("https://") && p.stderr.contains("[https.client]"),
+        "{}",
+        p.describe()
+    );
+    assert!(exists(&s3, &b, "tmp/a").await, "nothing deleted");
+
+    // [https.client] insecure_skip_verify is refused before anything is asked.
+    let skip = run_once_toml(
+        t,
+        &dir.path().join("skip"),
+        "[https.client]\nenabled = true\ninsecure_skip_verify = true\n",
+    );
+    let p = run(skip).await;
+    assert_eq!(p.code, 2, "{}", p.describe());
+    assert!(
+        p.stderr.contains("insecure_skip_verify"),
+        "{}",
+        p.describe()
+    );
+
+    // With the CA: the check asks over HTTPS, finds no other enforcer, the pass deletes.
+    let good = run_once_toml(
+        t,
+        &dir.path().join("good"),
+        &format!(
+            "[https.client]\nenabled = true\nca = \"{}\"\n",
+            t.cert("ca.crt")
+        ),
+    );
+    let p = run(good.clone()).await;
+    assert_eq!(p.code, 0, "{}", p.describe());
+    assert!(!exists(&s3, &b, "tmp/a").await, "the due object is deleted");
+    put(&s3, &b, "tmp/b", b"x", None).await;
+
+    // A Go `weed worker` serving s3_lifecycle at that admin (over its mTLS worker port): the
+    // check reads it from the HTTPS API and refuses to delete.
+    let go_dir = TmpDir::new("s3lc-admin-https-go");
+    std::fs::write(
+        go_dir.path().join("security.toml"),
+        security_with(
+            t,
+            &format!(
+                "[grpc.worker]\ncert = \"{}\"\nkey = \"{}\"\n",
+                t.cert("client.crt"),
+                t.cert("client.key")
+            ),
+        ),
+    )
+    .unwrap();
+    let _go = tokio::process::Command::new(&c.weed_bin)
+        .args([
+            "worker".to_string(),
+            format!("-admin={addr}"),
+            "-jobType=s3_lifecycle".to_string(),
+            format!("-workingDir={}", go_dir.path().display()),
+        ])
+        .current_dir(go_dir.path())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("spawning weed worker");
+    let tls = s3_lifecycled::seaweed::tls::ClientTls::load_for(
+        s3_lifecycled::seaweed::tls::TlsFiles {
+            ca: t.cert("ca.crt").into(),
+            cert: None,
+            key: None,
+            server_name: Some("127.0.0.1".into()),
+        },
+        s3_lifecycled::seaweed::tls::Alpn::Http1,
+    )
+    .unwrap();
+    let http = https.http_addr();
+    eventually(
+        Duration::from_secs(60),
+        Duration::from_millis(200),
+        async || {
+            let w = s3_lifecycled::plugin::admin_http::get_with(
+                Some(&tls),
+                &http,
+                "/api/plugin/workers",
+            )
+            .await?;
+            if s3_lifecycled::plugin::enforcer::foreign_enforcers(&w, None).is_empty() {
+                Err(format!("the HTTPS admin lists no Go worker yet: {w}"))
+            } else {
+                Ok(())
+            }
+        },
+    )
+    .await;
+    let p = run(good).await;
+    assert_eq!(p.code, 2, "{}", p.describe());
+    assert!(p.stderr.contains("refusing to delete"), "{}", p.describe());
+    assert!(
+        exists(&s3, &b, "tmp/b").await,
+        "nothing deleted while it serves"
+    );
 }

@@ -262,7 +262,7 @@ pub async fn one_enforcer(s: &Settings) -> Result<(), String> {
         warn_unconfigured_admin(s).await;
         return Ok(());
     }
-    crate::plugin::enforcer::check(admin, None).await
+    crate::plugin::enforcer::check_settings(s, None).await
 }
 
 /// The text of the warning for an admin the master reports but

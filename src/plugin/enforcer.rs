@@ -6,8 +6,10 @@
 
 use serde_json::Value;
 
+use crate::config::Settings;
 use crate::plugin::admin_http;
 use crate::plugin::job::{JOB_TYPE, VERSION_PREFIX, http_address};
+use crate::seaweed::tls::{Alpn, ClientTls};
 
 /// A worker at the admin that serves `s3_lifecycle` and is not ours.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -74,29 +76,74 @@ pub fn refusal(admin: &str, others: &[ForeignWorker]) -> String {
     )
 }
 
-/// Asks the admin at `admin` (`host:http[.grpc]`) and returns the refusal
-/// when a foreign worker serves `s3_lifecycle`. An admin that cannot be
-/// asked is an error too: the operator named it so that this check runs.
-pub async fn check(admin: &str, self_id: Option<&str>) -> Result<(), String> {
+/// The client TLS of the check's calls when the admin's HTTP API is HTTPS:
+/// `[https.client]` in `cluster.security_toml`
+/// (docs/plugin-worker.md#admin-https), loaded and checked now, with the
+/// admin's host (from `weed_admin.address`) as the name its certificate must
+/// carry, as SeaweedFS's Go clients check it. `None`: plain HTTP. `Err`
+/// names the key and the file.
+pub fn admin_https(s: &Settings) -> Result<Option<ClientTls>, String> {
+    let Some(mut files) = s
+        .admin_https_files(std::env::vars())
+        .map_err(|e| e.to_string())?
+    else {
+        return Ok(None);
+    };
+    let admin =
+        http_address(&s.weed_admin.address).map_err(|e| format!("weed_admin.address {e}"))?;
+    files.server_name = crate::seaweed::tls::host_port(&admin).map(|(host, _)| host);
+    ClientTls::load_for(files, Alpn::Http1)
+        .map(Some)
+        .map_err(|e| {
+            format!(
+                "[https.client] of cluster.security_toml ({}): {e}",
+                s.cluster.security_toml.trim()
+            )
+        })
+}
+
+/// [`check`] of the admin `s` names (`weed_admin.address`), over HTTPS when
+/// `s` enables `[https.client]` ([`admin_https`]).
+pub async fn check_settings(s: &Settings, self_id: Option<&str>) -> Result<(), String> {
+    let tls = admin_https(s)?;
+    check(&s.weed_admin.address, tls.as_ref(), self_id).await
+}
+
+/// Asks the admin at `admin` (`host:http[.grpc]`), over HTTPS with `tls`,
+/// and returns the refusal when a foreign worker serves `s3_lifecycle`. An
+/// admin that cannot be asked is an error too: the operator named it so
+/// that this check runs.
+pub async fn check(
+    admin: &str,
+    tls: Option<&ClientTls>,
+    self_id: Option<&str>,
+) -> Result<(), String> {
     let http = http_address(admin).map_err(|e| format!("weed_admin.address {e}"))?;
-    let workers = match admin_http::get(&http, "/api/plugin/workers").await {
+    let workers = match admin_http::get_with(tls, &http, "/api/plugin/workers").await {
         Ok(w) => w,
         // An admin with `[https.admin]` serves its HTTP API over TLS only
         // (docs/plugin-worker.md#admin-https); plaintext just sees the
-        // connection close, so say why.
-        Err(e) if crate::seaweed::tls::speaks_tls(&http).await => {
+        // connection close, so say why and what to set.
+        Err(e) if tls.is_none() && crate::seaweed::tls::speaks_tls(&http).await => {
             return Err(format!(
                 "cannot check weed admin for other s3_lifecycle workers: its HTTP API at {http} \
-                 serves HTTPS ([https.admin] in its security.toml) and this check speaks plain \
-                 HTTP only ({e}). Serve the admin's HTTP API without [https.admin] where \
-                 s3-lifecycled can reach it, or check GET /api/plugin/workers by hand and set \
-                 weed_admin.allow_other_enforcers = true"
+                 serves HTTPS ([https.admin] in its security.toml) and cluster.security_toml \
+                 does not enable [https.client] ({e}). Set [https.client] enabled = true and \
+                 ca (the CA of the admin's certificate) in the security.toml that \
+                 cluster.security_toml names, plus cert and key when the admin sets \
+                 [https.admin] ca; or set weed_admin.allow_other_enforcers = true after \
+                 checking GET /api/plugin/workers by hand"
             ));
         }
         Err(e) => {
+            let fix = if tls.is_some() {
+                "fix weed_admin.address or [https.client] in cluster.security_toml"
+            } else {
+                "fix weed_admin.address"
+            };
             return Err(format!(
-                "cannot check weed admin for other s3_lifecycle workers ({e}); fix \
-                 weed_admin.address, or set weed_admin.allow_other_enforcers = true"
+                "cannot check weed admin for other s3_lifecycle workers ({e}); {fix}, or set \
+                 weed_admin.allow_other_enforcers = true"
             ));
         }
     };

@@ -700,7 +700,8 @@ async fn execute(shared: &Shared, r: ExecuteJobRequest, job_id: &str, stop: Stop
     };
     let wa = &shared.base.weed_admin;
     if !wa.allow_other_enforcers
-        && let Err(e) = crate::plugin::enforcer::check(&wa.address, Some(&shared.id)).await
+        && let Err(e) =
+            crate::plugin::enforcer::check_settings(&shared.base, Some(&shared.id)).await
     {
         return fail(e);
     }

@@ -169,8 +169,29 @@ struct Loaded {
     chain: Vec<CertificateDer<'static>>,
 }
 
+/// The application protocol a [`ClientTls`]'s connections speak, offered
+/// through ALPN.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Alpn {
+    /// HTTP/2: SeaweedFS's gRPC servers.
+    H2,
+    /// HTTP/1.1: `weed admin`'s HTTPS API, a Go `net/http` server that
+    /// would pick HTTP/2 if it were offered (docs/plugin-worker.md#admin-https).
+    Http1,
+}
+
+impl Alpn {
+    fn protocols(self) -> Vec<Vec<u8>> {
+        match self {
+            Alpn::H2 => vec![b"h2".to_vec()],
+            Alpn::Http1 => vec![b"http/1.1".to_vec()],
+        }
+    }
+}
+
 struct Inner {
     files: TlsFiles,
+    alpn: Alpn,
     loaded: Mutex<Loaded>,
     /// Bumped when the files change; connections of an older generation are
     /// closed at the next [`ClientTls::refresh`] so the next call redials
@@ -215,7 +236,7 @@ fn read(key: &'static str, path: &Path) -> Result<Vec<u8>, TlsConfigError> {
 
 /// Reads the files and builds the rustls configuration; the digest covers
 /// every byte read.
-fn load(files: &TlsFiles) -> Result<Loaded, TlsConfigError> {
+fn load(files: &TlsFiles, alpn: Alpn) -> Result<Loaded, TlsConfigError> {
     let mut h = DefaultHasher::new();
     let ca_pem = read("tls.ca", &files.ca)?;
     ca_pem.hash(&mut h);
@@ -296,7 +317,7 @@ fn load(files: &TlsFiles) -> Result<Loaded, TlsConfigError> {
         }
     };
     // SeaweedFS's gRPC servers negotiate HTTP/2 through ALPN.
-    config.alpn_protocols = vec![b"h2".to_vec()];
+    config.alpn_protocols = alpn.protocols();
     Ok(Loaded {
         digest: h.finish(),
         config: Arc::new(config),
@@ -308,9 +329,15 @@ fn load(files: &TlsFiles) -> Result<Loaded, TlsConfigError> {
 impl ClientTls {
     /// Loads and checks the files now, so bad material is a start-up error.
     pub fn load(files: TlsFiles) -> Result<ClientTls, TlsConfigError> {
-        let loaded = load(&files)?;
+        ClientTls::load_for(files, Alpn::H2)
+    }
+
+    /// [`ClientTls::load`] for connections that speak `alpn`.
+    pub fn load_for(files: TlsFiles, alpn: Alpn) -> Result<ClientTls, TlsConfigError> {
+        let loaded = load(&files, alpn)?;
         Ok(ClientTls(Arc::new(Inner {
             files,
+            alpn,
             loaded: Mutex::new(loaded),
             generation: AtomicU64::new(0),
             conns: Mutex::new(Vec::new()),
@@ -327,7 +354,7 @@ impl ClientTls {
     /// configuration. A file that does not load (a rotation half written)
     /// keeps the previous one, with a warning. Returns whether it changed.
     fn reload(&self) -> bool {
-        match load(&self.0.files) {
+        match load(&self.0.files, self.0.alpn) {
             Ok(new) => {
                 let mut cur = self.0.loaded.lock().unwrap_or_else(|p| p.into_inner());
                 if cur.digest == new.digest {
@@ -693,7 +720,7 @@ impl ServerCertVerifier for ChainVerifier {
 
 /// `host:port` or `http://host:port/` split into host (brackets of an IPv6
 /// literal removed) and port.
-fn host_port(addr: &str) -> Option<(String, u16)> {
+pub(crate) fn host_port(addr: &str) -> Option<(String, u16)> {
     let hostport = addr
         .split_once("://")
         .map_or(addr, |(_, rest)| rest)

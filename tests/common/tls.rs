@@ -4,7 +4,8 @@
 //! TLS on for every role (docs/tls.md), and one `weed server` shared by the binary's tests.
 //!
 //! Besides the good client certificate there are: a second valid one (rotation), one from a
-//! foreign CA, one expired in 2020 (`openssl ca -startdate/-enddate`), and the foreign CA itself.
+//! foreign CA, one expired in 2020 (`openssl ca -startdate/-enddate`), the foreign CA itself, and
+//! `admin.crt`, which names 127.0.0.1 (subjectAltName), for `weed admin`'s HTTPS API.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -24,6 +25,10 @@ leaf() { # name CN ca
   openssl x509 -req -in $1.csr -CA $3.crt -CAkey $3.key -CAcreateserial -out $1.crt -days 365 -extfile leaf.ext
 }
 leaf server seaweedfs-node ca
+# weed admin's HTTPS certificate names its address, as Go's HTTPS clients require.
+printf 'basicConstraints=CA:FALSE\nkeyUsage=digitalSignature,keyEncipherment\nsubjectAltName=IP:127.0.0.1,DNS:localhost\n' > san.ext
+openssl req -newkey rsa:2048 -nodes -keyout admin.key -out admin.csr -subj "/CN=weed-admin"
+openssl x509 -req -in admin.csr -CA ca.crt -CAkey ca.key -CAcreateserial -out admin.crt -days 365 -extfile san.ext
 leaf client lifecycled ca
 leaf client2 lifecycled-rotated ca
 leaf foreign lifecycled ca2
