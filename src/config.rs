@@ -829,17 +829,10 @@ impl Settings {
                 server_name,
             }));
         }
-        let cfg = read_security_toml(st)?;
-        let env: HashMap<String, String> = env.into_iter().collect();
-        let get = |key: &str, var: &str| -> String {
-            env.get(var)
-                .cloned()
-                .or_else(|| cfg.get_string(key).ok())
-                .unwrap_or_default()
-        };
-        let ca = get("grpc.ca", "WEED_GRPC_CA");
-        let cert = get("grpc.client.cert", "WEED_GRPC_CLIENT_CERT");
-        let key = get("grpc.client.key", "WEED_GRPC_CLIENT_KEY");
+        let toml = SecurityToml::read(st, env)?;
+        let ca = toml.get("grpc.ca");
+        let cert = toml.get("grpc.client.cert");
+        let key = toml.get("grpc.client.key");
         let Some(ca) = path(&ca) else {
             if !cert.trim().is_empty() {
                 return Err(invalid(
@@ -881,21 +874,11 @@ impl Settings {
         &self,
         env: impl IntoIterator<Item = (String, String)>,
     ) -> Result<Option<TlsFiles>, ConfigError> {
-        let st = self.cluster.security_toml.trim();
-        if st.is_empty() {
+        let Some(toml) = self.security_toml(env)? else {
             return Ok(None);
-        }
-        let cfg = read_security_toml(st)?;
-        let env: HashMap<String, String> = env.into_iter().collect();
-        let get = |key: &str| -> String {
-            let var = format!("WEED_{}", key.replace('.', "_").to_uppercase());
-            env.get(&var)
-                .cloned()
-                .or_else(|| cfg.get_string(key).ok())
-                .unwrap_or_default()
-                .trim()
-                .to_string()
         };
+        let st = toml.path.as_str();
+        let get = |key: &str| toml.get(key);
         let (mut cert, mut key) = (
             get("grpc.worker.client_cert"),
             get("grpc.worker.client_key"),
@@ -940,26 +923,11 @@ impl Settings {
         &self,
         env: impl IntoIterator<Item = (String, String)>,
     ) -> Result<Option<TlsFiles>, ConfigError> {
-        let st = self.cluster.security_toml.trim();
-        if st.is_empty() {
+        let Some(toml) = self.security_toml(env)? else {
             return Ok(None);
-        }
-        let cfg = read_security_toml(st)?;
-        let env: HashMap<String, String> = env.into_iter().collect();
-        let get = |key: &str| -> String {
-            let var = format!("WEED_{}", key.replace('.', "_").to_uppercase());
-            env.get(&var)
-                .cloned()
-                .or_else(|| {
-                    cfg.get_string(key)
-                        .ok()
-                        .or_else(|| cfg.get_bool(key).ok().map(|b| b.to_string()))
-                })
-                .unwrap_or_default()
-                .trim()
-                .to_string()
         };
-        let on = |key: &str| matches!(get(key).to_ascii_lowercase().as_str(), "true" | "1");
+        let st = toml.path.as_str();
+        let (get, on) = (|key: &str| toml.get(key), |key: &str| toml.on(key));
         if !on("https.client.enabled") {
             return Ok(None);
         }
@@ -1143,20 +1111,77 @@ fn normalize_filer_path(path: &str) -> String {
     format!("/{}", segs.join("/"))
 }
 
-/// SeaweedFS's `security.toml` at `st` (`cluster.security_toml`), parsed;
-/// an error naming the setting when it is missing or not TOML.
-fn read_security_toml(st: &str) -> Result<config::Config, ConfigError> {
-    let file = Path::new(st);
-    if !file.is_file() {
-        return Err(invalid(
-            "cluster.security_toml",
-            format!("{st} does not exist or is not a file (SeaweedFS's security.toml)"),
-        ));
+impl Settings {
+    /// The file `cluster.security_toml` names, read; `None` when it names none.
+    fn security_toml(
+        &self,
+        env: impl IntoIterator<Item = (String, String)>,
+    ) -> Result<Option<SecurityToml>, ConfigError> {
+        let st = self.cluster.security_toml.trim();
+        if st.is_empty() {
+            return Ok(None);
+        }
+        SecurityToml::read(st, env).map(Some)
     }
-    config::Config::builder()
-        .add_source(config::File::from(file).format(config::FileFormat::Toml))
-        .build()
-        .map_err(|e| invalid("cluster.security_toml", format!("{st}: {e}")))
+}
+
+/// SeaweedFS's `security.toml` (`cluster.security_toml`), read as `weed`
+/// reads it: a `WEED_<KEY>` variable (dots as underscores, upper case, e.g.
+/// `WEED_GRPC_CLIENT_CERT` for `grpc.client.cert`) wins over the file.
+struct SecurityToml {
+    /// The file, for messages.
+    path: String,
+    cfg: config::Config,
+    env: HashMap<String, String>,
+}
+
+impl SecurityToml {
+    /// The file at `st`, parsed; an error naming the setting when it is
+    /// missing or not TOML.
+    fn read(
+        st: &str,
+        env: impl IntoIterator<Item = (String, String)>,
+    ) -> Result<SecurityToml, ConfigError> {
+        let file = Path::new(st);
+        if !file.is_file() {
+            return Err(invalid(
+                "cluster.security_toml",
+                format!("{st} does not exist or is not a file (SeaweedFS's security.toml)"),
+            ));
+        }
+        let cfg = config::Config::builder()
+            .add_source(config::File::from(file).format(config::FileFormat::Toml))
+            .build()
+            .map_err(|e| invalid("cluster.security_toml", format!("{st}: {e}")))?;
+        Ok(SecurityToml {
+            path: st.to_string(),
+            cfg,
+            env: env.into_iter().collect(),
+        })
+    }
+
+    /// `key` (e.g. `grpc.ca`), trimmed; empty when unset. A boolean reads as
+    /// `true` or `false`.
+    fn get(&self, key: &str) -> String {
+        let var = format!("WEED_{}", key.replace('.', "_").to_uppercase());
+        self.env
+            .get(&var)
+            .cloned()
+            .or_else(|| {
+                self.cfg
+                    .get_string(key)
+                    .ok()
+                    .or_else(|| self.cfg.get_bool(key).ok().map(|b| b.to_string()))
+            })
+            .unwrap_or_default()
+            .trim()
+            .to_string()
+    }
+
+    /// Whether `key` is `true` (or `1`).
+    fn on(&self, key: &str) -> bool {
+        matches!(self.get(key).to_ascii_lowercase().as_str(), "true" | "1")
+    }
 }
 
 #[cfg(test)]

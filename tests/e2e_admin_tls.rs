@@ -397,12 +397,9 @@ async fn an_admin_serving_https_is_checked_over_https_with_https_client() {
         Duration::from_secs(60),
         Duration::from_millis(200),
         async || {
-            let w = s3_lifecycled::plugin::admin_http::get_with(
-                Some(&tls),
-                &http,
-                "/api/plugin/workers",
-            )
-            .await?;
+            let w =
+                s3_lifecycled::plugin::admin_http::get(Some(&tls), &http, "/api/plugin/workers")
+                    .await?;
             if s3_lifecycled::plugin::enforcer::foreign_enforcers(&w, None).is_empty() {
                 Err(format!("the HTTPS admin lists no Go worker yet: {w}"))
             } else {

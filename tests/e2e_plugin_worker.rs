@@ -249,6 +249,7 @@ async fn a_worker_killed_mid_job_reports_the_lost_job_and_loses_nothing() {
     let admin_http = a.http_addr();
     let first = tokio::spawn(async move {
         s3_lifecycled::plugin::admin_http::call(
+            None,
             &admin_http,
             "POST",
             "/api/plugin/job-types/s3_lifecycle/run",

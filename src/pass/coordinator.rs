@@ -1030,24 +1030,27 @@ impl Driver {
             };
             finished.push((shard, span, addr.send(fin).await));
         }
-        // Each shard's cursor is its own file: they are saved together, so
-        // the pass ends one save after the last shard answered, not sixteen
-        // (saved one after another they were most of a steady pass's tail).
-        let saves = finished.iter().map(|(_, _, answer)| {
-            let cursor = match answer {
-                Ok((_, Some(c))) if !self.dry_run => Some(c.clone()),
-                _ => None,
-            };
-            let port = self.port.clone();
-            let now = self.plan.now;
-            async move {
-                match cursor {
-                    Some(c) => Some(port.save_cursor(c, now).await),
-                    None => None,
+        // Each shard's cursor is its own file: they are saved a few at a
+        // time, so the pass ends a few saves after the last shard answered,
+        // not sixteen (one after another they were most of a steady pass's
+        // tail). Not all at once: with 1,000 rules a cursor is ~2 MB, and
+        // sixteen encoded requests at once raised the pass's peak by ~29 MB
+        // (heaptrack, docs/due-index.md#memory).
+        let (dry_run, now) = (self.dry_run, self.plan.now);
+        let saves: Vec<futures::future::BoxFuture<'static, Option<Result<(), String>>>> = finished
+            .iter()
+            .map(|(_, _, answer)| match answer {
+                // The port's future does nothing until polled.
+                Ok((_, Some(c))) if !dry_run => {
+                    self.port.save_cursor(c.clone(), now).map(Some).boxed()
                 }
-            }
-        });
-        let saved_all = futures::future::join_all(saves).await;
+                _ => futures::future::ready(None).boxed(),
+            })
+            .collect();
+        let saved_all: Vec<_> = futures::stream::iter(saves)
+            .buffered(CURSOR_SAVES_AT_ONCE)
+            .collect()
+            .await;
         let mut results = Vec::new();
         for ((shard, span, answer), save) in finished.into_iter().zip(saved_all) {
             match answer {
@@ -1487,6 +1490,11 @@ impl Driver {
 /// made 1-2 M-event direct-read passes 5-30% slower without a peak RSS
 /// saving that stood out of the run-to-run spread (docs/due-index.md#memory).
 const REPLAY_BATCH: usize = 512;
+
+/// Cursor files saved at the same time at a pass's end (see [`Driver::run`]'s
+/// end): four of sixteen took the steady pass's tail from ~16 ms to ~4 ms of
+/// saves while holding at most four encoded cursors.
+const CURSOR_SAVES_AT_ONCE: usize = 4;
 
 /// How long the replay waits for the stream's next event before it delivers
 /// the buffered ones (docs/meta-log.md#replay-batches).

@@ -16,21 +16,11 @@ use crate::seaweed::tls::ClientTls;
 pub const CALL_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// Sends `method path` with an optional JSON body to `addr` (`host:port`)
-/// and returns the status code and the parsed JSON answer (`Null` when the
-/// answer is empty or not JSON). `timeout` bounds the whole call.
+/// over HTTPS with `tls` (made with [`crate::seaweed::tls::Alpn::Http1`]),
+/// plain HTTP with `None`, and returns the status code and the parsed JSON
+/// answer (`Null` when the answer is empty or not JSON). `timeout` bounds the
+/// whole call.
 pub async fn call(
-    addr: &str,
-    method: &str,
-    path: &str,
-    body: Option<&serde_json::Value>,
-    timeout: Duration,
-) -> Result<(u16, serde_json::Value), String> {
-    call_with(None, addr, method, path, body, timeout).await
-}
-
-/// [`call`] over HTTPS with `tls` (made with [`crate::seaweed::tls::Alpn::Http1`]),
-/// plaintext with `None`.
-pub async fn call_with(
     tls: Option<&ClientTls>,
     addr: &str,
     method: &str,
@@ -123,17 +113,12 @@ where
 }
 
 /// `GET path`, requiring a 2xx answer.
-pub async fn get(addr: &str, path: &str) -> Result<serde_json::Value, String> {
-    get_with(None, addr, path).await
-}
-
-/// [`get`] over HTTPS with `tls`, plaintext with `None`.
-pub async fn get_with(
+pub async fn get(
     tls: Option<&ClientTls>,
     addr: &str,
     path: &str,
 ) -> Result<serde_json::Value, String> {
-    let (status, json) = call_with(tls, addr, "GET", path, None, CALL_TIMEOUT).await?;
+    let (status, json) = call(tls, addr, "GET", path, None, CALL_TIMEOUT).await?;
     if (200..300).contains(&status) {
         Ok(json)
     } else {

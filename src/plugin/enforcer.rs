@@ -119,7 +119,7 @@ pub async fn check(
     self_id: Option<&str>,
 ) -> Result<(), String> {
     let http = http_address(admin).map_err(|e| format!("weed_admin.address {e}"))?;
-    let workers = match admin_http::get_with(tls, &http, "/api/plugin/workers").await {
+    let workers = match admin_http::get(tls, &http, "/api/plugin/workers").await {
         Ok(w) => w,
         // An admin with `[https.admin]` serves its HTTP API over TLS only
         // (docs/plugin-worker.md#admin-https); plaintext just sees the

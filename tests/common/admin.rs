@@ -103,6 +103,7 @@ impl WeedAdmin {
     /// An API call; panics on transport errors, returns (status, JSON).
     pub async fn call(&self, method: &str, path: &str, body: Option<Value>) -> (u16, Value) {
         admin_http::call(
+            None,
             &self.http_addr(),
             method,
             path,
