@@ -332,13 +332,27 @@ async fn an_admin_serving_https_is_checked_over_https_with_https_client() {
         &dir.path().join("skip"),
         "[https.client]\nenabled = true\ninsecure_skip_verify = true\n",
     );
-    let p = run(skip).await;
+    let p = run(skip.clone()).await;
     assert_eq!(p.code, 2, "{}", p.describe());
     assert!(
         p.stderr.contains("insecure_skip_verify"),
         "{}",
         p.describe()
     );
+    // `serve` and `worker` refuse it at start, not at their first pass or job.
+    for cmd in ["serve", "worker"] {
+        let env = [
+            ("S3_LIFECYCLED__CLUSTER__SECURITY_TOML", skip.as_str()),
+            ("S3_LIFECYCLED__WEED_ADMIN__ADDRESS", addr.as_str()),
+        ];
+        let p = run_raw(&[cmd], &env).await;
+        assert_eq!(p.code, 2, "{cmd}: {}", p.describe());
+        assert!(
+            p.stderr.contains("insecure_skip_verify"),
+            "{cmd}: {}",
+            p.describe()
+        );
+    }
 
     // With the CA: the check asks over HTTPS, finds no other enforcer, the pass deletes.
     let good = run_once_toml(

@@ -84,6 +84,9 @@ pub fn run(args: ServeArgs) -> i32 {
         Ok(t) => t,
         Err(e) => return usage(e),
     };
+    if let Err(e) = crate::plugin::enforcer::check_config(&s) {
+        return usage(e);
+    }
     let token = match admin_token(&s) {
         Ok(t) => t,
         Err(e) => return usage(e),

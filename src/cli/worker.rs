@@ -67,6 +67,9 @@ pub fn run(args: WorkerArgs) -> i32 {
     if let Err(e) = s.validate() {
         return usage(e);
     }
+    if let Err(e) = crate::plugin::enforcer::check_config(&s) {
+        return usage(e);
+    }
     let Some(sys) = super::actix_system() else {
         return EXIT_ERROR;
     };

@@ -102,6 +102,16 @@ pub fn admin_https(s: &Settings) -> Result<Option<ClientTls>, String> {
         })
 }
 
+/// At start-up (`serve`, `worker`): whether the check's `[https.client]`
+/// loads, so a bad one is a configuration error now rather than a failed pass
+/// or job later. Nothing to check when the check does not run.
+pub fn check_config(s: &Settings) -> Result<(), String> {
+    if s.weed_admin.address.trim().is_empty() || s.weed_admin.allow_other_enforcers {
+        return Ok(());
+    }
+    admin_https(s).map(|_| ())
+}
+
 /// [`check`] of the admin `s` names (`weed_admin.address`), over HTTPS when
 /// `s` enables `[https.client]` ([`admin_https`]).
 pub async fn check_settings(s: &Settings, self_id: Option<&str>) -> Result<(), String> {
