@@ -19,7 +19,11 @@
 //! `MALLOC_ARENA_MAX`; only a build on glibc's malloc, from before mimalloc,
 //! reads it; unset: glibc's default), `RSS_BENCH_BASELINE_BIN` (a second binary, e.g. an
 //! older build, measured over the same fixture in the same run with cursor
-//! directories of its own; its rows are marked `baseline`). A quick
+//! directories of its own; its rows are marked `baseline`),
+//! `RSS_BENCH_REPEATS` (passes per variant and size, default 3: the peak of
+//! one pass depends on how the reader and the shards race and varies by up to
+//! half between runs, so each row is the median of its passes, with their
+//! range; the passes of the variants alternate). A quick
 //! debug-build smoke run:
 //! `RSS_BENCH_SIZES=2000,8000 cargo test --bench rss`.
 //!
@@ -59,6 +63,8 @@ struct Knobs {
     in_flight: usize,
     /// The binaries measured: (row label prefix, path).
     bins: Vec<(&'static str, String)>,
+    /// Passes per variant and size (`RSS_BENCH_REPEATS`).
+    repeats: usize,
 }
 
 fn knobs() -> anyhow::Result<Knobs> {
@@ -89,20 +95,38 @@ fn knobs() -> anyhow::Result<Knobs> {
     if let Ok(b) = std::env::var("RSS_BENCH_BASELINE_BIN") {
         bins.push(("baseline ", b));
     }
+    let repeats = match std::env::var("RSS_BENCH_REPEATS") {
+        Ok(v) => v.trim().parse().with_context(|| {
+            format!("RSS_BENCH_REPEATS={v:?} is not a whole number; give e.g. 3")
+        })?,
+        Err(_) => 3,
+    };
     Ok(Knobs {
         sizes,
         in_flight: std::cmp::max(in_flight, 1),
         bins,
+        repeats: std::cmp::max(repeats, 1),
     })
 }
 
-/// One measured pass.
+/// One variant at one size: the median of its passes.
 struct Row {
     variant: String,
     size: usize,
+    /// Median peak RSS of the passes.
     rss_kib: u64,
+    /// Lowest and highest peak RSS of the passes.
+    rss_range: (u64, u64),
     events_read: i64,
+    /// Median pass duration.
     pass_ms: f64,
+}
+
+/// The median of `v` (the upper one of an even count; `v` not empty).
+fn median<T: PartialOrd + Copy>(v: &[T]) -> T {
+    let mut v = v.to_vec();
+    v.sort_by(|a, b| a.partial_cmp(b).unwrap_or(std::cmp::Ordering::Equal));
+    v[v.len() / 2]
 }
 
 /// Runs `bin run-once` over `buckets` from `cursor_dir`, sampling its peak RSS.
@@ -229,11 +253,14 @@ async fn run(k: &Knobs) -> anyhow::Result<Vec<Row>> {
             ]
         })
         .collect();
-    // One cursor directory per (variant, size), created before the fixture.
-    let dir = |v: usize, size: usize| format!("/etc/s3/rss-bench/v{v}-{size}");
+    // One cursor directory per (variant, size, repeat), created before the
+    // fixture: each pass after seeding reads everything written since.
+    let dir = |v: usize, size: usize, r: usize| format!("/etc/s3/rss-bench/v{v}-{size}-{r}");
     for &size in &k.sizes {
-        for (v, (_, buckets, bin)) in variants.iter().enumerate() {
-            pass(c, bin, buckets, &dir(v, size))?;
+        for r in 0..k.repeats {
+            for (v, (_, buckets, bin)) in variants.iter().enumerate() {
+                pass(c, bin, buckets, &dir(v, size, r))?;
+            }
         }
     }
     let mut rows = Vec::new();
@@ -241,24 +268,39 @@ async fn run(k: &Knobs) -> anyhow::Result<Vec<Row>> {
     for &size in &k.sizes {
         seed(c, &template, seeded, size, k.in_flight).await?;
         seeded = size;
-        for (v, (name, buckets, bin)) in variants.iter().enumerate() {
-            let (rss_kib, json) = pass(c, bin, buckets, &dir(v, size))?;
-            let row = Row {
+        // (peak KiB, pass ms) of each variant's passes; the variants
+        // alternate, so a slow spell of the shared box hits them alike.
+        let mut seen: Vec<Vec<(u64, f64)>> = vec![Vec::new(); variants.len()];
+        let mut read = vec![-1; variants.len()];
+        for r in 0..k.repeats {
+            for (v, (name, buckets, bin)) in variants.iter().enumerate() {
+                let (rss_kib, json) = pass(c, bin, buckets, &dir(v, size, r))?;
+                let pass_ms = json["duration_ms"].as_f64().unwrap_or(f64::NAN);
+                read[v] = json["replay"]["events_read"].as_i64().unwrap_or(-1);
+                eprintln!(
+                    "  {name} at {size}, pass {}: peak RSS {rss_kib} KiB, events_read {}, {pass_ms:.0} ms, matches {} pending {}",
+                    r + 1,
+                    read[v],
+                    json["totals"]["matches"],
+                    json["totals"]["pending"]
+                );
+                seen[v].push((rss_kib, pass_ms));
+            }
+        }
+        for (v, (name, _, _)) in variants.iter().enumerate() {
+            let rss: Vec<u64> = seen[v].iter().map(|p| p.0).collect();
+            let ms: Vec<f64> = seen[v].iter().map(|p| p.1).collect();
+            rows.push(Row {
                 variant: name.clone(),
                 size,
-                rss_kib,
-                events_read: json["replay"]["events_read"].as_i64().unwrap_or(-1),
-                pass_ms: json["duration_ms"].as_f64().unwrap_or(f64::NAN),
-            };
-            eprintln!(
-                "  {name} at {size}: peak RSS {} KiB, events_read {}, {:.0} ms, matches {} pending {}",
-                row.rss_kib,
-                row.events_read,
-                row.pass_ms,
-                json["totals"]["matches"],
-                json["totals"]["pending"]
-            );
-            rows.push(row);
+                rss_kib: median(&rss),
+                rss_range: (
+                    rss.iter().copied().min().unwrap_or(0),
+                    rss.iter().copied().max().unwrap_or(0),
+                ),
+                events_read: read[v],
+                pass_ms: median(&ms),
+            });
         }
     }
     Ok(rows)
@@ -279,6 +321,7 @@ fn main() -> anyhow::Result<()> {
         ("events", Right, 9),
         ("events_read", Right, 11),
         ("peak MiB", Right, 9),
+        ("range MiB", Right, 12),
         ("pass ms", Right, 8),
         (&ratio_to, Left, 0),
     ]);
@@ -292,12 +335,20 @@ fn main() -> anyhow::Result<()> {
             r.size.to_string(),
             r.events_read.to_string(),
             format!("{:.1}", r.rss_kib as f64 / 1024.0),
+            format!(
+                "{:.1}-{:.1}",
+                r.rss_range.0 as f64 / 1024.0,
+                r.rss_range.1 as f64 / 1024.0
+            ),
             format!("{:.0}", r.pass_ms),
             format!("{:.3}", r.rss_kib as f64 / base as f64),
         ]);
     }
     println!();
-    println!("rss bench: peak RSS of one run-once pass reading the fixture (nothing due)");
+    println!(
+        "rss bench: peak RSS of a run-once pass reading the fixture (nothing due); median of {} passes per row",
+        k.repeats
+    );
     for l in t.plain_lines() {
         println!("{l}");
     }
