@@ -17,6 +17,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     // fifth of a pass's CPU in memcpy (docs/meta-log.md#event-layout).
     cfg.boxed(".filer_pb.EventNotification.old_entry");
     cfg.boxed(".filer_pb.EventNotification.new_entry");
+    // A log file record's event, as a slice of the chunk it was read in:
+    // decoding it into a Vec copied every event once more before it was
+    // decoded itself (docs/meta-log.md#direct-log-file-reads).
+    cfg.bytes([".filer_pb.LogEntry.data"]);
     let out_dir = std::path::PathBuf::from(std::env::var("OUT_DIR")?);
     tonic_prost_build::configure()
         .file_descriptor_set_path(out_dir.join("descriptors.bin"))

@@ -772,7 +772,7 @@ mod stand_in {
         for &(ts, name) in records {
             let entry = LogEntry {
                 ts_ns: ts,
-                data: event(ts, name).encode_to_vec(),
+                data: event(ts, name).encode_to_vec().into(),
                 ..Default::default()
             }
             .encode_to_vec();

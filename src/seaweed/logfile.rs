@@ -225,8 +225,11 @@ impl LogFileRecords {
             what,
             message: e.to_string(),
         };
-        let entry = LogEntry::decode(body).map_err(|e| decode("LogEntry", e))?;
-        let event = SubscribeMetadataResponse::decode(entry.data.as_slice())
+        // A slice of the chunk: `data` shares its bytes instead of copying them.
+        let at = local + 4;
+        let entry = LogEntry::decode(bytes.slice(at..at + body.len()))
+            .map_err(|e| decode("LogEntry", e))?;
+        let event = SubscribeMetadataResponse::decode(entry.data)
             .map_err(|e| decode("SubscribeMetadataResponse", e))?;
         self.offset = local + 4 + size as usize;
         Ok(Some(LogRecord {
@@ -921,7 +924,7 @@ mod tests {
     fn record_at(ts: Nanos, ev: Nanos, dir: &str, name: &str) -> Vec<u8> {
         let body = LogEntry {
             ts_ns: ts,
-            data: event(ev, dir, name).encode_to_vec(),
+            data: event(ev, dir, name).encode_to_vec().into(),
             ..Default::default()
         }
         .encode_to_vec();
