@@ -164,19 +164,6 @@ impl Knobs {
     }
 }
 
-fn median(mut v: Vec<f64>) -> f64 {
-    if v.is_empty() {
-        return f64::NAN;
-    }
-    v.sort_by(f64::total_cmp);
-    let n = v.len();
-    if n % 2 == 1 {
-        v[n / 2]
-    } else {
-        (v[n / 2 - 1] + v[n / 2]) / 2.0
-    }
-}
-
 fn runs_text(v: &[f64], unit: &str) -> String {
     v.iter()
         .map(|x| format!("{x:.3}{unit}"))
@@ -573,7 +560,10 @@ async fn classic_rows(c: &Cluster, k: &Knobs) -> anyhow::Result<Vec<Row>> {
         go_wall.push(wall);
         go_pass.push(g.pass.map_or(f64::NAN, |d| d.as_secs_f64()));
     }
-    let (o, g) = (median(ours_rate.clone()), median(go_rate.clone()));
+    let (o, g) = (
+        bench::median(ours_rate.clone()),
+        bench::median(go_rate.clone()),
+    );
     rows.push(Row {
         what: format!("pass events/s, nothing due (ours {ours_events} ev, Go {go_events} ev)"),
         ours: format!("{o:.0} ev/s"),
@@ -587,7 +577,7 @@ async fn classic_rows(c: &Cluster, k: &Knobs) -> anyhow::Result<Vec<Row>> {
             runs_text(&go_pass, "s")
         ),
     });
-    let (op, gp) = (median(ours_pass), median(go_pass));
+    let (op, gp) = (bench::median(ours_pass), bench::median(go_pass));
     rows.push(Row {
         what: "pass events/s, pass-internal time".into(),
         ours: format!("{:.0} ev/s", ours_events as f64 / op),
@@ -618,7 +608,7 @@ async fn classic_rows(c: &Cluster, k: &Knobs) -> anyhow::Result<Vec<Row>> {
         rates.push(n as f64 / el);
         times.push(el);
     }
-    let o = median(rates);
+    let o = bench::median(rates);
     rows.push(Row {
         what: format!("lister list_bucket, {listed} objects"),
         ours: format!("{o:.0} entries/s"),
@@ -650,7 +640,7 @@ async fn classic_rows(c: &Cluster, k: &Knobs) -> anyhow::Result<Vec<Row>> {
         rates.push(n as f64 / el);
         times.push(el);
     }
-    let o = median(rates);
+    let o = bench::median(rates);
     rows.push(Row {
         what: format!(
             "reader MetaLogReader, {events} events ({:.0} ev/resp)",
@@ -709,7 +699,7 @@ async fn classic_rows(c: &Cluster, k: &Knobs) -> anyhow::Result<Vec<Row>> {
         go_wall.push(wall);
         go_pass.push(run.pass.map_or(f64::NAN, |d| d.as_secs_f64()));
     }
-    let (o, g) = (median(ours_rate), median(go_rate));
+    let (o, g) = (bench::median(ours_rate), bench::median(go_rate));
     rows.push(Row {
         what: format!("pass deletes/s, {} due objects", k.due),
         ours: format!("{o:.0} del/s"),
@@ -723,7 +713,7 @@ async fn classic_rows(c: &Cluster, k: &Knobs) -> anyhow::Result<Vec<Row>> {
             runs_text(&go_pass, "s")
         ),
     });
-    let (op, gp) = (median(ours_pass), median(go_pass));
+    let (op, gp) = (bench::median(ours_pass), bench::median(go_pass));
     rows.push(Row {
         what: "pass deletes/s, pass-internal time".into(),
         ours: format!("{:.0} del/s", k.due as f64 / op),
@@ -902,7 +892,11 @@ async fn window_rows(c: &Cluster, k: &Knobs) -> anyhow::Result<Vec<Row>> {
         go_rate.push(gn as f64 / gp);
         go_pass.push(gp);
     }
-    let (o, g, rd) = (median(ours_rate), median(go_rate), median(reader.clone()));
+    let (o, g, rd) = (
+        bench::median(ours_rate),
+        bench::median(go_rate),
+        bench::median(reader.clone()),
+    );
     rows.push(Row {
         what: format!("(d) scan rate, pass reads everything (ours {ours_ev} ev, Go {go_ev} ev)"),
         ours: format!("{o:.0} ev/s"),
@@ -921,7 +915,7 @@ async fn window_rows(c: &Cluster, k: &Knobs) -> anyhow::Result<Vec<Row>> {
         ratio: ratio(o, rd),
         runs: format!("reader {}", runs_text(&reader, " ev/s")),
     });
-    let dr = median(direct_reader.clone());
+    let dr = bench::median(direct_reader.clone());
     rows.push(Row {
         what: "(d) scan rate vs our bare reader, direct log reads".into(),
         ours: format!("{o:.0} ev/s"),
@@ -950,7 +944,7 @@ async fn window_rows(c: &Cluster, k: &Knobs) -> anyhow::Result<Vec<Row>> {
         go_ev = gn;
         go_s.push(gp);
     }
-    let (o, g) = (median(ours_s.clone()), median(go_s.clone()));
+    let (o, g) = (bench::median(ours_s.clone()), bench::median(go_s.clone()));
     rows.push(Row {
         what: format!("(a) steady pass +2d, {n} ev window, nothing due"),
         ours: format!("{ours_read} ev read, {o:.3}s"),
@@ -1013,7 +1007,7 @@ async fn window_rows(c: &Cluster, k: &Knobs) -> anyhow::Result<Vec<Row>> {
         eprintln!("  Go walk: pass {gp:.3}s");
         go_w.push(gp);
     }
-    let (o, g) = (median(ours_w.clone()), median(go_w.clone()));
+    let (o, g) = (bench::median(ours_w.clone()), bench::median(go_w.clone()));
     let (or, gr) = (objects as f64 / o, objects as f64 / g);
     rows.push(Row {
         what: format!("(c) walk, {objects}-object bucket"),

@@ -122,13 +122,6 @@ struct Row {
     pass_ms: f64,
 }
 
-/// The median of `v` (the upper one of an even count; `v` not empty).
-fn median<T: PartialOrd + Copy>(v: &[T]) -> T {
-    let mut v = v.to_vec();
-    v.sort_by(|a, b| a.partial_cmp(b).unwrap_or(std::cmp::Ordering::Equal));
-    v[v.len() / 2]
-}
-
 /// Runs `bin run-once` over `buckets` from `cursor_dir`, sampling its peak RSS.
 fn pass(
     c: &Cluster,
@@ -293,13 +286,13 @@ async fn run(k: &Knobs) -> anyhow::Result<Vec<Row>> {
             rows.push(Row {
                 variant: name.clone(),
                 size,
-                rss_kib: median(&rss),
+                rss_kib: bench::median(rss.iter().map(|&k| k as f64).collect()) as u64,
                 rss_range: (
                     rss.iter().copied().min().unwrap_or(0),
                     rss.iter().copied().max().unwrap_or(0),
                 ),
                 events_read: read[v],
-                pass_ms: median(&ms),
+                pass_ms: bench::median(ms),
             });
         }
     }

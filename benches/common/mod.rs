@@ -69,6 +69,21 @@ where
     Ok(())
 }
 
+/// The median of `v` (the mean of the middle two of an even count; NaN when
+/// empty).
+pub fn median(mut v: Vec<f64>) -> f64 {
+    if v.is_empty() {
+        return f64::NAN;
+    }
+    v.sort_by(f64::total_cmp);
+    let n = v.len();
+    if n % 2 == 1 {
+        v[n / 2]
+    } else {
+        (v[n / 2 - 1] + v[n / 2]) / 2.0
+    }
+}
+
 /// `bin run-once --json` over `buckets` of `c` from `cursor_dir`, with no
 /// inherited `S3_LIFECYCLED__*` override (it would silently change what is
 /// measured) and `pass.meta_log_retention` at ten years: the test cluster's

@@ -225,6 +225,8 @@ async fn prepare(port: Arc<dyn ClusterPort>, opts: &PassOptions) -> Result<Prepa
     port.refresh().await?;
     let limits = s.safety.cap_limits();
     let grace = s.safety.rule_change_grace;
+    // Approvals matter to the deletion cap and to the rule-change grace.
+    let rails = limits.enabled() || !grace.is_zero();
     // Every read below depends on settings only, not on another's answer:
     // they go out together, so a pass starts after the slowest of them, not
     // after their sum (sixteen cursor files alone took ~10 ms one after
@@ -243,7 +245,7 @@ async fn prepare(port: Arc<dyn ClusterPort>, opts: &PassOptions) -> Result<Prepa
             }
         },
         async {
-            if limits.enabled() || !grace.is_zero() {
+            if rails {
                 port.approvals().await
             } else {
                 Ok(Vec::new())
@@ -307,24 +309,21 @@ async fn prepare(port: Arc<dyn ClusterPort>, opts: &PassOptions) -> Result<Prepa
     let pass_plan = PassPlan::build(&snap, opts.now, wall, earliest, &s.pass, keep);
     let buckets: Vec<String> = pass_plan.buckets().map(str::to_string).collect();
     // The deletion cap (docs/design-deviations.md#safety-cap): approvals and,
-    // for a fractional cap, one count of every enforced bucket.
-    let approvals = approvals?;
-    let mut approved = Vec::new();
+    // for a fractional cap, one count of every enforced bucket. Approvals
+    // are empty unless `rails` (not read then).
+    let approved: Vec<String> = approvals?
+        .into_iter()
+        .map(|a| a.bucket)
+        .filter(|b| buckets.contains(b))
+        .collect();
     let mut counts = Vec::new();
-    if limits.enabled() || !grace.is_zero() {
-        approved = approvals
-            .into_iter()
-            .map(|a| a.bucket)
-            .filter(|b| buckets.contains(b))
-            .collect();
-        if limits.max_fraction > 0.0 {
-            for b in &buckets {
-                match port.count_bucket(b).await {
-                    Ok(n) => counts.push((b.clone(), n)),
-                    // Uncounted: only the absolute cap applies to it.
-                    Err(e) => {
-                        tracing::warn!(bucket = b, error = %e, "counting the bucket for safety.max_delete_fraction failed")
-                    }
+    if rails && limits.max_fraction > 0.0 {
+        for b in &buckets {
+            match port.count_bucket(b).await {
+                Ok(n) => counts.push((b.clone(), n)),
+                // Uncounted: only the absolute cap applies to it.
+                Err(e) => {
+                    tracing::warn!(bucket = b, error = %e, "counting the bucket for safety.max_delete_fraction failed")
                 }
             }
         }

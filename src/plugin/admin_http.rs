@@ -36,7 +36,7 @@ pub async fn call(
 }
 
 /// `http://addr` or `https://addr`, for messages.
-pub fn base_url(tls: Option<&ClientTls>, addr: &str) -> String {
+fn base_url(tls: Option<&ClientTls>, addr: &str) -> String {
     let scheme = if tls.is_some() { "https" } else { "http" };
     format!("{scheme}://{addr}")
 }

@@ -316,7 +316,8 @@ fn load(files: &TlsFiles, alpn: Alpn) -> Result<Loaded, TlsConfigError> {
             ));
         }
     };
-    // SeaweedFS's gRPC servers negotiate HTTP/2 through ALPN.
+    // SeaweedFS's gRPC servers negotiate HTTP/2 through ALPN, weed admin's
+    // HTTPS API would too if it were offered.
     config.alpn_protocols = alpn.protocols();
     Ok(Loaded {
         digest: h.finish(),
