@@ -319,8 +319,12 @@ async fn an_admin_serving_https_is_checked_over_https_with_https_client() {
     );
     let p = run(foreign).await;
     assert_eq!(p.code, 2, "{}", p.describe());
+    // In the words of the HTTPS settings, not the gRPC ones it once borrowed.
     assert!(
-        p.stderr.contains("https://") && p.stderr.contains("[https.client]"),
+        p.stderr.contains("https://")
+            && p.stderr.contains("unknown CA")
+            && p.stderr.contains("set [https.client] ca")
+            && !p.stderr.contains("[grpc] ca"),
         "{}",
         p.describe()
     );
@@ -403,7 +407,7 @@ async fn an_admin_serving_https_is_checked_over_https_with_https_client() {
             key: None,
             server_name: Some("127.0.0.1".into()),
         },
-        s3_lifecycled::seaweed::tls::Alpn::Http1,
+        s3_lifecycled::seaweed::tls::TlsUse::AdminHttps,
     )
     .unwrap();
     let http = https.http_addr();

@@ -9,7 +9,7 @@ use serde_json::Value;
 use crate::config::Settings;
 use crate::plugin::admin_http;
 use crate::plugin::job::{JOB_TYPE, VERSION_PREFIX, http_address};
-use crate::seaweed::tls::{Alpn, ClientTls};
+use crate::seaweed::tls::{ClientTls, TlsUse};
 
 /// A worker at the admin that serves `s3_lifecycle` and is not ours.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -92,11 +92,12 @@ pub fn admin_https(s: &Settings) -> Result<Option<ClientTls>, String> {
     let admin =
         http_address(&s.weed_admin.address).map_err(|e| format!("weed_admin.address {e}"))?;
     files.server_name = crate::seaweed::tls::host_port(&admin).map(|(host, _)| host);
-    ClientTls::load_for(files, Alpn::Http1)
+    // The error names the [https.client] key and the file it read.
+    ClientTls::load_for(files, TlsUse::AdminHttps)
         .map(Some)
         .map_err(|e| {
             format!(
-                "[https.client] of cluster.security_toml ({}): {e}",
+                "cluster.security_toml {}: {e}",
                 s.cluster.security_toml.trim()
             )
         })

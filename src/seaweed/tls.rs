@@ -8,6 +8,8 @@
 //! every gRPC client built from those options dials through [`ClientTls`]'s
 //! connector. Handshake failures are classified into a [`TlsFailure`] that
 //! the CLI turns into a message naming the cause and its own exit code.
+//! The same client, loaded for [`TlsUse::AdminHttps`], speaks HTTP/1.1 to
+//! `weed admin`'s HTTPS API, and its messages name `[https.client]`.
 
 use std::collections::hash_map::DefaultHasher;
 use std::hash::{Hash, Hasher};
@@ -97,25 +99,44 @@ pub enum TlsFailure {
 }
 
 impl TlsFailure {
-    /// One line naming the cause and the fix.
+    /// One line naming the cause and the fix, for a gRPC connection.
     pub fn message(&self, addr: &str) -> String {
-        match self {
-            TlsFailure::Required => format!(
+        self.message_for(addr, TlsUse::Grpc)
+    }
+
+    /// One line naming the cause and the fix in the settings of the
+    /// connection's use: `tls.*` and `[grpc]` for gRPC, `[https.client]`,
+    /// `[https.admin]` and `weed_admin.address` for weed admin's HTTPS API.
+    pub fn message_for(&self, addr: &str, used_for: TlsUse) -> String {
+        match (used_for, self) {
+            (TlsUse::Grpc, TlsFailure::Required) => format!(
                 "{addr} requires TLS: set tls.* or --security-toml (the server answered a TLS handshake; plaintext is refused)"
             ),
-            TlsFailure::ClientCertificate(d) => format!(
+            (TlsUse::AdminHttps, TlsFailure::Required) => format!(
+                "weed admin at {addr} serves HTTPS: set [https.client] enabled = true and ca in cluster.security_toml"
+            ),
+            (TlsUse::Grpc, TlsFailure::ClientCertificate(d)) => format!(
                 "{addr} refused the client certificate ({d}): it requires one signed by its CA; set tls.cert and tls.key (or [grpc.client] in security.toml)"
             ),
-            TlsFailure::UnknownCa(d) => format!(
+            (TlsUse::AdminHttps, TlsFailure::ClientCertificate(d)) => format!(
+                "weed admin at {addr} refused the client certificate ({d}): its [https.admin] ca requires one it signed; set [https.client] cert and key in cluster.security_toml"
+            ),
+            (TlsUse::Grpc, TlsFailure::UnknownCa(d)) => format!(
                 "TLS with {addr}: unknown CA ({d}): the server's certificate is not signed by tls.ca, or ours is not signed by a CA the server trusts; use the cluster's CA ([grpc] ca)"
             ),
-            TlsFailure::Expired(d) => format!(
+            (TlsUse::AdminHttps, TlsFailure::UnknownCa(d)) => format!(
+                "HTTPS with weed admin at {addr}: unknown CA ({d}): its certificate ([https.admin] cert) is not signed by [https.client] ca, or ours by a CA it trusts; set [https.client] ca in cluster.security_toml to the CA that issued the admin's certificate"
+            ),
+            (_, TlsFailure::Expired(d)) => format!(
                 "TLS with {addr}: expired certificate ({d}): renew it, or check this host's clock"
             ),
-            TlsFailure::NameMismatch(d) => format!(
+            (TlsUse::Grpc, TlsFailure::NameMismatch(d)) => format!(
                 "TLS with {addr}: the server certificate does not name tls.server_name ({d}); unset tls.server_name to check the chain only"
             ),
-            TlsFailure::Other(d) => format!("TLS with {addr} failed: {d}"),
+            (TlsUse::AdminHttps, TlsFailure::NameMismatch(d)) => format!(
+                "HTTPS with weed admin at {addr}: its certificate does not name the host of weed_admin.address ({d}); set weed_admin.address to a host name or IP address the certificate carries"
+            ),
+            (_, TlsFailure::Other(d)) => format!("TLS with {addr} failed: {d}"),
         }
     }
 
@@ -169,29 +190,45 @@ struct Loaded {
     chain: Vec<CertificateDer<'static>>,
 }
 
-/// The application protocol a [`ClientTls`]'s connections speak, offered
-/// through ALPN.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Alpn {
-    /// HTTP/2: SeaweedFS's gRPC servers.
-    H2,
-    /// HTTP/1.1: `weed admin`'s HTTPS API, a Go `net/http` server that
-    /// would pick HTTP/2 if it were offered (docs/plugin-worker.md#admin-https).
-    Http1,
+/// What a [`ClientTls`]'s connections are for: it decides the protocol
+/// offered through ALPN and which settings the messages name, so an operator
+/// is told to fix the file that configures this connection, not another one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum TlsUse {
+    /// SeaweedFS's gRPC servers: HTTP/2; the material comes from `tls.*` or
+    /// `[grpc]` / `[grpc.client]` of `cluster.security_toml`.
+    #[default]
+    Grpc,
+    /// `weed admin`'s HTTPS API: HTTP/1.1, as a Go `net/http` server would
+    /// pick HTTP/2 if it were offered (docs/plugin-worker.md#admin-https);
+    /// the material comes from `[https.client]` of `cluster.security_toml`.
+    AdminHttps,
 }
 
-impl Alpn {
+impl TlsUse {
     fn protocols(self) -> Vec<Vec<u8>> {
         match self {
-            Alpn::H2 => vec![b"h2".to_vec()],
-            Alpn::Http1 => vec![b"http/1.1".to_vec()],
+            TlsUse::Grpc => vec![b"h2".to_vec()],
+            TlsUse::AdminHttps => vec![b"http/1.1".to_vec()],
+        }
+    }
+
+    /// The settings naming the CA bundle, our certificate and its key.
+    fn keys(self) -> (&'static str, &'static str, &'static str) {
+        match self {
+            TlsUse::Grpc => ("tls.ca", "tls.cert", "tls.key"),
+            TlsUse::AdminHttps => (
+                "[https.client] ca",
+                "[https.client] cert",
+                "[https.client] key",
+            ),
         }
     }
 }
 
 struct Inner {
     files: TlsFiles,
-    alpn: Alpn,
+    used_for: TlsUse,
     loaded: Mutex<Loaded>,
     /// Bumped when the files change; connections of an older generation are
     /// closed at the next [`ClientTls::refresh`] so the next call redials
@@ -236,20 +273,21 @@ fn read(key: &'static str, path: &Path) -> Result<Vec<u8>, TlsConfigError> {
 
 /// Reads the files and builds the rustls configuration; the digest covers
 /// every byte read.
-fn load(files: &TlsFiles, alpn: Alpn) -> Result<Loaded, TlsConfigError> {
+fn load(files: &TlsFiles, used_for: TlsUse) -> Result<Loaded, TlsConfigError> {
+    let (ca_key, cert_key, key_key) = used_for.keys();
     let mut h = DefaultHasher::new();
-    let ca_pem = read("tls.ca", &files.ca)?;
+    let ca_pem = read(ca_key, &files.ca)?;
     ca_pem.hash(&mut h);
     let mut roots = RootCertStore::empty();
     let mut n = 0;
     for c in CertificateDer::pem_slice_iter(&ca_pem) {
         let c = c.map_err(|e| TlsConfigError::Content {
-            key: "tls.ca",
+            key: ca_key,
             path: files.ca.clone(),
             reason: format!("not a PEM certificate bundle ({e})"),
         })?;
         roots.add(c).map_err(|e| TlsConfigError::Content {
-            key: "tls.ca",
+            key: ca_key,
             path: files.ca.clone(),
             reason: format!("not a usable CA certificate ({e})"),
         })?;
@@ -257,7 +295,7 @@ fn load(files: &TlsFiles, alpn: Alpn) -> Result<Loaded, TlsConfigError> {
     }
     if n == 0 {
         return Err(TlsConfigError::Content {
-            key: "tls.ca",
+            key: ca_key,
             path: files.ca.clone(),
             reason: "holds no PEM certificate (-----BEGIN CERTIFICATE-----)".into(),
         });
@@ -276,34 +314,34 @@ fn load(files: &TlsFiles, alpn: Alpn) -> Result<Loaded, TlsConfigError> {
         .with_custom_certificate_verifier(verifier);
     let mut config = match (&files.cert, &files.key) {
         (Some(cert), Some(key)) => {
-            let cert_pem = read("tls.cert", cert)?;
-            let key_pem = read("tls.key", key)?;
+            let cert_pem = read(cert_key, cert)?;
+            let key_pem = read(key_key, key)?;
             cert_pem.hash(&mut h);
             key_pem.hash(&mut h);
             let chain: Vec<CertificateDer<'static>> = CertificateDer::pem_slice_iter(&cert_pem)
                 .collect::<Result<_, _>>()
                 .map_err(|e| TlsConfigError::Content {
-                    key: "tls.cert",
+                    key: cert_key,
                     path: cert.clone(),
                     reason: format!("not a PEM certificate chain ({e})"),
                 })?;
             if chain.is_empty() {
                 return Err(TlsConfigError::Content {
-                    key: "tls.cert",
+                    key: cert_key,
                     path: cert.clone(),
                     reason: "holds no PEM certificate (-----BEGIN CERTIFICATE-----)".into(),
                 });
             }
             let pk =
                 PrivateKeyDer::from_pem_slice(&key_pem).map_err(|e| TlsConfigError::Content {
-                    key: "tls.key",
+                    key: key_key,
                     path: key.clone(),
                     reason: format!("holds no PEM private key ({e})"),
                 })?;
             own_chain.clone_from(&chain);
             builder.with_client_auth_cert(chain, pk).map_err(|e| {
                 TlsConfigError::Other(format!(
-                    "tls.cert {} and tls.key {} do not go together: {e}",
+                    "{cert_key} {} and {key_key} {} do not go together: {e}",
                     cert.display(),
                     key.display()
                 ))
@@ -311,14 +349,14 @@ fn load(files: &TlsFiles, alpn: Alpn) -> Result<Loaded, TlsConfigError> {
         }
         (None, None) => builder.with_no_client_auth(),
         _ => {
-            return Err(TlsConfigError::Other(
-                "tls.cert and tls.key must be set together".into(),
-            ));
+            return Err(TlsConfigError::Other(format!(
+                "{cert_key} and {key_key} must be set together"
+            )));
         }
     };
     // SeaweedFS's gRPC servers negotiate HTTP/2 through ALPN, weed admin's
     // HTTPS API would too if it were offered.
-    config.alpn_protocols = alpn.protocols();
+    config.alpn_protocols = used_for.protocols();
     Ok(Loaded {
         digest: h.finish(),
         config: Arc::new(config),
@@ -330,15 +368,15 @@ fn load(files: &TlsFiles, alpn: Alpn) -> Result<Loaded, TlsConfigError> {
 impl ClientTls {
     /// Loads and checks the files now, so bad material is a start-up error.
     pub fn load(files: TlsFiles) -> Result<ClientTls, TlsConfigError> {
-        ClientTls::load_for(files, Alpn::H2)
+        ClientTls::load_for(files, TlsUse::Grpc)
     }
 
-    /// [`ClientTls::load`] for connections that speak `alpn`.
-    pub fn load_for(files: TlsFiles, alpn: Alpn) -> Result<ClientTls, TlsConfigError> {
-        let loaded = load(&files, alpn)?;
+    /// [`ClientTls::load`] for connections `used_for` something else.
+    pub fn load_for(files: TlsFiles, used_for: TlsUse) -> Result<ClientTls, TlsConfigError> {
+        let loaded = load(&files, used_for)?;
         Ok(ClientTls(Arc::new(Inner {
             files,
-            alpn,
+            used_for,
             loaded: Mutex::new(loaded),
             generation: AtomicU64::new(0),
             conns: Mutex::new(Vec::new()),
@@ -355,7 +393,7 @@ impl ClientTls {
     /// configuration. A file that does not load (a rotation half written)
     /// keeps the previous one, with a warning. Returns whether it changed.
     fn reload(&self) -> bool {
-        match load(&self.0.files, self.0.alpn) {
+        match load(&self.0.files, self.0.used_for) {
             Ok(new) => {
                 let mut cur = self.0.loaded.lock().unwrap_or_else(|p| p.into_inner());
                 if cur.digest == new.digest {
@@ -495,7 +533,8 @@ impl ClientTls {
                     "our client certificate {path}: {d}"
                 ))),
                 TlsFailure::UnknownCa(d) => Some(TlsFailure::UnknownCa(format!(
-                    "our client certificate {path} is not issued by tls.ca: {d}"
+                    "our client certificate {path} is not issued by {}: {d}",
+                    self.0.used_for.keys().0
                 ))),
                 _ => None,
             },
@@ -527,7 +566,7 @@ impl ClientTls {
             Ok(s) => s,
             Err(e) => {
                 if let Some(f) = TlsFailure::from_io(&e) {
-                    let msg = f.message(&format!("{host}:{port}"));
+                    let msg = f.message_for(&format!("{host}:{port}"), self.0.used_for);
                     self.record(f);
                     return Err(io::Error::new(e.kind(), msg));
                 }
@@ -890,6 +929,40 @@ mod tests {
             "{e}"
         );
         let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn admin_https_failures_named_the_grpc_settings() {
+        // The HTTPS check's material comes from [https.client]; its messages
+        // once told the operator to fix tls.ca and [grpc] ca instead.
+        for f in [
+            TlsFailure::UnknownCa("x".into()),
+            TlsFailure::ClientCertificate("x".into()),
+            TlsFailure::NameMismatch("x".into()),
+            TlsFailure::Required,
+        ] {
+            let m = f.message_for("127.0.0.1:23646", TlsUse::AdminHttps);
+            assert!(
+                m.contains("[https.client]") || m.contains("weed_admin.address"),
+                "{m}"
+            );
+            assert!(!m.contains("tls.") && !m.contains("[grpc"), "{m}");
+            assert!(m.contains("127.0.0.1:23646"), "{m}");
+        }
+        let dir = std::env::temp_dir().join(format!("tls-https-{}", std::process::id()));
+        let e = ClientTls::load_for(
+            TlsFiles {
+                ca: dir.join("nope.crt"),
+                ..TlsFiles::default()
+            },
+            TlsUse::AdminHttps,
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            e.starts_with("[https.client] ca: ") && e.contains("nope.crt"),
+            "{e}"
+        );
     }
 
     #[tokio::test]
