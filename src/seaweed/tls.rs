@@ -112,6 +112,8 @@ impl TlsFailure {
             (TlsUse::Grpc, TlsFailure::Required) => format!(
                 "{addr} requires TLS: set tls.* or --security-toml (the server answered a TLS handshake; plaintext is refused)"
             ),
+            // A ClientTls always dials TLS, so it never reports this; the
+            // enforcer's plaintext probe says it at length (enforcer::check).
             (TlsUse::AdminHttps, TlsFailure::Required) => format!(
                 "weed admin at {addr} serves HTTPS: set [https.client] enabled = true and ca in cluster.security_toml"
             ),
@@ -193,11 +195,10 @@ struct Loaded {
 /// What a [`ClientTls`]'s connections are for: it decides the protocol
 /// offered through ALPN and which settings the messages name, so an operator
 /// is told to fix the file that configures this connection, not another one.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum TlsUse {
     /// SeaweedFS's gRPC servers: HTTP/2; the material comes from `tls.*` or
     /// `[grpc]` / `[grpc.client]` of `cluster.security_toml`.
-    #[default]
     Grpc,
     /// `weed admin`'s HTTPS API: HTTP/1.1, as a Go `net/http` server would
     /// pick HTTP/2 if it were offered (docs/plugin-worker.md#admin-https);
@@ -371,7 +372,8 @@ impl ClientTls {
         ClientTls::load_for(files, TlsUse::Grpc)
     }
 
-    /// [`ClientTls::load`] for connections `used_for` something else.
+    /// [`ClientTls::load`] for connections `used_for` weed admin's HTTPS API
+    /// or gRPC: the ALPN protocol and the settings its messages name.
     pub fn load_for(files: TlsFiles, used_for: TlsUse) -> Result<ClientTls, TlsConfigError> {
         let loaded = load(&files, used_for)?;
         Ok(ClientTls(Arc::new(Inner {
