@@ -28,6 +28,14 @@ pub enum ConfigError {
         /// What is wrong and what is allowed.
         message: String,
     },
+    /// The TLS material the settings name cannot be used.
+    #[error("TLS material from {from}: {error}")]
+    Tls {
+        /// Where the settings came from: `[tls]` or `cluster.security_toml (FILE)`.
+        from: String,
+        /// What is wrong with a file, naming it.
+        error: crate::seaweed::tls::TlsConfigError,
+    },
 }
 
 fn invalid(key: &str, message: impl Into<String>) -> ConfigError {
@@ -494,8 +502,8 @@ impl Settings {
     fn validate_weed_admin(&self) -> Result<(), ConfigError> {
         let w = &self.weed_admin;
         if !w.address.trim().is_empty() {
-            crate::plugin::job::grpc_address(&w.address)
-                .map_err(|m| invalid("weed_admin.address", m))?;
+            crate::seaweed::endpoint::ServerAddress::parse(&w.address)
+                .map_err(|m| invalid("weed_admin.address", m.to_string()))?;
         }
         if w.execution_slots == 0 {
             return Err(invalid("weed_admin.execution_slots", "must be at least 1"));
@@ -803,6 +811,22 @@ impl Settings {
             ));
         }
         Ok(())
+    }
+
+    /// The client TLS of gRPC connections, loaded and checked now, so that a
+    /// bad file is a configuration error at start-up rather than a failed
+    /// pass. `None`: plaintext.
+    pub fn client_tls(&self) -> Result<Option<crate::seaweed::tls::ClientTls>, ConfigError> {
+        let Some(files) = self.tls_files(std::env::vars())? else {
+            return Ok(None);
+        };
+        let from = match self.cluster.security_toml.trim() {
+            "" => "[tls]".to_string(),
+            f => format!("cluster.security_toml ({f})"),
+        };
+        crate::seaweed::tls::ClientTls::load(files)
+            .map(Some)
+            .map_err(|error| ConfigError::Tls { from, error })
     }
 
     /// The gRPC client TLS material: from `[tls]`, or from the

@@ -454,7 +454,7 @@ async fn an_admin_known_to_the_master_but_not_configured_is_named_in_a_warning()
     let p = run_once(c, &scope, Some(now_ns() + 10 * SEC_NS), &[], &env).await;
     assert!(
         p.stderr
-            .contains(s3_lifecycled::cli::run_once::UNCONFIGURED_ADMIN)
+            .contains(s3_lifecycled::plugin::enforcer::UNCONFIGURED_ADMIN)
             && p.stderr.contains("master reports a weed admin connected"),
         "{}",
         p.describe()

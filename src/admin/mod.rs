@@ -277,8 +277,8 @@ impl LifecycledAdmin for AdminService {
         };
         let days = match r.days {
             0 => 30,
-            d => crate::cli::forecast_cmd::check_days(d)
-                .map_err(|e| AdminError::InvalidArgument(e.replace("flag --days", "days")))?,
+            d => crate::engine::forecast::check_days(d)
+                .map_err(|e| AdminError::InvalidArgument(format!("days: {e}")))?,
         };
         let now = if r.now_ns == 0 {
             crate::clock::wall_ns()

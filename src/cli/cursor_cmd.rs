@@ -88,7 +88,7 @@ pub fn run(cmd: CursorCommand) -> i32 {
         }
     };
     // The filer may be TLS-only: [tls] or cluster.security_toml apply here too.
-    let tls = match crate::cli::tls::load(&s) {
+    let tls = match s.client_tls() {
         Ok(t) => t,
         Err(e) => {
             eprintln!("error: {e}");

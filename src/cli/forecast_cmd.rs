@@ -9,12 +9,9 @@ use clap::Args;
 use super::{EXIT_ERROR, EXIT_OK, EXIT_USAGE};
 use crate::engine::SHARD_COUNT;
 use crate::engine::cursor::ShardCursor;
-use crate::engine::forecast::Forecast;
+use crate::engine::forecast::{Forecast, check_days};
 use crate::seaweed::cursor::CursorStore;
 use crate::status::format_time;
-
-/// Most days a forecast shows.
-pub const MAX_DAYS: u32 = 3660;
 
 /// `s3-lifecycled forecast`.
 #[derive(Debug, Clone, Args)]
@@ -55,23 +52,12 @@ fn print(r: &Forecast, json: bool) {
     }
 }
 
-/// Checks `--days`: 1 to [`MAX_DAYS`].
-pub fn check_days(days: u32) -> Result<u32, String> {
-    if (1..=MAX_DAYS).contains(&days) {
-        Ok(days)
-    } else {
-        Err(format!(
-            "flag --days: {days} is out of range; give 1 to {MAX_DAYS} days"
-        ))
-    }
-}
-
 /// Runs `forecast`; returns the exit code.
 pub fn run(args: &ForecastArgs) -> i32 {
     let days = match check_days(args.days) {
         Ok(d) => d,
         Err(e) => {
-            eprintln!("error: {e}");
+            eprintln!("error: flag --days: {e}");
             return EXIT_USAGE;
         }
     };
@@ -211,16 +197,4 @@ pub fn text(r: &Forecast) -> String {
     }
     let _ = writeln!(out, "note: {}", r.caveat);
     out
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn days_out_of_range_name_the_flag_and_the_range() {
-        let e = check_days(0).unwrap_err();
-        assert!(e.contains("--days") && e.contains("1 to 3660"), "{e}");
-        assert_eq!(check_days(30), Ok(30));
-    }
 }

@@ -172,7 +172,7 @@ pub(crate) fn filer_settings(
 pub(crate) async fn first_filer(
     s: &crate::config::Settings,
 ) -> Result<crate::seaweed::filer::FilerClient, String> {
-    let tls = tls::load(s)?;
+    let tls = s.client_tls().map_err(|e| e.to_string())?;
     first_filer_with(s, tls).await
 }
 

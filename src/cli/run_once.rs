@@ -165,16 +165,11 @@ pub fn run(args: RunOnceArgs) -> i32 {
     })
 }
 
-/// Generates a pass id: 16 lowercase hex digits.
-pub fn new_run_id() -> String {
-    format!("{:016x}", rand::random::<u64>())
-}
-
 async fn pass(s: Settings, now: Nanos, shards: Vec<u8>, dry_run: bool, json: bool) -> i32 {
-    if !dry_run && let Err(e) = one_enforcer(&s).await {
+    if !dry_run && let Err(e) = crate::plugin::enforcer::one_enforcer(&s).await {
         return usage(e);
     }
-    let tls = match crate::cli::tls::load(&s) {
+    let tls = match s.client_tls() {
         Ok(t) => t,
         Err(e) => return usage(e),
     };
@@ -221,7 +216,7 @@ async fn pass_with(
         };
         let coordinator =
             actix::Actor::start(Coordinator::new(Arc::new(cluster), Arc::new(deletes)));
-        let run_id = new_run_id();
+        let run_id = crate::pass::new_run_id();
         let opts = PassOptions {
             now,
             shards,
@@ -240,56 +235,6 @@ async fn pass_with(
                 eprintln!("error: coordinator stopped: {e}");
                 EXIT_ERROR
             }
-        }
-    }
-}
-
-/// The one-enforcer check of `run-once` and `serve`: with `weed_admin.address`
-/// set, refuses to delete while a worker that is not s3-lifecycled serves
-/// `s3_lifecycle` there (docs/plugin-worker.md#one-enforcer), unless
-/// `weed_admin.allow_other_enforcers` is on.
-///
-/// Without `weed_admin.address`, the master is asked whether an admin is
-/// connected; it knows no admin's address, so the check cannot run, and a
-/// connected admin is reported as a warning naming the setting
-/// (docs/plugin-worker.md#admin-discovery).
-pub async fn one_enforcer(s: &Settings) -> Result<(), String> {
-    let admin = s.weed_admin.address.trim();
-    if s.weed_admin.allow_other_enforcers {
-        return Ok(());
-    }
-    if admin.is_empty() {
-        warn_unconfigured_admin(s).await;
-        return Ok(());
-    }
-    crate::plugin::enforcer::check_settings(s, None).await
-}
-
-/// The text of the warning for an admin the master reports but
-/// `weed_admin.address` does not name.
-pub const UNCONFIGURED_ADMIN: &str = "weed_admin.address is not set";
-
-async fn warn_unconfigured_admin(s: &Settings) {
-    let master = s.cluster.master.trim();
-    if master.is_empty() {
-        return;
-    }
-    let tls = match crate::cli::tls::load(s) {
-        Ok(t) => t,
-        Err(_) => return,
-    };
-    match crate::seaweed::discovery::admin_presence(master, tls.as_ref()).await {
-        Ok(Some(holder)) => tracing::warn!(
-            master,
-            holder,
-            "the master reports a weed admin connected, but {UNCONFIGURED_ADMIN}: the \
-             one-enforcer check cannot ask it whether another worker (e.g. a Go `weed worker`) \
-             serves s3_lifecycle, and the master does not publish the admin's address. Set \
-             weed_admin.address to that admin's host:httpPort[.grpcPort]"
-        ),
-        Ok(None) => {}
-        Err(e) => {
-            tracing::debug!(error = %e, "cannot ask the master whether a weed admin is connected")
         }
     }
 }

@@ -80,7 +80,7 @@ pub fn run(args: ServeArgs) -> i32 {
         Ok(v) => v,
         Err(e) => return usage(format!("configuration key `pass.shards`: {e}")),
     };
-    let tls = match crate::cli::tls::load(&s) {
+    let tls = match s.client_tls() {
         Ok(t) => t,
         Err(e) => return usage(e),
     };

@@ -8,7 +8,8 @@ use clap::Args;
 
 use crate::cli::run_once::{RunOnceArgs, settings};
 use crate::cli::serve::Signals;
-use crate::cli::{EXIT_ERROR, EXIT_USAGE};
+use crate::cli::{EXIT_ERROR, EXIT_OK, EXIT_USAGE};
+use crate::plugin::worker::WorkerError;
 
 /// `worker` flags.
 #[derive(Debug, Clone, Args)]
@@ -85,7 +86,16 @@ pub fn run(args: WorkerArgs) -> i32 {
             Ok(g) => g,
             Err(e) => return usage(e),
         };
-        let code = crate::plugin::worker::run(s, signals.receiver()).await;
+        let code = match crate::plugin::worker::run(s, signals.receiver()).await {
+            Ok(()) => EXIT_OK,
+            Err(e) => {
+                eprintln!("error: {e}");
+                match &e {
+                    WorkerError::Config(_) => EXIT_USAGE,
+                    WorkerError::Tls { failure, .. } => super::tls::exit_code(failure),
+                }
+            }
+        };
         if let Err(e) = guard.shutdown().await {
             eprintln!("warning: {e}");
         }

@@ -283,6 +283,23 @@ impl RuleForecast {
     }
 }
 
+/// Most days a forecast shows.
+pub const MAX_DAYS: u32 = 3660;
+
+/// A forecast asked for a number of days outside 1 to [`MAX_DAYS`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("{0} is out of range; give 1 to {MAX_DAYS} days")]
+pub struct DaysOutOfRange(pub u32);
+
+/// Checks how many days a forecast is asked to show.
+pub fn check_days(days: u32) -> Result<u32, DaysOutOfRange> {
+    if (1..=MAX_DAYS).contains(&days) {
+        Ok(days)
+    } else {
+        Err(DaysOutOfRange(days))
+    }
+}
+
 /// What the forecast says about its own precision (docs/forecast.md#imprecision).
 pub const CAVEAT: &str = "counts are of matches seen by replay when their event was read; an object \
      overwritten or deleted since is still counted until the pass that re-reads it";
@@ -418,6 +435,17 @@ pub fn forecast(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn days_out_of_range_name_the_range() {
+        assert_eq!(
+            check_days(0).unwrap_err().to_string(),
+            "0 is out of range; give 1 to 3660 days"
+        );
+        assert!(check_days(MAX_DAYS + 1).is_err());
+        assert_eq!(check_days(30), Ok(30));
+        assert_eq!(check_days(MAX_DAYS), Ok(MAX_DAYS));
+    }
     use std::time::Duration;
 
     fn time() -> TimeConfig {

@@ -12,3 +12,9 @@ pub mod plan;
 pub mod ports;
 pub mod retry;
 pub mod shard_run;
+
+/// A new pass id: 16 lowercase hex digits, in every log line, journal record
+/// and report of the pass.
+pub fn new_run_id() -> String {
+    format!("{:016x}", rand::random::<u64>())
+}

@@ -8,7 +8,8 @@ use serde_json::Value;
 
 use crate::config::Settings;
 use crate::plugin::admin_http;
-use crate::plugin::job::{JOB_TYPE, VERSION_PREFIX, http_address};
+use crate::plugin::job::{JOB_TYPE, VERSION_PREFIX};
+use crate::seaweed::endpoint::ServerAddress;
 use crate::seaweed::tls::{ClientTls, TlsUse};
 
 /// A worker at the admin that serves `s3_lifecycle` and is not ours.
@@ -89,8 +90,9 @@ pub fn admin_https(s: &Settings) -> Result<Option<ClientTls>, String> {
     else {
         return Ok(None);
     };
-    let admin =
-        http_address(&s.weed_admin.address).map_err(|e| format!("weed_admin.address {e}"))?;
+    let admin = ServerAddress::parse(&s.weed_admin.address)
+        .map_err(|e| format!("weed_admin.address {e}"))?
+        .http();
     files.server_name = crate::seaweed::tls::host_port(&admin).map(|(host, _)| host);
     // The error names the [https.client] key and the file it read.
     ClientTls::load_for(files, TlsUse::AdminHttps)
@@ -129,7 +131,9 @@ pub async fn check(
     tls: Option<&ClientTls>,
     self_id: Option<&str>,
 ) -> Result<(), String> {
-    let http = http_address(admin).map_err(|e| format!("weed_admin.address {e}"))?;
+    let http = ServerAddress::parse(admin)
+        .map_err(|e| format!("weed_admin.address {e}"))?
+        .http();
     let workers = match admin_http::get(tls, &http, "/api/plugin/workers").await {
         Ok(w) => w,
         // An admin with `[https.admin]` serves its HTTP API over TLS only
@@ -163,6 +167,55 @@ pub async fn check(
         Ok(())
     } else {
         Err(refusal(admin, &others))
+    }
+}
+
+/// The one-enforcer check of `run-once` and `serve`: with `weed_admin.address`
+/// set, refuses to delete while a worker that is not s3-lifecycled serves
+/// `s3_lifecycle` there (docs/plugin-worker.md#one-enforcer), unless
+/// `weed_admin.allow_other_enforcers` is on.
+///
+/// Without `weed_admin.address`, the master is asked whether an admin is
+/// connected; it knows no admin's address, so the check cannot run, and a
+/// connected admin is reported as a warning naming the setting
+/// (docs/plugin-worker.md#admin-discovery).
+pub async fn one_enforcer(s: &Settings) -> Result<(), String> {
+    let admin = s.weed_admin.address.trim();
+    if s.weed_admin.allow_other_enforcers {
+        return Ok(());
+    }
+    if admin.is_empty() {
+        warn_unconfigured_admin(s).await;
+        return Ok(());
+    }
+    check_settings(s, None).await
+}
+
+/// The text of the warning for an admin the master reports but
+/// `weed_admin.address` does not name.
+pub const UNCONFIGURED_ADMIN: &str = "weed_admin.address is not set";
+
+async fn warn_unconfigured_admin(s: &Settings) {
+    let master = s.cluster.master.trim();
+    if master.is_empty() {
+        return;
+    }
+    let Ok(tls) = s.client_tls() else {
+        return;
+    };
+    match crate::seaweed::discovery::admin_presence(master, tls.as_ref()).await {
+        Ok(Some(holder)) => tracing::warn!(
+            master,
+            holder,
+            "the master reports a weed admin connected, but {UNCONFIGURED_ADMIN}: the \
+             one-enforcer check cannot ask it whether another worker (e.g. a Go `weed worker`) \
+             serves s3_lifecycle, and the master does not publish the admin's address. Set \
+             weed_admin.address to that admin's host:httpPort[.grpcPort]"
+        ),
+        Ok(None) => {}
+        Err(e) => {
+            tracing::debug!(error = %e, "cannot ask the master whether a weed admin is connected")
+        }
     }
 }
 

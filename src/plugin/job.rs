@@ -14,6 +14,7 @@ use crate::pb::plugin::{
     ConfigWidget, ExecuteJobRequest, JobPriority, JobProposal, JobTypeCapability,
     JobTypeDescriptor, RunDetectionRequest, config_value::Kind,
 };
+use crate::seaweed::endpoint::ServerAddress;
 
 /// The job type, as the admin and the Go worker name it.
 pub const JOB_TYPE: &str = "s3_lifecycle";
@@ -41,52 +42,6 @@ pub const VERSION_PREFIX: &str = "s3-lifecycled ";
 /// The `worker_version` we announce.
 pub fn worker_version() -> String {
     format!("{VERSION_PREFIX}{}", env!("CARGO_PKG_VERSION"))
-}
-
-/// The gRPC address of a SeaweedFS server given in its usual forms:
-/// `host:http.grpc` → `host:grpc`, `host:http` → `host:http+10000`
-/// (docs/plugin-worker.md#addresses). Errors name the input.
-pub fn grpc_address(addr: &str) -> Result<String, String> {
-    let (host, ports) = split_host_port(addr)?;
-    match ports.rsplit_once('.') {
-        Some((_, grpc)) => {
-            let g: u16 = grpc
-                .parse()
-                .map_err(|_| format!("`{addr}`: `{grpc}` is not a gRPC port"))?;
-            Ok(format!("{host}:{g}"))
-        }
-        None => {
-            let http: u32 = ports
-                .parse()
-                .map_err(|_| format!("`{addr}`: `{ports}` is not a port"))?;
-            let g = u16::try_from(http + 10_000).map_err(|_| {
-                format!("`{addr}`: port {http} + 10000 is not a port; give host:http.grpc")
-            })?;
-            Ok(format!("{host}:{g}"))
-        }
-    }
-}
-
-/// The HTTP address (`host:http`) of an address given as `host:http[.grpc]`.
-pub fn http_address(addr: &str) -> Result<String, String> {
-    let (host, ports) = split_host_port(addr)?;
-    let http = ports.split('.').next().unwrap_or(ports);
-    http.parse::<u16>()
-        .map_err(|_| format!("`{addr}`: `{http}` is not an HTTP port"))?;
-    Ok(format!("{host}:{http}"))
-}
-
-fn split_host_port(addr: &str) -> Result<(&str, &str), String> {
-    let addr = addr.trim();
-    let (host, ports) = addr.rsplit_once(':').ok_or_else(|| {
-        format!("`{addr}` is not an address: give host:port or host:httpPort.grpcPort")
-    })?;
-    if host.is_empty() || ports.is_empty() {
-        return Err(format!(
-            "`{addr}` is not an address: give host:port or host:httpPort.grpcPort"
-        ));
-    }
-    Ok((host, ports))
 }
 
 /// Our capability for `s3_lifecycle`: detect and execute, `slots` executions.
@@ -300,7 +255,9 @@ pub fn detect(req: &RunDetectionRequest, now_ns: i64) -> Result<Vec<JobProposal>
         return Ok(Vec::new());
     };
     // The Go executor dials this as is: host:grpcPort.
-    let filer_grpc = grpc_address(filer).map_err(|e| format!("cluster context filer {e}"))?;
+    let filer_grpc = ServerAddress::parse(filer)
+        .map(|a| a.grpc())
+        .map_err(|e| format!("cluster context filer {e}"))?;
     let sets = shard_sets(jobs_wanted(req));
     let total = sets.len();
     Ok(sets
@@ -374,13 +331,18 @@ pub fn plan(req: &ExecuteJobRequest, base: &Settings) -> Result<JobPlan, String>
     // The context's filers, as gRPC addresses: the fail-over list.
     let mut filers = Vec::new();
     for f in ctx.filer_addresses.iter().filter(|f| !f.trim().is_empty()) {
-        filers.push(grpc_address(f).map_err(|e| format!("cluster context filer {e}"))?);
+        filers.push(
+            ServerAddress::parse(f)
+                .map(|a| a.grpc())
+                .map_err(|e| format!("cluster context filer {e}"))?,
+        );
     }
     if let Some(f) = string_value(job.parameters.get(PARAM_FILER)) {
         // Already host:grpcPort (the Go executor dials it as is): converting it
         // again would add 10000 to a gRPC port. It goes first; the context's
         // other filers stay as fail-over (docs/meta-log.md#several-filers).
-        split_host_port(&f).map_err(|e| format!("job parameter {PARAM_FILER}: {e}"))?;
+        ServerAddress::grpc_as_given(&f)
+            .map_err(|e| format!("job parameter {PARAM_FILER}: {e}"))?;
         filers.retain(|x| x != &f);
         filers.insert(0, f);
     }
@@ -444,20 +406,6 @@ pub fn plan(req: &ExecuteJobRequest, base: &Settings) -> Result<JobPlan, String>
 mod tests {
     use super::*;
     use crate::pb::plugin::{AdminRuntimeConfig, ClusterContext, JobSpec};
-
-    #[test]
-    fn grpc_address_follows_seaweedfs_forms() {
-        assert_eq!(grpc_address("h:8888").unwrap(), "h:18888");
-        assert_eq!(grpc_address("h:8888.19999").unwrap(), "h:19999");
-        assert_eq!(grpc_address("[::1]:8888").unwrap(), "[::1]:18888");
-        assert_eq!(http_address("h:23646.33999").unwrap(), "h:23646");
-        assert!(
-            grpc_address("h:60000")
-                .unwrap_err()
-                .contains("host:http.grpc")
-        );
-        assert!(grpc_address("nohost").is_err());
-    }
 
     #[test]
     fn shard_sets_cover_every_shard_once() {

@@ -237,36 +237,46 @@ fn progress(request_id: &str, job_id: &str, percent: f64, stage: &str, message: 
     })
 }
 
-/// Runs the worker until SIGTERM/SIGINT fires `shutdown`; returns the exit code.
-pub async fn run(base: Settings, mut shutdown: watch::Receiver<Option<&'static str>>) -> i32 {
+/// Why the worker stopped for good.
+#[derive(Debug, thiserror::Error)]
+pub enum WorkerError {
+    /// A setting or the state directory cannot be used (the message names it).
+    #[error("{0}")]
+    Config(String),
+    /// TLS to the admin was refused before the first stream came up: the
+    /// settings are wrong, not the network.
+    #[error("{message}")]
+    Tls {
+        /// The cause, for the exit code.
+        failure: TlsFailure,
+        /// What to tell the operator, naming the setting to change.
+        message: String,
+    },
+}
+
+/// Runs the worker until SIGTERM/SIGINT fires `shutdown`. An error is one
+/// the worker cannot recover from by reconnecting: bad settings, or TLS to
+/// the admin refused before any stream was ever up.
+pub async fn run(
+    base: Settings,
+    mut shutdown: watch::Receiver<Option<&'static str>>,
+) -> Result<(), WorkerError> {
     let w = base.weed_admin.clone();
     let state = match StateDir::open(Path::new(&w.state_dir)) {
         Ok(s) => s,
-        Err(e) => {
-            eprintln!("error: {e}");
-            return crate::cli::EXIT_USAGE;
-        }
+        Err(e) => return Err(WorkerError::Config(e.to_string())),
     };
     let id = match state.worker_id(&w.worker_id) {
         Ok(i) => i,
-        Err(e) => {
-            eprintln!("error: {e}");
-            return crate::cli::EXIT_USAGE;
-        }
+        Err(e) => return Err(WorkerError::Config(e.to_string())),
     };
-    let grpc = match job::grpc_address(&w.address) {
-        Ok(g) => g,
-        Err(e) => {
-            eprintln!("error: weed admin address {e}");
-            return crate::cli::EXIT_USAGE;
-        }
+    let grpc = match crate::seaweed::endpoint::ServerAddress::parse(&w.address) {
+        Ok(g) => g.grpc(),
+        Err(e) => return Err(WorkerError::Config(format!("weed admin address {e}"))),
     };
     let tls = match admin_tls(&base) {
         Ok(t) => t,
-        Err(e) => {
-            eprintln!("error: {e}");
-            return crate::cli::EXIT_USAGE;
-        }
+        Err(e) => return Err(WorkerError::Config(e.to_string())),
     };
     let (outbox, mut outbox_rx) = mpsc::unbounded_channel();
     let (changed, mut changed_rx) = mpsc::unbounded_channel();
@@ -294,10 +304,9 @@ pub async fn run(base: Settings, mut shutdown: watch::Receiver<Option<&'static s
             "execution lost by a previous process of this worker; reporting it as failed"
         );
     }
-    if let Err(e) = serve_metrics(&shared, &shutdown).await {
-        eprintln!("error: {e}");
-        return crate::cli::EXIT_USAGE;
-    }
+    serve_metrics(&shared, &shutdown)
+        .await
+        .map_err(WorkerError::Config)?;
     tracing::info!(worker_id = id, admin = grpc, "plugin worker starting");
     loop {
         let ended = session(
@@ -318,8 +327,10 @@ pub async fn run(base: Settings, mut shutdown: watch::Receiver<Option<&'static s
                     let msg = admin_tls_message(&f, &grpc);
                     if !ever {
                         // Never connected: the TLS settings are wrong, not the network.
-                        eprintln!("error: {msg}");
-                        return crate::cli::tls::exit_code(&f);
+                        return Err(WorkerError::Tls {
+                            failure: f,
+                            message: msg,
+                        });
                     }
                     tracing::error!(admin = grpc, error = %msg, "TLS to weed admin failed; reconnecting in {RECONNECT_DELAY:?}");
                 } else {
@@ -333,7 +344,7 @@ pub async fn run(base: Settings, mut shutdown: watch::Receiver<Option<&'static s
         }
     }
     drain(&shared, &mut outbox_rx).await;
-    crate::cli::EXIT_OK
+    Ok(())
 }
 
 /// Serves `/metrics` and `/health` on `weed_admin.metrics_listen` (none when
@@ -722,9 +733,9 @@ async fn execute(shared: &Shared, r: ExecuteJobRequest, job_id: &str, stop: Stop
             s.cluster.s3_grpc.join(",")
         ),
     ));
-    let tls = match crate::cli::tls::load(&s) {
+    let tls = match s.client_tls() {
         Ok(t) => t,
-        Err(e) => return fail(e),
+        Err(e) => return fail(e.to_string()),
     };
     let (cluster, deletes) = match crate::pass::ports::connect_cluster(&s, tls).await {
         Ok(c) => c,
@@ -741,7 +752,7 @@ async fn execute(shared: &Shared, r: ExecuteJobRequest, job_id: &str, stop: Stop
         Arc::new(deletes),
         obs,
     ));
-    let run_id = crate::cli::run_once::new_run_id();
+    let run_id = crate::pass::new_run_id();
     board.pass_started(&run_id, &plan.shards);
     let opts = PassOptions {
         now: crate::clock::wall_ns(),

@@ -7,7 +7,7 @@ use std::time::Duration;
 use crate::config::ClusterSettings;
 use crate::pb::master_pb::ListClusterNodesRequest;
 use crate::pb::master_pb::seaweed_client::SeaweedClient;
-use crate::seaweed::endpoint::{EndpointOptions, GrpcEndpoint, MAX_MESSAGE_BYTES};
+use crate::seaweed::endpoint::{EndpointOptions, GrpcEndpoint, MAX_MESSAGE_BYTES, ServerAddress};
 use crate::seaweed::tls::ClientTls;
 
 /// `client_type` of filers in the master's membership.
@@ -27,50 +27,13 @@ pub struct Members {
     pub s3_grpc: Vec<String>,
 }
 
-/// The gRPC address of a server address as SeaweedFS writes it
-/// (`host:httpPort.grpcPort`, or `host:httpPort` with the gRPC port at
-/// +10000), as `weed`'s own clients convert it (docs/grpc.md#discovery).
-pub fn grpc_of_server_address(addr: &str) -> Result<String, String> {
-    let bad = |why: &str| {
-        format!(
-            "`{addr}` is not a SeaweedFS server address ({why}); expected HOST:PORT or HOST:HTTPPORT.GRPCPORT"
-        )
-    };
-    let (host, ports) = addr.rsplit_once(':').ok_or_else(|| bad("no port"))?;
-    if host.is_empty() {
-        return Err(bad("no host"));
-    }
-    let port: u16 = match ports.rsplit_once('.') {
-        Some((_, grpc)) => grpc.parse().map_err(|_| bad("gRPC port is not a number"))?,
-        None => {
-            let http: u16 = ports.parse().map_err(|_| bad("port is not a number"))?;
-            http.checked_add(10_000)
-                .ok_or_else(|| bad("HTTP port + 10000 is past 65535"))?
-        }
-    };
-    Ok(format!("{host}:{port}"))
-}
-
-/// The master's gRPC address from `cluster.master`: `HOST:GRPCPORT` as
-/// given, or the gRPC half of `HOST:HTTPPORT.GRPCPORT`.
-pub fn master_grpc_address(master: &str) -> Result<String, String> {
-    let (_, ports) = master
-        .rsplit_once(':')
-        .ok_or_else(|| format!("`{master}` has no port; expected HOST:GRPCPORT"))?;
-    if ports.contains('.') {
-        grpc_of_server_address(master)
-    } else {
-        Ok(master.to_string())
-    }
-}
-
 /// A client of the master at `master` (its gRPC address, and the client),
 /// with the bounded connect and call deadlines of discovery.
 async fn connect_master(
     master: &str,
     tls: Option<&ClientTls>,
 ) -> Result<(String, SeaweedClient<tonic::transport::Channel>), String> {
-    let grpc = master_grpc_address(master)?;
+    let grpc = ServerAddress::grpc_as_given(master).map_err(|e| e.to_string())?;
     let endpoint = GrpcEndpoint::new(
         &grpc,
         &EndpointOptions::seaweed()
@@ -168,7 +131,7 @@ pub async fn resolve(
                 .map_err(|e| format!("configuration key `cluster.master`: {e}"))?;
             let list = raw
                 .iter()
-                .map(|a| grpc_of_server_address(a))
+                .map(|a| ServerAddress::parse(a).map(|a| a.grpc()))
                 .collect::<Result<Vec<_>, _>>()
                 .map_err(|e| format!("master {}: filer {e}", cluster.master))?;
             if list.is_empty() {
@@ -204,34 +167,6 @@ pub async fn resolve(
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn server_addresses_convert_like_weed() {
-        assert_eq!(
-            grpc_of_server_address("10.0.0.1:8888.18889").unwrap(),
-            "10.0.0.1:18889"
-        );
-        assert_eq!(grpc_of_server_address("filer:8888").unwrap(), "filer:18888");
-        assert_eq!(
-            grpc_of_server_address("[::1]:8888.9999").unwrap(),
-            "[::1]:9999"
-        );
-        for bad in ["filer", ":8888", "h:x", "h:60000", "h:1.x"] {
-            let e = grpc_of_server_address(bad).unwrap_err();
-            assert!(e.contains(bad) && e.contains("HOST:PORT"), "{e}");
-        }
-    }
-
-    #[test]
-    fn master_address_is_grpc_as_given_or_the_grpc_half() {
-        assert_eq!(master_grpc_address("m:19333").unwrap(), "m:19333");
-        assert_eq!(master_grpc_address("m:9333.19333").unwrap(), "m:19333");
-        assert!(
-            master_grpc_address("m")
-                .unwrap_err()
-                .contains("HOST:GRPCPORT")
-        );
-    }
 
     #[tokio::test]
     async fn static_lists_need_no_master() {

@@ -219,6 +219,86 @@ impl GrpcEndpoint {
     }
 }
 
+/// A SeaweedFS server address as weed writes it: `HOST:PORT`, where the gRPC
+/// port is the HTTP port + 10000, or `HOST:HTTPPORT.GRPCPORT` with both given
+/// (docs/plugin-worker.md#addresses). The one parser for masters, filers
+/// and `weed admin`; IPv6 hosts keep their brackets (`[::1]:8888`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ServerAddress {
+    host: String,
+    http: u16,
+    grpc: u16,
+}
+
+/// Why an address is not a SeaweedFS server address.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "`{addr}` is not a SeaweedFS server address ({why}): give HOST:PORT (gRPC on PORT + 10000) \
+     or HOST:HTTPPORT.GRPCPORT"
+)]
+pub struct AddressError {
+    /// The address as given.
+    pub addr: String,
+    /// What is wrong with it.
+    pub why: &'static str,
+}
+
+impl ServerAddress {
+    /// Parses `addr` (surrounding blanks ignored).
+    pub fn parse(addr: &str) -> Result<ServerAddress, AddressError> {
+        let addr = addr.trim();
+        let bad = |why| AddressError {
+            addr: addr.to_string(),
+            why,
+        };
+        let (host, ports) = addr.rsplit_once(':').ok_or_else(|| bad("no port"))?;
+        if host.is_empty() {
+            return Err(bad("no host"));
+        }
+        let (http, grpc) = match ports.split_once('.') {
+            Some((http, grpc)) => (
+                http.parse().map_err(|_| bad("HTTP port is not a number"))?,
+                grpc.parse().map_err(|_| bad("gRPC port is not a number"))?,
+            ),
+            None => {
+                let http: u16 = ports.parse().map_err(|_| bad("port is not a number"))?;
+                let grpc = http
+                    .checked_add(10_000)
+                    .ok_or_else(|| bad("HTTP port + 10000 is past 65535; give both ports"))?;
+                (http, grpc)
+            }
+        };
+        Ok(ServerAddress {
+            host: host.to_string(),
+            http,
+            grpc,
+        })
+    }
+
+    /// The gRPC address of `addr` where a bare port is already the gRPC port
+    /// (`cluster.master`, a job's `filer_grpc_address`): `HOST:GRPCPORT` as
+    /// given, or the gRPC half of `HOST:HTTPPORT.GRPCPORT`.
+    pub fn grpc_as_given(addr: &str) -> Result<String, AddressError> {
+        let addr = addr.trim();
+        match addr.rsplit_once(':') {
+            Some((host, port)) if !host.is_empty() && port.parse::<u16>().is_ok() => {
+                Ok(addr.to_string())
+            }
+            _ => ServerAddress::parse(addr).map(|a| a.grpc()),
+        }
+    }
+
+    /// `HOST:GRPCPORT`.
+    pub fn grpc(&self) -> String {
+        format!("{}:{}", self.host, self.grpc)
+    }
+
+    /// `HOST:HTTPPORT`.
+    pub fn http(&self) -> String {
+        format!("{}:{}", self.host, self.http)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -272,5 +352,31 @@ mod tests {
         let e = GrpcEndpoint::new("127.0.0.1:1", &EndpointOptions::seaweed()).unwrap();
         let _channel = e.connect_lazy();
         assert!(e.connect().await.is_err());
+    }
+
+    #[test]
+    fn server_addresses_convert_like_weed() {
+        let grpc = |a: &str| ServerAddress::parse(a).map(|s| s.grpc());
+        assert_eq!(grpc("10.0.0.1:8888.18889").unwrap(), "10.0.0.1:18889");
+        assert_eq!(grpc("filer:8888").unwrap(), "filer:18888");
+        assert_eq!(grpc(" h:8888 ").unwrap(), "h:18888");
+        assert_eq!(grpc("[::1]:8888.9999").unwrap(), "[::1]:9999");
+        assert_eq!(grpc("[::1]:8888").unwrap(), "[::1]:18888");
+        assert_eq!(
+            ServerAddress::parse("h:23646.33999").unwrap().http(),
+            "h:23646"
+        );
+        let given = |a: &str| ServerAddress::grpc_as_given(a);
+        assert_eq!(given("m:19333").unwrap(), "m:19333");
+        assert_eq!(given("m:60000").unwrap(), "m:60000");
+        assert_eq!(given("m:9333.19333").unwrap(), "m:19333");
+        assert!(given("m").is_err() && given("m:x").is_err());
+        for bad in ["filer", ":8888", "h:x", "h:60000", "h:1.x", "h:x.1", "h:"] {
+            let e = ServerAddress::parse(bad).unwrap_err().to_string();
+            assert!(
+                e.contains(bad) && e.contains("HOST:HTTPPORT.GRPCPORT"),
+                "{e}"
+            );
+        }
     }
 }

@@ -201,7 +201,7 @@ impl Service {
             }
             req.shards.clone()
         };
-        let run_id = crate::cli::run_once::new_run_id();
+        let run_id = crate::pass::new_run_id();
         let (stop_tx, stop) = StopSignal::new();
         let (done_tx, done) = watch::channel(false);
         inner.current = Some(Current {
@@ -239,7 +239,7 @@ impl Service {
             let allowed = if dry_run {
                 Ok(())
             } else {
-                crate::cli::run_once::one_enforcer(&me.settings).await
+                crate::plugin::enforcer::one_enforcer(&me.settings).await
             };
             let result = match allowed {
                 Err(e) => Err(e),
