@@ -198,6 +198,15 @@ impl ClusterSettings {
         static_or_default(&self.s3_grpc, &self.master, DEFAULT_S3_GRPC)
     }
 
+    /// What discovery is asked for: the static lists, or the master.
+    pub fn wanted(&self) -> crate::seaweed::discovery::Wanted {
+        crate::seaweed::discovery::Wanted {
+            master: self.master.clone(),
+            filers: self.static_filers(),
+            s3_grpc: self.static_s3_grpc(),
+        }
+    }
+
     /// The filers for messages: the list, or where they come from.
     pub fn filer_label(&self) -> String {
         match self.static_filers() {

@@ -14,7 +14,7 @@ use std::path::{Path, PathBuf};
 
 /// The pure modules: directories (every file below them) and single files,
 /// relative to `src/`.
-const PURE: [&str; 7] = [
+const PURE: [&str; 8] = [
     "lifecycle/",
     "engine/",
     "status.rs",
@@ -22,6 +22,7 @@ const PURE: [&str; 7] = [
     "pass/retry.rs",
     "pass/shard_run.rs",
     "pass/migrate.rs",
+    "pass/report.rs",
 ];
 
 /// Crates a pure module must not use: the actor system, gRPC, the async
@@ -472,5 +473,446 @@ fn relative_paths_resolve_against_the_file() {
     assert_eq!(
         absolute("engine/route.rs", "super::super::metrics"),
         "crate::metrics"
+    );
+}
+
+// No circles: the import graph between the files of src/ is a DAG.
+//
+// An edge runs from a file to the file that defines what it names: every
+// `use` path and every inline path (`crate::…`, `super::…`, `self::…`, or a
+// child module's name), resolved module by module down the tree, and through
+// `pub use` re-exports to the file that really defines the item. A file
+// naming an item its own ancestor module (a `mod.rs` or `lib.rs` above it)
+// defines is not an edge: a parent holds its children. Test modules
+// (`#[cfg(test)] mod …`) are left out: they may reach anywhere.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+/// The module path of a file relative to the source root: `pass/report.rs`
+/// → `["pass", "report"]`, `pass/mod.rs` → `["pass"]`, `lib.rs` → `[]`.
+fn module_of(rel: &str) -> Vec<String> {
+    let mut m: Vec<String> = rel
+        .trim_end_matches(".rs")
+        .split('/')
+        .map(str::to_string)
+        .collect();
+    if matches!(m.last().map(String::as_str), Some("mod" | "lib" | "main")) {
+        m.pop();
+    }
+    m
+}
+
+/// The file (relative to `root`) of module `m`, if it is one.
+fn file_of(root: &Path, m: &[String]) -> Option<String> {
+    if m.is_empty() {
+        return Some("lib.rs".into());
+    }
+    let base = m.join("/");
+    [format!("{base}.rs"), format!("{base}/mod.rs")]
+        .into_iter()
+        .find(|f| root.join(f).is_file())
+}
+
+/// `text` without its `#[cfg(test)]` modules (blanked, lines kept).
+fn without_test_modules(code: &str) -> String {
+    let mut out = code.to_string();
+    let mut from = 0;
+    while let Some(pos) = out[from..].find("#[cfg(test)]") {
+        let start = from + pos;
+        let after = out[start + 12..].trim_start();
+        let is_mod = after.starts_with("mod ") || after.starts_with("pub mod ");
+        let Some(open) = out[start..].find(['{', ';']).map(|o| start + o) else {
+            break;
+        };
+        if !is_mod || out.as_bytes()[open] == b';' {
+            from = open + 1;
+            continue;
+        }
+        let mut depth = 0;
+        let mut end = out.len();
+        for (i, c) in out[open..].char_indices() {
+            match c {
+                '{' => depth += 1,
+                '}' => {
+                    depth -= 1;
+                    if depth == 0 {
+                        end = open + i + 1;
+                        break;
+                    }
+                }
+                _ => {}
+            }
+        }
+        let blank: String = out[start..end]
+            .chars()
+            .map(|c| if c == '\n' { '\n' } else { ' ' })
+            .collect();
+        out.replace_range(start..end, &blank);
+        from = end;
+    }
+    out
+}
+
+/// Every path the code of a file names: `use` trees expanded, and inline
+/// paths with `::`.
+fn named_paths(code: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut at = 0;
+    let mut use_spans = Vec::new();
+    while let Some(pos) = code[at..].find("use ") {
+        let start = at + pos;
+        at = start + 4;
+        let before = code[..start].chars().last();
+        if before.is_some_and(|c| c.is_alphanumeric() || c == '_') {
+            continue;
+        }
+        let Some(end) = code[start..].find(';') else {
+            break;
+        };
+        out.extend(expand_use(&code[start + 4..start + end]));
+        use_spans.push(start..start + end);
+    }
+    let mut offset = 0;
+    for line in code.split_inclusive('\n') {
+        let here = offset;
+        offset += line.len();
+        if use_spans.iter().any(|s| s.contains(&here)) {
+            continue;
+        }
+        for word in line.split(|c: char| !(c.is_alphanumeric() || c == '_' || c == ':')) {
+            let word = word.trim_matches(':');
+            if word.contains("::") {
+                out.push(word.to_string());
+            }
+        }
+    }
+    out
+}
+
+/// The re-exports of a module file: item name → the path it re-exports.
+fn reexports(code: &str) -> BTreeMap<String, String> {
+    let mut out = BTreeMap::new();
+    let mut at = 0;
+    while let Some(pos) = code[at..].find("pub use ") {
+        let start = at + pos;
+        at = start + 8;
+        let Some(end) = code[start..].find(';') else {
+            break;
+        };
+        for p in expand_use(&code[start + 8..start + end]) {
+            let name = match p.split_once(" as ") {
+                Some((_, alias)) => alias.trim().to_string(),
+                None => p.rsplit("::").next().unwrap_or(&p).to_string(),
+            };
+            let path = p.split(" as ").next().unwrap_or(&p).trim().to_string();
+            out.insert(name, path);
+        }
+    }
+    out
+}
+
+/// The file that defines what `path` (as written in the file of module
+/// `from`) names, if it is a file of this crate.
+fn resolve(
+    root: &Path,
+    code_of: &BTreeMap<String, String>,
+    from: &[String],
+    path: &str,
+) -> Option<String> {
+    let mut segs: Vec<&str> = path.split("::").map(str::trim).collect();
+    let mut module: Vec<String> = match segs.first().copied() {
+        Some("crate") => {
+            segs.remove(0);
+            Vec::new()
+        }
+        Some("self") => {
+            segs.remove(0);
+            from.to_vec()
+        }
+        Some("super") => {
+            let mut m = from.to_vec();
+            while segs.first() == Some(&"super") {
+                segs.remove(0);
+                m.pop()?;
+            }
+            m
+        }
+        Some(first) => {
+            // A child module of `from`, named without `self::`.
+            let mut m = from.to_vec();
+            m.push(first.to_string());
+            file_of(root, &m)?;
+            segs.remove(0);
+            m
+        }
+        None => return None,
+    };
+    for depth in 0.. {
+        if depth > 8 {
+            return None;
+        }
+        // Descend while the next segment is a module file.
+        while let Some(seg) = segs.first() {
+            let mut next = module.clone();
+            next.push(seg.to_string());
+            if file_of(root, &next).is_none() {
+                break;
+            }
+            module = next;
+            segs.remove(0);
+        }
+        let file = file_of(root, &module)?;
+        // An item re-exported by a module file: follow it to its definition.
+        if let Some(item) = segs.first()
+            && let Some(target) = code_of.get(&file).map(|c| reexports(c))
+            && let Some(p) = target.get(*item)
+            && !p.starts_with("std::")
+        {
+            let again = resolve(root, code_of, &module, p)?;
+            let rest = &segs[1..];
+            if rest.is_empty() {
+                return Some(again);
+            }
+            let again_module = module_of(&again);
+            return resolve(
+                root,
+                code_of,
+                &again_module,
+                &format!("self::{}::{}", item, rest.join("::")),
+            )
+            .or(Some(again));
+        }
+        return Some(file);
+    }
+    None
+}
+
+/// The import graph of the crate under `root`: file → files it takes from.
+fn import_graph(root: &Path) -> BTreeMap<String, BTreeSet<String>> {
+    let mut files = Vec::new();
+    rust_files(root, &mut files);
+    let code_of: BTreeMap<String, String> = files
+        .iter()
+        .map(|f| {
+            let rel = f.strip_prefix(root).unwrap().to_string_lossy().into_owned();
+            let text = fs::read_to_string(f).unwrap_or_else(|e| panic!("read {rel}: {e}"));
+            (
+                rel,
+                without_test_modules(&blank_comments_and_strings(&text)),
+            )
+        })
+        .collect();
+    let mut graph = BTreeMap::new();
+    for (rel, code) in &code_of {
+        let from = module_of(rel);
+        let ancestors: BTreeSet<String> = (0..from.len())
+            .filter_map(|n| file_of(root, &from[..n]))
+            .collect();
+        let mut to = BTreeSet::new();
+        for p in named_paths(code) {
+            if let Some(t) = resolve(root, &code_of, &from, &p)
+                && &t != rel
+                && !ancestors.contains(&t)
+            {
+                to.insert(t);
+            }
+        }
+        graph.insert(rel.clone(), to);
+    }
+    graph
+}
+
+/// The circles of `graph`: its strongly connected components of more than
+/// one file (Tarjan), each sorted.
+fn circles(graph: &BTreeMap<String, BTreeSet<String>>) -> Vec<Vec<String>> {
+    struct T<'a> {
+        g: &'a BTreeMap<String, BTreeSet<String>>,
+        index: BTreeMap<&'a str, usize>,
+        low: BTreeMap<&'a str, usize>,
+        stack: Vec<&'a str>,
+        on: BTreeSet<&'a str>,
+        out: Vec<Vec<String>>,
+    }
+    fn visit<'a>(t: &mut T<'a>, v: &'a str) {
+        let i = t.index.len();
+        t.index.insert(v, i);
+        t.low.insert(v, i);
+        t.stack.push(v);
+        t.on.insert(v);
+        for w in t.g.get(v).into_iter().flatten() {
+            let w = w.as_str();
+            if !t.index.contains_key(w) {
+                visit(t, w);
+                let lw = t.low[w];
+                let lv = t.low.get_mut(v).unwrap();
+                *lv = (*lv).min(lw);
+            } else if t.on.contains(w) {
+                let iw = t.index[w];
+                let lv = t.low.get_mut(v).unwrap();
+                *lv = (*lv).min(iw);
+            }
+        }
+        if t.low[v] == t.index[v] {
+            let mut comp = Vec::new();
+            while let Some(w) = t.stack.pop() {
+                t.on.remove(w);
+                comp.push(w.to_string());
+                if w == v {
+                    break;
+                }
+            }
+            if comp.len() > 1 {
+                comp.sort();
+                t.out.push(comp);
+            }
+        }
+    }
+    let mut t = T {
+        g: graph,
+        index: BTreeMap::new(),
+        low: BTreeMap::new(),
+        stack: Vec::new(),
+        on: BTreeSet::new(),
+        out: Vec::new(),
+    };
+    for v in graph.keys() {
+        if !t.index.contains_key(v.as_str()) {
+            visit(&mut t, v);
+        }
+    }
+    t.out.sort();
+    t.out
+}
+
+fn describe(graph: &BTreeMap<String, BTreeSet<String>>, circle: &[String]) -> String {
+    let mut lines = vec![format!("circle of {} files:", circle.len())];
+    for a in circle {
+        for b in graph[a].iter().filter(|b| circle.contains(b)) {
+            lines.push(format!("  src/{a} -> src/{b}"));
+        }
+    }
+    lines.join("\n")
+}
+
+#[test]
+fn no_circles_between_files() {
+    let graph = import_graph(&src());
+    let found = circles(&graph);
+    assert!(
+        found.is_empty(),
+        "files that import each other, directly or around a circle (ARCHITECTURE.md, \
+         \"No circles\"); move the item that ties them into the lower file, or into a new \
+         one both can take from:\n{}",
+        found
+            .iter()
+            .map(|c| describe(&graph, c))
+            .collect::<Vec<_>>()
+            .join("\n")
+    );
+}
+
+/// A small crate on disk for the checker's own tests.
+fn tree(name: &str, files: &[(&str, &str)]) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("arch-{name}-{}", std::process::id()));
+    let _ = fs::remove_dir_all(&dir);
+    for (rel, text) in files {
+        let p = dir.join(rel);
+        fs::create_dir_all(p.parent().unwrap()).unwrap();
+        fs::write(p, text).unwrap();
+    }
+    dir
+}
+
+#[test]
+fn circle_checker_finds_direct_grouped_relative_reexported_and_inline_circles() {
+    let root = tree(
+        "circles",
+        &[
+            ("lib.rs", "pub mod a;\npub mod b;\npub mod c;\npub mod d;\n"),
+            // a -> b by a grouped use; b -> a inline.
+            ("a.rs", "use crate::{b::{B, Other}};\npub struct A;\n"),
+            ("b.rs", "pub struct B;\nfn f() { let _ = crate::a::A; }\n"),
+            // c/x -> d; d -> c/x by `super::` through the re-export in c/mod.rs.
+            ("c/mod.rs", "pub mod x;\npub use x::X;\n"),
+            ("c/x.rs", "use crate::d::D;\npub struct X;\n"),
+            ("d.rs", "use super::c::X;\npub struct D;\n"),
+        ],
+    );
+    let graph = import_graph(&root);
+    let found = circles(&graph);
+    assert_eq!(
+        found,
+        vec![
+            vec!["a.rs".to_string(), "b.rs".to_string()],
+            vec!["c/x.rs".to_string(), "d.rs".to_string()],
+        ],
+        "{graph:?}"
+    );
+    fs::remove_dir_all(root).unwrap();
+}
+
+#[test]
+fn circle_checker_ignores_parents_tests_comments_and_one_way_imports() {
+    let root = tree(
+        "no-circles",
+        &[
+            ("lib.rs", "pub mod p;\npub mod q;\n"),
+            // A child naming its parent's own item is not a circle.
+            (
+                "p/mod.rs",
+                "pub mod kid;\npub const K: u8 = 1;\nfn f() { kid::g(); }\n",
+            ),
+            ("p/kid.rs", "use super::K;\npub fn g() {}\n"),
+            // q -> p one way; p's test module and a comment name q.
+            (
+                "q.rs",
+                "use crate::p::kid::g;\n// crate::p::K in prose\npub fn h() { g() }\n",
+            ),
+            (
+                "p/other.rs",
+                "pub fn z() {}\n#[cfg(test)]\nmod tests {\n    use crate::q::h;\n}\n",
+            ),
+        ],
+    );
+    let graph = import_graph(&root);
+    assert!(circles(&graph).is_empty(), "{graph:?}");
+    assert!(graph["q.rs"].contains("p/kid.rs"), "{graph:?}");
+    fs::remove_dir_all(root).unwrap();
+}
+
+/// `graph` with each file replaced by its top-level module (`pass/report.rs`
+/// → `pass`, `config.rs` → `config`); the crate root is left out.
+fn module_graph(graph: &BTreeMap<String, BTreeSet<String>>) -> BTreeMap<String, BTreeSet<String>> {
+    let top = |f: &str| {
+        f.split('/')
+            .next()
+            .unwrap_or(f)
+            .trim_end_matches(".rs")
+            .to_string()
+    };
+    let mut out: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    for (from, to) in graph.iter().filter(|(f, _)| f.as_str() != "lib.rs") {
+        let entry = out.entry(top(from)).or_default();
+        for t in to.iter().filter(|t| t.as_str() != "lib.rs") {
+            if top(t) != top(from) {
+                entry.insert(top(t));
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn no_circles_between_top_level_modules() {
+    let graph = module_graph(&import_graph(&src()));
+    let found = circles(&graph);
+    assert!(
+        found.is_empty(),
+        "top-level modules that import each other (ARCHITECTURE.md, \"No circles\"):\n{}",
+        found
+            .iter()
+            .map(|c| describe(&graph, c))
+            .collect::<Vec<_>>()
+            .join("\n")
     );
 }

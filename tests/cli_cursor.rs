@@ -9,8 +9,8 @@ use s3_lifecycled::engine::{BucketConfig, Snapshot, TimeConfig, Versioning, repl
 use s3_lifecycled::seaweed::filer::FilerClient;
 
 use common::{
-    Scope, days_rule, lifecycle, list_keys, now_ns, plus, put, run_once, run_raw, set,
-    write_inline_file,
+    Scope, assert_quiet_on_closed_pipe, days_rule, lifecycle, list_keys, now_ns, plus, put,
+    run_into_closed_pipe, run_once, run_raw, set, write_inline_file,
 };
 
 async fn write_go_cursor(c: &FilerClient, shard: u8, ts: i64, rsh: [u8; 32]) {
@@ -87,6 +87,10 @@ async fn go_cursors_import_then_show_and_reset() {
         "{}",
         show.describe()
     );
+
+    // `cursor show | head` panicked with exit 101 when head closed the pipe.
+    let (status, err) = run_into_closed_pipe(&args(c, &["cursor", "show"]), &env).await;
+    assert_quiet_on_closed_pipe("cursor show", status, &err);
 
     let again = run_raw(&args(c, &["cursor", "import-go", "--shards", "3"]), &env).await;
     assert!(

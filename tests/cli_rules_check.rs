@@ -4,7 +4,10 @@
 
 mod common;
 
-use common::{lifecycle_fixture_files, run_raw, run_with_stdin};
+use common::{
+    assert_quiet_on_closed_pipe, lifecycle_fixture_files, run_into_closed_pipe, run_raw,
+    run_with_stdin,
+};
 
 #[tokio::test]
 async fn aws_examples_are_accepted_with_a_compiled_view() {
@@ -70,4 +73,18 @@ async fn missing_file_is_a_usage_error_naming_it() {
     let (code, err) = (p.code, p.stderr);
     assert_eq!(code, 2);
     assert!(err.contains("/nonexistent/lc.xml"), "{err}");
+}
+
+#[tokio::test]
+async fn rules_check_into_a_closed_pipe_panicked_with_exit_101() {
+    let f = &lifecycle_fixture_files("aws")[0];
+    let (status, err) = run_into_closed_pipe(&["rules", "check", f.to_str().unwrap()], &[]).await;
+    assert_quiet_on_closed_pipe("rules check", status, &err);
+    // The help lists the exit codes.
+    let p = run_raw(&["--help"], &[]).await;
+    assert!(
+        p.stdout.contains("Exit codes:") && p.stdout.contains("141"),
+        "{}",
+        p.stdout
+    );
 }

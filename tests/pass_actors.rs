@@ -23,7 +23,7 @@ use s3_lifecycled::pass::coordinator::{Coordinator, PassOptions, RunPass, StopSi
 use s3_lifecycled::pass::dispatch::{AttemptResult, DeletePort};
 use s3_lifecycled::pass::observe::PassObserver;
 use s3_lifecycled::pass::ports::{ClusterPort, EventStream};
-use s3_lifecycled::pass::shard_run::ShardOutcome;
+use s3_lifecycled::pass::report::ShardOutcome;
 use s3_lifecycled::pb::filer_pb::{Entry, FuseAttributes};
 use s3_lifecycled::seaweed::buckets::{BucketScan, bucket_info};
 use s3_lifecycled::status::RunOutcome;
@@ -332,9 +332,10 @@ use s3_lifecycled::pass::actors::{
     BeginPass, Drain, Finish, GetShardInfo, RESTART_BUDGET, ReplayEvent, ShardActor, ShardInfo,
     ShardTelemetry, StartReplay, restart_backoff,
 };
-use s3_lifecycled::pass::coordinator::{GetShards, PassResult};
+use s3_lifecycled::pass::coordinator::GetShards;
 use s3_lifecycled::pass::dispatch::DeleteDispatcher;
 use s3_lifecycled::pass::plan::PassPlan;
+use s3_lifecycled::pass::report::PassResult;
 use s3_lifecycled::pass::retry::RetryPolicy;
 use tokio::sync::Semaphore;
 

@@ -17,9 +17,10 @@ use s3_lifecycled::engine::{
 use s3_lifecycled::engine::{CallResult, DeleteOutcome};
 use s3_lifecycled::lifecycle::FlatRule;
 use s3_lifecycled::pass::plan::{PassPlan, RecoveryReason};
+use s3_lifecycled::pass::report::ShardOutcome;
 use s3_lifecycled::pass::shard_run::{
-    DeleteTicket, LookupAnswer, ReplayItem, ShardOutcome, ShardRun, Work, coverage_walkers,
-    plan_shard, progress_key, replay_matches,
+    DeleteTicket, LookupAnswer, ReplayItem, ShardRun, Work, coverage_walkers, plan_shard,
+    progress_key, replay_matches,
 };
 use s3_lifecycled::pb::filer_pb::{Entry, FuseAttributes};
 use s3_lifecycled::status::MatchDecision;
@@ -797,7 +798,7 @@ fn abort_match(p: &PassPlan) -> Match {
 fn walked_abort(
     answers: Vec<Result<Vec<Entry>, String>>,
 ) -> (
-    s3_lifecycled::pass::shard_run::ShardReport,
+    s3_lifecycled::pass::report::ShardReport,
     ShardCursor,
     Vec<Work>,
 ) {

@@ -32,7 +32,7 @@ fn cursor(shard: u8, ts: i64) -> ShardCursor {
             completed_ns: ts - 2,
             rules: BTreeMap::from([(
                 "00112233aabbccdd/expiration_days".to_string(),
-                s3_lifecycled::engine::progress::ActionProgress::at(ts),
+                s3_lifecycled::engine::cursor::ActionProgress::at(ts),
             )]),
             walk_resume: None,
         },

@@ -3,7 +3,8 @@
 //! Exit codes: 0 success; 1 runtime error; 2 usage, configuration or invalid
 //! input (e.g. `rules check` on an invalid document); 3 a pass in which some
 //! shard halted; 10–15 the cluster's gRPC TLS refused us, one code per cause
-//! (docs/tls.md#how-failures-surface).
+//! (docs/tls.md#how-failures-surface). A one-shot command whose stdout is
+//! closed (`cursor show | head`) ends silently with 141, as Unix tools do.
 
 use std::path::PathBuf;
 
@@ -20,6 +21,10 @@ pub mod serve;
 pub mod tls;
 
 pub mod worker;
+
+/// Exit code of a one-shot command whose stdout was closed under it: what a
+/// shell reports for a tool that SIGPIPE stopped (128 + 13).
+pub const EXIT_CLOSED_STDOUT: i32 = 141;
 
 /// Exit code: success.
 pub const EXIT_OK: i32 = 0;
@@ -42,9 +47,21 @@ pub const EXIT_TLS_NAME: i32 = 14;
 /// Exit code: another TLS handshake failure.
 pub const EXIT_TLS_OTHER: i32 = 15;
 
+/// The exit codes, as `--help` lists them.
+pub const EXIT_CODES_HELP: &str = "\
+Exit codes:
+  0      success
+  1      runtime error (the cluster could not be reached, a pass failed)
+  2      usage, configuration or invalid input (the message names it)
+  3      a pass in which some shard halted (cursors kept before the halt)
+  10-15  the cluster's gRPC TLS refused us: 10 plaintext to a TLS port, 11 client
+         certificate refused, 12 unknown CA, 13 expired, 14 name mismatch, 15 other
+  141    a one-shot command's stdout was closed under it (`| head`): it stopped
+         quietly, as a tool that SIGPIPE stops";
+
 /// Enforces S3 bucket lifecycle rules on SeaweedFS clusters.
 #[derive(Debug, Parser)]
-#[command(name = "s3-lifecycled", version, about)]
+#[command(name = "s3-lifecycled", version, about, after_help = EXIT_CODES_HELP)]
 pub struct Cli {
     /// What to do.
     #[command(subcommand)]
@@ -181,7 +198,7 @@ pub(crate) async fn first_filer_with(
     s: &crate::config::Settings,
     tls: Option<crate::seaweed::tls::ClientTls>,
 ) -> Result<crate::seaweed::filer::FilerClient, String> {
-    let members = crate::seaweed::discovery::resolve(&s.cluster, tls.as_ref()).await?;
+    let members = crate::seaweed::discovery::resolve(&s.cluster.wanted(), tls.as_ref()).await?;
     let options = crate::seaweed::endpoint::EndpointOptions::seaweed().tls(tls);
     let mut errors = Vec::new();
     for addr in &members.filers {
@@ -203,6 +220,9 @@ pub fn main() -> i32 {
             return if e.use_stderr() { EXIT_USAGE } else { EXIT_OK };
         }
     };
+    if !matches!(cli.command, Command::Serve(_) | Command::Worker(_)) {
+        die_quietly_on_closed_stdout();
+    }
     match cli.command {
         Command::Rules {
             command: RulesCommand::Check { file },
@@ -223,4 +243,21 @@ pub fn main() -> i32 {
         Command::Explain(args) => journal_cmd::run_explain(&args),
         Command::Cursor { command } => cursor_cmd::run(command),
     }
+}
+
+/// Makes a one-shot command stop quietly when its stdout is closed (`cursor
+/// show | head`), as `cat` does. Rust ignores SIGPIPE, so such a write fails
+/// with EPIPE and `println!` panics on it (exit 101 and a backtrace); this
+/// hook turns exactly that panic into [`EXIT_CLOSED_STDOUT`], with nothing
+/// printed. Every other panic keeps the default report. `serve` and `worker`
+/// do not install it: they log to stderr, and a panic there is a bug to see.
+fn die_quietly_on_closed_stdout() {
+    let default = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        let msg = info.payload_as_str().unwrap_or("");
+        if msg.starts_with("failed printing to stdout") && msg.contains("Broken pipe") {
+            std::process::exit(EXIT_CLOSED_STDOUT);
+        }
+        default(info)
+    }));
 }

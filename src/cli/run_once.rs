@@ -14,9 +14,10 @@ use time::format_description::well_known::Rfc3339;
 use crate::cli::{EXIT_ERROR, EXIT_HALTED, EXIT_OK, EXIT_USAGE};
 use crate::config::{Settings, parse_shards};
 use crate::engine::Nanos;
-use crate::pass::coordinator::{Coordinator, PassOptions, PassResult, RunPass};
+use crate::pass::coordinator::{Coordinator, PassOptions, RunPass};
 use crate::pass::ports::{ConnectError, connect_cluster};
-use crate::pass::shard_run::{Counters, ShardOutcome};
+use crate::pass::report::PassResult;
+use crate::pass::report::{Counters, ShardOutcome};
 use crate::status::RunOutcome;
 
 /// `run-once` flags.

@@ -9,8 +9,9 @@ use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD;
 use serde::{Deserialize, Serialize};
 
-use crate::engine::Nanos;
-use crate::engine::progress::ActionProgress;
+use super::due_index::{DueIndex, merge_ranges};
+use super::pending::PendingTally;
+use super::time::{Nanos, TimeConfig};
 
 /// The cursor format version this code writes. Version 2 added the per-action
 /// due index (docs/due-index.md#format).
@@ -82,6 +83,90 @@ pub struct BucketCursor {
     /// (docs/design-deviations.md#resumable-recovery-walks).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub walk_resume: Option<WalkResume>,
+}
+
+/// Persisted replay progress of one compiled action. See the module docs.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ActionProgress {
+    /// Every event at or before this is finished for the action.
+    pub ts: Nanos,
+    /// Every match due at or before `through_now` of events at or before this
+    /// has resolved.
+    pub through: Nanos,
+    /// The pass time that `through` was established at.
+    pub through_now: Nanos,
+    /// Events after `ts` whose match for this action resolved but that
+    /// `through` does not cover, as sorted `(ts_ns, subject)` pairs (see
+    /// [`subject_of`](super::progress::subject_of)): mostly the last seconds inside the reorder margin.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tail: Vec<(Nanos, u64)>,
+    /// Where the unresolved matches after `ts` are and when they become due,
+    /// so a steady pass reads only what is due (docs/due-index.md). `None`
+    /// (cursors written before it, or a corrupt one): read from `ts`.
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "super::due_index::lenient"
+    )]
+    pub due: Option<DueIndex>,
+    /// What is pending or unresolved in the indexed spans, by due day
+    /// (docs/forecast.md). `None` (older cursors, a corrupt one): unknown.
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "super::pending::lenient"
+    )]
+    pub pending: Option<PendingTally>,
+}
+
+impl ActionProgress {
+    /// Progress that says "nothing after `ts` was looked at".
+    pub fn at(ts: Nanos) -> ActionProgress {
+        ActionProgress {
+            ts,
+            through: ts,
+            through_now: Nanos::MIN,
+            tail: Vec::new(),
+            due: None,
+            pending: None,
+        }
+    }
+
+    /// Whether a match due at `due`, from an event at `ev_ts` about
+    /// `subject`, still needs a decision in this pass (false: it resolved in
+    /// an earlier pass).
+    pub fn needs(&self, ev_ts: Nanos, subject: u64, due: Nanos) -> bool {
+        if ev_ts <= self.ts || self.tail.binary_search(&(ev_ts, subject)).is_ok() {
+            return false;
+        }
+        !(ev_ts <= self.through && due <= self.through_now)
+    }
+
+    /// The usable due index for a pass with `time`, if any.
+    pub fn usable(&self, time: &TimeConfig) -> Option<&DueIndex> {
+        self.due.as_ref().filter(|i| i.usable_for(time))
+    }
+
+    /// The meta-log ranges `(since, until]` this action needs in a pass at
+    /// `now`, sorted and merged. Without a usable index: `(ts, now]`. With
+    /// one: every span due by `now`, and `(index.through, now]`.
+    pub fn ranges_for(&self, now: Nanos, time: &TimeConfig) -> Vec<(Nanos, Nanos)> {
+        let Some(idx) = self.usable(time) else {
+            return if self.ts < now {
+                vec![(self.ts, now)]
+            } else {
+                Vec::new()
+            };
+        };
+        let mut out: Vec<(Nanos, Nanos)> = idx
+            .spans
+            .iter()
+            .filter(|s| s.2 <= now)
+            .map(|s| (s.0.saturating_sub(1).max(self.ts), s.1.min(now)))
+            .collect();
+        out.push((idx.through.max(self.ts), now));
+        merge_ranges(out)
+    }
 }
 
 /// An unfinished recovery walk of one bucket on one shard.
@@ -258,6 +343,61 @@ pub fn decode_hash(s: &str) -> Option<Hash32> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::engine::DueRounding;
+
+    fn day2400() -> TimeConfig {
+        TimeConfig {
+            day: std::time::Duration::from_nanos(2400),
+            rounding: DueRounding::None,
+        }
+    }
+
+    fn with(ts: Nanos, idx: DueIndex) -> ActionProgress {
+        let mut p = ActionProgress::at(ts);
+        p.due = Some(idx);
+        p
+    }
+
+    #[test]
+    fn without_an_index_the_whole_window_is_read() {
+        let p = ActionProgress::at(10);
+        assert_eq!(p.ranges_for(500, &day2400()), vec![(10, 500)]);
+    }
+
+    #[test]
+    fn spans_due_by_now_and_the_new_tail_are_read_and_merged() {
+        let idx = DueIndex {
+            spans: vec![
+                (100, 199, 450),
+                (200, 299, 9_000),
+                (300, 399, 480),
+                (400, 499, 100),
+            ],
+            ..DueIndex::empty(&day2400(), 600)
+        };
+        let p = with(50, idx);
+        // (99,199] and (399,499] are due; (299,399] is due too and touches the
+        // next one; (200,299] is not due.
+        assert_eq!(
+            p.ranges_for(700, &day2400()),
+            vec![(99, 199), (299, 499), (600, 700)]
+        );
+        // At 460 only the first and last span are due.
+        assert_eq!(p.ranges_for(460, &day2400()), vec![(99, 199), (399, 460)]);
+    }
+
+    #[test]
+    fn an_index_of_another_day_length_or_rounding_is_not_used() {
+        let mut idx = DueIndex::empty(&day2400(), 600);
+        idx.day_ns = 1;
+        assert_eq!(
+            with(50, idx.clone()).ranges_for(700, &day2400()),
+            vec![(50, 700)]
+        );
+        idx.day_ns = super::super::due_index::day_ns(&day2400());
+        idx.rounding = DueRounding::NextDay;
+        assert_eq!(with(50, idx).ranges_for(700, &day2400()), vec![(50, 700)]);
+    }
 
     fn sample() -> ShardCursor {
         let mut buckets = BTreeMap::new();

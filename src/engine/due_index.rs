@@ -24,7 +24,6 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Deserializer, Serialize};
 
-use super::progress::ActionProgress;
 use super::time::{DueRounding, Nanos, TimeConfig};
 
 /// Most spans kept per action. 24 per lifecycle day covers a 170-day window
@@ -92,32 +91,6 @@ pub fn span_width(time: &TimeConfig) -> Nanos {
 pub fn lenient<'de, D: Deserializer<'de>>(d: D) -> Result<Option<DueIndex>, D::Error> {
     let v = Option::<serde_json::Value>::deserialize(d)?;
     Ok(v.and_then(|v| serde_json::from_value(v).ok()))
-}
-
-/// The usable index of `p` for a pass with `time`, if any.
-pub fn usable<'a>(p: &'a ActionProgress, time: &TimeConfig) -> Option<&'a DueIndex> {
-    p.due.as_ref().filter(|i| i.usable_for(time))
-}
-
-/// The meta-log ranges `(since, until]` an action with progress `p` needs in a
-/// pass at `now`, sorted and merged. Without a usable index: `(p.ts, now]`.
-/// With one: every span due by `now`, and `(index.through, now]`.
-pub fn ranges_for(p: &ActionProgress, now: Nanos, time: &TimeConfig) -> Vec<(Nanos, Nanos)> {
-    let Some(idx) = usable(p, time) else {
-        return if p.ts < now {
-            vec![(p.ts, now)]
-        } else {
-            Vec::new()
-        };
-    };
-    let mut out: Vec<(Nanos, Nanos)> = idx
-        .spans
-        .iter()
-        .filter(|s| s.2 <= now)
-        .map(|s| (s.0.saturating_sub(1).max(p.ts), s.1.min(now)))
-        .collect();
-    out.push((idx.through.max(p.ts), now));
-    merge_ranges(out)
 }
 
 /// Sorts and merges `(since, until]` ranges: overlapping and touching ones
@@ -256,53 +229,6 @@ mod tests {
             day: Duration::from_nanos(2400),
             rounding: DueRounding::None,
         }
-    }
-
-    fn with(ts: Nanos, idx: DueIndex) -> ActionProgress {
-        let mut p = ActionProgress::at(ts);
-        p.due = Some(idx);
-        p
-    }
-
-    #[test]
-    fn without_an_index_the_whole_window_is_read() {
-        let p = ActionProgress::at(10);
-        assert_eq!(ranges_for(&p, 500, &time()), vec![(10, 500)]);
-    }
-
-    #[test]
-    fn spans_due_by_now_and_the_new_tail_are_read_and_merged() {
-        let idx = DueIndex {
-            spans: vec![
-                (100, 199, 450),
-                (200, 299, 9_000),
-                (300, 399, 480),
-                (400, 499, 100),
-            ],
-            ..DueIndex::empty(&time(), 600)
-        };
-        let p = with(50, idx);
-        // (99,199] and (399,499] are due; (299,399] is due too and touches the
-        // next one; (200,299] is not due.
-        assert_eq!(
-            ranges_for(&p, 700, &time()),
-            vec![(99, 199), (299, 499), (600, 700)]
-        );
-        // At 460 only the first and last span are due.
-        assert_eq!(ranges_for(&p, 460, &time()), vec![(99, 199), (399, 460)]);
-    }
-
-    #[test]
-    fn an_index_of_another_day_length_or_rounding_is_not_used() {
-        let mut idx = DueIndex::empty(&time(), 600);
-        idx.day_ns = 1;
-        assert_eq!(
-            ranges_for(&with(50, idx.clone()), 700, &time()),
-            vec![(50, 700)]
-        );
-        idx.day_ns = day_ns(&time());
-        idx.rounding = DueRounding::NextDay;
-        assert_eq!(ranges_for(&with(50, idx), 700, &time()), vec![(50, 700)]);
     }
 
     #[test]

@@ -27,10 +27,9 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use serde::{Deserialize, Serialize};
-
-use super::due_index::{self, DueIndex};
-use super::forecast::{self, PendingTally};
+use super::cursor::ActionProgress;
+use super::due_index;
+use super::pending;
 use super::time::{Nanos, TimeConfig};
 
 /// How far behind the newest processed event progress stays, for events that
@@ -43,64 +42,6 @@ pub const REORDER_MARGIN: Nanos = 5_000_000_000;
 /// past the halting event, and beyond this cap the oldest of those may be
 /// re-sent once (they come back as no-ops).
 pub const TAIL_CAP: usize = 4096;
-
-/// Persisted replay progress of one compiled action. See the module docs.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ActionProgress {
-    /// Every event at or before this is finished for the action.
-    pub ts: Nanos,
-    /// Every match due at or before `through_now` of events at or before this
-    /// has resolved.
-    pub through: Nanos,
-    /// The pass time that `through` was established at.
-    pub through_now: Nanos,
-    /// Events after `ts` whose match for this action resolved but that
-    /// `through` does not cover, as sorted `(ts_ns, subject)` pairs (see
-    /// [`subject_of`]): mostly the last seconds inside the reorder margin.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub tail: Vec<(Nanos, u64)>,
-    /// Where the unresolved matches after `ts` are and when they become due,
-    /// so a steady pass reads only what is due (docs/due-index.md). `None`
-    /// (cursors written before it, or a corrupt one): read from `ts`.
-    #[serde(
-        default,
-        skip_serializing_if = "Option::is_none",
-        deserialize_with = "super::due_index::lenient"
-    )]
-    pub due: Option<DueIndex>,
-    /// What is pending or unresolved in the indexed spans, by due day
-    /// (docs/forecast.md). `None` (older cursors, a corrupt one): unknown.
-    #[serde(
-        default,
-        skip_serializing_if = "Option::is_none",
-        deserialize_with = "super::forecast::lenient"
-    )]
-    pub pending: Option<PendingTally>,
-}
-
-impl ActionProgress {
-    /// Progress that says "nothing after `ts` was looked at".
-    pub fn at(ts: Nanos) -> ActionProgress {
-        ActionProgress {
-            ts,
-            through: ts,
-            through_now: Nanos::MIN,
-            tail: Vec::new(),
-            due: None,
-            pending: None,
-        }
-    }
-
-    /// Whether a match due at `due`, from an event at `ev_ts` about
-    /// `subject`, still needs a decision in this pass (false: it resolved in
-    /// an earlier pass).
-    pub fn needs(&self, ev_ts: Nanos, subject: u64, due: Nanos) -> bool {
-        if ev_ts <= self.ts || self.tail.binary_search(&(ev_ts, subject)).is_ok() {
-            return false;
-        }
-        !(ev_ts <= self.through && due <= self.through_now)
-    }
-}
 
 /// A stable 64-bit name for what a match deletes (FNV-1a over the object path
 /// and version id). Persisted in cursors: never change it.
@@ -146,12 +87,12 @@ struct Track<K> {
     in_flight: BTreeMap<u64, (Nanos, u64, Nanos, u64)>,
     /// Resolved (ts, subject) marks near the newest processed event.
     marks: std::collections::VecDeque<(Nanos, u64)>,
-    /// The ranges this action needs in this pass ([`due_index::ranges_for`]).
+    /// The ranges this action needs in this pass ([`ActionProgress::ranges_for`]).
     own: Vec<(Nanos, Nanos)>,
     /// Unresolved matches seen this pass, by span: start → (end, earliest due).
     observed: BTreeMap<Nanos, (Nanos, Nanos)>,
     /// The same matches counted by due day, for the forecast.
-    tally: forecast::Observed,
+    tally: pending::Observed,
 }
 
 /// Tracks one pass's decisions and outcomes for a set of actions (one shard).
@@ -212,13 +153,13 @@ impl<K: Clone + Eq + std::hash::Hash> ProgressTracker<K> {
     }
 
     /// Keeps each action's due index (docs/due-index.md): each action then
-    /// needs only [`ranges_for`](due_index::ranges_for) of its progress, and
+    /// needs only [`ranges_for`](ActionProgress::ranges_for) of its progress, and
     /// [`finish`](Self::finish) writes the updated index.
     pub fn with_due_index(mut self, time: TimeConfig) -> Self {
         self.index_time = Some(time);
         let now = self.now;
         for t in &mut self.tracks {
-            t.own = due_index::ranges_for(&t.start, now, &time);
+            t.own = t.start.ranges_for(now, &time);
         }
         self
     }
@@ -261,7 +202,7 @@ impl<K: Clone + Eq + std::hash::Hash> ProgressTracker<K> {
         }
         self.index.insert(key.clone(), self.tracks.len());
         let own = match &self.index_time {
-            Some(time) => due_index::ranges_for(&start, self.now, time),
+            Some(time) => start.ranges_for(self.now, time),
             None if start.ts < self.now => vec![(start.ts, self.now)],
             None => Vec::new(),
         };
@@ -270,7 +211,7 @@ impl<K: Clone + Eq + std::hash::Hash> ProgressTracker<K> {
             start,
             own,
             observed: BTreeMap::new(),
-            tally: forecast::Observed::new(),
+            tally: pending::Observed::new(),
             first_pending: None,
             first_failed: None,
             in_flight: BTreeMap::new(),
@@ -322,7 +263,7 @@ impl<K: Clone + Eq + std::hash::Hash> ProgressTracker<K> {
             t.first_pending = Some(t.first_pending.map_or(ev_ts, |p| p.min(ev_ts)));
             if let Some(time) = &self.index_time {
                 due_index::observe(&mut t.observed, due_index::span_width(time), ev_ts, due);
-                forecast::observe(&mut t.tally, time, ev_ts, due, bytes);
+                pending::observe(&mut t.tally, time, ev_ts, due, bytes);
             }
             return Decision::Pending;
         }
@@ -354,7 +295,7 @@ impl<K: Clone + Eq + std::hash::Hash> ProgressTracker<K> {
                 if let Some(time) = &self.index_time {
                     // Due already: the next pass reads this span again.
                     due_index::observe(&mut t.observed, due_index::span_width(time), ev_ts, due);
-                    forecast::observe(&mut t.tally, time, ev_ts, due, bytes);
+                    pending::observe(&mut t.tally, time, ev_ts, due, bytes);
                 }
             }
         }
@@ -455,17 +396,17 @@ impl<K: Clone + Eq + std::hash::Hash> ProgressTracker<K> {
                     let width = due_index::span_width(&time);
                     for &(ev_ts, _, due, bytes) in t.in_flight.values() {
                         due_index::observe(&mut t.observed, width, ev_ts, due);
-                        forecast::observe(&mut t.tally, &time, ev_ts, due, bytes);
+                        pending::observe(&mut t.tally, &time, ev_ts, due, bytes);
                     }
-                    let old = due_index::usable(&t.start, &time);
+                    let old = t.start.usable(&time);
                     let (index, carried) =
                         due_index::rebuild(old, &time, t.start.ts, &t.own, end, &t.observed);
-                    let tally = forecast::rebuild(
+                    let tally = pending::rebuild(
                         t.start.pending.as_ref(),
                         old,
                         &index,
                         &time,
-                        forecast::PassRead {
+                        pending::PassRead {
                             start_ts: t.start.ts,
                             own: &t.own,
                             limit: end,

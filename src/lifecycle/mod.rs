@@ -19,6 +19,22 @@ pub use xml::{MAX_DOCUMENT_BYTES, ParseError, RuleLocator};
 
 use std::collections::BTreeMap;
 
+/// A bucket skipped because its lifecycle configuration cannot be used, and
+/// why; the other buckets go on.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BucketError {
+    /// Bucket name.
+    pub bucket: String,
+    /// What is wrong, including how to fix it.
+    pub reason: String,
+}
+
+impl std::fmt::Display for BucketError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "bucket {}: {}", self.bucket, self.reason)
+    }
+}
+
 use time::OffsetDateTime;
 
 /// One lifecycle rule flattened the way SeaweedFS's `LifecycleToCanonical` does

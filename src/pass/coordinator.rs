@@ -28,6 +28,7 @@ use crate::engine::resume::{is_after, listing_start};
 use crate::engine::safety::{CapBook, Held, HoldRecord, PauseRecord, Selection, grace_decision};
 use crate::engine::{CallResult, RuleHash, shard_id};
 use crate::engine::{Nanos, SHARD_COUNT, Snapshot, route, walk};
+use crate::lifecycle::BucketError;
 use crate::pass::actors::{
     BeginPass, Drain, DrainTimedOut, Finish, ListingDone, ReadRanges, ReplayBatch, ShardActor,
     ShardTelemetry, StartReplay, WalkBatch,
@@ -36,11 +37,9 @@ use crate::pass::dispatch::{DeleteDispatcher, DeletePort, Gate, Record, limiter}
 use crate::pass::observe::PassObserver;
 use crate::pass::plan::{self, PassPlan, RuleChanges, live_actions};
 use crate::pass::ports::ClusterPort;
+use crate::pass::report::{PassResult, ReplayRead, ShardOutcome, ShardReport, ShardResult};
 use crate::pass::retry::{DRAIN_TIMEOUT, RetryPolicy, drain_bound};
-use crate::pass::shard_run::{
-    self, ReplayItem, ShardOutcome, ShardPlan, ShardReport, WalkRole, plan_shard,
-};
-use crate::seaweed::buckets::BucketError;
+use crate::pass::shard_run::{self, ReplayItem, ShardPlan, WalkRole, plan_shard};
 use crate::status::{RunOutcome, ShardPhase};
 use crate::telemetry;
 
@@ -89,122 +88,6 @@ impl StopSignal {
             }
         }
         std::future::pending().await
-    }
-}
-
-/// One shard's result with its wall time.
-#[derive(Debug, Clone)]
-pub struct ShardResult {
-    /// The shard's report.
-    pub report: ShardReport,
-    /// Time from pass start to the shard's finish.
-    pub duration: Duration,
-    /// The cursor the shard ended with (saved unless dry run); `None` when
-    /// the shard failed.
-    pub cursor: Option<ShardCursor>,
-    /// Whether this pass saved `cursor` (stamped with the pass's `now`, as
-    /// the store stamps it): it is then the filer's copy, and `serve`
-    /// refreshes the forecast from it instead of reading it back
-    /// (docs/forecast.md#refresh). `false` in a dry run, when the save
-    /// failed and when the shard failed.
-    pub saved: bool,
-}
-
-/// What a pass did.
-#[derive(Debug, Clone)]
-pub struct PassResult {
-    /// The pass's `now`.
-    pub now: Nanos,
-    /// Buckets in the pass (with enabled actions, after `pass.buckets`).
-    pub buckets: Vec<String>,
-    /// Buckets skipped for configuration errors.
-    pub bucket_errors: Vec<BucketError>,
-    /// Buckets left alone because an operator paused them (their cursor
-    /// state was kept; docs/filer-layout.md#pause-files).
-    pub paused: Vec<PauseRecord>,
-    /// Buckets the deletion cap held in this pass (their remaining matches
-    /// stay pending until `approve`).
-    pub held: Vec<Held>,
-    /// Buckets whose approval this pass used (and removed).
-    pub approved: Vec<String>,
-    /// Per shard, in shard order.
-    pub shards: Vec<ShardResult>,
-    /// A runtime error that failed the pass (stream broken, save failed…).
-    pub error: Option<String>,
-    /// Why the pass was cut short (`pass.max_runtime`, shutdown), if it was.
-    /// Cursors were saved where they were.
-    pub truncated: Option<String>,
-    /// Wall time of the pass.
-    pub duration: Duration,
-    /// What the replay read of the meta-log.
-    pub replay: ReplayRead,
-}
-
-/// What one pass's replay read of the meta-log (docs/due-index.md#reading).
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct ReplayRead {
-    /// The merged `(since, until]` ranges subscribed to, oldest first.
-    pub ranges: Vec<(Nanos, Nanos)>,
-    /// Events the subscriptions delivered (every bucket, routed or not).
-    pub events_read: u64,
-    /// `ReplayBatch` messages those events reached the shards in (one per
-    /// shard per up to 512 events; docs/meta-log.md#replay-batches).
-    pub batches: u64,
-}
-
-impl ReplayRead {
-    /// The summed length of the ranges, in ns.
-    pub fn span_ns(&self) -> i64 {
-        self.ranges.iter().map(|r| r.1.saturating_sub(r.0)).sum()
-    }
-}
-
-impl PassResult {
-    /// The cursors this pass saved, by shard: what the filer holds for
-    /// those shards now (docs/forecast.md#refresh).
-    pub fn saved_cursors(&self) -> BTreeMap<u8, ShardCursor> {
-        self.shards
-            .iter()
-            .filter(|s| s.saved)
-            .filter_map(|s| s.cursor.clone().map(|c| (s.report.shard, c)))
-            .collect()
-    }
-
-    /// `bucket: reason` of every bucket the cap held, `; `-separated (the
-    /// summary line's `held=`).
-    pub fn held_list(&self) -> String {
-        self.held
-            .iter()
-            .map(|h| format!("{}: {}", h.bucket, h.reason()))
-            .collect::<Vec<_>>()
-            .join("; ")
-    }
-
-    /// The paused buckets the pass left alone, comma-separated (the
-    /// summary line's `paused=`).
-    pub fn paused_list(&self) -> String {
-        self.paused
-            .iter()
-            .map(|p| p.bucket.as_str())
-            .collect::<Vec<_>>()
-            .join(",")
-    }
-
-    /// The worst of the shards' outcomes ([`RunOutcome`]'s one ordering:
-    /// failed > halted > truncated > completed); `failed` on a runtime error.
-    pub fn outcome(&self) -> RunOutcome {
-        let truncated = self.truncated.is_some();
-        let base = if self.error.is_some() {
-            RunOutcome::Failed
-        } else if truncated {
-            RunOutcome::Truncated
-        } else {
-            RunOutcome::Completed
-        };
-        self.shards
-            .iter()
-            .map(|s| s.report.outcome.in_pass(truncated))
-            .fold(base, RunOutcome::worst)
     }
 }
 

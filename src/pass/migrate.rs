@@ -19,8 +19,8 @@
 use std::collections::BTreeMap;
 
 use crate::engine::EMPTY_HASH;
+use crate::engine::cursor::ActionProgress;
 use crate::engine::cursor::{BucketCursor, CURSOR_VERSION, GoCursor, ShardCursor};
-use crate::engine::progress::ActionProgress;
 use crate::pass::plan::PassPlan;
 use crate::pass::shard_run::progress_key;
 

@@ -10,6 +10,7 @@ pub mod migrate;
 pub mod observe;
 pub mod plan;
 pub mod ports;
+pub mod report;
 pub mod retry;
 pub mod shard_run;
 

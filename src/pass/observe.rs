@@ -14,8 +14,7 @@ use crate::clock::wall_ns;
 use crate::engine::DeleteOutcome;
 use crate::engine::safety::PauseRecord;
 use crate::metrics::Metrics;
-use crate::pass::coordinator::PassResult;
-use crate::pass::shard_run::ShardOutcome;
+use crate::pass::report::{PassResult, ShardOutcome};
 use crate::status::{
     BucketSummary, DeleteCounts, PassProgress, PassSummary, PausedBucket, RunOutcome, ServiceState,
     ShardPhase, ShardSummary, StatusSnapshot,

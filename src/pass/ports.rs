@@ -341,7 +341,7 @@ impl ClusterPort for SeaweedCluster {
         let tls = d.tls.clone();
         let pool = self.pool.clone();
         async move {
-            let members = crate::seaweed::discovery::resolve(&settings, tls.as_ref()).await?;
+            let members = crate::seaweed::discovery::resolve(&settings.wanted(), tls.as_ref()).await?;
             pool.set_addrs(&members.filers)?;
             gateways
                 .set_addrs(&members.s3_grpc)
@@ -691,7 +691,7 @@ pub async fn connect_cluster(
     s: &crate::config::Settings,
     tls: Option<ClientTls>,
 ) -> Result<(SeaweedCluster, SeaweedDelete), ConnectError> {
-    let members = crate::seaweed::discovery::resolve(&s.cluster, tls.as_ref())
+    let members = crate::seaweed::discovery::resolve(&s.cluster.wanted(), tls.as_ref())
         .await
         .map_err(ConnectError::Unreachable)?;
     let deletes = SeaweedDelete::connect_many(&members.s3_grpc, tls.clone())

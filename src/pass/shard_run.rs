@@ -19,18 +19,18 @@
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::sync::Arc;
 
-use serde::Serialize;
-
 use crate::engine::check::{Check, Verdict, judge};
+use crate::engine::cursor::ActionProgress;
 use crate::engine::cursor::{BucketCursor, CURSOR_VERSION, ShardCursor, WalkResume};
 use crate::engine::delete::{CallResult, DeleteOutcome, DeleteRequest, halt_reason};
-use crate::engine::progress::{ActionProgress, Decision, ProgressTracker, Ticket, subject_of};
+use crate::engine::progress::{Decision, ProgressTracker, Ticket, subject_of};
 use crate::engine::resume::{WalkProgress, later};
 use crate::engine::route::{null_still_displaced, resolve_deferred};
 use crate::engine::{ActionKey, ActionKind, EMPTY_HASH, Match, Nanos, PendingMatch, RuleHash};
 use crate::pass::plan::{self, PassPlan, Persisted, RecoveryReason};
+use crate::pass::report::{Counters, ShardOutcome, ShardReport};
 use crate::pb::filer_pb::Entry;
-use crate::status::{DeleteCounts, MatchDecision, RunOutcome};
+use crate::status::MatchDecision;
 
 /// The cursor key of an action's progress: `"<rulehash hex>/<kind>"`.
 pub fn progress_key(key: &ActionKey) -> String {
@@ -237,132 +237,6 @@ pub enum DeleteTicket {
     },
     /// A replay delete; the tracker ticket.
     Replay(Ticket),
-}
-
-/// Per-shard counters.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Counters {
-    /// Meta-log events routed to this shard.
-    pub events_scanned: u64,
-    /// Matches seen (walker and replay).
-    pub matches: u64,
-    /// Replay matches not yet due.
-    pub pending: u64,
-    /// Objects, versions and uploads skipped because they have no real mtime
-    /// (docs/filer-layout.md#entries-without-attributes): never deleted.
-    pub skipped_no_mtime: u64,
-    /// Delete outcomes.
-    pub deletes: DeleteCounts,
-    /// Matches left unresolved (retried next pass, no halt) because a
-    /// "nothing to do" answer could not be confirmed by a filer lookup, or
-    /// an abort's completion-stamp check could not decide.
-    pub unconfirmed: u64,
-    /// Matches left unresolved because their version is under an active
-    /// object lock (retried next pass).
-    pub locked: u64,
-    /// `.uploads/<id>` folders of uploads that were in fact completed: never
-    /// aborted (docs/lifecycle-delete.md#completed-upload-leftovers).
-    pub completed_upload_leftovers: u64,
-    /// Matches by action kind and what was done with them (for
-    /// `s3_lifecycled_matches_total`; `skipped` = resolved in an earlier pass).
-    pub decisions: BTreeMap<(ActionKind, MatchDecision), u64>,
-}
-
-impl Counters {
-    fn decided(&mut self, kind: ActionKind, decision: MatchDecision) {
-        *self.decisions.entry((kind, decision)).or_default() += 1;
-    }
-
-    /// Adds `other` into `self` (O(outcomes + kinds), not O(deletes)).
-    pub fn add(&mut self, other: &Counters) {
-        self.events_scanned += other.events_scanned;
-        self.matches += other.matches;
-        self.pending += other.pending;
-        self.skipped_no_mtime += other.skipped_no_mtime;
-        self.unconfirmed += other.unconfirmed;
-        self.locked += other.locked;
-        self.completed_upload_leftovers += other.completed_upload_leftovers;
-        self.deletes.add(&other.deletes);
-        for (k, v) in &other.decisions {
-            *self.decisions.entry(*k).or_default() += v;
-        }
-    }
-}
-
-/// How a shard's pass ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum ShardOutcome {
-    /// Everything ran; the cursor advanced as far as the log allowed.
-    Completed,
-    /// An unresolved delete stopped the shard; reason recorded.
-    Halted,
-    /// The shard could not run (cursor unreadable, crashed, stream broken).
-    Failed,
-}
-
-impl ShardOutcome {
-    /// The shard's [`RunOutcome`] within a pass that was (or was not) cut
-    /// short: a completed shard of a truncated pass is `truncated`.
-    pub fn in_pass(self, truncated: bool) -> RunOutcome {
-        match self {
-            ShardOutcome::Failed => RunOutcome::Failed,
-            ShardOutcome::Halted => RunOutcome::Halted,
-            ShardOutcome::Completed if truncated => RunOutcome::Truncated,
-            ShardOutcome::Completed => RunOutcome::Completed,
-        }
-    }
-
-    /// `completed`, `halted` or `failed`.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            ShardOutcome::Completed => "completed",
-            ShardOutcome::Halted => "halted",
-            ShardOutcome::Failed => "failed",
-        }
-    }
-}
-
-/// One shard's summary for the report.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ShardReport {
-    /// Shard number.
-    pub shard: u8,
-    /// How it ended.
-    pub outcome: ShardOutcome,
-    /// Buckets with enabled actions in this pass.
-    pub buckets: usize,
-    /// Distinct rules across those buckets.
-    pub rules: usize,
-    /// Counters.
-    pub counters: Counters,
-    /// Whether any walk ran on this shard.
-    pub walker_ran: bool,
-    /// Buckets recovered (or attempted), with the reason.
-    pub recovery: Vec<(String, RecoveryReason)>,
-    /// Why the shard halted or failed.
-    pub halt_reason: Option<String>,
-    /// Buckets whose walk stopped on an unresolved walker delete (the shard
-    /// went on without them), with the first reason. Non-empty makes the
-    /// shard `Halted`: that bucket's due deletions wait for the next pass.
-    pub walk_failures: Vec<(String, String)>,
-}
-
-impl ShardReport {
-    /// The report of a shard that could not run its pass at all.
-    pub fn failed(shard: u8, reason: String) -> ShardReport {
-        ShardReport {
-            shard,
-            outcome: ShardOutcome::Failed,
-            buckets: 0,
-            rules: 0,
-            counters: Counters::default(),
-            walker_ran: false,
-            recovery: Vec::new(),
-            halt_reason: Some(reason),
-            walk_failures: Vec::new(),
-        }
-    }
 }
 
 #[derive(Debug, Default, Clone)]

@@ -17,8 +17,9 @@ use tokio::sync::{mpsc, watch};
 use tokio_stream::wrappers::ReceiverStream;
 
 use crate::config::Settings;
-use crate::pass::coordinator::{Coordinator, PassOptions, PassResult, RunPass, StopSignal};
+use crate::pass::coordinator::{Coordinator, PassOptions, RunPass, StopSignal};
 use crate::pass::observe::{PassObserver, StatusBoard};
+use crate::pass::report::PassResult;
 use crate::pb::plugin::{
     ActivityEvent, ActivitySource, AdminToWorkerMessage, ConfigSchemaResponse, DetectionComplete,
     DetectionProposals, ExecuteJobRequest, JobCompleted, JobProgressUpdate, JobResult, JobState,
@@ -849,14 +850,14 @@ fn finish(
     r: &PassResult,
     stopped: Option<String>,
 ) -> Out {
-    let mut totals = crate::pass::shard_run::Counters::default();
+    let mut totals = crate::pass::report::Counters::default();
     for s in &r.shards {
         totals.add(&s.report.counters);
     }
     let halted: Vec<String> = r
         .shards
         .iter()
-        .filter(|s| s.report.outcome == crate::pass::shard_run::ShardOutcome::Halted)
+        .filter(|s| s.report.outcome == crate::pass::report::ShardOutcome::Halted)
         .map(|s| {
             format!(
                 "{:02} ({})",

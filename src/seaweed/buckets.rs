@@ -6,7 +6,7 @@
 use futures::StreamExt;
 
 use crate::engine::keys;
-use crate::lifecycle::{self, FlatRule, Severity, ValidationError};
+use crate::lifecycle::{self, BucketError, FlatRule, Severity, ValidationError};
 use crate::pb::filer_pb::Entry;
 use crate::seaweed::filer::{DEFAULT_PAGE, FilerClient, FilerError};
 
@@ -53,21 +53,6 @@ impl BucketInfo {
         self.diagnostics
             .iter()
             .filter(|d| d.severity == Severity::Error)
-    }
-}
-
-/// A bucket that was skipped, and why.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct BucketError {
-    /// Bucket name.
-    pub bucket: String,
-    /// What is wrong, including how to fix it.
-    pub reason: String,
-}
-
-impl std::fmt::Display for BucketError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "bucket {}: {}", self.bucket, self.reason)
     }
 }
 

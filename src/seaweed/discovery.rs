@@ -4,7 +4,6 @@
 
 use std::time::Duration;
 
-use crate::config::ClusterSettings;
 use crate::pb::master_pb::ListClusterNodesRequest;
 use crate::pb::master_pb::seaweed_client::SeaweedClient;
 use crate::seaweed::endpoint::{EndpointOptions, GrpcEndpoint, MAX_MESSAGE_BYTES, ServerAddress};
@@ -116,14 +115,23 @@ pub async fn admin_presence(
         .then(|| format!("{} ({})", resp.client_name.trim(), resp.message.trim())))
 }
 
+/// What the settings ask of discovery: each list as configured, or `None`
+/// where it is to be read from the master.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Wanted {
+    /// `cluster.master`.
+    pub master: String,
+    /// The configured filers (`None`: ask the master).
+    pub filers: Option<Vec<String>>,
+    /// The configured S3 gRPC addresses (`None`: ask the master).
+    pub s3_grpc: Option<Vec<String>>,
+}
+
 /// The filers and gateways for the next pass: the configured lists, or the
 /// master's membership for each list left empty while `cluster.master` is
 /// set. An empty discovered list is an error naming the setting that fixes it.
-pub async fn resolve(
-    cluster: &ClusterSettings,
-    tls: Option<&ClientTls>,
-) -> Result<Members, String> {
-    let filers = match cluster.static_filers() {
+pub async fn resolve(cluster: &Wanted, tls: Option<&ClientTls>) -> Result<Members, String> {
+    let filers = match cluster.filers.clone() {
         Some(list) => list,
         None => {
             let raw = list_nodes(&cluster.master, FILER_TYPE, tls)
@@ -143,7 +151,7 @@ pub async fn resolve(
             list
         }
     };
-    let s3_grpc = match cluster.static_s3_grpc() {
+    let s3_grpc = match cluster.s3_grpc.clone() {
         Some(list) => list,
         None => {
             // Gateways register their gRPC address itself (`host:grpcPort`), and
@@ -167,6 +175,7 @@ pub async fn resolve(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::config::ClusterSettings;
 
     #[tokio::test]
     async fn static_lists_need_no_master() {
@@ -174,7 +183,7 @@ mod tests {
             filer: vec!["a:1".into(), "b:2".into()],
             ..ClusterSettings::default()
         };
-        let m = resolve(&c, None).await.unwrap();
+        let m = resolve(&c.wanted(), None).await.unwrap();
         assert_eq!(m.filers, ["a:1", "b:2"]);
         assert_eq!(m.s3_grpc, [crate::config::DEFAULT_S3_GRPC]);
     }
@@ -185,7 +194,7 @@ mod tests {
             master: "127.0.0.1:1".into(),
             ..ClusterSettings::default()
         };
-        let e = resolve(&c, None).await.unwrap_err();
+        let e = resolve(&c.wanted(), None).await.unwrap_err();
         assert!(
             e.contains("cluster.master") && e.contains("127.0.0.1:1"),
             "{e}"

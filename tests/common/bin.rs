@@ -275,6 +275,42 @@ pub async fn run_with_stdin(args: &[impl AsRef<str>], stdin: &[u8]) -> Pass {
     finish(command(args, &[]), strings(args), Some(stdin)).await
 }
 
+/// How the binary ended with `args` when its stdout is a pipe whose reader is
+/// already gone (`| head` after the first lines): its status and stderr. The
+/// reader is closed before the process starts, so its first write fails
+/// every time, however little it prints.
+pub async fn run_into_closed_pipe(
+    args: &[impl AsRef<str>],
+    env: &[(&str, &str)],
+) -> (std::process::ExitStatus, String) {
+    let (read, write) = std::io::pipe().expect("pipe");
+    drop(read);
+    let mut cmd = command(args, env);
+    cmd.stdout(Stdio::from(write));
+    let out = tokio::time::timeout(Duration::from_secs(120), cmd.output())
+        .await
+        .expect("the binary ended within 120 s")
+        .expect("the binary started");
+    (
+        out.status,
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// Asserts the binary stopped the way a Unix tool does on a closed pipe:
+/// exit 141 (or 0 when it had nothing to write), without a word about the
+/// pipe, and never a panic (exit 101 with a backtrace). Its own warnings on
+/// stderr stay.
+pub fn assert_quiet_on_closed_pipe(what: &str, status: std::process::ExitStatus, stderr: &str) {
+    assert!(
+        matches!(status.code(), Some(141 | 0)),
+        "{what} into a closed pipe ended with {status:?}, not quietly: {stderr}"
+    );
+    for noise in ["panicked", "Broken pipe", "failed printing"] {
+        assert!(!stderr.contains(noise), "{what}: {stderr}");
+    }
+}
+
 /// The binary with `args` and `env` on a clean environment, output captured, killed on drop.
 pub fn command(args: &[impl AsRef<str>], env: &[(&str, &str)]) -> tokio::process::Command {
     let mut cmd = tokio::process::Command::new(BIN);
