@@ -619,6 +619,20 @@ fn resolve(
     from: &[String],
     path: &str,
 ) -> Option<String> {
+    resolve_within(root, code_of, from, path, 0)
+}
+
+/// [`resolve`], `depth` re-exports deep (a re-export loop gives up).
+fn resolve_within(
+    root: &Path,
+    code_of: &BTreeMap<String, String>,
+    from: &[String],
+    path: &str,
+    depth: usize,
+) -> Option<String> {
+    if depth > 8 {
+        return None;
+    }
     let mut segs: Vec<&str> = path.split("::").map(str::trim).collect();
     let mut module: Vec<String> = match segs.first().copied() {
         Some("crate") => {
@@ -647,44 +661,26 @@ fn resolve(
         }
         None => return None,
     };
-    for depth in 0.. {
-        if depth > 8 {
-            return None;
+    // Descend while the next segment is a module file.
+    while let Some(seg) = segs.first() {
+        let mut next = module.clone();
+        next.push(seg.to_string());
+        if file_of(root, &next).is_none() {
+            break;
         }
-        // Descend while the next segment is a module file.
-        while let Some(seg) = segs.first() {
-            let mut next = module.clone();
-            next.push(seg.to_string());
-            if file_of(root, &next).is_none() {
-                break;
-            }
-            module = next;
-            segs.remove(0);
-        }
-        let file = file_of(root, &module)?;
-        // An item re-exported by a module file: follow it to its definition.
-        if let Some(item) = segs.first()
-            && let Some(target) = code_of.get(&file).map(|c| reexports(c))
-            && let Some(p) = target.get(*item)
-            && !p.starts_with("std::")
-        {
-            let again = resolve(root, code_of, &module, p)?;
-            let rest = &segs[1..];
-            if rest.is_empty() {
-                return Some(again);
-            }
-            let again_module = module_of(&again);
-            return resolve(
-                root,
-                code_of,
-                &again_module,
-                &format!("self::{}::{}", item, rest.join("::")),
-            )
-            .or(Some(again));
-        }
-        return Some(file);
+        module = next;
+        segs.remove(0);
     }
-    None
+    let file = file_of(root, &module)?;
+    // An item re-exported by a module file: follow it to its definition.
+    if let Some(item) = segs.first()
+        && let Some(target) = code_of.get(&file).map(|c| reexports(c))
+        && let Some(p) = target.get(*item)
+        && !p.starts_with("std::")
+    {
+        return resolve_within(root, code_of, &module, p, depth + 1);
+    }
+    Some(file)
 }
 
 /// The import graph of the crate under `root`: file → files it takes from.

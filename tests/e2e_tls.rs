@@ -274,3 +274,68 @@ async fn pass_with_only_the_master_discovers_members_over_tls() {
     assert_eq!(r.total("DONE"), 1, "{}", p.describe());
     assert!(!exists(&s3, &b, "tmp/a").await, "{}", p.describe());
 }
+
+/// The certificate forms operators' recipes make, each as our client certificate in a pass that
+/// reads the filer (an X.509 v1 RSA certificate) and deletes through the S3 gateway (ECDSA P-256
+/// v1, issued by an intermediate that only the CA file holds). v1 certificates were refused with
+/// "tls.cert and tls.key do not go together: … UnsupportedCertVersion" although weed accepts them.
+#[tokio::test]
+async fn v1_certificates_were_refused_although_weed_accepts_them() {
+    let t = tls_cluster();
+    let cases = [
+        ("client", "v3 CN-only, PKCS#8 RSA key"),
+        ("cv1", "v1 RSA (openssl x509 -req, no -extfile), PKCS#8 key"),
+        ("cv1rsa1", "v1 RSA, PKCS#1 key"),
+        ("csan", "v3 with subjectAltName"),
+        ("cec", "v1 ECDSA P-256, SEC1 key"),
+        ("cec8", "v3 ECDSA P-256, PKCS#8 key"),
+        ("cint", "v1 issued by an intermediate, chain in the file"),
+    ];
+    for (name, what) in cases {
+        let (b, s3) = due_bucket(t, "tls-matrix").await;
+        let (crt, key) = (format!("{name}.crt"), format!("{name}.key"));
+        let p = run(
+            t,
+            &Scope::new(&[&b]),
+            &[],
+            &tls_env(t, "ca.crt", &crt, &key),
+        )
+        .await;
+        assert_eq!(p.code, 0, "{what}:\n{}", p.describe());
+        assert_eq!(p.ok().total("DONE"), 1, "{what}:\n{}", p.describe());
+        assert!(!exists(&s3, &b, "tmp/a").await, "{what}:\n{}", p.describe());
+    }
+    // A key that is not the certificate's is refused at start-up, naming both files and the
+    // openssl commands that show the two public keys.
+    let (b, s3) = due_bucket(t, "tls-mismatch").await;
+    let p = run(
+        t,
+        &Scope::new(&[&b]),
+        &[],
+        &tls_env(t, "ca.crt", "cv1.crt", "cec.key"),
+    )
+    .await;
+    assert_refused(
+        &p,
+        2,
+        "do not go together: the key is not the certificate's",
+        &s3,
+        &b,
+    )
+    .await;
+    assert!(
+        p.stderr.contains("openssl pkey -pubout"),
+        "{}",
+        p.describe()
+    );
+    // Only the root in the CA file: the gateway's chain cannot be completed.
+    let (b, s3) = due_bucket(t, "tls-no-intermediate").await;
+    let p = run(
+        t,
+        &Scope::new(&[&b]),
+        &[],
+        &tls_env(t, "root.crt", "cv1.crt", "cv1.key"),
+    )
+    .await;
+    assert_refused(&p, 12, "unknown CA", &s3, &b).await;
+}

@@ -17,3 +17,4 @@ pub mod pool;
 pub mod retention;
 pub mod subscription;
 pub mod tls;
+pub mod x509;

@@ -189,6 +189,9 @@ struct Loaded {
     /// The CA bundle and our certificate chain, to check our own
     /// certificate when a server refuses it.
     roots: Arc<RootCertStore>,
+    /// The CA bundle's certificates as read, for chains webpki cannot
+    /// verify ([`crate::seaweed::x509`]).
+    anchors: Arc<Vec<CertificateDer<'static>>>,
     chain: Vec<CertificateDer<'static>>,
 }
 
@@ -280,6 +283,7 @@ fn load(files: &TlsFiles, used_for: TlsUse) -> Result<Loaded, TlsConfigError> {
     let ca_pem = read(ca_key, &files.ca)?;
     ca_pem.hash(&mut h);
     let mut roots = RootCertStore::empty();
+    let mut anchors = Vec::new();
     let mut n = 0;
     for c in CertificateDer::pem_slice_iter(&ca_pem) {
         let c = c.map_err(|e| TlsConfigError::Content {
@@ -287,6 +291,7 @@ fn load(files: &TlsFiles, used_for: TlsUse) -> Result<Loaded, TlsConfigError> {
             path: files.ca.clone(),
             reason: format!("not a PEM certificate bundle ({e})"),
         })?;
+        anchors.push(c.clone());
         roots.add(c).map_err(|e| TlsConfigError::Content {
             key: ca_key,
             path: files.ca.clone(),
@@ -302,9 +307,11 @@ fn load(files: &TlsFiles, used_for: TlsUse) -> Result<Loaded, TlsConfigError> {
         });
     }
     let roots = Arc::new(roots);
+    let anchors = Arc::new(anchors);
     let mut own_chain = Vec::new();
     let verifier = Arc::new(ChainVerifier {
         roots: roots.clone(),
+        anchors: anchors.clone(),
         check_name: files.server_name.is_some(),
         provider: provider(),
     });
@@ -340,13 +347,40 @@ fn load(files: &TlsFiles, used_for: TlsUse) -> Result<Loaded, TlsConfigError> {
                     reason: format!("holds no PEM private key ({e})"),
                 })?;
             own_chain.clone_from(&chain);
-            builder.with_client_auth_cert(chain, pk).map_err(|e| {
+            let mismatch = |why: String| {
                 TlsConfigError::Other(format!(
-                    "{cert_key} {} and {key_key} {} do not go together: {e}",
+                    "{cert_key} {} and {key_key} {} do not go together: {why}",
                     cert.display(),
                     key.display()
                 ))
-            })?
+            };
+            let signing = provider().key_provider.load_private_key(pk).map_err(|e| {
+                TlsConfigError::Content {
+                    key: key_key,
+                    path: key.clone(),
+                    reason: format!("not a usable private key ({e})"),
+                }
+            })?;
+            // rustls's own pairing check parses the certificate with webpki,
+            // which refuses X.509 v1; compare the public keys instead.
+            let cert_spki =
+                crate::seaweed::x509::spki(&chain[0]).ok_or_else(|| TlsConfigError::Content {
+                    key: cert_key,
+                    path: cert.clone(),
+                    reason: "the first certificate does not parse as X.509".into(),
+                })?;
+            if let Some(key_spki) = signing.public_key()
+                && key_spki.as_ref() != cert_spki
+            {
+                return Err(mismatch(format!(
+                    "the key is not the certificate's; compare `openssl x509 -noout -pubkey -in {}` \
+                     with `openssl pkey -pubout -in {}`",
+                    cert.display(),
+                    key.display()
+                )));
+            }
+            let certified = Arc::new(rustls::sign::CertifiedKey::new(chain, signing));
+            builder.with_client_cert_resolver(Arc::new(OwnCertificate(certified)))
         }
         (None, None) => builder.with_no_client_auth(),
         _ => {
@@ -362,6 +396,7 @@ fn load(files: &TlsFiles, used_for: TlsUse) -> Result<Loaded, TlsConfigError> {
         digest: h.finish(),
         config: Arc::new(config),
         roots,
+        anchors,
         chain: own_chain,
     })
 }
@@ -512,15 +547,11 @@ impl ClientTls {
     /// clock: expired, or not issued by that CA. `None` when it is fine or
     /// there is none.
     fn check_own_certificate(&self) -> Option<TlsFailure> {
-        let (roots, chain) = {
+        let (roots, anchors, chain) = {
             let cur = self.0.loaded.lock().unwrap_or_else(|p| p.into_inner());
-            (cur.roots.clone(), cur.chain.clone())
+            (cur.roots.clone(), cur.anchors.clone(), cur.chain.clone())
         };
         let (leaf, intermediates) = chain.split_first()?;
-        let verifier =
-            rustls::server::WebPkiClientVerifier::builder_with_provider(roots, provider())
-                .build()
-                .ok()?;
         let path = self
             .0
             .files
@@ -528,8 +559,23 @@ impl ClientTls {
             .as_ref()
             .map(|p| p.display().to_string())
             .unwrap_or_default();
-        match verifier.verify_client_cert(leaf, intermediates, UnixTime::now()) {
-            Ok(_) => None,
+        let verdict = if crate::seaweed::x509::is_v1(leaf) {
+            crate::seaweed::x509::verify_chain(
+                leaf,
+                intermediates,
+                &anchors,
+                UnixTime::now(),
+                &provider().signature_verification_algorithms,
+            )
+        } else {
+            rustls::server::WebPkiClientVerifier::builder_with_provider(roots, provider())
+                .build()
+                .ok()?
+                .verify_client_cert(leaf, intermediates, UnixTime::now())
+                .map(|_| ())
+        };
+        match verdict {
+            Ok(()) => None,
             Err(e) => match TlsFailure::from_rustls(&e) {
                 TlsFailure::Expired(d) => Some(TlsFailure::Expired(format!(
                     "our client certificate {path}: {d}"
@@ -693,11 +739,35 @@ impl AsyncWrite for TlsIo {
     }
 }
 
+/// Our client certificate, offered whatever the server asks (SeaweedFS's
+/// servers name no acceptable CAs). rustls's built-in resolver would check
+/// the key pair by parsing the certificate with webpki, which refuses X.509
+/// v1; [`load`] checks the pair itself.
+#[derive(Debug)]
+struct OwnCertificate(Arc<rustls::sign::CertifiedKey>);
+
+impl rustls::client::ResolvesClientCert for OwnCertificate {
+    fn resolve(
+        &self,
+        _root_hint_subjects: &[&[u8]],
+        sigschemes: &[rustls::SignatureScheme],
+    ) -> Option<Arc<rustls::sign::CertifiedKey>> {
+        // Offered only when the key can sign with a scheme the server takes,
+        // as rustls's own resolver does.
+        self.0.key.choose_scheme(sigschemes).map(|_| self.0.clone())
+    }
+
+    fn has_certs(&self) -> bool {
+        true
+    }
+}
+
 /// Verifies the server's chain against the CA; checks the name only when
 /// the operator set `tls.server_name` (docs/tls.md#what-a-client-needs).
 #[derive(Debug)]
 struct ChainVerifier {
     roots: Arc<RootCertStore>,
+    anchors: Arc<Vec<CertificateDer<'static>>>,
     check_name: bool,
     provider: Arc<CryptoProvider>,
 }
@@ -711,6 +781,21 @@ impl ServerCertVerifier for ChainVerifier {
         _ocsp_response: &[u8],
         now: UnixTime,
     ) -> Result<ServerCertVerified, rustls::Error> {
+        if crate::seaweed::x509::is_v1(end_entity) {
+            // webpki refuses v1; weed accepts it (docs/tls.md#v1-certificates).
+            crate::seaweed::x509::verify_chain(
+                end_entity,
+                intermediates,
+                &self.anchors,
+                now,
+                &self.provider.signature_verification_algorithms,
+            )?;
+            // A v1 certificate has no subjectAltName to check a name against.
+            if self.check_name {
+                return Err(CertificateError::NotValidForName.into());
+            }
+            return Ok(ServerCertVerified::assertion());
+        }
         let cert = ParsedCertificate::try_from(end_entity)?;
         verify_server_cert_signed_by_trust_anchor(
             &cert,
@@ -731,12 +816,13 @@ impl ServerCertVerifier for ChainVerifier {
         cert: &CertificateDer<'_>,
         dss: &DigitallySignedStruct,
     ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        rustls::crypto::verify_tls12_signature(
-            message,
-            cert,
-            dss,
-            &self.provider.signature_verification_algorithms,
-        )
+        let algs = &self.provider.signature_verification_algorithms;
+        if crate::seaweed::x509::is_v1(cert) {
+            return crate::seaweed::x509::verify_handshake_signature(
+                message, cert, dss, algs, false,
+            );
+        }
+        rustls::crypto::verify_tls12_signature(message, cert, dss, algs)
     }
 
     fn verify_tls13_signature(
@@ -745,12 +831,13 @@ impl ServerCertVerifier for ChainVerifier {
         cert: &CertificateDer<'_>,
         dss: &DigitallySignedStruct,
     ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        rustls::crypto::verify_tls13_signature(
-            message,
-            cert,
-            dss,
-            &self.provider.signature_verification_algorithms,
-        )
+        let algs = &self.provider.signature_verification_algorithms;
+        if crate::seaweed::x509::is_v1(cert) {
+            return crate::seaweed::x509::verify_handshake_signature(
+                message, cert, dss, algs, true,
+            );
+        }
+        rustls::crypto::verify_tls13_signature(message, cert, dss, algs)
     }
 
     fn supported_verify_schemes(&self) -> Vec<rustls::SignatureScheme> {

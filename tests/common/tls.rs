@@ -1,7 +1,10 @@
-//! The mTLS cluster of `tests/e2e_tls.rs`: a CA, a CN-only server certificate (no
-//! subjectAltName, as SeaweedFS operators often make them) and client certificates made with the
-//! `openssl` CLI at start, a `security.toml` in weed's working directory that turns gRPC mutual
-//! TLS on for every role (docs/tls.md), and one `weed server` shared by the binary's tests.
+//! The mTLS cluster of `tests/e2e_tls.rs`: certificates made with the `openssl` CLI at start
+//! the ways operators' recipes make them, a `security.toml` in weed's working directory that turns
+//! gRPC mutual TLS on for every role (docs/tls.md), and one `weed server` shared by the binary's
+//! tests. The master and volume servers have a v3 CN-only certificate (no subjectAltName, as
+//! SeaweedFS operators often make them), the filer an X.509 v1 one (`openssl x509 -req` without
+//! `-extfile`), the S3 gateway an ECDSA P-256 v1 one with a SEC1 key, issued by an intermediate
+//! CA; the CA file (`ca.crt`) holds that intermediate and the root.
 //!
 //! Besides the good client certificate there are: a second valid one (rotation), one from a
 //! foreign CA, one expired in 2020 (`openssl ca -startdate/-enddate`), the foreign CA itself, and
@@ -14,8 +17,8 @@ use std::sync::OnceLock;
 use super::cluster::{Cluster, start_with_retries_using};
 use super::http;
 
-/// Makes the certificates in the current directory. Leaf certificates are X.509 v3 with no
-/// subjectAltName (CN only); rustls, like every webpki verifier, refuses v1 certificates.
+/// Makes the certificates in the current directory. `leaf` makes X.509 v3 certificates with no
+/// subjectAltName (CN only), `v1` the plain recipe's version 1.
 const GEN: &str = r#"set -e
 printf 'basicConstraints=CA:FALSE\nkeyUsage=digitalSignature,keyEncipherment\n' > leaf.ext
 openssl req -x509 -newkey rsa:2048 -nodes -keyout ca.key -out ca.crt -days 3650 -subj "/CN=test-ca"
@@ -54,6 +57,42 @@ keyUsage=digitalSignature,keyEncipherment
 EOC
 openssl req -newkey rsa:2048 -nodes -keyout expired.key -out expired.csr -subj "/CN=lifecycled-expired"
 openssl ca -batch -config ca.cnf -in expired.csr -out expired.crt -notext -startdate 20200101000000Z -enddate 20200102000000Z
+# The forms operators' recipes make (docs/tls.md#v1-certificates). The common recipe, no
+# -extfile: X.509 v1, key in PKCS#8 (openssl 3's default).
+v1() { # name CN ca
+  openssl req -newkey rsa:2048 -nodes -keyout $1.key -out $1.csr -subj "/CN=$2"
+  openssl x509 -req -in $1.csr -CA $3.crt -CAkey $3.key -CAcreateserial -out $1.crt -days 365
+}
+v1 filer seaweedfs-filer ca
+v1 cv1 lifecycled-v1 ca
+# v1 with a PKCS#1 key ("BEGIN RSA PRIVATE KEY"), as `openssl genrsa -traditional` and openssl 1.x write it.
+openssl genrsa -traditional -out cv1rsa1.key 2048
+openssl req -new -key cv1rsa1.key -subj "/CN=lifecycled-pkcs1" -out cv1rsa1.csr
+openssl x509 -req -in cv1rsa1.csr -CA ca.crt -CAkey ca.key -CAcreateserial -out cv1rsa1.crt -days 365
+# v3 with a subjectAltName.
+openssl req -newkey rsa:2048 -nodes -keyout csan.key -out csan.csr -subj "/CN=lifecycled-san"
+openssl x509 -req -in csan.csr -CA ca.crt -CAkey ca.key -CAcreateserial -out csan.crt -days 365 -extfile san.ext
+# ECDSA P-256: v1 with a SEC1 key ("BEGIN EC PRIVATE KEY"), and v3 with a PKCS#8 one.
+ec() { # name CN ca extfile-args
+  openssl ecparam -name prime256v1 -genkey -noout -out $1.key
+  openssl req -new -key $1.key -subj "/CN=$2" -out $1.csr
+  openssl x509 -req -in $1.csr -CA $3.crt -CAkey $3.key -CAcreateserial -out $1.crt -days 365 $4
+}
+ec cec lifecycled-ec ca
+ec cec8 lifecycled-ec8 ca "-extfile leaf.ext"
+openssl pkcs8 -topk8 -nocrypt -in cec8.key -out cec8.p8 && mv cec8.p8 cec8.key
+# An intermediate CA; the S3 gateway's certificate (ECDSA, v1) is issued by it and the gateway
+# sends only its leaf, so a client must find the intermediate in its CA file. Our client
+# certificate `cint` is issued by it too, its file holding the leaf and the intermediate.
+printf 'basicConstraints=critical,CA:TRUE\nkeyUsage=critical,keyCertSign,cRLSign\n' > int.ext
+openssl req -newkey rsa:2048 -nodes -keyout int.key -out int.csr -subj "/CN=test-intermediate"
+openssl x509 -req -in int.csr -CA ca.crt -CAkey ca.key -CAcreateserial -out int.crt -days 3650 -extfile int.ext
+ec s3 seaweedfs-s3 int
+v1 cint lifecycled-int int
+cat int.crt >> cint.crt
+# From here on the CA file is a bundle: the intermediate, then the root (root.crt alone).
+cp ca.crt root.crt
+cat int.crt root.crt > ca.crt
 "#;
 
 /// The mTLS cluster and where its certificates are.
@@ -61,7 +100,7 @@ pub struct TlsCluster {
     /// The cluster (its gRPC ports require mTLS; S3 and filer HTTP stay plain).
     pub cluster: Cluster,
     /// The certificates (`ca.crt`, `client.crt`/`.key`, `client2`, `foreign`, `expired`,
-    /// `ca2.crt`).
+    /// `ca2.crt`, and the client matrix: `cv1`, `cv1rsa1`, `csan`, `cec`, `cec8`, `cint`).
     pub certs: PathBuf,
     /// The cluster's `security.toml` (as an operator has it).
     pub security_toml: PathBuf,
@@ -76,14 +115,17 @@ impl TlsCluster {
 
 fn security_toml(certs: &Path) -> String {
     let p = |n: &str| certs.join(n).display().to_string();
-    let server = format!(
-        "cert = \"{}\"\nkey = \"{}\"\n",
-        p("server.crt"),
-        p("server.key")
-    );
+    let pair = |n: &str| {
+        format!(
+            "cert = \"{}\"\nkey = \"{}\"\n",
+            p(&format!("{n}.crt")),
+            p(&format!("{n}.key"))
+        )
+    };
+    let (server, filer, s3) = (pair("server"), pair("filer"), pair("s3"));
     format!(
-        "[grpc]\nca = \"{}\"\n\n[grpc.master]\n{server}\n[grpc.volume]\n{server}\n[grpc.filer]\n{server}\n\
-         [grpc.s3]\n{server}\n[grpc.client]\ncert = \"{}\"\nkey = \"{}\"\n",
+        "[grpc]\nca = \"{}\"\n\n[grpc.master]\n{server}\n[grpc.volume]\n{server}\n[grpc.filer]\n{filer}\n\
+         [grpc.s3]\n{s3}\n[grpc.client]\ncert = \"{}\"\nkey = \"{}\"\n",
         p("ca.crt"),
         p("client.crt"),
         p("client.key"),
