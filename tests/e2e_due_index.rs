@@ -425,3 +425,62 @@ async fn tiny_tail_budget_deletes_everything_due_and_never_skips() {
     assert_eq!(r.total("DONE"), 0, "{}", p.describe());
     assert_eq!(count_objects(&s3, &b).await, 50);
 }
+
+/// A pass whose `--now` is ahead of the filer's clock (a preview, a test, a fast host clock) read
+/// the whole window at every pass: the index stopped a reorder margin before the last event read,
+/// and with the log quiet that never moved, so every object written in the last 5 s was re-read
+/// for ever. The index now moves up to the filer's own clock from before the read. Objects
+/// written after such a pass, stamped with the filer's clock, are still deleted when due.
+#[tokio::test]
+async fn future_now_passes_reread_the_whole_window_while_the_log_was_quiet() {
+    let _g = SERIAL.lock().await;
+    let c = common::cluster();
+    let s3 = c.s3_client();
+    let b = c.new_bucket("e2e-due-future").await.unwrap();
+    let rules = lifecycle(&format!(
+        "{}{}",
+        days_rule("long", "obj/", 30),
+        days_rule("late", "late/", 1)
+    ));
+    c.put_lifecycle_xml(&b, &rules).await.unwrap();
+    c.put_objects_bulk(&b, &keys("obj/", OBJECTS), b"x")
+        .await
+        .unwrap();
+    let t0 = now_ns();
+    let scope = Scope::new(&[&b]);
+    // The reorder margin's 5 s pass on the filer's clock with nothing written: the last PUTs
+    // stay the newest events in the log (no marker written, unlike `settle`).
+    tokio::time::sleep(Duration::from_millis(5_500)).await;
+    let p = run_once(c, &scope, Some(t0 + 60_000_000_000), &[], LONG_LOG).await;
+    let r = p.ok();
+    r.assert_no_deletes();
+    figure("now +1 min (builds the index)", &r);
+    for (what, ahead) in [
+        ("now +1 h", 3_600_000_000_000),
+        ("now +3 d", 3 * 86_400_000_000_000),
+    ] {
+        let p = run_once(c, &scope, Some(t0 + ahead), &[], LONG_LOG).await;
+        let r = p.ok();
+        r.assert_no_deletes();
+        figure(what, &r);
+        assert!(
+            events_read(&r) <= (OBJECTS / 20) as i64,
+            "{what}: a pass ahead of the filer's clock must read at most 5% of the window's \
+             {OBJECTS} events:\n{}",
+            p.describe()
+        );
+    }
+    // Written after the passes, stamped with the filer's (earlier) clock: due a day later.
+    for k in ["late/a", "late/b", "late/c"] {
+        put(&s3, &b, k, b"x", None).await;
+    }
+    let p = run_once(c, &scope, Some(t0 + 4 * 86_400_000_000_000), &[], LONG_LOG).await;
+    let r = p.ok();
+    figure("now +4 d (the late objects due)", &r);
+    assert_eq!(r.total("DONE"), 3, "{}", p.describe());
+    assert!(events_read(&r) <= (OBJECTS / 20) as i64, "{}", p.describe());
+    for k in ["late/a", "late/b", "late/c"] {
+        assert!(!exists(&s3, &b, k).await, "{k}:\n{}", p.describe());
+    }
+    assert_eq!(count_objects(&s3, &b).await, OBJECTS);
+}

@@ -794,6 +794,7 @@ mod tests {
             evs: &[(Nanos, Nanos, Nanos)],
             progress: &ActionProgress,
             now: Nanos,
+            clock: Nanos,
             time: TimeConfig,
             margin: Nanos,
             mode: u8,
@@ -805,9 +806,10 @@ mod tests {
                 .with_reorder_margin(margin)
                 .with_due_index(time);
             let ranges = t.ranges();
-            // The log in append order (ts + delay); visible once appended.
+            // The log in append order (ts + delay); visible once appended,
+            // by the filer's clock (which may lag the pass's `now` or lead it).
             let mut log: Vec<usize> = (0..evs.len())
-                .filter(|&i| evs[i].0 + evs[i].2 <= now)
+                .filter(|&i| evs[i].0 + evs[i].2 <= clock)
                 .collect();
             log.sort_by_key(|&i| (evs[i].0 + evs[i].2, i));
             let mut last = None;
@@ -847,8 +849,17 @@ mod tests {
                     break;
                 }
             }
-            let end = if halted { None } else { last };
             let complete = !(halted || (mode == 2 && delivered >= cut));
+            // As the coordinator's stream end: a read to its end vouches for
+            // the filer's clock too (never past the last range); a stopped
+            // one only for what it delivered; a halt for nothing.
+            let end = if halted {
+                None
+            } else if complete {
+                last.max(ranges.last().map(|r| clock.min(r.1)))
+            } else {
+                last
+            };
             let next = t.finish(end).remove(0).1;
             prop_assert!(next.ts >= progress.ts);
             Ok((next, complete))
@@ -864,7 +875,7 @@ mod tests {
             #[test]
             fn due_index_reads_cover_every_due_match(
                 evs in proptest::collection::vec((1i64..300, 0i64..900, 0i64..4), 0..60),
-                passes in proptest::collection::vec((0i64..120, 0u8..3, 0usize..30, any::<bool>()), 1..8),
+                passes in proptest::collection::vec((0i64..120, 0u8..3, 0usize..30, any::<bool>(), -20i64..100), 1..8),
                 fail in proptest::collection::vec(any::<bool>(), 1..8),
             ) {
                 let time = TimeConfig { day: std::time::Duration::from_nanos(240), rounding: crate::engine::DueRounding::None };
@@ -873,8 +884,13 @@ mod tests {
                 let mut progress = ActionProgress::at(0);
                 let mut resolved = std::collections::HashSet::new();
                 let mut now = 0;
-                for (step, mode, cut, edit) in passes {
+                // The filer's clock: it never runs back, and lags the pass's
+                // `now` by up to 100 (a `--now` ahead, a fast host clock) or
+                // leads it by up to 20.
+                let mut clock = 0;
+                for (step, mode, cut, edit, lag) in passes {
                     now += step;
+                    clock = (now - lag).max(clock);
                     if edit {
                         // A rule edit: a new action with other due times,
                         // recovered from the start of the log (no index).
@@ -882,10 +898,10 @@ mod tests {
                         progress = ActionProgress::at(0);
                         resolved.clear();
                     }
-                    let (next, complete) = model_pass(&evs, &progress, now, time, margin, mode, cut, &fail, &mut resolved)?;
+                    let (next, complete) = model_pass(&evs, &progress, now, clock, time, margin, mode, cut, &fail, &mut resolved)?;
                     if complete {
                         for (i, &(ts, due, delay)) in evs.iter().enumerate() {
-                            if due <= now && ts + delay <= now {
+                            if due <= now && ts <= now && ts + delay <= clock {
                                 prop_assert!(resolved.contains(&i), "due match {i} (ts {ts}, due {due}) missed at now {now}");
                             }
                         }
@@ -894,7 +910,7 @@ mod tests {
                 }
                 // A final complete pass after everything is due resolves all.
                 now += 1_000;
-                let (_, complete) = model_pass(&evs, &progress, now, time, margin, 0, 0, &fail, &mut resolved)?;
+                let (_, complete) = model_pass(&evs, &progress, now, now, time, margin, 0, 0, &fail, &mut resolved)?;
                 prop_assert!(complete);
                 prop_assert_eq!(resolved.len(), evs.len());
             }

@@ -91,6 +91,23 @@ impl StopSignal {
     }
 }
 
+/// Up to where the replay read everything: the last event delivered, or,
+/// when the stream ran to its end, the filer's clock from before the read if
+/// that is later (a quiet log, a `now` ahead of the filer), never past the
+/// last range's `until`. A stopped read vouches only for what it delivered.
+fn stream_end(
+    last: Option<Nanos>,
+    clock: Option<Nanos>,
+    until: Option<Nanos>,
+    stopped: bool,
+) -> Option<Nanos> {
+    if stopped {
+        return last;
+    }
+    let by_clock = clock.zip(until).map(|(c, u)| c.min(u));
+    last.max(by_clock)
+}
+
 /// Everything read before the shards start.
 struct Prepared {
     plan: Arc<PassPlan>,
@@ -1214,10 +1231,22 @@ impl Driver {
             since = ranges[0].0,
             "meta-log ranges to read"
         );
+        // Taken before the first range is read: events the filer stamped up
+        // to a reorder margin before this are all in its log by the time the
+        // stream ends, so a quiet log lets the index move up to it rather
+        // than stay at the last event read (docs/due-index.md#filer-clock).
+        let clock = match self.port.filer_clock().await {
+            Ok(c) => c,
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot read the filer's clock; the index stops at the last event read");
+                None
+            }
+        };
         let root = self.port.buckets_root();
         let stop = halted(halt.clone());
         tokio::pin!(stop);
         let mut last_ts = None;
+        let mut stopped = false;
         let mut out: HashMap<u8, Outbox> = self
             .shards
             .keys()
@@ -1237,6 +1266,7 @@ impl Driver {
                 // every shard got.
                 if halt.borrow().is_some() {
                     tracing::info!("stop requested; meta-log replay ends early");
+                    stopped = true;
                     break 'ranges;
                 }
                 // Take what the stream has ready. When it has nothing (the
@@ -1252,6 +1282,7 @@ impl Driver {
                             biased;
                             () = &mut stop => {
                                 tracing::info!("stop requested; meta-log replay ends early");
+                                stopped = true;
                                 break 'ranges;
                             }
                             ev = events.next() => Some(ev),
@@ -1265,6 +1296,7 @@ impl Driver {
                                     biased;
                                     () = &mut stop => {
                                         tracing::info!("stop requested; meta-log replay ends early");
+                                        stopped = true;
                                         break 'ranges;
                                     }
                                     ev = events.next() => ev,
@@ -1318,7 +1350,8 @@ impl Driver {
         // before `stream_end` (the last one read) is reported.
         self.deliver_all(&mut out).await;
         read.batches = out.values().map(|o| o.sent).sum();
-        (last_ts, not_routed, None)
+        let until = ranges.last().map(|r| r.1);
+        (stream_end(last_ts, clock, until, stopped), not_routed, None)
     }
 
     /// Sends `shard` its buffered events as one [`ReplayBatch`] (awaited:

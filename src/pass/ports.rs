@@ -90,6 +90,14 @@ pub trait ClusterPort: Send + Sync + 'static {
         since: Nanos,
         until: Nanos,
     ) -> BoxFuture<'static, Result<EventStream, String>>;
+    /// The clock of the one filer the replay reads, taken before it reads:
+    /// every event stamped a reorder margin before it was in the log by then
+    /// (docs/due-index.md#filer-clock). `None` when it cannot vouch for that
+    /// (several filers, each its own clock and peers' events arriving late),
+    /// and in fakes.
+    fn filer_clock(&self) -> BoxFuture<'static, Result<Option<Nanos>, String>> {
+        async { Ok(None) }.boxed()
+    }
     /// The paused buckets (`s3-lifecycled pause`), read at every pass start
     /// (docs/filer-layout.md#pause-files). Fakes without pauses keep the
     /// default: none.
@@ -502,6 +510,27 @@ impl ClusterPort for SeaweedCluster {
                         .await
                         .into_iter()
                         .collect()
+                }
+                .boxed()
+            })
+            .await
+        }
+        .boxed()
+    }
+
+    fn filer_clock(&self) -> BoxFuture<'static, Result<Option<Nanos>, String>> {
+        let pool = self.pool.clone();
+        async move {
+            if pool.ordered().len() != 1 {
+                return Ok(None);
+            }
+            pool.call(|n| {
+                async move {
+                    n.filer
+                        .clock()
+                        .await
+                        .map(Some)
+                        .map_err(|e| format!("filer clock: {e}"))
                 }
                 .boxed()
             })

@@ -15,7 +15,7 @@ use crate::pb::filer_pb::seaweed_filer_client::SeaweedFilerClient;
 use crate::pb::filer_pb::{
     CreateEntryRequest, DeleteEntryRequest, Entry, FilerError as PbFilerError,
     GetFilerConfigurationRequest, ListEntriesRequest, ListEntriesResponse,
-    LookupDirectoryEntryRequest, UpdateEntryRequest,
+    LookupDirectoryEntryRequest, PingRequest, UpdateEntryRequest,
 };
 use crate::seaweed::endpoint::{EndpointOptions, GrpcEndpoint, MAX_MESSAGE_BYTES};
 
@@ -246,6 +246,18 @@ impl FilerClient {
         } else {
             root.to_string()
         })
+    }
+
+    /// The filer's clock (`Ping.start_time_ns`, ns since the epoch): what the
+    /// filer stamps the events it logs with (docs/due-index.md#filer-clock).
+    pub async fn clock(&self) -> Result<i64> {
+        let mut inner = self.inner.clone();
+        let resp = self
+            .timed(inner.ping(PingRequest::default()))
+            .await
+            .map_err(|s| FilerError::from_status("Ping", self.addr.clone(), s))?
+            .into_inner();
+        Ok(resp.start_time_ns)
     }
 
     /// The filer's store signature (`GetFilerConfiguration.signature`): equal
