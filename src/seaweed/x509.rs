@@ -17,8 +17,19 @@ use rustls::crypto::WebPkiSupportedAlgorithms;
 use rustls::{CertificateError, DigitallySignedStruct, Error, OtherError};
 use rustls_pki_types::{CertificateDer, UnixTime};
 
-/// One DER element of `input`: `(tag, contents, whole element, rest)`.
-fn tlv(input: &[u8]) -> Option<(u8, &[u8], &[u8], &[u8])> {
+/// One DER element read off the front of some input.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Element<'a> {
+    tag: u8,
+    contents: &'a [u8],
+    /// The element with its tag and length.
+    whole: &'a [u8],
+    /// What follows it.
+    rest: &'a [u8],
+}
+
+/// The first DER element of `input`.
+fn tlv(input: &[u8]) -> Option<Element<'_>> {
     let (&tag, rest) = input.split_first()?;
     let (&first, mut rest) = rest.split_first()?;
     let len = if first < 0x80 {
@@ -38,13 +49,18 @@ fn tlv(input: &[u8]) -> Option<(u8, &[u8], &[u8], &[u8])> {
         return None;
     }
     let header = input.len() - rest.len();
-    Some((tag, &rest[..len], &input[..header + len], &rest[len..]))
+    Some(Element {
+        tag,
+        contents: &rest[..len],
+        whole: &input[..header + len],
+        rest: &rest[len..],
+    })
 }
 
 /// The element of `input` with `tag`: `(contents, whole, rest)`.
 fn expect(input: &[u8], tag: u8) -> Option<(&[u8], &[u8], &[u8])> {
-    let (t, contents, whole, rest) = tlv(input)?;
-    (t == tag).then_some((contents, whole, rest))
+    let e = tlv(input)?;
+    (e.tag == tag).then_some((e.contents, e.whole, e.rest))
 }
 
 const SEQUENCE: u8 = 0x30;
@@ -123,14 +139,14 @@ impl<'a> Cert<'a> {
         let (validity, _, f) = expect(f, SEQUENCE)?;
         let (_, subject, f) = expect(f, SEQUENCE)?;
         let (_, spki, mut f) = expect(f, SEQUENCE)?;
-        let (nb_tag, nb, _, v) = tlv(validity)?;
-        let (na_tag, na, _, _) = tlv(v)?;
+        let nb = tlv(validity)?;
+        let na = tlv(nb.rest)?;
         let mut ca = false;
-        while let Some((tag, contents, _, rest)) = tlv(f) {
-            if tag == EXTENSIONS {
-                ca = basic_constraints_ca(contents)?;
+        while let Some(e) = tlv(f) {
+            if e.tag == EXTENSIONS {
+                ca = basic_constraints_ca(e.contents)?;
             }
-            f = rest;
+            f = e.rest;
         }
         Some(Cert {
             version,
@@ -139,8 +155,8 @@ impl<'a> Cert<'a> {
             signature: bits(sig)?,
             issuer,
             subject,
-            not_before: time(nb_tag, nb)?,
-            not_after: time(na_tag, na)?,
+            not_before: time(nb.tag, nb.contents)?,
+            not_after: time(na.tag, na.contents)?,
             spki,
             ca,
         })
@@ -378,9 +394,15 @@ mod tests {
         assert!(tlv(&[0x30, 0x05, 0x01]).is_none());
         assert!(tlv(&[0x30, 0x82, 0x01]).is_none());
         assert!(tlv(&[0x30, 0x80]).is_none());
+        let e = tlv(&[0x30, 0x81, 0x01, 0x07, 0x09]).unwrap();
         assert_eq!(
-            tlv(&[0x30, 0x81, 0x01, 0x07, 0x09]).map(|t| (t.0, t.1, t.3)),
-            Some((0x30, &[0x07][..], &[0x09][..]))
+            (e.tag, e.contents, e.whole, e.rest),
+            (
+                0x30,
+                &[0x07][..],
+                &[0x30, 0x81, 0x01, 0x07][..],
+                &[0x09][..]
+            )
         );
         assert!(Cert::parse(&[]).is_none());
         assert!(!is_v1(b"not a certificate"));
