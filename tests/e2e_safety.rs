@@ -758,3 +758,76 @@ async fn passes_over_disjoint_shard_sets_stop_at_the_cap_together() {
     );
     assert_eq!(count_objects(&s3, &b).await, N - 5);
 }
+
+/// Typos were accepted silently: `pause`/`approve` of a bucket the cluster does not have exited 0
+/// and reported success, `forecast --bucket missing` said "nothing pending", and a misspelt
+/// `--buckets` name gave no word. Each is now refused naming the buckets that exist and the
+/// likeliest one meant; pausing a bucket before it exists takes `--create-if-missing`.
+#[tokio::test(flavor = "multi_thread")]
+async fn typos_in_bucket_names_were_accepted_silently() {
+    let c = cluster();
+    let s3 = c.s3_client();
+    let real = c.new_bucket("typo-photos").await.unwrap();
+    c.put_lifecycle_xml(&real, &lifecycle(&date_rule("due", "", PAST_DATE)))
+        .await
+        .unwrap();
+    put(&s3, &real, "a", b"x", None).await;
+    // One letter dropped, as fingers do.
+    let typo = real[1..].to_string();
+    let scope = Scope::new(&[&real]);
+    let serve = Serve::start(&scope, &[]).await;
+
+    for args in [vec!["pause", typo.as_str()], vec!["approve", typo.as_str()]] {
+        let out = serve.cli(&args).await;
+        assert_eq!(out.code, 2, "{}", out.describe());
+        assert!(
+            out.stderr
+                .contains(&format!("bucket `{typo}` does not exist"))
+                && out.stderr.contains(&real),
+            "names the typo and a bucket that exists:\n{}",
+            out.describe()
+        );
+    }
+    let out = serve.cli(&["pause", "no-such-bucket-yet"]).await;
+    assert!(
+        out.stderr.contains("--create-if-missing"),
+        "{}",
+        out.describe()
+    );
+    let out = serve
+        .cli(&["pause", "no-such-bucket-yet", "--create-if-missing"])
+        .await;
+    assert_eq!(out.code, 0, "{}", out.describe());
+    let out = serve.cli(&["resume", "no-such-bucket-yet"]).await;
+    assert_eq!(out.code, 0, "{}", out.describe());
+
+    // forecast, through the service and straight from the filer.
+    let out = serve.cli(&["forecast", "--bucket", &typo]).await;
+    assert_eq!(out.code, 2, "{}", out.describe());
+    assert!(out.stderr.contains("does not exist"), "{}", out.describe());
+    let filer = c.filer_grpc_addr().to_string();
+    let env = [("S3_LIFECYCLED__CURSOR__DIR", scope.cursor_dir.as_str())];
+    let out = run_raw(&["forecast", "--filer", &filer, "--bucket", &typo], &env).await;
+    assert_eq!(out.code, 2, "{}", out.describe());
+    assert!(
+        out.stderr.contains("flag --bucket: bucket"),
+        "{}",
+        out.describe()
+    );
+
+    // A misspelt --buckets name: the other bucket is done, the typo named, exit 2.
+    let p = run_once(c, &Scope::new(&[&real, &typo]), None, &[], &[]).await;
+    assert_eq!(p.code, 2, "{}", p.describe());
+    assert!(
+        p.stderr.contains(&format!(
+            "bucket `{typo}` does not exist (did you mean `{real}`?)"
+        )),
+        "{}",
+        p.describe()
+    );
+    assert!(
+        !exists(&s3, &real, "a").await,
+        "the real bucket was done:\n{}",
+        p.describe()
+    );
+}

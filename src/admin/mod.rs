@@ -67,6 +67,10 @@ pub enum AdminError {
     /// e.g. a shard this instance is not configured to run.
     #[error("{0}")]
     FailedPrecondition(String),
+    /// What the request names does not exist (`NOT_FOUND`), e.g. a bucket;
+    /// the message names what does.
+    #[error("{0}")]
+    NotFound(String),
     /// Try again later (`UNAVAILABLE`): starting up or shutting down.
     #[error("{0}")]
     Unavailable(String),
@@ -80,6 +84,7 @@ impl From<AdminError> for Status {
         match e {
             AdminError::InvalidArgument(m) => Status::invalid_argument(m),
             AdminError::FailedPrecondition(m) => Status::failed_precondition(m),
+            AdminError::NotFound(m) => Status::not_found(m),
             AdminError::Unavailable(m) => Status::unavailable(m),
             AdminError::Internal(m) => Status::internal(m),
         }
@@ -101,9 +106,16 @@ pub trait AdminBackend: Send + Sync + 'static {
     /// The last finished pass, if any finished since the process started.
     fn last_run(&self) -> BoxFuture<'static, Result<Option<PassSummary>, AdminError>>;
     /// Pauses `bucket` (already checked to be a bucket name); answers when,
-    /// ns since epoch. Backends without pauses keep the default refusal.
-    fn pause(&self, bucket: String, reason: String) -> BoxFuture<'static, Result<i64, AdminError>> {
-        let _ = (bucket, reason);
+    /// ns since epoch. A bucket the cluster does not have is `NotFound`
+    /// unless `create_if_missing`. Backends without pauses keep the default
+    /// refusal.
+    fn pause(
+        &self,
+        bucket: String,
+        reason: String,
+        create_if_missing: bool,
+    ) -> BoxFuture<'static, Result<i64, AdminError>> {
+        let _ = (bucket, reason, create_if_missing);
         async { Err(AdminError::FailedPrecondition(NO_PAUSES.into())) }.boxed()
     }
     /// Resumes `bucket`; `Ok(false)` when it was not paused.
@@ -243,7 +255,10 @@ impl LifecycledAdmin for AdminService {
     ) -> Result<Response<pb::PauseBucketResponse>, Status> {
         let r = request.into_inner();
         let bucket = validate_bucket(&r.bucket)?;
-        let paused_ns = self.backend.pause(bucket, r.reason).await?;
+        let paused_ns = self
+            .backend
+            .pause(bucket, r.reason, r.create_if_missing)
+            .await?;
         Ok(Response::new(pb::PauseBucketResponse { paused_ns }))
     }
 

@@ -93,6 +93,10 @@ pub struct PauseArgs {
     /// A note kept with the pause and shown on the status page.
     #[arg(long, default_value = "")]
     pub reason: String,
+    /// Pause a bucket the cluster does not have yet (without it, such a name
+    /// is refused as a typo, exit 2).
+    #[arg(long)]
+    pub create_if_missing: bool,
 }
 
 /// `s3-lifecycled resume`.
@@ -222,6 +226,7 @@ fn pause(args: &PauseArgs) -> Result<(), Failure> {
     let req = pb::PauseBucketRequest {
         bucket: args.bucket.clone(),
         reason: args.reason.clone(),
+        create_if_missing: args.create_if_missing,
     };
     let resp = runtime()?.block_on(async {
         let mut client = connect(&addr, token).await?;
@@ -367,10 +372,11 @@ fn error_chain(e: &dyn std::error::Error) -> String {
 }
 
 fn server_error(addr: &str, call: &str, st: &tonic::Status) -> Failure {
-    // A refused token is the caller's configuration, like an invalid request.
+    // A refused token is the caller's configuration, like an invalid request;
+    // a bucket that does not exist is a typo in it.
     let code = if matches!(
         st.code(),
-        tonic::Code::InvalidArgument | tonic::Code::Unauthenticated
+        tonic::Code::InvalidArgument | tonic::Code::Unauthenticated | tonic::Code::NotFound
     ) {
         EXIT_USAGE
     } else {

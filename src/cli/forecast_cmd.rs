@@ -101,8 +101,23 @@ pub fn run(args: &ForecastArgs) -> i32 {
         Err(code) => return code,
     };
     let loaded = rt.block_on(async {
-        let client = crate::cli::first_filer(&s).await?;
-        load_cursors(&CursorStore::new(client, &s.cursor.dir)).await
+        let failed = |e: String| (EXIT_ERROR, e);
+        let client = crate::cli::first_filer(&s).await.map_err(failed)?;
+        if let Some(b) = args.bucket.as_deref() {
+            // A typo must not read as "nothing pending".
+            let root = client
+                .buckets_root()
+                .await
+                .map_err(|e| failed(e.to_string()))?;
+            let scan = crate::seaweed::buckets::list_bucket_configs(&client, &root)
+                .await
+                .map_err(|e| failed(e.to_string()))?;
+            crate::engine::names::check_exists(b, scan.names())
+                .map_err(|e| (EXIT_USAGE, format!("flag --bucket: {e}")))?;
+        }
+        load_cursors(&CursorStore::new(client, &s.cursor.dir))
+            .await
+            .map_err(failed)
     });
     match loaded {
         Ok(cursors) => {
@@ -116,9 +131,9 @@ pub fn run(args: &ForecastArgs) -> i32 {
             print(&r, args.json);
             EXIT_OK
         }
-        Err(e) => {
+        Err((code, e)) => {
             eprintln!("error: {e}");
-            EXIT_ERROR
+            code
         }
     }
 }

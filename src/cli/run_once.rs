@@ -381,6 +381,7 @@ pub fn report(r: &PassResult, run_id: &str, dry_run: bool, json_out: bool) -> i3
             "duration_ms": r.duration.as_millis() as u64,
             "buckets": r.buckets,
             "bucket_errors": r.bucket_errors.iter().map(|e| json!({"bucket": e.bucket, "reason": e.reason})).collect::<Vec<_>>(),
+            "unknown_buckets": r.unknown_buckets,
             "held": r.held.iter().map(|h| json!({"bucket": h.bucket, "would_delete": h.would_delete, "entries": h.entries, "cap": h.cap, "reason": h.reason()})).collect::<Vec<_>>(),
             "approved": r.approved,
             "paused": r.paused.iter().map(|p| json!({"bucket": p.bucket, "paused_ns": p.paused_ns, "reason": p.reason})).collect::<Vec<_>>(),
@@ -426,6 +427,11 @@ pub fn report(r: &PassResult, run_id: &str, dry_run: bool, json_out: bool) -> i3
     match outcome {
         RunOutcome::Failed => EXIT_ERROR,
         RunOutcome::Halted => EXIT_HALTED,
+        // A misspelt `--buckets` name is the operator's input: the other
+        // buckets were done, but the run says it did not do what was asked.
+        RunOutcome::Completed | RunOutcome::Truncated if !r.unknown_buckets.is_empty() => {
+            EXIT_USAGE
+        }
         RunOutcome::Completed | RunOutcome::Truncated => EXIT_OK,
     }
 }

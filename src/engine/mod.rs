@@ -23,6 +23,7 @@ pub mod journal;
 pub mod keys;
 pub mod lock;
 pub mod merge;
+pub mod names;
 pub mod pending;
 pub mod preview;
 pub mod progress;

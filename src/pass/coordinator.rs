@@ -113,6 +113,7 @@ struct Prepared {
     plan: Arc<PassPlan>,
     buckets: Vec<String>,
     bucket_errors: Vec<BucketError>,
+    unknown_buckets: Vec<String>,
     paused: Vec<PauseRecord>,
     caps: CapBook,
     approved: Vec<String>,
@@ -175,6 +176,21 @@ async fn prepare(port: Arc<dyn ClusterPort>, opts: &PassOptions) -> Result<Prepa
     let selected = |name: &str| filter.is_empty() || filter.contains(name);
     let mut keep = BTreeSet::new();
     let mut bucket_errors = Vec::new();
+    let mut unknown_buckets = Vec::new();
+    // A name in `pass.buckets` (or `--buckets`) that the cluster does not
+    // have is a configuration error of its own, reported like a broken
+    // document, so a typo does not pass for a quiet bucket; the other
+    // buckets go on.
+    let listed = scan.names();
+    for name in &filter {
+        if let Err(e) = crate::engine::names::check_exists(name, listed.iter().copied()) {
+            unknown_buckets.push(name.to_string());
+            bucket_errors.push(BucketError {
+                bucket: name.to_string(),
+                reason: format!("named by pass.buckets or --buckets, but {e}"),
+            });
+        }
+    }
     for e in scan.errors {
         keep.insert(e.bucket.clone());
         if selected(&e.bucket) {
@@ -275,6 +291,7 @@ async fn prepare(port: Arc<dyn ClusterPort>, opts: &PassOptions) -> Result<Prepa
         plan: Arc::new(pass_plan),
         buckets,
         bucket_errors,
+        unknown_buckets,
         paused,
         caps,
         approved,
@@ -579,6 +596,7 @@ impl Coordinator {
         };
         let buckets = p.buckets;
         let bucket_errors = p.bucket_errors;
+        let unknown_buckets = p.unknown_buckets;
         let paused = p.paused;
         self.obs.paused(&paused);
         let approved = p.approved;
@@ -643,6 +661,7 @@ impl Coordinator {
                     now: opts.now,
                     buckets,
                     bucket_errors,
+                    unknown_buckets,
                     paused,
                     held,
                     approved,

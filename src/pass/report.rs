@@ -170,6 +170,9 @@ pub struct PassResult {
     pub buckets: Vec<String>,
     /// Buckets skipped for configuration errors.
     pub bucket_errors: Vec<BucketError>,
+    /// The names in `pass.buckets` the cluster does not have (each also in
+    /// `bucket_errors`, with the buckets that do exist).
+    pub unknown_buckets: Vec<String>,
     /// Buckets left alone because an operator paused them (their cursor
     /// state was kept; docs/filer-layout.md#pause-files).
     pub paused: Vec<PauseRecord>,

@@ -66,6 +66,18 @@ pub struct BucketScan {
     pub errors: Vec<BucketError>,
 }
 
+impl BucketScan {
+    /// Every bucket found, with whether it has a lifecycle configuration (a
+    /// broken one counts), for [`crate::engine::names::check_exists`].
+    pub fn names(&self) -> Vec<(&str, bool)> {
+        self.buckets
+            .iter()
+            .map(|b| (b.name.as_str(), b.lifecycle_xml.is_some()))
+            .chain(self.errors.iter().map(|e| (e.bucket.as_str(), true)))
+            .collect()
+    }
+}
+
 /// Lists `root` (the buckets root, see [`FilerClient::buckets_root`]) and
 /// reads every bucket's settings. Dot-names (`.system`, …) and plain files are
 /// not buckets. A listing failure is an error; a bad document only skips its

@@ -357,10 +357,22 @@ impl AdminBackend for Backend {
         async move { Ok(s) }.boxed()
     }
 
-    fn pause(&self, bucket: String, reason: String) -> BoxFuture<'static, Result<i64, AdminError>> {
+    fn pause(
+        &self,
+        bucket: String,
+        reason: String,
+        create_if_missing: bool,
+    ) -> BoxFuture<'static, Result<i64, AdminError>> {
         let controls = self.0.controls.get().cloned();
         async move {
             let c = controls.ok_or_else(not_connected)?;
+            if !create_if_missing {
+                c.check_exists(
+                    &bucket,
+                    "; to pause it before it is created, add --create-if-missing",
+                )
+                .await?;
+            }
             let r = c
                 .port
                 .pause(&bucket, wall_ns(), &reason)
@@ -407,6 +419,9 @@ impl AdminBackend for Backend {
         let time = self.0.settings.time.time_config();
         async move {
             let c = controls.ok_or_else(not_connected)?;
+            if let Some(b) = bucket.as_deref() {
+                c.check_exists(b, "").await?;
+            }
             let cursors = c.cursors().await.map_err(AdminError::Unavailable)?;
             Ok(crate::engine::forecast::Forecast::of(
                 &cursors,
@@ -427,6 +442,7 @@ impl Backend {
         let controls = self.0.controls.get().cloned();
         async move {
             let c = controls.ok_or_else(not_connected)?;
+            c.check_exists(&bucket, "").await?;
             let r = c
                 .port
                 .approve(&bucket, wall_ns())
@@ -452,6 +468,15 @@ pub struct Controls {
 }
 
 impl Controls {
+    /// `NotFound` when the cluster has no bucket `bucket`, naming those it
+    /// has (a typo must not pass for a paused or approved bucket); `hint`
+    /// ends the message.
+    pub async fn check_exists(&self, bucket: &str, hint: &str) -> Result<(), AdminError> {
+        let scan = self.port.buckets().await.map_err(AdminError::Unavailable)?;
+        crate::engine::names::check_exists(bucket, scan.names())
+            .map_err(|e| AdminError::NotFound(format!("{e}{hint}")))
+    }
+
     /// Re-reads the paused buckets and shows them; a failed read keeps what
     /// was shown (logged).
     pub async fn refresh(&self) {
