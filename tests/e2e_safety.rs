@@ -831,3 +831,45 @@ async fn typos_in_bucket_names_were_accepted_silently() {
         p.describe()
     );
 }
+
+/// The grace was skipped under `--now`: with a 24 h grace, the first pass that saw an edit
+/// deleted everything when it ran 2.1 days ahead, because the grace clock starts at the earlier
+/// of `now` and the wall clock. The first pass that sees a change is now always dry; the next one
+/// at that `now` deletes.
+#[tokio::test(flavor = "multi_thread")]
+async fn grace_was_skipped_by_a_first_pass_with_now_past_its_end() {
+    const N: usize = 4;
+    let c = cluster();
+    let s3 = c.s3_client();
+    let b = c.new_bucket("grace-ahead").await.unwrap();
+    let other = c.new_bucket("grace-ahead-base").await.unwrap();
+    for bucket in [&b, &other] {
+        c.put_lifecycle_xml(bucket, &lifecycle(&days_rule("d30", "keep/", 30)))
+            .await
+            .unwrap();
+    }
+    c.put_objects_bulk(&b, &keys("o/", N), b"x").await.unwrap();
+    let scope = Scope::new(&[&b, &other]);
+    let grace = [("S3_LIFECYCLED__SAFETY__RULE_CHANGE_GRACE", "24h")];
+    let t0 = now_ns();
+    // Baseline: the documents are recorded.
+    run_once(c, &scope, Some(t0 + 60 * SEC_NS), &[], &grace)
+        .await
+        .ok();
+    // The edit makes every object due a day after its write.
+    c.put_lifecycle_xml(&b, &lifecycle(&days_rule("d1", "", 1)))
+        .await
+        .unwrap();
+    let ahead = t0 + 2 * 86_400 * SEC_NS + 8_640 * SEC_NS;
+    let p = run_once(c, &scope, Some(ahead), &[], &grace).await;
+    p.ok().assert_no_deletes();
+    assert_eq!(count_objects(&s3, &b).await, N, "{}", p.describe());
+    assert!(
+        p.stdout.contains("rule change grace") || p.stderr.contains("rule change grace"),
+        "{}",
+        p.describe()
+    );
+    let p = run_once(c, &scope, Some(ahead), &[], &grace).await;
+    assert_eq!(p.ok().total("DONE"), N as i64, "{}", p.describe());
+    assert_eq!(count_objects(&s3, &b).await, 0, "{}", p.describe());
+}

@@ -363,6 +363,8 @@ pub struct GraceDecision {
 ///   have records (grace from `seen`), and the baseline when none has (the
 ///   first pass after the setting was turned on must not hold every bucket).
 /// - `approved` ends a running grace (recorded as `released`).
+/// - The pass that first sees a change is in grace even when its `now` is
+///   past the grace's end (a `--now` ahead): only a later pass deletes.
 // Each argument is one independent fact of the decision; a struct would only
 // rename them.
 #[allow(clippy::too_many_arguments)]
@@ -393,7 +395,10 @@ pub fn grace_decision(
     };
     let mut write = (prev != Some(&record)).then(|| record.clone());
     let until = record.changed_ns.saturating_add(grace_ns);
-    if grace_ns == 0 || record.released || now >= until {
+    // The pass that first sees a change is dry whatever its `now`: a `--now`
+    // past the grace's end must not skip the grace it is starting.
+    let first_sight = write.is_some() && !record.released;
+    if grace_ns == 0 || record.released || (now >= until && !first_sight) {
         return GraceDecision {
             write,
             in_grace: None,
@@ -827,6 +832,16 @@ mod tests {
         assert_eq!(
             d(Some(&rec2), true, "h2", 130 * S, false),
             GraceDecision::default()
+        );
+        // First seen by a pass whose `now` is past the grace's end (a
+        // `--now` ahead; `seen` is capped by the real clock): still dry.
+        let ahead = grace_decision("b", Some(&rec), true, "h2", 30 * S, 500 * S, g, false);
+        assert_eq!(ahead.in_grace, Some((30 * S, 130 * S)));
+        let rec3 = ahead.write.unwrap();
+        // The next pass at that `now` deletes.
+        assert_eq!(
+            grace_decision("b", Some(&rec3), true, "h2", 30 * S, 500 * S, g, false).in_grace,
+            None
         );
         // Approved during the grace: released and recorded.
         let ok = d(Some(&rec2), true, "h2", 60 * S, true);
