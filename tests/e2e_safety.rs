@@ -873,3 +873,43 @@ async fn grace_was_skipped_by_a_first_pass_with_now_past_its_end() {
     assert_eq!(p.ok().total("DONE"), N as i64, "{}", p.describe());
     assert_eq!(count_objects(&s3, &b).await, 0, "{}", p.describe());
 }
+
+/// "Why is my object gone?": `explain` on a key the service deleted said only "not found". It
+/// now cites the journal: the rule, the pass and when.
+#[tokio::test(flavor = "multi_thread")]
+async fn explain_on_a_deleted_key_said_only_not_found() {
+    let c = cluster();
+    let s3 = c.s3_client();
+    let b = c.new_bucket("explain-gone").await.unwrap();
+    c.put_lifecycle_xml(&b, &lifecycle(&date_rule("old-tmp", "tmp/", PAST_DATE)))
+        .await
+        .unwrap();
+    put(&s3, &b, "tmp/a", b"x", None).await;
+    let scope = Scope::new(&[&b]);
+    let p = run_once(c, &scope, None, &[], &[]).await;
+    let r = p.ok();
+    assert_eq!(r.total("DONE"), 1, "{}", p.describe());
+    let run_id = r.v["run_id"].as_str().unwrap_or_default().to_string();
+    let env = serve_env(&scope);
+    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+    let out = run_raw(&["explain", &b, "tmp/a"], &env).await;
+    assert_eq!(out.code, 0, "{}", out.describe());
+    let t = &out.stdout;
+    assert!(
+        t.contains("does not exist: s3-lifecycled deleted it"),
+        "{t}"
+    );
+    assert!(t.contains("rule old-tmp (expiration_date)"), "{t}");
+    assert!(
+        !run_id.is_empty() && t.contains(&format!("pass {run_id}")),
+        "{run_id}: {t}"
+    );
+    // Never ours: still an error, saying the journal has nothing.
+    let out = run_raw(&["explain", &b, "tmp/never"], &env).await;
+    assert_eq!(out.code, 1, "{}", out.describe());
+    assert!(
+        out.stderr.contains("holds no delete of it"),
+        "{}",
+        out.describe()
+    );
+}

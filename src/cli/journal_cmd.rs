@@ -233,9 +233,31 @@ async fn explain(
             entry: b,
         },
         _ => {
-            return Err(format!(
-                "object {bucket}/{key} not found (looked up {dir}/{name} and {dir}/{folder_name})"
-            ));
+            // "Why is my object gone?": if we deleted it, the journal says
+            // by which rule, in which pass and when.
+            return match last_journal_entry(s, bucket, key, version_id).await {
+                Ok(Some(e)) => Ok(format!(
+                    "object {bucket}/{key} does not exist: s3-lifecycled deleted it\n  {}\n  \
+                     rule {} ({}), pass {}, at {}\n",
+                    line(&e),
+                    if e.rule_id.is_empty() {
+                        &e.rule_hash
+                    } else {
+                        &e.rule_id
+                    },
+                    e.kind,
+                    e.run_id,
+                    format_time(e.ts_ns)
+                )),
+                Ok(None) => Err(format!(
+                    "object {bucket}/{key} not found (looked up {dir}/{name} and {dir}/{folder_name}), \
+                     and the deletion journal holds no delete of it by s3-lifecycled"
+                )),
+                Err(j) => Err(format!(
+                    "object {bucket}/{key} not found (looked up {dir}/{name} and {dir}/{folder_name}); \
+                     the deletion journal cannot be read ({j})"
+                )),
+            };
         }
     };
     // The version explained: the one asked for, else the current one.
@@ -360,19 +382,28 @@ async fn explain(
             ));
         }
     }
-    let filter = JournalFilter {
-        bucket: Some(bucket.to_string()),
-        key_prefix: Some(key.to_string()),
-        since_ns: None,
-    };
-    let last = read(s, &filter).await.map(|es| {
-        es.into_iter()
-            .rfind(|e| e.key == key && version_id.is_none_or(|v| e.version_id == v))
-    });
-    match last {
+    match last_journal_entry(s, bucket, key, version_id).await {
         Ok(Some(e)) => out.push_str(&format!("last decision: {}\n", line(&e))),
         Ok(None) => out.push_str("last decision: no delete of it in the journal\n"),
         Err(e) => out.push_str(&format!("last decision: journal unreadable ({e})\n")),
     }
     Ok(out)
+}
+
+/// The journal's last record of `bucket/key` (of `version_id` when given).
+async fn last_journal_entry(
+    s: &Settings,
+    bucket: &str,
+    key: &str,
+    version_id: Option<&str>,
+) -> Result<Option<JournalEntry>, String> {
+    let filter = JournalFilter {
+        bucket: Some(bucket.to_string()),
+        key_prefix: Some(key.to_string()),
+        since_ns: None,
+    };
+    read(s, &filter).await.map(|es| {
+        es.into_iter()
+            .rfind(|e| e.key == key && version_id.is_none_or(|v| e.version_id == v))
+    })
 }
