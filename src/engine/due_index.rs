@@ -1,13 +1,13 @@
 //! The due index: which stretches of meta-log a steady pass must re-read
 //! (docs/due-index.md).
 //!
-//! Per action, next to its [`ActionProgress`], a [`DueIndex`] says for the
+//! Per action, next to its [`ActionProgress`](super::cursor::ActionProgress), a [`DueIndex`] says for the
 //! events in `(progress.ts, index.through]` where the matches that have not
 //! resolved yet are, and the earliest time any of them becomes due: a list of
 //! spans `[from, to]` of event `ts_ns`, each with the earliest due time of the
 //! unresolved matches of events inside it. A pass at `now` reads only the spans
 //! due by `now` and the new events after `index.through`
-//! ([`ranges_for`]); every other event in the window either finished or holds
+//! ([`ranges_for`](super::cursor::ActionProgress::ranges_for)); every other event in the window either finished or holds
 //! only matches due after `now`.
 //!
 //! Invariant (the only thing replay relies on): every unresolved match of an
@@ -122,7 +122,7 @@ pub fn covered(ranges: &[(Nanos, Nanos)], lo: Nanos, hi: Nanos) -> bool {
 /// - `old`: the usable index the pass started from (`None`: it read the whole
 ///   window from `start_ts`);
 /// - `start_ts`: the action's `ts` at the start of the pass;
-/// - `own`: the merged ranges the action needed ([`ranges_for`]);
+/// - `own`: the merged ranges the action needed ([`ranges_for`](super::cursor::ActionProgress::ranges_for));
 /// - `limit`: every event of `own` up to it was decided in this pass (`None`:
 ///   none reliably, e.g. a halt before the first event);
 /// - `observed`: `[from, to] → earliest due` of the matches this pass left

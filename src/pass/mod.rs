@@ -6,10 +6,14 @@
 pub mod actors;
 pub mod coordinator;
 pub mod dispatch;
+pub mod driver;
 pub mod migrate;
 pub mod observe;
+pub mod options;
 pub mod plan;
 pub mod ports;
+pub mod prepare;
+pub mod records;
 pub mod report;
 pub mod retry;
 pub mod shard_run;

@@ -17,8 +17,9 @@ use tokio::sync::{mpsc, watch};
 use tokio_stream::wrappers::ReceiverStream;
 
 use crate::config::Settings;
-use crate::pass::coordinator::{Coordinator, PassOptions, RunPass, StopSignal};
+use crate::pass::coordinator::{Coordinator, RunPass};
 use crate::pass::observe::{PassObserver, StatusBoard};
+use crate::pass::options::{PassOptions, StopSignal};
 use crate::pass::report::PassResult;
 use crate::pb::plugin::{
     ActivityEvent, ActivitySource, AdminToWorkerMessage, ConfigSchemaResponse, DetectionComplete,

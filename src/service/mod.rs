@@ -17,8 +17,9 @@ use crate::clock::wall_ns;
 use crate::config::{FUTURE_NOW_TOLERANCE, Settings};
 use crate::engine::Nanos;
 use crate::engine::cursor::ShardCursor;
-use crate::pass::coordinator::{Coordinator, PassOptions, RunPass, StopSignal};
+use crate::pass::coordinator::{Coordinator, RunPass};
 use crate::pass::observe::{PassObserver, StatusBoard};
+use crate::pass::options::{PassOptions, StopSignal};
 use crate::pass::ports::ClusterPort;
 use crate::status::{PassSummary, ServiceState, StatusSnapshot};
 

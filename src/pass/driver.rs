@@ -1,0 +1,621 @@
+//! The task that drives one pass's phases from a `tokio::spawn`ed future
+//! (walk, drain, replay, finish), talking to the shard actors only by
+//! message: the walk's listings, and the replay's one subscription per
+//! merged range fanned out by shard in batches (docs/meta-log.md#replay-batches).
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use actix::prelude::*;
+use futures::{FutureExt as _, StreamExt};
+use tokio::sync::watch;
+use tracing::Span;
+
+use crate::engine::due_index::merge_ranges;
+use crate::engine::resume::{is_after, listing_start};
+use crate::engine::{Nanos, route, walk};
+use crate::pass::actors::{
+    BeginPass, Drain, DrainTimedOut, Finish, ListingDone, ReadRanges, ReplayBatch, ShardActor,
+    StartReplay, WalkBatch,
+};
+use crate::pass::observe::PassObserver;
+use crate::pass::plan::{self, PassPlan};
+use crate::pass::ports::ClusterPort;
+use crate::pass::report::{ReplayRead, ShardOutcome, ShardReport, ShardResult};
+use crate::pass::retry::DRAIN_TIMEOUT;
+use crate::pass::shard_run::{self, ReplayItem, ShardPlan, WalkRole};
+use crate::status::ShardPhase;
+use crate::telemetry;
+
+/// Up to where the replay read everything: the last event delivered, or,
+/// when the stream ran to its end, the filer's clock from before the read if
+/// that is later (a quiet log, a `now` ahead of the filer), never past the
+/// last range's `until`. A stopped read vouches only for what it delivered.
+fn stream_end(
+    last: Option<Nanos>,
+    clock: Option<Nanos>,
+    until: Option<Nanos>,
+    stopped: bool,
+) -> Option<Nanos> {
+    if stopped {
+        return last;
+    }
+    let by_clock = clock.zip(until).map(|(c, u)| c.min(u));
+    last.max(by_clock)
+}
+
+/// The phases, as a Send future talking to shard actors by message.
+pub(crate) struct Driver {
+    pub(crate) port: Arc<dyn ClusterPort>,
+    pub(crate) plan: Arc<PassPlan>,
+    pub(crate) shards: BTreeMap<u8, (Addr<ShardActor>, ShardPlan, Span)>,
+    /// Each selected shard's per-pass state, sent before anything else.
+    pub(crate) begins: Vec<(Addr<ShardActor>, BeginPass)>,
+    pub(crate) dry_run: bool,
+    pub(crate) obs: PassObserver,
+    /// How long one `Drain` may wait ([`drain_bound`]).
+    pub(crate) drain_bound: Duration,
+    /// When the walk phase is cut so replay still runs
+    /// (`pass.walk_budget_fraction` of `pass.max_runtime`).
+    pub(crate) walk_deadline: Option<Instant>,
+}
+
+/// Resolves once the pass is asked to stop dispatching.
+async fn halted(mut rx: watch::Receiver<Option<String>>) {
+    if rx.wait_for(Option::is_some).await.is_err() {
+        std::future::pending::<()>().await;
+    }
+}
+
+impl Driver {
+    pub(crate) async fn run(
+        mut self,
+        started: Instant,
+        halt: watch::Receiver<Option<String>>,
+    ) -> (Vec<ShardResult>, Option<String>, Option<String>, ReplayRead) {
+        let mut error = None;
+        let mut read = ReplayRead::default();
+        // Awaited: every shard has its fresh run before the first batch.
+        // A shard that is gone fails at Finish ("shard actor gone").
+        for (addr, begin) in std::mem::take(&mut self.begins) {
+            let _ = addr.send(begin).await;
+        }
+        let walk_cut = self.walk_phase(&halt).await;
+        self.drain().await;
+        // A walk cut by its budget still leaves replay its share of the pass
+        // (docs/design-deviations.md#resumable-recovery-walks): the cut
+        // buckets' recoveries failed for this pass and are not replayed, every
+        // other bucket is.
+        let (stream_end, not_routed) = if halt.borrow().is_none() {
+            let (end, not_routed, e) = self.replay_phase(&halt, &mut read).await;
+            if e.is_some() {
+                error = e;
+            }
+            (end, not_routed)
+        } else {
+            // Stopped: no replay. Buckets whose recovery did not finish keep
+            // their old state and where their walk resumes; steady buckets
+            // keep their old progress.
+            (None, HashMap::new())
+        };
+        for &shard in self.shards.keys() {
+            self.obs
+                .board(|b| b.shard_phase(shard, ShardPhase::Draining));
+        }
+        self.drain().await;
+        let mut finished = Vec::new();
+        for (&shard, (addr, _, span)) in &self.shards {
+            let fin = Finish {
+                stream_end,
+                events_not_routed: not_routed.get(&shard).copied().unwrap_or(0),
+            };
+            finished.push((shard, span, addr.send(fin).await));
+        }
+        // Each shard's cursor is its own file: they are saved a few at a
+        // time, so the pass ends a few saves after the last shard answered,
+        // not sixteen (one after another they were most of a steady pass's
+        // tail). Not all at once: with 1,000 rules a cursor is ~2 MB, and
+        // sixteen encoded requests at once raised the pass's peak by ~29 MB
+        // (heaptrack, docs/due-index.md#memory).
+        let (dry_run, now) = (self.dry_run, self.plan.now);
+        let saves: Vec<futures::future::BoxFuture<'static, Option<Result<(), String>>>> = finished
+            .iter()
+            .map(|(_, _, answer)| match answer {
+                // The port's future does nothing until polled.
+                Ok((_, Some(c))) if !dry_run => {
+                    self.port.save_cursor(c.clone(), now).map(Some).boxed()
+                }
+                _ => futures::future::ready(None).boxed(),
+            })
+            .collect();
+        let saved_all: Vec<_> = futures::stream::iter(saves)
+            .buffered(CURSOR_SAVES_AT_ONCE)
+            .collect()
+            .await;
+        let mut results = Vec::new();
+        for ((shard, span, answer), save) in finished.into_iter().zip(saved_all) {
+            match answer {
+                Ok((mut report, mut cursor)) => {
+                    let mut saved = false;
+                    if let (Some(c), Some(save)) = (cursor.as_mut(), save) {
+                        match save {
+                            Ok(()) => {
+                                c.updated_ns = self.plan.now;
+                                saved = true;
+                                self.obs
+                                    .metrics
+                                    .cursor_saved(shard, c.ts_ns, c.last_walked_ns);
+                            }
+                            Err(e) => {
+                                report.outcome = ShardOutcome::Failed;
+                                report.halt_reason = Some(format!("saving cursor: {e}"));
+                            }
+                        }
+                    }
+                    telemetry::record_outcome(span, report.outcome.as_str());
+                    results.push(ShardResult {
+                        report,
+                        duration: started.elapsed(),
+                        cursor,
+                        saved,
+                    });
+                }
+                Err(e) => {
+                    telemetry::record_outcome(span, "failed");
+                    results.push(ShardResult {
+                        report: ShardReport::failed(shard, format!("shard actor gone: {e}")),
+                        duration: started.elapsed(),
+                        cursor: None,
+                        saved: false,
+                    })
+                }
+            }
+        }
+        (results, error, walk_cut, read)
+    }
+
+    /// Waits until every shard's sent work is answered, at most
+    /// `drain_bound`; a shard still waiting then halts with
+    /// [`DRAIN_TIMEOUT`] (docs/lifecycle-delete.md#deadlines), so one hung
+    /// call cannot wedge the pass (and with it `serve`'s schedule).
+    async fn drain(&self) {
+        let bound = self.drain_bound;
+        let waits = self.shards.iter().map(|(&shard, (a, _, _))| async move {
+            if tokio::time::timeout(bound, a.send(Drain)).await.is_err() {
+                let reason = format!(
+                    "{DRAIN_TIMEOUT}: work still unanswered after {} (dispatch.call_timeout × \
+                     dispatch.retry_attempts + backoff; cluster.filer_call_timeout for lookups)",
+                    humantime::format_duration(Duration::from_millis(
+                        u64::try_from(bound.as_millis()).unwrap_or(u64::MAX)
+                    ))
+                );
+                tracing::warn!(shard, %reason, "drain timed out");
+                let _ = a.send(DrainTimedOut { reason }).await;
+            }
+        });
+        futures::future::join_all(waits).await;
+    }
+
+    /// Lists each bucket that some shard walks, once, and hands each item's
+    /// due matches to the shard that owns its key, and its replay-kind
+    /// matches to the recovering shards that must cover it
+    /// (docs/design-deviations.md#walk-coverage). A recovery walk resumes
+    /// after each shard's resume point; the listing starts at the earliest
+    /// (docs/design-deviations.md#resumable-recovery-walks). Returns why the
+    /// walk was cut by its budget, if it was (a stop ends it too, silently).
+    async fn walk_phase(&self, halt: &watch::Receiver<Option<String>>) -> Option<String> {
+        let now = self.plan.now;
+        for (&shard, (_, sp, _)) in &self.shards {
+            if self.plan.buckets().any(|b| sp.walk_role(b).is_some()) {
+                self.obs
+                    .board(|b| b.shard_phase(shard, ShardPhase::Walking));
+            }
+        }
+        let deadline = self.walk_deadline;
+        let budget = async move {
+            match deadline {
+                Some(d) => tokio::time::sleep_until(d.into()).await,
+                None => std::future::pending::<()>().await,
+            }
+        };
+        tokio::pin!(budget);
+        let mut cut = None;
+        let mut complete = true;
+        for bucket in self.plan.buckets() {
+            let walkers: Vec<u8> = self
+                .shards
+                .iter()
+                .filter(|(_, (_, sp, _))| sp.walk_role(bucket).is_some())
+                .map(|(s, _)| *s)
+                .collect();
+            if walkers.is_empty() {
+                continue;
+            }
+            // Shards recovering this bucket here: only their walks vouch for
+            // matches (docs/design-deviations.md#walk-coverage).
+            let recovering: BTreeSet<u8> = self
+                .shards
+                .iter()
+                .filter(|(_, (_, sp, _))| sp.walk_role(bucket) == Some(WalkRole::Recovery))
+                .map(|(s, _)| *s)
+                .collect();
+            // Where each walker's part of the walk resumes (`None`: from the
+            // start; every steady walk and every fresh recovery).
+            let froms: BTreeMap<u8, Option<String>> = walkers
+                .iter()
+                .map(|s| {
+                    let from = self
+                        .shards
+                        .get(s)
+                        .and_then(|(_, sp, _)| sp.resume_from(bucket))
+                        .map(str::to_string);
+                    (*s, from)
+                })
+                .collect();
+            let from_of = |s: u8| froms.get(&s).and_then(|f| f.as_deref());
+            let start = listing_start(froms.values().map(|f| f.as_deref())).map(str::to_string);
+            let mut ok = complete;
+            let mut reached: Option<String> = None;
+            if complete {
+                if let Some(from) = &start {
+                    tracing::info!(bucket, after = %from, "recovery walk resumes");
+                }
+                // Only the keys some walk rule can match are listed; a
+                // recovery evaluates every enabled action.
+                let prefixes = plan::walk_prefixes(&self.plan, bucket, !recovering.is_empty());
+                let mut listing = self.port.list_bucket_after(bucket, start.clone(), prefixes);
+                let stop = halted(halt.clone());
+                tokio::pin!(stop);
+                loop {
+                    let item = tokio::select! {
+                        biased;
+                        () = &mut stop => {
+                            tracing::info!(bucket, "stop requested; walk abandoned");
+                            ok = false;
+                            complete = false;
+                            break;
+                        }
+                        () = &mut budget => {
+                            let why = format!(
+                                "walk budget reached (pass.walk_budget_fraction of \
+                                 pass.max_runtime); bucket {bucket}'s walk resumes next pass"
+                            );
+                            tracing::info!(bucket, "{why}");
+                            cut = Some(why);
+                            ok = false;
+                            complete = false;
+                            break;
+                        }
+                        item = listing.next() => item,
+                    };
+                    let Some(item) = item else { break };
+                    let (pos, item) = match item {
+                        Ok(i) => i,
+                        Err(e) => {
+                            tracing::warn!(bucket, error = %e, "walk listing failed");
+                            ok = false;
+                            break;
+                        }
+                    };
+                    // Every send for this item completes before the next
+                    // select, so a cut never falls inside an item.
+                    reached = Some(pos.clone());
+                    let Some(s) = item.shard(bucket) else {
+                        continue;
+                    };
+                    // Recovering shards whose resume point lies before this
+                    // item: they walk it in this segment.
+                    let covering: BTreeSet<u8> = recovering
+                        .iter()
+                        .copied()
+                        .filter(|r| is_after(&pos, from_of(*r)))
+                        .collect();
+                    if !covering.is_empty() && !covering.contains(&s) {
+                        let extra =
+                            shard_run::coverage_walkers(s, &item.replay_owners(bucket), &covering);
+                        if !extra.is_empty() {
+                            let matches = shard_run::replay_matches(
+                                &self.plan,
+                                bucket,
+                                walk::evaluate(&self.plan.recovery, bucket, &item, now),
+                            );
+                            for o in extra {
+                                if let Some((addr, _, _)) = self.shards.get(&o)
+                                    && !matches.is_empty()
+                                {
+                                    let _ = addr
+                                        .send(WalkBatch {
+                                            bucket: bucket.to_string(),
+                                            matches: matches.clone(),
+                                            skipped_no_mtime: 0,
+                                            pos: Some(pos.clone()),
+                                        })
+                                        .await;
+                                }
+                            }
+                        }
+                    }
+                    let Some((addr, sp, _)) = self.shards.get(&s) else {
+                        continue;
+                    };
+                    let view = match sp.walk_role(bucket) {
+                        // Walked by an earlier segment of this shard's walk.
+                        Some(WalkRole::Recovery) if !is_after(&pos, from_of(s)) => continue,
+                        Some(WalkRole::Recovery) => &self.plan.recovery,
+                        Some(WalkRole::Steady) => match &self.plan.walk {
+                            Some(w) => w,
+                            None => continue,
+                        },
+                        None => continue,
+                    };
+                    let matches = walk::evaluate(view, bucket, &item, now);
+                    let skipped_no_mtime = walk::no_mtime_entries(&item);
+                    if matches.is_empty() && skipped_no_mtime == 0 {
+                        continue;
+                    }
+                    let _ = addr
+                        .send(WalkBatch {
+                            bucket: bucket.to_string(),
+                            matches,
+                            skipped_no_mtime,
+                            pos: Some(pos),
+                        })
+                        .await;
+                }
+            }
+            for s in walkers {
+                if let Some((addr, _, _)) = self.shards.get(&s) {
+                    let _ = addr
+                        .send(ListingDone {
+                            bucket: bucket.to_string(),
+                            ok,
+                            reached: reached.clone(),
+                        })
+                        .await;
+                }
+            }
+        }
+        cut
+    }
+
+    /// One subscription for every shard; events fanned out by shard. A stop
+    /// ends the read early: `stream_end` is then the last event delivered
+    /// (every event up to it reached its shard, every later one did not).
+    async fn replay_phase(
+        &self,
+        halt: &watch::Receiver<Option<String>>,
+        read: &mut ReplayRead,
+    ) -> (Option<Nanos>, HashMap<u8, u64>, Option<String>) {
+        let mut wanted = Vec::new();
+        for (&shard, (addr, _, _)) in &self.shards {
+            self.obs
+                .board(|b| b.shard_phase(shard, ShardPhase::Replaying));
+            if let Ok(Some(_)) = addr.send(StartReplay).await
+                && let Ok(r) = addr.send(ReadRanges).await
+            {
+                wanted.extend(r);
+            }
+        }
+        // One SubscribeMetadata per merged range, oldest first: every shard
+        // sees its events in log order (docs/due-index.md#reading).
+        let ranges = merge_ranges(wanted);
+        read.ranges.clone_from(&ranges);
+        let mut not_routed: HashMap<u8, u64> = HashMap::new();
+        let Some(view) = self.plan.replay.as_ref() else {
+            return (None, not_routed, None);
+        };
+        if ranges.is_empty() {
+            return (None, not_routed, None);
+        }
+        tracing::info!(
+            ranges = ranges.len(),
+            read_ns = ranges.iter().map(|r| r.1 - r.0).sum::<i64>(),
+            since = ranges[0].0,
+            "meta-log ranges to read"
+        );
+        // Taken before the first range is read: events the filer stamped up
+        // to a reorder margin before this are all in its log by the time the
+        // stream ends, so a quiet log lets the index move up to it rather
+        // than stay at the last event read (docs/due-index.md#filer-clock).
+        let clock = match self.port.filer_clock().await {
+            Ok(c) => c,
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot read the filer's clock; the index stops at the last event read");
+                None
+            }
+        };
+        let root = self.port.buckets_root();
+        let stop = halted(halt.clone());
+        tokio::pin!(stop);
+        let mut last_ts = None;
+        let mut stopped = false;
+        let mut out: HashMap<u8, Outbox> = self
+            .shards
+            .keys()
+            .map(|&s| (s, Outbox::default()))
+            .collect();
+        'ranges: for &(since, until) in &ranges {
+            let mut events = match self.port.subscribe(since, until).await {
+                Ok(s) => s,
+                Err(e) => {
+                    self.deliver_all(&mut out).await;
+                    return (None, not_routed, Some(e));
+                }
+            };
+            loop {
+                // Checked before taking the next event: what was read is
+                // delivered (below), so `stream_end` stays the last event
+                // every shard got.
+                if halt.borrow().is_some() {
+                    tracing::info!("stop requested; meta-log replay ends early");
+                    stopped = true;
+                    break 'ranges;
+                }
+                // Take what the stream has ready. When it has nothing (the
+                // end of a response), give it REPLAY_LINGER: fresh events
+                // come one per response, and flushing after each would send
+                // one message per event again. Past that the stream is
+                // quiet: deliver what is buffered before waiting, so no
+                // event waits on the next one.
+                let ev = match events.next().now_or_never() {
+                    Some(ev) => ev,
+                    None => {
+                        let quick = tokio::select! {
+                            biased;
+                            () = &mut stop => {
+                                tracing::info!("stop requested; meta-log replay ends early");
+                                stopped = true;
+                                break 'ranges;
+                            }
+                            ev = events.next() => Some(ev),
+                            () = tokio::time::sleep(REPLAY_LINGER) => None,
+                        };
+                        match quick {
+                            Some(ev) => ev,
+                            None => {
+                                self.flush_all(&mut out).await;
+                                tokio::select! {
+                                    biased;
+                                    () = &mut stop => {
+                                        tracing::info!("stop requested; meta-log replay ends early");
+                                        stopped = true;
+                                        break 'ranges;
+                                    }
+                                    ev = events.next() => ev,
+                                }
+                            }
+                        }
+                    }
+                };
+                let Some(ev) = ev else { break };
+                let ev = match ev {
+                    Ok(ev) => ev,
+                    Err(e) => {
+                        self.deliver_all(&mut out).await;
+                        return (None, not_routed, Some(e));
+                    }
+                };
+                read.events_read += 1;
+                last_ts = Some(ev.ts_ns);
+                let Some(routed) = route::route_for_pass(view, &root, &ev, self.plan.now) else {
+                    continue;
+                };
+                let shard = routed.shard;
+                let Some(ob) = out.get_mut(&shard) else {
+                    continue;
+                };
+                ob.count(&routed.bucket);
+                if view.bucket(&routed.bucket).is_none() {
+                    *not_routed.entry(shard).or_default() += 1;
+                    continue;
+                }
+                ob.events.push(ReplayItem {
+                    ts: ev.ts_ns,
+                    matches: routed.matches,
+                    bucket: if routed.pending.is_empty() {
+                        String::new()
+                    } else {
+                        routed.bucket
+                    },
+                    pending: routed.pending,
+                    skipped_no_mtime: routed.skipped_no_mtime,
+                });
+                if ob.events.len() >= REPLAY_BATCH {
+                    self.flush(shard, ob).await;
+                }
+            }
+            // Range end: the next range is later in the log; deliver this
+            // one's events first.
+            self.flush_all(&mut out).await;
+        }
+        // Normal end or a stop: every event read so far reaches its shard
+        // before `stream_end` (the last one read) is reported.
+        self.deliver_all(&mut out).await;
+        read.batches = out.values().map(|o| o.sent).sum();
+        let until = ranges.last().map(|r| r.1);
+        (stream_end(last_ts, clock, until, stopped), not_routed, None)
+    }
+
+    /// Sends `shard` its buffered events as one [`ReplayBatch`] (awaited:
+    /// answered once the shard's queue fits its window, the replay's
+    /// backpressure) and the board its event counts.
+    async fn flush(&self, shard: u8, ob: &mut Outbox) {
+        for (bucket, n) in ob.seen.drain(..) {
+            self.obs.board(|b| b.events(shard, &bucket, n));
+        }
+        if ob.events.is_empty() {
+            return;
+        }
+        // One batch in flight per shard: the shard processes it while the
+        // driver reads and routes the next, and the next goes only once the
+        // previous one was answered (its queue fit the window). So each shard
+        // gets its batches in log order, and the read still stops when a
+        // shard's window is full.
+        if let Some(prev) = ob.in_flight.take() {
+            let _ = prev.await;
+        }
+        let events = std::mem::replace(&mut ob.events, Vec::with_capacity(REPLAY_BATCH));
+        if let Some((addr, _, _)) = self.shards.get(&shard) {
+            ob.sent += 1;
+            // Spawned so it is polled (a full mailbox delivers it only when
+            // polled) even while the driver waits on the stream.
+            ob.in_flight = Some(tokio::spawn(addr.send(ReplayBatch { events })));
+        }
+    }
+
+    /// [`Driver::flush`] for every shard, concurrently: each shard still
+    /// gets its batches one after another, in log order.
+    async fn flush_all(&self, out: &mut HashMap<u8, Outbox>) {
+        futures::future::join_all(out.iter_mut().map(|(&s, ob)| self.flush(s, ob))).await;
+    }
+
+    /// Delivers every buffered event and waits until every shard answered
+    /// its last batch: what was read has reached the shards.
+    async fn deliver_all(&self, out: &mut HashMap<u8, Outbox>) {
+        self.flush_all(out).await;
+        let answers = out.values_mut().filter_map(|ob| ob.in_flight.take());
+        futures::future::join_all(answers).await;
+    }
+}
+
+/// Events a shard receives per [`ReplayBatch`] at most. One actor round trip
+/// per event capped the pass's scan rate below the Go worker's (issue 9);
+/// batches are also flushed whenever the stream has nothing ready, at each
+/// range's end and before a stop is honored (docs/meta-log.md#replay-batches).
+/// With a reader faster than the shards every shard holds two full batches
+/// (one being built, one in flight); 256 (with a 1,024-event reader buffer)
+/// made 1-2 M-event direct-read passes 5-30% slower without a peak RSS
+/// saving that stood out of the run-to-run spread (docs/due-index.md#memory).
+const REPLAY_BATCH: usize = 512;
+
+/// Cursor files saved at the same time at a pass's end (see [`Driver::run`]'s
+/// end): four of sixteen took the steady pass's tail from ~16 ms to ~4 ms of
+/// saves while holding at most four encoded cursors.
+const CURSOR_SAVES_AT_ONCE: usize = 4;
+
+/// How long the replay waits for the stream's next event before it delivers
+/// the buffered ones (docs/meta-log.md#replay-batches).
+const REPLAY_LINGER: Duration = Duration::from_millis(2);
+
+/// One shard's meta-log events read but not yet sent to it.
+#[derive(Default)]
+struct Outbox {
+    events: Vec<ReplayItem>,
+    /// Events per bucket for the status board, reported with the batch
+    /// rather than one board update (two locks) per event.
+    seen: Vec<(String, u64)>,
+    /// Batches sent so far (the pass report's `replay.batches`).
+    sent: u64,
+    /// The last batch sent, until the shard answers it.
+    in_flight: Option<tokio::task::JoinHandle<Result<(), MailboxError>>>,
+}
+
+impl Outbox {
+    fn count(&mut self, bucket: &str) {
+        match self.seen.iter_mut().find(|(b, _)| b == bucket) {
+            Some((_, n)) => *n += 1,
+            None => self.seen.push((bucket.to_string(), 1)),
+        }
+    }
+}

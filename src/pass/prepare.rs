@@ -1,0 +1,211 @@
+//! Everything a pass reads before its shards start, together so it starts
+//! after the slowest read rather than their sum: the buckets and their
+//! rules, pauses, approvals, holds and rule records (the safety rails), and
+//! the selected shards' cursors; from them, the pass plan.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+
+use crate::engine::Snapshot;
+use crate::engine::cursor::ShardCursor;
+use crate::engine::safety::{CapBook, PauseRecord, Selection, grace_decision};
+use crate::lifecycle::BucketError;
+use crate::pass::plan::PassPlan;
+use crate::pass::ports::ClusterPort;
+
+use crate::pass::options::PassOptions;
+
+/// Everything read before the shards start.
+pub(crate) struct Prepared {
+    pub(crate) plan: Arc<PassPlan>,
+    pub(crate) buckets: Vec<String>,
+    pub(crate) bucket_errors: Vec<BucketError>,
+    pub(crate) unknown_buckets: Vec<String>,
+    pub(crate) paused: Vec<PauseRecord>,
+    pub(crate) caps: CapBook,
+    pub(crate) approved: Vec<String>,
+    pub(crate) released: Vec<String>,
+    pub(crate) cursors: BTreeMap<u8, Result<Option<ShardCursor>, String>>,
+}
+
+pub(crate) async fn prepare(
+    port: Arc<dyn ClusterPort>,
+    opts: &PassOptions,
+) -> Result<Prepared, String> {
+    let s = &opts.settings;
+    port.refresh().await?;
+    let limits = s.safety.cap_limits();
+    let grace = s.safety.rule_change_grace;
+    // Approvals matter to the deletion cap and to the rule-change grace.
+    let rails = limits.enabled() || !grace.is_zero();
+    // Every read below depends on settings only, not on another's answer:
+    // they go out together, so a pass starts after the slowest of them, not
+    // after their sum (sixteen cursor files alone took ~10 ms one after
+    // another on loopback; issue 9's scan rate counts the pass's start).
+    // Errors are still taken in the order of the old sequence.
+    let (scan, pause_records, earliest, approvals, holds, rule_records, cursors) = futures::join!(
+        port.buckets(),
+        // Read at every pass start, so a pause made through any instance
+        // holds from the next pass on (docs/filer-layout.md#pause-files).
+        port.paused(),
+        async {
+            if s.pass.meta_log_retention.is_zero() {
+                port.earliest_available().await
+            } else {
+                Ok(None)
+            }
+        },
+        async {
+            if rails {
+                port.approvals().await
+            } else {
+                Ok(Vec::new())
+            }
+        },
+        // Holds of earlier passes. Read even with the caps off, so turning
+        // them off releases the holds.
+        port.holds(),
+        async {
+            if grace.is_zero() {
+                Ok(Vec::new())
+            } else {
+                port.rule_records().await
+            }
+        },
+        futures::future::join_all(opts.shards.iter().map(|&shard| {
+            let load = port.load_cursor(shard);
+            async move { (shard, load.await) }
+        })),
+    );
+    let scan = scan?;
+    // Unreadable pauses fail the pass rather than risk deleting a paused
+    // bucket.
+    let pause_records = pause_records?;
+    let filter: BTreeSet<&str> = s.pass.buckets.iter().map(String::as_str).collect();
+    let paused_names: BTreeSet<&str> = pause_records.iter().map(|r| r.bucket.as_str()).collect();
+    let selected = |name: &str| filter.is_empty() || filter.contains(name);
+    let mut keep = BTreeSet::new();
+    let mut bucket_errors = Vec::new();
+    let mut unknown_buckets = Vec::new();
+    // A name in `pass.buckets` (or `--buckets`) that the cluster does not
+    // have is a configuration error of its own, reported like a broken
+    // document, so a typo does not pass for a quiet bucket; the other
+    // buckets go on.
+    let listed = scan.names();
+    for name in &filter {
+        if let Err(e) = crate::engine::names::check_exists(name, listed.iter().copied()) {
+            unknown_buckets.push(name.to_string());
+            bucket_errors.push(BucketError {
+                bucket: name.to_string(),
+                reason: format!("named by pass.buckets or --buckets, but {e}"),
+            });
+        }
+    }
+    for e in scan.errors {
+        keep.insert(e.bucket.clone());
+        if selected(&e.bucket) {
+            bucket_errors.push(e);
+        }
+    }
+    let mut configs = Vec::new();
+    let mut paused = Vec::new();
+    for b in &scan.buckets {
+        let sel = Selection::of(
+            &b.name,
+            filter.iter().copied(),
+            paused_names.iter().copied(),
+        );
+        if sel.keeps_state() {
+            keep.insert(b.name.clone());
+            if sel == Selection::Paused
+                && let Some(r) = pause_records.iter().find(|r| r.bucket == b.name)
+            {
+                paused.push(r.clone());
+            }
+            continue;
+        }
+        if b.has_rules() {
+            configs.push(b.to_config());
+        }
+    }
+    let time = s.time.time_config();
+    let snap = Snapshot::compile(configs, time);
+    let earliest = earliest?;
+    let wall = crate::clock::wall_ns();
+    let pass_plan = PassPlan::build(&snap, opts.now, wall, earliest, &s.pass, keep);
+    let buckets: Vec<String> = pass_plan.buckets().map(str::to_string).collect();
+    // The deletion cap (docs/design-deviations.md#safety-cap): approvals and,
+    // for a fractional cap, one count of every enforced bucket. Approvals
+    // are empty unless `rails` (not read then).
+    let approved: Vec<String> = approvals?
+        .into_iter()
+        .map(|a| a.bucket)
+        .filter(|b| buckets.contains(b))
+        .collect();
+    let mut counts = Vec::new();
+    if rails && limits.max_fraction > 0.0 {
+        for b in &buckets {
+            match port.count_bucket(b).await {
+                Ok(n) => counts.push((b.clone(), n)),
+                // Uncounted: only the absolute cap applies to it.
+                Err(e) => {
+                    tracing::warn!(bucket = b, error = %e, "counting the bucket for safety.max_delete_fraction failed")
+                }
+            }
+        }
+    }
+    // A pass over some shards only sends its shards' share of each cap.
+    let mut caps = CapBook::new(
+        limits,
+        counts.iter().map(|(b, n)| (b.as_str(), *n)),
+        approved.iter().map(String::as_str),
+    )
+    .for_shards(&opts.shards);
+    let holds: Vec<_> = holds?
+        .into_iter()
+        .filter(|h| buckets.contains(&h.bucket))
+        .collect();
+    let released = caps.carry_holds(&holds);
+    // The rule-change grace (docs/design-deviations.md#rule-change-grace):
+    // a bucket whose lifecycle document changed less than the grace ago is
+    // evaluated dry.
+    if !grace.is_zero() {
+        let records = rule_records?;
+        let seen = opts.now.min(wall);
+        for info in scan.buckets.iter().filter(|b| buckets.contains(&b.name)) {
+            let doc = info.lifecycle_xml.as_deref().unwrap_or_default();
+            let hash = hex::encode(<sha2::Sha256 as sha2::Digest>::digest(doc));
+            let prev = records.iter().find(|r| r.bucket == info.name);
+            let d = grace_decision(
+                &info.name,
+                prev,
+                !records.is_empty(),
+                &hash,
+                seen,
+                opts.now,
+                grace,
+                approved.contains(&info.name),
+            );
+            if let Some((changed, until)) = d.in_grace {
+                caps.grace(&info.name, changed, until);
+            }
+            if let Some(rec) = d.write
+                && !opts.dry_run
+            {
+                port.put_rule_record(rec, wall).await?;
+            }
+        }
+    }
+    let cursors: BTreeMap<_, _> = cursors.into_iter().collect();
+    Ok(Prepared {
+        plan: Arc::new(pass_plan),
+        buckets,
+        bucket_errors,
+        unknown_buckets,
+        paused,
+        caps,
+        approved,
+        released,
+        cursors,
+    })
+}

@@ -1,0 +1,119 @@
+//! What a pass writes back besides the cursors: its deletion journal, in
+//! parts small enough to stay inline filer entries (docs/filer-layout.md#journal),
+//! and the holds the deletion cap decided.
+
+use std::time::Duration;
+
+use crate::engine::journal::{self, JournalPart};
+use crate::engine::safety::{CapBook, Held, HoldRecord};
+use crate::pass::ports::ClusterPort;
+
+/// Largest journal batch file; a shard's batch beyond it is split into
+/// numbered parts so every file stays a small inline filer entry.
+pub(crate) const JOURNAL_PART_BYTES: usize = 1 << 20;
+
+/// Stores one part of a shard's journal batch. A failed write is logged,
+/// never fails the pass: the deletes happened, and metrics and logs still
+/// record them.
+pub(crate) fn write_journal_part(
+    port: &dyn ClusterPort,
+    run_id: &str,
+    part: JournalPart,
+) -> impl std::future::Future<Output = ()> + Send + 'static {
+    let now = crate::clock::wall_ns();
+    let name = journal::part_name(run_id, part.shard, part.part);
+    let shard = part.shard;
+    let write = port.write_journal(&journal::day_dir(now), &name, part.bytes, now);
+    async move {
+        if let Err(e) = write.await {
+            tracing::error!(shard, error = %e, "writing the deletion journal failed");
+        }
+    }
+}
+
+/// Finishes the pass's journal: waits for the parts written during the pass,
+/// writes each shard's last part, then drops the day directories past
+/// `journal.retention`.
+pub(crate) async fn write_journal(
+    port: &dyn ClusterPort,
+    run_id: &str,
+    rest: Vec<JournalPart>,
+    written: Vec<tokio::task::JoinHandle<()>>,
+    retention: Duration,
+) {
+    for w in written {
+        let _ = w.await;
+    }
+    for part in rest {
+        write_journal_part(port, run_id, part).await;
+    }
+    let now = crate::clock::wall_ns();
+    if retention.is_zero() {
+        return;
+    }
+    match port.journal_days().await {
+        Ok(days) => {
+            for d in journal::expired_days(days.iter().map(String::as_str), now, retention) {
+                if let Err(e) = port.drop_journal_day(&d).await {
+                    tracing::warn!(day = d, error = %e, "removing an expired journal day failed");
+                }
+            }
+        }
+        Err(e) => tracing::warn!(error = %e, "listing the journal for retention failed"),
+    }
+}
+
+/// After the pass: the buckets the cap held, each with the size of the
+/// bucket (counted now when it was not counted at the start: what is left
+/// plus what the pass sent). Unless a dry run (which changes nothing): newly
+/// held buckets get a hold file, so later passes send nothing for them until
+/// `approve`; used approvals and holds that no longer apply are removed
+/// (docs/filer-layout.md#approval-files).
+pub(crate) async fn settle_caps(
+    port: &dyn ClusterPort,
+    caps: &std::sync::Mutex<CapBook>,
+    limits: crate::engine::safety::CapLimits,
+    approved: &[String],
+    released: &[String],
+    dry_run: bool,
+) -> Vec<Held> {
+    let mut held = caps.lock().unwrap_or_else(|e| e.into_inner()).held();
+    let now = crate::clock::wall_ns();
+    for h in &mut held {
+        if h.entries.is_none() {
+            let sent = if dry_run { 0 } else { h.cap };
+            match port.count_bucket(&h.bucket).await {
+                Ok(n) => h.entries = Some(n.saturating_add(sent)),
+                Err(e) => {
+                    tracing::warn!(bucket = h.bucket, error = %e, "counting a held bucket failed")
+                }
+            }
+        }
+        tracing::warn!(
+            bucket = h.bucket,
+            reason = h.reason(),
+            "bucket held by the deletion cap"
+        );
+        if !dry_run
+            && h.since_ns.is_none()
+            && h.grace.is_none()
+            && let Err(e) = port.hold(HoldRecord::new(h, limits, now)).await
+        {
+            // Not recorded: the next pass caps the bucket again, afresh.
+            tracing::warn!(bucket = h.bucket, error = %e, "recording a hold failed");
+        }
+    }
+    if !dry_run {
+        for b in approved.iter().chain(released) {
+            if let Err(e) = port.release(b).await {
+                tracing::warn!(bucket = b, error = %e, "removing a hold failed");
+            }
+        }
+        for b in approved {
+            if let Err(e) = port.clear_approval(b).await {
+                tracing::warn!(bucket = b, error = %e, "removing a used approval failed");
+            }
+        }
+    }
+    held
+}
