@@ -372,7 +372,7 @@ async fn replay_count_with(
     until: i64,
     options: ReaderOptions,
 ) -> anyhow::Result<(u64, u64)> {
-    let channel = s3_lifecycled::pass::ports::channel(&c.filer_grpc_addr().to_string())
+    let channel = s3_lifecycled::pass::cluster::channel(&c.filer_grpc_addr().to_string())
         .map_err(|e| anyhow!(e))?;
     let params = SubscribeParams {
         buckets_root: "/buckets".into(),

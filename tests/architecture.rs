@@ -39,12 +39,18 @@ const FORBIDDEN_CRATES: [&str; 8] = [
 ];
 
 /// Module paths a pure module must not reach (prefixes of full paths).
-const FORBIDDEN_PATHS: [&str; 15] = [
+const FORBIDDEN_PATHS: [&str; 21] = [
     "crate::seaweed",
     "crate::pass::actors",
     "crate::pass::coordinator",
+    "crate::pass::driver",
+    "crate::pass::prepare",
+    "crate::pass::records",
+    "crate::pass::options",
     "crate::pass::dispatch",
     "crate::pass::ports",
+    "crate::pass::cluster",
+    "crate::pass::log_streams",
     "crate::pass::observe",
     "crate::metrics",
     "crate::http",

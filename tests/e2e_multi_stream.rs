@@ -35,7 +35,8 @@ const REORDER_MARGIN: Duration = Duration::from_secs(5);
 #[tokio::test(flavor = "multi_thread")]
 async fn metalog_stream_on_separate_stores_fails_loudly_when_its_filer_dies() {
     use futures::StreamExt;
-    use s3_lifecycled::pass::ports::{ClusterPort, SeaweedCluster};
+    use s3_lifecycled::pass::cluster::SeaweedCluster;
+    use s3_lifecycled::pass::ports::ClusterPort;
     // Each filer's own log is a stream of its own (docs/meta-log.md#several-filers), and
     // hyper's 2 MB stream window holds ~14,000 bare events: with 1 KB of Extended each, about
     // 2,000 fit, so most of filer 1's stream is unsent when it dies. Written straight through
@@ -425,7 +426,8 @@ async fn stream_files(
     until: i64,
 ) -> (usize, usize, Vec<String>, Duration) {
     use futures::StreamExt;
-    use s3_lifecycled::pass::ports::{ClusterPort, SeaweedCluster};
+    use s3_lifecycled::pass::cluster::SeaweedCluster;
+    use s3_lifecycled::pass::ports::ClusterPort;
     let cluster = SeaweedCluster::connect_many(
         filers,
         "/buckets",

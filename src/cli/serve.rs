@@ -22,9 +22,10 @@ use crate::cli::{EXIT_ERROR, EXIT_OK, EXIT_USAGE};
 use crate::config::{Settings, parse_shards};
 use crate::http::{self, HttpState, Readiness};
 use crate::metrics::Metrics;
+use crate::pass::cluster::{ConnectError, connect_cluster};
 use crate::pass::coordinator::Coordinator;
 use crate::pass::observe::{PassObserver, StatusBoard};
-use crate::pass::ports::{ClusterPort, ConnectError, connect_cluster};
+use crate::pass::ports::ClusterPort;
 use crate::seaweed::tls::ClientTls;
 use crate::service::{Backend, Service};
 

@@ -4,9 +4,11 @@
 //! lifecycle decisions themselves live in [`crate::engine`].
 
 pub mod actors;
+pub mod cluster;
 pub mod coordinator;
 pub mod dispatch;
 pub mod driver;
+pub mod log_streams;
 pub mod migrate;
 pub mod observe;
 pub mod options;

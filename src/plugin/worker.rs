@@ -739,7 +739,7 @@ async fn execute(shared: &Shared, r: ExecuteJobRequest, job_id: &str, stop: Stop
         Ok(t) => t,
         Err(e) => return fail(e.to_string()),
     };
-    let (cluster, deletes) = match crate::pass::ports::connect_cluster(&s, tls).await {
+    let (cluster, deletes) = match crate::pass::cluster::connect_cluster(&s, tls).await {
         Ok(c) => c,
         Err(e) => return fail(e.to_string()),
     };

@@ -1,0 +1,628 @@
+//! The real cluster behind the ports: [`SeaweedCluster`] (filer pool,
+//! gateways, discovery, cursors, controls, listings, the meta-log) and
+//! [`SeaweedDelete`] (`LifecycleDelete` through the gateway pool), and
+//! [`connect_cluster`], which builds both from the settings.
+
+use futures::future::BoxFuture;
+use futures::stream::BoxStream;
+use futures::{FutureExt, StreamExt};
+use tonic::transport::Channel;
+
+use crate::engine::DeleteRequest;
+use crate::engine::cursor::ShardCursor;
+use crate::engine::safety::{ApprovalRecord, HoldRecord, PauseRecord, RuleRecord};
+use crate::engine::{CallResult, DeleteOutcome, MetaEvent, Nanos, WalkItem};
+use crate::pass::dispatch::{AttemptError, AttemptResult, DeletePort};
+use crate::pb::filer_pb::Entry;
+use crate::seaweed::buckets::{BucketScan, list_bucket_configs};
+use crate::seaweed::controls::ControlStore;
+use crate::seaweed::delete::DeleteError;
+use crate::seaweed::lister::{ListOptions, list_bucket_after};
+use crate::seaweed::metalog::{DEFAULT_CLIENT_NAME, ReaderOptions, SubscribeParams};
+use crate::seaweed::pool::{FilerPool, GatewayPool, ResumeDedup, StoreCheck};
+use crate::seaweed::retention;
+use crate::seaweed::tls::ClientTls;
+
+use crate::pass::log_streams::{StreamSource, follow, open_merged, open_on_any};
+use crate::pass::ports::{ClusterPort, EventStream};
+
+/// The real cluster: one or more filers ([`FilerPool`]); every filer call and
+/// the meta-log stream go to the preferred one and fail over to the next
+/// (docs/meta-log.md#several-filers).
+pub struct SeaweedCluster {
+    pool: FilerPool,
+    root: String,
+    /// Pause, hold, approval and journal files, beside the cursors
+    /// (through the first filer; docs/filer-layout.md).
+    controls: ControlStore,
+    event_buffer: usize,
+    /// Read persisted log files from the volume servers
+    /// (`pass.direct_log_reads`, docs/meta-log.md#direct-log-file-reads).
+    direct_log_reads: bool,
+    /// How far back a broken meta-log stream resumes on another filer, and
+    /// how far past a range's end the filer is asked to read
+    /// (`pass.reorder_margin`).
+    resume_margin: Nanos,
+    /// Discovery from the master, re-read by [`ClusterPort::refresh`].
+    discovery: Option<Discovery>,
+}
+
+/// What [`SeaweedCluster::refresh`] re-reads from the master.
+struct Discovery {
+    settings: crate::config::ClusterSettings,
+    gateways: GatewayPool,
+    /// Client TLS towards the master.
+    tls: Option<ClientTls>,
+}
+
+/// A lazily connecting channel with the filer client's keepalive settings.
+/// Build it on the main runtime (its buffer task lives there).
+pub fn channel(addr: &str) -> Result<Channel, String> {
+    channel_tls(addr, None)
+}
+
+/// [`channel`], dialling with client TLS when `tls` is set (docs/tls.md).
+pub fn channel_tls(addr: &str, tls: Option<ClientTls>) -> Result<Channel, String> {
+    use crate::seaweed::endpoint::{EndpointOptions, GrpcEndpoint};
+    let endpoint = GrpcEndpoint::new(addr, &EndpointOptions::seaweed().tls(tls)).map_err(|e| {
+        format!(
+            "invalid address {addr:?}: {}; expected host:port",
+            e.reason()
+        )
+    })?;
+    Ok(endpoint.connect_lazy())
+}
+
+impl SeaweedCluster {
+    /// Connects to the filer at `addr` (fails when it does not answer), asks
+    /// for the buckets root unless `buckets_root` is set, and keeps cursors
+    /// under `cursor_dir`. Every unary filer call (lookups, listing pages,
+    /// cursor load/save, bucket scan) gets `filer_call_timeout`. `tls`:
+    /// client TLS for the filer's gRPC port (`None`: plaintext).
+    pub async fn connect(
+        addr: &str,
+        buckets_root: &str,
+        cursor_dir: &str,
+        event_buffer: usize,
+        filer_call_timeout: std::time::Duration,
+        tls: Option<ClientTls>,
+    ) -> Result<SeaweedCluster, String> {
+        SeaweedCluster::connect_many(
+            &[addr.to_string()],
+            buckets_root,
+            cursor_dir,
+            event_buffer,
+            filer_call_timeout,
+            tls,
+        )
+        .await
+    }
+
+    /// [`SeaweedCluster::connect`] over several filers: the first one that
+    /// answers is preferred; fails only when none answers.
+    pub async fn connect_many(
+        addrs: &[String],
+        buckets_root: &str,
+        cursor_dir: &str,
+        event_buffer: usize,
+        filer_call_timeout: std::time::Duration,
+        tls: Option<ClientTls>,
+    ) -> Result<SeaweedCluster, String> {
+        let pool = FilerPool::new(addrs, filer_call_timeout, cursor_dir, tls)?;
+        let root = if buckets_root.is_empty() {
+            pool.call(|n| {
+                async move { n.filer.buckets_root().await.map_err(|e| e.to_string()) }.boxed()
+            })
+            .await?
+        } else {
+            buckets_root.trim_end_matches('/').to_string()
+        };
+        let controls = ControlStore::new(pool.primary().filer.clone(), cursor_dir);
+        Ok(SeaweedCluster {
+            pool,
+            root,
+            controls,
+            event_buffer,
+            direct_log_reads: false,
+            resume_margin: crate::engine::progress::REORDER_MARGIN,
+            discovery: None,
+        })
+    }
+
+    /// Reads the filers' persisted log files straight from the volume
+    /// servers (`pass.direct_log_reads`).
+    pub fn with_direct_log_reads(mut self, on: bool) -> SeaweedCluster {
+        self.direct_log_reads = on;
+        self
+    }
+
+    /// Sets how far back a broken meta-log stream resumes on the next filer
+    /// (`pass.reorder_margin`).
+    pub fn with_resume_margin(mut self, margin: std::time::Duration) -> SeaweedCluster {
+        self.resume_margin = i64::try_from(margin.as_nanos()).unwrap_or(i64::MAX);
+        self
+    }
+
+    /// Re-reads the filer and gateway lists from `settings` (the master's
+    /// membership when only `cluster.master` is set) at every pass start.
+    pub fn with_discovery(
+        mut self,
+        settings: crate::config::ClusterSettings,
+        gateways: GatewayPool,
+        tls: Option<ClientTls>,
+    ) -> SeaweedCluster {
+        self.discovery = Some(Discovery {
+            settings,
+            gateways,
+            tls,
+        });
+        self
+    }
+
+    /// The filer calls currently go to first.
+    pub fn primary_filer(&self) -> String {
+        self.pool.primary().addr
+    }
+}
+
+impl ClusterPort for SeaweedCluster {
+    fn buckets_root(&self) -> String {
+        self.root.clone()
+    }
+
+    fn refresh(&self) -> BoxFuture<'static, Result<(), String>> {
+        let Some(d) = &self.discovery else {
+            return async { Ok(()) }.boxed();
+        };
+        let settings = d.settings.clone();
+        let gateways = d.gateways.clone();
+        let tls = d.tls.clone();
+        let pool = self.pool.clone();
+        async move {
+            let members = crate::seaweed::discovery::resolve(&settings.wanted(), tls.as_ref()).await?;
+            pool.set_addrs(&members.filers)?;
+            gateways
+                .set_addrs(&members.s3_grpc)
+                .map_err(|e| e.to_string())?;
+            tracing::info!(filers = ?members.filers, s3_grpc = ?members.s3_grpc, "cluster members from the master");
+            Ok(())
+        }
+        .boxed()
+    }
+
+    fn buckets(&self) -> BoxFuture<'static, Result<BucketScan, String>> {
+        let pool = self.pool.clone();
+        let root = self.root.clone();
+        async move {
+            pool.call(|n| {
+                let root = root.clone();
+                async move {
+                    list_bucket_configs(&n.filer, &root)
+                        .await
+                        .map_err(|e| format!("listing buckets under {root}: {e}"))
+                }
+                .boxed()
+            })
+            .await
+        }
+        .boxed()
+    }
+
+    fn earliest_available(&self) -> BoxFuture<'static, Result<Option<Nanos>, String>> {
+        let pool = self.pool.clone();
+        async move {
+            pool.call(|n| {
+                async move {
+                    let mut raw = n.filer.raw();
+                    retention::earliest_available(&mut raw)
+                        .await
+                        .map(|e| e.map(|e| e.ts_ns))
+                        .map_err(|e| format!("meta-log retention probe: {e}"))
+                }
+                .boxed()
+            })
+            .await
+        }
+        .boxed()
+    }
+
+    fn load_cursor(&self, shard: u8) -> BoxFuture<'static, Result<Option<ShardCursor>, String>> {
+        let pool = self.pool.clone();
+        async move {
+            pool.call(|n| {
+                async move { n.cursors.load(shard).await.map_err(|e| e.to_string()) }.boxed()
+            })
+            .await
+        }
+        .boxed()
+    }
+
+    fn save_cursor(
+        &self,
+        cursor: ShardCursor,
+        now: Nanos,
+    ) -> BoxFuture<'static, Result<(), String>> {
+        let pool = self.pool.clone();
+        async move {
+            pool.call(|n| {
+                let cursor = cursor.clone();
+                async move {
+                    n.cursors
+                        .save(&cursor, now)
+                        .await
+                        .map_err(|e| e.to_string())
+                }
+                .boxed()
+            })
+            .await
+        }
+        .boxed()
+    }
+
+    fn list_bucket(&self, bucket: &str) -> BoxStream<'static, Result<WalkItem, String>> {
+        self.list_bucket_after(bucket, None, None)
+            .map(|r| r.map(|(_, item)| item))
+            .boxed()
+    }
+
+    fn list_bucket_after(
+        &self,
+        bucket: &str,
+        after: Option<String>,
+        prefixes: Option<Vec<String>>,
+    ) -> BoxStream<'static, Result<(String, WalkItem), String>> {
+        let pool = self.pool.clone();
+        let root = self.root.clone();
+        let b = bucket.to_string();
+        // Fails over only before the first item: a listing broken halfway
+        // fails the walk as it always did, rather than listing twice.
+        futures::stream::once(async move {
+            let mut errors = Vec::new();
+            for node in pool.ordered() {
+                let bb = b.clone();
+                let opts = ListOptions {
+                    prefixes: prefixes.clone(),
+                    ..ListOptions::default()
+                };
+                let mut items = list_bucket_after(&node.filer, &root, &b, opts, after.as_deref())
+                    .positioned()
+                    .map(move |r| r.map_err(|e| format!("listing bucket {bb}: {e}")))
+                    .boxed();
+                match items.next().await {
+                    Some(Err(e)) => errors.push(format!("filer {}: {e}", node.addr)),
+                    first => {
+                        pool.prefer(&node.addr);
+                        return futures::stream::iter(first).chain(items).boxed();
+                    }
+                }
+            }
+            let msg = if errors.len() == 1 {
+                errors.remove(0)
+            } else {
+                format!("every filer failed: {}", errors.join("; "))
+            };
+            futures::stream::iter([Err(msg)]).boxed()
+        })
+        .flatten()
+        .boxed()
+    }
+
+    fn lookup(&self, dir: &str, name: &str) -> BoxFuture<'static, Result<Option<Entry>, String>> {
+        let pool = self.pool.clone();
+        let (dir, name) = (dir.to_string(), name.to_string());
+        async move {
+            pool.call(|n| {
+                let (dir, name) = (dir.clone(), name.clone());
+                async move {
+                    n.filer
+                        .lookup(&dir, &name)
+                        .await
+                        .map_err(|e| format!("lookup {dir}/{name}: {e}"))
+                }
+                .boxed()
+            })
+            .await
+        }
+        .boxed()
+    }
+
+    fn list_dir(&self, dir: &str) -> BoxFuture<'static, Result<Vec<Entry>, String>> {
+        let pool = self.pool.clone();
+        let dir = dir.to_string();
+        async move {
+            pool.call(|n| {
+                let dir = dir.clone();
+                async move {
+                    n.filer
+                        .list_all(&dir, crate::seaweed::filer::DEFAULT_PAGE)
+                        .map(|r| r.map_err(|e| format!("listing {dir}: {e}")))
+                        .collect::<Vec<_>>()
+                        .await
+                        .into_iter()
+                        .collect()
+                }
+                .boxed()
+            })
+            .await
+        }
+        .boxed()
+    }
+
+    fn filer_clock(&self) -> BoxFuture<'static, Result<Option<Nanos>, String>> {
+        let pool = self.pool.clone();
+        async move {
+            if pool.ordered().len() != 1 {
+                return Ok(None);
+            }
+            pool.call(|n| {
+                async move {
+                    n.filer
+                        .clock()
+                        .await
+                        .map(Some)
+                        .map_err(|e| format!("filer clock: {e}"))
+                }
+                .boxed()
+            })
+            .await
+        }
+        .boxed()
+    }
+
+    fn subscribe(
+        &self,
+        since: Nanos,
+        until: Nanos,
+    ) -> BoxFuture<'static, Result<EventStream, String>> {
+        let params = SubscribeParams {
+            buckets_root: self.root.clone(),
+            since_ns: since,
+            until_ns: until,
+            client_name: DEFAULT_CLIENT_NAME.to_string(),
+        };
+        let options = ReaderOptions {
+            capacity: self.event_buffer.max(1),
+            direct_log_reads: self.direct_log_reads,
+            // An out-of-order event's log record can be stamped past its
+            // range's end by as much as the margin covers.
+            until_slack: std::time::Duration::from_nanos(self.resume_margin.unsigned_abs()),
+            ..ReaderOptions::default()
+        };
+        let pool = self.pool.clone();
+        let margin = self.resume_margin;
+        async move {
+            // Several filers on their own stores: a filer's aggregated log
+            // can lack its peers' events for good (after a restart), so each
+            // filer's own log is read and the logs merged; all must answer,
+            // and a broken stream cannot move (docs/meta-log.md#several-filers).
+            if let StoreCheck::Separate(filers) = pool.store_check().await? {
+                return open_merged(&pool, &params, options, filers, options.capacity).await;
+            }
+            // One store (or one filer): the stream may resume on any filer.
+            // The first open fails the call itself when no filer serves it.
+            // One filer: a break fails the pass, nothing to remember.
+            let dedup = if pool.ordered().len() > 1 {
+                ResumeDedup::new(margin)
+            } else {
+                ResumeDedup::never_resumed()
+            };
+            let (node, reader) = open_on_any(&pool, &params, options, &dedup).await?;
+            // Batches (one per filer response) between the tasks; single
+            // events to the caller, taken from a batch without a wake-up each.
+            // Two batches in flight: the read-ahead in events is the reader's
+            // (`capacity`); a response can carry thousands of events, so a
+            // channel of `capacity` batches could hold millions.
+            let (tx, rx) = tokio::sync::mpsc::channel(2);
+            let source = StreamSource {
+                pool,
+                params,
+                options,
+            };
+            tokio::spawn(follow(source, dedup, node, reader, tx));
+            Ok(tokio_stream::wrappers::ReceiverStream::new(rx)
+                .flat_map(|batch: Result<Vec<MetaEvent>, String>| match batch {
+                    Ok(events) => futures::stream::iter(events.into_iter().map(Ok)).left_stream(),
+                    Err(e) => futures::stream::iter([Err(e)]).right_stream(),
+                })
+                .boxed())
+        }
+        .boxed()
+    }
+
+    fn paused(&self) -> BoxFuture<'static, Result<Vec<PauseRecord>, String>> {
+        let store = self.controls.clone();
+        async move { store.paused().await }.boxed()
+    }
+
+    fn pause(
+        &self,
+        bucket: &str,
+        now: Nanos,
+        reason: &str,
+    ) -> BoxFuture<'static, Result<PauseRecord, String>> {
+        let store = self.controls.clone();
+        let (bucket, reason) = (bucket.to_string(), reason.to_string());
+        async move { store.pause(&bucket, now, &reason).await }.boxed()
+    }
+
+    fn resume(&self, bucket: &str) -> BoxFuture<'static, Result<bool, String>> {
+        let store = self.controls.clone();
+        let bucket = bucket.to_string();
+        async move { store.resume(&bucket).await }.boxed()
+    }
+
+    fn approvals(&self) -> BoxFuture<'static, Result<Vec<ApprovalRecord>, String>> {
+        let store = self.controls.clone();
+        async move { store.approvals().await }.boxed()
+    }
+
+    fn approve(
+        &self,
+        bucket: &str,
+        now: Nanos,
+    ) -> BoxFuture<'static, Result<ApprovalRecord, String>> {
+        let store = self.controls.clone();
+        let bucket = bucket.to_string();
+        async move { store.approve(&bucket, now).await }.boxed()
+    }
+
+    fn clear_approval(&self, bucket: &str) -> BoxFuture<'static, Result<(), String>> {
+        let store = self.controls.clone();
+        let bucket = bucket.to_string();
+        async move { store.clear_approval(&bucket).await }.boxed()
+    }
+
+    fn holds(&self) -> BoxFuture<'static, Result<Vec<HoldRecord>, String>> {
+        let store = self.controls.clone();
+        async move { store.holds().await }.boxed()
+    }
+
+    fn hold(&self, record: HoldRecord) -> BoxFuture<'static, Result<(), String>> {
+        let store = self.controls.clone();
+        async move { store.hold(&record).await }.boxed()
+    }
+
+    fn release(&self, bucket: &str) -> BoxFuture<'static, Result<(), String>> {
+        let store = self.controls.clone();
+        let bucket = bucket.to_string();
+        async move { store.release(&bucket).await }.boxed()
+    }
+
+    fn rule_records(&self) -> BoxFuture<'static, Result<Vec<RuleRecord>, String>> {
+        let store = self.controls.clone();
+        async move { store.rule_records().await }.boxed()
+    }
+
+    fn write_journal(
+        &self,
+        day: &str,
+        name: &str,
+        content: Vec<u8>,
+        now: Nanos,
+    ) -> BoxFuture<'static, Result<(), String>> {
+        let store = self.controls.clone();
+        let (day, name) = (day.to_string(), name.to_string());
+        async move { store.write_journal(&day, &name, content, now).await }.boxed()
+    }
+
+    fn journal_days(&self) -> BoxFuture<'static, Result<Vec<String>, String>> {
+        let store = self.controls.clone();
+        async move { store.journal_days().await }.boxed()
+    }
+
+    fn drop_journal_day(&self, day: &str) -> BoxFuture<'static, Result<(), String>> {
+        let store = self.controls.clone();
+        let day = day.to_string();
+        async move { store.drop_journal_day(&day).await }.boxed()
+    }
+
+    fn put_rule_record(
+        &self,
+        record: RuleRecord,
+        now: Nanos,
+    ) -> BoxFuture<'static, Result<(), String>> {
+        let store = self.controls.clone();
+        async move { store.put_rule_record(&record, now).await }.boxed()
+    }
+}
+
+/// Why [`connect_cluster`] failed.
+#[derive(Debug)]
+pub enum ConnectError {
+    /// A setting cannot work (exit 2): a malformed address.
+    Config(String),
+    /// No filer answered, or discovery failed (exit 1; `serve` retries).
+    Unreachable(String),
+}
+
+impl std::fmt::Display for ConnectError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ConnectError::Config(m) | ConnectError::Unreachable(m) => f.write_str(m),
+        }
+    }
+}
+
+/// The cluster and delete adapters for `s`: the configured filers and
+/// gateways, or the master's membership (`cluster.master`), which every pass
+/// then re-reads (docs/grpc.md#discovery). Build on the main runtime.
+pub async fn connect_cluster(
+    s: &crate::config::Settings,
+    tls: Option<ClientTls>,
+) -> Result<(SeaweedCluster, SeaweedDelete), ConnectError> {
+    let members = crate::seaweed::discovery::resolve(&s.cluster.wanted(), tls.as_ref())
+        .await
+        .map_err(ConnectError::Unreachable)?;
+    let deletes = SeaweedDelete::connect_many(&members.s3_grpc, tls.clone())
+        .map_err(|e| ConnectError::Config(format!("configuration key `cluster.s3_grpc`: {e}")))?;
+    let cluster = SeaweedCluster::connect_many(
+        &members.filers,
+        &s.cluster.buckets_root,
+        &s.cursor.dir,
+        s.pass.event_buffer,
+        s.cluster.filer_call_timeout,
+        tls.clone(),
+    )
+    .await
+    .map_err(|e| {
+        if e.starts_with("invalid address") {
+            ConnectError::Config(format!("configuration key `cluster.filer`: {e}"))
+        } else {
+            ConnectError::Unreachable(format!("filer {}: {e}", members.filers.join(",")))
+        }
+    })?
+    .with_resume_margin(s.pass.reorder_margin)
+    .with_direct_log_reads(s.pass.direct_log_reads);
+    let cluster = if s.cluster.master.trim().is_empty() {
+        cluster
+    } else {
+        cluster.with_discovery(s.cluster.clone(), deletes.gateways(), tls)
+    };
+    Ok((cluster, deletes))
+}
+
+/// `LifecycleDelete` over the S3 gateways' gRPC ports, spread across them
+/// ([`GatewayPool`], docs/lifecycle-delete.md#several-gateways).
+pub struct SeaweedDelete {
+    gateways: GatewayPool,
+}
+
+impl SeaweedDelete {
+    /// A client for `addr` (connects lazily; build on the main runtime),
+    /// with client TLS when `tls` is set.
+    pub async fn connect(addr: &str, tls: Option<ClientTls>) -> Result<SeaweedDelete, String> {
+        SeaweedDelete::connect_many(&[addr.to_string()], tls)
+    }
+
+    /// Clients for every address in `addrs` (lazily; build on the main runtime).
+    pub fn connect_many(addrs: &[String], tls: Option<ClientTls>) -> Result<SeaweedDelete, String> {
+        GatewayPool::new(addrs, tls)
+            .map(|gateways| SeaweedDelete { gateways })
+            .map_err(|e| e.to_string())
+    }
+
+    /// The gateway set, shared with [`SeaweedCluster::with_discovery`].
+    pub fn gateways(&self) -> GatewayPool {
+        self.gateways.clone()
+    }
+}
+
+impl DeletePort<DeleteRequest> for SeaweedDelete {
+    fn call(&self, call: &DeleteRequest) -> BoxFuture<'static, AttemptResult> {
+        let gateways = self.gateways.clone();
+        let req = call.clone();
+        async move {
+            match gateways.delete(&req).await {
+                Ok(verdict) => Ok(verdict),
+                Err(e @ DeleteError::Transport { .. }) => Err(AttemptError {
+                    retryable: e.is_retryable(),
+                    message: e.to_string(),
+                }),
+                // Refused locally: the server would answer BLOCKED, so it halts
+                // the shard like BLOCKED does instead of being retried.
+                Err(e) => Ok(CallResult::answered(DeleteOutcome::Blocked, e.to_string())),
+            }
+        }
+        .boxed()
+    }
+}
