@@ -407,7 +407,7 @@ async fn an_admin_serving_https_is_checked_over_https_with_https_client() {
             key: None,
             server_name: Some("127.0.0.1".into()),
         },
-        s3_lifecycled::seaweed::tls::TlsUse::AdminHttps,
+        s3_lifecycled::seaweed::tls_failure::TlsUse::AdminHttps,
     )
     .unwrap();
     let http = https.http_addr();

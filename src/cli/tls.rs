@@ -6,7 +6,8 @@ use crate::cli::{
     EXIT_TLS_CLIENT_CERT, EXIT_TLS_EXPIRED, EXIT_TLS_NAME, EXIT_TLS_OTHER, EXIT_TLS_REQUIRED,
     EXIT_TLS_UNKNOWN_CA,
 };
-use crate::seaweed::tls::{ClientTls, TlsFailure, speaks_tls};
+use crate::seaweed::tls::{ClientTls, speaks_tls};
+use crate::seaweed::tls_failure::TlsFailure;
 
 /// The exit code of a TLS failure.
 pub fn exit_code(f: &TlsFailure) -> i32 {

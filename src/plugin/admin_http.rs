@@ -16,7 +16,7 @@ use crate::seaweed::tls::ClientTls;
 pub const CALL_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// Sends `method path` with an optional JSON body to `addr` (`host:port`)
-/// over HTTPS with `tls` (made with [`crate::seaweed::tls::TlsUse::AdminHttps`]),
+/// over HTTPS with `tls` (made with [`crate::seaweed::tls_failure::TlsUse::AdminHttps`]),
 /// plain HTTP with `None`, and returns the status code and the parsed JSON
 /// answer (`Null` when the answer is empty or not JSON). `timeout` bounds the
 /// whole call.

@@ -10,7 +10,8 @@ use crate::config::Settings;
 use crate::plugin::admin_http;
 use crate::plugin::job::{JOB_TYPE, VERSION_PREFIX};
 use crate::seaweed::endpoint::ServerAddress;
-use crate::seaweed::tls::{ClientTls, TlsUse};
+use crate::seaweed::tls::ClientTls;
+use crate::seaweed::tls_failure::TlsUse;
 
 /// A worker at the admin that serves `s3_lifecycle` and is not ours.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -32,7 +32,8 @@ use crate::pb::plugin::{
 use crate::plugin::http::{JobResult as Ended, WorkerStats};
 use crate::plugin::job::{self, JOB_TYPE};
 use crate::seaweed::endpoint::{EndpointOptions, GrpcEndpoint};
-use crate::seaweed::tls::{ClientTls, TlsFailure, speaks_tls};
+use crate::seaweed::tls::{ClientTls, speaks_tls};
+use crate::seaweed::tls_failure::TlsFailure;
 use crate::status::{RunOutcome, StatusSnapshot};
 
 /// Pause before dialling again after the stream ended (the admin advises 5 s).

@@ -17,4 +17,6 @@ pub mod pool;
 pub mod retention;
 pub mod subscription;
 pub mod tls;
+pub mod tls_failure;
+pub mod tls_verify;
 pub mod x509;

@@ -23,18 +23,16 @@ use std::time::Duration;
 
 use futures::task::AtomicWaker;
 use hyper_util::rt::TokioIo;
-use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
-use rustls::client::{verify_server_cert_signed_by_trust_anchor, verify_server_name};
 use rustls::crypto::CryptoProvider;
-use rustls::server::ParsedCertificate;
-use rustls::{
-    AlertDescription, CertificateError, ClientConfig, DigitallySignedStruct, RootCertStore,
-};
+use rustls::{ClientConfig, RootCertStore};
 use rustls_pki_types::pem::PemObject;
 use rustls_pki_types::{CertificateDer, PrivateKeyDer, ServerName, UnixTime};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::TcpStream;
 use tokio_rustls::TlsConnector;
+
+use crate::seaweed::tls_failure::{TlsFailure, TlsUse};
+use crate::seaweed::tls_verify::{AnyCert, ChainVerifier, OwnCertificate};
 
 /// Where the TLS material is: the `[tls]` settings or what `--security-toml`
 /// resolved to. Paths are re-read at every dial and every
@@ -79,108 +77,6 @@ pub enum TlsConfigError {
     Other(String),
 }
 
-/// Why a TLS connection to a SeaweedFS server failed, as far as it can be
-/// told from the handshake (docs/tls.md#how-failures-surface).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum TlsFailure {
-    /// The server speaks TLS and we dialled in plaintext.
-    Required,
-    /// The server refused our client certificate, or we sent none.
-    ClientCertificate(String),
-    /// The server's certificate is not signed by our CA (or ours by its).
-    UnknownCa(String),
-    /// A certificate in the chain (ours or the server's) has expired or is
-    /// not valid yet.
-    Expired(String),
-    /// `tls.server_name` is set and the server certificate does not carry it.
-    NameMismatch(String),
-    /// Any other handshake failure.
-    Other(String),
-}
-
-impl TlsFailure {
-    /// One line naming the cause and the fix, for a gRPC connection.
-    pub fn message(&self, addr: &str) -> String {
-        self.message_for(addr, TlsUse::Grpc)
-    }
-
-    /// One line naming the cause and the fix in the settings of the
-    /// connection's use: `tls.*` and `[grpc]` for gRPC, `[https.client]`,
-    /// `[https.admin]` and `weed_admin.address` for weed admin's HTTPS API.
-    pub fn message_for(&self, addr: &str, used_for: TlsUse) -> String {
-        match (used_for, self) {
-            (TlsUse::Grpc, TlsFailure::Required) => format!(
-                "{addr} requires TLS: set tls.* or --security-toml (the server answered a TLS handshake; plaintext is refused)"
-            ),
-            // A ClientTls always dials TLS, so it never reports this; the
-            // enforcer's plaintext probe says it at length (enforcer::check).
-            (TlsUse::AdminHttps, TlsFailure::Required) => format!(
-                "weed admin at {addr} serves HTTPS: set [https.client] enabled = true and ca in cluster.security_toml"
-            ),
-            (TlsUse::Grpc, TlsFailure::ClientCertificate(d)) => format!(
-                "{addr} refused the client certificate ({d}): it requires one signed by its CA; set tls.cert and tls.key (or [grpc.client] in security.toml)"
-            ),
-            (TlsUse::AdminHttps, TlsFailure::ClientCertificate(d)) => format!(
-                "weed admin at {addr} refused the client certificate ({d}): its [https.admin] ca requires one it signed; set [https.client] cert and key in cluster.security_toml"
-            ),
-            (TlsUse::Grpc, TlsFailure::UnknownCa(d)) => format!(
-                "TLS with {addr}: unknown CA ({d}): the server's certificate is not signed by tls.ca, or ours is not signed by a CA the server trusts; use the cluster's CA ([grpc] ca)"
-            ),
-            (TlsUse::AdminHttps, TlsFailure::UnknownCa(d)) => format!(
-                "HTTPS with weed admin at {addr}: unknown CA ({d}): its certificate ([https.admin] cert) is not signed by [https.client] ca, or ours by a CA it trusts; set [https.client] ca in cluster.security_toml to the CA that issued the admin's certificate"
-            ),
-            (_, TlsFailure::Expired(d)) => format!(
-                "TLS with {addr}: expired certificate ({d}): renew it, or check this host's clock"
-            ),
-            (TlsUse::Grpc, TlsFailure::NameMismatch(d)) => format!(
-                "TLS with {addr}: the server certificate does not name tls.server_name ({d}); unset tls.server_name to check the chain only"
-            ),
-            (TlsUse::AdminHttps, TlsFailure::NameMismatch(d)) => format!(
-                "HTTPS with weed admin at {addr}: its certificate does not name the host of weed_admin.address ({d}); set weed_admin.address to a host name or IP address the certificate carries"
-            ),
-            (_, TlsFailure::Other(d)) => format!("TLS with {addr} failed: {d}"),
-        }
-    }
-
-    /// Classifies a rustls error: our verifier's verdict on the server's
-    /// chain, or an alert by which the server refused ours.
-    pub fn from_rustls(e: &rustls::Error) -> TlsFailure {
-        use rustls::Error as E;
-        let d = e.to_string();
-        match e {
-            E::InvalidCertificate(c) => match c {
-                CertificateError::Expired
-                | CertificateError::ExpiredContext { .. }
-                | CertificateError::NotValidYet
-                | CertificateError::NotValidYetContext { .. } => TlsFailure::Expired(d),
-                CertificateError::UnknownIssuer | CertificateError::BadSignature => {
-                    TlsFailure::UnknownCa(d)
-                }
-                CertificateError::NotValidForName
-                | CertificateError::NotValidForNameContext { .. } => TlsFailure::NameMismatch(d),
-                _ => TlsFailure::Other(d),
-            },
-            E::AlertReceived(a) => match a {
-                AlertDescription::CertificateRequired
-                | AlertDescription::BadCertificate
-                | AlertDescription::HandshakeFailure => TlsFailure::ClientCertificate(d),
-                AlertDescription::UnknownCA => TlsFailure::UnknownCa(d),
-                AlertDescription::CertificateExpired => TlsFailure::Expired(d),
-                _ => TlsFailure::Other(d),
-            },
-            E::NoCertificatesPresented => TlsFailure::ClientCertificate(d),
-            _ => TlsFailure::Other(d),
-        }
-    }
-
-    /// Finds a rustls error in an I/O error (tokio-rustls wraps them).
-    pub fn from_io(e: &io::Error) -> Option<TlsFailure> {
-        e.get_ref()
-            .and_then(|inner| inner.downcast_ref::<rustls::Error>())
-            .map(TlsFailure::from_rustls)
-    }
-}
-
 /// The certificates as last loaded: the rustls configuration and a digest of
 /// the files' contents to notice a change.
 struct Loaded {
@@ -193,41 +89,6 @@ struct Loaded {
     /// verify ([`crate::seaweed::x509`]).
     anchors: Arc<Vec<CertificateDer<'static>>>,
     chain: Vec<CertificateDer<'static>>,
-}
-
-/// What a [`ClientTls`]'s connections are for: it decides the protocol
-/// offered through ALPN and which settings the messages name, so an operator
-/// is told to fix the file that configures this connection, not another one.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum TlsUse {
-    /// SeaweedFS's gRPC servers: HTTP/2; the material comes from `tls.*` or
-    /// `[grpc]` / `[grpc.client]` of `cluster.security_toml`.
-    Grpc,
-    /// `weed admin`'s HTTPS API: HTTP/1.1, as a Go `net/http` server would
-    /// pick HTTP/2 if it were offered (docs/plugin-worker.md#admin-https);
-    /// the material comes from `[https.client]` of `cluster.security_toml`.
-    AdminHttps,
-}
-
-impl TlsUse {
-    fn protocols(self) -> Vec<Vec<u8>> {
-        match self {
-            TlsUse::Grpc => vec![b"h2".to_vec()],
-            TlsUse::AdminHttps => vec![b"http/1.1".to_vec()],
-        }
-    }
-
-    /// The settings naming the CA bundle, our certificate and its key.
-    fn keys(self) -> (&'static str, &'static str, &'static str) {
-        match self {
-            TlsUse::Grpc => ("tls.ca", "tls.cert", "tls.key"),
-            TlsUse::AdminHttps => (
-                "[https.client] ca",
-                "[https.client] cert",
-                "[https.client] key",
-            ),
-        }
-    }
 }
 
 struct Inner {
@@ -739,114 +600,6 @@ impl AsyncWrite for TlsIo {
     }
 }
 
-/// Our client certificate, offered whatever the server asks (SeaweedFS's
-/// servers name no acceptable CAs). rustls's built-in resolver would check
-/// the key pair by parsing the certificate with webpki, which refuses X.509
-/// v1; [`load`] checks the pair itself.
-#[derive(Debug)]
-struct OwnCertificate(Arc<rustls::sign::CertifiedKey>);
-
-impl rustls::client::ResolvesClientCert for OwnCertificate {
-    fn resolve(
-        &self,
-        _root_hint_subjects: &[&[u8]],
-        sigschemes: &[rustls::SignatureScheme],
-    ) -> Option<Arc<rustls::sign::CertifiedKey>> {
-        // Offered only when the key can sign with a scheme the server takes,
-        // as rustls's own resolver does.
-        self.0.key.choose_scheme(sigschemes).map(|_| self.0.clone())
-    }
-
-    fn has_certs(&self) -> bool {
-        true
-    }
-}
-
-/// Verifies the server's chain against the CA; checks the name only when
-/// the operator set `tls.server_name` (docs/tls.md#what-a-client-needs).
-#[derive(Debug)]
-struct ChainVerifier {
-    roots: Arc<RootCertStore>,
-    anchors: Arc<Vec<CertificateDer<'static>>>,
-    check_name: bool,
-    provider: Arc<CryptoProvider>,
-}
-
-impl ServerCertVerifier for ChainVerifier {
-    fn verify_server_cert(
-        &self,
-        end_entity: &CertificateDer<'_>,
-        intermediates: &[CertificateDer<'_>],
-        server_name: &ServerName<'_>,
-        _ocsp_response: &[u8],
-        now: UnixTime,
-    ) -> Result<ServerCertVerified, rustls::Error> {
-        if crate::seaweed::x509::is_v1(end_entity) {
-            // webpki refuses v1; weed accepts it (docs/tls.md#v1-certificates).
-            crate::seaweed::x509::verify_chain(
-                end_entity,
-                intermediates,
-                &self.anchors,
-                now,
-                &self.provider.signature_verification_algorithms,
-            )?;
-            // A v1 certificate has no subjectAltName to check a name against.
-            if self.check_name {
-                return Err(CertificateError::NotValidForName.into());
-            }
-            return Ok(ServerCertVerified::assertion());
-        }
-        let cert = ParsedCertificate::try_from(end_entity)?;
-        verify_server_cert_signed_by_trust_anchor(
-            &cert,
-            &self.roots,
-            intermediates,
-            now,
-            self.provider.signature_verification_algorithms.all,
-        )?;
-        if self.check_name {
-            verify_server_name(&cert, server_name)?;
-        }
-        Ok(ServerCertVerified::assertion())
-    }
-
-    fn verify_tls12_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        let algs = &self.provider.signature_verification_algorithms;
-        if crate::seaweed::x509::is_v1(cert) {
-            return crate::seaweed::x509::verify_handshake_signature(
-                message, cert, dss, algs, false,
-            );
-        }
-        rustls::crypto::verify_tls12_signature(message, cert, dss, algs)
-    }
-
-    fn verify_tls13_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        let algs = &self.provider.signature_verification_algorithms;
-        if crate::seaweed::x509::is_v1(cert) {
-            return crate::seaweed::x509::verify_handshake_signature(
-                message, cert, dss, algs, true,
-            );
-        }
-        rustls::crypto::verify_tls13_signature(message, cert, dss, algs)
-    }
-
-    fn supported_verify_schemes(&self) -> Vec<rustls::SignatureScheme> {
-        self.provider
-            .signature_verification_algorithms
-            .supported_schemes()
-    }
-}
-
 /// `host:port` or `http://host:port/` split into host (brackets of an IPv6
 /// literal removed) and port.
 pub(crate) fn host_port(addr: &str) -> Option<(String, u16)> {
@@ -857,43 +610,6 @@ pub(crate) fn host_port(addr: &str) -> Option<(String, u16)> {
     let (host, port) = hostport.rsplit_once(':')?;
     let port = port.parse::<u16>().ok()?;
     Some((host.trim_matches(['[', ']']).to_string(), port))
-}
-
-/// Accepts any server certificate. Only for [`speaks_tls`], which sends no
-/// data and only asks whether the peer answers a TLS handshake at all.
-#[derive(Debug)]
-struct AnyCert(Arc<CryptoProvider>);
-
-impl ServerCertVerifier for AnyCert {
-    fn verify_server_cert(
-        &self,
-        _: &CertificateDer<'_>,
-        _: &[CertificateDer<'_>],
-        _: &ServerName<'_>,
-        _: &[u8],
-        _: UnixTime,
-    ) -> Result<ServerCertVerified, rustls::Error> {
-        Ok(ServerCertVerified::assertion())
-    }
-    fn verify_tls12_signature(
-        &self,
-        _: &[u8],
-        _: &CertificateDer<'_>,
-        _: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        Ok(HandshakeSignatureValid::assertion())
-    }
-    fn verify_tls13_signature(
-        &self,
-        _: &[u8],
-        _: &CertificateDer<'_>,
-        _: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        Ok(HandshakeSignatureValid::assertion())
-    }
-    fn supported_verify_schemes(&self) -> Vec<rustls::SignatureScheme> {
-        self.0.signature_verification_algorithms.supported_schemes()
-    }
 }
 
 /// Whether the server at `addr` (`host:port`, optionally `http://`) answers
@@ -946,6 +662,7 @@ pub async fn speaks_tls(addr: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use rustls::{AlertDescription, CertificateError};
 
     #[test]
     fn failures_are_classified_by_cause() {
