@@ -242,13 +242,6 @@ mod tests {
         }
     }
 
-    fn idx(through: Nanos, spans: Vec<(Nanos, Nanos, Nanos)>) -> DueIndex {
-        DueIndex {
-            spans,
-            ..DueIndex::empty(&time(), through)
-        }
-    }
-
     #[test]
     fn days_out_of_range_name_the_range() {
         assert_eq!(
@@ -268,7 +261,7 @@ mod tests {
         let mut tally = rebuild(
             None,
             None,
-            &idx(0, vec![]),
+            &DueIndex::empty(&t, 0),
             &t,
             PassRead {
                 start_ts: 0,

@@ -91,12 +91,7 @@ impl ServerCertVerifier for ChainVerifier {
         dss: &DigitallySignedStruct,
     ) -> Result<HandshakeSignatureValid, rustls::Error> {
         let algs = &self.provider.signature_verification_algorithms;
-        if crate::seaweed::x509::is_v1(cert) {
-            return crate::seaweed::x509::verify_handshake_signature(
-                message, cert, dss, algs, false,
-            );
-        }
-        rustls::crypto::verify_tls12_signature(message, cert, dss, algs)
+        crate::seaweed::x509::verify_handshake_signature(message, cert, dss, algs, false)
     }
 
     fn verify_tls13_signature(
@@ -106,12 +101,7 @@ impl ServerCertVerifier for ChainVerifier {
         dss: &DigitallySignedStruct,
     ) -> Result<HandshakeSignatureValid, rustls::Error> {
         let algs = &self.provider.signature_verification_algorithms;
-        if crate::seaweed::x509::is_v1(cert) {
-            return crate::seaweed::x509::verify_handshake_signature(
-                message, cert, dss, algs, true,
-            );
-        }
-        rustls::crypto::verify_tls13_signature(message, cert, dss, algs)
+        crate::seaweed::x509::verify_handshake_signature(message, cert, dss, algs, true)
     }
 
     fn supported_verify_schemes(&self) -> Vec<rustls::SignatureScheme> {

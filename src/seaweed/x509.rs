@@ -316,10 +316,26 @@ impl std::fmt::Display for NotACa {
 
 impl std::error::Error for NotACa {}
 
-/// Verifies a handshake signature made by the key of `cert` (any version):
-/// rustls's own check parses the certificate with webpki, which refuses v1.
-/// TLS 1.3 allows fewer schemes (no PKCS#1 v1.5), as rustls enforces.
+/// Verifies a handshake signature made by the key of `cert`: rustls's own
+/// check for v3, ours for v1 (rustls parses the certificate with webpki,
+/// which refuses v1).
 pub fn verify_handshake_signature(
+    message: &[u8],
+    cert: &CertificateDer<'_>,
+    dss: &DigitallySignedStruct,
+    algs: &WebPkiSupportedAlgorithms,
+    tls13: bool,
+) -> Result<HandshakeSignatureValid, Error> {
+    match (is_v1(cert), tls13) {
+        (true, _) => verify_v1_handshake_signature(message, cert, dss, algs, tls13),
+        (false, true) => rustls::crypto::verify_tls13_signature(message, cert, dss, algs),
+        (false, false) => rustls::crypto::verify_tls12_signature(message, cert, dss, algs),
+    }
+}
+
+/// The handshake signature of a v1 certificate's key. TLS 1.3 allows fewer
+/// schemes (no PKCS#1 v1.5), as rustls enforces.
+fn verify_v1_handshake_signature(
     message: &[u8],
     cert: &CertificateDer<'_>,
     dss: &DigitallySignedStruct,
