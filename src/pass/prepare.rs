@@ -89,8 +89,8 @@ pub(crate) async fn prepare(
     let mut unknown_buckets = Vec::new();
     // A name in `pass.buckets` (or `--buckets`) that the cluster does not
     // have is a configuration error of its own, reported like a broken
-    // document, so a typo does not pass for a quiet bucket; the other
-    // buckets go on.
+    // document, so a typo (or a bucket deleted since) does not pass for a
+    // quiet bucket; the other buckets go on.
     let listed = scan.names();
     for name in &filter {
         if let Err(e) = crate::engine::names::check_exists(name, listed.iter().copied()) {
