@@ -302,12 +302,10 @@ fn absolute(rel: &str, path: &str) -> String {
         .join("::")
 }
 
-/// The violations in one file: `(line, what)`.
-fn violations(rel: &str, text: &str) -> Vec<(usize, String)> {
-    let code = blank_comments_and_strings(text);
-    let mut found = Vec::new();
-    let line_of = |byte: usize| code[..byte].matches('\n').count() + 1;
-    // 1. `use` trees, expanded (including grouped and relative imports).
+/// Every `use` statement of `code` (comments and strings blanked): its byte
+/// span from `use` to the `;`, and the tree after `use`.
+fn use_statements(code: &str) -> Vec<(std::ops::Range<usize>, &str)> {
+    let mut out = Vec::new();
     let mut at = 0;
     while let Some(pos) = code[at..].find("use ") {
         let start = at + pos;
@@ -319,7 +317,19 @@ fn violations(rel: &str, text: &str) -> Vec<(usize, String)> {
         let Some(end) = code[start..].find(';') else {
             break;
         };
-        let tree = &code[start + 4..start + end];
+        out.push((start..start + end, &code[start + 4..start + end]));
+    }
+    out
+}
+
+/// The violations in one file: `(line, what)`.
+fn violations(rel: &str, text: &str) -> Vec<(usize, String)> {
+    let code = blank_comments_and_strings(text);
+    let mut found = Vec::new();
+    let line_of = |byte: usize| code[..byte].matches('\n').count() + 1;
+    // 1. `use` trees, expanded (including grouped and relative imports).
+    for (span, tree) in use_statements(&code) {
+        let start = span.start;
         for p in expand_use(tree) {
             let abs = absolute(rel, &p);
             if let Some(why) = forbidden(&abs) {
@@ -563,20 +573,10 @@ fn without_test_modules(code: &str) -> String {
 /// paths with `::`.
 fn named_paths(code: &str) -> Vec<String> {
     let mut out = Vec::new();
-    let mut at = 0;
     let mut use_spans = Vec::new();
-    while let Some(pos) = code[at..].find("use ") {
-        let start = at + pos;
-        at = start + 4;
-        let before = code[..start].chars().last();
-        if before.is_some_and(|c| c.is_alphanumeric() || c == '_') {
-            continue;
-        }
-        let Some(end) = code[start..].find(';') else {
-            break;
-        };
-        out.extend(expand_use(&code[start + 4..start + end]));
-        use_spans.push(start..start + end);
+    for (span, tree) in use_statements(code) {
+        out.extend(expand_use(tree));
+        use_spans.push(span);
     }
     let mut offset = 0;
     for line in code.split_inclusive('\n') {
