@@ -109,11 +109,18 @@ pub fn run(args: &ForecastArgs) -> i32 {
                 .buckets_root()
                 .await
                 .map_err(|e| failed(e.to_string()))?;
-            let scan = crate::seaweed::buckets::list_bucket_configs(&client, &root)
+            // One lookup for a bucket that exists; the scan only to word a refusal.
+            let found = client
+                .lookup(&root, b)
                 .await
                 .map_err(|e| failed(e.to_string()))?;
-            crate::engine::names::check_exists(b, scan.names())
-                .map_err(|e| (EXIT_USAGE, format!("flag --bucket: {e}")))?;
+            if !found.is_some_and(|e| e.is_directory) {
+                let scan = crate::seaweed::buckets::list_bucket_configs(&client, &root)
+                    .await
+                    .map_err(|e| failed(e.to_string()))?;
+                crate::engine::names::check_exists(b, scan.names())
+                    .map_err(|e| (EXIT_USAGE, format!("flag --bucket: {e}")))?;
+            }
         }
         load_cursors(&CursorStore::new(client, &s.cursor.dir))
             .await

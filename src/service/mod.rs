@@ -473,6 +473,14 @@ impl Controls {
     /// has (a typo must not pass for a paused or approved bucket); `hint`
     /// ends the message.
     pub async fn check_exists(&self, bucket: &str, hint: &str) -> Result<(), AdminError> {
+        // One lookup answers the usual case; the whole scan (every bucket's
+        // lifecycle document) is read only to word a refusal.
+        let root = self.port.buckets_root();
+        if let Ok(Some(e)) = self.port.lookup(&root, bucket).await
+            && e.is_directory
+        {
+            return Ok(());
+        }
         let scan = self.port.buckets().await.map_err(AdminError::Unavailable)?;
         crate::engine::names::check_exists(bucket, scan.names())
             .map_err(|e| AdminError::NotFound(format!("{e}{hint}")))
