@@ -409,3 +409,164 @@ async fn forecast_refresh_after_a_pass_reads_no_cursor_from_the_filer() {
         "{log}"
     );
 }
+
+/// `forecast --json --bucket <b>` through the service's admin API, at `now`.
+async fn forecast_admin(serve: &Serve, bucket: &str, now: i64) -> Value {
+    let now = rfc3339(now);
+    let out = serve
+        .cli(&["forecast", "--bucket", bucket, "--now", &now, "--json"])
+        .await;
+    assert_eq!(out.code, 0, "{}", out.describe());
+    serde_json::from_str(&out.stdout)
+        .unwrap_or_else(|e| panic!("not JSON ({e}):\n{}", out.describe()))
+}
+
+/// Per rule ID: (overdue objects, pending objects) in a forecast.
+fn overdue_and_pending(f: &Value) -> BTreeMap<String, (u64, u64)> {
+    let mut out = BTreeMap::new();
+    for r in f["rules"].as_array().into_iter().flatten() {
+        let id = r["rule_id"].as_str().unwrap_or_default().to_string();
+        let pending: u64 = r["days"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|d| d["objects"].as_u64().unwrap_or(0))
+            .sum::<u64>()
+            + r["later"]["objects"].as_u64().unwrap_or(0);
+        let e = out.entry(id).or_insert((0, 0));
+        e.0 += r["overdue"]["objects"].as_u64().unwrap_or(0);
+        e.1 += pending;
+    }
+    out
+}
+
+/// Regression: the deletion cap and the rule-change grace hold a recovery
+/// walk's deletes, and the walk left no count behind. The forecast and the
+/// lag gauges showed nothing overdue for a bucket whose whole backlog was
+/// held (and, after an edit, the old rule's matches still pending), so
+/// `S3LifecycleOverdue` stayed silent. They now show the held backlog, and it
+/// is exactly what `approve` and the end of the grace then delete.
+#[tokio::test(flavor = "multi_thread")]
+async fn forecast_missed_the_backlog_held_by_the_cap_and_the_grace() {
+    const N: usize = 10;
+    const CAP: usize = 4;
+    let c = cluster();
+    let s3 = c.s3_client();
+
+    // The cap: a new bucket whose every object is due.
+    let capped = c.new_bucket("fc-capped").await.unwrap();
+    c.put_lifecycle_xml(&capped, &lifecycle(&days_rule("d1", "", 1)))
+        .await
+        .unwrap();
+    c.put_objects_bulk(&capped, &keys("o/", N), b"xyz")
+        .await
+        .unwrap();
+    let scope = Scope::new(&[&capped]);
+    let serve = Serve::start(
+        &scope,
+        &[("S3_LIFECYCLED__SAFETY__MAX_DELETES_PER_BUCKET", "4")],
+    )
+    .await;
+    let later = now_ns() + 60 * SEC_NS;
+    let (id, _) = serve.trigger(&["--now", &rfc3339(later)]).await;
+    let last = serve.wait_last(&id, Duration::from_secs(60)).await;
+    assert_eq!(count_objects(&s3, &capped).await, N - CAP, "{last}");
+    let held = (N - CAP) as u64;
+    let f = forecast_admin(&serve, &capped, later).await;
+    println!("$ s3-lifecycled forecast --bucket {capped} --json   # capped\n{f:#}");
+    assert_eq!(
+        overdue_and_pending(&f).get("d1"),
+        Some(&(held, 0)),
+        "the held backlog is overdue:\n{f:#}"
+    );
+    assert_eq!(
+        gauge(&serve, "s3_lifecycled_matches_overdue", &capped, "d1").await,
+        Some(held as f64),
+        "{}",
+        serve.log_text()
+    );
+    // A later pass that keeps holding it keeps showing it.
+    let (id, _) = serve
+        .trigger(&["--now", &rfc3339(later + 5 * SEC_NS)])
+        .await;
+    serve.wait_last(&id, Duration::from_secs(60)).await;
+    assert_eq!(
+        gauge(&serve, "s3_lifecycled_matches_overdue", &capped, "d1").await,
+        Some(held as f64)
+    );
+    // approve deletes exactly what was shown: the N − CAP left.
+    let out = serve.cli(&["approve", &capped]).await;
+    assert_eq!(out.code, 0, "{}", out.describe());
+    let (id, _) = serve
+        .trigger(&["--now", &rfc3339(later + 10 * SEC_NS)])
+        .await;
+    let last = serve.wait_last(&id, Duration::from_secs(60)).await;
+    assert_eq!(count_objects(&s3, &capped).await, 0, "{last}");
+    assert_eq!(
+        gauge(&serve, "s3_lifecycled_matches_overdue", &capped, "d1").await,
+        Some(0.0)
+    );
+    drop(serve);
+
+    // The grace: an edit from a 30-day rule to a 1-day rule.
+    const M: usize = 6;
+    let graced = c.new_bucket("fc-grace").await.unwrap();
+    c.put_lifecycle_xml(&graced, &lifecycle(&days_rule("d30", "", 30)))
+        .await
+        .unwrap();
+    c.put_objects_bulk(&graced, &keys("o/", M), b"xyz")
+        .await
+        .unwrap();
+    let scope = Scope::new(&[&graced]);
+    let serve = Serve::start(
+        &scope,
+        &[
+            ("S3_LIFECYCLED__SAFETY__RULE_CHANGE_GRACE", "1h"),
+            ("S3_LIFECYCLED__SERVICE__ALLOW_FUTURE_NOW", "true"),
+        ],
+    )
+    .await;
+    let t0 = now_ns();
+    let (id, _) = serve.trigger(&["--now", &rfc3339(t0 + 60 * SEC_NS)]).await;
+    serve.wait_last(&id, Duration::from_secs(60)).await;
+    let f = forecast_admin(&serve, &graced, t0 + 60 * SEC_NS).await;
+    assert_eq!(
+        overdue_and_pending(&f).get("d30"),
+        Some(&(0, M as u64)),
+        "{f:#}"
+    );
+    c.put_lifecycle_xml(&graced, &lifecycle(&days_rule("d1", "", 1)))
+        .await
+        .unwrap();
+    let (id, _) = serve.trigger(&["--now", &rfc3339(t0 + 70 * SEC_NS)]).await;
+    let last = serve.wait_last(&id, Duration::from_secs(60)).await;
+    assert_eq!(count_objects(&s3, &graced).await, M, "{last}");
+    let f = forecast_admin(&serve, &graced, t0 + 70 * SEC_NS).await;
+    println!("$ s3-lifecycled forecast --bucket {graced} --json   # in grace\n{f:#}");
+    let rows = overdue_and_pending(&f);
+    assert_eq!(
+        rows.get("d1"),
+        Some(&(M as u64, 0)),
+        "the new rule's held matches are overdue:\n{f:#}"
+    );
+    assert!(
+        !rows.contains_key("d30"),
+        "the old rule is gone and shows nothing:\n{f:#}"
+    );
+    assert_eq!(
+        gauge(&serve, "s3_lifecycled_matches_overdue", &graced, "d1").await,
+        Some(M as f64)
+    );
+    assert_eq!(
+        gauge(&serve, "s3_lifecycled_matches_pending", &graced, "d30").await,
+        None
+    );
+    // After the grace the shown backlog is what goes.
+    let (id, _) = serve.trigger(&["--now", &rfc3339(t0 + 2 * HOUR_NS)]).await;
+    let last = serve.wait_last(&id, Duration::from_secs(60)).await;
+    assert_eq!(count_objects(&s3, &graced).await, 0, "{last}");
+    assert_eq!(
+        gauge(&serve, "s3_lifecycled_matches_overdue", &graced, "d1").await,
+        Some(0.0)
+    );
+}

@@ -487,7 +487,69 @@ fn withdrawn_walker_delete_fails_the_recovery_without_halting() {
     assert_eq!(run.start_replay(), None);
     let (rep, cursor) = run.finish(None);
     assert_eq!(rep.outcome, ShardOutcome::Completed);
-    assert!(cursor.unwrap().buckets.is_empty());
+    let cursor = cursor.unwrap();
+    let b = &cursor.buckets["b"];
+    assert!(b.is_walk_placeholder(), "only the backlog is kept: {b:?}");
+    assert!(b.rules.is_empty());
+    let next = ShardRun::new(0, plan(200 * S), Some(cursor.clone()), 4);
+    assert_eq!(
+        next.shard_plan().recover.get("b"),
+        Some(&RecoveryReason::ColdStart)
+    );
+}
+
+/// Regression: a recovery walk held by the deletion cap (or a rule-change
+/// grace) left no trace in the cursor, so the forecast and the lag gauges
+/// showed nothing overdue for a bucket with its whole backlog held. Every due
+/// walker match that does not resolve is now counted in the bucket's
+/// backlog: the one withdrawn, those dropped from the queue after it, and
+/// those the walk found once the bucket had stopped.
+#[test]
+fn held_recovery_walk_left_no_backlog_for_the_forecast() {
+    let p = plan(100 * S);
+    let mut run = ShardRun::new(0, p.clone(), None, 2);
+    let sized = |key: &str, due: Nanos, size: i64| {
+        let mut m = action_match(&p, key, due);
+        m.identity.size = size;
+        m
+    };
+    run.walk_item("b", Some("a"), vec![sized("a", 50 * S, 10)]);
+    run.walk_item("b", Some("b"), vec![sized("b", 40 * S, 20)]);
+    run.walk_item("b", Some("c"), vec![sized("c", 60 * S, 30)]);
+    let sends = run.next_sends();
+    assert_eq!(sends.len(), 2, "a window of two");
+    let mut sends = sends.into_iter();
+    let (Work::Delete(ra), ta) = sends.next().unwrap() else {
+        panic!()
+    };
+    let (Work::Delete(rb), tb) = sends.next().unwrap() else {
+        panic!()
+    };
+    run.outcome(&ra, ta, &ok());
+    run.outcome(&rb, tb, &CallResult::withdrawn("safety cap: reached"));
+    // Found after the bucket stopped: never sent, still owed.
+    run.walk_item("b", Some("d"), vec![sized("d", 70 * S, 40)]);
+    run.listing_done("b", true);
+    assert_eq!(run.start_replay(), None);
+    let (_, cursor) = run.finish(None);
+    let cursor = cursor.unwrap();
+    let backlog = &cursor.buckets["b"].backlog;
+    assert!(backlog.recovering && backlog.complete, "{backlog:?}");
+    let key = progress_key(&p.recovery.actions().next().unwrap().key());
+    let held = &backlog.actions[&key];
+    assert_eq!(
+        (held.objects, held.bytes, held.oldest_due_ns),
+        (3, 90, 40 * S),
+        "b (withdrawn), c (dropped from the queue), d (found after the stop); a resolved"
+    );
+    assert_eq!(held.rule_id, "d1");
+
+    let f = s3_lifecycled::engine::forecast::forecast(&[cursor], &time(), 100 * S, 3, None);
+    assert_eq!(f.len(), 1, "{f:?}");
+    assert_eq!((f[0].overdue.objects, f[0].overdue.bytes), (3, 90));
+    assert_eq!(f[0].oldest_overdue_ns, Some(40 * S));
+    assert_eq!(f[0].rule_id, "d1");
+    assert!(!f[0].known, "the days after now are not counted by a walk");
 }
 
 /// A versioned bucket whose only rule expires noncurrent versions after a day.
@@ -889,9 +951,15 @@ fn a_locked_version_is_retried_next_pass_and_never_halts() {
     let (rep, c) = run.finish(None);
     assert_eq!(rep.outcome, ShardOutcome::Completed);
     assert_eq!(rep.counters.locked, 1);
+    let c = c.unwrap();
+    let b = &c.buckets["b"];
     assert!(
-        !c.unwrap().buckets.contains_key("b"),
-        "the bucket's recovery is not done: the next pass walks it again"
+        b.is_walk_placeholder() && b.walk_resume.is_none(),
+        "the bucket's recovery is not done: the next pass walks it again ({b:?})"
+    );
+    assert_eq!(
+        b.backlog.actions.values().map(|h| h.objects).sum::<u64>(),
+        1
     );
 }
 
@@ -980,7 +1048,11 @@ fn failed_walker_delete_stops_only_its_bucket_and_replay_goes_on() {
     );
     assert_eq!(rep.walk_failures.len(), 1);
     let c = cursor.unwrap();
-    assert!(!c.buckets.contains_key("a"), "a recovers again next pass");
+    assert!(
+        c.buckets["a"].is_walk_placeholder(),
+        "a recovers again next pass, its backlog kept: {:?}",
+        c.buckets["a"]
+    );
     let b = &c.buckets["b"];
     assert_eq!(b.halted, None);
     assert!(
@@ -1189,9 +1261,10 @@ fn walk_resume_stays_before_an_unresolved_item_and_moves_over_resolved_ones() {
     run.listing_ended("b", false, Some("z".into()));
     run.start_replay();
     let (_, cursor) = run.finish(None);
+    let b = &cursor.unwrap().buckets["b"];
     assert!(
-        cursor.unwrap().buckets.is_empty(),
-        "nothing resolved, nothing to resume from: the walk starts over"
+        b.is_walk_placeholder() && b.walk_resume.is_none(),
+        "nothing resolved, nothing to resume from: the walk starts over ({b:?})"
     );
 }
 

@@ -35,6 +35,7 @@ fn cursor(shard: u8, ts: i64) -> ShardCursor {
                 s3_lifecycled::engine::cursor::ActionProgress::at(ts),
             )]),
             walk_resume: None,
+            backlog: Default::default(),
         },
     );
     ShardCursor {

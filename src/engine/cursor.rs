@@ -83,6 +83,65 @@ pub struct BucketCursor {
     /// (docs/design-deviations.md#resumable-recovery-walks).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub walk_resume: Option<WalkResume>,
+    /// What the last pass's walk of this bucket found due and left
+    /// unresolved, for the forecast (docs/forecast.md#walk-backlog).
+    #[serde(default, skip_serializing_if = "WalkBacklog::is_empty")]
+    pub backlog: WalkBacklog,
+}
+
+/// Due walker matches that a pass left unresolved in one bucket on one
+/// shard: held by the deletion cap or a rule-change grace, refused, or never
+/// sent once the bucket's walk stopped. Replay counts its own unresolved
+/// matches in each action's tally; a walk has no tally, so without this a
+/// held recovery walk showed nothing overdue (docs/forecast.md#walk-backlog).
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct WalkBacklog {
+    /// The walk was a recovery: the bucket's `rules` are the state kept from
+    /// before it and describe rules that may be gone, so the forecast shows
+    /// this backlog in their place.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub recovering: bool,
+    /// The listing reached its end, so every due match was counted (false:
+    /// a lower bound).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub complete: bool,
+    /// Per action, `"<rulehash hex>/<kind>"` → what stayed unresolved.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub actions: BTreeMap<String, BacklogCount>,
+}
+
+impl WalkBacklog {
+    /// Nothing to say: not recovering and nothing left.
+    pub fn is_empty(&self) -> bool {
+        !self.recovering && self.actions.is_empty()
+    }
+}
+
+/// Unresolved due matches of one action ([`WalkBacklog`]).
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct BacklogCount {
+    /// The rule's ID (for display).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub rule_id: String,
+    /// Matches.
+    pub objects: u64,
+    /// Their size in bytes, as listed.
+    pub bytes: u64,
+    /// The earliest due time among them.
+    pub oldest_due_ns: Nanos,
+}
+
+impl BacklogCount {
+    /// Counts one more match, due at `due`, of `bytes` bytes.
+    pub fn add(&mut self, due: Nanos, bytes: u64) {
+        self.oldest_due_ns = if self.objects == 0 {
+            due
+        } else {
+            self.oldest_due_ns.min(due)
+        };
+        self.objects += 1;
+        self.bytes = self.bytes.saturating_add(bytes);
+    }
 }
 
 /// Persisted replay progress of one compiled action. See the module docs.
@@ -190,18 +249,19 @@ pub struct WalkResume {
 
 impl BucketCursor {
     /// A cursor that holds only the resume point of a cold-start bucket's
-    /// unfinished recovery walk: no replay progress, no hashes. It still
-    /// plans as a cold start.
-    pub fn walk_placeholder(resume: WalkResume) -> BucketCursor {
+    /// unfinished recovery walk, or what it left unresolved, or both: no
+    /// replay progress, no hashes. It still plans as a cold start.
+    pub fn walk_placeholder(resume: Option<WalkResume>, backlog: WalkBacklog) -> BucketCursor {
         BucketCursor {
-            walk_resume: Some(resume),
+            walk_resume: resume,
+            backlog,
             ..BucketCursor::default()
         }
     }
 
     /// Whether this is a [`BucketCursor::walk_placeholder`].
     pub fn is_walk_placeholder(&self) -> bool {
-        self.walk_resume.is_some()
+        (self.walk_resume.is_some() || !self.backlog.is_empty())
             && self.rules.is_empty()
             && self.ts_ns == 0
             && self.rule_set_hash == [0; 32]

@@ -66,6 +66,15 @@ pub struct RuleForecast {
 }
 
 impl RuleForecast {
+    /// Counts `n` overdue matches of `bytes`, the earliest due at `first`.
+    fn overdue_by(&mut self, n: u64, bytes: u64, first: Nanos) {
+        if n == 0 {
+            return;
+        }
+        self.overdue.add(n, bytes);
+        self.oldest_overdue_ns = Some(self.oldest_overdue_ns.map_or(first, |o| o.min(first)));
+    }
+
     /// Matches not due yet (every day shown plus later).
     pub fn pending(&self) -> u64 {
         self.days.iter().map(|d| d.count.objects).sum::<u64>() + self.later.objects
@@ -160,6 +169,37 @@ fn split_key(key: &str) -> (&str, &str) {
     key.split_once('/').unwrap_or((key, ""))
 }
 
+/// The forecast entry of `bucket`'s action `key`, made empty (known, zero
+/// counts, `days` days of width `d` from `now`) on first use.
+fn entry<'a>(
+    out: &'a mut BTreeMap<(String, String, String), RuleForecast>,
+    b: &str,
+    key: &str,
+    now: Nanos,
+    d: Nanos,
+    days: u32,
+) -> &'a mut RuleForecast {
+    let (hash, kind) = split_key(key);
+    out.entry((b.to_string(), hash.to_string(), kind.to_string()))
+        .or_insert_with(|| RuleForecast {
+            bucket: b.to_string(),
+            rule_id: String::new(),
+            rule_hash: hash.to_string(),
+            kind: kind.to_string(),
+            known: true,
+            overdue: Count::default(),
+            oldest_overdue_ns: None,
+            days: (1..=days)
+                .map(|i| DayCount {
+                    day: i,
+                    due_by_ns: now.saturating_add(d.saturating_mul(i64::from(i))),
+                    count: Count::default(),
+                })
+                .collect(),
+            later: Count::default(),
+        })
+}
+
 /// The forecast at `now` for `days` days of `time.day`, from every shard's
 /// cursor, per bucket, rule and kind (sorted); only `bucket` when given.
 pub fn forecast(
@@ -176,27 +216,12 @@ pub fn forecast(
             if bucket.is_some_and(|want| want != b) {
                 continue;
             }
-            for (key, p) in &bc.rules {
-                let (hash, kind) = split_key(key);
-                let f = out
-                    .entry((b.clone(), hash.to_string(), kind.to_string()))
-                    .or_insert_with(|| RuleForecast {
-                        bucket: b.clone(),
-                        rule_id: String::new(),
-                        rule_hash: hash.to_string(),
-                        kind: kind.to_string(),
-                        known: true,
-                        overdue: Count::default(),
-                        oldest_overdue_ns: None,
-                        days: (1..=days)
-                            .map(|i| DayCount {
-                                day: i,
-                                due_by_ns: now.saturating_add(d.saturating_mul(i64::from(i))),
-                                count: Count::default(),
-                            })
-                            .collect(),
-                        later: Count::default(),
-                    });
+            // A recovering bucket's `rules` are the state kept from before
+            // the change; what its walk left is the truth
+            // (docs/forecast.md#walk-backlog).
+            let rules = (!bc.backlog.recovering).then_some(&bc.rules);
+            for (key, p) in rules.into_iter().flatten() {
+                let f = entry(&mut out, b, key, now, d, days);
                 let Some(t) = p.pending.as_ref().filter(|t| t.usable_for(time)) else {
                     f.known = false;
                     continue;
@@ -209,9 +234,7 @@ pub fn forecast(
                 }
                 for &(by, n, bytes, first) in t.bins() {
                     if first <= now {
-                        f.overdue.add(n, bytes);
-                        f.oldest_overdue_ns =
-                            Some(f.oldest_overdue_ns.map_or(first, |o| o.min(first)));
+                        f.overdue_by(n, bytes, first);
                         continue;
                     }
                     // Day i holds what is due in (now + (i−1)·day, now + i·day].
@@ -221,6 +244,18 @@ pub fn forecast(
                         None => f.later.add(n, bytes),
                     }
                 }
+            }
+            for (key, held) in &bc.backlog.actions {
+                let f = entry(&mut out, b, key, now, d, days);
+                // A recovery walk counts only what is due: the days after
+                // `now` are unknown until it finishes.
+                if bc.backlog.recovering || !bc.backlog.complete {
+                    f.known = false;
+                }
+                if f.rule_id.is_empty() {
+                    f.rule_id = held.rule_id.clone();
+                }
+                f.overdue_by(held.objects, held.bytes, held.oldest_due_ns);
             }
         }
     }

@@ -87,6 +87,7 @@ pub fn import_go(go: &GoCursor, plan: &PassPlan) -> Result<Imported, String> {
                 completed_ns: 0,
                 rules,
                 walk_resume: None,
+                backlog: Default::default(),
             },
         );
     }

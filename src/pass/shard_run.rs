@@ -21,7 +21,9 @@ use std::sync::Arc;
 
 use crate::engine::check::{Check, Verdict, judge};
 use crate::engine::cursor::ActionProgress;
-use crate::engine::cursor::{BucketCursor, CURSOR_VERSION, ShardCursor, WalkResume};
+use crate::engine::cursor::{
+    BacklogCount, BucketCursor, CURSOR_VERSION, ShardCursor, WalkBacklog, WalkResume,
+};
 use crate::engine::delete::{CallResult, DeleteOutcome, DeleteRequest, halt_reason};
 use crate::engine::progress::{Decision, ProgressTracker, Ticket, subject_of};
 use crate::engine::resume::{WalkProgress, later};
@@ -34,7 +36,12 @@ use crate::status::MatchDecision;
 
 /// The cursor key of an action's progress: `"<rulehash hex>/<kind>"`.
 pub fn progress_key(key: &ActionKey) -> String {
-    format!("{}/{}", key.rule_hash.to_hex(), key.kind.as_str())
+    action_key(key.rule_hash, key.kind)
+}
+
+/// [`progress_key`] from its parts.
+pub fn action_key(rule_hash: RuleHash, kind: ActionKind) -> String {
+    format!("{}/{}", rule_hash.to_hex(), kind.as_str())
 }
 
 /// One routed meta-log event of a replay batch ([`ShardRun::replay_batch`]).
@@ -234,9 +241,38 @@ pub enum DeleteTicket {
         /// The listed item's number in the bucket's [`WalkProgress`]
         /// (`None`: not tracked).
         seq: Option<u64>,
+        /// What the delete settles, counted in the bucket's backlog when it
+        /// does not resolve.
+        owed: WalkDue,
     },
     /// A replay delete; the tracker ticket.
     Replay(Ticket),
+}
+
+/// A walker match as the bucket's backlog counts it
+/// (docs/forecast.md#walk-backlog).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WalkDue {
+    /// Rule of the match.
+    pub rule_hash: RuleHash,
+    /// Its action.
+    pub kind: ActionKind,
+    /// When it became due.
+    pub due: Nanos,
+    /// The listed entry's size.
+    pub bytes: u64,
+}
+
+impl WalkDue {
+    /// The backlog's view of `m`.
+    pub fn of(m: &Match) -> WalkDue {
+        WalkDue {
+            rule_hash: m.rule_hash,
+            kind: m.kind,
+            due: m.due,
+            bytes: u64::try_from(m.identity.size).unwrap_or(0),
+        }
+    }
 }
 
 #[derive(Debug, Default, Clone)]
@@ -249,6 +285,19 @@ struct WalkBook {
     progress: WalkProgress,
     /// The listing's last delivered position.
     reached: Option<String>,
+    /// Due matches left unresolved, per action.
+    backlog: BTreeMap<(RuleHash, ActionKind), BacklogCount>,
+}
+
+impl WalkBook {
+    /// A due match of this bucket will not resolve in this pass.
+    fn owe(&mut self, d: WalkDue) {
+        self.unresolved = true;
+        self.backlog
+            .entry((d.rule_hash, d.kind))
+            .or_default()
+            .add(d.due, d.bytes);
+    }
 }
 
 /// One shard's pass state. See the module docs for the order of calls.
@@ -378,7 +427,7 @@ impl ShardRun {
         for m in matches {
             self.counters.matches += 1;
             if stopped {
-                book.unresolved = true;
+                book.owe(WalkDue::of(&m));
                 continue;
             }
             self.counters.decided(m.kind, MatchDecision::Dispatched);
@@ -387,6 +436,7 @@ impl ShardRun {
                 DeleteTicket::Walk {
                     bucket: bucket.to_string(),
                     seq,
+                    owed: WalkDue::of(&m),
                 },
             ));
         }
@@ -436,6 +486,39 @@ impl ShardRun {
                 .copied()
                 .unwrap_or(EMPTY_HASH),
         })
+    }
+
+    /// What this pass's walk of `bucket` left unresolved, as the cursor
+    /// keeps it (docs/forecast.md#walk-backlog); `recovering` when the bucket
+    /// keeps its old state for another recovery.
+    fn backlog(&self, bucket: &str, recovering: bool) -> WalkBacklog {
+        let book = self.walks.get(bucket);
+        let rule_id = |hash: RuleHash, kind: ActionKind| {
+            [Some(&self.plan.recovery), self.plan.walk.as_ref()]
+                .into_iter()
+                .flatten()
+                .find_map(|v| v.action(bucket, hash, kind))
+                .map(|a| a.rule().id.clone())
+                .unwrap_or_default()
+        };
+        WalkBacklog {
+            recovering,
+            complete: book.is_some_and(|b| b.listed == Some(true)),
+            actions: book
+                .map(|b| {
+                    b.backlog
+                        .iter()
+                        .map(|(&(hash, kind), c)| {
+                            let count = BacklogCount {
+                                rule_id: rule_id(hash, kind),
+                                ..c.clone()
+                            };
+                            (action_key(hash, kind), count)
+                        })
+                        .collect()
+                })
+                .unwrap_or_default(),
+        }
     }
 
     fn walk_succeeded(&self, bucket: &str) -> bool {
@@ -700,10 +783,11 @@ impl ShardRun {
                     tr.resolved(t, ok);
                 }
             }
-            DeleteTicket::Walk { bucket, seq } => {
+            DeleteTicket::Walk { bucket, seq, owed } => {
                 if !ok {
                     // Scoped to its bucket: the shard goes on with the other
                     // buckets and with replay (docs/design-deviations.md#walk-failures).
+                    self.walks.entry(bucket.clone()).or_default().owe(owed);
                     self.walk_failed(bucket, halt_reason(request, result));
                     return None;
                 }
@@ -716,9 +800,9 @@ impl ShardRun {
         let reason = halt_reason(request, result);
         // Queued walker deletes never go out: their buckets did not walk fully.
         for (_, t) in self.queue.drain(..) {
-            if let DeleteTicket::Walk { bucket, .. } = t {
+            if let DeleteTicket::Walk { bucket, owed, .. } = t {
                 let book = self.walks.entry(bucket).or_default();
-                book.unresolved = true;
+                book.owe(owed);
                 book.progress.block();
             }
         }
@@ -731,9 +815,16 @@ impl ShardRun {
     /// steady walk is due again next pass), and its queued walker work is
     /// dropped — its gateway answers are suspect — but nothing else stops.
     fn walk_failed(&mut self, bucket: String, reason: String) {
-        self.queue
-            .retain(|(_, t)| !matches!(t, DeleteTicket::Walk { bucket: b, .. } if *b == bucket));
         let book = self.walks.entry(bucket.clone()).or_default();
+        self.queue.retain(|(_, t)| match t {
+            DeleteTicket::Walk {
+                bucket: b, owed, ..
+            } if *b == bucket => {
+                book.owe(*owed);
+                false
+            }
+            _ => true,
+        });
         book.unresolved = true;
         book.progress.block();
         self.walk_failures.entry(bucket).or_insert(reason);
@@ -844,9 +935,9 @@ impl ShardRun {
                     tr.resolved(t, false);
                 }
             }
-            DeleteTicket::Walk { bucket, .. } => {
+            DeleteTicket::Walk { bucket, owed, .. } => {
                 let book = self.walks.entry(bucket).or_default();
-                book.unresolved = true;
+                book.owe(owed);
                 book.progress.block();
             }
         }
@@ -871,7 +962,7 @@ impl ShardRun {
                 if let (DeleteTicket::Replay(t), Some(tr)) = (&ticket, self.tracker.as_mut()) {
                     tr.resolved(*t, true);
                 }
-                if let DeleteTicket::Walk { bucket, seq } = &ticket {
+                if let DeleteTicket::Walk { bucket, seq, .. } = &ticket {
                     self.walk_resolved(bucket, *seq);
                 }
             }
@@ -880,7 +971,7 @@ impl ShardRun {
                 if let (DeleteTicket::Replay(t), Some(tr)) = (&ticket, self.tracker.as_mut()) {
                     tr.resolved(*t, true);
                 }
-                if let DeleteTicket::Walk { bucket, seq } = &ticket {
+                if let DeleteTicket::Walk { bucket, seq, .. } = &ticket {
                     self.walk_resolved(bucket, *seq);
                 }
             }
@@ -911,6 +1002,12 @@ impl ShardRun {
         let plan = self.plan.clone();
         let end = if self.stopped() { None } else { stream_end };
         let had_tracker = self.tracker.is_some();
+        // Walker work a stop left queued never went out.
+        for (_, t) in std::mem::take(&mut self.queue) {
+            if let DeleteTicket::Walk { bucket, owed, .. } = t {
+                self.walks.entry(bucket).or_default().owe(owed);
+            }
+        }
         let progress: BTreeMap<ActionKey, ActionProgress> = self
             .tracker
             .take()
@@ -980,18 +1077,23 @@ impl ShardRun {
                 } else {
                     None
                 };
-                match (prev, resume) {
-                    (Some(p), resume) => {
+                let backlog = self.backlog(bucket, recovering);
+                match prev {
+                    Some(p) => {
                         let mut kept = p.clone();
                         if recovering {
                             kept.walk_resume = resume;
                         }
+                        kept.backlog = backlog;
                         buckets.insert(bucket.to_string(), kept);
                     }
-                    (None, Some(r)) => {
-                        buckets.insert(bucket.to_string(), BucketCursor::walk_placeholder(r));
+                    None if resume.is_some() || !backlog.actions.is_empty() => {
+                        buckets.insert(
+                            bucket.to_string(),
+                            BucketCursor::walk_placeholder(resume, backlog),
+                        );
                     }
-                    (None, None) => {}
+                    None => {}
                 }
                 continue;
             }
@@ -1053,6 +1155,7 @@ impl ShardRun {
                     halted,
                     rules,
                     walk_resume: None,
+                    backlog: self.backlog(bucket, false),
                 },
             );
         }
