@@ -71,6 +71,9 @@ pub struct Settings {
     pub safety: SafetySettings,
     /// The deletion journal in the filer.
     pub journal: JournalSettings,
+    /// Reclaimed-space reports and the optional vacuum after a pass
+    /// (docs/reclaimed-space.md).
+    pub reclaim: ReclaimSettings,
     /// `weed admin`: the plugin worker, and the one-enforcer check.
     pub weed_admin: WeedAdminSettings,
 }
@@ -89,6 +92,49 @@ impl Default for JournalSettings {
     fn default() -> Self {
         JournalSettings {
             retention: Duration::from_secs(30 * 86_400),
+        }
+    }
+}
+
+/// `[reclaim]`
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(default, deny_unknown_fields)]
+pub struct ReclaimSettings {
+    /// After a pass that deleted, read the touched collections' volume
+    /// garbage from the master and report it.
+    pub report: bool,
+    /// How long to wait, at most, for the master's view of the volumes to
+    /// take in the pass's deletes (it trails by one heartbeat); 0 = read at
+    /// once.
+    #[serde(deserialize_with = "de_duration")]
+    pub settle: Duration,
+    /// Ask the master to vacuum the touched collections' volumes whose
+    /// garbage ratio is at least `vacuum_threshold`, after the pass's
+    /// deletes. Off by default: a vacuum rewrites volumes.
+    pub vacuum: bool,
+    /// Garbage ratio (0..1) from which a volume is vacuumed.
+    pub vacuum_threshold: f64,
+    /// Most volumes vacuumed after one pass.
+    pub max_vacuum_volumes: usize,
+    /// The master's own `-garbageThreshold` (0.3 by default): it vacuums
+    /// volumes at or above it by itself, every 15 minutes, so those are left
+    /// to it. 1 when the master's automatic vacuum is off.
+    pub master_garbage_threshold: f64,
+    /// Deadline of one volume's vacuum.
+    #[serde(deserialize_with = "de_duration")]
+    pub vacuum_timeout: Duration,
+}
+
+impl Default for ReclaimSettings {
+    fn default() -> Self {
+        ReclaimSettings {
+            report: true,
+            settle: Duration::from_secs(10),
+            vacuum: false,
+            vacuum_threshold: 0.1,
+            max_vacuum_volumes: 8,
+            master_garbage_threshold: 0.3,
+            vacuum_timeout: Duration::from_secs(600),
         }
     }
 }
@@ -709,6 +755,26 @@ impl Settings {
                 format!(
                     "must be 0 (off) or a fraction of a bucket such as 0.1 (at most 1), got {f}"
                 ),
+            ));
+        }
+        for (key, v) in [
+            ("reclaim.vacuum_threshold", self.reclaim.vacuum_threshold),
+            (
+                "reclaim.master_garbage_threshold",
+                self.reclaim.master_garbage_threshold,
+            ),
+        ] {
+            if !v.is_finite() || !(0.0..=1.0).contains(&v) {
+                return Err(invalid(
+                    key,
+                    format!("must be a garbage ratio from 0 to 1 such as 0.3, got {v}"),
+                ));
+            }
+        }
+        if self.reclaim.vacuum && self.reclaim.max_vacuum_volumes == 0 {
+            return Err(invalid(
+                "reclaim.max_vacuum_volumes",
+                "must be at least 1 when reclaim.vacuum is on (or turn reclaim.vacuum off)",
             ));
         }
         if self.rate.workers == 0 {

@@ -36,6 +36,11 @@
 //! | `s3_lifecycled_matches_pending` | gauge | bucket, rule | [`Metrics::forecast`] |
 //! | `s3_lifecycled_matches_overdue` | gauge | bucket, rule | [`Metrics::forecast`] |
 //! | `s3_lifecycled_oldest_overdue_age_seconds` | gauge | bucket, rule | [`Metrics::forecast`] |
+//! | `s3_lifecycled_deleted_bytes_total` | counter | bucket, rule | [`Metrics::freed`] |
+//! | `s3_lifecycled_deleted_objects_total` | counter | bucket, rule | [`Metrics::freed`] |
+//! | `s3_lifecycled_collection_garbage_bytes` | gauge | collection | [`Metrics::collections`] |
+//! | `s3_lifecycled_collection_size_bytes` | gauge | collection | [`Metrics::collections`] |
+//! | `s3_lifecycled_collection_garbage_ratio` | gauge | collection | [`Metrics::collections`] |
 //!
 //! The design's three per-run metrics (docs/go-cursor.md#go-metrics:
 //! `daily_run_duration_seconds`,
@@ -132,6 +137,11 @@ struct BucketLabels {
     bucket: String,
 }
 
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct CollectionLabels {
+    collection: String,
+}
+
 #[derive(Clone, Debug, Hash, PartialEq, Eq, PartialOrd, Ord, EncodeLabelSet)]
 struct RuleLabels {
     bucket: String,
@@ -192,6 +202,11 @@ pub struct Metrics {
     matches_pending: Family<RuleLabels, Gauge>,
     matches_overdue: Family<RuleLabels, Gauge>,
     oldest_overdue_age: Family<RuleLabels, Gauge<f64, std::sync::atomic::AtomicU64>>,
+    deleted_bytes: Family<RuleLabels, Counter>,
+    deleted_objects: Family<RuleLabels, Counter>,
+    collection_garbage: Family<CollectionLabels, Gauge>,
+    collection_size: Family<CollectionLabels, Gauge>,
+    collection_ratio: Family<CollectionLabels, Gauge<f64, std::sync::atomic::AtomicU64>>,
 }
 
 impl std::fmt::Debug for Metrics {
@@ -382,7 +397,44 @@ impl Metrics {
             oldest_overdue_age.clone(),
         );
 
+        let deleted_bytes = Family::default();
+        r.register(
+            own("deleted_bytes"),
+            "Bytes removed by DONE lifecycle deletes, per bucket and rule (an upload counts its parts; docs/reclaimed-space.md)",
+            deleted_bytes.clone(),
+        );
+        let deleted_objects = Family::default();
+        r.register(
+            own("deleted_objects"),
+            "Entries removed by DONE lifecycle deletes, per bucket and rule",
+            deleted_objects.clone(),
+        );
+        let collection_garbage = Family::default();
+        r.register(
+            own("collection_garbage_bytes"),
+            "Deleted bytes still on disk (volume garbage, all replicas) of a collection a pass deleted from, as the master reported after it",
+            collection_garbage.clone(),
+        );
+        let collection_size = Family::default();
+        r.register(
+            own("collection_size_bytes"),
+            "Disk bytes of a collection's volumes (all replicas), as the master reported after the last pass that deleted from it",
+            collection_size.clone(),
+        );
+        let collection_ratio =
+            Family::<CollectionLabels, Gauge<f64, std::sync::atomic::AtomicU64>>::default();
+        r.register(
+            own("collection_garbage_ratio"),
+            "Garbage over size of a collection's volumes; the master vacuums a volume past its -garbageThreshold (0.3)",
+            collection_ratio.clone(),
+        );
+
         Metrics {
+            deleted_bytes,
+            deleted_objects,
+            collection_garbage,
+            collection_size,
+            collection_ratio,
             matches_pending,
             matches_overdue,
             oldest_overdue_age,
@@ -630,6 +682,36 @@ impl Metrics {
         }
         self.stale_count
             .set(i64::try_from(names.len()).unwrap_or(i64::MAX));
+    }
+
+    /// What a pass's DONE deletes removed, per bucket and rule
+    /// (docs/reclaimed-space.md).
+    pub fn freed(&self, freed: &crate::engine::reclaim::FreedByRule) {
+        for ((bucket, rule), f) in freed {
+            let l = RuleLabels {
+                bucket: bucket.clone(),
+                rule: rule.clone(),
+            };
+            self.deleted_bytes.get_or_create(&l).inc_by(f.bytes);
+            self.deleted_objects.get_or_create(&l).inc_by(f.objects);
+        }
+    }
+
+    /// The touched collections' size and garbage after a pass; other
+    /// collections keep the series of the last pass that touched them.
+    pub fn collections(&self, collections: &[crate::engine::reclaim::CollectionGarbage]) {
+        for c in collections {
+            let l = CollectionLabels {
+                collection: c.collection.clone(),
+            };
+            self.collection_garbage
+                .get_or_create(&l)
+                .set(i64::try_from(c.garbage_bytes).unwrap_or(i64::MAX));
+            self.collection_size
+                .get_or_create(&l)
+                .set(i64::try_from(c.size_bytes).unwrap_or(i64::MAX));
+            self.collection_ratio.get_or_create(&l).set(c.ratio());
+        }
     }
 
     /// The lag gauges from a forecast (docs/forecast.md): one series per

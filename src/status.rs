@@ -328,6 +328,10 @@ pub struct BucketSummary {
     /// (`safety cap: would delete X of Y (Z%)…`), if one did.
     #[serde(default)]
     pub held_reason: Option<String>,
+    /// What the pass's DONE deletes removed, per rule
+    /// (docs/reclaimed-space.md).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub deleted: Vec<crate::engine::reclaim::FreedRow>,
 }
 
 /// A pass in progress.
@@ -360,6 +364,9 @@ pub struct PassSummary {
     pub shards: Vec<ShardSummary>,
     /// One card per bucket.
     pub buckets: Vec<BucketSummary>,
+    /// How much of what the pass deleted is still on disk, and the vacuum.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub space: Option<crate::engine::reclaim::ReclaimReport>,
 }
 
 /// Everything the status page and `/status.json` show.

@@ -213,6 +213,12 @@ fn last_pass() -> PassSummary {
                 halt_reason: Some("RETRY_LATER logs/b.bin: volume read-only".into()),
                 cursor_ts_ns: T0 + 90 * SEC,
                 held_reason: None,
+                deleted: vec![s3_lifecycled::engine::reclaim::FreedRow {
+                    bucket: "logs".into(),
+                    rule: "d1".into(),
+                    objects: 7,
+                    bytes: 7_000,
+                }],
             },
             BucketSummary {
                 bucket: "broken".into(),
@@ -221,6 +227,25 @@ fn last_pass() -> PassSummary {
                 ..Default::default()
             },
         ],
+        space: Some(s3_lifecycled::engine::reclaim::ReclaimReport {
+            collections: vec![s3_lifecycled::engine::reclaim::CollectionGarbage {
+                collection: "logs".into(),
+                volumes: 7,
+                size_bytes: 70_000,
+                garbage_bytes: 7_080,
+            }],
+            settled: true,
+            error: None,
+            vacuum: Some(s3_lifecycled::engine::reclaim::VacuumReport {
+                skipped: None,
+                vacuumed: vec![3],
+                deferred: vec![],
+                left_to_master: vec![5],
+                failed: vec![],
+                size_before: 70_000,
+                size_after: 62_920,
+            }),
+        }),
     }
 }
 
@@ -491,6 +516,17 @@ async fn last_run_round_trips_field_by_field() {
     assert_eq!(got.buckets[0].outcome(), pb::RunOutcome::Halted);
     assert_eq!(got.buckets[0].cursor_lag_ns, 500 * SEC);
     assert_eq!(got.buckets[1].outcome(), pb::RunOutcome::Failed);
+    // Reclaimed space: per bucket and rule, and the collections and vacuum.
+    assert_eq!(
+        s3_lifecycled::admin::convert::deleted_from_pb(&got),
+        want.buckets[0].deleted
+    );
+    assert_eq!(
+        got.space
+            .as_ref()
+            .map(s3_lifecycled::admin::convert::space_from_pb),
+        want.space
+    );
     srv.stop().await;
 
     let srv = Server::start(Fake::with(StatusSnapshot::default(), None)).await;

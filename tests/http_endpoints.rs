@@ -68,6 +68,7 @@ fn snapshot() -> StatusSnapshot {
                     ..Default::default()
                 },
             ],
+            space: None,
         }),
         paused: Vec::new(),
     }

@@ -4,6 +4,7 @@
 
 use std::collections::HashMap;
 
+use crate::engine::reclaim::{CollectionGarbage, FreedRow, ReclaimReport, VacuumReport};
 use crate::pb::admin as pb;
 use crate::status::{
     BucketSummary, DeleteCounts, PassProgress, PassSummary, RunOutcome, ServiceState, ShardPhase,
@@ -151,7 +152,85 @@ pub fn bucket_run(b: &BucketSummary, pass_finish_ns: i64) -> pb::BucketRun {
         last_walk_ns: b.last_walked_ns,
         config_error: b.config_error.clone(),
         held_reason: b.held_reason.clone(),
+        deleted: b
+            .deleted
+            .iter()
+            .map(|f| pb::RuleDeleted {
+                rule: f.rule.clone(),
+                objects: f.objects,
+                bytes: f.bytes,
+            })
+            .collect(),
     }
+}
+
+/// The reclaimed-space report on the wire.
+pub fn space_to_pb(r: &ReclaimReport) -> pb::SpaceReport {
+    pb::SpaceReport {
+        collections: r
+            .collections
+            .iter()
+            .map(|c| pb::CollectionSpace {
+                collection: c.collection.clone(),
+                volumes: c.volumes,
+                size_bytes: c.size_bytes,
+                garbage_bytes: c.garbage_bytes,
+            })
+            .collect(),
+        settled: r.settled,
+        error: r.error.clone(),
+        vacuum: r.vacuum.as_ref().map(|v| pb::VacuumResult {
+            skipped: v.skipped.clone(),
+            vacuumed: v.vacuumed.clone(),
+            deferred: v.deferred.clone(),
+            left_to_master: v.left_to_master.clone(),
+            failed: v.failed.clone(),
+            size_before: v.size_before,
+            size_after: v.size_after,
+        }),
+    }
+}
+
+/// [`space_to_pb`] read back (`status --last`).
+pub fn space_from_pb(r: &pb::SpaceReport) -> ReclaimReport {
+    ReclaimReport {
+        collections: r
+            .collections
+            .iter()
+            .map(|c| CollectionGarbage {
+                collection: c.collection.clone(),
+                volumes: c.volumes,
+                size_bytes: c.size_bytes,
+                garbage_bytes: c.garbage_bytes,
+            })
+            .collect(),
+        settled: r.settled,
+        error: r.error.clone(),
+        vacuum: r.vacuum.as_ref().map(|v| VacuumReport {
+            skipped: v.skipped.clone(),
+            vacuumed: v.vacuumed.clone(),
+            deferred: v.deferred.clone(),
+            left_to_master: v.left_to_master.clone(),
+            failed: v.failed.clone(),
+            size_before: v.size_before,
+            size_after: v.size_after,
+        }),
+    }
+}
+
+/// Per bucket and rule, what a last run's cards say was deleted.
+pub fn deleted_from_pb(r: &pb::GetLastRunResponse) -> Vec<FreedRow> {
+    r.buckets
+        .iter()
+        .flat_map(|b| {
+            b.deleted.iter().map(|d| FreedRow {
+                bucket: b.bucket.clone(),
+                rule: d.rule.clone(),
+                objects: d.objects,
+                bytes: d.bytes,
+            })
+        })
+        .collect()
 }
 
 /// `GetLastRun`.
@@ -171,6 +250,7 @@ pub fn last_run_response(p: &PassSummary) -> pb::GetLastRunResponse {
             .iter()
             .map(|b| bucket_run(b, p.finished_ns))
             .collect(),
+        space: p.space.as_ref().map(space_to_pb),
     }
 }
 

@@ -607,7 +607,10 @@ fn last_run_json(r: &pb::GetLastRunResponse) -> Value {
             "last_walk_ns": b.last_walk_ns,
             "config_error": b.config_error,
             "held_reason": b.held_reason,
+            "deleted": b.deleted.iter().map(|d| json!({"rule": d.rule, "objects": d.objects, "bytes": d.bytes})).collect::<Vec<_>>(),
         })).collect::<Vec<_>>(),
+        "deleted_bytes": crate::engine::reclaim::rows_total(&crate::admin::convert::deleted_from_pb(r)),
+        "space": r.space.as_ref().map(crate::admin::convert::space_from_pb),
     })
 }
 
@@ -752,6 +755,12 @@ fn last_run_text(r: &pb::GetLastRunResponse) -> String {
         }
         out.push('\n');
     }
+    let space = r.space.as_ref().map(crate::admin::convert::space_from_pb);
+    let deleted = crate::admin::convert::deleted_from_pb(r);
+    for line in crate::engine::reclaim::lines(&deleted, space.as_ref()) {
+        out.push_str(&line);
+        out.push('\n');
+    }
     out
 }
 
@@ -805,6 +814,7 @@ mod tests {
                 config_error: Some("bad \"rule\"".into()),
                 ..Default::default()
             }],
+            space: None,
         };
         let t = last_run_text(&r);
         assert!(t.starts_with("last pass: r1 outcome=halted start=2026-01-02T03:04:05Z finish=2026-01-02T03:05:05Z\n"), "{t}");

@@ -346,6 +346,7 @@ pub fn report(r: &PassResult, run_id: &str, dry_run: bool, json_out: bool) -> i3
         duration_s = r.duration.as_secs_f64(),
         "pass finished"
     );
+    let freed = r.freed();
     if json_out {
         let shards: Vec<_> = r
             .shards
@@ -396,6 +397,9 @@ pub fn report(r: &PassResult, run_id: &str, dry_run: bool, json_out: bool) -> i3
                 "completed_upload_leftovers": totals.completed_upload_leftovers,
                 "deletes": totals.deletes.by_label(),
             },
+            "deleted": crate::engine::reclaim::rows(&freed),
+            "deleted_bytes": crate::engine::reclaim::total(&freed).bytes,
+            "reclaim": r.reclaim,
             "shards": shards,
             "replay": {
                 "events_read": r.replay.events_read,
@@ -407,7 +411,7 @@ pub fn report(r: &PassResult, run_id: &str, dry_run: bool, json_out: bool) -> i3
         println!("{doc}");
     } else {
         println!(
-            "pass run_id={run_id} now={} outcome={outcome} shards={} halted={halted} buckets={} rules={rules} events={} events_read={} ranges_read={} read_span={:.3}s matches={} pending={} skipped_no_mtime={} unconfirmed={} locked={} completed_upload_leftovers={} {} duration={:.3}s",
+            "pass run_id={run_id} now={} outcome={outcome} shards={} halted={halted} buckets={} rules={rules} events={} events_read={} ranges_read={} read_span={:.3}s matches={} pending={} skipped_no_mtime={} unconfirmed={} locked={} completed_upload_leftovers={} {} deleted_bytes={} duration={:.3}s",
             rfc3339(r.now),
             r.shards.len(),
             r.buckets.len(),
@@ -422,8 +426,13 @@ pub fn report(r: &PassResult, run_id: &str, dry_run: bool, json_out: bool) -> i3
             totals.locked,
             totals.completed_upload_leftovers,
             deletes_kv(&totals),
+            crate::engine::reclaim::total(&freed).bytes,
             r.duration.as_secs_f64()
         );
+        let rows = crate::engine::reclaim::rows(&freed);
+        for line in crate::engine::reclaim::lines(&rows, r.reclaim.as_ref()) {
+            println!("{line}");
+        }
     }
     match outcome {
         RunOutcome::Failed => EXIT_ERROR,

@@ -157,6 +157,23 @@ impl Check {
             .unwrap_or("")
     }
 
+    /// The bytes of an abort's upload parts, from the answers to
+    /// [`probes`](Self::probes) (`None`: not an abort, or the listing
+    /// failed).
+    pub fn parts_bytes(&self, answers: &[Result<Vec<Entry>, String>]) -> Option<u64> {
+        if !matches!(self.purpose, Purpose::BeforeAbort) {
+            return None;
+        }
+        let parts = answers.get(STAMP_PROBES)?.as_ref().ok()?;
+        Some(
+            parts
+                .iter()
+                .filter(|e| !e.is_directory)
+                .map(|e| e.attributes.as_ref().map_or(0, |a| a.file_size))
+                .fold(0u64, u64::saturating_add),
+        )
+    }
+
     /// The filer reads the check needs, in the order [`judge`] expects.
     pub fn probes(&self) -> Vec<Probe> {
         let (dir, name) = split_key(&self.key);
@@ -165,6 +182,11 @@ impl Check {
                 Probe::Lookup { dir, name },
                 Probe::List {
                     dir: format!("{}{VERSIONS_SUFFIX}", self.key),
+                },
+                // The parts, for the bytes the abort frees
+                // (docs/reclaimed-space.md); never part of the verdict.
+                Probe::List {
+                    dir: self.request.object_path.clone(),
                 },
             ],
             Purpose::Confirm(_) => {
@@ -191,6 +213,10 @@ impl Check {
     }
 }
 
+/// How many of an abort's probes decide its verdict (the completion stamp on
+/// the destination key); the one after them lists the parts.
+const STAMP_PROBES: usize = 2;
+
 /// Decides a check from the answers to its [`Check::probes`] (same order;
 /// each the entries found, or why the read failed), at `now`.
 pub fn judge(check: &Check, answers: &[Result<Vec<Entry>, String>], now: Nanos) -> Verdict {
@@ -202,6 +228,12 @@ pub fn judge(check: &Check, answers: &[Result<Vec<Entry>, String>], now: Nanos) 
             check.probes().len()
         ));
     }
+    // The abort's parts listing only counts bytes: a failure there must
+    // not keep a stale upload alive.
+    let answers = match &check.purpose {
+        Purpose::BeforeAbort => &answers[..STAMP_PROBES],
+        Purpose::Confirm(_) => answers,
+    };
     if let Some(e) = answers.iter().find_map(|a| a.as_ref().err()) {
         let what = match &check.purpose {
             Purpose::BeforeAbort => "abort not sent, completion stamp unknown",
@@ -391,19 +423,51 @@ mod tests {
         let e = entry("k", 7);
         let req = DeleteRequest::abort_mpu("b", "u1", RuleHash::default(), EntryIdentity::of(&e));
         let c = Check::before_abort("d/k", &req);
-        assert_eq!(judge(&c, &[Ok(vec![]), Ok(vec![])], 0), Verdict::Send);
+        let parts = || Ok(vec![entry("0001.part", 5), entry("0002.part", 6)]);
+        assert_eq!(
+            judge(&c, &[Ok(vec![]), Ok(vec![]), parts()], 0),
+            Verdict::Send
+        );
         let mut stamped = entry("k", 7);
         stamped
             .extended
             .insert(UPLOAD_ID_KEY.into(), b"u1".to_vec());
-        let v = judge(&c, &[Ok(vec![stamped.clone()]), Ok(vec![])], 0);
+        let v = judge(&c, &[Ok(vec![stamped.clone()]), Ok(vec![]), parts()], 0);
         assert!(matches!(v, Verdict::CompletedLeftover(_)), "{v:?}");
-        let v = judge(&c, &[Ok(vec![]), Ok(vec![entry("v_x", 1), stamped])], 0);
+        let v = judge(
+            &c,
+            &[Ok(vec![]), Ok(vec![entry("v_x", 1), stamped]), parts()],
+            0,
+        );
         assert!(matches!(v, Verdict::CompletedLeftover(_)), "{v:?}");
         let mut other = entry("k", 7);
         other.extended.insert(UPLOAD_ID_KEY.into(), b"u2".to_vec());
-        assert_eq!(judge(&c, &[Ok(vec![other]), Ok(vec![])], 0), Verdict::Send);
-        let v = judge(&c, &[Ok(vec![]), Err("down".into())], 0);
+        assert_eq!(
+            judge(&c, &[Ok(vec![other]), Ok(vec![]), parts()], 0),
+            Verdict::Send
+        );
+        let v = judge(&c, &[Ok(vec![]), Err("down".into()), parts()], 0);
         assert!(v.unresolved(), "{v:?}");
+    }
+
+    /// The parts listing counts the bytes an abort frees
+    /// (docs/reclaimed-space.md); when it fails the abort still goes out.
+    #[test]
+    fn an_aborts_parts_are_counted_and_their_listing_never_blocks_it() {
+        let e = entry("k", 7);
+        let req = DeleteRequest::abort_mpu("b", "u1", RuleHash::default(), EntryIdentity::of(&e));
+        let c = Check::before_abort("d/k", &req);
+        let parts = vec![entry("0001.part", 5), entry("0002.part", 6)];
+        assert_eq!(
+            c.probes()[2],
+            Probe::List {
+                dir: ".uploads/u1".into()
+            }
+        );
+        let answers = [Ok(vec![]), Ok(vec![]), Ok(parts)];
+        assert_eq!(c.parts_bytes(&answers), Some(6), "two parts of 3 bytes");
+        let failed = [Ok(vec![]), Ok(vec![]), Err("down".to_string())];
+        assert_eq!(judge(&c, &failed, 0), Verdict::Send);
+        assert_eq!(c.parts_bytes(&failed), None);
     }
 }

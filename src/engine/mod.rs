@@ -27,6 +27,7 @@ pub mod names;
 pub mod pending;
 pub mod preview;
 pub mod progress;
+pub mod reclaim;
 pub mod resume;
 pub mod route;
 pub mod rule_hash;

@@ -151,6 +151,9 @@ pub fn render(s: &StatusSnapshot, now_ns: i64) -> String {
             );
             h.push_str("<h3>Shards</h3>\n");
             shard_table(&mut h, &p.shards, now_ns);
+            if let Some(space) = &p.space {
+                space_table(&mut h, space);
+            }
             h.push_str("<h2>Last run per bucket</h2>\n<div class=\"cards\">\n");
             if p.buckets.is_empty() {
                 h.push_str("<p>No buckets with lifecycle rules.</p>\n");
@@ -221,6 +224,32 @@ fn shard_table(h: &mut String, shards: &[ShardSummary], now_ns: i64) {
     h.push_str("</tbody></table>\n");
 }
 
+/// The touched collections' disk use and garbage after the last pass, and
+/// its vacuum (docs/reclaimed-space.md).
+fn space_table(h: &mut String, r: &crate::engine::reclaim::ReclaimReport) {
+    h.push_str(
+        "<h3>Space</h3>\n<p>A delete only marks data deleted: the disk space returns when \
+         the volume is vacuumed.</p>\n<table id=\"space\"><tr><th class=\"l\">collection</th>\
+         <th>volumes</th><th>size bytes</th><th>garbage bytes</th><th>garbage ratio</th></tr>\n",
+    );
+    for c in &r.collections {
+        let _ = writeln!(
+            h,
+            "<tr data-collection=\"{c}\"><td class=\"l\">{c}</td><td>{}</td><td>{}</td><td>{}</td><td>{:.3}</td></tr>",
+            c.volumes,
+            c.size_bytes,
+            c.garbage_bytes,
+            c.ratio(),
+            c = escape(&c.collection)
+        );
+    }
+    h.push_str("</table>\n");
+    let lines = crate::engine::reclaim::lines(&[], Some(r));
+    for l in lines.iter().filter(|l| !l.starts_with("collection=")) {
+        let _ = writeln!(h, "<p class=\"space-note\">{}</p>", escape(l));
+    }
+}
+
 fn bucket_card(h: &mut String, b: &BucketSummary, now_ns: i64) {
     let outcome = escape(outcome_str(b.outcome));
     let _ = write!(
@@ -248,6 +277,15 @@ fn bucket_card(h: &mut String, b: &BucketSummary, now_ns: i64) {
         escape(&format_time(b.last_walked_ns)),
         escape(&format_age(now_ns, b.last_walked_ns))
     );
+    for d in &b.deleted {
+        let _ = write!(
+            h,
+            "<dt>deleted by {}</dt><dd class=\"deleted\">{} objects, {} bytes</dd>",
+            escape(&d.rule),
+            d.objects,
+            d.bytes
+        );
+    }
     if let Some(r) = &b.held_reason {
         let _ = write!(h, "<dt>held</dt><dd class=\"warn held\">{}</dd>", escape(r));
     }
@@ -409,6 +447,7 @@ mod tests {
                     config_error: None,
                     ..Default::default()
                 }],
+                space: None,
             }),
             paused: Vec::new(),
         }

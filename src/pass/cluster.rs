@@ -10,6 +10,7 @@ use tonic::transport::Channel;
 
 use crate::engine::DeleteRequest;
 use crate::engine::cursor::ShardCursor;
+use crate::engine::reclaim::VolumeUsage;
 use crate::engine::safety::{ApprovalRecord, HoldRecord, PauseRecord, RuleRecord};
 use crate::engine::{CallResult, DeleteOutcome, MetaEvent, Nanos, WalkItem};
 use crate::pass::dispatch::{AttemptError, AttemptResult, DeletePort};
@@ -17,11 +18,13 @@ use crate::pb::filer_pb::Entry;
 use crate::seaweed::buckets::{BucketScan, list_bucket_configs};
 use crate::seaweed::controls::ControlStore;
 use crate::seaweed::delete::DeleteError;
+use crate::seaweed::endpoint::ServerAddress;
 use crate::seaweed::lister::{ListOptions, list_bucket_after};
 use crate::seaweed::metalog::{DEFAULT_CLIENT_NAME, ReaderOptions, SubscribeParams};
 use crate::seaweed::pool::{FilerPool, GatewayPool, ResumeDedup, StoreCheck};
 use crate::seaweed::retention;
 use crate::seaweed::tls::ClientTls;
+use crate::seaweed::volumes;
 
 use crate::pass::log_streams::{StreamSource, follow, open_merged, open_on_any};
 use crate::pass::ports::{ClusterPort, EventStream};
@@ -45,6 +48,10 @@ pub struct SeaweedCluster {
     resume_margin: Nanos,
     /// Discovery from the master, re-read by [`ClusterPort::refresh`].
     discovery: Option<Discovery>,
+    /// `cluster.master` (empty: the filer's first master) and the client
+    /// TLS towards it, for the volume reports and vacuum.
+    master: String,
+    master_tls: Option<ClientTls>,
 }
 
 /// What [`SeaweedCluster::refresh`] re-reads from the master.
@@ -126,7 +133,39 @@ impl SeaweedCluster {
             direct_log_reads: false,
             resume_margin: crate::engine::progress::REORDER_MARGIN,
             discovery: None,
+            master: String::new(),
+            master_tls: None,
         })
+    }
+
+    /// The master to read volumes from and vacuum through: `master` (empty:
+    /// the one the filer names), with client `tls`.
+    pub fn with_master(mut self, master: &str, tls: Option<ClientTls>) -> Self {
+        self.master = master.trim().to_string();
+        self.master_tls = tls;
+        self
+    }
+
+    /// The master's gRPC address: `cluster.master`, else the first master
+    /// the filer reports.
+    fn master_addr(&self) -> BoxFuture<'static, Result<String, String>> {
+        let configured = self.master.clone();
+        let pool = self.pool.clone();
+        async move {
+            if !configured.is_empty() {
+                return Ok(configured);
+            }
+            let masters = pool
+                .call(|n| async move { n.filer.masters().await.map_err(|e| e.to_string()) }.boxed())
+                .await?;
+            let first = masters
+                .first()
+                .ok_or("the filer names no master; set `cluster.master`")?;
+            ServerAddress::parse(first)
+                .map(|a| a.grpc())
+                .map_err(|e| format!("master {first} (from the filer): {e}"))
+        }
+        .boxed()
     }
 
     /// Reads the filers' persisted log files straight from the volume
@@ -344,6 +383,41 @@ impl ClusterPort for SeaweedCluster {
                 .boxed()
             })
             .await
+        }
+        .boxed()
+    }
+
+    fn volumes(&self) -> BoxFuture<'static, Result<Option<Vec<VolumeUsage>>, String>> {
+        let master = self.master_addr();
+        let tls = self.master_tls.clone();
+        async move {
+            let master = master.await?;
+            volumes::list_volumes(&master, tls.as_ref()).await.map(Some)
+        }
+        .boxed()
+    }
+
+    fn vacuum(
+        &self,
+        id: u32,
+        threshold: f64,
+        timeout: std::time::Duration,
+    ) -> BoxFuture<'static, Result<(), String>> {
+        let master = self.master_addr();
+        let tls = self.master_tls.clone();
+        async move {
+            let master = master.await?;
+            volumes::vacuum_volume(&master, tls.as_ref(), id, threshold, timeout).await
+        }
+        .boxed()
+    }
+
+    fn weed_admin(&self) -> BoxFuture<'static, Result<Option<String>, String>> {
+        let master = self.master_addr();
+        let tls = self.master_tls.clone();
+        async move {
+            let master = master.await?;
+            crate::seaweed::discovery::admin_presence(&master, tls.as_ref()).await
         }
         .boxed()
     }
@@ -573,6 +647,7 @@ pub async fn connect_cluster(
     })?
     .with_resume_margin(s.pass.reorder_margin)
     .with_direct_log_reads(s.pass.direct_log_reads);
+    let cluster = cluster.with_master(&s.cluster.master, tls.clone());
     let cluster = if s.cluster.master.trim().is_empty() {
         cluster
     } else {

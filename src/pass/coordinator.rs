@@ -28,6 +28,7 @@ use crate::pass::dispatch::{DeleteDispatcher, DeletePort, Gate, Record, limiter}
 use crate::pass::observe::PassObserver;
 use crate::pass::plan::{PassPlan, RuleChanges, live_actions};
 use crate::pass::ports::ClusterPort;
+use crate::pass::reclaim;
 use crate::pass::report::{PassResult, ShardOutcome, ShardReport, ShardResult};
 use crate::pass::retry::{RetryPolicy, drain_bound};
 use crate::pass::shard_run::plan_shard;
@@ -347,6 +348,7 @@ impl Coordinator {
         let dry_run = opts.dry_run;
         let stop = opts.stop.clone();
         let max_runtime = s.pass.max_runtime;
+        let reclaim_settings = s.reclaim.clone();
         let obs = self.obs.clone();
         let pass_span = span.clone();
         tokio::spawn(
@@ -396,6 +398,14 @@ impl Coordinator {
                     });
                 }
                 results.sort_by_key(|r| r.report.shard);
+                // After every delete was answered (docs/reclaimed-space.md).
+                let touched = results
+                    .iter()
+                    .flat_map(|r| r.report.counters.freed.keys().map(|(b, _)| b.clone()))
+                    .collect();
+                let stopped = halt_rx.borrow().is_some();
+                let reclaim =
+                    reclaim::after_pass(&*port, &reclaim_settings, touched, dry_run, stopped).await;
                 let result = PassResult {
                     now: opts.now,
                     buckets,
@@ -409,6 +419,7 @@ impl Coordinator {
                     truncated,
                     duration: started.elapsed(),
                     replay,
+                    reclaim,
                 };
                 let outcome = result.outcome();
                 for r in &result.shards {
@@ -442,6 +453,10 @@ impl Coordinator {
                         .iter()
                         .map(|h| (h.bucket.as_str(), h.would_delete.saturating_sub(h.cap))),
                 );
+                obs.metrics.freed(&result.freed());
+                if let Some(r) = &result.reclaim {
+                    obs.metrics.collections(&r.collections);
+                }
                 obs.metrics
                     .pass_finished(outcome, crate::clock::wall_ns());
                 telemetry::record_outcome(&pass_span, outcome.as_str());

@@ -15,6 +15,7 @@ pub mod options;
 pub mod plan;
 pub mod ports;
 pub mod prepare;
+pub mod reclaim;
 pub mod records;
 pub mod report;
 pub mod retry;

@@ -327,6 +327,7 @@ impl StatusBoard {
                     halt_reason: Some(e.clone()),
                     ..BucketSummary::default()
                 }],
+                space: None,
             },
             Ok(r) => self.summary(&st, run_id, started, finished, progress, r),
         };
@@ -394,6 +395,7 @@ impl StatusBoard {
         for e in &r.bucket_errors {
             names.insert(&e.bucket);
         }
+        let freed = crate::engine::reclaim::rows(&r.freed());
         let mut buckets = Vec::new();
         for name in names {
             let mut b = BucketSummary {
@@ -429,6 +431,7 @@ impl StatusBoard {
             if let Some(h) = r.held.iter().find(|h| h.bucket == name) {
                 b.held_reason = Some(h.reason());
             }
+            b.deleted = freed.iter().filter(|f| f.bucket == name).cloned().collect();
             buckets.push(b);
         }
         PassSummary {
@@ -438,6 +441,7 @@ impl StatusBoard {
             outcome: Some(outcome),
             shards,
             buckets,
+            space: r.reclaim.clone(),
         }
     }
 }

@@ -8,6 +8,7 @@ use futures::stream::BoxStream;
 use futures::{FutureExt, StreamExt, TryStreamExt};
 
 use crate::engine::cursor::ShardCursor;
+use crate::engine::reclaim::VolumeUsage;
 use crate::engine::safety::{ApprovalRecord, HoldRecord, PauseRecord, RuleRecord};
 use crate::engine::{MetaEvent, Nanos, WalkItem};
 use crate::pb::filer_pb::Entry;
@@ -86,6 +87,28 @@ pub trait ClusterPort: Send + Sync + 'static {
     /// (several filers, each its own clock and peers' events arriving late),
     /// and in fakes.
     fn filer_clock(&self) -> BoxFuture<'static, Result<Option<Nanos>, String>> {
+        async { Ok(None) }.boxed()
+    }
+    /// Every volume replica the master knows, for reclaimed-space reports
+    /// (docs/reclaimed-space.md); `None` where there is no master to ask
+    /// (fakes).
+    fn volumes(&self) -> BoxFuture<'static, Result<Option<Vec<VolumeUsage>>, String>> {
+        async { Ok(None) }.boxed()
+    }
+    /// Asks the master to vacuum volume `id` if its garbage ratio is at least
+    /// `threshold`; answers when done.
+    fn vacuum(
+        &self,
+        id: u32,
+        threshold: f64,
+        timeout: std::time::Duration,
+    ) -> BoxFuture<'static, Result<(), String>> {
+        let _ = (threshold, timeout);
+        async move { Err(format!("volume {id}: no master to vacuum it")) }.boxed()
+    }
+    /// The `weed admin` connected to the master, if one is (it runs vacuum
+    /// jobs itself; docs/reclaimed-space.md#vacuum).
+    fn weed_admin(&self) -> BoxFuture<'static, Result<Option<String>, String>> {
         async { Ok(None) }.boxed()
     }
     /// The paused buckets (`s3-lifecycled pause`), read at every pass start

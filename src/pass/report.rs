@@ -10,6 +10,7 @@ use std::time::Duration;
 use serde::Serialize;
 
 use crate::engine::cursor::ShardCursor;
+use crate::engine::reclaim::{FreedByRule, ReclaimReport, merge_all};
 use crate::engine::safety::{Held, PauseRecord};
 use crate::engine::{ActionKind, Nanos};
 use crate::lifecycle::BucketError;
@@ -43,6 +44,9 @@ pub struct Counters {
     /// Matches by action kind and what was done with them (for
     /// `s3_lifecycled_matches_total`; `skipped` = resolved in an earlier pass).
     pub decisions: BTreeMap<(ActionKind, MatchDecision), u64>,
+    /// What the DONE deletes removed, per bucket and rule
+    /// (docs/reclaimed-space.md).
+    pub freed: FreedByRule,
 }
 
 impl Counters {
@@ -64,6 +68,7 @@ impl Counters {
         for (k, v) in &other.decisions {
             *self.decisions.entry(*k).or_default() += v;
         }
+        merge_all(&mut self.freed, &other.freed);
     }
 }
 
@@ -192,6 +197,10 @@ pub struct PassResult {
     pub duration: Duration,
     /// What the replay read of the meta-log.
     pub replay: ReplayRead,
+    /// How much of what the pass deleted is still on disk, and the vacuum
+    /// (docs/reclaimed-space.md); `None` when nothing was deleted or
+    /// reports are off.
+    pub reclaim: Option<ReclaimReport>,
 }
 
 /// What one pass's replay read of the meta-log (docs/due-index.md#reading).
@@ -214,6 +223,16 @@ impl ReplayRead {
 }
 
 impl PassResult {
+    /// What the pass's DONE deletes removed, per bucket and rule, over
+    /// every shard.
+    pub fn freed(&self) -> FreedByRule {
+        let mut out = FreedByRule::new();
+        for r in &self.shards {
+            merge_all(&mut out, &r.report.counters.freed);
+        }
+        out
+    }
+
     /// The cursors this pass saved, by shard: what the filer holds for
     /// those shards now (docs/forecast.md#refresh).
     pub fn saved_cursors(&self) -> BTreeMap<u8, ShardCursor> {

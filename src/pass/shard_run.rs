@@ -26,9 +26,12 @@ use crate::engine::cursor::{
 };
 use crate::engine::delete::{CallResult, DeleteOutcome, DeleteRequest, halt_reason};
 use crate::engine::progress::{Decision, ProgressTracker, Ticket, subject_of};
+use crate::engine::reclaim::freed_bytes;
 use crate::engine::resume::{WalkProgress, later};
 use crate::engine::route::{null_still_displaced, resolve_deferred};
-use crate::engine::{ActionKey, ActionKind, EMPTY_HASH, Match, Nanos, PendingMatch, RuleHash};
+use crate::engine::{
+    ActionKey, ActionKind, EMPTY_HASH, Match, Nanos, PendingMatch, RuleHash, Versioning,
+};
 use crate::pass::plan::{self, PassPlan, Persisted, RecoveryReason};
 use crate::pass::report::{Counters, ShardOutcome, ShardReport};
 use crate::pb::filer_pb::Entry;
@@ -320,6 +323,10 @@ pub struct ShardRun {
     halted: Option<String>,
     failed: Option<String>,
     counters: Counters,
+    /// The parts' bytes of aborts about to be sent, by (bucket, upload
+    /// path), read by their stamp check (docs/reclaimed-space.md); at most
+    /// the window's worth.
+    abort_bytes: BTreeMap<(String, String), u64>,
     /// The bucket name of the last replayed match, shared by the next
     /// match's key when it is the same bucket (nearly always): one string
     /// copy per match was a visible share of a replay's CPU.
@@ -351,6 +358,7 @@ impl ShardRun {
             halted: None,
             failed: None,
             counters: Counters::default(),
+            abort_bytes: BTreeMap::new(),
             last_bucket: None,
         }
     }
@@ -519,6 +527,33 @@ impl ShardRun {
                 })
                 .unwrap_or_default(),
         }
+    }
+
+    /// Counts what a DONE `request` removed (docs/reclaimed-space.md):
+    /// `parts` are an abort's parts' bytes.
+    fn count_freed(&mut self, request: &DeleteRequest, parts: u64) {
+        let plan = &self.plan;
+        let views = [
+            Some(&plan.recovery),
+            plan.replay.as_ref(),
+            plan.walk.as_ref(),
+        ];
+        let bucket = views
+            .iter()
+            .flatten()
+            .find_map(|v| v.bucket(&request.bucket));
+        let versioning = bucket.map_or(Versioning::Unversioned, |b| b.versioning());
+        let rule = bucket
+            .and_then(|b| b.action(request.rule_hash, request.kind))
+            .map(|a| a.rule().id.clone())
+            .filter(|id| !id.is_empty())
+            .unwrap_or_else(|| request.rule_hash.to_hex());
+        let bytes = freed_bytes(request.kind, versioning, request.identity.size, parts);
+        self.counters
+            .freed
+            .entry((request.bucket.clone(), rule))
+            .or_default()
+            .add(bytes);
     }
 
     fn walk_succeeded(&self, bucket: &str) -> bool {
@@ -752,6 +787,12 @@ impl ShardRun {
     ) -> Option<String> {
         self.in_flight = self.in_flight.saturating_sub(1);
         self.counters.deletes.record(result.outcome);
+        let parts = self
+            .abort_bytes
+            .remove(&(request.bucket.clone(), request.object_path.clone()));
+        if result.outcome == DeleteOutcome::Done {
+            self.count_freed(request, parts.unwrap_or(0));
+        }
         if result.outcome == DeleteOutcome::Withdrawn {
             // The bucket's configuration changed mid-pass and the match's rule
             // is gone from it: not due in this pass, never a halt
@@ -987,6 +1028,11 @@ impl ShardRun {
                 if self.stopped() {
                     self.settle_unresolved(ticket);
                 } else {
+                    if let Some(bytes) = check.parts_bytes(answers) {
+                        let r = &check.request;
+                        self.abort_bytes
+                            .insert((r.bucket.clone(), r.object_path.clone()), bytes);
+                    }
                     self.queue
                         .push_front((Work::Delete(check.request.clone()), ticket));
                 }

@@ -32,12 +32,22 @@ async fn connect_master(
     master: &str,
     tls: Option<&ClientTls>,
 ) -> Result<(String, SeaweedClient<tonic::transport::Channel>), String> {
+    connect_master_for(master, tls, CALL_TIMEOUT).await
+}
+
+/// [`connect_master`] with calls bounded by `call_timeout` (a vacuum takes
+/// as long as rewriting a volume).
+pub(crate) async fn connect_master_for(
+    master: &str,
+    tls: Option<&ClientTls>,
+    call_timeout: Duration,
+) -> Result<(String, SeaweedClient<tonic::transport::Channel>), String> {
     let grpc = ServerAddress::grpc_as_given(master).map_err(|e| e.to_string())?;
     let endpoint = GrpcEndpoint::new(
         &grpc,
         &EndpointOptions::seaweed()
             .connect_timeout(CALL_TIMEOUT)
-            .call_timeout(CALL_TIMEOUT)
+            .call_timeout(call_timeout)
             .tls(tls.cloned()),
     )
     .map_err(|e| e.to_string())?;

@@ -248,6 +248,18 @@ impl FilerClient {
         })
     }
 
+    /// The masters the filer reports (`GetFilerConfiguration.masters`, each
+    /// `host:port` or `host:port.grpcPort`).
+    pub async fn masters(&self) -> Result<Vec<String>> {
+        let mut inner = self.inner.clone();
+        let resp = self
+            .timed(inner.get_filer_configuration(GetFilerConfigurationRequest {}))
+            .await
+            .map_err(|s| FilerError::from_status("GetFilerConfiguration", self.addr.clone(), s))?
+            .into_inner();
+        Ok(resp.masters)
+    }
+
     /// The filer's clock (`Ping.start_time_ns`, ns since the epoch): what the
     /// filer stamps the events it logs with (docs/due-index.md#filer-clock).
     pub async fn clock(&self) -> Result<i64> {

@@ -19,4 +19,5 @@ pub mod subscription;
 pub mod tls;
 pub mod tls_failure;
 pub mod tls_verify;
+pub mod volumes;
 pub mod x509;

@@ -1,0 +1,411 @@
+//! Reclaimed-space accounting, pure (docs/reclaimed-space.md): how many bytes
+//! one resolved delete removed from the bucket, and the per-bucket, per-rule
+//! totals a pass reports. Whether the volumes gave the space back is the
+//! volume servers' business (their garbage, read by `crate::seaweed::volumes`).
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use super::action::ActionKind;
+use super::compile::Versioning;
+
+/// What deletes removed: entries and their bytes.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Freed {
+    /// Entries deleted (objects, versions, delete markers, uploads).
+    pub objects: u64,
+    /// Their bytes, as listed (an upload: the sum of its parts).
+    pub bytes: u64,
+}
+
+impl Freed {
+    /// One more deleted entry of `bytes`.
+    pub fn add(&mut self, bytes: u64) {
+        self.objects += 1;
+        self.bytes = self.bytes.saturating_add(bytes);
+    }
+
+    /// Adds `other` in.
+    pub fn merge(&mut self, other: Freed) {
+        self.objects += other.objects;
+        self.bytes = self.bytes.saturating_add(other.bytes);
+    }
+}
+
+/// Per (bucket, rule) what a pass deleted; the rule is its ID, or its hash
+/// (hex) when it has none.
+pub type FreedByRule = BTreeMap<(String, String), Freed>;
+
+/// Adds every entry of `other` into `into`.
+pub fn merge_all(into: &mut FreedByRule, other: &FreedByRule) {
+    for (k, v) in other {
+        into.entry(k.clone()).or_default().merge(*v);
+    }
+}
+
+/// The bytes a DONE delete of `kind` removed from a bucket with
+/// `versioning`: `size` is the deleted entry's listed size, `parts` the sum
+/// of an upload's parts (read before the abort).
+///
+/// An expiration on a bucket that has ever been versioned (Enabled or
+/// Suspended) puts a delete marker on top: the data stays as a noncurrent
+/// version and is counted when a noncurrent rule deletes it, not now. A
+/// Suspended bucket whose latest was the null version does lose it, and
+/// that is not counted (the request does not say which the latest was): the
+/// report errs low, never high.
+pub fn freed_bytes(kind: ActionKind, versioning: Versioning, size: i64, parts: u64) -> u64 {
+    match kind {
+        ActionKind::AbortMpu => parts,
+        ActionKind::ExpirationDays | ActionKind::ExpirationDate
+            if versioning != Versioning::Unversioned =>
+        {
+            0
+        }
+        // The identity carries Go's wrapping uint64 → int64; a negative size
+        // is a corrupt entry, not petabytes.
+        _ => u64::try_from(size).unwrap_or(0),
+    }
+}
+
+/// One replica of one volume, as the master lists it.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct VolumeUsage {
+    /// Volume id.
+    pub id: u32,
+    /// Its collection (a bucket's is the bucket name).
+    pub collection: String,
+    /// The volume server holding this replica (`host:port`).
+    pub server: String,
+    /// Bytes on disk (the `.dat` file).
+    pub size: u64,
+    /// Bytes of deleted needles still in it.
+    pub garbage: u64,
+    /// Read-only (full, or marked): the master's vacuum skips those.
+    pub read_only: bool,
+    /// The volume's TTL (SeaweedFS's packed form; 0: none).
+    pub ttl: u32,
+}
+
+impl VolumeUsage {
+    /// Garbage over size (0 for an empty volume).
+    pub fn ratio(&self) -> f64 {
+        ratio(self.garbage, self.size)
+    }
+}
+
+/// `part / whole`, 0 when `whole` is 0.
+pub fn ratio(part: u64, whole: u64) -> f64 {
+    if whole == 0 {
+        0.0
+    } else {
+        part as f64 / whole as f64
+    }
+}
+
+/// What one collection's volumes hold, summed over every replica.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CollectionGarbage {
+    /// Collection name.
+    pub collection: String,
+    /// Distinct volumes.
+    pub volumes: u32,
+    /// Bytes on disk.
+    pub size_bytes: u64,
+    /// Bytes of deleted data still on disk: what a vacuum gives back.
+    pub garbage_bytes: u64,
+}
+
+impl CollectionGarbage {
+    /// Garbage over size.
+    pub fn ratio(&self) -> f64 {
+        ratio(self.garbage_bytes, self.size_bytes)
+    }
+}
+
+/// Per collection in `wanted` (sorted), its volumes' sizes and garbage. A
+/// wanted collection without volumes is listed with zeros.
+pub fn by_collection<'a>(
+    volumes: &[VolumeUsage],
+    wanted: impl IntoIterator<Item = &'a str>,
+) -> Vec<CollectionGarbage> {
+    let mut out: BTreeMap<&str, (std::collections::BTreeSet<u32>, u64, u64)> = wanted
+        .into_iter()
+        .map(|c| (c, Default::default()))
+        .collect();
+    for v in volumes {
+        if let Some(e) = out.get_mut(v.collection.as_str()) {
+            e.0.insert(v.id);
+            e.1 = e.1.saturating_add(v.size);
+            e.2 = e.2.saturating_add(v.garbage);
+        }
+    }
+    out.into_iter()
+        .map(|(c, (ids, size, garbage))| CollectionGarbage {
+            collection: c.to_string(),
+            volumes: u32::try_from(ids.len()).unwrap_or(u32::MAX),
+            size_bytes: size,
+            garbage_bytes: garbage,
+        })
+        .collect()
+}
+
+/// The volumes (ids) of `collections` to vacuum after a pass: writable ones
+/// whose garbage ratio (worst replica) is at least `threshold`, worst
+/// first, at most `max`. The rest that qualify are returned second, to be
+/// reported as left for the next pass.
+pub fn vacuum_plan(
+    volumes: &[VolumeUsage],
+    collections: &std::collections::BTreeSet<String>,
+    threshold: f64,
+    max: usize,
+) -> (Vec<u32>, Vec<u32>) {
+    let mut worst: BTreeMap<u32, f64> = BTreeMap::new();
+    let mut read_only = std::collections::BTreeSet::new();
+    for v in volumes
+        .iter()
+        .filter(|v| collections.contains(&v.collection))
+    {
+        let r = worst.entry(v.id).or_insert(0.0);
+        *r = r.max(v.ratio());
+        if v.read_only {
+            read_only.insert(v.id);
+        }
+    }
+    let mut due: Vec<(u32, f64)> = worst
+        .into_iter()
+        .filter(|(id, r)| *r >= threshold && *r > 0.0 && !read_only.contains(id))
+        .collect();
+    due.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+    let ids: Vec<u32> = due.into_iter().map(|(id, _)| id).collect();
+    let cut = ids.len().min(max);
+    (ids[..cut].to_vec(), ids[cut..].to_vec())
+}
+
+/// What a pass learned about the space its deletes free, and what its
+/// vacuum did (docs/reclaimed-space.md).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ReclaimReport {
+    /// The touched collections (buckets with deletes), after the vacuum if
+    /// one ran.
+    pub collections: Vec<CollectionGarbage>,
+    /// False when the master's view did not change within `reclaim.settle`:
+    /// it may not include the pass's last deletes yet.
+    pub settled: bool,
+    /// Why the volumes could not be read, if they could not.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    /// The vacuum, when `reclaim.vacuum` is on.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub vacuum: Option<VacuumReport>,
+}
+
+/// The vacuum after a pass.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct VacuumReport {
+    /// Why nothing was vacuumed, when nothing was on purpose.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub skipped: Option<String>,
+    /// Volumes vacuumed.
+    #[serde(default)]
+    pub vacuumed: Vec<u32>,
+    /// Volumes over the threshold past `reclaim.max_vacuum_volumes`, left
+    /// for the next pass.
+    #[serde(default)]
+    pub deferred: Vec<u32>,
+    /// Volumes at or above the master's own threshold, left to it.
+    #[serde(default)]
+    pub left_to_master: Vec<u32>,
+    /// Vacuums that failed, with why.
+    #[serde(default)]
+    pub failed: Vec<String>,
+    /// Disk bytes of the touched collections before and after.
+    pub size_before: u64,
+    /// See `size_before`.
+    pub size_after: u64,
+}
+
+impl VacuumReport {
+    /// The disk bytes the vacuum gave back.
+    pub fn reclaimed(&self) -> u64 {
+        self.size_before.saturating_sub(self.size_after)
+    }
+}
+
+/// The sum over every bucket and rule.
+pub fn total(freed: &FreedByRule) -> Freed {
+    let mut t = Freed::default();
+    for f in freed.values() {
+        t.merge(*f);
+    }
+    t
+}
+
+/// The bytes of every row.
+pub fn rows_total(rows: &[FreedRow]) -> u64 {
+    rows.iter().fold(0u64, |a, r| a.saturating_add(r.bytes))
+}
+
+/// `[{bucket, rule, objects, bytes}]`, the JSON and admin shape.
+pub fn rows(freed: &FreedByRule) -> Vec<FreedRow> {
+    freed
+        .iter()
+        .map(|((bucket, rule), f)| FreedRow {
+            bucket: bucket.clone(),
+            rule: rule.clone(),
+            objects: f.objects,
+            bytes: f.bytes,
+        })
+        .collect()
+}
+
+/// One bucket and rule's deletes.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FreedRow {
+    /// Bucket.
+    pub bucket: String,
+    /// Rule ID (or hash).
+    pub rule: String,
+    /// Entries deleted.
+    pub objects: u64,
+    /// Their bytes.
+    pub bytes: u64,
+}
+
+/// The reclaimed-space lines of a pass summary, the same for `run-once`,
+/// `status --last` and the log: one per bucket and rule that deleted, one
+/// per touched collection, and the vacuum's.
+pub fn lines(freed: &[FreedRow], report: Option<&ReclaimReport>) -> Vec<String> {
+    let mut out: Vec<String> = freed
+        .iter()
+        .map(|f| {
+            format!(
+                "deleted bucket={} rule={} objects={} bytes={}",
+                f.bucket, f.rule, f.objects, f.bytes
+            )
+        })
+        .collect();
+    let Some(r) = report else {
+        return out;
+    };
+    if let Some(e) = &r.error {
+        out.push(format!("volumes unknown: {e}"));
+    }
+    for c in &r.collections {
+        out.push(format!(
+            "collection={} volumes={} size_bytes={} garbage_bytes={} garbage_ratio={:.3}{}",
+            c.collection,
+            c.volumes,
+            c.size_bytes,
+            c.garbage_bytes,
+            c.ratio(),
+            if r.settled {
+                ""
+            } else {
+                " (the master may not count the last deletes yet)"
+            }
+        ));
+    }
+    if let Some(v) = &r.vacuum {
+        let ids = |v: &[u32]| v.iter().map(u32::to_string).collect::<Vec<_>>().join(",");
+        let mut line = format!(
+            "vacuum vacuumed=[{}] reclaimed_bytes={} deferred=[{}] left_to_master=[{}]",
+            ids(&v.vacuumed),
+            v.reclaimed(),
+            ids(&v.deferred),
+            ids(&v.left_to_master)
+        );
+        if let Some(why) = &v.skipped {
+            line.push_str(&format!(" skipped=\"{why}\""));
+        }
+        for f in &v.failed {
+            line.push_str(&format!(" failed=\"{f}\""));
+        }
+        out.push(line);
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn vol(id: u32, c: &str, size: u64, garbage: u64) -> VolumeUsage {
+        VolumeUsage {
+            id,
+            collection: c.into(),
+            size,
+            garbage,
+            ..VolumeUsage::default()
+        }
+    }
+
+    #[test]
+    fn collections_sum_every_replica_and_list_the_empty_ones() {
+        let v = [
+            vol(1, "a", 100, 10),
+            vol(1, "a", 100, 10),
+            vol(2, "a", 50, 0),
+            vol(3, "b", 10, 10),
+        ];
+        let c = by_collection(&v, ["a", "none"]);
+        assert_eq!(c.len(), 2);
+        assert_eq!(
+            (c[0].volumes, c[0].size_bytes, c[0].garbage_bytes),
+            (2, 250, 20)
+        );
+        assert_eq!((c[1].collection.as_str(), c[1].volumes), ("none", 0));
+        assert!((c[0].ratio() - 0.08).abs() < 1e-9);
+    }
+
+    #[test]
+    fn vacuum_takes_the_worst_writable_volumes_over_the_threshold_up_to_the_bound() {
+        let mut ro = vol(5, "a", 100, 90);
+        ro.read_only = true;
+        let v = [
+            vol(1, "a", 100, 5),
+            vol(2, "a", 100, 50),
+            vol(3, "a", 100, 20),
+            vol(4, "b", 100, 90),
+            ro,
+            vol(6, "a", 0, 0),
+        ];
+        let only_a = std::collections::BTreeSet::from(["a".to_string()]);
+        assert_eq!(vacuum_plan(&v, &only_a, 0.1, 1), (vec![2], vec![3]));
+        assert_eq!(vacuum_plan(&v, &only_a, 0.1, 8), (vec![2, 3], vec![]));
+        assert_eq!(vacuum_plan(&v, &only_a, 0.0, 8).0, vec![2, 3, 1]);
+    }
+
+    #[test]
+    fn an_expiration_on_a_versioned_bucket_frees_nothing_until_the_version_goes() {
+        let e = ActionKind::ExpirationDays;
+        assert_eq!(freed_bytes(e, Versioning::Unversioned, 10, 0), 10);
+        assert_eq!(freed_bytes(e, Versioning::Enabled, 10, 0), 0);
+        assert_eq!(freed_bytes(e, Versioning::Suspended, 10, 0), 0);
+        let n = ActionKind::NoncurrentDays;
+        assert_eq!(freed_bytes(n, Versioning::Enabled, 10, 0), 10);
+        assert_eq!(
+            freed_bytes(ActionKind::AbortMpu, Versioning::Enabled, 0, 77),
+            77
+        );
+        assert_eq!(freed_bytes(n, Versioning::Enabled, -1, 0), 0);
+    }
+
+    #[test]
+    fn totals_merge_per_bucket_and_rule() {
+        let mut a = FreedByRule::new();
+        a.entry(("b".into(), "r".into())).or_default().add(5);
+        let mut b = FreedByRule::new();
+        b.entry(("b".into(), "r".into())).or_default().add(7);
+        b.entry(("c".into(), "r".into())).or_default().add(1);
+        merge_all(&mut a, &b);
+        assert_eq!(
+            a[&("b".to_string(), "r".to_string())],
+            Freed {
+                objects: 2,
+                bytes: 12
+            }
+        );
+        assert_eq!(a.len(), 2);
+    }
+}

@@ -1,0 +1,166 @@
+//! After a pass: how much of what it deleted is still on disk, and the
+//! optional vacuum (docs/reclaimed-space.md). Runs once every delete of the
+//! pass was answered, never while they are in flight; the decisions are
+//! `engine::reclaim`'s.
+
+use std::collections::BTreeSet;
+use std::time::{Duration, Instant};
+
+use crate::config::ReclaimSettings;
+use crate::engine::reclaim::{
+    CollectionGarbage, ReclaimReport, VacuumReport, VolumeUsage, by_collection, vacuum_plan,
+};
+use crate::pass::ports::ClusterPort;
+
+/// How often the master is re-read while waiting for its view to change.
+const POLL: Duration = Duration::from_millis(500);
+
+/// Reads the volumes again until the touched collections' `field` differs
+/// from `base` or `settle` elapsed. Returns the last reading and whether it
+/// changed.
+async fn settled_read(
+    port: &dyn ClusterPort,
+    touched: &BTreeSet<String>,
+    base: &[CollectionGarbage],
+    settle: Duration,
+    field: fn(&CollectionGarbage) -> u64,
+) -> Result<(Vec<VolumeUsage>, bool), String> {
+    let start = Instant::now();
+    loop {
+        let v = port.volumes().await?.unwrap_or_default();
+        let now = by_collection(&v, touched.iter().map(String::as_str));
+        let changed = now.iter().map(field).ne(base.iter().map(field));
+        if changed || start.elapsed() >= settle {
+            return Ok((v, changed));
+        }
+        tokio::time::sleep(POLL).await;
+    }
+}
+
+/// The reclaim step after a pass whose DONE deletes touched the buckets
+/// `touched` (each bucket's collection is its name). `None` when there is
+/// nothing to say: reports off, nothing deleted, or no master (fakes).
+pub(crate) async fn after_pass(
+    port: &dyn ClusterPort,
+    s: &ReclaimSettings,
+    touched: BTreeSet<String>,
+    dry_run: bool,
+    stopped: bool,
+) -> Option<ReclaimReport> {
+    if touched.is_empty() || !(s.report || s.vacuum) {
+        return None;
+    }
+    let fail = |e: String| ReclaimReport {
+        error: Some(e),
+        ..ReclaimReport::default()
+    };
+    let first = match port.volumes().await {
+        Ok(Some(v)) => v,
+        Ok(None) => return None,
+        Err(e) => return Some(fail(e)),
+    };
+    let names = || touched.iter().map(String::as_str);
+    let base = by_collection(&first, names());
+    let garbage = |c: &CollectionGarbage| c.garbage_bytes;
+    let (volumes, settled) = if s.settle.is_zero() {
+        (first, false)
+    } else {
+        match settled_read(port, &touched, &base, s.settle, garbage).await {
+            Ok(r) => r,
+            Err(e) => return Some(fail(e)),
+        }
+    };
+    let mut report = ReclaimReport {
+        collections: by_collection(&volumes, names()),
+        settled,
+        error: None,
+        vacuum: None,
+    };
+    if s.vacuum {
+        report.vacuum = Some(vacuum(port, s, &touched, &volumes, dry_run, stopped).await);
+        if report
+            .vacuum
+            .as_ref()
+            .is_some_and(|v| !v.vacuumed.is_empty())
+        {
+            let size = |c: &CollectionGarbage| c.size_bytes;
+            match settled_read(port, &touched, &report.collections, s.settle, size).await {
+                Ok((after, _)) => report.collections = by_collection(&after, names()),
+                Err(e) => report.error = Some(format!("after the vacuum: {e}")),
+            }
+            if let Some(v) = report.vacuum.as_mut() {
+                v.size_after = report.collections.iter().map(|c| c.size_bytes).sum();
+            }
+        }
+    }
+    Some(report)
+}
+
+/// Vacuums what [`vacuum_plan`] picks, unless something else does it or
+/// the pass must not (docs/reclaimed-space.md#vacuum).
+async fn vacuum(
+    port: &dyn ClusterPort,
+    s: &ReclaimSettings,
+    touched: &BTreeSet<String>,
+    volumes: &[VolumeUsage],
+    dry_run: bool,
+    stopped: bool,
+) -> VacuumReport {
+    let size_before = by_collection(volumes, touched.iter().map(String::as_str))
+        .iter()
+        .map(|c| c.size_bytes)
+        .sum();
+    let mut out = VacuumReport {
+        size_before,
+        size_after: size_before,
+        ..VacuumReport::default()
+    };
+    let skip = if dry_run {
+        Some("dry run: nothing is vacuumed".to_string())
+    } else if stopped {
+        Some("the pass was stopped before its end".to_string())
+    } else {
+        match port.weed_admin().await {
+            Ok(Some(holder)) => Some(format!(
+                "weed admin {holder} is connected: its vacuum jobs compact the volumes"
+            )),
+            Ok(None) => None,
+            Err(e) => Some(format!(
+                "could not ask the master whether weed admin runs: {e}"
+            )),
+        }
+    };
+    if let Some(why) = skip {
+        out.skipped = Some(why);
+        return out;
+    }
+    // The master's own loop takes volumes at or above its threshold.
+    let (mine, theirs): (Vec<VolumeUsage>, Vec<VolumeUsage>) = volumes
+        .iter()
+        .cloned()
+        .partition(|v| s.master_garbage_threshold >= 1.0 || v.ratio() < s.master_garbage_threshold);
+    let master_threshold = s.master_garbage_threshold.max(s.vacuum_threshold);
+    out.left_to_master = vacuum_plan(&theirs, touched, master_threshold, usize::MAX).0;
+    let (now, later) = vacuum_plan(&mine, touched, s.vacuum_threshold, s.max_vacuum_volumes);
+    out.deferred = later;
+    for id in now {
+        match port.vacuum(id, s.vacuum_threshold, s.vacuum_timeout).await {
+            Ok(()) => out.vacuumed.push(id),
+            Err(e) => out.failed.push(e),
+        }
+    }
+    if out.vacuumed.is_empty() && out.failed.is_empty() && out.skipped.is_none() {
+        out.skipped = Some(if out.left_to_master.is_empty() {
+            format!(
+                "no volume of the touched collections is at reclaim.vacuum_threshold ({})",
+                s.vacuum_threshold
+            )
+        } else {
+            format!(
+                "the master vacuums volumes at or above its garbage threshold ({}) itself",
+                s.master_garbage_threshold
+            )
+        });
+    }
+    out
+}
