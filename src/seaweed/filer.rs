@@ -231,15 +231,20 @@ impl FilerClient {
         self.inner.clone()
     }
 
-    /// The bucket root directory (`dir_buckets`; `/buckets` when empty), with
-    /// any trailing `/` removed.
-    pub async fn buckets_root(&self) -> Result<String> {
+    /// `GetFilerConfiguration`, whole.
+    async fn configuration(&self) -> Result<crate::pb::filer_pb::GetFilerConfigurationResponse> {
         let mut inner = self.inner.clone();
-        let resp = self
+        Ok(self
             .timed(inner.get_filer_configuration(GetFilerConfigurationRequest {}))
             .await
             .map_err(|s| FilerError::from_status("GetFilerConfiguration", self.addr.clone(), s))?
-            .into_inner();
+            .into_inner())
+    }
+
+    /// The bucket root directory (`dir_buckets`; `/buckets` when empty), with
+    /// any trailing `/` removed.
+    pub async fn buckets_root(&self) -> Result<String> {
+        let resp = self.configuration().await?;
         let root = resp.dir_buckets.trim_end_matches('/');
         Ok(if root.is_empty() {
             DEFAULT_BUCKETS_ROOT.to_string()
@@ -251,12 +256,7 @@ impl FilerClient {
     /// The masters the filer reports (`GetFilerConfiguration.masters`, each
     /// `host:port` or `host:port.grpcPort`).
     pub async fn masters(&self) -> Result<Vec<String>> {
-        let mut inner = self.inner.clone();
-        let resp = self
-            .timed(inner.get_filer_configuration(GetFilerConfigurationRequest {}))
-            .await
-            .map_err(|s| FilerError::from_status("GetFilerConfiguration", self.addr.clone(), s))?
-            .into_inner();
+        let resp = self.configuration().await?;
         Ok(resp.masters)
     }
 
@@ -276,12 +276,7 @@ impl FilerClient {
     /// on filers that share one store, which is how SeaweedFS's own peers tell
     /// (docs/meta-log.md#several-filers).
     pub async fn store_signature(&self) -> Result<i32> {
-        let mut inner = self.inner.clone();
-        let resp = self
-            .timed(inner.get_filer_configuration(GetFilerConfigurationRequest {}))
-            .await
-            .map_err(|s| FilerError::from_status("GetFilerConfiguration", self.addr.clone(), s))?
-            .into_inner();
+        let resp = self.configuration().await?;
         Ok(resp.signature)
     }
 
