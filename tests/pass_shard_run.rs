@@ -896,8 +896,12 @@ fn abort_of_a_completed_upload_is_never_sent() {
     );
     // Destination entry stamped, or a version under dest/obj.versions.
     for answers in [
-        vec![Ok(vec![stamped.clone()]), Ok(vec![])],
-        vec![Ok(vec![]), Ok(vec![entry_named("v_a", 1), stamped.clone()])],
+        vec![Ok(vec![stamped.clone()]), Ok(vec![]), Ok(vec![])],
+        vec![
+            Ok(vec![]),
+            Ok(vec![entry_named("v_a", 1), stamped.clone()]),
+            Ok(vec![]),
+        ],
     ] {
         let (rep, c, after) = walked_abort(answers);
         assert!(after.is_empty(), "no abort sent: {after:?}");
@@ -909,12 +913,17 @@ fn abort_of_a_completed_upload_is_never_sent() {
 
 #[test]
 fn abort_without_a_stamp_is_sent_and_an_undecided_check_is_not() {
-    let (_, _, after) = walked_abort(vec![Ok(vec![entry_named("obj", 1)]), Ok(vec![])]);
+    // The third answer lists the parts: it counts bytes, never decides.
+    let (_, _, after) = walked_abort(vec![
+        Ok(vec![entry_named("obj", 1)]),
+        Ok(vec![]),
+        Err("parts listing failed".into()),
+    ]);
     assert!(
         matches!(&after[..], [Work::Delete(r)] if r.object_path == ".uploads/up1"),
         "{after:?}"
     );
-    let (rep, c, after) = walked_abort(vec![Ok(vec![]), Err("filer down".into())]);
+    let (rep, c, after) = walked_abort(vec![Ok(vec![]), Err("filer down".into()), Ok(vec![])]);
     assert!(after.is_empty(), "undecided: no abort");
     assert_eq!(rep.counters.unconfirmed, 1);
     assert_eq!(rep.outcome, ShardOutcome::Completed, "no halt");
