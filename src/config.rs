@@ -74,6 +74,8 @@ pub struct Settings {
     /// Reclaimed-space reports and the optional vacuum after a pass
     /// (docs/reclaimed-space.md).
     pub reclaim: ReclaimSettings,
+    /// The legacy-TTL audit (docs/ttl-audit.md).
+    pub audit: AuditSettings,
     /// `weed admin`: the plugin worker, and the one-enforcer check.
     pub weed_admin: WeedAdminSettings,
 }
@@ -135,6 +137,29 @@ impl Default for ReclaimSettings {
             max_vacuum_volumes: 8,
             master_garbage_threshold: 0.3,
             vacuum_timeout: Duration::from_secs(600),
+        }
+    }
+}
+
+/// `[audit]`
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(default, deny_unknown_fields)]
+pub struct AuditSettings {
+    /// `serve` audits at start and after each pass, for the status page and
+    /// the `s3_lifecycled_ttl_findings` gauge.
+    pub in_service: bool,
+    /// Entries listed at most per bucket to find the ones carrying a TTL.
+    pub max_entries: u64,
+    /// Directory listings at most per bucket (each folder costs one).
+    pub max_listings: u64,
+}
+
+impl Default for AuditSettings {
+    fn default() -> Self {
+        AuditSettings {
+            in_service: true,
+            max_entries: 1000,
+            max_listings: 50,
         }
     }
 }
@@ -775,6 +800,13 @@ impl Settings {
             return Err(invalid(
                 "reclaim.max_vacuum_volumes",
                 "must be at least 1 when reclaim.vacuum is on (or turn reclaim.vacuum off)",
+            ));
+        }
+        if self.audit.max_entries == 0 || self.audit.max_listings == 0 {
+            return Err(invalid(
+                "audit.max_entries",
+                "audit.max_entries and audit.max_listings must be at least 1 (turn the service's \
+                 audit off with audit.in_service = false)",
             ));
         }
         if self.rate.workers == 0 {

@@ -456,22 +456,7 @@ pub fn stale_buckets(
         .collect()
 }
 
-/// `ns` since epoch as RFC 3339 UTC (seconds precision); `—` for 0.
-pub fn format_time(ns: i64) -> String {
-    if ns == 0 {
-        return "—".into();
-    }
-    let secs = ns.div_euclid(1_000_000_000);
-    match time::OffsetDateTime::from_unix_timestamp(secs)
-        .ok()
-        .and_then(|t| {
-            t.format(&time::format_description::well_known::Rfc3339)
-                .ok()
-        }) {
-        Some(s) => s,
-        None => format!("{ns} ns"),
-    }
-}
+pub use crate::engine::time::format_time;
 
 /// Age `now - then` as `1d 2h`, `3h 4m`, `5m 6s` or `7s`; `—` when `then`
 /// is 0 (never) and `in the future` when the clocks disagree.

@@ -294,37 +294,8 @@ async fn complete_and_leave_leftover(
 
 /// `weed shell volume.vacuum` with a threshold low enough to compact any freed byte.
 async fn vacuum(c: &Cluster) {
-    use tokio::io::AsyncWriteExt as _;
-    let weed = common::cluster::find_weed().unwrap();
-    let mut child = tokio::process::Command::new(weed)
-        .arg("shell")
-        .arg(format!("-master={}", c.master_weed_arg()))
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-        .unwrap();
-    let mut stdin = child.stdin.take().unwrap();
-    stdin
-        .write_all(b"lock\nvolume.vacuum -garbageThreshold=0.0000001\nunlock\nexit\n")
-        .await
-        .unwrap();
-    drop(stdin);
-    let out = tokio::time::timeout(Duration::from_secs(120), child.wait_with_output())
-        .await
-        .expect("weed shell volume.vacuum within 120 s")
-        .unwrap();
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert!(out.status.success(), "weed shell failed: {text}");
-    assert!(
-        !text.to_lowercase().contains("error"),
-        "volume.vacuum: {text}"
-    );
+    c.weed_shell("lock\nvolume.vacuum -garbageThreshold=0.0000001\nunlock")
+        .await;
 }
 
 async fn get_body(s3: &aws_sdk_s3::Client, b: &str, key: &str, version: Option<&str>) -> Vec<u8> {

@@ -11,6 +11,7 @@ use std::path::PathBuf;
 use clap::{Parser, Subcommand};
 
 pub mod admin_client;
+pub mod audit_cmd;
 pub mod cursor_cmd;
 pub mod forecast_cmd;
 pub mod journal_cmd;
@@ -34,6 +35,8 @@ pub const EXIT_ERROR: i32 = 1;
 pub const EXIT_USAGE: i32 = 2;
 /// Exit code: the pass completed but at least one shard halted.
 pub const EXIT_HALTED: i32 = 3;
+/// Exit code: `audit` found a TTL that contradicts a lifecycle rule.
+pub const EXIT_AUDIT_CONFLICT: i32 = 4;
 /// Exit code: the server speaks TLS and no TLS was configured.
 pub const EXIT_TLS_REQUIRED: i32 = 10;
 /// Exit code: the server refused our client certificate, or we sent none.
@@ -54,6 +57,7 @@ Exit codes:
   1      runtime error (the cluster could not be reached, a pass failed)
   2      usage, configuration or invalid input (the message names it)
   3      a pass in which some shard halted (cursors kept before the halt)
+  4      `audit` found a TTL outside the lifecycle documents that contradicts a rule
   10-15  the cluster's gRPC TLS refused us: 10 plaintext to a TLS port, 11 client
          certificate refused, 12 unknown CA, 13 expired, 14 name mismatch, 15 other
   141    a one-shot command's stdout was closed under it (`| head`): it stopped
@@ -110,6 +114,10 @@ pub enum Command {
     /// and what is overdue now, from the pending tallies the passes keep in
     /// the cursors (reads the filer; never lists a bucket).
     Forecast(forecast_cmd::ForecastArgs),
+    /// TTLs outside the lifecycle documents (filer.conf locations, entries'
+    /// TtlSec, TTL volumes) that contradict the rules, with the fix; only
+    /// reads (exit 4 when one contradicts a rule).
+    Audit(audit_cmd::AuditArgs),
     /// Inspect, reset or migrate (from the Go worker) the per-shard cursors.
     Cursor {
         /// What to do with cursors.
@@ -240,6 +248,7 @@ pub fn main() -> i32 {
         Command::Approve(args) => admin_client::run_approve(&args),
         Command::Journal(args) => journal_cmd::run(&args),
         Command::Forecast(args) => forecast_cmd::run(&args),
+        Command::Audit(args) => audit_cmd::run(&args),
         Command::Explain(args) => journal_cmd::run_explain(&args),
         Command::Cursor { command } => cursor_cmd::run(command),
     }

@@ -8,6 +8,7 @@
 //! [`std::time::Duration`].
 
 pub mod action;
+pub mod audit;
 pub mod check;
 pub mod compile;
 pub mod cursor;

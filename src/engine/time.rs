@@ -76,6 +76,23 @@ impl TimeConfig {
     }
 }
 
+/// `ns` since epoch as RFC 3339 UTC (seconds precision); `—` for 0.
+pub fn format_time(ns: i64) -> String {
+    if ns == 0 {
+        return "—".into();
+    }
+    let secs = ns.div_euclid(1_000_000_000);
+    match time::OffsetDateTime::from_unix_timestamp(secs)
+        .ok()
+        .and_then(|t| {
+            t.format(&time::format_description::well_known::Rfc3339)
+                .ok()
+        }) {
+        Some(s) => s,
+        None => format!("{ns} ns"),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

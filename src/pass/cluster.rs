@@ -18,7 +18,6 @@ use crate::pb::filer_pb::Entry;
 use crate::seaweed::buckets::{BucketScan, list_bucket_configs};
 use crate::seaweed::controls::ControlStore;
 use crate::seaweed::delete::DeleteError;
-use crate::seaweed::endpoint::ServerAddress;
 use crate::seaweed::lister::{ListOptions, list_bucket_after};
 use crate::seaweed::metalog::{DEFAULT_CLIENT_NAME, ReaderOptions, SubscribeParams};
 use crate::seaweed::pool::{FilerPool, GatewayPool, ResumeDedup, StoreCheck};
@@ -152,18 +151,12 @@ impl SeaweedCluster {
         let configured = self.master.clone();
         let pool = self.pool.clone();
         async move {
-            if !configured.is_empty() {
-                return Ok(configured);
-            }
-            let masters = pool
-                .call(|n| async move { n.filer.masters().await.map_err(|e| e.to_string()) }.boxed())
-                .await?;
-            let first = masters
-                .first()
-                .ok_or("the filer names no master; set `cluster.master`")?;
-            ServerAddress::parse(first)
-                .map(|a| a.grpc())
-                .map_err(|e| format!("master {first} (from the filer): {e}"))
+            pool.call(move |n| {
+                let configured = configured.clone();
+                async move { crate::seaweed::discovery::master_of(&n.filer, &configured).await }
+                    .boxed()
+            })
+            .await
         }
         .boxed()
     }

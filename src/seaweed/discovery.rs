@@ -59,6 +59,24 @@ pub(crate) async fn connect_master_for(
     Ok((grpc, client))
 }
 
+/// The master's gRPC address: `configured` (`cluster.master`) when set,
+/// else the first master `filer` reports.
+pub async fn master_of(
+    filer: &crate::seaweed::filer::FilerClient,
+    configured: &str,
+) -> Result<String, String> {
+    if !configured.trim().is_empty() {
+        return Ok(configured.trim().to_string());
+    }
+    let masters = filer.masters().await.map_err(|e| e.to_string())?;
+    let first = masters
+        .first()
+        .ok_or("the filer names no master; set `cluster.master`")?;
+    ServerAddress::parse(first)
+        .map(|a| a.grpc())
+        .map_err(|e| format!("master {first} (from the filer): {e}"))
+}
+
 /// The registered nodes of `client_type`, as the master lists them (raw
 /// addresses, sorted and de-duplicated).
 /// `tls`: the cluster's client TLS (a `security.toml` cluster secures the

@@ -19,5 +19,6 @@ pub mod subscription;
 pub mod tls;
 pub mod tls_failure;
 pub mod tls_verify;
+pub mod ttl_scan;
 pub mod volumes;
 pub mod x509;

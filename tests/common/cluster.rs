@@ -135,6 +135,46 @@ impl Cluster {
     pub fn buckets_root(&self) -> &'static str {
         Self::BUCKETS_ROOT
     }
+    /// Runs `script` (commands, one per line) in `weed shell` against this
+    /// cluster, as an operator would; answers its output and panics when it
+    /// fails or prints an error.
+    pub async fn weed_shell(&self, script: &str) -> String {
+        use tokio::io::AsyncWriteExt as _;
+        let mut child = tokio::process::Command::new(&self.weed_bin)
+            .arg("shell")
+            .arg(format!("-master={}", self.master_weed_arg()))
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()
+            .expect("spawning weed shell");
+        let mut stdin = child.stdin.take().expect("weed shell stdin");
+        stdin
+            .write_all(format!("{script}\nexit\n").as_bytes())
+            .await
+            .expect("writing to weed shell");
+        drop(stdin);
+        let out = tokio::time::timeout(
+            std::time::Duration::from_secs(120),
+            child.wait_with_output(),
+        )
+        .await
+        .expect("weed shell within 120 s")
+        .expect("weed shell output");
+        let text = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(out.status.success(), "weed shell failed: {text}");
+        assert!(
+            !text.to_lowercase().contains("error"),
+            "weed shell {script}: {text}"
+        );
+        text
+    }
+
     /// The last `lines` lines of the weed log, for failure messages.
     pub fn log_tail(&self, lines: usize) -> String {
         log_tail(&self.log_file, lines)

@@ -1,0 +1,214 @@
+//! `s3-lifecycled audit`: the TTLs outside the lifecycle documents
+//! (`filer.conf` locations, entries' `TtlSec`, TTL volumes) and how each
+//! contradicts the bucket's rules, with the fix (docs/ttl-audit.md). It
+//! only reads.
+
+use std::fmt::Write;
+use std::path::PathBuf;
+
+use clap::Args;
+
+use super::{EXIT_AUDIT_CONFLICT, EXIT_ERROR, EXIT_OK, EXIT_USAGE};
+use crate::config::Settings;
+use crate::engine::audit::{AuditReport, Conflict};
+use crate::seaweed::filer::FilerClient;
+use crate::seaweed::ttl_scan::{self, Budget, Master};
+
+/// `s3-lifecycled audit`.
+#[derive(Debug, Clone, Args)]
+pub struct AuditArgs {
+    /// Configuration file (`cluster.*`, `audit.*`, `time.day`).
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    /// Filer gRPC address (overrides `cluster.filer`).
+    #[arg(long, value_name = "HOST:PORT")]
+    pub filer: Option<String>,
+    /// Only this bucket.
+    #[arg(long)]
+    pub bucket: Option<String>,
+    /// One JSON document on stdout instead of text.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// The audit's budget from the settings.
+pub fn budget(s: &Settings) -> Budget {
+    Budget {
+        max_entries: s.audit.max_entries,
+        max_listings: s.audit.max_listings,
+    }
+}
+
+/// Runs the audit over `client` with the settings of `s`: what `audit` and
+/// `serve` share.
+pub async fn audit_with(
+    s: &Settings,
+    client: &FilerClient,
+    only: Option<&str>,
+    now: i64,
+) -> Result<AuditReport, String> {
+    let tls = s.client_tls().map_err(|e| e.to_string())?;
+    let root = if s.cluster.buckets_root.trim().is_empty() {
+        client.buckets_root().await.map_err(|e| e.to_string())?
+    } else {
+        s.cluster.buckets_root.clone()
+    };
+    let master = match crate::seaweed::discovery::master_of(client, &s.cluster.master).await {
+        Ok(addr) => Some(Master { addr, tls }),
+        Err(_) => None,
+    };
+    let mut r = ttl_scan::audit(
+        client,
+        master.as_ref(),
+        &root,
+        only,
+        budget(s),
+        s.time.day,
+        now,
+    )
+    .await?;
+    if master.is_none() {
+        r.errors
+            .push("TTL volumes not audited: no master known (set `cluster.master`)".to_string());
+    }
+    Ok(r)
+}
+
+/// Runs `audit`; returns the exit code.
+pub fn run(args: &AuditArgs) -> i32 {
+    let s = match crate::cli::filer_settings(args.config.as_deref(), args.filer.as_deref()) {
+        Ok(s) => s,
+        Err(code) => return code,
+    };
+    let rt = match crate::cli::one_shot_runtime() {
+        Ok(rt) => rt,
+        Err(code) => return code,
+    };
+    let done = rt.block_on(async {
+        let client = crate::cli::first_filer(&s)
+            .await
+            .map_err(|e| (EXIT_ERROR, e))?;
+        audit_with(&s, &client, args.bucket.as_deref(), crate::clock::wall_ns())
+            .await
+            .map_err(|e| {
+                let code = if e.starts_with("flag --bucket") {
+                    EXIT_USAGE
+                } else {
+                    EXIT_ERROR
+                };
+                (code, e)
+            })
+    });
+    match done {
+        Ok(r) => {
+            if args.json {
+                println!("{}", serde_json::to_string_pretty(&r).unwrap_or_default());
+            } else {
+                print!("{}", text(&r));
+            }
+            if r.conflicting().next().is_some() {
+                EXIT_AUDIT_CONFLICT
+            } else {
+                EXIT_OK
+            }
+        }
+        Err((code, e)) => {
+            eprintln!("error: {e}");
+            code
+        }
+    }
+}
+
+/// One line per conflict, for text and the status page.
+pub fn conflict_text(c: &Conflict) -> String {
+    match c {
+        Conflict::Versioned => "versioned bucket: the TTL also destroys noncurrent versions, \
+                                whatever the noncurrent rules keep"
+            .to_string(),
+        Conflict::ShorterThanRule {
+            rule,
+            days,
+            objects,
+        } => {
+            let n = if *objects > 0 {
+                format!(" ({objects} objects)")
+            } else {
+                String::new()
+            };
+            format!("shorter than rule {rule} ({days} days): objects vanish early{n}")
+        }
+        Conflict::IgnoresFilter { rule } => format!(
+            "rule {rule} filters by tag or size: the TTL expires the objects it leaves alone too"
+        ),
+        Conflict::NoRule { objects } => {
+            let n = if *objects > 0 {
+                format!(" ({objects} objects)")
+            } else {
+                String::new()
+            };
+            format!("no lifecycle rule expires what it covers{n}")
+        }
+        Conflict::Outlived => "no filer.conf location gives this TTL today: it was removed or \
+                               changed (or the rule it mirrored was), and these objects still \
+                               carry it"
+            .to_string(),
+    }
+}
+
+/// The text form.
+pub fn text(r: &AuditReport) -> String {
+    let mut out = format!(
+        "audit buckets={} findings={} conflicting={} entries_listed={} calls={}\n",
+        r.buckets,
+        r.findings.len(),
+        r.conflicting().count(),
+        r.entries_listed,
+        r.calls
+    );
+    for f in &r.findings {
+        let scope = if f.key_prefix.is_empty() {
+            String::new()
+        } else {
+            format!(" prefix={}", f.key_prefix)
+        };
+        let _ = writeln!(
+            out,
+            "bucket={} source={} ttl={}{scope}",
+            f.bucket,
+            serde_json::to_value(f.source)
+                .ok()
+                .and_then(|v| v.as_str().map(str::to_string))
+                .unwrap_or_default(),
+            f.ttl
+        );
+        let _ = writeln!(out, "  {}", f.detail);
+        if f.conflicts.is_empty() {
+            let _ = writeln!(
+                out,
+                "  no conflict today: a rule deletes first (if the rule is lengthened or removed, \
+                 the TTL still applies)"
+            );
+        }
+        for c in &f.conflicts {
+            let _ = writeln!(out, "  conflict: {}", conflict_text(c));
+        }
+        let _ = writeln!(out, "  fix: {}", f.fix);
+        if !f.unsavable.is_empty() {
+            let _ = writeln!(out, "  cannot be saved: {}", f.unsavable);
+        }
+    }
+    if !r.sampled.is_empty() {
+        let _ = writeln!(
+            out,
+            "note: listing stopped at audit.max_entries / audit.max_listings in: {}",
+            r.sampled.join(", ")
+        );
+    }
+    for e in &r.errors {
+        let _ = writeln!(out, "error: {e}");
+    }
+    if r.findings.is_empty() {
+        out.push_str("no TTL outside the lifecycle documents\n");
+    }
+    out
+}

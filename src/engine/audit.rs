@@ -1,0 +1,667 @@
+//! The legacy-TTL audit's judgement (docs/ttl-audit.md): given what the
+//! cluster holds outside the lifecycle documents — `filer.conf` location
+//! TTLs, TTLs stamped on entries, TTL volumes — says for each bucket how it
+//! contradicts the bucket's rules and what an operator can do. Pure: the
+//! readings come from `seaweed::ttl_scan`; nothing here changes anything.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use crate::engine::{BucketConfig, Nanos, Versioning};
+use crate::lifecycle::FlatRule;
+
+/// A SeaweedFS TTL string (`3m`, `4h`, `5d`, `6w`, `7M`, `8y`; bare digits
+/// are minutes) in seconds. `None` when empty or malformed.
+pub fn ttl_seconds(ttl: &str) -> Option<u64> {
+    let t = ttl.trim();
+    let (count, unit) = match t.char_indices().last()? {
+        (_, c) if c.is_ascii_digit() => (t, 'm'),
+        (i, c) => (&t[..i], c),
+    };
+    let count: u64 = count.parse().ok()?;
+    let unit = match unit {
+        'm' => 60,
+        'h' => 3600,
+        'd' => 86_400,
+        'w' => 7 * 86_400,
+        'M' => 30 * 86_400,
+        'y' => 365 * 86_400,
+        _ => return None,
+    };
+    (count > 0).then(|| count.saturating_mul(unit))
+}
+
+/// A volume's TTL as the master reports it (`count << 8 | unit`, SeaweedFS's
+/// needle TTL) in seconds; 0 for none.
+pub fn volume_ttl_seconds(encoded: u32) -> u64 {
+    let count = u64::from((encoded >> 8) & 0xff);
+    let unit = match encoded & 0xff {
+        1 => 60,
+        2 => 3600,
+        3 => 86_400,
+        4 => 7 * 86_400,
+        5 => 30 * 86_400,
+        6 => 365 * 86_400,
+        _ => 0,
+    };
+    count * unit
+}
+
+/// Seconds as the shortest exact TTL string (`90m`, `2d`, `3w`).
+pub fn ttl_text(seconds: u64) -> String {
+    for (unit, len) in [("w", 7 * 86_400), ("d", 86_400), ("h", 3600), ("m", 60)] {
+        if seconds >= len && seconds % len == 0 {
+            return format!("{}{unit}", seconds / len);
+        }
+    }
+    format!("{seconds}s")
+}
+
+/// One `filer.conf` location whose `ttl` is set.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LocationTtl {
+    /// `locationPrefix`, a filer path (`/buckets/b/` or wider).
+    pub prefix: String,
+    /// `ttl`, verbatim.
+    pub ttl: String,
+    /// The location's other settings as `fs.configure` flags, to re-add after
+    /// removing it (`fs.configure -delete` drops the whole location).
+    pub other_flags: Vec<String>,
+}
+
+/// Entries carrying one TTL in a bucket's bounded listing.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StampedGroup {
+    /// Entries with this TTL.
+    pub count: u64,
+    /// Of them, noncurrent versions (files under a `.versions` folder that
+    /// are not the latest).
+    pub versions: u64,
+    /// The earliest time one of them vanishes (creation + TTL).
+    pub first_expiry_ns: Nanos,
+    /// The object key of that one.
+    pub example_key: String,
+    /// Keys no enabled expiring rule governs, and keys whose governing rule
+    /// is longer than the TTL.
+    pub no_rule: u64,
+    /// See [`no_rule`](Self::no_rule): the rule (id or position) and count.
+    pub shorter_than: BTreeMap<String, u64>,
+}
+
+/// What a bucket's bounded listing found.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EntrySample {
+    /// Entries read.
+    pub listed: u64,
+    /// The listing reached the end of the bucket within the budget.
+    pub complete: bool,
+    /// Per TTL in seconds.
+    pub stamped: BTreeMap<u64, StampedGroup>,
+}
+
+/// A bucket's TTL readings, for [`audit_bucket`].
+#[derive(Debug, Clone, Default)]
+pub struct BucketTtls {
+    /// The bucket and its rules.
+    pub bucket: BucketConfig,
+    /// The locations with a TTL that cover all or part of the bucket.
+    pub locations: Vec<LocationTtl>,
+    /// The bounded listing; `None` when not sampled.
+    pub entries: Option<EntrySample>,
+    /// TTL volumes of the bucket's collection: (volume id, TTL seconds).
+    pub volumes: Vec<(u32, u64)>,
+}
+
+/// Where a TTL comes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Source {
+    /// A `filer.conf` location (`fs.configure -ttl`).
+    Location,
+    /// `TtlSec` on the entries themselves.
+    Entries,
+    /// Volumes created with a TTL.
+    Volumes,
+}
+
+/// How a TTL contradicts the bucket's lifecycle document.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Conflict {
+    /// The bucket keeps versions: the TTL expires every version written under
+    /// it, noncurrent ones included, whatever the noncurrent rules say.
+    Versioned,
+    /// A rule keeps objects longer than the TTL: they vanish early.
+    ShorterThanRule {
+        /// The rule's id (or `#position`).
+        rule: String,
+        /// Its `Expiration/Days`.
+        days: i64,
+        /// Sampled entries it concerns (0 for a location or volume).
+        objects: u64,
+    },
+    /// A rule with a tag or size filter: the TTL ignores the filter.
+    IgnoresFilter {
+        /// The rule's id (or `#position`).
+        rule: String,
+    },
+    /// No enabled rule expires (all of) what the TTL covers.
+    NoRule {
+        /// Sampled entries it concerns (0 for a location or volume).
+        objects: u64,
+    },
+    /// Entries carry a TTL no location gives today: the TTL (or the rule it
+    /// mirrored) was changed or removed after they were written.
+    Outlived,
+}
+
+/// One TTL the audit found, explained.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Finding {
+    /// The bucket.
+    pub bucket: String,
+    /// Where the TTL lives.
+    pub source: Source,
+    /// The TTL, as SeaweedFS writes it.
+    pub ttl: String,
+    /// The TTL in seconds.
+    pub ttl_seconds: u64,
+    /// The key prefix it covers (empty: the whole bucket).
+    pub key_prefix: String,
+    /// What was found, in one sentence.
+    pub detail: String,
+    /// How it contradicts the rules; empty when it does not today.
+    pub conflicts: Vec<Conflict>,
+    /// What to run or do.
+    pub fix: String,
+    /// What no fix can save; empty when nothing is lost.
+    pub unsavable: String,
+}
+
+/// The whole audit.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct AuditReport {
+    /// When it ran.
+    pub at_ns: Nanos,
+    /// Buckets audited.
+    pub buckets: u64,
+    /// Every finding, by bucket then source.
+    pub findings: Vec<Finding>,
+    /// Buckets or readings that failed, each naming what and why.
+    pub errors: Vec<String>,
+    /// Filer and master calls made.
+    pub calls: u64,
+    /// Entries listed over all buckets.
+    pub entries_listed: u64,
+    /// Buckets whose listing stopped at the budget (`audit.max_entries`).
+    pub sampled: Vec<String>,
+}
+
+impl AuditReport {
+    /// Findings that contradict a rule (the others are harmless today).
+    pub fn conflicting(&self) -> impl Iterator<Item = &Finding> {
+        self.findings.iter().filter(|f| !f.conflicts.is_empty())
+    }
+}
+
+/// The key prefix within `bucket` that a location prefix covers: `Some("")`
+/// for the whole bucket (or wider), `Some(p)` for part of it, `None` when
+/// it is about another path.
+pub fn location_scope(location: &str, buckets_root: &str, bucket: &str) -> Option<String> {
+    let root = format!("{}/{bucket}/", buckets_root.trim_end_matches('/'));
+    if root.starts_with(location) {
+        Some(String::new())
+    } else {
+        location.strip_prefix(&root).map(str::to_string)
+    }
+}
+
+fn rule_name(r: &FlatRule) -> String {
+    if r.id.is_empty() {
+        format!("#{}", r.position)
+    } else {
+        r.id.clone()
+    }
+}
+
+fn expiring(r: &FlatRule) -> bool {
+    r.enabled && (r.expiration_days > 0 || r.expiration_date.is_some())
+}
+
+fn filtered(r: &FlatRule) -> bool {
+    !r.tags.is_empty() || r.size_gt > 0 || r.size_lt > 0
+}
+
+fn versioned(b: &BucketConfig) -> bool {
+    b.object_lock || b.versioning != Versioning::Unversioned
+}
+
+/// The conflicts of a TTL of `ttl` covering `scope` (a key prefix) in `b`,
+/// with lifecycle days of `day`.
+fn scope_conflicts(b: &BucketConfig, scope: &str, ttl: u64, day: Duration) -> Vec<Conflict> {
+    let mut out = Vec::new();
+    if versioned(b) {
+        out.push(Conflict::Versioned);
+    }
+    let overlapping: Vec<&FlatRule> = b
+        .rules
+        .iter()
+        .filter(|r| expiring(r) && (r.prefix.starts_with(scope) || scope.starts_with(&r.prefix)))
+        .collect();
+    let covers_all = overlapping
+        .iter()
+        .any(|r| scope.starts_with(&r.prefix) && !filtered(r));
+    if !covers_all {
+        out.push(Conflict::NoRule { objects: 0 });
+    }
+    for r in overlapping {
+        if r.expiration_days > 0 && ttl < rule_seconds(r, day) {
+            out.push(Conflict::ShorterThanRule {
+                rule: rule_name(r),
+                days: r.expiration_days,
+                objects: 0,
+            });
+        }
+        if filtered(r) {
+            out.push(Conflict::IgnoresFilter { rule: rule_name(r) });
+        }
+    }
+    out
+}
+
+fn rule_seconds(r: &FlatRule, day: Duration) -> u64 {
+    u64::try_from(r.expiration_days)
+        .unwrap_or(0)
+        .saturating_mul(day.as_secs().max(1))
+}
+
+/// How one sampled key with a TTL of `ttl` stands against the rules:
+/// `Ok(())` when a rule deletes it first, else the conflict to count.
+pub fn key_verdict(
+    rules: &[FlatRule],
+    key: &str,
+    ttl: u64,
+    day: Duration,
+) -> Result<(), Option<String>> {
+    let governing = rules
+        .iter()
+        .filter(|r| expiring(r) && key.starts_with(&r.prefix) && !filtered(r))
+        .min_by_key(|r| {
+            if r.expiration_days > 0 {
+                rule_seconds(r, day)
+            } else {
+                0
+            }
+        });
+    match governing {
+        None => Err(None),
+        Some(r) if r.expiration_days > 0 && ttl < rule_seconds(r, day) => Err(Some(rule_name(r))),
+        Some(_) => Ok(()),
+    }
+}
+
+fn weed_shell(command: &str) -> String {
+    format!("echo '{command}' | weed shell")
+}
+
+/// The findings of one bucket, at `now`, with lifecycle days of `day`,
+/// under `buckets_root`.
+pub fn audit_bucket(t: &BucketTtls, buckets_root: &str, day: Duration, now: Nanos) -> Vec<Finding> {
+    let b = &t.bucket;
+    let mut out = Vec::new();
+    let copy_fix = |what: &str| {
+        format!(
+            "a TTL written with an object stays with it, and an S3 copy onto itself keeps it: to \
+             keep {what}, download it and upload it again once no location TTL covers it (`aws s3 \
+             cp s3://{0}/KEY ./KEY && aws s3 cp ./KEY s3://{0}/KEY`); noncurrent versions cannot \
+             be uploaded back as noncurrent",
+            b.name
+        )
+    };
+    for loc in &t.locations {
+        let Some(secs) = ttl_seconds(&loc.ttl) else {
+            continue;
+        };
+        let Some(scope) = location_scope(&loc.prefix, buckets_root, &b.name) else {
+            continue;
+        };
+        let mut fix = weed_shell(&format!(
+            "fs.configure -locationPrefix {} -delete -apply",
+            loc.prefix
+        ));
+        if !loc.other_flags.is_empty() {
+            fix.push_str(&format!(
+                ", then keep its other settings: {}",
+                weed_shell(&format!(
+                    "fs.configure -locationPrefix {} {} -apply",
+                    loc.prefix,
+                    loc.other_flags.join(" ")
+                ))
+            ));
+        }
+        let wide = if scope.is_empty() && !loc.prefix.ends_with(&format!("/{}/", b.name)) {
+            " (a location over several buckets: removing it changes them all)"
+        } else {
+            ""
+        };
+        out.push(Finding {
+            bucket: b.name.clone(),
+            source: Source::Location,
+            ttl: loc.ttl.clone(),
+            ttl_seconds: secs,
+            key_prefix: scope.clone(),
+            detail: format!(
+                "filer.conf location {} gives every write under it a TTL of {}{wide}",
+                loc.prefix, loc.ttl
+            ),
+            conflicts: scope_conflicts(b, &scope, secs, day),
+            fix,
+            unsavable: format!(
+                "objects already written under {} keep their TTL of {}: removing the location \
+                 only spares later writes",
+                loc.prefix, loc.ttl
+            ),
+        });
+    }
+    if let Some(sample) = &t.entries {
+        for (&secs, g) in &sample.stamped {
+            let mut conflicts = Vec::new();
+            if versioned(b) && g.versions > 0 {
+                conflicts.push(Conflict::Versioned);
+            }
+            if g.no_rule > 0 {
+                conflicts.push(Conflict::NoRule { objects: g.no_rule });
+            }
+            for (rule, &objects) in &g.shorter_than {
+                let days = b
+                    .rules
+                    .iter()
+                    .find(|r| &rule_name(r) == rule)
+                    .map_or(0, |r| r.expiration_days);
+                conflicts.push(Conflict::ShorterThanRule {
+                    rule: rule.clone(),
+                    days,
+                    objects,
+                });
+            }
+            let given_now = t.locations.iter().any(|l| {
+                ttl_seconds(&l.ttl) == Some(secs)
+                    && location_scope(&l.prefix, buckets_root, &b.name)
+                        .is_some_and(|s| g.example_key.starts_with(&s))
+            });
+            if !given_now {
+                conflicts.push(Conflict::Outlived);
+            }
+            let of = if sample.complete {
+                String::new()
+            } else {
+                format!(" (in the first {} entries listed)", sample.listed)
+            };
+            let when = if g.first_expiry_ns <= now {
+                "already due".to_string()
+            } else {
+                format!(
+                    "the first at {}",
+                    crate::engine::time::format_time(g.first_expiry_ns)
+                )
+            };
+            out.push(Finding {
+                bucket: b.name.clone(),
+                source: Source::Entries,
+                ttl: ttl_text(secs),
+                ttl_seconds: secs,
+                key_prefix: String::new(),
+                detail: format!(
+                    "{} entries{of} carry a TTL of {} (e.g. {}), {} of them versions; the filer \
+                     drops each one that long after it was written, {when}",
+                    g.count,
+                    ttl_text(secs),
+                    g.example_key,
+                    g.versions
+                ),
+                unsavable: if conflicts.is_empty() {
+                    String::new()
+                } else {
+                    format!(
+                        "these {} objects vanish at their TTL whatever the rules say",
+                        g.count
+                    )
+                },
+                conflicts,
+                fix: copy_fix("one"),
+            });
+        }
+    }
+    let mut by_ttl: BTreeMap<u64, Vec<u32>> = BTreeMap::new();
+    for &(id, secs) in &t.volumes {
+        by_ttl.entry(secs).or_default().push(id);
+    }
+    for (secs, ids) in by_ttl {
+        let ids: Vec<String> = ids.iter().map(u32::to_string).collect();
+        out.push(Finding {
+            bucket: b.name.clone(),
+            source: Source::Volumes,
+            ttl: ttl_text(secs),
+            ttl_seconds: secs,
+            key_prefix: String::new(),
+            detail: format!(
+                "collection {} has {} TTL volume(s) of {} ({}): the volume server drops such a \
+                 volume whole once the TTL has passed since its last write",
+                b.name,
+                ids.len(),
+                ttl_text(secs),
+                ids.join(", ")
+            ),
+            conflicts: scope_conflicts(b, "", secs, day),
+            fix: format!(
+                "remove the location TTL first, so new writes go to volumes without one; then {}",
+                copy_fix("an object they hold")
+            ),
+            unsavable: "what the TTL volumes hold goes with them".into(),
+        });
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const DAY: Duration = Duration::from_secs(86_400);
+
+    fn rule(id: &str, prefix: &str, days: i64) -> FlatRule {
+        FlatRule {
+            id: id.into(),
+            position: 1,
+            enabled: true,
+            prefix: prefix.into(),
+            expiration_days: days,
+            ..FlatRule::default()
+        }
+    }
+
+    fn bucket(versioning: Versioning, rules: Vec<FlatRule>) -> BucketConfig {
+        BucketConfig {
+            name: "b".into(),
+            versioning,
+            object_lock: false,
+            rules,
+        }
+    }
+
+    fn location(prefix: &str, ttl: &str) -> LocationTtl {
+        LocationTtl {
+            prefix: prefix.into(),
+            ttl: ttl.into(),
+            other_flags: vec![],
+        }
+    }
+
+    #[test]
+    fn ttl_strings_read_like_seaweedfs() {
+        assert_eq!(ttl_seconds("1d"), Some(86_400));
+        assert_eq!(ttl_seconds("3w"), Some(3 * 7 * 86_400));
+        assert_eq!(ttl_seconds("2M"), Some(60 * 86_400));
+        assert_eq!(ttl_seconds("1y"), Some(365 * 86_400));
+        assert_eq!(ttl_seconds("15"), Some(15 * 60), "bare digits are minutes");
+        assert_eq!(ttl_seconds(""), None);
+        assert_eq!(ttl_seconds("d"), None);
+        assert_eq!(ttl_seconds("5x"), None);
+        assert_eq!(volume_ttl_seconds(1 << 8 | 3), 86_400);
+        assert_eq!(volume_ttl_seconds(0), 0);
+        assert_eq!(ttl_text(86_400), "1d");
+        assert_eq!(ttl_text(14 * 86_400), "2w");
+        assert_eq!(ttl_text(90 * 60), "90m");
+    }
+
+    #[test]
+    fn location_scope_covers_the_bucket_part_of_it_or_nothing() {
+        assert_eq!(
+            location_scope("/buckets/b/", "/buckets", "b"),
+            Some("".into())
+        );
+        assert_eq!(
+            location_scope("/buckets/", "/buckets", "b"),
+            Some("".into())
+        );
+        assert_eq!(
+            location_scope("/buckets/b/logs/", "/buckets", "b"),
+            Some("logs/".into())
+        );
+        assert_eq!(location_scope("/buckets/bb/", "/buckets", "b"), None);
+        assert_eq!(location_scope("/other/", "/buckets", "b"), None);
+    }
+
+    #[test]
+    fn a_location_ttl_on_a_versioned_bucket_destroys_versions() {
+        let t = BucketTtls {
+            bucket: bucket(Versioning::Enabled, vec![rule("r", "", 1)]),
+            locations: vec![location("/buckets/b/", "1d")],
+            ..BucketTtls::default()
+        };
+        let f = audit_bucket(&t, "/buckets", DAY, 0);
+        assert_eq!(f.len(), 1);
+        assert_eq!(f[0].conflicts, vec![Conflict::Versioned]);
+        assert!(
+            f[0].fix
+                .contains("fs.configure -locationPrefix /buckets/b/ -delete -apply"),
+            "{}",
+            f[0].fix
+        );
+    }
+
+    #[test]
+    fn a_ttl_shorter_than_the_rule_or_without_one_is_named() {
+        let t = BucketTtls {
+            bucket: bucket(Versioning::Unversioned, vec![rule("long", "", 30)]),
+            locations: vec![
+                location("/buckets/b/", "1d"),
+                location("/buckets/b/x/", "60d"),
+            ],
+            ..BucketTtls::default()
+        };
+        let f = audit_bucket(&t, "/buckets", DAY, 0);
+        assert_eq!(
+            f[0].conflicts,
+            vec![Conflict::ShorterThanRule {
+                rule: "long".into(),
+                days: 30,
+                objects: 0
+            }]
+        );
+        assert!(
+            f[1].conflicts.is_empty(),
+            "a longer TTL harms nothing today"
+        );
+        let none = BucketTtls {
+            bucket: bucket(Versioning::Unversioned, vec![]),
+            locations: vec![location("/buckets/", "7d")],
+            ..BucketTtls::default()
+        };
+        let f = audit_bucket(&none, "/buckets", DAY, 0);
+        assert_eq!(f[0].conflicts, vec![Conflict::NoRule { objects: 0 }]);
+        assert!(f[0].detail.contains("several buckets"), "{}", f[0].detail);
+    }
+
+    #[test]
+    fn a_filtered_rule_does_not_cover_what_the_ttl_deletes() {
+        let mut r = rule("tagged", "", 1);
+        r.tags.insert("t".into(), "v".into());
+        let t = BucketTtls {
+            bucket: bucket(Versioning::Unversioned, vec![r]),
+            locations: vec![location("/buckets/b/", "2d")],
+            ..BucketTtls::default()
+        };
+        let f = audit_bucket(&t, "/buckets", DAY, 0);
+        assert_eq!(
+            f[0].conflicts,
+            vec![
+                Conflict::NoRule { objects: 0 },
+                Conflict::IgnoresFilter {
+                    rule: "tagged".into()
+                }
+            ]
+        );
+    }
+
+    #[test]
+    fn stamped_entries_without_a_location_now_outlived_their_configuration() {
+        let mut g = StampedGroup {
+            count: 3,
+            first_expiry_ns: 5,
+            example_key: "k".into(),
+            ..StampedGroup::default()
+        };
+        g.shorter_than.insert("r".into(), 3);
+        let t = BucketTtls {
+            bucket: bucket(Versioning::Unversioned, vec![rule("r", "", 30)]),
+            entries: Some(EntrySample {
+                listed: 10,
+                complete: true,
+                stamped: [(86_400, g)].into(),
+            }),
+            ..BucketTtls::default()
+        };
+        let f = audit_bucket(&t, "/buckets", DAY, 10);
+        assert_eq!(f[0].source, Source::Entries);
+        assert_eq!(
+            f[0].conflicts,
+            vec![
+                Conflict::ShorterThanRule {
+                    rule: "r".into(),
+                    days: 30,
+                    objects: 3
+                },
+                Conflict::Outlived
+            ]
+        );
+        assert!(f[0].unsavable.contains("3 objects"));
+        assert!(f[0].detail.contains("already due"), "{}", f[0].detail);
+    }
+
+    #[test]
+    fn key_verdict_uses_the_shortest_unfiltered_rule() {
+        let rules = vec![rule("a", "logs/", 30), rule("b", "logs/tmp/", 1)];
+        assert_eq!(key_verdict(&rules, "logs/tmp/x", 86_400, DAY), Ok(()));
+        assert_eq!(
+            key_verdict(&rules, "logs/x", 86_400, DAY),
+            Err(Some("a".into()))
+        );
+        assert_eq!(key_verdict(&rules, "other", 86_400, DAY), Err(None));
+    }
+
+    #[test]
+    fn ttl_volumes_are_grouped_by_ttl() {
+        let t = BucketTtls {
+            bucket: bucket(Versioning::Unversioned, vec![rule("r", "", 1)]),
+            volumes: vec![(3, 86_400), (4, 86_400)],
+            ..BucketTtls::default()
+        };
+        let f = audit_bucket(&t, "/buckets", DAY, 0);
+        assert_eq!(f.len(), 1);
+        assert!(f[0].detail.contains("3, 4"), "{}", f[0].detail);
+        assert!(f[0].conflicts.is_empty(), "TTL equal to the rule");
+    }
+}
