@@ -52,7 +52,7 @@ pub fn volume_ttl_seconds(encoded: u32) -> u64 {
 /// Seconds as the shortest exact TTL string (`90m`, `2d`, `3w`).
 pub fn ttl_text(seconds: u64) -> String {
     for (unit, len) in [("w", 7 * 86_400), ("d", 86_400), ("h", 3600), ("m", 60)] {
-        if seconds >= len && seconds % len == 0 {
+        if seconds >= len && seconds.is_multiple_of(len) {
             return format!("{}{unit}", seconds / len);
         }
     }
