@@ -154,6 +154,16 @@ pub struct AuditSettings {
     pub max_listings: u64,
 }
 
+impl AuditSettings {
+    /// What one audit may read per bucket.
+    pub fn budget(&self) -> crate::seaweed::ttl_scan::Budget {
+        crate::seaweed::ttl_scan::Budget {
+            max_entries: self.max_entries,
+            max_listings: self.max_listings,
+        }
+    }
+}
+
 impl Default for AuditSettings {
     fn default() -> Self {
         AuditSettings {

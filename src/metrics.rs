@@ -143,6 +143,13 @@ struct CollectionLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, PartialOrd, Ord, EncodeLabelSet)]
+struct TtlLabels {
+    bucket: String,
+    source: String,
+    conflict: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, PartialOrd, Ord, EncodeLabelSet)]
 struct RuleLabels {
     bucket: String,
     /// The rule's ID, or its hash when it has none.
@@ -207,6 +214,7 @@ pub struct Metrics {
     collection_garbage: Family<CollectionLabels, Gauge>,
     collection_size: Family<CollectionLabels, Gauge>,
     collection_ratio: Family<CollectionLabels, Gauge<f64, std::sync::atomic::AtomicU64>>,
+    ttl_findings: Family<TtlLabels, Gauge>,
 }
 
 impl std::fmt::Debug for Metrics {
@@ -428,8 +436,15 @@ impl Metrics {
             "Garbage over size of a collection's volumes; the master vacuums a volume past its -garbageThreshold (0.3)",
             collection_ratio.clone(),
         );
+        let ttl_findings = Family::default();
+        r.register(
+            own("ttl_findings"),
+            "TTLs outside the lifecycle documents found by the last audit, per bucket, source (location, entries, volumes) and conflict (none when harmless today); docs/ttl-audit.md",
+            ttl_findings.clone(),
+        );
 
         Metrics {
+            ttl_findings,
             deleted_bytes,
             deleted_objects,
             collection_garbage,
@@ -744,6 +759,32 @@ impl Metrics {
                 .get_or_create(&l)
                 .set(i64::try_from(overdue).unwrap_or(i64::MAX));
             self.oldest_overdue_age.get_or_create(&l).set(age);
+        }
+    }
+
+    /// The last legacy-TTL audit: one series per bucket, source and
+    /// conflict kind; the previous audit's series are dropped.
+    pub fn ttl_audit(&self, r: &crate::engine::audit::AuditReport) {
+        let mut rows: BTreeMap<TtlLabels, i64> = BTreeMap::new();
+        for f in &r.findings {
+            let source = f.source.as_str().to_string();
+            let kinds: Vec<String> = if f.conflicts.is_empty() {
+                vec!["none".into()]
+            } else {
+                f.conflicts.iter().map(|c| c.kind().to_string()).collect()
+            };
+            for conflict in kinds {
+                let l = TtlLabels {
+                    bucket: f.bucket.clone(),
+                    source: source.clone(),
+                    conflict,
+                };
+                *rows.entry(l).or_default() += 1;
+            }
+        }
+        self.ttl_findings.clear();
+        for (l, n) in rows {
+            self.ttl_findings.get_or_create(&l).set(n);
         }
     }
 

@@ -396,6 +396,9 @@ pub struct StatusSnapshot {
     /// (docs/forecast.md); `None` until the cursors were read once.
     #[serde(default)]
     pub forecast: Option<crate::engine::forecast::Forecast>,
+    /// The last legacy-TTL audit (docs/ttl-audit.md); `None` until one ran.
+    #[serde(default)]
+    pub ttl_audit: Option<crate::engine::audit::AuditReport>,
 }
 
 /// A paused bucket (`s3-lifecycled pause`): passes leave it alone and its

@@ -130,6 +130,7 @@ fn snapshot() -> StatusSnapshot {
         stale_buckets: Vec::new(),
         stale_after_ns: 0,
         forecast: None,
+        ttl_audit: None,
         current_pass: Some(PassProgress {
             run_id: "run-live".into(),
             started_ns: T0 - 30 * SEC,

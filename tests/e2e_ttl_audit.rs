@@ -5,7 +5,7 @@
 
 mod common;
 
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use common::*;
 use serde_json::Value;
@@ -192,4 +192,58 @@ async fn audit_of_100_buckets_stays_within_its_listing_budget() {
         "audit of {buckets} buckets: {calls} filer/master calls, {listed} entries listed, {:.2}s",
         took.as_secs_f64()
     );
+}
+
+#[tokio::test]
+async fn serve_audits_at_start_into_the_status_page_status_json_and_metrics() {
+    let c = common::cluster();
+    let s3 = c.s3_client();
+    let b = c.new_bucket("e2e-ttl-serve").await.unwrap();
+    c.put_lifecycle_xml(&b, &lifecycle(&days_rule("month", "", 30)))
+        .await
+        .unwrap();
+    c.weed_shell(&format!(
+        "fs.configure -locationPrefix /buckets/{b}/ -ttl 2d -apply"
+    ))
+    .await;
+    put(&s3, &b, "k", b"x", None).await;
+    // Rule days are lifecycle days: compare with real ones, not the suite's
+    // short day.
+    let serve = Serve::start(&Scope::new(&[&b]), &[("S3_LIFECYCLED__TIME__DAY", "24h")]).await;
+    // The audit runs off the start-up path: wait for it.
+    let status = eventually(
+        Duration::from_secs(30),
+        Duration::from_millis(200),
+        async || {
+            let r = common::http::get_async(serve.http, "/status.json")
+                .await
+                .map_err(|e| e.to_string())?;
+            let v: Value = serde_json::from_str(&r.text()).map_err(|e| e.to_string())?;
+            if v["ttl_audit"].is_object() {
+                Ok(v)
+            } else {
+                Err(format!("no audit yet: {}", serve.log_text()))
+            }
+        },
+    )
+    .await;
+    let f = find(&status["ttl_audit"], &b, "location")
+        .unwrap_or_else(|| panic!("{}", status["ttl_audit"]));
+    assert!(kinds(f).contains(&"shorter_than_rule".to_string()), "{f}");
+    let m = common::http::get_async(serve.http, "/metrics")
+        .await
+        .unwrap()
+        .text();
+    let series = format!(
+        "s3_lifecycled_ttl_findings{{bucket=\"{b}\",source=\"location\",conflict=\"shorter_than_rule\"}} 1"
+    );
+    assert!(m.contains(&series), "{series} in\n{m}");
+    let page = common::http::get_async(serve.http, "/")
+        .await
+        .unwrap()
+        .text();
+    assert!(page.contains("<h2>TTL audit</h2>"), "{page}");
+    assert!(page.contains(&format!(
+        "fs.configure -locationPrefix /buckets/{b}/ -delete -apply"
+    )));
 }

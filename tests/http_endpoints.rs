@@ -26,6 +26,7 @@ fn snapshot() -> StatusSnapshot {
         stale_buckets: Vec::new(),
         stale_after_ns: 0,
         forecast: None,
+        ttl_audit: None,
         service_state: ServiceState::Idle,
         next_pass_ns: None,
         current_pass: None,

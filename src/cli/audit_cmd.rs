@@ -10,9 +10,9 @@ use clap::Args;
 
 use super::{EXIT_AUDIT_CONFLICT, EXIT_ERROR, EXIT_OK, EXIT_USAGE};
 use crate::config::Settings;
-use crate::engine::audit::{AuditReport, Conflict};
+use crate::engine::audit::AuditReport;
 use crate::seaweed::filer::FilerClient;
-use crate::seaweed::ttl_scan::{self, Budget, Master};
+use crate::seaweed::ttl_scan;
 
 /// `s3-lifecycled audit`.
 #[derive(Debug, Clone, Args)]
@@ -31,16 +31,7 @@ pub struct AuditArgs {
     pub json: bool,
 }
 
-/// The audit's budget from the settings.
-pub fn budget(s: &Settings) -> Budget {
-    Budget {
-        max_entries: s.audit.max_entries,
-        max_listings: s.audit.max_listings,
-    }
-}
-
-/// Runs the audit over `client` with the settings of `s`: what `audit` and
-/// `serve` share.
+/// Runs the audit over `client` with the settings of `s`.
 pub async fn audit_with(
     s: &Settings,
     client: &FilerClient,
@@ -48,30 +39,17 @@ pub async fn audit_with(
     now: i64,
 ) -> Result<AuditReport, String> {
     let tls = s.client_tls().map_err(|e| e.to_string())?;
-    let root = if s.cluster.buckets_root.trim().is_empty() {
-        client.buckets_root().await.map_err(|e| e.to_string())?
-    } else {
-        s.cluster.buckets_root.clone()
-    };
-    let master = match crate::seaweed::discovery::master_of(client, &s.cluster.master).await {
-        Ok(addr) => Some(Master { addr, tls }),
-        Err(_) => None,
-    };
-    let mut r = ttl_scan::audit(
+    ttl_scan::audit_cluster(
         client,
-        master.as_ref(),
-        &root,
+        &s.cluster.master,
+        tls,
+        &s.cluster.buckets_root,
         only,
-        budget(s),
+        s.audit.budget(),
         s.time.day,
         now,
     )
-    .await?;
-    if master.is_none() {
-        r.errors
-            .push("TTL volumes not audited: no master known (set `cluster.master`)".to_string());
-    }
-    Ok(r)
+    .await
 }
 
 /// Runs `audit`; returns the exit code.
@@ -119,42 +97,6 @@ pub fn run(args: &AuditArgs) -> i32 {
     }
 }
 
-/// One line per conflict, for text and the status page.
-pub fn conflict_text(c: &Conflict) -> String {
-    match c {
-        Conflict::Versioned => "versioned bucket: the TTL also destroys noncurrent versions, \
-                                whatever the noncurrent rules keep"
-            .to_string(),
-        Conflict::ShorterThanRule {
-            rule,
-            days,
-            objects,
-        } => {
-            let n = if *objects > 0 {
-                format!(" ({objects} objects)")
-            } else {
-                String::new()
-            };
-            format!("shorter than rule {rule} ({days} days): objects vanish early{n}")
-        }
-        Conflict::IgnoresFilter { rule } => format!(
-            "rule {rule} filters by tag or size: the TTL expires the objects it leaves alone too"
-        ),
-        Conflict::NoRule { objects } => {
-            let n = if *objects > 0 {
-                format!(" ({objects} objects)")
-            } else {
-                String::new()
-            };
-            format!("no lifecycle rule expires what it covers{n}")
-        }
-        Conflict::Outlived => "no filer.conf location gives this TTL today: it was removed or \
-                               changed (or the rule it mirrored was), and these objects still \
-                               carry it"
-            .to_string(),
-    }
-}
-
 /// The text form.
 pub fn text(r: &AuditReport) -> String {
     let mut out = format!(
@@ -175,10 +117,7 @@ pub fn text(r: &AuditReport) -> String {
             out,
             "bucket={} source={} ttl={}{scope}",
             f.bucket,
-            serde_json::to_value(f.source)
-                .ok()
-                .and_then(|v| v.as_str().map(str::to_string))
-                .unwrap_or_default(),
+            f.source.as_str(),
             f.ttl
         );
         let _ = writeln!(out, "  {}", f.detail);
@@ -190,7 +129,7 @@ pub fn text(r: &AuditReport) -> String {
             );
         }
         for c in &f.conflicts {
-            let _ = writeln!(out, "  conflict: {}", conflict_text(c));
+            let _ = writeln!(out, "  conflict: {}", c);
         }
         let _ = writeln!(out, "  fix: {}", f.fix);
         if !f.unsavable.is_empty() {

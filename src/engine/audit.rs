@@ -157,8 +157,71 @@ pub enum Conflict {
     Outlived,
 }
 
+impl Conflict {
+    /// The `kind` tag, as in JSON and the metric's `conflict` label.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Conflict::Versioned => "versioned",
+            Conflict::ShorterThanRule { .. } => "shorter_than_rule",
+            Conflict::IgnoresFilter { .. } => "ignores_filter",
+            Conflict::NoRule { .. } => "no_rule",
+            Conflict::Outlived => "outlived",
+        }
+    }
+}
+
+/// One line per conflict, for the text form and the status page.
+impl std::fmt::Display for Conflict {
+    fn fmt(&self, out: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let line = match self {
+            Conflict::Versioned => "versioned bucket: the TTL also destroys noncurrent versions, \
+                                whatever the noncurrent rules keep"
+                .to_string(),
+            Conflict::ShorterThanRule {
+                rule,
+                days,
+                objects,
+            } => {
+                let n = if *objects > 0 {
+                    format!(" ({objects} objects)")
+                } else {
+                    String::new()
+                };
+                format!("shorter than rule {rule} ({days} days): objects vanish early{n}")
+            }
+            Conflict::IgnoresFilter { rule } => format!(
+                "rule {rule} filters by tag or size: the TTL expires the objects it leaves alone too"
+            ),
+            Conflict::NoRule { objects } => {
+                let n = if *objects > 0 {
+                    format!(" ({objects} objects)")
+                } else {
+                    String::new()
+                };
+                format!("no lifecycle rule expires what it covers{n}")
+            }
+            Conflict::Outlived => "no filer.conf location gives this TTL today: it was removed or \
+                               changed (or the rule it mirrored was), and these objects still \
+                               carry it"
+                .to_string(),
+        };
+        out.write_str(&line)
+    }
+}
+
+impl Source {
+    /// The JSON name (`location`, `entries`, `volumes`).
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            Source::Location => "location",
+            Source::Entries => "entries",
+            Source::Volumes => "volumes",
+        }
+    }
+}
+
 /// One TTL the audit found, explained.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Finding {
     /// The bucket.
     pub bucket: String,
@@ -181,7 +244,7 @@ pub struct Finding {
 }
 
 /// The whole audit.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct AuditReport {
     /// When it ran.
     pub at_ns: Nanos,

@@ -175,8 +175,55 @@ pub fn render(s: &StatusSnapshot, now_ns: i64) -> String {
             h.push_str("</div>\n");
         }
     }
+    if let Some(r) = &s.ttl_audit {
+        ttl_audit_section(&mut h, r);
+    }
     h.push_str("</body></html>\n");
     h
+}
+
+/// The last legacy-TTL audit: each TTL outside the lifecycle documents, its
+/// conflicts and its fix (docs/ttl-audit.md).
+fn ttl_audit_section(h: &mut String, r: &crate::engine::audit::AuditReport) {
+    let _ = writeln!(
+        h,
+        "<h2>TTL audit</h2>\n<p>{} buckets audited at {} · {} findings, {} contradict a rule</p>",
+        r.buckets,
+        escape(&format_time(r.at_ns)),
+        r.findings.len(),
+        r.conflicting().count()
+    );
+    if !r.findings.is_empty() {
+        h.push_str(
+            "<table id=\"ttl-audit\"><tr><th class=\"l\">bucket</th><th class=\"l\">source</th>\
+             <th>ttl</th><th class=\"l\">what</th><th class=\"l\">conflicts</th><th class=\"l\">fix</th></tr>\n",
+        );
+    }
+    for f in &r.findings {
+        let conflicts: Vec<String> = f.conflicts.iter().map(|c| escape(&c.to_string())).collect();
+        let _ = writeln!(
+            h,
+            "<tr data-bucket=\"{b}\"><td class=\"l\">{b}</td><td class=\"l\">{}</td><td>{}</td>\
+             <td class=\"l\">{}</td><td class=\"l{}\">{}</td><td class=\"l\"><code>{}</code></td></tr>",
+            f.source.as_str(),
+            escape(&f.ttl),
+            escape(&f.detail),
+            if conflicts.is_empty() { "" } else { " warn" },
+            if conflicts.is_empty() {
+                "none today".to_string()
+            } else {
+                conflicts.join("<br>")
+            },
+            escape(&f.fix),
+            b = escape(&f.bucket)
+        );
+    }
+    if !r.findings.is_empty() {
+        h.push_str("</table>\n");
+    }
+    for e in &r.errors {
+        let _ = writeln!(h, "<p class=\"warn\">{}</p>", escape(e));
+    }
 }
 
 fn shard_table(h: &mut String, shards: &[ShardSummary], now_ns: i64) {
@@ -420,6 +467,7 @@ mod tests {
             }],
             stale_after_ns: 2 * 86_400 * 1_000_000_000,
             forecast: None,
+            ttl_audit: None,
             last_pass: Some(PassSummary {
                 run_id: "run-1".into(),
                 started_ns: NOW - 10 * MIN,

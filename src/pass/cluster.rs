@@ -390,6 +390,33 @@ impl ClusterPort for SeaweedCluster {
         .boxed()
     }
 
+    fn ttl_audit(
+        &self,
+        budget: crate::seaweed::ttl_scan::Budget,
+        day: std::time::Duration,
+        now: Nanos,
+    ) -> BoxFuture<'static, Result<Option<crate::engine::audit::AuditReport>, String>> {
+        let master = self.master.clone();
+        let tls = self.master_tls.clone();
+        let root = self.root.clone();
+        let pool = self.pool.clone();
+        async move {
+            pool.call(move |n| {
+                let (master, tls, root) = (master.clone(), tls.clone(), root.clone());
+                async move {
+                    crate::seaweed::ttl_scan::audit_cluster(
+                        &n.filer, &master, tls, &root, None, budget, day, now,
+                    )
+                    .await
+                }
+                .boxed()
+            })
+            .await
+            .map(Some)
+        }
+        .boxed()
+    }
+
     fn vacuum(
         &self,
         id: u32,

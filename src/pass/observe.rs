@@ -55,6 +55,12 @@ impl PassObserver {
         self.metrics.forecast(&f);
         self.board(|b| b.set_forecast(f));
     }
+
+    /// A legacy-TTL audit (docs/ttl-audit.md): its gauge and the status page.
+    pub fn ttl_audit(&self, r: crate::engine::audit::AuditReport) {
+        self.metrics.ttl_audit(&r);
+        self.board(|b| b.set_ttl_audit(r));
+    }
 }
 
 struct BoardState {
@@ -150,6 +156,13 @@ impl StatusBoard {
             st.snap.stale_after_ns = after_ns;
             self.publish(&mut st, true);
         }
+    }
+
+    /// The legacy-TTL audit shown on the status page and in `/status.json`.
+    pub fn set_ttl_audit(&self, r: crate::engine::audit::AuditReport) {
+        let mut st = self.lock();
+        st.snap.ttl_audit = Some(r);
+        self.publish(&mut st, true);
     }
 
     /// The forecast shown on the status page and in `/status.json`.

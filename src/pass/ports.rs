@@ -106,6 +106,17 @@ pub trait ClusterPort: Send + Sync + 'static {
         let _ = (threshold, timeout);
         async move { Err(format!("volume {id}: no master to vacuum it")) }.boxed()
     }
+    /// The legacy-TTL audit of every bucket (docs/ttl-audit.md); `None`
+    /// where there is no cluster to read (fakes).
+    fn ttl_audit(
+        &self,
+        budget: crate::seaweed::ttl_scan::Budget,
+        day: std::time::Duration,
+        now: Nanos,
+    ) -> BoxFuture<'static, Result<Option<crate::engine::audit::AuditReport>, String>> {
+        let _ = (budget, day, now);
+        async { Ok(None) }.boxed()
+    }
     /// The `weed admin` connected to the master, if one is (it runs vacuum
     /// jobs itself; docs/reclaimed-space.md#vacuum).
     fn weed_admin(&self) -> BoxFuture<'static, Result<Option<String>, String>> {

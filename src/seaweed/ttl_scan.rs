@@ -295,6 +295,34 @@ pub async fn audit(
     Ok(report)
 }
 
+/// [`audit`] with the master found from `master` (`cluster.master`, else
+/// the filer's first) and the buckets root `root` (empty: the filer's). No
+/// master known is an error in the report: the TTL volumes go unaudited.
+#[allow(clippy::too_many_arguments)]
+pub async fn audit_cluster(
+    client: &FilerClient,
+    master: &str,
+    tls: Option<ClientTls>,
+    root: &str,
+    only: Option<&str>,
+    budget: Budget,
+    day: Duration,
+    now: Nanos,
+) -> Result<AuditReport, String> {
+    let root = if root.trim().is_empty() {
+        client.buckets_root().await.map_err(|e| e.to_string())?
+    } else {
+        root.to_string()
+    };
+    let (master, missing) = match crate::seaweed::discovery::master_of(client, master).await {
+        Ok(addr) => (Some(Master { addr, tls }), None),
+        Err(e) => (None, Some(format!("TTL volumes not audited: {e}"))),
+    };
+    let mut r = audit(client, master.as_ref(), &root, only, budget, day, now).await?;
+    r.errors.extend(missing);
+    Ok(r)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

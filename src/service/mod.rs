@@ -144,6 +144,36 @@ impl Service {
             &Default::default(),
         )
         .await;
+        self.audit_in_background();
+    }
+
+    /// Runs the legacy-TTL audit off the pass's path (docs/ttl-audit.md),
+    /// when `audit.in_service` is on; a failure is logged and keeps what
+    /// was shown.
+    fn audit_in_background(&self) {
+        let Some(c) = self.controls.get().cloned() else {
+            return;
+        };
+        if !self.settings.audit.in_service {
+            return;
+        }
+        let budget = self.settings.audit.budget();
+        let day = self.settings.time.day;
+        tokio::spawn(async move {
+            match c.port.ttl_audit(budget, day, wall_ns()).await {
+                Ok(Some(r)) => {
+                    tracing::info!(
+                        findings = r.findings.len(),
+                        conflicting = r.conflicting().count(),
+                        calls = r.calls,
+                        "ttl audit"
+                    );
+                    c.obs.ttl_audit(r);
+                }
+                Ok(None) => {}
+                Err(e) => tracing::warn!(error = %e, "the ttl audit failed"),
+            }
+        });
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
@@ -278,6 +308,7 @@ impl Service {
                 c.refresh_forecast(&me.settings.time.time_config(), pass_now, &saved)
                     .await;
             }
+            me.audit_in_background();
             me.board.pass_finished(&id, &result);
             me.lock().current = None;
             let _ = done_tx.send(true);
