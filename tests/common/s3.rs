@@ -393,6 +393,14 @@ pub async fn put(
     out.version_id().map(str::to_string)
 }
 
+/// The hex MD5 of `body`: an S3 ETag of a single-part object, unquoted.
+pub fn hex_md5(body: &[u8]) -> String {
+    md5::Md5::digest(body)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
 /// The `Content-MD5` header value of `body` (base64 of its MD5).
 pub fn content_md5(body: &[u8]) -> String {
     base64::engine::general_purpose::STANDARD.encode(md5::Md5::digest(body))
@@ -599,24 +607,51 @@ struct BulkPut<'a> {
 impl BulkPut<'_> {
     /// PUTs `key` over `conn`, opened when `None` and dropped when the
     /// gateway closes it. A reused connection that fails is replaced once:
-    /// the gateway may have closed it while idle.
+    /// the gateway may have closed it while idle. But it may also have
+    /// stored the object before the failure, and a second PUT would then add
+    /// a second version in a versioned bucket: so the retry happens only
+    /// when the key does not hold this body yet.
     async fn send(&self, conn: &mut Option<BulkConn>, key: &str) -> anyhow::Result<()> {
         let reused = conn.is_some();
         match self.send_once(conn, key).await {
             Err(_) if reused => {
                 *conn = None;
+                if self.already_stored(key).await {
+                    return Ok(());
+                }
                 self.send_once(conn, key).await
             }
             r => r,
         }
     }
 
+    /// The key's current object carries this body's ETag.
+    async fn already_stored(&self, key: &str) -> bool {
+        let (addr, path) = (self.addr, self.path(key));
+        let want = format!("\"{}\"", hex_md5(self.body));
+        tokio::task::spawn_blocking(move || super::http::request(addr, "HEAD", &path, &[], &[]))
+            .await
+            .ok()
+            .and_then(Result::ok)
+            .is_some_and(|r| r.status == 200 && r.header("etag") == Some(want.as_str()))
+    }
+
+    /// The URL path of `key` in the bucket, percent-encoded.
+    fn path(&self, key: &str) -> String {
+        format!("/{}/{key}", self.bucket)
+            .bytes()
+            .map(|b| match b {
+                b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' | b'/' => {
+                    char::from(b).to_string()
+                }
+                _ => format!("%{b:02X}"),
+            })
+            .collect()
+    }
+
     async fn send_once(&self, conn: &mut Option<BulkConn>, key: &str) -> anyhow::Result<()> {
         let BulkPut {
-            addr,
-            bucket,
-            body,
-            md5,
+            addr, body, md5, ..
         } = self;
         use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt};
         let s = match conn {
@@ -625,15 +660,7 @@ impl BulkPut<'_> {
                 tokio::net::TcpStream::connect(addr).await?,
             )),
         };
-        let path: String = format!("/{bucket}/{key}")
-            .bytes()
-            .map(|b| match b {
-                b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' | b'/' => {
-                    char::from(b).to_string()
-                }
-                _ => format!("%{b:02X}"),
-            })
-            .collect();
+        let path = self.path(key);
         let head = format!(
             "PUT {path} HTTP/1.1\r\nHost: {addr}\r\nContent-MD5: {md5}\r\nContent-Length: {}\r\n\r\n",
             body.len()
