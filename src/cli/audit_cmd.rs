@@ -44,10 +44,12 @@ pub async fn audit_with(
         &s.cluster.master,
         tls,
         &s.cluster.buckets_root,
-        only,
-        s.audit.budget(),
-        s.time.day,
-        now,
+        &ttl_scan::AuditRun {
+            only: only.map(str::to_string),
+            budget: s.audit.budget(),
+            day: s.time.day,
+            now,
+        },
     )
     .await
 }

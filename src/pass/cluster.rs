@@ -392,9 +392,7 @@ impl ClusterPort for SeaweedCluster {
 
     fn ttl_audit(
         &self,
-        budget: crate::seaweed::ttl_scan::Budget,
-        day: std::time::Duration,
-        now: Nanos,
+        run: crate::seaweed::ttl_scan::AuditRun,
     ) -> BoxFuture<'static, Result<Option<crate::engine::audit::AuditReport>, String>> {
         let master = self.master.clone();
         let tls = self.master_tls.clone();
@@ -402,12 +400,11 @@ impl ClusterPort for SeaweedCluster {
         let pool = self.pool.clone();
         async move {
             pool.call(move |n| {
-                let (master, tls, root) = (master.clone(), tls.clone(), root.clone());
+                let (master, tls, root, run) =
+                    (master.clone(), tls.clone(), root.clone(), run.clone());
                 async move {
-                    crate::seaweed::ttl_scan::audit_cluster(
-                        &n.filer, &master, tls, &root, None, budget, day, now,
-                    )
-                    .await
+                    crate::seaweed::ttl_scan::audit_cluster(&n.filer, &master, tls, &root, &run)
+                        .await
                 }
                 .boxed()
             })

@@ -110,11 +110,9 @@ pub trait ClusterPort: Send + Sync + 'static {
     /// where there is no cluster to read (fakes).
     fn ttl_audit(
         &self,
-        budget: crate::seaweed::ttl_scan::Budget,
-        day: std::time::Duration,
-        now: Nanos,
+        run: crate::seaweed::ttl_scan::AuditRun,
     ) -> BoxFuture<'static, Result<Option<crate::engine::audit::AuditReport>, String>> {
-        let _ = (budget, day, now);
+        let _ = run;
         async { Ok(None) }.boxed()
     }
     /// The `weed admin` connected to the master, if one is (it runs vacuum

@@ -196,6 +196,19 @@ pub async fn sample_entries(
     Ok(sample)
 }
 
+/// What one audit covers and may read, and its clock.
+#[derive(Debug, Clone)]
+pub struct AuditRun {
+    /// Only this bucket (`--bucket`); `None` for all.
+    pub only: Option<String>,
+    /// What it may read per bucket.
+    pub budget: Budget,
+    /// The lifecycle day (`time.day`), to compare rule days with TTLs.
+    pub day: Duration,
+    /// When it runs.
+    pub now: Nanos,
+}
+
 /// The master to read TTL volumes from, and its client TLS.
 pub struct Master {
     /// gRPC address.
@@ -204,18 +217,16 @@ pub struct Master {
     pub tls: Option<ClientTls>,
 }
 
-/// Audits every bucket under `root` (or only `only`) at `now`, with
-/// lifecycle days of `day`. A failed reading is an error in the report,
-/// never the end of the audit: the other readings still count.
+/// Audits the buckets under `root` that `run` covers. A failed reading is
+/// an error in the report, never the end of the audit: the other readings
+/// still count.
 pub async fn audit(
     client: &FilerClient,
     master: Option<&Master>,
     root: &str,
-    only: Option<&str>,
-    budget: Budget,
-    day: Duration,
-    now: Nanos,
+    run: &AuditRun,
 ) -> Result<AuditReport, String> {
+    let (only, budget, day, now) = (run.only.as_deref(), run.budget, run.day, run.now);
     let mut report = AuditReport {
         at_ns: now,
         ..AuditReport::default()
@@ -298,16 +309,12 @@ pub async fn audit(
 /// [`audit`] with the master found from `master` (`cluster.master`, else
 /// the filer's first) and the buckets root `root` (empty: the filer's). No
 /// master known is an error in the report: the TTL volumes go unaudited.
-#[allow(clippy::too_many_arguments)]
 pub async fn audit_cluster(
     client: &FilerClient,
     master: &str,
     tls: Option<ClientTls>,
     root: &str,
-    only: Option<&str>,
-    budget: Budget,
-    day: Duration,
-    now: Nanos,
+    run: &AuditRun,
 ) -> Result<AuditReport, String> {
     let root = if root.trim().is_empty() {
         client.buckets_root().await.map_err(|e| e.to_string())?
@@ -318,7 +325,7 @@ pub async fn audit_cluster(
         Ok(addr) => (Some(Master { addr, tls }), None),
         Err(e) => (None, Some(format!("TTL volumes not audited: {e}"))),
     };
-    let mut r = audit(client, master.as_ref(), &root, only, budget, day, now).await?;
+    let mut r = audit(client, master.as_ref(), &root, run).await?;
     r.errors.extend(missing);
     Ok(r)
 }

@@ -157,10 +157,14 @@ impl Service {
         if !self.settings.audit.in_service {
             return;
         }
-        let budget = self.settings.audit.budget();
-        let day = self.settings.time.day;
+        let run = crate::seaweed::ttl_scan::AuditRun {
+            only: None,
+            budget: self.settings.audit.budget(),
+            day: self.settings.time.day,
+            now: wall_ns(),
+        };
         tokio::spawn(async move {
-            match c.port.ttl_audit(budget, day, wall_ns()).await {
+            match c.port.ttl_audit(run).await {
                 Ok(Some(r)) => {
                     tracing::info!(
                         findings = r.findings.len(),
