@@ -1,0 +1,860 @@
+//! Service configuration: TOML files (see `config/default.toml`, which documents
+//! every key next to its default) layered under `S3_LIFECYCLED__SECTION__KEY`
+//! environment overrides, then validated. Errors name the offending key.
+
+mod cluster;
+mod pass;
+mod rails;
+mod service;
+mod tls;
+mod values;
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::time::Duration;
+
+use serde::Deserialize;
+
+pub use cluster::*;
+pub use pass::*;
+pub use rails::*;
+pub use service::*;
+pub use tls::*;
+use values::normalize_filer_path;
+pub use values::parse_duration;
+
+/// Prefix of environment overrides: `S3_LIFECYCLED__RATE__DELETES_PER_SECOND=50`.
+pub const ENV_PREFIX: &str = "S3_LIFECYCLED";
+
+/// A configuration problem. Maps to exit code 2.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// The file or an override could not be read or does not fit the schema.
+    #[error("configuration: {0}")]
+    Load(String),
+    /// A value is out of range.
+    #[error("configuration key `{key}`: {message}")]
+    Invalid {
+        /// Dotted key, e.g. `rate.burst`.
+        key: String,
+        /// What is wrong and what is allowed.
+        message: String,
+    },
+    /// The TLS material the settings name cannot be used.
+    #[error("TLS material from {from}: {error}")]
+    Tls {
+        /// Where the settings came from: `[tls]` or `cluster.security_toml (FILE)`.
+        from: String,
+        /// What is wrong with a file, naming it.
+        error: crate::seaweed::tls::TlsConfigError,
+    },
+}
+
+fn invalid(key: &str, message: impl Into<String>) -> ConfigError {
+    ConfigError::Invalid {
+        key: key.to_string(),
+        message: message.into(),
+    }
+}
+
+/// All settings. Every field has a default, so no file is needed at all.
+#[derive(Debug, Clone, Default, Deserialize, PartialEq)]
+#[serde(default, deny_unknown_fields)]
+pub struct Settings {
+    /// Where the SeaweedFS cluster is.
+    pub cluster: ClusterSettings,
+    /// What one pass covers and how it decides.
+    pub pass: PassSettings,
+    /// Lifecycle time: day length and due-time rounding.
+    pub time: TimeSettings,
+    /// Delete rate limits.
+    pub rate: RateSettings,
+    /// Delete dispatch: concurrency and transport retries.
+    pub dispatch: DispatchSettings,
+    /// Cursor storage in the filer.
+    pub cursor: CursorSettings,
+    /// The always-on service (`serve`).
+    pub service: ServiceSettings,
+    /// Logs and traces.
+    pub telemetry: TelemetrySettings,
+    /// gRPC client TLS towards the cluster (docs/tls.md).
+    pub tls: TlsSettings,
+    /// Safety rails: deletion caps (ops/runbook.md (h)).
+    pub safety: SafetySettings,
+    /// The deletion journal in the filer.
+    pub journal: JournalSettings,
+    /// Reclaimed-space reports and the optional vacuum after a pass
+    /// (docs/reclaimed-space.md).
+    pub reclaim: ReclaimSettings,
+    /// The legacy-TTL audit (docs/ttl-audit.md).
+    pub audit: AuditSettings,
+    /// `weed admin`: the plugin worker, and the one-enforcer check.
+    pub weed_admin: WeedAdminSettings,
+}
+
+impl Settings {
+    /// Loads the optional TOML file, then the `S3_LIFECYCLED__*` variables of
+    /// `env` (pass `std::env::vars()` in production; tests pass a map), then
+    /// validates.
+    pub fn load(
+        file: Option<&Path>,
+        env: impl IntoIterator<Item = (String, String)>,
+    ) -> Result<Settings, ConfigError> {
+        let mut b = config::Config::builder();
+        if let Some(path) = file {
+            if !path.exists() {
+                return Err(ConfigError::Load(format!(
+                    "config file {} does not exist",
+                    path.display()
+                )));
+            }
+            b = b.add_source(config::File::from(path).format(config::FileFormat::Toml));
+        }
+        let vars: HashMap<String, String> = env
+            .into_iter()
+            .filter(|(k, _)| k.starts_with(&format!("{ENV_PREFIX}__")))
+            .collect();
+        b = b.add_source(
+            config::Environment::with_prefix(ENV_PREFIX)
+                .prefix_separator("__")
+                .separator("__")
+                .try_parsing(true)
+                .source(Some(vars)),
+        );
+        let cfg = b.build().map_err(|e| ConfigError::Load(e.to_string()))?;
+        let s: Settings = cfg
+            .try_deserialize()
+            .map_err(|e| ConfigError::Load(e.to_string()))?;
+        s.validate()?;
+        Ok(s)
+    }
+
+    /// Range checks that serde cannot express.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        self.validate_weed_admin()?;
+        for (key, list, example) in [
+            ("cluster.filer", &self.cluster.filer, "127.0.0.1:18888"),
+            ("cluster.s3_grpc", &self.cluster.s3_grpc, "127.0.0.1:18333"),
+        ] {
+            let mut seen = std::collections::BTreeSet::new();
+            for addr in list {
+                if addr.contains(char::is_whitespace) {
+                    return Err(invalid(
+                        key,
+                        format!(
+                            "`{addr}` is not a gRPC address; give HOST:PORT items, e.g. \
+                             [\"{example}\"] or \"{example},10.0.0.2:{}\"",
+                            example.rsplit(':').next().unwrap_or_default()
+                        ),
+                    ));
+                }
+                if !seen.insert(addr.as_str()) {
+                    return Err(invalid(
+                        key,
+                        format!("lists `{addr}` twice; give each server once"),
+                    ));
+                }
+            }
+        }
+        if self.cluster.master.contains(char::is_whitespace) || self.cluster.master.contains(',') {
+            return Err(invalid(
+                "cluster.master",
+                format!(
+                    "`{}` is not one master gRPC address; give HOST:PORT, e.g. 127.0.0.1:19333",
+                    self.cluster.master
+                ),
+            ));
+        }
+        if self.pass.reorder_margin.is_zero()
+            || self.pass.reorder_margin > Duration::from_secs(3600)
+        {
+            return Err(invalid(
+                "pass.reorder_margin",
+                format!(
+                    "must be between 1ms and 1h, e.g. 5s (got {:?}): 0 would skip events the \
+                     filer delivers out of order",
+                    self.pass.reorder_margin
+                ),
+            ));
+        }
+        if self.pass.tail_budget < crate::engine::shard::SHARD_COUNT {
+            return Err(invalid(
+                "pass.tail_budget",
+                format!(
+                    "must be at least {} (one mark per shard), e.g. 1048576 (got {}): it bounds \
+                     the resolved-delete marks a pass holds in memory",
+                    crate::engine::shard::SHARD_COUNT,
+                    self.pass.tail_budget
+                ),
+            ));
+        }
+        parse_shards(&self.pass.shards).map_err(|m| invalid("pass.shards", m))?;
+        if self.time.day.is_zero() {
+            return Err(invalid(
+                "time.day",
+                "must be a positive duration such as 24h or 10s",
+            ));
+        }
+        for (key, v) in [
+            ("rate.deletes_per_second", self.rate.deletes_per_second),
+            (
+                "rate.cluster_deletes_per_second",
+                self.rate.cluster_deletes_per_second,
+            ),
+        ] {
+            if !v.is_finite() || v < 0.0 {
+                return Err(invalid(
+                    key,
+                    format!("must be 0 (unlimited) or a positive number, got {v}"),
+                ));
+            }
+        }
+        let f = self.safety.max_delete_fraction;
+        if !f.is_finite() || !(0.0..=1.0).contains(&f) {
+            return Err(invalid(
+                "safety.max_delete_fraction",
+                format!(
+                    "must be 0 (off) or a fraction of a bucket such as 0.1 (at most 1), got {f}"
+                ),
+            ));
+        }
+        for (key, v) in [
+            ("reclaim.vacuum_threshold", self.reclaim.vacuum_threshold),
+            (
+                "reclaim.master_garbage_threshold",
+                self.reclaim.master_garbage_threshold,
+            ),
+        ] {
+            if !v.is_finite() || !(0.0..=1.0).contains(&v) {
+                return Err(invalid(
+                    key,
+                    format!("must be a garbage ratio from 0 to 1 such as 0.3, got {v}"),
+                ));
+            }
+        }
+        if self.reclaim.vacuum && self.reclaim.max_vacuum_volumes == 0 {
+            return Err(invalid(
+                "reclaim.max_vacuum_volumes",
+                "must be at least 1 when reclaim.vacuum is on (or turn reclaim.vacuum off)",
+            ));
+        }
+        if self.audit.max_entries == 0 || self.audit.max_listings == 0 {
+            return Err(invalid(
+                "audit.max_entries",
+                "audit.max_entries and audit.max_listings must be at least 1 (turn the service's \
+                 audit off with audit.in_service = false)",
+            ));
+        }
+        if self.rate.workers == 0 {
+            return Err(invalid("rate.workers", "must be at least 1"));
+        }
+        if self.dispatch.max_in_flight == 0 || self.dispatch.max_in_flight_per_shard == 0 {
+            return Err(invalid(
+                "dispatch.max_in_flight",
+                "max_in_flight and max_in_flight_per_shard must be at least 1",
+            ));
+        }
+        if self.dispatch.retry_attempts == 0 {
+            return Err(invalid(
+                "dispatch.retry_attempts",
+                "must be at least 1 (1 = no retry)",
+            ));
+        }
+        for (key, d, example) in [
+            ("dispatch.call_timeout", self.dispatch.call_timeout, "60s"),
+            (
+                "cluster.filer_call_timeout",
+                self.cluster.filer_call_timeout,
+                "30s",
+            ),
+        ] {
+            if d.is_zero() {
+                return Err(invalid(
+                    key,
+                    format!(
+                        "must be a positive duration such as {example}: without a deadline one \
+                         unanswered call hangs the pass"
+                    ),
+                ));
+            }
+        }
+        if !self.pass.config_refresh.is_zero()
+            && self.pass.config_refresh < Duration::from_millis(100)
+        {
+            return Err(invalid(
+                "pass.config_refresh",
+                "must be 0 (never re-read) or at least 100ms (each re-read lists the buckets \
+                 directory), e.g. 1s",
+            ));
+        }
+        let f = self.pass.walk_budget_fraction;
+        if !(f > 0.0 && f <= 1.0) {
+            return Err(invalid(
+                "pass.walk_budget_fraction",
+                format!(
+                    "{f} is not in (0, 1]: it is the share of pass.max_runtime the walk may use \
+                     before replay, e.g. 0.5"
+                ),
+            ));
+        }
+        if self.pass.event_buffer == 0 {
+            return Err(invalid("pass.event_buffer", "must be at least 1"));
+        }
+        if !self.cursor.dir.starts_with('/') {
+            return Err(invalid(
+                "cursor.dir",
+                "must be an absolute filer path such as /etc/s3/lifecycle/s3-lifecycled",
+            ));
+        }
+        // Compared after normalising: the filer resolves `//`, `.` and `..`, so any spelling
+        // of the Go directory would still overwrite the Go worker's cursors.
+        if normalize_filer_path(&self.cursor.dir) == "/etc/s3/lifecycle/daily-cursors" {
+            return Err(invalid(
+                "cursor.dir",
+                "is the Go worker's cursor directory; s3-lifecycled must not write there (it only reads it when migrating)",
+            ));
+        }
+        if !schedule_off(&self.service.schedule) {
+            parse_schedule(&self.service.schedule).map_err(|m| invalid("service.schedule", m))?;
+        }
+        if !matches!(self.telemetry.log_format.as_str(), "text" | "json") {
+            return Err(invalid("telemetry.log_format", "must be `text` or `json`"));
+        }
+        self.validate_tls()?;
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::values::MAX_DURATION;
+    use super::*;
+    use crate::engine::DueRounding;
+    use std::path::PathBuf;
+
+    fn env(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+
+    #[test]
+    fn no_file_gives_defaults() {
+        let s = Settings::load(None, env(&[])).unwrap();
+        assert_eq!(s, Settings::default());
+        assert_eq!(s.time.day, Duration::from_secs(86_400));
+    }
+
+    #[test]
+    fn tls_settings_resolve_and_half_set_ones_name_the_key() {
+        let s = Settings::load(
+            None,
+            env(&[
+                ("S3_LIFECYCLED__TLS__CA", "/c/ca.crt"),
+                ("S3_LIFECYCLED__TLS__CERT", "/c/client.crt"),
+                ("S3_LIFECYCLED__TLS__KEY", "/c/client.key"),
+            ]),
+        )
+        .unwrap();
+        let f = s.tls_files(env(&[])).unwrap().unwrap();
+        assert_eq!(f.ca, PathBuf::from("/c/ca.crt"));
+        assert_eq!(f.cert, Some(PathBuf::from("/c/client.crt")));
+        assert_eq!(f.server_name, None);
+        assert_eq!(Settings::default().tls_files(env(&[])).unwrap(), None);
+        for (pairs, key) in [
+            (vec![("S3_LIFECYCLED__TLS__CERT", "/c/x.crt")], "tls.cert"),
+            (
+                vec![
+                    ("S3_LIFECYCLED__TLS__CERT", "/c/x.crt"),
+                    ("S3_LIFECYCLED__TLS__KEY", "/c/x.key"),
+                ],
+                "tls.ca",
+            ),
+            (
+                vec![("S3_LIFECYCLED__TLS__SERVER_NAME", "filer")],
+                "tls.server_name",
+            ),
+            (
+                vec![
+                    ("S3_LIFECYCLED__TLS__CA", "/c/ca.crt"),
+                    (
+                        "S3_LIFECYCLED__CLUSTER__SECURITY_TOML",
+                        "/etc/seaweedfs/security.toml",
+                    ),
+                ],
+                "cluster.security_toml",
+            ),
+        ] {
+            let e = Settings::load(None, env(&pairs)).unwrap_err().to_string();
+            assert!(e.contains(key), "{key}: {e}");
+        }
+    }
+
+    #[test]
+    fn security_toml_gives_grpc_ca_and_client_cert_and_weed_variables_win() {
+        let dir = std::env::temp_dir().join(format!("cfg-sec-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = dir.join("security.toml");
+        std::fs::write(
+            &file,
+            "[grpc]\nca = \"/s/ca.crt\"\n[grpc.filer]\ncert = \"/s/filer.crt\"\nkey = \"/s/filer.key\"\n\
+             [grpc.client]\ncert = \"/s/client.crt\"\nkey = \"/s/client.key\"\n",
+        )
+        .unwrap();
+        let mut s = Settings::default();
+        s.cluster.security_toml = file.display().to_string();
+        let f = s.tls_files(env(&[])).unwrap().unwrap();
+        assert_eq!(f.ca, PathBuf::from("/s/ca.crt"));
+        assert_eq!(f.cert, Some(PathBuf::from("/s/client.crt")));
+        assert_eq!(f.key, Some(PathBuf::from("/s/client.key")));
+        let f = s
+            .tls_files(env(&[
+                ("WEED_GRPC_CA", "/e/ca.crt"),
+                ("WEED_GRPC_CLIENT_CERT", "/e/c.crt"),
+                ("WEED_GRPC_CLIENT_KEY", "/e/c.key"),
+            ]))
+            .unwrap()
+            .unwrap();
+        assert_eq!(f.ca, PathBuf::from("/e/ca.crt"));
+        assert_eq!(f.cert, Some(PathBuf::from("/e/c.crt")));
+        // A security.toml without [grpc] ca: weed runs plaintext, and so do we.
+        std::fs::write(&file, "[jwt.signing]\nkey = \"\"\n").unwrap();
+        assert_eq!(s.tls_files(env(&[])).unwrap(), None);
+        s.cluster.security_toml = dir.join("missing.toml").display().to_string();
+        let e = s.tls_files(env(&[])).unwrap_err().to_string();
+        assert!(
+            e.contains("cluster.security_toml") && e.contains("missing.toml"),
+            "{e}"
+        );
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn admin_tls_comes_from_grpc_worker_and_grpc_admin_without_it_names_grpc_worker() {
+        let dir = std::env::temp_dir().join(format!("cfg-admin-sec-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = dir.join("security.toml");
+        let mut s = Settings::default();
+        s.cluster.security_toml = file.display().to_string();
+        // The cluster's [grpc.client] is not the worker's certificate: no [grpc.worker], no
+        // [grpc.admin] is plaintext to the admin, as `weed worker` dials.
+        std::fs::write(
+            &file,
+            "[grpc]\nca = \"/s/ca.crt\"\n[grpc.client]\ncert = \"/s/c.crt\"\nkey = \"/s/c.key\"\n",
+        )
+        .unwrap();
+        assert_eq!(s.admin_tls_files(env(&[])).unwrap(), None);
+        // [grpc.admin] alone: the admin requires a client certificate we do not have.
+        std::fs::write(
+            &file,
+            "[grpc]\nca = \"/s/ca.crt\"\n[grpc.admin]\ncert = \"/s/a.crt\"\nkey = \"/s/a.key\"\n",
+        )
+        .unwrap();
+        let e = s.admin_tls_files(env(&[])).unwrap_err().to_string();
+        assert!(
+            e.contains("[grpc.worker]") && e.contains("cluster.security_toml"),
+            "{e}"
+        );
+        // [grpc.worker] cert/key, client_cert/client_key preferred, WEED_ variables win.
+        std::fs::write(
+            &file,
+            "[grpc]\nca = \"/s/ca.crt\"\n[grpc.admin]\ncert = \"/s/a.crt\"\nkey = \"/s/a.key\"\n\
+             [grpc.worker]\ncert = \"/s/w.crt\"\nkey = \"/s/w.key\"\n",
+        )
+        .unwrap();
+        let f = s.admin_tls_files(env(&[])).unwrap().unwrap();
+        assert_eq!(f.ca, PathBuf::from("/s/ca.crt"));
+        assert_eq!(f.cert, Some(PathBuf::from("/s/w.crt")));
+        assert_eq!(f.key, Some(PathBuf::from("/s/w.key")));
+        let f = s
+            .admin_tls_files(env(&[
+                ("WEED_GRPC_WORKER_CLIENT_CERT", "/e/wc.crt"),
+                ("WEED_GRPC_WORKER_CLIENT_KEY", "/e/wc.key"),
+            ]))
+            .unwrap()
+            .unwrap();
+        assert_eq!(f.cert, Some(PathBuf::from("/e/wc.crt")));
+        assert_eq!(f.key, Some(PathBuf::from("/e/wc.key")));
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn admin_https_comes_from_https_client_and_refuses_skipping_verification() {
+        let dir = std::env::temp_dir().join(format!("cfg-admin-https-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = dir.join("security.toml");
+        let mut s = Settings::default();
+        assert_eq!(
+            s.admin_https_files(env(&[])).unwrap(),
+            None,
+            "no file: HTTP"
+        );
+        s.cluster.security_toml = file.display().to_string();
+        // The scaffold's [https.client] is off: plain HTTP.
+        std::fs::write(
+            &file,
+            "[grpc]\nca = \"/s/ca.crt\"\n[https.client]\nenabled = false\nca = \"/s/h.crt\"\n",
+        )
+        .unwrap();
+        assert_eq!(s.admin_https_files(env(&[])).unwrap(), None);
+        // On: ca, cert and key of [https.client], not [grpc]'s.
+        std::fs::write(
+            &file,
+            "[grpc]\nca = \"/s/ca.crt\"\n[https.client]\nenabled = true\nca = \"/s/h.crt\"\n\
+             cert = \"/s/hc.crt\"\nkey = \"/s/hc.key\"\n",
+        )
+        .unwrap();
+        let f = s.admin_https_files(env(&[])).unwrap().unwrap();
+        assert_eq!(f.ca, PathBuf::from("/s/h.crt"));
+        assert_eq!(f.cert, Some(PathBuf::from("/s/hc.crt")));
+        assert_eq!(f.key, Some(PathBuf::from("/s/hc.key")));
+        // WEED_HTTPS_CLIENT_* win, as in SeaweedFS.
+        let f = s
+            .admin_https_files(env(&[("WEED_HTTPS_CLIENT_CA", "/e/h.crt")]))
+            .unwrap()
+            .unwrap();
+        assert_eq!(f.ca, PathBuf::from("/e/h.crt"));
+        assert_eq!(
+            s.admin_https_files(env(&[("WEED_HTTPS_CLIENT_ENABLED", "false")]))
+                .unwrap(),
+            None
+        );
+        // On without ca, half a client certificate, skipping verification: errors naming them.
+        std::fs::write(&file, "[https.client]\nenabled = true\n").unwrap();
+        let e = s.admin_https_files(env(&[])).unwrap_err().to_string();
+        assert!(
+            e.contains("[https.client]") && e.contains("ca") && e.contains("cluster.security_toml"),
+            "{e}"
+        );
+        std::fs::write(
+            &file,
+            "[https.client]\nenabled = true\nca = \"/s/h.crt\"\ncert = \"/s/hc.crt\"\n",
+        )
+        .unwrap();
+        let e = s.admin_https_files(env(&[])).unwrap_err().to_string();
+        assert!(e.contains("cert and key must be set together"), "{e}");
+        std::fs::write(
+            &file,
+            "[https.client]\nenabled = true\ninsecure_skip_verify = true\n",
+        )
+        .unwrap();
+        let e = s.admin_https_files(env(&[])).unwrap_err().to_string();
+        assert!(e.contains("insecure_skip_verify"), "{e}");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn shipped_default_toml_equals_built_in_defaults() {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("config/default.toml");
+        let s = Settings::load(Some(&path), env(&[])).unwrap();
+        assert_eq!(s, Settings::default());
+    }
+
+    #[test]
+    fn env_overrides_nested_keys_with_underscores() {
+        let s = Settings::load(
+            None,
+            env(&[
+                ("S3_LIFECYCLED__RATE__DELETES_PER_SECOND", "50"),
+                ("S3_LIFECYCLED__TIME__DAY", "10s"),
+                ("S3_LIFECYCLED__TIME__DUE_ROUNDING", "none"),
+                ("OTHER__RATE__BURST", "9"),
+            ]),
+        )
+        .unwrap();
+        assert_eq!(s.rate.deletes_per_second, 50.0);
+        assert_eq!(s.time.day, Duration::from_secs(10));
+        assert_eq!(s.time.due_rounding, DueRounding::None);
+        assert_eq!(s.rate.burst, 0);
+    }
+
+    #[test]
+    fn go_cursor_dir_guard_sees_through_path_spelling() {
+        for dir in [
+            "/etc/s3/lifecycle//daily-cursors",
+            "//etc/s3/lifecycle/daily-cursors/",
+            "/etc/s3/./lifecycle/daily-cursors/.",
+            "/etc/s3/lifecycle/x/../daily-cursors",
+        ] {
+            let e = Settings::load(None, env(&[("S3_LIFECYCLED__CURSOR__DIR", dir)]))
+                .unwrap_err()
+                .to_string();
+            assert!(e.contains("cursor.dir"), "{dir}: {e}");
+        }
+        assert!(
+            Settings::load(
+                None,
+                env(&[(
+                    "S3_LIFECYCLED__CURSOR__DIR",
+                    "/etc/s3/lifecycle/daily-cursors-2"
+                )])
+            )
+            .is_ok()
+        );
+    }
+
+    #[test]
+    fn unknown_key_is_an_error_naming_it() {
+        let dir = std::env::temp_dir().join(format!("s3lc-cfg-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let f = dir.join("bad.toml");
+        std::fs::write(&f, "[rate]\ndeletes_per_secnd = 5\n").unwrap();
+        let e = Settings::load(Some(&f), env(&[])).unwrap_err().to_string();
+        assert!(e.contains("deletes_per_secnd"), "{e}");
+    }
+
+    #[test]
+    fn filer_and_s3_grpc_accept_a_string_a_comma_list_or_an_array() {
+        let dir = std::env::temp_dir().join(format!("s3lc-cfg-list-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let f = dir.join("multi.toml");
+        std::fs::write(
+            &f,
+            "[cluster]\nfiler = \"a:18888\"\ns3_grpc = [\"g1:18333\", \"g2:18333\"]\n",
+        )
+        .unwrap();
+        let s = Settings::load(Some(&f), env(&[])).unwrap();
+        assert_eq!(s.cluster.filer, ["a:18888"]);
+        assert_eq!(s.cluster.s3_grpc, ["g1:18333", "g2:18333"]);
+        let s =
+            Settings::load(None, env(&[("S3_LIFECYCLED__CLUSTER__FILER", "a:1, b:2")])).unwrap();
+        assert_eq!(s.cluster.filer, ["a:1", "b:2"]);
+        // Nothing set: the loopback defaults, no discovery.
+        let d = Settings::default();
+        assert_eq!(d.cluster.static_filers().unwrap(), [DEFAULT_FILER]);
+        assert_eq!(d.cluster.static_s3_grpc().unwrap(), [DEFAULT_S3_GRPC]);
+        // A master and no lists: both discovered; an explicit list still wins.
+        let s = Settings::load(
+            None,
+            env(&[
+                ("S3_LIFECYCLED__CLUSTER__MASTER", "m:19333"),
+                ("S3_LIFECYCLED__CLUSTER__S3_GRPC", "g:1"),
+            ]),
+        )
+        .unwrap();
+        assert_eq!(s.cluster.static_filers(), None);
+        assert_eq!(s.cluster.static_s3_grpc().unwrap(), ["g:1"]);
+    }
+
+    #[test]
+    fn bad_cluster_lists_and_margins_name_the_key() {
+        for (k, v, key) in [
+            ("S3_LIFECYCLED__CLUSTER__FILER", "a:1,a:1", "cluster.filer"),
+            ("S3_LIFECYCLED__CLUSTER__S3_GRPC", "g 1", "cluster.s3_grpc"),
+            (
+                "S3_LIFECYCLED__CLUSTER__MASTER",
+                "m:1,m:2",
+                "cluster.master",
+            ),
+            (
+                "S3_LIFECYCLED__PASS__REORDER_MARGIN",
+                "0",
+                "pass.reorder_margin",
+            ),
+            (
+                "S3_LIFECYCLED__PASS__REORDER_MARGIN",
+                "2h",
+                "pass.reorder_margin",
+            ),
+        ] {
+            let e = Settings::load(None, env(&[(k, v)]))
+                .unwrap_err()
+                .to_string();
+            assert!(e.contains(key), "{v}: {e}");
+        }
+        let s =
+            Settings::load(None, env(&[("S3_LIFECYCLED__PASS__REORDER_MARGIN", "2s")])).unwrap();
+        assert_eq!(s.pass.reorder_margin, Duration::from_secs(2));
+    }
+
+    #[test]
+    fn tail_budget_below_one_mark_per_shard_is_rejected_naming_the_key() {
+        let e = Settings::load(None, env(&[("S3_LIFECYCLED__PASS__TAIL_BUDGET", "15")]))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("pass.tail_budget") && e.contains("at least 16"),
+            "{e}"
+        );
+        let s = Settings::load(None, env(&[("S3_LIFECYCLED__PASS__TAIL_BUDGET", "16")])).unwrap();
+        assert_eq!(s.pass.tail_budget, 16);
+        assert_eq!(
+            Settings::load(None, env(&[])).unwrap().pass.tail_budget,
+            1 << 20
+        );
+    }
+
+    #[test]
+    fn invalid_values_name_the_key() {
+        let e = Settings::load(None, env(&[("S3_LIFECYCLED__PASS__SHARDS", "3-20")]))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("pass.shards") && e.contains("20"), "{e}");
+        let e = Settings::load(None, env(&[("S3_LIFECYCLED__TIME__DAY", "soon")]))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("soon"), "{e}");
+        let e = Settings::load(
+            None,
+            env(&[(
+                "S3_LIFECYCLED__CURSOR__DIR",
+                "/etc/s3/lifecycle/daily-cursors",
+            )]),
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("cursor.dir"), "{e}");
+        let e = Settings::load(
+            None,
+            env(&[("S3_LIFECYCLED__PASS__CONFIG_REFRESH", "10ms")]),
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            e.contains("pass.config_refresh") && e.contains("100ms"),
+            "{e}"
+        );
+        for bad in ["0", "1.5", "-0.1", "NaN"] {
+            let e = Settings::load(
+                None,
+                env(&[("S3_LIFECYCLED__PASS__WALK_BUDGET_FRACTION", bad)]),
+            )
+            .unwrap_err()
+            .to_string();
+            assert!(
+                e.contains("pass.walk_budget_fraction") && e.contains("(0, 1]"),
+                "{bad}: {e}"
+            );
+        }
+        let s = Settings::load(
+            None,
+            env(&[("S3_LIFECYCLED__PASS__WALK_BUDGET_FRACTION", "0.25")]),
+        )
+        .unwrap();
+        assert_eq!(s.pass.walk_budget_fraction, 0.25);
+        for ok in ["0", "100ms", "5s"] {
+            Settings::load(None, env(&[("S3_LIFECYCLED__PASS__CONFIG_REFRESH", ok)]))
+                .unwrap_or_else(|e| panic!("{ok}: {e}"));
+        }
+    }
+
+    #[test]
+    fn pass_buckets_from_env_list_and_toml_array() {
+        let s = Settings::load(None, env(&[("S3_LIFECYCLED__PASS__BUCKETS", "a, b,,c")])).unwrap();
+        assert_eq!(s.pass.buckets, vec!["a", "b", "c"]);
+        let s = Settings::load(None, env(&[("S3_LIFECYCLED__PASS__BUCKETS", "solo")])).unwrap();
+        assert_eq!(s.pass.buckets, vec!["solo"]);
+        let s = Settings::load(None, env(&[])).unwrap();
+        assert!(s.pass.buckets.is_empty());
+        let dir = std::env::temp_dir().join(format!("s3lc-cfg-b-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let f = dir.join("b.toml");
+        std::fs::write(&f, "[pass]\nbuckets = [\"x\", \"y\"]\n").unwrap();
+        let s = Settings::load(Some(&f), env(&[])).unwrap();
+        assert_eq!(s.pass.buckets, vec!["x", "y"]);
+    }
+
+    #[test]
+    fn call_timeouts_must_be_positive() {
+        for key in ["DISPATCH__CALL_TIMEOUT", "CLUSTER__FILER_CALL_TIMEOUT"] {
+            let var = format!("S3_LIFECYCLED__{key}");
+            let e = Settings::load(None, env(&[(var.as_str(), "0")]))
+                .unwrap_err()
+                .to_string();
+            let dotted = key.to_lowercase().replace("__", ".");
+            assert!(e.contains(&dotted) && e.contains("deadline"), "{e}");
+            let s = Settings::load(None, env(&[(var.as_str(), "2s")])).unwrap();
+            assert!(
+                s.dispatch.call_timeout == Duration::from_secs(2)
+                    || s.cluster.filer_call_timeout == Duration::from_secs(2)
+            );
+        }
+    }
+
+    #[test]
+    fn shard_lists() {
+        assert_eq!(parse_shards("0-15").unwrap().len(), 16);
+        assert_eq!(parse_shards("3, 1,3,2-4").unwrap(), vec![1, 2, 3, 4]);
+        assert!(parse_shards("").is_err());
+        assert!(parse_shards("5-2").is_err());
+        assert!(parse_shards("16").is_err());
+    }
+
+    #[test]
+    fn durations() {
+        assert_eq!(parse_duration("1h30m").unwrap(), Duration::from_secs(5400));
+        assert_eq!(parse_duration("250ms").unwrap(), Duration::from_millis(250));
+        assert_eq!(parse_duration("0").unwrap(), Duration::ZERO);
+        for bad in ["", "h", "10", "10x", "-1s", "99999999999d"] {
+            assert!(parse_duration(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn duration_forms_of_the_old_parser_still_parse() {
+        let secs = Duration::from_secs;
+        for (s, want) in [
+            ("90s", secs(90)),
+            ("5m", secs(300)),
+            ("2d", secs(172_800)),
+            ("24h", secs(86_400)),
+            ("1d2h3m4s5ms", secs(93_784) + Duration::from_millis(5)),
+            // Units in any order, repeated, summed.
+            ("30m1h", secs(5400)),
+            ("1m1m", secs(120)),
+            ("0s", Duration::ZERO),
+            ("007s", secs(7)),
+            // Whitespace around the value (an env override, a TOML string).
+            (" 0 ", Duration::ZERO),
+            ("\t10s\n", secs(10)),
+            // The old ceiling: u32::MAX of the largest unit.
+            ("4294967295d", MAX_DURATION),
+            ("4294967295ms", Duration::from_millis(4_294_967_295)),
+        ] {
+            assert_eq!(parse_duration(s), Ok(want), "{s:?}");
+        }
+    }
+
+    #[test]
+    fn duration_errors_quote_the_value_and_show_the_forms() {
+        for bad in ["soon", "10", "99999999999d"] {
+            let e = parse_duration(bad).unwrap_err();
+            assert!(e.contains(&format!("`{bad}`")), "{e}");
+            assert!(e.contains("24h") && e.contains("1h30m"), "{e}");
+        }
+        assert!(parse_duration("4294967295d1s").is_err());
+    }
+
+    #[test]
+    fn duration_errors_name_the_key() {
+        let e = Settings::load(None, env(&[("S3_LIFECYCLED__TIME__DAY", "10x")]))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("time.day") && e.contains("`10x`"), "{e}");
+    }
+
+    #[test]
+    fn effective_rate() {
+        let mut r = RateSettings::default();
+        assert_eq!(r.effective(), None);
+        r.deletes_per_second = 10.0;
+        assert_eq!(r.effective(), Some((10.0, 20)));
+        r.cluster_deletes_per_second = 100.0;
+        r.workers = 4;
+        r.burst = 7;
+        assert_eq!(r.effective(), Some((25.0, 7)));
+        r.burst = 0;
+        r.cluster_deletes_per_second = 0.2;
+        r.workers = 1;
+        assert_eq!(r.effective(), Some((0.2, 1)));
+    }
+
+    #[test]
+    fn schedule() {
+        assert_eq!(parse_schedule("00:30").unwrap(), 1800);
+        assert!(parse_schedule("24:00").is_err());
+        assert!(parse_schedule("noon").is_err());
+        assert!(schedule_off("off") && schedule_off(" OFF ") && !schedule_off("00:30"));
+    }
+}

@@ -1,0 +1,317 @@
+//! Client TLS settings: `[tls]`, `cluster.security_toml` read the way
+//! SeaweedFS reads it, and the TLS of the worker's stream to `weed admin`
+//! (docs/tls.md, docs/plugin-worker.md#tls).
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+
+pub use crate::seaweed::tls::TlsFiles;
+
+use super::{ConfigError, Settings, invalid};
+
+/// `[tls]`: mutual TLS towards the filer and the S3 gateway. Empty `ca` =
+/// plaintext (unless `cluster.security_toml` names a file that enables it).
+#[derive(Debug, Clone, Default, Deserialize, PartialEq)]
+#[serde(default, deny_unknown_fields)]
+pub struct TlsSettings {
+    /// CA bundle (PEM) the servers' certificates must chain to.
+    pub ca: String,
+    /// Client certificate (PEM) presented to the servers.
+    pub cert: String,
+    /// The client certificate's private key (PEM).
+    pub key: String,
+    /// Host name the server certificates must carry; empty = check the chain
+    /// only (SeaweedFS certificates are often CN-only; docs/tls.md).
+    pub server_name: String,
+}
+
+impl Settings {
+    pub(super) fn validate_tls(&self) -> Result<(), ConfigError> {
+        let t = &self.tls;
+        let set = |v: &str| !v.trim().is_empty();
+        if set(&self.cluster.security_toml) && (set(&t.ca) || set(&t.cert) || set(&t.key)) {
+            return Err(invalid(
+                "cluster.security_toml",
+                "is set together with tls.ca/tls.cert/tls.key; use one source of TLS material \
+                 (tls.server_name may go with either)",
+            ));
+        }
+        if set(&t.cert) != set(&t.key) {
+            return Err(invalid(
+                "tls.cert",
+                "tls.cert and tls.key must be set together (the client certificate and its key)",
+            ));
+        }
+        if set(&t.cert) && !set(&t.ca) {
+            return Err(invalid(
+                "tls.ca",
+                "must be set when tls.cert is: the CA bundle the servers' certificates chain to \
+                 (SeaweedFS's [grpc] ca)",
+            ));
+        }
+        if set(&t.server_name) && !set(&t.ca) && !set(&self.cluster.security_toml) {
+            return Err(invalid(
+                "tls.server_name",
+                "only applies with TLS: set tls.ca (and tls.cert/tls.key) or cluster.security_toml",
+            ));
+        }
+        Ok(())
+    }
+
+    /// The client TLS of gRPC connections, loaded and checked now, so that a
+    /// bad file is a configuration error at start-up rather than a failed
+    /// pass. `None`: plaintext.
+    pub fn client_tls(&self) -> Result<Option<crate::seaweed::tls::ClientTls>, ConfigError> {
+        let Some(files) = self.tls_files(std::env::vars())? else {
+            return Ok(None);
+        };
+        let from = match self.cluster.security_toml.trim() {
+            "" => "[tls]".to_string(),
+            f => format!("cluster.security_toml ({f})"),
+        };
+        crate::seaweed::tls::ClientTls::load(files)
+            .map(Some)
+            .map_err(|error| ConfigError::Tls { from, error })
+    }
+
+    /// The gRPC client TLS material: from `[tls]`, or from the
+    /// `security.toml` named by `cluster.security_toml` with SeaweedFS's
+    /// `WEED_GRPC_CA` / `WEED_GRPC_CLIENT_CERT` / `WEED_GRPC_CLIENT_KEY`
+    /// overrides taken from `env` (they win over the file, as in `weed`;
+    /// docs/tls.md#how-seaweedfs-enables-it). `None`: plaintext, which is also
+    /// what `weed` does when the file has no `[grpc] ca`.
+    pub fn tls_files(
+        &self,
+        env: impl IntoIterator<Item = (String, String)>,
+    ) -> Result<Option<TlsFiles>, ConfigError> {
+        let server_name = Some(self.tls.server_name.trim().to_string()).filter(|s| !s.is_empty());
+        let path = |s: &str| Some(PathBuf::from(s.trim())).filter(|p| !p.as_os_str().is_empty());
+        let st = self.cluster.security_toml.trim();
+        if st.is_empty() {
+            let Some(ca) = path(&self.tls.ca) else {
+                return Ok(None);
+            };
+            return Ok(Some(TlsFiles {
+                ca,
+                cert: path(&self.tls.cert),
+                key: path(&self.tls.key),
+                server_name,
+            }));
+        }
+        let toml = SecurityToml::read(st, env)?;
+        let ca = toml.get("grpc.ca");
+        let cert = toml.get("grpc.client.cert");
+        let key = toml.get("grpc.client.key");
+        let Some(ca) = path(&ca) else {
+            if !cert.trim().is_empty() {
+                return Err(invalid(
+                    "cluster.security_toml",
+                    format!("{st} sets [grpc.client] cert but no [grpc] ca (nor WEED_GRPC_CA)"),
+                ));
+            }
+            return Ok(None);
+        };
+        if cert.trim().is_empty() != key.trim().is_empty() {
+            return Err(invalid(
+                "cluster.security_toml",
+                format!(
+                    "{st}: [grpc.client] cert and key must be set together \
+                     (or WEED_GRPC_CLIENT_CERT and WEED_GRPC_CLIENT_KEY)"
+                ),
+            ));
+        }
+        Ok(Some(TlsFiles {
+            ca,
+            cert: path(&cert),
+            key: path(&key),
+            server_name,
+        }))
+    }
+}
+
+impl Settings {
+    /// The client TLS of the worker's stream to `weed admin`, as SeaweedFS's own
+    /// `weed worker` has it (docs/plugin-worker.md#tls): from the `security.toml`
+    /// named by `cluster.security_toml`, `[grpc] ca` with the `[grpc.worker]`
+    /// client certificate (`client_cert`/`client_key` preferred, else
+    /// `cert`/`key`; `WEED_GRPC_WORKER_*` variables of `env` win). `None`:
+    /// plaintext, what `weed worker` does without `[grpc.worker]`. A file that
+    /// sets `[grpc.admin]` (the admin serves mutual TLS) without a
+    /// `[grpc.worker]` certificate is an error naming that section: the admin
+    /// would refuse every handshake.
+    pub fn admin_tls_files(
+        &self,
+        env: impl IntoIterator<Item = (String, String)>,
+    ) -> Result<Option<TlsFiles>, ConfigError> {
+        let Some(toml) = self.security_toml(env)? else {
+            return Ok(None);
+        };
+        let st = toml.path.as_str();
+        let get = |key: &str| toml.get(key);
+        let (mut cert, mut key) = (
+            get("grpc.worker.client_cert"),
+            get("grpc.worker.client_key"),
+        );
+        if cert.is_empty() || key.is_empty() {
+            (cert, key) = (get("grpc.worker.cert"), get("grpc.worker.key"));
+        }
+        let ca = get("grpc.ca");
+        if !cert.is_empty() && !key.is_empty() && !ca.is_empty() {
+            return Ok(Some(TlsFiles {
+                ca: PathBuf::from(ca),
+                cert: Some(PathBuf::from(cert)),
+                key: Some(PathBuf::from(key)),
+                server_name: Some(self.tls.server_name.trim().to_string())
+                    .filter(|s| !s.is_empty()),
+            }));
+        }
+        if !get("grpc.admin.cert").is_empty() && !get("grpc.admin.key").is_empty() {
+            return Err(invalid(
+                "cluster.security_toml",
+                format!(
+                    "{st} has [grpc.admin] (weed admin serves mutual TLS to its workers) but no \
+                     worker client certificate: set [grpc.worker] cert and key (and [grpc] ca), \
+                     as for `weed worker`"
+                ),
+            ));
+        }
+        Ok(None)
+    }
+}
+
+impl Settings {
+    /// The client TLS of calls to `weed admin`'s HTTP API when that API is
+    /// HTTPS (`[https.admin]` on the admin; docs/plugin-worker.md#admin-https),
+    /// as SeaweedFS's own HTTP clients have it: from the `security.toml` named
+    /// by `cluster.security_toml`, `[https.client]` with `enabled = true`,
+    /// `ca` (the admin's certificate must chain to it) and, for an admin with
+    /// `[https.admin] ca`, `cert` and `key`; `WEED_HTTPS_CLIENT_*` variables
+    /// of `env` win. `None`: plain HTTP. The server name is left for the
+    /// caller to set to the admin's host (checked, as Go's clients check it).
+    pub fn admin_https_files(
+        &self,
+        env: impl IntoIterator<Item = (String, String)>,
+    ) -> Result<Option<TlsFiles>, ConfigError> {
+        let Some(toml) = self.security_toml(env)? else {
+            return Ok(None);
+        };
+        let st = toml.path.as_str();
+        let (get, on) = (|key: &str| toml.get(key), |key: &str| toml.on(key));
+        if !on("https.client.enabled") {
+            return Ok(None);
+        }
+        if on("https.client.insecure_skip_verify") {
+            return Err(invalid(
+                "cluster.security_toml",
+                format!(
+                    "{st}: [https.client] insecure_skip_verify = true: s3-lifecycled always \
+                     verifies weed admin's HTTPS certificate; set [https.client] ca to the CA \
+                     that issued the admin's [https.admin] certificate and drop \
+                     insecure_skip_verify"
+                ),
+            ));
+        }
+        let ca = get("https.client.ca");
+        if ca.is_empty() {
+            return Err(invalid(
+                "cluster.security_toml",
+                format!(
+                    "{st}: [https.client] enabled = true needs ca (the CA that issued weed \
+                     admin's [https.admin] certificate; or WEED_HTTPS_CLIENT_CA)"
+                ),
+            ));
+        }
+        let (cert, key) = (get("https.client.cert"), get("https.client.key"));
+        if cert.is_empty() != key.is_empty() {
+            return Err(invalid(
+                "cluster.security_toml",
+                format!(
+                    "{st}: [https.client] cert and key must be set together \
+                     (or WEED_HTTPS_CLIENT_CERT and WEED_HTTPS_CLIENT_KEY)"
+                ),
+            ));
+        }
+        let path = |p: String| Some(PathBuf::from(p)).filter(|p| !p.as_os_str().is_empty());
+        Ok(Some(TlsFiles {
+            ca: PathBuf::from(ca),
+            cert: path(cert),
+            key: path(key),
+            server_name: None,
+        }))
+    }
+}
+
+impl Settings {
+    /// The file `cluster.security_toml` names, read; `None` when it names none.
+    fn security_toml(
+        &self,
+        env: impl IntoIterator<Item = (String, String)>,
+    ) -> Result<Option<SecurityToml>, ConfigError> {
+        let st = self.cluster.security_toml.trim();
+        if st.is_empty() {
+            return Ok(None);
+        }
+        SecurityToml::read(st, env).map(Some)
+    }
+}
+
+/// SeaweedFS's `security.toml` (`cluster.security_toml`), read as `weed`
+/// reads it: a `WEED_<KEY>` variable (dots as underscores, upper case, e.g.
+/// `WEED_GRPC_CLIENT_CERT` for `grpc.client.cert`) wins over the file.
+struct SecurityToml {
+    /// The file, for messages.
+    path: String,
+    cfg: config::Config,
+    env: HashMap<String, String>,
+}
+
+impl SecurityToml {
+    /// The file at `st`, parsed; an error naming the setting when it is
+    /// missing or not TOML.
+    fn read(
+        st: &str,
+        env: impl IntoIterator<Item = (String, String)>,
+    ) -> Result<SecurityToml, ConfigError> {
+        let file = Path::new(st);
+        if !file.is_file() {
+            return Err(invalid(
+                "cluster.security_toml",
+                format!("{st} does not exist or is not a file (SeaweedFS's security.toml)"),
+            ));
+        }
+        let cfg = config::Config::builder()
+            .add_source(config::File::from(file).format(config::FileFormat::Toml))
+            .build()
+            .map_err(|e| invalid("cluster.security_toml", format!("{st}: {e}")))?;
+        Ok(SecurityToml {
+            path: st.to_string(),
+            cfg,
+            env: env.into_iter().collect(),
+        })
+    }
+
+    /// `key` (e.g. `grpc.ca`), trimmed; empty when unset. A boolean reads as
+    /// `true` or `false`.
+    fn get(&self, key: &str) -> String {
+        let var = format!("WEED_{}", key.replace('.', "_").to_uppercase());
+        self.env
+            .get(&var)
+            .cloned()
+            .or_else(|| {
+                self.cfg
+                    .get_string(key)
+                    .ok()
+                    .or_else(|| self.cfg.get_bool(key).ok().map(|b| b.to_string()))
+            })
+            .unwrap_or_default()
+            .trim()
+            .to_string()
+    }
+
+    /// Whether `key` is `true` (or `1`).
+    fn on(&self, key: &str) -> bool {
+        matches!(self.get(key).to_ascii_lowercase().as_str(), "true" | "1")
+    }
+}
