@@ -69,7 +69,6 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
@@ -96,85 +95,11 @@ const LIMITER_WAIT_BUCKETS: [f64; 11] = [
 const RUN_DURATION_BUCKETS: [f64; 10] =
     [0.1, 0.5, 1.0, 5.0, 15.0, 60.0, 300.0, 900.0, 1800.0, 3600.0];
 
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-struct ShardLabels {
-    shard: String,
-}
+mod labels;
+mod text;
 
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-struct ShardOutcomeLabels {
-    shard: String,
-    outcome: &'static str,
-}
-
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-struct DispatchLabels {
-    bucket: String,
-    kind: &'static str,
-    outcome: &'static str,
-}
-
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-struct OutcomeLabels {
-    outcome: &'static str,
-}
-
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-struct MatchLabels {
-    kind: &'static str,
-    decision: &'static str,
-}
-
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-struct CheckLabels {
-    bucket: String,
-    kind: &'static str,
-    verdict: &'static str,
-}
-
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-struct BucketLabels {
-    bucket: String,
-}
-
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-struct CollectionLabels {
-    collection: String,
-}
-
-#[derive(Clone, Debug, Hash, PartialEq, Eq, PartialOrd, Ord, EncodeLabelSet)]
-struct TtlLabels {
-    bucket: String,
-    source: String,
-    conflict: String,
-}
-
-#[derive(Clone, Debug, Hash, PartialEq, Eq, PartialOrd, Ord, EncodeLabelSet)]
-struct RuleLabels {
-    bucket: String,
-    /// The rule's ID, or its hash when it has none.
-    rule: String,
-}
-
-type HistogramFamily<L> = Family<L, Histogram, fn() -> Histogram>;
-
-fn run_duration_histogram() -> Histogram {
-    Histogram::new(RUN_DURATION_BUCKETS)
-}
-
-fn shard(shard: u8) -> ShardLabels {
-    // Plain decimal, like the Go worker's label ("3", not "03").
-    ShardLabels {
-        shard: shard.to_string(),
-    }
-}
-
-fn shard_outcome(shard: u8, outcome: RunOutcome) -> ShardOutcomeLabels {
-    ShardOutcomeLabels {
-        shard: shard.to_string(),
-        outcome: outcome.as_str(),
-    }
-}
+use labels::*;
+use text::openmetrics_to_prometheus_text;
 
 /// All metrics of one s3-lifecycled instance. Cheap to clone; clones share
 /// the same series (hand one to every actor).
@@ -801,58 +726,6 @@ impl Metrics {
     }
 }
 
-/// Rewrites prometheus-client's OpenMetrics text as Prometheus text 0.0.4:
-/// a counter family `x` (samples `x_total`) gets `# HELP x_total` and
-/// `# TYPE x_total counter`, and `# EOF` goes. Everything else is the same in
-/// both formats for the metric types used here (no units, exemplars or
-/// `_created` samples are emitted).
-fn openmetrics_to_prometheus_text(om: &str) -> String {
-    let mut out = String::with_capacity(om.len() + 256);
-    // The HELP line comes before the TYPE line that tells whether the family
-    // is a counter, so hold it back one line.
-    let mut pending_help: Option<&str> = None;
-    for line in om.lines() {
-        if line == "# EOF" {
-            continue;
-        }
-        if line.starts_with("# HELP ") {
-            if let Some(h) = pending_help.replace(line) {
-                out.push_str(h);
-                out.push('\n');
-            }
-            continue;
-        }
-        if let Some(rest) = line.strip_prefix("# TYPE ") {
-            let (name, kind) = rest.split_once(' ').unwrap_or((rest, ""));
-            let renamed = if kind == "counter" {
-                format!("{name}_total")
-            } else {
-                name.to_string()
-            };
-            if let Some(h) = pending_help.take() {
-                let text = h
-                    .strip_prefix("# HELP ")
-                    .and_then(|r| r.strip_prefix(name))
-                    .unwrap_or("");
-                out.push_str(&format!("# HELP {renamed}{text}\n"));
-            }
-            out.push_str(&format!("# TYPE {renamed} {kind}\n"));
-            continue;
-        }
-        if let Some(h) = pending_help.take() {
-            out.push_str(h);
-            out.push('\n');
-        }
-        out.push_str(line);
-        out.push('\n');
-    }
-    if let Some(h) = pending_help {
-        out.push_str(h);
-        out.push('\n');
-    }
-    out
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1205,7 +1078,7 @@ mod tests {
     /// renamed metric would otherwise leave a silently empty panel).
     #[test]
     fn grafana_dashboard_parses_and_queries_exposed_series() {
-        let raw = include_str!("../ops/grafana/s3-lifecycled.json");
+        let raw = include_str!("../../ops/grafana/s3-lifecycled.json");
         let d: serde_json::Value = serde_json::from_str(raw).expect("dashboard is JSON");
         assert!(d["schemaVersion"].as_u64().unwrap() >= 36);
         let vars = d["templating"]["list"].as_array().unwrap();
