@@ -18,6 +18,7 @@ use crate::pb::filer_pb::SubscribeMetadataResponse;
 use crate::pb::filer_pb::seaweed_filer_client::SeaweedFilerClient;
 use crate::seaweed::endpoint::MAX_MESSAGE_BYTES;
 use crate::seaweed::logfile::{LogFileFetcher, RefReader, RefsProtocol, Step};
+pub use crate::seaweed::metalog_error::MetaLogError;
 use crate::seaweed::subscription::{self, Capabilities, random_client_id};
 pub use crate::seaweed::subscription::{
     EventFilter, InvalidWindow, SubscribeParams, Verdict, flatten,
@@ -59,73 +60,6 @@ impl Default for ReaderOptions {
             receive_timeout: Some(DEFAULT_RECEIVE_TIMEOUT),
             direct_log_reads: false,
             until_slack: Duration::from_nanos(subscription::DEFAULT_UNTIL_SLACK.unsigned_abs()),
-        }
-    }
-}
-
-/// Why a pass's stream failed. Every variant means the pass is incomplete: the
-/// consumer must not advance a cursor past the last event it handled.
-#[derive(Debug, thiserror::Error)]
-pub enum MetaLogError {
-    /// The parameters can never produce a valid subscription.
-    #[error("meta-log subscription: {0}")]
-    InvalidParams(String),
-    /// The `SubscribeMetadata` call itself failed (filer unreachable, refused…).
-    #[error("meta-log subscribe failed: {code:?}: {message}")]
-    Subscribe {
-        /// gRPC status code.
-        code: tonic::Code,
-        /// gRPC status message.
-        message: String,
-    },
-    /// The stream broke after it started (including a server-side Cancelled).
-    #[error(
-        "meta-log stream broke after {events_delivered} events (last ts {last_ts_ns}): {code:?}: {message}"
-    )]
-    Stream {
-        /// gRPC status code.
-        code: tonic::Code,
-        /// gRPC status message.
-        message: String,
-        /// Events delivered before the break.
-        events_delivered: u64,
-        /// ts_ns of the last delivered event (0 if none).
-        last_ts_ns: Nanos,
-    },
-    /// Nothing arrived from the filer for the configured receive timeout.
-    #[error(
-        "meta-log receive timeout: nothing (not even a keepalive) arrived for {0:?}; the filer may be stuck or the network partitioned"
-    )]
-    ReceiveTimeout(Duration),
-    /// The filer sent log-file references, which this reader never asks for and
-    /// cannot read; skipping them would silently lose events.
-    #[error(
-        "meta-log response at ts {0} carries log_file_refs, which this reader does not request and cannot read"
-    )]
-    UnexpectedLogFileRefs(Nanos),
-    /// A log file the filer referred to could not be read from the volume
-    /// servers or parsed (direct reads): its events may be missing.
-    #[error("meta-log direct read failed: {0}")]
-    LogFile(String),
-    /// The reader task ended without reporting an end or an error (it panicked
-    /// or was aborted).
-    #[error("meta-log reader task ended without a result")]
-    ReaderVanished,
-}
-
-impl From<InvalidWindow> for MetaLogError {
-    fn from(e: InvalidWindow) -> Self {
-        MetaLogError::InvalidParams(e.0)
-    }
-}
-
-impl MetaLogError {
-    fn from_stream_status(status: &tonic::Status, stats: &ReaderStats) -> Self {
-        MetaLogError::Stream {
-            code: status.code(),
-            message: status.message().to_string(),
-            events_delivered: stats.events_delivered.load(Ordering::Relaxed),
-            last_ts_ns: stats.last_ts_ns.load(Ordering::Relaxed),
         }
     }
 }
@@ -643,6 +577,16 @@ fn direct_batch(capacity: usize) -> usize {
     (capacity / 16).clamp(1, 256)
 }
 
+/// The error of a stream that broke after `stats` events.
+fn stream_error(status: &tonic::Status, stats: &ReaderStats) -> MetaLogError {
+    MetaLogError::Stream {
+        code: status.code(),
+        message: status.message().to_string(),
+        events_delivered: stats.events_delivered.load(Ordering::Relaxed),
+        last_ts_ns: stats.last_ts_ns.load(Ordering::Relaxed),
+    }
+}
+
 /// Feeds `batch` and counts it; its newest event ts. `Err(None)` when the
 /// consumer is gone.
 async fn deliver(
@@ -740,7 +684,7 @@ async fn pump(
                 return;
             }
             Err(status) => {
-                let err = MetaLogError::from_stream_status(&status, &stats);
+                let err = stream_error(&status, &stats);
                 feed.send(Msg::Failed(err)).await;
                 return;
             }

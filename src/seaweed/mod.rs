@@ -13,6 +13,7 @@ pub mod filer;
 pub mod lister;
 pub mod logfile;
 pub mod metalog;
+pub mod metalog_error;
 pub mod pool;
 pub mod retention;
 pub mod subscription;
