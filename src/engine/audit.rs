@@ -374,7 +374,7 @@ fn weed_shell(command: &str) -> String {
 pub fn audit_bucket(t: &BucketTtls, buckets_root: &str, day: Duration, now: Nanos) -> Vec<Finding> {
     let b = &t.bucket;
     let mut out = Vec::new();
-    let copy_fix = |what: &str| {
+    let reupload_fix = |what: &str| {
         format!(
             "a TTL written with an object stays with it, and an S3 copy onto itself keeps it: to \
              keep {what}, download it and upload it again once no location TTL covers it (`aws s3 \
@@ -493,7 +493,7 @@ pub fn audit_bucket(t: &BucketTtls, buckets_root: &str, day: Duration, now: Nano
                     )
                 },
                 conflicts,
-                fix: copy_fix("one"),
+                fix: reupload_fix("one"),
             });
         }
     }
@@ -520,7 +520,7 @@ pub fn audit_bucket(t: &BucketTtls, buckets_root: &str, day: Duration, now: Nano
             conflicts: scope_conflicts(b, "", secs, day),
             fix: format!(
                 "remove the location TTL first, so new writes go to volumes without one; then {}",
-                copy_fix("an object they hold")
+                reupload_fix("an object they hold")
             ),
             unsavable: "what the TTL volumes hold goes with them".into(),
         });
