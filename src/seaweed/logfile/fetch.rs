@@ -1,0 +1,313 @@
+//! The volume-server fetcher of log files' chunks: volume lookups through
+//! the filer, cached per volume, and HTTP/1 GETs on a kept-alive connection
+//! per server.
+
+use std::collections::HashMap;
+
+use bytes::Bytes;
+use http_body_util::{BodyExt, Empty};
+use hyper::client::conn::http1::SendRequest;
+use hyper_util::rt::TokioIo;
+use tonic::transport::Channel;
+
+use crate::engine::identity::head_fid;
+use crate::pb::filer_pb::seaweed_filer_client::SeaweedFilerClient;
+use crate::pb::filer_pb::{FileChunk, LogFileChunkRef, LookupVolumeRequest};
+
+use super::format::{LogFileError, MAX_RECORD_BYTES, ref_name};
+
+/// How long a volume server may take to accept a connection: one that is
+/// not reachable from here (an address only the cluster's own network
+/// routes) must hand the read to the filer quickly, not after the kernel's
+/// minutes of SYN retries (docs/meta-log.md#when-a-file-cannot-be-read).
+pub const CONNECT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// How long one chunk (at most a flush of the filer's 8 MB buffer) may
+/// take to arrive once asked for.
+pub const CHUNK_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(60);
+
+/// Reads log files' chunks from the volume servers: volume locations through
+/// the filer's `LookupVolume` (cached per volume), then a plain HTTP GET of
+/// `http://<url>/<fid>` on a kept-alive connection per server.
+pub struct LogFileFetcher {
+    filer: SeaweedFilerClient<Channel>,
+    locations: HashMap<String, Vec<String>>,
+    connections: HashMap<String, SendRequest<Empty<Bytes>>>,
+    /// Bytes fetched so far.
+    pub bytes_fetched: u64,
+    /// Chunks fetched so far.
+    pub chunks_fetched: u64,
+}
+
+impl LogFileFetcher {
+    /// A fetcher that looks volumes up through `filer`.
+    pub fn new(filer: SeaweedFilerClient<Channel>) -> LogFileFetcher {
+        LogFileFetcher {
+            filer,
+            locations: HashMap::new(),
+            connections: HashMap::new(),
+            bytes_fetched: 0,
+            chunks_fetched: 0,
+        }
+    }
+
+    /// The bytes of one ref's file: its chunks in offset order, which must
+    /// tile the file without holes or overlaps.
+    pub async fn read_file(&mut self, r: &LogFileChunkRef) -> Result<Vec<u8>, LogFileError> {
+        let file = ref_name(r);
+        let mut chunks: Vec<&FileChunk> = r.chunks.iter().collect();
+        chunks.sort_by_key(|c| c.offset);
+        // Sizes come from the wire: reserve what they claim only up to a bound,
+        // so a corrupt ref cannot ask for an absurd allocation up front.
+        let claimed: u64 = chunks.iter().map(|c| c.size).sum();
+        let mut out = Vec::with_capacity(claimed.min(u64::from(MAX_RECORD_BYTES)) as usize);
+        for c in chunks {
+            let data = self.read_chunk(&file, c, out.len() as u64).await?;
+            out.extend_from_slice(&data);
+        }
+        Ok(out)
+    }
+
+    /// One chunk of `file`, which must start at byte `expected` (the end of
+    /// the chunks before it), as plain bytes.
+    pub async fn read_chunk(
+        &mut self,
+        file: &str,
+        c: &FileChunk,
+        expected: u64,
+    ) -> Result<Bytes, LogFileError> {
+        let fid = head_fid(c);
+        let unsupported = |reason: &str| LogFileError::UnsupportedChunk {
+            file: file.to_string(),
+            fid: fid.clone(),
+            reason: reason.to_string(),
+        };
+        if !c.cipher_key.is_empty() {
+            return Err(unsupported(
+                "is encrypted (filer -encryptVolumeData); direct reads cannot decrypt it, use a plain SubscribeMetadata",
+            ));
+        }
+        if c.is_chunk_manifest {
+            return Err(unsupported(
+                "is a chunk manifest; direct reads do not resolve manifests, use a plain SubscribeMetadata",
+            ));
+        }
+        if u64::try_from(c.offset).ok() != Some(expected) {
+            return Err(LogFileError::ChunkLayout {
+                file: file.to_string(),
+                fid,
+                offset: c.offset,
+                expected,
+            });
+        }
+        let data = self.fetch(file, &fid).await?;
+        if data.len() as u64 != c.size {
+            return Err(LogFileError::Fetch {
+                file: file.to_string(),
+                message: format!(
+                    "got {} bytes, the chunk has {} (is_compressed {}); a volume server answered with something else",
+                    data.len(),
+                    c.size,
+                    c.is_compressed
+                ),
+                fid,
+            });
+        }
+        Ok(data)
+    }
+
+    /// One chunk's bytes from the first of its volume's servers that has it.
+    async fn fetch(&mut self, file: &str, fid: &str) -> Result<Bytes, LogFileError> {
+        let urls = self.locate(file, fid).await?;
+        let mut failures = Vec::new();
+        for url in urls {
+            match self.get(&url, fid).await {
+                Ok(b) => {
+                    self.bytes_fetched += b.len() as u64;
+                    self.chunks_fetched += 1;
+                    return Ok(b);
+                }
+                Err(e) => failures.push(format!("http://{url}/{fid}: {e}")),
+            }
+        }
+        // The volume may have moved: look it up again next time.
+        if let Some((volume, _)) = fid.split_once(',') {
+            self.locations.remove(volume);
+        }
+        Err(LogFileError::Fetch {
+            file: file.to_string(),
+            fid: fid.to_string(),
+            message: failures.join("; "),
+        })
+    }
+
+    /// The servers of `fid`'s volume, through the filer's `LookupVolume`.
+    async fn locate(&mut self, file: &str, fid: &str) -> Result<Vec<String>, LogFileError> {
+        let volume = fid.split_once(',').map_or(fid, |(v, _)| v).to_string();
+        if let Some(urls) = self.locations.get(&volume) {
+            return Ok(urls.clone());
+        }
+        let err = |message: String| LogFileError::Lookup {
+            file: file.to_string(),
+            fid: fid.to_string(),
+            volume: volume.clone(),
+            message,
+        };
+        let resp = self
+            .filer
+            .lookup_volume(LookupVolumeRequest {
+                volume_ids: vec![volume.clone()],
+            })
+            .await
+            .map_err(|s| {
+                err(format!(
+                    "LookupVolume failed: {:?}: {}",
+                    s.code(),
+                    s.message()
+                ))
+            })?
+            .into_inner();
+        let urls: Vec<String> = resp
+            .locations_map
+            .get(&volume)
+            .map(|l| l.locations.iter().map(|l| l.url.clone()).collect())
+            .unwrap_or_default();
+        if urls.is_empty() {
+            return Err(err(
+                "LookupVolume found no server holding it (volume deleted or its servers down)"
+                    .into(),
+            ));
+        }
+        self.locations.insert(volume, urls.clone());
+        Ok(urls)
+    }
+
+    /// `GET http://<url>/<fid>` on the server's kept-alive connection (made
+    /// once, again after a failure). No `Accept-Encoding`: a volume server
+    /// hands a stored-compressed needle out decompressed to such a request
+    /// (docs/meta-log.md#direct-log-file-reads).
+    async fn get(&mut self, url: &str, fid: &str) -> Result<Bytes, String> {
+        let result = match tokio::time::timeout(CHUNK_TIMEOUT, self.get_once(url, fid)).await {
+            Ok(r) => r,
+            Err(_) => Err(format!("no answer within {CHUNK_TIMEOUT:?}")),
+        };
+        if result.is_err() {
+            self.connections.remove(url);
+        }
+        result
+    }
+
+    async fn get_once(&mut self, url: &str, fid: &str) -> Result<Bytes, String> {
+        let send = match self.connections.get_mut(url) {
+            Some(s) if !s.is_closed() => s,
+            _ => {
+                let stream =
+                    tokio::time::timeout(CONNECT_TIMEOUT, tokio::net::TcpStream::connect(url))
+                        .await
+                        .map_err(|_| format!("connect: no answer within {CONNECT_TIMEOUT:?}"))?
+                        .map_err(|e| format!("connect: {e}"))?;
+                let _ = stream.set_nodelay(true);
+                let (send, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
+                    .await
+                    .map_err(|e| format!("handshake: {e}"))?;
+                // Ends when the connection closes or `send` is dropped.
+                tokio::spawn(async move {
+                    let _ = conn.await;
+                });
+                self.connections
+                    .entry(url.to_string())
+                    .insert_entry(send)
+                    .into_mut()
+            }
+        };
+        send.ready().await.map_err(|e| format!("connection: {e}"))?;
+        let req = hyper::Request::builder()
+            .method("GET")
+            .uri(format!("/{fid}"))
+            .header(hyper::header::HOST, url)
+            .body(Empty::<Bytes>::new())
+            .map_err(|e| format!("request: {e}"))?;
+        let resp = send
+            .send_request(req)
+            .await
+            .map_err(|e| format!("send: {e}"))?;
+        let status = resp.status();
+        let gzip = resp
+            .headers()
+            .get(hyper::header::CONTENT_ENCODING)
+            .is_some_and(|v| v.as_bytes().eq_ignore_ascii_case(b"gzip"));
+        // Into one buffer of the announced length: collecting the frames and
+        // then joining them held every chunk twice at its peak, and the
+        // 8 MB copies kept glibc's heap from shrinking between chunks
+        // (docs/due-index.md#memory).
+        let announced = resp
+            .headers()
+            .get(hyper::header::CONTENT_LENGTH)
+            .and_then(|v| v.to_str().ok()?.parse::<usize>().ok())
+            .unwrap_or(0);
+        let mut body = Vec::with_capacity(announced.min(MAX_RECORD_BYTES as usize));
+        let mut frames = resp.into_body();
+        while let Some(frame) = frames.frame().await {
+            let frame = frame.map_err(|e| format!("read body: {e}"))?;
+            if let Some(data) = frame.data_ref() {
+                body.extend_from_slice(data);
+            }
+        }
+        let body = Bytes::from(body);
+        if !status.is_success() {
+            return Err(format!(
+                "HTTP {status}: {}",
+                String::from_utf8_lossy(&body[..body.len().min(200)])
+            ));
+        }
+        if gzip {
+            return Err("answered gzip-encoded although not asked to".into());
+        }
+        Ok(body)
+    }
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+
+    pub(crate) fn lazy_fetcher() -> LogFileFetcher {
+        // Nothing listens there: a test that reaches the network fails.
+        let channel = Channel::from_static("http://127.0.0.1:1").connect_lazy();
+        LogFileFetcher::new(SeaweedFilerClient::new(channel))
+    }
+
+    #[tokio::test]
+    async fn unreadable_chunks_are_refused_naming_file_and_chunk() {
+        let mut f = lazy_fetcher();
+        let chunk = |offset, size, cipher: &[u8]| FileChunk {
+            file_id: format!("3,0{offset}"),
+            offset,
+            size,
+            cipher_key: cipher.to_vec(),
+            ..Default::default()
+        };
+        let r = |chunks| LogFileChunkRef {
+            chunks,
+            file_ts_ns: 7,
+            filer_id: "abc".into(),
+        };
+        let err = f.read_file(&r(vec![chunk(0, 4, b"k")])).await.unwrap_err();
+        assert!(
+            matches!(&err, LogFileError::UnsupportedChunk { file, fid, .. } if file == "filer abc file_ts_ns 7" && fid == "3,00"),
+            "{err:?}"
+        );
+        let err = f.read_file(&r(vec![chunk(4, 4, b"")])).await.unwrap_err();
+        assert!(
+            matches!(
+                err,
+                LogFileError::ChunkLayout {
+                    offset: 4,
+                    expected: 0,
+                    ..
+                }
+            ),
+            "{err:?}"
+        );
+    }
+}
