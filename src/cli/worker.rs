@@ -1,5 +1,6 @@
 //! `s3-lifecycled worker --admin HOST:PORT[.GRPC]`: the plugin worker of
-//! `weed admin` (the session itself lives in `crate::plugin::worker`).
+//! `weed admin` (the worker itself lives in `crate::plugin::worker`, its
+//! stream session in `crate::plugin::session`).
 //! Exit codes: 0 after SIGTERM/SIGINT, 2 configuration.
 
 use std::path::PathBuf;
