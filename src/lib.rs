@@ -13,7 +13,8 @@
 //!   (`StatusSnapshot`, `ShardPhase`, `DeleteCounts`, `RunOutcome`,
 //!   `MatchDecision`).
 //! - [`pass`]: the daily pass. PURE: `plan` (the `PassPlan`, recovery
-//!   triggers), `retry`, `shard_run` (the per-shard state machine), `migrate`
+//!   triggers), `retry`, `shard_plan` (what a shard recovers or walks), `shard_run` (the
+//!   per-shard state machine), `migrate`
 //!   (Go cursor import). Actors and adapters: `coordinator`, `actors` (16
 //!   long-lived supervised ShardActors with a process-wide restart budget, each
 //!   with Walker and Replay children), `dispatch`, `ports`, `observe`.

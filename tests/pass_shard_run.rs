@@ -18,10 +18,8 @@ use s3_lifecycled::engine::{CallResult, DeleteOutcome};
 use s3_lifecycled::lifecycle::FlatRule;
 use s3_lifecycled::pass::plan::{PassPlan, RecoveryReason};
 use s3_lifecycled::pass::report::ShardOutcome;
-use s3_lifecycled::pass::shard_run::{
-    DeleteTicket, LookupAnswer, ReplayItem, ShardRun, Work, coverage_walkers, plan_shard,
-    progress_key, replay_matches,
-};
+use s3_lifecycled::pass::shard_plan::{coverage_walkers, plan_shard, progress_key, replay_matches};
+use s3_lifecycled::pass::shard_run::{DeleteTicket, LookupAnswer, ReplayItem, ShardRun, Work};
 use s3_lifecycled::pb::filer_pb::{Entry, FuseAttributes};
 use s3_lifecycled::status::MatchDecision;
 

@@ -31,7 +31,7 @@ use crate::pass::ports::ClusterPort;
 use crate::pass::reclaim;
 use crate::pass::report::{PassResult, ShardOutcome, ShardReport, ShardResult};
 use crate::pass::retry::{RetryPolicy, drain_bound};
-use crate::pass::shard_run::plan_shard;
+use crate::pass::shard_plan::plan_shard;
 use crate::status::RunOutcome;
 use crate::telemetry;
 

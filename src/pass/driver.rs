@@ -24,7 +24,8 @@ use crate::pass::plan::{self, PassPlan};
 use crate::pass::ports::ClusterPort;
 use crate::pass::report::{ReplayRead, ShardOutcome, ShardReport, ShardResult};
 use crate::pass::retry::DRAIN_TIMEOUT;
-use crate::pass::shard_run::{self, ReplayItem, ShardPlan, WalkRole};
+use crate::pass::shard_plan::{self, ShardPlan, WalkRole};
+use crate::pass::shard_run::ReplayItem;
 use crate::status::ShardPhase;
 use crate::telemetry;
 
@@ -313,9 +314,9 @@ impl Driver {
                         .collect();
                     if !covering.is_empty() && !covering.contains(&s) {
                         let extra =
-                            shard_run::coverage_walkers(s, &item.replay_owners(bucket), &covering);
+                            shard_plan::coverage_walkers(s, &item.replay_owners(bucket), &covering);
                         if !extra.is_empty() {
-                            let matches = shard_run::replay_matches(
+                            let matches = shard_plan::replay_matches(
                                 &self.plan,
                                 bucket,
                                 walk::evaluate(&self.plan.recovery, bucket, &item, now),

@@ -22,7 +22,7 @@ use crate::engine::EMPTY_HASH;
 use crate::engine::cursor::ActionProgress;
 use crate::engine::cursor::{BucketCursor, CURSOR_VERSION, GoCursor, ShardCursor};
 use crate::pass::plan::PassPlan;
-use crate::pass::shard_run::progress_key;
+use crate::pass::shard_plan::progress_key;
 
 /// The outcome of importing one shard's Go cursor.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -19,6 +19,7 @@ pub mod reclaim;
 pub mod records;
 pub mod report;
 pub mod retry;
+pub mod shard_plan;
 pub mod shard_run;
 
 /// A new pass id: 16 lowercase hex digits, in every log line, journal record

@@ -1,0 +1,194 @@
+//! The end of a shard's run: its report, and the cursor it saves, built from
+//! what the walk and the replay resolved.
+
+use super::*;
+
+impl ShardRun {
+    /// Ends the pass. `stream_end` is the ts of the last event the stream
+    /// delivered when it ended normally, else `None`. Returns the report and,
+    /// unless the shard failed, the cursor to save.
+    pub fn finish(mut self, stream_end: Option<Nanos>) -> (ShardReport, Option<ShardCursor>) {
+        let plan = self.plan.clone();
+        let end = if self.stopped() { None } else { stream_end };
+        let had_tracker = self.tracker.is_some();
+        // Walker work a stop left queued never went out.
+        for (_, t) in std::mem::take(&mut self.queue) {
+            if let DeleteTicket::Walk { bucket, owed, .. } = t {
+                self.walks.entry(bucket).or_default().owe(owed);
+            }
+        }
+        let progress: BTreeMap<ActionKey, ActionProgress> = self
+            .tracker
+            .take()
+            .map(|t| t.finish(end).into_iter().collect())
+            .unwrap_or_default();
+        let outcome = if self.failed.is_some() {
+            ShardOutcome::Failed
+        } else if self.halted.is_some() || !self.walk_failures.is_empty() {
+            ShardOutcome::Halted
+        } else {
+            ShardOutcome::Completed
+        };
+        let rules: BTreeSet<(String, String)> = plan
+            .recovery
+            .actions()
+            .map(|a| (a.bucket().to_string(), a.rule_hash().to_hex()))
+            .collect();
+        let report = ShardReport {
+            shard: self.shard,
+            outcome,
+            buckets: plan.recovery.buckets().len(),
+            rules: rules.len(),
+            counters: self.counters.clone(),
+            walker_ran: !self.walks.is_empty(),
+            recovery: self
+                .shard_plan
+                .recover
+                .iter()
+                .map(|(b, r)| (b.clone(), *r))
+                .collect(),
+            halt_reason: self
+                .halted
+                .clone()
+                .or_else(|| self.failed.clone())
+                .or_else(|| {
+                    self.walk_failures.iter().next().map(|(b, why)| {
+                        format!("walk of bucket {b} did not finish (replay went on): {why}")
+                    })
+                }),
+            walk_failures: self
+                .walk_failures
+                .iter()
+                .map(|(b, r)| (b.clone(), r.clone()))
+                .collect(),
+        };
+        if self.failed.is_some() {
+            return (report, None);
+        }
+        let old = self.persisted.take();
+        let mut buckets = BTreeMap::new();
+        if let Some(o) = &old {
+            for (name, b) in &o.buckets {
+                if plan.keep.contains(name) {
+                    buckets.insert(name.clone(), b.clone());
+                }
+            }
+        }
+        for bucket in plan.buckets() {
+            let prev = old.as_ref().and_then(|o| o.buckets.get(bucket));
+            let recovering = self.shard_plan.recover.contains_key(bucket);
+            if self.failed_recovery.contains(bucket) || (recovering && !had_tracker) {
+                // Keep the old state so the next pass recovers again, with
+                // where its walk resumes
+                // (docs/design-deviations.md#resumable-recovery-walks).
+                let resume = if recovering {
+                    self.next_resume(bucket)
+                } else {
+                    None
+                };
+                let backlog = self.backlog(bucket, recovering);
+                match prev {
+                    Some(p) => {
+                        let mut kept = p.clone();
+                        if recovering {
+                            kept.walk_resume = resume;
+                        }
+                        kept.backlog = backlog;
+                        buckets.insert(bucket.to_string(), kept);
+                    }
+                    None if resume.is_some() || !backlog.actions.is_empty() => {
+                        buckets.insert(
+                            bucket.to_string(),
+                            BucketCursor::walk_placeholder(resume, backlog),
+                        );
+                    }
+                    None => {}
+                }
+                continue;
+            }
+            let rules: BTreeMap<String, ActionProgress> = progress
+                .iter()
+                .filter(|(k, _)| &*k.bucket == bucket)
+                .map(|(k, p)| {
+                    let mut p = p.clone();
+                    // The forecast names rules by ID (docs/forecast.md).
+                    if let Some(t) = p.pending.as_mut() {
+                        t.rule_id = plan
+                            .replay
+                            .as_ref()
+                            .and_then(|r| r.bucket(bucket))
+                            .and_then(|b| b.action(k.rule_hash, k.kind))
+                            .map(|a| a.rule().id.clone())
+                            .unwrap_or_default();
+                    }
+                    (progress_key(k), p)
+                })
+                .collect();
+            if rules.is_empty() && plan.has_replay(bucket) {
+                // Halted before replay was set up: nothing new is known.
+                if let Some(p) = prev {
+                    buckets.insert(bucket.to_string(), p.clone());
+                }
+                continue;
+            }
+            let halted = self
+                .halted
+                .clone()
+                .or_else(|| self.walk_failures.get(bucket).cloned());
+            let walked = self.walk_succeeded(bucket);
+            let last_walked_ns = if walked {
+                plan.now
+            } else {
+                prev.map_or(0, |p| p.last_walked_ns)
+            };
+            buckets.insert(
+                bucket.to_string(),
+                BucketCursor {
+                    ts_ns: rules.values().map(|p| p.ts).min().unwrap_or(plan.now),
+                    rule_set_hash: plan
+                        .rule_set_hash
+                        .get(bucket)
+                        .copied()
+                        .unwrap_or(EMPTY_HASH),
+                    promoted_hash: plan
+                        .promoted_hash
+                        .get(bucket)
+                        .copied()
+                        .unwrap_or(EMPTY_HASH),
+                    last_walked_ns,
+                    completed_ns: if halted.is_none() {
+                        plan.observed_until
+                    } else {
+                        prev.map_or(0, |p| p.completed_ns)
+                    },
+                    halted,
+                    rules,
+                    walk_resume: None,
+                    backlog: self.backlog(bucket, false),
+                },
+            );
+        }
+        let ts_ns = buckets
+            .values()
+            .filter(|b| !b.rules.is_empty())
+            .map(|b| b.ts_ns)
+            .min()
+            .unwrap_or_else(|| old.as_ref().map_or(0, |o| o.ts_ns));
+        let last_walked_ns = buckets
+            .values()
+            .map(|b| b.last_walked_ns)
+            .max()
+            .unwrap_or(0);
+        let cursor = ShardCursor {
+            version: CURSOR_VERSION,
+            shard_id: self.shard,
+            updated_ns: 0,
+            ts_ns,
+            rule_set_hash: plan.global_rule_set_hash,
+            promoted_hash: plan.global_promoted_hash,
+            last_walked_ns,
+            buckets,
+        };
+        (report, Some(cursor))
+    }
+}
