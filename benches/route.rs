@@ -7,7 +7,8 @@ use std::hint::black_box;
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use prost::Message;
-use s3_lifecycled::engine::route::{MetaEvent, route};
+use s3_lifecycled::engine::event::MetaEvent;
+use s3_lifecycled::engine::route::route;
 use s3_lifecycled::engine::{BucketConfig, Snapshot, TimeConfig, Versioning, keys};
 use s3_lifecycled::lifecycle::FlatRule;
 use s3_lifecycled::pb::filer_pb::{

@@ -328,7 +328,8 @@ async fn a_stopped_pass_is_truncated_sends_nothing_and_saves_every_cursor() {
 use std::collections::{BTreeSet, HashSet};
 use std::time::Duration;
 
-use s3_lifecycled::engine::route::{DeferredLookup, Expect, route};
+use s3_lifecycled::engine::matches::{DeferredLookup, Expect};
+use s3_lifecycled::engine::route::route;
 use s3_lifecycled::engine::{MetaEvent, Snapshot};
 use s3_lifecycled::pass::actors::{
     BeginPass, Drain, Finish, GetShardInfo, RESTART_BUDGET, ReplayEvent, ShardActor, ShardInfo,

@@ -9,7 +9,7 @@ use std::time::Duration;
 use proptest::prelude::*;
 use s3_lifecycled::engine::cursor::ShardCursor;
 use s3_lifecycled::engine::keys;
-use s3_lifecycled::engine::route::{DeferredLookup, Expect, PendingMatch};
+use s3_lifecycled::engine::matches::{DeferredLookup, Expect, PendingMatch};
 use s3_lifecycled::engine::{
     ActionKind, BucketConfig, DueRounding, EntryIdentity, Match, Nanos, Snapshot, TimeConfig,
     Versioning, promoted_hash_by_bucket, replay_content_hash_by_bucket,

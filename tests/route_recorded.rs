@@ -9,9 +9,10 @@ mod common;
 
 use std::collections::BTreeMap;
 
-use s3_lifecycled::engine::route::{
-    DeferredLookup, Expect, Match, MetaEvent, resolve_deferred, route,
-};
+use s3_lifecycled::engine::deferred::resolve_deferred;
+use s3_lifecycled::engine::event::{MetaEvent, locate};
+use s3_lifecycled::engine::matches::{DeferredLookup, Expect, Match};
+use s3_lifecycled::engine::route::route;
 use s3_lifecycled::engine::versions::{ext_str, mtime_ns, noncurrent_since_of};
 use s3_lifecycled::engine::{
     ActionKind, BucketConfig, EntryIdentity, Snapshot, TimeConfig, Versioning, keys, shard_id,
@@ -307,9 +308,7 @@ fn displaced_bare_null_version_is_found_by_a_deferred_lookup() {
         let touched_bare = events::load_action_events(scenario)
             .iter()
             .flat_map(MetaEvent::all_from_response)
-            .any(|ev| {
-                s3_lifecycled::engine::route::locate(ROOT, &ev).is_some_and(|(_, key)| key == "k1")
-            });
+            .any(|ev| locate(ROOT, &ev).is_some_and(|(_, key)| key == "k1"));
         assert!(!touched_bare, "{scenario}: the bare k1 got an event");
 
         let bucket = bucket_of(scenario);

@@ -12,9 +12,11 @@ pub mod audit;
 pub mod check;
 pub mod compile;
 pub mod cursor;
+pub mod deferred;
 pub mod delete;
 pub mod due_index;
 pub mod evaluate;
+pub mod event;
 pub mod explain;
 pub mod filter;
 pub mod forecast;
@@ -23,6 +25,7 @@ pub mod identity;
 pub mod journal;
 pub mod keys;
 pub mod lock;
+pub mod matches;
 pub mod merge;
 pub mod names;
 pub mod pending;
@@ -43,17 +46,17 @@ pub use action::{ActionKind, RuleMode};
 pub use compile::{
     ActionKey, BucketConfig, BucketView, CompiledAction, Snapshot, Versioning, rule_action_kinds,
 };
+pub use deferred::{null_still_displaced, resolve_deferred};
 pub use delete::{CallResult, DeleteOutcome, DeleteRequest};
 pub use evaluate::ObjectInfo;
+pub use event::MetaEvent;
 pub use hashes::{
     EMPTY_HASH, max_effective_ttl, max_effective_ttl_by_bucket, promoted_hash,
     promoted_hash_by_bucket, replay_content_hash, replay_content_hash_by_bucket,
 };
 pub use identity::EntryIdentity;
-pub use route::{
-    DeferredLookup, Expect, Match, MetaEvent, PendingMatch, Routed, null_still_displaced,
-    resolve_deferred,
-};
+pub use matches::{DeferredLookup, Expect, Match, PendingMatch};
+pub use route::Routed;
 pub use rule_hash::{RuleHash, rule_hash};
 pub use shard::{SHARD_COUNT, shard_id};
 pub use time::{DueRounding, Nanos, TimeConfig};

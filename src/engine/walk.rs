@@ -16,7 +16,7 @@
 //!   Go expires stale parts (docs/design-deviations.md#parts-are-not-objects).
 
 use crate::engine::evaluate::{ObjectInfo, due_at, fires};
-use crate::engine::route::Match;
+use crate::engine::matches::Match;
 use crate::engine::versions::{expand_versions, mtime_known, mtime_ns, size_of};
 use crate::engine::{
     ActionKind, CompiledAction, EntryIdentity, Nanos, RuleMode, Snapshot, TimeConfig, filter, keys,

@@ -24,11 +24,11 @@ use crate::engine::cursor::ActionProgress;
 use crate::engine::cursor::{
     BacklogCount, BucketCursor, CURSOR_VERSION, ShardCursor, WalkBacklog, WalkResume,
 };
+use crate::engine::deferred::{null_still_displaced, resolve_deferred};
 use crate::engine::delete::{CallResult, DeleteOutcome, DeleteRequest, halt_reason};
 use crate::engine::progress::{Decision, ProgressTracker, Ticket, subject_of};
 use crate::engine::reclaim::freed_bytes;
 use crate::engine::resume::{WalkProgress, later};
-use crate::engine::route::{null_still_displaced, resolve_deferred};
 use crate::engine::{
     ActionKey, ActionKind, EMPTY_HASH, Match, Nanos, PendingMatch, RuleHash, Versioning,
 };
@@ -720,7 +720,7 @@ impl ShardRun {
 }
 
 /// What the filer said to a [`Work::Lookup`]: the match's entry and, for a
-/// displaced null version ([`crate::engine::route::DeferredLookup::folder`]),
+/// displaced null version ([`crate::engine::matches::DeferredLookup::folder`]),
 /// its key's `.versions` folder. The shell fetches both; the decision is
 /// [`ShardRun::lookup_done`]'s.
 #[derive(Debug, Clone)]
@@ -732,7 +732,7 @@ pub struct LookupAnswer {
 }
 
 /// One unit of work for the window: a delete, or a deferred match that needs
-/// a filer lookup first ([`crate::engine::route::resolve_deferred`]).
+/// a filer lookup first ([`crate::engine::deferred::resolve_deferred`]).
 #[derive(Debug, Clone, PartialEq)]
 pub enum Work {
     /// Send this delete.
