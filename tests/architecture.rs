@@ -919,3 +919,95 @@ fn no_circles_between_top_level_modules() {
             .join("\n")
     );
 }
+
+// Rooms of one concept: no file of src/ holds more than MAX_FILE_LINES lines
+// before its tests. A file past it has grown a second concept; cut it where
+// the concepts part (ARCHITECTURE.md, "Rooms").
+
+const MAX_FILE_LINES: usize = 800;
+
+/// The lines of `code` before its first `#[cfg(test)]` item.
+fn non_test_lines(code: &str) -> usize {
+    code.lines()
+        .take_while(|l| l.trim() != "#[cfg(test)]")
+        .count()
+}
+
+/// Files (relative to `root`) that a `#[cfg(test)] mod name;` declares:
+/// test code kept in a file of its own, and every file below it.
+fn test_only_files(root: &Path, files: &[PathBuf]) -> BTreeSet<String> {
+    let mut out = BTreeSet::new();
+    for f in files {
+        let rel = f.strip_prefix(root).unwrap().to_string_lossy().into_owned();
+        let dir = {
+            let m = module_of(&rel);
+            if m.is_empty() {
+                String::new()
+            } else {
+                format!("{}/", m.join("/"))
+            }
+        };
+        let text = fs::read_to_string(f).unwrap();
+        let lines: Vec<&str> = text.lines().map(str::trim).collect();
+        for w in lines.windows(2) {
+            if w[0] != "#[cfg(test)]" {
+                continue;
+            }
+            let decl = w[1]
+                .trim_start_matches("pub(crate) ")
+                .trim_start_matches("pub ");
+            if let Some(name) = decl.strip_prefix("mod ").and_then(|d| d.strip_suffix(';')) {
+                out.insert(format!("{dir}{name}.rs"));
+                out.insert(format!("{dir}{name}/"));
+            }
+        }
+    }
+    out
+}
+
+/// Every file of `root` over `max` lines before its tests, with its count.
+fn oversized(root: &Path, max: usize) -> Vec<(String, usize)> {
+    let mut files = Vec::new();
+    rust_files(root, &mut files);
+    let tests = test_only_files(root, &files);
+    files
+        .iter()
+        .filter_map(|f| {
+            let rel = f.strip_prefix(root).unwrap().to_string_lossy().into_owned();
+            let in_tests = tests
+                .iter()
+                .any(|t| rel == *t || (t.ends_with('/') && rel.starts_with(t.as_str())));
+            let n = non_test_lines(&fs::read_to_string(f).unwrap());
+            (!in_tests && n > max).then_some((rel, n))
+        })
+        .collect()
+}
+
+#[test]
+fn no_file_over_800_lines_before_its_tests() {
+    let big = oversized(&src(), MAX_FILE_LINES);
+    assert!(
+        big.is_empty(),
+        "files over {MAX_FILE_LINES} lines before their tests (ARCHITECTURE.md, \"Rooms\"): \
+         cut each where its concepts part: {big:?}"
+    );
+}
+
+#[test]
+fn size_check_counts_up_to_the_tests_and_skips_test_files() {
+    let big = "fn a() {}\n".repeat(5);
+    let root = tree(
+        "sizes",
+        &[
+            ("lib.rs", "mod big;\nmod small;\n"),
+            ("big.rs", &format!("{big}#[cfg(test)]\nmod tests;\n")),
+            ("big/tests.rs", &big),
+            (
+                "small.rs",
+                &format!("fn a() {{}}\n#[cfg(test)]\nmod t {{\n{big}}}\n"),
+            ),
+        ],
+    );
+    assert_eq!(oversized(&root, 4), vec![("big.rs".to_string(), 5)]);
+    assert!(oversized(&root, 5).is_empty());
+}
