@@ -13,11 +13,12 @@
 //!   (`StatusSnapshot`, `ShardPhase`, `DeleteCounts`, `RunOutcome`,
 //!   `MatchDecision`).
 //! - [`pass`]: the daily pass. PURE: `plan` (the `PassPlan`, recovery
-//!   triggers), `retry`, `shard_plan` (what a shard recovers or walks), `shard_run` (the
-//!   per-shard state machine), `migrate`
-//!   (Go cursor import). Actors and adapters: `coordinator`, `actors` (16
-//!   long-lived supervised ShardActors with a process-wide restart budget, each
-//!   with Walker and Replay children), `dispatch`, `ports`, `observe`.
+//!   triggers), `retry`, `shard_plan` (what a shard recovers or walks),
+//!   `shard_run` (the per-shard state machine), `migrate` (Go cursor import),
+//!   `report` (what a pass did). Started only through `runner` (`PassRunner`).
+//!   Actors and adapters: `coordinator`, `actors` (16 long-lived supervised
+//!   ShardActors with a process-wide restart budget, each with Walker and
+//!   Replay children), `dispatch`, `ports`, `cluster`, `observe`.
 //! - [`clock`]: the wall clock, for display and bookkeeping only.
 //! - [`pb`]: generated protobuf/gRPC code for the SeaweedFS filer, the S3
 //!   lifecycle service and our admin API.

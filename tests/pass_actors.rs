@@ -25,6 +25,7 @@ use s3_lifecycled::pass::observe::PassObserver;
 use s3_lifecycled::pass::options::{PassOptions, StopSignal};
 use s3_lifecycled::pass::ports::{ClusterPort, EventStream};
 use s3_lifecycled::pass::report::ShardOutcome;
+use s3_lifecycled::pass::runner::PassRunner;
 use s3_lifecycled::pb::filer_pb::{Entry, FuseAttributes};
 use s3_lifecycled::seaweed::buckets::{BucketScan, bucket_info};
 use s3_lifecycled::status::RunOutcome;
@@ -1133,7 +1134,12 @@ async fn forecast_refresh_after_a_pass_reads_no_cursor_and_matches_the_saved_one
     // The passes' `now`s are fixed dates past the wall clock.
     settings.service.allow_future_now = true;
     let time = settings.time.time_config();
-    let service = Service::new(coord, board.clone(), settings, (0..16).collect());
+    let service = Service::new(
+        PassRunner::over(coord),
+        board.clone(),
+        settings,
+        (0..16).collect(),
+    );
     // Start-up: no pass result yet, the 16 cursors are read.
     service.attach_controls(cluster.clone(), obs.clone()).await;
     assert_eq!(

@@ -4,21 +4,21 @@
 //! Exit codes: 0 completed, 3 a shard halted, 1 runtime error, 2 configuration.
 
 use std::path::PathBuf;
-use std::sync::Arc;
 
 use clap::Args;
 use serde_json::json;
 use time::OffsetDateTime;
 use time::format_description::well_known::Rfc3339;
 
+use crate::cli::run_error;
 use crate::cli::{EXIT_ERROR, EXIT_HALTED, EXIT_OK, EXIT_USAGE};
 use crate::config::{Settings, parse_shards};
 use crate::engine::Nanos;
-use crate::pass::cluster::{ConnectError, connect_cluster};
-use crate::pass::coordinator::{Coordinator, RunPass};
+use crate::pass::observe::PassObserver;
 use crate::pass::options::PassOptions;
 use crate::pass::report::PassResult;
 use crate::pass::report::{Counters, ShardOutcome};
+use crate::pass::runner::PassRunner;
 use crate::status::RunOutcome;
 
 /// `run-once` flags.
@@ -207,37 +207,22 @@ async fn pass_with(
     json: bool,
     tls: Option<crate::seaweed::tls::ClientTls>,
 ) -> i32 {
-    {
-        let (cluster, deletes) = match connect_cluster(&s, tls).await {
-            Ok(c) => c,
-            Err(ConnectError::Config(e)) => return usage(e),
-            Err(ConnectError::Unreachable(e)) => {
-                eprintln!("error: {e}");
-                return EXIT_ERROR;
-            }
-        };
-        let coordinator =
-            actix::Actor::start(Coordinator::new(Arc::new(cluster), Arc::new(deletes)));
-        let run_id = crate::pass::new_run_id();
-        let opts = PassOptions {
-            now,
-            shards,
-            dry_run,
-            settings: s,
-            run_id: run_id.clone(),
-            stop: Default::default(),
-        };
-        match coordinator.send(RunPass(opts)).await {
-            Ok(Ok(result)) => report(&result, &run_id, dry_run, json),
-            Ok(Err(e)) => {
-                eprintln!("error: {e}");
-                EXIT_ERROR
-            }
-            Err(e) => {
-                eprintln!("error: coordinator stopped: {e}");
-                EXIT_ERROR
-            }
-        }
+    let runner = match PassRunner::connect(&s, tls, PassObserver::default()).await {
+        Ok(r) => r,
+        Err(e) => return run_error(e),
+    };
+    let run_id = crate::pass::new_run_id();
+    let opts = PassOptions {
+        now,
+        shards,
+        dry_run,
+        settings: s,
+        run_id: run_id.clone(),
+        stop: Default::default(),
+    };
+    match runner.run(opts).await {
+        Ok(result) => report(&result, &run_id, dry_run, json),
+        Err(e) => run_error(e),
     }
 }
 

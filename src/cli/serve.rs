@@ -23,9 +23,9 @@ use crate::config::{Settings, parse_shards};
 use crate::http::{self, HttpState, Readiness};
 use crate::metrics::Metrics;
 use crate::pass::cluster::{ConnectError, connect_cluster};
-use crate::pass::coordinator::Coordinator;
 use crate::pass::observe::{PassObserver, StatusBoard};
 use crate::pass::ports::ClusterPort;
+use crate::pass::runner::PassRunner;
 use crate::seaweed::tls::ClientTls;
 use crate::service::{Backend, Service};
 
@@ -203,12 +203,8 @@ async fn serve(
         metrics: metrics.clone(),
         board: Some(board.clone()),
     };
-    let coordinator = actix::Actor::start(Coordinator::with_observer(
-        cluster.clone(),
-        Arc::new(deletes),
-        obs.clone(),
-    ));
-    let service = Service::new(coordinator, board.clone(), s.clone(), shards);
+    let runner = PassRunner::start(cluster.clone(), Arc::new(deletes), obs.clone());
+    let service = Service::new(runner, board.clone(), s.clone(), shards);
     if let Some(tls) = tls.clone() {
         // Rotation without restart: certificates re-read before every pass
         // (docs/tls.md#rotation).

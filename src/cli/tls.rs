@@ -6,7 +6,7 @@ use crate::cli::{
     EXIT_TLS_CLIENT_CERT, EXIT_TLS_EXPIRED, EXIT_TLS_NAME, EXIT_TLS_OTHER, EXIT_TLS_REQUIRED,
     EXIT_TLS_UNKNOWN_CA,
 };
-use crate::seaweed::tls::{ClientTls, speaks_tls};
+use crate::seaweed::tls::{ClientTls, first_tls_cause};
 use crate::seaweed::tls_failure::TlsFailure;
 
 /// The exit code of a TLS failure.
@@ -21,28 +21,9 @@ pub fn exit_code(f: &TlsFailure) -> i32 {
     }
 }
 
-/// After a failed pass: whether TLS was the cause. With TLS configured, the
-/// last handshake failure; without, whether one of `addrs` answers TLS
-/// (plaintext against a TLS port only shows as "connection closed").
-/// Returns the message to print and the exit code.
+/// After a failed pass: whether TLS was the cause
+/// ([`first_tls_cause`]). Returns the message to print and the exit code.
 pub async fn diagnose(tls: Option<&ClientTls>, addrs: &[&str]) -> Option<(String, i32)> {
-    match tls {
-        Some(t) => {
-            for a in addrs {
-                if let Some(f) = t.diagnose(a).await {
-                    return Some((f.message(a), exit_code(&f)));
-                }
-            }
-            None
-        }
-        None => {
-            for a in addrs {
-                if speaks_tls(a).await {
-                    let f = TlsFailure::Required;
-                    return Some((f.message(a), exit_code(&f)));
-                }
-            }
-            None
-        }
-    }
+    let (addr, f) = first_tls_cause(tls, addrs).await?;
+    Some((f.message(&addr), exit_code(&f)))
 }

@@ -19,6 +19,7 @@ pub mod reclaim;
 pub mod records;
 pub mod report;
 pub mod retry;
+pub mod runner;
 pub mod shard_plan;
 pub mod shard_run;
 

@@ -8,10 +8,10 @@ use std::time::Duration;
 
 use tokio::sync::watch;
 
-use crate::pass::coordinator::{Coordinator, RunPass};
 use crate::pass::observe::{PassObserver, StatusBoard};
 use crate::pass::options::{PassOptions, StopSignal};
 use crate::pass::report::PassResult;
+use crate::pass::runner::PassRunner;
 use crate::pb::plugin::{
     ExecuteJobRequest, JobProgressUpdate, JobResult, JobState, worker_to_admin_message::Body as Out,
 };
@@ -128,21 +128,16 @@ async fn execute(shared: &Shared, r: ExecuteJobRequest, job_id: &str, stop: Stop
         Ok(t) => t,
         Err(e) => return fail(e.to_string()),
     };
-    let (cluster, deletes) = match crate::pass::cluster::connect_cluster(&s, tls).await {
-        Ok(c) => c,
-        Err(e) => return fail(e.to_string()),
-    };
     let (snap_tx, snap_rx) = watch::channel(StatusSnapshot::default());
     let board = Arc::new(StatusBoard::new(snap_tx));
     let obs = PassObserver {
         metrics: shared.metrics.clone(),
         board: Some(board.clone()),
     };
-    let coordinator = actix::Actor::start(Coordinator::with_observer(
-        Arc::new(cluster),
-        Arc::new(deletes),
-        obs,
-    ));
+    let runner = match PassRunner::connect(&s, tls, obs).await {
+        Ok(r) => r,
+        Err(e) => return fail(e.to_string()),
+    };
     let run_id = crate::pass::new_run_id();
     board.pass_started(&run_id, &plan.shards);
     let opts = PassOptions {
@@ -159,10 +154,7 @@ async fn execute(shared: &Shared, r: ExecuteJobRequest, job_id: &str, stop: Stop
         job_id.to_string(),
         snap_rx,
     ));
-    let result = match coordinator.send(RunPass(opts)).await {
-        Ok(r) => r,
-        Err(e) => Err(format!("coordinator stopped: {e}")),
-    };
+    let result = runner.run(opts).await.map_err(|e| e.to_string());
     reporter.abort();
     board.pass_finished(&run_id, &result);
     match result {

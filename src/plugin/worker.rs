@@ -26,7 +26,7 @@ use crate::plugin::http::WorkerStats;
 use crate::plugin::session::session;
 use crate::plugin::shared::Shared;
 use crate::plugin::state_dir::StateDir;
-use crate::seaweed::tls::{ClientTls, speaks_tls};
+use crate::seaweed::tls::{ClientTls, tls_cause};
 use crate::seaweed::tls_failure::TlsFailure;
 
 /// Pause before dialling again after the stream ended (the admin advises 5 s).
@@ -181,16 +181,6 @@ fn admin_tls(s: &Settings) -> Result<Option<ClientTls>, String> {
             "TLS to weed admin from cluster.security_toml ([grpc] ca, [grpc.worker] cert/key): {e}"
         )
     })
-}
-
-/// Whether TLS is why the stream to `addr` failed: with TLS, the last
-/// handshake's failure; without, whether the admin answers TLS (a plaintext
-/// client only sees "connection closed", docs/tls.md#how-failures-surface).
-async fn tls_cause(tls: Option<&ClientTls>, addr: &str) -> Option<TlsFailure> {
-    match tls {
-        Some(t) => t.diagnose(addr).await,
-        None => speaks_tls(addr).await.then_some(TlsFailure::Required),
-    }
 }
 
 /// A TLS failure of the stream to the admin, naming the worker's own

@@ -612,6 +612,30 @@ pub(crate) fn host_port(addr: &str) -> Option<(String, u16)> {
     Some((host.trim_matches(['[', ']']).to_string(), port))
 }
 
+/// Whether TLS is why a call to `addr` failed: with TLS configured, the
+/// handshake's failure ([`ClientTls::diagnose`]); without, whether `addr`
+/// answers TLS, which a plaintext client only sees as "connection closed"
+/// (docs/tls.md#how-failures-surface). `None`: TLS is not the cause.
+pub async fn tls_cause(tls: Option<&ClientTls>, addr: &str) -> Option<TlsFailure> {
+    match tls {
+        Some(t) => t.diagnose(addr).await,
+        None => speaks_tls(addr).await.then_some(TlsFailure::Required),
+    }
+}
+
+/// The first of `addrs` whose failure TLS explains, with that cause.
+pub async fn first_tls_cause(
+    tls: Option<&ClientTls>,
+    addrs: &[&str],
+) -> Option<(String, TlsFailure)> {
+    for a in addrs {
+        if let Some(f) = tls_cause(tls, a).await {
+            return Some((a.to_string(), f));
+        }
+    }
+    None
+}
+
 /// Whether the server at `addr` (`host:port`, optionally `http://`) answers
 /// a TLS handshake. A plaintext gRPC client against a TLS port only sees
 /// "connection closed" (docs/tls.md#observed); this probe turns that into

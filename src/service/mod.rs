@@ -1,13 +1,12 @@
 //! The always-on service behind `s3-lifecycled serve`: the daily schedule
-//! ([`next_start`]), one pass at a time over the long-lived
-//! [`Coordinator`], the [`AdminBackend`] the admin gRPC API calls, and the
+//! ([`next_start`]), one pass at a time through a long-lived
+//! [`PassRunner`], the [`AdminBackend`] the admin gRPC API calls, and the
 //! shutdown sequence (stop dispatching, drain, save cursors, within a deadline).
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
-use actix::Addr;
 use futures::FutureExt as _;
 use futures::future::BoxFuture;
 use tokio::sync::watch;
@@ -17,10 +16,10 @@ use crate::clock::wall_ns;
 use crate::config::{FUTURE_NOW_TOLERANCE, Settings};
 use crate::engine::Nanos;
 use crate::engine::cursor::ShardCursor;
-use crate::pass::coordinator::{Coordinator, RunPass};
 use crate::pass::observe::{PassObserver, StatusBoard};
 use crate::pass::options::{PassOptions, StopSignal};
 use crate::pass::ports::ClusterPort;
+use crate::pass::runner::PassRunner;
 use crate::status::{PassSummary, ServiceState, StatusSnapshot};
 
 const DAY_SECS: i128 = 86_400;
@@ -96,10 +95,10 @@ struct Inner {
 /// (docs/tls.md#rotation).
 pub type BeforePass = Arc<dyn Fn() -> futures::future::BoxFuture<'static, ()> + Send + Sync>;
 
-/// One pass at a time over the coordinator; cheap to share (`Arc`).
+/// One pass at a time through the [`PassRunner`]; cheap to share (`Arc`).
 pub struct Service {
     before_pass: std::sync::OnceLock<BeforePass>,
-    coordinator: Addr<Coordinator>,
+    runner: PassRunner,
     board: Arc<StatusBoard>,
     settings: Settings,
     shards: Vec<u8>,
@@ -111,14 +110,14 @@ pub struct Service {
 impl Service {
     /// A service running `shards` with `settings`, reporting to `board`.
     pub fn new(
-        coordinator: Addr<Coordinator>,
+        runner: PassRunner,
         board: Arc<StatusBoard>,
         settings: Settings,
         shards: Vec<u8>,
     ) -> Arc<Service> {
         Arc::new(Service {
             before_pass: std::sync::OnceLock::new(),
-            coordinator,
+            runner,
             board,
             settings,
             shards,
@@ -278,10 +277,7 @@ impl Service {
             };
             let result = match allowed {
                 Err(e) => Err(e),
-                Ok(()) => match me.coordinator.send(RunPass(opts)).await {
-                    Ok(r) => r,
-                    Err(e) => Err(format!("coordinator stopped: {e}")),
-                },
+                Ok(()) => me.runner.run(opts).await.map_err(|e| e.to_string()),
             };
             match &result {
                 Ok(r) => tracing::info!(

@@ -1,0 +1,94 @@
+//! The one way a pass is started, whatever asked for it (`run-once`, `serve`,
+//! the plugin worker): a [`Coordinator`] over a connected cluster runs it, and
+//! the caller gets the pass's report or a typed reason it could not run.
+//! Rendering the report, and mapping a [`RunError`] to an exit code, is the
+//! caller's.
+
+use std::sync::Arc;
+
+use actix::{Actor, Addr};
+
+use crate::config::Settings;
+use crate::engine::delete::DeleteRequest;
+use crate::pass::cluster::{ConnectError, connect_cluster};
+use crate::pass::coordinator::{Coordinator, RunPass};
+use crate::pass::dispatch::DeletePort;
+use crate::pass::observe::PassObserver;
+use crate::pass::options::PassOptions;
+use crate::pass::ports::ClusterPort;
+use crate::pass::report::PassResult;
+use crate::seaweed::tls::ClientTls;
+
+/// Why a pass did not run, or did not run to a report.
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    /// A setting cannot work, e.g. a malformed address: the operator must
+    /// change it, and retrying does not help.
+    #[error("{0}")]
+    Config(String),
+    /// No filer answered, or discovery failed: retrying later may help.
+    #[error("{0}")]
+    Unreachable(String),
+    /// The pass started and could not go on (e.g. its bucket scan failed);
+    /// it saved no cursor past anything it did not resolve.
+    #[error("{0}")]
+    Failed(String),
+    /// The coordinator's mailbox closed: the actor system is going down.
+    #[error("coordinator stopped: {0}")]
+    Stopped(#[from] actix::MailboxError),
+}
+
+impl From<ConnectError> for RunError {
+    fn from(e: ConnectError) -> Self {
+        match e {
+            ConnectError::Config(m) => RunError::Config(m),
+            ConnectError::Unreachable(m) => RunError::Unreachable(m),
+        }
+    }
+}
+
+/// Runs passes over one cluster, one at a time per caller. Cheap to clone:
+/// every clone drives the same Coordinator and its 16 ShardActors.
+#[derive(Clone)]
+pub struct PassRunner {
+    coordinator: Addr<Coordinator>,
+}
+
+impl PassRunner {
+    /// A runner over an already connected cluster, reporting to `obs`.
+    pub fn start(
+        cluster: Arc<dyn ClusterPort>,
+        deletes: Arc<dyn DeletePort<DeleteRequest>>,
+        obs: PassObserver,
+    ) -> Self {
+        PassRunner {
+            coordinator: Coordinator::with_observer(cluster, deletes, obs).start(),
+        }
+    }
+
+    /// A runner over a coordinator started elsewhere (tests drive a
+    /// Coordinator over fake ports).
+    pub fn over(coordinator: Addr<Coordinator>) -> Self {
+        PassRunner { coordinator }
+    }
+
+    /// Connects the cluster `s` names (discovery, the store signature, the
+    /// gateways) and starts a runner over it.
+    pub async fn connect(
+        s: &Settings,
+        tls: Option<ClientTls>,
+        obs: PassObserver,
+    ) -> Result<Self, RunError> {
+        let (cluster, deletes) = connect_cluster(s, tls).await?;
+        Ok(PassRunner::start(Arc::new(cluster), Arc::new(deletes), obs))
+    }
+
+    /// Runs one pass to its report. A report is returned for every pass
+    /// that reached its shards, halted or truncated ones included.
+    pub async fn run(&self, opts: PassOptions) -> Result<PassResult, RunError> {
+        self.coordinator
+            .send(RunPass(opts))
+            .await?
+            .map_err(RunError::Failed)
+    }
+}
