@@ -260,6 +260,9 @@ impl Coordinator {
         .with_gate(gate)
         .with_admit(admit)
         .with_record(record)
+        .one_at_a_time(Arc::new(|r: &DeleteRequest| {
+            format!("{}/{}", r.bucket, r.object_path)
+        }))
         .start();
         let refresh = s.pass.config_refresh;
         let watcher = (!refresh.is_zero()).then(|| {

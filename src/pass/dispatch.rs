@@ -4,7 +4,8 @@
 //! by message (awaited `send`, never `do_send`, so an outcome — possibly a halt
 //! signal — is never dropped on a full mailbox).
 
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use actix::prelude::*;
@@ -73,6 +74,54 @@ pub struct Outcome<C: Send + 'static, T: Send + 'static> {
 /// the pure `plan::RuleChanges::still_due`.
 pub type Gate<C> = Arc<dyn Fn(&C) -> Option<String> + Send + Sync>;
 
+/// The object a call acts on: calls with the same key are sent one after
+/// another, never at once (docs/lifecycle-delete.md#one-object-at-a-time).
+pub type CallKey<C> = Arc<dyn Fn(&C) -> String + Send + Sync>;
+
+/// One lock per call key, held from before a call's first attempt until its
+/// final answer. An entry lives only while a call holds or waits for it.
+#[derive(Default, Clone)]
+struct KeyedLocks(Arc<Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>>);
+
+/// A held key; dropping it lets the next call of the key go.
+struct KeyGuard {
+    locks: KeyedLocks,
+    key: String,
+    lock: Arc<tokio::sync::Mutex<()>>,
+    held: Option<tokio::sync::OwnedMutexGuard<()>>,
+}
+
+impl KeyedLocks {
+    async fn lock(&self, key: String) -> KeyGuard {
+        let lock = self
+            .0
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .entry(key.clone())
+            .or_default()
+            .clone();
+        let held = Some(lock.clone().lock_owned().await);
+        KeyGuard {
+            locks: self.clone(),
+            key,
+            lock,
+            held,
+        }
+    }
+}
+
+impl Drop for KeyGuard {
+    fn drop(&mut self) {
+        self.held.take();
+        let mut map = self.locks.0.lock().unwrap_or_else(|e| e.into_inner());
+        // The map and this guard are the only holders: nobody waits. Clones
+        // are taken under the map's lock, so the count cannot grow meanwhile.
+        if Arc::strong_count(&self.lock) == 2 {
+            map.remove(&self.key);
+        }
+    }
+}
+
 /// Sends deletes with bounded concurrency, rate limiting and retries.
 pub struct DeleteDispatcher<C: Send + 'static> {
     port: Arc<dyn DeletePort<C>>,
@@ -83,6 +132,7 @@ pub struct DeleteDispatcher<C: Send + 'static> {
     gate: Option<Gate<C>>,
     admit: Option<Gate<C>>,
     record: Option<Record<C>>,
+    one_at_a_time: Option<(CallKey<C>, KeyedLocks)>,
 }
 
 /// Told every call that was sent, once, with its final result (the
@@ -107,7 +157,19 @@ impl<C: Send + Sync + 'static> DeleteDispatcher<C> {
             gate: None,
             admit: None,
             record: None,
+            one_at_a_time: None,
         }
+    }
+
+    /// Sends calls with the same `key` one after another. Two shards of a
+    /// pass can send the same delete (coverage walkers,
+    /// docs/design-deviations.md#walk-coverage); sent at once, the gateway
+    /// can act on both, which stacks a second delete marker on a versioned
+    /// key. One after the other, the second finds the entry gone or changed
+    /// and is answered NOOP_RESOLVED.
+    pub fn one_at_a_time(mut self, key: CallKey<C>) -> Self {
+        self.one_at_a_time = Some((key, KeyedLocks::default()));
+        self
     }
 
     /// Calls `record` once per call that was sent (not dry runs, not
@@ -157,6 +219,7 @@ impl<C: Send + Sync + 'static, T: Send + 'static> Handler<Dispatch<C, T>> for De
         let gate = self.gate.clone();
         let admit = self.admit.clone();
         let record = self.record.clone();
+        let one_at_a_time = self.one_at_a_time.clone();
         // A Send future on the runtime's pool: I/O never blocks the arbiter.
         tokio::spawn(async move {
             let Dispatch {
@@ -165,6 +228,11 @@ impl<C: Send + Sync + 'static, T: Send + 'static> Handler<Dispatch<C, T>> for De
                 reply_to,
                 span,
             } = msg;
+            // Taken before a slot, so a waiting call holds none.
+            let _key = match &one_at_a_time {
+                Some((key, locks)) => Some(locks.lock(key(&call)).await),
+                None => None,
+            };
             let withdrawn = |call: &C| gate.as_ref().and_then(|g| g(call));
             let (result, attempts, limiter_wait) = match slots.acquire_owned().await {
                 Ok(_permit) if withdrawn(&call).is_some() => (
@@ -418,6 +486,58 @@ mod tests {
         assert_eq!(out.len(), 50);
         let peak = port.peak.load(Ordering::SeqCst);
         assert!((1..=4).contains(&peak), "peak {peak}");
+    }
+
+    /// Sends `calls` through a dispatcher of 4 slots that sends calls of
+    /// the same value one at a time; answers every outcome.
+    async fn run_keyed(port: Arc<Script>, calls: &[u32]) -> Vec<(u64, CallResult, u32)> {
+        let got = Arc::new(Mutex::new(Vec::new()));
+        let col = Collector { got: got.clone() }.start();
+        let policy = RetryPolicy {
+            attempts: 3,
+            initial: Duration::from_millis(1),
+            max: Duration::from_millis(4),
+            call_timeout: Duration::from_secs(5),
+        };
+        let d = DeleteDispatcher::new(port, None, 4, policy, false)
+            .one_at_a_time(Arc::new(|c: &u32| c.to_string()))
+            .start();
+        for (t, c) in calls.iter().enumerate() {
+            d.send(Dispatch {
+                call: *c,
+                ticket: t as u64,
+                reply_to: col.clone().recipient(),
+                span: tracing::Span::none(),
+            })
+            .await
+            .unwrap();
+        }
+        for _ in 0..500 {
+            if got.lock().unwrap().len() == calls.len() {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        let v = got.lock().unwrap().clone();
+        v
+    }
+
+    /// Two shards' identical deletes, sent at once, let the gateway stack a
+    /// second delete marker on one versioned key
+    /// (e2e_edge::versioned_shard_subsets_expire_each_version_once).
+    #[actix::test]
+    async fn same_object_deletes_sent_at_once_stacked_two_delete_markers() {
+        let port = script(vec![]);
+        let out = run_keyed(port.clone(), &[7; 12]).await;
+        assert_eq!(out.len(), 12);
+        assert_eq!(port.calls.load(Ordering::SeqCst), 12);
+        assert_eq!(port.peak.load(Ordering::SeqCst), 1, "same key sent at once");
+        // Other keys still go side by side, within the slots.
+        let port = script(vec![]);
+        let out = run_keyed(port.clone(), &[1, 2, 3, 4, 5, 6, 7, 8]).await;
+        assert_eq!(out.len(), 8);
+        let peak = port.peak.load(Ordering::SeqCst);
+        assert!((2..=4).contains(&peak), "peak {peak}");
     }
 
     /// A gateway that accepts and never answers.
