@@ -518,8 +518,7 @@ mod tests {
             }
             tokio::time::sleep(Duration::from_millis(5)).await;
         }
-        let v = got.lock().unwrap().clone();
-        v
+        got.lock().unwrap().clone()
     }
 
     /// Two shards' identical deletes, sent at once, let the gateway stack a
