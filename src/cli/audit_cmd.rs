@@ -53,12 +53,8 @@ pub async fn audit_with(
 
 /// Runs `audit`; returns the exit code.
 pub fn run(args: &AuditArgs) -> i32 {
-    let s = match args.source.settings() {
-        Ok(s) => s,
-        Err(code) => return code,
-    };
-    let rt = match crate::cli::one_shot_runtime() {
-        Ok(rt) => rt,
+    let (s, rt) = match args.source.settings_and_runtime() {
+        Ok(v) => v,
         Err(code) => return code,
     };
     let done = rt.block_on(async {

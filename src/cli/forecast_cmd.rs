@@ -90,12 +90,8 @@ pub fn run(args: &ForecastArgs) -> i32 {
             }
         };
     }
-    let s = match args.source.settings() {
-        Ok(s) => s,
-        Err(code) => return code,
-    };
-    let rt = match crate::cli::one_shot_runtime() {
-        Ok(rt) => rt,
+    let (s, rt) = match args.source.settings_and_runtime() {
+        Ok(v) => v,
         Err(code) => return code,
     };
     let loaded = rt.block_on(async {

@@ -44,17 +44,13 @@ pub fn run(args: &JournalArgs) -> i32 {
             return EXIT_USAGE;
         }
     };
-    let s = match args.source.settings() {
-        Ok(s) => s,
-        Err(code) => return code,
-    };
     let filter = JournalFilter {
         bucket: args.bucket.clone(),
         key_prefix: args.key_prefix.clone(),
         since_ns,
     };
-    let rt = match crate::cli::one_shot_runtime() {
-        Ok(rt) => rt,
+    let (s, rt) = match args.source.settings_and_runtime() {
+        Ok(v) => v,
         Err(code) => return code,
     };
     match rt.block_on(read(&s, &filter)) {
@@ -141,12 +137,8 @@ pub fn run_explain(args: &ExplainArgs) -> i32 {
         eprintln!("error: {e}");
         return EXIT_USAGE;
     }
-    let s = match args.source.settings() {
-        Ok(s) => s,
-        Err(code) => return code,
-    };
-    let rt = match crate::cli::one_shot_runtime() {
-        Ok(rt) => rt,
+    let (s, rt) = match args.source.settings_and_runtime() {
+        Ok(v) => v,
         Err(code) => return code,
     };
     match rt.block_on(explain(

@@ -195,6 +195,14 @@ impl FilerSource {
             EXIT_USAGE
         })
     }
+
+    /// [`FilerSource::settings`] and a [`one_shot_runtime`] to read the
+    /// filer with; `Err` is the exit code, after printing why.
+    pub(crate) fn settings_and_runtime(
+        &self,
+    ) -> Result<(crate::config::Settings, tokio::runtime::Runtime), i32> {
+        Ok((self.settings()?, one_shot_runtime()?))
+    }
 }
 
 /// Settings from `config` (and the environment), with `--filer` (a list)
