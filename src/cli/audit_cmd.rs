@@ -4,7 +4,6 @@
 //! only reads.
 
 use std::fmt::Write;
-use std::path::PathBuf;
 
 use clap::Args;
 
@@ -16,13 +15,11 @@ use crate::seaweed::ttl_scan;
 
 /// `s3-lifecycled audit`.
 #[derive(Debug, Clone, Args)]
+#[command(mut_arg("config", |a| a.help("Configuration file (`cluster.*`, `audit.*`, `time.day`)")))]
 pub struct AuditArgs {
-    /// Configuration file (`cluster.*`, `audit.*`, `time.day`).
-    #[arg(long, value_name = "FILE")]
-    pub config: Option<PathBuf>,
-    /// Filer gRPC address (overrides `cluster.filer`).
-    #[arg(long, value_name = "HOST:PORT")]
-    pub filer: Option<String>,
+    /// Where the filer is.
+    #[command(flatten)]
+    pub source: crate::cli::FilerSource,
     /// Only this bucket.
     #[arg(long)]
     pub bucket: Option<String>,
@@ -56,12 +53,8 @@ pub async fn audit_with(
 
 /// Runs `audit`; returns the exit code.
 pub fn run(args: &AuditArgs) -> i32 {
-    let s = match crate::cli::filer_settings(args.config.as_deref(), args.filer.as_deref()) {
-        Ok(s) => s,
-        Err(code) => return code,
-    };
-    let rt = match crate::cli::one_shot_runtime() {
-        Ok(rt) => rt,
+    let (s, rt) = match args.source.settings_and_runtime() {
+        Ok(v) => v,
         Err(code) => return code,
     };
     let done = rt.block_on(async {

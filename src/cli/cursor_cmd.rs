@@ -65,10 +65,8 @@ pub enum CursorCommand {
 }
 
 fn settings(t: &CursorTarget) -> Result<(Settings, Vec<u8>), String> {
-    let mut s = Settings::load(t.config.as_deref(), std::env::vars()).map_err(|e| e.to_string())?;
-    if let Some(f) = &t.filer {
-        s.cluster.filer = crate::cli::run_once::split_list(f);
-    }
+    let s = crate::cli::load_settings(t.config.as_deref(), t.filer.as_deref())
+        .map_err(|e| e.to_string())?;
     let shards = parse_shards(&t.shards).map_err(|m| format!("flag --shards: {m}"))?;
     Ok((s, shards))
 }

@@ -15,13 +15,11 @@ use crate::status::format_time;
 
 /// `s3-lifecycled forecast`.
 #[derive(Debug, Clone, Args)]
+#[command(mut_arg("config", |a| a.help("Configuration file (`cluster.filer`, `cursor.dir`, `time.*`)")))]
 pub struct ForecastArgs {
-    /// Configuration file (`cluster.filer`, `cursor.dir`, `time.*`).
-    #[arg(long, value_name = "FILE")]
-    pub config: Option<PathBuf>,
-    /// Filer gRPC address (overrides `cluster.filer`).
-    #[arg(long, value_name = "HOST:PORT")]
-    pub filer: Option<String>,
+    /// Where the filer is.
+    #[command(flatten)]
+    pub source: crate::cli::FilerSource,
     /// Only this bucket.
     #[arg(long)]
     pub bucket: Option<String>,
@@ -72,7 +70,7 @@ pub fn run(args: &ForecastArgs) -> i32 {
     if args.admin.is_some() {
         let address = crate::cli::admin_client::AdminAddress {
             admin: args.admin.clone(),
-            config: args.config.clone(),
+            config: args.source.config.clone(),
             admin_token_file: args.admin_token_file.clone(),
         };
         let explicit_now = args.now.as_ref().map(|_| now);
@@ -92,12 +90,8 @@ pub fn run(args: &ForecastArgs) -> i32 {
             }
         };
     }
-    let s = match crate::cli::filer_settings(args.config.as_deref(), args.filer.as_deref()) {
-        Ok(s) => s,
-        Err(code) => return code,
-    };
-    let rt = match crate::cli::one_shot_runtime() {
-        Ok(rt) => rt,
+    let (s, rt) = match args.source.settings_and_runtime() {
+        Ok(v) => v,
         Err(code) => return code,
     };
     let loaded = rt.block_on(async {

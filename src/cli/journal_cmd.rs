@@ -2,8 +2,6 @@
 //! rule, read straight from the deletion journal in the filer
 //! (docs/filer-layout.md#journal); no running service needed.
 
-use std::path::PathBuf;
-
 use clap::Args;
 
 use super::{EXIT_ERROR, EXIT_OK, EXIT_USAGE};
@@ -14,13 +12,11 @@ use crate::status::format_time;
 
 /// `s3-lifecycled journal`.
 #[derive(Debug, Clone, Args)]
+#[command(mut_arg("config", |a| a.help("Configuration file (`cluster.filer`, `cursor.dir`)")))]
 pub struct JournalArgs {
-    /// Configuration file (`cluster.filer`, `cursor.dir`).
-    #[arg(long, value_name = "FILE")]
-    pub config: Option<PathBuf>,
-    /// Filer gRPC address (overrides `cluster.filer`).
-    #[arg(long, value_name = "HOST:PORT")]
-    pub filer: Option<String>,
+    /// Where the filer is.
+    #[command(flatten)]
+    pub source: crate::cli::FilerSource,
     /// Only this bucket.
     #[arg(long)]
     pub bucket: Option<String>,
@@ -48,17 +44,13 @@ pub fn run(args: &JournalArgs) -> i32 {
             return EXIT_USAGE;
         }
     };
-    let s = match crate::cli::filer_settings(args.config.as_deref(), args.filer.as_deref()) {
-        Ok(s) => s,
-        Err(code) => return code,
-    };
     let filter = JournalFilter {
         bucket: args.bucket.clone(),
         key_prefix: args.key_prefix.clone(),
         since_ns,
     };
-    let rt = match crate::cli::one_shot_runtime() {
-        Ok(rt) => rt,
+    let (s, rt) = match args.source.settings_and_runtime() {
+        Ok(v) => v,
         Err(code) => return code,
     };
     match rt.block_on(read(&s, &filter)) {
@@ -124,13 +116,11 @@ fn line(e: &JournalEntry) -> String {
 
 /// `s3-lifecycled explain`.
 #[derive(Debug, Clone, Args)]
+#[command(mut_arg("config", |a| a.help("Configuration file (`cluster.filer`, `cursor.dir`, `time.*`)")))]
 pub struct ExplainArgs {
-    /// Configuration file (`cluster.filer`, `cursor.dir`, `time.*`).
-    #[arg(long, value_name = "FILE")]
-    pub config: Option<PathBuf>,
-    /// Filer gRPC address (overrides `cluster.filer`).
-    #[arg(long, value_name = "HOST:PORT")]
-    pub filer: Option<String>,
+    /// Where the filer is.
+    #[command(flatten)]
+    pub source: crate::cli::FilerSource,
     /// The bucket.
     pub bucket: String,
     /// The object key.
@@ -147,12 +137,8 @@ pub fn run_explain(args: &ExplainArgs) -> i32 {
         eprintln!("error: {e}");
         return EXIT_USAGE;
     }
-    let s = match crate::cli::filer_settings(args.config.as_deref(), args.filer.as_deref()) {
-        Ok(s) => s,
-        Err(code) => return code,
-    };
-    let rt = match crate::cli::one_shot_runtime() {
-        Ok(rt) => rt,
+    let (s, rt) = match args.source.settings_and_runtime() {
+        Ok(v) => v,
         Err(code) => return code,
     };
     match rt.block_on(explain(

@@ -185,17 +185,45 @@ pub(crate) fn one_shot_runtime() -> Result<tokio::runtime::Runtime, i32> {
         })
 }
 
+/// `--config` and `--filer` of the commands that read the filer directly.
+/// Each command names the keys it reads in the help of its `--config`
+/// (`#[command(mut_arg("config", …))]`), so only the flags are shared here.
+#[derive(Debug, Clone, clap::Args)]
+pub struct FilerSource {
+    /// Configuration file.
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    /// Filer gRPC address (overrides `cluster.filer`).
+    #[arg(long, value_name = "HOST:PORT")]
+    pub filer: Option<String>,
+}
+
+impl FilerSource {
+    /// [`load_settings`] of these flags; `Err(EXIT_USAGE)` after printing
+    /// why.
+    pub(crate) fn settings(&self) -> Result<crate::config::Settings, i32> {
+        load_settings(self.config.as_deref(), self.filer.as_deref()).map_err(|e| {
+            eprintln!("error: {e}");
+            EXIT_USAGE
+        })
+    }
+
+    /// [`FilerSource::settings`] and a [`one_shot_runtime`] to read the
+    /// filer with; `Err` is the exit code, after printing why.
+    pub(crate) fn settings_and_runtime(
+        &self,
+    ) -> Result<(crate::config::Settings, tokio::runtime::Runtime), i32> {
+        Ok((self.settings()?, one_shot_runtime()?))
+    }
+}
+
 /// Settings from `config` (and the environment), with `--filer` (a list)
-/// over `cluster.filer`: for the commands that read the filer directly.
-/// `Err(EXIT_USAGE)` after printing why.
-pub(crate) fn filer_settings(
+/// over `cluster.filer`.
+pub(crate) fn load_settings(
     config: Option<&std::path::Path>,
     filer: Option<&str>,
-) -> Result<crate::config::Settings, i32> {
-    let mut s = crate::config::Settings::load(config, std::env::vars()).map_err(|e| {
-        eprintln!("error: {e}");
-        EXIT_USAGE
-    })?;
+) -> Result<crate::config::Settings, crate::config::ConfigError> {
+    let mut s = crate::config::Settings::load(config, std::env::vars())?;
     if let Some(f) = filer {
         s.cluster.filer = run_once::split_list(f);
     }

@@ -18,6 +18,7 @@ use crate::status::format_time;
 
 /// `s3-lifecycled rules preview`.
 #[derive(Debug, Clone, Args)]
+#[command(mut_arg("config", |a| a.help("Configuration file (`cluster.*`, `time.*`)")))]
 pub struct PreviewArgs {
     /// The lifecycle document (XML); `-` reads standard input.
     pub file: PathBuf,
@@ -33,12 +34,9 @@ pub struct PreviewArgs {
     /// One JSON document on stdout instead of text.
     #[arg(long)]
     pub json: bool,
-    /// Configuration file (`cluster.*`, `time.*`).
-    #[arg(long, value_name = "FILE")]
-    pub config: Option<PathBuf>,
-    /// Filer gRPC address (overrides `cluster.filer`).
-    #[arg(long, value_name = "HOST:PORT")]
-    pub filer: Option<String>,
+    /// Where the filer is.
+    #[command(flatten)]
+    pub source: crate::cli::FilerSource,
 }
 
 /// Runs `rules preview`; returns the exit code.
@@ -98,11 +96,8 @@ fn prepare(args: &PreviewArgs) -> Result<Prepared, String> {
             errors.join("\n")
         ));
     }
-    let mut s =
-        Settings::load(args.config.as_deref(), std::env::vars()).map_err(|e| e.to_string())?;
-    if let Some(f) = &args.filer {
-        s.cluster.filer = crate::cli::run_once::split_list(f);
-    }
+    let s = crate::cli::load_settings(args.source.config.as_deref(), args.source.filer.as_deref())
+        .map_err(|e| e.to_string())?;
     Ok((s, config.flatten(), at))
 }
 

@@ -86,7 +86,7 @@ impl Settings {
         &self,
         env: impl IntoIterator<Item = (String, String)>,
     ) -> Result<Option<TlsFiles>, ConfigError> {
-        let server_name = Some(self.tls.server_name.trim().to_string()).filter(|s| !s.is_empty());
+        let server_name = self.tls_server_name();
         let path = |s: &str| Some(PathBuf::from(s.trim())).filter(|p| !p.as_os_str().is_empty());
         let st = self.cluster.security_toml.trim();
         if st.is_empty() {
@@ -163,8 +163,7 @@ impl Settings {
                 ca: PathBuf::from(ca),
                 cert: Some(PathBuf::from(cert)),
                 key: Some(PathBuf::from(key)),
-                server_name: Some(self.tls.server_name.trim().to_string())
-                    .filter(|s| !s.is_empty()),
+                server_name: self.tls_server_name(),
             }));
         }
         if !get("grpc.admin.cert").is_empty() && !get("grpc.admin.key").is_empty() {
@@ -244,6 +243,12 @@ impl Settings {
 }
 
 impl Settings {
+    /// `tls.server_name`, `None` when empty: the name the gRPC servers'
+    /// certificates must carry, whichever source the TLS material comes from.
+    fn tls_server_name(&self) -> Option<String> {
+        Some(self.tls.server_name.trim().to_string()).filter(|s| !s.is_empty())
+    }
+
     /// The file `cluster.security_toml` names, read; `None` when it names none.
     fn security_toml(
         &self,

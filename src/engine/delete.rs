@@ -299,10 +299,11 @@ pub fn halt_reason(req: &DeleteRequest, result: &CallResult) -> String {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
-    fn identity() -> EntryIdentity {
+    /// The identity the delete tests here and in `crate::seaweed::delete` send.
+    pub(crate) fn identity() -> EntryIdentity {
         EntryIdentity {
             mtime_ns: 5,
             size: 10,
@@ -311,7 +312,8 @@ mod tests {
         }
     }
 
-    fn req(kind: ActionKind, path: &str, version: &str) -> DeleteRequest {
+    /// A request for bucket `b` with [`identity`].
+    pub(crate) fn req(kind: ActionKind, path: &str, version: &str) -> DeleteRequest {
         DeleteRequest {
             bucket: "b".into(),
             object_path: path.into(),

@@ -220,11 +220,13 @@ pub fn observe(
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use std::time::Duration;
 
-    fn time() -> TimeConfig {
+    /// A 2400 ns day without rounding: the clock of the due-index, tally and
+    /// forecast tests.
+    pub(crate) fn time() -> TimeConfig {
         TimeConfig {
             day: Duration::from_nanos(2400),
             rounding: DueRounding::None,

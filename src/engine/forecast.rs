@@ -265,17 +265,10 @@ pub fn forecast(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::engine::DueRounding;
     use crate::engine::due_index::DueIndex;
-    use crate::engine::pending::{Observed, PassRead, rebuild};
-    use std::time::Duration;
-
-    fn time() -> TimeConfig {
-        TimeConfig {
-            day: Duration::from_nanos(2400),
-            rounding: DueRounding::None,
-        }
-    }
+    use crate::engine::due_index::tests::time;
+    use crate::engine::pending::Observed;
+    use crate::engine::pending::tests::first_tally;
 
     #[test]
     fn days_out_of_range_name_the_range() {
@@ -293,18 +286,7 @@ mod tests {
         use crate::engine::cursor::ActionProgress;
         use crate::engine::cursor::BucketCursor;
         let t = time();
-        let mut tally = rebuild(
-            None,
-            None,
-            &DueIndex::empty(&t, 0),
-            &t,
-            PassRead {
-                start_ts: 0,
-                own: &[],
-                limit: None,
-            },
-            &Observed::new(),
-        );
+        let mut tally = first_tally(&DueIndex::empty(&t, 0), 0, &Observed::new());
         tally.rule_id = "r1".into();
         tally.spans.insert(
             100,

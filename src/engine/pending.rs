@@ -216,15 +216,25 @@ pub fn rebuild(
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
-    use std::time::Duration;
+    use crate::engine::due_index::tests::time;
 
-    fn time() -> TimeConfig {
-        TimeConfig {
-            day: Duration::from_nanos(2400),
-            rounding: DueRounding::None,
-        }
+    /// The tally of a first pass (no earlier tally or index) that read from
+    /// `start_ts` to the end of the meta-log.
+    pub(crate) fn first_tally(index: &DueIndex, start_ts: Nanos, obs: &Observed) -> PendingTally {
+        rebuild(
+            None,
+            None,
+            index,
+            &time(),
+            PassRead {
+                start_ts,
+                own: &[],
+                limit: None,
+            },
+            obs,
+        )
     }
 
     fn idx(through: Nanos, spans: Vec<(Nanos, Nanos, Nanos)>) -> DueIndex {
@@ -250,18 +260,7 @@ mod tests {
         let mut obs = Observed::new();
         observe(&mut obs, &t, 150, 4000, 10);
         observe(&mut obs, &t, 250, 9000, 20);
-        let first = rebuild(
-            None,
-            None,
-            &old_index,
-            &t,
-            PassRead {
-                start_ts: 50,
-                own: &[],
-                limit: None,
-            },
-            &obs,
-        );
+        let first = first_tally(&old_index, 50, &obs);
         assert_eq!(first.bins().map(|b| b.1).sum::<u64>(), 2);
         assert!(first.complete);
         // Next pass reads the first span only: one of its two matches
@@ -317,18 +316,7 @@ mod tests {
             observe(&mut obs, &t, 150, 3000 + i * 2400, 1);
         }
         let new_index = idx(600, vec![(100, 199, 3000)]);
-        let out = rebuild(
-            None,
-            None,
-            &new_index,
-            &t,
-            PassRead {
-                start_ts: 50,
-                own: &[],
-                limit: None,
-            },
-            &obs,
-        );
+        let out = first_tally(&new_index, 50, &obs);
         assert_eq!(out.spans[&100].len(), BINS_PER_SPAN);
         assert_eq!(
             out.bins().map(|b| b.1).sum::<u64>(),
@@ -343,18 +331,7 @@ mod tests {
         observe(&mut obs, &t, 150, 3000, 1);
         observe(&mut obs, &t, 250, 5000, 2);
         let new_index = idx(600, vec![(100, 299, 3000)]);
-        let out = rebuild(
-            None,
-            None,
-            &new_index,
-            &t,
-            PassRead {
-                start_ts: 50,
-                own: &[],
-                limit: None,
-            },
-            &obs,
-        );
+        let out = first_tally(&new_index, 50, &obs);
         assert_eq!(out.spans.keys().copied().collect::<Vec<_>>(), vec![100]);
     }
 
@@ -367,18 +344,7 @@ mod tests {
         }
         let w: W = serde_json::from_str(r#"{"pending": {"v": "x"}}"#).unwrap();
         assert!(w.pending.is_none());
-        let mut tally = rebuild(
-            None,
-            None,
-            &idx(0, vec![]),
-            &time(),
-            PassRead {
-                start_ts: 0,
-                own: &[],
-                limit: None,
-            },
-            &Observed::new(),
-        );
+        let mut tally = first_tally(&idx(0, vec![]), 0, &Observed::new());
         assert!(tally.usable_for(&time()));
         tally.v = 99;
         assert!(!tally.usable_for(&time()));

@@ -666,19 +666,25 @@ impl CapBook {
 mod tests {
     use super::*;
 
+    fn cap_limits(max_deletes: u64, max_fraction: f64) -> CapLimits {
+        CapLimits {
+            max_deletes,
+            max_fraction,
+        }
+    }
+
+    /// How many of `n` deletes in `bucket` the book lets through.
+    fn admitted(book: &mut CapBook, bucket: &str, n: usize) -> usize {
+        (0..n).filter(|_| book.admit(bucket).is_none()).count()
+    }
+
     #[test]
     fn cap_is_the_smaller_setting_and_rounds_down() {
-        let both = CapLimits {
-            max_deletes: 100,
-            max_fraction: 0.25,
-        };
+        let both = cap_limits(100, 0.25);
         assert_eq!(both.cap_for(Some(1000)), Some(100));
         assert_eq!(both.cap_for(Some(10)), Some(2));
         assert_eq!(both.cap_for(None), Some(100));
-        let frac = CapLimits {
-            max_deletes: 0,
-            max_fraction: 0.5,
-        };
+        let frac = cap_limits(0, 0.5);
         assert_eq!(frac.cap_for(Some(7)), Some(3));
         assert_eq!(frac.cap_for(None), None);
         assert!(!CapLimits::default().enabled());
@@ -705,43 +711,31 @@ mod tests {
     /// send the whole cap for one bucket, twice the setting together.
     #[test]
     fn passes_over_disjoint_shard_sets_send_at_most_the_cap_together() {
-        let limits = CapLimits {
-            max_deletes: 10,
-            max_fraction: 0.0,
-        };
+        let limits = cap_limits(10, 0.0);
         let first: Vec<u8> = (0..8).collect();
         let second: Vec<u8> = (8..16).collect();
         let sent = |shards: &[u8]| {
             let mut book = CapBook::new(limits, [("big", 1000)], []).for_shards(shards);
-            (0..100).filter(|_| book.admit("big").is_none()).count()
+            admitted(&mut book, "big", 100)
         };
         assert_eq!(sent(&first) + sent(&second), 10);
         // Uncounted buckets are split too; a pass over all shards is unchanged.
         let mut book = CapBook::new(limits, [], []).for_shards(&first);
-        assert_eq!(
-            (0..100).filter(|_| book.admit("other").is_none()).count(),
-            5
-        );
+        assert_eq!(admitted(&mut book, "other", 100), 5);
         let all: Vec<u8> = (0..16).collect();
         assert_eq!(sent(&all), 10);
         // Approved buckets stay unlimited.
         let mut book = CapBook::new(limits, [("big", 1000)], ["big"]).for_shards(&first);
-        assert_eq!(
-            (0..100).filter(|_| book.admit("big").is_none()).count(),
-            100
-        );
+        assert_eq!(admitted(&mut book, "big", 100), 100);
     }
 
     #[test]
     fn a_bucket_stops_at_exactly_its_cap_and_others_go_on() {
-        let limits = CapLimits {
-            max_deletes: 3,
-            max_fraction: 0.0,
-        };
+        let limits = cap_limits(3, 0.0);
         let mut book = CapBook::new(limits, [("big", 10)], []);
-        let sent = (0..8).filter(|_| book.admit("big").is_none()).count();
+        let sent = admitted(&mut book, "big", 8);
         assert_eq!(sent, 3);
-        assert_eq!((0..3).filter(|_| book.admit("small").is_none()).count(), 3);
+        assert_eq!(admitted(&mut book, "small", 3), 3);
         let held = book.held();
         assert_eq!(held.len(), 1, "{held:?}");
         assert_eq!(
@@ -778,18 +772,12 @@ mod tests {
         let mut ok = CapBook::new(limits, [], ["big"]);
         assert_eq!(ok.carry_holds(std::slice::from_ref(&rec)), ["big"]);
         assert!(ok.admit("big").is_none());
-        let raised = CapLimits {
-            max_deletes: 4,
-            max_fraction: 0.0,
-        };
+        let raised = cap_limits(4, 0.0);
         let mut more = CapBook::new(raised, [], []);
         assert_eq!(more.carry_holds(std::slice::from_ref(&rec)), ["big"]);
         assert!(rec.applies(limits));
         assert!(!rec.applies(CapLimits::default()));
-        let stricter = CapLimits {
-            max_deletes: 2,
-            max_fraction: 0.0,
-        };
+        let stricter = cap_limits(2, 0.0);
         assert!(rec.applies(stricter));
         let back = decode_hold(&rec.to_json(), "big").unwrap();
         assert_eq!(back, rec);
@@ -875,12 +863,9 @@ mod tests {
 
     #[test]
     fn fraction_cap_uses_the_counted_entries() {
-        let limits = CapLimits {
-            max_deletes: 0,
-            max_fraction: 0.5,
-        };
+        let limits = cap_limits(0, 0.5);
         let mut book = CapBook::new(limits, [("b", 4)], []);
-        let sent = (0..4).filter(|_| book.admit("b").is_none()).count();
+        let sent = admitted(&mut book, "b", 4);
         assert_eq!(sent, 2);
         assert!(
             book.held()[0]

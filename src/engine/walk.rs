@@ -310,47 +310,11 @@ fn under_reserved(key: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::engine::route::testkit::{DAY, DM, S, V1, V2, enabled, hash_of, snapshot_with};
     use crate::engine::versions::testkit::*;
-    use crate::engine::{BucketConfig, DueRounding, RuleHash, Versioning};
     use crate::lifecycle::FlatRule;
 
-    const S: i64 = 1_000_000_000;
-    const DAY: i64 = 86_400 * S;
-    const V1: &str = "67129c57f463efb319b449220aef50bb";
-    const V2: &str = "67129c57c458226179466ab670c6e266";
     const V3: &str = "67129c57a000000000000000000000aa";
-    const DM: &str = "67129c575817aaaaaaaaaaaaaaaaaaaa";
-
-    fn enabled(f: impl FnOnce(&mut FlatRule)) -> FlatRule {
-        let mut r = FlatRule {
-            enabled: true,
-            ..FlatRule::default()
-        };
-        f(&mut r);
-        r
-    }
-
-    fn snap(rules: Vec<FlatRule>) -> Snapshot {
-        Snapshot::compile(
-            vec![BucketConfig {
-                name: "b".into(),
-                versioning: Versioning::Enabled,
-                object_lock: false,
-                rules,
-            }],
-            TimeConfig {
-                rounding: DueRounding::None,
-                ..TimeConfig::default()
-            },
-        )
-    }
-
-    fn hash(s: &Snapshot, kind: ActionKind) -> RuleHash {
-        s.actions()
-            .find(|a| a.kind() == kind)
-            .map(|a| a.rule_hash())
-            .expect("kind present")
-    }
 
     fn summary(ms: &[Match]) -> Vec<(ActionKind, &str, &str)> {
         ms.iter()
@@ -369,7 +333,7 @@ mod tests {
 
     #[test]
     fn expiration_days_on_an_object_by_age() {
-        let s = snap(vec![enabled(|r| r.expiration_days = 2)]);
+        let s = snapshot_with(vec![enabled(|r| r.expiration_days = 2)]);
         let e = file("a", 1000, 5);
         let item = WalkItem::Object {
             key: "d/a".into(),
@@ -384,7 +348,7 @@ mod tests {
                 key: "d/a".into(),
                 object_path: "d/a".into(),
                 version_id: String::new(),
-                rule_hash: hash(&s, ActionKind::ExpirationDays),
+                rule_hash: hash_of(&s, ActionKind::ExpirationDays),
                 kind: ActionKind::ExpirationDays,
                 due: 1000 * S + 2 * DAY,
                 identity: EntryIdentity::of(&e),
@@ -397,7 +361,7 @@ mod tests {
 
     #[test]
     fn expiration_date_fires_once_the_date_passes() {
-        let s = snap(vec![enabled(|r| {
+        let s = snapshot_with(vec![enabled(|r| {
             r.expiration_date = Some(time::macros::datetime!(2026-01-01 0:00 UTC));
         })]);
         let date = 1_767_225_600 * S;
@@ -414,7 +378,7 @@ mod tests {
 
     #[test]
     fn directories_and_mpu_parts_are_not_objects() {
-        let s = snap(vec![enabled(|r| r.expiration_days = 1)]);
+        let s = snapshot_with(vec![enabled(|r| r.expiration_days = 1)]);
         let late = 10_000 * DAY;
         let folder_marker = WalkItem::Object {
             key: "dir".into(),
@@ -430,7 +394,7 @@ mod tests {
 
     #[test]
     fn versioned_latest_expires_via_logical_key_and_empty_version_id() {
-        let s = snap(vec![enabled(|r| r.expiration_days = 1)]);
+        let s = snapshot_with(vec![enabled(|r| r.expiration_days = 1)]);
         let files = vec![version(V1, 100, 1).stamped(200 * S), version(V2, 200, 2)];
         let item = versions(folder("k", V2), files.clone(), None);
         let ms = evaluate(&s, "b", &item, 200 * S + DAY);
@@ -441,7 +405,7 @@ mod tests {
 
     #[test]
     fn noncurrent_days_by_age_since_demotion() {
-        let s = snap(vec![enabled(|r| r.noncurrent_days = 3)]);
+        let s = snapshot_with(vec![enabled(|r| r.noncurrent_days = 3)]);
         let files = vec![version(V1, 100, 1).stamped(500 * S), version(V2, 200, 2)];
         let item = versions(folder("k", V2), files.clone(), None);
         assert!(evaluate(&s, "b", &item, 500 * S + 3 * DAY - 1).is_empty());
@@ -453,7 +417,7 @@ mod tests {
 
     #[test]
     fn newer_noncurrent_keeps_the_n_newest_noncurrent_versions() {
-        let s = snap(vec![enabled(|r| r.newer_noncurrent_versions = 1)]);
+        let s = snapshot_with(vec![enabled(|r| r.newer_noncurrent_versions = 1)]);
         // Newest first: V3 (latest), V2, V1, DM-less; keep 1 → V1 goes.
         let files = vec![
             version(V1, 100, 1),
@@ -485,7 +449,7 @@ mod tests {
 
     #[test]
     fn noncurrent_days_with_keep_count_spares_the_newest() {
-        let s = snap(vec![enabled(|r| {
+        let s = snapshot_with(vec![enabled(|r| {
             r.noncurrent_days = 1;
             r.newer_noncurrent_versions = 1;
         })]);
@@ -500,7 +464,7 @@ mod tests {
 
     #[test]
     fn expired_delete_marker_only_when_the_marker_is_the_sole_survivor() {
-        let s = snap(vec![enabled(|r| r.expired_object_delete_marker = true)]);
+        let s = snapshot_with(vec![enabled(|r| r.expired_object_delete_marker = true)]);
         let dm = marker(DM, 300);
         let alone = versions(folder("k", DM), vec![dm.clone()], None);
         let ms = evaluate(&s, "b", &alone, 0);
@@ -528,7 +492,7 @@ mod tests {
 
     #[test]
     fn entries_without_mtime_are_skipped_and_counted_never_matched() {
-        let s = snap(vec![enabled(|r| {
+        let s = snapshot_with(vec![enabled(|r| {
             r.expiration_days = 1;
             r.noncurrent_days = 1;
             r.abort_mpu_days = 1;
@@ -568,7 +532,7 @@ mod tests {
 
     #[test]
     fn abort_mpu_targets_the_upload_path_and_filters_on_the_destination() {
-        let s = snap(vec![enabled(|r| {
+        let s = snapshot_with(vec![enabled(|r| {
             r.abort_mpu_days = 1;
             r.prefix = "mp/".into();
         })]);
@@ -610,15 +574,15 @@ mod tests {
             key: "a".into(),
             entry: file("a", 1, 1),
         };
-        let off = snap(vec![FlatRule {
+        let off = snapshot_with(vec![FlatRule {
             expiration_days: 1,
             ..FlatRule::default()
         }]);
         assert!(evaluate(&off, "b", &item, late).is_empty());
-        let mut inactive = snap(vec![enabled(|r| r.expiration_days = 1)]);
+        let mut inactive = snapshot_with(vec![enabled(|r| r.expiration_days = 1)]);
         inactive.actions_mut().for_each(|a| a.set_active(false));
         assert!(evaluate(&inactive, "b", &item, late).is_empty());
-        let mut scan_only = snap(vec![enabled(|r| r.expiration_days = 1)]);
+        let mut scan_only = snapshot_with(vec![enabled(|r| r.expiration_days = 1)]);
         scan_only
             .actions_mut()
             .for_each(|a| a.set_mode(RuleMode::ScanOnly));
@@ -628,7 +592,7 @@ mod tests {
 
     #[test]
     fn one_item_can_match_several_rules_and_versions() {
-        let s = snap(vec![
+        let s = snapshot_with(vec![
             enabled(|r| r.expiration_days = 1),
             enabled(|r| r.noncurrent_days = 1),
         ]);

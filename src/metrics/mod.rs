@@ -73,7 +73,7 @@ use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::Histogram;
-use prometheus_client::registry::Registry;
+use prometheus_client::registry::{Metric, Registry};
 
 use crate::engine::{ActionKind, DeleteOutcome};
 use crate::status::{MatchDecision, RunOutcome};
@@ -100,6 +100,56 @@ mod text;
 
 use labels::*;
 use text::openmetrics_to_prometheus_text;
+
+/// A count as a gauge value. Saturate rather than wrap: a count beyond
+/// i64::MAX is not reachable in practice, but a negative gauge would be a lie.
+fn gauge_value(n: impl TryInto<i64>) -> i64 {
+    n.try_into().unwrap_or(i64::MAX)
+}
+
+/// Sets `family` to exactly `rows`, one series per bucket: every other
+/// bucket's series is removed.
+fn replace_buckets<'a>(
+    family: &Family<BucketLabels, Gauge>,
+    rows: impl IntoIterator<Item = (&'a str, i64)>,
+) {
+    family.clear();
+    for (b, value) in rows {
+        family
+            .get_or_create(&BucketLabels {
+                bucket: b.to_string(),
+            })
+            .set(value);
+    }
+}
+
+/// The registry while [`Metrics::new`] fills it: each call registers one
+/// metric under its prefix and hands it back (clones share the series), so
+/// the registration order, which is the exposition order, is the order the
+/// fields are written in.
+struct Registrar(Registry);
+
+impl Registrar {
+    /// A Go worker metric (`SeaweedFS_s3_lifecycle_` + `name`), starting empty.
+    fn go<M: Metric + Clone + Default>(&mut self, name: &str, help: &str) -> M {
+        self.go_with(name, help, M::default())
+    }
+
+    /// [`Registrar::go`] for a metric that needs a constructor.
+    fn go_with<M: Metric + Clone>(&mut self, name: &str, help: &str, metric: M) -> M {
+        self.0
+            .register(format!("{GO_PREFIX}{name}"), help, metric.clone());
+        metric
+    }
+
+    /// A metric of our own (`s3_lifecycled_` + `name`), starting empty.
+    fn own<M: Metric + Clone + Default>(&mut self, name: &str, help: &str) -> M {
+        let metric = M::default();
+        self.0
+            .register(format!("{OWN_PREFIX}{name}"), help, metric.clone());
+        metric
+    }
+}
 
 /// All metrics of one s3-lifecycled instance. Cheap to clone; clones share
 /// the same series (hand one to every actor).
@@ -158,252 +208,142 @@ impl Metrics {
     /// A fresh registry with every metric registered (families start empty;
     /// see [`Metrics::init_shards`]).
     pub fn new() -> Metrics {
-        let mut r = Registry::default();
-        let go = |n: &str| format!("{GO_PREFIX}{n}");
-        let own = |n: &str| format!("{OWN_PREFIX}{n}");
-
-        let dispatch = Family::default();
-        r.register(
-            go("dispatch"),
-            "LifecycleDelete calls by bucket, action kind and outcome (enum name or RPC_ERROR)",
-            dispatch.clone(),
-        );
-        let cursor_min_ts_ns = Family::default();
-        r.register(
-            go("cursor_min_ts_ns"),
-            "Per-shard saved cursor timestamp in ns since epoch (replay lag = now - this)",
-            cursor_min_ts_ns.clone(),
-        );
-        let last_walked_ns = Family::default();
-        r.register(
-            go("daily_run_last_walked_ns"),
-            "Per-shard time (ns since epoch) of the last successful walk; 0 = never walked",
-            last_walked_ns.clone(),
-        );
-        let events_scanned_total = Family::default();
-        r.register(
-            go("daily_run_events_scanned"),
-            "Meta-log events processed by the daily pass, by shard",
-            events_scanned_total.clone(),
-        );
-        let limiter_wait = Histogram::new(LIMITER_WAIT_BUCKETS);
-        r.register(
-            go("dispatch_limiter_wait_seconds"),
-            "Time spent waiting on the delete rate limiter before a LifecycleDelete call",
-            limiter_wait.clone(),
-        );
-        let shard_duration: HistogramFamily<ShardLabels> =
-            Family::new_with_constructor(run_duration_histogram);
-        r.register(
-            go("daily_run_shard_duration_seconds"),
-            "Wall-clock seconds of one shard's daily run",
-            shard_duration.clone(),
-        );
-        let run_duration: HistogramFamily<ShardOutcomeLabels> =
-            Family::new_with_constructor(run_duration_histogram);
-        r.register(
-            go("daily_run_duration_seconds"),
-            "Wall-clock seconds of one shard's daily run, by run outcome",
-            run_duration.clone(),
-        );
-        let run_events_scanned = Family::default();
-        r.register(
-            go("daily_run_events_scanned"),
-            "Meta-log events scanned by the shard's most recent run, labelled with its outcome",
-            run_events_scanned.clone(),
-        );
-        let run_deletes_issued = Family::default();
-        r.register(
-            go("daily_run_deletes_issued"),
-            "LifecycleDelete calls issued by the shard's most recent run, labelled with its outcome",
-            run_deletes_issued.clone(),
-        );
-        let shard_restarts = Family::default();
-        r.register(
-            own("shard_restarts"),
-            "Shard actor restarts by the supervisor",
-            shard_restarts.clone(),
-        );
-        let shard_halted = Family::default();
-        r.register(
-            own("shard_halted"),
-            "1 while the shard is halted (head-of-line blocked or stopped by an operator), else 0",
-            shard_halted.clone(),
-        );
-        let pass_total = Family::default();
-        r.register(
-            own("pass"),
-            "Finished passes by outcome (completed, halted, truncated, failed)",
-            pass_total.clone(),
-        );
-        let last_pass_timestamp = Gauge::<f64, std::sync::atomic::AtomicU64>::default();
-        r.register(
-            own("last_pass_timestamp_seconds"),
-            "Unix time at which the last pass finished; 0 = none yet",
-            last_pass_timestamp.clone(),
-        );
-        let last_pass_events_read = Gauge::default();
-        r.register(
-            own("last_pass_events_read"),
-            "Meta-log events the last pass's replay read (docs/due-index.md)",
-            last_pass_events_read.clone(),
-        );
-        let last_pass_ranges_read = Gauge::default();
-        r.register(
-            own("last_pass_ranges_read"),
-            "SubscribeMetadata ranges the last pass's replay read (docs/due-index.md)",
-            last_pass_ranges_read.clone(),
-        );
-        let last_pass_read_seconds = Gauge::<f64, std::sync::atomic::AtomicU64>::default();
-        r.register(
-            own("last_pass_read_seconds"),
-            "Summed length of meta-log time the last pass's replay read",
-            last_pass_read_seconds.clone(),
-        );
-        let matches = Family::default();
-        r.register(
-            own("matches"),
-            "Actions that matched an entry, by kind and decision (dispatched, pending, skipped)",
-            matches.clone(),
-        );
-        let checks = Family::default();
-        r.register(
-            own("check_verdicts"),
-            "Filer checks that kept a match unresolved or an abort unsent, by verdict (unconfirmed, locked, completed_upload_leftover)",
-            checks.clone(),
-        );
-        let bucket_config_errors = Family::default();
-        r.register(
-            own("bucket_config_errors"),
-            "1 while the bucket's lifecycle configuration cannot be used (its rules are not enforced)",
-            bucket_config_errors.clone(),
-        );
-        let skipped_no_mtime = Family::default();
-        r.register(
-            own("entries_skipped_no_mtime"),
-            "Objects, versions and uploads skipped (never deleted) because they have no real mtime",
-            skipped_no_mtime.clone(),
-        );
-        let bucket_paused = Family::default();
-        r.register(
-            own("bucket_paused"),
-            "1 while an operator has paused the bucket (`s3-lifecycled pause`): passes leave it alone",
-            bucket_paused.clone(),
-        );
-        let bucket_held = Family::default();
-        r.register(
-            own("bucket_held"),
-            "Deletes the safety cap held in the bucket in the last pass (pending until `s3-lifecycled approve`); no series when none",
-            bucket_held.clone(),
-        );
-
-        let stale_bucket = Family::default();
-        r.register(
-            own("bucket_without_recent_pass"),
-            "1 while the bucket has a lifecycle configuration but no pass finished it on every shard within 2 lifecycle days",
-            stale_bucket.clone(),
-        );
-        let stale_count = Gauge::default();
-        r.register(
-            own("buckets_without_recent_pass"),
-            "Buckets with a lifecycle configuration but no pass that finished them on every shard within 2 lifecycle days",
-            stale_count.clone(),
-        );
-
-        let matches_pending = Family::default();
-        r.register(
-            own("matches_pending"),
-            "Matches seen by replay and not due yet, per bucket and rule, as of the last pass (docs/forecast.md)",
-            matches_pending.clone(),
-        );
-        let matches_overdue = Family::default();
-        r.register(
-            own("matches_overdue"),
-            "Matches due but not deleted yet (paused, held by a cap or grace, halted, failed), per bucket and rule, as of the last pass",
-            matches_overdue.clone(),
-        );
-        let oldest_overdue_age =
-            Family::<RuleLabels, Gauge<f64, std::sync::atomic::AtomicU64>>::default();
-        r.register(
-            own("oldest_overdue_age_seconds"),
-            "Age of the oldest overdue match (now − its due time), per bucket and rule; 0 without one",
-            oldest_overdue_age.clone(),
-        );
-
-        let deleted_bytes = Family::default();
-        r.register(
-            own("deleted_bytes"),
-            "Bytes removed by DONE lifecycle deletes, per bucket and rule (an upload counts its parts; docs/reclaimed-space.md)",
-            deleted_bytes.clone(),
-        );
-        let deleted_objects = Family::default();
-        r.register(
-            own("deleted_objects"),
-            "Entries removed by DONE lifecycle deletes, per bucket and rule",
-            deleted_objects.clone(),
-        );
-        let collection_garbage = Family::default();
-        r.register(
-            own("collection_garbage_bytes"),
-            "Deleted bytes still on disk (volume garbage, all replicas) of a collection a pass deleted from, as the master reported after it",
-            collection_garbage.clone(),
-        );
-        let collection_size = Family::default();
-        r.register(
-            own("collection_size_bytes"),
-            "Disk bytes of a collection's volumes (all replicas), as the master reported after the last pass that deleted from it",
-            collection_size.clone(),
-        );
-        let collection_ratio =
-            Family::<CollectionLabels, Gauge<f64, std::sync::atomic::AtomicU64>>::default();
-        r.register(
-            own("collection_garbage_ratio"),
-            "Garbage over size of a collection's volumes; the master vacuums a volume past its -garbageThreshold (0.3)",
-            collection_ratio.clone(),
-        );
-        let ttl_findings = Family::default();
-        r.register(
-            own("ttl_findings"),
-            "TTLs outside the lifecycle documents found by the last audit, per bucket, source (location, entries, volumes) and conflict (none when harmless today); docs/ttl-audit.md",
-            ttl_findings.clone(),
-        );
-
+        let mut r = Registrar(Registry::default());
         Metrics {
-            ttl_findings,
-            deleted_bytes,
-            deleted_objects,
-            collection_garbage,
-            collection_size,
-            collection_ratio,
-            matches_pending,
-            matches_overdue,
-            oldest_overdue_age,
-            registry: Arc::new(r),
-            stale_bucket,
-            stale_count,
+            dispatch: r.go(
+                "dispatch",
+                "LifecycleDelete calls by bucket, action kind and outcome (enum name or RPC_ERROR)",
+            ),
+            cursor_min_ts_ns: r.go(
+                "cursor_min_ts_ns",
+                "Per-shard saved cursor timestamp in ns since epoch (replay lag = now - this)",
+            ),
+            last_walked_ns: r.go(
+                "daily_run_last_walked_ns",
+                "Per-shard time (ns since epoch) of the last successful walk; 0 = never walked",
+            ),
+            events_scanned_total: r.go(
+                "daily_run_events_scanned",
+                "Meta-log events processed by the daily pass, by shard",
+            ),
+            limiter_wait: r.go_with(
+                "dispatch_limiter_wait_seconds",
+                "Time spent waiting on the delete rate limiter before a LifecycleDelete call",
+                Histogram::new(LIMITER_WAIT_BUCKETS),
+            ),
+            shard_duration: r.go_with(
+                "daily_run_shard_duration_seconds",
+                "Wall-clock seconds of one shard's daily run",
+                Family::new_with_constructor(run_duration_histogram),
+            ),
+            run_duration: r.go_with(
+                "daily_run_duration_seconds",
+                "Wall-clock seconds of one shard's daily run, by run outcome",
+                Family::new_with_constructor(run_duration_histogram),
+            ),
+            run_events_scanned: r.go(
+                "daily_run_events_scanned",
+                "Meta-log events scanned by the shard's most recent run, labelled with its outcome",
+            ),
+            run_deletes_issued: r.go(
+                "daily_run_deletes_issued",
+                "LifecycleDelete calls issued by the shard's most recent run, labelled with its outcome",
+            ),
+            shard_restarts: r.own("shard_restarts", "Shard actor restarts by the supervisor"),
+            shard_halted: r.own(
+                "shard_halted",
+                "1 while the shard is halted (head-of-line blocked or stopped by an operator), else 0",
+            ),
+            pass_total: r.own(
+                "pass",
+                "Finished passes by outcome (completed, halted, truncated, failed)",
+            ),
+            last_pass_timestamp: r.own(
+                "last_pass_timestamp_seconds",
+                "Unix time at which the last pass finished; 0 = none yet",
+            ),
+            last_pass_events_read: r.own(
+                "last_pass_events_read",
+                "Meta-log events the last pass's replay read (docs/due-index.md)",
+            ),
+            last_pass_ranges_read: r.own(
+                "last_pass_ranges_read",
+                "SubscribeMetadata ranges the last pass's replay read (docs/due-index.md)",
+            ),
+            last_pass_read_seconds: r.own(
+                "last_pass_read_seconds",
+                "Summed length of meta-log time the last pass's replay read",
+            ),
+            matches: r.own(
+                "matches",
+                "Actions that matched an entry, by kind and decision (dispatched, pending, skipped)",
+            ),
+            checks: r.own(
+                "check_verdicts",
+                "Filer checks that kept a match unresolved or an abort unsent, by verdict (unconfirmed, locked, completed_upload_leftover)",
+            ),
+            bucket_config_errors: r.own(
+                "bucket_config_errors",
+                "1 while the bucket's lifecycle configuration cannot be used (its rules are not enforced)",
+            ),
+            skipped_no_mtime: r.own(
+                "entries_skipped_no_mtime",
+                "Objects, versions and uploads skipped (never deleted) because they have no real mtime",
+            ),
+            bucket_paused: r.own(
+                "bucket_paused",
+                "1 while an operator has paused the bucket (`s3-lifecycled pause`): passes leave it alone",
+            ),
+            bucket_held: r.own(
+                "bucket_held",
+                "Deletes the safety cap held in the bucket in the last pass (pending until `s3-lifecycled approve`); no series when none",
+            ),
+            stale_bucket: r.own(
+                "bucket_without_recent_pass",
+                "1 while the bucket has a lifecycle configuration but no pass finished it on every shard within 2 lifecycle days",
+            ),
+            stale_count: r.own(
+                "buckets_without_recent_pass",
+                "Buckets with a lifecycle configuration but no pass that finished them on every shard within 2 lifecycle days",
+            ),
+            matches_pending: r.own(
+                "matches_pending",
+                "Matches seen by replay and not due yet, per bucket and rule, as of the last pass (docs/forecast.md)",
+            ),
+            matches_overdue: r.own(
+                "matches_overdue",
+                "Matches due but not deleted yet (paused, held by a cap or grace, halted, failed), per bucket and rule, as of the last pass",
+            ),
+            oldest_overdue_age: r.own(
+                "oldest_overdue_age_seconds",
+                "Age of the oldest overdue match (now − its due time), per bucket and rule; 0 without one",
+            ),
+            deleted_bytes: r.own(
+                "deleted_bytes",
+                "Bytes removed by DONE lifecycle deletes, per bucket and rule (an upload counts its parts; docs/reclaimed-space.md)",
+            ),
+            deleted_objects: r.own(
+                "deleted_objects",
+                "Entries removed by DONE lifecycle deletes, per bucket and rule",
+            ),
+            collection_garbage: r.own(
+                "collection_garbage_bytes",
+                "Deleted bytes still on disk (volume garbage, all replicas) of a collection a pass deleted from, as the master reported after it",
+            ),
+            collection_size: r.own(
+                "collection_size_bytes",
+                "Disk bytes of a collection's volumes (all replicas), as the master reported after the last pass that deleted from it",
+            ),
+            collection_ratio: r.own(
+                "collection_garbage_ratio",
+                "Garbage over size of a collection's volumes; the master vacuums a volume past its -garbageThreshold (0.3)",
+            ),
+            ttl_findings: r.own(
+                "ttl_findings",
+                "TTLs outside the lifecycle documents found by the last audit, per bucket, source (location, entries, volumes) and conflict (none when harmless today); docs/ttl-audit.md",
+            ),
             stale_names: Default::default(),
-            dispatch,
-            cursor_min_ts_ns,
-            last_walked_ns,
-            events_scanned_total,
-            limiter_wait,
-            shard_duration,
-            run_duration,
-            run_events_scanned,
-            run_deletes_issued,
-            shard_restarts,
-            shard_halted,
-            pass_total,
-            last_pass_timestamp,
-            last_pass_events_read,
-            last_pass_ranges_read,
-            last_pass_read_seconds,
-            matches,
-            checks,
-            bucket_config_errors,
-            skipped_no_mtime,
-            bucket_paused,
-            bucket_held,
+            registry: Arc::new(r.0),
         }
     }
 
@@ -481,15 +421,12 @@ impl Metrics {
             self.run_deletes_issued
                 .remove(&shard_outcome(shard_id, other));
         }
-        // Saturate rather than wrap: a count beyond i64::MAX is not reachable
-        // in practice, but a negative gauge would be a lie.
-        let clamp = |n: u64| i64::try_from(n).unwrap_or(i64::MAX);
         self.run_events_scanned
             .get_or_create(&shard_outcome(shard_id, outcome))
-            .set(clamp(events_scanned));
+            .set(gauge_value(events_scanned));
         self.run_deletes_issued
             .get_or_create(&shard_outcome(shard_id, outcome))
-            .set(clamp(deletes_issued));
+            .set(gauge_value(deletes_issued));
     }
 
     /// A shard skipped `n` entries without a real mtime in its run
@@ -528,10 +465,8 @@ impl Metrics {
     /// What the pass's replay read: `events` delivered over `ranges`
     /// subscriptions covering `span_ns` of meta-log time.
     pub fn replay_read(&self, events: u64, ranges: usize, span_ns: i64) {
-        self.last_pass_events_read
-            .set(i64::try_from(events).unwrap_or(i64::MAX));
-        self.last_pass_ranges_read
-            .set(i64::try_from(ranges).unwrap_or(i64::MAX));
+        self.last_pass_events_read.set(gauge_value(events));
+        self.last_pass_ranges_read.set(gauge_value(ranges));
         self.last_pass_read_seconds.set(span_ns as f64 / 1e9);
     }
 
@@ -582,27 +517,16 @@ impl Metrics {
     /// other bucket's series is removed (a resumed bucket's series goes away
     /// rather than turning 0, so the label set does not grow without bound).
     pub fn paused_buckets<'a>(&self, buckets: impl IntoIterator<Item = &'a str>) {
-        self.bucket_paused.clear();
-        for b in buckets {
-            self.bucket_paused
-                .get_or_create(&BucketLabels {
-                    bucket: b.to_string(),
-                })
-                .set(1);
-        }
+        replace_buckets(&self.bucket_paused, buckets.into_iter().map(|b| (b, 1)));
     }
 
     /// The buckets the last pass held, with the deletes held in each
     /// (would delete − cap); every other bucket's series is removed.
     pub fn held_buckets<'a>(&self, held: impl IntoIterator<Item = (&'a str, u64)>) {
-        self.bucket_held.clear();
-        for (b, n) in held {
-            self.bucket_held
-                .get_or_create(&BucketLabels {
-                    bucket: b.to_string(),
-                })
-                .set(i64::try_from(n).unwrap_or(i64::MAX));
-        }
+        replace_buckets(
+            &self.bucket_held,
+            held.into_iter().map(|(b, n)| (b, gauge_value(n))),
+        );
     }
 
     /// The stale buckets now (replaces the previous set; a bucket that is
@@ -620,8 +544,7 @@ impl Metrics {
                 .get_or_create(&BucketLabels { bucket: b.clone() })
                 .set(1);
         }
-        self.stale_count
-            .set(i64::try_from(names.len()).unwrap_or(i64::MAX));
+        self.stale_count.set(gauge_value(names.len()));
     }
 
     /// What a pass's DONE deletes removed, per bucket and rule
@@ -646,10 +569,10 @@ impl Metrics {
             };
             self.collection_garbage
                 .get_or_create(&l)
-                .set(i64::try_from(c.garbage_bytes).unwrap_or(i64::MAX));
+                .set(gauge_value(c.garbage_bytes));
             self.collection_size
                 .get_or_create(&l)
-                .set(i64::try_from(c.size_bytes).unwrap_or(i64::MAX));
+                .set(gauge_value(c.size_bytes));
             self.collection_ratio.get_or_create(&l).set(c.ratio());
         }
     }
@@ -679,10 +602,10 @@ impl Metrics {
         for (l, (pending, overdue, age)) in rows {
             self.matches_pending
                 .get_or_create(&l)
-                .set(i64::try_from(pending).unwrap_or(i64::MAX));
+                .set(gauge_value(pending));
             self.matches_overdue
                 .get_or_create(&l)
-                .set(i64::try_from(overdue).unwrap_or(i64::MAX));
+                .set(gauge_value(overdue));
             self.oldest_overdue_age.get_or_create(&l).set(age);
         }
     }

@@ -408,21 +408,13 @@ mod tests {
         })
     }
 
-    async fn run(
-        port: Arc<Script>,
-        n: u64,
-        max_in_flight: usize,
-        dry_run: bool,
-    ) -> Vec<(u64, CallResult, u32)> {
+    type Answers = Arc<Mutex<Vec<(u64, CallResult, u32)>>>;
+
+    /// Hands `n` calls (tickets `0..n`) to `d`; their answers collect in the
+    /// returned list as they come.
+    async fn send_calls(d: &Addr<DeleteDispatcher<u32>>, n: u64) -> Answers {
         let got = Arc::new(Mutex::new(Vec::new()));
         let col = Collector { got: got.clone() }.start();
-        let policy = RetryPolicy {
-            attempts: 3,
-            initial: Duration::from_millis(1),
-            max: Duration::from_millis(4),
-            call_timeout: Duration::from_secs(5),
-        };
-        let d = DeleteDispatcher::new(port, None, max_in_flight, policy, dry_run).start();
         for t in 0..n {
             d.send(Dispatch {
                 call: 7u32,
@@ -433,13 +425,35 @@ mod tests {
             .await
             .unwrap();
         }
-        for _ in 0..500 {
-            if got.lock().unwrap().len() == n as usize {
+        got
+    }
+
+    /// The answers once there are `n`, or after `tries` waits of 5 ms.
+    async fn answers(got: &Answers, n: usize, tries: usize) -> Vec<(u64, CallResult, u32)> {
+        for _ in 0..tries {
+            if got.lock().unwrap().len() == n {
                 break;
             }
             tokio::time::sleep(Duration::from_millis(5)).await;
         }
-        let mut v = got.lock().unwrap().clone();
+        got.lock().unwrap().clone()
+    }
+
+    async fn run(
+        port: Arc<Script>,
+        n: u64,
+        max_in_flight: usize,
+        dry_run: bool,
+    ) -> Vec<(u64, CallResult, u32)> {
+        let policy = RetryPolicy {
+            attempts: 3,
+            initial: Duration::from_millis(1),
+            max: Duration::from_millis(4),
+            call_timeout: Duration::from_secs(5),
+        };
+        let d = DeleteDispatcher::new(port, None, max_in_flight, policy, dry_run).start();
+        let got = send_calls(&d, n).await;
+        let mut v = answers(&got, n as usize, 500).await;
         v.sort_by_key(|x| x.0);
         v
     }
@@ -590,8 +604,6 @@ mod tests {
             flag.load(Ordering::SeqCst)
                 .then(|| "configuration changed".to_string())
         });
-        let got = Arc::new(Mutex::new(Vec::new()));
-        let col = Collector { got: got.clone() }.start();
         let policy = RetryPolicy {
             attempts: 1,
             initial: Duration::from_millis(1),
@@ -608,25 +620,10 @@ mod tests {
         )
         .with_gate(gate)
         .start();
-        for t in 0..20u64 {
-            d.send(Dispatch {
-                call: 7u32,
-                ticket: t,
-                reply_to: col.clone().recipient(),
-                span: tracing::Span::none(),
-            })
-            .await
-            .unwrap();
-        }
+        let got = send_calls(&d, 20).await;
         tokio::time::sleep(Duration::from_millis(120)).await;
         closed.store(true, Ordering::SeqCst);
-        for _ in 0..400 {
-            if got.lock().unwrap().len() == 20 {
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(5)).await;
-        }
-        let v = got.lock().unwrap().clone();
+        let v = answers(&got, 20, 400).await;
         assert_eq!(v.len(), 20, "every call answered");
         let sent = port.calls.load(Ordering::SeqCst);
         let withdrawn = v

@@ -78,8 +78,8 @@ pub fn import_go(go: &GoCursor, plan: &PassPlan) -> Result<Imported, String> {
             name.to_string(),
             BucketCursor {
                 ts_ns: if rules.is_empty() { 0 } else { go.ts_ns },
-                rule_set_hash: plan.rule_set_hash.get(name).copied().unwrap_or(EMPTY_HASH),
-                promoted_hash: plan.promoted_hash.get(name).copied().unwrap_or(EMPTY_HASH),
+                rule_set_hash: plan.rule_set_hash_of(name),
+                promoted_hash: plan.promoted_hash_of(name),
                 last_walked_ns: go.last_walked_ns,
                 halted: None,
                 // Our own first pass stamps it; until then the bucket reads as

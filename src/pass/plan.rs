@@ -347,6 +347,13 @@ pub struct PassPlan {
     pub live: LiveActions,
 }
 
+fn hash_of(hashes: &BTreeMap<String, Hash32>, bucket: &str) -> Hash32 {
+    hashes
+        .get(bucket)
+        .copied()
+        .unwrap_or(crate::engine::EMPTY_HASH)
+}
+
 impl PassPlan {
     /// The plan for `snap` at `now`: views, per-bucket and global hashes.
     /// `earliest` is the meta-log horizon from the probe; a non-zero
@@ -407,6 +414,18 @@ impl PassPlan {
     /// Buckets with at least one enabled action (the recovery view's buckets).
     pub fn buckets(&self) -> impl Iterator<Item = &str> {
         self.recovery.buckets().iter().map(|b| &**b.name())
+    }
+
+    /// `bucket`'s replay content hash ([`EMPTY_HASH`](crate::engine::EMPTY_HASH)
+    /// when the plan has none for it).
+    pub fn rule_set_hash_of(&self, bucket: &str) -> Hash32 {
+        hash_of(&self.rule_set_hash, bucket)
+    }
+
+    /// `bucket`'s promoted hash ([`EMPTY_HASH`](crate::engine::EMPTY_HASH)
+    /// when the plan has none for it).
+    pub fn promoted_hash_of(&self, bucket: &str) -> Hash32 {
+        hash_of(&self.promoted_hash, bucket)
     }
 
     pub fn has_replay(&self, bucket: &str) -> bool {

@@ -5,7 +5,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use crate::engine::cursor::{ShardCursor, WalkResume};
-use crate::engine::{ActionKey, ActionKind, EMPTY_HASH, Match, RuleHash};
+use crate::engine::{ActionKey, ActionKind, Match, RuleHash};
 use crate::pass::plan::{self, PassPlan, Persisted, RecoveryReason};
 
 /// The cursor key of an action's progress: `"<rulehash hex>/<kind>"`.
@@ -63,16 +63,8 @@ impl ShardPlan {
 /// still reaches back to where the finished walk's replay will start (the
 /// first segment's rewind point). Otherwise the walk starts over.
 pub fn resume_usable(plan: &PassPlan, bucket: &str, r: &WalkResume) -> bool {
-    let rsh = plan
-        .rule_set_hash
-        .get(bucket)
-        .copied()
-        .unwrap_or(EMPTY_HASH);
-    let promoted = plan
-        .promoted_hash
-        .get(bucket)
-        .copied()
-        .unwrap_or(EMPTY_HASH);
+    let rsh = plan.rule_set_hash_of(bucket);
+    let promoted = plan.promoted_hash_of(bucket);
     if r.rule_set_hash != rsh || r.promoted_hash != promoted || r.first_now > plan.now {
         return false;
     }
@@ -129,16 +121,8 @@ pub fn replay_matches(plan: &PassPlan, bucket: &str, matches: Vec<Match>) -> Vec
 pub fn plan_shard(plan: &PassPlan, persisted: Option<&ShardCursor>) -> ShardPlan {
     let mut out = ShardPlan::default();
     for bucket in plan.buckets() {
-        let rsh = plan
-            .rule_set_hash
-            .get(bucket)
-            .copied()
-            .unwrap_or(EMPTY_HASH);
-        let promoted = plan
-            .promoted_hash
-            .get(bucket)
-            .copied()
-            .unwrap_or(EMPTY_HASH);
+        let rsh = plan.rule_set_hash_of(bucket);
+        let promoted = plan.promoted_hash_of(bucket);
         let has_replay = plan.has_replay(bucket);
         let pb = persisted.and_then(|c| c.buckets.get(bucket));
         let actions = plan.replay_actions(bucket);

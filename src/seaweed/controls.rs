@@ -17,7 +17,7 @@ use crate::engine::safety::{
     ApprovalRecord, HoldRecord, PauseRecord, RuleRecord, bucket_of_pause_file, check_bucket_name,
     decode_approval, decode_hold, decode_pause, decode_rule_record, pause_file_name,
 };
-use crate::pb::filer_pb::{Entry, FuseAttributes};
+use crate::pb::filer_pb::Entry;
 use crate::seaweed::filer::{DEFAULT_PAGE, FilerClient, join_path};
 
 /// The subdirectory of `cursor.dir` holding the pause files.
@@ -282,22 +282,5 @@ impl ControlStore {
 
 /// A small inline file (mode 0644), as the cursor files are written.
 fn pause_entry(name: &str, content: Vec<u8>, now: Nanos) -> Entry {
-    let secs = now.div_euclid(1_000_000_000);
-    let nanos = now.rem_euclid(1_000_000_000) as i32;
-    Entry {
-        name: name.to_string(),
-        is_directory: false,
-        attributes: Some(FuseAttributes {
-            file_size: content.len() as u64,
-            mtime: secs,
-            mtime_ns: nanos,
-            crtime: secs,
-            crtime_ns: nanos,
-            file_mode: 0o644,
-            mime: "application/json".into(),
-            ..Default::default()
-        }),
-        content,
-        ..Default::default()
-    }
+    crate::seaweed::filer::json_file_entry(name, content, now)
 }

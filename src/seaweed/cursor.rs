@@ -19,8 +19,8 @@ use md5::{Digest, Md5};
 
 use crate::engine::cursor::{GoCursor, ShardCursor, decode_cursor, decode_go_cursor, file_name};
 use crate::engine::{Nanos, SHARD_COUNT};
-use crate::pb::filer_pb::{Entry, FuseAttributes};
-use crate::seaweed::filer::{FilerClient, FilerError, join_path};
+use crate::pb::filer_pb::Entry;
+use crate::seaweed::filer::{FilerClient, FilerError, join_path, json_file_entry};
 
 /// Where s3-lifecycled keeps its cursors by default. Deliberately not the Go
 /// worker's directory: the formats differ and the two must not fight.
@@ -281,27 +281,12 @@ fn generation_of(e: &Entry) -> Result<u64, String> {
 /// The filer entry for a cursor file. Attributes mirror Go's SaveInsideFiler
 /// (mode 0644, size, MD5) so filer tools show the file sensibly.
 fn cursor_entry(name: &str, content: Vec<u8>, now_ns: Nanos, generation: u64) -> Entry {
-    let secs = now_ns.div_euclid(1_000_000_000);
-    let nanos = now_ns.rem_euclid(1_000_000_000) as i32;
-    let md5 = Md5::digest(&content).to_vec();
-    Entry {
-        name: name.to_string(),
-        is_directory: false,
-        attributes: Some(FuseAttributes {
-            file_size: content.len() as u64,
-            mtime: secs,
-            mtime_ns: nanos,
-            crtime: secs,
-            crtime_ns: nanos,
-            file_mode: 0o644,
-            md5,
-            mime: "application/json".into(),
-            ..Default::default()
-        }),
-        extended: HashMap::from([(GENERATION_KEY.to_string(), generation_bytes(generation))]),
-        content,
-        ..Default::default()
+    let mut entry = json_file_entry(name, content, now_ns);
+    if let Some(a) = entry.attributes.as_mut() {
+        a.md5 = Md5::digest(&entry.content).to_vec();
     }
+    entry.extended = HashMap::from([(GENERATION_KEY.to_string(), generation_bytes(generation))]);
+    entry
 }
 
 #[cfg(test)]

@@ -216,27 +216,8 @@ impl DeleteClient {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::engine::delete::tests::{identity, req};
     use crate::engine::{ActionKind, RuleHash};
-
-    fn identity() -> EntryIdentity {
-        EntryIdentity {
-            mtime_ns: 5,
-            size: 10,
-            head_fid: "7,0155dc63ec".into(),
-            extended_hash: vec![1, 2, 3],
-        }
-    }
-
-    fn req(kind: ActionKind, path: &str, version: &str) -> DeleteRequest {
-        DeleteRequest {
-            bucket: "b".into(),
-            object_path: path.into(),
-            version_id: version.into(),
-            rule_hash: RuleHash([1, 2, 3, 4, 5, 6, 7, 8]),
-            kind,
-            identity: identity(),
-        }
-    }
 
     #[test]
     fn proto_carries_identity_hash_and_kind() {

@@ -13,7 +13,7 @@ use tonic::{Code, Status, Streaming};
 
 use crate::pb::filer_pb::seaweed_filer_client::SeaweedFilerClient;
 use crate::pb::filer_pb::{
-    CreateEntryRequest, DeleteEntryRequest, Entry, FilerError as PbFilerError,
+    CreateEntryRequest, DeleteEntryRequest, Entry, FilerError as PbFilerError, FuseAttributes,
     GetFilerConfigurationRequest, ListEntriesRequest, ListEntriesResponse,
     LookupDirectoryEntryRequest, PingRequest, UpdateEntryRequest,
 };
@@ -130,6 +130,29 @@ impl FilerError {
 
 /// Result alias for filer calls.
 pub type Result<T, E = FilerError> = std::result::Result<T, E>;
+
+/// A small inline JSON file (mode 0644) named `name`, stamped `now_ns` as
+/// its mtime and crtime: how the service writes its cursor and control files.
+pub fn json_file_entry(name: &str, content: Vec<u8>, now_ns: i64) -> Entry {
+    let secs = now_ns.div_euclid(1_000_000_000);
+    let nanos = now_ns.rem_euclid(1_000_000_000) as i32;
+    Entry {
+        name: name.to_string(),
+        is_directory: false,
+        attributes: Some(FuseAttributes {
+            file_size: content.len() as u64,
+            mtime: secs,
+            mtime_ns: nanos,
+            crtime: secs,
+            crtime_ns: nanos,
+            file_mode: 0o644,
+            mime: "application/json".into(),
+            ..Default::default()
+        }),
+        content,
+        ..Default::default()
+    }
+}
 
 /// `dir` + `/` + `name`, without doubling the slash at the root.
 pub fn join_path(dir: &str, name: &str) -> String {

@@ -265,6 +265,7 @@ impl EventFilter {
 mod tests {
     use super::*;
     use crate::pb::filer_pb::{Entry, EventNotification};
+    use crate::seaweed::logfile::event;
 
     fn params() -> SubscribeParams {
         SubscribeParams {
@@ -272,21 +273,6 @@ mod tests {
             since_ns: 100,
             until_ns: 200,
             client_name: "t".into(),
-        }
-    }
-
-    fn ev(dir: &str, name: &str, ts: Nanos) -> SubscribeMetadataResponse {
-        SubscribeMetadataResponse {
-            directory: dir.into(),
-            ts_ns: ts,
-            event_notification: Some(EventNotification {
-                new_entry: Some(Box::new(Entry {
-                    name: name.into(),
-                    ..Default::default()
-                })),
-                ..Default::default()
-            }),
-            ..Default::default()
         }
     }
 
@@ -324,8 +310,8 @@ mod tests {
 
     #[test]
     fn flatten_puts_top_level_first_then_batch_tail() {
-        let mut top = ev("/buckets/b", "a", 1);
-        top.events = vec![ev("/buckets/b", "b", 2), ev("/buckets/c", "c", 3)];
+        let mut top = event(1, "/buckets/b", "a");
+        top.events = vec![event(2, "/buckets/b", "b"), event(3, "/buckets/c", "c")];
         let flat = flatten(top);
         let names: Vec<_> = flat
             .iter()
@@ -367,28 +353,40 @@ mod tests {
     fn window_bounds_are_exclusive_since_inclusive_until() {
         let mut f = EventFilter::new(&params()).unwrap();
         assert_eq!(
-            f.classify(&ev("/buckets/b", "k", 100)),
+            f.classify(&event(100, "/buckets/b", "k")),
             Verdict::BeforeSince
         );
-        assert_eq!(f.classify(&ev("/buckets/b", "k", 101)), Verdict::Deliver);
-        assert_eq!(f.classify(&ev("/buckets/b", "k", 200)), Verdict::Deliver);
-        assert_eq!(f.classify(&ev("/buckets/b", "k", 201)), Verdict::AfterUntil);
+        assert_eq!(f.classify(&event(101, "/buckets/b", "k")), Verdict::Deliver);
+        assert_eq!(f.classify(&event(200, "/buckets/b", "k")), Verdict::Deliver);
+        assert_eq!(
+            f.classify(&event(201, "/buckets/b", "k")),
+            Verdict::AfterUntil
+        );
     }
 
     #[test]
     fn events_outside_root_slash_are_dropped() {
         let mut f = EventFilter::new(&params()).unwrap();
         // The bucket entry itself lives in directory /buckets.
-        assert_eq!(f.classify(&ev("/buckets", "b1", 110)), Verdict::Deliver);
+        assert_eq!(f.classify(&event(110, "/buckets", "b1")), Verdict::Deliver);
         // /buckets2 matches the path_prefix but is another tree.
-        assert_eq!(f.classify(&ev("/buckets2", "x", 111)), Verdict::OutsideRoot);
-        assert_eq!(f.classify(&ev("/", "buckets", 112)), Verdict::OutsideRoot);
+        assert_eq!(
+            f.classify(&event(111, "/buckets2", "x")),
+            Verdict::OutsideRoot
+        );
+        assert_eq!(
+            f.classify(&event(112, "/", "buckets")),
+            Verdict::OutsideRoot
+        );
         // A trailing slash on the configured root changes nothing.
         let mut p = params();
         p.buckets_root = "/buckets/".into();
         let mut f = EventFilter::new(&p).unwrap();
-        assert_eq!(f.classify(&ev("/buckets", "b1", 110)), Verdict::Deliver);
-        assert_eq!(f.classify(&ev("/buckets2", "x", 111)), Verdict::OutsideRoot);
+        assert_eq!(f.classify(&event(110, "/buckets", "b1")), Verdict::Deliver);
+        assert_eq!(
+            f.classify(&event(111, "/buckets2", "x")),
+            Verdict::OutsideRoot
+        );
     }
 
     #[test]
@@ -425,7 +423,7 @@ mod tests {
     #[test]
     fn rename_into_root_is_delivered() {
         let mut f = EventFilter::new(&params()).unwrap();
-        let mut e = ev("/tmp", "x", 150);
+        let mut e = event(150, "/tmp", "x");
         if let Some(n) = e.event_notification.as_mut() {
             n.old_entry = Some(Box::new(Entry {
                 name: "x".into(),
@@ -439,13 +437,13 @@ mod tests {
     #[test]
     fn out_of_order_is_flagged_but_delivered() {
         let mut f = EventFilter::new(&params()).unwrap();
-        assert_eq!(f.classify(&ev("/buckets/b", "k", 150)), Verdict::Deliver);
+        assert_eq!(f.classify(&event(150, "/buckets/b", "k")), Verdict::Deliver);
         assert!(!f.take_out_of_order());
-        assert_eq!(f.classify(&ev("/buckets/b", "k", 140)), Verdict::Deliver);
+        assert_eq!(f.classify(&event(140, "/buckets/b", "k")), Verdict::Deliver);
         assert!(f.take_out_of_order());
         assert!(!f.take_out_of_order());
         // Equal timestamps are allowed.
-        assert_eq!(f.classify(&ev("/buckets/b", "k", 150)), Verdict::Deliver);
+        assert_eq!(f.classify(&event(150, "/buckets/b", "k")), Verdict::Deliver);
         assert!(!f.take_out_of_order());
     }
 

@@ -145,16 +145,8 @@ impl ShardRun {
                 bucket.to_string(),
                 BucketCursor {
                     ts_ns: rules.values().map(|p| p.ts).min().unwrap_or(plan.now),
-                    rule_set_hash: plan
-                        .rule_set_hash
-                        .get(bucket)
-                        .copied()
-                        .unwrap_or(EMPTY_HASH),
-                    promoted_hash: plan
-                        .promoted_hash
-                        .get(bucket)
-                        .copied()
-                        .unwrap_or(EMPTY_HASH),
+                    rule_set_hash: plan.rule_set_hash_of(bucket),
+                    promoted_hash: plan.promoted_hash_of(bucket),
                     last_walked_ns,
                     completed_ns: if halted.is_none() {
                         plan.observed_until

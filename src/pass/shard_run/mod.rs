@@ -29,9 +29,7 @@ use crate::engine::delete::{CallResult, DeleteOutcome, DeleteRequest, halt_reaso
 use crate::engine::progress::{Decision, ProgressTracker, Ticket, subject_of};
 use crate::engine::reclaim::freed_bytes;
 use crate::engine::resume::{WalkProgress, later};
-use crate::engine::{
-    ActionKey, ActionKind, EMPTY_HASH, Match, Nanos, PendingMatch, RuleHash, Versioning,
-};
+use crate::engine::{ActionKey, ActionKind, Match, Nanos, PendingMatch, RuleHash, Versioning};
 use crate::pass::plan::{self, PassPlan};
 use crate::pass::report::{Counters, ShardOutcome, ShardReport};
 use crate::pass::shard_plan::{ShardPlan, action_key, plan_shard, progress_key};
@@ -305,16 +303,8 @@ impl ShardRun {
             after,
             first_now: prev.map_or(plan.now, |r| r.first_now),
             first_observed_until: prev.map_or(plan.observed_until, |r| r.first_observed_until),
-            rule_set_hash: plan
-                .rule_set_hash
-                .get(bucket)
-                .copied()
-                .unwrap_or(EMPTY_HASH),
-            promoted_hash: plan
-                .promoted_hash
-                .get(bucket)
-                .copied()
-                .unwrap_or(EMPTY_HASH),
+            rule_set_hash: plan.rule_set_hash_of(bucket),
+            promoted_hash: plan.promoted_hash_of(bucket),
         })
     }
 

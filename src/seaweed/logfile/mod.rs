@@ -16,6 +16,9 @@ mod format;
 mod refs;
 
 pub use fetch::{CHUNK_TIMEOUT, CONNECT_TIMEOUT, LogFileFetcher};
+/// The meta-log event the format tests build, for the subscription tests.
+#[cfg(test)]
+pub(crate) use format::tests::event;
 pub use format::{
     LogFileError, LogFileRecords, LogRecord, MAX_RECORD_BYTES, parse_log_file, ref_name,
 };
