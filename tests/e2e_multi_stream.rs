@@ -125,7 +125,7 @@ async fn metalog_stream_on_separate_stores_fails_loudly_when_its_filer_dies() {
         let ev = match item {
             Ok(ev) => ev,
             Err(e) => {
-                failure = Some(e);
+                failure = Some(e.to_string());
                 break;
             }
         };
@@ -161,7 +161,7 @@ async fn metalog_stream_on_separate_stores_fails_loudly_when_its_filer_dies() {
     // A new subscription while filer 1 is down is refused, naming it.
     let refused = match cluster.subscribe(since, until).await {
         Ok(_) => panic!("a subscription without filer 1 was accepted"),
-        Err(e) => e,
+        Err(e) => e.to_string(),
     };
     assert!(
         refused.contains(&filers[0]) && refused.contains("unreachable"),

@@ -23,7 +23,7 @@ use s3_lifecycled::pass::coordinator::{Coordinator, RunPass};
 use s3_lifecycled::pass::dispatch::{AttemptResult, DeletePort};
 use s3_lifecycled::pass::observe::PassObserver;
 use s3_lifecycled::pass::options::{PassOptions, StopSignal};
-use s3_lifecycled::pass::ports::{ClusterPort, EventStream};
+use s3_lifecycled::pass::ports::{ClusterError, ClusterPort, EventStream};
 use s3_lifecycled::pass::report::ShardOutcome;
 use s3_lifecycled::pass::runner::PassRunner;
 use s3_lifecycled::pb::filer_pb::{Entry, FuseAttributes};
@@ -54,7 +54,7 @@ impl ClusterPort for FakeCluster {
     fn buckets_root(&self) -> String {
         "/buckets".into()
     }
-    fn buckets(&self) -> BoxFuture<'static, Result<BucketScan, String>> {
+    fn buckets(&self) -> BoxFuture<'static, Result<BucketScan, ClusterError>> {
         let xml = b"<LifecycleConfiguration><Rule><ID>d</ID><Status>Enabled</Status><Filter><Prefix></Prefix></Filter><Expiration><Days>1</Days></Expiration></Rule></LifecycleConfiguration>";
         let mut e = Entry {
             name: "b".into(),
@@ -71,17 +71,24 @@ impl ClusterPort for FakeCluster {
         }
         .boxed()
     }
-    fn earliest_available(&self) -> BoxFuture<'static, Result<Option<Nanos>, String>> {
+    fn earliest_available(&self) -> BoxFuture<'static, Result<Option<Nanos>, ClusterError>> {
         async { Ok(None) }.boxed()
     }
-    fn load_cursor(&self, _shard: u8) -> BoxFuture<'static, Result<Option<ShardCursor>, String>> {
+    fn load_cursor(
+        &self,
+        _shard: u8,
+    ) -> BoxFuture<'static, Result<Option<ShardCursor>, ClusterError>> {
         async { Ok(None) }.boxed()
     }
-    fn save_cursor(&self, c: ShardCursor, _now: Nanos) -> BoxFuture<'static, Result<(), String>> {
+    fn save_cursor(
+        &self,
+        c: ShardCursor,
+        _now: Nanos,
+    ) -> BoxFuture<'static, Result<(), ClusterError>> {
         self.saved.lock().unwrap().insert(c.shard_id, c);
         async { Ok(()) }.boxed()
     }
-    fn list_bucket(&self, _bucket: &str) -> BoxStream<'static, Result<WalkItem, String>> {
+    fn list_bucket(&self, _bucket: &str) -> BoxStream<'static, Result<WalkItem, ClusterError>> {
         let items: Vec<_> = self
             .keys
             .iter()
@@ -94,13 +101,21 @@ impl ClusterPort for FakeCluster {
             .collect();
         futures::stream::iter(items).boxed()
     }
-    fn lookup(&self, _d: &str, _n: &str) -> BoxFuture<'static, Result<Option<Entry>, String>> {
+    fn lookup(
+        &self,
+        _d: &str,
+        _n: &str,
+    ) -> BoxFuture<'static, Result<Option<Entry>, ClusterError>> {
         async { Ok(None) }.boxed()
     }
-    fn list_dir(&self, _d: &str) -> BoxFuture<'static, Result<Vec<Entry>, String>> {
+    fn list_dir(&self, _d: &str) -> BoxFuture<'static, Result<Vec<Entry>, ClusterError>> {
         async { Ok(vec![]) }.boxed()
     }
-    fn subscribe(&self, _s: Nanos, _u: Nanos) -> BoxFuture<'static, Result<EventStream, String>> {
+    fn subscribe(
+        &self,
+        _s: Nanos,
+        _u: Nanos,
+    ) -> BoxFuture<'static, Result<EventStream, ClusterError>> {
         async { Ok(futures::stream::empty().boxed()) }.boxed()
     }
 }
@@ -421,7 +436,7 @@ impl ClusterPort for LogCluster {
     fn buckets_root(&self) -> String {
         "/buckets".into()
     }
-    fn buckets(&self) -> BoxFuture<'static, Result<BucketScan, String>> {
+    fn buckets(&self) -> BoxFuture<'static, Result<BucketScan, ClusterError>> {
         let info = bucket_info(&lifecycle_bucket()).unwrap();
         async move {
             Ok(BucketScan {
@@ -431,35 +446,46 @@ impl ClusterPort for LogCluster {
         }
         .boxed()
     }
-    fn earliest_available(&self) -> BoxFuture<'static, Result<Option<Nanos>, String>> {
+    fn earliest_available(&self) -> BoxFuture<'static, Result<Option<Nanos>, ClusterError>> {
         async { Ok(None) }.boxed()
     }
-    fn load_cursor(&self, shard: u8) -> BoxFuture<'static, Result<Option<ShardCursor>, String>> {
+    fn load_cursor(
+        &self,
+        shard: u8,
+    ) -> BoxFuture<'static, Result<Option<ShardCursor>, ClusterError>> {
         self.loads.fetch_add(1, Ordering::SeqCst);
         let c = self.store.lock().unwrap().get(&shard).cloned();
         async move { Ok(c) }.boxed()
     }
-    fn save_cursor(&self, c: ShardCursor, _now: Nanos) -> BoxFuture<'static, Result<(), String>> {
+    fn save_cursor(
+        &self,
+        c: ShardCursor,
+        _now: Nanos,
+    ) -> BoxFuture<'static, Result<(), ClusterError>> {
         self.store.lock().unwrap().insert(c.shard_id, c);
         async { Ok(()) }.boxed()
     }
-    fn list_bucket(&self, _bucket: &str) -> BoxStream<'static, Result<WalkItem, String>> {
+    fn list_bucket(&self, _bucket: &str) -> BoxStream<'static, Result<WalkItem, ClusterError>> {
         futures::stream::empty().boxed()
     }
-    fn lookup(&self, _d: &str, name: &str) -> BoxFuture<'static, Result<Option<Entry>, String>> {
+    fn lookup(
+        &self,
+        _d: &str,
+        name: &str,
+    ) -> BoxFuture<'static, Result<Option<Entry>, ClusterError>> {
         if self.boom.as_deref() == Some(name) {
             panic!("fake filer lookup exploded on {name}");
         }
         async { Ok(None) }.boxed()
     }
-    fn list_dir(&self, _d: &str) -> BoxFuture<'static, Result<Vec<Entry>, String>> {
+    fn list_dir(&self, _d: &str) -> BoxFuture<'static, Result<Vec<Entry>, ClusterError>> {
         async { Ok(vec![]) }.boxed()
     }
     fn subscribe(
         &self,
         since: Nanos,
         until: Nanos,
-    ) -> BoxFuture<'static, Result<EventStream, String>> {
+    ) -> BoxFuture<'static, Result<EventStream, ClusterError>> {
         let evs: Vec<_> = self
             .events
             .iter()

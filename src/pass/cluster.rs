@@ -20,11 +20,14 @@ use crate::seaweed::controls::ControlStore;
 use crate::seaweed::delete::DeleteError;
 use crate::seaweed::lister::{ListOptions, list_bucket_after};
 use crate::seaweed::metalog::{DEFAULT_CLIENT_NAME, ReaderOptions, SubscribeParams};
-use crate::seaweed::pool::{FilerPool, GatewayPool, ResumeDedup, StoreCheck};
+use crate::seaweed::pool::{
+    AddressError, FilerPool, GatewayPool, ResumeDedup, StoreCheck, lazy_channel,
+};
 use crate::seaweed::retention;
 use crate::seaweed::tls::ClientTls;
 use crate::seaweed::volumes;
 
+use crate::pass::cluster_error::ClusterError;
 use crate::pass::log_streams::{StreamSource, follow, open_merged, open_on_any};
 use crate::pass::ports::{ClusterPort, EventStream};
 
@@ -63,20 +66,13 @@ struct Discovery {
 
 /// A lazily connecting channel with the filer client's keepalive settings.
 /// Build it on the main runtime (its buffer task lives there).
-pub fn channel(addr: &str) -> Result<Channel, String> {
+pub fn channel(addr: &str) -> Result<Channel, AddressError> {
     channel_tls(addr, None)
 }
 
 /// [`channel`], dialling with client TLS when `tls` is set (docs/tls.md).
-pub fn channel_tls(addr: &str, tls: Option<ClientTls>) -> Result<Channel, String> {
-    use crate::seaweed::endpoint::{EndpointOptions, GrpcEndpoint};
-    let endpoint = GrpcEndpoint::new(addr, &EndpointOptions::seaweed().tls(tls)).map_err(|e| {
-        format!(
-            "invalid address {addr:?}: {}; expected host:port",
-            e.reason()
-        )
-    })?;
-    Ok(endpoint.connect_lazy())
+pub fn channel_tls(addr: &str, tls: Option<ClientTls>) -> Result<Channel, AddressError> {
+    lazy_channel(addr, tls)
 }
 
 impl SeaweedCluster {
@@ -92,7 +88,7 @@ impl SeaweedCluster {
         event_buffer: usize,
         filer_call_timeout: std::time::Duration,
         tls: Option<ClientTls>,
-    ) -> Result<SeaweedCluster, String> {
+    ) -> Result<SeaweedCluster, ClusterError> {
         SeaweedCluster::connect_many(
             &[addr.to_string()],
             buckets_root,
@@ -113,11 +109,11 @@ impl SeaweedCluster {
         event_buffer: usize,
         filer_call_timeout: std::time::Duration,
         tls: Option<ClientTls>,
-    ) -> Result<SeaweedCluster, String> {
+    ) -> Result<SeaweedCluster, ClusterError> {
         let pool = FilerPool::new(addrs, filer_call_timeout, cursor_dir, tls)?;
         let root = if buckets_root.is_empty() {
             pool.call(|n| {
-                async move { n.filer.buckets_root().await.map_err(|e| e.to_string()) }.boxed()
+                async move { n.filer.buckets_root().await.map_err(ClusterError::from) }.boxed()
             })
             .await?
         } else {
@@ -147,14 +143,18 @@ impl SeaweedCluster {
 
     /// The master's gRPC address: `cluster.master`, else the first master
     /// the filer reports.
-    fn master_addr(&self) -> BoxFuture<'static, Result<String, String>> {
+    fn master_addr(&self) -> BoxFuture<'static, Result<String, ClusterError>> {
         let configured = self.master.clone();
         let pool = self.pool.clone();
         async move {
             pool.call(move |n| {
                 let configured = configured.clone();
-                async move { crate::seaweed::discovery::master_of(&n.filer, &configured).await }
-                    .boxed()
+                async move {
+                    crate::seaweed::discovery::master_of(&n.filer, &configured)
+                        .await
+                        .map_err(ClusterError::Master)
+                }
+                .boxed()
             })
             .await
         }
@@ -202,7 +202,7 @@ impl ClusterPort for SeaweedCluster {
         self.root.clone()
     }
 
-    fn refresh(&self) -> BoxFuture<'static, Result<(), String>> {
+    fn refresh(&self) -> BoxFuture<'static, Result<(), ClusterError>> {
         let Some(d) = &self.discovery else {
             return async { Ok(()) }.boxed();
         };
@@ -211,18 +211,18 @@ impl ClusterPort for SeaweedCluster {
         let tls = d.tls.clone();
         let pool = self.pool.clone();
         async move {
-            let members = crate::seaweed::discovery::resolve(&settings.wanted(), tls.as_ref()).await?;
+            let members = crate::seaweed::discovery::resolve(&settings.wanted(), tls.as_ref())
+                .await
+                .map_err(ClusterError::Discovery)?;
             pool.set_addrs(&members.filers)?;
-            gateways
-                .set_addrs(&members.s3_grpc)
-                .map_err(|e| e.to_string())?;
+            gateways.set_addrs(&members.s3_grpc)?;
             tracing::info!(filers = ?members.filers, s3_grpc = ?members.s3_grpc, "cluster members from the master");
             Ok(())
         }
         .boxed()
     }
 
-    fn buckets(&self) -> BoxFuture<'static, Result<BucketScan, String>> {
+    fn buckets(&self) -> BoxFuture<'static, Result<BucketScan, ClusterError>> {
         let pool = self.pool.clone();
         let root = self.root.clone();
         async move {
@@ -231,7 +231,10 @@ impl ClusterPort for SeaweedCluster {
                 async move {
                     list_bucket_configs(&n.filer, &root)
                         .await
-                        .map_err(|e| format!("listing buckets under {root}: {e}"))
+                        .map_err(|source| ClusterError::ListBuckets {
+                            root: root.clone(),
+                            source,
+                        })
                 }
                 .boxed()
             })
@@ -240,7 +243,7 @@ impl ClusterPort for SeaweedCluster {
         .boxed()
     }
 
-    fn earliest_available(&self) -> BoxFuture<'static, Result<Option<Nanos>, String>> {
+    fn earliest_available(&self) -> BoxFuture<'static, Result<Option<Nanos>, ClusterError>> {
         let pool = self.pool.clone();
         async move {
             pool.call(|n| {
@@ -249,7 +252,7 @@ impl ClusterPort for SeaweedCluster {
                     retention::earliest_available(&mut raw)
                         .await
                         .map(|e| e.map(|e| e.ts_ns))
-                        .map_err(|e| format!("meta-log retention probe: {e}"))
+                        .map_err(ClusterError::from)
                 }
                 .boxed()
             })
@@ -258,11 +261,14 @@ impl ClusterPort for SeaweedCluster {
         .boxed()
     }
 
-    fn load_cursor(&self, shard: u8) -> BoxFuture<'static, Result<Option<ShardCursor>, String>> {
+    fn load_cursor(
+        &self,
+        shard: u8,
+    ) -> BoxFuture<'static, Result<Option<ShardCursor>, ClusterError>> {
         let pool = self.pool.clone();
         async move {
             pool.call(|n| {
-                async move { n.cursors.load(shard).await.map_err(|e| e.to_string()) }.boxed()
+                async move { n.cursors.load(shard).await.map_err(ClusterError::from) }.boxed()
             })
             .await
         }
@@ -273,7 +279,7 @@ impl ClusterPort for SeaweedCluster {
         &self,
         cursor: ShardCursor,
         now: Nanos,
-    ) -> BoxFuture<'static, Result<(), String>> {
+    ) -> BoxFuture<'static, Result<(), ClusterError>> {
         let pool = self.pool.clone();
         async move {
             pool.call(|n| {
@@ -282,7 +288,7 @@ impl ClusterPort for SeaweedCluster {
                     n.cursors
                         .save(&cursor, now)
                         .await
-                        .map_err(|e| e.to_string())
+                        .map_err(ClusterError::from)
                 }
                 .boxed()
             })
@@ -291,7 +297,7 @@ impl ClusterPort for SeaweedCluster {
         .boxed()
     }
 
-    fn list_bucket(&self, bucket: &str) -> BoxStream<'static, Result<WalkItem, String>> {
+    fn list_bucket(&self, bucket: &str) -> BoxStream<'static, Result<WalkItem, ClusterError>> {
         self.list_bucket_after(bucket, None, None)
             .map(|r| r.map(|(_, item)| item))
             .boxed()
@@ -302,7 +308,7 @@ impl ClusterPort for SeaweedCluster {
         bucket: &str,
         after: Option<String>,
         prefixes: Option<Vec<String>>,
-    ) -> BoxStream<'static, Result<(String, WalkItem), String>> {
+    ) -> BoxStream<'static, Result<(String, WalkItem), ClusterError>> {
         let pool = self.pool.clone();
         let root = self.root.clone();
         let b = bucket.to_string();
@@ -318,28 +324,41 @@ impl ClusterPort for SeaweedCluster {
                 };
                 let mut items = list_bucket_after(&node.filer, &root, &b, opts, after.as_deref())
                     .positioned()
-                    .map(move |r| r.map_err(|e| format!("listing bucket {bb}: {e}")))
+                    .map(move |r| {
+                        r.map_err(|source| ClusterError::ListBucket {
+                            bucket: bb.clone(),
+                            source,
+                        })
+                    })
                     .boxed();
                 match items.next().await {
-                    Some(Err(e)) => errors.push(format!("filer {}: {e}", node.addr)),
+                    Some(Err(e)) => errors.push((node.addr.clone(), e)),
                     first => {
                         pool.prefer(&node.addr);
                         return futures::stream::iter(first).chain(items).boxed();
                     }
                 }
             }
-            let msg = if errors.len() == 1 {
-                errors.remove(0)
+            let e = if errors.len() == 1 {
+                let (addr, e) = errors.remove(0);
+                ClusterError::OnFiler {
+                    addr,
+                    source: Box::new(e),
+                }
             } else {
-                format!("every filer failed: {}", errors.join("; "))
+                ClusterError::EveryFilerFailed(errors)
             };
-            futures::stream::iter([Err(msg)]).boxed()
+            futures::stream::iter([Err(e)]).boxed()
         })
         .flatten()
         .boxed()
     }
 
-    fn lookup(&self, dir: &str, name: &str) -> BoxFuture<'static, Result<Option<Entry>, String>> {
+    fn lookup(
+        &self,
+        dir: &str,
+        name: &str,
+    ) -> BoxFuture<'static, Result<Option<Entry>, ClusterError>> {
         let pool = self.pool.clone();
         let (dir, name) = (dir.to_string(), name.to_string());
         async move {
@@ -349,7 +368,11 @@ impl ClusterPort for SeaweedCluster {
                     n.filer
                         .lookup(&dir, &name)
                         .await
-                        .map_err(|e| format!("lookup {dir}/{name}: {e}"))
+                        .map_err(|source| ClusterError::Lookup {
+                            dir: dir.clone(),
+                            name: name.clone(),
+                            source,
+                        })
                 }
                 .boxed()
             })
@@ -358,7 +381,7 @@ impl ClusterPort for SeaweedCluster {
         .boxed()
     }
 
-    fn list_dir(&self, dir: &str) -> BoxFuture<'static, Result<Vec<Entry>, String>> {
+    fn list_dir(&self, dir: &str) -> BoxFuture<'static, Result<Vec<Entry>, ClusterError>> {
         let pool = self.pool.clone();
         let dir = dir.to_string();
         async move {
@@ -367,7 +390,12 @@ impl ClusterPort for SeaweedCluster {
                 async move {
                     n.filer
                         .list_all(&dir, crate::seaweed::filer::DEFAULT_PAGE)
-                        .map(|r| r.map_err(|e| format!("listing {dir}: {e}")))
+                        .map(|r| {
+                            r.map_err(|source| ClusterError::ListDir {
+                                dir: dir.clone(),
+                                source,
+                            })
+                        })
                         .collect::<Vec<_>>()
                         .await
                         .into_iter()
@@ -380,12 +408,15 @@ impl ClusterPort for SeaweedCluster {
         .boxed()
     }
 
-    fn volumes(&self) -> BoxFuture<'static, Result<Option<Vec<VolumeUsage>>, String>> {
+    fn volumes(&self) -> BoxFuture<'static, Result<Option<Vec<VolumeUsage>>, ClusterError>> {
         let master = self.master_addr();
         let tls = self.master_tls.clone();
         async move {
             let master = master.await?;
-            volumes::list_volumes(&master, tls.as_ref()).await.map(Some)
+            volumes::list_volumes(&master, tls.as_ref())
+                .await
+                .map(Some)
+                .map_err(ClusterError::Master)
         }
         .boxed()
     }
@@ -393,7 +424,7 @@ impl ClusterPort for SeaweedCluster {
     fn ttl_audit(
         &self,
         run: crate::seaweed::ttl_scan::AuditRun,
-    ) -> BoxFuture<'static, Result<Option<crate::engine::audit::AuditReport>, String>> {
+    ) -> BoxFuture<'static, Result<Option<crate::engine::audit::AuditReport>, ClusterError>> {
         let master = self.master.clone();
         let tls = self.master_tls.clone();
         let root = self.root.clone();
@@ -405,6 +436,7 @@ impl ClusterPort for SeaweedCluster {
                 async move {
                     crate::seaweed::ttl_scan::audit_cluster(&n.filer, &master, tls, &root, &run)
                         .await
+                        .map_err(ClusterError::TtlAudit)
                 }
                 .boxed()
             })
@@ -419,27 +451,31 @@ impl ClusterPort for SeaweedCluster {
         id: u32,
         threshold: f64,
         timeout: std::time::Duration,
-    ) -> BoxFuture<'static, Result<(), String>> {
+    ) -> BoxFuture<'static, Result<(), ClusterError>> {
         let master = self.master_addr();
         let tls = self.master_tls.clone();
         async move {
             let master = master.await?;
-            volumes::vacuum_volume(&master, tls.as_ref(), id, threshold, timeout).await
+            volumes::vacuum_volume(&master, tls.as_ref(), id, threshold, timeout)
+                .await
+                .map_err(ClusterError::Master)
         }
         .boxed()
     }
 
-    fn weed_admin(&self) -> BoxFuture<'static, Result<Option<String>, String>> {
+    fn weed_admin(&self) -> BoxFuture<'static, Result<Option<String>, ClusterError>> {
         let master = self.master_addr();
         let tls = self.master_tls.clone();
         async move {
             let master = master.await?;
-            crate::seaweed::discovery::admin_presence(&master, tls.as_ref()).await
+            crate::seaweed::discovery::admin_presence(&master, tls.as_ref())
+                .await
+                .map_err(ClusterError::Master)
         }
         .boxed()
     }
 
-    fn filer_clock(&self) -> BoxFuture<'static, Result<Option<Nanos>, String>> {
+    fn filer_clock(&self) -> BoxFuture<'static, Result<Option<Nanos>, ClusterError>> {
         let pool = self.pool.clone();
         async move {
             if pool.ordered().len() != 1 {
@@ -451,7 +487,7 @@ impl ClusterPort for SeaweedCluster {
                         .clock()
                         .await
                         .map(Some)
-                        .map_err(|e| format!("filer clock: {e}"))
+                        .map_err(ClusterError::FilerClock)
                 }
                 .boxed()
             })
@@ -464,7 +500,7 @@ impl ClusterPort for SeaweedCluster {
         &self,
         since: Nanos,
         until: Nanos,
-    ) -> BoxFuture<'static, Result<EventStream, String>> {
+    ) -> BoxFuture<'static, Result<EventStream, ClusterError>> {
         let params = SubscribeParams {
             buckets_root: self.root.clone(),
             since_ns: since,
@@ -486,7 +522,8 @@ impl ClusterPort for SeaweedCluster {
             // can lack its peers' events for good (after a restart), so each
             // filer's own log is read and the logs merged; all must answer,
             // and a broken stream cannot move (docs/meta-log.md#several-filers).
-            if let StoreCheck::Separate(filers) = pool.store_check().await? {
+            let stores = pool.store_check().await.map_err(ClusterError::StoreCheck)?;
+            if let StoreCheck::Separate(filers) = stores {
                 return open_merged(&pool, &params, options, filers, options.capacity).await;
             }
             // One store (or one filer): the stream may resume on any filer.
@@ -511,7 +548,7 @@ impl ClusterPort for SeaweedCluster {
             };
             tokio::spawn(follow(source, dedup, node, reader, tx));
             Ok(tokio_stream::wrappers::ReceiverStream::new(rx)
-                .flat_map(|batch: Result<Vec<MetaEvent>, String>| match batch {
+                .flat_map(|batch: Result<Vec<MetaEvent>, ClusterError>| match batch {
                     Ok(events) => futures::stream::iter(events.into_iter().map(Ok)).left_stream(),
                     Err(e) => futures::stream::iter([Err(e)]).right_stream(),
                 })
@@ -520,9 +557,9 @@ impl ClusterPort for SeaweedCluster {
         .boxed()
     }
 
-    fn paused(&self) -> BoxFuture<'static, Result<Vec<PauseRecord>, String>> {
+    fn paused(&self) -> BoxFuture<'static, Result<Vec<PauseRecord>, ClusterError>> {
         let store = self.controls.clone();
-        async move { store.paused().await }.boxed()
+        async move { store.paused().await.map_err(ClusterError::Controls) }.boxed()
     }
 
     fn pause(
@@ -530,58 +567,76 @@ impl ClusterPort for SeaweedCluster {
         bucket: &str,
         now: Nanos,
         reason: &str,
-    ) -> BoxFuture<'static, Result<PauseRecord, String>> {
+    ) -> BoxFuture<'static, Result<PauseRecord, ClusterError>> {
         let store = self.controls.clone();
         let (bucket, reason) = (bucket.to_string(), reason.to_string());
-        async move { store.pause(&bucket, now, &reason).await }.boxed()
+        async move {
+            store
+                .pause(&bucket, now, &reason)
+                .await
+                .map_err(ClusterError::Controls)
+        }
+        .boxed()
     }
 
-    fn resume(&self, bucket: &str) -> BoxFuture<'static, Result<bool, String>> {
+    fn resume(&self, bucket: &str) -> BoxFuture<'static, Result<bool, ClusterError>> {
         let store = self.controls.clone();
         let bucket = bucket.to_string();
-        async move { store.resume(&bucket).await }.boxed()
+        async move { store.resume(&bucket).await.map_err(ClusterError::Controls) }.boxed()
     }
 
-    fn approvals(&self) -> BoxFuture<'static, Result<Vec<ApprovalRecord>, String>> {
+    fn approvals(&self) -> BoxFuture<'static, Result<Vec<ApprovalRecord>, ClusterError>> {
         let store = self.controls.clone();
-        async move { store.approvals().await }.boxed()
+        async move { store.approvals().await.map_err(ClusterError::Controls) }.boxed()
     }
 
     fn approve(
         &self,
         bucket: &str,
         now: Nanos,
-    ) -> BoxFuture<'static, Result<ApprovalRecord, String>> {
+    ) -> BoxFuture<'static, Result<ApprovalRecord, ClusterError>> {
         let store = self.controls.clone();
         let bucket = bucket.to_string();
-        async move { store.approve(&bucket, now).await }.boxed()
+        async move {
+            store
+                .approve(&bucket, now)
+                .await
+                .map_err(ClusterError::Controls)
+        }
+        .boxed()
     }
 
-    fn clear_approval(&self, bucket: &str) -> BoxFuture<'static, Result<(), String>> {
+    fn clear_approval(&self, bucket: &str) -> BoxFuture<'static, Result<(), ClusterError>> {
         let store = self.controls.clone();
         let bucket = bucket.to_string();
-        async move { store.clear_approval(&bucket).await }.boxed()
+        async move {
+            store
+                .clear_approval(&bucket)
+                .await
+                .map_err(ClusterError::Controls)
+        }
+        .boxed()
     }
 
-    fn holds(&self) -> BoxFuture<'static, Result<Vec<HoldRecord>, String>> {
+    fn holds(&self) -> BoxFuture<'static, Result<Vec<HoldRecord>, ClusterError>> {
         let store = self.controls.clone();
-        async move { store.holds().await }.boxed()
+        async move { store.holds().await.map_err(ClusterError::Controls) }.boxed()
     }
 
-    fn hold(&self, record: HoldRecord) -> BoxFuture<'static, Result<(), String>> {
+    fn hold(&self, record: HoldRecord) -> BoxFuture<'static, Result<(), ClusterError>> {
         let store = self.controls.clone();
-        async move { store.hold(&record).await }.boxed()
+        async move { store.hold(&record).await.map_err(ClusterError::Controls) }.boxed()
     }
 
-    fn release(&self, bucket: &str) -> BoxFuture<'static, Result<(), String>> {
+    fn release(&self, bucket: &str) -> BoxFuture<'static, Result<(), ClusterError>> {
         let store = self.controls.clone();
         let bucket = bucket.to_string();
-        async move { store.release(&bucket).await }.boxed()
+        async move { store.release(&bucket).await.map_err(ClusterError::Controls) }.boxed()
     }
 
-    fn rule_records(&self) -> BoxFuture<'static, Result<Vec<RuleRecord>, String>> {
+    fn rule_records(&self) -> BoxFuture<'static, Result<Vec<RuleRecord>, ClusterError>> {
         let store = self.controls.clone();
-        async move { store.rule_records().await }.boxed()
+        async move { store.rule_records().await.map_err(ClusterError::Controls) }.boxed()
     }
 
     fn write_journal(
@@ -590,30 +645,48 @@ impl ClusterPort for SeaweedCluster {
         name: &str,
         content: Vec<u8>,
         now: Nanos,
-    ) -> BoxFuture<'static, Result<(), String>> {
+    ) -> BoxFuture<'static, Result<(), ClusterError>> {
         let store = self.controls.clone();
         let (day, name) = (day.to_string(), name.to_string());
-        async move { store.write_journal(&day, &name, content, now).await }.boxed()
+        async move {
+            store
+                .write_journal(&day, &name, content, now)
+                .await
+                .map_err(ClusterError::Controls)
+        }
+        .boxed()
     }
 
-    fn journal_days(&self) -> BoxFuture<'static, Result<Vec<String>, String>> {
+    fn journal_days(&self) -> BoxFuture<'static, Result<Vec<String>, ClusterError>> {
         let store = self.controls.clone();
-        async move { store.journal_days().await }.boxed()
+        async move { store.journal_days().await.map_err(ClusterError::Controls) }.boxed()
     }
 
-    fn drop_journal_day(&self, day: &str) -> BoxFuture<'static, Result<(), String>> {
+    fn drop_journal_day(&self, day: &str) -> BoxFuture<'static, Result<(), ClusterError>> {
         let store = self.controls.clone();
         let day = day.to_string();
-        async move { store.drop_journal_day(&day).await }.boxed()
+        async move {
+            store
+                .drop_journal_day(&day)
+                .await
+                .map_err(ClusterError::Controls)
+        }
+        .boxed()
     }
 
     fn put_rule_record(
         &self,
         record: RuleRecord,
         now: Nanos,
-    ) -> BoxFuture<'static, Result<(), String>> {
+    ) -> BoxFuture<'static, Result<(), ClusterError>> {
         let store = self.controls.clone();
-        async move { store.put_rule_record(&record, now).await }.boxed()
+        async move {
+            store
+                .put_rule_record(&record, now)
+                .await
+                .map_err(ClusterError::Controls)
+        }
+        .boxed()
     }
 }
 
@@ -655,12 +728,11 @@ pub async fn connect_cluster(
         tls.clone(),
     )
     .await
-    .map_err(|e| {
-        if e.starts_with("invalid address") {
+    .map_err(|e| match e {
+        ClusterError::Address(AddressError::Invalid { .. }) => {
             ConnectError::Config(format!("configuration key `cluster.filer`: {e}"))
-        } else {
-            ConnectError::Unreachable(format!("filer {}: {e}", members.filers.join(",")))
         }
+        _ => ConnectError::Unreachable(format!("filer {}: {e}", members.filers.join(","))),
     })?
     .with_resume_margin(s.pass.reorder_margin)
     .with_direct_log_reads(s.pass.direct_log_reads);
@@ -682,15 +754,21 @@ pub struct SeaweedDelete {
 impl SeaweedDelete {
     /// A client for `addr` (connects lazily; build on the main runtime),
     /// with client TLS when `tls` is set.
-    pub async fn connect(addr: &str, tls: Option<ClientTls>) -> Result<SeaweedDelete, String> {
+    pub async fn connect(
+        addr: &str,
+        tls: Option<ClientTls>,
+    ) -> Result<SeaweedDelete, ClusterError> {
         SeaweedDelete::connect_many(&[addr.to_string()], tls)
     }
 
     /// Clients for every address in `addrs` (lazily; build on the main runtime).
-    pub fn connect_many(addrs: &[String], tls: Option<ClientTls>) -> Result<SeaweedDelete, String> {
+    pub fn connect_many(
+        addrs: &[String],
+        tls: Option<ClientTls>,
+    ) -> Result<SeaweedDelete, ClusterError> {
         GatewayPool::new(addrs, tls)
             .map(|gateways| SeaweedDelete { gateways })
-            .map_err(|e| e.to_string())
+            .map_err(ClusterError::from)
     }
 
     /// The gateway set, shared with [`SeaweedCluster::with_discovery`].

@@ -125,7 +125,7 @@ impl Handler<RunPass> for Coordinator {
         Box::pin(prep.into_actor(self).then(move |joined, act, _ctx| {
             let prepared = match joined {
                 Ok(Ok(p)) => Ok(p),
-                Ok(Err(e)) => Err(e),
+                Ok(Err(e)) => Err(e.to_string()),
                 Err(e) => Err(format!("pass preparation task failed: {e}")),
             };
             let fut: std::pin::Pin<Box<dyn Future<Output = Result<PassResult, String>>>> =
@@ -314,7 +314,7 @@ impl Coordinator {
                     ));
                     shards.insert(shard, (addr, shard_plan, shard_span));
                 }
-                Err(e) => failed.push((shard, e)),
+                Err(e) => failed.push((shard, e.to_string())),
             }
         }
         // Outstanding work of every shard: its window plus the event or

@@ -21,7 +21,7 @@ use crate::pass::actors::{
 };
 use crate::pass::observe::PassObserver;
 use crate::pass::plan::{self, PassPlan};
-use crate::pass::ports::ClusterPort;
+use crate::pass::ports::{ClusterError, ClusterPort};
 use crate::pass::report::{ReplayRead, ShardOutcome, ShardReport, ShardResult};
 use crate::pass::retry::DRAIN_TIMEOUT;
 use crate::pass::shard_plan::{self, ShardPlan, WalkRole};
@@ -120,16 +120,17 @@ impl Driver {
         // sixteen encoded requests at once raised the pass's peak by ~29 MB
         // (heaptrack, docs/due-index.md#memory).
         let (dry_run, now) = (self.dry_run, self.plan.now);
-        let saves: Vec<futures::future::BoxFuture<'static, Option<Result<(), String>>>> = finished
-            .iter()
-            .map(|(_, _, answer)| match answer {
-                // The port's future does nothing until polled.
-                Ok((_, Some(c))) if !dry_run => {
-                    self.port.save_cursor(c.clone(), now).map(Some).boxed()
-                }
-                _ => futures::future::ready(None).boxed(),
-            })
-            .collect();
+        let saves: Vec<futures::future::BoxFuture<'static, Option<Result<(), ClusterError>>>> =
+            finished
+                .iter()
+                .map(|(_, _, answer)| match answer {
+                    // The port's future does nothing until polled.
+                    Ok((_, Some(c))) if !dry_run => {
+                        self.port.save_cursor(c.clone(), now).map(Some).boxed()
+                    }
+                    _ => futures::future::ready(None).boxed(),
+                })
+                .collect();
         let saved_all: Vec<_> = futures::stream::iter(saves)
             .buffered(CURSOR_SAVES_AT_ONCE)
             .collect()
@@ -441,7 +442,7 @@ impl Driver {
                 Ok(s) => s,
                 Err(e) => {
                     self.deliver_all(&mut out).await;
-                    return (None, not_routed, Some(e));
+                    return (None, not_routed, Some(e.to_string()));
                 }
             };
             loop {
@@ -494,7 +495,7 @@ impl Driver {
                     Ok(ev) => ev,
                     Err(e) => {
                         self.deliver_all(&mut out).await;
-                        return (None, not_routed, Some(e));
+                        return (None, not_routed, Some(e.to_string()));
                     }
                 };
                 read.events_read += 1;

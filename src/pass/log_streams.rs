@@ -4,14 +4,16 @@
 //! stores, every filer's own log, merged in `ts_ns` order.
 
 use futures::stream::BoxStream;
-use futures::{FutureExt, StreamExt, TryStreamExt};
+use futures::{FutureExt, StreamExt};
 
 use crate::engine::merge::{LogMerge, applied_for_peer};
 use crate::engine::{MetaEvent, Nanos};
 use crate::pb::filer_pb::SubscribeMetadataResponse;
 use crate::seaweed::metalog::{MetaLogReader, ReaderOptions, SubscribeParams};
+use crate::seaweed::metalog_error::MetaLogError;
 use crate::seaweed::pool::{FilerPool, ResumeDedup};
 
+use crate::pass::cluster_error::ClusterError;
 use crate::pass::ports::EventStream;
 
 /// Opens the subscription on the preferred filer or, failing that, the next,
@@ -21,7 +23,7 @@ pub(crate) async fn open_on_any(
     params: &SubscribeParams,
     options: ReaderOptions,
     dedup: &ResumeDedup,
-) -> Result<(String, MetaLogReader), String> {
+) -> Result<(String, MetaLogReader), ClusterError> {
     let mut errors = Vec::new();
     let order = pool.ordered();
     let single = order.len() == 1;
@@ -35,14 +37,11 @@ pub(crate) async fn open_on_any(
                 pool.prefer(&node.addr);
                 return Ok((node.addr, r));
             }
-            Err(e) if single => return Err(e.to_string()),
-            Err(e) => errors.push(format!("filer {}: {e}", node.addr)),
+            Err(e) if single => return Err(e.into()),
+            Err(e) => errors.push((node.addr, e.into())),
         }
     }
-    Err(format!(
-        "meta-log: no filer could serve the subscription: {}",
-        errors.join("; ")
-    ))
+    Err(ClusterError::NoFilerServes(errors))
 }
 
 /// Opens `SubscribeLocalMetadata` on every filer of `filers` (their own
@@ -55,21 +54,24 @@ pub(crate) async fn open_merged(
     options: ReaderOptions,
     filers: Vec<(String, i32)>,
     capacity: usize,
-) -> Result<EventStream, String> {
+) -> Result<EventStream, ClusterError> {
     let nodes = pool.ordered();
     let opened = futures::future::join_all(filers.iter().map(|(addr, sig)| {
         let node = nodes.iter().find(|n| &n.addr == addr).cloned();
         let (addr, sig, params) = (addr.clone(), *sig, params.clone());
         async move {
-            let node = node.ok_or_else(|| format!("filer {addr}: left the pool"))?;
+            let node = node.ok_or_else(|| ClusterError::LeftPool { addr: addr.clone() })?;
             MetaLogReader::open_local(node.channel.clone(), params, options)
                 .await
                 .map(|reader| LocalLog {
                     addr: addr.clone(),
                     signature: sig,
-                    items: reader.map_err(|e| e.to_string()).boxed(),
+                    items: reader.boxed(),
                 })
-                .map_err(|e| format!("filer {addr}: {e}"))
+                .map_err(|e| ClusterError::OnFiler {
+                    addr: addr.clone(),
+                    source: Box::new(e.into()),
+                })
         }
     }))
     .await;
@@ -82,12 +84,7 @@ pub(crate) async fn open_merged(
         }
     }
     if !errors.is_empty() {
-        return Err(format!(
-            "meta-log: {}; the filers have their own stores, so a pass needs every filer's own \
-             log: bring it back, or remove it from `cluster.filer` once its writes are no longer \
-             needed (docs/meta-log.md#several-filers)",
-            errors.join("; ")
-        ));
+        return Err(ClusterError::OwnLogsUnopened(errors));
     }
     tracing::debug!(
         filers = logs.len(),
@@ -103,7 +100,7 @@ pub(crate) async fn open_merged(
 pub(crate) struct LocalLog {
     addr: String,
     signature: i32,
-    items: BoxStream<'static, Result<SubscribeMetadataResponse, String>>,
+    items: BoxStream<'static, Result<SubscribeMetadataResponse, MetaLogError>>,
 }
 
 /// Feeds the merge of every filer's own log to `tx`, in `ts_ns` order
@@ -113,7 +110,7 @@ pub(crate) struct LocalLog {
 /// resumed elsewhere, since no other filer's log holds its events.
 async fn merge_logs(
     mut logs: Vec<LocalLog>,
-    tx: tokio::sync::mpsc::Sender<Result<MetaEvent, String>>,
+    tx: tokio::sync::mpsc::Sender<Result<MetaEvent, ClusterError>>,
 ) {
     let pool: Vec<i32> = logs.iter().map(|l| l.signature).collect();
     let mut merge: LogMerge<MetaEvent> = LogMerge::new(logs.len());
@@ -154,14 +151,12 @@ async fn merge_logs(
         let log = &logs[i];
         match item {
             None => merge.end(i),
-            Some(Err(e)) => {
+            Some(Err(source)) => {
                 let _ = tx
-                    .send(Err(format!(
-                        "meta-log stream on filer {} broke: {e}; not resumed on another filer: \
-                         the filers have their own stores, so the others lack the events written \
-                         through {} (docs/meta-log.md#several-filers)",
-                        log.addr, log.addr
-                    )))
+                    .send(Err(ClusterError::OwnLogBroke {
+                        addr: log.addr.clone(),
+                        source,
+                    }))
                     .await;
                 return;
             }
@@ -188,11 +183,9 @@ async fn merge_logs(
                         last[i] = Some(key);
                         if merge.offer(i, ev.ts_ns, ev).is_err() {
                             let _ = tx
-                                .send(Err(format!(
-                                    "meta-log merge: filer {} sent an event while its last one \
-                                     was still pending (a bug; the pass stops here)",
-                                    log.addr
-                                )))
+                                .send(Err(ClusterError::MergeOutOfOrder {
+                                    addr: log.addr.clone(),
+                                }))
                                 .await;
                             return;
                         }
@@ -233,7 +226,7 @@ pub(crate) async fn follow(
     mut dedup: ResumeDedup,
     mut node: String,
     mut reader: MetaLogReader,
-    tx: tokio::sync::mpsc::Sender<Result<Vec<MetaEvent>, String>>,
+    tx: tokio::sync::mpsc::Sender<Result<Vec<MetaEvent>, ClusterError>>,
 ) {
     let StreamSource {
         pool,
@@ -260,7 +253,7 @@ pub(crate) async fn follow(
                 let filers = pool.ordered().len();
                 breaks += 1;
                 if filers == 1 || breaks > 2 * filers {
-                    let _ = tx.send(Err(e.to_string())).await;
+                    let _ = tx.send(Err(e.into())).await;
                     return;
                 }
                 tracing::warn!(filer = %node, error = %e, resume_from = dedup.since(params.since_ns),
@@ -272,7 +265,12 @@ pub(crate) async fn follow(
                         reader = r;
                     }
                     Err(e2) => {
-                        let _ = tx.send(Err(format!("{e}; then {e2}"))).await;
+                        let _ = tx
+                            .send(Err(ClusterError::ResumeFailed {
+                                broke: e,
+                                resume: Box::new(e2),
+                            }))
+                            .await;
                         return;
                     }
                 }
@@ -285,7 +283,11 @@ mod tests {
     use super::*;
     use crate::pb::filer_pb::{Entry, EventNotification};
 
-    fn ev(ts: Nanos, name: &str, signatures: &[i32]) -> Result<SubscribeMetadataResponse, String> {
+    fn ev(
+        ts: Nanos,
+        name: &str,
+        signatures: &[i32],
+    ) -> Result<SubscribeMetadataResponse, MetaLogError> {
         Ok(SubscribeMetadataResponse {
             directory: "/buckets/b".into(),
             ts_ns: ts,
@@ -302,7 +304,7 @@ mod tests {
     }
 
     /// A position mark, as `MetaLogReader::open_local` forwards keepalives.
-    fn mark(ts: Nanos) -> Result<SubscribeMetadataResponse, String> {
+    fn mark(ts: Nanos) -> Result<SubscribeMetadataResponse, MetaLogError> {
         Ok(SubscribeMetadataResponse {
             ts_ns: ts,
             ..Default::default()
@@ -312,7 +314,7 @@ mod tests {
     fn log(
         addr: &str,
         signature: i32,
-        items: Vec<Result<SubscribeMetadataResponse, String>>,
+        items: Vec<Result<SubscribeMetadataResponse, MetaLogError>>,
     ) -> LocalLog {
         LocalLog {
             addr: addr.into(),
@@ -377,7 +379,15 @@ mod tests {
         let a = log(
             "filer-a:18888",
             1,
-            vec![ev(10, "a10", &[1]), Err("transport error".into())],
+            vec![
+                ev(10, "a10", &[1]),
+                Err(MetaLogError::Stream {
+                    code: tonic::Code::Unavailable,
+                    message: "transport error".into(),
+                    events_delivered: 1,
+                    last_ts_ns: 10,
+                }),
+            ],
         );
         let b = log(
             "filer-b:18888",

@@ -5,6 +5,7 @@
 
 pub mod actors;
 pub mod cluster;
+pub mod cluster_error;
 pub mod coordinator;
 pub mod dispatch;
 pub mod driver;

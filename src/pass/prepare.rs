@@ -11,7 +11,7 @@ use crate::engine::cursor::ShardCursor;
 use crate::engine::safety::{CapBook, PauseRecord, Selection, grace_decision};
 use crate::lifecycle::BucketError;
 use crate::pass::plan::PassPlan;
-use crate::pass::ports::ClusterPort;
+use crate::pass::ports::{ClusterError, ClusterPort};
 
 use crate::pass::options::PassOptions;
 
@@ -25,13 +25,13 @@ pub(crate) struct Prepared {
     pub(crate) caps: CapBook,
     pub(crate) approved: Vec<String>,
     pub(crate) released: Vec<String>,
-    pub(crate) cursors: BTreeMap<u8, Result<Option<ShardCursor>, String>>,
+    pub(crate) cursors: BTreeMap<u8, Result<Option<ShardCursor>, ClusterError>>,
 }
 
 pub(crate) async fn prepare(
     port: Arc<dyn ClusterPort>,
     opts: &PassOptions,
-) -> Result<Prepared, String> {
+) -> Result<Prepared, ClusterError> {
     let s = &opts.settings;
     port.refresh().await?;
     let limits = s.safety.cap_limits();

@@ -10,7 +10,7 @@ use crate::config::ReclaimSettings;
 use crate::engine::reclaim::{
     CollectionGarbage, ReclaimReport, VacuumReport, VolumeUsage, by_collection, vacuum_plan,
 };
-use crate::pass::ports::ClusterPort;
+use crate::pass::ports::{ClusterError, ClusterPort};
 
 /// How often the master is re-read while waiting for its view to change.
 const POLL: Duration = Duration::from_millis(500);
@@ -24,7 +24,7 @@ async fn settled_read(
     base: &[CollectionGarbage],
     settle: Duration,
     field: fn(&CollectionGarbage) -> u64,
-) -> Result<(Vec<VolumeUsage>, bool), String> {
+) -> Result<(Vec<VolumeUsage>, bool), ClusterError> {
     let start = Instant::now();
     loop {
         let v = port.volumes().await?.unwrap_or_default();
@@ -50,8 +50,9 @@ pub(crate) async fn after_pass(
     if touched.is_empty() || !(s.report || s.vacuum) {
         return None;
     }
-    let fail = |e: String| ReclaimReport {
-        error: Some(e),
+    // The report is the pure core's: it keeps the reason as text.
+    let fail = |e: ClusterError| ReclaimReport {
+        error: Some(e.to_string()),
         ..ReclaimReport::default()
     };
     let first = match port.volumes().await {
@@ -146,7 +147,7 @@ async fn vacuum(
     for id in now {
         match port.vacuum(id, s.vacuum_threshold, s.vacuum_timeout).await {
             Ok(()) => out.vacuumed.push(id),
-            Err(e) => out.failed.push(e),
+            Err(e) => out.failed.push(e.to_string()),
         }
     }
     if out.vacuumed.is_empty() && out.failed.is_empty() && out.skipped.is_none() {

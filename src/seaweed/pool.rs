@@ -47,14 +47,30 @@ pub struct FilerPool {
     tls: Option<ClientTls>,
 }
 
-fn lazy_channel(addr: &str, tls: Option<ClientTls>) -> Result<Channel, String> {
+/// Why a filer list cannot be used: a setting, not the cluster, is wrong
+/// (`connect_cluster` makes that a configuration error).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum AddressError {
+    /// The list is empty.
+    #[error("no filer address given; set `cluster.filer` or `cluster.master`")]
+    Missing,
+    /// An address is no gRPC endpoint.
+    #[error("invalid address {addr:?}: {reason}; expected host:port")]
+    Invalid {
+        /// The address as given.
+        addr: String,
+        /// Why the endpoint parser rejected it.
+        reason: String,
+    },
+}
+
+/// A lazily connecting channel to `addr`, with client TLS when `tls` is set.
+pub fn lazy_channel(addr: &str, tls: Option<ClientTls>) -> Result<Channel, AddressError> {
     GrpcEndpoint::new(addr, &EndpointOptions::seaweed().tls(tls))
         .map(|e| e.connect_lazy())
-        .map_err(|e| {
-            format!(
-                "invalid address {addr:?}: {}; expected host:port",
-                e.reason()
-            )
+        .map_err(|e| AddressError::Invalid {
+            addr: addr.to_string(),
+            reason: e.reason().to_string(),
         })
 }
 
@@ -66,10 +82,8 @@ impl FilerPool {
         call_timeout: Duration,
         cursor_dir: &str,
         tls: Option<ClientTls>,
-    ) -> Result<FilerPool, String> {
-        let first = addrs
-            .first()
-            .ok_or("no filer address given; set `cluster.filer` or `cluster.master`")?;
+    ) -> Result<FilerPool, AddressError> {
+        let first = addrs.first().ok_or(AddressError::Missing)?;
         let channel = lazy_channel(first, tls.clone())?;
         let client = FilerClient::from_channel(channel, first).with_call_timeout(call_timeout);
         let pool = FilerPool {
@@ -86,9 +100,9 @@ impl FilerPool {
 
     /// Replaces the filer list (discovery at a pass start) unless it is the
     /// same; the preferred filer stays preferred when it is still listed.
-    pub fn set_addrs(&self, addrs: &[String]) -> Result<(), String> {
+    pub fn set_addrs(&self, addrs: &[String]) -> Result<(), AddressError> {
         if addrs.is_empty() {
-            return Err("no filer address given; set `cluster.filer` or `cluster.master`".into());
+            return Err(AddressError::Missing);
         }
         let current = self.nodes();
         if current
@@ -177,40 +191,71 @@ impl FilerPool {
     /// [`FAILOVER_SETTLE`]: for a few seconds after a peer dies, the
     /// survivors still fail some writes by dialling it
     /// (docs/meta-log.md#several-filers). All failing: one error naming each
-    /// filer and its error.
-    pub async fn call<T>(
+    /// filer and its error ([`EveryFilerFailed`]); with one filer, its error
+    /// as it is.
+    pub async fn call<T, E>(
         &self,
-        call: impl Fn(FilerNode) -> BoxFuture<'static, Result<T, String>>,
-    ) -> Result<T, String> {
+        call: impl Fn(FilerNode) -> BoxFuture<'static, Result<T, E>>,
+    ) -> Result<T, E>
+    where
+        E: std::fmt::Display + From<EveryFilerFailed<E>>,
+    {
         let started = Instant::now();
         let mut backoff = Duration::from_millis(250);
         loop {
             let order = self.ordered();
             let single = order.len() == 1;
-            let mut errors = Vec::new();
+            let mut errors: Vec<(String, E)> = Vec::new();
             for node in order {
                 let addr = node.addr.clone();
                 match call(node).await {
                     Ok(v) => {
                         if !errors.is_empty() {
-                            tracing::warn!(filer = %addr, failed = %errors.join("; "), "filer failover");
+                            tracing::warn!(filer = %addr, failed = %failures(&errors), "filer failover");
                         }
                         self.prefer(&addr);
                         return Ok(v);
                     }
                     Err(e) if single => return Err(e),
-                    Err(e) => errors.push(format!("filer {addr}: {e}")),
+                    Err(e) => errors.push((addr, e)),
                 }
             }
-            let all_unavailable = errors.iter().all(|e| is_unavailable(e));
+            let all_unavailable = errors.iter().all(|(_, e)| is_unavailable(&e.to_string()));
             if !all_unavailable || started.elapsed() + backoff > FAILOVER_SETTLE {
-                return Err(format!("every filer failed: {}", errors.join("; ")));
+                return Err(EveryFilerFailed(errors).into());
             }
-            tracing::warn!(errors = %errors.join("; "), retry_in = ?backoff, "every filer unavailable; retrying");
+            tracing::warn!(errors = %failures(&errors), retry_in = ?backoff, "every filer unavailable; retrying");
             tokio::time::sleep(backoff).await;
             backoff = (backoff * 2).min(Duration::from_secs(2));
         }
     }
+}
+
+/// Every filer failed one [`FilerPool::call`]: each one's address and
+/// error, in the order they were tried.
+#[derive(Debug)]
+pub struct EveryFilerFailed<E>(pub Vec<(String, E)>);
+
+impl<E: std::fmt::Display> std::fmt::Display for EveryFilerFailed<E> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "every filer failed: {}", failures(&self.0))
+    }
+}
+
+/// Callers that keep their errors as text get the message.
+impl From<EveryFilerFailed<String>> for String {
+    fn from(e: EveryFilerFailed<String>) -> String {
+        e.to_string()
+    }
+}
+
+/// `filer <addr>: <error>` for each failure, joined by `; `.
+pub fn failures<E: std::fmt::Display>(errors: &[(String, E)]) -> String {
+    errors
+        .iter()
+        .map(|(addr, e)| format!("filer {addr}: {e}"))
+        .collect::<Vec<_>>()
+        .join("; ")
 }
 
 /// Whether a meta-log stream may move between the filers of a pool
@@ -617,7 +662,10 @@ mod tests {
                 Box::pin(async move {
                     // The first round: both unavailable (a survivor dialling its dead peer).
                     if calls.fetch_add(1, Ordering::Relaxed) < 2 {
-                        Err("transport error: code: 'The service is currently unavailable'".into())
+                        Err(
+                            "transport error: code: 'The service is currently unavailable'"
+                                .to_string(),
+                        )
                     } else {
                         Ok(n.addr)
                     }

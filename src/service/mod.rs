@@ -409,7 +409,7 @@ impl AdminBackend for Backend {
                 .port
                 .pause(&bucket, wall_ns(), &reason)
                 .await
-                .map_err(AdminError::Unavailable)?;
+                .map_err(|e| AdminError::Unavailable(e.to_string()))?;
             tracing::warn!(
                 bucket,
                 reason,
@@ -429,7 +429,7 @@ impl AdminBackend for Backend {
                 .port
                 .resume(&bucket)
                 .await
-                .map_err(AdminError::Unavailable)?;
+                .map_err(|e| AdminError::Unavailable(e.to_string()))?;
             tracing::info!(bucket, was_paused = was, "bucket resumed");
             c.refresh().await;
             Ok(was)
@@ -479,7 +479,7 @@ impl Backend {
                 .port
                 .approve(&bucket, wall_ns())
                 .await
-                .map_err(AdminError::Unavailable)?;
+                .map_err(|e| AdminError::Unavailable(e.to_string()))?;
             tracing::warn!(bucket, "bucket approved: the next pass does not cap it");
             Ok(r.approved_ns)
         }
@@ -512,7 +512,11 @@ impl Controls {
         {
             return Ok(());
         }
-        let scan = self.port.buckets().await.map_err(AdminError::Unavailable)?;
+        let scan = self
+            .port
+            .buckets()
+            .await
+            .map_err(|e| AdminError::Unavailable(e.to_string()))?;
         crate::engine::names::check_exists(bucket, scan.names())
             .map_err(|e| AdminError::NotFound(format!("{e}{hint}")))
     }
@@ -541,7 +545,11 @@ impl Controls {
         for shard in 0..crate::engine::SHARD_COUNT as u8 {
             cursors.push(match saved.get(&shard) {
                 Some(c) => Some(c.clone()),
-                None => self.port.load_cursor(shard).await?,
+                None => self
+                    .port
+                    .load_cursor(shard)
+                    .await
+                    .map_err(|e| e.to_string())?,
             });
         }
         Ok(cursors)
@@ -625,7 +633,7 @@ async fn stale_now(
     only: &[String],
     after_ns: i64,
 ) -> Result<Vec<crate::status::StaleBucket>, String> {
-    let scan = port.buckets().await?;
+    let scan = port.buckets().await.map_err(|e| e.to_string())?;
     let mut names: Vec<String> = scan
         .buckets
         .iter()
@@ -638,7 +646,7 @@ async fn stale_now(
     names.dedup();
     let mut cursors = Vec::with_capacity(crate::engine::SHARD_COUNT);
     for shard in 0..crate::engine::SHARD_COUNT as u8 {
-        cursors.push(port.load_cursor(shard).await?);
+        cursors.push(port.load_cursor(shard).await.map_err(|e| e.to_string())?);
     }
     Ok(crate::status::stale_buckets(
         &names,

@@ -297,10 +297,11 @@ impl Handler<SendLookup> for Replay {
             let folder = d.folder().map(|(dir, name)| port.lookup(&dir, &name));
             // I/O on the runtime pool; the answer comes back by message
             // (do_send: a lost answer would wedge the window).
+            // The shard's state machine is pure: it takes the reasons as text.
             tokio::spawn(async move {
-                let entry = entry.await;
+                let entry = entry.await.map_err(|e| e.to_string());
                 let folder = match folder {
-                    Some(f) => Some(f.await),
+                    Some(f) => Some(f.await.map_err(|e| e.to_string())),
                     None => None,
                 };
                 reply.do_send(LookupDone {
@@ -347,7 +348,11 @@ impl Handler<SendCheck> for Replay {
             // I/O on the runtime pool; the answer comes back by message
             // (do_send: a lost answer would wedge the window).
             tokio::spawn(async move {
-                let answers = futures::future::join_all(reads).await;
+                let answers = futures::future::join_all(reads)
+                    .await
+                    .into_iter()
+                    .map(|r| r.map_err(|e| e.to_string()))
+                    .collect();
                 reply.do_send(CheckDone {
                     epoch,
                     check,
