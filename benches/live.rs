@@ -29,8 +29,8 @@
 //! (`/tmp/p-<n>.data`, numbered in the order printed), for profiling.
 //! `LIVE_BENCH_EVENTS=2000 LIVE_BENCH_DUE=500 LIVE_BENCH_RUNS=1
 //! LIVE_BENCH_MIN_AGE_S=0 LIVE_BENCH_WINDOW=3000 LIVE_BENCH_MIXED=300
-//! cargo test --bench live` is a quick debug-build smoke run. The issue-9
-//! figures alone, at scale: `LIVE_BENCH_CLASSIC=0 LIVE_BENCH_RUNS=1 cargo
+//! cargo test --bench live` is a quick debug-build smoke run. The window
+//! rows alone, at scale: `LIVE_BENCH_CLASSIC=0 LIVE_BENCH_RUNS=1 cargo
 //! bench --bench live` (seeds 1 M objects through the filer's CreateEntry).
 //!
 //! What each row means (all medians of `LIVE_BENCH_RUNS` runs):
@@ -60,9 +60,9 @@
 //!   log: the default probe sees a minutes-old log on a fresh cluster and would
 //!   (rightly) serve the `Days 1` rule by walking instead of replaying.
 //!
-//! - **window rows (issue 9)**, on one bucket with a 30-day rule on
-//!   everything and a 3-day rule on `d/`, `LIVE_BENCH_WINDOW` events (the
-//!   first `LIVE_BENCH_MIXED` under `d/`) written after both services'
+//! - **window rows** (docs/baselines.md#window-rows), on one bucket with a
+//!   30-day rule on everything and a 3-day rule on `d/`, `LIVE_BENCH_WINDOW`
+//!   events (the first `LIVE_BENCH_MIXED` under `d/`) written after both services'
 //!   cursors exist, then left to age `LIVE_BENCH_MIN_AGE_S` (and past the
 //!   reorder margin, with a marker event elsewhere):
 //!   - **(d) scan rate**: our pass at the real now must read every event
@@ -798,7 +798,7 @@ async fn go_pass_from(c: &Cluster, saved: &[Entry]) -> anyhow::Result<(u64, f64,
     Ok((n, pass, g.wall.as_secs_f64()))
 }
 
-/// Rows (a)–(d) of issue 9 on one bucket of `LIVE_BENCH_WINDOW` events:
+/// Window rows (a)–(d) on one bucket of `LIVE_BENCH_WINDOW` events:
 /// scan rate of a pass that must read everything (vs Go and our bare
 /// reader), the steady pass at +2 d, the mixed day at +5 d, the walk.
 async fn window_rows(c: &Cluster, k: &Knobs) -> anyhow::Result<Vec<Row>> {

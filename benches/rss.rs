@@ -1,8 +1,8 @@
 //! Peak RSS of one `s3-lifecycled run-once` pass against a loopback SeaweedFS
-//! 4.48 cluster, as the meta-log it reads grows (issue 9, "Memory"): the pass
-//! must stay flat (±10%) from 100 k to 2 M events, with one rule and with
-//! 1,000 rules across 100 buckets. Prints a table with each row's ratio to
-//! the smallest size; asserts nothing. Figures: docs/due-index.md#memory.
+//! 4.48 cluster, as the meta-log it reads grows: the pass must stay flat (±10%)
+//! from 100 k to 2 M events, with one rule and with 1,000 rules across 100
+//! buckets. Prints a table with each row's ratio to the smallest size; asserts
+//! nothing. Figures: docs/due-index.md#memory.
 //!
 //! Run (release build; seeding 2 M entries takes several minutes):
 //!

@@ -1,10 +1,10 @@
-//! Two `s3-lifecycled worker`s against one under a real `weed admin` (issue 12,
-//! docs/plugin-worker.md): the same number of due deletes (`WORKERS_BENCH_DUE`, default
-//! 100,000; Expiration Date 2020-01-01, unversioned, a fresh bucket and cursor dir per run) is
-//! run once through one worker (one job over all 16 shards) and once through two (two jobs of 8
-//! shards, one per worker). Each worker process is pinned to one core with `taskset -c N` when
-//! `taskset` exists (worker i on core i mod cores). Prints deletes/s for each and the ratio;
-//! asserts that every due object is gone, no timings.
+//! Two `s3-lifecycled worker`s against one under a real `weed admin` (docs/plugin-worker.md):
+//! the same number of due deletes (`WORKERS_BENCH_DUE`, default 100,000; Expiration Date
+//! 2020-01-01, unversioned, a fresh bucket and cursor dir per run) is run once through one
+//! worker (one job over all 16 shards) and once through two (two jobs of 8 shards, one per
+//! worker). Each worker process is pinned to one core with `taskset -c N` when `taskset` exists
+//! (worker i on core i mod cores). Prints deletes/s for each and the ratio; asserts that every
+//! due object is gone, no timings.
 //!
 //! Run (release build; most of the time is PUTting the fixtures):
 //!

@@ -1,10 +1,10 @@
-//! `s3-lifecycled worker` and a `weed admin` whose worker gRPC port is mutual TLS (issue 12,
-//! docs/plugin-worker.md#tls): the admin's `security.toml` has `[grpc.admin]`, the worker's has
+//! `s3-lifecycled worker` and a `weed admin` whose worker gRPC port is mutual TLS
+//! (docs/plugin-worker.md#tls): the admin's `security.toml` has `[grpc.admin]`, the worker's has
 //! `[grpc.worker]`, as SeaweedFS's own `weed worker` reads them. A worker with the client
 //! certificate connects, is listed by the admin and runs a job against the mTLS cluster of
-//! `tests/common/tls.rs`; one without it stops at once with a message naming `[grpc.worker]`.
-//! A second admin serves its HTTP API over HTTPS (`[https.admin]`): the one-enforcer check
-//! reads it with `[https.client]` (docs/plugin-worker.md#admin-https).
+//! `tests/common/tls.rs`; one without it stops at once with a message naming `[grpc.worker]`. A
+//! second admin serves its HTTP API over HTTPS (`[https.admin]`): the one-enforcer check reads it
+//! with `[https.client]` (docs/plugin-worker.md#admin-https).
 //!
 //! One mTLS cluster and one admin for the binary; the tests run one at a time (the admin's
 //! job-type config and worker set are global).

@@ -1,7 +1,8 @@
 //! End-to-end: a bucket's lifecycle configuration changes while a pass is deleting its objects
-//! (issue 11 item 7). The pass re-reads the configurations every `pass.config_refresh` (1 s by
-//! default) and withdraws every delete whose rule left the configuration, right before it would be
-//! sent, so the bucket's deletes stop within seconds, not at the end of an hours-long pass.
+//! (docs/lifecycle-config.md#changes-during-a-pass). The pass re-reads the configurations every
+//! `pass.config_refresh` (1 s by default) and withdraws every delete whose rule left the
+//! configuration, right before it would be sent, so the bucket's deletes stop within seconds, not
+//! at the end of an hours-long pass.
 //!
 //! Each test seeds thousands of due objects, runs `run-once` under a 200/s delete rate (the
 //! process runs in the background while the test watches the bucket through ListObjectsV2),

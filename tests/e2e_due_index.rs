@@ -17,7 +17,7 @@ use common::*;
 /// One test at a time: another test's writes would land in the read ranges.
 static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
-/// Objects in the big bucket: issue 9's "tens of thousands" under a long rule.
+/// Objects in the big bucket: tens of thousands under a long rule.
 const OBJECTS: usize = 20_000;
 
 /// The cluster is minutes old: with `--now` days ahead its probed log would be

@@ -496,12 +496,12 @@ async fn partition_flip_to_walker_still_expires() {
     assert!(r.recovery_reasons(&b).is_empty(), "{}", p.describe());
 }
 
-/// The retention trap (issue 11 item 5): `pass.meta_log_retention` equal to the rule's TTL (what
-/// the Go worker's `meta_log_retention_days` translates to). Replay progress trails `now − TTL`
-/// by about a day plus rounding and the skew margin, so with that retention every pass used to
-/// find its progress trimmed and ran a `retention_loss` recovery walk. Now the rule is walked
-/// steadily: after the first pass (cold start) no pass recovers, and due objects still go.
-/// A 2 s lifecycle day, TTL 3 days = 6 s, retention 6 s.
+/// The retention trap (docs/retention-probe.md#replay-lag): `pass.meta_log_retention` equal to the
+/// rule's TTL (what the Go worker's `meta_log_retention_days` translates to). Replay progress
+/// trails `now − TTL` by about a day plus rounding and the skew margin, so with that retention
+/// every pass used to find its progress trimmed and ran a `retention_loss` recovery walk. Now the
+/// rule is walked steadily: after the first pass (cold start) no pass recovers, and due objects
+/// still go. A 2 s lifecycle day, TTL 3 days = 6 s, retention 6 s.
 #[tokio::test]
 async fn retention_equal_to_ttl_recovers_only_on_the_first_pass() {
     let c = common::cluster();
@@ -1577,11 +1577,11 @@ async fn future_now_recovery_does_not_skip_objects_written_later() {
     assert_eq!(r.total("DONE"), 1, "{}", p.describe());
 }
 
-/// Issue 11 item 9: an entry created through the filer without attributes reads as epoch-old
-/// (SeaweedFS 4.48 stores Go's zero time, docs/filer-layout.md#entries-without-attributes) and
-/// would be due under every age rule. Neither the walk (first, cold pass) nor replay (its create
-/// event, second pass, 40 days ahead) deletes it; both count it in `skipped_no_mtime`, while a
-/// dated object beside it expires.
+/// An entry created through the filer without attributes reads as epoch-old (SeaweedFS 4.48 stores
+/// Go's zero time, docs/filer-layout.md#entries-without-attributes) and would be due under every
+/// age rule. Neither the walk (first, cold pass) nor replay (its create event, second pass, 40
+/// days ahead) deletes it; both count it in `skipped_no_mtime`, while a dated object beside it
+/// expires.
 #[tokio::test]
 async fn entry_without_attributes_is_never_deleted_as_epoch_old() {
     let c = common::cluster();

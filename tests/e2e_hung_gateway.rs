@@ -1,7 +1,8 @@
-//! Issue 11 item 6, hung calls, on the real cluster: a TCP listener that accepts connections and
-//! never answers stands in for the S3 gateway's gRPC address. With `dispatch.call_timeout = 2s`
-//! and `dispatch.retry_attempts = 2`, a due delete halts its shard within the deadline instead of
-//! wedging the pass, the cursor does not move past it, and `serve` keeps running its schedule.
+//! Hung calls on the real cluster (docs/lifecycle-delete.md#deadlines): a TCP listener that
+//! accepts connections and never answers stands in for the S3 gateway's gRPC address. With
+//! `dispatch.call_timeout = 2s` and `dispatch.retry_attempts = 2`, a due delete halts its shard
+//! within the deadline instead of wedging the pass, the cursor does not move past it, and `serve`
+//! keeps running its schedule.
 
 mod common;
 

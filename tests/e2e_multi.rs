@@ -1,9 +1,9 @@
-//! Several filers and S3 gateways (issue 10 items 2–4) on one real cluster: one master, one
-//! volume server, two filers with their own stores, two gateways each given both filers
-//! (`multi_cluster`, docs/test-cluster.md#multi-cluster). A filer or a gateway killed mid-pass
-//! loses nothing and deletes nothing early; a pass configured with only `cluster.master`
-//! discovers both filers and both gateways. The cross-filer event delay that sets
-//! `pass.reorder_margin` is measured and printed: `cargo test --test e2e_multi -- --nocapture`.
+//! Several filers and S3 gateways on one real cluster: one master, one volume server, two filers
+//! with their own stores, two gateways each given both filers (`multi_cluster`,
+//! docs/test-cluster.md#multi-cluster). A filer or a gateway killed mid-pass loses nothing and
+//! deletes nothing early; a pass configured with only `cluster.master` discovers both filers and
+//! both gateways. The cross-filer event delay that sets `pass.reorder_margin` is measured and
+//! printed: `cargo test --test e2e_multi -- --nocapture`.
 
 mod common;
 

@@ -1,7 +1,7 @@
-//! Nothing lost (issue 11) on the real SeaweedFS 4.48 cluster: a gateway answer that says
-//! "nothing to do" while the object is still there does not excuse it from its rule; a locked
-//! version goes once its lock ends; an abort rule never destroys an upload that was in fact
-//! completed, even after `volume.vacuum`.
+//! Nothing lost on the real SeaweedFS 4.48 cluster: a gateway answer that says "nothing to do"
+//! while the object is still there does not excuse it from its rule; a locked version goes once
+//! its lock ends; an abort rule never destroys an upload that was in fact completed, even after
+//! `volume.vacuum`.
 //!
 //! Each test owns its buckets and cursor dir and travels in time with `--now`. Only the lock
 //! test waits on the wall clock: the gateway checks retention against its own clock.
@@ -43,9 +43,9 @@ async fn lost_answers_gateway() -> String {
     serve_gateway(LostAnswers).await
 }
 
-/// Item 3: every delete is answered NOT_FOUND while the objects are there. The pass does not
-/// halt, counts them unconfirmed and leaves them unresolved; the next pass, against the real
-/// gateway, deletes every one of them.
+/// Lost-looking answers (docs/lifecycle-delete.md#server-lookup-failures): every delete is
+/// answered NOT_FOUND while the objects are there. The pass does not halt, counts them unconfirmed
+/// and leaves them unresolved; the next pass, against the real gateway, deletes every one of them.
 #[tokio::test]
 async fn lost_gateway_answers_do_not_excuse_objects_from_their_rule() {
     let c = common::cluster();
@@ -84,9 +84,9 @@ async fn lost_gateway_answers_do_not_excuse_objects_from_their_rule() {
     assert_eq!(r1.totals("unconfirmed"), 5, "{}", p.describe());
 }
 
-/// Item 3 on a versioned bucket: the latest version lives under `<key>.versions`, a noncurrent
-/// one is named by its id. Both NOT_FOUND answers are unconfirmed; the next pass expires the
-/// key (delete marker) and deletes the noncurrent version.
+/// Lost-looking answers on a versioned bucket: the latest version lives under `<key>.versions`, a
+/// noncurrent one is named by its id. Both NOT_FOUND answers are unconfirmed; the next pass
+/// expires the key (delete marker) and deletes the noncurrent version.
 #[tokio::test]
 async fn lost_gateway_answers_do_not_excuse_versions_from_their_rule() {
     let c = common::cluster();
@@ -127,9 +127,10 @@ async fn lost_gateway_answers_do_not_excuse_versions_from_their_rule() {
     assert_eq!(r1.totals("unconfirmed"), 2, "{}", p.describe());
 }
 
-/// Item 2: a noncurrent version under GOVERNANCE retention is kept while retained and deleted
-/// at the first pass after its retain-until date; a version under legal hold is kept until the
-/// hold is removed, then deleted. Neither halts a shard.
+/// Object lock (docs/lifecycle-delete.md#object-lock): a noncurrent version under GOVERNANCE
+/// retention is kept while retained and deleted at the first pass after its retain-until date; a
+/// version under legal hold is kept until the hold is removed, then deleted. Neither halts a
+/// shard.
 #[tokio::test]
 async fn locked_versions_expire_once_their_lock_ends() {
     let c = common::cluster();
@@ -371,13 +372,15 @@ async fn abort_rule_spares_leftover(versioned: bool) {
     assert_eq!(r.totals("unconfirmed"), 0, "{}", p.describe());
 }
 
-/// Item 10, unversioned bucket: the destination entry carries the upload's stamp.
+/// Completed-upload leftovers (docs/lifecycle-delete.md#completed-upload-leftovers),
+/// unversioned bucket: the destination entry carries the upload's stamp.
 #[tokio::test]
 async fn abort_rule_never_destroys_a_completed_uploads_leftover() {
     abort_rule_spares_leftover(false).await;
 }
 
-/// Item 10, versioned bucket: the stamp is on a (noncurrent) version under `<key>.versions`.
+/// Completed-upload leftovers, versioned bucket: the stamp is on a (noncurrent) version under
+/// `<key>.versions`.
 #[tokio::test]
 async fn abort_rule_never_destroys_a_completed_uploads_leftover_in_a_versioned_bucket() {
     abort_rule_spares_leftover(true).await;

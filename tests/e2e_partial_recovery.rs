@@ -1,6 +1,6 @@
-//! Partial recovery (issue 11 item 1) on the real SeaweedFS 4.48 cluster: when only some shards
-//! recover, the versions and uploads whose *physical* path hashes to a recovering shard but
-//! whose logical key (or upload destination) hashes to another one are still deleted once due
+//! Partial recovery on the real SeaweedFS 4.48 cluster: when only some shards recover, the
+//! versions and uploads whose *physical* path hashes to a recovering shard but whose logical key
+//! (or upload destination) hashes to another one are still deleted once due
 //! (docs/design-deviations.md#walk-coverage).
 
 mod common;

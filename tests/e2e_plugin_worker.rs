@@ -1,8 +1,8 @@
-//! `s3-lifecycled worker` under a real `weed admin` (issue 12, docs/plugin-worker.md): two
-//! workers share the shards of a run triggered through the admin's HTTP API, the admin's rate
-//! share holds per worker, a worker killed with SIGKILL loses nothing and reports its lost job
-//! when it comes back, a job in the Go detector's shape runs every shard, and `run-once` refuses
-//! (and `serve`) to delete while a Go `weed worker` serves `s3_lifecycle`.
+//! `s3-lifecycled worker` under a real `weed admin` (docs/plugin-worker.md): two workers share the
+//! shards of a run triggered through the admin's HTTP API, the admin's rate share holds per
+//! worker, a worker killed with SIGKILL loses nothing and reports its lost job when it comes back,
+//! a job in the Go detector's shape runs every shard, and `run-once` refuses (and `serve`) to
+//! delete while a Go `weed worker` serves `s3_lifecycle`.
 //!
 //! One admin is shared by the tests that use our workers; they run one at a time (the admin's
 //! job-type config and worker set are global). Lifecycle time is a 2 s day without rounding, so

@@ -1,7 +1,7 @@
-//! Resumable recovery walks (issue 11 item 4) on the real SeaweedFS 4.48 cluster: a recovery
-//! walk too long for `pass.max_runtime` resumes where it stopped at the next pass instead of
-//! starting over, and the walk's budget (`pass.walk_budget_fraction`) leaves replay its share,
-//! so a steady bucket is still replayed in the pass that cut the walk
+//! Resumable recovery walks on the real SeaweedFS 4.48 cluster: a recovery walk too long for
+//! `pass.max_runtime` resumes where it stopped at the next pass instead of starting over, and the
+//! walk's budget (`pass.walk_budget_fraction`) leaves replay its share, so a steady bucket is
+//! still replayed in the pass that cut the walk
 //! (docs/design-deviations.md#resumable-recovery-walks).
 
 mod common;

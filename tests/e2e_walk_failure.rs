@@ -1,7 +1,6 @@
-//! Walk failures are scoped to their bucket (issue 11 item 4), on the real SeaweedFS 4.48
-//! cluster: a bucket whose walker deletes do not resolve no longer halts its shards, so the
-//! replay of every other bucket on those shards still runs
-//! (docs/design-deviations.md#walk-failures).
+//! Walk failures are scoped to their bucket, on the real SeaweedFS 4.48 cluster: a bucket whose
+//! walker deletes do not resolve no longer halts its shards, so the replay of every other bucket
+//! on those shards still runs (docs/design-deviations.md#walk-failures).
 
 mod common;
 

@@ -1,9 +1,9 @@
-//! Fault figures on the real cluster (issue 11): `s3-lifecycled run-once` killed with SIGKILL at
-//! random points, the S3 gateway restarted mid-pass, the filer restarted mid-pass. Each restart
-//! run has 5,000 objects due at the pass's `--now` and 5,000 that are not (each SIGKILL run
-//! 2,500 and 1,000, at half the rate); after the next pass completes, every due object is gone
-//! and every other one is still there. The figures (counts, exit codes,
-//! timings) are printed: `cargo test --test faults -- --nocapture`.
+//! Fault figures on the real cluster: `s3-lifecycled run-once` killed with SIGKILL at random
+//! points, the S3 gateway restarted mid-pass, the filer restarted mid-pass. Each restart run has
+//! 5,000 objects due at the pass's `--now` and 5,000 that are not (each SIGKILL run 2,500 and
+//! 1,000, at half the rate); after the next pass completes, every due object is gone and every
+//! other one is still there. The figures (counts, exit codes, timings) are printed:
+//! `cargo test --test faults -- --nocapture`.
 //!
 //! Runs on a split cluster (`weed master|volume|filer|s3` as separate processes) so the filer
 //! and the gateway can be restarted on their own (docs/test-cluster.md#split-cluster).
@@ -357,11 +357,12 @@ async fn filer_restarted_mid_pass_fails_loudly_then_the_next_pass_completes() {
 }
 
 /// A filer crash (SIGKILL, back within about a second) mid-pass makes the gateway answer
-/// `NOOP_RESOLVED` for objects that are still there (docs/lifecycle-delete.md#server-lookup-failures),
-/// and the crash loses the objects' creates from the meta-log (docs/retention-probe.md#crash-gap),
-/// so no later replay can find them. Before lost-looking answers were confirmed by a lookup
-/// (issue 11 item 3), a pass that completed took them as final and hundreds of due objects
-/// stayed forever (2 of 4 runs). Now they stay unresolved and the next pass deletes them.
+/// `NOOP_RESOLVED` for objects that are still there
+/// (docs/lifecycle-delete.md#server-lookup-failures), and the crash loses the objects' creates
+/// from the meta-log (docs/retention-probe.md#crash-gap), so no later replay can find them. Before
+/// lost-looking answers were confirmed by a lookup, a pass that completed took them as final and
+/// hundreds of due objects stayed forever (2 of 4 runs). Now they stay unresolved and the next
+/// pass deletes them.
 #[tokio::test(flavor = "multi_thread")]
 async fn filer_killed_and_restarted_mid_pass_loses_nothing_once_the_next_pass_completes() {
     let _serial = SERIAL.lock().await;

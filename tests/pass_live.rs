@@ -108,11 +108,11 @@ async fn bad_flags_exit_2_naming_the_flag() {
     assert!(out.stderr.contains("--now"), "{}", out.describe());
 }
 
-/// Issue 9 (scan rate): the replay fan-out sent one actor message per event and
-/// awaited each, which held a pass that must read everything below the Go
-/// worker's rate. Events now reach their shard in batches (docs/meta-log.md#replay-batches):
-/// far fewer messages than events, and still every event processed in order,
-/// every due match deleted once, nothing re-sent.
+/// Scan rate: the replay fan-out sent one actor message per event and awaited each,
+/// which held a pass that must read everything below the Go worker's rate. Events
+/// now reach their shard in batches (docs/meta-log.md#replay-batches): far fewer
+/// messages than events, and still every event processed in order, every due match
+/// deleted once, nothing re-sent.
 #[tokio::test(flavor = "multi_thread")]
 async fn replay_fan_out_sends_batches_not_one_message_per_event() {
     const N: usize = 3_000;

@@ -235,10 +235,10 @@ fn replay_item(p: &PassPlan, ts: Nanos, matches: Vec<Match>, skipped: bool) -> R
     }
 }
 
-/// Issue 9 (scan rate): the coordinator now hands a shard its events in
-/// batches, with the matches not yet due stripped to what the tracker
-/// needs. A batch is exactly the same events one by one with their full
-/// matches: same sends, same report, same cursor (due index and forecast
+/// Scan rate (docs/meta-log.md#replay-batches): the coordinator now hands a
+/// shard its events in batches, with the matches not yet due stripped to what
+/// the tracker needs. A batch is exactly the same events one by one with their
+/// full matches: same sends, same report, same cursor (due index and forecast
 /// tallies included).
 #[test]
 fn replay_batch_is_the_same_as_its_events_one_by_one() {
@@ -331,9 +331,9 @@ fn batch_after_a_halt_sends_nothing_and_keeps_the_cursor_before_the_halt() {
     );
 }
 
-/// Issue 11 item 6: a delete that never answers. Once `Drain` outlives its bound the shard
-/// halts with DRAIN_TIMEOUT, its window is given up (so it is idle), and its cursor stays before
-/// the unanswered event; the walk it took part in counts as not fully done.
+/// A delete that never answers (docs/lifecycle-delete.md#deadlines). Once `Drain` outlives its
+/// bound the shard halts with DRAIN_TIMEOUT, its window is given up (so it is idle), and its
+/// cursor stays before the unanswered event; the walk it took part in counts as not fully done.
 #[test]
 fn drain_timeout_halts_and_keeps_the_cursor_before_unanswered_work() {
     let (_, cursor) = steady(100 * S);
@@ -423,9 +423,9 @@ fn pending_match_holds_the_cursor_but_later_due_matches_are_sent() {
     );
 }
 
-/// Issue 11 item 7: a delete withdrawn because the bucket's configuration changed mid-pass is
-/// not due: no halt, later deletes still go out, and the cursor stays before its event so a pass
-/// under the same rules would send it again.
+/// A delete withdrawn because the bucket's configuration changed mid-pass
+/// (docs/lifecycle-config.md#changes-during-a-pass) is not due: no halt, later deletes still go
+/// out, and the cursor stays before its event so a pass under the same rules would send it again.
 #[test]
 fn withdrawn_replay_delete_neither_halts_nor_moves_the_cursor_past_it() {
     let (_, cursor) = steady(100 * S);
@@ -1003,10 +1003,11 @@ fn match_in(p: &PassPlan, bucket: &str, key: &str, due: Nanos) -> Match {
     }
 }
 
-/// Issue 11 item 4: a walker delete that does not resolve used to halt the whole shard, and
-/// with it the replay of every other bucket. It now stops that bucket's walk only: the other
-/// bucket replays and its cursor advances, the failed bucket keeps no new state (so it
-/// recovers again next pass), and the shard reports the failure (halted, exit 3).
+/// Walk failures (docs/design-deviations.md#walk-failures): a walker delete that does not
+/// resolve used to halt the whole shard, and with it the replay of every other bucket. It now
+/// stops that bucket's walk only: the other bucket replays and its cursor advances, the failed
+/// bucket keeps no new state (so it recovers again next pass), and the shard reports the
+/// failure (halted, exit 3).
 #[test]
 fn failed_walker_delete_stops_only_its_bucket_and_replay_goes_on() {
     let (_, cursor) = steady(100 * S);
@@ -1068,7 +1069,7 @@ fn failed_walker_delete_stops_only_its_bucket_and_replay_goes_on() {
     );
 }
 
-// Walk coverage (issue 11 item 1, docs/design-deviations.md#walk-coverage): a
+// Walk coverage (docs/design-deviations.md#walk-coverage): a
 // recovering shard's replay vouches only for matches some walk covered.
 
 fn set_of(v: &[u8]) -> BTreeSet<u8> {
@@ -1141,8 +1142,7 @@ fn coverage_walkers_act_only_on_replay_kinds() {
     assert_eq!(kept, vec![replayed]);
 }
 
-// Resumable recovery walks (issue 11 item 4,
-// docs/design-deviations.md#resumable-recovery-walks).
+// Resumable recovery walks (docs/design-deviations.md#resumable-recovery-walks).
 
 /// The plan at `now` whose walk observed the cluster only up to `observed`.
 fn plan_observed(now: Nanos, observed: Nanos) -> Arc<PassPlan> {

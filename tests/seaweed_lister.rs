@@ -396,10 +396,10 @@ async fn resumed_listing_yields_exactly_the_items_after_each_resume_point() {
     }
 }
 
-/// Walker listings limited to the walk rules' prefixes (issue 9): a bucket of
-/// 600 objects in three top-level directories and a versioned key; listing
-/// under `logs/a` and `tmp/` reads only those directories' entries, yields
-/// only keys under them, and the whole-bucket listing still sees everything.
+/// Walker listings limited to the walk rules' prefixes: a bucket of 600 objects
+/// in three top-level directories and a versioned key; listing under `logs/a`
+/// and `tmp/` reads only those directories' entries, yields only keys under
+/// them, and the whole-bucket listing still sees everything.
 #[tokio::test]
 async fn walker_listing_limited_to_rule_prefixes_lists_only_their_directories() {
     let c = common::cluster();

@@ -282,9 +282,9 @@ async fn span_tree_of_real_passes_reaches_an_otlp_receiver() {
     }
 }
 
-/// Issue 11 item 8: `TriggerRun(now = far future)` from anyone who reaches the admin port
-/// would delete everything any rule will ever delete. `serve` refuses it (FAILED_PRECONDITION,
-/// naming the setting) unless it is a dry run or `service.allow_future_now` is on.
+/// `TriggerRun(now = far future)` from anyone who reaches the admin port would delete
+/// everything any rule will ever delete. `serve` refuses it (FAILED_PRECONDITION, naming the
+/// setting) unless it is a dry run or `service.allow_future_now` is on.
 #[tokio::test(flavor = "multi_thread")]
 async fn trigger_with_now_far_in_the_future_deletes_nothing_unless_opted_in() {
     let (b, scope) = bucket_with("svc-future", 5).await;
@@ -332,8 +332,8 @@ async fn trigger_with_now_far_in_the_future_deletes_nothing_unless_opted_in() {
     );
 }
 
-/// Issue 11 item 8: `run-once --now` far ahead (a preview or a test) says so in one loud
-/// line on stderr, and only one.
+/// `run-once --now` far ahead (a preview or a test) says so in one loud line on stderr, and
+/// only one.
 #[tokio::test(flavor = "multi_thread")]
 async fn run_once_with_now_in_the_future_warns_once_on_stderr() {
     let (_b, scope) = bucket_with("svc-future-ro", 1).await;

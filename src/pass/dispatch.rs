@@ -591,9 +591,9 @@ mod tests {
         assert_eq!(port.calls.load(Ordering::SeqCst), 0);
     }
 
-    /// Issue 11 item 7: once the gate withdraws, calls already handed to the
-    /// dispatcher (waiting for a slot or for the rate limiter) are answered
-    /// WITHDRAWN instead of being sent.
+    /// Once the gate withdraws (docs/lifecycle-config.md#changes-during-a-pass),
+    /// calls already handed to the dispatcher (waiting for a slot or for the
+    /// rate limiter) are answered WITHDRAWN instead of being sent.
     #[actix::test]
     async fn gate_withdraws_calls_already_queued() {
         use std::sync::atomic::AtomicBool;

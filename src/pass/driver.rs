@@ -582,7 +582,7 @@ impl Driver {
 }
 
 /// Events a shard receives per [`ReplayBatch`] at most. One actor round trip
-/// per event capped the pass's scan rate below the Go worker's (issue 9);
+/// per event capped the pass's scan rate below the Go worker's;
 /// batches are also flushed whenever the stream has nothing ready, at each
 /// range's end and before a stop is honored (docs/meta-log.md#replay-batches).
 /// With a reader faster than the shards every shard holds two full batches

@@ -580,11 +580,11 @@ mod tests {
         );
     }
 
-    /// The retention trap (issue 11 item 5): `meta_log_retention` equal to a
-    /// rule's TTL. Replaying that rule would find its pending events trimmed at
-    /// every pass, so the partition sends it to the walker; a retention that
-    /// covers TTL + lag keeps it on replay and a daily steady pass after a
-    /// recovery never reports retention loss.
+    /// The retention trap (docs/retention-probe.md#replay-lag):
+    /// `meta_log_retention` equal to a rule's TTL. Replaying that rule would
+    /// find its pending events trimmed at every pass, so the partition sends it
+    /// to the walker; a retention that covers TTL + lag keeps it on replay and a
+    /// daily steady pass after a recovery never reports retention loss.
     #[test]
     fn retention_equal_to_ttl_walks_instead_of_recovering_every_pass() {
         let skew = Duration::from_secs(600);
@@ -670,7 +670,8 @@ mod tests {
         Snapshot::compile(configs, TimeConfig::default())
     }
 
-    /// Issue 11 item 7: which deletes a configuration change mid-pass withdraws.
+    /// Which deletes a configuration change mid-pass withdraws
+    /// (docs/lifecycle-config.md#changes-during-a-pass).
     #[test]
     fn rule_changes_withdraw_only_rules_that_left_their_bucket() {
         let planned = live_actions(&snap(Some(1), true));

@@ -41,7 +41,7 @@ pub(crate) async fn prepare(
     // Every read below depends on settings only, not on another's answer:
     // they go out together, so a pass starts after the slowest of them, not
     // after their sum (sixteen cursor files alone took ~10 ms one after
-    // another on loopback; issue 9's scan rate counts the pass's start).
+    // another on loopback; a pass's scan rate counts its start too).
     // Errors are still taken in the order of the old sequence.
     let (scan, pause_records, earliest, approvals, holds, rule_records, cursors) = futures::join!(
         port.buckets(),

@@ -133,7 +133,7 @@ pub struct ReaderSummary {
 /// Events travel as the batch one gRPC response carried (flattened and
 /// filtered): one channel message, and at most one cross-thread wake-up, per
 /// response instead of per event. Per-event sends were a third of a replay's
-/// CPU (issue 9's scan rate, docs/meta-log.md#batching).
+/// CPU (docs/meta-log.md#batching).
 enum Msg {
     Events(Vec<SubscribeMetadataResponse>),
     End,

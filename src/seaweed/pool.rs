@@ -489,7 +489,7 @@ pub struct ResumeDedup {
     newest: Option<Nanos>,
     /// Off where a stream is never resumed (one filer, or filers with their
     /// own stores): then nothing is remembered, a cost every replayed event
-    /// paid for nothing (issue 9's scan rate).
+    /// paid for nothing (it held down the pass's scan rate).
     remember: bool,
     recent: VecDeque<EventKey>,
     seen: HashSet<EventKey>,
