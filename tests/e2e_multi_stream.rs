@@ -217,12 +217,12 @@ async fn separate_stores_pass_after_filer_restart_deletes_what_either_filer_took
     let scope = Scope::new(&[&bucket]);
     let filers = format!("{},{}", c.filer_grpc_addr(), c.filer2_grpc_addr());
     let gateways = format!("{},{}", c.s3_grpc_addr(), c.s3_2_grpc_addr());
-    let pass = |now: i64| {
+    let pass_on = |filers: String, now: i64| {
         let args: Vec<String> = vec![
             "run-once".into(),
             "--json".into(),
             "--filer".into(),
-            filers.clone(),
+            filers,
             "--s3-grpc".into(),
             gateways.clone(),
             "--buckets".into(),
@@ -237,6 +237,7 @@ async fn separate_stores_pass_after_filer_restart_deletes_what_either_filer_took
             run_raw(&args, &env).await
         }
     };
+    let pass = |now: i64| pass_on(filers.clone(), now);
     // Filer 1's log must reach back past the kill: a SIGKILL loses the unflushed tail, and a
     // log whose first file starts after the restart is retention loss to pass 2, which then
     // walks (docs/retention-probe.md#crash-gap). Earlier tests in this binary flush it; a run
@@ -370,6 +371,29 @@ async fn separate_stores_pass_after_filer_restart_deletes_what_either_filer_took
             filers[0]
         );
     }
+    // A pass told of one filer only would read that filer's aggregated log, which lacks its
+    // peer's writes for good once flushed: it is refused, naming the filer it does not read
+    // (the master lists both), and deletes nothing (docs/meta-log.md#unread-filers).
+    for (listed, unread) in [
+        (c.filer_grpc_addr(), c.filer2_grpc_addr()),
+        (c.filer2_grpc_addr(), c.filer_grpc_addr()),
+    ] {
+        let started = std::time::Instant::now();
+        let p = pass_on(listed.to_string(), now_ns() + 60 * SEC_NS).await;
+        assert_eq!(p.code, 1, "a pass reading only {listed}:\n{}", p.describe());
+        assert!(
+            p.stderr
+                .contains(&format!("lists filer {unread} (a store of its own)")),
+            "the refusal names {unread}:\n{}",
+            p.describe()
+        );
+        println!(
+            "multi: a pass reading only {listed} was refused in {:?}",
+            started.elapsed()
+        );
+    }
+    let (due_left, _) = remaining_of(&s3, &bucket, &due, &keep).await;
+    assert_eq!(due_left, due.len(), "a refused pass deletes nothing");
     // Pass 2, a minute later (six 10 s days): replay only. A gateway on a filer still catching up on its peer
     // may answer NOT_FOUND for an entry it lacks yet; such answers are unconfirmed and retried
     // by the next pass (docs/lifecycle-delete.md#outcomes), so up to three passes.

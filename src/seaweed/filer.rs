@@ -276,6 +276,13 @@ impl FilerClient {
         })
     }
 
+    /// The filer's store signature and the masters it reports, in one
+    /// `GetFilerConfiguration` call.
+    pub async fn store_and_masters(&self) -> Result<(i32, Vec<String>)> {
+        let resp = self.configuration().await?;
+        Ok((resp.signature, resp.masters))
+    }
+
     /// The masters the filer reports (`GetFilerConfiguration.masters`, each
     /// `host:port` or `host:port.grpcPort`).
     pub async fn masters(&self) -> Result<Vec<String>> {

@@ -15,7 +15,7 @@ use tonic::transport::Channel;
 use crate::engine::{DeleteRequest, MetaEvent, Nanos};
 use crate::seaweed::cursor::CursorStore;
 use crate::seaweed::delete::{DeleteClient, DeleteError};
-use crate::seaweed::endpoint::{EndpointOptions, GrpcEndpoint};
+use crate::seaweed::endpoint::{EndpointOptions, GrpcEndpoint, ServerAddress};
 use crate::seaweed::filer::FilerClient;
 use crate::seaweed::tls::ClientTls;
 
@@ -279,6 +279,13 @@ impl FilerPool {
     /// its own is an error: events written through it are only in its log, and
     /// a stream on the others would silently miss them.
     pub async fn store_check(&self) -> Result<StoreCheck, String> {
+        let check = self.listed_store_check().await?;
+        self.check_unread_filers().await?;
+        Ok(check)
+    }
+
+    /// [`FilerPool::store_check`] over the pool's own filers.
+    async fn listed_store_check(&self) -> Result<StoreCheck, String> {
         let nodes = self.nodes();
         if nodes.len() == 1 {
             return Ok(StoreCheck::Shared);
@@ -319,6 +326,98 @@ impl FilerPool {
                 down.join("; ")
             )),
         }
+    }
+}
+
+impl FilerPool {
+    /// Refuses a pass that does not read every filer it must: the master
+    /// lists every filer of the cluster, and one missing from this pool whose
+    /// store is its own holds events in no log this pass reads. A peer's aggregated log
+    /// is no substitute: it can lack them for good after a restart
+    /// (docs/meta-log.md#unread-filers). When neither the filers nor the
+    /// master answer, the check is skipped with a warning: the subscription
+    /// itself then fails or reads what it can reach, as before the check.
+    async fn check_unread_filers(&self) -> Result<(), String> {
+        let nodes = self.ordered();
+        let mut reported = None;
+        for n in &nodes {
+            if let Ok(r) = n.filer.store_and_masters().await {
+                reported = Some(r);
+                break;
+            }
+        }
+        let Some((own_sig, masters)) = reported else {
+            return Ok(());
+        };
+        let mut listed = None;
+        let mut errors = Vec::new();
+        for m in &masters {
+            match super::discovery::list_nodes(m, super::discovery::FILER_TYPE, self.tls.as_ref())
+                .await
+            {
+                Ok(l) => {
+                    listed = Some((m.clone(), l));
+                    break;
+                }
+                Err(e) => errors.push(e),
+            }
+        }
+        let Some((master, listed)) = listed else {
+            if !masters.is_empty() {
+                tracing::warn!(
+                    errors = errors.join("; "),
+                    "could not ask the master which filers the cluster has; reading the \
+                     configured ones"
+                );
+            }
+            return Ok(());
+        };
+        let ours: HashSet<&str> = nodes.iter().map(|n| n.addr.as_str()).collect();
+        let mut stores: HashSet<i32> = self
+            .signatures
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .values()
+            .copied()
+            .collect();
+        stores.insert(own_sig);
+        let mut unread = Vec::new();
+        for raw in listed {
+            let Ok(addr) = ServerAddress::parse(&raw).map(|a| a.grpc()) else {
+                continue;
+            };
+            if ours.contains(addr.as_str()) {
+                continue;
+            }
+            let client = match lazy_channel(&addr, self.tls.clone()) {
+                Ok(ch) => FilerClient::from_channel(ch, &addr).with_call_timeout(self.call_timeout),
+                Err(e) => {
+                    unread.push(format!("{addr} ({e})"));
+                    continue;
+                }
+            };
+            match client.store_signature().await {
+                // A filer of the pool under another name, or a store-mate
+                // of one: its persisted events are in a store the pass
+                // reads.
+                Ok(sig) if stores.contains(&sig) => {}
+                Ok(_) => unread.push(format!("{addr} (a store of its own)")),
+                Err(e) => unread.push(format!("{addr} (its store is unknown: {e})")),
+            }
+        }
+        if unread.is_empty() {
+            return Ok(());
+        }
+        let ours: Vec<&str> = nodes.iter().map(|n| n.addr.as_str()).collect();
+        Err(format!(
+            "meta-log: master {master} lists filer {} that this pass does not read (it reads {}): \
+             the events written through it are only in its own meta-log, and the others' \
+             aggregated logs can lack them for good after a restart, so the pass would miss due \
+             deletions; add it to `cluster.filer`, or set only `cluster.master` so every filer is \
+             read (docs/meta-log.md#unread-filers)",
+            unread.join(", "),
+            ours.join(", ")
+        ))
     }
 }
 
