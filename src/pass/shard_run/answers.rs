@@ -107,16 +107,10 @@ impl ShardRun {
         // enforces them by its clock, not by a `--now` in the future.
         let verdict = judge(check, answers, self.plan.observed_until);
         match &verdict {
-            Verdict::Settled => {
-                if let (DeleteTicket::Replay(t), Some(tr)) = (&ticket, self.tracker.as_mut()) {
-                    tr.resolved(*t, true);
+            Verdict::Settled | Verdict::CompletedLeftover(_) => {
+                if matches!(verdict, Verdict::CompletedLeftover(_)) {
+                    self.counters.completed_upload_leftovers += 1;
                 }
-                if let DeleteTicket::Walk { bucket, seq, .. } = &ticket {
-                    self.walk_resolved(bucket, *seq);
-                }
-            }
-            Verdict::CompletedLeftover(_) => {
-                self.counters.completed_upload_leftovers += 1;
                 if let (DeleteTicket::Replay(t), Some(tr)) = (&ticket, self.tracker.as_mut()) {
                     tr.resolved(*t, true);
                 }
