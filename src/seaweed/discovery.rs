@@ -86,10 +86,22 @@ pub async fn list_nodes(
     client_type: &str,
     tls: Option<&ClientTls>,
 ) -> Result<Vec<String>, String> {
+    list_group_nodes(master, client_type, "", tls).await
+}
+
+/// [`list_nodes`] of one filer group: filers of another group are another
+/// file system that shares the masters and volumes.
+pub async fn list_group_nodes(
+    master: &str,
+    client_type: &str,
+    filer_group: &str,
+    tls: Option<&ClientTls>,
+) -> Result<Vec<String>, String> {
     let (grpc, mut client) = connect_master(master, tls).await?;
     let resp = client
         .list_cluster_nodes(ListClusterNodesRequest {
             client_type: client_type.to_string(),
+            filer_group: filer_group.to_string(),
             ..Default::default()
         })
         .await

@@ -276,11 +276,11 @@ impl FilerClient {
         })
     }
 
-    /// The filer's store signature and the masters it reports, in one
-    /// `GetFilerConfiguration` call.
-    pub async fn store_and_masters(&self) -> Result<(i32, Vec<String>)> {
+    /// The filer's store signature, the masters it reports and its filer
+    /// group, in one `GetFilerConfiguration` call.
+    pub async fn store_and_masters(&self) -> Result<(i32, Vec<String>, String)> {
         let resp = self.configuration().await?;
-        Ok((resp.signature, resp.masters))
+        Ok((resp.signature, resp.masters, resp.filer_group))
     }
 
     /// The masters the filer reports (`GetFilerConfiguration.masters`, each

@@ -15,6 +15,7 @@ use tonic::transport::Channel;
 use crate::engine::{DeleteRequest, MetaEvent, Nanos};
 use crate::seaweed::cursor::CursorStore;
 use crate::seaweed::delete::{DeleteClient, DeleteError};
+use crate::seaweed::discovery;
 use crate::seaweed::endpoint::{EndpointOptions, GrpcEndpoint, ServerAddress};
 use crate::seaweed::filer::FilerClient;
 use crate::seaweed::tls::ClientTls;
@@ -331,10 +332,10 @@ impl FilerPool {
 
 impl FilerPool {
     /// Refuses a pass that does not read every filer it must: the master
-    /// lists every filer of the cluster, and one missing from this pool whose
-    /// store is its own holds events in no log this pass reads. A peer's aggregated log
-    /// is no substitute: it can lack them for good after a restart
-    /// (docs/meta-log.md#unread-filers). When neither the filers nor the
+    /// lists every filer of the pool's filer group, and one missing from the
+    /// pool whose store is its own holds events in no log this pass reads. A
+    /// peer's aggregated log is no substitute: it can lack them for good
+    /// after a restart (docs/meta-log.md#unread-filers). When neither the filers nor the
     /// master answer, the check is skipped with a warning: the subscription
     /// itself then fails or reads what it can reach, as before the check.
     async fn check_unread_filers(&self) -> Result<(), String> {
@@ -346,15 +347,15 @@ impl FilerPool {
                 break;
             }
         }
-        let Some((own_sig, masters)) = reported else {
+        let Some((own_sig, masters, group)) = reported else {
             return Ok(());
         };
         let mut listed = None;
         let mut errors = Vec::new();
         for m in &masters {
-            match super::discovery::list_nodes(m, super::discovery::FILER_TYPE, self.tls.as_ref())
-                .await
-            {
+            let call =
+                discovery::list_group_nodes(m, discovery::FILER_TYPE, &group, self.tls.as_ref());
+            match call.await {
                 Ok(l) => {
                     listed = Some((m.clone(), l));
                     break;
