@@ -339,6 +339,7 @@ impl FilerPool {
     /// master answer, the check is skipped with a warning: the subscription
     /// itself then fails or reads what it can reach, as before the check.
     async fn check_unread_filers(&self) -> Result<(), String> {
+        let started = Instant::now();
         let nodes = self.ordered();
         let mut reported = None;
         for n in &nodes {
@@ -352,9 +353,18 @@ impl FilerPool {
         };
         let mut listed = None;
         let mut errors = Vec::new();
-        for m in &masters {
+        for reported in &masters {
+            // The filer names a master by its HTTP address (`host:port` or
+            // `host:port.grpcPort`); the call goes to its gRPC port.
+            let m = match ServerAddress::parse(reported) {
+                Ok(a) => a.grpc(),
+                Err(e) => {
+                    errors.push(format!("master {reported} (from the filer): {e}"));
+                    continue;
+                }
+            };
             let call =
-                discovery::list_group_nodes(m, discovery::FILER_TYPE, &group, self.tls.as_ref());
+                discovery::list_group_nodes(&m, discovery::FILER_TYPE, &group, self.tls.as_ref());
             match call.await {
                 Ok(l) => {
                     listed = Some((m.clone(), l));
@@ -406,6 +416,12 @@ impl FilerPool {
                 Err(e) => unread.push(format!("{addr} (its store is unknown: {e})")),
             }
         }
+        tracing::debug!(
+            master,
+            unread = unread.len(),
+            took_ms = started.elapsed().as_secs_f64() * 1e3,
+            "checked the cluster's filers against the pass's"
+        );
         if unread.is_empty() {
             return Ok(());
         }
