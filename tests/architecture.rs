@@ -40,7 +40,7 @@ const FORBIDDEN_CRATES: [&str; 8] = [
 ];
 
 /// Module paths a pure module must not reach (prefixes of full paths).
-const FORBIDDEN_PATHS: [&str; 22] = [
+const FORBIDDEN_PATHS: [&str; 24] = [
     "crate::seaweed",
     "crate::pass::actors",
     "crate::pass::coordinator",
@@ -51,6 +51,8 @@ const FORBIDDEN_PATHS: [&str; 22] = [
     "crate::pass::dispatch",
     "crate::pass::ports",
     "crate::pass::cluster",
+    "crate::pass::gateways",
+    "crate::pass::runner",
     "crate::pass::cluster_error",
     "crate::pass::log_streams",
     "crate::pass::observe",

@@ -22,10 +22,9 @@ use crate::cli::{EXIT_ERROR, EXIT_OK, EXIT_USAGE};
 use crate::config::{Settings, parse_shards};
 use crate::http::{self, HttpState, Readiness};
 use crate::metrics::Metrics;
-use crate::pass::cluster::{ConnectError, connect_cluster};
 use crate::pass::observe::{PassObserver, StatusBoard};
 use crate::pass::ports::ClusterPort;
-use crate::pass::runner::PassRunner;
+use crate::pass::runner::{PassRunner, RunError, connect_cluster};
 use crate::seaweed::tls::ClientTls;
 use crate::service::{Backend, Service};
 
@@ -179,8 +178,9 @@ async fn serve(
     let (cluster, deletes) = loop {
         match connect_cluster(&s, tls.clone()).await {
             Ok(c) => break c,
-            Err(ConnectError::Config(e)) => return usage(e),
-            Err(ConnectError::Unreachable(e)) => {
+            Err(RunError::Config(e)) => return usage(e),
+            Err(e) => {
+                let e = e.to_string();
                 // Name a TLS cause (plaintext against a TLS port, a refused
                 // certificate) rather than a bare transport error.
                 let addrs: Vec<&str> = s.cluster.filer.iter().map(String::as_str).collect();

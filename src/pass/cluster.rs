@@ -1,23 +1,20 @@
-//! The real cluster behind the ports: [`SeaweedCluster`] (filer pool,
-//! gateways, discovery, cursors, controls, listings, the meta-log) and
-//! [`SeaweedDelete`] (`LifecycleDelete` through the gateway pool), and
-//! [`connect_cluster`], which builds both from the settings.
+//! The real cluster behind the [`ClusterPort`]: [`SeaweedCluster`] (filer
+//! pool, gateways, discovery, cursors, controls, listings, the meta-log).
+//! Deletes go through `pass::gateways`; `pass::runner::connect_cluster`
+//! builds both from the settings.
 
 use futures::future::BoxFuture;
 use futures::stream::BoxStream;
 use futures::{FutureExt, StreamExt};
 use tonic::transport::Channel;
 
-use crate::engine::DeleteRequest;
 use crate::engine::cursor::ShardCursor;
 use crate::engine::reclaim::VolumeUsage;
 use crate::engine::safety::{ApprovalRecord, HoldRecord, PauseRecord, RuleRecord};
-use crate::engine::{CallResult, DeleteOutcome, MetaEvent, Nanos, WalkItem};
-use crate::pass::dispatch::{AttemptError, AttemptResult, DeletePort};
+use crate::engine::{MetaEvent, Nanos, WalkItem};
 use crate::pb::filer_pb::Entry;
 use crate::seaweed::buckets::{BucketScan, list_bucket_configs};
 use crate::seaweed::controls::ControlStore;
-use crate::seaweed::delete::DeleteError;
 use crate::seaweed::lister::{ListOptions, list_bucket_after};
 use crate::seaweed::metalog::{DEFAULT_CLIENT_NAME, ReaderOptions, SubscribeParams};
 use crate::seaweed::pool::{
@@ -685,113 +682,6 @@ impl ClusterPort for SeaweedCluster {
                 .put_rule_record(&record, now)
                 .await
                 .map_err(ClusterError::Controls)
-        }
-        .boxed()
-    }
-}
-
-/// Why [`connect_cluster`] failed.
-#[derive(Debug)]
-pub enum ConnectError {
-    /// A setting cannot work (exit 2): a malformed address.
-    Config(String),
-    /// No filer answered, or discovery failed (exit 1; `serve` retries).
-    Unreachable(String),
-}
-
-impl std::fmt::Display for ConnectError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            ConnectError::Config(m) | ConnectError::Unreachable(m) => f.write_str(m),
-        }
-    }
-}
-
-/// The cluster and delete adapters for `s`: the configured filers and
-/// gateways, or the master's membership (`cluster.master`), which every pass
-/// then re-reads (docs/grpc.md#discovery). Build on the main runtime.
-pub async fn connect_cluster(
-    s: &crate::config::Settings,
-    tls: Option<ClientTls>,
-) -> Result<(SeaweedCluster, SeaweedDelete), ConnectError> {
-    let members = crate::seaweed::discovery::resolve(&s.cluster.wanted(), tls.as_ref())
-        .await
-        .map_err(ConnectError::Unreachable)?;
-    let deletes = SeaweedDelete::connect_many(&members.s3_grpc, tls.clone())
-        .map_err(|e| ConnectError::Config(format!("configuration key `cluster.s3_grpc`: {e}")))?;
-    let cluster = SeaweedCluster::connect_many(
-        &members.filers,
-        &s.cluster.buckets_root,
-        &s.cursor.dir,
-        s.pass.event_buffer,
-        s.cluster.filer_call_timeout,
-        tls.clone(),
-    )
-    .await
-    .map_err(|e| match e {
-        ClusterError::Address(AddressError::Invalid { .. }) => {
-            ConnectError::Config(format!("configuration key `cluster.filer`: {e}"))
-        }
-        _ => ConnectError::Unreachable(format!("filer {}: {e}", members.filers.join(","))),
-    })?
-    .with_resume_margin(s.pass.reorder_margin)
-    .with_direct_log_reads(s.pass.direct_log_reads);
-    let cluster = cluster.with_master(&s.cluster.master, tls.clone());
-    let cluster = if s.cluster.master.trim().is_empty() {
-        cluster
-    } else {
-        cluster.with_discovery(s.cluster.clone(), deletes.gateways(), tls)
-    };
-    Ok((cluster, deletes))
-}
-
-/// `LifecycleDelete` over the S3 gateways' gRPC ports, spread across them
-/// ([`GatewayPool`], docs/lifecycle-delete.md#several-gateways).
-pub struct SeaweedDelete {
-    gateways: GatewayPool,
-}
-
-impl SeaweedDelete {
-    /// A client for `addr` (connects lazily; build on the main runtime),
-    /// with client TLS when `tls` is set.
-    pub async fn connect(
-        addr: &str,
-        tls: Option<ClientTls>,
-    ) -> Result<SeaweedDelete, ClusterError> {
-        SeaweedDelete::connect_many(&[addr.to_string()], tls)
-    }
-
-    /// Clients for every address in `addrs` (lazily; build on the main runtime).
-    pub fn connect_many(
-        addrs: &[String],
-        tls: Option<ClientTls>,
-    ) -> Result<SeaweedDelete, ClusterError> {
-        GatewayPool::new(addrs, tls)
-            .map(|gateways| SeaweedDelete { gateways })
-            .map_err(ClusterError::from)
-    }
-
-    /// The gateway set, shared with [`SeaweedCluster::with_discovery`].
-    pub fn gateways(&self) -> GatewayPool {
-        self.gateways.clone()
-    }
-}
-
-impl DeletePort<DeleteRequest> for SeaweedDelete {
-    fn call(&self, call: &DeleteRequest) -> BoxFuture<'static, AttemptResult> {
-        let gateways = self.gateways.clone();
-        let req = call.clone();
-        async move {
-            match gateways.delete(&req).await {
-                Ok(verdict) => Ok(verdict),
-                Err(e @ DeleteError::Transport { .. }) => Err(AttemptError {
-                    retryable: e.is_retryable(),
-                    message: e.to_string(),
-                }),
-                // Refused locally: the server would answer BLOCKED, so it halts
-                // the shard like BLOCKED does instead of being retried.
-                Err(e) => Ok(CallResult::answered(DeleteOutcome::Blocked, e.to_string())),
-            }
         }
         .boxed()
     }

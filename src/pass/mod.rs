@@ -9,6 +9,7 @@ pub mod cluster_error;
 pub mod coordinator;
 pub mod dispatch;
 pub mod driver;
+pub mod gateways;
 pub mod log_streams;
 pub mod migrate;
 pub mod observe;

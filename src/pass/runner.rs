@@ -10,13 +10,16 @@ use actix::{Actor, Addr};
 
 use crate::config::Settings;
 use crate::engine::delete::DeleteRequest;
-use crate::pass::cluster::{ConnectError, connect_cluster};
+use crate::pass::cluster::SeaweedCluster;
+use crate::pass::cluster_error::ClusterError;
 use crate::pass::coordinator::{Coordinator, RunPass};
 use crate::pass::dispatch::DeletePort;
+use crate::pass::gateways::SeaweedDelete;
 use crate::pass::observe::PassObserver;
 use crate::pass::options::PassOptions;
 use crate::pass::ports::ClusterPort;
 use crate::pass::report::PassResult;
+use crate::seaweed::pool::AddressError;
 use crate::seaweed::tls::ClientTls;
 
 /// Why a pass did not run, or did not run to a report.
@@ -38,13 +41,42 @@ pub enum RunError {
     Stopped(#[from] actix::MailboxError),
 }
 
-impl From<ConnectError> for RunError {
-    fn from(e: ConnectError) -> Self {
-        match e {
-            ConnectError::Config(m) => RunError::Config(m),
-            ConnectError::Unreachable(m) => RunError::Unreachable(m),
+/// The cluster and delete adapters for `s`: the configured filers and
+/// gateways, or the master's membership (`cluster.master`), which every pass
+/// then re-reads (docs/grpc.md#discovery). Build on the main runtime.
+pub async fn connect_cluster(
+    s: &crate::config::Settings,
+    tls: Option<ClientTls>,
+) -> Result<(SeaweedCluster, SeaweedDelete), RunError> {
+    let members = crate::seaweed::discovery::resolve(&s.cluster.wanted(), tls.as_ref())
+        .await
+        .map_err(RunError::Unreachable)?;
+    let deletes = SeaweedDelete::connect_many(&members.s3_grpc, tls.clone())
+        .map_err(|e| RunError::Config(format!("configuration key `cluster.s3_grpc`: {e}")))?;
+    let cluster = SeaweedCluster::connect_many(
+        &members.filers,
+        &s.cluster.buckets_root,
+        &s.cursor.dir,
+        s.pass.event_buffer,
+        s.cluster.filer_call_timeout,
+        tls.clone(),
+    )
+    .await
+    .map_err(|e| match e {
+        ClusterError::Address(AddressError::Invalid { .. }) => {
+            RunError::Config(format!("configuration key `cluster.filer`: {e}"))
         }
-    }
+        _ => RunError::Unreachable(format!("filer {}: {e}", members.filers.join(","))),
+    })?
+    .with_resume_margin(s.pass.reorder_margin)
+    .with_direct_log_reads(s.pass.direct_log_reads);
+    let cluster = cluster.with_master(&s.cluster.master, tls.clone());
+    let cluster = if s.cluster.master.trim().is_empty() {
+        cluster
+    } else {
+        cluster.with_discovery(s.cluster.clone(), deletes.gateways(), tls)
+    };
+    Ok((cluster, deletes))
 }
 
 /// Runs passes over one cluster, one at a time per caller. Cheap to clone:

@@ -49,7 +49,7 @@ pub struct FilerPool {
 }
 
 /// Why a filer list cannot be used: a setting, not the cluster, is wrong
-/// (`connect_cluster` makes that a configuration error).
+/// (`pass::runner::connect_cluster` makes that a configuration error).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum AddressError {
     /// The list is empty.
