@@ -201,7 +201,16 @@ impl ClusterPort for SeaweedCluster {
 
     fn refresh(&self) -> BoxFuture<'static, Result<(), ClusterError>> {
         let Some(d) = &self.discovery else {
-            return async { Ok(()) }.boxed();
+            // Filers named in the settings: the master may list one more
+            // whose writes no log of theirs holds (docs/meta-log.md#unread-filers).
+            // With discovery the pool is the master's list already.
+            let (pool, master) = (self.pool.clone(), self.master.clone());
+            return async move {
+                pool.check_unread_filers(&master)
+                    .await
+                    .map_err(ClusterError::StoreCheck)
+            }
+            .boxed();
         };
         let settings = d.settings.clone();
         let gateways = d.gateways.clone();

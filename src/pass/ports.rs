@@ -79,7 +79,8 @@ pub trait ClusterPort: Send + Sync + 'static {
     /// for the checks around a delete ([`crate::engine::check`]).
     fn list_dir(&self, dir: &str) -> BoxFuture<'static, Result<Vec<Entry>, ClusterError>>;
     /// Re-reads which servers to use, at the start of every pass (discovery
-    /// from the master); nothing to do by default.
+    /// from the master), and refuses a pass that would not read every filer
+    /// it must (docs/meta-log.md#unread-filers); nothing to do by default.
     fn refresh(&self) -> BoxFuture<'static, Result<(), ClusterError>> {
         async { Ok(()) }.boxed()
     }

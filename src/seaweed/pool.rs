@@ -280,13 +280,6 @@ impl FilerPool {
     /// its own is an error: events written through it are only in its log, and
     /// a stream on the others would silently miss them.
     pub async fn store_check(&self) -> Result<StoreCheck, String> {
-        let check = self.listed_store_check().await?;
-        self.check_unread_filers().await?;
-        Ok(check)
-    }
-
-    /// [`FilerPool::store_check`] over the pool's own filers.
-    async fn listed_store_check(&self) -> Result<StoreCheck, String> {
         let nodes = self.nodes();
         if nodes.len() == 1 {
             return Ok(StoreCheck::Shared);
@@ -335,10 +328,12 @@ impl FilerPool {
     /// lists every filer of the pool's filer group, and one missing from the
     /// pool whose store is its own holds events in no log this pass reads. A
     /// peer's aggregated log is no substitute: it can lack them for good
-    /// after a restart (docs/meta-log.md#unread-filers). When neither the filers nor the
-    /// master answer, the check is skipped with a warning: the subscription
-    /// itself then fails or reads what it can reach, as before the check.
-    async fn check_unread_filers(&self) -> Result<(), String> {
+    /// after a restart (docs/meta-log.md#unread-filers). The master asked is
+    /// `configured` (`cluster.master`) when set, else those the filer names.
+    /// When neither the filers nor a master answer, the check is skipped
+    /// with a warning: the pass then fails or reads what it can reach, as
+    /// before the check. Once per pass, at its start.
+    pub async fn check_unread_filers(&self, configured: &str) -> Result<(), String> {
         let started = Instant::now();
         let nodes = self.ordered();
         let mut reported = None;
@@ -348,20 +343,29 @@ impl FilerPool {
                 break;
             }
         }
-        let Some((own_sig, masters, group)) = reported else {
+        let Some((own_sig, reported_masters, group)) = reported else {
             return Ok(());
+        };
+        let masters = if configured.trim().is_empty() {
+            reported_masters
+        } else {
+            vec![configured.trim().to_string()]
         };
         let mut listed = None;
         let mut errors = Vec::new();
-        for reported in &masters {
-            // The filer names a master by its HTTP address (`host:port` or
-            // `host:port.grpcPort`); the call goes to its gRPC port.
-            let m = match ServerAddress::parse(reported) {
-                Ok(a) => a.grpc(),
-                Err(e) => {
-                    errors.push(format!("master {reported} (from the filer): {e}"));
-                    continue;
+        for named in &masters {
+            // `cluster.master` is a gRPC address; the filer names a master
+            // by its HTTP address (`host:port` or `host:port.grpcPort`).
+            let m = if configured.trim().is_empty() {
+                match ServerAddress::parse(named) {
+                    Ok(a) => a.grpc(),
+                    Err(e) => {
+                        errors.push(format!("master {named} (from the filer): {e}"));
+                        continue;
+                    }
                 }
+            } else {
+                named.clone()
             };
             let call =
                 discovery::list_group_nodes(&m, discovery::FILER_TYPE, &group, self.tls.as_ref());
