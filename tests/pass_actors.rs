@@ -1151,21 +1151,12 @@ async fn forecast_refresh_after_a_pass_reads_no_cursor_and_matches_the_saved_one
         board: Some(board.clone()),
         ..Default::default()
     };
-    let coord = actix::Actor::start(Coordinator::with_observer(
-        cluster.clone(),
-        Arc::new(server.clone()),
-        obs.clone(),
-    ));
+    let runner = PassRunner::start(cluster.clone(), Arc::new(server.clone()), obs.clone());
     let mut settings = Settings::default();
     // The passes' `now`s are fixed dates past the wall clock.
     settings.service.allow_future_now = true;
     let time = settings.time.time_config();
-    let service = Service::new(
-        PassRunner::over(coord),
-        board.clone(),
-        settings,
-        (0..16).collect(),
-    );
+    let service = Service::new(runner, board.clone(), settings, (0..16).collect());
     // Start-up: no pass result yet, the 16 cursors are read.
     service.attach_controls(cluster.clone(), obs.clone()).await;
     assert_eq!(

@@ -76,8 +76,10 @@ pub enum ClusterError {
     /// Opening or reading the meta-log failed.
     #[error(transparent)]
     MetaLog(#[from] MetaLogError),
-    /// Whether the filers share a store could not be told, or they mix
-    /// shared and separate stores (`FilerPool::store_check`).
+    /// Whether the filers share a store could not be told, they mix shared
+    /// and separate stores (`FilerPool::store_check`), or the master lists a
+    /// filer with a store of its own that the pass does not read
+    /// (`FilerPool::check_unread_filers`).
     #[error("{0}")]
     StoreCheck(String),
     /// A control file (pause, approval, hold, rules, journal) could not be
@@ -176,9 +178,6 @@ pub enum ClusterError {
         /// What the port would have to keep: `pauses`, `approvals`.
         kept: &'static str,
     },
-    /// Anything else, as a message (test doubles).
-    #[error("{0}")]
-    Other(String),
 }
 
 impl From<EveryFilerFailed<ClusterError>> for ClusterError {
@@ -203,7 +202,7 @@ mod tests {
     fn filer_failure(addr: &str) -> ClusterError {
         ClusterError::OnFiler {
             addr: addr.into(),
-            source: Box::new(ClusterError::Other("down".into())),
+            source: Box::new(ClusterError::Master("down".into())),
         }
     }
 
@@ -212,8 +211,8 @@ mod tests {
     #[test]
     fn messages_keep_their_old_wording() {
         let every = ClusterError::from(EveryFilerFailed(vec![
-            ("a:1".to_string(), ClusterError::Other("down".into())),
-            ("b:1".to_string(), ClusterError::Other("gone".into())),
+            ("a:1".to_string(), ClusterError::Master("down".into())),
+            ("b:1".to_string(), ClusterError::Master("gone".into())),
         ]));
         assert_eq!(
             every.to_string(),

@@ -98,12 +98,6 @@ impl PassRunner {
         }
     }
 
-    /// A runner over a coordinator started elsewhere (tests drive a
-    /// Coordinator over fake ports).
-    pub fn over(coordinator: Addr<Coordinator>) -> Self {
-        PassRunner { coordinator }
-    }
-
     /// Connects the cluster `s` names (discovery, the store signature, the
     /// gateways) and starts a runner over it.
     pub async fn connect(
