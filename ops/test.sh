@@ -7,7 +7,9 @@
 # at a time, longest first: most end-to-end binaries spend their time waiting
 # on the cluster (the filer's log flush, rate-capped deletes), not on the CPU,
 # and each starts its own loopback cluster on ports of its own choosing, so
-# they do not interfere. Each binary's output is kept whole and printed when
+# they do not interfere. There is one binary per cluster shape (tests/README.md);
+# `single_node` holds most end-to-end tests and runs SINGLE_NODE_THREADS
+# (default 6) of them at once on its shared cluster. Each binary's output is kept whole and printed when
 # it ends; a failing binary fails the run after all have finished.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
@@ -29,11 +31,13 @@ if [ "${#exes[@]}" -eq 0 ]; then
 fi
 
 # Slowest first (seconds in the last CI run), so the long ones overlap the rest.
-slow_first=(faults e2e_retention e2e_multi seaweed_metalog seaweed_retention
-  e2e_plugin_worker e2e_due_index e2e_edge service_lifecycle e2e_config_change)
+slow_first=(single_node faults e2e_due_index e2e_retention seaweed_retention
+  two_filers e2e_plugin_worker tls)
 ordered=()
 for s in "${slow_first[@]}"; do
-  for e in "${exes[@]}"; do [ "${e%%|*}" = "tests/$s.rs" ] && ordered+=("$e"); done
+  for e in "${exes[@]}"; do
+    case "${e%%|*}" in "tests/$s.rs" | "tests/$s/main.rs") ordered+=("$e") ;; esac
+  done
 done
 for e in "${exes[@]}"; do
   case " ${ordered[*]} " in *" $e "*) ;; *) ordered+=("$e") ;; esac
@@ -42,7 +46,9 @@ done
 run_one() {
   local name="$1" exe="$2" log="$3" t0 rc=0
   t0=$(date +%s)
-  { echo "     Running $name ($exe)"; "$exe"; } >"$log" 2>&1 || rc=$?
+  local threads="${RUST_TEST_THREADS:-}"
+  [ "$name" = "tests/single_node/main.rs" ] && threads="${SINGLE_NODE_THREADS:-6}"
+  { echo "     Running $name ($exe)"; env ${threads:+RUST_TEST_THREADS=$threads} "$exe"; } >"$log" 2>&1 || rc=$?
   if [ "$rc" -eq 0 ]; then
     echo "ok      $name ($(($(date +%s) - t0)) s)"
   else

@@ -35,7 +35,7 @@
 //!   `/status.json`.
 //!
 //! The pure modules import no actor, adapter, runtime, metrics or front-end
-//! code (`tests/architecture.rs` checks it). The actor tree (Coordinator → 16
+//! code (`tests/unit/architecture.rs` checks it). The actor tree (Coordinator → 16
 //! ShardActors → Replay/Walker, plus the DeleteDispatcher pool) and the
 //! SeaweedFS behaviour the code relies on are described in ARCHITECTURE.md and
 //! docs/.

@@ -10,7 +10,7 @@
 //! last seen. Observed on 4.48: both are enforced — the filer refuses a
 //! mismatching update with gRPC FAILED_PRECONDITION (`extended attribute
 //! "s3-lifecycled-generation" changed`) and an exclusive create of an
-//! existing file with an "already exists" error (tests/seaweed_cursor.rs).
+//! existing file with an "already exists" error (tests/single_node/seaweed_cursor.rs).
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};

@@ -340,7 +340,7 @@ fn start(
         "-master.volumeSizeLimitMB=64".to_string(),
         format!("-volume.port={}", p.volume),
         format!("-volume.port.grpc={}", p.volume_grpc),
-        "-volume.max=300".to_string(),
+        "-volume.max=1000".to_string(),
         "-volume.preStopSeconds=0".to_string(),
         "-filer".to_string(),
         format!("-filer.port={}", p.filer),

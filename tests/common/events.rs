@@ -1,5 +1,5 @@
 //! Meta-log events: the recordings (`tests/fixtures/events/<scenario>.bin`, written by
-//! `tests/record_events.rs`) and their loader, the human-readable dump used for the `.txt`
+//! `tests/single_node/record_events.rs`) and their loader, the human-readable dump used for the `.txt`
 //! files, and what tests ask of any event (its kind, its entry, its bucket).
 
 use std::fmt::Write as _;
@@ -20,7 +20,7 @@ pub fn load_events(scenario: &str) -> Vec<SubscribeMetadataResponse> {
     let path = fixtures_dir().join(format!("{scenario}.bin"));
     let bytes = std::fs::read(&path).unwrap_or_else(|e| {
         panic!(
-            "cannot read {}: {e}; record it with `cargo test --test record_events -- --ignored`",
+            "cannot read {}: {e}; record it with `cargo test --test single_node -- --ignored`",
             path.display()
         )
     });

@@ -1,4 +1,4 @@
-//! The mTLS cluster of `tests/e2e_tls.rs`: certificates made with the `openssl` CLI at start
+//! The mTLS cluster of `tests/tls/tls.rs`: certificates made with the `openssl` CLI at start
 //! the ways operators' recipes make them, a `security.toml` in weed's working directory that turns
 //! gRPC mutual TLS on for every role (docs/tls.md), and one `weed server` shared by the binary's
 //! tests. The master and volume servers have a v3 CN-only certificate (no subjectAltName, as

@@ -1,0 +1,319 @@
+//! Reclaimed space on the real cluster (docs/reclaimed-space.md): the bytes a
+//! pass reports deleted are the bytes the objects, versions and upload parts
+//! held; the garbage it reports for a collection is what the volume servers
+//! say; the vacuum runs only when asked and gives the space back.
+
+use crate::common;
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use aws_sdk_s3::primitives::ByteStream;
+use common::*;
+use serde_json::Value;
+
+/// The cluster is minutes old: with `--now` days ahead its probed log would be
+/// shorter than the TTLs (docs/retention-probe.md). Say the log reaches back a
+/// year.
+const LONG_LOG: (&str, &str) = ("S3_LIFECYCLED__PASS__META_LOG_RETENTION", "8760h");
+
+/// `len` bytes that do not compress: the volume server stores compressible
+/// bodies compressed, and then its garbage is not the objects' size.
+fn noise(seed: u64, len: usize) -> Vec<u8> {
+    let mut x = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
+    (0..len)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            (x >> 24) as u8
+        })
+        .collect()
+}
+
+/// One collection as the volume server's `/status` sees it, live.
+#[derive(Debug, Default, Clone, Copy, PartialEq)]
+struct OnDisk {
+    size: u64,
+    garbage: u64,
+}
+
+/// Per collection, from the volume server's `/status` (no heartbeat lag).
+async fn volume_status(c: &Cluster) -> BTreeMap<String, OnDisk> {
+    let addr = std::net::SocketAddr::from(([127, 0, 0, 1], c.ports.volume));
+    let r = common::http::get_async(addr, "/status")
+        .await
+        .expect("GET volume /status");
+    assert_eq!(r.status, 200, "{}", r.text());
+    let v: Value = serde_json::from_str(&r.text()).expect("volume /status is JSON");
+    let mut out: BTreeMap<String, OnDisk> = BTreeMap::new();
+    for vol in v["Volumes"].as_array().expect("Volumes array") {
+        let col = vol["Collection"].as_str().unwrap_or_default().to_string();
+        let e = out.entry(col).or_default();
+        e.size += vol["Size"].as_u64().unwrap_or(0);
+        e.garbage += vol["DeletedByteCount"].as_u64().unwrap_or(0);
+    }
+    out
+}
+
+/// Waits until the volume server's garbage for `collection` stops changing
+/// (the filer deletes chunks from a queue, after the entry is gone).
+async fn quiet_garbage(c: &Cluster, collection: &str) -> OnDisk {
+    let mut last = volume_status(c).await.get(collection).copied();
+    let start = Instant::now();
+    loop {
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        let now = volume_status(c).await.get(collection).copied();
+        if now == last || start.elapsed() > Duration::from_secs(30) {
+            return now.unwrap_or_default();
+        }
+        last = now;
+    }
+}
+
+/// The report's collection row for `collection`.
+fn reported(r: &Report, collection: &str) -> Value {
+    r.v["reclaim"]["collections"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no reclaim.collections:\n{}", r.context()))
+        .iter()
+        .find(|c| c["collection"] == collection)
+        .cloned()
+        .unwrap_or_else(|| panic!("no collection {collection}:\n{}", r.context()))
+}
+
+/// The `deleted` row of `bucket`/`rule`: (objects, bytes).
+fn deleted(r: &Report, bucket: &str, rule: &str) -> (u64, u64) {
+    let row = r.v["deleted"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no deleted rows:\n{}", r.context()))
+        .iter()
+        .find(|d| d["bucket"] == bucket && d["rule"] == rule)
+        .cloned()
+        .unwrap_or_else(|| panic!("no deleted row {bucket}/{rule}:\n{}", r.context()));
+    (
+        row["objects"].as_u64().unwrap(),
+        row["bytes"].as_u64().unwrap(),
+    )
+}
+
+/// `|a - b| <= 5%` of the larger.
+fn within_5_percent(a: u64, b: u64) -> bool {
+    let (lo, hi) = (a.min(b), a.max(b));
+    hi == 0 || (hi - lo) * 20 <= hi
+}
+
+#[tokio::test]
+async fn deleted_bytes_count_objects_versions_and_parts_and_garbage_matches_the_volume_servers() {
+    let c = common::cluster();
+    let s3 = c.s3_client();
+    // Unversioned: expired objects and an aborted upload's parts.
+    let plain = c.new_bucket("e2e-reclaim-plain").await.unwrap();
+    let mut object_bytes = 0u64;
+    for i in 0..12u64 {
+        let len = 20_000 + 7_919 * i as usize;
+        object_bytes += len as u64;
+        put(&s3, &plain, &format!("old/k{i:02}"), &noise(i, len), None).await;
+    }
+    put(&s3, &plain, "keep/k", &noise(99, 50_000), None).await;
+    let upload = start_upload(&s3, &plain, "big/obj").await;
+    let mut part_bytes = 0u64;
+    for (n, len) in [(1, 60_000usize), (2, 45_000)] {
+        part_bytes += len as u64;
+        s3.upload_part()
+            .bucket(&plain)
+            .key("big/obj")
+            .upload_id(&upload)
+            .part_number(n)
+            .body(ByteStream::from(noise(1000 + n as u64, len)))
+            .send()
+            .await
+            .unwrap_or_else(|e| panic!("UploadPart {n}: {e:?}"));
+    }
+    c.put_lifecycle_xml(
+        &plain,
+        &lifecycle(&format!(
+            "{}<Rule><ID>mpu</ID><Status>Enabled</Status><Filter><Prefix></Prefix></Filter>\
+             <AbortIncompleteMultipartUpload><DaysAfterInitiation>1</DaysAfterInitiation>\
+             </AbortIncompleteMultipartUpload></Rule>",
+            days_rule("old", "old/", 3)
+        )),
+    )
+    .await
+    .unwrap();
+    // Versioned: noncurrent versions free their bytes; the current stays.
+    let versioned = c.new_bucket("e2e-reclaim-ver").await.unwrap();
+    enable_versioning(&s3, &versioned).await;
+    let mut noncurrent_bytes = 0u64;
+    for k in 0..3u64 {
+        for v in 0..3u64 {
+            let len = 30_000 + 1_000 * (3 * k + v) as usize;
+            if v < 2 {
+                noncurrent_bytes += len as u64;
+            }
+            let key = format!("nc/k{k}");
+            put(&s3, &versioned, &key, &noise(500 + 3 * k + v, len), None).await;
+        }
+    }
+    c.put_lifecycle_xml(
+        &versioned,
+        &lifecycle(
+            "<Rule><ID>nc</ID><Status>Enabled</Status><Filter><Prefix>nc/</Prefix></Filter>\
+             <NoncurrentVersionExpiration><NoncurrentDays>2</NoncurrentDays>\
+             </NoncurrentVersionExpiration></Rule>",
+        ),
+    )
+    .await
+    .unwrap();
+    let before = volume_status(c).await;
+    let scope = Scope::new(&[&plain, &versioned]);
+    let p = run_once(c, &scope, Some(plus(now_ns(), 5, 0)), &[], &[LONG_LOG]).await;
+    let r = p.ok();
+    assert_eq!(r.total("DONE"), 12 + 1 + 6, "{}", p.describe());
+    assert_eq!(deleted(&r, &plain, "old"), (12, object_bytes));
+    assert_eq!(
+        deleted(&r, &plain, "mpu"),
+        (1, part_bytes),
+        "the parts' bytes"
+    );
+    assert_eq!(deleted(&r, &versioned, "nc"), (6, noncurrent_bytes));
+    assert_eq!(
+        r.v["deleted_bytes"].as_u64(),
+        Some(object_bytes + part_bytes + noncurrent_bytes)
+    );
+    assert!(list_uploads(&s3, &plain).await.is_empty());
+    assert!(exists(&s3, &plain, "keep/k").await);
+    // The garbage the pass read from the master is the volume servers'.
+    for (bucket, freed) in [
+        (&plain, object_bytes + part_bytes),
+        (&versioned, noncurrent_bytes),
+    ] {
+        let live = quiet_garbage(c, bucket).await;
+        let was = before.get(bucket.as_str()).copied().unwrap_or_default();
+        let row = reported(&r, bucket);
+        let garbage = row["garbage_bytes"].as_u64().unwrap();
+        assert!(
+            within_5_percent(garbage, live.garbage),
+            "{bucket}: reported garbage {garbage}, volume server {live:?}\n{}",
+            p.describe()
+        );
+        // Needles carry a header and padding: the garbage is a little more
+        // than the bytes deleted, never less.
+        assert!(
+            live.garbage - was.garbage >= freed
+                && within_5_percent(live.garbage - was.garbage, freed),
+            "{bucket}: deleted {freed}, garbage grew {} ",
+            live.garbage - was.garbage
+        );
+        let size = row["size_bytes"].as_u64().unwrap();
+        assert!(
+            within_5_percent(size, live.size),
+            "{bucket}: reported size {size}, volume server {live:?}"
+        );
+    }
+    assert!(
+        r.v["reclaim"]["vacuum"].is_null(),
+        "vacuum off by default: {}",
+        p.describe()
+    );
+}
+
+/// Puts `n` incompressible objects under `prefix`; answers their total size.
+async fn fill(s3: &aws_sdk_s3::Client, bucket: &str, prefix: &str, n: u64, seed: u64) -> u64 {
+    let mut total = 0;
+    for i in 0..n {
+        let len = 40_000 + 500 * i as usize;
+        total += len as u64;
+        put(
+            s3,
+            bucket,
+            &format!("{prefix}{i:02}"),
+            &noise(seed + i, len),
+            None,
+        )
+        .await;
+    }
+    total
+}
+
+#[tokio::test]
+async fn vacuum_gives_the_space_back_only_when_asked() {
+    let c = common::cluster();
+    let s3 = c.s3_client();
+    let rule = lifecycle(&days_rule("old", "old/", 3));
+    // Off (the default): the garbage stays on disk.
+    let off = c.new_bucket("e2e-vacuum-off").await.unwrap();
+    fill(&s3, &off, "old/", 6, 10).await;
+    fill(&s3, &off, "keep/", 6, 20).await;
+    c.put_lifecycle_xml(&off, &rule).await.unwrap();
+    let p = run_once(
+        c,
+        &Scope::new(&[&off]),
+        Some(plus(now_ns(), 5, 0)),
+        &[],
+        &[LONG_LOG],
+    )
+    .await;
+    let r = p.ok();
+    assert_eq!(r.total("DONE"), 6, "{}", p.describe());
+    assert!(r.v["reclaim"]["vacuum"].is_null(), "{}", p.describe());
+    let left = quiet_garbage(c, &off).await;
+    assert!(left.garbage > 0, "nothing vacuumed by us: {left:?}");
+
+    // On, above a 0.1 ratio: the pass vacuums the collection's volumes and
+    // its disk use drops. The master of the test cluster vacuums every 15
+    // min at 0.3; a threshold of 1 keeps every volume ours to vacuum.
+    let on = c.new_bucket("e2e-vacuum-on").await.unwrap();
+    fill(&s3, &on, "old/", 6, 30).await;
+    fill(&s3, &on, "keep/", 6, 40).await;
+    c.put_lifecycle_xml(&on, &rule).await.unwrap();
+    let p = run_once(
+        c,
+        &Scope::new(&[&on]),
+        Some(plus(now_ns(), 5, 0)),
+        &[],
+        &[
+            LONG_LOG,
+            ("S3_LIFECYCLED__RECLAIM__VACUUM", "true"),
+            ("S3_LIFECYCLED__RECLAIM__VACUUM_THRESHOLD", "0.1"),
+            ("S3_LIFECYCLED__RECLAIM__MASTER_GARBAGE_THRESHOLD", "1"),
+        ],
+    )
+    .await;
+    let r = p.ok();
+    assert_eq!(r.total("DONE"), 6, "{}", p.describe());
+    let v = &r.v["reclaim"]["vacuum"];
+    assert!(
+        v["vacuumed"].as_array().is_some_and(|a| !a.is_empty()),
+        "{}",
+        p.describe()
+    );
+    assert!(
+        v["failed"].as_array().is_none_or(|a| a.is_empty()),
+        "{}",
+        p.describe()
+    );
+    let (before, after) = (
+        v["size_before"].as_u64().unwrap(),
+        v["size_after"].as_u64().unwrap(),
+    );
+    assert!(
+        after < before,
+        "reported size {before} -> {after}\n{}",
+        p.describe()
+    );
+    // Without a vacuum the garbage is at least the deleted bytes (needle
+    // headers add to it): below them, the vacuum gave space back.
+    let freed = r.v["deleted_bytes"].as_u64().unwrap();
+    let live = volume_status(c).await[on.as_str()];
+    assert!(
+        live.garbage < freed,
+        "garbage after the vacuum {live:?}, deleted {freed}\n{}",
+        p.describe()
+    );
+    assert!(live.size < before, "disk use {before} -> {}", live.size);
+    // The vacuumed objects' neighbours are intact.
+    for i in 0..6 {
+        assert!(exists(&s3, &on, &format!("keep/{i:02}")).await);
+    }
+}

@@ -1,0 +1,307 @@
+//! `s3-lifecycled serve` over time, through the real binary against the
+//! loopback cluster: the daily schedule with a shortened day (passes start by
+//! themselves), and graceful shutdown with deletes in flight (exit 0 within
+//! the deadline, cursors saved and consistent: later passes delete the rest
+//! and nothing is deleted twice), plus `pass.max_runtime` in `run-once`, and the report of
+//! buckets whose rules no pass enforced lately.
+
+use crate::common;
+
+use std::collections::BTreeSet;
+use std::time::Duration;
+
+use common::*;
+
+#[tokio::test(flavor = "multi_thread")]
+async fn daily_schedule_with_a_short_day_starts_passes_by_itself() {
+    let c = cluster();
+    let s3 = c.s3_client();
+    let b = c.new_bucket("svc-sched").await.unwrap();
+    c.put_lifecycle_xml(&b, &lifecycle(&days_rule("d1", "", 1)))
+        .await
+        .unwrap();
+    c.put_objects_bulk(&b, &keys("o/", 10), b"x").await.unwrap();
+    let scope = Scope::new(&[&b]);
+    // A 4 s day: the 00:00 schedule fires at every multiple of 4 s since
+    // the epoch; objects are due 4 s after they are written. This test is
+    // about the schedule, so it waits for real passes (no `now`).
+    let serve = Serve::start(
+        &scope,
+        &[
+            ("S3_LIFECYCLED__TIME__DAY", "4s"),
+            ("S3_LIFECYCLED__SERVICE__SCHEDULE", "00:00"),
+        ],
+    )
+    .await;
+    let st = serve.status().await;
+    let next = st["next_pass_ns"].as_i64().expect("next pass announced");
+    assert!(next > now_ns() - SEC_NS, "{st}");
+
+    let mut ids = BTreeSet::new();
+    eventually(
+        Duration::from_secs(60),
+        Duration::from_millis(300),
+        async || {
+            let last = serve.last().await;
+            if let Some(id) = last["run_id"].as_str() {
+                ids.insert(id.to_string());
+            }
+            let left = count_objects(&s3, &b).await;
+            if ids.len() >= 3 && left == 0 {
+                return Ok(());
+            }
+            Err(format!(
+                "scheduled passes: {ids:?}, objects left {left}; log: {}",
+                serve.log_text()
+            ))
+        },
+    )
+    .await;
+    assert!(!serve.log_text().contains("ERROR"), "{}", serve.log_text());
+}
+
+/// `deletes_done=N` of the service's "pass finished" log line.
+fn logged_done(log: &str) -> u64 {
+    let line = log
+        .lines()
+        .find(|l| l.contains("pass finished"))
+        .unwrap_or_else(|| panic!("no `pass finished` line in: {log}"));
+    line.split_whitespace()
+        .find_map(|w| w.strip_prefix("deletes_done="))
+        .unwrap_or_else(|| panic!("no deletes_done in {line}"))
+        .parse()
+        .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn sigterm_mid_pass_drains_saves_cursors_and_nothing_is_lost_or_repeated() {
+    const N: usize = 300;
+    let c = cluster();
+    let s3 = c.s3_client();
+    let b = c.new_bucket("svc-stop").await.unwrap();
+    c.put_lifecycle_xml(&b, &lifecycle(&days_rule("d1", "", 1)))
+        .await
+        .unwrap();
+    c.put_objects_bulk(&b, &keys("o/", N), b"x").await.unwrap();
+    let scope = Scope::new(&[&b]);
+    // Every pass runs at the same `now`, a minute ahead: with the 10 s day
+    // everything is due (no waiting for the objects to age).
+    let later = now_ns() + 60 * SEC_NS;
+    let slow = [
+        ("S3_LIFECYCLED__RATE__DELETES_PER_SECOND", "25"),
+        ("S3_LIFECYCLED__RATE__BURST", "1"),
+        ("S3_LIFECYCLED__DISPATCH__MAX_IN_FLIGHT_PER_SHARD", "2"),
+    ];
+    let mut env = slow.to_vec();
+    env.push(("S3_LIFECYCLED__SERVICE__SHUTDOWN_DEADLINE", "20s"));
+    let mut serve = Serve::start(&scope, &env).await;
+    let (id, _) = serve.trigger(&["--now", &rfc3339(later)]).await;
+    // Wait until deletes are flowing.
+    eventually(
+        Duration::from_secs(30),
+        Duration::from_millis(100),
+        async || {
+            let st = serve.status().await;
+            assert_eq!(
+                st["current_pass"]["run_id"],
+                id.as_str(),
+                "pass {id} not deleting: {st}"
+            );
+            let shards = st["current_pass"]["shards"]
+                .as_array()
+                .cloned()
+                .unwrap_or_default();
+            let sent: u64 = shards
+                .iter()
+                .map(|s| {
+                    s["deletes"]["DONE"].as_u64().unwrap_or(0)
+                        + s["in_flight"].as_u64().unwrap_or(0)
+                })
+                .sum();
+            if sent >= 20 {
+                Ok(())
+            } else {
+                Err(format!("pass {id} not deleting: {st}"))
+            }
+        },
+    )
+    .await;
+    let (code, took) = serve.stop_with("TERM", Duration::from_secs(40)).await;
+    let log = serve.log_text();
+    assert_eq!(code, 0, "{log}");
+    assert!(
+        took < Duration::from_secs(20),
+        "exit took {took:?} (deadline 20 s)"
+    );
+    assert!(log.contains("pass drained and cursors saved"), "{log}");
+    assert!(
+        log.lines()
+            .any(|l| l.contains("pass finished") && l.contains("outcome=\"truncated\"")),
+        "pass reported truncated: {log}"
+    );
+    let by_serve = logged_done(&log);
+    assert!(
+        by_serve >= 20 && (by_serve as usize) < N,
+        "serve deleted {by_serve}"
+    );
+    assert_eq!(
+        count_objects(&s3, &b).await,
+        N - by_serve as usize,
+        "drained deletes are all accounted for"
+    );
+
+    // Every shard's cursor was saved and parses.
+    for shard in 0..16u8 {
+        let e = c
+            .lookup_entry(&scope.cursor_dir, &format!("shard-{shard:02}.json"))
+            .await
+            .unwrap()
+            .unwrap_or_else(|| panic!("shard {shard}: no cursor saved"));
+        let v: serde_json::Value = serde_json::from_slice(&e.content)
+            .unwrap_or_else(|err| panic!("shard {shard}: cursor is not JSON ({err})"));
+        assert_eq!(v["shard_id"], shard, "{v}");
+    }
+
+    // run-once capped by pass.max_runtime: truncated, not failed, exit 0.
+    let mut env = SHORT_DAY.to_vec();
+    env.extend(slow);
+    env.push(("S3_LIFECYCLED__PASS__MAX_RUNTIME", "2s"));
+    let p = run_once(c, &scope, Some(later), &[], &env).await;
+    assert_eq!(p.code, 0, "{}", p.describe());
+    let capped = p.json();
+    assert_eq!(capped.v["outcome"], "truncated", "{}", p.describe());
+    assert!(
+        capped.v["truncated"]
+            .as_str()
+            .unwrap()
+            .contains("max_runtime"),
+        "{}",
+        p.describe()
+    );
+    let by_capped = capped.total("DONE");
+    assert!(by_capped > 0, "{}", p.describe());
+
+    // An uncapped run-once deletes the rest; no object is deleted twice.
+    let p = run_once(c, &scope, Some(later), &[], &SHORT_DAY).await;
+    let rest = p.ok().total("DONE");
+    assert_eq!(
+        by_serve as i64 + by_capped + rest,
+        N as i64,
+        "DONE over the three passes must be the object count: serve {by_serve}, capped {by_capped}, rest {rest}\n{}",
+        p.describe()
+    );
+    assert_eq!(count_objects(&s3, &b).await, 0);
+}
+
+/// The stale buckets in `/status.json`: name → last completed pass (0 = never).
+async fn stale(srv: &Serve) -> std::collections::BTreeMap<String, i64> {
+    let r = common::http::get_async(srv.http, "/status.json")
+        .await
+        .unwrap();
+    let v: serde_json::Value = serde_json::from_str(&r.text()).unwrap();
+    v["stale_buckets"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default()
+        .iter()
+        .map(|b| {
+            (
+                b["bucket"].as_str().unwrap_or_default().to_string(),
+                b["last_completed_ns"].as_i64().unwrap_or(-1),
+            )
+        })
+        .collect()
+}
+
+/// "Rules accepted but never run": a bucket whose lifecycle document no pass can enforce is
+/// reported (status page, `/status.json`, metrics) as having no completed pass within two
+/// lifecycle days, an enforced one is not, and it is reported again once it goes two days
+/// without a pass.
+#[tokio::test(flavor = "multi_thread")]
+async fn buckets_with_rules_but_no_recent_pass_are_reported() {
+    let c = common::cluster();
+    let s3 = c.s3_client();
+    let good = c.new_bucket("e2e-stale-good").await.unwrap();
+    let bad = c.new_bucket("e2e-stale-bad").await.unwrap();
+    put(&s3, &good, "keep/1", b"x", None).await;
+    c.put_lifecycle_xml(&good, &lifecycle(&days_rule("k", "keep/", 100_000)))
+        .await
+        .unwrap();
+    c.set_extended(
+        "/buckets",
+        &bad,
+        common::s3::LIFECYCLE_XML_KEY,
+        Some(b"<LifecycleConfiguration><Rule><Status>Enabled</Status>"),
+    )
+    .await
+    .unwrap();
+    // SHORT_DAY: a 10 s day, so "two lifecycle days" is 20 s.
+    let srv = Serve::start(&Scope::new(&[&good, &bad]), &[]).await;
+    let both = eventually(
+        Duration::from_secs(15),
+        Duration::from_millis(250),
+        async || {
+            let s = stale(&srv).await;
+            if s.len() == 2 {
+                Ok(s)
+            } else {
+                Err(format!("{s:?}"))
+            }
+        },
+    )
+    .await;
+    assert_eq!(
+        both.values().copied().collect::<Vec<_>>(),
+        vec![0, 0],
+        "never run: {both:?}"
+    );
+
+    let (run_id, _) = srv.trigger(&[]).await;
+    srv.wait_last(&run_id, Duration::from_secs(60)).await;
+    let after = eventually(
+        Duration::from_secs(15),
+        Duration::from_millis(250),
+        async || {
+            let s = stale(&srv).await;
+            if s.len() == 1 {
+                Ok(s)
+            } else {
+                Err(format!("{s:?}"))
+            }
+        },
+    )
+    .await;
+    assert_eq!(after.get(&bad), Some(&0), "{after:?}");
+    let metrics = common::http::get_async(srv.http, "/metrics")
+        .await
+        .unwrap()
+        .text();
+    assert!(
+        metrics.contains(&format!(
+            "s3_lifecycled_bucket_without_recent_pass{{bucket=\"{bad}\"}} 1"
+        )),
+        "{metrics}"
+    );
+    assert!(!metrics.contains(&format!(
+        "s3_lifecycled_bucket_without_recent_pass{{bucket=\"{good}\"}}"
+    )));
+    let page = common::http::get_async(srv.http, "/").await.unwrap().text();
+    assert!(page.contains("Buckets without a completed pass"), "{page}");
+    assert!(page.contains(&bad) && page.contains("never"), "{page}");
+
+    // Two lifecycle days without a pass: the enforced bucket is reported too, with its last pass.
+    let aged = eventually(
+        Duration::from_secs(40),
+        Duration::from_millis(500),
+        async || {
+            let s = stale(&srv).await;
+            if s.len() == 2 {
+                Ok(s)
+            } else {
+                Err(format!("{s:?}"))
+            }
+        },
+    )
+    .await;
+    assert!(aged[&good] > 0, "{aged:?}");
+}

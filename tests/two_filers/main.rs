@@ -1,0 +1,12 @@
+//! The two-filer cluster (`common::multi_cluster()`): one master, one volume
+//! server, two filers with stores of their own, two gateways. Its tests kill
+//! and restart filers, so they run one at a time ([`SERIAL`]).
+
+#[path = "../common/mod.rs"]
+mod common;
+
+mod multi;
+mod multi_stream;
+
+/// One test at a time across both modules: each kills or restarts a filer.
+static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
