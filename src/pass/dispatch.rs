@@ -537,7 +537,7 @@ mod tests {
 
     /// Two shards' identical deletes, sent at once, let the gateway stack a
     /// second delete marker on one versioned key
-    /// (tests/single_node/edge.rs::versioned_shard_subsets_expire_each_version_once).
+    /// (tests/single_node/versioning.rs::versioned_shard_subsets_expire_each_version_once).
     #[actix::test]
     async fn same_object_deletes_sent_at_once_stacked_two_delete_markers() {
         let port = script(vec![]);

@@ -2,7 +2,7 @@
 //! SIGKILL in the middle of its deletes loses nothing; the next run deletes
 //! exactly what is left, touches nothing that is not due, and leaves cursor
 //! files that parse. (An unreachable `--s3-grpc` is covered by
-//! `tests/single_node/edge.rs::unreachable_s3_grpc_halts_then_next_pass_deletes`.)
+//! `tests/single_node/passes.rs::unreachable_s3_grpc_halts_then_next_pass_deletes`.)
 
 use crate::common;
 
