@@ -891,6 +891,164 @@ mod tests {
         assert_eq!(j["paused"][0]["bucket"], "logs");
     }
 
+    /// A populated status and last run, as the service's own conversion
+    /// puts them on the wire.
+    fn populated() -> (pb::GetStatusResponse, pb::GetLastRunResponse) {
+        use crate::engine::reclaim::{CollectionGarbage, FreedRow, ReclaimReport, VacuumReport};
+        use crate::status::*;
+        let mut d = DeleteCounts::default();
+        for (i, o) in DeleteOutcome::ALL.into_iter().enumerate() {
+            d.add_n(o, i as u64 + 1);
+        }
+        let shard = |n: u8, outcome: Option<RunOutcome>, finished_ns: i64| ShardSummary {
+            shard: n,
+            phase: ShardPhase::Draining,
+            started_ns: T0 + 1,
+            finished_ns,
+            outcome,
+            matches: 5,
+            in_flight: 2,
+            cursor_ts_ns: T0 - 7_000,
+            last_walked_ns: T0 - 9_000,
+            halt_reason: (n == 3).then(|| "RETRY_LATER b/k: busy".into()),
+            restarts: 4,
+            events_scanned: 42,
+            deletes: if n == 3 {
+                d.clone()
+            } else {
+                DeleteCounts::default()
+            },
+            unconfirmed: 6,
+            locked: 7,
+            completed_upload_leftovers: 8,
+        };
+        let snap = StatusSnapshot {
+            service_state: ServiceState::ShuttingDown,
+            next_pass_ns: Some(T0 + 5),
+            current_pass: Some(PassProgress {
+                run_id: "r2".into(),
+                started_ns: T0 - 10,
+                shards_running: 1,
+                shards_done: 1,
+                shards: vec![
+                    shard(3, None, 0),
+                    shard(12, Some(RunOutcome::Completed), T0),
+                ],
+            }),
+            paused: vec![PausedBucket {
+                bucket: "logs".into(),
+                paused_ns: T0,
+                reason: "typo".into(),
+            }],
+            ..Default::default()
+        };
+        let bucket = |name: &str, deleted: Vec<FreedRow>| BucketSummary {
+            bucket: name.into(),
+            started_ns: T0 + 2,
+            finished_ns: if deleted.is_empty() { 0 } else { T0 + 50 },
+            outcome: Some(RunOutcome::Truncated),
+            events_scanned: 9,
+            deletes: d.clone(),
+            last_walked_ns: T0 - 3,
+            config_error: Some("bad".into()),
+            halt_reason: Some("halt".into()),
+            cursor_ts_ns: T0 - 1_000,
+            held_reason: Some("cap".into()),
+            deleted,
+        };
+        let row = |rule: &str, bytes| FreedRow {
+            bucket: "a".into(),
+            rule: rule.into(),
+            objects: 2,
+            bytes,
+        };
+        let last = PassSummary {
+            run_id: "r1".into(),
+            started_ns: T0,
+            finished_ns: T0 + 100,
+            outcome: Some(RunOutcome::Halted),
+            shards: vec![
+                shard(3, Some(RunOutcome::Halted), 0),
+                shard(4, Some(RunOutcome::Failed), T0 + 60),
+            ],
+            buckets: vec![
+                bucket("a", vec![row("r1", 100), row("r2", 23)]),
+                bucket("b", Vec::new()),
+            ],
+            space: Some(ReclaimReport {
+                collections: vec![CollectionGarbage {
+                    collection: "a".into(),
+                    volumes: 2,
+                    size_bytes: 1000,
+                    garbage_bytes: 123,
+                }],
+                settled: true,
+                error: Some("slow".into()),
+                vacuum: Some(VacuumReport {
+                    skipped: None,
+                    vacuumed: vec![1],
+                    deferred: vec![2],
+                    left_to_master: vec![3],
+                    failed: vec!["4: no".into()],
+                    size_before: 1000,
+                    size_after: 877,
+                }),
+            }),
+        };
+        (
+            crate::admin::convert::status_response(&snap),
+            crate::admin::convert::last_run_response(&last),
+        )
+    }
+
+    /// The keys and values `status --json` and `status --last --json`
+    /// print for [`populated`]: a script reading them must keep working.
+    #[test]
+    fn status_json_keys_are_stable() {
+        let (s, l) = populated();
+        let all = json!({"BLOCKED": 5, "DONE": 1, "DRY_RUN": 7, "LIFECYCLE_DELETE_OUTCOME_UNSPECIFIED": 8,
+            "NOOP_RESOLVED": 2, "RETRY_LATER": 4, "RPC_ERROR": 6, "SKIPPED_OBJECT_LOCK": 3, "WITHDRAWN": 9});
+        let zero = json!({"BLOCKED": 0, "DONE": 0, "DRY_RUN": 0, "NOOP_RESOLVED": 0, "RETRY_LATER": 0,
+            "RPC_ERROR": 0, "SKIPPED_OBJECT_LOCK": 0});
+        let want = json!({"state": "shutting_down", "next_pass_ns": T0 + 5,
+            "paused": [{"bucket": "logs", "paused_ns": T0, "reason": "typo"}],
+            "current_pass": {"run_id": "r2", "start_ns": T0 - 10, "shards_running": 1, "shards_done": 1, "shards": [
+                {"shard": 3, "phase": "draining", "events_scanned": 42, "matches": 5, "deletes": all,
+                 "in_flight": 2, "halt_reason": "RETRY_LATER b/k: busy", "restarts": 4},
+                {"shard": 12, "phase": "draining", "events_scanned": 42, "matches": 5, "deletes": zero,
+                 "in_flight": 2, "halt_reason": null, "restarts": 4}]}});
+        assert_eq!(status_json(&s), want);
+        let bucket = |name: &str, finish_ns: i64, lag: i64, deleted: Value| {
+            json!({"bucket": name,
+            "start_ns": T0 + 2, "finish_ns": finish_ns, "outcome": "truncated", "events_scanned": 9,
+            "deletes": all, "halt_reason": "halt", "cursor_ts_ns": T0 - 1_000, "cursor_lag_ns": lag,
+            "last_walk_ns": T0 - 3, "config_error": "bad", "held_reason": "cap", "deleted": deleted})
+        };
+        let shard = |n: u32,
+                     outcome: &str,
+                     finish_ns: i64,
+                     lag: i64,
+                     deletes: &Value,
+                     halt: Value| {
+            json!({
+            "shard": n, "start_ns": T0 + 1, "finish_ns": finish_ns, "outcome": outcome, "events_scanned": 42,
+            "matches": 5, "deletes": deletes, "halt_reason": halt, "cursor_ts_ns": T0 - 7_000,
+            "cursor_lag_ns": lag, "last_walk_ns": T0 - 9_000, "restarts": 4, "unconfirmed": 6, "locked": 7,
+            "completed_upload_leftovers": 8})
+        };
+        let want = json!({"run_id": "r1", "start_ns": T0, "finish_ns": T0 + 100, "outcome": "halted",
+            "shards": [shard(3, "halted", 0, 7_100, &all, json!("RETRY_LATER b/k: busy")),
+                shard(4, "failed", T0 + 60, 7_060, &zero, Value::Null)],
+            "buckets": [bucket("a", T0 + 50, 1_050, json!([{"rule": "r1", "objects": 2, "bytes": 100},
+                    {"rule": "r2", "objects": 2, "bytes": 23}])),
+                bucket("b", 0, 1_100, json!([]))],
+            "deleted_bytes": 123,
+            "space": {"collections": [{"collection": "a", "volumes": 2, "size_bytes": 1000, "garbage_bytes": 123}],
+                "settled": true, "error": "slow", "vacuum": {"vacuumed": [1], "deferred": [2], "left_to_master": [3],
+                "failed": ["4: no"], "size_before": 1000, "size_after": 877}}});
+        assert_eq!(last_run_json(&l), want);
+    }
+
     #[test]
     fn spans() {
         assert_eq!(format_span(7_000_000_000), "7s");
