@@ -369,6 +369,22 @@ pub struct PassSummary {
     pub space: Option<crate::engine::reclaim::ReclaimReport>,
 }
 
+impl PassSummary {
+    /// What the pass's DONE deletes removed, per bucket and rule: the bucket
+    /// cards' rows, in card order.
+    pub fn deleted(&self) -> Vec<crate::engine::reclaim::FreedRow> {
+        self.buckets
+            .iter()
+            .flat_map(|b| b.deleted.clone())
+            .collect()
+    }
+}
+
+/// An outcome's label; a run without one is still `running`.
+pub fn outcome_label(o: Option<RunOutcome>) -> &'static str {
+    o.map_or("running", RunOutcome::as_str)
+}
+
 /// Everything the status page and `/status.json` show.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct StatusSnapshot {

@@ -1,14 +1,16 @@
-//! Conversions from the status types the pass publishes
-//! ([`crate::status`]) to the admin API's protobuf messages, so the
-//! admin API, `/status.json` and the status page show the same information.
+//! Conversions between the status types the pass publishes
+//! ([`crate::status`]) and the admin API's protobuf messages, both ways: the
+//! service sends what `/status.json` and the status page show, and the CLI
+//! reads it back into the same types to print it.
 
 use std::collections::HashMap;
 
+use crate::engine::DeleteOutcome;
 use crate::engine::reclaim::{CollectionGarbage, FreedRow, ReclaimReport, VacuumReport};
 use crate::pb::admin as pb;
 use crate::status::{
-    BucketSummary, DeleteCounts, PassProgress, PassSummary, RunOutcome, ServiceState, ShardPhase,
-    ShardSummary, StatusSnapshot,
+    BucketSummary, DeleteCounts, PassProgress, PassSummary, PausedBucket, RunOutcome, ServiceState,
+    ShardPhase, ShardSummary, StatusSnapshot,
 };
 
 /// The delete-count map: every [`DeleteOutcome::REPORTED`](crate::engine::delete::DeleteOutcome::REPORTED) key always
@@ -51,13 +53,46 @@ pub fn shard_phase(p: ShardPhase) -> pb::ShardPhase {
     }
 }
 
-/// `finish - cursor`, or 0 when the cursor is cold or the run unfinished
-/// (a lag against "never" would be a meaningless huge number).
-pub fn cursor_lag_ns(finish_ns: i64, cursor_ts_ns: i64) -> i64 {
-    if cursor_ts_ns == 0 || finish_ns == 0 {
+/// [`deletes_map`] read back; a label this build does not know counts as
+/// unspecified rather than vanishing.
+pub fn deletes_from_map(m: &HashMap<String, u64>) -> DeleteCounts {
+    let mut d = DeleteCounts::default();
+    for (label, n) in m {
+        let o = DeleteOutcome::from_label(label).unwrap_or(DeleteOutcome::Unspecified);
+        d.add_n(o, *n);
+    }
+    d
+}
+
+/// The value of `all` that `to_pb` puts on the wire as `v`: each `*_from_pb`
+/// is the inverse of its `to_pb`, so the two cannot disagree.
+fn from_pb<D: Copy, P: Into<i32>>(all: &[D], to_pb: impl Fn(D) -> P, v: i32) -> Option<D> {
+    all.iter().copied().find(|d| to_pb(*d).into() == v)
+}
+
+/// A run outcome read back; UNSPECIFIED (still running) is `None`.
+fn outcome_from_pb(v: i32) -> Option<RunOutcome> {
+    from_pb(&RunOutcome::ALL, |o| run_outcome(Some(o)), v)
+}
+
+/// A shard number read back (shards are 0..15).
+fn shard_from_pb(v: u32) -> u8 {
+    u8::try_from(v).unwrap_or(u8::MAX)
+}
+
+/// `finish - cursor`, where finish is the row's own finish, else the pass's;
+/// 0 when the cursor is cold or the run unfinished (a lag against "never"
+/// would be a meaningless huge number).
+pub fn cursor_lag_ns(finished_ns: i64, pass_finished_ns: i64, cursor_ts_ns: i64) -> i64 {
+    let finish = if finished_ns != 0 {
+        finished_ns
+    } else {
+        pass_finished_ns
+    };
+    if cursor_ts_ns == 0 || finish == 0 {
         0
     } else {
-        finish_ns.saturating_sub(cursor_ts_ns).max(0)
+        finish.saturating_sub(cursor_ts_ns).max(0)
     }
 }
 
@@ -105,14 +140,57 @@ pub fn status_response(s: &StatusSnapshot) -> pb::GetStatusResponse {
     }
 }
 
+/// [`status_response`] read back (`status`); what `GetStatus` does not
+/// carry stays at its default.
+pub fn status_from_pb(s: &pb::GetStatusResponse) -> StatusSnapshot {
+    use ServiceState::*;
+    use ShardPhase::*;
+    let phases = [Waiting, Walking, Replaying, Draining, Done, Halted, Failed];
+    StatusSnapshot {
+        service_state: from_pb(
+            &[Starting, Idle, Running, ShuttingDown],
+            service_state,
+            s.state,
+        )
+        .unwrap_or_default(),
+        next_pass_ns: s.next_pass_ns,
+        current_pass: s.current_pass.as_ref().map(|p| PassProgress {
+            run_id: p.run_id.clone(),
+            started_ns: p.start_ns,
+            shards_running: p.shards_running,
+            shards_done: p.shards_done,
+            shards: p
+                .shards
+                .iter()
+                .map(|r| ShardSummary {
+                    shard: shard_from_pb(r.shard),
+                    phase: from_pb(&phases, shard_phase, r.phase).unwrap_or_default(),
+                    events_scanned: r.events_scanned,
+                    matches: r.matches,
+                    deletes: deletes_from_map(&r.deletes),
+                    in_flight: r.in_flight,
+                    halt_reason: r.halt_reason.clone(),
+                    restarts: r.restarts,
+                    ..Default::default()
+                })
+                .collect(),
+        }),
+        paused: s
+            .paused
+            .iter()
+            .map(|p| PausedBucket {
+                bucket: p.bucket.clone(),
+                paused_ns: p.paused_ns,
+                reason: p.reason.clone(),
+            })
+            .collect(),
+        ..Default::default()
+    }
+}
+
 /// One shard of a finished pass. A shard without its own finish time is
 /// measured against the pass's.
 pub fn shard_run(s: &ShardSummary, pass_finish_ns: i64) -> pb::ShardRun {
-    let finish = if s.finished_ns != 0 {
-        s.finished_ns
-    } else {
-        pass_finish_ns
-    };
     pb::ShardRun {
         shard: u32::from(s.shard),
         start_ns: s.started_ns,
@@ -123,7 +201,7 @@ pub fn shard_run(s: &ShardSummary, pass_finish_ns: i64) -> pb::ShardRun {
         deletes: deletes_map(&s.deletes),
         halt_reason: s.halt_reason.clone(),
         cursor_ts_ns: s.cursor_ts_ns,
-        cursor_lag_ns: cursor_lag_ns(finish, s.cursor_ts_ns),
+        cursor_lag_ns: cursor_lag_ns(s.finished_ns, pass_finish_ns, s.cursor_ts_ns),
         last_walk_ns: s.last_walked_ns,
         restarts: s.restarts,
         unconfirmed: s.unconfirmed,
@@ -134,11 +212,6 @@ pub fn shard_run(s: &ShardSummary, pass_finish_ns: i64) -> pb::ShardRun {
 
 /// One bucket of a finished pass.
 pub fn bucket_run(b: &BucketSummary, pass_finish_ns: i64) -> pb::BucketRun {
-    let finish = if b.finished_ns != 0 {
-        b.finished_ns
-    } else {
-        pass_finish_ns
-    };
     pb::BucketRun {
         bucket: b.bucket.clone(),
         start_ns: b.started_ns,
@@ -148,7 +221,7 @@ pub fn bucket_run(b: &BucketSummary, pass_finish_ns: i64) -> pb::BucketRun {
         deletes: deletes_map(&b.deletes),
         halt_reason: b.halt_reason.clone(),
         cursor_ts_ns: b.cursor_ts_ns,
-        cursor_lag_ns: cursor_lag_ns(finish, b.cursor_ts_ns),
+        cursor_lag_ns: cursor_lag_ns(b.finished_ns, pass_finish_ns, b.cursor_ts_ns),
         last_walk_ns: b.last_walked_ns,
         config_error: b.config_error.clone(),
         held_reason: b.held_reason.clone(),
@@ -220,17 +293,67 @@ pub fn space_from_pb(r: &pb::SpaceReport) -> ReclaimReport {
 
 /// Per bucket and rule, what a last run's cards say was deleted.
 pub fn deleted_from_pb(r: &pb::GetLastRunResponse) -> Vec<FreedRow> {
-    r.buckets
-        .iter()
-        .flat_map(|b| {
-            b.deleted.iter().map(|d| FreedRow {
-                bucket: b.bucket.clone(),
-                rule: d.rule.clone(),
-                objects: d.objects,
-                bytes: d.bytes,
+    last_run_from_pb(r).deleted()
+}
+
+/// [`last_run_response`] read back (`status --last`): the lags are not
+/// kept, they follow from the times ([`cursor_lag_ns`]).
+pub fn last_run_from_pb(r: &pb::GetLastRunResponse) -> PassSummary {
+    PassSummary {
+        run_id: r.run_id.clone(),
+        started_ns: r.start_ns,
+        finished_ns: r.finish_ns,
+        outcome: outcome_from_pb(r.outcome),
+        shards: r
+            .shards
+            .iter()
+            .map(|s| ShardSummary {
+                shard: shard_from_pb(s.shard),
+                started_ns: s.start_ns,
+                finished_ns: s.finish_ns,
+                outcome: outcome_from_pb(s.outcome),
+                matches: s.matches,
+                cursor_ts_ns: s.cursor_ts_ns,
+                last_walked_ns: s.last_walk_ns,
+                halt_reason: s.halt_reason.clone(),
+                restarts: s.restarts,
+                events_scanned: s.events_scanned,
+                deletes: deletes_from_map(&s.deletes),
+                unconfirmed: s.unconfirmed,
+                locked: s.locked,
+                completed_upload_leftovers: s.completed_upload_leftovers,
+                ..Default::default()
             })
-        })
-        .collect()
+            .collect(),
+        buckets: r
+            .buckets
+            .iter()
+            .map(|b| BucketSummary {
+                bucket: b.bucket.clone(),
+                started_ns: b.start_ns,
+                finished_ns: b.finish_ns,
+                outcome: outcome_from_pb(b.outcome),
+                events_scanned: b.events_scanned,
+                deletes: deletes_from_map(&b.deletes),
+                last_walked_ns: b.last_walk_ns,
+                config_error: b.config_error.clone(),
+                halt_reason: b.halt_reason.clone(),
+                cursor_ts_ns: b.cursor_ts_ns,
+                held_reason: b.held_reason.clone(),
+                deleted: b
+                    .deleted
+                    .iter()
+                    .map(|d| FreedRow {
+                        bucket: b.bucket.clone(),
+                        rule: d.rule.clone(),
+                        objects: d.objects,
+                        bytes: d.bytes,
+                    })
+                    .collect(),
+            })
+            .collect(),
+        space: r.space.as_ref().map(space_from_pb),
+    }
 }
 
 /// `GetLastRun`.
@@ -345,7 +468,6 @@ pub fn forecast_from_pb(p: &pb::GetForecastResponse) -> crate::engine::forecast:
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::engine::DeleteOutcome;
 
     #[test]
     fn deletes_map_has_every_known_key_and_unspecified_only_when_seen() {
@@ -375,11 +497,12 @@ mod tests {
 
     #[test]
     fn cursor_lag_is_zero_when_cold_or_unfinished() {
-        assert_eq!(cursor_lag_ns(100, 0), 0);
-        assert_eq!(cursor_lag_ns(0, 50), 0);
-        assert_eq!(cursor_lag_ns(100, 40), 60);
+        assert_eq!(cursor_lag_ns(100, 0, 0), 0);
+        assert_eq!(cursor_lag_ns(0, 0, 50), 0);
+        assert_eq!(cursor_lag_ns(100, 7, 40), 60);
+        assert_eq!(cursor_lag_ns(0, 100, 40), 60, "the pass's finish");
         // A cursor ahead of the finish (clock disagreement) is not a negative lag.
-        assert_eq!(cursor_lag_ns(100, 140), 0);
+        assert_eq!(cursor_lag_ns(100, 0, 140), 0);
     }
 
     #[test]

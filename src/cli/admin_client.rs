@@ -7,7 +7,6 @@
 //! be reached or failed (the message names the address); 2 usage or
 //! configuration error, including a request the server rejected as invalid.
 
-use std::collections::HashMap;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -17,6 +16,7 @@ use tonic::service::interceptor::InterceptedService;
 use tonic::transport::Channel;
 
 use crate::admin::auth::{AdminToken, SendToken};
+use crate::admin::convert::{self, cursor_lag_ns};
 
 use super::{EXIT_ERROR, EXIT_OK, EXIT_USAGE};
 use crate::config::{Settings, parse_shards};
@@ -24,7 +24,9 @@ use crate::engine::DeleteOutcome;
 use crate::pb::admin as pb;
 use crate::pb::admin::lifecycled_admin_client::LifecycledAdminClient;
 use crate::seaweed::endpoint::{EndpointOptions, GrpcEndpoint};
-use crate::status::{format_age, format_time};
+use crate::status::{
+    DeleteCounts, PassSummary, ServiceState, StatusSnapshot, format_age, format_time, outcome_label,
+};
 
 /// How long to wait for the TCP connection: a local service answers at once,
 /// so a long wait only delays the "is it running?" message.
@@ -450,8 +452,14 @@ fn status(args: &StatusArgs) -> Result<(), Failure> {
         match (last, args.json) {
             (None, true) => println!("null"),
             (None, false) => println!("No pass has finished since the service started."),
-            (Some(r), true) => println!("{}", pretty(&last_run_json(&r))),
-            (Some(r), false) => print!("{}", last_run_text(&r)),
+            (Some(r), json) => {
+                let p = convert::last_run_from_pb(&r);
+                if json {
+                    println!("{}", pretty(&last_run_json(&p)));
+                } else {
+                    print!("{}", last_run_text(&p));
+                }
+            }
         }
     } else {
         let st = rt.block_on(async {
@@ -462,6 +470,7 @@ fn status(args: &StatusArgs) -> Result<(), Failure> {
                 .map(tonic::Response::into_inner)
                 .map_err(|st| server_error(&addr, "GetStatus", &st))
         })?;
+        let st = convert::status_from_pb(&st);
         if args.json {
             println!("{}", pretty(&status_json(&st)));
         } else {
@@ -476,92 +485,35 @@ fn pretty(v: &Value) -> String {
     serde_json::to_string_pretty(v).unwrap_or_else(|_| v.to_string())
 }
 
-/// The order deletes are shown in, and the JSON keys that are always present.
-const DELETE_KEYS: [&str; 7] = {
-    let r = DeleteOutcome::REPORTED;
-    [
-        r[0].label(),
-        r[1].label(),
-        r[2].label(),
-        r[3].label(),
-        r[4].label(),
-        r[5].label(),
-        r[6].label(),
-    ]
-};
-
-fn deletes_json(m: &HashMap<String, u64>) -> Value {
-    let mut o = serde_json::Map::new();
-    for k in DELETE_KEYS {
-        o.insert(k.into(), json!(m.get(k).copied().unwrap_or(0)));
-    }
-    // Other keys (UNSPECIFIED, or outcomes a newer service adds) are kept, not dropped.
-    let mut extra: Vec<_> = m
-        .iter()
-        .filter(|(k, _)| !DELETE_KEYS.contains(&k.as_str()))
-        .collect();
-    extra.sort();
-    for (k, v) in extra {
-        o.insert(k.clone(), json!(v));
-    }
-    Value::Object(o)
+/// The order deletes are shown in: every [`DeleteOutcome::REPORTED`] one.
+fn delete_counts(d: &DeleteCounts) -> impl Iterator<Item = (DeleteOutcome, u64)> + '_ {
+    DeleteOutcome::REPORTED.into_iter().map(|o| (o, d.get(o)))
 }
 
-fn state_str(v: i32) -> &'static str {
-    match pb::ServiceState::try_from(v) {
-        Ok(pb::ServiceState::Starting) => "starting",
-        Ok(pb::ServiceState::Idle) => "idle",
-        Ok(pb::ServiceState::Running) => "running",
-        Ok(pb::ServiceState::ShuttingDown) => "shutting_down",
-        _ => "unknown",
-    }
+/// The service state as `/status.json` serializes it (`shutting_down`).
+fn state_name(s: ServiceState) -> String {
+    json!(s).as_str().unwrap_or("unknown").to_string()
 }
 
-fn outcome_str(v: i32) -> &'static str {
-    match pb::RunOutcome::try_from(v) {
-        Ok(pb::RunOutcome::Completed) => "completed",
-        Ok(pb::RunOutcome::Halted) => "halted",
-        Ok(pb::RunOutcome::Truncated) => "truncated",
-        Ok(pb::RunOutcome::Failed) => "failed",
-        Ok(pb::RunOutcome::Unspecified) => "running",
-        Err(_) => "unknown",
-    }
-}
-
-fn phase_str(v: i32) -> &'static str {
-    match pb::ShardPhase::try_from(v) {
-        Ok(pb::ShardPhase::Waiting) => "waiting",
-        Ok(pb::ShardPhase::Walking) => "walking",
-        Ok(pb::ShardPhase::Replaying) => "replaying",
-        Ok(pb::ShardPhase::Draining) => "draining",
-        Ok(pb::ShardPhase::Done) => "done",
-        Ok(pb::ShardPhase::Halted) => "halted",
-        Ok(pb::ShardPhase::Failed) => "failed",
-        _ => "unknown",
-    }
-}
-
-/// `status --json`: the `GetStatus` response with enums as lowercase names.
-fn status_json(s: &pb::GetStatusResponse) -> Value {
+/// `status --json`: the state and the running pass under the admin API's
+/// field names (`start_ns`, not `/status.json`'s `started_ns`), enums as
+/// lowercase names.
+fn status_json(s: &StatusSnapshot) -> Value {
     json!({
-        "state": state_str(s.state),
+        "state": state_name(s.service_state),
         "next_pass_ns": s.next_pass_ns,
-        "paused": s.paused.iter().map(|p| json!({
-            "bucket": p.bucket,
-            "paused_ns": p.paused_ns,
-            "reason": p.reason,
-        })).collect::<Vec<_>>(),
+        "paused": s.paused,
         "current_pass": s.current_pass.as_ref().map(|p| json!({
             "run_id": p.run_id,
-            "start_ns": p.start_ns,
+            "start_ns": p.started_ns,
             "shards_running": p.shards_running,
             "shards_done": p.shards_done,
             "shards": p.shards.iter().map(|r| json!({
                 "shard": r.shard,
-                "phase": phase_str(r.phase),
+                "phase": r.phase.as_str(),
                 "events_scanned": r.events_scanned,
                 "matches": r.matches,
-                "deletes": deletes_json(&r.deletes),
+                "deletes": r.deletes.by_label(),
                 "in_flight": r.in_flight,
                 "halt_reason": r.halt_reason,
                 "restarts": r.restarts,
@@ -570,47 +522,49 @@ fn status_json(s: &pb::GetStatusResponse) -> Value {
     })
 }
 
-/// `status --last --json`: the `GetLastRun` response with enums as lowercase names.
-fn last_run_json(r: &pb::GetLastRunResponse) -> Value {
+/// `status --last --json`: the last pass under the admin API's field names,
+/// with each row's cursor lag.
+fn last_run_json(p: &PassSummary) -> Value {
+    let lag = |finished_ns, cursor_ts_ns| cursor_lag_ns(finished_ns, p.finished_ns, cursor_ts_ns);
     json!({
-        "run_id": r.run_id,
-        "start_ns": r.start_ns,
-        "finish_ns": r.finish_ns,
-        "outcome": outcome_str(r.outcome),
-        "shards": r.shards.iter().map(|s| json!({
+        "run_id": p.run_id,
+        "start_ns": p.started_ns,
+        "finish_ns": p.finished_ns,
+        "outcome": outcome_label(p.outcome),
+        "shards": p.shards.iter().map(|s| json!({
             "shard": s.shard,
-            "start_ns": s.start_ns,
-            "finish_ns": s.finish_ns,
-            "outcome": outcome_str(s.outcome),
+            "start_ns": s.started_ns,
+            "finish_ns": s.finished_ns,
+            "outcome": outcome_label(s.outcome),
             "events_scanned": s.events_scanned,
             "matches": s.matches,
-            "deletes": deletes_json(&s.deletes),
+            "deletes": s.deletes.by_label(),
             "halt_reason": s.halt_reason,
             "cursor_ts_ns": s.cursor_ts_ns,
-            "cursor_lag_ns": s.cursor_lag_ns,
-            "last_walk_ns": s.last_walk_ns,
+            "cursor_lag_ns": lag(s.finished_ns, s.cursor_ts_ns),
+            "last_walk_ns": s.last_walked_ns,
             "restarts": s.restarts,
             "unconfirmed": s.unconfirmed,
             "locked": s.locked,
             "completed_upload_leftovers": s.completed_upload_leftovers,
         })).collect::<Vec<_>>(),
-        "buckets": r.buckets.iter().map(|b| json!({
+        "buckets": p.buckets.iter().map(|b| json!({
             "bucket": b.bucket,
-            "start_ns": b.start_ns,
-            "finish_ns": b.finish_ns,
-            "outcome": outcome_str(b.outcome),
+            "start_ns": b.started_ns,
+            "finish_ns": b.finished_ns,
+            "outcome": outcome_label(b.outcome),
             "events_scanned": b.events_scanned,
-            "deletes": deletes_json(&b.deletes),
+            "deletes": b.deletes.by_label(),
             "halt_reason": b.halt_reason,
             "cursor_ts_ns": b.cursor_ts_ns,
-            "cursor_lag_ns": b.cursor_lag_ns,
-            "last_walk_ns": b.last_walk_ns,
+            "cursor_lag_ns": lag(b.finished_ns, b.cursor_ts_ns),
+            "last_walk_ns": b.last_walked_ns,
             "config_error": b.config_error,
             "held_reason": b.held_reason,
             "deleted": b.deleted.iter().map(|d| json!({"rule": d.rule, "objects": d.objects, "bytes": d.bytes})).collect::<Vec<_>>(),
         })).collect::<Vec<_>>(),
-        "deleted_bytes": crate::engine::reclaim::rows_total(&crate::admin::convert::deleted_from_pb(r)),
-        "space": r.space.as_ref().map(crate::admin::convert::space_from_pb),
+        "deleted_bytes": crate::engine::reclaim::rows_total(&p.deleted()),
+        "space": p.space,
     })
 }
 
@@ -622,18 +576,17 @@ fn format_span(ns: i64) -> String {
     format_age(ns.saturating_add(1), 1).replace(' ', "")
 }
 
-fn delete_cells(m: &HashMap<String, u64>) -> String {
-    DELETE_KEYS
-        .iter()
-        .map(|k| format!("{:>8}", m.get(*k).copied().unwrap_or(0)))
+fn delete_cells(d: &DeleteCounts) -> String {
+    delete_counts(d)
+        .map(|(_, n)| format!("{n:>8}"))
         .collect::<Vec<_>>()
         .join(" ")
 }
 
 const DELETE_HEADER: &str = "    DONE     NOOP     LOCK    RETRY  BLOCKED  RPC_ERR  DRY_RUN";
 
-fn status_text(s: &pb::GetStatusResponse, now: i64) -> String {
-    let mut out = format!("state: {}\n", state_str(s.state));
+fn status_text(s: &StatusSnapshot, now: i64) -> String {
+    let mut out = format!("state: {}\n", state_name(s.service_state));
     if let Some(next) = s.next_pass_ns {
         out.push_str(&format!("next pass: {}\n", format_time(next)));
     }
@@ -655,8 +608,8 @@ fn status_text(s: &pb::GetStatusResponse, now: i64) -> String {
             out.push_str(&format!(
                 "current pass: {} started {} ({} ago), shards running {}, done {}\n",
                 p.run_id,
-                format_time(p.start_ns),
-                format_age(now, p.start_ns),
+                format_time(p.started_ns),
+                format_age(now, p.started_ns),
                 p.shards_running,
                 p.shards_done
             ));
@@ -667,7 +620,7 @@ fn status_text(s: &pb::GetStatusResponse, now: i64) -> String {
                 out.push_str(&format!(
                     "{:>5} {:<10} {:>9} {:>8} {:>9} {}  {}\n",
                     format!("{:02}", r.shard),
-                    phase_str(r.phase),
+                    r.phase.as_str(),
                     r.events_scanned,
                     r.matches,
                     r.in_flight,
@@ -680,40 +633,41 @@ fn status_text(s: &pb::GetStatusResponse, now: i64) -> String {
     out
 }
 
-fn lag_text(cursor_ts_ns: i64, lag_ns: i64) -> String {
+/// A row's cursor lag for the text: `cold` without a cursor.
+fn lag_text(p: &PassSummary, finished_ns: i64, cursor_ts_ns: i64) -> String {
     if cursor_ts_ns == 0 {
         "cold".into()
     } else {
-        format_span(lag_ns)
+        format_span(cursor_lag_ns(finished_ns, p.finished_ns, cursor_ts_ns))
     }
 }
 
-fn last_run_text(r: &pb::GetLastRunResponse) -> String {
+fn last_run_text(p: &PassSummary) -> String {
     let mut out = format!(
         "last pass: {} outcome={} start={} finish={}\n",
-        r.run_id,
-        outcome_str(r.outcome),
-        format_time(r.start_ns),
-        format_time(r.finish_ns)
+        p.run_id,
+        outcome_label(p.outcome),
+        format_time(p.started_ns),
+        format_time(p.finished_ns)
     );
     out.push_str(&format!(
         "shard outcome      events  matches {DELETE_HEADER}  cursor_lag  last_walk             halt_reason\n"
     ));
-    for s in &r.shards {
+    for s in &p.shards {
         out.push_str(&format!(
             "{:>5} {:<9} {:>9} {:>8} {}  {:>10}  {:<20}  {}\n",
             format!("{:02}", s.shard),
-            outcome_str(s.outcome),
+            outcome_label(s.outcome),
             s.events_scanned,
             s.matches,
             delete_cells(&s.deletes),
-            lag_text(s.cursor_ts_ns, s.cursor_lag_ns),
-            format_time(s.last_walk_ns),
+            lag_text(p, s.finished_ns, s.cursor_ts_ns),
+            format_time(s.last_walked_ns),
             s.halt_reason.as_deref().unwrap_or("-")
         ));
     }
     // Rare, and each one needs a look: listed only when they happened.
-    for s in &r.shards {
+    for s in &p.shards {
         if s.unconfirmed + s.locked + s.completed_upload_leftovers > 0 {
             out.push_str(&format!(
                 "shard {:02}: unconfirmed={} locked={} completed_upload_leftovers={} (retried next pass; leftovers are never aborted)\n",
@@ -721,27 +675,20 @@ fn last_run_text(r: &pb::GetLastRunResponse) -> String {
             ));
         }
     }
-    for b in &r.buckets {
-        let deletes: Vec<String> = DELETE_KEYS
-            .iter()
-            .map(|k| {
-                format!(
-                    "{}={}",
-                    k.to_ascii_lowercase(),
-                    b.deletes.get(*k).copied().unwrap_or(0)
-                )
-            })
+    for b in &p.buckets {
+        let deletes: Vec<String> = delete_counts(&b.deletes)
+            .map(|(o, n)| format!("{}={n}", o.label().to_ascii_lowercase()))
             .collect();
         out.push_str(&format!(
             "bucket={} outcome={} start={} finish={} events={} {} cursor_lag={} last_walk={}",
             b.bucket,
-            outcome_str(b.outcome),
-            format_time(b.start_ns),
-            format_time(b.finish_ns),
+            outcome_label(b.outcome),
+            format_time(b.started_ns),
+            format_time(b.finished_ns),
             b.events_scanned,
             deletes.join(" "),
-            lag_text(b.cursor_ts_ns, b.cursor_lag_ns),
-            format_time(b.last_walk_ns),
+            lag_text(p, b.finished_ns, b.cursor_ts_ns),
+            format_time(b.last_walked_ns),
         ));
         // Free text goes last and quoted, so `key=value` parsing of the rest holds.
         if let Some(h) = &b.halt_reason {
@@ -755,9 +702,7 @@ fn last_run_text(r: &pb::GetLastRunResponse) -> String {
         }
         out.push('\n');
     }
-    let space = r.space.as_ref().map(crate::admin::convert::space_from_pb);
-    let deleted = crate::admin::convert::deleted_from_pb(r);
-    for line in crate::engine::reclaim::lines(&deleted, space.as_ref()) {
+    for line in crate::engine::reclaim::lines(&p.deleted(), p.space.as_ref()) {
         out.push_str(&line);
         out.push('\n');
     }
@@ -766,27 +711,21 @@ fn last_run_text(r: &pb::GetLastRunResponse) -> String {
 
 #[cfg(test)]
 mod tests {
+    use std::collections::HashMap;
+
     use super::*;
+    use crate::pb::admin as pb;
 
     const T0: i64 = 1_767_323_045_000_000_000; // 2026-01-02T03:04:05Z
 
     fn deletes(done: u64, retry: u64) -> HashMap<String, u64> {
-        let mut m: HashMap<String, u64> = DELETE_KEYS.iter().map(|k| (k.to_string(), 0)).collect();
+        let mut m: HashMap<String, u64> = DeleteOutcome::REPORTED
+            .iter()
+            .map(|o| (o.label().to_string(), 0))
+            .collect();
         m.insert("DONE".into(), done);
         m.insert("RETRY_LATER".into(), retry);
         m
-    }
-
-    #[test]
-    fn deletes_json_keeps_every_key_and_unknown_ones() {
-        let mut m = HashMap::new();
-        m.insert("DONE".to_string(), 3);
-        m.insert("LIFECYCLE_DELETE_OUTCOME_UNSPECIFIED".to_string(), 2);
-        let v = deletes_json(&m);
-        assert_eq!(v["DONE"], 3);
-        assert_eq!(v["DRY_RUN"], 0);
-        assert_eq!(v["LIFECYCLE_DELETE_OUTCOME_UNSPECIFIED"], 2);
-        assert_eq!(v.as_object().map(|o| o.len()), Some(8));
     }
 
     #[test]
@@ -802,8 +741,8 @@ mod tests {
                 events_scanned: 42,
                 deletes: deletes(5, 1),
                 halt_reason: Some("RETRY_LATER b/k: busy".into()),
-                cursor_ts_ns: T0,
-                cursor_lag_ns: 3_720_000_000_000,
+                // Unfinished: lagging 1h2m behind the pass's finish.
+                cursor_ts_ns: T0 + 60_000_000_000 - 3_720_000_000_000,
                 ..Default::default()
             }],
             buckets: vec![pb::BucketRun {
@@ -816,7 +755,7 @@ mod tests {
             }],
             space: None,
         };
-        let t = last_run_text(&r);
+        let t = last_run_text(&convert::last_run_from_pb(&r));
         assert!(t.starts_with("last pass: r1 outcome=halted start=2026-01-02T03:04:05Z finish=2026-01-02T03:05:05Z\n"), "{t}");
         let row = t.lines().nth(2).unwrap();
         assert!(
@@ -867,6 +806,7 @@ mod tests {
                 reason: "typo".into(),
             }],
         };
+        let s = convert::status_from_pb(&s);
         let t = status_text(&s, T0);
         assert!(
             t.contains("paused: logs since 2026-01-02T03:04:05Z (typo)\n"),
@@ -1017,7 +957,8 @@ mod tests {
                  "in_flight": 2, "halt_reason": "RETRY_LATER b/k: busy", "restarts": 4},
                 {"shard": 12, "phase": "draining", "events_scanned": 42, "matches": 5, "deletes": zero,
                  "in_flight": 2, "halt_reason": null, "restarts": 4}]}});
-        assert_eq!(status_json(&s), want);
+        assert_eq!(convert::status_response(&convert::status_from_pb(&s)), s);
+        assert_eq!(status_json(&convert::status_from_pb(&s)), want);
         let bucket = |name: &str, finish_ns: i64, lag: i64, deleted: Value| {
             json!({"bucket": name,
             "start_ns": T0 + 2, "finish_ns": finish_ns, "outcome": "truncated", "events_scanned": 9,
@@ -1046,7 +987,13 @@ mod tests {
             "space": {"collections": [{"collection": "a", "volumes": 2, "size_bytes": 1000, "garbage_bytes": 123}],
                 "settled": true, "error": "slow", "vacuum": {"vacuumed": [1], "deferred": [2], "left_to_master": [3],
                 "failed": ["4: no"], "size_before": 1000, "size_after": 877}}});
-        assert_eq!(last_run_json(&l), want);
+        let p = convert::last_run_from_pb(&l);
+        assert_eq!(
+            convert::last_run_response(&p),
+            l,
+            "the wire, read back, is what was sent"
+        );
+        assert_eq!(last_run_json(&p), want);
     }
 
     #[test]
