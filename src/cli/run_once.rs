@@ -252,6 +252,19 @@ fn deletes_kv(c: &Counters) -> String {
 
 /// Prints the report; returns the exit code.
 pub fn report(r: &PassResult, run_id: &str, dry_run: bool, json_out: bool) -> i32 {
+    for line in render(r, run_id, dry_run, json_out) {
+        println!("{line}");
+    }
+    match r.outcome() {
+        RunOutcome::Failed => EXIT_ERROR,
+        RunOutcome::Halted => EXIT_HALTED,
+        RunOutcome::Completed | RunOutcome::Truncated => EXIT_OK,
+    }
+}
+
+/// The report's stdout lines; warnings go to stderr and the log.
+fn render(r: &PassResult, run_id: &str, dry_run: bool, json_out: bool) -> Vec<String> {
+    let mut out = Vec::new();
     let mut totals = Counters::default();
     for s in &r.shards {
         totals.add(&s.report.counters);
@@ -296,7 +309,7 @@ pub fn report(r: &PassResult, run_id: &str, dry_run: bool, json_out: bool) -> i3
             eprintln!("shard {:02} {}: {h}", rep.shard, rep.outcome.as_str());
         }
         if !json_out {
-            println!(
+            out.push(format!(
                 "shard={:02} outcome={} buckets={} rules={} events={} matches={} pending={} skipped_no_mtime={} unconfirmed={} locked={} completed_upload_leftovers={} {} walker={} recovery={} halt={} duration={:.3}s",
                 rep.shard,
                 rep.outcome.as_str(),
@@ -314,7 +327,7 @@ pub fn report(r: &PassResult, run_id: &str, dry_run: bool, json_out: bool) -> i3
                 recovery.join(","),
                 rep.halt_reason.as_deref().unwrap_or("").replace(' ', "_"),
                 s.duration.as_secs_f64()
-            );
+            ));
         }
     }
     tracing::info!(
@@ -393,9 +406,9 @@ pub fn report(r: &PassResult, run_id: &str, dry_run: bool, json_out: bool) -> i3
                 "read_ns": r.replay.span_ns(),
             },
         });
-        println!("{doc}");
+        out.push(doc.to_string());
     } else {
-        println!(
+        out.push(format!(
             "pass run_id={run_id} now={} outcome={outcome} shards={} halted={halted} buckets={} rules={rules} events={} events_read={} ranges_read={} read_span={:.3}s matches={} pending={} skipped_no_mtime={} unconfirmed={} locked={} completed_upload_leftovers={} {} deleted_bytes={} duration={:.3}s",
             rfc3339(r.now),
             r.shards.len(),
@@ -413,15 +426,187 @@ pub fn report(r: &PassResult, run_id: &str, dry_run: bool, json_out: bool) -> i3
             deletes_kv(&totals),
             crate::engine::reclaim::total(&freed).bytes,
             r.duration.as_secs_f64()
-        );
+        ));
         let rows = crate::engine::reclaim::rows(&freed);
         for line in crate::engine::reclaim::lines(&rows, r.reclaim.as_ref()) {
-            println!("{line}");
+            out.push(line);
         }
     }
-    match outcome {
-        RunOutcome::Failed => EXIT_ERROR,
-        RunOutcome::Halted => EXIT_HALTED,
-        RunOutcome::Completed | RunOutcome::Truncated => EXIT_OK,
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+    use crate::engine::DeleteOutcome;
+    use crate::engine::reclaim::{Freed, ReclaimReport};
+    use crate::engine::safety::{Held, PauseRecord};
+    use crate::lifecycle::BucketError;
+    use crate::pass::plan::RecoveryReason;
+    use crate::pass::report::{ReplayRead, ShardReport, ShardResult};
+
+    const T0: i64 = 1_767_323_045_000_000_000; // 2026-01-02T03:04:05Z
+
+    /// A pass with one shard of each outcome and every list non-empty.
+    fn populated() -> PassResult {
+        let shard = |n: u8, outcome: ShardOutcome, k: u64| {
+            let mut c = Counters {
+                events_scanned: 10 * k,
+                matches: 5 * k,
+                pending: k,
+                skipped_no_mtime: 2 * k,
+                unconfirmed: 3 * k,
+                locked: 4 * k,
+                completed_upload_leftovers: 6 * k,
+                ..Default::default()
+            };
+            for (i, o) in DeleteOutcome::ALL.into_iter().enumerate() {
+                c.deletes.add_n(o, k * (i as u64 % 3));
+            }
+            c.freed.insert(
+                (format!("b{n}"), "r1".into()),
+                Freed {
+                    objects: k,
+                    bytes: 100 * k,
+                },
+            );
+            ShardResult {
+                report: ShardReport {
+                    shard: n,
+                    outcome,
+                    buckets: 2,
+                    rules: n as usize,
+                    counters: c,
+                    walker_ran: n == 1,
+                    recovery: vec![("b1".into(), RecoveryReason::ColdStart)],
+                    halt_reason: (outcome != ShardOutcome::Completed)
+                        .then(|| format!("RETRY_LATER b{n}/k: busy")),
+                    walk_failures: Vec::new(),
+                },
+                duration: Duration::from_millis(1500 + u64::from(n)),
+                cursor: None,
+                saved: false,
+            }
+        };
+        PassResult {
+            now: T0,
+            buckets: vec!["b1".into(), "b2".into()],
+            bucket_errors: vec![BucketError {
+                bucket: "bad".into(),
+                reason: "Rule r1: Days must be positive".into(),
+            }],
+            unknown_buckets: vec!["gone".into()],
+            paused: vec![PauseRecord {
+                version: 1,
+                bucket: "p".into(),
+                paused_ns: T0 - 1,
+                reason: "typo".into(),
+            }],
+            held: vec![Held {
+                bucket: "b2".into(),
+                would_delete: 9,
+                entries: Some(10),
+                cap: 4,
+                since_ns: None,
+                grace: None,
+            }],
+            approved: vec!["b1".into()],
+            shards: vec![
+                shard(1, ShardOutcome::Completed, 1),
+                shard(2, ShardOutcome::Halted, 2),
+                shard(3, ShardOutcome::Failed, 3),
+            ],
+            error: None,
+            truncated: Some("pass.max_runtime".into()),
+            duration: Duration::from_millis(2345),
+            replay: ReplayRead {
+                ranges: vec![(T0 - 5_000_000_000, T0 - 2_000_000_000), (T0 - 1_000, T0)],
+                events_read: 77,
+                batches: 3,
+            },
+            reclaim: Some(ReclaimReport {
+                settled: false,
+                error: Some("master down".into()),
+                ..Default::default()
+            }),
+        }
+    }
+
+    /// The summary lines, exactly, and the `--json` keys scripts read.
+    #[test]
+    fn report_lines_and_json_keys_are_stable() {
+        let r = populated();
+        let d = |k: u64| {
+            format!(
+                "done=0 noop={k} lock={} retry_later=0 blocked={k} rpc_error={} dry_run=0 unspecified={k} withdrawn={}",
+                2 * k,
+                2 * k,
+                2 * k
+            )
+        };
+        let shard = |n: u64, outcome: &str, walker: &str, halt: &str| {
+            format!(
+                "shard=0{n} outcome={outcome} buckets=2 rules={n} events={} matches={} pending={n} skipped_no_mtime={} \
+                 unconfirmed={} locked={} completed_upload_leftovers={} {} walker={walker} recovery=b1:cold_start \
+                 halt={halt} duration=1.50{n}s",
+                10 * n,
+                5 * n,
+                2 * n,
+                3 * n,
+                4 * n,
+                6 * n,
+                d(n)
+            )
+        };
+        let want = [
+            shard(1, "completed", "yes", ""),
+            shard(2, "halted", "no", "RETRY_LATER_b2/k:_busy"),
+            shard(3, "failed", "no", "RETRY_LATER_b3/k:_busy"),
+            format!(
+                "pass run_id=run-1 now=2026-01-02T03:04:05Z outcome=failed shards=3 halted=1 buckets=2 rules=3 \
+                 events=60 events_read=77 ranges_read=2 read_span=3.000s matches=30 pending=6 skipped_no_mtime=12 \
+                 unconfirmed=18 locked=24 completed_upload_leftovers=36 {} deleted_bytes=600 duration=2.345s",
+                d(6)
+            ),
+            "deleted bucket=b1 rule=r1 objects=1 bytes=100".into(),
+            "deleted bucket=b2 rule=r1 objects=2 bytes=200".into(),
+            "deleted bucket=b3 rule=r1 objects=3 bytes=300".into(),
+            "volumes unknown: master down".into(),
+        ];
+        assert_eq!(render(&r, "run-1", true, false), want);
+
+        let j: serde_json::Value =
+            serde_json::from_str(&render(&r, "run-1", true, true)[0]).unwrap();
+        let keys = |v: &serde_json::Value| {
+            v.as_object()
+                .map(|o| o.keys().cloned().collect::<Vec<_>>().join(" "))
+                .unwrap_or_default()
+        };
+        assert_eq!(
+            keys(&j),
+            "approved bucket_errors buckets deleted deleted_bytes dry_run duration_ms held now now_ns outcome \
+             paused reclaim replay run_id shards totals truncated unknown_buckets"
+        );
+        let counters = "completed_upload_leftovers deletes events_scanned locked matches pending skipped_no_mtime unconfirmed";
+        assert_eq!(keys(&j["totals"]), counters);
+        assert_eq!(
+            keys(&j["shards"][1]),
+            "buckets completed_upload_leftovers deletes duration_ms events_scanned halt_reason locked matches \
+             outcome pending recovery rules shard skipped_no_mtime unconfirmed walker_ran"
+        );
+        assert_eq!(keys(&j["replay"]), "batches events_read ranges read_ns");
+        assert_eq!(
+            keys(&j["held"][0]),
+            "bucket cap entries reason would_delete"
+        );
+        assert_eq!(j["shards"][1]["halt_reason"], "RETRY_LATER b2/k: busy");
+        assert_eq!(j["shards"][0]["recovery"][0]["reason"], "cold_start");
+        assert_eq!(j["totals"]["deletes"]["WITHDRAWN"], 12);
+        assert_eq!(
+            (j["deleted_bytes"].as_u64(), j["now_ns"].as_i64()),
+            (Some(600), Some(T0))
+        );
     }
 }
