@@ -6,7 +6,7 @@
 use std::path::PathBuf;
 
 use clap::Args;
-use serde_json::json;
+use serde_json::{Value, json};
 use time::OffsetDateTime;
 use time::format_description::well_known::Rfc3339;
 
@@ -14,10 +14,10 @@ use crate::cli::run_error;
 use crate::cli::{EXIT_ERROR, EXIT_HALTED, EXIT_OK, EXIT_USAGE};
 use crate::config::{Settings, parse_shards};
 use crate::engine::Nanos;
-use crate::pass::observe::PassObserver;
+use crate::pass::observe::{PassObserver, log_pass_finished};
 use crate::pass::options::PassOptions;
+use crate::pass::report::Counters;
 use crate::pass::report::PassResult;
-use crate::pass::report::{Counters, ShardOutcome};
 use crate::pass::runner::PassRunner;
 use crate::status::RunOutcome;
 
@@ -226,10 +226,19 @@ async fn pass_with(
     }
 }
 
-fn deletes_kv(c: &Counters) -> String {
+/// The counters as `key=value`s from `matches` on, the same on each shard's
+/// line and the pass's (where `events` and what replay read come first).
+fn counters_kv(c: &Counters) -> String {
     let d = &c.deletes;
     format!(
-        "done={} noop={} lock={} retry_later={} blocked={} rpc_error={} dry_run={}{}{}",
+        "matches={} pending={} skipped_no_mtime={} unconfirmed={} locked={} completed_upload_leftovers={} \
+         done={} noop={} lock={} retry_later={} blocked={} rpc_error={} dry_run={}{}{}",
+        c.matches,
+        c.pending,
+        c.skipped_no_mtime,
+        c.unconfirmed,
+        c.locked,
+        c.completed_upload_leftovers,
         d.done,
         d.noop_resolved,
         d.skipped_object_lock,
@@ -250,6 +259,25 @@ fn deletes_kv(c: &Counters) -> String {
     )
 }
 
+/// The counters' JSON keys, the same in each shard's object and in
+/// `totals`, with `more` keys added.
+fn counters_json(c: &Counters, more: Value) -> Value {
+    let mut v = json!({
+        "events_scanned": c.events_scanned,
+        "matches": c.matches,
+        "pending": c.pending,
+        "skipped_no_mtime": c.skipped_no_mtime,
+        "unconfirmed": c.unconfirmed,
+        "locked": c.locked,
+        "completed_upload_leftovers": c.completed_upload_leftovers,
+        "deletes": c.deletes.by_label(),
+    });
+    if let (Value::Object(o), Value::Object(m)) = (&mut v, more) {
+        o.extend(m);
+    }
+    v
+}
+
 /// Prints the report; returns the exit code.
 pub fn report(r: &PassResult, run_id: &str, dry_run: bool, json_out: bool) -> i32 {
     for line in render(r, run_id, dry_run, json_out) {
@@ -265,10 +293,6 @@ pub fn report(r: &PassResult, run_id: &str, dry_run: bool, json_out: bool) -> i3
 /// The report's stdout lines; warnings go to stderr and the log.
 fn render(r: &PassResult, run_id: &str, dry_run: bool, json_out: bool) -> Vec<String> {
     let mut out = Vec::new();
-    let mut totals = Counters::default();
-    for s in &r.shards {
-        totals.add(&s.report.counters);
-    }
     for e in &r.bucket_errors {
         eprintln!("warning: bucket {}: {}", e.bucket, e.reason);
     }
@@ -278,13 +302,6 @@ fn render(r: &PassResult, run_id: &str, dry_run: bool, json_out: bool) -> Vec<St
     if let Some(t) = &r.truncated {
         eprintln!("pass truncated: {t}; cursors saved where the shards stopped");
     }
-    let halted = r
-        .shards
-        .iter()
-        .filter(|s| s.report.outcome == ShardOutcome::Halted)
-        .count();
-    let rules = r.shards.iter().map(|s| s.report.rules).max().unwrap_or(0);
-    let outcome = r.outcome();
     for s in &r.shards {
         let rep = &s.report;
         let c = &rep.counters;
@@ -310,19 +327,13 @@ fn render(r: &PassResult, run_id: &str, dry_run: bool, json_out: bool) -> Vec<St
         }
         if !json_out {
             out.push(format!(
-                "shard={:02} outcome={} buckets={} rules={} events={} matches={} pending={} skipped_no_mtime={} unconfirmed={} locked={} completed_upload_leftovers={} {} walker={} recovery={} halt={} duration={:.3}s",
+                "shard={:02} outcome={} buckets={} rules={} events={} {} walker={} recovery={} halt={} duration={:.3}s",
                 rep.shard,
                 rep.outcome.as_str(),
                 rep.buckets,
                 rep.rules,
                 c.events_scanned,
-                c.matches,
-                c.pending,
-                c.skipped_no_mtime,
-                c.unconfirmed,
-                c.locked,
-                c.completed_upload_leftovers,
-                deletes_kv(c),
+                counters_kv(c),
                 if rep.walker_ran { "yes" } else { "no" },
                 recovery.join(","),
                 rep.halt_reason.as_deref().unwrap_or("").replace(' ', "_"),
@@ -330,20 +341,9 @@ fn render(r: &PassResult, run_id: &str, dry_run: bool, json_out: bool) -> Vec<St
             ));
         }
     }
-    tracing::info!(
-        run_id,
-        outcome = outcome.as_str(),
-        shards = r.shards.len(),
-        halted,
-        events = totals.events_scanned,
-        events_read = r.replay.events_read,
-        ranges_read = r.replay.ranges.len(),
-        matches = totals.matches,
-        paused = r.paused_list(),
-        held = r.held_list(),
-        duration_s = r.duration.as_secs_f64(),
-        "pass finished"
-    );
+    log_pass_finished(run_id, r);
+    let totals = r.totals();
+    let outcome = r.outcome();
     let freed = r.freed();
     if json_out {
         let shards: Vec<_> = r
@@ -351,24 +351,16 @@ fn render(r: &PassResult, run_id: &str, dry_run: bool, json_out: bool) -> Vec<St
             .iter()
             .map(|s| {
                 let rep = &s.report;
-                json!({
+                counters_json(&rep.counters, json!({
                     "shard": rep.shard,
                     "outcome": rep.outcome.as_str(),
                     "buckets": rep.buckets,
                     "rules": rep.rules,
-                    "events_scanned": rep.counters.events_scanned,
-                    "matches": rep.counters.matches,
-                    "pending": rep.counters.pending,
-                    "skipped_no_mtime": rep.counters.skipped_no_mtime,
-                    "unconfirmed": rep.counters.unconfirmed,
-                    "locked": rep.counters.locked,
-                    "completed_upload_leftovers": rep.counters.completed_upload_leftovers,
-                    "deletes": rep.counters.deletes.by_label(),
                     "walker_ran": rep.walker_ran,
                     "recovery": rep.recovery.iter().map(|(b, why)| json!({"bucket": b, "reason": why.as_str()})).collect::<Vec<_>>(),
                     "halt_reason": rep.halt_reason,
                     "duration_ms": s.duration.as_millis() as u64,
-                })
+                }))
             })
             .collect();
         let doc = json!({
@@ -385,16 +377,7 @@ fn render(r: &PassResult, run_id: &str, dry_run: bool, json_out: bool) -> Vec<St
             "held": r.held.iter().map(|h| json!({"bucket": h.bucket, "would_delete": h.would_delete, "entries": h.entries, "cap": h.cap, "reason": h.reason()})).collect::<Vec<_>>(),
             "approved": r.approved,
             "paused": r.paused.iter().map(|p| json!({"bucket": p.bucket, "paused_ns": p.paused_ns, "reason": p.reason})).collect::<Vec<_>>(),
-            "totals": {
-                "events_scanned": totals.events_scanned,
-                "matches": totals.matches,
-                "pending": totals.pending,
-                "skipped_no_mtime": totals.skipped_no_mtime,
-                "unconfirmed": totals.unconfirmed,
-                "locked": totals.locked,
-                "completed_upload_leftovers": totals.completed_upload_leftovers,
-                "deletes": totals.deletes.by_label(),
-            },
+            "totals": counters_json(&totals, Value::Null),
             "deleted": crate::engine::reclaim::rows(&freed),
             "deleted_bytes": crate::engine::reclaim::total(&freed).bytes,
             "reclaim": r.reclaim,
@@ -409,28 +392,22 @@ fn render(r: &PassResult, run_id: &str, dry_run: bool, json_out: bool) -> Vec<St
         out.push(doc.to_string());
     } else {
         out.push(format!(
-            "pass run_id={run_id} now={} outcome={outcome} shards={} halted={halted} buckets={} rules={rules} events={} events_read={} ranges_read={} read_span={:.3}s matches={} pending={} skipped_no_mtime={} unconfirmed={} locked={} completed_upload_leftovers={} {} deleted_bytes={} duration={:.3}s",
+            "pass run_id={run_id} now={} outcome={outcome} shards={} halted={} buckets={} rules={} events={} events_read={} ranges_read={} read_span={:.3}s {} deleted_bytes={} duration={:.3}s",
             rfc3339(r.now),
             r.shards.len(),
+            r.halted().count(),
             r.buckets.len(),
+            r.shards.iter().map(|s| s.report.rules).max().unwrap_or(0),
             totals.events_scanned,
             r.replay.events_read,
             r.replay.ranges.len(),
             r.replay.span_ns() as f64 / 1e9,
-            totals.matches,
-            totals.pending,
-            totals.skipped_no_mtime,
-            totals.unconfirmed,
-            totals.locked,
-            totals.completed_upload_leftovers,
-            deletes_kv(&totals),
+            counters_kv(&totals),
             crate::engine::reclaim::total(&freed).bytes,
             r.duration.as_secs_f64()
         ));
         let rows = crate::engine::reclaim::rows(&freed);
-        for line in crate::engine::reclaim::lines(&rows, r.reclaim.as_ref()) {
-            out.push(line);
-        }
+        out.extend(crate::engine::reclaim::lines(&rows, r.reclaim.as_ref()));
     }
     out
 }
@@ -445,7 +422,7 @@ mod tests {
     use crate::engine::safety::{Held, PauseRecord};
     use crate::lifecycle::BucketError;
     use crate::pass::plan::RecoveryReason;
-    use crate::pass::report::{ReplayRead, ShardReport, ShardResult};
+    use crate::pass::report::{ReplayRead, ShardOutcome, ShardReport, ShardResult};
 
     const T0: i64 = 1_767_323_045_000_000_000; // 2026-01-02T03:04:05Z
 

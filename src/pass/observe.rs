@@ -25,6 +25,28 @@ use crate::status::{
 /// millions of deletes does not clone the snapshot per delete.
 const PUBLISH_EVERY: Duration = Duration::from_millis(250);
 
+/// The one "pass finished" log event of a pass that ran, the same for
+/// `serve` and `run-once`.
+pub fn log_pass_finished(run_id: &str, r: &PassResult) {
+    let totals = r.totals();
+    tracing::info!(
+        run_id,
+        outcome = r.outcome().as_str(),
+        shards = r.shards.len(),
+        halted = r.halted().count(),
+        events = totals.events_scanned,
+        events_read = r.replay.events_read,
+        ranges_read = r.replay.ranges.len(),
+        matches = totals.matches,
+        deletes_done = totals.deletes.done,
+        truncated = r.truncated.as_deref().unwrap_or(""),
+        paused = r.paused_list(),
+        held = r.held_list(),
+        duration_s = r.duration.as_secs_f64(),
+        "pass finished"
+    );
+}
+
 /// Metrics plus, in `serve`, the status board. Cheap to clone.
 #[derive(Clone, Debug, Default)]
 pub struct PassObserver {
