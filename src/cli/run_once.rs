@@ -13,7 +13,7 @@ use time::format_description::well_known::Rfc3339;
 use crate::cli::run_error;
 use crate::cli::{EXIT_ERROR, EXIT_HALTED, EXIT_OK, EXIT_USAGE};
 use crate::config::{Settings, parse_shards};
-use crate::engine::Nanos;
+use crate::engine::{DeleteOutcome, Nanos};
 use crate::pass::observe::{PassObserver, log_pass_finished};
 use crate::pass::options::PassOptions;
 use crate::pass::report::Counters;
@@ -229,33 +229,29 @@ async fn pass_with(
 /// The counters as `key=value`s from `matches` on, the same on each shard's
 /// line and the pass's (where `events` and what replay read come first).
 fn counters_kv(c: &Counters) -> String {
-    let d = &c.deletes;
+    let deletes: Vec<String> = c
+        .deletes
+        .reported()
+        .map(|(o, n)| {
+            // The summary line's names predate the labels for three of them.
+            let key = match o {
+                DeleteOutcome::NoopResolved => "noop".into(),
+                DeleteOutcome::SkippedObjectLock => "lock".into(),
+                DeleteOutcome::Unspecified => "unspecified".into(),
+                _ => o.label().to_ascii_lowercase(),
+            };
+            format!("{key}={n}")
+        })
+        .collect();
     format!(
-        "matches={} pending={} skipped_no_mtime={} unconfirmed={} locked={} completed_upload_leftovers={} \
-         done={} noop={} lock={} retry_later={} blocked={} rpc_error={} dry_run={}{}{}",
+        "matches={} pending={} skipped_no_mtime={} unconfirmed={} locked={} completed_upload_leftovers={} {}",
         c.matches,
         c.pending,
         c.skipped_no_mtime,
         c.unconfirmed,
         c.locked,
         c.completed_upload_leftovers,
-        d.done,
-        d.noop_resolved,
-        d.skipped_object_lock,
-        d.retry_later,
-        d.blocked,
-        d.rpc_error,
-        d.dry_run,
-        if d.other > 0 {
-            format!(" unspecified={}", d.other)
-        } else {
-            String::new()
-        },
-        if d.withdrawn > 0 {
-            format!(" withdrawn={}", d.withdrawn)
-        } else {
-            String::new()
-        }
+        deletes.join(" ")
     )
 }
 
@@ -417,7 +413,6 @@ mod tests {
     use std::time::Duration;
 
     use super::*;
-    use crate::engine::DeleteOutcome;
     use crate::engine::reclaim::{Freed, ReclaimReport};
     use crate::engine::safety::{Held, PauseRecord};
     use crate::lifecycle::BucketError;
