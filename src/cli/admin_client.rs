@@ -171,17 +171,11 @@ pub fn run_approve(args: &ApproveArgs) -> i32 {
 
 fn approve(args: &ApproveArgs) -> Result<(), Failure> {
     crate::engine::safety::check_bucket_name(&args.bucket).map_err(usage)?;
-    let (addr, token) = resolve_address(&args.address)?;
     let req = pb::ApproveBucketRequest {
         bucket: args.bucket.clone(),
     };
-    let resp = runtime()?.block_on(async {
-        let mut client = connect(&addr, token).await?;
-        client
-            .approve_bucket(req)
-            .await
-            .map(tonic::Response::into_inner)
-            .map_err(|st| server_error(&addr, "ApproveBucket", &st))
+    let resp = call(&args.address, "ApproveBucket", async |c| {
+        c.approve_bucket(req).await
     })?;
     println!(
         "bucket {} approved at {}: the next pass does not cap it (once)",
@@ -203,20 +197,12 @@ pub fn fetch_forecast(
         if let Some(b) = bucket {
             crate::engine::safety::check_bucket_name(b).map_err(usage)?;
         }
-        let (addr, token) = resolve_address(address)?;
         let req = pb::GetForecastRequest {
             bucket: bucket.unwrap_or_default().to_string(),
             days,
             now_ns: now_ns.unwrap_or(0),
         };
-        let resp = runtime()?.block_on(async {
-            let mut client = connect(&addr, token).await?;
-            client
-                .get_forecast(req)
-                .await
-                .map(tonic::Response::into_inner)
-                .map_err(|st| server_error(&addr, "GetForecast", &st))
-        })?;
+        let resp = call(address, "GetForecast", async |c| c.get_forecast(req).await)?;
         Ok(crate::admin::convert::forecast_from_pb(&resp))
     };
     inner().map_err(|f| (f.code, f.message))
@@ -224,19 +210,13 @@ pub fn fetch_forecast(
 
 fn pause(args: &PauseArgs) -> Result<(), Failure> {
     crate::engine::safety::check_bucket_name(&args.bucket).map_err(usage)?;
-    let (addr, token) = resolve_address(&args.address)?;
     let req = pb::PauseBucketRequest {
         bucket: args.bucket.clone(),
         reason: args.reason.clone(),
         create_if_missing: args.create_if_missing,
     };
-    let resp = runtime()?.block_on(async {
-        let mut client = connect(&addr, token).await?;
-        client
-            .pause_bucket(req)
-            .await
-            .map(tonic::Response::into_inner)
-            .map_err(|st| server_error(&addr, "PauseBucket", &st))
+    let resp = call(&args.address, "PauseBucket", async |c| {
+        c.pause_bucket(req).await
     })?;
     println!(
         "bucket {} paused at {}: passes leave it alone from the next one on (a running pass \
@@ -250,17 +230,11 @@ fn pause(args: &PauseArgs) -> Result<(), Failure> {
 
 fn resume(args: &ResumeArgs) -> Result<(), Failure> {
     crate::engine::safety::check_bucket_name(&args.bucket).map_err(usage)?;
-    let (addr, token) = resolve_address(&args.address)?;
     let req = pb::ResumeBucketRequest {
         bucket: args.bucket.clone(),
     };
-    let resp = runtime()?.block_on(async {
-        let mut client = connect(&addr, token).await?;
-        client
-            .resume_bucket(req)
-            .await
-            .map(tonic::Response::into_inner)
-            .map_err(|st| server_error(&addr, "ResumeBucket", &st))
+    let resp = call(&args.address, "ResumeBucket", async |c| {
+        c.resume_bucket(req).await
     })?;
     if resp.was_paused {
         println!(
@@ -326,6 +300,23 @@ fn runtime() -> Result<tokio::runtime::Runtime, Failure> {
             code: EXIT_ERROR,
             message: format!("cannot start the async runtime: {e}"),
         })
+}
+
+/// Resolves the address, connects, makes one call and maps a refusal to its
+/// exit code: the round trip of every subcommand.
+fn call<T>(
+    address: &AdminAddress,
+    name: &str,
+    f: impl AsyncFnOnce(&mut AdminClient) -> Result<tonic::Response<T>, tonic::Status>,
+) -> Result<T, Failure> {
+    let (addr, token) = resolve_address(address)?;
+    runtime()?.block_on(async {
+        let mut client = connect(&addr, token).await?;
+        f(&mut client)
+            .await
+            .map(tonic::Response::into_inner)
+            .map_err(|st| server_error(&addr, name, &st))
+    })
 }
 
 /// The admin client: every call carries the bearer token when there is one.
@@ -412,19 +403,13 @@ fn trigger(args: &TriggerArgs) -> Result<(), Failure> {
             ))
         })?;
     }
-    let (addr, token) = resolve_address(&args.address)?;
     let req = pb::TriggerRunRequest {
         shards,
         now: args.now.clone(),
         dry_run: args.dry_run,
     };
-    let resp = runtime()?.block_on(async {
-        let mut client = connect(&addr, token.clone()).await?;
-        client
-            .trigger_run(req)
-            .await
-            .map(tonic::Response::into_inner)
-            .map_err(|st| server_error(&addr, "TriggerRun", &st))
+    let resp = call(&args.address, "TriggerRun", async |c| {
+        c.trigger_run(req).await
     })?;
     if resp.already_running {
         println!(
@@ -438,15 +423,11 @@ fn trigger(args: &TriggerArgs) -> Result<(), Failure> {
 }
 
 fn status(args: &StatusArgs) -> Result<(), Failure> {
-    let (addr, token) = resolve_address(&args.address)?;
-    let rt = runtime()?;
     if args.last {
-        let last = rt.block_on(async {
-            let mut client = connect(&addr, token.clone()).await?;
-            match client.get_last_run(pb::GetLastRunRequest {}).await {
-                Ok(r) => Ok(Some(r.into_inner())),
-                Err(st) if st.code() == tonic::Code::NotFound => Ok(None),
-                Err(st) => Err(server_error(&addr, "GetLastRun", &st)),
+        let last = call(&args.address, "GetLastRun", async |c| {
+            match c.get_last_run(pb::GetLastRunRequest {}).await {
+                Err(st) if st.code() == tonic::Code::NotFound => Ok(tonic::Response::new(None)),
+                r => r.map(|r| r.map(Some)),
             }
         })?;
         match (last, args.json) {
@@ -462,13 +443,8 @@ fn status(args: &StatusArgs) -> Result<(), Failure> {
             }
         }
     } else {
-        let st = rt.block_on(async {
-            let mut client = connect(&addr, token.clone()).await?;
-            client
-                .get_status(pb::GetStatusRequest {})
-                .await
-                .map(tonic::Response::into_inner)
-                .map_err(|st| server_error(&addr, "GetStatus", &st))
+        let st = call(&args.address, "GetStatus", async |c| {
+            c.get_status(pb::GetStatusRequest {}).await
         })?;
         let st = convert::status_from_pb(&st);
         if args.json {
