@@ -156,7 +156,7 @@ impl DeleteCounts {
         }
     }
 
-    /// The count of `o`. Read through [`slot`](Self::slot) on a copy (nine
+    /// The count of `o`. Read through `slot` on a copy (nine
     /// integers), so the outcome-to-field mapping is written once.
     pub fn get(&self, o: DeleteOutcome) -> u64 {
         *self.clone().slot(o)

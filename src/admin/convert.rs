@@ -13,6 +13,15 @@ use crate::status::{
     ShardPhase, ShardSummary, StatusSnapshot,
 };
 
+/// `$T` with the fields both sides name alike copied from `$v`, then the
+/// fields given after `;` and the rest: a conversion and its inverse below
+/// each list a shared field once.
+macro_rules! like {
+    ($($T:ident)::+, $v:ident: $($f:ident),* $(; $($g:ident: $e:expr),+)? $(; ..$rest:expr)?) => {
+        $($T)::+ { $($f: Clone::clone(&$v.$f),)* $($($g: $e,)+)? $(..$rest)? }
+    };
+}
+
 /// The delete-count map: every [`DeleteOutcome::REPORTED`](crate::engine::delete::DeleteOutcome::REPORTED) key always
 /// present, `LIFECYCLE_DELETE_OUTCOME_UNSPECIFIED` only when non-zero.
 pub fn deletes_map(d: &DeleteCounts) -> HashMap<String, u64> {
@@ -131,11 +140,7 @@ pub fn status_response(s: &StatusSnapshot) -> pb::GetStatusResponse {
         paused: s
             .paused
             .iter()
-            .map(|p| pb::PausedBucket {
-                bucket: p.bucket.clone(),
-                paused_ns: p.paused_ns,
-                reason: p.reason.clone(),
-            })
+            .map(|p| like! { pb::PausedBucket, p: bucket, paused_ns, reason })
             .collect(),
     }
 }
@@ -146,43 +151,23 @@ pub fn status_from_pb(s: &pb::GetStatusResponse) -> StatusSnapshot {
     use ServiceState::*;
     use ShardPhase::*;
     let phases = [Waiting, Walking, Replaying, Draining, Done, Halted, Failed];
+    let states = [Starting, Idle, Running, ShuttingDown];
+    let shard = |r: &pb::ShardProgress| {
+        like! { ShardSummary, r: events_scanned, matches, in_flight, halt_reason, restarts;
+        shard: shard_from_pb(r.shard), phase: from_pb(&phases, shard_phase, r.phase).unwrap_or_default(),
+        deletes: deletes_from_map(&r.deletes); ..Default::default() }
+    };
     StatusSnapshot {
-        service_state: from_pb(
-            &[Starting, Idle, Running, ShuttingDown],
-            service_state,
-            s.state,
-        )
-        .unwrap_or_default(),
+        service_state: from_pb(&states, service_state, s.state).unwrap_or_default(),
         next_pass_ns: s.next_pass_ns,
-        current_pass: s.current_pass.as_ref().map(|p| PassProgress {
-            run_id: p.run_id.clone(),
-            started_ns: p.start_ns,
-            shards_running: p.shards_running,
-            shards_done: p.shards_done,
-            shards: p
-                .shards
-                .iter()
-                .map(|r| ShardSummary {
-                    shard: shard_from_pb(r.shard),
-                    phase: from_pb(&phases, shard_phase, r.phase).unwrap_or_default(),
-                    events_scanned: r.events_scanned,
-                    matches: r.matches,
-                    deletes: deletes_from_map(&r.deletes),
-                    in_flight: r.in_flight,
-                    halt_reason: r.halt_reason.clone(),
-                    restarts: r.restarts,
-                    ..Default::default()
-                })
-                .collect(),
+        current_pass: s.current_pass.as_ref().map(|p| {
+            like! { PassProgress, p: run_id, shards_running, shards_done;
+            started_ns: p.start_ns, shards: p.shards.iter().map(shard).collect() }
         }),
         paused: s
             .paused
             .iter()
-            .map(|p| PausedBucket {
-                bucket: p.bucket.clone(),
-                paused_ns: p.paused_ns,
-                reason: p.reason.clone(),
-            })
+            .map(|p| like! { PausedBucket, p: bucket, paused_ns, reason })
             .collect(),
         ..Default::default()
     }
@@ -191,104 +176,38 @@ pub fn status_from_pb(s: &pb::GetStatusResponse) -> StatusSnapshot {
 /// One shard of a finished pass. A shard without its own finish time is
 /// measured against the pass's.
 pub fn shard_run(s: &ShardSummary, pass_finish_ns: i64) -> pb::ShardRun {
-    pb::ShardRun {
-        shard: u32::from(s.shard),
-        start_ns: s.started_ns,
-        finish_ns: s.finished_ns,
-        outcome: run_outcome(s.outcome) as i32,
-        events_scanned: s.events_scanned,
-        matches: s.matches,
-        deletes: deletes_map(&s.deletes),
-        halt_reason: s.halt_reason.clone(),
-        cursor_ts_ns: s.cursor_ts_ns,
-        cursor_lag_ns: cursor_lag_ns(s.finished_ns, pass_finish_ns, s.cursor_ts_ns),
-        last_walk_ns: s.last_walked_ns,
-        restarts: s.restarts,
-        unconfirmed: s.unconfirmed,
-        locked: s.locked,
-        completed_upload_leftovers: s.completed_upload_leftovers,
-    }
+    like! { pb::ShardRun, s: events_scanned, matches, halt_reason, cursor_ts_ns, restarts, unconfirmed, locked,
+    completed_upload_leftovers;
+    shard: u32::from(s.shard), start_ns: s.started_ns, finish_ns: s.finished_ns,
+    outcome: run_outcome(s.outcome) as i32, deletes: deletes_map(&s.deletes),
+    cursor_lag_ns: cursor_lag_ns(s.finished_ns, pass_finish_ns, s.cursor_ts_ns), last_walk_ns: s.last_walked_ns }
 }
 
 /// One bucket of a finished pass.
 pub fn bucket_run(b: &BucketSummary, pass_finish_ns: i64) -> pb::BucketRun {
-    pb::BucketRun {
-        bucket: b.bucket.clone(),
-        start_ns: b.started_ns,
-        finish_ns: b.finished_ns,
-        outcome: run_outcome(b.outcome) as i32,
-        events_scanned: b.events_scanned,
-        deletes: deletes_map(&b.deletes),
-        halt_reason: b.halt_reason.clone(),
-        cursor_ts_ns: b.cursor_ts_ns,
-        cursor_lag_ns: cursor_lag_ns(b.finished_ns, pass_finish_ns, b.cursor_ts_ns),
-        last_walk_ns: b.last_walked_ns,
-        config_error: b.config_error.clone(),
-        held_reason: b.held_reason.clone(),
-        deleted: b
-            .deleted
-            .iter()
-            .map(|f| pb::RuleDeleted {
-                rule: f.rule.clone(),
-                objects: f.objects,
-                bytes: f.bytes,
-            })
-            .collect(),
-    }
+    like! { pb::BucketRun, b: bucket, events_scanned, halt_reason, cursor_ts_ns, config_error, held_reason;
+    start_ns: b.started_ns, finish_ns: b.finished_ns, outcome: run_outcome(b.outcome) as i32,
+    deletes: deletes_map(&b.deletes), last_walk_ns: b.last_walked_ns,
+    cursor_lag_ns: cursor_lag_ns(b.finished_ns, pass_finish_ns, b.cursor_ts_ns),
+    deleted: b.deleted.iter().map(|f| like! { pb::RuleDeleted, f: rule, objects, bytes }).collect() }
 }
 
 /// The reclaimed-space report on the wire.
 pub fn space_to_pb(r: &ReclaimReport) -> pb::SpaceReport {
-    pb::SpaceReport {
-        collections: r
-            .collections
-            .iter()
-            .map(|c| pb::CollectionSpace {
-                collection: c.collection.clone(),
-                volumes: c.volumes,
-                size_bytes: c.size_bytes,
-                garbage_bytes: c.garbage_bytes,
-            })
-            .collect(),
-        settled: r.settled,
-        error: r.error.clone(),
-        vacuum: r.vacuum.as_ref().map(|v| pb::VacuumResult {
-            skipped: v.skipped.clone(),
-            vacuumed: v.vacuumed.clone(),
-            deferred: v.deferred.clone(),
-            left_to_master: v.left_to_master.clone(),
-            failed: v.failed.clone(),
-            size_before: v.size_before,
-            size_after: v.size_after,
-        }),
-    }
+    like! { pb::SpaceReport, r: settled, error;
+    collections: r.collections.iter().map(|c| like! { pb::CollectionSpace, c: collection, volumes, size_bytes,
+    garbage_bytes }).collect(),
+    vacuum: r.vacuum.as_ref().map(|v| like! { pb::VacuumResult, v: skipped, vacuumed, deferred, left_to_master,
+    failed, size_before, size_after }) }
 }
 
 /// [`space_to_pb`] read back (`status --last`).
 pub fn space_from_pb(r: &pb::SpaceReport) -> ReclaimReport {
-    ReclaimReport {
-        collections: r
-            .collections
-            .iter()
-            .map(|c| CollectionGarbage {
-                collection: c.collection.clone(),
-                volumes: c.volumes,
-                size_bytes: c.size_bytes,
-                garbage_bytes: c.garbage_bytes,
-            })
-            .collect(),
-        settled: r.settled,
-        error: r.error.clone(),
-        vacuum: r.vacuum.as_ref().map(|v| VacuumReport {
-            skipped: v.skipped.clone(),
-            vacuumed: v.vacuumed.clone(),
-            deferred: v.deferred.clone(),
-            left_to_master: v.left_to_master.clone(),
-            failed: v.failed.clone(),
-            size_before: v.size_before,
-            size_after: v.size_after,
-        }),
-    }
+    like! { ReclaimReport, r: settled, error;
+    collections: r.collections.iter().map(|c| like! { CollectionGarbage, c: collection, volumes, size_bytes,
+    garbage_bytes }).collect(),
+    vacuum: r.vacuum.as_ref().map(|v| like! { VacuumReport, v: skipped, vacuumed, deferred, left_to_master,
+    failed, size_before, size_after }) }
 }
 
 /// Per bucket and rule, what a last run's cards say was deleted.
@@ -299,59 +218,28 @@ pub fn deleted_from_pb(r: &pb::GetLastRunResponse) -> Vec<FreedRow> {
 /// [`last_run_response`] read back (`status --last`): the lags are not
 /// kept, they follow from the times ([`cursor_lag_ns`]).
 pub fn last_run_from_pb(r: &pb::GetLastRunResponse) -> PassSummary {
+    let shard = |s: &pb::ShardRun| {
+        like! { ShardSummary, s: matches, cursor_ts_ns, halt_reason, restarts,
+        events_scanned, unconfirmed, locked, completed_upload_leftovers;
+        shard: shard_from_pb(s.shard), started_ns: s.start_ns, finished_ns: s.finish_ns,
+        outcome: outcome_from_pb(s.outcome), last_walked_ns: s.last_walk_ns,
+        deletes: deletes_from_map(&s.deletes); ..Default::default() }
+    };
+    let bucket = |b: &pb::BucketRun| {
+        like! { BucketSummary, b: bucket, events_scanned, config_error, halt_reason,
+        cursor_ts_ns, held_reason;
+        started_ns: b.start_ns, finished_ns: b.finish_ns, outcome: outcome_from_pb(b.outcome),
+        deletes: deletes_from_map(&b.deletes), last_walked_ns: b.last_walk_ns,
+        deleted: b.deleted.iter().map(|d| like! { FreedRow, d: rule, objects, bytes; bucket: b.bucket.clone() })
+        .collect() }
+    };
     PassSummary {
         run_id: r.run_id.clone(),
         started_ns: r.start_ns,
         finished_ns: r.finish_ns,
         outcome: outcome_from_pb(r.outcome),
-        shards: r
-            .shards
-            .iter()
-            .map(|s| ShardSummary {
-                shard: shard_from_pb(s.shard),
-                started_ns: s.start_ns,
-                finished_ns: s.finish_ns,
-                outcome: outcome_from_pb(s.outcome),
-                matches: s.matches,
-                cursor_ts_ns: s.cursor_ts_ns,
-                last_walked_ns: s.last_walk_ns,
-                halt_reason: s.halt_reason.clone(),
-                restarts: s.restarts,
-                events_scanned: s.events_scanned,
-                deletes: deletes_from_map(&s.deletes),
-                unconfirmed: s.unconfirmed,
-                locked: s.locked,
-                completed_upload_leftovers: s.completed_upload_leftovers,
-                ..Default::default()
-            })
-            .collect(),
-        buckets: r
-            .buckets
-            .iter()
-            .map(|b| BucketSummary {
-                bucket: b.bucket.clone(),
-                started_ns: b.start_ns,
-                finished_ns: b.finish_ns,
-                outcome: outcome_from_pb(b.outcome),
-                events_scanned: b.events_scanned,
-                deletes: deletes_from_map(&b.deletes),
-                last_walked_ns: b.last_walk_ns,
-                config_error: b.config_error.clone(),
-                halt_reason: b.halt_reason.clone(),
-                cursor_ts_ns: b.cursor_ts_ns,
-                held_reason: b.held_reason.clone(),
-                deleted: b
-                    .deleted
-                    .iter()
-                    .map(|d| FreedRow {
-                        bucket: b.bucket.clone(),
-                        rule: d.rule.clone(),
-                        objects: d.objects,
-                        bytes: d.bytes,
-                    })
-                    .collect(),
-            })
-            .collect(),
+        shards: r.shards.iter().map(shard).collect(),
+        buckets: r.buckets.iter().map(bucket).collect(),
         space: r.space.as_ref().map(space_from_pb),
     }
 }

@@ -238,15 +238,6 @@ impl StatusBoard {
         self.with_shard(shard, true, |r| r.phase = phase);
     }
 
-    /// One meta-log event of `bucket` went to `shard`.
-    pub fn event(&self, shard: u8, bucket: &str) {
-        {
-            let mut st = self.lock();
-            *st.bucket_events.entry(bucket.to_string()).or_default() += 1;
-        }
-        self.with_shard(shard, false, |r| r.events_scanned += 1);
-    }
-
     /// `n` meta-log events of `bucket` went to `shard` (one update per
     /// replay batch instead of one per event).
     pub fn events(&self, shard: u8, bucket: &str, n: u64) {
