@@ -156,19 +156,10 @@ impl DeleteCounts {
         }
     }
 
-    /// The count of `o`.
+    /// The count of `o`. Read through `slot` on a copy (nine
+    /// integers), so the outcome-to-field mapping is written once.
     pub fn get(&self, o: DeleteOutcome) -> u64 {
-        match o {
-            DeleteOutcome::Done => self.done,
-            DeleteOutcome::NoopResolved => self.noop_resolved,
-            DeleteOutcome::SkippedObjectLock => self.skipped_object_lock,
-            DeleteOutcome::RetryLater => self.retry_later,
-            DeleteOutcome::Blocked => self.blocked,
-            DeleteOutcome::Unspecified => self.other,
-            DeleteOutcome::RpcError => self.rpc_error,
-            DeleteOutcome::DryRun => self.dry_run,
-            DeleteOutcome::Withdrawn => self.withdrawn,
-        }
+        *self.clone().slot(o)
     }
 
     /// Counts one delete.
@@ -203,14 +194,20 @@ impl DeleteCounts {
         DeleteOutcome::ALL.map(|o| (o, self.get(o)))
     }
 
-    /// `label → count`: every [`DeleteOutcome::REPORTED`] outcome (zeros
-    /// included) and the others when non-zero; the shape of the admin API
-    /// and of `run-once --json`.
-    pub fn by_label(&self) -> BTreeMap<String, u64> {
+    /// Every [`DeleteOutcome::REPORTED`] outcome (zeros included) and the
+    /// others when non-zero, in [`DeleteOutcome::ALL`] order: what every
+    /// report lists.
+    pub fn reported(&self) -> impl Iterator<Item = (DeleteOutcome, u64)> {
         self.rows()
-            .iter()
+            .into_iter()
             .filter(|(o, n)| *n > 0 || DeleteOutcome::REPORTED.contains(o))
-            .map(|(o, n)| (o.label().to_string(), *n))
+    }
+
+    /// `label → count` of the [`reported`](Self::reported) outcomes; the
+    /// shape of the admin API and of `run-once --json`.
+    pub fn by_label(&self) -> BTreeMap<String, u64> {
+        self.reported()
+            .map(|(o, n)| (o.label().to_string(), n))
             .collect()
     }
 }
@@ -367,6 +364,22 @@ pub struct PassSummary {
     /// How much of what the pass deleted is still on disk, and the vacuum.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub space: Option<crate::engine::reclaim::ReclaimReport>,
+}
+
+impl PassSummary {
+    /// What the pass's DONE deletes removed, per bucket and rule: the bucket
+    /// cards' rows, in card order.
+    pub fn deleted(&self) -> Vec<crate::engine::reclaim::FreedRow> {
+        self.buckets
+            .iter()
+            .flat_map(|b| b.deleted.clone())
+            .collect()
+    }
+}
+
+/// An outcome's label; a run without one is still `running`.
+pub fn outcome_label(o: Option<RunOutcome>) -> &'static str {
+    o.map_or("running", RunOutcome::as_str)
 }
 
 /// Everything the status page and `/status.json` show.

@@ -1,15 +1,26 @@
-//! Conversions from the status types the pass publishes
-//! ([`crate::status`]) to the admin API's protobuf messages, so the
-//! admin API, `/status.json` and the status page show the same information.
+//! Conversions between the status types the pass publishes
+//! ([`crate::status`]) and the admin API's protobuf messages, both ways: the
+//! service sends what `/status.json` and the status page show, and the CLI
+//! reads it back into the same types to print it.
 
 use std::collections::HashMap;
 
+use crate::engine::DeleteOutcome;
 use crate::engine::reclaim::{CollectionGarbage, FreedRow, ReclaimReport, VacuumReport};
 use crate::pb::admin as pb;
 use crate::status::{
-    BucketSummary, DeleteCounts, PassProgress, PassSummary, RunOutcome, ServiceState, ShardPhase,
-    ShardSummary, StatusSnapshot,
+    BucketSummary, DeleteCounts, PassProgress, PassSummary, PausedBucket, RunOutcome, ServiceState,
+    ShardPhase, ShardSummary, StatusSnapshot,
 };
+
+/// `$T` with the fields both sides name alike copied from `$v`, then the
+/// fields given after `;` and the rest: a conversion and its inverse below
+/// each list a shared field once.
+macro_rules! like {
+    ($($T:ident)::+, $v:ident: $($f:ident),* $(; $($g:ident: $e:expr),+)? $(; ..$rest:expr)?) => {
+        $($T)::+ { $($f: Clone::clone(&$v.$f),)* $($($g: $e,)+)? $(..$rest)? }
+    };
+}
 
 /// The delete-count map: every [`DeleteOutcome::REPORTED`](crate::engine::delete::DeleteOutcome::REPORTED) key always
 /// present, `LIFECYCLE_DELETE_OUTCOME_UNSPECIFIED` only when non-zero.
@@ -51,13 +62,46 @@ pub fn shard_phase(p: ShardPhase) -> pb::ShardPhase {
     }
 }
 
-/// `finish - cursor`, or 0 when the cursor is cold or the run unfinished
-/// (a lag against "never" would be a meaningless huge number).
-pub fn cursor_lag_ns(finish_ns: i64, cursor_ts_ns: i64) -> i64 {
-    if cursor_ts_ns == 0 || finish_ns == 0 {
+/// [`deletes_map`] read back; a label this build does not know counts as
+/// unspecified rather than vanishing.
+pub fn deletes_from_map(m: &HashMap<String, u64>) -> DeleteCounts {
+    let mut d = DeleteCounts::default();
+    for (label, n) in m {
+        let o = DeleteOutcome::from_label(label).unwrap_or(DeleteOutcome::Unspecified);
+        d.add_n(o, *n);
+    }
+    d
+}
+
+/// The value of `all` that `to_pb` puts on the wire as `v`: each `*_from_pb`
+/// is the inverse of its `to_pb`, so the two cannot disagree.
+fn from_pb<D: Copy, P: Into<i32>>(all: &[D], to_pb: impl Fn(D) -> P, v: i32) -> Option<D> {
+    all.iter().copied().find(|d| to_pb(*d).into() == v)
+}
+
+/// A run outcome read back; UNSPECIFIED (still running) is `None`.
+fn outcome_from_pb(v: i32) -> Option<RunOutcome> {
+    from_pb(&RunOutcome::ALL, |o| run_outcome(Some(o)), v)
+}
+
+/// A shard number read back (shards are 0..15).
+fn shard_from_pb(v: u32) -> u8 {
+    u8::try_from(v).unwrap_or(u8::MAX)
+}
+
+/// `finish - cursor`, where finish is the row's own finish, else the pass's;
+/// 0 when the cursor is cold or the run unfinished (a lag against "never"
+/// would be a meaningless huge number).
+pub fn cursor_lag_ns(finished_ns: i64, pass_finished_ns: i64, cursor_ts_ns: i64) -> i64 {
+    let finish = if finished_ns != 0 {
+        finished_ns
+    } else {
+        pass_finished_ns
+    };
+    if cursor_ts_ns == 0 || finish == 0 {
         0
     } else {
-        finish_ns.saturating_sub(cursor_ts_ns).max(0)
+        finish.saturating_sub(cursor_ts_ns).max(0)
     }
 }
 
@@ -96,141 +140,108 @@ pub fn status_response(s: &StatusSnapshot) -> pb::GetStatusResponse {
         paused: s
             .paused
             .iter()
-            .map(|p| pb::PausedBucket {
-                bucket: p.bucket.clone(),
-                paused_ns: p.paused_ns,
-                reason: p.reason.clone(),
-            })
+            .map(|p| like! { pb::PausedBucket, p: bucket, paused_ns, reason })
             .collect(),
+    }
+}
+
+/// [`status_response`] read back (`status`); what `GetStatus` does not
+/// carry stays at its default.
+pub fn status_from_pb(s: &pb::GetStatusResponse) -> StatusSnapshot {
+    use ServiceState::*;
+    use ShardPhase::*;
+    let phases = [Waiting, Walking, Replaying, Draining, Done, Halted, Failed];
+    let states = [Starting, Idle, Running, ShuttingDown];
+    let shard = |r: &pb::ShardProgress| {
+        like! { ShardSummary, r: events_scanned, matches, in_flight, halt_reason, restarts;
+        shard: shard_from_pb(r.shard), phase: from_pb(&phases, shard_phase, r.phase).unwrap_or_default(),
+        deletes: deletes_from_map(&r.deletes); ..Default::default() }
+    };
+    StatusSnapshot {
+        service_state: from_pb(&states, service_state, s.state).unwrap_or_default(),
+        next_pass_ns: s.next_pass_ns,
+        current_pass: s.current_pass.as_ref().map(|p| {
+            like! { PassProgress, p: run_id, shards_running, shards_done;
+            started_ns: p.start_ns, shards: p.shards.iter().map(shard).collect() }
+        }),
+        paused: s
+            .paused
+            .iter()
+            .map(|p| like! { PausedBucket, p: bucket, paused_ns, reason })
+            .collect(),
+        ..Default::default()
     }
 }
 
 /// One shard of a finished pass. A shard without its own finish time is
 /// measured against the pass's.
 pub fn shard_run(s: &ShardSummary, pass_finish_ns: i64) -> pb::ShardRun {
-    let finish = if s.finished_ns != 0 {
-        s.finished_ns
-    } else {
-        pass_finish_ns
-    };
-    pb::ShardRun {
-        shard: u32::from(s.shard),
-        start_ns: s.started_ns,
-        finish_ns: s.finished_ns,
-        outcome: run_outcome(s.outcome) as i32,
-        events_scanned: s.events_scanned,
-        matches: s.matches,
-        deletes: deletes_map(&s.deletes),
-        halt_reason: s.halt_reason.clone(),
-        cursor_ts_ns: s.cursor_ts_ns,
-        cursor_lag_ns: cursor_lag_ns(finish, s.cursor_ts_ns),
-        last_walk_ns: s.last_walked_ns,
-        restarts: s.restarts,
-        unconfirmed: s.unconfirmed,
-        locked: s.locked,
-        completed_upload_leftovers: s.completed_upload_leftovers,
-    }
+    like! { pb::ShardRun, s: events_scanned, matches, halt_reason, cursor_ts_ns, restarts, unconfirmed, locked,
+    completed_upload_leftovers;
+    shard: u32::from(s.shard), start_ns: s.started_ns, finish_ns: s.finished_ns,
+    outcome: run_outcome(s.outcome) as i32, deletes: deletes_map(&s.deletes),
+    cursor_lag_ns: cursor_lag_ns(s.finished_ns, pass_finish_ns, s.cursor_ts_ns), last_walk_ns: s.last_walked_ns }
 }
 
 /// One bucket of a finished pass.
 pub fn bucket_run(b: &BucketSummary, pass_finish_ns: i64) -> pb::BucketRun {
-    let finish = if b.finished_ns != 0 {
-        b.finished_ns
-    } else {
-        pass_finish_ns
-    };
-    pb::BucketRun {
-        bucket: b.bucket.clone(),
-        start_ns: b.started_ns,
-        finish_ns: b.finished_ns,
-        outcome: run_outcome(b.outcome) as i32,
-        events_scanned: b.events_scanned,
-        deletes: deletes_map(&b.deletes),
-        halt_reason: b.halt_reason.clone(),
-        cursor_ts_ns: b.cursor_ts_ns,
-        cursor_lag_ns: cursor_lag_ns(finish, b.cursor_ts_ns),
-        last_walk_ns: b.last_walked_ns,
-        config_error: b.config_error.clone(),
-        held_reason: b.held_reason.clone(),
-        deleted: b
-            .deleted
-            .iter()
-            .map(|f| pb::RuleDeleted {
-                rule: f.rule.clone(),
-                objects: f.objects,
-                bytes: f.bytes,
-            })
-            .collect(),
-    }
+    like! { pb::BucketRun, b: bucket, events_scanned, halt_reason, cursor_ts_ns, config_error, held_reason;
+    start_ns: b.started_ns, finish_ns: b.finished_ns, outcome: run_outcome(b.outcome) as i32,
+    deletes: deletes_map(&b.deletes), last_walk_ns: b.last_walked_ns,
+    cursor_lag_ns: cursor_lag_ns(b.finished_ns, pass_finish_ns, b.cursor_ts_ns),
+    deleted: b.deleted.iter().map(|f| like! { pb::RuleDeleted, f: rule, objects, bytes }).collect() }
 }
 
 /// The reclaimed-space report on the wire.
 pub fn space_to_pb(r: &ReclaimReport) -> pb::SpaceReport {
-    pb::SpaceReport {
-        collections: r
-            .collections
-            .iter()
-            .map(|c| pb::CollectionSpace {
-                collection: c.collection.clone(),
-                volumes: c.volumes,
-                size_bytes: c.size_bytes,
-                garbage_bytes: c.garbage_bytes,
-            })
-            .collect(),
-        settled: r.settled,
-        error: r.error.clone(),
-        vacuum: r.vacuum.as_ref().map(|v| pb::VacuumResult {
-            skipped: v.skipped.clone(),
-            vacuumed: v.vacuumed.clone(),
-            deferred: v.deferred.clone(),
-            left_to_master: v.left_to_master.clone(),
-            failed: v.failed.clone(),
-            size_before: v.size_before,
-            size_after: v.size_after,
-        }),
-    }
+    like! { pb::SpaceReport, r: settled, error;
+    collections: r.collections.iter().map(|c| like! { pb::CollectionSpace, c: collection, volumes, size_bytes,
+    garbage_bytes }).collect(),
+    vacuum: r.vacuum.as_ref().map(|v| like! { pb::VacuumResult, v: skipped, vacuumed, deferred, left_to_master,
+    failed, size_before, size_after }) }
 }
 
 /// [`space_to_pb`] read back (`status --last`).
 pub fn space_from_pb(r: &pb::SpaceReport) -> ReclaimReport {
-    ReclaimReport {
-        collections: r
-            .collections
-            .iter()
-            .map(|c| CollectionGarbage {
-                collection: c.collection.clone(),
-                volumes: c.volumes,
-                size_bytes: c.size_bytes,
-                garbage_bytes: c.garbage_bytes,
-            })
-            .collect(),
-        settled: r.settled,
-        error: r.error.clone(),
-        vacuum: r.vacuum.as_ref().map(|v| VacuumReport {
-            skipped: v.skipped.clone(),
-            vacuumed: v.vacuumed.clone(),
-            deferred: v.deferred.clone(),
-            left_to_master: v.left_to_master.clone(),
-            failed: v.failed.clone(),
-            size_before: v.size_before,
-            size_after: v.size_after,
-        }),
-    }
+    like! { ReclaimReport, r: settled, error;
+    collections: r.collections.iter().map(|c| like! { CollectionGarbage, c: collection, volumes, size_bytes,
+    garbage_bytes }).collect(),
+    vacuum: r.vacuum.as_ref().map(|v| like! { VacuumReport, v: skipped, vacuumed, deferred, left_to_master,
+    failed, size_before, size_after }) }
 }
 
 /// Per bucket and rule, what a last run's cards say was deleted.
 pub fn deleted_from_pb(r: &pb::GetLastRunResponse) -> Vec<FreedRow> {
-    r.buckets
-        .iter()
-        .flat_map(|b| {
-            b.deleted.iter().map(|d| FreedRow {
-                bucket: b.bucket.clone(),
-                rule: d.rule.clone(),
-                objects: d.objects,
-                bytes: d.bytes,
-            })
-        })
-        .collect()
+    last_run_from_pb(r).deleted()
+}
+
+/// [`last_run_response`] read back (`status --last`): the lags are not
+/// kept, they follow from the times ([`cursor_lag_ns`]).
+pub fn last_run_from_pb(r: &pb::GetLastRunResponse) -> PassSummary {
+    let shard = |s: &pb::ShardRun| {
+        like! { ShardSummary, s: matches, cursor_ts_ns, halt_reason, restarts,
+        events_scanned, unconfirmed, locked, completed_upload_leftovers;
+        shard: shard_from_pb(s.shard), started_ns: s.start_ns, finished_ns: s.finish_ns,
+        outcome: outcome_from_pb(s.outcome), last_walked_ns: s.last_walk_ns,
+        deletes: deletes_from_map(&s.deletes); ..Default::default() }
+    };
+    let bucket = |b: &pb::BucketRun| {
+        like! { BucketSummary, b: bucket, events_scanned, config_error, halt_reason,
+        cursor_ts_ns, held_reason;
+        started_ns: b.start_ns, finished_ns: b.finish_ns, outcome: outcome_from_pb(b.outcome),
+        deletes: deletes_from_map(&b.deletes), last_walked_ns: b.last_walk_ns,
+        deleted: b.deleted.iter().map(|d| like! { FreedRow, d: rule, objects, bytes; bucket: b.bucket.clone() })
+        .collect() }
+    };
+    PassSummary {
+        run_id: r.run_id.clone(),
+        started_ns: r.start_ns,
+        finished_ns: r.finish_ns,
+        outcome: outcome_from_pb(r.outcome),
+        shards: r.shards.iter().map(shard).collect(),
+        buckets: r.buckets.iter().map(bucket).collect(),
+        space: r.space.as_ref().map(space_from_pb),
+    }
 }
 
 /// `GetLastRun`.
@@ -345,7 +356,6 @@ pub fn forecast_from_pb(p: &pb::GetForecastResponse) -> crate::engine::forecast:
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::engine::DeleteOutcome;
 
     #[test]
     fn deletes_map_has_every_known_key_and_unspecified_only_when_seen() {
@@ -375,11 +385,12 @@ mod tests {
 
     #[test]
     fn cursor_lag_is_zero_when_cold_or_unfinished() {
-        assert_eq!(cursor_lag_ns(100, 0), 0);
-        assert_eq!(cursor_lag_ns(0, 50), 0);
-        assert_eq!(cursor_lag_ns(100, 40), 60);
+        assert_eq!(cursor_lag_ns(100, 0, 0), 0);
+        assert_eq!(cursor_lag_ns(0, 0, 50), 0);
+        assert_eq!(cursor_lag_ns(100, 7, 40), 60);
+        assert_eq!(cursor_lag_ns(0, 100, 40), 60, "the pass's finish");
         // A cursor ahead of the finish (clock disagreement) is not a negative lag.
-        assert_eq!(cursor_lag_ns(100, 140), 0);
+        assert_eq!(cursor_lag_ns(100, 0, 140), 0);
     }
 
     #[test]

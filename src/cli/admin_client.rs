@@ -7,7 +7,6 @@
 //! be reached or failed (the message names the address); 2 usage or
 //! configuration error, including a request the server rejected as invalid.
 
-use std::collections::HashMap;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -17,6 +16,7 @@ use tonic::service::interceptor::InterceptedService;
 use tonic::transport::Channel;
 
 use crate::admin::auth::{AdminToken, SendToken};
+use crate::admin::convert::{self, cursor_lag_ns};
 
 use super::{EXIT_ERROR, EXIT_OK, EXIT_USAGE};
 use crate::config::{Settings, parse_shards};
@@ -24,7 +24,9 @@ use crate::engine::DeleteOutcome;
 use crate::pb::admin as pb;
 use crate::pb::admin::lifecycled_admin_client::LifecycledAdminClient;
 use crate::seaweed::endpoint::{EndpointOptions, GrpcEndpoint};
-use crate::status::{format_age, format_time};
+use crate::status::{
+    DeleteCounts, PassSummary, ServiceState, StatusSnapshot, format_age, format_time, outcome_label,
+};
 
 /// How long to wait for the TCP connection: a local service answers at once,
 /// so a long wait only delays the "is it running?" message.
@@ -169,17 +171,11 @@ pub fn run_approve(args: &ApproveArgs) -> i32 {
 
 fn approve(args: &ApproveArgs) -> Result<(), Failure> {
     crate::engine::safety::check_bucket_name(&args.bucket).map_err(usage)?;
-    let (addr, token) = resolve_address(&args.address)?;
     let req = pb::ApproveBucketRequest {
         bucket: args.bucket.clone(),
     };
-    let resp = runtime()?.block_on(async {
-        let mut client = connect(&addr, token).await?;
-        client
-            .approve_bucket(req)
-            .await
-            .map(tonic::Response::into_inner)
-            .map_err(|st| server_error(&addr, "ApproveBucket", &st))
+    let resp = call(&args.address, "ApproveBucket", async |c| {
+        c.approve_bucket(req).await
     })?;
     println!(
         "bucket {} approved at {}: the next pass does not cap it (once)",
@@ -201,20 +197,12 @@ pub fn fetch_forecast(
         if let Some(b) = bucket {
             crate::engine::safety::check_bucket_name(b).map_err(usage)?;
         }
-        let (addr, token) = resolve_address(address)?;
         let req = pb::GetForecastRequest {
             bucket: bucket.unwrap_or_default().to_string(),
             days,
             now_ns: now_ns.unwrap_or(0),
         };
-        let resp = runtime()?.block_on(async {
-            let mut client = connect(&addr, token).await?;
-            client
-                .get_forecast(req)
-                .await
-                .map(tonic::Response::into_inner)
-                .map_err(|st| server_error(&addr, "GetForecast", &st))
-        })?;
+        let resp = call(address, "GetForecast", async |c| c.get_forecast(req).await)?;
         Ok(crate::admin::convert::forecast_from_pb(&resp))
     };
     inner().map_err(|f| (f.code, f.message))
@@ -222,19 +210,13 @@ pub fn fetch_forecast(
 
 fn pause(args: &PauseArgs) -> Result<(), Failure> {
     crate::engine::safety::check_bucket_name(&args.bucket).map_err(usage)?;
-    let (addr, token) = resolve_address(&args.address)?;
     let req = pb::PauseBucketRequest {
         bucket: args.bucket.clone(),
         reason: args.reason.clone(),
         create_if_missing: args.create_if_missing,
     };
-    let resp = runtime()?.block_on(async {
-        let mut client = connect(&addr, token).await?;
-        client
-            .pause_bucket(req)
-            .await
-            .map(tonic::Response::into_inner)
-            .map_err(|st| server_error(&addr, "PauseBucket", &st))
+    let resp = call(&args.address, "PauseBucket", async |c| {
+        c.pause_bucket(req).await
     })?;
     println!(
         "bucket {} paused at {}: passes leave it alone from the next one on (a running pass \
@@ -248,17 +230,11 @@ fn pause(args: &PauseArgs) -> Result<(), Failure> {
 
 fn resume(args: &ResumeArgs) -> Result<(), Failure> {
     crate::engine::safety::check_bucket_name(&args.bucket).map_err(usage)?;
-    let (addr, token) = resolve_address(&args.address)?;
     let req = pb::ResumeBucketRequest {
         bucket: args.bucket.clone(),
     };
-    let resp = runtime()?.block_on(async {
-        let mut client = connect(&addr, token).await?;
-        client
-            .resume_bucket(req)
-            .await
-            .map(tonic::Response::into_inner)
-            .map_err(|st| server_error(&addr, "ResumeBucket", &st))
+    let resp = call(&args.address, "ResumeBucket", async |c| {
+        c.resume_bucket(req).await
     })?;
     if resp.was_paused {
         println!(
@@ -324,6 +300,23 @@ fn runtime() -> Result<tokio::runtime::Runtime, Failure> {
             code: EXIT_ERROR,
             message: format!("cannot start the async runtime: {e}"),
         })
+}
+
+/// Resolves the address, connects, makes one call and maps a refusal to its
+/// exit code: the round trip of every subcommand.
+fn call<T>(
+    address: &AdminAddress,
+    name: &str,
+    f: impl AsyncFnOnce(&mut AdminClient) -> Result<tonic::Response<T>, tonic::Status>,
+) -> Result<T, Failure> {
+    let (addr, token) = resolve_address(address)?;
+    runtime()?.block_on(async {
+        let mut client = connect(&addr, token).await?;
+        f(&mut client)
+            .await
+            .map(tonic::Response::into_inner)
+            .map_err(|st| server_error(&addr, name, &st))
+    })
 }
 
 /// The admin client: every call carries the bearer token when there is one.
@@ -410,19 +403,13 @@ fn trigger(args: &TriggerArgs) -> Result<(), Failure> {
             ))
         })?;
     }
-    let (addr, token) = resolve_address(&args.address)?;
     let req = pb::TriggerRunRequest {
         shards,
         now: args.now.clone(),
         dry_run: args.dry_run,
     };
-    let resp = runtime()?.block_on(async {
-        let mut client = connect(&addr, token.clone()).await?;
-        client
-            .trigger_run(req)
-            .await
-            .map(tonic::Response::into_inner)
-            .map_err(|st| server_error(&addr, "TriggerRun", &st))
+    let resp = call(&args.address, "TriggerRun", async |c| {
+        c.trigger_run(req).await
     })?;
     if resp.already_running {
         println!(
@@ -436,32 +423,30 @@ fn trigger(args: &TriggerArgs) -> Result<(), Failure> {
 }
 
 fn status(args: &StatusArgs) -> Result<(), Failure> {
-    let (addr, token) = resolve_address(&args.address)?;
-    let rt = runtime()?;
     if args.last {
-        let last = rt.block_on(async {
-            let mut client = connect(&addr, token.clone()).await?;
-            match client.get_last_run(pb::GetLastRunRequest {}).await {
-                Ok(r) => Ok(Some(r.into_inner())),
-                Err(st) if st.code() == tonic::Code::NotFound => Ok(None),
-                Err(st) => Err(server_error(&addr, "GetLastRun", &st)),
+        let last = call(&args.address, "GetLastRun", async |c| {
+            match c.get_last_run(pb::GetLastRunRequest {}).await {
+                Err(st) if st.code() == tonic::Code::NotFound => Ok(tonic::Response::new(None)),
+                r => r.map(|r| r.map(Some)),
             }
         })?;
         match (last, args.json) {
             (None, true) => println!("null"),
             (None, false) => println!("No pass has finished since the service started."),
-            (Some(r), true) => println!("{}", pretty(&last_run_json(&r))),
-            (Some(r), false) => print!("{}", last_run_text(&r)),
+            (Some(r), json) => {
+                let p = convert::last_run_from_pb(&r);
+                if json {
+                    println!("{}", pretty(&last_run_json(&p)));
+                } else {
+                    print!("{}", last_run_text(&p));
+                }
+            }
         }
     } else {
-        let st = rt.block_on(async {
-            let mut client = connect(&addr, token.clone()).await?;
-            client
-                .get_status(pb::GetStatusRequest {})
-                .await
-                .map(tonic::Response::into_inner)
-                .map_err(|st| server_error(&addr, "GetStatus", &st))
+        let st = call(&args.address, "GetStatus", async |c| {
+            c.get_status(pb::GetStatusRequest {}).await
         })?;
+        let st = convert::status_from_pb(&st);
         if args.json {
             println!("{}", pretty(&status_json(&st)));
         } else {
@@ -476,92 +461,35 @@ fn pretty(v: &Value) -> String {
     serde_json::to_string_pretty(v).unwrap_or_else(|_| v.to_string())
 }
 
-/// The order deletes are shown in, and the JSON keys that are always present.
-const DELETE_KEYS: [&str; 7] = {
-    let r = DeleteOutcome::REPORTED;
-    [
-        r[0].label(),
-        r[1].label(),
-        r[2].label(),
-        r[3].label(),
-        r[4].label(),
-        r[5].label(),
-        r[6].label(),
-    ]
-};
-
-fn deletes_json(m: &HashMap<String, u64>) -> Value {
-    let mut o = serde_json::Map::new();
-    for k in DELETE_KEYS {
-        o.insert(k.into(), json!(m.get(k).copied().unwrap_or(0)));
-    }
-    // Other keys (UNSPECIFIED, or outcomes a newer service adds) are kept, not dropped.
-    let mut extra: Vec<_> = m
-        .iter()
-        .filter(|(k, _)| !DELETE_KEYS.contains(&k.as_str()))
-        .collect();
-    extra.sort();
-    for (k, v) in extra {
-        o.insert(k.clone(), json!(v));
-    }
-    Value::Object(o)
+/// The order deletes are shown in: every [`DeleteOutcome::REPORTED`] one.
+fn delete_counts(d: &DeleteCounts) -> impl Iterator<Item = (DeleteOutcome, u64)> + '_ {
+    DeleteOutcome::REPORTED.into_iter().map(|o| (o, d.get(o)))
 }
 
-fn state_str(v: i32) -> &'static str {
-    match pb::ServiceState::try_from(v) {
-        Ok(pb::ServiceState::Starting) => "starting",
-        Ok(pb::ServiceState::Idle) => "idle",
-        Ok(pb::ServiceState::Running) => "running",
-        Ok(pb::ServiceState::ShuttingDown) => "shutting_down",
-        _ => "unknown",
-    }
+/// The service state as `/status.json` serializes it (`shutting_down`).
+fn state_name(s: ServiceState) -> String {
+    json!(s).as_str().unwrap_or("unknown").to_string()
 }
 
-fn outcome_str(v: i32) -> &'static str {
-    match pb::RunOutcome::try_from(v) {
-        Ok(pb::RunOutcome::Completed) => "completed",
-        Ok(pb::RunOutcome::Halted) => "halted",
-        Ok(pb::RunOutcome::Truncated) => "truncated",
-        Ok(pb::RunOutcome::Failed) => "failed",
-        Ok(pb::RunOutcome::Unspecified) => "running",
-        Err(_) => "unknown",
-    }
-}
-
-fn phase_str(v: i32) -> &'static str {
-    match pb::ShardPhase::try_from(v) {
-        Ok(pb::ShardPhase::Waiting) => "waiting",
-        Ok(pb::ShardPhase::Walking) => "walking",
-        Ok(pb::ShardPhase::Replaying) => "replaying",
-        Ok(pb::ShardPhase::Draining) => "draining",
-        Ok(pb::ShardPhase::Done) => "done",
-        Ok(pb::ShardPhase::Halted) => "halted",
-        Ok(pb::ShardPhase::Failed) => "failed",
-        _ => "unknown",
-    }
-}
-
-/// `status --json`: the `GetStatus` response with enums as lowercase names.
-fn status_json(s: &pb::GetStatusResponse) -> Value {
+/// `status --json`: the state and the running pass under the admin API's
+/// field names (`start_ns`, not `/status.json`'s `started_ns`), enums as
+/// lowercase names.
+fn status_json(s: &StatusSnapshot) -> Value {
     json!({
-        "state": state_str(s.state),
+        "state": state_name(s.service_state),
         "next_pass_ns": s.next_pass_ns,
-        "paused": s.paused.iter().map(|p| json!({
-            "bucket": p.bucket,
-            "paused_ns": p.paused_ns,
-            "reason": p.reason,
-        })).collect::<Vec<_>>(),
+        "paused": s.paused,
         "current_pass": s.current_pass.as_ref().map(|p| json!({
             "run_id": p.run_id,
-            "start_ns": p.start_ns,
+            "start_ns": p.started_ns,
             "shards_running": p.shards_running,
             "shards_done": p.shards_done,
             "shards": p.shards.iter().map(|r| json!({
                 "shard": r.shard,
-                "phase": phase_str(r.phase),
+                "phase": r.phase.as_str(),
                 "events_scanned": r.events_scanned,
                 "matches": r.matches,
-                "deletes": deletes_json(&r.deletes),
+                "deletes": r.deletes.by_label(),
                 "in_flight": r.in_flight,
                 "halt_reason": r.halt_reason,
                 "restarts": r.restarts,
@@ -570,47 +498,49 @@ fn status_json(s: &pb::GetStatusResponse) -> Value {
     })
 }
 
-/// `status --last --json`: the `GetLastRun` response with enums as lowercase names.
-fn last_run_json(r: &pb::GetLastRunResponse) -> Value {
+/// `status --last --json`: the last pass under the admin API's field names,
+/// with each row's cursor lag.
+fn last_run_json(p: &PassSummary) -> Value {
+    let lag = |finished_ns, cursor_ts_ns| cursor_lag_ns(finished_ns, p.finished_ns, cursor_ts_ns);
     json!({
-        "run_id": r.run_id,
-        "start_ns": r.start_ns,
-        "finish_ns": r.finish_ns,
-        "outcome": outcome_str(r.outcome),
-        "shards": r.shards.iter().map(|s| json!({
+        "run_id": p.run_id,
+        "start_ns": p.started_ns,
+        "finish_ns": p.finished_ns,
+        "outcome": outcome_label(p.outcome),
+        "shards": p.shards.iter().map(|s| json!({
             "shard": s.shard,
-            "start_ns": s.start_ns,
-            "finish_ns": s.finish_ns,
-            "outcome": outcome_str(s.outcome),
+            "start_ns": s.started_ns,
+            "finish_ns": s.finished_ns,
+            "outcome": outcome_label(s.outcome),
             "events_scanned": s.events_scanned,
             "matches": s.matches,
-            "deletes": deletes_json(&s.deletes),
+            "deletes": s.deletes.by_label(),
             "halt_reason": s.halt_reason,
             "cursor_ts_ns": s.cursor_ts_ns,
-            "cursor_lag_ns": s.cursor_lag_ns,
-            "last_walk_ns": s.last_walk_ns,
+            "cursor_lag_ns": lag(s.finished_ns, s.cursor_ts_ns),
+            "last_walk_ns": s.last_walked_ns,
             "restarts": s.restarts,
             "unconfirmed": s.unconfirmed,
             "locked": s.locked,
             "completed_upload_leftovers": s.completed_upload_leftovers,
         })).collect::<Vec<_>>(),
-        "buckets": r.buckets.iter().map(|b| json!({
+        "buckets": p.buckets.iter().map(|b| json!({
             "bucket": b.bucket,
-            "start_ns": b.start_ns,
-            "finish_ns": b.finish_ns,
-            "outcome": outcome_str(b.outcome),
+            "start_ns": b.started_ns,
+            "finish_ns": b.finished_ns,
+            "outcome": outcome_label(b.outcome),
             "events_scanned": b.events_scanned,
-            "deletes": deletes_json(&b.deletes),
+            "deletes": b.deletes.by_label(),
             "halt_reason": b.halt_reason,
             "cursor_ts_ns": b.cursor_ts_ns,
-            "cursor_lag_ns": b.cursor_lag_ns,
-            "last_walk_ns": b.last_walk_ns,
+            "cursor_lag_ns": lag(b.finished_ns, b.cursor_ts_ns),
+            "last_walk_ns": b.last_walked_ns,
             "config_error": b.config_error,
             "held_reason": b.held_reason,
             "deleted": b.deleted.iter().map(|d| json!({"rule": d.rule, "objects": d.objects, "bytes": d.bytes})).collect::<Vec<_>>(),
         })).collect::<Vec<_>>(),
-        "deleted_bytes": crate::engine::reclaim::rows_total(&crate::admin::convert::deleted_from_pb(r)),
-        "space": r.space.as_ref().map(crate::admin::convert::space_from_pb),
+        "deleted_bytes": crate::engine::reclaim::rows_total(&p.deleted()),
+        "space": p.space,
     })
 }
 
@@ -622,18 +552,17 @@ fn format_span(ns: i64) -> String {
     format_age(ns.saturating_add(1), 1).replace(' ', "")
 }
 
-fn delete_cells(m: &HashMap<String, u64>) -> String {
-    DELETE_KEYS
-        .iter()
-        .map(|k| format!("{:>8}", m.get(*k).copied().unwrap_or(0)))
+fn delete_cells(d: &DeleteCounts) -> String {
+    delete_counts(d)
+        .map(|(_, n)| format!("{n:>8}"))
         .collect::<Vec<_>>()
         .join(" ")
 }
 
 const DELETE_HEADER: &str = "    DONE     NOOP     LOCK    RETRY  BLOCKED  RPC_ERR  DRY_RUN";
 
-fn status_text(s: &pb::GetStatusResponse, now: i64) -> String {
-    let mut out = format!("state: {}\n", state_str(s.state));
+fn status_text(s: &StatusSnapshot, now: i64) -> String {
+    let mut out = format!("state: {}\n", state_name(s.service_state));
     if let Some(next) = s.next_pass_ns {
         out.push_str(&format!("next pass: {}\n", format_time(next)));
     }
@@ -655,8 +584,8 @@ fn status_text(s: &pb::GetStatusResponse, now: i64) -> String {
             out.push_str(&format!(
                 "current pass: {} started {} ({} ago), shards running {}, done {}\n",
                 p.run_id,
-                format_time(p.start_ns),
-                format_age(now, p.start_ns),
+                format_time(p.started_ns),
+                format_age(now, p.started_ns),
                 p.shards_running,
                 p.shards_done
             ));
@@ -667,7 +596,7 @@ fn status_text(s: &pb::GetStatusResponse, now: i64) -> String {
                 out.push_str(&format!(
                     "{:>5} {:<10} {:>9} {:>8} {:>9} {}  {}\n",
                     format!("{:02}", r.shard),
-                    phase_str(r.phase),
+                    r.phase.as_str(),
                     r.events_scanned,
                     r.matches,
                     r.in_flight,
@@ -680,40 +609,41 @@ fn status_text(s: &pb::GetStatusResponse, now: i64) -> String {
     out
 }
 
-fn lag_text(cursor_ts_ns: i64, lag_ns: i64) -> String {
+/// A row's cursor lag for the text: `cold` without a cursor.
+fn lag_text(p: &PassSummary, finished_ns: i64, cursor_ts_ns: i64) -> String {
     if cursor_ts_ns == 0 {
         "cold".into()
     } else {
-        format_span(lag_ns)
+        format_span(cursor_lag_ns(finished_ns, p.finished_ns, cursor_ts_ns))
     }
 }
 
-fn last_run_text(r: &pb::GetLastRunResponse) -> String {
+fn last_run_text(p: &PassSummary) -> String {
     let mut out = format!(
         "last pass: {} outcome={} start={} finish={}\n",
-        r.run_id,
-        outcome_str(r.outcome),
-        format_time(r.start_ns),
-        format_time(r.finish_ns)
+        p.run_id,
+        outcome_label(p.outcome),
+        format_time(p.started_ns),
+        format_time(p.finished_ns)
     );
     out.push_str(&format!(
         "shard outcome      events  matches {DELETE_HEADER}  cursor_lag  last_walk             halt_reason\n"
     ));
-    for s in &r.shards {
+    for s in &p.shards {
         out.push_str(&format!(
             "{:>5} {:<9} {:>9} {:>8} {}  {:>10}  {:<20}  {}\n",
             format!("{:02}", s.shard),
-            outcome_str(s.outcome),
+            outcome_label(s.outcome),
             s.events_scanned,
             s.matches,
             delete_cells(&s.deletes),
-            lag_text(s.cursor_ts_ns, s.cursor_lag_ns),
-            format_time(s.last_walk_ns),
+            lag_text(p, s.finished_ns, s.cursor_ts_ns),
+            format_time(s.last_walked_ns),
             s.halt_reason.as_deref().unwrap_or("-")
         ));
     }
     // Rare, and each one needs a look: listed only when they happened.
-    for s in &r.shards {
+    for s in &p.shards {
         if s.unconfirmed + s.locked + s.completed_upload_leftovers > 0 {
             out.push_str(&format!(
                 "shard {:02}: unconfirmed={} locked={} completed_upload_leftovers={} (retried next pass; leftovers are never aborted)\n",
@@ -721,27 +651,20 @@ fn last_run_text(r: &pb::GetLastRunResponse) -> String {
             ));
         }
     }
-    for b in &r.buckets {
-        let deletes: Vec<String> = DELETE_KEYS
-            .iter()
-            .map(|k| {
-                format!(
-                    "{}={}",
-                    k.to_ascii_lowercase(),
-                    b.deletes.get(*k).copied().unwrap_or(0)
-                )
-            })
+    for b in &p.buckets {
+        let deletes: Vec<String> = delete_counts(&b.deletes)
+            .map(|(o, n)| format!("{}={n}", o.label().to_ascii_lowercase()))
             .collect();
         out.push_str(&format!(
             "bucket={} outcome={} start={} finish={} events={} {} cursor_lag={} last_walk={}",
             b.bucket,
-            outcome_str(b.outcome),
-            format_time(b.start_ns),
-            format_time(b.finish_ns),
+            outcome_label(b.outcome),
+            format_time(b.started_ns),
+            format_time(b.finished_ns),
             b.events_scanned,
             deletes.join(" "),
-            lag_text(b.cursor_ts_ns, b.cursor_lag_ns),
-            format_time(b.last_walk_ns),
+            lag_text(p, b.finished_ns, b.cursor_ts_ns),
+            format_time(b.last_walked_ns),
         ));
         // Free text goes last and quoted, so `key=value` parsing of the rest holds.
         if let Some(h) = &b.halt_reason {
@@ -755,9 +678,7 @@ fn last_run_text(r: &pb::GetLastRunResponse) -> String {
         }
         out.push('\n');
     }
-    let space = r.space.as_ref().map(crate::admin::convert::space_from_pb);
-    let deleted = crate::admin::convert::deleted_from_pb(r);
-    for line in crate::engine::reclaim::lines(&deleted, space.as_ref()) {
+    for line in crate::engine::reclaim::lines(&p.deleted(), p.space.as_ref()) {
         out.push_str(&line);
         out.push('\n');
     }
@@ -766,27 +687,21 @@ fn last_run_text(r: &pb::GetLastRunResponse) -> String {
 
 #[cfg(test)]
 mod tests {
+    use std::collections::HashMap;
+
     use super::*;
+    use crate::pb::admin as pb;
 
     const T0: i64 = 1_767_323_045_000_000_000; // 2026-01-02T03:04:05Z
 
     fn deletes(done: u64, retry: u64) -> HashMap<String, u64> {
-        let mut m: HashMap<String, u64> = DELETE_KEYS.iter().map(|k| (k.to_string(), 0)).collect();
+        let mut m: HashMap<String, u64> = DeleteOutcome::REPORTED
+            .iter()
+            .map(|o| (o.label().to_string(), 0))
+            .collect();
         m.insert("DONE".into(), done);
         m.insert("RETRY_LATER".into(), retry);
         m
-    }
-
-    #[test]
-    fn deletes_json_keeps_every_key_and_unknown_ones() {
-        let mut m = HashMap::new();
-        m.insert("DONE".to_string(), 3);
-        m.insert("LIFECYCLE_DELETE_OUTCOME_UNSPECIFIED".to_string(), 2);
-        let v = deletes_json(&m);
-        assert_eq!(v["DONE"], 3);
-        assert_eq!(v["DRY_RUN"], 0);
-        assert_eq!(v["LIFECYCLE_DELETE_OUTCOME_UNSPECIFIED"], 2);
-        assert_eq!(v.as_object().map(|o| o.len()), Some(8));
     }
 
     #[test]
@@ -802,8 +717,8 @@ mod tests {
                 events_scanned: 42,
                 deletes: deletes(5, 1),
                 halt_reason: Some("RETRY_LATER b/k: busy".into()),
-                cursor_ts_ns: T0,
-                cursor_lag_ns: 3_720_000_000_000,
+                // Unfinished: lagging 1h2m behind the pass's finish.
+                cursor_ts_ns: T0 + 60_000_000_000 - 3_720_000_000_000,
                 ..Default::default()
             }],
             buckets: vec![pb::BucketRun {
@@ -816,7 +731,7 @@ mod tests {
             }],
             space: None,
         };
-        let t = last_run_text(&r);
+        let t = last_run_text(&convert::last_run_from_pb(&r));
         assert!(t.starts_with("last pass: r1 outcome=halted start=2026-01-02T03:04:05Z finish=2026-01-02T03:05:05Z\n"), "{t}");
         let row = t.lines().nth(2).unwrap();
         assert!(
@@ -867,6 +782,7 @@ mod tests {
                 reason: "typo".into(),
             }],
         };
+        let s = convert::status_from_pb(&s);
         let t = status_text(&s, T0);
         assert!(
             t.contains("paused: logs since 2026-01-02T03:04:05Z (typo)\n"),
@@ -889,6 +805,171 @@ mod tests {
         assert_eq!(j["current_pass"]["shards"][0]["phase"], "replaying");
         assert_eq!(j["current_pass"]["shards"][0]["halt_reason"], Value::Null);
         assert_eq!(j["paused"][0]["bucket"], "logs");
+    }
+
+    /// A populated status and last run, as the service's own conversion
+    /// puts them on the wire.
+    fn populated() -> (pb::GetStatusResponse, pb::GetLastRunResponse) {
+        use crate::engine::reclaim::{CollectionGarbage, FreedRow, ReclaimReport, VacuumReport};
+        use crate::status::*;
+        let mut d = DeleteCounts::default();
+        for (i, o) in DeleteOutcome::ALL.into_iter().enumerate() {
+            d.add_n(o, i as u64 + 1);
+        }
+        let shard = |n: u8, outcome: Option<RunOutcome>, finished_ns: i64| ShardSummary {
+            shard: n,
+            phase: ShardPhase::Draining,
+            started_ns: T0 + 1,
+            finished_ns,
+            outcome,
+            matches: 5,
+            in_flight: 2,
+            cursor_ts_ns: T0 - 7_000,
+            last_walked_ns: T0 - 9_000,
+            halt_reason: (n == 3).then(|| "RETRY_LATER b/k: busy".into()),
+            restarts: 4,
+            events_scanned: 42,
+            deletes: if n == 3 {
+                d.clone()
+            } else {
+                DeleteCounts::default()
+            },
+            unconfirmed: 6,
+            locked: 7,
+            completed_upload_leftovers: 8,
+        };
+        let snap = StatusSnapshot {
+            service_state: ServiceState::ShuttingDown,
+            next_pass_ns: Some(T0 + 5),
+            current_pass: Some(PassProgress {
+                run_id: "r2".into(),
+                started_ns: T0 - 10,
+                shards_running: 1,
+                shards_done: 1,
+                shards: vec![
+                    shard(3, None, 0),
+                    shard(12, Some(RunOutcome::Completed), T0),
+                ],
+            }),
+            paused: vec![PausedBucket {
+                bucket: "logs".into(),
+                paused_ns: T0,
+                reason: "typo".into(),
+            }],
+            ..Default::default()
+        };
+        let bucket = |name: &str, deleted: Vec<FreedRow>| BucketSummary {
+            bucket: name.into(),
+            started_ns: T0 + 2,
+            finished_ns: if deleted.is_empty() { 0 } else { T0 + 50 },
+            outcome: Some(RunOutcome::Truncated),
+            events_scanned: 9,
+            deletes: d.clone(),
+            last_walked_ns: T0 - 3,
+            config_error: Some("bad".into()),
+            halt_reason: Some("halt".into()),
+            cursor_ts_ns: T0 - 1_000,
+            held_reason: Some("cap".into()),
+            deleted,
+        };
+        let row = |rule: &str, bytes| FreedRow {
+            bucket: "a".into(),
+            rule: rule.into(),
+            objects: 2,
+            bytes,
+        };
+        let last = PassSummary {
+            run_id: "r1".into(),
+            started_ns: T0,
+            finished_ns: T0 + 100,
+            outcome: Some(RunOutcome::Halted),
+            shards: vec![
+                shard(3, Some(RunOutcome::Halted), 0),
+                shard(4, Some(RunOutcome::Failed), T0 + 60),
+            ],
+            buckets: vec![
+                bucket("a", vec![row("r1", 100), row("r2", 23)]),
+                bucket("b", Vec::new()),
+            ],
+            space: Some(ReclaimReport {
+                collections: vec![CollectionGarbage {
+                    collection: "a".into(),
+                    volumes: 2,
+                    size_bytes: 1000,
+                    garbage_bytes: 123,
+                }],
+                settled: true,
+                error: Some("slow".into()),
+                vacuum: Some(VacuumReport {
+                    skipped: None,
+                    vacuumed: vec![1],
+                    deferred: vec![2],
+                    left_to_master: vec![3],
+                    failed: vec!["4: no".into()],
+                    size_before: 1000,
+                    size_after: 877,
+                }),
+            }),
+        };
+        (
+            crate::admin::convert::status_response(&snap),
+            crate::admin::convert::last_run_response(&last),
+        )
+    }
+
+    /// The keys and values `status --json` and `status --last --json`
+    /// print for [`populated`]: a script reading them must keep working.
+    #[test]
+    fn status_json_keys_are_stable() {
+        let (s, l) = populated();
+        let all = json!({"BLOCKED": 5, "DONE": 1, "DRY_RUN": 7, "LIFECYCLE_DELETE_OUTCOME_UNSPECIFIED": 8,
+            "NOOP_RESOLVED": 2, "RETRY_LATER": 4, "RPC_ERROR": 6, "SKIPPED_OBJECT_LOCK": 3, "WITHDRAWN": 9});
+        let zero = json!({"BLOCKED": 0, "DONE": 0, "DRY_RUN": 0, "NOOP_RESOLVED": 0, "RETRY_LATER": 0,
+            "RPC_ERROR": 0, "SKIPPED_OBJECT_LOCK": 0});
+        let want = json!({"state": "shutting_down", "next_pass_ns": T0 + 5,
+            "paused": [{"bucket": "logs", "paused_ns": T0, "reason": "typo"}],
+            "current_pass": {"run_id": "r2", "start_ns": T0 - 10, "shards_running": 1, "shards_done": 1, "shards": [
+                {"shard": 3, "phase": "draining", "events_scanned": 42, "matches": 5, "deletes": all,
+                 "in_flight": 2, "halt_reason": "RETRY_LATER b/k: busy", "restarts": 4},
+                {"shard": 12, "phase": "draining", "events_scanned": 42, "matches": 5, "deletes": zero,
+                 "in_flight": 2, "halt_reason": null, "restarts": 4}]}});
+        assert_eq!(convert::status_response(&convert::status_from_pb(&s)), s);
+        assert_eq!(status_json(&convert::status_from_pb(&s)), want);
+        let bucket = |name: &str, finish_ns: i64, lag: i64, deleted: Value| {
+            json!({"bucket": name,
+            "start_ns": T0 + 2, "finish_ns": finish_ns, "outcome": "truncated", "events_scanned": 9,
+            "deletes": all, "halt_reason": "halt", "cursor_ts_ns": T0 - 1_000, "cursor_lag_ns": lag,
+            "last_walk_ns": T0 - 3, "config_error": "bad", "held_reason": "cap", "deleted": deleted})
+        };
+        let shard = |n: u32,
+                     outcome: &str,
+                     finish_ns: i64,
+                     lag: i64,
+                     deletes: &Value,
+                     halt: Value| {
+            json!({
+            "shard": n, "start_ns": T0 + 1, "finish_ns": finish_ns, "outcome": outcome, "events_scanned": 42,
+            "matches": 5, "deletes": deletes, "halt_reason": halt, "cursor_ts_ns": T0 - 7_000,
+            "cursor_lag_ns": lag, "last_walk_ns": T0 - 9_000, "restarts": 4, "unconfirmed": 6, "locked": 7,
+            "completed_upload_leftovers": 8})
+        };
+        let want = json!({"run_id": "r1", "start_ns": T0, "finish_ns": T0 + 100, "outcome": "halted",
+            "shards": [shard(3, "halted", 0, 7_100, &all, json!("RETRY_LATER b/k: busy")),
+                shard(4, "failed", T0 + 60, 7_060, &zero, Value::Null)],
+            "buckets": [bucket("a", T0 + 50, 1_050, json!([{"rule": "r1", "objects": 2, "bytes": 100},
+                    {"rule": "r2", "objects": 2, "bytes": 23}])),
+                bucket("b", 0, 1_100, json!([]))],
+            "deleted_bytes": 123,
+            "space": {"collections": [{"collection": "a", "volumes": 2, "size_bytes": 1000, "garbage_bytes": 123}],
+                "settled": true, "error": "slow", "vacuum": {"vacuumed": [1], "deferred": [2], "left_to_master": [3],
+                "failed": ["4: no"], "size_before": 1000, "size_after": 877}}});
+        let p = convert::last_run_from_pb(&l);
+        assert_eq!(
+            convert::last_run_response(&p),
+            l,
+            "the wire, read back, is what was sent"
+        );
+        assert_eq!(last_run_json(&p), want);
     }
 
     #[test]

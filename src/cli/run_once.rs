@@ -6,18 +6,18 @@
 use std::path::PathBuf;
 
 use clap::Args;
-use serde_json::json;
+use serde_json::{Value, json};
 use time::OffsetDateTime;
 use time::format_description::well_known::Rfc3339;
 
 use crate::cli::run_error;
 use crate::cli::{EXIT_ERROR, EXIT_HALTED, EXIT_OK, EXIT_USAGE};
 use crate::config::{Settings, parse_shards};
-use crate::engine::Nanos;
-use crate::pass::observe::PassObserver;
+use crate::engine::{DeleteOutcome, Nanos};
+use crate::pass::observe::{PassObserver, log_pass_finished};
 use crate::pass::options::PassOptions;
+use crate::pass::report::Counters;
 use crate::pass::report::PassResult;
-use crate::pass::report::{Counters, ShardOutcome};
 use crate::pass::runner::PassRunner;
 use crate::status::RunOutcome;
 
@@ -226,36 +226,69 @@ async fn pass_with(
     }
 }
 
-fn deletes_kv(c: &Counters) -> String {
-    let d = &c.deletes;
+/// The counters as `key=value`s from `matches` on, the same on each shard's
+/// line and the pass's (where `events` and what replay read come first).
+fn counters_kv(c: &Counters) -> String {
+    let deletes: Vec<String> = c
+        .deletes
+        .reported()
+        .map(|(o, n)| {
+            // The summary line's names predate the labels for three of them.
+            let key = match o {
+                DeleteOutcome::NoopResolved => "noop".into(),
+                DeleteOutcome::SkippedObjectLock => "lock".into(),
+                DeleteOutcome::Unspecified => "unspecified".into(),
+                _ => o.label().to_ascii_lowercase(),
+            };
+            format!("{key}={n}")
+        })
+        .collect();
     format!(
-        "done={} noop={} lock={} retry_later={} blocked={} rpc_error={} dry_run={}{}{}",
-        d.done,
-        d.noop_resolved,
-        d.skipped_object_lock,
-        d.retry_later,
-        d.blocked,
-        d.rpc_error,
-        d.dry_run,
-        if d.other > 0 {
-            format!(" unspecified={}", d.other)
-        } else {
-            String::new()
-        },
-        if d.withdrawn > 0 {
-            format!(" withdrawn={}", d.withdrawn)
-        } else {
-            String::new()
-        }
+        "matches={} pending={} skipped_no_mtime={} unconfirmed={} locked={} completed_upload_leftovers={} {}",
+        c.matches,
+        c.pending,
+        c.skipped_no_mtime,
+        c.unconfirmed,
+        c.locked,
+        c.completed_upload_leftovers,
+        deletes.join(" ")
     )
+}
+
+/// The counters' JSON keys, the same in each shard's object and in
+/// `totals`, with `more` keys added.
+fn counters_json(c: &Counters, more: Value) -> Value {
+    let mut v = json!({
+        "events_scanned": c.events_scanned,
+        "matches": c.matches,
+        "pending": c.pending,
+        "skipped_no_mtime": c.skipped_no_mtime,
+        "unconfirmed": c.unconfirmed,
+        "locked": c.locked,
+        "completed_upload_leftovers": c.completed_upload_leftovers,
+        "deletes": c.deletes.by_label(),
+    });
+    if let (Value::Object(o), Value::Object(m)) = (&mut v, more) {
+        o.extend(m);
+    }
+    v
 }
 
 /// Prints the report; returns the exit code.
 pub fn report(r: &PassResult, run_id: &str, dry_run: bool, json_out: bool) -> i32 {
-    let mut totals = Counters::default();
-    for s in &r.shards {
-        totals.add(&s.report.counters);
+    for line in render(r, run_id, dry_run, json_out) {
+        println!("{line}");
     }
+    match r.outcome() {
+        RunOutcome::Failed => EXIT_ERROR,
+        RunOutcome::Halted => EXIT_HALTED,
+        RunOutcome::Completed | RunOutcome::Truncated => EXIT_OK,
+    }
+}
+
+/// The report's stdout lines; warnings go to stderr and the log.
+fn render(r: &PassResult, run_id: &str, dry_run: bool, json_out: bool) -> Vec<String> {
+    let mut out = Vec::new();
     for e in &r.bucket_errors {
         eprintln!("warning: bucket {}: {}", e.bucket, e.reason);
     }
@@ -265,13 +298,6 @@ pub fn report(r: &PassResult, run_id: &str, dry_run: bool, json_out: bool) -> i3
     if let Some(t) = &r.truncated {
         eprintln!("pass truncated: {t}; cursors saved where the shards stopped");
     }
-    let halted = r
-        .shards
-        .iter()
-        .filter(|s| s.report.outcome == ShardOutcome::Halted)
-        .count();
-    let rules = r.shards.iter().map(|s| s.report.rules).max().unwrap_or(0);
-    let outcome = r.outcome();
     for s in &r.shards {
         let rep = &s.report;
         let c = &rep.counters;
@@ -296,41 +322,24 @@ pub fn report(r: &PassResult, run_id: &str, dry_run: bool, json_out: bool) -> i3
             eprintln!("shard {:02} {}: {h}", rep.shard, rep.outcome.as_str());
         }
         if !json_out {
-            println!(
-                "shard={:02} outcome={} buckets={} rules={} events={} matches={} pending={} skipped_no_mtime={} unconfirmed={} locked={} completed_upload_leftovers={} {} walker={} recovery={} halt={} duration={:.3}s",
+            out.push(format!(
+                "shard={:02} outcome={} buckets={} rules={} events={} {} walker={} recovery={} halt={} duration={:.3}s",
                 rep.shard,
                 rep.outcome.as_str(),
                 rep.buckets,
                 rep.rules,
                 c.events_scanned,
-                c.matches,
-                c.pending,
-                c.skipped_no_mtime,
-                c.unconfirmed,
-                c.locked,
-                c.completed_upload_leftovers,
-                deletes_kv(c),
+                counters_kv(c),
                 if rep.walker_ran { "yes" } else { "no" },
                 recovery.join(","),
                 rep.halt_reason.as_deref().unwrap_or("").replace(' ', "_"),
                 s.duration.as_secs_f64()
-            );
+            ));
         }
     }
-    tracing::info!(
-        run_id,
-        outcome = outcome.as_str(),
-        shards = r.shards.len(),
-        halted,
-        events = totals.events_scanned,
-        events_read = r.replay.events_read,
-        ranges_read = r.replay.ranges.len(),
-        matches = totals.matches,
-        paused = r.paused_list(),
-        held = r.held_list(),
-        duration_s = r.duration.as_secs_f64(),
-        "pass finished"
-    );
+    log_pass_finished(run_id, r);
+    let totals = r.totals();
+    let outcome = r.outcome();
     let freed = r.freed();
     if json_out {
         let shards: Vec<_> = r
@@ -338,24 +347,16 @@ pub fn report(r: &PassResult, run_id: &str, dry_run: bool, json_out: bool) -> i3
             .iter()
             .map(|s| {
                 let rep = &s.report;
-                json!({
+                counters_json(&rep.counters, json!({
                     "shard": rep.shard,
                     "outcome": rep.outcome.as_str(),
                     "buckets": rep.buckets,
                     "rules": rep.rules,
-                    "events_scanned": rep.counters.events_scanned,
-                    "matches": rep.counters.matches,
-                    "pending": rep.counters.pending,
-                    "skipped_no_mtime": rep.counters.skipped_no_mtime,
-                    "unconfirmed": rep.counters.unconfirmed,
-                    "locked": rep.counters.locked,
-                    "completed_upload_leftovers": rep.counters.completed_upload_leftovers,
-                    "deletes": rep.counters.deletes.by_label(),
                     "walker_ran": rep.walker_ran,
                     "recovery": rep.recovery.iter().map(|(b, why)| json!({"bucket": b, "reason": why.as_str()})).collect::<Vec<_>>(),
                     "halt_reason": rep.halt_reason,
                     "duration_ms": s.duration.as_millis() as u64,
-                })
+                }))
             })
             .collect();
         let doc = json!({
@@ -372,16 +373,7 @@ pub fn report(r: &PassResult, run_id: &str, dry_run: bool, json_out: bool) -> i3
             "held": r.held.iter().map(|h| json!({"bucket": h.bucket, "would_delete": h.would_delete, "entries": h.entries, "cap": h.cap, "reason": h.reason()})).collect::<Vec<_>>(),
             "approved": r.approved,
             "paused": r.paused.iter().map(|p| json!({"bucket": p.bucket, "paused_ns": p.paused_ns, "reason": p.reason})).collect::<Vec<_>>(),
-            "totals": {
-                "events_scanned": totals.events_scanned,
-                "matches": totals.matches,
-                "pending": totals.pending,
-                "skipped_no_mtime": totals.skipped_no_mtime,
-                "unconfirmed": totals.unconfirmed,
-                "locked": totals.locked,
-                "completed_upload_leftovers": totals.completed_upload_leftovers,
-                "deletes": totals.deletes.by_label(),
-            },
+            "totals": counters_json(&totals, Value::Null),
             "deleted": crate::engine::reclaim::rows(&freed),
             "deleted_bytes": crate::engine::reclaim::total(&freed).bytes,
             "reclaim": r.reclaim,
@@ -393,35 +385,200 @@ pub fn report(r: &PassResult, run_id: &str, dry_run: bool, json_out: bool) -> i3
                 "read_ns": r.replay.span_ns(),
             },
         });
-        println!("{doc}");
+        out.push(doc.to_string());
     } else {
-        println!(
-            "pass run_id={run_id} now={} outcome={outcome} shards={} halted={halted} buckets={} rules={rules} events={} events_read={} ranges_read={} read_span={:.3}s matches={} pending={} skipped_no_mtime={} unconfirmed={} locked={} completed_upload_leftovers={} {} deleted_bytes={} duration={:.3}s",
+        out.push(format!(
+            "pass run_id={run_id} now={} outcome={outcome} shards={} halted={} buckets={} rules={} events={} events_read={} ranges_read={} read_span={:.3}s {} deleted_bytes={} duration={:.3}s",
             rfc3339(r.now),
             r.shards.len(),
+            r.halted().count(),
             r.buckets.len(),
+            r.shards.iter().map(|s| s.report.rules).max().unwrap_or(0),
             totals.events_scanned,
             r.replay.events_read,
             r.replay.ranges.len(),
             r.replay.span_ns() as f64 / 1e9,
-            totals.matches,
-            totals.pending,
-            totals.skipped_no_mtime,
-            totals.unconfirmed,
-            totals.locked,
-            totals.completed_upload_leftovers,
-            deletes_kv(&totals),
+            counters_kv(&totals),
             crate::engine::reclaim::total(&freed).bytes,
             r.duration.as_secs_f64()
-        );
+        ));
         let rows = crate::engine::reclaim::rows(&freed);
-        for line in crate::engine::reclaim::lines(&rows, r.reclaim.as_ref()) {
-            println!("{line}");
+        out.extend(crate::engine::reclaim::lines(&rows, r.reclaim.as_ref()));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+    use crate::engine::reclaim::{Freed, ReclaimReport};
+    use crate::engine::safety::{Held, PauseRecord};
+    use crate::lifecycle::BucketError;
+    use crate::pass::plan::RecoveryReason;
+    use crate::pass::report::{ReplayRead, ShardOutcome, ShardReport, ShardResult};
+
+    const T0: i64 = 1_767_323_045_000_000_000; // 2026-01-02T03:04:05Z
+
+    /// A pass with one shard of each outcome and every list non-empty.
+    fn populated() -> PassResult {
+        let shard = |n: u8, outcome: ShardOutcome, k: u64| {
+            let mut c = Counters {
+                events_scanned: 10 * k,
+                matches: 5 * k,
+                pending: k,
+                skipped_no_mtime: 2 * k,
+                unconfirmed: 3 * k,
+                locked: 4 * k,
+                completed_upload_leftovers: 6 * k,
+                ..Default::default()
+            };
+            for (i, o) in DeleteOutcome::ALL.into_iter().enumerate() {
+                c.deletes.add_n(o, k * (i as u64 % 3));
+            }
+            c.freed.insert(
+                (format!("b{n}"), "r1".into()),
+                Freed {
+                    objects: k,
+                    bytes: 100 * k,
+                },
+            );
+            ShardResult {
+                report: ShardReport {
+                    shard: n,
+                    outcome,
+                    buckets: 2,
+                    rules: n as usize,
+                    counters: c,
+                    walker_ran: n == 1,
+                    recovery: vec![("b1".into(), RecoveryReason::ColdStart)],
+                    halt_reason: (outcome != ShardOutcome::Completed)
+                        .then(|| format!("RETRY_LATER b{n}/k: busy")),
+                    walk_failures: Vec::new(),
+                },
+                duration: Duration::from_millis(1500 + u64::from(n)),
+                cursor: None,
+                saved: false,
+            }
+        };
+        PassResult {
+            now: T0,
+            buckets: vec!["b1".into(), "b2".into()],
+            bucket_errors: vec![BucketError {
+                bucket: "bad".into(),
+                reason: "Rule r1: Days must be positive".into(),
+            }],
+            unknown_buckets: vec!["gone".into()],
+            paused: vec![PauseRecord {
+                version: 1,
+                bucket: "p".into(),
+                paused_ns: T0 - 1,
+                reason: "typo".into(),
+            }],
+            held: vec![Held {
+                bucket: "b2".into(),
+                would_delete: 9,
+                entries: Some(10),
+                cap: 4,
+                since_ns: None,
+                grace: None,
+            }],
+            approved: vec!["b1".into()],
+            shards: vec![
+                shard(1, ShardOutcome::Completed, 1),
+                shard(2, ShardOutcome::Halted, 2),
+                shard(3, ShardOutcome::Failed, 3),
+            ],
+            error: None,
+            truncated: Some("pass.max_runtime".into()),
+            duration: Duration::from_millis(2345),
+            replay: ReplayRead {
+                ranges: vec![(T0 - 5_000_000_000, T0 - 2_000_000_000), (T0 - 1_000, T0)],
+                events_read: 77,
+                batches: 3,
+            },
+            reclaim: Some(ReclaimReport {
+                settled: false,
+                error: Some("master down".into()),
+                ..Default::default()
+            }),
         }
     }
-    match outcome {
-        RunOutcome::Failed => EXIT_ERROR,
-        RunOutcome::Halted => EXIT_HALTED,
-        RunOutcome::Completed | RunOutcome::Truncated => EXIT_OK,
+
+    /// The summary lines, exactly, and the `--json` keys scripts read.
+    #[test]
+    fn report_lines_and_json_keys_are_stable() {
+        let r = populated();
+        let d = |k: u64| {
+            format!(
+                "done=0 noop={k} lock={} retry_later=0 blocked={k} rpc_error={} dry_run=0 unspecified={k} withdrawn={}",
+                2 * k,
+                2 * k,
+                2 * k
+            )
+        };
+        let shard = |n: u64, outcome: &str, walker: &str, halt: &str| {
+            format!(
+                "shard=0{n} outcome={outcome} buckets=2 rules={n} events={} matches={} pending={n} skipped_no_mtime={} \
+                 unconfirmed={} locked={} completed_upload_leftovers={} {} walker={walker} recovery=b1:cold_start \
+                 halt={halt} duration=1.50{n}s",
+                10 * n,
+                5 * n,
+                2 * n,
+                3 * n,
+                4 * n,
+                6 * n,
+                d(n)
+            )
+        };
+        let want = [
+            shard(1, "completed", "yes", ""),
+            shard(2, "halted", "no", "RETRY_LATER_b2/k:_busy"),
+            shard(3, "failed", "no", "RETRY_LATER_b3/k:_busy"),
+            format!(
+                "pass run_id=run-1 now=2026-01-02T03:04:05Z outcome=failed shards=3 halted=1 buckets=2 rules=3 \
+                 events=60 events_read=77 ranges_read=2 read_span=3.000s matches=30 pending=6 skipped_no_mtime=12 \
+                 unconfirmed=18 locked=24 completed_upload_leftovers=36 {} deleted_bytes=600 duration=2.345s",
+                d(6)
+            ),
+            "deleted bucket=b1 rule=r1 objects=1 bytes=100".into(),
+            "deleted bucket=b2 rule=r1 objects=2 bytes=200".into(),
+            "deleted bucket=b3 rule=r1 objects=3 bytes=300".into(),
+            "volumes unknown: master down".into(),
+        ];
+        assert_eq!(render(&r, "run-1", true, false), want);
+
+        let j: serde_json::Value =
+            serde_json::from_str(&render(&r, "run-1", true, true)[0]).unwrap();
+        let keys = |v: &serde_json::Value| {
+            v.as_object()
+                .map(|o| o.keys().cloned().collect::<Vec<_>>().join(" "))
+                .unwrap_or_default()
+        };
+        assert_eq!(
+            keys(&j),
+            "approved bucket_errors buckets deleted deleted_bytes dry_run duration_ms held now now_ns outcome \
+             paused reclaim replay run_id shards totals truncated unknown_buckets"
+        );
+        let counters = "completed_upload_leftovers deletes events_scanned locked matches pending skipped_no_mtime unconfirmed";
+        assert_eq!(keys(&j["totals"]), counters);
+        assert_eq!(
+            keys(&j["shards"][1]),
+            "buckets completed_upload_leftovers deletes duration_ms events_scanned halt_reason locked matches \
+             outcome pending recovery rules shard skipped_no_mtime unconfirmed walker_ran"
+        );
+        assert_eq!(keys(&j["replay"]), "batches events_read ranges read_ns");
+        assert_eq!(
+            keys(&j["held"][0]),
+            "bucket cap entries reason would_delete"
+        );
+        assert_eq!(j["shards"][1]["halt_reason"], "RETRY_LATER b2/k: busy");
+        assert_eq!(j["shards"][0]["recovery"][0]["reason"], "cold_start");
+        assert_eq!(j["totals"]["deletes"]["WITHDRAWN"], 12);
+        assert_eq!(
+            (j["deleted_bytes"].as_u64(), j["now_ns"].as_i64()),
+            (Some(600), Some(T0))
+        );
     }
 }

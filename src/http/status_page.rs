@@ -12,7 +12,7 @@ use std::fmt::Write as _;
 use crate::engine::DeleteOutcome;
 use crate::engine::forecast::{Count, Forecast};
 use crate::status::{
-    BucketSummary, RunOutcome, ShardSummary, StatusSnapshot, format_age, format_time,
+    BucketSummary, ShardSummary, StatusSnapshot, format_age, format_time, outcome_label,
 };
 
 /// HTML-escapes text for element content and quoted attribute values.
@@ -29,10 +29,6 @@ pub fn escape(s: &str) -> String {
         }
     }
     out
-}
-
-fn outcome_str(o: Option<RunOutcome>) -> &'static str {
-    o.map_or("running", RunOutcome::as_str)
 }
 
 const STYLE: &str = "body{font-family:system-ui,sans-serif;margin:1.5rem;color:#222;background:#fafafa}\
@@ -140,7 +136,7 @@ pub fn render(s: &StatusSnapshot, now_ns: i64) -> String {
     match &s.last_pass {
         None => h.push_str("<h2>Last pass</h2>\n<p>No pass has finished yet.</p>\n"),
         Some(p) => {
-            let outcome = outcome_str(p.outcome);
+            let outcome = outcome_label(p.outcome);
             let _ = write!(
                 h,
                 "<h2>Last pass <code>{}</code></h2>\n<p>Started {} · finished {} · outcome <span class=\"{o}\">{o}</span></p>\n",
@@ -298,7 +294,7 @@ fn space_table(h: &mut String, r: &crate::engine::reclaim::ReclaimReport) {
 }
 
 fn bucket_card(h: &mut String, b: &BucketSummary, now_ns: i64) {
-    let outcome = escape(outcome_str(b.outcome));
+    let outcome = escape(outcome_label(b.outcome));
     let _ = write!(
         h,
         "<div class=\"card bucket\"><h3>{}</h3><dl>\
@@ -447,7 +443,7 @@ fn forecast_card(h: &mut String, f: &Forecast, bucket: &str) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::status::{DeleteCounts, PassSummary, ServiceState};
+    use crate::status::{DeleteCounts, PassSummary, RunOutcome, ServiceState};
 
     const NOW: i64 = 1_700_000_000_000_000_000;
     const MIN: i64 = 60_000_000_000;

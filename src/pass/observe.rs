@@ -25,6 +25,28 @@ use crate::status::{
 /// millions of deletes does not clone the snapshot per delete.
 const PUBLISH_EVERY: Duration = Duration::from_millis(250);
 
+/// The one "pass finished" log event of a pass that ran, the same for
+/// `serve` and `run-once`.
+pub fn log_pass_finished(run_id: &str, r: &PassResult) {
+    let totals = r.totals();
+    tracing::info!(
+        run_id,
+        outcome = r.outcome().as_str(),
+        shards = r.shards.len(),
+        halted = r.halted().count(),
+        events = totals.events_scanned,
+        events_read = r.replay.events_read,
+        ranges_read = r.replay.ranges.len(),
+        matches = totals.matches,
+        deletes_done = totals.deletes.done,
+        truncated = r.truncated.as_deref().unwrap_or(""),
+        paused = r.paused_list(),
+        held = r.held_list(),
+        duration_s = r.duration.as_secs_f64(),
+        "pass finished"
+    );
+}
+
 /// Metrics plus, in `serve`, the status board. Cheap to clone.
 #[derive(Clone, Debug, Default)]
 pub struct PassObserver {
@@ -214,15 +236,6 @@ impl StatusBoard {
     /// A shard entered `phase`.
     pub fn shard_phase(&self, shard: u8, phase: ShardPhase) {
         self.with_shard(shard, true, |r| r.phase = phase);
-    }
-
-    /// One meta-log event of `bucket` went to `shard`.
-    pub fn event(&self, shard: u8, bucket: &str) {
-        {
-            let mut st = self.lock();
-            *st.bucket_events.entry(bucket.to_string()).or_default() += 1;
-        }
-        self.with_shard(shard, false, |r| r.events_scanned += 1);
     }
 
     /// `n` meta-log events of `bucket` went to `shard` (one update per

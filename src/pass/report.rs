@@ -96,13 +96,9 @@ impl ShardOutcome {
         }
     }
 
-    /// `completed`, `halted` or `failed`.
+    /// `completed`, `halted` or `failed`: the [`RunOutcome`] label.
     pub fn as_str(self) -> &'static str {
-        match self {
-            ShardOutcome::Completed => "completed",
-            ShardOutcome::Halted => "halted",
-            ShardOutcome::Failed => "failed",
-        }
+        self.in_pass(false).as_str()
     }
 }
 
@@ -241,6 +237,23 @@ impl PassResult {
             .filter(|s| s.saved)
             .filter_map(|s| s.cursor.clone().map(|c| (s.report.shard, c)))
             .collect()
+    }
+
+    /// Every shard's counters added up.
+    pub fn totals(&self) -> Counters {
+        let mut t = Counters::default();
+        for s in &self.shards {
+            t.add(&s.report.counters);
+        }
+        t
+    }
+
+    /// The shards that halted, in shard order.
+    pub fn halted(&self) -> impl Iterator<Item = &ShardReport> {
+        self.shards
+            .iter()
+            .map(|s| &s.report)
+            .filter(|r| r.outcome == ShardOutcome::Halted)
     }
 
     /// `bucket: reason` of every bucket the cap held, `; `-separated (the

@@ -232,19 +232,14 @@ fn finish(
     r: &PassResult,
     stopped: Option<String>,
 ) -> Out {
-    let mut totals = crate::pass::report::Counters::default();
-    for s in &r.shards {
-        totals.add(&s.report.counters);
-    }
+    let totals = r.totals();
     let halted: Vec<String> = r
-        .shards
-        .iter()
-        .filter(|s| s.report.outcome == crate::pass::report::ShardOutcome::Halted)
+        .halted()
         .map(|s| {
             format!(
                 "{:02} ({})",
-                s.report.shard,
-                s.report.halt_reason.as_deref().unwrap_or("halted")
+                s.shard,
+                s.halt_reason.as_deref().unwrap_or("halted")
             )
         })
         .collect();

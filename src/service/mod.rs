@@ -280,20 +280,7 @@ impl Service {
                 Ok(()) => me.runner.run(opts).await.map_err(|e| e.to_string()),
             };
             match &result {
-                Ok(r) => tracing::info!(
-                    run_id = id,
-                    outcome = r.outcome().as_str(),
-                    deletes_done = r
-                        .shards
-                        .iter()
-                        .map(|s| s.report.counters.deletes.done)
-                        .sum::<u64>(),
-                    truncated = r.truncated.as_deref().unwrap_or(""),
-                    paused = r.paused_list(),
-                    held = r.held_list(),
-                    duration_s = r.duration.as_secs_f64(),
-                    "pass finished"
-                ),
+                Ok(r) => crate::pass::observe::log_pass_finished(&id, r),
                 Err(e) => tracing::error!(run_id = id, error = %e, "pass could not run"),
             }
             // Before the pass shows as finished, so whoever waits for it
