@@ -9,7 +9,7 @@
 # and each starts its own loopback cluster on ports of its own choosing, so
 # they do not interfere. There is one binary per cluster shape (tests/README.md);
 # `single_node` holds most end-to-end tests and runs SINGLE_NODE_THREADS
-# (default 6) of them at once on its shared cluster. Each binary's output is kept whole and printed when
+# (default 4) of them at once on its shared cluster. Each binary's output is kept whole and printed when
 # it ends; a failing binary fails the run after all have finished.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
@@ -47,7 +47,7 @@ run_one() {
   local name="$1" exe="$2" log="$3" t0 rc=0
   t0=$(date +%s)
   local threads="${RUST_TEST_THREADS:-}"
-  [ "$name" = "tests/single_node/main.rs" ] && threads="${SINGLE_NODE_THREADS:-6}"
+  [ "$name" = "tests/single_node/main.rs" ] && threads="${SINGLE_NODE_THREADS:-4}"
   { echo "     Running $name ($exe)"; env ${threads:+RUST_TEST_THREADS=$threads} "$exe"; } >"$log" 2>&1 || rc=$?
   if [ "$rc" -eq 0 ]; then
     echo "ok      $name ($(($(date +%s) - t0)) s)"
