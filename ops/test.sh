@@ -9,8 +9,9 @@
 # and each starts its own loopback cluster on ports of its own choosing, so
 # they do not interfere. There is one binary per cluster shape (tests/README.md);
 # `single_node` holds most end-to-end tests and runs SINGLE_NODE_THREADS
-# (default 4) of them at once on its shared cluster. Each binary's output is kept whole and printed when
-# it ends; a failing binary fails the run after all have finished.
+# (default 4) of them at once on its shared cluster. Each binary's output is
+# kept whole and printed when it ends; a failing binary fails the run after all
+# have finished.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$root"

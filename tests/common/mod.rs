@@ -8,6 +8,7 @@
 //!   raw invocations;
 //! - [`serve`]: a running `s3-lifecycled serve` and its admin CLI;
 //! - [`clock`]: the wall clock, `--now` values, lifecycle-day arithmetic;
+//! - [`scenario`]: the usual setup as one builder: bucket, rules, objects, backdating, passes;
 //! - [`rules`]: lifecycle documents; [`events`] and [`metalog`]: the meta-log;
 //! - [`gateway`]: stand-in S3 gateways for `LifecycleDelete`, and `run-once` through one;
 //! - [`wait`]: polling with a deadline; [`http`]: a minimal HTTP client; [`otlp`]: a trace
@@ -29,6 +30,7 @@ pub mod metalog;
 pub mod otlp;
 pub mod rules;
 pub mod s3;
+pub mod scenario;
 pub mod serve;
 pub mod split;
 pub mod tls;
@@ -40,6 +42,7 @@ pub use cluster::{Cluster, cluster};
 pub use gateway::*;
 pub use rules::*;
 pub use s3::*;
+pub use scenario::Scenario;
 pub use serve::*;
 pub use split::{Role, SplitCluster, multi_cluster, split_cluster};
 pub use wait::*;

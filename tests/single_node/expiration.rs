@@ -23,33 +23,31 @@ use common::*;
 /// pass is a cold start that finds nothing due and rewinds; the later passes replay the PUTs).
 #[tokio::test]
 async fn expiration_days_honours_prefix_tag_and_size_filters() {
-    let c = common::cluster();
-    let s3 = c.s3_client();
-    let b = c.new_bucket("e2e-days-filters").await.unwrap();
     let big = vec![b'x'; 200];
     let small = vec![b'x'; 50];
-    put(&s3, &b, "logs/match-1", &big, Some("env=tmp")).await;
-    put(&s3, &b, "logs/match-2", &big, Some("env=tmp&team=a")).await;
-    put(&s3, &b, "logs/too-small", &small, Some("env=tmp")).await;
-    put(&s3, &b, "logs/untagged", &big, None).await;
-    put(&s3, &b, "logs/wrong-tag", &big, Some("env=prod")).await;
-    put(&s3, &b, "other/tagged", &big, Some("env=tmp")).await;
-    put(&s3, &b, "plain/a", &small, None).await;
-    put(&s3, &b, "plain/b", &big, Some("env=prod")).await;
-    put(&s3, &b, "plainx/c", &small, None).await;
-    let rules = lifecycle(
-        "<Rule><ID>tagged-logs</ID><Status>Enabled</Status>\
-           <Filter><And><Prefix>logs/</Prefix><Tag><Key>env</Key><Value>tmp</Value></Tag>\
-           <ObjectSizeGreaterThan>100</ObjectSizeGreaterThan></And></Filter>\
-           <Expiration><Days>30</Days></Expiration></Rule>\
-         <Rule><ID>plain</ID><Status>Enabled</Status><Filter><Prefix>plain/</Prefix></Filter>\
-           <Expiration><Days>30</Days></Expiration></Rule>",
-    );
-    c.put_lifecycle_xml(&b, &rules).await.unwrap();
-    let t0 = now_ns();
-    let all = list_keys(&s3, &b).await;
+    let s = Scenario::new("e2e-days-filters")
+        .tagged("logs/match-1", &big, "env=tmp")
+        .tagged("logs/match-2", &big, "env=tmp&team=a")
+        .tagged("logs/too-small", &small, "env=tmp")
+        .objects(&["logs/untagged"], &big)
+        .tagged("logs/wrong-tag", &big, "env=prod")
+        .tagged("other/tagged", &big, "env=tmp")
+        .objects(&["plain/a"], &small)
+        .tagged("plain/b", &big, "env=prod")
+        .objects(&["plainx/c"], &small)
+        .rules(
+            "<Rule><ID>tagged-logs</ID><Status>Enabled</Status>\
+               <Filter><And><Prefix>logs/</Prefix><Tag><Key>env</Key><Value>tmp</Value></Tag>\
+               <ObjectSizeGreaterThan>100</ObjectSizeGreaterThan></And></Filter>\
+               <Expiration><Days>30</Days></Expiration></Rule>\
+             <Rule><ID>plain</ID><Status>Enabled</Status><Filter><Prefix>plain/</Prefix></Filter>\
+               <Expiration><Days>30</Days></Expiration></Rule>",
+        )
+        .build()
+        .await;
+    let (c, s3, b, t0, scope) = (s.c, &s.s3, &s.bucket, s.t0, &s.scope);
+    let all = list_keys(s3, b).await;
     assert_eq!(all.len(), 9);
-    let scope = Scope::new(&[&b]);
 
     // Not yet due (cold start: recovery walk finds nothing).
     let p = run_once(c, &scope, Some(plus(t0, 10, 0)), &[], &[]).await;
@@ -117,60 +115,42 @@ async fn expiration_days_honours_prefix_tag_and_size_filters() {
 /// A second pass at the same `--now` finds nothing more to delete and still exits 0.
 #[tokio::test]
 async fn second_run_with_same_now_is_idempotent() {
-    let c = common::cluster();
-    let s3 = c.s3_client();
-    let b = c.new_bucket("e2e-idem").await.unwrap();
-    for k in ["tmp/1", "tmp/2", "tmp/3", "keep/1"] {
-        put(&s3, &b, k, b"data", None).await;
-    }
-    let rules = lifecycle(
-        "<Rule><ID>tmp</ID><Status>Enabled</Status><Filter><Prefix>tmp/</Prefix></Filter>\
-         <Expiration><Days>30</Days></Expiration></Rule>",
-    );
-    c.put_lifecycle_xml(&b, &rules).await.unwrap();
-    let t0 = now_ns();
-    let scope = Scope::new(&[&b]);
-    let at = plus(t0, 40, 0);
+    let s = Scenario::new("e2e-idem")
+        .objects(&["tmp/1", "tmp/2", "tmp/3", "keep/1"], b"data")
+        .rules(&days_rule("tmp", "tmp/", 30))
+        .build()
+        .await;
 
-    let p = run_once(c, &scope, Some(at), &[], &[]).await;
+    let p = s.pass_at(40, 0).await;
     assert_eq!(p.ok().total("DONE"), 3, "{}", p.describe());
-    assert_eq!(list_keys(&s3, &b).await, set(&["keep/1"]));
+    assert_eq!(s.keys().await, set(&["keep/1"]));
 
-    let p = run_once(c, &scope, Some(at), &[], &[]).await;
+    let p = s.pass_at(40, 0).await;
     let r = p.ok();
     r.assert_delete_keys_present();
     r.assert_no_deletes();
     assert!(
-        r.recovery_reasons(&b).is_empty(),
+        r.recovery_reasons(&s.bucket).is_empty(),
         "same rules, same cursor dir: no recovery expected:\n{}",
         p.describe()
     );
-    assert_eq!(list_keys(&s3, &b).await, set(&["keep/1"]));
+    assert_eq!(s.keys().await, set(&["keep/1"]));
 }
 
 /// Expiration Date in the past: due on the first pass; objects outside the prefix stay.
 #[tokio::test]
 async fn expiration_date_in_the_past_deletes_on_first_run() {
-    let c = common::cluster();
-    let s3 = c.s3_client();
-    let b = c.new_bucket("e2e-date").await.unwrap();
-    for k in ["old/1", "old/2", "old/deep/3", "keep/1", "oldx"] {
-        put(&s3, &b, k, b"data", None).await;
-    }
-    let rules = lifecycle(
-        "<Rule><ID>date</ID><Status>Enabled</Status><Filter><Prefix>old/</Prefix></Filter>\
-         <Expiration><Date>2020-01-01T00:00:00Z</Date></Expiration></Rule>",
-    );
-    c.put_lifecycle_xml(&b, &rules).await.unwrap();
-    let scope = Scope::new(&[&b]);
-    let p = run_once(c, &scope, Some(plus(now_ns(), 0, 1)), &[], &[]).await;
+    let s = Scenario::new("e2e-date")
+        .objects(&["old/1", "old/2", "old/deep/3", "keep/1", "oldx"], b"data")
+        .rules(
+            "<Rule><ID>date</ID><Status>Enabled</Status><Filter><Prefix>old/</Prefix></Filter>\
+             <Expiration><Date>2020-01-01T00:00:00Z</Date></Expiration></Rule>",
+        )
+        .build()
+        .await;
+    let p = s.pass_at(0, 1).await;
     let r = p.ok();
-    assert_eq!(
-        list_keys(&s3, &b).await,
-        set(&["keep/1", "oldx"]),
-        "{}",
-        p.describe()
-    );
+    assert_eq!(s.keys().await, set(&["keep/1", "oldx"]), "{}", p.describe());
     assert_eq!(r.total("DONE"), 3, "{}", p.describe());
 }
 
@@ -265,53 +245,38 @@ async fn rule_edit_recovery_catches_objects_before_the_cursor() {
 /// After DeleteBucketLifecycle the bucket's objects are left alone, even past the old TTL.
 #[tokio::test]
 async fn deleted_lifecycle_stops_expirations() {
-    let c = common::cluster();
-    let s3 = c.s3_client();
-    let b = c.new_bucket("e2e-lc-deleted").await.unwrap();
-    for k in ["x/1", "x/2"] {
-        put(&s3, &b, k, b"data", None).await;
-    }
-    let rules = lifecycle(
-        "<Rule><ID>x</ID><Status>Enabled</Status><Filter><Prefix>x/</Prefix></Filter>\
-         <Expiration><Days>30</Days></Expiration></Rule>",
-    );
-    c.put_lifecycle_xml(&b, &rules).await.unwrap();
-    let t0 = now_ns();
-    let scope = Scope::new(&[&b]);
-    let p = run_once(c, &scope, Some(plus(t0, 10, 0)), &[], &[]).await;
+    let s = Scenario::new("e2e-lc-deleted")
+        .objects(&["x/1", "x/2"], b"data")
+        .rules(&days_rule("x", "x/", 30))
+        .build()
+        .await;
+    let p = s.pass_at(10, 0).await;
     p.ok().assert_no_deletes();
 
-    s3.delete_bucket_lifecycle()
-        .bucket(&b)
+    s.s3.delete_bucket_lifecycle()
+        .bucket(&s.bucket)
         .send()
         .await
         .unwrap();
-    let p = run_once(c, &scope, Some(plus(t0, 41, 0)), &[], &[]).await;
+    let p = s.pass_at(41, 0).await;
     p.ok().assert_no_deletes();
-    assert_eq!(
-        list_keys(&s3, &b).await,
-        set(&["x/1", "x/2"]),
-        "{}",
-        p.describe()
-    );
+    assert_eq!(s.keys().await, set(&["x/1", "x/2"]), "{}", p.describe());
 }
 
 /// A rule whose Status is not exactly `Enabled` never fires.
 #[tokio::test]
 async fn disabled_rule_never_fires() {
-    let c = common::cluster();
-    let s3 = c.s3_client();
-    let b = c.new_bucket("e2e-disabled").await.unwrap();
-    put(&s3, &b, "x/1", b"data", None).await;
-    let rules = lifecycle(
-        "<Rule><ID>off</ID><Status>Disabled</Status><Filter><Prefix>x/</Prefix></Filter>\
-         <Expiration><Days>1</Days></Expiration></Rule>",
-    );
-    c.put_lifecycle_xml(&b, &rules).await.unwrap();
-    let scope = Scope::new(&[&b]);
-    let p = run_once(c, &scope, Some(plus(now_ns(), 41, 0)), &[], &[]).await;
+    let s = Scenario::new("e2e-disabled")
+        .objects(&["x/1"], b"data")
+        .rules(
+            "<Rule><ID>off</ID><Status>Disabled</Status><Filter><Prefix>x/</Prefix></Filter>\
+             <Expiration><Days>1</Days></Expiration></Rule>",
+        )
+        .build()
+        .await;
+    let p = s.pass_at(41, 0).await;
     p.ok().assert_no_deletes();
-    assert_eq!(list_keys(&s3, &b).await, set(&["x/1"]), "{}", p.describe());
+    assert_eq!(s.keys().await, set(&["x/1"]), "{}", p.describe());
 }
 
 /// An object overwritten after its first PUT is not deleted on the first PUT's due time (that
@@ -470,32 +435,26 @@ async fn due_rounding_none_versus_next_day() {
 /// any other; a folder marker does not break the pass.
 #[tokio::test]
 async fn unusual_keys_expire() {
-    let c = common::cluster();
-    let s3 = c.s3_client();
-    let b = c.new_bucket("e2e-keys").await.unwrap();
     let long = format!("u/{}/{}/end", "a".repeat(200), "b".repeat(200));
     let keys = [
-        "u/with space.txt".to_string(),
-        "u/ünïcödé/日本語 ファイル".to_string(),
-        "u/special +&=?%#;:@$,.bin".to_string(),
-        long,
+        "u/with space.txt",
+        "u/ünïcödé/日本語 ファイル",
+        "u/special +&=?%#;:@$,.bin",
+        &long,
     ];
-    for k in &keys {
-        put(&s3, &b, k, b"data", None).await;
-    }
-    put(&s3, &b, "u/folder/", b"", None).await;
-    put(&s3, &b, "keep", b"data", None).await;
-    c.put_lifecycle_xml(&b, &lifecycle(&days_rule("u", "u/", 30)))
-        .await
-        .unwrap();
-    let t0 = now_ns();
-    let scope = Scope::new(&[&b]);
-    let p = run_once(c, &scope, Some(plus(t0, 10, 0)), &[], &[]).await;
+    let s = Scenario::new("e2e-keys")
+        .objects(&keys, b"data")
+        .objects(&["u/folder/"], b"")
+        .objects(&["keep"], b"data")
+        .rules(&days_rule("u", "u/", 30))
+        .build()
+        .await;
+    let p = s.pass_at(10, 0).await;
     p.ok().assert_no_deletes();
-    let p = run_once(c, &scope, Some(plus(t0, 32, 0)), &[], &[]).await;
+    let p = s.pass_at(32, 0).await;
     let r = p.ok();
-    let left = list_keys(&s3, &b).await;
-    for k in &keys {
+    let left = s.keys().await;
+    for k in keys {
         assert!(
             !left.contains(k),
             "{k} should be gone: {left:?}\n{}",
@@ -764,16 +723,13 @@ async fn disabled_or_removed_rule_stops_pending_expirations() {
 /// A lifecycle rule on an empty bucket: the pass completes and deletes nothing.
 #[tokio::test]
 async fn empty_bucket_pass_is_a_no_op() {
-    let c = common::cluster();
-    let b = c.new_bucket("e2e-empty").await.unwrap();
-    c.put_lifecycle_xml(&b, &lifecycle(&days_rule("e", "", 1)))
-        .await
-        .unwrap();
-    let scope = Scope::new(&[&b]);
-    let t0 = now_ns();
-    let p = run_once(c, &scope, Some(plus(t0, 5, 0)), &[], &[]).await;
+    let s = Scenario::new("e2e-empty")
+        .rules(&days_rule("e", "", 1))
+        .build()
+        .await;
+    let p = s.pass_at(5, 0).await;
     p.ok().assert_no_deletes();
-    let p = run_once(c, &scope, Some(plus(t0, 6, 0)), &[], &[]).await;
+    let p = s.pass_at(6, 0).await;
     p.ok().assert_no_deletes();
-    assert!(list_keys(&c.s3_client(), &b).await.is_empty());
+    assert!(s.keys().await.is_empty());
 }

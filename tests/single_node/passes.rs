@@ -350,31 +350,27 @@ async fn unreachable_s3_grpc_halts_then_next_pass_deletes() {
 /// ~5 s (lower bound only: a behaviour, not a speed goal).
 #[tokio::test]
 async fn rate_limit_spreads_deletes() {
-    let c = common::cluster();
-    let s3 = c.s3_client();
-    let b = c.new_bucket("e2e-rate").await.unwrap();
-    let keys: Vec<String> = (0..100).map(|i| format!("r/{i:03}")).collect();
-    c.put_objects_bulk(&b, &keys, b"x").await.unwrap();
-    c.put_lifecycle_xml(&b, &lifecycle(&date_rule("r", "r/", PAST_DATE)))
-        .await
-        .unwrap();
-    let scope = Scope::new(&[&b]);
+    let s = Scenario::new("e2e-rate")
+        .bulk((0..100).map(|i| format!("r/{i:03}")).collect(), b"x")
+        .rules(&date_rule("r", "r/", PAST_DATE))
+        .build()
+        .await;
     let started = std::time::Instant::now();
-    let p = run_once(
-        c,
-        &scope,
-        Some(plus(now_ns(), 0, 1)),
-        &[],
-        &[
-            ("S3_LIFECYCLED__RATE__DELETES_PER_SECOND", "20"),
-            ("S3_LIFECYCLED__RATE__BURST", "1"),
-        ],
-    )
-    .await;
+    let p = s
+        .pass_with(
+            0,
+            1,
+            &[],
+            &[
+                ("S3_LIFECYCLED__RATE__DELETES_PER_SECOND", "20"),
+                ("S3_LIFECYCLED__RATE__BURST", "1"),
+            ],
+        )
+        .await;
     let took = started.elapsed();
     let r = p.ok();
     assert_eq!(r.total("DONE"), 100, "{}", p.describe());
-    assert!(list_keys(&s3, &b).await.is_empty());
+    assert!(s.keys().await.is_empty());
     assert!(
         took >= Duration::from_secs(4),
         "100 deletes at 20/s took {took:?}:\n{}",
