@@ -149,11 +149,6 @@ pub struct TelemetryGuard {
 }
 
 impl TelemetryGuard {
-    /// Whether spans are exported over OTLP.
-    pub fn exports_traces(&self) -> bool {
-        self.provider.is_some()
-    }
-
     /// Flushes buffered spans and shuts the exporter down, off the runtime
     /// threads (`spawn_blocking`) and within [`SHUTDOWN_TIMEOUT`]. Export
     /// failures (e.g. no collector) are logged, not returned: telemetry must

@@ -5,7 +5,6 @@
 
 use std::collections::BTreeMap;
 
-use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD;
 use serde::{Deserialize, Serialize};
 
@@ -319,12 +318,6 @@ mod b64 {
 }
 
 impl ShardCursor {
-    /// The minimum bucket `ts_ns`, or `None` without buckets. Callers store
-    /// it in [`ShardCursor::ts_ns`] before saving.
-    pub fn min_bucket_ts(&self) -> Option<Nanos> {
-        self.buckets.values().map(|b| b.ts_ns).min()
-    }
-
     /// The file content: two-space indented JSON and a trailing newline, like
     /// Go's encoder, so operators can diff it with Go-written files.
     pub fn to_json(&self) -> Vec<u8> {
@@ -395,14 +388,10 @@ fn peek_version(content: &[u8]) -> Result<u64, String> {
         .ok_or_else(|| "the \"version\" field is missing".into())
 }
 
-/// Decodes a standard-base64 hash, for tools and tests.
-pub fn decode_hash(s: &str) -> Option<Hash32> {
-    STANDARD.decode(s).ok()?.try_into().ok()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use base64::Engine as _;
     use crate::engine::DueRounding;
 
     fn day2400() -> TimeConfig {

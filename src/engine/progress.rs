@@ -219,11 +219,6 @@ impl<K: Clone + Eq + std::hash::Hash> ProgressTracker<K> {
         });
     }
 
-    /// The starting progress of an action, if it is tracked.
-    pub fn start_of(&self, key: &K) -> Option<&ActionProgress> {
-        self.index.get(key).map(|&i| &self.tracks[i].start)
-    }
-
     /// Decides a match of `key` from the event at `ev_ts`, due at `due`, when
     /// the subject is unknown; see [`decide_subject`](Self::decide_subject).
     pub fn decide(&mut self, key: &K, ev_ts: Nanos, due: Nanos) -> Decision {

@@ -187,11 +187,6 @@ impl SeaweedCluster {
         });
         self
     }
-
-    /// The filer calls currently go to first.
-    pub fn primary_filer(&self) -> String {
-        self.pool.primary().addr
-    }
 }
 
 impl ClusterPort for SeaweedCluster {
