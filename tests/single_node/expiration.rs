@@ -50,7 +50,7 @@ async fn expiration_days_honours_prefix_tag_and_size_filters() {
     assert_eq!(all.len(), 9);
 
     // Not yet due (cold start: recovery walk finds nothing).
-    let p = run_once(c, &scope, Some(plus(t0, 10, 0)), &[], &[]).await;
+    let p = run_once(c, scope, Some(plus(t0, 10, 0)), &[], &[]).await;
     let r = p.ok();
     r.assert_delete_keys_present();
     r.assert_no_deletes();
@@ -68,22 +68,22 @@ async fn expiration_days_honours_prefix_tag_and_size_filters() {
         p.describe()
     );
     assert!(
-        r.recovery_reasons(&b).contains("cold_start"),
+        r.recovery_reasons(b).contains("cold_start"),
         "first pass over a fresh cursor dir is a cold start:\n{}",
         p.describe()
     );
-    assert_eq!(list_keys(&s3, &b).await, all);
+    assert_eq!(list_keys(s3, b).await, all);
 
     // Still one day short of the TTL (rounding only ever moves due times later).
-    let p = run_once(c, &scope, Some(plus(t0, 29, 0)), &[], &[]).await;
+    let p = run_once(c, scope, Some(plus(t0, 29, 0)), &[], &[]).await;
     p.ok().assert_no_deletes();
-    assert_eq!(list_keys(&s3, &b).await, all, "{}", p.describe());
+    assert_eq!(list_keys(s3, b).await, all, "{}", p.describe());
 
     // Past due: exactly the matching objects go.
-    let p = run_once(c, &scope, Some(plus(t0, 32, 0)), &[], &[]).await;
+    let p = run_once(c, scope, Some(plus(t0, 32, 0)), &[], &[]).await;
     let r = p.ok();
     assert_eq!(
-        list_keys(&s3, &b).await,
+        list_keys(s3, b).await,
         set(&[
             "logs/too-small",
             "logs/untagged",
@@ -104,12 +104,12 @@ async fn expiration_days_honours_prefix_tag_and_size_filters() {
     ] {
         assert_eq!(r.total(k), 0, "{k}:\n{}", p.describe());
     }
-    let left = list_keys(&s3, &b).await;
+    let left = list_keys(s3, b).await;
 
     // The same instant again (idempotence on the replay path): nothing more goes.
-    let p = run_once(c, &scope, Some(plus(t0, 32, 0)), &[], &[]).await;
+    let p = run_once(c, scope, Some(plus(t0, 32, 0)), &[], &[]).await;
     p.ok().assert_no_deletes();
-    assert_eq!(list_keys(&s3, &b).await, left, "{}", p.describe());
+    assert_eq!(list_keys(s3, b).await, left, "{}", p.describe());
 }
 
 /// A second pass at the same `--now` finds nothing more to delete and still exits 0.
