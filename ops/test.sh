@@ -3,7 +3,7 @@
 # every test (unit, property and end-to-end against a real loopback cluster).
 #
 # With arguments it is plain `cargo test --locked ARGS` (one binary, a filter).
-# Without, it builds every test binary once and runs them TEST_JOBS (default 3)
+# Without, it builds every test binary once and runs them TEST_JOBS (default 4)
 # at a time, longest first: most end-to-end binaries spend their time waiting
 # on the cluster (the filer's log flush, rate-capped deletes), not on the CPU,
 # and each starts its own loopback cluster on ports of its own choosing, so
@@ -21,7 +21,7 @@ if [ $# -gt 0 ]; then
   exec cargo test --locked "$@"
 fi
 
-jobs_max="${TEST_JOBS:-3}"
+jobs_max="${TEST_JOBS:-4}"
 logdir="$(mktemp -d "${TMPDIR:-/tmp}/s3lc-tests.XXXXXX")"
 # Build everything first; cargo prints one `Executable <target> (<path>)` per binary.
 cargo test --locked --no-run 2>&1 | tee "$logdir/build.log" >&2
@@ -33,7 +33,7 @@ fi
 
 # Slowest first (seconds in the last CI run), so the long ones overlap the rest.
 slow_first=(single_node faults e2e_due_index e2e_retention seaweed_retention
-  two_filers e2e_plugin_worker tls)
+  e2e_plugin_worker tls two_filers)
 ordered=()
 for s in "${slow_first[@]}"; do
   for e in "${exes[@]}"; do
