@@ -391,8 +391,8 @@ fn peek_version(content: &[u8]) -> Result<u64, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use base64::Engine as _;
     use crate::engine::DueRounding;
+    use base64::Engine as _;
 
     fn day2400() -> TimeConfig {
         TimeConfig {

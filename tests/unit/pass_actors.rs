@@ -348,7 +348,7 @@ use s3_lifecycled::engine::matches::{DeferredLookup, Expect};
 use s3_lifecycled::engine::route::route;
 use s3_lifecycled::engine::{MetaEvent, Snapshot};
 use s3_lifecycled::pass::actors::{
-    BeginPass, Drain, Finish, GetShardInfo, RESTART_BUDGET, ReplayEvent, ShardActor, ShardInfo,
+    BeginPass, Drain, Finish, GetShardInfo, RESTART_BUDGET, ReplayBatch, ShardActor, ShardInfo,
     ShardTelemetry, StartReplay, restart_backoff,
 };
 use s3_lifecycled::pass::coordinator::GetShards;
@@ -356,7 +356,22 @@ use s3_lifecycled::pass::dispatch::DeleteDispatcher;
 use s3_lifecycled::pass::plan::PassPlan;
 use s3_lifecycled::pass::report::PassResult;
 use s3_lifecycled::pass::retry::RetryPolicy;
+use s3_lifecycled::pass::shard_run::ReplayItem;
 use tokio::sync::Semaphore;
+
+/// One meta-log event as the coordinator sends it: a batch of one, every
+/// match due.
+fn one_event(ts: Nanos, matches: Vec<s3_lifecycled::engine::Match>) -> ReplayBatch {
+    ReplayBatch {
+        events: vec![ReplayItem {
+            ts,
+            matches,
+            bucket: String::new(),
+            pending: Vec::new(),
+            skipped_no_mtime: false,
+        }],
+    }
+}
 
 const DAY: Nanos = 86_400 * S;
 /// The replayed events start an hour after the cold-start pass's `now`, so
@@ -928,11 +943,7 @@ async fn crashed_shard_is_restarted_sits_out_and_the_next_pass_resumes_from_the_
     let routed = |i: usize| route(&view, "/buckets", &create_event(i, &keys[i])).unwrap();
     for i in 0..10 {
         actor
-            .send(ReplayEvent {
-                ts: ts_of(i),
-                matches: routed(i).matches,
-                skipped_no_mtime: false,
-            })
+            .send(one_event(ts_of(i), routed(i).matches))
             .await
             .unwrap();
     }
@@ -950,22 +961,11 @@ async fn crashed_shard_is_restarted_sits_out_and_the_next_pass_resumes_from_the_
         },
     });
     let crash_at = tokio::time::Instant::now();
-    actor
-        .send(ReplayEvent {
-            ts: ts_of(10),
-            matches: m,
-            skipped_no_mtime: false,
-        })
-        .await
-        .unwrap();
+    actor.send(one_event(ts_of(10), m)).await.unwrap();
     // Later events reach the restarted shard, which sends nothing more.
     for i in 11..20 {
         actor
-            .send(ReplayEvent {
-                ts: ts_of(i),
-                matches: routed(i).matches,
-                skipped_no_mtime: false,
-            })
+            .send(one_event(ts_of(i), routed(i).matches))
             .await
             .unwrap();
     }
@@ -1088,14 +1088,7 @@ async fn restart_budget_is_process_wide_and_renewed_for_the_pass_after_it_ran_ou
                 version_id: "v1".into(),
             },
         });
-        actor
-            .send(ReplayEvent {
-                ts: ts_of(0),
-                matches: m,
-                skipped_no_mtime: false,
-            })
-            .await
-            .unwrap();
+        actor.send(one_event(ts_of(0), m)).await.unwrap();
         tokio::time::sleep(restart_backoff(n) * 2).await;
         actor.send(Drain).await.unwrap();
         let (report, cursor) = actor

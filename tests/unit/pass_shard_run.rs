@@ -222,6 +222,35 @@ fn unresolved_outcome_halts_only_new_work_and_blocks_the_cursor() {
     );
 }
 
+/// Single-item intake for these tests, through the entry points the pass
+/// uses: one event as a batch of one (every match as given, none pending), a
+/// walked item without a listing position, a listing's end without one.
+trait Intake {
+    fn replay_event(&mut self, ts: Nanos, matches: &[Match]);
+    fn walk_matches(&mut self, bucket: &str, matches: Vec<Match>);
+    fn listing_done(&mut self, bucket: &str, ok: bool);
+}
+
+impl Intake for ShardRun {
+    fn replay_event(&mut self, ts: Nanos, matches: &[Match]) {
+        self.replay_batch(&[ReplayItem {
+            ts,
+            matches: matches.to_vec(),
+            bucket: String::new(),
+            pending: Vec::new(),
+            skipped_no_mtime: false,
+        }]);
+    }
+
+    fn walk_matches(&mut self, bucket: &str, matches: Vec<Match>) {
+        self.walk_item(bucket, None, matches);
+    }
+
+    fn listing_done(&mut self, bucket: &str, ok: bool) {
+        self.listing_ended(bucket, ok, None);
+    }
+}
+
 /// The item the coordinator builds for one event: matches due after the
 /// plan's `now` go as [`PendingMatch`]es (`route_for_pass`).
 fn replay_item(p: &PassPlan, ts: Nanos, matches: Vec<Match>, skipped: bool) -> ReplayItem {

@@ -14,7 +14,7 @@
 //! - the **Replay** child owns the replay span and the filer lookups of
 //!   deferred matches (the I/O), and does the same for replay deletes.
 //!
-//! Backpressure: a `WalkBatch`, `ReplayEvent` or `ReplayBatch` is answered only
+//! Backpressure: a `WalkBatch` or `ReplayBatch` is answered only
 //! once the shard has room in its window for everything it queued, so the
 //! sender (the coordinator's listing or meta-log task, awaiting `send`) stops
 //! reading until outcomes free slots. Memory per shard is the window plus one
@@ -164,21 +164,9 @@ pub struct StartReplay;
 #[rtype(result = "Vec<(Nanos, Nanos)>")]
 pub struct ReadRanges;
 
-/// One meta-log event routed to the shard.
-#[derive(Message)]
-#[rtype(result = "()")]
-pub struct ReplayEvent {
-    /// Event ts.
-    pub ts: Nanos,
-    /// Its matches in the replay view.
-    pub matches: Vec<Match>,
-    /// Its entry was skipped for want of a real mtime.
-    pub skipped_no_mtime: bool,
-}
-
 /// A batch of meta-log events routed to the shard, in log order: one actor
-/// round trip per batch instead of per event (the scan rate). Answered, like
-/// [`ReplayEvent`], once the shard's queue fits its window.
+/// round trip per batch instead of per event (the scan rate). Answered once
+/// the shard's queue fits its window.
 #[derive(Message)]
 #[rtype(result = "()")]
 pub struct ReplayBatch {
@@ -608,18 +596,6 @@ impl Handler<WalkBatch> for ShardActor {
         self.on_run(ctx, |run| {
             run.skipped_no_mtime(m.skipped_no_mtime);
             run.walk_item(&m.bucket, m.pos.as_deref(), m.matches);
-        });
-        let rx = self.wait_accepting();
-        Box::pin(await_rx(rx))
-    }
-}
-
-impl Handler<ReplayEvent> for ShardActor {
-    type Result = ResponseFuture<()>;
-    fn handle(&mut self, m: ReplayEvent, ctx: &mut Context<Self>) -> Self::Result {
-        self.on_run(ctx, |run| {
-            run.skipped_no_mtime(u64::from(m.skipped_no_mtime));
-            run.replay_event(m.ts, &m.matches);
         });
         let rx = self.wait_accepting();
         Box::pin(await_rx(rx))

@@ -6,12 +6,12 @@
 //! Life of a [`ShardRun`] within one pass:
 //! 1. [`ShardRun::new`] from the pass plan and the persisted cursor (the recovery
 //!    decisions are made there, see [`plan_shard`]);
-//! 2. walk phase: [`ShardRun::walk_matches`] for every due walker match, then
-//!    [`ShardRun::listing_done`] per listed bucket;
+//! 2. walk phase: [`ShardRun::walk_item`] for every listed item with due walker
+//!    matches, then [`ShardRun::listing_ended`] per listed bucket;
 //! 3. [`ShardRun::start_replay`] builds the progress tracker and says where the
 //!    shard needs the meta-log to start;
-//! 4. replay phase: [`ShardRun::replay_batch`] (or [`ShardRun::replay_event`]) per
-//!    routed batch of events, in log order;
+//! 4. replay phase: [`ShardRun::replay_batch`] per routed batch of events, in
+//!    log order;
 //! 5. throughout: [`ShardRun::next_sends`] hands out deletes while the window has
 //!    room, [`ShardRun::outcome`] takes their fates (in any order);
 //! 6. [`ShardRun::finish`] returns the report and the cursor to save.
@@ -229,12 +229,6 @@ impl ShardRun {
         self.in_flight
     }
 
-    /// Takes walker matches of `bucket` (all due at `now`), without
-    /// tracking a listing position.
-    pub fn walk_matches(&mut self, bucket: &str, matches: Vec<Match>) {
-        self.walk_item(bucket, None, matches);
-    }
-
     /// Takes the walker matches (all due at `now`) of the item listed at
     /// position `pos` of `bucket`; positions arrive in listing order
     /// (docs/design-deviations.md#resumable-recovery-walks).
@@ -273,11 +267,6 @@ impl ShardRun {
     /// `n` entries (walked or replayed) were skipped for want of a real mtime.
     pub fn skipped_no_mtime(&mut self, n: u64) {
         self.counters.skipped_no_mtime += n;
-    }
-
-    /// The listing of `bucket` ended, `ok` when without error.
-    pub fn listing_done(&mut self, bucket: &str, ok: bool) {
-        self.listing_ended(bucket, ok, None);
     }
 
     /// The listing of `bucket` ended (`ok`: complete, without error);
@@ -456,9 +445,8 @@ impl ShardRun {
             .unwrap_or_default()
     }
 
-    /// A batch of meta-log events routed to this shard, in log order: the
-    /// same as [`ShardRun::replay_event`] (and [`ShardRun::skipped_no_mtime`])
-    /// for each in turn. The coordinator batches its fan-out so a shard takes
+    /// A batch of meta-log events routed to this shard, in log order, taken
+    /// one by one. The coordinator batches its fan-out so a shard takes
     /// one message per batch instead of one per event; nothing halts within a
     /// call (halts come only from outcomes, which arrive between messages), so
     /// a halt still stops the shard at the first batch after it, and its
@@ -468,11 +456,6 @@ impl ShardRun {
             self.skipped_no_mtime(u64::from(e.skipped_no_mtime));
             self.replay_parts(e.ts, &e.matches, &e.bucket, &e.pending);
         }
-    }
-
-    /// One meta-log event routed to this shard (`matches` from the replay view).
-    pub fn replay_event(&mut self, ts: Nanos, matches: &[Match]) {
-        self.replay_parts(ts, matches, "", &[]);
     }
 
     /// One event: its matches due by `now`, and those due later as
