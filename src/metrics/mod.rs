@@ -676,6 +676,20 @@ mod tests {
         );
     }
 
+    /// A sample in every family.
+    fn touch_every_family(m: &Metrics) {
+        m.dispatch("b", ActionKind::ExpirationDays, DeleteOutcome::Done);
+        m.cursor_saved(0, 1, 1);
+        m.events_scanned(0, 1);
+        m.limiter_wait(Duration::ZERO);
+        m.shard_run_finished(0, RunOutcome::Completed, Duration::ZERO, 1, 1);
+        m.shard_restarted(0);
+        m.shard_halted(0, true);
+        m.pass_finished(RunOutcome::Completed, 1);
+        m.matched(ActionKind::ExpirationDays, MatchDecision::Dispatched);
+        m.bucket_config_error("b", true);
+    }
+
     #[test]
     fn exposition_is_prometheus_text_and_declares_every_family() {
         let m = Metrics::new();
@@ -689,16 +703,7 @@ mod tests {
         );
         lacks_prefix(&m, "SeaweedFS_s3_lifecycle_dispatch_total");
 
-        m.dispatch("b", ActionKind::ExpirationDays, DeleteOutcome::Done);
-        m.cursor_saved(0, 1, 1);
-        m.events_scanned(0, 1);
-        m.limiter_wait(Duration::ZERO);
-        m.shard_run_finished(0, RunOutcome::Completed, Duration::ZERO, 1, 1);
-        m.shard_restarted(0);
-        m.shard_halted(0, false);
-        m.pass_finished(RunOutcome::Completed, 1);
-        m.matched(ActionKind::ExpirationDays, MatchDecision::Dispatched);
-        m.bucket_config_error("b", true);
+        touch_every_family(&m);
         let text = m.encode();
         assert!(!text.contains("# EOF"), "{text}");
         for t in [
@@ -993,16 +998,7 @@ mod tests {
         );
 
         let m = Metrics::new();
-        m.dispatch("b", ActionKind::ExpirationDays, DeleteOutcome::Done);
-        m.cursor_saved(0, 1, 1);
-        m.events_scanned(0, 1);
-        m.limiter_wait(Duration::ZERO);
-        m.shard_run_finished(0, RunOutcome::Completed, Duration::ZERO, 1, 1);
-        m.shard_restarted(0);
-        m.shard_halted(0, true);
-        m.pass_finished(RunOutcome::Completed, 1);
-        m.matched(ActionKind::ExpirationDays, MatchDecision::Dispatched);
-        m.bucket_config_error("b", true);
+        touch_every_family(&m);
         m.forecast(&crate::engine::forecast::Forecast {
             rules: vec![crate::engine::forecast::RuleForecast {
                 bucket: "b".into(),
