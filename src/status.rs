@@ -557,24 +557,15 @@ mod tests {
     fn a_bucket_is_stale_until_every_shard_finished_it_recently() {
         use crate::engine::cursor::{BucketCursor, ShardCursor};
         let cursor = |stamp: i64| {
-            let mut c = ShardCursor {
-                version: 1,
-                shard_id: 0,
-                updated_ns: 0,
-                ts_ns: 0,
-                rule_set_hash: [0; 32],
-                promoted_hash: [0; 32],
-                last_walked_ns: 0,
-                buckets: Default::default(),
+            let fresh = BucketCursor {
+                completed_ns: stamp,
+                ..Default::default()
             };
-            c.buckets.insert(
-                "fresh".into(),
-                BucketCursor {
-                    completed_ns: stamp,
-                    ..Default::default()
-                },
-            );
-            Some(c)
+            Some(ShardCursor {
+                version: 1,
+                buckets: [("fresh".to_string(), fresh)].into(),
+                ..Default::default()
+            })
         };
         let names = vec!["fresh".to_string(), "never".to_string()];
         let all: Vec<_> = (0..16).map(|_| cursor(100)).collect();

@@ -27,13 +27,17 @@ pub struct TlsSettings {
     pub server_name: String,
 }
 
+/// An error in `cluster.security_toml` or the file it names.
+fn bad_toml(message: impl Into<String>) -> ConfigError {
+    invalid("cluster.security_toml", message)
+}
+
 impl Settings {
     pub(super) fn validate_tls(&self) -> Result<(), ConfigError> {
         let t = &self.tls;
         let set = |v: &str| !v.trim().is_empty();
         if set(&self.cluster.security_toml) && (set(&t.ca) || set(&t.cert) || set(&t.key)) {
-            return Err(invalid(
-                "cluster.security_toml",
+            return Err(bad_toml(
                 "is set together with tls.ca/tls.cert/tls.key; use one source of TLS material \
                  (tls.server_name may go with either)",
             ));
@@ -106,21 +110,17 @@ impl Settings {
         let key = toml.get("grpc.client.key");
         let Some(ca) = path(&ca) else {
             if !cert.trim().is_empty() {
-                return Err(invalid(
-                    "cluster.security_toml",
-                    format!("{st} sets [grpc.client] cert but no [grpc] ca (nor WEED_GRPC_CA)"),
-                ));
+                return Err(bad_toml(format!(
+                    "{st} sets [grpc.client] cert but no [grpc] ca (nor WEED_GRPC_CA)"
+                )));
             }
             return Ok(None);
         };
         if cert.trim().is_empty() != key.trim().is_empty() {
-            return Err(invalid(
-                "cluster.security_toml",
-                format!(
-                    "{st}: [grpc.client] cert and key must be set together \
-                     (or WEED_GRPC_CLIENT_CERT and WEED_GRPC_CLIENT_KEY)"
-                ),
-            ));
+            return Err(bad_toml(format!(
+                "{st}: [grpc.client] cert and key must be set together \
+                 (or WEED_GRPC_CLIENT_CERT and WEED_GRPC_CLIENT_KEY)"
+            )));
         }
         Ok(Some(TlsFiles {
             ca,
@@ -167,14 +167,11 @@ impl Settings {
             }));
         }
         if !get("grpc.admin.cert").is_empty() && !get("grpc.admin.key").is_empty() {
-            return Err(invalid(
-                "cluster.security_toml",
-                format!(
-                    "{st} has [grpc.admin] (weed admin serves mutual TLS to its workers) but no \
-                     worker client certificate: set [grpc.worker] cert and key (and [grpc] ca), \
-                     as for `weed worker`"
-                ),
-            ));
+            return Err(bad_toml(format!(
+                "{st} has [grpc.admin] (weed admin serves mutual TLS to its workers) but no \
+                 worker client certificate: set [grpc.worker] cert and key (and [grpc] ca), \
+                 as for `weed worker`"
+            )));
         }
         Ok(None)
     }
@@ -202,35 +199,26 @@ impl Settings {
             return Ok(None);
         }
         if on("https.client.insecure_skip_verify") {
-            return Err(invalid(
-                "cluster.security_toml",
-                format!(
-                    "{st}: [https.client] insecure_skip_verify = true: s3-lifecycled always \
-                     verifies weed admin's HTTPS certificate; set [https.client] ca to the CA \
-                     that issued the admin's [https.admin] certificate and drop \
-                     insecure_skip_verify"
-                ),
-            ));
+            return Err(bad_toml(format!(
+                "{st}: [https.client] insecure_skip_verify = true: s3-lifecycled always \
+                 verifies weed admin's HTTPS certificate; set [https.client] ca to the CA \
+                 that issued the admin's [https.admin] certificate and drop \
+                 insecure_skip_verify"
+            )));
         }
         let ca = get("https.client.ca");
         if ca.is_empty() {
-            return Err(invalid(
-                "cluster.security_toml",
-                format!(
-                    "{st}: [https.client] enabled = true needs ca (the CA that issued weed \
-                     admin's [https.admin] certificate; or WEED_HTTPS_CLIENT_CA)"
-                ),
-            ));
+            return Err(bad_toml(format!(
+                "{st}: [https.client] enabled = true needs ca (the CA that issued weed \
+                 admin's [https.admin] certificate; or WEED_HTTPS_CLIENT_CA)"
+            )));
         }
         let (cert, key) = (get("https.client.cert"), get("https.client.key"));
         if cert.is_empty() != key.is_empty() {
-            return Err(invalid(
-                "cluster.security_toml",
-                format!(
-                    "{st}: [https.client] cert and key must be set together \
-                     (or WEED_HTTPS_CLIENT_CERT and WEED_HTTPS_CLIENT_KEY)"
-                ),
-            ));
+            return Err(bad_toml(format!(
+                "{st}: [https.client] cert and key must be set together \
+                 (or WEED_HTTPS_CLIENT_CERT and WEED_HTTPS_CLIENT_KEY)"
+            )));
         }
         let path = |p: String| Some(PathBuf::from(p)).filter(|p| !p.as_os_str().is_empty());
         Ok(Some(TlsFiles {
@@ -281,15 +269,14 @@ impl SecurityToml {
     ) -> Result<SecurityToml, ConfigError> {
         let file = Path::new(st);
         if !file.is_file() {
-            return Err(invalid(
-                "cluster.security_toml",
-                format!("{st} does not exist or is not a file (SeaweedFS's security.toml)"),
-            ));
+            return Err(bad_toml(format!(
+                "{st} does not exist or is not a file (SeaweedFS's security.toml)"
+            )));
         }
         let cfg = config::Config::builder()
             .add_source(config::File::from(file).format(config::FileFormat::Toml))
             .build()
-            .map_err(|e| invalid("cluster.security_toml", format!("{st}: {e}")))?;
+            .map_err(|e| bad_toml(format!("{st}: {e}")))?;
         Ok(SecurityToml {
             path: st.to_string(),
             cfg,

@@ -25,7 +25,7 @@ pub const OLDEST_READABLE_VERSION: u32 = 1;
 pub type Hash32 = [u8; 32];
 
 /// One shard's progress, as stored in `shard-NN.json`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
 pub struct ShardCursor {
     /// Format version: [`CURSOR_VERSION`] when written by this build.
     pub version: u32,
@@ -336,9 +336,6 @@ pub fn file_name(shard: u8) -> String {
 /// Parses and checks a cursor file's content for `shard`. The error string
 /// says what is wrong (the caller adds the path and the fix).
 pub fn decode_cursor(content: &[u8], shard: u8) -> Result<ShardCursor, String> {
-    if content.iter().all(u8::is_ascii_whitespace) {
-        return Err("the file is empty".into());
-    }
     let version = peek_version(content)?;
     if version < u64::from(OLDEST_READABLE_VERSION) || version > u64::from(CURSOR_VERSION) {
         return Err(format!(
@@ -358,9 +355,6 @@ pub fn decode_cursor(content: &[u8], shard: u8) -> Result<ShardCursor, String> {
 
 /// Parses and checks a Go cursor file's content, as strictly as Go does.
 pub fn decode_go_cursor(content: &[u8], shard: u8) -> Result<GoCursor, String> {
-    if content.iter().all(u8::is_ascii_whitespace) {
-        return Err("the file is empty".into());
-    }
     let version = peek_version(content)?;
     if version != 1 {
         return Err(format!("Go cursor version {version} is not 1"));
@@ -377,8 +371,11 @@ pub fn decode_go_cursor(content: &[u8], shard: u8) -> Result<GoCursor, String> {
 }
 
 /// Reads only `version`, so a future format gets a "version not supported"
-/// message rather than a confusing field error.
+/// message rather than a confusing field error; an empty file says so.
 fn peek_version(content: &[u8]) -> Result<u64, String> {
+    if content.iter().all(u8::is_ascii_whitespace) {
+        return Err("the file is empty".into());
+    }
     #[derive(Deserialize)]
     struct V {
         version: Option<u64>,

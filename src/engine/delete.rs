@@ -165,7 +165,8 @@ pub enum DeleteOutcome {
 }
 
 impl DeleteOutcome {
-    /// Every outcome, in display order.
+    /// Every outcome, in display order: the [`REPORTED`](DeleteOutcome::REPORTED)
+    /// ones first.
     pub const ALL: [DeleteOutcome; 9] = [
         DeleteOutcome::Done,
         DeleteOutcome::NoopResolved,
@@ -180,15 +181,7 @@ impl DeleteOutcome {
 
     /// The outcomes every report lists, zeros included; `Unspecified` is
     /// listed only when it happened (it means a server newer or broken).
-    pub const REPORTED: [DeleteOutcome; 7] = [
-        DeleteOutcome::Done,
-        DeleteOutcome::NoopResolved,
-        DeleteOutcome::SkippedObjectLock,
-        DeleteOutcome::RetryLater,
-        DeleteOutcome::Blocked,
-        DeleteOutcome::RpcError,
-        DeleteOutcome::DryRun,
-    ];
+    pub const REPORTED: [DeleteOutcome; 7] = *DeleteOutcome::ALL.first_chunk().unwrap();
 
     /// The label: the proto enum name, `RPC_ERROR` or `DRY_RUN`.
     pub const fn label(self) -> &'static str {

@@ -253,6 +253,11 @@ mod tests {
         assert_eq!(due_at(&rule(), k, "k", &current(T0), &exact()), None);
     }
 
+    /// [`fires`] for key `k`, without rounding.
+    fn fires_k(r: &FlatRule, kind: ActionKind, info: &ObjectInfo, now: Nanos) -> bool {
+        fires(r, kind, "k", info, now, &exact())
+    }
+
     #[test]
     fn expiration_date_is_not_rounded() {
         let r = FlatRule {
@@ -264,14 +269,7 @@ mod tests {
         assert_boundary(&r, k, &current(T0), &rounded(), date);
         assert_boundary(&r, k, &current(T0), &exact(), date);
         // Objects written after the date are due immediately.
-        assert!(fires(
-            &r,
-            k,
-            "k",
-            &current(date + DAY),
-            date + DAY,
-            &exact()
-        ));
+        assert!(fires_k(&r, k, &current(date + DAY), date + DAY));
         assert_eq!(due_at(&r, k, "k", &marker(T0, 1), &exact()), None);
         assert_eq!(
             due_at(&r, k, "k", &noncurrent(T0, None, None), &exact()),
@@ -326,38 +324,15 @@ mod tests {
         };
         let k = ActionKind::NoncurrentDays;
         let late = T0 + 10 * DAY;
-        assert!(!fires(
-            &r,
-            k,
-            "k",
-            &noncurrent(T0, None, None),
-            late,
-            &exact()
-        ));
-        assert!(!fires(
-            &r,
-            k,
-            "k",
-            &noncurrent(T0, None, Some(1)),
-            late,
-            &exact()
-        ));
-        assert!(fires(
-            &r,
-            k,
-            "k",
-            &noncurrent(T0, None, Some(2)),
-            late,
-            &exact()
-        ));
+        assert!(!fires_k(&r, k, &noncurrent(T0, None, None), late));
+        assert!(!fires_k(&r, k, &noncurrent(T0, None, Some(1)), late));
+        assert!(fires_k(&r, k, &noncurrent(T0, None, Some(2)), late));
         // Rank alone is not enough: the age still applies.
-        assert!(!fires(
+        assert!(!fires_k(
             &r,
             k,
-            "k",
             &noncurrent(T0, None, Some(5)),
-            T0 + DAY - 1,
-            &exact()
+            T0 + DAY - 1
         ));
     }
 
@@ -369,39 +344,11 @@ mod tests {
         };
         let k = ActionKind::NewerNoncurrent;
         // Fires at any time, even "before" the object's own mtime.
-        assert!(fires(
-            &r,
-            k,
-            "k",
-            &noncurrent(T0, None, Some(2)),
-            0,
-            &exact()
-        ));
-        assert!(fires(
-            &r,
-            k,
-            "k",
-            &noncurrent(T0, None, Some(7)),
-            0,
-            &exact()
-        ));
-        assert!(!fires(
-            &r,
-            k,
-            "k",
-            &noncurrent(T0, None, Some(1)),
-            T0 * 2,
-            &exact()
-        ));
-        assert!(!fires(
-            &r,
-            k,
-            "k",
-            &noncurrent(T0, None, None),
-            T0 * 2,
-            &exact()
-        ));
-        assert!(!fires(&r, k, "k", &current(T0), T0 * 2, &exact()));
+        assert!(fires_k(&r, k, &noncurrent(T0, None, Some(2)), 0));
+        assert!(fires_k(&r, k, &noncurrent(T0, None, Some(7)), 0));
+        assert!(!fires_k(&r, k, &noncurrent(T0, None, Some(1)), T0 * 2));
+        assert!(!fires_k(&r, k, &noncurrent(T0, None, None), T0 * 2));
+        assert!(!fires_k(&r, k, &current(T0), T0 * 2));
         // With NoncurrentDays the count belongs to that kind, not this one.
         let both = FlatRule {
             noncurrent_days: 1,
@@ -420,16 +367,16 @@ mod tests {
             ..rule()
         };
         let k = ActionKind::ExpiredDeleteMarker;
-        assert!(fires(&r, k, "k", &marker(T0, 1), 0, &exact()));
+        assert!(fires_k(&r, k, &marker(T0, 1), 0));
         assert_eq!(due_at(&r, k, "k", &marker(T0, 1), &rounded()), Some(T0));
         // A null version (or any other version) is a sibling.
-        assert!(!fires(&r, k, "k", &marker(T0, 2), T0, &exact()));
+        assert!(!fires_k(&r, k, &marker(T0, 2), T0));
         let mut nc = marker(T0, 1);
         nc.is_latest = false;
-        assert!(!fires(&r, k, "k", &nc, T0, &exact()));
-        assert!(!fires(&r, k, "k", &current(T0), T0, &exact()));
+        assert!(!fires_k(&r, k, &nc, T0));
+        assert!(!fires_k(&r, k, &current(T0), T0));
         // Flag unset → never.
-        assert!(!fires(&rule(), k, "k", &marker(T0, 1), T0, &exact()));
+        assert!(!fires_k(&rule(), k, &marker(T0, 1), T0));
     }
 
     #[test]
@@ -452,17 +399,10 @@ mod tests {
         let late = T0 + 100 * DAY;
         for kind in ActionKind::EMISSION_ORDER {
             if kind != ActionKind::AbortMpu {
-                assert!(!fires(&r, kind, "k", &mpu(T0), late, &exact()), "{kind}");
+                assert!(!fires_k(&r, kind, &mpu(T0), late), "{kind}");
             }
         }
-        assert!(!fires(
-            &r,
-            ActionKind::AbortMpu,
-            "k",
-            &current(T0),
-            late,
-            &exact()
-        ));
+        assert!(!fires_k(&r, ActionKind::AbortMpu, &current(T0), late));
     }
 
     #[test]
@@ -472,26 +412,22 @@ mod tests {
             size_gt: 1,
             ..rule()
         };
-        assert!(!fires(
+        assert!(!fires_k(
             &sized,
             ActionKind::AbortMpu,
-            "k",
             &mpu(T0),
-            T0 + 9 * DAY,
-            &exact()
+            T0 + 9 * DAY
         ));
         let tagged = FlatRule {
             abort_mpu_days: 1,
             tags: [("a".to_string(), "b".to_string())].into(),
             ..rule()
         };
-        assert!(!fires(
+        assert!(!fires_k(
             &tagged,
             ActionKind::AbortMpu,
-            "k",
             &mpu(T0),
-            T0 + 9 * DAY,
-            &exact()
+            T0 + 9 * DAY
         ));
     }
 
@@ -515,7 +451,7 @@ mod tests {
         ];
         for kind in ActionKind::EMISSION_ORDER {
             for info in &infos {
-                assert!(!fires(&r, kind, "k", info, Nanos::MAX, &exact()), "{kind}");
+                assert!(!fires_k(&r, kind, info, Nanos::MAX), "{kind}");
                 assert_eq!(due_at(&r, kind, "k", info, &exact()), None);
             }
         }
@@ -554,13 +490,11 @@ mod tests {
             due_at(&r, ActionKind::ExpirationDays, "k", &current(T0), &exact()),
             Some(Nanos::MAX)
         );
-        assert!(!fires(
+        assert!(!fires_k(
             &r,
             ActionKind::ExpirationDays,
-            "k",
             &current(T0),
-            Nanos::MAX - 1,
-            &exact()
+            Nanos::MAX - 1
         ));
     }
 }

@@ -306,13 +306,8 @@ mod tests {
         bc.rules.insert("ef01/noncurrent_days".into(), unknown);
         let cursor = ShardCursor {
             version: 2,
-            shard_id: 0,
-            updated_ns: 0,
-            ts_ns: 0,
-            rule_set_hash: [0; 32],
-            promoted_hash: [0; 32],
-            last_walked_ns: 0,
             buckets: [("b".to_string(), bc)].into(),
+            ..Default::default()
         };
         let f = forecast(&[cursor], &t, 2400, 3, None);
         assert_eq!(f.len(), 2);

@@ -252,6 +252,13 @@ pub(crate) mod tests {
         assert_eq!(due_by(1, &t), 2400);
     }
 
+    /// A second pass that read the first span and the new tail.
+    const SECOND_READ: PassRead<'static> = PassRead {
+        start_ts: 50,
+        own: &[(99, 199), (600, 700)],
+        limit: Some(695),
+    };
+
     #[test]
     fn a_span_re_read_is_replaced_and_an_unread_one_kept() {
         let t = time();
@@ -273,11 +280,7 @@ pub(crate) mod tests {
             Some(&old_index),
             &new_index,
             &t,
-            PassRead {
-                start_ts: 50,
-                own: &[(99, 199), (600, 700)],
-                limit: Some(695),
-            },
+            SECOND_READ,
             &obs,
         );
         assert_eq!(second.spans[&100], vec![(4800, 1, 7, 4100)]);
@@ -297,11 +300,7 @@ pub(crate) mod tests {
             Some(&old_index),
             &new_index,
             &t,
-            PassRead {
-                start_ts: 50,
-                own: &[(99, 199), (600, 700)],
-                limit: Some(695),
-            },
+            SECOND_READ,
             &Observed::new(),
         );
         assert!(out.spans.is_empty());

@@ -577,6 +577,17 @@ impl CapBook {
         }
     }
 
+    /// `bucket`'s account, opened with this pass's cap on first use.
+    fn account(&mut self, bucket: &str) -> &mut Account {
+        let cap = self.cap_of(None);
+        self.accounts
+            .entry(bucket.to_string())
+            .or_insert_with(|| Account {
+                cap,
+                ..Account::default()
+            })
+    }
+
     /// Carries the holds of earlier passes over: a held bucket sends nothing
     /// in this pass unless approved. Answers the holds that no longer apply
     /// (approved, or the caps were raised or turned off), to be removed.
@@ -584,14 +595,7 @@ impl CapBook {
         let mut released = Vec::new();
         for h in holds {
             let limits = self.limits;
-            let cap = self.cap_of(None);
-            let a = self
-                .accounts
-                .entry(h.bucket.clone())
-                .or_insert_with(|| Account {
-                    cap,
-                    ..Account::default()
-                });
+            let a = self.account(&h.bucket);
             if a.approved || !h.applies(limits) {
                 released.push(h.bucket.clone());
             } else {
@@ -605,14 +609,7 @@ impl CapBook {
     /// Puts `bucket` in its rule-change grace (changed, ends): it is
     /// evaluated dry, every due delete held and counted, nothing sent.
     pub fn grace(&mut self, bucket: &str, changed: Nanos, until: Nanos) {
-        let cap = self.cap_of(None);
-        let a = self
-            .accounts
-            .entry(bucket.to_string())
-            .or_insert_with(|| Account {
-                cap,
-                ..Account::default()
-            });
+        let a = self.account(bucket);
         a.cap = Some(0);
         a.grace = Some((changed, until));
     }
@@ -623,14 +620,7 @@ impl CapBook {
         if !self.limits.enabled() && !self.accounts.contains_key(bucket) {
             return None;
         }
-        let cap = self.cap_of(None);
-        let a = self
-            .accounts
-            .entry(bucket.to_string())
-            .or_insert_with(|| Account {
-                cap,
-                ..Account::default()
-            });
+        let a = self.account(bucket);
         match a.cap {
             Some(cap) if a.sent >= cap => {
                 a.held += 1;

@@ -657,12 +657,15 @@ mod tests {
         m.encode().lines().map(str::to_string).collect()
     }
 
-    fn has(m: &Metrics, line: &str) {
+    /// Every non-blank line of `want`, trimmed, is a line of the exposition.
+    fn has(m: &Metrics, want: &str) {
         let text = m.encode();
-        assert!(
-            text.lines().any(|l| l == line),
-            "missing line `{line}` in:\n{text}"
-        );
+        for line in want.lines().map(str::trim).filter(|l| !l.is_empty()) {
+            assert!(
+                text.lines().any(|l| l == line),
+                "missing line `{line}` in:\n{text}"
+            );
+        }
     }
 
     fn lacks_prefix(m: &Metrics, prefix: &str) {
@@ -673,27 +676,34 @@ mod tests {
         );
     }
 
-    #[test]
-    fn exposition_is_prometheus_text_and_declares_every_family() {
-        let m = Metrics::new();
-        // Before any event only the unlabelled metrics have samples.
-        has(&m, "s3_lifecycled_last_pass_timestamp_seconds 0.0");
-        has(
-            &m,
-            "SeaweedFS_s3_lifecycle_dispatch_limiter_wait_seconds_count 0",
-        );
-        lacks_prefix(&m, "SeaweedFS_s3_lifecycle_dispatch_total");
-
+    /// A sample in every family.
+    fn touch_every_family(m: &Metrics) {
         m.dispatch("b", ActionKind::ExpirationDays, DeleteOutcome::Done);
         m.cursor_saved(0, 1, 1);
         m.events_scanned(0, 1);
         m.limiter_wait(Duration::ZERO);
         m.shard_run_finished(0, RunOutcome::Completed, Duration::ZERO, 1, 1);
         m.shard_restarted(0);
-        m.shard_halted(0, false);
+        m.shard_halted(0, true);
         m.pass_finished(RunOutcome::Completed, 1);
         m.matched(ActionKind::ExpirationDays, MatchDecision::Dispatched);
         m.bucket_config_error("b", true);
+    }
+
+    #[test]
+    fn exposition_is_prometheus_text_and_declares_every_family() {
+        let m = Metrics::new();
+        // Before any event only the unlabelled metrics have samples.
+        has(
+            &m,
+            r#"
+            s3_lifecycled_last_pass_timestamp_seconds 0.0
+            SeaweedFS_s3_lifecycle_dispatch_limiter_wait_seconds_count 0
+            "#,
+        );
+        lacks_prefix(&m, "SeaweedFS_s3_lifecycle_dispatch_total");
+
+        touch_every_family(&m);
         let text = m.encode();
         assert!(!text.contains("# EOF"), "{text}");
         for t in [
@@ -726,11 +736,10 @@ mod tests {
         m.dispatch("photos", ActionKind::AbortMpu, DeleteOutcome::RpcError);
         has(
             &m,
-            r#"SeaweedFS_s3_lifecycle_dispatch_total{bucket="photos",kind="expiration_days",outcome="DONE"} 2"#,
-        );
-        has(
-            &m,
-            r#"SeaweedFS_s3_lifecycle_dispatch_total{bucket="photos",kind="abort_mpu",outcome="RPC_ERROR"} 1"#,
+            r#"
+            SeaweedFS_s3_lifecycle_dispatch_total{bucket="photos",kind="expiration_days",outcome="DONE"} 2
+            SeaweedFS_s3_lifecycle_dispatch_total{bucket="photos",kind="abort_mpu",outcome="RPC_ERROR"} 1
+            "#,
         );
         lacks_prefix(&m, "SeaweedFS_s3_lifecycle_dispatch_total_total");
     }
@@ -751,20 +760,18 @@ mod tests {
         m.cursor_saved(3, 1_700_000_000_000_000_123, 0);
         has(
             &m,
-            r#"SeaweedFS_s3_lifecycle_cursor_min_ts_ns{shard="3"} 1700000000000000123"#,
-        );
-        has(
-            &m,
-            r#"SeaweedFS_s3_lifecycle_daily_run_last_walked_ns{shard="3"} 0"#,
+            r#"
+            SeaweedFS_s3_lifecycle_cursor_min_ts_ns{shard="3"} 1700000000000000123
+            SeaweedFS_s3_lifecycle_daily_run_last_walked_ns{shard="3"} 0
+            "#,
         );
         m.cursor_saved(3, 1_700_000_000_000_000_999, 1_700_000_000_000_000_000);
         has(
             &m,
-            r#"SeaweedFS_s3_lifecycle_cursor_min_ts_ns{shard="3"} 1700000000000000999"#,
-        );
-        has(
-            &m,
-            r#"SeaweedFS_s3_lifecycle_daily_run_last_walked_ns{shard="3"} 1700000000000000000"#,
+            r#"
+            SeaweedFS_s3_lifecycle_cursor_min_ts_ns{shard="3"} 1700000000000000999
+            SeaweedFS_s3_lifecycle_daily_run_last_walked_ns{shard="3"} 1700000000000000000
+            "#,
         );
     }
 
@@ -786,27 +793,14 @@ mod tests {
         m.limiter_wait(Duration::from_secs(20));
         has(
             &m,
-            r#"SeaweedFS_s3_lifecycle_dispatch_limiter_wait_seconds_bucket{le="0.01"} 0"#,
-        );
-        has(
-            &m,
-            r#"SeaweedFS_s3_lifecycle_dispatch_limiter_wait_seconds_bucket{le="0.05"} 1"#,
-        );
-        has(
-            &m,
-            r#"SeaweedFS_s3_lifecycle_dispatch_limiter_wait_seconds_bucket{le="10.0"} 1"#,
-        );
-        has(
-            &m,
-            r#"SeaweedFS_s3_lifecycle_dispatch_limiter_wait_seconds_bucket{le="+Inf"} 2"#,
-        );
-        has(
-            &m,
-            "SeaweedFS_s3_lifecycle_dispatch_limiter_wait_seconds_count 2",
-        );
-        has(
-            &m,
-            "SeaweedFS_s3_lifecycle_dispatch_limiter_wait_seconds_sum 20.03",
+            r#"
+            SeaweedFS_s3_lifecycle_dispatch_limiter_wait_seconds_bucket{le="0.01"} 0
+            SeaweedFS_s3_lifecycle_dispatch_limiter_wait_seconds_bucket{le="0.05"} 1
+            SeaweedFS_s3_lifecycle_dispatch_limiter_wait_seconds_bucket{le="10.0"} 1
+            SeaweedFS_s3_lifecycle_dispatch_limiter_wait_seconds_bucket{le="+Inf"} 2
+            SeaweedFS_s3_lifecycle_dispatch_limiter_wait_seconds_count 2
+            SeaweedFS_s3_lifecycle_dispatch_limiter_wait_seconds_sum 20.03
+            "#,
         );
     }
 
@@ -816,23 +810,13 @@ mod tests {
         m.shard_run_finished(2, RunOutcome::Halted, Duration::from_secs(3), 100, 7);
         has(
             &m,
-            r#"SeaweedFS_s3_lifecycle_daily_run_events_scanned{shard="2",outcome="halted"} 100"#,
-        );
-        has(
-            &m,
-            r#"SeaweedFS_s3_lifecycle_daily_run_deletes_issued{shard="2",outcome="halted"} 7"#,
-        );
-        has(
-            &m,
-            r#"SeaweedFS_s3_lifecycle_daily_run_shard_duration_seconds_bucket{le="5.0",shard="2"} 1"#,
-        );
-        has(
-            &m,
-            r#"SeaweedFS_s3_lifecycle_daily_run_shard_duration_seconds_bucket{le="1.0",shard="2"} 0"#,
-        );
-        has(
-            &m,
-            r#"SeaweedFS_s3_lifecycle_daily_run_duration_seconds_count{shard="2",outcome="halted"} 1"#,
+            r#"
+            SeaweedFS_s3_lifecycle_daily_run_events_scanned{shard="2",outcome="halted"} 100
+            SeaweedFS_s3_lifecycle_daily_run_deletes_issued{shard="2",outcome="halted"} 7
+            SeaweedFS_s3_lifecycle_daily_run_shard_duration_seconds_bucket{le="5.0",shard="2"} 1
+            SeaweedFS_s3_lifecycle_daily_run_shard_duration_seconds_bucket{le="1.0",shard="2"} 0
+            SeaweedFS_s3_lifecycle_daily_run_duration_seconds_count{shard="2",outcome="halted"} 1
+            "#,
         );
 
         m.shard_run_finished(2, RunOutcome::Completed, Duration::from_secs(1), 5, 0);
@@ -851,15 +835,11 @@ mod tests {
         // Histograms accumulate across outcomes (they are distributions).
         has(
             &m,
-            r#"SeaweedFS_s3_lifecycle_daily_run_shard_duration_seconds_count{shard="2"} 2"#,
-        );
-        has(
-            &m,
-            r#"SeaweedFS_s3_lifecycle_daily_run_duration_seconds_count{shard="2",outcome="halted"} 1"#,
-        );
-        has(
-            &m,
-            r#"SeaweedFS_s3_lifecycle_daily_run_duration_seconds_count{shard="2",outcome="completed"} 1"#,
+            r#"
+            SeaweedFS_s3_lifecycle_daily_run_shard_duration_seconds_count{shard="2"} 2
+            SeaweedFS_s3_lifecycle_daily_run_duration_seconds_count{shard="2",outcome="halted"} 1
+            SeaweedFS_s3_lifecycle_daily_run_duration_seconds_count{shard="2",outcome="completed"} 1
+            "#,
         );
     }
 
@@ -867,34 +847,45 @@ mod tests {
     fn own_counters_and_gauges() {
         let m = Metrics::new();
         m.init_shards(&[0, 1]);
-        has(&m, r#"s3_lifecycled_shard_halted{shard="0"} 0"#);
-        has(&m, r#"s3_lifecycled_shard_restarts_total{shard="1"} 0"#);
         has(
             &m,
-            r#"SeaweedFS_s3_lifecycle_daily_run_events_scanned_total{shard="1"} 0"#,
+            r#"
+            s3_lifecycled_shard_halted{shard="0"} 0
+            s3_lifecycled_shard_restarts_total{shard="1"} 0
+            SeaweedFS_s3_lifecycle_daily_run_events_scanned_total{shard="1"} 0
+            "#,
         );
 
         m.shard_restarted(1);
         m.shard_halted(0, true);
-        has(&m, r#"s3_lifecycled_shard_restarts_total{shard="1"} 1"#);
-        has(&m, r#"s3_lifecycled_shard_halted{shard="0"} 1"#);
+        has(
+            &m,
+            r#"
+            s3_lifecycled_shard_restarts_total{shard="1"} 1
+            s3_lifecycled_shard_halted{shard="0"} 1
+            "#,
+        );
         m.shard_halted(0, false);
         has(&m, r#"s3_lifecycled_shard_halted{shard="0"} 0"#);
 
         m.pass_finished(RunOutcome::Truncated, 1_700_000_000_500_000_000);
-        has(&m, r#"s3_lifecycled_pass_total{outcome="truncated"} 1"#);
-        has(&m, "s3_lifecycled_last_pass_timestamp_seconds 1700000000.5");
+        has(
+            &m,
+            r#"
+            s3_lifecycled_pass_total{outcome="truncated"} 1
+            s3_lifecycled_last_pass_timestamp_seconds 1700000000.5
+            "#,
+        );
 
         m.matched(ActionKind::ExpiredDeleteMarker, MatchDecision::Pending);
         m.matched(ActionKind::ExpiredDeleteMarker, MatchDecision::Dispatched);
         m.matched(ActionKind::ExpiredDeleteMarker, MatchDecision::Dispatched);
         has(
             &m,
-            r#"s3_lifecycled_matches_total{kind="expired_delete_marker",decision="pending"} 1"#,
-        );
-        has(
-            &m,
-            r#"s3_lifecycled_matches_total{kind="expired_delete_marker",decision="dispatched"} 2"#,
+            r#"
+            s3_lifecycled_matches_total{kind="expired_delete_marker",decision="pending"} 1
+            s3_lifecycled_matches_total{kind="expired_delete_marker",decision="dispatched"} 2
+            "#,
         );
         lacks_prefix(
             &m,
@@ -939,15 +930,11 @@ mod tests {
         });
         has(
             &m,
-            r#"s3_lifecycled_matches_pending{bucket="b",rule="r1"} 7"#,
-        );
-        has(
-            &m,
-            r#"s3_lifecycled_matches_overdue{bucket="b",rule="r1"} 3"#,
-        );
-        has(
-            &m,
-            r#"s3_lifecycled_oldest_overdue_age_seconds{bucket="b",rule="r1"} 259200.0"#,
+            r#"
+            s3_lifecycled_matches_pending{bucket="b",rule="r1"} 7
+            s3_lifecycled_matches_overdue{bucket="b",rule="r1"} 3
+            s3_lifecycled_oldest_overdue_age_seconds{bucket="b",rule="r1"} 259200.0
+            "#,
         );
         // A rule without an ID is named by its hash.
         has(
@@ -1011,16 +998,7 @@ mod tests {
         );
 
         let m = Metrics::new();
-        m.dispatch("b", ActionKind::ExpirationDays, DeleteOutcome::Done);
-        m.cursor_saved(0, 1, 1);
-        m.events_scanned(0, 1);
-        m.limiter_wait(Duration::ZERO);
-        m.shard_run_finished(0, RunOutcome::Completed, Duration::ZERO, 1, 1);
-        m.shard_restarted(0);
-        m.shard_halted(0, true);
-        m.pass_finished(RunOutcome::Completed, 1);
-        m.matched(ActionKind::ExpirationDays, MatchDecision::Dispatched);
-        m.bucket_config_error("b", true);
+        touch_every_family(&m);
         m.forecast(&crate::engine::forecast::Forecast {
             rules: vec![crate::engine::forecast::RuleForecast {
                 bucket: "b".into(),

@@ -18,7 +18,7 @@ use crate::seaweed::controls::ControlStore;
 use crate::seaweed::lister::{ListOptions, list_bucket_after};
 use crate::seaweed::metalog::{DEFAULT_CLIENT_NAME, ReaderOptions, SubscribeParams};
 use crate::seaweed::pool::{
-    AddressError, FilerPool, GatewayPool, ResumeDedup, StoreCheck, lazy_channel,
+    AddressError, FilerNode, FilerPool, GatewayPool, ResumeDedup, StoreCheck, lazy_channel,
 };
 use crate::seaweed::retention;
 use crate::seaweed::tls::ClientTls;
@@ -142,20 +142,15 @@ impl SeaweedCluster {
     /// the filer reports.
     fn master_addr(&self) -> BoxFuture<'static, Result<String, ClusterError>> {
         let configured = self.master.clone();
-        let pool = self.pool.clone();
-        async move {
-            pool.call(move |n| {
-                let configured = configured.clone();
-                async move {
-                    crate::seaweed::discovery::master_of(&n.filer, &configured)
-                        .await
-                        .map_err(ClusterError::Master)
-                }
-                .boxed()
-            })
-            .await
-        }
-        .boxed()
+        self.on_filer(move |n| {
+            let configured = configured.clone();
+            async move {
+                crate::seaweed::discovery::master_of(&n.filer, &configured)
+                    .await
+                    .map_err(ClusterError::Master)
+            }
+            .boxed()
+        })
     }
 
     /// Reads the filers' persisted log files straight from the volume
@@ -186,6 +181,29 @@ impl SeaweedCluster {
             tls,
         });
         self
+    }
+
+    /// `call` on the preferred filer, failing over to the next
+    /// ([`FilerPool::call`]).
+    fn on_filer<T: Send + 'static>(
+        &self,
+        call: impl Fn(FilerNode) -> BoxFuture<'static, Result<T, ClusterError>> + Send + 'static,
+    ) -> BoxFuture<'static, Result<T, ClusterError>> {
+        let pool = self.pool.clone();
+        async move { pool.call(call).await }.boxed()
+    }
+
+    /// `call` on the control store, its errors as [`ClusterError::Controls`].
+    fn on_controls<T, F>(
+        &self,
+        call: impl FnOnce(ControlStore) -> F,
+    ) -> BoxFuture<'static, Result<T, ClusterError>>
+    where
+        F: std::future::Future<Output = Result<T, String>> + Send + 'static,
+    {
+        call(self.controls.clone())
+            .map(|r| r.map_err(ClusterError::Controls))
+            .boxed()
     }
 }
 
@@ -224,56 +242,41 @@ impl ClusterPort for SeaweedCluster {
     }
 
     fn buckets(&self) -> BoxFuture<'static, Result<BucketScan, ClusterError>> {
-        let pool = self.pool.clone();
         let root = self.root.clone();
-        async move {
-            pool.call(|n| {
-                let root = root.clone();
-                async move {
-                    list_bucket_configs(&n.filer, &root)
-                        .await
-                        .map_err(|source| ClusterError::ListBuckets {
-                            root: root.clone(),
-                            source,
-                        })
-                }
-                .boxed()
-            })
-            .await
-        }
-        .boxed()
+        self.on_filer(move |n| {
+            let root = root.clone();
+            async move {
+                list_bucket_configs(&n.filer, &root)
+                    .await
+                    .map_err(|source| ClusterError::ListBuckets {
+                        root: root.clone(),
+                        source,
+                    })
+            }
+            .boxed()
+        })
     }
 
     fn earliest_available(&self) -> BoxFuture<'static, Result<Option<Nanos>, ClusterError>> {
-        let pool = self.pool.clone();
-        async move {
-            pool.call(|n| {
-                async move {
-                    let mut raw = n.filer.raw();
-                    retention::earliest_available(&mut raw)
-                        .await
-                        .map(|e| e.map(|e| e.ts_ns))
-                        .map_err(ClusterError::from)
-                }
-                .boxed()
-            })
-            .await
-        }
-        .boxed()
+        self.on_filer(move |n| {
+            async move {
+                let mut raw = n.filer.raw();
+                retention::earliest_available(&mut raw)
+                    .await
+                    .map(|e| e.map(|e| e.ts_ns))
+                    .map_err(ClusterError::from)
+            }
+            .boxed()
+        })
     }
 
     fn load_cursor(
         &self,
         shard: u8,
     ) -> BoxFuture<'static, Result<Option<ShardCursor>, ClusterError>> {
-        let pool = self.pool.clone();
-        async move {
-            pool.call(|n| {
-                async move { n.cursors.load(shard).await.map_err(ClusterError::from) }.boxed()
-            })
-            .await
-        }
-        .boxed()
+        self.on_filer(move |n| {
+            async move { n.cursors.load(shard).await.map_err(ClusterError::from) }.boxed()
+        })
     }
 
     fn save_cursor(
@@ -281,21 +284,16 @@ impl ClusterPort for SeaweedCluster {
         cursor: ShardCursor,
         now: Nanos,
     ) -> BoxFuture<'static, Result<(), ClusterError>> {
-        let pool = self.pool.clone();
-        async move {
-            pool.call(|n| {
-                let cursor = cursor.clone();
-                async move {
-                    n.cursors
-                        .save(&cursor, now)
-                        .await
-                        .map_err(ClusterError::from)
-                }
-                .boxed()
-            })
-            .await
-        }
-        .boxed()
+        self.on_filer(move |n| {
+            let cursor = cursor.clone();
+            async move {
+                n.cursors
+                    .save(&cursor, now)
+                    .await
+                    .map_err(ClusterError::from)
+            }
+            .boxed()
+        })
     }
 
     fn list_bucket(&self, bucket: &str) -> BoxStream<'static, Result<WalkItem, ClusterError>> {
@@ -360,53 +358,43 @@ impl ClusterPort for SeaweedCluster {
         dir: &str,
         name: &str,
     ) -> BoxFuture<'static, Result<Option<Entry>, ClusterError>> {
-        let pool = self.pool.clone();
         let (dir, name) = (dir.to_string(), name.to_string());
-        async move {
-            pool.call(|n| {
-                let (dir, name) = (dir.clone(), name.clone());
-                async move {
-                    n.filer
-                        .lookup(&dir, &name)
-                        .await
-                        .map_err(|source| ClusterError::Lookup {
-                            dir: dir.clone(),
-                            name: name.clone(),
-                            source,
-                        })
-                }
-                .boxed()
-            })
-            .await
-        }
-        .boxed()
+        self.on_filer(move |n| {
+            let (dir, name) = (dir.clone(), name.clone());
+            async move {
+                n.filer
+                    .lookup(&dir, &name)
+                    .await
+                    .map_err(|source| ClusterError::Lookup {
+                        dir: dir.clone(),
+                        name: name.clone(),
+                        source,
+                    })
+            }
+            .boxed()
+        })
     }
 
     fn list_dir(&self, dir: &str) -> BoxFuture<'static, Result<Vec<Entry>, ClusterError>> {
-        let pool = self.pool.clone();
         let dir = dir.to_string();
-        async move {
-            pool.call(|n| {
-                let dir = dir.clone();
-                async move {
-                    n.filer
-                        .list_all(&dir, crate::seaweed::filer::DEFAULT_PAGE)
-                        .map(|r| {
-                            r.map_err(|source| ClusterError::ListDir {
-                                dir: dir.clone(),
-                                source,
-                            })
+        self.on_filer(move |n| {
+            let dir = dir.clone();
+            async move {
+                n.filer
+                    .list_all(&dir, crate::seaweed::filer::DEFAULT_PAGE)
+                    .map(|r| {
+                        r.map_err(|source| ClusterError::ListDir {
+                            dir: dir.clone(),
+                            source,
                         })
-                        .collect::<Vec<_>>()
-                        .await
-                        .into_iter()
-                        .collect()
-                }
-                .boxed()
-            })
-            .await
-        }
-        .boxed()
+                    })
+                    .collect::<Vec<_>>()
+                    .await
+                    .into_iter()
+                    .collect()
+            }
+            .boxed()
+        })
     }
 
     fn volumes(&self) -> BoxFuture<'static, Result<Option<Vec<VolumeUsage>>, ClusterError>> {
@@ -429,22 +417,16 @@ impl ClusterPort for SeaweedCluster {
         let master = self.master.clone();
         let tls = self.master_tls.clone();
         let root = self.root.clone();
-        let pool = self.pool.clone();
-        async move {
-            pool.call(move |n| {
-                let (master, tls, root, run) =
-                    (master.clone(), tls.clone(), root.clone(), run.clone());
-                async move {
-                    crate::seaweed::ttl_scan::audit_cluster(&n.filer, &master, tls, &root, &run)
-                        .await
-                        .map_err(ClusterError::TtlAudit)
-                }
-                .boxed()
-            })
-            .await
-            .map(Some)
-        }
-        .boxed()
+        self.on_filer(move |n| {
+            let (master, tls, root, run) = (master.clone(), tls.clone(), root.clone(), run.clone());
+            async move {
+                crate::seaweed::ttl_scan::audit_cluster(&n.filer, &master, tls, &root, &run)
+                    .await
+                    .map(Some)
+                    .map_err(ClusterError::TtlAudit)
+            }
+            .boxed()
+        })
     }
 
     fn vacuum(
@@ -559,8 +541,7 @@ impl ClusterPort for SeaweedCluster {
     }
 
     fn paused(&self) -> BoxFuture<'static, Result<Vec<PauseRecord>, ClusterError>> {
-        let store = self.controls.clone();
-        async move { store.paused().await.map_err(ClusterError::Controls) }.boxed()
+        self.on_controls(|s| async move { s.paused().await })
     }
 
     fn pause(
@@ -569,26 +550,17 @@ impl ClusterPort for SeaweedCluster {
         now: Nanos,
         reason: &str,
     ) -> BoxFuture<'static, Result<PauseRecord, ClusterError>> {
-        let store = self.controls.clone();
         let (bucket, reason) = (bucket.to_string(), reason.to_string());
-        async move {
-            store
-                .pause(&bucket, now, &reason)
-                .await
-                .map_err(ClusterError::Controls)
-        }
-        .boxed()
+        self.on_controls(move |s| async move { s.pause(&bucket, now, &reason).await })
     }
 
     fn resume(&self, bucket: &str) -> BoxFuture<'static, Result<bool, ClusterError>> {
-        let store = self.controls.clone();
         let bucket = bucket.to_string();
-        async move { store.resume(&bucket).await.map_err(ClusterError::Controls) }.boxed()
+        self.on_controls(move |s| async move { s.resume(&bucket).await })
     }
 
     fn approvals(&self) -> BoxFuture<'static, Result<Vec<ApprovalRecord>, ClusterError>> {
-        let store = self.controls.clone();
-        async move { store.approvals().await.map_err(ClusterError::Controls) }.boxed()
+        self.on_controls(|s| async move { s.approvals().await })
     }
 
     fn approve(
@@ -596,48 +568,30 @@ impl ClusterPort for SeaweedCluster {
         bucket: &str,
         now: Nanos,
     ) -> BoxFuture<'static, Result<ApprovalRecord, ClusterError>> {
-        let store = self.controls.clone();
         let bucket = bucket.to_string();
-        async move {
-            store
-                .approve(&bucket, now)
-                .await
-                .map_err(ClusterError::Controls)
-        }
-        .boxed()
+        self.on_controls(move |s| async move { s.approve(&bucket, now).await })
     }
 
     fn clear_approval(&self, bucket: &str) -> BoxFuture<'static, Result<(), ClusterError>> {
-        let store = self.controls.clone();
         let bucket = bucket.to_string();
-        async move {
-            store
-                .clear_approval(&bucket)
-                .await
-                .map_err(ClusterError::Controls)
-        }
-        .boxed()
+        self.on_controls(move |s| async move { s.clear_approval(&bucket).await })
     }
 
     fn holds(&self) -> BoxFuture<'static, Result<Vec<HoldRecord>, ClusterError>> {
-        let store = self.controls.clone();
-        async move { store.holds().await.map_err(ClusterError::Controls) }.boxed()
+        self.on_controls(|s| async move { s.holds().await })
     }
 
     fn hold(&self, record: HoldRecord) -> BoxFuture<'static, Result<(), ClusterError>> {
-        let store = self.controls.clone();
-        async move { store.hold(&record).await.map_err(ClusterError::Controls) }.boxed()
+        self.on_controls(move |s| async move { s.hold(&record).await })
     }
 
     fn release(&self, bucket: &str) -> BoxFuture<'static, Result<(), ClusterError>> {
-        let store = self.controls.clone();
         let bucket = bucket.to_string();
-        async move { store.release(&bucket).await.map_err(ClusterError::Controls) }.boxed()
+        self.on_controls(move |s| async move { s.release(&bucket).await })
     }
 
     fn rule_records(&self) -> BoxFuture<'static, Result<Vec<RuleRecord>, ClusterError>> {
-        let store = self.controls.clone();
-        async move { store.rule_records().await.map_err(ClusterError::Controls) }.boxed()
+        self.on_controls(|s| async move { s.rule_records().await })
     }
 
     fn write_journal(
@@ -647,32 +601,17 @@ impl ClusterPort for SeaweedCluster {
         content: Vec<u8>,
         now: Nanos,
     ) -> BoxFuture<'static, Result<(), ClusterError>> {
-        let store = self.controls.clone();
         let (day, name) = (day.to_string(), name.to_string());
-        async move {
-            store
-                .write_journal(&day, &name, content, now)
-                .await
-                .map_err(ClusterError::Controls)
-        }
-        .boxed()
+        self.on_controls(move |s| async move { s.write_journal(&day, &name, content, now).await })
     }
 
     fn journal_days(&self) -> BoxFuture<'static, Result<Vec<String>, ClusterError>> {
-        let store = self.controls.clone();
-        async move { store.journal_days().await.map_err(ClusterError::Controls) }.boxed()
+        self.on_controls(|s| async move { s.journal_days().await })
     }
 
     fn drop_journal_day(&self, day: &str) -> BoxFuture<'static, Result<(), ClusterError>> {
-        let store = self.controls.clone();
         let day = day.to_string();
-        async move {
-            store
-                .drop_journal_day(&day)
-                .await
-                .map_err(ClusterError::Controls)
-        }
-        .boxed()
+        self.on_controls(move |s| async move { s.drop_journal_day(&day).await })
     }
 
     fn put_rule_record(
@@ -680,13 +619,6 @@ impl ClusterPort for SeaweedCluster {
         record: RuleRecord,
         now: Nanos,
     ) -> BoxFuture<'static, Result<(), ClusterError>> {
-        let store = self.controls.clone();
-        async move {
-            store
-                .put_rule_record(&record, now)
-                .await
-                .map_err(ClusterError::Controls)
-        }
-        .boxed()
+        self.on_controls(move |s| async move { s.put_rule_record(&record, now).await })
     }
 }

@@ -326,24 +326,14 @@ pub fn verify_handshake_signature(
     algs: &WebPkiSupportedAlgorithms,
     tls13: bool,
 ) -> Result<HandshakeSignatureValid, Error> {
-    match (is_v1(cert), tls13) {
-        (true, _) => verify_v1_handshake_signature(message, cert, dss, algs, tls13),
-        (false, true) => rustls::crypto::verify_tls13_signature(message, cert, dss, algs),
-        (false, false) => rustls::crypto::verify_tls12_signature(message, cert, dss, algs),
-    }
-}
-
-/// The handshake signature of a v1 certificate's key. TLS 1.3 allows fewer
-/// schemes (no PKCS#1 v1.5), as rustls enforces.
-fn verify_v1_handshake_signature(
-    message: &[u8],
-    cert: &CertificateDer<'_>,
-    dss: &DigitallySignedStruct,
-    algs: &WebPkiSupportedAlgorithms,
-    tls13: bool,
-) -> Result<HandshakeSignatureValid, Error> {
     use rustls::SignatureScheme as S;
-    // RFC 8446 §4.2.3: TLS 1.3 signs with PSS, ECDSA or EdDSA only.
+    match (is_v1(cert), tls13) {
+        (false, true) => return rustls::crypto::verify_tls13_signature(message, cert, dss, algs),
+        (false, false) => return rustls::crypto::verify_tls12_signature(message, cert, dss, algs),
+        (true, _) => {}
+    }
+    // RFC 8446 §4.2.3: TLS 1.3 signs with PSS, ECDSA or EdDSA only, as
+    // rustls enforces for v3.
     let tls13_scheme = matches!(
         dss.scheme,
         S::ECDSA_NISTP256_SHA256

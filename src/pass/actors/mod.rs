@@ -371,6 +371,15 @@ impl ShardActor {
             .board(|b| b.shard_halted(self.shard, reason));
     }
 
+    /// `f` on the run, then [`pump`](Self::pump); a halt `f` answers is
+    /// logged and shown.
+    fn settle(&mut self, ctx: &mut Context<Self>, f: impl FnOnce(&mut ShardRun) -> Option<String>) {
+        if let Some(Some(reason)) = self.on_run(ctx, f) {
+            self.halted(&reason);
+        }
+        self.pump();
+    }
+
     /// Sends what the window allows, each to the child of its phase, and
     /// wakes whoever waits for room or idle.
     fn pump(&mut self) {
@@ -618,12 +627,7 @@ impl Handler<Resolved> for ShardActor {
             // An answer to an earlier incarnation's delete: that run is gone.
             return;
         }
-        if let Some(Some(reason)) =
-            self.on_run(ctx, |run| run.outcome(&r.call, r.ticket, &r.result))
-        {
-            self.halted(&reason);
-        }
-        self.pump();
+        self.settle(ctx, |run| run.outcome(&r.call, r.ticket, &r.result));
     }
 }
 
@@ -633,12 +637,7 @@ impl Handler<LookupDone> for ShardActor {
         if d.epoch != self.epoch {
             return;
         }
-        if let Some(Some(reason)) =
-            self.on_run(ctx, |run| run.lookup_done(&d.m, d.ticket, d.answer))
-        {
-            self.halted(&reason);
-        }
-        self.pump();
+        self.settle(ctx, |run| run.lookup_done(&d.m, d.ticket, d.answer));
     }
 }
 
@@ -717,11 +716,8 @@ impl Handler<Drain> for ShardActor {
 impl Handler<DrainTimedOut> for ShardActor {
     type Result = ();
     fn handle(&mut self, m: DrainTimedOut, ctx: &mut Context<Self>) {
-        if let Some(Some(reason)) = self.on_run(ctx, |run| run.drain_timed_out(m.reason)) {
-            self.halted(&reason);
-        }
-        // Wakes the idle waiters: the window was given up.
-        self.pump();
+        // Pumping wakes the idle waiters: the window was given up.
+        self.settle(ctx, |run| run.drain_timed_out(m.reason));
     }
 }
 
