@@ -3,6 +3,7 @@
 //! of each error is the message the pass always printed, since logs, halt
 //! reasons and tests read it.
 
+use crate::seaweed::controls::ControlsError;
 use crate::seaweed::cursor::CursorError;
 use crate::seaweed::delete::DeleteError;
 use crate::seaweed::filer::FilerError;
@@ -84,8 +85,8 @@ pub enum ClusterError {
     StoreCheck(String),
     /// A control file (pause, approval, hold, rules, journal) could not be
     /// read or written.
-    #[error("{0}")]
-    Controls(String),
+    #[error(transparent)]
+    Controls(#[from] ControlsError),
     /// Reading the cluster's members from the master failed.
     #[error("{0}")]
     Discovery(String),
