@@ -11,6 +11,7 @@ use crate::seaweed::filer::FilerError;
 use crate::seaweed::metalog_error::MetaLogError;
 use crate::seaweed::pool::{AddressError, EveryFilerFailed, StoreCheckError, failures};
 use crate::seaweed::retention::RetentionError;
+use crate::seaweed::ttl_scan::TtlScanError;
 
 /// Why a [`ClusterPort`](crate::pass::ports::ClusterPort) call (or the
 /// adapter building one) failed. Callers that keep a reason as text (halt
@@ -96,8 +97,8 @@ pub enum ClusterError {
     #[error(transparent)]
     Master(#[from] MasterError),
     /// The legacy-TTL audit failed.
-    #[error("{0}")]
-    TtlAudit(String),
+    #[error(transparent)]
+    TtlAudit(#[from] TtlScanError),
     /// One filer of several failed (the others were tried, or are not
     /// asked).
     #[error("filer {addr}: {source}")]
