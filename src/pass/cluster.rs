@@ -202,7 +202,7 @@ impl SeaweedCluster {
         F: std::future::Future<Output = Result<T, ControlsError>> + Send + 'static,
     {
         call(self.controls.clone())
-            .map(|r| r.map_err(ClusterError::Controls))
+            .map(|r| r.map_err(ClusterError::from))
             .boxed()
     }
 }

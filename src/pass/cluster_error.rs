@@ -86,9 +86,10 @@ pub enum ClusterError {
     #[error(transparent)]
     StoreCheck(#[from] StoreCheckError),
     /// A control file (pause, approval, hold, rules, journal) could not be
-    /// read or written.
+    /// read or written. Boxed: its context and filer error inline would make
+    /// every `ClusterError` larger than clippy's `result_large_err` allows.
     #[error(transparent)]
-    Controls(#[from] ControlsError),
+    Controls(Box<ControlsError>),
     /// Reading the cluster's members from the master failed.
     #[error(transparent)]
     Discovery(#[from] DiscoveryError),
@@ -183,6 +184,12 @@ pub enum ClusterError {
     },
 }
 
+impl From<ControlsError> for ClusterError {
+    fn from(e: ControlsError) -> Self {
+        ClusterError::Controls(Box::new(e))
+    }
+}
+
 impl From<EveryFilerFailed<ClusterError>> for ClusterError {
     fn from(e: EveryFilerFailed<ClusterError>) -> Self {
         ClusterError::EveryFilerFailed(e.0)
@@ -205,7 +212,7 @@ mod tests {
     /// An error whose text is `text`: what is composed here is only its
     /// message.
     fn leaf(text: &str) -> ClusterError {
-        ClusterError::Controls(ControlsError::InvalidBucket(text.into()))
+        ControlsError::InvalidBucket(text.into()).into()
     }
 
     fn filer_failure(addr: &str) -> ClusterError {

@@ -105,23 +105,19 @@ pub enum ControlsError {
         source: FilerError,
     },
     /// Writing a journal batch failed.
-    #[error("writing journal batch {dir}/{name}: {source}")]
+    #[error("writing journal batch {path}: {source}")]
     WriteBatch {
-        /// The day directory.
-        dir: String,
-        /// The batch's name.
-        name: String,
+        /// The batch's path.
+        path: String,
         /// The filer's error.
         #[source]
         source: FilerError,
     },
     /// Removing a journal day directory failed.
-    #[error("removing journal day {dir}/{day}: {source}")]
+    #[error("removing journal day {path}: {source}")]
     DropDay {
-        /// The journal directory.
-        dir: String,
-        /// The day.
-        day: String,
+        /// The day directory's path.
+        path: String,
         /// The filer's error.
         #[source]
         source: FilerError,
@@ -242,8 +238,8 @@ impl ControlStore {
             .create_entry(&dir, entry, false)
             .await
             .map_err(|source| ControlsError::WriteBatch {
-                dir,
-                name: name.to_string(),
+                // Not `join_path`: the message always put the slash there.
+                path: format!("{dir}/{name}"),
                 source,
             })
     }
@@ -272,8 +268,7 @@ impl ControlStore {
             .delete_entry(&self.journal_dir, day, true)
             .await
             .map_err(|source| ControlsError::DropDay {
-                dir: self.journal_dir.clone(),
-                day: day.to_string(),
+                path: format!("{}/{day}", self.journal_dir),
                 source,
             })
     }
@@ -475,8 +470,7 @@ mod tests {
              (`weed shell fs.rm /c/held/b1.json`), then `s3-lifecycled approve b1` again if meant"
         );
         let e = ControlsError::WriteBatch {
-            dir: "/c/journal/2024-01-02".into(),
-            name: "n.jsonl".into(),
+            path: "/c/journal/2024-01-02/n.jsonl".into(),
             source: filer_error(),
         };
         assert!(
@@ -485,8 +479,7 @@ mod tests {
             "{e}"
         );
         let e = ControlsError::DropDay {
-            dir: "/c/journal".into(),
-            day: "2024-01-02".into(),
+            path: "/c/journal/2024-01-02".into(),
             source: filer_error(),
         };
         assert!(
