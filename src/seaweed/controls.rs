@@ -340,7 +340,7 @@ impl ControlStore {
             };
             let r = decode(&e.content, bucket).map_err(|problem| ControlsError::Unusable {
                 what,
-                path: path.clone(),
+                path,
                 problem,
                 fix_cmd,
                 bucket: bucket.to_string(),
