@@ -49,6 +49,7 @@ pub async fn audit_with(
         },
     )
     .await
+    .map_err(|e| e.to_string())
 }
 
 /// Runs `audit`; returns the exit code.

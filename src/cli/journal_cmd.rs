@@ -78,11 +78,15 @@ async fn read(s: &Settings, filter: &JournalFilter) -> Result<Vec<JournalEntry>,
     let client = crate::cli::first_filer(s).await?;
     let store = ControlStore::new(client, &s.cursor.dir);
     let mut out = Vec::new();
-    for day in store.journal_days().await? {
+    for day in store.journal_days().await.map_err(|e| e.to_string())? {
         if !filter.day_may_match(&day) {
             continue;
         }
-        for (path, content) in store.journal_batches(&day).await? {
+        let batches = store
+            .journal_batches(&day)
+            .await
+            .map_err(|e| e.to_string())?;
+        for (path, content) in batches {
             let entries = decode_lines(&content).map_err(|e| format!("{path}: {e}"))?;
             out.extend(entries.into_iter().filter(|e| filter.matches(e)));
         }

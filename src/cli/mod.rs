@@ -246,7 +246,9 @@ pub(crate) async fn first_filer_with(
     s: &crate::config::Settings,
     tls: Option<crate::seaweed::tls::ClientTls>,
 ) -> Result<crate::seaweed::filer::FilerClient, String> {
-    let members = crate::seaweed::discovery::resolve(&s.cluster.wanted(), tls.as_ref()).await?;
+    let members = crate::seaweed::discovery::resolve(&s.cluster.wanted(), tls.as_ref())
+        .await
+        .map_err(|e| e.to_string())?;
     let options = crate::seaweed::endpoint::EndpointOptions::seaweed().tls(tls);
     let mut errors = Vec::new();
     for addr in &members.filers {

@@ -14,7 +14,7 @@ use crate::engine::safety::{ApprovalRecord, HoldRecord, PauseRecord, RuleRecord}
 use crate::engine::{MetaEvent, Nanos, WalkItem};
 use crate::pb::filer_pb::Entry;
 use crate::seaweed::buckets::{BucketScan, list_bucket_configs};
-use crate::seaweed::controls::ControlStore;
+use crate::seaweed::controls::{ControlStore, ControlsError};
 use crate::seaweed::lister::{ListOptions, list_bucket_after};
 use crate::seaweed::metalog::{DEFAULT_CLIENT_NAME, ReaderOptions, SubscribeParams};
 use crate::seaweed::pool::{
@@ -199,10 +199,10 @@ impl SeaweedCluster {
         call: impl FnOnce(ControlStore) -> F,
     ) -> BoxFuture<'static, Result<T, ClusterError>>
     where
-        F: std::future::Future<Output = Result<T, String>> + Send + 'static,
+        F: std::future::Future<Output = Result<T, ControlsError>> + Send + 'static,
     {
         call(self.controls.clone())
-            .map(|r| r.map_err(ClusterError::Controls))
+            .map(|r| r.map_err(ClusterError::from))
             .boxed()
     }
 }

@@ -3,12 +3,15 @@
 //! of each error is the message the pass always printed, since logs, halt
 //! reasons and tests read it.
 
+use crate::seaweed::controls::ControlsError;
 use crate::seaweed::cursor::CursorError;
 use crate::seaweed::delete::DeleteError;
+use crate::seaweed::discovery::{DiscoveryError, MasterError};
 use crate::seaweed::filer::FilerError;
 use crate::seaweed::metalog_error::MetaLogError;
-use crate::seaweed::pool::{AddressError, EveryFilerFailed, failures};
+use crate::seaweed::pool::{AddressError, EveryFilerFailed, StoreCheckError, failures};
 use crate::seaweed::retention::RetentionError;
+use crate::seaweed::ttl_scan::TtlScanError;
 
 /// Why a [`ClusterPort`](crate::pass::ports::ClusterPort) call (or the
 /// adapter building one) failed. Callers that keep a reason as text (halt
@@ -80,22 +83,23 @@ pub enum ClusterError {
     /// and separate stores (`FilerPool::store_check`), or the master lists a
     /// filer with a store of its own that the pass does not read
     /// (`FilerPool::check_unread_filers`).
-    #[error("{0}")]
-    StoreCheck(String),
+    #[error(transparent)]
+    StoreCheck(#[from] StoreCheckError),
     /// A control file (pause, approval, hold, rules, journal) could not be
-    /// read or written.
-    #[error("{0}")]
-    Controls(String),
+    /// read or written. Boxed: its context and filer error inline would make
+    /// every `ClusterError` larger than clippy's `result_large_err` allows.
+    #[error(transparent)]
+    Controls(Box<ControlsError>),
     /// Reading the cluster's members from the master failed.
-    #[error("{0}")]
-    Discovery(String),
+    #[error(transparent)]
+    Discovery(#[from] DiscoveryError),
     /// A call to the master (its address, volumes, vacuum, weed admin)
     /// failed.
-    #[error("{0}")]
-    Master(String),
+    #[error(transparent)]
+    Master(#[from] MasterError),
     /// The legacy-TTL audit failed.
-    #[error("{0}")]
-    TtlAudit(String),
+    #[error(transparent)]
+    TtlAudit(#[from] TtlScanError),
     /// One filer of several failed (the others were tried, or are not
     /// asked).
     #[error("filer {addr}: {source}")]
@@ -180,6 +184,12 @@ pub enum ClusterError {
     },
 }
 
+impl From<ControlsError> for ClusterError {
+    fn from(e: ControlsError) -> Self {
+        ClusterError::Controls(Box::new(e))
+    }
+}
+
 impl From<EveryFilerFailed<ClusterError>> for ClusterError {
     fn from(e: EveryFilerFailed<ClusterError>) -> Self {
         ClusterError::EveryFilerFailed(e.0)
@@ -199,10 +209,16 @@ fn joined(errors: &[ClusterError]) -> String {
 mod tests {
     use super::*;
 
+    /// An error whose text is `text`: what is composed here is only its
+    /// message.
+    fn leaf(text: &str) -> ClusterError {
+        ControlsError::InvalidBucket(text.into()).into()
+    }
+
     fn filer_failure(addr: &str) -> ClusterError {
         ClusterError::OnFiler {
             addr: addr.into(),
-            source: Box::new(ClusterError::Master("down".into())),
+            source: Box::new(leaf("down")),
         }
     }
 
@@ -211,8 +227,8 @@ mod tests {
     #[test]
     fn messages_keep_their_old_wording() {
         let every = ClusterError::from(EveryFilerFailed(vec![
-            ("a:1".to_string(), ClusterError::Master("down".into())),
-            ("b:1".to_string(), ClusterError::Master("gone".into())),
+            ("a:1".to_string(), leaf("down")),
+            ("b:1".to_string(), leaf("gone")),
         ]));
         assert_eq!(
             every.to_string(),

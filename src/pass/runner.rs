@@ -50,7 +50,7 @@ pub async fn connect_cluster(
 ) -> Result<(SeaweedCluster, SeaweedDelete), RunError> {
     let members = crate::seaweed::discovery::resolve(&s.cluster.wanted(), tls.as_ref())
         .await
-        .map_err(RunError::Unreachable)?;
+        .map_err(|e| RunError::Unreachable(e.to_string()))?;
     let deletes = SeaweedDelete::connect_many(&members.s3_grpc, tls.clone())
         .map_err(|e| RunError::Config(format!("configuration key `cluster.s3_grpc`: {e}")))?;
     let cluster = SeaweedCluster::connect_many(

@@ -18,7 +18,7 @@ use crate::engine::safety::{
     decode_approval, decode_hold, decode_pause, decode_rule_record, pause_file_name,
 };
 use crate::pb::filer_pb::Entry;
-use crate::seaweed::filer::{DEFAULT_PAGE, FilerClient, join_path};
+use crate::seaweed::filer::{DEFAULT_PAGE, FilerClient, FilerError, join_path};
 
 /// The subdirectory of `cursor.dir` holding the pause files.
 pub const PAUSED_SUBDIR: &str = "paused";
@@ -30,6 +30,109 @@ pub const HELD_SUBDIR: &str = "held";
 pub const JOURNAL_SUBDIR: &str = "journal";
 /// The subdirectory of `cursor.dir` holding the rules files (grace).
 pub const RULES_SUBDIR: &str = "rules";
+
+/// Why a control file (pause, approval, hold, rules, journal batch) could
+/// not be read or written. The text names the file or bucket and, for a file
+/// that cannot be used, the fix; operators and the e2e suites read it.
+#[derive(Debug, thiserror::Error)]
+pub enum ControlsError {
+    /// The bucket name is no S3 bucket name (the engine's check says why,
+    /// as text).
+    #[error("{0}")]
+    InvalidBucket(String),
+    /// Writing or removing a bucket's control file failed. `op` says what
+    /// was done to the bucket: `pausing`, `resuming`, `approving`,
+    /// `clearing the approval of`, `recording the hold of`, `releasing the
+    /// hold of`, `recording the rules of`.
+    #[error("{op} bucket {bucket}: {source}")]
+    Bucket {
+        /// What was done, worded to precede `bucket <name>`.
+        op: &'static str,
+        /// The bucket.
+        bucket: String,
+        /// The filer's error.
+        #[source]
+        source: FilerError,
+    },
+    /// Listing a directory of control files failed: `what` is the kind of
+    /// file (`pause`, `approval`, `hold`, `rules`).
+    #[error("listing {what} files in {dir}: {source}")]
+    ListFiles {
+        /// The kind of control file.
+        what: &'static str,
+        /// The directory.
+        dir: String,
+        /// The filer's error.
+        #[source]
+        source: FilerError,
+    },
+    /// A control file's name is not `<bucket>.json`.
+    #[error(
+        "{what} file {path}: its name is not <bucket>.json. Fix: remove it \
+         (`weed shell fs.rm {path}`)"
+    )]
+    BadFileName {
+        /// The kind of control file.
+        what: &'static str,
+        /// The file's path.
+        path: String,
+    },
+    /// A control file's content cannot be decoded.
+    #[error(
+        "{what} file {path} is unusable: {problem}. Fix: remove it \
+         (`weed shell fs.rm {path}`), then `s3-lifecycled {fix_cmd} {bucket}` again \
+         if meant"
+    )]
+    Unusable {
+        /// The kind of control file.
+        what: &'static str,
+        /// The file's path.
+        path: String,
+        /// What is wrong with its content (the decoder's words).
+        problem: String,
+        /// The command that writes the file again.
+        fix_cmd: &'static str,
+        /// The bucket the file is about.
+        bucket: String,
+    },
+    /// Listing the journal or one of its day directories failed.
+    #[error("listing {dir}: {source}")]
+    ListJournal {
+        /// The directory.
+        dir: String,
+        /// The filer's error.
+        #[source]
+        source: FilerError,
+    },
+    /// Writing a journal batch failed.
+    #[error("writing journal batch {path}: {source}")]
+    WriteBatch {
+        /// The batch's path.
+        path: String,
+        /// The filer's error.
+        #[source]
+        source: FilerError,
+    },
+    /// Removing a journal day directory failed.
+    #[error("removing journal day {path}: {source}")]
+    DropDay {
+        /// The day directory's path.
+        path: String,
+        /// The filer's error.
+        #[source]
+        source: FilerError,
+    },
+    /// A journal batch is stored in chunks, which the reader does not fetch
+    /// (the service writes batches inline).
+    #[error("journal batch {path} is stored in chunks, which this reader does not fetch")]
+    ChunkedBatch {
+        /// The batch's path.
+        path: String,
+    },
+}
+
+/// The result of a control-store call.
+type Result<T, E = ControlsError> = std::result::Result<T, E>;
 
 /// Pause files under `<cursor.dir>/paused`.
 #[derive(Debug, Clone)]
@@ -65,26 +168,26 @@ impl ControlStore {
     /// Every paused bucket, by name. A pause file that cannot be read is an
     /// error naming it and the fix: guessing "not paused" could delete what
     /// an operator meant to stop.
-    pub async fn paused(&self) -> Result<Vec<PauseRecord>, String> {
+    pub async fn paused(&self) -> Result<Vec<PauseRecord>> {
         self.read_dir(&self.paused_dir, "pause", decode_pause, "resume")
             .await
     }
 
     /// Every approved bucket, by name.
-    pub async fn approvals(&self) -> Result<Vec<ApprovalRecord>, String> {
+    pub async fn approvals(&self) -> Result<Vec<ApprovalRecord>> {
         self.read_dir(&self.approved_dir, "approval", decode_approval, "approve")
             .await
     }
 
     /// Every bucket the deletion cap holds, by name.
-    pub async fn holds(&self) -> Result<Vec<HoldRecord>, String> {
+    pub async fn holds(&self) -> Result<Vec<HoldRecord>> {
         self.read_dir(&self.held_dir, "hold", decode_hold, "approve")
             .await
     }
 
     /// Records a hold.
-    pub async fn hold(&self, record: &HoldRecord) -> Result<(), String> {
-        check_bucket_name(&record.bucket)?;
+    pub async fn hold(&self, record: &HoldRecord) -> Result<()> {
+        check_bucket_name(&record.bucket).map_err(ControlsError::InvalidBucket)?;
         let entry = pause_entry(
             &pause_file_name(&record.bucket),
             record.to_json(),
@@ -93,23 +196,31 @@ impl ControlStore {
         self.client
             .create_entry(&self.held_dir, entry, false)
             .await
-            .map_err(|e| format!("recording the hold of bucket {}: {e}", record.bucket))
+            .map_err(|source| ControlsError::Bucket {
+                op: "recording the hold of",
+                bucket: record.bucket.clone(),
+                source,
+            })
     }
 
     /// What was last seen of each bucket's lifecycle document.
-    pub async fn rule_records(&self) -> Result<Vec<RuleRecord>, String> {
+    pub async fn rule_records(&self) -> Result<Vec<RuleRecord>> {
         self.read_dir(&self.rules_dir, "rules", decode_rule_record, "approve")
             .await
     }
 
     /// Records what was seen of a bucket's lifecycle document.
-    pub async fn put_rule_record(&self, record: &RuleRecord, now: Nanos) -> Result<(), String> {
-        check_bucket_name(&record.bucket)?;
+    pub async fn put_rule_record(&self, record: &RuleRecord, now: Nanos) -> Result<()> {
+        check_bucket_name(&record.bucket).map_err(ControlsError::InvalidBucket)?;
         let entry = pause_entry(&pause_file_name(&record.bucket), record.to_json(), now);
         self.client
             .create_entry(&self.rules_dir, entry, false)
             .await
-            .map_err(|e| format!("recording the rules of bucket {}: {e}", record.bucket))
+            .map_err(|source| ControlsError::Bucket {
+                op: "recording the rules of",
+                bucket: record.bucket.clone(),
+                source,
+            })
     }
 
     /// Writes one journal batch, `journal/<day>/<name>` (one file per pass
@@ -120,23 +231,30 @@ impl ControlStore {
         name: &str,
         content: Vec<u8>,
         now: Nanos,
-    ) -> Result<(), String> {
+    ) -> Result<()> {
         let dir = join_path(&self.journal_dir, day);
         let entry = pause_entry(name, content, now);
         self.client
             .create_entry(&dir, entry, false)
             .await
-            .map_err(|e| format!("writing journal batch {dir}/{name}: {e}"))
+            .map_err(|source| ControlsError::WriteBatch {
+                // Not `join_path`: the message always put the slash there.
+                path: format!("{dir}/{name}"),
+                source,
+            })
     }
 
     /// The journal's day directories, oldest first.
-    pub async fn journal_days(&self) -> Result<Vec<String>, String> {
+    pub async fn journal_days(&self) -> Result<Vec<String>> {
         let entries: Vec<Entry> = self
             .client
             .list_all(&self.journal_dir, DEFAULT_PAGE)
             .try_collect()
             .await
-            .map_err(|e| format!("listing {}: {e}", self.journal_dir))?;
+            .map_err(|source| ControlsError::ListJournal {
+                dir: self.journal_dir.clone(),
+                source,
+            })?;
         Ok(entries
             .into_iter()
             .filter(|e| e.is_directory)
@@ -145,30 +263,34 @@ impl ControlStore {
     }
 
     /// Removes a day directory and its batches.
-    pub async fn drop_journal_day(&self, day: &str) -> Result<(), String> {
+    pub async fn drop_journal_day(&self, day: &str) -> Result<()> {
         self.client
             .delete_entry(&self.journal_dir, day, true)
             .await
-            .map_err(|e| format!("removing journal day {}/{day}: {e}", self.journal_dir))
+            .map_err(|source| ControlsError::DropDay {
+                path: format!("{}/{day}", self.journal_dir),
+                source,
+            })
     }
 
     /// Every batch of a day directory: (path, content).
-    pub async fn journal_batches(&self, day: &str) -> Result<Vec<(String, Vec<u8>)>, String> {
+    pub async fn journal_batches(&self, day: &str) -> Result<Vec<(String, Vec<u8>)>> {
         let dir = join_path(&self.journal_dir, day);
         let entries: Vec<Entry> = self
             .client
             .list_all(&dir, DEFAULT_PAGE)
             .try_collect()
             .await
-            .map_err(|e| format!("listing {dir}: {e}"))?;
+            .map_err(|source| ControlsError::ListJournal {
+                dir: dir.clone(),
+                source,
+            })?;
         let mut out = Vec::new();
         for e in entries.into_iter().filter(|e| !e.is_directory) {
             let path = join_path(&dir, &e.name);
             // Small batches are inline; a large one is stored in chunks.
             let content = if e.content.is_empty() && !e.chunks.is_empty() {
-                return Err(format!(
-                    "journal batch {path} is stored in chunks, which this reader does not fetch"
-                ));
+                return Err(ControlsError::ChunkedBatch { path });
             } else {
                 e.content
             };
@@ -178,27 +300,35 @@ impl ControlStore {
     }
 
     /// Removes a hold.
-    pub async fn release(&self, bucket: &str) -> Result<(), String> {
-        check_bucket_name(bucket)?;
+    pub async fn release(&self, bucket: &str) -> Result<()> {
+        check_bucket_name(bucket).map_err(ControlsError::InvalidBucket)?;
         self.client
             .delete_entry(&self.held_dir, &pause_file_name(bucket), false)
             .await
-            .map_err(|e| format!("releasing the hold of bucket {bucket}: {e}"))
+            .map_err(|source| ControlsError::Bucket {
+                op: "releasing the hold of",
+                bucket: bucket.to_string(),
+                source,
+            })
     }
 
     async fn read_dir<R>(
         &self,
         dir: &str,
-        what: &str,
+        what: &'static str,
         decode: fn(&[u8], &str) -> Result<R, String>,
-        fix_cmd: &str,
-    ) -> Result<Vec<R>, String> {
+        fix_cmd: &'static str,
+    ) -> Result<Vec<R>> {
         let entries: Vec<Entry> = self
             .client
             .list_all(dir, DEFAULT_PAGE)
             .try_collect()
             .await
-            .map_err(|e| format!("listing {what} files in {dir}: {e}"))?;
+            .map_err(|source| ControlsError::ListFiles {
+                what,
+                dir: dir.to_string(),
+                source,
+            })?;
         let mut out = Vec::new();
         for e in entries {
             if e.is_directory {
@@ -206,17 +336,14 @@ impl ControlStore {
             }
             let path = join_path(dir, &e.name);
             let Some(bucket) = bucket_of_pause_file(&e.name) else {
-                return Err(format!(
-                    "{what} file {path}: its name is not <bucket>.json. Fix: remove it \
-                     (`weed shell fs.rm {path}`)"
-                ));
+                return Err(ControlsError::BadFileName { what, path });
             };
-            let r = decode(&e.content, bucket).map_err(|problem| {
-                format!(
-                    "{what} file {path} is unusable: {problem}. Fix: remove it \
-                     (`weed shell fs.rm {path}`), then `s3-lifecycled {fix_cmd} {bucket}` again \
-                     if meant"
-                )
+            let r = decode(&e.content, bucket).map_err(|problem| ControlsError::Unusable {
+                what,
+                path,
+                problem,
+                fix_cmd,
+                bucket: bucket.to_string(),
             })?;
             out.push(r);
         }
@@ -224,58 +351,73 @@ impl ControlStore {
     }
 
     /// Approves `bucket`'s held work for the next pass.
-    pub async fn approve(&self, bucket: &str, now: Nanos) -> Result<ApprovalRecord, String> {
-        check_bucket_name(bucket)?;
+    pub async fn approve(&self, bucket: &str, now: Nanos) -> Result<ApprovalRecord> {
+        check_bucket_name(bucket).map_err(ControlsError::InvalidBucket)?;
         let record = ApprovalRecord::new(bucket, now);
         let entry = pause_entry(&pause_file_name(bucket), record.to_json(), now);
         self.client
             .create_entry(&self.approved_dir, entry, false)
             .await
-            .map_err(|e| format!("approving bucket {bucket}: {e}"))?;
+            .map_err(|source| ControlsError::Bucket {
+                op: "approving",
+                bucket: bucket.to_string(),
+                source,
+            })?;
         Ok(record)
     }
 
     /// Removes `bucket`'s approval (the pass that used it is over).
-    pub async fn clear_approval(&self, bucket: &str) -> Result<(), String> {
-        check_bucket_name(bucket)?;
+    pub async fn clear_approval(&self, bucket: &str) -> Result<()> {
+        check_bucket_name(bucket).map_err(ControlsError::InvalidBucket)?;
         self.client
             .delete_entry(&self.approved_dir, &pause_file_name(bucket), false)
             .await
-            .map_err(|e| format!("clearing the approval of bucket {bucket}: {e}"))
+            .map_err(|source| ControlsError::Bucket {
+                op: "clearing the approval of",
+                bucket: bucket.to_string(),
+                source,
+            })
     }
 
     /// Pauses `bucket` (replacing an earlier pause of it). Answers the record
     /// written.
-    pub async fn pause(
-        &self,
-        bucket: &str,
-        now: Nanos,
-        reason: &str,
-    ) -> Result<PauseRecord, String> {
-        check_bucket_name(bucket)?;
+    pub async fn pause(&self, bucket: &str, now: Nanos, reason: &str) -> Result<PauseRecord> {
+        check_bucket_name(bucket).map_err(ControlsError::InvalidBucket)?;
         let record = PauseRecord::new(bucket, now, reason);
         let entry = pause_entry(&pause_file_name(bucket), record.to_json(), now);
         self.client
             .create_entry(&self.paused_dir, entry, false)
             .await
-            .map_err(|e| format!("pausing bucket {bucket}: {e}"))?;
+            .map_err(|source| ControlsError::Bucket {
+                op: "pausing",
+                bucket: bucket.to_string(),
+                source,
+            })?;
         Ok(record)
     }
 
     /// Resumes `bucket`; `Ok(false)` when it was not paused.
-    pub async fn resume(&self, bucket: &str) -> Result<bool, String> {
-        check_bucket_name(bucket)?;
+    pub async fn resume(&self, bucket: &str) -> Result<bool> {
+        check_bucket_name(bucket).map_err(ControlsError::InvalidBucket)?;
         let name = pause_file_name(bucket);
         let was = self
             .client
             .lookup(&self.paused_dir, &name)
             .await
-            .map_err(|e| format!("resuming bucket {bucket}: {e}"))?
+            .map_err(|source| ControlsError::Bucket {
+                op: "resuming",
+                bucket: bucket.to_string(),
+                source,
+            })?
             .is_some();
         self.client
             .delete_entry(&self.paused_dir, &name, false)
             .await
-            .map_err(|e| format!("resuming bucket {bucket}: {e}"))?;
+            .map_err(|source| ControlsError::Bucket {
+                op: "resuming",
+                bucket: bucket.to_string(),
+                source,
+            })?;
         Ok(was)
     }
 }
@@ -283,4 +425,67 @@ impl ControlStore {
 /// A small inline file (mode 0644), as the cursor files are written.
 fn pause_entry(name: &str, content: Vec<u8>, now: Nanos) -> Entry {
     crate::seaweed::filer::json_file_entry(name, content, now)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn filer_error() -> FilerError {
+        FilerError::AlreadyExists { path: "/p".into() }
+    }
+
+    /// The texts are the messages these calls printed before their errors
+    /// were typed: operators and the e2e suites read them.
+    #[test]
+    fn messages_keep_their_old_wording() {
+        let e = ControlsError::Bucket {
+            op: "clearing the approval of",
+            bucket: "b1".into(),
+            source: filer_error(),
+        };
+        assert_eq!(
+            e.to_string(),
+            "clearing the approval of bucket b1: filer CreateEntry /p: the entry already exists"
+        );
+        let e = ControlsError::BadFileName {
+            what: "pause",
+            path: "/c/paused/x".into(),
+        };
+        assert_eq!(
+            e.to_string(),
+            "pause file /c/paused/x: its name is not <bucket>.json. Fix: remove it \
+             (`weed shell fs.rm /c/paused/x`)"
+        );
+        let e = ControlsError::Unusable {
+            what: "hold",
+            path: "/c/held/b1.json".into(),
+            problem: "not JSON".into(),
+            fix_cmd: "approve",
+            bucket: "b1".into(),
+        };
+        assert_eq!(
+            e.to_string(),
+            "hold file /c/held/b1.json is unusable: not JSON. Fix: remove it \
+             (`weed shell fs.rm /c/held/b1.json`), then `s3-lifecycled approve b1` again if meant"
+        );
+        let e = ControlsError::WriteBatch {
+            path: "/c/journal/2024-01-02/n.jsonl".into(),
+            source: filer_error(),
+        };
+        assert!(
+            e.to_string()
+                .starts_with("writing journal batch /c/journal/2024-01-02/n.jsonl: filer "),
+            "{e}"
+        );
+        let e = ControlsError::DropDay {
+            path: "/c/journal/2024-01-02".into(),
+            source: filer_error(),
+        };
+        assert!(
+            e.to_string()
+                .starts_with("removing journal day /c/journal/2024-01-02: filer "),
+            "{e}"
+        );
+    }
 }

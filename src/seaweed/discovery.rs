@@ -6,7 +6,10 @@ use std::time::Duration;
 
 use crate::pb::master_pb::ListClusterNodesRequest;
 use crate::pb::master_pb::seaweed_client::SeaweedClient;
-use crate::seaweed::endpoint::{EndpointOptions, GrpcEndpoint, MAX_MESSAGE_BYTES, ServerAddress};
+use crate::seaweed::endpoint::{
+    AddressError, EndpointError, EndpointOptions, GrpcEndpoint, MAX_MESSAGE_BYTES, ServerAddress,
+};
+use crate::seaweed::filer::FilerError;
 use crate::seaweed::tls::ClientTls;
 
 /// `client_type` of filers in the master's membership.
@@ -16,6 +19,117 @@ pub const S3_TYPE: &str = "s3";
 
 /// Deadline of one membership call: it is a small in-memory answer.
 const CALL_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Why a call to the master (or finding its address) failed. The text names
+/// the master and the call; logs, reports and operators read it.
+#[derive(Debug, thiserror::Error)]
+pub enum MasterError {
+    /// The master's address is no SeaweedFS server address.
+    #[error(transparent)]
+    Address(#[from] AddressError),
+    /// The master's gRPC address cannot be made an endpoint.
+    #[error(transparent)]
+    Endpoint(#[from] EndpointError),
+    /// No connection to the master could be opened.
+    #[error("master {addr} not reachable: {source}")]
+    Unreachable {
+        /// The master's gRPC address.
+        addr: String,
+        /// The transport error.
+        #[source]
+        source: tonic::transport::Error,
+    },
+    /// The master answered a call with an error, or the call did not
+    /// complete. `op` is the RPC, `arg` what it was asked about, if shown.
+    #[error(
+        "master {addr}: {op}{} failed: {:?}: {}",
+        in_parens(.arg.as_deref()),
+        .status.code(),
+        .status.message()
+    )]
+    Call {
+        /// The master's gRPC address.
+        addr: String,
+        /// The RPC's name.
+        op: &'static str,
+        /// Its argument as the message shows it (`ListClusterNodes(filer)`).
+        arg: Option<String>,
+        /// The gRPC status.
+        #[source]
+        status: tonic::Status,
+    },
+    /// Asking the filer which masters it knows failed.
+    #[error(transparent)]
+    Filer(#[from] FilerError),
+    /// The filer knows no master, and none is configured.
+    #[error("the filer names no master; set `cluster.master`")]
+    NoneNamed,
+    /// The filer names a master by an address that cannot be used.
+    #[error("master {named} (from the filer): {source}")]
+    FromFiler {
+        /// The address as the filer gave it.
+        named: String,
+        /// Why it cannot be used.
+        #[source]
+        source: AddressError,
+    },
+}
+
+impl MasterError {
+    /// A failed `op` call to the master at `addr`.
+    pub(crate) fn call(
+        addr: &str,
+        op: &'static str,
+        arg: Option<String>,
+        status: tonic::Status,
+    ) -> MasterError {
+        MasterError::Call {
+            addr: addr.to_string(),
+            op,
+            arg,
+            status,
+        }
+    }
+}
+
+/// `(arg)`, or nothing without one.
+fn in_parens(arg: Option<&str>) -> String {
+    arg.map(|a| format!("({a})")).unwrap_or_default()
+}
+
+/// Why the filers and gateways of a pass could not be read from the master.
+#[derive(Debug, thiserror::Error)]
+pub enum DiscoveryError {
+    /// Asking the master (`cluster.master`) failed.
+    #[error("configuration key `cluster.master`: {0}")]
+    Master(#[source] MasterError),
+    /// The master lists a filer by an address that cannot be used.
+    #[error("master {master}: filer {source}")]
+    BadFiler {
+        /// The master asked.
+        master: String,
+        /// Why the filer's address cannot be used.
+        #[source]
+        source: AddressError,
+    },
+    /// The master lists no filer.
+    #[error(
+        "master {master} lists no filer; start one with -master={master}, or set `cluster.filer`"
+    )]
+    NoFiler {
+        /// The master asked.
+        master: String,
+    },
+    /// The master lists no S3 gateway.
+    #[error(
+        "master {master} lists no S3 gateway (a gateway registers only when its filer knows the \
+         master); set `cluster.s3_grpc`"
+    )]
+    NoGateway {
+        /// The master asked.
+        master: String,
+    },
+}
 
 /// The servers one pass uses.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -31,7 +145,7 @@ pub struct Members {
 async fn connect_master(
     master: &str,
     tls: Option<&ClientTls>,
-) -> Result<(String, SeaweedClient<tonic::transport::Channel>), String> {
+) -> Result<(String, SeaweedClient<tonic::transport::Channel>), MasterError> {
     connect_master_for(master, tls, CALL_TIMEOUT).await
 }
 
@@ -41,20 +155,22 @@ pub(crate) async fn connect_master_for(
     master: &str,
     tls: Option<&ClientTls>,
     call_timeout: Duration,
-) -> Result<(String, SeaweedClient<tonic::transport::Channel>), String> {
-    let grpc = ServerAddress::grpc_as_given(master).map_err(|e| e.to_string())?;
+) -> Result<(String, SeaweedClient<tonic::transport::Channel>), MasterError> {
+    let grpc = ServerAddress::grpc_as_given(master)?;
     let endpoint = GrpcEndpoint::new(
         &grpc,
         &EndpointOptions::seaweed()
             .connect_timeout(CALL_TIMEOUT)
             .call_timeout(call_timeout)
             .tls(tls.cloned()),
-    )
-    .map_err(|e| e.to_string())?;
+    )?;
     let channel = endpoint
         .connect()
         .await
-        .map_err(|e| format!("master {grpc} not reachable: {e}"))?;
+        .map_err(|source| MasterError::Unreachable {
+            addr: grpc.clone(),
+            source,
+        })?;
     let client = SeaweedClient::new(channel).max_decoding_message_size(MAX_MESSAGE_BYTES);
     Ok((grpc, client))
 }
@@ -64,17 +180,18 @@ pub(crate) async fn connect_master_for(
 pub async fn master_of(
     filer: &crate::seaweed::filer::FilerClient,
     configured: &str,
-) -> Result<String, String> {
+) -> Result<String, MasterError> {
     if !configured.trim().is_empty() {
         return Ok(configured.trim().to_string());
     }
-    let masters = filer.masters().await.map_err(|e| e.to_string())?;
-    let first = masters
-        .first()
-        .ok_or("the filer names no master; set `cluster.master`")?;
+    let masters = filer.masters().await?;
+    let first = masters.first().ok_or(MasterError::NoneNamed)?;
     ServerAddress::parse(first)
         .map(|a| a.grpc())
-        .map_err(|e| format!("master {first} (from the filer): {e}"))
+        .map_err(|source| MasterError::FromFiler {
+            named: first.clone(),
+            source,
+        })
 }
 
 /// The registered nodes of `client_type`, as the master lists them (raw
@@ -85,7 +202,7 @@ pub async fn list_nodes(
     master: &str,
     client_type: &str,
     tls: Option<&ClientTls>,
-) -> Result<Vec<String>, String> {
+) -> Result<Vec<String>, MasterError> {
     list_group_nodes(master, client_type, "", tls).await
 }
 
@@ -96,7 +213,7 @@ pub async fn list_group_nodes(
     client_type: &str,
     filer_group: &str,
     tls: Option<&ClientTls>,
-) -> Result<Vec<String>, String> {
+) -> Result<Vec<String>, MasterError> {
     let (grpc, mut client) = connect_master(master, tls).await?;
     let resp = client
         .list_cluster_nodes(ListClusterNodesRequest {
@@ -106,11 +223,7 @@ pub async fn list_group_nodes(
         })
         .await
         .map_err(|s| {
-            format!(
-                "master {grpc}: ListClusterNodes({client_type}) failed: {:?}: {}",
-                s.code(),
-                s.message()
-            )
+            MasterError::call(&grpc, "ListClusterNodes", Some(client_type.to_string()), s)
         })?;
     let mut out: Vec<String> = resp
         .into_inner()
@@ -135,7 +248,7 @@ pub const ADMIN_PRESENCE_LOCK: &str = "admin-server";
 pub async fn admin_presence(
     master: &str,
     tls: Option<&ClientTls>,
-) -> Result<Option<String>, String> {
+) -> Result<Option<String>, MasterError> {
     let (grpc, mut client) = connect_master(master, tls).await?;
     let resp = client
         .get_admin_lock_status(crate::pb::master_pb::GetAdminLockStatusRequest {
@@ -143,10 +256,11 @@ pub async fn admin_presence(
         })
         .await
         .map_err(|s| {
-            format!(
-                "master {grpc}: GetAdminLockStatus({ADMIN_PRESENCE_LOCK}) failed: {:?}: {}",
-                s.code(),
-                s.message()
+            MasterError::call(
+                &grpc,
+                "GetAdminLockStatus",
+                Some(ADMIN_PRESENCE_LOCK.to_string()),
+                s,
             )
         })?
         .into_inner();
@@ -170,23 +284,25 @@ pub struct Wanted {
 /// The filers and gateways for the next pass: the configured lists, or the
 /// master's membership for each list left empty while `cluster.master` is
 /// set. An empty discovered list is an error naming the setting that fixes it.
-pub async fn resolve(cluster: &Wanted, tls: Option<&ClientTls>) -> Result<Members, String> {
+pub async fn resolve(cluster: &Wanted, tls: Option<&ClientTls>) -> Result<Members, DiscoveryError> {
     let filers = match cluster.filers.clone() {
         Some(list) => list,
         None => {
             let raw = list_nodes(&cluster.master, FILER_TYPE, tls)
                 .await
-                .map_err(|e| format!("configuration key `cluster.master`: {e}"))?;
+                .map_err(DiscoveryError::Master)?;
             let list = raw
                 .iter()
                 .map(|a| ServerAddress::parse(a).map(|a| a.grpc()))
                 .collect::<Result<Vec<_>, _>>()
-                .map_err(|e| format!("master {}: filer {e}", cluster.master))?;
+                .map_err(|source| DiscoveryError::BadFiler {
+                    master: cluster.master.clone(),
+                    source,
+                })?;
             if list.is_empty() {
-                return Err(format!(
-                    "master {} lists no filer; start one with -master={}, or set `cluster.filer`",
-                    cluster.master, cluster.master
-                ));
+                return Err(DiscoveryError::NoFiler {
+                    master: cluster.master.clone(),
+                });
             }
             list
         }
@@ -198,13 +314,11 @@ pub async fn resolve(cluster: &Wanted, tls: Option<&ClientTls>) -> Result<Member
             // only when they learned the masters from their filer.
             let list = list_nodes(&cluster.master, S3_TYPE, tls)
                 .await
-                .map_err(|e| format!("configuration key `cluster.master`: {e}"))?;
+                .map_err(DiscoveryError::Master)?;
             if list.is_empty() {
-                return Err(format!(
-                    "master {} lists no S3 gateway (a gateway registers only when its filer \
-                     knows the master); set `cluster.s3_grpc`",
-                    cluster.master
-                ));
+                return Err(DiscoveryError::NoGateway {
+                    master: cluster.master.clone(),
+                });
             }
             list
         }
@@ -228,6 +342,40 @@ mod tests {
         assert_eq!(m.s3_grpc, [crate::config::DEFAULT_S3_GRPC]);
     }
 
+    /// The texts are the messages these calls printed before their errors
+    /// were typed.
+    #[test]
+    fn messages_keep_their_old_wording() {
+        let status = || tonic::Status::new(tonic::Code::Unavailable, "gone");
+        assert_eq!(
+            MasterError::call("m:19333", "VolumeList", None, status()).to_string(),
+            "master m:19333: VolumeList failed: Unavailable: gone"
+        );
+        assert_eq!(
+            MasterError::call("m:19333", "VacuumVolume", Some("7".into()), status()).to_string(),
+            "master m:19333: VacuumVolume(7) failed: Unavailable: gone"
+        );
+        assert_eq!(
+            DiscoveryError::NoFiler {
+                master: "m:1".into()
+            }
+            .to_string(),
+            "master m:1 lists no filer; start one with -master=m:1, or set `cluster.filer`"
+        );
+        assert_eq!(
+            DiscoveryError::NoGateway {
+                master: "m:1".into()
+            }
+            .to_string(),
+            "master m:1 lists no S3 gateway (a gateway registers only when its filer knows the \
+             master); set `cluster.s3_grpc`"
+        );
+        assert_eq!(
+            DiscoveryError::Master(MasterError::NoneNamed).to_string(),
+            "configuration key `cluster.master`: the filer names no master; set `cluster.master`"
+        );
+    }
+
     #[tokio::test]
     async fn unreachable_master_names_the_key() {
         let c = ClusterSettings {
@@ -236,8 +384,15 @@ mod tests {
         };
         let e = resolve(&c.wanted(), None).await.unwrap_err();
         assert!(
-            e.contains("cluster.master") && e.contains("127.0.0.1:1"),
-            "{e}"
+            matches!(e, DiscoveryError::Master(MasterError::Unreachable { .. })),
+            "{e:?}"
+        );
+        let text = e.to_string();
+        assert!(
+            text.starts_with(
+                "configuration key `cluster.master`: master 127.0.0.1:1 not reachable: "
+            ),
+            "{text}"
         );
     }
 }

@@ -15,9 +15,9 @@ use tonic::transport::Channel;
 use crate::engine::{DeleteRequest, MetaEvent, Nanos};
 use crate::seaweed::cursor::CursorStore;
 use crate::seaweed::delete::{DeleteClient, DeleteError};
-use crate::seaweed::discovery;
+use crate::seaweed::discovery::{self, MasterError};
 use crate::seaweed::endpoint::{EndpointOptions, GrpcEndpoint, ServerAddress};
-use crate::seaweed::filer::FilerClient;
+use crate::seaweed::filer::{FilerClient, FilerError};
 use crate::seaweed::tls::ClientTls;
 
 /// One filer: its channel, client and the cursor store reached through it.
@@ -274,12 +274,118 @@ pub enum StoreCheck {
     Separate(Vec<(String, i32)>),
 }
 
+/// Why a pass cannot read every event of the pool's filers
+/// (docs/meta-log.md#several-filers, docs/meta-log.md#unread-filers): the
+/// text names the filers and the fix.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreCheckError {
+    /// Filers did not answer, and the filers are not known to share a store.
+    #[error(
+        "meta-log: filer {} unreachable, and the filers do not share a store (or its store \
+         is not known yet): the events written through it are only in its own meta-log, so \
+         a pass on the others would miss them; bring it back, or remove it from \
+         `cluster.filer` once its writes are no longer needed \
+         (docs/meta-log.md#several-filers)",
+        addr_errors(.down)
+    )]
+    Unreachable {
+        /// Each filer that did not answer, and its error.
+        down: Vec<(String, FilerError)>,
+    },
+    /// Some filers share a store and others do not.
+    #[error(
+        "meta-log: the filers mix shared and separate stores (filers by store: {}); a pass \
+         cannot read every event of such a cluster completely; give every filer the same store \
+         or each its own (docs/meta-log.md#several-filers)",
+        store_groups(.by_store)
+    )]
+    MixedStores {
+        /// The filers' addresses, grouped by store.
+        by_store: Vec<Vec<String>>,
+    },
+    /// The master lists filers the pass does not read, whose events may be in
+    /// no log it reads.
+    #[error(
+        "meta-log: master {master} lists filer {} that this pass does not read (it reads {}): \
+         the events written through it are only in its own meta-log, and the others' \
+         aggregated logs can lack them for good after a restart, so the pass would miss due \
+         deletions; add it to `cluster.filer`, or set only `cluster.master` so every filer is \
+         read (docs/meta-log.md#unread-filers)",
+        joined(.unread, ", "),
+        .reads.join(", ")
+    )]
+    UnreadFilers {
+        /// The master that lists them.
+        master: String,
+        /// Each such filer and why its events may be missed.
+        unread: Vec<UnreadFiler>,
+        /// The filers the pass reads.
+        reads: Vec<String>,
+    },
+}
+
+/// A filer the master lists, the pool lacks, and whose store is not known
+/// to be one the pass reads.
+#[derive(Debug, thiserror::Error)]
+pub enum UnreadFiler {
+    /// Its address is no gRPC endpoint.
+    #[error("{addr} ({source})")]
+    BadAddress {
+        /// Its gRPC address.
+        addr: String,
+        /// Why it cannot be dialled.
+        #[source]
+        source: AddressError,
+    },
+    /// It has a store of its own.
+    #[error("{addr} (a store of its own)")]
+    OwnStore {
+        /// Its gRPC address.
+        addr: String,
+    },
+    /// It did not tell its store.
+    #[error("{addr} (its store is unknown: {source})")]
+    UnknownStore {
+        /// Its gRPC address.
+        addr: String,
+        /// Its error.
+        #[source]
+        source: FilerError,
+    },
+}
+
+/// Items joined by `sep`.
+fn joined<T: std::fmt::Display>(items: &[T], sep: &str) -> String {
+    items
+        .iter()
+        .map(ToString::to_string)
+        .collect::<Vec<_>>()
+        .join(sep)
+}
+
+/// `<addr>: <error>` for each filer, joined by `; `.
+fn addr_errors(down: &[(String, FilerError)]) -> String {
+    down.iter()
+        .map(|(addr, e)| format!("{addr}: {e}"))
+        .collect::<Vec<_>>()
+        .join("; ")
+}
+
+/// `[a, b] [c]`: each store's filers.
+fn store_groups(by_store: &[Vec<String>]) -> String {
+    by_store
+        .iter()
+        .map(|a| format!("[{}]", a.join(", ")))
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
 impl FilerPool {
     /// Asks every filer for its store signature (remembering them across
     /// passes). A filer that does not answer and whose store is unknown or
     /// its own is an error: events written through it are only in its log, and
     /// a stream on the others would silently miss them.
-    pub async fn store_check(&self) -> Result<StoreCheck, String> {
+    pub async fn store_check(&self) -> Result<StoreCheck, StoreCheckError> {
         let nodes = self.nodes();
         if nodes.len() == 1 {
             return Ok(StoreCheck::Shared);
@@ -296,7 +402,7 @@ impl FilerPool {
                 Ok(sig) => {
                     known.insert(n.addr.clone(), sig);
                 }
-                Err(e) => down.push(format!("{}: {e}", n.addr)),
+                Err(e) => down.push((n.addr.clone(), e)),
             }
         }
         let sigs: Vec<Option<i32>> = nodes.iter().map(|n| known.get(&n.addr).copied()).collect();
@@ -311,14 +417,7 @@ impl FilerPool {
                     .collect();
                 separate_or_mixed(filers)
             }
-            (false, false) => Err(format!(
-                "meta-log: filer {} unreachable, and the filers do not share a store (or its store \
-                 is not known yet): the events written through it are only in its own meta-log, so \
-                 a pass on the others would miss them; bring it back, or remove it from \
-                 `cluster.filer` once its writes are no longer needed \
-                 (docs/meta-log.md#several-filers)",
-                down.join("; ")
-            )),
+            (false, false) => Err(StoreCheckError::Unreachable { down }),
         }
     }
 }
@@ -333,7 +432,7 @@ impl FilerPool {
     /// When neither the filers nor a master answer, the check is skipped
     /// with a warning: the pass then fails or reads what it can reach, as
     /// before the check. Once per pass, at its start.
-    pub async fn check_unread_filers(&self, configured: &str) -> Result<(), String> {
+    pub async fn check_unread_filers(&self, configured: &str) -> Result<(), StoreCheckError> {
         let started = Instant::now();
         let nodes = self.ordered();
         let mut reported = None;
@@ -359,8 +458,11 @@ impl FilerPool {
             let m = if configured.trim().is_empty() {
                 match ServerAddress::parse(named) {
                     Ok(a) => a.grpc(),
-                    Err(e) => {
-                        errors.push(format!("master {named} (from the filer): {e}"));
+                    Err(source) => {
+                        errors.push(MasterError::FromFiler {
+                            named: named.clone(),
+                            source,
+                        });
                         continue;
                     }
                 }
@@ -380,7 +482,7 @@ impl FilerPool {
         let Some((master, listed)) = listed else {
             if !masters.is_empty() {
                 tracing::warn!(
-                    errors = errors.join("; "),
+                    errors = joined(&errors, "; "),
                     "could not ask the master which filers the cluster has; reading the \
                      configured ones"
                 );
@@ -406,8 +508,8 @@ impl FilerPool {
             }
             let client = match lazy_channel(&addr, self.tls.clone()) {
                 Ok(ch) => FilerClient::from_channel(ch, &addr).with_call_timeout(self.call_timeout),
-                Err(e) => {
-                    unread.push(format!("{addr} ({e})"));
+                Err(source) => {
+                    unread.push(UnreadFiler::BadAddress { addr, source });
                     continue;
                 }
             };
@@ -416,8 +518,8 @@ impl FilerPool {
                 // of one: its persisted events are in a store the pass
                 // reads.
                 Ok(sig) if stores.contains(&sig) => {}
-                Ok(_) => unread.push(format!("{addr} (a store of its own)")),
-                Err(e) => unread.push(format!("{addr} (its store is unknown: {e})")),
+                Ok(_) => unread.push(UnreadFiler::OwnStore { addr }),
+                Err(source) => unread.push(UnreadFiler::UnknownStore { addr, source }),
             }
         }
         tracing::debug!(
@@ -429,16 +531,11 @@ impl FilerPool {
         if unread.is_empty() {
             return Ok(());
         }
-        let ours: Vec<&str> = nodes.iter().map(|n| n.addr.as_str()).collect();
-        Err(format!(
-            "meta-log: master {master} lists filer {} that this pass does not read (it reads {}): \
-             the events written through it are only in its own meta-log, and the others' \
-             aggregated logs can lack them for good after a restart, so the pass would miss due \
-             deletions; add it to `cluster.filer`, or set only `cluster.master` so every filer is \
-             read (docs/meta-log.md#unread-filers)",
-            unread.join(", "),
-            ours.join(", ")
-        ))
+        Err(StoreCheckError::UnreadFilers {
+            master,
+            unread,
+            reads: nodes.iter().map(|n| n.addr.clone()).collect(),
+        })
     }
 }
 
@@ -447,7 +544,7 @@ impl FilerPool {
 /// filer's own log on a shared store holds its store-mates' persisted events
 /// but not their unflushed ones, so neither one log per filer nor one per
 /// store is complete (docs/meta-log.md#several-filers).
-fn separate_or_mixed(filers: Vec<(String, i32)>) -> Result<StoreCheck, String> {
+fn separate_or_mixed(filers: Vec<(String, i32)>) -> Result<StoreCheck, StoreCheckError> {
     let mut by_store: std::collections::BTreeMap<i32, Vec<&str>> = Default::default();
     for (addr, sig) in &filers {
         by_store.entry(*sig).or_default().push(addr);
@@ -455,16 +552,12 @@ fn separate_or_mixed(filers: Vec<(String, i32)>) -> Result<StoreCheck, String> {
     if by_store.values().all(|a| a.len() == 1) {
         return Ok(StoreCheck::Separate(filers));
     }
-    let groups: Vec<String> = by_store
-        .values()
-        .map(|a| format!("[{}]", a.join(", ")))
-        .collect();
-    Err(format!(
-        "meta-log: the filers mix shared and separate stores (filers by store: {}); a pass \
-         cannot read every event of such a cluster completely; give every filer the same store \
-         or each its own (docs/meta-log.md#several-filers)",
-        groups.join(" ")
-    ))
+    Err(StoreCheckError::MixedStores {
+        by_store: by_store
+            .into_values()
+            .map(|a| a.into_iter().map(str::to_string).collect())
+            .collect(),
+    })
 }
 
 /// How long [`FilerPool::call`] keeps retrying a round in which every filer
@@ -763,11 +856,39 @@ mod tests {
             StoreCheck::Separate(own)
         );
         let e = separate_or_mixed(vec![f("a:1", 1), f("b:1", 1), f("c:1", 3)]).unwrap_err();
-        assert!(
-            e.contains("mix shared and separate stores")
-                && e.contains("[a:1, b:1]")
-                && e.contains("[c:1]"),
-            "{e}"
+        assert!(matches!(e, StoreCheckError::MixedStores { .. }), "{e:?}");
+        assert_eq!(
+            e.to_string(),
+            "meta-log: the filers mix shared and separate stores (filers by store: [a:1, b:1] \
+             [c:1]); a pass cannot read every event of such a cluster completely; give every \
+             filer the same store or each its own (docs/meta-log.md#several-filers)"
+        );
+    }
+
+    #[test]
+    fn unread_filers_are_named_with_why() {
+        let e = StoreCheckError::UnreadFilers {
+            master: "m:1".into(),
+            unread: vec![
+                UnreadFiler::OwnStore { addr: "c:1".into() },
+                UnreadFiler::BadAddress {
+                    addr: "d".into(),
+                    source: AddressError::Invalid {
+                        addr: "d".into(),
+                        reason: "no port".into(),
+                    },
+                },
+            ],
+            reads: vec!["a:1".into(), "b:1".into()],
+        };
+        assert_eq!(
+            e.to_string(),
+            "meta-log: master m:1 lists filer c:1 (a store of its own), d (invalid address \
+             \"d\": no port; expected host:port) that this pass does not read (it reads a:1, \
+             b:1): the events written through it are only in its own meta-log, and the others' \
+             aggregated logs can lack them for good after a restart, so the pass would miss due \
+             deletions; add it to `cluster.filer`, or set only `cluster.master` so every filer \
+             is read (docs/meta-log.md#unread-filers)"
         );
     }
 

@@ -8,21 +8,80 @@ use std::time::Duration;
 
 use serde_json::Value;
 
+use crate::engine::Nanos;
 use crate::engine::audit::{
     AuditReport, BucketTtls, EntrySample, LocationTtl, StampedGroup, audit_bucket, key_verdict,
     location_scope, volume_ttl_seconds,
 };
 use crate::engine::keys::{UPLOADS_DIR, VERSIONS_SUFFIX};
-use crate::engine::{Nanos, names};
+use crate::engine::names::{self, UnknownBucket};
 use crate::lifecycle::FlatRule;
 use crate::seaweed::buckets::list_bucket_configs;
-use crate::seaweed::filer::{FilerClient, join_path};
+use crate::seaweed::filer::{FilerClient, FilerError, join_path};
 use crate::seaweed::tls::ClientTls;
 
 /// Where SeaweedFS keeps the filer's path-specific configuration.
 pub const FILER_CONF_DIR: &str = "/etc/seaweedfs";
 /// Its file name (`fs.configure` writes it).
 pub const FILER_CONF_NAME: &str = "filer.conf";
+
+/// Why the TTL audit, or one of its readings, failed. A failed reading
+/// becomes text in the report (the audit goes on); the text is the message
+/// the audit always printed.
+#[derive(Debug, thiserror::Error)]
+pub enum TtlScanError {
+    /// A filer call failed (the filer's error names the call and path).
+    #[error(transparent)]
+    Filer(#[from] FilerError),
+    /// Reading `filer.conf` failed.
+    #[error("reading {path}: {source}")]
+    ReadConf {
+        /// The file's path.
+        path: String,
+        /// The filer's error.
+        #[source]
+        source: FilerError,
+    },
+    /// `filer.conf` is stored in chunks, which the audit does not fetch.
+    #[error(
+        "{path} is stored in chunks, not inline as fs.configure writes it; read it with \
+         `weed shell fs.configure` and check its ttl fields by hand"
+    )]
+    ChunkedConf {
+        /// The file's path.
+        path: String,
+    },
+    /// `filer.conf` is not JSON.
+    #[error("{path}: not JSON: {source}")]
+    ConfNotJson {
+        /// The file's path.
+        path: String,
+        /// The parser's error.
+        #[source]
+        source: serde_json::Error,
+    },
+    /// Listing a folder of a bucket failed.
+    #[error("listing {dir}: {source}")]
+    List {
+        /// The folder.
+        dir: String,
+        /// The filer's error.
+        #[source]
+        source: FilerError,
+    },
+    /// Listing the buckets failed.
+    #[error("listing the buckets under {root}: {source}")]
+    ListBuckets {
+        /// The buckets root.
+        root: String,
+        /// The filer's error.
+        #[source]
+        source: FilerError,
+    },
+    /// `--bucket` names a bucket the cluster does not have.
+    #[error("flag --bucket: {0}")]
+    UnknownBucket(#[source] UnknownBucket),
+}
 
 /// What one audit may read per bucket.
 #[derive(Debug, Clone, Copy)]
@@ -35,31 +94,31 @@ pub struct Budget {
 
 /// The `filer.conf` locations that set a TTL. The file is JSON that
 /// `fs.configure` writes inline into the entry; absent, it is empty.
-pub async fn filer_conf_ttls(client: &FilerClient) -> Result<Vec<LocationTtl>, String> {
+pub async fn filer_conf_ttls(client: &FilerClient) -> Result<Vec<LocationTtl>, TtlScanError> {
     let path = join_path(FILER_CONF_DIR, FILER_CONF_NAME);
     let Some(entry) = client
         .lookup(FILER_CONF_DIR, FILER_CONF_NAME)
         .await
-        .map_err(|e| format!("reading {path}: {e}"))?
+        .map_err(|source| TtlScanError::ReadConf {
+            path: path.clone(),
+            source,
+        })?
     else {
         return Ok(Vec::new());
     };
     if entry.content.is_empty() && !entry.chunks.is_empty() {
-        return Err(format!(
-            "{path} is stored in chunks, not inline as fs.configure writes it; read it with \
-             `weed shell fs.configure` and check its ttl fields by hand"
-        ));
+        return Err(TtlScanError::ChunkedConf { path });
     }
-    parse_filer_conf(&entry.content).map_err(|e| format!("{path}: {e}"))
+    parse_filer_conf(&entry.content).map_err(|source| TtlScanError::ConfNotJson { path, source })
 }
 
 /// The TTL locations of a `filer.conf` document (protobuf JSON; camelCase or
-/// snake_case field names).
-pub fn parse_filer_conf(bytes: &[u8]) -> Result<Vec<LocationTtl>, String> {
+/// snake_case field names). Fails only when it is not JSON.
+pub fn parse_filer_conf(bytes: &[u8]) -> Result<Vec<LocationTtl>, serde_json::Error> {
     if bytes.iter().all(u8::is_ascii_whitespace) {
         return Ok(Vec::new());
     }
-    let doc: Value = serde_json::from_slice(bytes).map_err(|e| format!("not JSON: {e}"))?;
+    let doc: Value = serde_json::from_slice(bytes)?;
     let field =
         |l: &Value, camel: &str, snake: &str| l.get(camel).or_else(|| l.get(snake)).cloned();
     let text = |l: &Value, camel: &str, snake: &str| {
@@ -121,7 +180,7 @@ pub async fn sample_entries(
     day: Duration,
     budget: Budget,
     calls: &mut u64,
-) -> Result<EntrySample, String> {
+) -> Result<EntrySample, TtlScanError> {
     let mut sample = EntrySample::default();
     // (folder, key prefix of its children, the logical key when it is a `.versions` folder)
     let mut queue: VecDeque<(String, String, Option<String>)> =
@@ -140,7 +199,10 @@ pub async fn sample_entries(
             let page = client
                 .list_page(&dir, &after, limit)
                 .await
-                .map_err(|e| format!("listing {dir}: {e}"))?;
+                .map_err(|source| TtlScanError::List {
+                    dir: dir.clone(),
+                    source,
+                })?;
             listings += 1;
             *calls += 1;
             let full = page.len() as u32 == limit;
@@ -225,23 +287,27 @@ pub async fn audit(
     master: Option<&Master>,
     root: &str,
     run: &AuditRun,
-) -> Result<AuditReport, String> {
+) -> Result<AuditReport, TtlScanError> {
     let (only, budget, day, now) = (run.only.as_deref(), run.budget, run.day, run.now);
     let mut report = AuditReport {
         at_ns: now,
         ..AuditReport::default()
     };
-    let scan = list_bucket_configs(client, root)
-        .await
-        .map_err(|e| format!("listing the buckets under {root}: {e}"))?;
+    let scan =
+        list_bucket_configs(client, root)
+            .await
+            .map_err(|source| TtlScanError::ListBuckets {
+                root: root.to_string(),
+                source,
+            })?;
     report.calls += 1;
     if let Some(b) = only {
-        names::check_exists(b, scan.names()).map_err(|e| format!("flag --bucket: {e}"))?;
+        names::check_exists(b, scan.names()).map_err(TtlScanError::UnknownBucket)?;
     }
     let locations = match filer_conf_ttls(client).await {
         Ok(l) => l,
         Err(e) => {
-            report.errors.push(e);
+            report.errors.push(e.to_string());
             Vec::new()
         }
     };
@@ -315,9 +381,9 @@ pub async fn audit_cluster(
     tls: Option<ClientTls>,
     root: &str,
     run: &AuditRun,
-) -> Result<AuditReport, String> {
+) -> Result<AuditReport, TtlScanError> {
     let root = if root.trim().is_empty() {
-        client.buckets_root().await.map_err(|e| e.to_string())?
+        client.buckets_root().await?
     } else {
         root.to_string()
     };
@@ -356,6 +422,30 @@ mod tests {
             vec!["-replication=001", "-fsync", "-volumeGrowthCount=3"]
         );
         assert_eq!(parse_filer_conf(b"").unwrap(), vec![]);
-        assert!(parse_filer_conf(b"{").unwrap_err().contains("not JSON"));
+        assert!(parse_filer_conf(b"{").is_err());
+    }
+
+    /// The texts are the messages the audit printed before its errors were
+    /// typed.
+    #[test]
+    fn messages_keep_their_old_wording() {
+        let source = parse_filer_conf(b"{").unwrap_err();
+        let e = TtlScanError::ConfNotJson {
+            path: "/etc/seaweedfs/filer.conf".into(),
+            source,
+        };
+        assert!(
+            e.to_string()
+                .starts_with("/etc/seaweedfs/filer.conf: not JSON: EOF while parsing"),
+            "{e}"
+        );
+        let e = TtlScanError::ChunkedConf {
+            path: "/etc/seaweedfs/filer.conf".into(),
+        };
+        assert_eq!(
+            e.to_string(),
+            "/etc/seaweedfs/filer.conf is stored in chunks, not inline as fs.configure writes \
+             it; read it with `weed shell fs.configure` and check its ttl fields by hand"
+        );
     }
 }

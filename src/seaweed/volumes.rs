@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use crate::engine::reclaim::VolumeUsage;
 use crate::pb::master_pb::{VacuumVolumeRequest, VolumeListRequest};
-use crate::seaweed::discovery::connect_master_for;
+use crate::seaweed::discovery::{MasterError, connect_master_for};
 use crate::seaweed::tls::ClientTls;
 
 /// Deadline of one `VolumeList`: the whole topology in one answer.
@@ -18,18 +18,12 @@ const LIST_TIMEOUT: Duration = Duration::from_secs(30);
 pub async fn list_volumes(
     master: &str,
     tls: Option<&ClientTls>,
-) -> Result<Vec<VolumeUsage>, String> {
+) -> Result<Vec<VolumeUsage>, MasterError> {
     let (grpc, mut client) = connect_master_for(master, tls, LIST_TIMEOUT).await?;
     let topo = client
         .volume_list(VolumeListRequest {})
         .await
-        .map_err(|s| {
-            format!(
-                "master {grpc}: VolumeList failed: {:?}: {}",
-                s.code(),
-                s.message()
-            )
-        })?
+        .map_err(|s| MasterError::call(&grpc, "VolumeList", None, s))?
         .into_inner()
         .topology_info
         .unwrap_or_default();
@@ -67,7 +61,7 @@ pub async fn vacuum_volume(
     id: u32,
     threshold: f64,
     timeout: Duration,
-) -> Result<(), String> {
+) -> Result<(), MasterError> {
     let (grpc, mut client) = connect_master_for(master, tls, timeout).await?;
     client
         .vacuum_volume(VacuumVolumeRequest {
@@ -76,12 +70,6 @@ pub async fn vacuum_volume(
             collection: String::new(),
         })
         .await
-        .map_err(|s| {
-            format!(
-                "master {grpc}: VacuumVolume({id}) failed: {:?}: {}",
-                s.code(),
-                s.message()
-            )
-        })?;
+        .map_err(|s| MasterError::call(&grpc, "VacuumVolume", Some(id.to_string()), s))?;
     Ok(())
 }
