@@ -10,11 +10,10 @@ use tonic::transport::Channel;
 
 use crate::engine::cursor::ShardCursor;
 use crate::engine::reclaim::VolumeUsage;
-use crate::engine::safety::{ApprovalRecord, HoldRecord, PauseRecord, RuleRecord};
 use crate::engine::{MetaEvent, Nanos, WalkItem};
 use crate::pb::filer_pb::Entry;
 use crate::seaweed::buckets::{BucketScan, list_bucket_configs};
-use crate::seaweed::controls::{ControlStore, ControlsError};
+use crate::seaweed::controls::ControlStore;
 use crate::seaweed::lister::{ListOptions, list_bucket_after};
 use crate::seaweed::metalog::{DEFAULT_CLIENT_NAME, ReaderOptions, SubscribeParams};
 use crate::seaweed::pool::{
@@ -191,19 +190,6 @@ impl SeaweedCluster {
     ) -> BoxFuture<'static, Result<T, ClusterError>> {
         let pool = self.pool.clone();
         async move { pool.call(call).await }.boxed()
-    }
-
-    /// `call` on the control store, its errors as [`ClusterError::Controls`].
-    fn on_controls<T, F>(
-        &self,
-        call: impl FnOnce(ControlStore) -> F,
-    ) -> BoxFuture<'static, Result<T, ClusterError>>
-    where
-        F: std::future::Future<Output = Result<T, ControlsError>> + Send + 'static,
-    {
-        call(self.controls.clone())
-            .map(|r| r.map_err(ClusterError::from))
-            .boxed()
     }
 }
 
@@ -540,85 +526,7 @@ impl ClusterPort for SeaweedCluster {
         .boxed()
     }
 
-    fn paused(&self) -> BoxFuture<'static, Result<Vec<PauseRecord>, ClusterError>> {
-        self.on_controls(|s| async move { s.paused().await })
-    }
-
-    fn pause(
-        &self,
-        bucket: &str,
-        now: Nanos,
-        reason: &str,
-    ) -> BoxFuture<'static, Result<PauseRecord, ClusterError>> {
-        let (bucket, reason) = (bucket.to_string(), reason.to_string());
-        self.on_controls(move |s| async move { s.pause(&bucket, now, &reason).await })
-    }
-
-    fn resume(&self, bucket: &str) -> BoxFuture<'static, Result<bool, ClusterError>> {
-        let bucket = bucket.to_string();
-        self.on_controls(move |s| async move { s.resume(&bucket).await })
-    }
-
-    fn approvals(&self) -> BoxFuture<'static, Result<Vec<ApprovalRecord>, ClusterError>> {
-        self.on_controls(|s| async move { s.approvals().await })
-    }
-
-    fn approve(
-        &self,
-        bucket: &str,
-        now: Nanos,
-    ) -> BoxFuture<'static, Result<ApprovalRecord, ClusterError>> {
-        let bucket = bucket.to_string();
-        self.on_controls(move |s| async move { s.approve(&bucket, now).await })
-    }
-
-    fn clear_approval(&self, bucket: &str) -> BoxFuture<'static, Result<(), ClusterError>> {
-        let bucket = bucket.to_string();
-        self.on_controls(move |s| async move { s.clear_approval(&bucket).await })
-    }
-
-    fn holds(&self) -> BoxFuture<'static, Result<Vec<HoldRecord>, ClusterError>> {
-        self.on_controls(|s| async move { s.holds().await })
-    }
-
-    fn hold(&self, record: HoldRecord) -> BoxFuture<'static, Result<(), ClusterError>> {
-        self.on_controls(move |s| async move { s.hold(&record).await })
-    }
-
-    fn release(&self, bucket: &str) -> BoxFuture<'static, Result<(), ClusterError>> {
-        let bucket = bucket.to_string();
-        self.on_controls(move |s| async move { s.release(&bucket).await })
-    }
-
-    fn rule_records(&self) -> BoxFuture<'static, Result<Vec<RuleRecord>, ClusterError>> {
-        self.on_controls(|s| async move { s.rule_records().await })
-    }
-
-    fn write_journal(
-        &self,
-        day: &str,
-        name: &str,
-        content: Vec<u8>,
-        now: Nanos,
-    ) -> BoxFuture<'static, Result<(), ClusterError>> {
-        let (day, name) = (day.to_string(), name.to_string());
-        self.on_controls(move |s| async move { s.write_journal(&day, &name, content, now).await })
-    }
-
-    fn journal_days(&self) -> BoxFuture<'static, Result<Vec<String>, ClusterError>> {
-        self.on_controls(|s| async move { s.journal_days().await })
-    }
-
-    fn drop_journal_day(&self, day: &str) -> BoxFuture<'static, Result<(), ClusterError>> {
-        let day = day.to_string();
-        self.on_controls(move |s| async move { s.drop_journal_day(&day).await })
-    }
-
-    fn put_rule_record(
-        &self,
-        record: RuleRecord,
-        now: Nanos,
-    ) -> BoxFuture<'static, Result<(), ClusterError>> {
-        self.on_controls(move |s| async move { s.put_rule_record(&record, now).await })
+    fn controls(&self) -> Option<ControlStore> {
+        Some(self.controls.clone())
     }
 }

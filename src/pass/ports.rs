@@ -9,11 +9,11 @@ use futures::{FutureExt, StreamExt, TryStreamExt};
 
 use crate::engine::cursor::ShardCursor;
 use crate::engine::reclaim::VolumeUsage;
-use crate::engine::safety::{ApprovalRecord, HoldRecord, PauseRecord, RuleRecord};
 use crate::engine::{MetaEvent, Nanos, WalkItem};
 pub use crate::pass::cluster_error::ClusterError;
 use crate::pb::filer_pb::Entry;
 use crate::seaweed::buckets::BucketScan;
+use crate::seaweed::controls::{ControlStore, ControlsError};
 
 /// A stream of meta-log events for one pass: `Err` then end when it broke;
 /// a plain end means the filer ended the stream normally.
@@ -129,107 +129,13 @@ pub trait ClusterPort: Send + Sync + 'static {
     fn weed_admin(&self) -> BoxFuture<'static, Result<Option<String>, ClusterError>> {
         async { Ok(None) }.boxed()
     }
-    /// The paused buckets (`s3-lifecycled pause`), read at every pass start
-    /// (docs/filer-layout.md#pause-files). Fakes without pauses keep the
-    /// default: none.
-    fn paused(&self) -> BoxFuture<'static, Result<Vec<PauseRecord>, ClusterError>> {
-        async { Ok(Vec::new()) }.boxed()
-    }
-    /// Pauses a bucket; answers the record written.
-    fn pause(
-        &self,
-        bucket: &str,
-        now: Nanos,
-        reason: &str,
-    ) -> BoxFuture<'static, Result<PauseRecord, ClusterError>> {
-        let _ = (now, reason);
-        let e = ClusterError::NotKept {
-            action: "pause",
-            bucket: bucket.to_string(),
-            kept: "pauses",
-        };
-        async move { Err(e) }.boxed()
-    }
-    /// Resumes a bucket; `Ok(false)` when it was not paused.
-    fn resume(&self, bucket: &str) -> BoxFuture<'static, Result<bool, ClusterError>> {
-        let e = ClusterError::NotKept {
-            action: "resume",
-            bucket: bucket.to_string(),
-            kept: "pauses",
-        };
-        async move { Err(e) }.boxed()
-    }
-    /// The approved buckets (`s3-lifecycled approve`), read at pass start
-    /// when a safety rail is on (docs/filer-layout.md#approval-files).
-    fn approvals(&self) -> BoxFuture<'static, Result<Vec<ApprovalRecord>, ClusterError>> {
-        async { Ok(Vec::new()) }.boxed()
-    }
-    /// Approves a bucket's held work for the next pass.
-    fn approve(
-        &self,
-        bucket: &str,
-        now: Nanos,
-    ) -> BoxFuture<'static, Result<ApprovalRecord, ClusterError>> {
-        let _ = now;
-        let e = ClusterError::NotKept {
-            action: "approve",
-            bucket: bucket.to_string(),
-            kept: "approvals",
-        };
-        async move { Err(e) }.boxed()
-    }
-    /// Removes a used approval.
-    fn clear_approval(&self, bucket: &str) -> BoxFuture<'static, Result<(), ClusterError>> {
-        let _ = bucket;
-        async { Ok(()) }.boxed()
-    }
-    /// The buckets the deletion cap holds (docs/filer-layout.md#approval-files).
-    fn holds(&self) -> BoxFuture<'static, Result<Vec<HoldRecord>, ClusterError>> {
-        async { Ok(Vec::new()) }.boxed()
-    }
-    /// Records a hold.
-    fn hold(&self, record: HoldRecord) -> BoxFuture<'static, Result<(), ClusterError>> {
-        let _ = record;
-        async { Ok(()) }.boxed()
-    }
-    /// Removes a hold.
-    fn release(&self, bucket: &str) -> BoxFuture<'static, Result<(), ClusterError>> {
-        let _ = bucket;
-        async { Ok(()) }.boxed()
-    }
-    /// What was last seen of each bucket's lifecycle document
-    /// (`safety.rule_change_grace`; docs/filer-layout.md#approval-files).
-    fn rule_records(&self) -> BoxFuture<'static, Result<Vec<RuleRecord>, ClusterError>> {
-        async { Ok(Vec::new()) }.boxed()
-    }
-    /// Records what was seen of a bucket's lifecycle document.
-    fn put_rule_record(
-        &self,
-        record: RuleRecord,
-        now: Nanos,
-    ) -> BoxFuture<'static, Result<(), ClusterError>> {
-        let _ = (record, now);
-        async { Ok(()) }.boxed()
-    }
-    /// Writes one journal batch (docs/filer-layout.md#journal).
-    fn write_journal(
-        &self,
-        day: &str,
-        name: &str,
-        content: Vec<u8>,
-        now: Nanos,
-    ) -> BoxFuture<'static, Result<(), ClusterError>> {
-        let _ = (day, name, content, now);
-        async { Ok(()) }.boxed()
-    }
-    /// The journal's day directories.
-    fn journal_days(&self) -> BoxFuture<'static, Result<Vec<String>, ClusterError>> {
-        async { Ok(Vec::new()) }.boxed()
-    }
-    /// Removes a journal day directory.
-    fn drop_journal_day(&self, day: &str) -> BoxFuture<'static, Result<(), ClusterError>> {
-        let _ = day;
-        async { Ok(()) }.boxed()
+    /// The operator controls kept next to the cursors: pauses, approvals,
+    /// holds, rules records, the journal (docs/filer-layout.md). `None`
+    /// where the port keeps none (test doubles): a pass then reads none and
+    /// writes none ([`on_controls`]), and a command that must write one is
+    /// refused ([`controls_for`]).
+    fn controls(&self) -> Option<ControlStore> {
+        None
     }
     /// The number of entries (objects, versions, markers, uploads) the
     /// walker lists in `bucket`: the size a deletion fraction is taken of.
@@ -237,4 +143,36 @@ pub trait ClusterPort: Send + Sync + 'static {
         let items = self.list_bucket(bucket);
         async move { items.try_fold(0u64, |n, _| async move { Ok(n + 1) }).await }.boxed()
     }
+}
+
+/// `op` on the port's operator controls, its error as [`ClusterError`];
+/// where the port keeps none, what an empty store answers: nothing read,
+/// nothing written.
+pub async fn on_controls<T: Default, F>(
+    port: &dyn ClusterPort,
+    op: impl FnOnce(ControlStore) -> F,
+) -> Result<T, ClusterError>
+where
+    F: std::future::Future<Output = Result<T, ControlsError>>,
+{
+    match port.controls() {
+        Some(c) => Ok(op(c).await?),
+        None => Ok(T::default()),
+    }
+}
+
+/// The port's operator controls for a command that writes one (`action`:
+/// `pause`, `resume`, `approve`, keeping `kept`); an error where the port
+/// keeps none.
+pub fn controls_for(
+    port: &dyn ClusterPort,
+    action: &'static str,
+    bucket: &str,
+    kept: &'static str,
+) -> Result<ControlStore, ClusterError> {
+    port.controls().ok_or_else(|| ClusterError::NotKept {
+        action,
+        bucket: bucket.to_string(),
+        kept,
+    })
 }

@@ -11,7 +11,7 @@ use crate::engine::cursor::ShardCursor;
 use crate::engine::safety::{CapBook, PauseRecord, Selection, grace_decision};
 use crate::lifecycle::BucketError;
 use crate::pass::plan::PassPlan;
-use crate::pass::ports::{ClusterError, ClusterPort};
+use crate::pass::ports::{ClusterError, ClusterPort, on_controls};
 
 use crate::pass::options::PassOptions;
 
@@ -47,7 +47,7 @@ pub(crate) async fn prepare(
         port.buckets(),
         // Read at every pass start, so a pause made through any instance
         // holds from the next pass on (docs/filer-layout.md#pause-files).
-        port.paused(),
+        on_controls(&*port, |c| async move { c.paused().await }),
         async {
             if s.pass.meta_log_retention.is_zero() {
                 port.earliest_available().await
@@ -57,19 +57,19 @@ pub(crate) async fn prepare(
         },
         async {
             if rails {
-                port.approvals().await
+                on_controls(&*port, |c| async move { c.approvals().await }).await
             } else {
                 Ok(Vec::new())
             }
         },
         // Holds of earlier passes. Read even with the caps off, so turning
         // them off releases the holds.
-        port.holds(),
+        on_controls(&*port, |c| async move { c.holds().await }),
         async {
             if grace.is_zero() {
                 Ok(Vec::new())
             } else {
-                port.rule_records().await
+                on_controls(&*port, |c| async move { c.rule_records().await }).await
             }
         },
         futures::future::join_all(opts.shards.iter().map(|&shard| {
@@ -192,7 +192,11 @@ pub(crate) async fn prepare(
             if let Some(rec) = d.write
                 && !opts.dry_run
             {
-                port.put_rule_record(rec, wall).await?;
+                on_controls(
+                    &*port,
+                    |c| async move { c.put_rule_record(&rec, wall).await },
+                )
+                .await?;
             }
         }
     }

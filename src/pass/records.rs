@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use crate::engine::journal::{self, JournalPart};
 use crate::engine::safety::{CapBook, Held, HoldRecord};
-use crate::pass::ports::ClusterPort;
+use crate::pass::ports::{ClusterPort, on_controls};
 
 /// Largest journal batch file; a shard's batch beyond it is split into
 /// numbered parts so every file stays a small inline filer entry.
@@ -23,9 +23,11 @@ pub(crate) fn write_journal_part(
     let now = crate::clock::wall_ns();
     let name = journal::part_name(run_id, part.shard, part.part);
     let shard = part.shard;
-    let write = port.write_journal(&journal::day_dir(now), &name, part.bytes, now);
+    let controls = port.controls();
     async move {
-        if let Err(e) = write.await {
+        let Some(c) = controls else { return };
+        let day = journal::day_dir(now);
+        if let Err(e) = c.write_journal(&day, &name, part.bytes, now).await {
             tracing::error!(shard, error = %e, "writing the deletion journal failed");
         }
     }
@@ -51,10 +53,11 @@ pub(crate) async fn write_journal(
     if retention.is_zero() {
         return;
     }
-    match port.journal_days().await {
+    let Some(c) = port.controls() else { return };
+    match c.journal_days().await {
         Ok(days) => {
             for d in journal::expired_days(days.iter().map(String::as_str), now, retention) {
-                if let Err(e) = port.drop_journal_day(&d).await {
+                if let Err(e) = c.drop_journal_day(&d).await {
                     tracing::warn!(day = d, error = %e, "removing an expired journal day failed");
                 }
             }
@@ -97,7 +100,8 @@ pub(crate) async fn settle_caps(
         if !dry_run
             && h.since_ns.is_none()
             && h.grace.is_none()
-            && let Err(e) = port.hold(HoldRecord::new(h, limits, now)).await
+            && let record = HoldRecord::new(h, limits, now)
+            && let Err(e) = on_controls(port, |c| async move { c.hold(&record).await }).await
         {
             // Not recorded: the next pass caps the bucket again, afresh.
             tracing::warn!(bucket = h.bucket, error = %e, "recording a hold failed");
@@ -105,12 +109,12 @@ pub(crate) async fn settle_caps(
     }
     if !dry_run {
         for b in approved.iter().chain(released) {
-            if let Err(e) = port.release(b).await {
+            if let Err(e) = on_controls(port, |c| async move { c.release(b).await }).await {
                 tracing::warn!(bucket = b, error = %e, "removing a hold failed");
             }
         }
         for b in approved {
-            if let Err(e) = port.clear_approval(b).await {
+            if let Err(e) = on_controls(port, |c| async move { c.clear_approval(b).await }).await {
                 tracing::warn!(bucket = b, error = %e, "removing a used approval failed");
             }
         }

@@ -18,7 +18,7 @@ use crate::engine::Nanos;
 use crate::engine::cursor::ShardCursor;
 use crate::pass::observe::{PassObserver, StatusBoard};
 use crate::pass::options::{PassOptions, StopSignal};
-use crate::pass::ports::ClusterPort;
+use crate::pass::ports::{ClusterPort, controls_for, on_controls};
 use crate::pass::runner::PassRunner;
 use crate::status::{PassSummary, ServiceState, StatusSnapshot};
 
@@ -392,8 +392,8 @@ impl AdminBackend for Backend {
                 )
                 .await?;
             }
-            let r = c
-                .port
+            let r = controls_for(&*c.port, "pause", &bucket, "pauses")
+                .map_err(|e| AdminError::Unavailable(e.to_string()))?
                 .pause(&bucket, wall_ns(), &reason)
                 .await
                 .map_err(|e| AdminError::Unavailable(e.to_string()))?;
@@ -412,8 +412,8 @@ impl AdminBackend for Backend {
         let controls = self.0.controls.get().cloned();
         async move {
             let c = controls.ok_or_else(not_connected)?;
-            let was = c
-                .port
+            let was = controls_for(&*c.port, "resume", &bucket, "pauses")
+                .map_err(|e| AdminError::Unavailable(e.to_string()))?
                 .resume(&bucket)
                 .await
                 .map_err(|e| AdminError::Unavailable(e.to_string()))?;
@@ -462,8 +462,8 @@ impl Backend {
         async move {
             let c = controls.ok_or_else(not_connected)?;
             c.check_exists(&bucket, "").await?;
-            let r = c
-                .port
+            let r = controls_for(&*c.port, "approve", &bucket, "approvals")
+                .map_err(|e| AdminError::Unavailable(e.to_string()))?
                 .approve(&bucket, wall_ns())
                 .await
                 .map_err(|e| AdminError::Unavailable(e.to_string()))?;
@@ -511,7 +511,7 @@ impl Controls {
     /// Re-reads the paused buckets and shows them; a failed read keeps what
     /// was shown (logged).
     pub async fn refresh(&self) {
-        match self.port.paused().await {
+        match on_controls(&*self.port, |c| async move { c.paused().await }).await {
             Ok(p) => self.obs.paused(&p),
             Err(e) => tracing::warn!(error = %e, "reading the paused buckets failed"),
         }
