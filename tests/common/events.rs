@@ -20,7 +20,7 @@ pub fn load_events(scenario: &str) -> Vec<SubscribeMetadataResponse> {
     let path = fixtures_dir().join(format!("{scenario}.bin"));
     let bytes = std::fs::read(&path).unwrap_or_else(|e| {
         panic!(
-            "cannot read {}: {e}; record it with `cargo test --test single_node -- --ignored`",
+            "cannot read {}: {e}; record it with `cargo test --test single_node record_events -- --ignored`",
             path.display()
         )
     });

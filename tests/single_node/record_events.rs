@@ -1,5 +1,5 @@
 //! Records the filer meta-log events of each S3 operation (docs/meta-log.md#per-operation) into
-//! `tests/fixtures/events/` (run explicitly: `cargo test --test single_node -- --ignored`), and
+//! `tests/fixtures/events/` (run explicitly: `cargo test --test single_node record_events -- --ignored`), and
 //! checks that the committed recordings decode and agree with their text dumps.
 
 use crate::common;
