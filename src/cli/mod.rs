@@ -54,12 +54,12 @@ pub const EXIT_TLS_OTHER: i32 = 15;
 /// Prints why a pass did not run and returns its exit code: a setting that
 /// cannot work is a usage error, anything else an error. The one place a
 /// [`RunError`](crate::pass::runner::RunError) becomes an exit code.
-pub fn run_error(e: crate::pass::runner::RunError) -> i32 {
+pub fn run_error(e: &crate::pass::runner::RunError) -> i32 {
     use crate::pass::runner::RunError;
     eprintln!("error: {e}");
     match e {
         RunError::Config(_) => EXIT_USAGE,
-        RunError::Unreachable(_) | RunError::Failed(_) | RunError::Stopped(_) => EXIT_ERROR,
+        RunError::Unreachable { .. } | RunError::Failed(_) | RunError::Stopped(_) => EXIT_ERROR,
     }
 }
 

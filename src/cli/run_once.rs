@@ -19,6 +19,7 @@ use crate::pass::options::PassOptions;
 use crate::pass::report::Counters;
 use crate::pass::report::PassResult;
 use crate::pass::runner::PassRunner;
+use crate::pass::runner::RunError;
 use crate::status::RunOutcome;
 
 /// `run-once` flags.
@@ -182,7 +183,10 @@ async fn pass(s: Settings, now: Nanos, shards: Vec<u8>, dry_run: bool, json: boo
         .chain(&s.cluster.s3_grpc)
         .cloned()
         .collect();
-    let code = pass_with(s, now, shards, dry_run, json, tls.clone()).await;
+    let (code, error) = match pass_with(s, now, shards, dry_run, json, tls.clone()).await {
+        Ok(code) => (code, None),
+        Err(e) => (run_error(&e), Some(e)),
+    };
     if code == EXIT_OK {
         return code;
     }
@@ -190,7 +194,10 @@ async fn pass(s: Settings, now: Nanos, shards: Vec<u8>, dry_run: bool, json: boo
     // pass; name the TLS cause and exit with its code instead
     // (docs/tls.md#how-failures-surface).
     let addrs: Vec<&str> = addrs.iter().map(String::as_str).collect();
-    match crate::cli::tls::diagnose(tls.as_ref(), &addrs).await {
+    let error = error
+        .as_ref()
+        .map(|e| e as &(dyn std::error::Error + 'static));
+    match crate::cli::tls::diagnose(tls.as_ref(), &addrs, error).await {
         Some((msg, tls_code)) => {
             eprintln!("error: {msg}");
             tls_code
@@ -206,11 +213,8 @@ async fn pass_with(
     dry_run: bool,
     json: bool,
     tls: Option<crate::seaweed::tls::ClientTls>,
-) -> i32 {
-    let runner = match PassRunner::connect(&s, tls, PassObserver::default()).await {
-        Ok(r) => r,
-        Err(e) => return run_error(e),
-    };
+) -> Result<i32, RunError> {
+    let runner = PassRunner::connect(&s, tls, PassObserver::default()).await?;
     let run_id = crate::pass::new_run_id();
     let opts = PassOptions {
         now,
@@ -220,10 +224,8 @@ async fn pass_with(
         run_id: run_id.clone(),
         stop: Default::default(),
     };
-    match runner.run(opts).await {
-        Ok(result) => report(&result, &run_id, dry_run, json),
-        Err(e) => run_error(e),
-    }
+    let result = runner.run(opts).await?;
+    Ok(report(&result, &run_id, dry_run, json))
 }
 
 /// The counters as `key=value`s from `matches` on, the same on each shard's

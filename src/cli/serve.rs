@@ -180,13 +180,12 @@ async fn serve(
             Ok(c) => break c,
             Err(RunError::Config(e)) => return usage(e),
             Err(e) => {
-                let e = e.to_string();
                 // Name a TLS cause (plaintext against a TLS port, a refused
                 // certificate) rather than a bare transport error.
                 let addrs: Vec<&str> = s.cluster.filer.iter().map(String::as_str).collect();
-                let e = match crate::cli::tls::diagnose(tls.as_ref(), &addrs).await {
+                let e = match crate::cli::tls::diagnose(tls.as_ref(), &addrs, Some(&e)).await {
                     Some((msg, _)) => msg,
-                    None => e,
+                    None => e.to_string(),
                 };
                 readiness.set_not_ready(e.clone());
                 tracing::warn!(filer = %s.cluster.filer_label(), error = %e, "cluster not reachable; retrying");

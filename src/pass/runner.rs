@@ -30,8 +30,16 @@ pub enum RunError {
     #[error("{0}")]
     Config(String),
     /// No filer answered, or discovery failed: retrying later may help.
-    #[error("{0}")]
-    Unreachable(String),
+    /// The source keeps what the transport said, a TLS cause among it
+    /// ([`crate::seaweed::tls::HandshakeError::find`]).
+    #[error("{message}")]
+    Unreachable {
+        /// What failed, for the operator.
+        message: String,
+        /// The error underneath.
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
     /// The pass started and could not go on (e.g. its bucket scan failed);
     /// it saved no cursor past anything it did not resolve.
     #[error("{0}")]
@@ -50,7 +58,10 @@ pub async fn connect_cluster(
 ) -> Result<(SeaweedCluster, SeaweedDelete), RunError> {
     let members = crate::seaweed::discovery::resolve(&s.cluster.wanted(), tls.as_ref())
         .await
-        .map_err(|e| RunError::Unreachable(e.to_string()))?;
+        .map_err(|e| RunError::Unreachable {
+            message: e.to_string(),
+            source: e.into(),
+        })?;
     let deletes = SeaweedDelete::connect_many(&members.s3_grpc, tls.clone())
         .map_err(|e| RunError::Config(format!("configuration key `cluster.s3_grpc`: {e}")))?;
     let cluster = SeaweedCluster::connect_many(
@@ -66,7 +77,10 @@ pub async fn connect_cluster(
         ClusterError::Address(AddressError::Invalid { .. }) => {
             RunError::Config(format!("configuration key `cluster.filer`: {e}"))
         }
-        _ => RunError::Unreachable(format!("filer {}: {e}", members.filers.join(","))),
+        _ => RunError::Unreachable {
+            message: format!("filer {}: {e}", members.filers.join(",")),
+            source: e.into(),
+        },
     })?
     .with_resume_margin(s.pass.reorder_margin)
     .with_direct_log_reads(s.pass.direct_log_reads);

@@ -66,7 +66,9 @@ pub enum FilerError {
         op: &'static str,
         /// Filer path the call was about.
         path: String,
-        /// The gRPC status.
+        /// The gRPC status; its source keeps the transport's error, a TLS
+        /// cause among it.
+        #[source]
         status: Status,
     },
     /// The filer answered with an error for this entry.

@@ -101,8 +101,6 @@ struct Inner {
     generation: AtomicU64,
     /// Wakers of live connections, to close them on rotation.
     conns: Mutex<Vec<Weak<ConnState>>>,
-    /// The last handshake failure seen, for the CLI's diagnosis.
-    last_failure: Mutex<Option<TlsFailure>>,
 }
 
 /// Client TLS shared by every gRPC client of a process. Cheap to clone.
@@ -278,7 +276,6 @@ impl ClientTls {
             loaded: Mutex::new(loaded),
             generation: AtomicU64::new(0),
             conns: Mutex::new(Vec::new()),
-            last_failure: Mutex::new(None),
         })))
     }
 
@@ -341,23 +338,6 @@ impl ClientTls {
         true
     }
 
-    /// The most recent handshake failure, if any.
-    pub fn last_failure(&self) -> Option<TlsFailure> {
-        self.0
-            .last_failure
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .clone()
-    }
-
-    fn record(&self, f: TlsFailure) {
-        *self
-            .0
-            .last_failure
-            .lock()
-            .unwrap_or_else(|p| p.into_inner()) = Some(f);
-    }
-
     /// Works out why `addr` refuses us, deterministically: a TLS 1.3 server
     /// reports a refused client certificate only after the handshake, so a
     /// failed call may show nothing but "connection closed"
@@ -370,16 +350,11 @@ impl ClientTls {
         let (host, port) = host_port(addr)?;
         let own = self.check_own_certificate();
         let attempt = async {
-            *self
-                .0
-                .last_failure
-                .lock()
-                .unwrap_or_else(|p| p.into_inner()) = None;
             let mut io = match self.dial(&host, port).await {
                 Ok(io) => io,
-                // A handshake failure was recorded; anything else (nothing
-                // listening) is not a TLS matter.
-                Err(_) => return self.last_failure(),
+                // Anything but a handshake failure (nothing listening) is
+                // not a TLS matter.
+                Err(e) => return HandshakeError::find(&e).map(|h| h.failure.clone()),
             };
             let mut byte = [0u8; 1];
             match tokio::io::AsyncReadExt::read(&mut *io.stream, &mut byte).await {
@@ -474,12 +449,14 @@ impl ClientTls {
         let stream = match TlsConnector::from(config).connect(server_name, tcp).await {
             Ok(s) => s,
             Err(e) => {
-                if let Some(f) = TlsFailure::from_io(&e) {
-                    let msg = f.message_for(&format!("{host}:{port}"), self.0.used_for);
-                    self.record(f);
-                    return Err(io::Error::new(e.kind(), msg));
-                }
-                return Err(e);
+                return Err(match TlsFailure::from_io(&e) {
+                    Some(failure) => {
+                        let message =
+                            failure.message_for(&format!("{host}:{port}"), self.0.used_for);
+                        HandshakeError { failure, message }.into_io(e.kind())
+                    }
+                    None => e,
+                });
             }
         };
         let state = Arc::new(ConnState {
@@ -523,6 +500,65 @@ impl ClientTls {
     }
 }
 
+/// A TLS failure inside the `io::Error` of the connection it broke, so the
+/// cause travels with the error instead of beside it. The message is the
+/// error's text: what tonic and hyper print when they keep only that.
+#[derive(Debug)]
+pub struct HandshakeError {
+    /// The classified cause.
+    pub failure: TlsFailure,
+    message: String,
+}
+
+impl std::fmt::Display for HandshakeError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl std::error::Error for HandshakeError {}
+
+impl HandshakeError {
+    fn into_io(self, kind: io::ErrorKind) -> io::Error {
+        io::Error::new(kind, self)
+    }
+
+    /// An alert the server sends after the handshake (TLS 1.3 refuses a
+    /// client certificate on the first read): typed the same way.
+    pub(crate) fn late(e: io::Error) -> io::Error {
+        tracing::debug!(error = %e, kind = ?e.kind(), "TLS read or write failed");
+        match TlsFailure::from_io(&e) {
+            Some(failure) => HandshakeError {
+                failure,
+                message: e.to_string(),
+            }
+            .into_io(e.kind()),
+            None => e,
+        }
+    }
+
+    /// The TLS failure an error carries anywhere down its source chain
+    /// (`io::Error` hides its payload from `source()`, so each is opened).
+    pub fn find<'a>(e: &'a (dyn std::error::Error + 'static)) -> Option<&'a HandshakeError> {
+        let mut next = Some(e);
+        while let Some(e) = next {
+            let inner = e
+                .downcast_ref::<io::Error>()
+                .and_then(io::Error::get_ref)
+                .map(|i| i as &(dyn std::error::Error + 'static));
+            if let Some(h) = [Some(e), inner]
+                .into_iter()
+                .flatten()
+                .find_map(|e| e.downcast_ref::<HandshakeError>())
+            {
+                return Some(h);
+            }
+            next = e.source();
+        }
+        None
+    }
+}
+
 struct ConnState {
     generation: u64,
     waker: AtomicWaker,
@@ -561,14 +597,9 @@ impl AsyncRead for TlsIo {
         if self.rotated() {
             return Poll::Ready(Err(rotated_error()));
         }
-        let r = Pin::new(&mut *self.stream).poll_read(cx, buf);
-        if let Poll::Ready(Err(e)) = &r {
-            tracing::debug!(error = %e, kind = ?e.kind(), "TLS read failed");
-            if let Some(f) = TlsFailure::from_io(e) {
-                self.tls.record(f);
-            }
-        }
-        r
+        Pin::new(&mut *self.stream)
+            .poll_read(cx, buf)
+            .map_err(HandshakeError::late)
     }
 }
 
@@ -581,14 +612,9 @@ impl AsyncWrite for TlsIo {
         if self.rotated() {
             return Poll::Ready(Err(rotated_error()));
         }
-        let r = Pin::new(&mut *self.stream).poll_write(cx, buf);
-        if let Poll::Ready(Err(e)) = &r {
-            tracing::debug!(error = %e, kind = ?e.kind(), "TLS write failed");
-            if let Some(f) = TlsFailure::from_io(e) {
-                self.tls.record(f);
-            }
-        }
-        r
+        Pin::new(&mut *self.stream)
+            .poll_write(cx, buf)
+            .map_err(HandshakeError::late)
     }
 
     fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
@@ -799,5 +825,36 @@ mod tests {
     async fn nothing_listening_is_not_tls() {
         assert!(!speaks_tls("127.0.0.1:1").await);
         assert!(!speaks_tls("no-port").await);
+    }
+
+    /// The cause is found in the error itself, however deep tonic and hyper
+    /// wrap the connection's `io::Error`, and a plain I/O failure has none.
+    #[test]
+    fn handshake_cause_travels_inside_the_error() {
+        #[derive(Debug)]
+        struct Wrapper(io::Error);
+        impl std::fmt::Display for Wrapper {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("transport error")
+            }
+        }
+        impl std::error::Error for Wrapper {
+            fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+                Some(&self.0)
+            }
+        }
+        let alert = io::Error::new(
+            io::ErrorKind::InvalidData,
+            rustls::Error::AlertReceived(AlertDescription::BadCertificate),
+        );
+        let late = HandshakeError::late(alert);
+        assert!(late.to_string().contains("BadCertificate"), "{late}");
+        let wrapped = Wrapper(late);
+        assert!(matches!(
+            HandshakeError::find(&wrapped).map(|h| &h.failure),
+            Some(TlsFailure::ClientCertificate(_))
+        ));
+        let reset = HandshakeError::late(io::Error::from(io::ErrorKind::ConnectionReset));
+        assert!(HandshakeError::find(&Wrapper(reset)).is_none());
     }
 }
