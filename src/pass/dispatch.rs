@@ -45,18 +45,16 @@ pub struct Dispatch<C: Send + 'static, T: Send + 'static> {
     /// Returned untouched in the outcome so the shard can match it up.
     pub ticket: T,
     /// Where the outcome goes.
-    pub reply_to: Recipient<Outcome<C, T>>,
+    pub reply_to: Recipient<Outcome<T>>,
     /// The call's `delete` span (its outcome is recorded here); use
     /// `Span::none()` when not tracing.
     pub span: tracing::Span,
 }
 
-/// The fate of one [`Dispatch`].
+/// The fate of one [`Dispatch`], by its ticket: the sender kept the call.
 #[derive(Message, Debug)]
 #[rtype(result = "()")]
-pub struct Outcome<C: Send + 'static, T: Send + 'static> {
-    /// The call that was made.
-    pub call: C,
+pub struct Outcome<T: Send + 'static> {
     /// The ticket from the request.
     pub ticket: T,
     /// What happened.
@@ -264,7 +262,6 @@ impl<C: Send + Sync + 'static, T: Send + 'static> Handler<Dispatch<C, T>> for De
             crate::telemetry::record_outcome(&span, result.outcome.label());
             drop(span);
             let outcome = Outcome {
-                call,
                 ticket,
                 result,
                 attempts,
@@ -387,9 +384,9 @@ mod tests {
     impl Actor for Collector {
         type Context = Context<Self>;
     }
-    impl Handler<Outcome<u32, u64>> for Collector {
+    impl Handler<Outcome<u64>> for Collector {
         type Result = ();
-        fn handle(&mut self, m: Outcome<u32, u64>, _: &mut Context<Self>) {
+        fn handle(&mut self, m: Outcome<u64>, _: &mut Context<Self>) {
             self.got
                 .lock()
                 .unwrap()

@@ -19,7 +19,7 @@ use s3_lifecycled::lifecycle::FlatRule;
 use s3_lifecycled::pass::plan::{PassPlan, RecoveryReason};
 use s3_lifecycled::pass::report::ShardOutcome;
 use s3_lifecycled::pass::shard_plan::{coverage_walkers, plan_shard, progress_key, replay_matches};
-use s3_lifecycled::pass::shard_run::{DeleteTicket, LookupAnswer, ReplayItem, ShardRun, Work};
+use s3_lifecycled::pass::shard_run::{LookupAnswer, ReplayItem, SendId, ShardRun, Work};
 use s3_lifecycled::pb::filer_pb::{Entry, FuseAttributes};
 use s3_lifecycled::status::MatchDecision;
 
@@ -182,10 +182,36 @@ fn window_bounds_in_flight_and_backpressures() {
     assert_eq!(sent.len(), 2);
     assert!(!run.accepting(), "a third delete waits for a slot");
     let (w, t) = sent.into_iter().next().unwrap();
-    let Work::Delete(req) = w else { panic!() };
-    run.outcome(&req, t, &ok());
+    let Work::Delete(_) = w else { panic!() };
+    run.outcome(t, &ok());
     assert_eq!(run.next_sends().len(), 1);
     assert!(run.accepting());
+}
+
+/// The shard keeps what it sent and an answer names it by id, so a second
+/// answer to one delete (a duplicated message) changes nothing: it used to
+/// count the delete twice and free a second window slot.
+#[test]
+fn a_delete_answered_twice_was_counted_twice() {
+    let (_, cursor) = steady(100 * S);
+    let p = plan(200 * S);
+    let mut run = ShardRun::new(0, p.clone(), Some(cursor), 1);
+    run.start_replay();
+    for i in 0..2 {
+        let ts = 100 * S + i;
+        run.replay_event(ts, &[action_match(&p, &format!("k{i}"), ts + 10 * S)]);
+    }
+    let (w, t) = run.next_sends().remove(0);
+    let Work::Delete(sent) = w else { panic!() };
+    assert_eq!(run.request_of(t), Some(&sent), "the run keeps what it sent");
+    assert_eq!(run.outcome(t, &ok()), None);
+    assert_eq!(run.request_of(t), None);
+    let (_, second) = run.next_sends().remove(0);
+    assert_eq!(run.outcome(t, &ok()), None, "a repeat is ignored");
+    assert_eq!(run.in_flight(), 1, "the second delete still holds its slot");
+    run.outcome(second, &ok());
+    let (rep, _) = run.finish(Some(200 * S));
+    assert_eq!(rep.counters.deletes.total(), 2, "{rep:?}");
 }
 
 #[test]
@@ -202,9 +228,9 @@ fn unresolved_outcome_halts_only_new_work_and_blocks_the_cursor() {
     assert_eq!(sent.len(), 4);
     let mut halt = None;
     for (i, (w, t)) in sent.into_iter().enumerate() {
-        let Work::Delete(req) = w else { panic!() };
+        let Work::Delete(_) = w else { panic!() };
         let r = if i == 1 { retry_later() } else { ok() };
-        if let Some(h) = run.outcome(&req, t, &r) {
+        if let Some(h) = run.outcome(t, &r) {
             halt = Some(h);
         }
     }
@@ -308,7 +334,7 @@ fn replay_batch_is_the_same_as_its_events_one_by_one() {
             for (w, t) in batch {
                 let Work::Delete(req) = w else { panic!() };
                 sent.push(format!("{req:?}"));
-                run.outcome(&req, t, &ok());
+                run.outcome(t, &ok());
             }
         }
         let (rep, cursor) = run.finish(Some(200 * S));
@@ -332,8 +358,8 @@ fn batch_after_a_halt_sends_nothing_and_keeps_the_cursor_before_the_halt() {
     let first = replay_item(&p, 100 * S, vec![action_match(&p, "k0", 110 * S)], false);
     run.replay_batch(std::slice::from_ref(&first));
     let (w, t) = run.next_sends().pop().unwrap();
-    let Work::Delete(req) = w else { panic!() };
-    assert!(run.outcome(&req, t, &retry_later()).is_some(), "halts");
+    let Work::Delete(_) = w else { panic!() };
+    assert!(run.outcome(t, &retry_later()).is_some(), "halts");
     let later: Vec<ReplayItem> = (1..5)
         .map(|i| {
             let m = action_match(&p, &format!("k{i}"), 110 * S + i * S);
@@ -378,8 +404,8 @@ fn drain_timeout_halts_and_keeps_the_cursor_before_unanswered_work() {
     assert_eq!(sent.len(), 3);
     // k0 is answered; k1 and k2 hang.
     let (w, t) = sent.into_iter().next().unwrap();
-    let Work::Delete(req) = w else { panic!() };
-    assert_eq!(run.outcome(&req, t, &ok()), None);
+    let Work::Delete(_) = w else { panic!() };
+    assert_eq!(run.outcome(t, &ok()), None);
     assert!(!run.idle());
     let halt = run.drain_timed_out("DRAIN_TIMEOUT: 2 unanswered".into());
     assert_eq!(halt.as_deref(), Some("DRAIN_TIMEOUT: 2 unanswered"));
@@ -422,8 +448,8 @@ fn pending_match_holds_the_cursor_but_later_due_matches_are_sent() {
     let sent = run.next_sends();
     assert_eq!(sent.len(), 2, "a and c are due; b is pending");
     for (w, t) in sent {
-        let Work::Delete(req) = w else { panic!() };
-        run.outcome(&req, t, &ok());
+        let Work::Delete(_) = w else { panic!() };
+        run.outcome(t, &ok());
     }
     let (rep, cursor) = run.finish(Some(130 * S));
     assert_eq!(rep.counters.pending, 1);
@@ -468,20 +494,20 @@ fn withdrawn_replay_delete_neither_halts_nor_moves_the_cursor_past_it() {
     let sent = run.next_sends();
     assert_eq!(sent.len(), 3);
     for (i, (w, t)) in sent.into_iter().enumerate() {
-        let Work::Delete(req) = w else { panic!() };
+        let Work::Delete(_) = w else { panic!() };
         let r = if i == 1 {
             CallResult::withdrawn("configuration changed")
         } else {
             ok()
         };
-        assert_eq!(run.outcome(&req, t, &r), None, "a withdrawal never halts");
+        assert_eq!(run.outcome(t, &r), None, "a withdrawal never halts");
     }
     run.replay_event(150 * S, &[action_match(&p, "later", 160 * S)]);
     let later = run.next_sends();
     assert_eq!(later.len(), 1, "later deletes still go out");
     for (w, t) in later {
-        let Work::Delete(req) = w else { panic!() };
-        run.outcome(&req, t, &ok());
+        let Work::Delete(_) = w else { panic!() };
+        run.outcome(t, &ok());
     }
     let (rep, cursor) = run.finish(Some(150 * S));
     assert_eq!(rep.outcome, ShardOutcome::Completed);
@@ -505,9 +531,9 @@ fn withdrawn_walker_delete_fails_the_recovery_without_halting() {
     let mut run = ShardRun::new(0, p.clone(), None, 4);
     run.walk_matches("b", vec![action_match(&p, "k", 50 * S)]);
     let (w, t) = run.next_sends().into_iter().next().unwrap();
-    let Work::Delete(req) = w else { panic!() };
+    let Work::Delete(_) = w else { panic!() };
     assert_eq!(
-        run.outcome(&req, t, &CallResult::withdrawn("configuration deleted")),
+        run.outcome(t, &CallResult::withdrawn("configuration deleted")),
         None
     );
     run.listing_done("b", true);
@@ -546,14 +572,14 @@ fn held_recovery_walk_left_no_backlog_for_the_forecast() {
     let sends = run.next_sends();
     assert_eq!(sends.len(), 2, "a window of two");
     let mut sends = sends.into_iter();
-    let (Work::Delete(ra), ta) = sends.next().unwrap() else {
+    let (Work::Delete(_), ta) = sends.next().unwrap() else {
         panic!()
     };
-    let (Work::Delete(rb), tb) = sends.next().unwrap() else {
+    let (Work::Delete(_), tb) = sends.next().unwrap() else {
         panic!()
     };
-    run.outcome(&ra, ta, &ok());
-    run.outcome(&rb, tb, &CallResult::withdrawn("safety cap: reached"));
+    run.outcome(ta, &ok());
+    run.outcome(tb, &CallResult::withdrawn("safety cap: reached"));
     // Found after the bucket stopped: never sent, still owed.
     run.walk_item("b", Some("d"), vec![sized("d", 70 * S, 40)]);
     run.listing_done("b", true);
@@ -624,7 +650,7 @@ fn folder_pointing_at(latest: &str) -> Entry {
 /// lookups with `entry` and `folder`; returns what the shard then sends.
 fn null_version_after_lookup(
     folder: Result<Option<Entry>, String>,
-) -> (Vec<(Work, DeleteTicket)>, Option<String>) {
+) -> (Vec<(Work, SendId)>, Option<String>) {
     let now = 1_000 * S;
     let p = versioned_plan(now);
     let a = p
@@ -665,7 +691,7 @@ fn null_version_after_lookup(
         entry: Ok(Some(file_entry("k", 10))),
         folder: Some(folder),
     };
-    let halt = run.lookup_done(&m, ticket, answer);
+    let halt = run.lookup_done(ticket, answer);
     (run.next_sends(), halt)
 }
 
@@ -718,7 +744,7 @@ proptest! {
         evs.dedup_by_key(|e| e.0);
         let mut outcome_of = BTreeMap::new();
         let mut blockers: Vec<Nanos> = Vec::new();
-        let mut inflight: Vec<(Work, DeleteTicket, Nanos)> = Vec::new();
+        let mut inflight: Vec<(Work, SendId, Nanos)> = Vec::new();
         let mut seed = order_seed;
         let mut halted = false;
         for (i, &(off, due_s, fail)) in evs.iter().enumerate() {
@@ -742,7 +768,7 @@ proptest! {
                 let fail = outcome_of[&r.object_path].1;
                 if fail { blockers.push(ts); }
                 let res = if fail { retry_later() } else { ok() };
-                if run.outcome(&r, t, &res).is_some() { halted = true; }
+                if run.outcome(t, &res).is_some() { halted = true; }
             }
         }
         // Deletes never answered count as unresolved.
@@ -795,9 +821,9 @@ fn lost_answer_run(
     let sent = run.next_sends();
     assert_eq!(sent.len(), 3);
     for (i, (w, t)) in sent.into_iter().enumerate() {
-        let Work::Delete(req) = w else { panic!() };
+        let Work::Delete(_) = w else { panic!() };
         let r = if i == 1 { not_found() } else { ok() };
-        assert_eq!(run.outcome(&req, t, &r), None, "never a halt");
+        assert_eq!(run.outcome(t, &r), None, "never a halt");
     }
     let mut checks = run.next_sends();
     assert_eq!(checks.len(), 1, "NOT_FOUND is confirmed by one check");
@@ -810,7 +836,7 @@ fn lost_answer_run(
         2,
         "the bare entry and the key's .versions"
     );
-    run.check_done(&c, t, &[probe, Ok(vec![])]);
+    run.check_done(t, &[probe, Ok(vec![])]);
     assert!(run.next_sends().is_empty());
     (run, evs)
 }
@@ -901,11 +927,11 @@ fn walked_abort(
     };
     assert_eq!(c.upload_id(), "up1");
     assert_eq!(c.key, "dest/obj");
-    run.check_done(&c, t, &answers);
-    let after: Vec<(Work, DeleteTicket)> = run.next_sends();
+    run.check_done(t, &answers);
+    let after: Vec<(Work, SendId)> = run.next_sends();
     for (w, t) in &after {
-        if let Work::Delete(req) = w {
-            run.outcome(req, t.clone(), &ok());
+        if let Work::Delete(_) = w {
+            run.outcome(*t, &ok());
         }
     }
     run.listing_done("b", true);
@@ -969,15 +995,15 @@ fn a_locked_version_is_retried_next_pass_and_never_halts() {
     let mut m = action_match(&p, "k", 150 * S);
     m.identity = EntryIdentity::of(&held);
     run.walk_matches("b", vec![m]);
-    let (Work::Delete(req), t) = run.next_sends().remove(0) else {
+    let (Work::Delete(_), t) = run.next_sends().remove(0) else {
         panic!()
     };
     let skipped = CallResult::answered(DeleteOutcome::SkippedObjectLock, "object under legal hold");
-    assert_eq!(run.outcome(&req, t, &skipped), None, "a lock never halts");
-    let (Work::Check(c), t) = run.next_sends().remove(0) else {
+    assert_eq!(run.outcome(t, &skipped), None, "a lock never halts");
+    let (Work::Check(_), t) = run.next_sends().remove(0) else {
         panic!("SKIPPED_OBJECT_LOCK is confirmed by a lookup")
     };
-    let v = run.check_done(&c, t, &[Ok(vec![held]), Ok(vec![])]);
+    let v = run.check_done(t, &[Ok(vec![held]), Ok(vec![])]);
     assert!(
         matches!(&v, s3_lifecycled::engine::check::Verdict::Locked(s) if s.contains("legal hold")),
         "{v:?}"
@@ -1054,12 +1080,12 @@ fn failed_walker_delete_stops_only_its_bucket_and_replay_goes_on() {
     );
     let mut sent = run.next_sends().into_iter();
     let (w, t) = sent.next().unwrap();
-    let Work::Delete(req) = w else { panic!() };
-    assert_eq!(run.outcome(&req, t, &retry_later()), None, "no shard halt");
+    let Work::Delete(_) = w else { panic!() };
+    assert_eq!(run.outcome(t, &retry_later()), None, "no shard halt");
     assert!(!run.stopped());
     for (w, t) in sent {
-        let Work::Delete(req) = w else { panic!() };
-        run.outcome(&req, t, &ok());
+        let Work::Delete(_) = w else { panic!() };
+        run.outcome(t, &ok());
     }
     // Walker work of `a` that comes later is not sent.
     run.walk_matches("a", vec![match_in(&p, "a", "k4", 50 * S)]);
@@ -1074,7 +1100,7 @@ fn failed_walker_delete_stops_only_its_bucket_and_replay_goes_on() {
     for (w, t) in sent {
         let Work::Delete(req) = w else { panic!() };
         assert_eq!(req.bucket, "b");
-        assert_eq!(run.outcome(&req, t, &ok()), None);
+        assert_eq!(run.outcome(t, &ok()), None);
     }
     let (rep, cursor) = run.finish(Some(200 * S));
     assert_eq!(rep.outcome, ShardOutcome::Halted);
@@ -1183,7 +1209,7 @@ fn answer_all(run: &mut ShardRun, answer: impl Fn(&str) -> Option<CallResult>) {
     for (w, t) in run.next_sends() {
         let Work::Delete(req) = w else { panic!() };
         if let Some(r) = answer(&req.object_path) {
-            run.outcome(&req, t, &r);
+            run.outcome(t, &r);
         }
     }
 }
@@ -1287,9 +1313,8 @@ fn walk_resume_stays_before_an_unresolved_item_and_moves_over_resolved_ones() {
     let mut run = ShardRun::new(0, p.clone(), None, 8);
     run.walk_item("b", Some("a"), vec![action_match(&p, "a", 50 * S)]);
     for (w, t) in run.next_sends() {
-        let Work::Delete(req) = w else { panic!() };
+        let Work::Delete(_) = w else { panic!() };
         run.outcome(
-            &req,
             t,
             &CallResult::answered(DeleteOutcome::Withdrawn, "rule gone"),
         );

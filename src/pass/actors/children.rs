@@ -11,8 +11,7 @@ use super::*;
 #[rtype(result = "()")]
 pub(super) struct LookupDone {
     pub(super) epoch: u64,
-    pub(super) m: Box<Match>,
-    pub(super) ticket: DeleteTicket,
+    pub(super) id: SendId,
     pub(super) answer: LookupAnswer,
 }
 
@@ -21,8 +20,7 @@ pub(super) struct LookupDone {
 #[rtype(result = "()")]
 pub(super) struct CheckDone {
     pub(super) epoch: u64,
-    pub(super) check: Box<Check>,
-    pub(super) ticket: DeleteTicket,
+    pub(super) id: SendId,
     pub(super) answers: Vec<Result<Vec<Entry>, String>>,
 }
 
@@ -32,18 +30,19 @@ pub(super) struct CheckDone {
 #[rtype(result = "()")]
 pub(super) struct SendCheck {
     pub(super) epoch: u64,
+    pub(super) id: SendId,
     pub(super) check: Box<Check>,
-    pub(super) ticket: DeleteTicket,
 }
 
-/// A delete's fate, recorded by the child that sent it (child → shard).
+/// A delete's fate, by its id: the shard kept the delete (child → shard).
 #[derive(Message)]
 #[rtype(result = "()")]
 pub(super) struct Resolved {
     pub(super) epoch: u64,
-    pub(super) call: DeleteRequest,
-    pub(super) ticket: DeleteTicket,
+    pub(super) id: SendId,
     pub(super) result: CallResult,
+    /// Time the call waited for the rate limiter.
+    pub(super) limiter_wait: Duration,
 }
 
 /// A child hit a bug; the shard restarts (child → shard).
@@ -67,8 +66,8 @@ pub(super) struct ChildPass {
 #[rtype(result = "()")]
 pub(super) struct SendDelete {
     pub(super) epoch: u64,
+    pub(super) id: SendId,
     pub(super) call: DeleteRequest,
-    pub(super) ticket: DeleteTicket,
 }
 
 /// Look a deferred match's entry up (shard → Replay).
@@ -76,8 +75,8 @@ pub(super) struct SendDelete {
 #[rtype(result = "()")]
 pub(super) struct SendLookup {
     pub(super) epoch: u64,
+    pub(super) id: SendId,
     pub(super) m: Box<Match>,
-    pub(super) ticket: DeleteTicket,
 }
 
 /// The replay phase starts: open the `replay` span (shard → Replay).
@@ -140,7 +139,7 @@ impl Parent {
     }
 }
 
-/// What a child records for every delete it sends and every outcome it gets.
+/// What a child needs to send deletes for the current pass.
 pub(super) struct ChildState {
     pub(super) epoch: u64,
     pub(super) shard: u8,
@@ -177,9 +176,9 @@ impl ChildState {
         let Some(dispatcher) = self.dispatcher.as_ref() else {
             to_shard.resolved(Resolved {
                 epoch: d.epoch,
-                call: d.call,
-                ticket: d.ticket,
+                id: d.id,
                 result: CallResult::transport("no dispatcher; delete not sent"),
+                limiter_wait: Duration::ZERO,
             });
             return;
         };
@@ -195,29 +194,20 @@ impl ChildState {
         // total is bounded by the shards' windows.
         dispatcher.do_send(Dispatch {
             call: d.call,
-            ticket: (d.epoch, d.ticket),
+            ticket: (d.epoch, d.id),
             reply_to,
             span,
         });
     }
 
-    /// Records a delete's outcome and reports it to the shard.
-    pub(super) fn outcome(&self, o: DeleteDone, to_shard: &Parent) {
-        let outcome = o.result.outcome;
-        let obs = &self.tele.obs;
-        obs.metrics.dispatch(&o.call.bucket, o.call.kind, outcome);
-        // Neither a dry run nor a withdrawn call (docs/lifecycle-config.md#changes-during-a-pass)
-        // was sent: their waits would skew the limiter histogram.
-        if !matches!(outcome, DeleteOutcome::DryRun | DeleteOutcome::Withdrawn) {
-            obs.metrics.limiter_wait(o.limiter_wait);
-        }
-        obs.board(|b| b.delete_done(self.shard, &o.call.bucket, outcome));
-        let (epoch, ticket) = o.ticket;
+    /// Reports a delete's outcome to the shard, which records it.
+    pub(super) fn outcome(o: DeleteDone, to_shard: &Parent) {
+        let (epoch, id) = o.ticket;
         to_shard.resolved(Resolved {
             epoch,
-            call: o.call,
-            ticket,
+            id,
             result: o.result,
+            limiter_wait: o.limiter_wait,
         });
     }
 }
@@ -280,12 +270,11 @@ impl Handler<SendLookup> for Replay {
         let port = self.port.clone();
         let parent = self.parent.clone();
         guarded(&parent, move || {
-            let SendLookup { epoch, m, ticket } = l;
+            let SendLookup { epoch, id, m } = l;
             let Some(d) = m.lookup.as_ref() else {
                 reply.do_send(LookupDone {
                     epoch,
-                    m,
-                    ticket,
+                    id,
                     answer: LookupAnswer {
                         entry: Ok(None),
                         folder: None,
@@ -306,8 +295,7 @@ impl Handler<SendLookup> for Replay {
                 };
                 reply.do_send(LookupDone {
                     epoch,
-                    m,
-                    ticket,
+                    id,
                     answer: LookupAnswer { entry, folder },
                 });
             });
@@ -324,11 +312,7 @@ impl Handler<SendCheck> for Replay {
         let port = self.port.clone();
         let parent = self.parent.clone();
         guarded(&parent, move || {
-            let SendCheck {
-                epoch,
-                check,
-                ticket,
-            } = c;
+            let SendCheck { epoch, id, check } = c;
             let root = port.buckets_root();
             let bucket = check.request.bucket.clone();
             let reads: Vec<_> = check
@@ -353,12 +337,7 @@ impl Handler<SendCheck> for Replay {
                     .into_iter()
                     .map(|r| r.map_err(|e| e.to_string()))
                     .collect();
-                reply.do_send(CheckDone {
-                    epoch,
-                    check,
-                    ticket,
-                    answers,
-                });
+                reply.do_send(CheckDone { epoch, id, answers });
             });
         });
     }
@@ -367,8 +346,8 @@ impl Handler<SendCheck> for Replay {
 impl Handler<DeleteDone> for Replay {
     type Result = ();
     fn handle(&mut self, o: DeleteDone, _: &mut Context<Self>) {
-        let (state, parent) = (&self.state, &self.parent);
-        guarded(parent, || state.outcome(o, parent));
+        let parent = &self.parent;
+        guarded(parent, || ChildState::outcome(o, parent));
     }
 }
 
@@ -431,8 +410,8 @@ impl Handler<SendDelete> for Walker {
 impl Handler<DeleteDone> for Walker {
     type Result = ();
     fn handle(&mut self, o: DeleteDone, _: &mut Context<Self>) {
-        let (state, parent) = (&self.state, &self.parent);
-        guarded(parent, || state.outcome(o, parent));
+        let parent = &self.parent;
+        guarded(parent, || ChildState::outcome(o, parent));
     }
 }
 

@@ -5,12 +5,13 @@
 //!
 //! - the **ShardActor** owns the pass's pure [`ShardRun`] (cursor, window,
 //!   halts) and is the only caller of it: every message becomes a call on it,
-//!   and the work it hands out goes to the child of that phase;
+//!   and the work it hands out goes to the child of that phase under a
+//!   [`SendId`]. The run keeps what it sent, so answers carry the id, and the
+//!   shard records each delete's metrics and status from its own copy;
 //! - the **Walker** owns the walk phase's telemetry (one `walk` span per
 //!   bucket): it sends the shard's walker deletes to the pass's
-//!   [`DeleteDispatcher`](crate::pass::dispatch::DeleteDispatcher), takes
-//!   their outcomes, records them (metrics, status board, span) and reports
-//!   each to the shard;
+//!   [`DeleteDispatcher`](crate::pass::dispatch::DeleteDispatcher) and
+//!   reports each outcome to the shard;
 //! - the **Replay** child owns the replay span and the filer lookups of
 //!   deferred matches (the I/O), and does the same for replay deletes.
 //!
@@ -46,7 +47,7 @@ use crate::pass::observe::PassObserver;
 use crate::pass::plan::PassPlan;
 use crate::pass::ports::ClusterPort;
 use crate::pass::report::ShardReport;
-use crate::pass::shard_run::{DeleteTicket, LookupAnswer, ReplayItem, ShardRun, Work};
+use crate::pass::shard_run::{LookupAnswer, ReplayItem, SendId, ShardRun, Work};
 use crate::pb::filer_pb::Entry;
 use crate::telemetry;
 use futures::FutureExt;
@@ -74,10 +75,11 @@ impl Default for ShardTelemetry {
     }
 }
 
-/// A delete as the dispatcher takes it; the ticket carries the shard's epoch.
-pub type DeleteDispatch = Dispatch<DeleteRequest, (u64, DeleteTicket)>;
+/// A delete as the dispatcher takes it; the ticket is the shard's epoch and
+/// the delete's id in its run.
+pub type DeleteDispatch = Dispatch<DeleteRequest, (u64, SendId)>;
 /// A delete's fate as the shard's children receive it.
-pub type DeleteDone = Outcome<DeleteRequest, (u64, DeleteTicket)>;
+pub type DeleteDone = Outcome<(u64, SendId)>;
 
 /// Restarts allowed per shard for the whole process before it is left failed
 /// for the rest of its pass (the next pass gives it a fresh budget).
@@ -384,54 +386,41 @@ impl ShardActor {
     /// wakes whoever waits for room or idle.
     fn pump(&mut self) {
         if let Some(run) = self.run.as_mut() {
-            for (work, ticket) in run.next_sends() {
+            for (work, id) in run.next_sends() {
+                let epoch = self.epoch;
                 match work {
                     Work::Lookup(m) => match &self.replay {
-                        Some(r) => r.do_send(SendLookup {
-                            epoch: self.epoch,
-                            m,
-                            ticket,
-                        }),
+                        Some(r) => r.do_send(SendLookup { epoch, id, m }),
                         None => {
                             let lost = LookupAnswer {
                                 entry: Err("shard restarting; lookup not sent".into()),
                                 folder: None,
                             };
-                            run.lookup_done(&m, ticket, lost);
+                            run.lookup_done(id, lost);
                         }
                     },
                     Work::Check(check) => match &self.replay {
-                        Some(r) => r.do_send(SendCheck {
-                            epoch: self.epoch,
-                            check,
-                            ticket,
-                        }),
+                        Some(r) => r.do_send(SendCheck { epoch, id, check }),
                         None => {
                             let lost = vec![Err("shard restarting; check not sent".to_string())];
-                            run.check_done(&check, ticket, &lost);
+                            run.check_done(id, &lost);
                         }
                     },
                     Work::Delete(call) => {
-                        let child = match ticket {
-                            DeleteTicket::Walk { .. } => {
-                                self.walker.as_ref().map(|w| w.clone().recipient())
-                            }
-                            DeleteTicket::Replay(_) => {
-                                self.replay.as_ref().map(|r| r.clone().recipient())
-                            }
+                        let child: Option<Recipient<SendDelete>> = if id.walk() {
+                            self.walker.as_ref().map(|w| w.clone().recipient())
+                        } else {
+                            self.replay.as_ref().map(|r| r.clone().recipient())
                         };
-                        let Some(child): Option<Recipient<SendDelete>> = child else {
+                        match child {
+                            Some(child) => child.do_send(SendDelete { epoch, id, call }),
                             // No child to send through (restarting): report it
                             // as lost so the window and the cursor stay honest.
-                            let r = CallResult::transport("shard restarting; delete not sent");
-                            run.outcome(&call, ticket, &r);
-                            continue;
-                        };
-                        child.do_send(SendDelete {
-                            epoch: self.epoch,
-                            call,
-                            ticket,
-                        });
+                            None => {
+                                let r = CallResult::transport("shard restarting; delete not sent");
+                                run.outcome(id, &r);
+                            }
+                        }
                     }
                 }
             }
@@ -627,7 +616,19 @@ impl Handler<Resolved> for ShardActor {
             // An answer to an earlier incarnation's delete: that run is gone.
             return;
         }
-        self.settle(ctx, |run| run.outcome(&r.call, r.ticket, &r.result));
+        let outcome = r.result.outcome;
+        if let Some(req) = self.run.as_ref().and_then(|run| run.request_of(r.id)) {
+            let obs = &self.tele().obs;
+            obs.metrics.dispatch(&req.bucket, req.kind, outcome);
+            // Neither a dry run nor a withdrawn call
+            // (docs/lifecycle-config.md#changes-during-a-pass) was sent:
+            // their waits would skew the limiter histogram.
+            if !matches!(outcome, DeleteOutcome::DryRun | DeleteOutcome::Withdrawn) {
+                obs.metrics.limiter_wait(r.limiter_wait);
+            }
+            obs.board(|b| b.delete_done(self.shard, &req.bucket, outcome));
+        }
+        self.settle(ctx, |run| run.outcome(r.id, &r.result));
     }
 }
 
@@ -637,7 +638,7 @@ impl Handler<LookupDone> for ShardActor {
         if d.epoch != self.epoch {
             return;
         }
-        self.settle(ctx, |run| run.lookup_done(&d.m, d.ticket, d.answer));
+        self.settle(ctx, |run| run.lookup_done(d.id, d.answer));
     }
 }
 
@@ -647,27 +648,33 @@ impl Handler<CheckDone> for ShardActor {
         if d.epoch != self.epoch {
             return;
         }
-        let Some(verdict) = self.on_run(ctx, |run| run.check_done(&d.check, d.ticket, &d.answers))
-        else {
+        let what = self
+            .run
+            .as_ref()
+            .and_then(|run| run.request_of(d.id))
+            .map(|req| (req.bucket.clone(), req.kind));
+        let Some(verdict) = self.on_run(ctx, |run| run.check_done(d.id, &d.answers)) else {
             return;
         };
-        let req = &d.check.request;
         let obs = &self.tele().obs;
+        let count = |verdict: &'static str| {
+            if let Some((bucket, kind)) = &what {
+                obs.metrics.check_verdict(bucket, *kind, verdict);
+            }
+        };
         match &verdict {
             Verdict::Settled | Verdict::Send => {}
             Verdict::CompletedLeftover(why) => {
                 tracing::warn!(shard = self.shard, reason = %why, "completed upload's leftover not aborted");
-                obs.metrics
-                    .check_verdict(&req.bucket, req.kind, "completed_upload_leftover");
+                count("completed_upload_leftover");
             }
             Verdict::Locked(why) => {
                 tracing::info!(shard = self.shard, reason = %why, "locked; retried next pass");
-                obs.metrics.check_verdict(&req.bucket, req.kind, "locked");
+                count("locked");
             }
             Verdict::Unconfirmed(why) => {
                 tracing::warn!(shard = self.shard, reason = %why, "answer not confirmed; retried next pass");
-                obs.metrics
-                    .check_verdict(&req.bucket, req.kind, "unconfirmed");
+                count("unconfirmed");
             }
         }
         self.pump();

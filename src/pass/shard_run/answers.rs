@@ -32,14 +32,11 @@ impl ShardRun {
     /// The filer's answers to a [`Work::Lookup`] (`Err`: a lookup failed).
     /// Either settles the match (no delete needed, or not due yet) or queues
     /// the concrete delete first in line. Returns the halt reason when a
-    /// failed lookup halted the shard.
-    pub fn lookup_done(
-        &mut self,
-        m: &Match,
-        ticket: DeleteTicket,
-        answer: LookupAnswer,
-    ) -> Option<String> {
-        self.in_flight = self.in_flight.saturating_sub(1);
+    /// failed lookup halted the shard. An id not waiting is ignored.
+    pub fn lookup_done(&mut self, id: SendId, answer: LookupAnswer) -> Option<String> {
+        let Some((Work::Lookup(m), ticket)) = self.answered(id) else {
+            return None;
+        };
         let entry = match answer.entry {
             // A displaced null version is deleted only while its key's
             // folder still points at a non-null version: the server would
@@ -54,11 +51,9 @@ impl ShardRun {
         let entry = match entry {
             Ok(e) => e,
             Err(e) => {
-                let req = DeleteRequest::of(m);
+                let req = DeleteRequest::of(&m);
                 let result = CallResult::transport(format!("deferred lookup failed: {e}"));
-                // Re-count through `outcome` (it decrements the window).
-                self.in_flight += 1;
-                return self.outcome(&req, ticket, &result);
+                return self.settle(&req, ticket, &result);
             }
         };
         let rule = self
@@ -68,7 +63,7 @@ impl ShardRun {
             .and_then(|r| r.bucket(&m.bucket))
             .and_then(|b| b.action(m.rule_hash, m.kind))
             .map(|a| a.rule().clone());
-        let resolved = rule.and_then(|r| resolve_deferred(m, entry.as_ref(), &self.plan.time, &r));
+        let resolved = rule.and_then(|r| resolve_deferred(&m, entry.as_ref(), &self.plan.time, &r));
         let settle = |run: &mut ShardRun, ok: bool| {
             if let (DeleteTicket::Replay(t), Some(tr)) = (&ticket, run.tracker.as_mut()) {
                 tr.resolved(*t, ok);
@@ -95,17 +90,15 @@ impl ShardRun {
     /// The filer's answers to a [`Work::Check`]'s probes (same order as
     /// [`Check::probes`]). Settles the match, leaves it unresolved for the
     /// next pass (never a halt), or queues the abort first in line. Returns
-    /// the verdict, for the shell's logs and metrics.
-    pub fn check_done(
-        &mut self,
-        check: &Check,
-        ticket: DeleteTicket,
-        answers: &[Result<Vec<Entry>, String>],
-    ) -> Verdict {
-        self.in_flight = self.in_flight.saturating_sub(1);
+    /// the verdict, for the shell's logs and metrics (`Settled` for an id not
+    /// waiting for an answer, which changes nothing).
+    pub fn check_done(&mut self, id: SendId, answers: &[Result<Vec<Entry>, String>]) -> Verdict {
+        let Some((Work::Check(check), ticket)) = self.answered(id) else {
+            return Verdict::Settled;
+        };
         // Locks are judged at the real time the pass started: the gateway
         // enforces them by its clock, not by a `--now` in the future.
-        let verdict = judge(check, answers, self.plan.observed_until);
+        let verdict = judge(&check, answers, self.plan.observed_until);
         match &verdict {
             Verdict::Settled | Verdict::CompletedLeftover(_) => {
                 if matches!(verdict, Verdict::CompletedLeftover(_)) {
@@ -135,8 +128,7 @@ impl ShardRun {
                         self.abort_bytes
                             .insert((r.bucket.clone(), r.object_path.clone()), bytes);
                     }
-                    self.queue
-                        .push_front((Work::Delete(check.request.clone()), ticket));
+                    self.queue.push_front((Work::Delete(check.request), ticket));
                 }
             }
         }

@@ -12,11 +12,13 @@
 //!    shard needs the meta-log to start;
 //! 4. replay phase: [`ShardRun::replay_batch`] per routed batch of events, in
 //!    log order;
-//! 5. throughout: [`ShardRun::next_sends`] hands out deletes while the window has
-//!    room, [`ShardRun::outcome`] takes their fates (in any order);
+//! 5. throughout: [`ShardRun::next_sends`] hands out work while the window has
+//!    room, each piece under a [`SendId`]; the run keeps what it sent, and
+//!    [`ShardRun::outcome`], [`ShardRun::lookup_done`] and
+//!    [`ShardRun::check_done`] take the answers by that id (in any order);
 //! 6. [`ShardRun::finish`] returns the report and the cursor to save.
 
-use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 use std::sync::Arc;
 
 use crate::engine::check::{Check, Verdict, judge};
@@ -54,9 +56,24 @@ pub struct ReplayItem {
     pub skipped_no_mtime: bool,
 }
 
-/// Identifies a delete within a shard: which phase sent it.
+/// A piece of work handed out by [`ShardRun::next_sends`]: its answer names
+/// it, and the run looks up what it sent. Says which child sends it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct SendId {
+    n: u64,
+    walk: bool,
+}
+
+impl SendId {
+    /// Work of the walk phase (sent by the Walker; else by the Replay child).
+    pub fn walk(self) -> bool {
+        self.walk
+    }
+}
+
+/// What a piece of work settles within the shard: which phase queued it.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum DeleteTicket {
+pub(crate) enum DeleteTicket {
     /// A walker delete of `bucket`.
     Walk {
         /// Bucket walked.
@@ -133,6 +150,10 @@ pub struct ShardRun {
     window: usize,
     in_flight: usize,
     queue: VecDeque<(Work, DeleteTicket)>,
+    /// What was handed out and not answered yet, by id. A drain that timed
+    /// out gives up the window but keeps these, so a late answer still lands.
+    sent: HashMap<SendId, (Work, DeleteTicket)>,
+    next_id: u64,
     walks: BTreeMap<String, WalkBook>,
     tracker: Option<ProgressTracker<ActionKey>>,
     /// Buckets whose recovery failed (listing error or unresolved walk).
@@ -171,6 +192,8 @@ impl ShardRun {
             window: window.max(1),
             in_flight: 0,
             queue: VecDeque::new(),
+            sent: HashMap::new(),
+            next_id: 0,
             walks: BTreeMap::new(),
             tracker: None,
             failed_recovery: BTreeSet::new(),
@@ -556,31 +579,63 @@ impl ShardRun {
         }
     }
 
-    /// Deletes to send now: as many as the window allows.
-    pub fn next_sends(&mut self) -> Vec<(Work, DeleteTicket)> {
+    /// Work to send now: as many as the window allows, each under the id its
+    /// answer names.
+    pub fn next_sends(&mut self) -> Vec<(Work, SendId)> {
         let mut out = Vec::new();
         if self.stopped() {
             return out;
         }
         while self.in_flight < self.window {
-            let Some(item) = self.queue.pop_front() else {
+            let Some((work, ticket)) = self.queue.pop_front() else {
                 break;
             };
             self.in_flight += 1;
-            out.push(item);
+            self.next_id += 1;
+            let id = SendId {
+                n: self.next_id,
+                walk: matches!(ticket, DeleteTicket::Walk { .. }),
+            };
+            out.push((work.clone(), id));
+            self.sent.insert(id, (work, ticket));
         }
         out
     }
 
-    /// The fate of a delete handed out by [`ShardRun::next_sends`]. Returns the
-    /// halt reason when this outcome halted the shard.
-    pub fn outcome(
+    /// The delete that `id` sends or confirms (for the shell's logs and
+    /// metrics); `None` for a lookup or an id already answered.
+    pub fn request_of(&self, id: SendId) -> Option<&DeleteRequest> {
+        match self.sent.get(&id) {
+            Some((Work::Delete(r), _)) => Some(r),
+            Some((Work::Check(c), _)) => Some(&c.request),
+            _ => None,
+        }
+    }
+
+    /// Takes back what `id` sent, counting its slot free.
+    fn answered(&mut self, id: SendId) -> Option<(Work, DeleteTicket)> {
+        let sent = self.sent.remove(&id)?;
+        self.in_flight = self.in_flight.saturating_sub(1);
+        Some(sent)
+    }
+
+    /// The fate of the delete sent as `id`. Returns the halt reason when this
+    /// outcome halted the shard. An id not (or no longer) waiting for an
+    /// answer is ignored.
+    pub fn outcome(&mut self, id: SendId, result: &CallResult) -> Option<String> {
+        match self.answered(id)? {
+            (Work::Delete(request), ticket) => self.settle(&request, ticket, result),
+            _ => None,
+        }
+    }
+
+    /// A delete's fate, once its slot is free.
+    fn settle(
         &mut self,
         request: &DeleteRequest,
         ticket: DeleteTicket,
         result: &CallResult,
     ) -> Option<String> {
-        self.in_flight = self.in_flight.saturating_sub(1);
         self.counters.deletes.record(result.outcome);
         let parts = self
             .abort_bytes
