@@ -14,12 +14,13 @@ use crate::engine::{MetaEvent, Nanos, WalkItem};
 use crate::pb::filer_pb::Entry;
 use crate::seaweed::buckets::{BucketScan, list_bucket_configs};
 use crate::seaweed::controls::ControlStore;
+use crate::seaweed::gateway_pool::GatewayPool;
 use crate::seaweed::lister::{ListOptions, list_bucket_after};
 use crate::seaweed::metalog::{DEFAULT_CLIENT_NAME, ReaderOptions, SubscribeParams};
-use crate::seaweed::pool::{
-    AddressError, FilerNode, FilerPool, GatewayPool, ResumeDedup, StoreCheck, lazy_channel,
-};
+use crate::seaweed::pool::{AddressError, FilerNode, FilerPool, lazy_channel};
+use crate::seaweed::resume_dedup::ResumeDedup;
 use crate::seaweed::retention;
+use crate::seaweed::store_check::StoreCheck;
 use crate::seaweed::tls::ClientTls;
 use crate::seaweed::volumes;
 

@@ -9,8 +9,9 @@ use crate::seaweed::delete::DeleteError;
 use crate::seaweed::discovery::{DiscoveryError, MasterError};
 use crate::seaweed::filer::FilerError;
 use crate::seaweed::metalog_error::MetaLogError;
-use crate::seaweed::pool::{AddressError, EveryFilerFailed, StoreCheckError, failures};
+use crate::seaweed::pool::{AddressError, EveryFilerFailed, failures};
 use crate::seaweed::retention::RetentionError;
+use crate::seaweed::store_check::StoreCheckError;
 use crate::seaweed::ttl_scan::TtlScanError;
 
 /// Why a [`ClusterPort`](crate::pass::ports::ClusterPort) call (or the

@@ -9,7 +9,7 @@ use crate::engine::{CallResult, DeleteOutcome, DeleteRequest};
 use crate::pass::cluster_error::ClusterError;
 use crate::pass::dispatch::{AttemptError, AttemptResult, DeletePort};
 use crate::seaweed::delete::DeleteError;
-use crate::seaweed::pool::GatewayPool;
+use crate::seaweed::gateway_pool::GatewayPool;
 use crate::seaweed::tls::ClientTls;
 
 /// `LifecycleDelete` over the S3 gateways' gRPC ports, spread across them

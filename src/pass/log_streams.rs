@@ -11,7 +11,8 @@ use crate::engine::{MetaEvent, Nanos};
 use crate::pb::filer_pb::SubscribeMetadataResponse;
 use crate::seaweed::metalog::{MetaLogReader, ReaderOptions, SubscribeParams};
 use crate::seaweed::metalog_error::MetaLogError;
-use crate::seaweed::pool::{FilerPool, ResumeDedup};
+use crate::seaweed::pool::FilerPool;
+use crate::seaweed::resume_dedup::ResumeDedup;
 
 use crate::pass::cluster_error::ClusterError;
 use crate::pass::ports::EventStream;
