@@ -78,6 +78,31 @@ impl PassObserver {
         self.board(|b| b.set_forecast(f));
     }
 
+    /// A delete of `shard` in `bucket` ended as `outcome` after waiting
+    /// `limiter_wait` for the rate limiter (metrics and board).
+    pub fn delete_done(
+        &self,
+        shard: u8,
+        req: &crate::engine::DeleteRequest,
+        outcome: DeleteOutcome,
+        limiter_wait: Duration,
+    ) {
+        self.metrics.dispatch(&req.bucket, req.kind, outcome);
+        // Neither a dry run nor a withdrawn call
+        // (docs/lifecycle-config.md#changes-during-a-pass) was sent: their
+        // waits would skew the limiter histogram.
+        if !matches!(outcome, DeleteOutcome::DryRun | DeleteOutcome::Withdrawn) {
+            self.metrics.limiter_wait(limiter_wait);
+        }
+        self.board(|b| b.delete_done(shard, &req.bucket, outcome));
+    }
+
+    /// The supervisor restarted `shard` (metrics and board).
+    pub fn shard_restarted(&self, shard: u8) {
+        self.metrics.shard_restarted(shard);
+        self.board(|b| b.shard_restarted(shard));
+    }
+
     /// A legacy-TTL audit (docs/ttl-audit.md): its gauge and the status page.
     pub fn ttl_audit(&self, r: crate::engine::audit::AuditReport) {
         self.metrics.ttl_audit(&r);

@@ -40,7 +40,7 @@ use tracing::Span;
 
 use crate::engine::check::{Check, Probe, Verdict};
 use crate::engine::cursor::ShardCursor;
-use crate::engine::{CallResult, DeleteOutcome, DeleteRequest};
+use crate::engine::{CallResult, DeleteRequest};
 use crate::engine::{Match, Nanos};
 use crate::pass::dispatch::{Dispatch, Outcome};
 use crate::pass::observe::PassObserver;
@@ -510,8 +510,7 @@ impl Supervised for ShardActor {
         self.respawn = None;
         self.epoch += 1;
         let tele = self.tele();
-        tele.obs.metrics.shard_restarted(self.shard);
-        tele.obs.board(|b| b.shard_restarted(self.shard));
+        tele.obs.shard_restarted(self.shard);
         self.stop_children();
         // Rebuild from the persisted cursor. Events already read this pass
         // cannot be read again, so the shard sits the rest of the pass out
@@ -616,17 +615,10 @@ impl Handler<Resolved> for ShardActor {
             // An answer to an earlier incarnation's delete: that run is gone.
             return;
         }
-        let outcome = r.result.outcome;
         if let Some(req) = self.run.as_ref().and_then(|run| run.request_of(r.id)) {
-            let obs = &self.tele().obs;
-            obs.metrics.dispatch(&req.bucket, req.kind, outcome);
-            // Neither a dry run nor a withdrawn call
-            // (docs/lifecycle-config.md#changes-during-a-pass) was sent:
-            // their waits would skew the limiter histogram.
-            if !matches!(outcome, DeleteOutcome::DryRun | DeleteOutcome::Withdrawn) {
-                obs.metrics.limiter_wait(r.limiter_wait);
-            }
-            obs.board(|b| b.delete_done(self.shard, &req.bucket, outcome));
+            let tele = self.tele();
+            tele.obs
+                .delete_done(self.shard, req, r.result.outcome, r.limiter_wait);
         }
         self.settle(ctx, |run| run.outcome(r.id, &r.result));
     }
