@@ -67,9 +67,8 @@ pub enum FilerError {
     /// The filer answered with an error for this entry.
     #[error("filer {op} {path} failed: {message}")]
     Server {
-        /// RPC name.
+        /// As in [`FilerError::Transport`].
         op: &'static str,
-        /// Filer path the call was about.
         path: String,
         /// The filer's message (gRPC status message or response `error`).
         message: String,

@@ -414,24 +414,15 @@ impl Walker {
                     .is_some_and(|f| f.is_directory),
                 None => false,
             };
-            if has_folder || done {
+            let key = format!("{rel}{name}");
+            // Without attributes there is no mtime, nothing to age; Go's
+            // walker skips these too.
+            if has_folder || done || e.attributes.is_none() || !key_matches(&self.prefixes, &key) {
                 continue;
             }
-            if e.attributes.is_none() {
-                // No mtime, nothing to age; Go's walker skips these too.
-                continue;
-            }
-            if !key_matches(&self.prefixes, &format!("{rel}{name}")) {
-                continue;
-            }
-            self.emit(
-                format!("{rel}{name}"),
-                ListedItem::Object {
-                    key: format!("{rel}{name}"),
-                    entry: e.clone(),
-                },
-            )
-            .await?;
+            let entry = e.clone();
+            self.emit(key.clone(), ListedItem::Object { key, entry })
+                .await?;
         }
         Ok(None)
     }
@@ -476,47 +467,35 @@ impl Walker {
         let logical_key = format!("{rel}{logical}");
         // Both items below are emitted at the folder's place.
         let pos = format!("{rel}{}", folder.name);
-        let out = if done {
+        let empty = versions.is_empty();
+        let item = if done {
             // At or before the resume point: not emitted again; an empty
             // folder is still descended into.
-            Ok(versions.is_empty())
-        } else if versions.is_empty() {
+            None
+        } else if empty {
             // Not a versioned key after all: the bare entry is a plain object
             // and the folder an ordinary directory.
-            if let Some(b) = bare
-                && !b.is_directory
-                && b.attributes.is_some()
-            {
-                self.emit(
-                    pos,
-                    ListedItem::Object {
-                        key: logical_key,
-                        entry: b,
-                    },
-                )
-                .await
-                .map(|()| true)
-            } else {
-                Ok(true)
-            }
+            bare.filter(|b| !b.is_directory && b.attributes.is_some())
+                .map(|entry| ListedItem::Object {
+                    key: logical_key,
+                    entry,
+                })
         } else {
             // The server's rule for what counts as the null version
             // (docs/filer-layout.md#null-version): a file, or a directory-key object.
-            let null_version = bare.filter(is_null_version);
-            self.emit(
-                pos,
-                ListedItem::Versions {
-                    logical_key,
-                    folder: folder.clone(),
-                    versions,
-                    null_version,
-                },
-            )
-            .await
-            .map(|()| false)
+            Some(ListedItem::Versions {
+                logical_key,
+                folder: folder.clone(),
+                versions,
+                null_version: bare.filter(is_null_version),
+            })
+        };
+        let out = match item {
+            Some(item) => self.emit(pos, item).await,
+            None => Ok(()),
         };
         self.stats.release(held);
-        out
+        out.map(|()| empty)
     }
 
     /// Emits every `.uploads/<id>` directory that names a destination key,

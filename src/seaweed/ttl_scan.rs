@@ -224,9 +224,7 @@ pub async fn sample_entries(
                     ..StampedGroup::default()
                 });
                 g.count += 1;
-                if versions_of.is_some() {
-                    g.versions += 1;
-                }
+                g.versions += u64::from(versions_of.is_some());
                 if expiry < g.first_expiry_ns {
                     g.first_expiry_ns = expiry;
                     g.example_key = key.clone();
