@@ -17,7 +17,6 @@ pub use crate::engine::Versioning;
 pub struct BucketInfo {
     /// Bucket name (directory name under the buckets root).
     pub name: String,
-    /// Versioning state.
     pub versioning: Versioning,
     /// `Seaweed-X-Amz-Object-Lock-Enabled` is set. The S3 server treats such
     /// buckets as versioned even without a versioning value (docs/filer-layout.md#bucket-entry).

@@ -18,7 +18,7 @@ use crate::engine::safety::{
     decode_approval, decode_hold, decode_pause, decode_rule_record, pause_file_name,
 };
 use crate::pb::filer_pb::Entry;
-use crate::seaweed::filer::{DEFAULT_PAGE, FilerClient, FilerError, join_path};
+use crate::seaweed::filer::{DEFAULT_PAGE, FilerClient, FilerError, join_path, json_file_entry};
 
 /// The subdirectory of `cursor.dir` holding the pause files.
 pub const PAUSED_SUBDIR: &str = "paused";
@@ -48,9 +48,7 @@ pub enum ControlsError {
     Bucket {
         /// What was done, worded to precede `bucket <name>`.
         op: &'static str,
-        /// The bucket.
         bucket: String,
-        /// The filer's error.
         #[source]
         source: FilerError,
     },
@@ -58,11 +56,8 @@ pub enum ControlsError {
     /// file (`pause`, `approval`, `hold`, `rules`).
     #[error("listing {what} files in {dir}: {source}")]
     ListFiles {
-        /// The kind of control file.
         what: &'static str,
-        /// The directory.
         dir: String,
-        /// The filer's error.
         #[source]
         source: FilerError,
     },
@@ -71,12 +66,7 @@ pub enum ControlsError {
         "{what} file {path}: its name is not <bucket>.json. Fix: remove it \
          (`weed shell fs.rm {path}`)"
     )]
-    BadFileName {
-        /// The kind of control file.
-        what: &'static str,
-        /// The file's path.
-        path: String,
-    },
+    BadFileName { what: &'static str, path: String },
     /// A control file's content cannot be decoded.
     #[error(
         "{what} file {path} is unusable: {problem}. Fix: remove it \
@@ -84,9 +74,7 @@ pub enum ControlsError {
          if meant"
     )]
     Unusable {
-        /// The kind of control file.
         what: &'static str,
-        /// The file's path.
         path: String,
         /// What is wrong with its content (the decoder's words).
         problem: String,
@@ -98,37 +86,28 @@ pub enum ControlsError {
     /// Listing the journal or one of its day directories failed.
     #[error("listing {dir}: {source}")]
     ListJournal {
-        /// The directory.
         dir: String,
-        /// The filer's error.
         #[source]
         source: FilerError,
     },
     /// Writing a journal batch failed.
     #[error("writing journal batch {path}: {source}")]
     WriteBatch {
-        /// The batch's path.
         path: String,
-        /// The filer's error.
         #[source]
         source: FilerError,
     },
     /// Removing a journal day directory failed.
     #[error("removing journal day {path}: {source}")]
     DropDay {
-        /// The day directory's path.
         path: String,
-        /// The filer's error.
         #[source]
         source: FilerError,
     },
     /// A journal batch is stored in chunks, which the reader does not fetch
     /// (the service writes batches inline).
     #[error("journal batch {path} is stored in chunks, which this reader does not fetch")]
-    ChunkedBatch {
-        /// The batch's path.
-        path: String,
-    },
+    ChunkedBatch { path: String },
 }
 
 /// The result of a control-store call.
@@ -160,7 +139,6 @@ impl ControlStore {
         }
     }
 
-    /// The directory of the pause files.
     pub fn paused_dir(&self) -> &str {
         &self.paused_dir
     }
@@ -185,22 +163,16 @@ impl ControlStore {
             .await
     }
 
-    /// Records a hold.
     pub async fn hold(&self, record: &HoldRecord) -> Result<()> {
-        check_bucket_name(&record.bucket).map_err(ControlsError::InvalidBucket)?;
-        let entry = pause_entry(
-            &pause_file_name(&record.bucket),
-            record.to_json(),
+        let (bucket, json) = (&record.bucket, record.to_json());
+        self.put(
+            &self.held_dir,
+            bucket,
+            json,
             record.held_ns,
-        );
-        self.client
-            .create_entry(&self.held_dir, entry, false)
-            .await
-            .map_err(|source| ControlsError::Bucket {
-                op: "recording the hold of",
-                bucket: record.bucket.clone(),
-                source,
-            })
+            "recording the hold of",
+        )
+        .await
     }
 
     /// What was last seen of each bucket's lifecycle document.
@@ -211,16 +183,9 @@ impl ControlStore {
 
     /// Records what was seen of a bucket's lifecycle document.
     pub async fn put_rule_record(&self, record: &RuleRecord, now: Nanos) -> Result<()> {
-        check_bucket_name(&record.bucket).map_err(ControlsError::InvalidBucket)?;
-        let entry = pause_entry(&pause_file_name(&record.bucket), record.to_json(), now);
-        self.client
-            .create_entry(&self.rules_dir, entry, false)
+        let (bucket, json) = (&record.bucket, record.to_json());
+        self.put(&self.rules_dir, bucket, json, now, "recording the rules of")
             .await
-            .map_err(|source| ControlsError::Bucket {
-                op: "recording the rules of",
-                bucket: record.bucket.clone(),
-                source,
-            })
     }
 
     /// Writes one journal batch, `journal/<day>/<name>` (one file per pass
@@ -233,9 +198,8 @@ impl ControlStore {
         now: Nanos,
     ) -> Result<()> {
         let dir = join_path(&self.journal_dir, day);
-        let entry = pause_entry(name, content, now);
         self.client
-            .create_entry(&dir, entry, false)
+            .create_entry(&dir, json_file_entry(name, content, now), false)
             .await
             .map_err(|source| ControlsError::WriteBatch {
                 // Not `join_path`: the message always put the slash there.
@@ -246,15 +210,7 @@ impl ControlStore {
 
     /// The journal's day directories, oldest first.
     pub async fn journal_days(&self) -> Result<Vec<String>> {
-        let entries: Vec<Entry> = self
-            .client
-            .list_all(&self.journal_dir, DEFAULT_PAGE)
-            .try_collect()
-            .await
-            .map_err(|source| ControlsError::ListJournal {
-                dir: self.journal_dir.clone(),
-                source,
-            })?;
+        let entries = self.list_journal(&self.journal_dir).await?;
         Ok(entries
             .into_iter()
             .filter(|e| e.is_directory)
@@ -276,40 +232,36 @@ impl ControlStore {
     /// Every batch of a day directory: (path, content).
     pub async fn journal_batches(&self, day: &str) -> Result<Vec<(String, Vec<u8>)>> {
         let dir = join_path(&self.journal_dir, day);
-        let entries: Vec<Entry> = self
-            .client
-            .list_all(&dir, DEFAULT_PAGE)
+        let entries = self.list_journal(&dir).await?;
+        entries
+            .into_iter()
+            .filter(|e| !e.is_directory)
+            .map(|e| {
+                let path = join_path(&dir, &e.name);
+                // Small batches are inline; a large one is stored in chunks.
+                if e.content.is_empty() && !e.chunks.is_empty() {
+                    return Err(ControlsError::ChunkedBatch { path });
+                }
+                Ok((path, e.content))
+            })
+            .collect()
+    }
+
+    async fn list_journal(&self, dir: &str) -> Result<Vec<Entry>> {
+        self.client
+            .list_all(dir, DEFAULT_PAGE)
             .try_collect()
             .await
             .map_err(|source| ControlsError::ListJournal {
-                dir: dir.clone(),
+                dir: dir.to_string(),
                 source,
-            })?;
-        let mut out = Vec::new();
-        for e in entries.into_iter().filter(|e| !e.is_directory) {
-            let path = join_path(&dir, &e.name);
-            // Small batches are inline; a large one is stored in chunks.
-            let content = if e.content.is_empty() && !e.chunks.is_empty() {
-                return Err(ControlsError::ChunkedBatch { path });
-            } else {
-                e.content
-            };
-            out.push((path, content));
-        }
-        Ok(out)
+            })
     }
 
     /// Removes a hold.
     pub async fn release(&self, bucket: &str) -> Result<()> {
-        check_bucket_name(bucket).map_err(ControlsError::InvalidBucket)?;
-        self.client
-            .delete_entry(&self.held_dir, &pause_file_name(bucket), false)
+        self.remove(&self.held_dir, bucket, "releasing the hold of")
             .await
-            .map_err(|source| ControlsError::Bucket {
-                op: "releasing the hold of",
-                bucket: bucket.to_string(),
-                source,
-            })
     }
 
     async fn read_dir<R>(
@@ -329,102 +281,98 @@ impl ControlStore {
                 dir: dir.to_string(),
                 source,
             })?;
-        let mut out = Vec::new();
-        for e in entries {
-            if e.is_directory {
-                continue;
-            }
-            let path = join_path(dir, &e.name);
-            let Some(bucket) = bucket_of_pause_file(&e.name) else {
-                return Err(ControlsError::BadFileName { what, path });
-            };
-            let r = decode(&e.content, bucket).map_err(|problem| ControlsError::Unusable {
-                what,
-                path,
-                problem,
-                fix_cmd,
-                bucket: bucket.to_string(),
-            })?;
-            out.push(r);
-        }
-        Ok(out)
+        entries
+            .iter()
+            .filter(|e| !e.is_directory)
+            .map(|e| {
+                let path = join_path(dir, &e.name);
+                let Some(bucket) = bucket_of_pause_file(&e.name) else {
+                    return Err(ControlsError::BadFileName { what, path });
+                };
+                decode(&e.content, bucket).map_err(|problem| ControlsError::Unusable {
+                    what,
+                    path,
+                    problem,
+                    fix_cmd,
+                    bucket: bucket.to_string(),
+                })
+            })
+            .collect()
+    }
+
+    /// Writes `bucket`'s control file in `dir` (replacing an earlier one);
+    /// `op` words a failure.
+    async fn put(
+        &self,
+        dir: &str,
+        bucket: &str,
+        content: Vec<u8>,
+        now: Nanos,
+        op: &'static str,
+    ) -> Result<()> {
+        check_bucket_name(bucket).map_err(ControlsError::InvalidBucket)?;
+        let entry = json_file_entry(&pause_file_name(bucket), content, now);
+        self.client
+            .create_entry(dir, entry, false)
+            .await
+            .map_err(|source| bucket_error(op, bucket, source))
+    }
+
+    /// Removes `bucket`'s control file from `dir`; `op` words a failure.
+    async fn remove(&self, dir: &str, bucket: &str, op: &'static str) -> Result<()> {
+        check_bucket_name(bucket).map_err(ControlsError::InvalidBucket)?;
+        self.client
+            .delete_entry(dir, &pause_file_name(bucket), false)
+            .await
+            .map_err(|source| bucket_error(op, bucket, source))
     }
 
     /// Approves `bucket`'s held work for the next pass.
     pub async fn approve(&self, bucket: &str, now: Nanos) -> Result<ApprovalRecord> {
-        check_bucket_name(bucket).map_err(ControlsError::InvalidBucket)?;
         let record = ApprovalRecord::new(bucket, now);
-        let entry = pause_entry(&pause_file_name(bucket), record.to_json(), now);
-        self.client
-            .create_entry(&self.approved_dir, entry, false)
-            .await
-            .map_err(|source| ControlsError::Bucket {
-                op: "approving",
-                bucket: bucket.to_string(),
-                source,
-            })?;
+        self.put(
+            &self.approved_dir,
+            bucket,
+            record.to_json(),
+            now,
+            "approving",
+        )
+        .await?;
         Ok(record)
     }
 
     /// Removes `bucket`'s approval (the pass that used it is over).
     pub async fn clear_approval(&self, bucket: &str) -> Result<()> {
-        check_bucket_name(bucket).map_err(ControlsError::InvalidBucket)?;
-        self.client
-            .delete_entry(&self.approved_dir, &pause_file_name(bucket), false)
+        self.remove(&self.approved_dir, bucket, "clearing the approval of")
             .await
-            .map_err(|source| ControlsError::Bucket {
-                op: "clearing the approval of",
-                bucket: bucket.to_string(),
-                source,
-            })
     }
 
     /// Pauses `bucket` (replacing an earlier pause of it). Answers the record
     /// written.
     pub async fn pause(&self, bucket: &str, now: Nanos, reason: &str) -> Result<PauseRecord> {
-        check_bucket_name(bucket).map_err(ControlsError::InvalidBucket)?;
         let record = PauseRecord::new(bucket, now, reason);
-        let entry = pause_entry(&pause_file_name(bucket), record.to_json(), now);
-        self.client
-            .create_entry(&self.paused_dir, entry, false)
-            .await
-            .map_err(|source| ControlsError::Bucket {
-                op: "pausing",
-                bucket: bucket.to_string(),
-                source,
-            })?;
+        self.put(&self.paused_dir, bucket, record.to_json(), now, "pausing")
+            .await?;
         Ok(record)
     }
 
     /// Resumes `bucket`; `Ok(false)` when it was not paused.
     pub async fn resume(&self, bucket: &str) -> Result<bool> {
         check_bucket_name(bucket).map_err(ControlsError::InvalidBucket)?;
-        let name = pause_file_name(bucket);
         let was = self
             .client
-            .lookup(&self.paused_dir, &name)
+            .lookup(&self.paused_dir, &pause_file_name(bucket))
             .await
-            .map_err(|source| ControlsError::Bucket {
-                op: "resuming",
-                bucket: bucket.to_string(),
-                source,
-            })?
+            .map_err(|source| bucket_error("resuming", bucket, source))?
             .is_some();
-        self.client
-            .delete_entry(&self.paused_dir, &name, false)
-            .await
-            .map_err(|source| ControlsError::Bucket {
-                op: "resuming",
-                bucket: bucket.to_string(),
-                source,
-            })?;
+        self.remove(&self.paused_dir, bucket, "resuming").await?;
         Ok(was)
     }
 }
 
-/// A small inline file (mode 0644), as the cursor files are written.
-fn pause_entry(name: &str, content: Vec<u8>, now: Nanos) -> Entry {
-    crate::seaweed::filer::json_file_entry(name, content, now)
+fn bucket_error(op: &'static str, bucket: &str, source: FilerError) -> ControlsError {
+    let bucket = bucket.to_string();
+    ControlsError::Bucket { op, bucket, source }
 }
 
 #[cfg(test)]

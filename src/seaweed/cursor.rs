@@ -43,11 +43,8 @@ pub enum CursorError {
          cold start of shard {shard}"
     )]
     Corrupt {
-        /// Filer path.
         path: String,
-        /// Shard number.
         shard: u8,
-        /// What is wrong.
         problem: String,
     },
     /// Another writer changed the file since this store last read or wrote it.
@@ -56,12 +53,10 @@ pub enum CursorError {
          running against this filer? Stop it, then restart this one"
     )]
     ConcurrentWriter {
-        /// Filer path.
         path: String,
         /// What was observed.
         detail: String,
     },
-    /// Shard number out of range.
     #[error("shard {0} does not exist (shards are 0..{SHARD_COUNT})")]
     BadShard(u8),
 }
@@ -87,14 +82,13 @@ pub struct CursorStore {
 impl CursorStore {
     /// A store under `dir` (use [`DEFAULT_CURSOR_DIR`]).
     pub fn new(client: FilerClient, dir: &str) -> CursorStore {
-        let dir = dir.trim_end_matches('/');
+        let dir = match dir.trim_end_matches('/') {
+            "" => "/",
+            d => d,
+        };
         CursorStore {
             client,
-            dir: if dir.is_empty() {
-                "/".into()
-            } else {
-                dir.into()
-            },
+            dir: dir.into(),
             known: Arc::new(Mutex::new(HashMap::new())),
         }
     }
@@ -110,7 +104,6 @@ impl CursorStore {
         }
     }
 
-    /// The directory holding the files.
     pub fn dir(&self) -> &str {
         &self.dir
     }
@@ -134,22 +127,13 @@ impl CursorStore {
     /// that exists but is not a valid cursor for this shard is an error.
     pub async fn load(&self, shard: u8) -> Result<Option<ShardCursor>, CursorError> {
         check_shard(shard)?;
-        let path = self.path(shard);
         let Some(entry) = self.client.lookup(&self.dir, &file_name(shard)).await? else {
             self.remember(shard, Known::Absent);
             return Ok(None);
         };
-        let generation = generation_of(&entry).map_err(|problem| CursorError::Corrupt {
-            path: path.clone(),
-            shard,
-            problem,
-        })?;
-        let cursor =
-            decode_cursor(&entry.content, shard).map_err(|problem| CursorError::Corrupt {
-                path: path.clone(),
-                shard,
-                problem,
-            })?;
+        let corrupt = corrupt(self.path(shard), shard);
+        let generation = generation_of(&entry).map_err(corrupt.clone())?;
+        let cursor = decode_cursor(&entry.content, shard).map_err(corrupt)?;
         self.remember(shard, Known::Generation(generation));
         Ok(Some(cursor))
     }
@@ -167,23 +151,18 @@ impl CursorStore {
             Some(k) => k,
             None => match self.client.lookup(&self.dir, &name).await? {
                 None => Known::Absent,
-                Some(e) => Known::Generation(generation_of(&e).map_err(|problem| {
-                    CursorError::Corrupt {
-                        path: path.clone(),
-                        shard,
-                        problem,
-                    }
-                })?),
+                Some(e) => {
+                    Known::Generation(generation_of(&e).map_err(corrupt(path.clone(), shard))?)
+                }
             },
         };
         let mut stamped = cursor.clone();
         stamped.updated_ns = now_ns;
-        let content = stamped.to_json();
         let next = match known {
             Known::Absent => 1,
             Known::Generation(g) => g + 1,
         };
-        let entry = cursor_entry(&name, content, now_ns, next);
+        let entry = cursor_entry(&name, stamped.to_json(), now_ns, next);
         match known {
             Known::Absent => match self.client.create_entry(&self.dir, entry, true).await {
                 Ok(()) => {}
@@ -243,19 +222,22 @@ pub async fn load_go_from(
     };
     decode_go_cursor(&entry.content, shard)
         .map(Some)
-        .map_err(|problem| CursorError::Corrupt {
-            path: join_path(dir, &name),
-            shard,
-            problem,
-        })
+        .map_err(corrupt(join_path(dir, &name), shard))
+}
+
+/// Makes the decoder's `problem` a [`CursorError::Corrupt`] of `path`.
+fn corrupt(path: String, shard: u8) -> impl Fn(String) -> CursorError + Clone {
+    move |problem| CursorError::Corrupt {
+        path: path.clone(),
+        shard,
+        problem,
+    }
 }
 
 fn check_shard(shard: u8) -> Result<(), CursorError> {
-    if (shard as usize) < SHARD_COUNT {
-        Ok(())
-    } else {
-        Err(CursorError::BadShard(shard))
-    }
+    ((shard as usize) < SHARD_COUNT)
+        .then_some(())
+        .ok_or(CursorError::BadShard(shard))
 }
 
 fn generation_bytes(g: u64) -> Vec<u8> {

@@ -12,6 +12,7 @@ pub use crate::engine::delete::{DeleteRequest, InvalidRequest, UPLOADS_PREFIX};
 use crate::pb::s3_lifecycle_pb;
 use crate::pb::s3_lifecycle_pb::seaweed_s3_lifecycle_internal_client::SeaweedS3LifecycleInternalClient;
 use crate::pb::s3_lifecycle_pb::{LifecycleDeleteOutcome, LifecycleDeleteRequest};
+use crate::seaweed::endpoint::{EndpointOptions, GrpcEndpoint, MAX_MESSAGE_BYTES};
 /// Metric label for a call that failed in transport (the Go worker's label).
 pub const RPC_ERROR_LABEL: &str = "RPC_ERROR";
 /// Metric label for a request refused locally before sending.
@@ -72,20 +73,13 @@ pub enum DeleteError {
     #[error(
         "invalid S3 gRPC address {address:?}: {reason}; expected host:port, e.g. 127.0.0.1:18333"
     )]
-    InvalidAddress {
-        /// The address as given.
-        address: String,
-        /// Parser message.
-        reason: String,
-    },
+    InvalidAddress { address: String, reason: String },
     /// gRPC or connection failure: the server may or may not have acted.
     #[error("lifecycle delete RPC failed ({code:?}, retryable: {retryable}): {message}")]
     Transport {
-        /// gRPC status code (Unavailable for connection errors).
+        /// Unavailable for connection errors.
         code: tonic::Code,
-        /// gRPC status message.
         message: String,
-        /// Whether trying again may help.
         retryable: bool,
     },
 }
@@ -93,13 +87,7 @@ pub enum DeleteError {
 impl DeleteError {
     /// Whether trying the same request again may succeed.
     pub fn is_retryable(&self) -> bool {
-        matches!(
-            self,
-            DeleteError::Transport {
-                retryable: true,
-                ..
-            }
-        )
+        matches!(self, DeleteError::Transport { retryable, .. } if *retryable)
     }
 
     /// Metric label: `RPC_ERROR` for transport failures (as the Go worker),
@@ -163,7 +151,7 @@ impl DeleteClient {
     /// [`DeleteClient::connect`] with explicit endpoint options (client TLS).
     pub async fn connect_with(
         s3_grpc_addr: &str,
-        options: &crate::seaweed::endpoint::EndpointOptions,
+        options: &EndpointOptions,
     ) -> Result<DeleteClient, DeleteError> {
         DeleteClient::connect_lazy_with(s3_grpc_addr, options)
     }
@@ -171,18 +159,14 @@ impl DeleteClient {
     /// [`DeleteClient::connect`] without the `async`: nothing is dialled
     /// here either. Must be called inside a tokio runtime.
     pub fn connect_lazy(s3_grpc_addr: &str) -> Result<DeleteClient, DeleteError> {
-        DeleteClient::connect_lazy_with(
-            s3_grpc_addr,
-            &crate::seaweed::endpoint::EndpointOptions::seaweed(),
-        )
+        DeleteClient::connect_lazy_with(s3_grpc_addr, &EndpointOptions::seaweed())
     }
 
     /// [`DeleteClient::connect_lazy`] with explicit endpoint options (client TLS).
     pub fn connect_lazy_with(
         s3_grpc_addr: &str,
-        options: &crate::seaweed::endpoint::EndpointOptions,
+        options: &EndpointOptions,
     ) -> Result<DeleteClient, DeleteError> {
-        use crate::seaweed::endpoint::GrpcEndpoint;
         let endpoint =
             GrpcEndpoint::new(s3_grpc_addr, options).map_err(|e| DeleteError::InvalidAddress {
                 address: s3_grpc_addr.to_string(),
@@ -195,7 +179,7 @@ impl DeleteClient {
     pub fn from_channel(channel: Channel) -> DeleteClient {
         DeleteClient {
             inner: SeaweedS3LifecycleInternalClient::new(channel)
-                .max_decoding_message_size(crate::seaweed::endpoint::MAX_MESSAGE_BYTES),
+                .max_decoding_message_size(MAX_MESSAGE_BYTES),
         }
     }
 
@@ -203,13 +187,12 @@ impl DeleteClient {
     pub async fn delete(&self, request: &DeleteRequest) -> Result<CallResult, DeleteError> {
         request.validate()?;
         let mut client = self.inner.clone();
-        match client.lifecycle_delete(to_proto(request)).await {
-            Ok(resp) => {
-                let resp = resp.into_inner();
-                Ok(outcome_from_proto(resp.outcome, resp.reason))
-            }
-            Err(status) => Err(DeleteError::from_status(&status)),
-        }
+        let resp = client
+            .lifecycle_delete(to_proto(request))
+            .await
+            .map_err(|s| DeleteError::from_status(&s))?
+            .into_inner();
+        Ok(outcome_from_proto(resp.outcome, resp.reason))
     }
 }
 

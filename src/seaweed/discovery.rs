@@ -35,7 +35,6 @@ pub enum MasterError {
     Unreachable {
         /// The master's gRPC address.
         addr: String,
-        /// The transport error.
         #[source]
         source: tonic::transport::Error,
     },
@@ -50,11 +49,9 @@ pub enum MasterError {
     Call {
         /// The master's gRPC address.
         addr: String,
-        /// The RPC's name.
         op: &'static str,
         /// Its argument as the message shows it (`ListClusterNodes(filer)`).
         arg: Option<String>,
-        /// The gRPC status.
         #[source]
         status: tonic::Status,
     },
@@ -69,7 +66,6 @@ pub enum MasterError {
     FromFiler {
         /// The address as the filer gave it.
         named: String,
-        /// Why it cannot be used.
         #[source]
         source: AddressError,
     },
@@ -106,9 +102,7 @@ pub enum DiscoveryError {
     /// The master lists a filer by an address that cannot be used.
     #[error("master {master}: filer {source}")]
     BadFiler {
-        /// The master asked.
         master: String,
-        /// Why the filer's address cannot be used.
         #[source]
         source: AddressError,
     },
@@ -116,19 +110,13 @@ pub enum DiscoveryError {
     #[error(
         "master {master} lists no filer; start one with -master={master}, or set `cluster.filer`"
     )]
-    NoFiler {
-        /// The master asked.
-        master: String,
-    },
+    NoFiler { master: String },
     /// The master lists no S3 gateway.
     #[error(
         "master {master} lists no S3 gateway (a gateway registers only when its filer knows the \
          master); set `cluster.s3_grpc`"
     )]
-    NoGateway {
-        /// The master asked.
-        master: String,
-    },
+    NoGateway { master: String },
 }
 
 /// The servers one pass uses.
@@ -141,16 +129,9 @@ pub struct Members {
 }
 
 /// A client of the master at `master` (its gRPC address, and the client),
-/// with the bounded connect and call deadlines of discovery.
-async fn connect_master(
-    master: &str,
-    tls: Option<&ClientTls>,
-) -> Result<(String, SeaweedClient<tonic::transport::Channel>), MasterError> {
-    connect_master_for(master, tls, CALL_TIMEOUT).await
-}
-
-/// [`connect_master`] with calls bounded by `call_timeout` (a vacuum takes
-/// as long as rewriting a volume).
+/// with the bounded connect deadline of discovery and calls bounded by
+/// `call_timeout` (discovery's [`CALL_TIMEOUT`]; a vacuum takes as long as
+/// rewriting a volume).
 pub(crate) async fn connect_master_for(
     master: &str,
     tls: Option<&ClientTls>,
@@ -214,7 +195,7 @@ pub async fn list_group_nodes(
     filer_group: &str,
     tls: Option<&ClientTls>,
 ) -> Result<Vec<String>, MasterError> {
-    let (grpc, mut client) = connect_master(master, tls).await?;
+    let (grpc, mut client) = connect_master_for(master, tls, CALL_TIMEOUT).await?;
     let resp = client
         .list_cluster_nodes(ListClusterNodesRequest {
             client_type: client_type.to_string(),
@@ -249,7 +230,7 @@ pub async fn admin_presence(
     master: &str,
     tls: Option<&ClientTls>,
 ) -> Result<Option<String>, MasterError> {
-    let (grpc, mut client) = connect_master(master, tls).await?;
+    let (grpc, mut client) = connect_master_for(master, tls, CALL_TIMEOUT).await?;
     let resp = client
         .get_admin_lock_status(crate::pb::master_pb::GetAdminLockStatusRequest {
             lock_name: ADMIN_PRESENCE_LOCK.to_string(),

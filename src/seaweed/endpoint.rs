@@ -101,28 +101,21 @@ pub enum EndpointError {
         "invalid gRPC address {addr:?}: {reason}; expected HOST:PORT or http://HOST:PORT, \
          e.g. 127.0.0.1:18888"
     )]
-    Address {
-        /// The address as given.
-        addr: String,
-        /// Why it was rejected.
-        reason: String,
-    },
+    Address { addr: String, reason: String },
 }
 
 impl EndpointError {
     /// The address the error is about.
     pub fn addr(&self) -> &str {
-        match self {
-            EndpointError::Address { addr, .. } => addr,
-        }
+        let EndpointError::Address { addr, .. } = self;
+        addr
     }
 
     /// What is wrong, without the address: for callers whose own error
     /// message already names the address and the expected form.
     pub fn reason(&self) -> &str {
-        match self {
-            EndpointError::Address { reason, .. } => reason,
-        }
+        let EndpointError::Address { reason, .. } = self;
+        reason
     }
 }
 
@@ -237,7 +230,6 @@ pub struct ServerAddress {
      or HOST:HTTPPORT.GRPCPORT"
 )]
 pub struct AddressError {
-    /// The address as given.
     pub addr: String,
     /// What is wrong with it.
     pub why: &'static str,

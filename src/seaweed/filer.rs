@@ -39,21 +39,14 @@ pub enum FilerError {
         "invalid filer gRPC address {addr:?}: {reason} (expected host:port or http://host:port, \
          port being the filer gRPC port, usually the HTTP port + 10000)"
     )]
-    BadAddress {
-        /// The address as given.
-        addr: String,
-        /// Why it was rejected.
-        reason: String,
-    },
+    BadAddress { addr: String, reason: String },
     /// The TCP/HTTP2 connection to the filer could not be opened.
     #[error(
         "cannot connect to filer gRPC at {addr}: {source} (is the filer running and is this its \
          gRPC port?)"
     )]
     Connect {
-        /// The address dialled.
         addr: String,
-        /// The transport error.
         #[source]
         source: tonic::transport::Error,
     },
@@ -74,9 +67,8 @@ pub enum FilerError {
     /// The filer answered with an error for this entry.
     #[error("filer {op} {path} failed: {message}")]
     Server {
-        /// RPC name.
+        /// As in [`FilerError::Transport`].
         op: &'static str,
-        /// Filer path the call was about.
         path: String,
         /// The filer's message (gRPC status message or response `error`).
         message: String,
@@ -85,19 +77,11 @@ pub enum FilerError {
     },
     /// CreateEntry with `o_excl` found the entry already there.
     #[error("filer CreateEntry {path}: the entry already exists")]
-    AlreadyExists {
-        /// Filer path.
-        path: String,
-    },
+    AlreadyExists { path: String },
     /// UpdateEntry's `expected_extended` did not match the stored entry: someone
     /// else changed the entry since we read it.
     #[error("filer UpdateEntry {path}: precondition failed (entry changed since read): {message}")]
-    PreconditionFailed {
-        /// Filer path.
-        path: String,
-        /// The filer's message.
-        message: String,
-    },
+    PreconditionFailed { path: String, message: String },
 }
 
 impl FilerError {
@@ -158,8 +142,7 @@ pub fn json_file_entry(name: &str, content: Vec<u8>, now_ns: i64) -> Entry {
 
 /// `dir` + `/` + `name`, without doubling the slash at the root.
 pub fn join_path(dir: &str, name: &str) -> String {
-    let dir = dir.trim_end_matches('/');
-    format!("{dir}/{name}")
+    format!("{}/{name}", dir.trim_end_matches('/'))
 }
 
 /// Splits a full filer path into `(directory, name)`; a trailing `/` is
@@ -270,46 +253,43 @@ impl FilerClient {
     /// any trailing `/` removed.
     pub async fn buckets_root(&self) -> Result<String> {
         let resp = self.configuration().await?;
-        let root = resp.dir_buckets.trim_end_matches('/');
-        Ok(if root.is_empty() {
-            DEFAULT_BUCKETS_ROOT.to_string()
-        } else {
-            root.to_string()
-        })
+        Ok(match resp.dir_buckets.trim_end_matches('/') {
+            "" => DEFAULT_BUCKETS_ROOT,
+            root => root,
+        }
+        .to_string())
     }
 
     /// The filer's store signature, the masters it reports and its filer
     /// group, in one `GetFilerConfiguration` call.
     pub async fn store_and_masters(&self) -> Result<(i32, Vec<String>, String)> {
-        let resp = self.configuration().await?;
-        Ok((resp.signature, resp.masters, resp.filer_group))
+        let r = self.configuration().await?;
+        Ok((r.signature, r.masters, r.filer_group))
     }
 
     /// The masters the filer reports (`GetFilerConfiguration.masters`, each
     /// `host:port` or `host:port.grpcPort`).
     pub async fn masters(&self) -> Result<Vec<String>> {
-        let resp = self.configuration().await?;
-        Ok(resp.masters)
+        Ok(self.configuration().await?.masters)
     }
 
     /// The filer's clock (`Ping.start_time_ns`, ns since the epoch): what the
     /// filer stamps the events it logs with (docs/due-index.md#filer-clock).
     pub async fn clock(&self) -> Result<i64> {
         let mut inner = self.inner.clone();
-        let resp = self
+        Ok(self
             .timed(inner.ping(PingRequest::default()))
             .await
             .map_err(|s| FilerError::from_status("Ping", self.addr.clone(), s))?
-            .into_inner();
-        Ok(resp.start_time_ns)
+            .into_inner()
+            .start_time_ns)
     }
 
     /// The filer's store signature (`GetFilerConfiguration.signature`): equal
     /// on filers that share one store, which is how SeaweedFS's own peers tell
     /// (docs/meta-log.md#several-filers).
     pub async fn store_signature(&self) -> Result<i32> {
-        let resp = self.configuration().await?;
-        Ok(resp.signature)
+        Ok(self.configuration().await?.signature)
     }
 
     /// Looks up `dir/name`. Not found is `Ok(None)`.
@@ -355,15 +335,6 @@ impl FilerClient {
         Ok(out)
     }
 
-    async fn open_page(
-        &self,
-        dir: &str,
-        start_after: &str,
-        limit: u32,
-    ) -> Result<Streaming<ListEntriesResponse>> {
-        self.open_page_from(dir, start_after, false, limit).await
-    }
-
     async fn open_page_from(
         &self,
         dir: &str,
@@ -373,18 +344,16 @@ impl FilerClient {
     ) -> Result<Streaming<ListEntriesResponse>> {
         let req = ListEntriesRequest {
             directory: dir.to_string(),
-            prefix: String::new(),
             start_from_file_name: start.to_string(),
             inclusive_start_from: inclusive,
             limit,
-            snapshot_ts_ns: 0,
-            omit_chunks: false,
+            ..Default::default()
         };
         let mut inner = self.inner.clone();
-        match self.timed(inner.list_entries(req)).await {
-            Ok(r) => Ok(r.into_inner()),
-            Err(s) => Err(FilerError::from_status("ListEntries", dir.to_string(), s)),
-        }
+        self.timed(inner.list_entries(req))
+            .await
+            .map(tonic::Response::into_inner)
+            .map_err(|s| FilerError::from_status("ListEntries", dir.to_string(), s))
     }
 
     /// Every entry of `dir`, streamed in name order, paging by
@@ -397,53 +366,36 @@ impl FilerClient {
         dir: &str,
         page: u32,
     ) -> impl Stream<Item = Result<Entry>> + Send + 'static {
-        let page = page.max(1);
         let state = PageState {
             client: self.clone(),
             dir: dir.to_string(),
-            page,
+            page: page.max(1),
             last: String::new(),
             in_page: 0,
             stream: None,
-            done: false,
         };
-        futures::stream::unfold(state, |mut st| async move {
-            if st.done {
-                return None;
-            }
+        // An error ends the stream after it is yielded.
+        futures::stream::try_unfold(state, |mut st| async move {
             loop {
-                if st.stream.is_none() {
-                    match st.client.open_page(&st.dir, &st.last, st.page).await {
-                        Ok(s) => {
-                            st.stream = Some(s);
-                            st.in_page = 0;
-                        }
-                        Err(e) => {
-                            st.done = true;
-                            return Some((Err(e), st));
-                        }
+                let next = match st.stream.as_mut() {
+                    Some(stream) => next_entry(stream, &st.dir, st.client.call_timeout).await?,
+                    None => {
+                        let (dir, last) = (&st.dir, &st.last);
+                        st.stream =
+                            Some(st.client.open_page_from(dir, last, false, st.page).await?);
+                        st.in_page = 0;
+                        continue;
                     }
-                }
-                let Some(stream) = st.stream.as_mut() else {
-                    continue;
                 };
-                match next_entry(stream, &st.dir, st.client.call_timeout).await {
-                    Ok(Some(e)) => {
+                match next {
+                    Some(e) => {
                         st.in_page += 1;
                         st.last.clone_from(&e.name);
-                        return Some((Ok(e), st));
+                        return Ok(Some((e, st)));
                     }
-                    Ok(None) => {
-                        st.stream = None;
-                        // A short page is the last one.
-                        if st.in_page < st.page {
-                            return None;
-                        }
-                    }
-                    Err(e) => {
-                        st.done = true;
-                        return Some((Err(e), st));
-                    }
+                    // A short page is the last one.
+                    None if st.in_page < st.page => return Ok(None),
+                    None => st.stream = None,
                 }
             }
         })
@@ -466,13 +418,10 @@ impl FilerClient {
             .map_err(|s| classify_create(path.clone(), s))?
             .into_inner();
         let code = PbFilerError::try_from(resp.error_code).unwrap_or(PbFilerError::Ok);
-        if code == PbFilerError::EntryAlreadyExists {
+        if code == PbFilerError::EntryAlreadyExists || resp.error.contains("already exists") {
             return Err(FilerError::AlreadyExists { path });
         }
         if code != PbFilerError::Ok || !resp.error.is_empty() {
-            if resp.error.contains("already exists") {
-                return Err(FilerError::AlreadyExists { path });
-            }
             return Err(FilerError::Server {
                 op: "CreateEntry",
                 path,
@@ -523,20 +472,20 @@ impl FilerClient {
             ..Default::default()
         };
         let mut inner = self.inner.clone();
-        match self.timed(inner.delete_entry(req)).await {
-            Ok(resp) => {
-                let err = resp.into_inner().error;
-                if err.is_empty() || err.contains(NOT_FOUND_TEXT) {
-                    Ok(())
-                } else {
-                    Err(FilerError::Server {
-                        op: "DeleteEntry",
-                        path,
-                        message: err,
-                        code: None,
-                    })
-                }
+        match self
+            .timed(inner.delete_entry(req))
+            .await
+            .map(|r| r.into_inner().error)
+        {
+            Ok(err) if !err.is_empty() && !err.contains(NOT_FOUND_TEXT) => {
+                Err(FilerError::Server {
+                    op: "DeleteEntry",
+                    path,
+                    message: err,
+                    code: None,
+                })
             }
+            Ok(_) => Ok(()),
             Err(s) if s.message().contains(NOT_FOUND_TEXT) => Ok(()),
             Err(s) => Err(FilerError::from_status("DeleteEntry", path, s)),
         }
@@ -550,10 +499,8 @@ struct PageState {
     last: String,
     in_page: u32,
     stream: Option<Streaming<ListEntriesResponse>>,
-    done: bool,
 }
 
-/// Next entry of a listing stream; responses without an entry are skipped.
 /// The status a call gets when it outlives its deadline: DeadlineExceeded,
 /// which [`FilerError::from_status`] classifies as transport.
 fn deadline_status(d: Duration) -> Status {
@@ -563,6 +510,7 @@ fn deadline_status(d: Duration) -> Status {
     ))
 }
 
+/// Next entry of a listing stream; responses without an entry are skipped.
 async fn next_entry(
     stream: &mut Streaming<ListEntriesResponse>,
     dir: &str,
@@ -576,11 +524,8 @@ async fn next_entry(
                 .unwrap_or_else(|_| Err(deadline_status(d))),
         };
         match msg {
-            Ok(Some(resp)) => {
-                if let Some(e) = resp.entry {
-                    return Ok(Some(e));
-                }
-            }
+            Ok(Some(ListEntriesResponse { entry: Some(e), .. })) => return Ok(Some(e)),
+            Ok(Some(_)) => {}
             Ok(None) => return Ok(None),
             // A directory deleted under us (or never there) lists as empty.
             Err(s) if s.message().contains(NOT_FOUND_TEXT) => return Ok(None),

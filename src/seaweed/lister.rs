@@ -37,7 +37,6 @@ pub type ListedItem = crate::engine::WalkItem;
 /// Listing knobs.
 #[derive(Debug, Clone)]
 pub struct ListOptions {
-    /// ListEntries page size.
     pub page: u32,
     /// Items buffered between the listing task and the consumer.
     pub channel_capacity: usize,
@@ -82,7 +81,6 @@ pub struct ListerStats {
     pub entries_seen: AtomicU64,
     /// ListEntries page requests made.
     pub pages_listed: AtomicU64,
-    /// Directories listed.
     pub dirs_listed: AtomicU64,
     /// LookupDirectoryEntry calls made (null-version/sibling checks across
     /// page boundaries).
@@ -116,18 +114,13 @@ impl ListerStats {
     }
 }
 
-/// Plain copy of [`ListerStats`].
+/// Plain copy of [`ListerStats`] (see there for each field).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct ListerCounts {
-    /// See [`ListerStats::entries_seen`].
     pub entries_seen: u64,
-    /// See [`ListerStats::pages_listed`].
     pub pages_listed: u64,
-    /// See [`ListerStats::dirs_listed`].
     pub dirs_listed: u64,
-    /// See [`ListerStats::lookups`].
     pub lookups: u64,
-    /// See [`ListerStats::held_high_water`].
     pub held_high_water: usize,
 }
 
@@ -216,11 +209,10 @@ pub fn list_bucket_after(
     }
 }
 
-/// Why the walk stopped early without an error to report.
+/// Why the walk stopped early.
 enum Stop {
     /// The consumer dropped the stream.
     Closed,
-    /// A filer call failed.
     Filer(FilerError),
 }
 
@@ -242,7 +234,6 @@ struct Frame {
     /// A resumed directory's start points: the first names where its listing
     /// starts (inclusive), the rest go to the subdirectory of that name.
     resume: Vec<String>,
-    /// No more pages.
     exhausted: bool,
     /// Pages fetched so far.
     pages: u64,
@@ -261,14 +252,6 @@ impl Frame {
     }
 }
 
-/// How processing a page ended.
-enum PageEnd {
-    /// Every entry was handled.
-    Done,
-    /// Stopped at the subdirectory at this index, to descend into it first.
-    Descend(usize),
-}
-
 struct Walker {
     client: FilerClient,
     bucket_dir: String,
@@ -283,8 +266,8 @@ struct Walker {
 impl Walker {
     async fn run(&self) -> Result<(), FilerError> {
         match self.walk().await {
-            Ok(()) | Err(Stop::Closed) => Ok(()),
             Err(Stop::Filer(e)) => Err(e),
+            Ok(()) | Err(Stop::Closed) => Ok(()),
         }
     }
 
@@ -311,21 +294,15 @@ impl Walker {
             }
             // A resumed directory's first page starts at its start point
             // itself; every later page after the last name handled.
-            let resume_head = (top.pages == 0)
-                .then(|| top.resume.first().cloned())
-                .flatten();
-            let page = match &resume_head {
-                Some(head) => {
-                    self.client
-                        .list_page_from(&top.dir, head, true, self.page)
-                        .await?
-                }
-                None => {
-                    self.client
-                        .list_page(&top.dir, &top.after, self.page)
-                        .await?
-                }
+            let resume_head = top.resume.first().filter(|_| top.pages == 0).cloned();
+            let (start, inclusive) = match &resume_head {
+                Some(head) => (head, true),
+                None => (&top.after, false),
             };
+            let page = self
+                .client
+                .list_page_from(&top.dir, start, inclusive, self.page)
+                .await?;
             self.stats.pages_listed.fetch_add(1, Ordering::Relaxed);
             self.stats
                 .entries_seen
@@ -337,30 +314,15 @@ impl Walker {
             // Earlier siblings exist unless this is the very first page of an
             // unresumed directory.
             let first_page = top.pages == 1 && resume_head.is_none();
-            let (dir, rel) = (top.dir.clone(), top.rel.clone());
             let child_resume: Vec<String> = top.resume.iter().skip(1).cloned().collect();
-            let result = self
-                .process_page(
-                    &dir,
-                    &rel,
-                    &page,
-                    first_page,
-                    more,
-                    resume_head.as_deref(),
-                    &child_resume,
-                )
+            let (head, resume) = (resume_head.as_deref(), &child_resume);
+            let end = self
+                .process_page(&top.dir, &top.rel, &page, first_page, more, head, resume)
                 .await;
-            let end = result.map(|end| match end {
-                PageEnd::Done => (page.last().map(|e| e.name.clone()), None),
-                PageEnd::Descend(i) => (Some(page[i].name.clone()), Some(i)),
-            });
             self.stats.release(n);
-            let (last, descend) = end?;
-            let Some(top) = stack.last_mut() else {
-                break;
-            };
-            if let Some(last) = last {
-                top.after = last;
+            let descend = end?;
+            if let Some(e) = descend.map_or(page.last(), |i| page.get(i)) {
+                top.after.clone_from(&e.name);
             }
             match descend {
                 None => top.exhausted = !more,
@@ -368,26 +330,23 @@ impl Walker {
                     // The rest of the page is listed again after the
                     // subdirectory: memory stays one page per listing.
                     top.exhausted = !more && i + 1 == n;
-                    let name = top.after.clone();
-                    let resume = if resume_head.as_deref() == Some(name.as_str()) {
+                    let name = &top.after;
+                    let resume = if resume_head.as_ref() == Some(name) {
                         child_resume
                     } else {
                         Vec::new()
                     };
-                    let child = Frame::new(
-                        join_path(&top.dir, &name),
-                        format!("{}{}/", top.rel, name),
-                        resume,
-                    );
-                    stack.push(child);
+                    let (dir, rel) = (join_path(&top.dir, name), format!("{}{name}/", top.rel));
+                    stack.push(Frame::new(dir, rel, resume));
                 }
             }
         }
         Ok(())
     }
 
-    /// Emits the page's items in order until a subdirectory to descend into.
-    /// `more` = later pages may exist. The entry named `resume_head` lies at
+    /// Emits the page's items in order until a subdirectory to descend into:
+    /// its index, `None` when every entry was handled. `more` = later pages
+    /// may exist. The entry named `resume_head` lies at
     /// or before the resume point: its own item is not emitted again, and
     /// `child_resume` says where inside it the listing resumes.
     #[allow(clippy::too_many_arguments)]
@@ -400,7 +359,7 @@ impl Walker {
         more: bool,
         resume_head: Option<&str>,
         child_resume: &[String],
-    ) -> Result<PageEnd, Stop> {
+    ) -> Result<Option<usize>, Stop> {
         let index: HashMap<&str, usize> = page
             .iter()
             .enumerate()
@@ -437,11 +396,11 @@ impl Walker {
                         None => None,
                     };
                     if self.versions(dir, rel, logical, e, bare, done).await? {
-                        return Ok(PageEnd::Descend(i));
+                        return Ok(Some(i));
                     }
                     continue;
                 }
-                return Ok(PageEnd::Descend(i));
+                return Ok(Some(i));
             }
             // A file. If `<name>.versions` is a directory, the folder's
             // handler owns this entry (null version, or plain object when the
@@ -455,26 +414,17 @@ impl Walker {
                     .is_some_and(|f| f.is_directory),
                 None => false,
             };
-            if has_folder || done {
+            let key = format!("{rel}{name}");
+            // Without attributes there is no mtime, nothing to age; Go's
+            // walker skips these too.
+            if has_folder || done || e.attributes.is_none() || !key_matches(&self.prefixes, &key) {
                 continue;
             }
-            if e.attributes.is_none() {
-                // No mtime, nothing to age; Go's walker skips these too.
-                continue;
-            }
-            if !key_matches(&self.prefixes, &format!("{rel}{name}")) {
-                continue;
-            }
-            self.emit(
-                format!("{rel}{name}"),
-                ListedItem::Object {
-                    key: format!("{rel}{name}"),
-                    entry: e.clone(),
-                },
-            )
-            .await?;
+            let entry = e.clone();
+            self.emit(key.clone(), ListedItem::Object { key, entry })
+                .await?;
         }
-        Ok(PageEnd::Done)
+        Ok(None)
     }
 
     async fn lookup(&self, dir: &str, name: &str) -> Result<Option<Entry>, Stop> {
@@ -493,73 +443,59 @@ impl Walker {
         bare: Option<Entry>,
         done: bool,
     ) -> Result<bool, Stop> {
-        let folder_path = join_path(dir, &folder.name);
         self.stats.dirs_listed.fetch_add(1, Ordering::Relaxed);
         let mut versions = Vec::new();
-        let mut listing = Box::pin(self.client.list_all(&folder_path, self.page));
-        let mut held = 0usize;
-        let res: Result<(), FilerError> = async {
-            while let Some(e) = listing.next().await {
-                let e = e?;
-                self.stats.entries_seen.fetch_add(1, Ordering::Relaxed);
-                let is_version = !e.is_directory && !version_id_of(&e).is_empty();
-                if is_version {
-                    self.stats.hold(1);
-                    held += 1;
-                    versions.push(e);
+        let mut listing = Box::pin(
+            self.client
+                .list_all(&join_path(dir, &folder.name), self.page),
+        );
+        while let Some(e) = listing.next().await {
+            let e = match e {
+                Ok(e) => e,
+                Err(e) => {
+                    self.stats.release(versions.len());
+                    return Err(e.into());
                 }
+            };
+            self.stats.entries_seen.fetch_add(1, Ordering::Relaxed);
+            if !e.is_directory && !version_id_of(&e).is_empty() {
+                self.stats.hold(1);
+                versions.push(e);
             }
-            Ok(())
         }
-        .await;
-        if let Err(e) = res {
-            self.stats.release(held);
-            return Err(e.into());
-        }
+        let held = versions.len();
         let logical_key = format!("{rel}{logical}");
         // Both items below are emitted at the folder's place.
         let pos = format!("{rel}{}", folder.name);
-        let out = if done {
+        let empty = versions.is_empty();
+        let item = if done {
             // At or before the resume point: not emitted again; an empty
             // folder is still descended into.
-            Ok(versions.is_empty())
-        } else if versions.is_empty() {
+            None
+        } else if empty {
             // Not a versioned key after all: the bare entry is a plain object
             // and the folder an ordinary directory.
-            if let Some(b) = bare
-                && !b.is_directory
-                && b.attributes.is_some()
-            {
-                self.emit(
-                    pos,
-                    ListedItem::Object {
-                        key: logical_key,
-                        entry: b,
-                    },
-                )
-                .await
-                .map(|()| true)
-            } else {
-                Ok(true)
-            }
+            bare.filter(|b| !b.is_directory && b.attributes.is_some())
+                .map(|entry| ListedItem::Object {
+                    key: logical_key,
+                    entry,
+                })
         } else {
             // The server's rule for what counts as the null version
             // (docs/filer-layout.md#null-version): a file, or a directory-key object.
-            let null_version = bare.filter(is_null_version);
-            self.emit(
-                pos,
-                ListedItem::Versions {
-                    logical_key,
-                    folder: folder.clone(),
-                    versions,
-                    null_version,
-                },
-            )
-            .await
-            .map(|()| false)
+            Some(ListedItem::Versions {
+                logical_key,
+                folder: folder.clone(),
+                versions,
+                null_version: bare.filter(is_null_version),
+            })
+        };
+        let out = match item {
+            Some(item) => self.emit(pos, item).await,
+            None => Ok(()),
         };
         self.stats.release(held);
-        out
+        out.map(|()| empty)
     }
 
     /// Emits every `.uploads/<id>` directory that names a destination key,

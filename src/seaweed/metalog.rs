@@ -107,23 +107,14 @@ impl ReaderStats {
 /// Counters of a pass; see [`ReaderStats`] for the meaning of each field.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct ReaderSummary {
-    /// gRPC responses received.
     pub responses: u64,
-    /// Events delivered.
     pub events_delivered: u64,
-    /// Keepalives skipped.
     pub keepalives_skipped: u64,
-    /// Events outside the buckets root skipped.
     pub outside_root_skipped: u64,
-    /// Events at or before since_ns skipped.
     pub before_since_skipped: u64,
-    /// Events after until_ns skipped.
     pub after_until_skipped: u64,
-    /// Out-of-order events seen (still delivered).
     pub out_of_order: u64,
-    /// ts_ns of the last delivered event (0 if none).
     pub last_ts_ns: Nanos,
-    /// Channel high-water mark.
     pub buffered_high_water: usize,
 }
 
@@ -179,7 +170,7 @@ impl MetaLogReader {
         params: SubscribeParams,
         options: ReaderOptions,
     ) -> Result<MetaLogReader, MetaLogError> {
-        MetaLogReader::open_on(channel, params, options, Log::Aggregated).await
+        MetaLogReader::open_on(channel, params, options, false).await
     }
 
     /// Like [`MetaLogReader::open`], but reads only this filer's own log
@@ -195,14 +186,17 @@ impl MetaLogReader {
         params: SubscribeParams,
         options: ReaderOptions,
     ) -> Result<MetaLogReader, MetaLogError> {
-        MetaLogReader::open_on(channel, params, options, Log::Local).await
+        MetaLogReader::open_on(channel, params, options, true).await
     }
 
+    /// `local`: `SubscribeLocalMetadata` (the filer's own events only, with
+    /// positions), else `SubscribeMetadata` (its own log plus the peers'
+    /// events it follows).
     async fn open_on(
         channel: Channel,
         params: SubscribeParams,
         options: ReaderOptions,
-        log: Log,
+        local: bool,
     ) -> Result<MetaLogReader, MetaLogError> {
         let filter = EventFilter::new(&params)?;
         if options.capacity == 0 {
@@ -215,7 +209,7 @@ impl MetaLogReader {
         // refs lost events still in the filer's memory: a pass over a window
         // with no persisted file read 1 to 3 of its 5 events, varying from run
         // to run (docs/meta-log.md#direct-log-file-reads, "Two filers").
-        let direct_reads = options.direct_log_reads && log == Log::Aggregated;
+        let direct_reads = options.direct_log_reads && !local;
         let caps = Capabilities {
             idle_heartbeat: options.receive_timeout.is_some(),
             metadata_chunks: direct_reads,
@@ -225,23 +219,19 @@ impl MetaLogReader {
         let mut client =
             SeaweedFilerClient::new(channel.clone()).max_decoding_message_size(MAX_MESSAGE_BYTES);
         let call = async {
-            match log {
-                Log::Aggregated => client.subscribe_metadata(request).await,
-                Log::Local => client.subscribe_local_metadata(request).await,
+            if local {
+                client.subscribe_local_metadata(request).await
+            } else {
+                client.subscribe_metadata(request).await
             }
         };
-        let response = match options.receive_timeout {
-            Some(limit) => match tokio::time::timeout(limit, call).await {
-                Ok(r) => r,
-                Err(_) => return Err(MetaLogError::ReceiveTimeout(limit)),
-            },
-            None => call.await,
-        };
-        let stream = response.map_err(|s| MetaLogError::Subscribe {
-            code: s.code(),
-            message: s.message().to_string(),
-        })?;
-        let stream = stream.into_inner();
+        let stream = within(options.receive_timeout, call)
+            .await?
+            .map_err(|s| MetaLogError::Subscribe {
+                code: s.code(),
+                message: s.message().to_string(),
+            })?
+            .into_inner();
 
         // Every message holds at least one permit (End/Failed come once),
         // so `capacity` messages always fit.
@@ -265,7 +255,7 @@ impl MetaLogReader {
             },
             filter,
             options.receive_timeout,
-            log == Log::Local,
+            local,
             direct,
         ));
         Ok(MetaLogReader {
@@ -312,14 +302,13 @@ impl MetaLogReader {
                 }
                 return Poll::Ready(Some(Ok(e)));
             }
-            match self.poll_batch(cx) {
-                Poll::Ready(Some(Ok(batch))) => {
+            match std::task::ready!(self.poll_batch(cx)) {
+                Some(Ok(batch)) => {
                     self.held = batch.len();
                     self.current = batch.into_iter();
                 }
-                Poll::Ready(Some(Err(e))) => return Poll::Ready(Some(Err(e))),
-                Poll::Ready(None) => return Poll::Ready(None),
-                Poll::Pending => return Poll::Pending,
+                Some(Err(e)) => return Poll::Ready(Some(Err(e))),
+                None => return Poll::Ready(None),
             }
         }
     }
@@ -359,25 +348,19 @@ impl MetaLogReader {
         if self.finished {
             return Poll::Ready(None);
         }
-        match self.rx.poll_recv(cx) {
-            Poll::Pending => Poll::Pending,
-            Poll::Ready(Some(Msg::Events(batch))) => Poll::Ready(Some(Ok(batch))),
-            Poll::Ready(Some(Msg::End)) => {
-                self.finished = true;
+        let msg = std::task::ready!(self.rx.poll_recv(cx));
+        self.finished = !matches!(msg, Some(Msg::Events(_)));
+        Poll::Ready(match msg {
+            Some(Msg::Events(batch)) => Some(Ok(batch)),
+            Some(Msg::End) => {
                 self.clean_end = true;
-                Poll::Ready(None)
+                None
             }
-            Poll::Ready(Some(Msg::Failed(err))) => {
-                self.finished = true;
-                Poll::Ready(Some(Err(err)))
-            }
+            Some(Msg::Failed(err)) => Some(Err(err)),
             // The task dropped its sender without saying how the pass ended:
             // never report that as a clean (and therefore short) pass.
-            Poll::Ready(None) => {
-                self.finished = true;
-                Poll::Ready(Some(Err(MetaLogError::ReaderVanished)))
-            }
-        }
+            None => Some(Err(MetaLogError::ReaderVanished)),
+        })
     }
 }
 
@@ -396,15 +379,6 @@ impl Drop for MetaLogReader {
     }
 }
 
-/// Which of a filer's logs a reader subscribes to.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Log {
-    /// `SubscribeMetadata`: its own log plus the peers' events it follows.
-    Aggregated,
-    /// `SubscribeLocalMetadata`: its own events only, with positions.
-    Local,
-}
-
 /// The reader task's end of the channel.
 struct Feed {
     tx: mpsc::Sender<Msg>,
@@ -419,11 +393,7 @@ impl Feed {
     async fn events(&self, mut events: Vec<SubscribeMetadataResponse>) -> bool {
         while !events.is_empty() {
             let most = self.capacity.min(u32::MAX as usize);
-            let rest = if events.len() > most {
-                events.split_off(most)
-            } else {
-                Vec::new()
-            };
+            let rest = events.split_off(events.len().min(most));
             let n = events.len();
             let Ok(permits) = self.room.acquire_many(n as u32).await else {
                 return false;
@@ -550,13 +520,8 @@ impl Direct {
         let mut filter = EventFilter::new(&self.params).map_err(|e| Some(e.into()))?;
         let mut last = None;
         loop {
-            let next = match self.receive_timeout {
-                Some(t) => tokio::time::timeout(t, stream.message())
-                    .await
-                    .map_err(|_| Some(MetaLogError::ReceiveTimeout(t)))?,
-                None => stream.message().await,
-            };
-            let Some(response) = next.map_err(failed)? else {
+            let next = within(self.receive_timeout, stream.message()).await;
+            let Some(response) = next.map_err(Some)?.map_err(failed)? else {
                 return Ok(last);
             };
             let batch: Vec<_> = flatten(response)
@@ -565,6 +530,20 @@ impl Direct {
                 .collect();
             last = last.max(deliver(feed, batch).await?);
         }
+    }
+}
+
+/// `call`, failing with [`MetaLogError::ReceiveTimeout`] when `limit` is set
+/// and passes first.
+async fn within<T>(
+    limit: Option<Duration>,
+    call: impl Future<Output = T>,
+) -> Result<T, MetaLogError> {
+    match limit {
+        Some(l) => tokio::time::timeout(l, call)
+            .await
+            .map_err(|_| MetaLogError::ReceiveTimeout(l)),
+        None => Ok(call.await),
     }
 }
 
@@ -623,50 +602,31 @@ async fn pump(
     // The newest position forwarded (only with `positions`).
     let mut position = Nanos::MIN;
     loop {
-        let next = match receive_timeout {
-            Some(limit) => match tokio::time::timeout(limit, stream.message()).await {
-                Ok(r) => r,
-                Err(_) => {
-                    feed.send(Msg::Failed(MetaLogError::ReceiveTimeout(limit)))
-                        .await;
-                    return;
-                }
-            },
-            None => stream.message().await,
+        let next = match within(receive_timeout, stream.message()).await {
+            Ok(r) => r,
+            Err(e) => return feed.send(Msg::Failed(e)).await,
         };
         // Direct reads: refs are held until the marker after them (or the
         // end), then their files are read and delivered before anything
         // streamed after them (docs/meta-log.md#what-the-filer-sends).
-        if let Some(d) = direct.as_mut() {
-            let message = match &next {
-                Ok(m) => m.as_ref(),
-                Err(_) => None,
-            };
-            if next.is_ok() {
-                match d.protocol.step(message) {
-                    Step::Hold => {
-                        stats.responses.fetch_add(1, Ordering::Relaxed);
-                        continue;
-                    }
-                    Step::Pass => {}
-                    Step::Read {
-                        refs,
-                        entry_since,
-                        entry_until,
-                        ..
-                    } => {
-                        match d.read(&feed, refs, entry_since, entry_until).await {
-                            Ok(Some(ts)) => position = position.max(ts),
-                            Ok(None) => {}
-                            Err(Some(e)) => {
-                                feed.send(Msg::Failed(e)).await;
-                                return;
-                            }
-                            // The consumer is gone.
-                            Err(None) => return,
-                        }
-                    }
+        if let (Some(d), Ok(message)) = (direct.as_mut(), &next) {
+            match d.protocol.step(message.as_ref()) {
+                Step::Hold => {
+                    stats.responses.fetch_add(1, Ordering::Relaxed);
+                    continue;
                 }
+                Step::Pass => {}
+                Step::Read {
+                    refs,
+                    entry_since,
+                    entry_until,
+                    ..
+                } => match d.read(&feed, refs, entry_since, entry_until).await {
+                    Ok(ts) => position = position.max(ts.unwrap_or(Nanos::MIN)),
+                    Err(Some(e)) => return feed.send(Msg::Failed(e)).await,
+                    // The consumer is gone.
+                    Err(None) => return,
+                },
             }
         }
         let response = match next {
@@ -683,19 +643,12 @@ async fn pump(
                 feed.send(Msg::End).await;
                 return;
             }
-            Err(status) => {
-                let err = stream_error(&status, &stats);
-                feed.send(Msg::Failed(err)).await;
-                return;
-            }
+            Err(status) => return feed.send(Msg::Failed(stream_error(&status, &stats))).await,
         };
         stats.responses.fetch_add(1, Ordering::Relaxed);
         if direct.is_none() && !response.log_file_refs.is_empty() {
-            feed.send(Msg::Failed(MetaLogError::UnexpectedLogFileRefs(
-                response.ts_ns,
-            )))
-            .await;
-            return;
+            let err = MetaLogError::UnexpectedLogFileRefs(response.ts_ns);
+            return feed.send(Msg::Failed(err)).await;
         }
         // Events and (with `positions`) position marks, in stream order.
         let mut deliver = Vec::new();
@@ -709,25 +662,20 @@ async fn pump(
                     ..Default::default()
                 });
             }
-            match verdict {
-                Verdict::Deliver => {
-                    position = position.max(event.ts_ns);
-                    last_ts = Some(event.ts_ns);
-                    delivered += 1;
-                    deliver.push(event);
-                }
-                Verdict::Keepalive => {
-                    stats.keepalives_skipped.fetch_add(1, Ordering::Relaxed);
-                }
-                Verdict::OutsideRoot => {
-                    stats.outside_root_skipped.fetch_add(1, Ordering::Relaxed);
-                }
-                Verdict::BeforeSince => {
-                    stats.before_since_skipped.fetch_add(1, Ordering::Relaxed);
-                }
-                Verdict::AfterUntil => {
-                    stats.after_until_skipped.fetch_add(1, Ordering::Relaxed);
-                }
+            let skipped = match verdict {
+                Verdict::Deliver => None,
+                Verdict::Keepalive => Some(&stats.keepalives_skipped),
+                Verdict::OutsideRoot => Some(&stats.outside_root_skipped),
+                Verdict::BeforeSince => Some(&stats.before_since_skipped),
+                Verdict::AfterUntil => Some(&stats.after_until_skipped),
+            };
+            if let Some(counter) = skipped {
+                counter.fetch_add(1, Ordering::Relaxed);
+            } else {
+                position = position.max(event.ts_ns);
+                last_ts = Some(event.ts_ns);
+                delivered += 1;
+                deliver.push(event);
             }
             if filter.take_out_of_order() {
                 stats.out_of_order.fetch_add(1, Ordering::Relaxed);

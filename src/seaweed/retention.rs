@@ -57,11 +57,8 @@ pub enum RetentionError {
     /// Listing a meta-log directory failed.
     #[error("listing {directory} failed: {code:?}: {message}")]
     List {
-        /// The directory being listed.
         directory: String,
-        /// gRPC status code.
         code: tonic::Code,
-        /// gRPC status message.
         message: String,
     },
 }
@@ -97,9 +94,8 @@ pub async fn earliest_available_under(
             };
             let day_dir = format!("{log_root}/{}", day.name);
             if let Some((time, name)) = earliest_file_in_day(client, &day_dir).await? {
-                let ts_ns = minute_start_ns(date, time);
                 return Ok(Some(EarliestAvailable {
-                    ts_ns,
+                    ts_ns: minute_start_ns(date, time),
                     file: format!("{day_dir}/{name}"),
                 }));
             }
@@ -124,12 +120,11 @@ async fn earliest_file_in_day(
         after = last.name.clone();
         let full_page = files.len() as u32 == FILE_PAGE;
         for f in files.iter().filter(|e| !e.is_directory) {
-            match parse_file_minute(&f.name) {
-                Some(t) => return Ok(Some((t, f.name.clone()))),
-                None => {
-                    tracing::warn!(name = %f.name, dir = day_dir, "ignoring meta-log file with an unparseable name")
-                }
-            }
+            let Some(t) = parse_file_minute(&f.name) else {
+                tracing::warn!(name = %f.name, dir = day_dir, "ignoring meta-log file with an unparseable name");
+                continue;
+            };
+            return Ok(Some((t, f.name.clone())));
         }
         if !full_page {
             return Ok(None);

@@ -36,9 +36,7 @@ pub enum TtlScanError {
     /// Reading `filer.conf` failed.
     #[error("reading {path}: {source}")]
     ReadConf {
-        /// The file's path.
         path: String,
-        /// The filer's error.
         #[source]
         source: FilerError,
     },
@@ -47,34 +45,25 @@ pub enum TtlScanError {
         "{path} is stored in chunks, not inline as fs.configure writes it; read it with \
          `weed shell fs.configure` and check its ttl fields by hand"
     )]
-    ChunkedConf {
-        /// The file's path.
-        path: String,
-    },
+    ChunkedConf { path: String },
     /// `filer.conf` is not JSON.
     #[error("{path}: not JSON: {source}")]
     ConfNotJson {
-        /// The file's path.
         path: String,
-        /// The parser's error.
         #[source]
         source: serde_json::Error,
     },
     /// Listing a folder of a bucket failed.
     #[error("listing {dir}: {source}")]
     List {
-        /// The folder.
         dir: String,
-        /// The filer's error.
         #[source]
         source: FilerError,
     },
     /// Listing the buckets failed.
     #[error("listing the buckets under {root}: {source}")]
     ListBuckets {
-        /// The buckets root.
         root: String,
-        /// The filer's error.
         #[source]
         source: FilerError,
     },
@@ -235,9 +224,7 @@ pub async fn sample_entries(
                     ..StampedGroup::default()
                 });
                 g.count += 1;
-                if versions_of.is_some() {
-                    g.versions += 1;
-                }
+                g.versions += u64::from(versions_of.is_some());
                 if expiry < g.first_expiry_ns {
                     g.first_expiry_ns = expiry;
                     g.example_key = key.clone();
@@ -263,11 +250,9 @@ pub async fn sample_entries(
 pub struct AuditRun {
     /// Only this bucket (`--bucket`); `None` for all.
     pub only: Option<String>,
-    /// What it may read per bucket.
     pub budget: Budget,
     /// The lifecycle day (`time.day`), to compare rule days with TTLs.
     pub day: Duration,
-    /// When it runs.
     pub now: Nanos,
 }
 
@@ -275,7 +260,6 @@ pub struct AuditRun {
 pub struct Master {
     /// gRPC address.
     pub addr: String,
-    /// Client TLS.
     pub tls: Option<ClientTls>,
 }
 
@@ -304,13 +288,10 @@ pub async fn audit(
     if let Some(b) = only {
         names::check_exists(b, scan.names()).map_err(TtlScanError::UnknownBucket)?;
     }
-    let locations = match filer_conf_ttls(client).await {
-        Ok(l) => l,
-        Err(e) => {
-            report.errors.push(e.to_string());
-            Vec::new()
-        }
-    };
+    let locations = filer_conf_ttls(client).await.unwrap_or_else(|e| {
+        report.errors.push(e.to_string());
+        Vec::new()
+    });
     report.calls += 1;
     let mut ttl_volumes: BTreeMap<String, Vec<(u32, u64)>> = BTreeMap::new();
     if let Some(m) = master {
@@ -382,10 +363,9 @@ pub async fn audit_cluster(
     root: &str,
     run: &AuditRun,
 ) -> Result<AuditReport, TtlScanError> {
-    let root = if root.trim().is_empty() {
-        client.buckets_root().await?
-    } else {
-        root.to_string()
+    let root = match root.trim() {
+        "" => client.buckets_root().await?,
+        _ => root.to_string(),
     };
     let (master, missing) = match crate::seaweed::discovery::master_of(client, master).await {
         Ok(addr) => (Some(Master { addr, tls }), None),

@@ -33,9 +33,8 @@ pub struct LogFileFetcher {
     filer: SeaweedFilerClient<Channel>,
     locations: HashMap<String, Vec<String>>,
     connections: HashMap<String, SendRequest<Empty<Bytes>>>,
-    /// Bytes fetched so far.
+    /// So far.
     pub bytes_fetched: u64,
-    /// Chunks fetched so far.
     pub chunks_fetched: u64,
 }
 
@@ -187,10 +186,9 @@ impl LogFileFetcher {
     /// hands a stored-compressed needle out decompressed to such a request
     /// (docs/meta-log.md#direct-log-file-reads).
     async fn get(&mut self, url: &str, fid: &str) -> Result<Bytes, String> {
-        let result = match tokio::time::timeout(CHUNK_TIMEOUT, self.get_once(url, fid)).await {
-            Ok(r) => r,
-            Err(_) => Err(format!("no answer within {CHUNK_TIMEOUT:?}")),
-        };
+        let result = tokio::time::timeout(CHUNK_TIMEOUT, self.get_once(url, fid))
+            .await
+            .unwrap_or_else(|_| Err(format!("no answer within {CHUNK_TIMEOUT:?}")));
         if result.is_err() {
             self.connections.remove(url);
         }

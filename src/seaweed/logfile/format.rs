@@ -39,9 +39,7 @@ pub enum LogFileError {
         offset: usize,
         /// `length prefix` or `body`.
         what: &'static str,
-        /// Bytes the record needs.
         need: usize,
-        /// Bytes left in the file.
         have: usize,
     },
     /// A length prefix no real record has.
@@ -49,31 +47,24 @@ pub enum LogFileError {
         "meta-log file {file}: corrupt length {size} at byte {offset} (limit {MAX_RECORD_BYTES}); the file is damaged (fall back to a plain SubscribeMetadata)"
     )]
     CorruptLength {
-        /// Which file.
         file: String,
-        /// Offset of the length prefix.
         offset: usize,
-        /// The length it claims.
         size: u32,
     },
     /// A record's bytes are not a `LogEntry`, or its data not an event.
     #[error("meta-log file {file}: record at byte {offset} is not a valid {what}: {message}")]
     Decode {
-        /// Which file.
         file: String,
         /// Offset of the record's length prefix.
         offset: usize,
         /// `LogEntry` or `SubscribeMetadataResponse`.
         what: &'static str,
-        /// The decoder's message.
         message: String,
     },
     /// A chunk this reader cannot turn into plain bytes.
     #[error("meta-log file {file}: chunk {fid} {reason}")]
     UnsupportedChunk {
-        /// Which file.
         file: String,
-        /// The chunk's file id.
         fid: String,
         /// What it needs that we do not do.
         reason: String,
@@ -83,11 +74,8 @@ pub enum LogFileError {
         "meta-log file {file}: chunk {fid} starts at byte {offset}, expected {expected}; the chunk list has a hole or an overlap"
     )]
     ChunkLayout {
-        /// Which file.
         file: String,
-        /// The chunk's file id.
         fid: String,
-        /// Its offset.
         offset: i64,
         /// The end of the chunks before it.
         expected: u64,
@@ -95,21 +83,15 @@ pub enum LogFileError {
     /// `LookupVolume` failed or found no server.
     #[error("meta-log file {file}: volume {volume} of chunk {fid}: {message}")]
     Lookup {
-        /// Which file.
         file: String,
-        /// The chunk's file id.
         fid: String,
-        /// Its volume.
         volume: String,
-        /// What went wrong.
         message: String,
     },
     /// No volume server returned the chunk.
     #[error("meta-log file {file}: reading chunk {fid} failed: {message}")]
     Fetch {
-        /// Which file.
         file: String,
-        /// The chunk's file id.
         fid: String,
         /// Every location tried and its answer.
         message: String,
@@ -217,11 +199,7 @@ impl LogFileRecords {
 /// in errors. An empty file has no records.
 pub fn parse_log_file(file: &str, bytes: &[u8]) -> Result<Vec<LogRecord>, LogFileError> {
     let mut records = LogFileRecords::new(file, Bytes::copy_from_slice(bytes));
-    let mut out = Vec::new();
-    while let Some(r) = records.next_record()? {
-        out.push(r);
-    }
-    Ok(out)
+    std::iter::from_fn(|| records.next_record().transpose()).collect()
 }
 
 #[cfg(test)]

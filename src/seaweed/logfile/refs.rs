@@ -18,6 +18,7 @@ use super::fetch::LogFileFetcher;
 use super::format::{LogFileError, LogFileRecords, LogRecord, ref_name};
 
 /// One filer's refs, the file being read and its next record.
+#[derive(Default)]
 struct FilerQueue {
     refs: VecDeque<LogFileChunkRef>,
     /// The file being read: its name, its chunks not fetched yet (in offset
@@ -28,19 +29,6 @@ struct FilerQueue {
     /// The records of the chunk being read.
     file: Option<LogFileRecords>,
     head: Option<LogRecord>,
-}
-
-impl FilerQueue {
-    fn new() -> FilerQueue {
-        FilerQueue {
-            refs: VecDeque::new(),
-            name: String::new(),
-            chunks: VecDeque::new(),
-            next_offset: 0,
-            file: None,
-            head: None,
-        }
-    }
 }
 
 /// Reads refs in log order: each filer's files in the order given, the
@@ -96,13 +84,11 @@ impl RefReader {
             if r.chunks.is_empty() {
                 continue;
             }
-            let at = match filers.iter().position(|(id, _)| *id == r.filer_id) {
-                Some(i) => i,
-                None => {
-                    filers.push((r.filer_id.clone(), FilerQueue::new()));
-                    filers.len() - 1
-                }
-            };
+            let at = filers.iter().position(|(id, _)| *id == r.filer_id);
+            let at = at.unwrap_or_else(|| {
+                filers.push((r.filer_id.clone(), FilerQueue::default()));
+                filers.len() - 1
+            });
             filers[at].1.refs.push_back(r);
         }
         Ok(RefReader {
@@ -245,20 +231,13 @@ pub enum DirectReadError {
     File(#[from] LogFileError),
     /// The `SubscribeMetadata` call or its stream failed.
     #[error("meta-log subscription with log-file refs failed: {code:?}: {message}")]
-    Stream {
-        /// gRPC status code.
-        code: tonic::Code,
-        /// gRPC status message.
-        message: String,
-    },
+    Stream { code: tonic::Code, message: String },
 }
 
 /// What [`read_window_direct`] saw.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct DirectSummary {
-    /// Responses on the stream.
     pub responses: u64,
-    /// Refs received.
     pub refs: u64,
     /// Log files fetched and parsed.
     pub files_read: u64,
@@ -405,10 +384,9 @@ pub async fn read_window_direct(
                 summary.records += reader.records;
             }
         }
-        let Some(r) = message else {
+        let Some(mut r) = message else {
             break;
         };
-        let mut r = r;
         let tail = std::mem::take(&mut r.events);
         for e in std::iter::once(r).chain(tail) {
             if filter.classify(&e) == Verdict::Deliver {
@@ -448,9 +426,10 @@ mod tests {
                 .iter()
                 .flat_map(|&(ts, ev, dir, name)| record_at(ts, ev, dir, name))
                 .collect();
-            let mut q = FilerQueue::new();
-            q.file = Some(LogFileRecords::new("t", bytes));
-            r.filers.push(q);
+            r.filers.push(FilerQueue {
+                file: Some(LogFileRecords::new("t", bytes)),
+                ..FilerQueue::default()
+            });
         }
         r
     }
