@@ -46,7 +46,6 @@ impl RunOutcome {
         self.max(other)
     }
 
-    /// The label value.
     pub fn as_str(self) -> &'static str {
         match self {
             RunOutcome::Completed => "completed",
@@ -77,7 +76,6 @@ pub enum MatchDecision {
 }
 
 impl MatchDecision {
-    /// The label value.
     pub fn as_str(self) -> &'static str {
         match self {
             MatchDecision::Dispatched => "dispatched",
@@ -103,7 +101,6 @@ pub enum ServiceState {
 }
 
 impl ServiceState {
-    /// Human label.
     pub fn as_str(self) -> &'static str {
         match self {
             ServiceState::Starting => "starting",
@@ -119,11 +116,9 @@ impl ServiceState {
 /// [`DeleteOutcome::Unspecified`] (the field name predates the enum).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct DeleteCounts {
-    /// DONE.
     pub done: u64,
     /// NOOP_RESOLVED (already gone, identity changed, …).
     pub noop_resolved: u64,
-    /// SKIPPED_OBJECT_LOCK.
     pub skipped_object_lock: u64,
     /// RETRY_LATER (halts the shard).
     pub retry_later: u64,
@@ -162,7 +157,6 @@ impl DeleteCounts {
         *self.clone().slot(o)
     }
 
-    /// Counts one delete.
     pub fn record(&mut self, o: DeleteOutcome) {
         self.add_n(o, 1);
     }
@@ -234,7 +228,6 @@ pub enum ShardPhase {
 }
 
 impl ShardPhase {
-    /// Label, as serialized.
     pub fn as_str(self) -> &'static str {
         match self {
             ShardPhase::Waiting => "waiting",
@@ -251,7 +244,6 @@ impl ShardPhase {
 /// One shard's row.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ShardSummary {
-    /// Shard 0..15.
     pub shard: u8,
     /// Where the shard is in the pass (meaningful while a pass runs).
     #[serde(default)]
@@ -298,17 +290,14 @@ pub struct ShardSummary {
 /// One bucket's "Last run" card.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct BucketSummary {
-    /// Bucket name.
     pub bucket: String,
     /// When the pass started on this bucket, ns since epoch.
     pub started_ns: i64,
     /// When it finished, ns since epoch; 0 = not finished.
     pub finished_ns: i64,
-    /// `completed`, `halted`, `truncated`, `failed`.
     pub outcome: Option<RunOutcome>,
     /// Meta-log events of this bucket scanned.
     pub events_scanned: u64,
-    /// Deletes by outcome.
     pub deletes: DeleteCounts,
     /// Last successful walk of the bucket, ns since epoch; 0 = never.
     pub last_walked_ns: i64,
@@ -334,32 +323,21 @@ pub struct BucketSummary {
 /// A pass in progress.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PassProgress {
-    /// The pass id.
     pub run_id: String,
-    /// Start, ns since epoch.
     pub started_ns: i64,
-    /// Shards still running.
     pub shards_running: u32,
-    /// Shards finished.
     pub shards_done: u32,
-    /// Per-shard progress so far.
     pub shards: Vec<ShardSummary>,
 }
 
 /// A finished pass.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PassSummary {
-    /// The pass id.
     pub run_id: String,
-    /// Start, ns since epoch.
     pub started_ns: i64,
-    /// End, ns since epoch.
     pub finished_ns: i64,
-    /// How it ended.
     pub outcome: Option<RunOutcome>,
-    /// One row per shard.
     pub shards: Vec<ShardSummary>,
-    /// One card per bucket.
     pub buckets: Vec<BucketSummary>,
     /// How much of what the pass deleted is still on disk, and the vacuum.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -385,13 +363,10 @@ pub fn outcome_label(o: Option<RunOutcome>) -> &'static str {
 /// Everything the status page and `/status.json` show.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct StatusSnapshot {
-    /// What the service is doing.
     pub service_state: ServiceState,
     /// Next scheduled pass, ns since epoch, if known.
     pub next_pass_ns: Option<i64>,
-    /// The running pass.
     pub current_pass: Option<PassProgress>,
-    /// The last finished pass.
     pub last_pass: Option<PassSummary>,
     /// Buckets an operator paused, as last read from the filer (at service
     /// start, at each pass start, and at each pause/resume through this
@@ -418,7 +393,6 @@ pub struct StatusSnapshot {
 /// matches stay pending until `resume`.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PausedBucket {
-    /// Bucket name.
     pub bucket: String,
     /// When it was paused, ns since epoch.
     pub paused_ns: i64,
@@ -430,7 +404,6 @@ pub struct PausedBucket {
 /// A bucket whose rules no pass has enforced lately.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct StaleBucket {
-    /// Bucket name.
     pub bucket: String,
     /// The oldest over the 16 shards of the last pass that finished the
     /// bucket without a halt, wall ns; 0 = some shard never did.

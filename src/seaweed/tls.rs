@@ -57,17 +57,13 @@ pub enum TlsConfigError {
     Read {
         /// The setting naming the file, e.g. `tls.ca`.
         key: &'static str,
-        /// The file.
         path: PathBuf,
-        /// Why.
         source: io::Error,
     },
     /// A file does not hold what it should.
     #[error("{key}: {path}: {reason}")]
     Content {
-        /// The setting naming the file.
         key: &'static str,
-        /// The file.
         path: PathBuf,
         /// What is wrong and what is expected.
         reason: String,
@@ -134,6 +130,13 @@ fn read(key: &'static str, path: &Path) -> Result<Vec<u8>, TlsConfigError> {
     })
 }
 
+fn content(key: &'static str, path: &Path, reason: impl Into<String>) -> TlsConfigError {
+    let (path, reason) = (path.to_path_buf(), reason.into());
+    TlsConfigError::Content { key, path, reason }
+}
+
+const NO_PEM: &str = "holds no PEM certificate (-----BEGIN CERTIFICATE-----)";
+
 /// Reads the files and builds the rustls configuration; the digest covers
 /// every byte read.
 fn load(files: &TlsFiles, used_for: TlsUse) -> Result<Loaded, TlsConfigError> {
@@ -143,27 +146,25 @@ fn load(files: &TlsFiles, used_for: TlsUse) -> Result<Loaded, TlsConfigError> {
     ca_pem.hash(&mut h);
     let mut roots = RootCertStore::empty();
     let mut anchors = Vec::new();
-    let mut n = 0;
     for c in CertificateDer::pem_slice_iter(&ca_pem) {
-        let c = c.map_err(|e| TlsConfigError::Content {
-            key: ca_key,
-            path: files.ca.clone(),
-            reason: format!("not a PEM certificate bundle ({e})"),
+        let c = c.map_err(|e| {
+            content(
+                ca_key,
+                &files.ca,
+                format!("not a PEM certificate bundle ({e})"),
+            )
         })?;
         anchors.push(c.clone());
-        roots.add(c).map_err(|e| TlsConfigError::Content {
-            key: ca_key,
-            path: files.ca.clone(),
-            reason: format!("not a usable CA certificate ({e})"),
+        roots.add(c).map_err(|e| {
+            content(
+                ca_key,
+                &files.ca,
+                format!("not a usable CA certificate ({e})"),
+            )
         })?;
-        n += 1;
     }
-    if n == 0 {
-        return Err(TlsConfigError::Content {
-            key: ca_key,
-            path: files.ca.clone(),
-            reason: "holds no PEM certificate (-----BEGIN CERTIFICATE-----)".into(),
-        });
+    if anchors.is_empty() {
+        return Err(content(ca_key, &files.ca, NO_PEM));
     }
     let roots = Arc::new(roots);
     let anchors = Arc::new(anchors);
@@ -187,55 +188,36 @@ fn load(files: &TlsFiles, used_for: TlsUse) -> Result<Loaded, TlsConfigError> {
             key_pem.hash(&mut h);
             let chain: Vec<CertificateDer<'static>> = CertificateDer::pem_slice_iter(&cert_pem)
                 .collect::<Result<_, _>>()
-                .map_err(|e| TlsConfigError::Content {
-                    key: cert_key,
-                    path: cert.clone(),
-                    reason: format!("not a PEM certificate chain ({e})"),
+                .map_err(|e| {
+                    content(cert_key, cert, format!("not a PEM certificate chain ({e})"))
                 })?;
             if chain.is_empty() {
-                return Err(TlsConfigError::Content {
-                    key: cert_key,
-                    path: cert.clone(),
-                    reason: "holds no PEM certificate (-----BEGIN CERTIFICATE-----)".into(),
-                });
+                return Err(content(cert_key, cert, NO_PEM));
             }
-            let pk =
-                PrivateKeyDer::from_pem_slice(&key_pem).map_err(|e| TlsConfigError::Content {
-                    key: key_key,
-                    path: key.clone(),
-                    reason: format!("holds no PEM private key ({e})"),
-                })?;
+            let pk = PrivateKeyDer::from_pem_slice(&key_pem)
+                .map_err(|e| content(key_key, key, format!("holds no PEM private key ({e})")))?;
             own_chain.clone_from(&chain);
-            let mismatch = |why: String| {
-                TlsConfigError::Other(format!(
-                    "{cert_key} {} and {key_key} {} do not go together: {why}",
-                    cert.display(),
-                    key.display()
-                ))
-            };
-            let signing = provider().key_provider.load_private_key(pk).map_err(|e| {
-                TlsConfigError::Content {
-                    key: key_key,
-                    path: key.clone(),
-                    reason: format!("not a usable private key ({e})"),
-                }
-            })?;
+            let signing = provider()
+                .key_provider
+                .load_private_key(pk)
+                .map_err(|e| content(key_key, key, format!("not a usable private key ({e})")))?;
             // rustls's own pairing check parses the certificate with webpki,
             // which refuses X.509 v1; compare the public keys instead.
-            let cert_spki =
-                crate::seaweed::x509::spki(&chain[0]).ok_or_else(|| TlsConfigError::Content {
-                    key: cert_key,
-                    path: cert.clone(),
-                    reason: "the first certificate does not parse as X.509".into(),
-                })?;
+            let cert_spki = crate::seaweed::x509::spki(&chain[0]).ok_or_else(|| {
+                content(
+                    cert_key,
+                    cert,
+                    "the first certificate does not parse as X.509",
+                )
+            })?;
             if let Some(key_spki) = signing.public_key()
                 && key_spki.as_ref() != cert_spki
             {
-                return Err(mismatch(format!(
-                    "the key is not the certificate's; compare `openssl x509 -noout -pubkey -in {}` \
-                     with `openssl pkey -pubout -in {}`",
-                    cert.display(),
-                    key.display()
+                let (cert, key) = (cert.display(), key.display());
+                return Err(TlsConfigError::Other(format!(
+                    "{cert_key} {cert} and {key_key} {key} do not go together: \
+                     the key is not the certificate's; compare `openssl x509 -noout -pubkey -in {cert}` \
+                     with `openssl pkey -pubout -in {key}`"
                 )));
             }
             let certified = Arc::new(rustls::sign::CertifiedKey::new(chain, signing));
@@ -453,7 +435,7 @@ impl ClientTls {
                     Some(failure) => {
                         let message =
                             failure.message_for(&format!("{host}:{port}"), self.0.used_for);
-                        HandshakeError { failure, message }.into_io(e.kind())
+                        io::Error::new(e.kind(), HandshakeError { failure, message })
                     }
                     None => e,
                 });
@@ -489,13 +471,11 @@ impl ClientTls {
         let tls = self.clone();
         tower::service_fn(move |uri: tonic::transport::Uri| {
             let tls = tls.clone();
-            let fut: futures::future::BoxFuture<'static, io::Result<TokioIo<TlsIo>>> =
-                Box::pin(async move {
-                    let host = uri.host().unwrap_or_default().to_string();
-                    let port = uri.port_u16().unwrap_or(443);
-                    tls.dial(&host, port).await.map(TokioIo::new)
-                });
-            fut
+            futures::FutureExt::boxed(async move {
+                let host = uri.host().unwrap_or_default().to_string();
+                let port = uri.port_u16().unwrap_or(443);
+                tls.dial(&host, port).await.map(TokioIo::new)
+            })
         })
     }
 }
@@ -519,20 +499,15 @@ impl std::fmt::Display for HandshakeError {
 impl std::error::Error for HandshakeError {}
 
 impl HandshakeError {
-    fn into_io(self, kind: io::ErrorKind) -> io::Error {
-        io::Error::new(kind, self)
-    }
-
     /// An alert the server sends after the handshake (TLS 1.3 refuses a
     /// client certificate on the first read): typed the same way.
     pub(crate) fn late(e: io::Error) -> io::Error {
         tracing::debug!(error = %e, kind = ?e.kind(), "TLS read or write failed");
         match TlsFailure::from_io(&e) {
-            Some(failure) => HandshakeError {
-                failure,
-                message: e.to_string(),
+            Some(failure) => {
+                let message = e.to_string();
+                io::Error::new(e.kind(), HandshakeError { failure, message })
             }
-            .into_io(e.kind()),
             None => e,
         }
     }
@@ -673,12 +648,9 @@ pub async fn speaks_tls(addr: &str) -> bool {
     };
     let probe = async {
         let tcp = TcpStream::connect((host.as_str(), port)).await.ok()?;
-        let Ok(builder) =
-            ClientConfig::builder_with_provider(provider()).with_safe_default_protocol_versions()
-        else {
-            return None;
-        };
-        let mut config = builder
+        let mut config = ClientConfig::builder_with_provider(provider())
+            .with_safe_default_protocol_versions()
+            .ok()?
             .dangerous()
             .with_custom_certificate_verifier(Arc::new(AnyCert(provider())))
             .with_no_client_auth();

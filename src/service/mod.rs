@@ -85,6 +85,7 @@ struct Current {
     done: watch::Receiver<bool>,
 }
 
+#[derive(Default)]
 struct Inner {
     current: Option<Current>,
     ready: bool,
@@ -93,11 +94,11 @@ struct Inner {
 
 /// Work to do before every pass, e.g. reloading rotated TLS certificates
 /// (docs/tls.md#rotation).
-pub type BeforePass = Arc<dyn Fn() -> futures::future::BoxFuture<'static, ()> + Send + Sync>;
+pub type BeforePass = Arc<dyn Fn() -> BoxFuture<'static, ()> + Send + Sync>;
 
 /// One pass at a time through the [`PassRunner`]; cheap to share (`Arc`).
 pub struct Service {
-    before_pass: std::sync::OnceLock<BeforePass>,
+    before_pass: OnceLock<BeforePass>,
     runner: PassRunner,
     board: Arc<StatusBoard>,
     settings: Settings,
@@ -116,16 +117,12 @@ impl Service {
         shards: Vec<u8>,
     ) -> Arc<Service> {
         Arc::new(Service {
-            before_pass: std::sync::OnceLock::new(),
+            before_pass: OnceLock::new(),
             runner,
             board,
             settings,
             shards,
-            inner: Mutex::new(Inner {
-                current: None,
-                ready: false,
-                shutting_down: false,
-            }),
+            inner: Mutex::default(),
             controls: OnceLock::new(),
         })
     }
@@ -393,10 +390,10 @@ impl AdminBackend for Backend {
                 .await?;
             }
             let r = controls_for(&*c.port, "pause", &bucket, "pauses")
-                .map_err(|e| AdminError::Unavailable(e.to_string()))?
+                .map_err(unavailable)?
                 .pause(&bucket, wall_ns(), &reason)
                 .await
-                .map_err(|e| AdminError::Unavailable(e.to_string()))?;
+                .map_err(unavailable)?;
             tracing::warn!(
                 bucket,
                 reason,
@@ -413,10 +410,10 @@ impl AdminBackend for Backend {
         async move {
             let c = controls.ok_or_else(not_connected)?;
             let was = controls_for(&*c.port, "resume", &bucket, "pauses")
-                .map_err(|e| AdminError::Unavailable(e.to_string()))?
+                .map_err(unavailable)?
                 .resume(&bucket)
                 .await
-                .map_err(|e| AdminError::Unavailable(e.to_string()))?;
+                .map_err(unavailable)?;
             tracing::info!(bucket, was_paused = was, "bucket resumed");
             c.refresh().await;
             Ok(was)
@@ -425,7 +422,19 @@ impl AdminBackend for Backend {
     }
 
     fn approve(&self, bucket: String) -> BoxFuture<'static, Result<i64, AdminError>> {
-        self.approve_now(bucket)
+        let controls = self.0.controls.get().cloned();
+        async move {
+            let c = controls.ok_or_else(not_connected)?;
+            c.check_exists(&bucket, "").await?;
+            let r = controls_for(&*c.port, "approve", &bucket, "approvals")
+                .map_err(unavailable)?
+                .approve(&bucket, wall_ns())
+                .await
+                .map_err(unavailable)?;
+            tracing::warn!(bucket, "bucket approved: the next pass does not cap it");
+            Ok(r.approved_ns)
+        }
+        .boxed()
     }
 
     fn forecast(
@@ -454,28 +463,12 @@ impl AdminBackend for Backend {
     }
 }
 
-impl Backend {
-    /// The approval behind `approve` (its own block: the trait's method list
-    /// stays in the order the proto declares).
-    fn approve_now(&self, bucket: String) -> BoxFuture<'static, Result<i64, AdminError>> {
-        let controls = self.0.controls.get().cloned();
-        async move {
-            let c = controls.ok_or_else(not_connected)?;
-            c.check_exists(&bucket, "").await?;
-            let r = controls_for(&*c.port, "approve", &bucket, "approvals")
-                .map_err(|e| AdminError::Unavailable(e.to_string()))?
-                .approve(&bucket, wall_ns())
-                .await
-                .map_err(|e| AdminError::Unavailable(e.to_string()))?;
-            tracing::warn!(bucket, "bucket approved: the next pass does not cap it");
-            Ok(r.approved_ns)
-        }
-        .boxed()
-    }
+fn not_connected() -> AdminError {
+    unavailable("the service has not reached the cluster yet; try again")
 }
 
-fn not_connected() -> AdminError {
-    AdminError::Unavailable("the service has not reached the cluster yet; try again".into())
+fn unavailable(e: impl ToString) -> AdminError {
+    AdminError::Unavailable(e.to_string())
 }
 
 /// What pause and resume act on: the cluster's pause files, and the metrics
@@ -499,11 +492,7 @@ impl Controls {
         {
             return Ok(());
         }
-        let scan = self
-            .port
-            .buckets()
-            .await
-            .map_err(|e| AdminError::Unavailable(e.to_string()))?;
+        let scan = self.port.buckets().await.map_err(unavailable)?;
         crate::engine::names::check_exists(bucket, scan.names())
             .map_err(|e| AdminError::NotFound(format!("{e}{hint}")))
     }
@@ -519,27 +508,7 @@ impl Controls {
 
     /// The 16 shard cursors (`None`: the shard has none yet).
     pub async fn cursors(&self) -> Result<Vec<Option<ShardCursor>>, String> {
-        self.cursors_after(&BTreeMap::new()).await
-    }
-
-    /// The 16 shard cursors: those in `saved` as given (a pass just saved
-    /// them), the others read from the filer.
-    async fn cursors_after(
-        &self,
-        saved: &BTreeMap<u8, ShardCursor>,
-    ) -> Result<Vec<Option<ShardCursor>>, String> {
-        let mut cursors = Vec::with_capacity(crate::engine::SHARD_COUNT);
-        for shard in 0..crate::engine::SHARD_COUNT as u8 {
-            cursors.push(match saved.get(&shard) {
-                Some(c) => Some(c.clone()),
-                None => self
-                    .port
-                    .load_cursor(shard)
-                    .await
-                    .map_err(|e| e.to_string())?,
-            });
-        }
-        Ok(cursors)
+        cursors_after(&*self.port, &BTreeMap::new()).await
     }
 
     /// Publishes the forecast as of `now` (docs/forecast.md): lag gauges and
@@ -553,7 +522,7 @@ impl Controls {
         now: i64,
         saved: &BTreeMap<u8, ShardCursor>,
     ) {
-        let cursors = match self.cursors_after(saved).await {
+        let cursors = match cursors_after(&*self.port, saved).await {
             Ok(c) => c,
             Err(e) => {
                 tracing::warn!(error = %e, "reading the cursors for the forecast failed");
@@ -576,6 +545,22 @@ impl Controls {
     }
 }
 
+/// The 16 shard cursors: those in `saved` as given (a pass just saved them),
+/// the others read from the filer.
+async fn cursors_after(
+    port: &dyn ClusterPort,
+    saved: &BTreeMap<u8, ShardCursor>,
+) -> Result<Vec<Option<ShardCursor>>, String> {
+    let mut cursors = Vec::with_capacity(crate::engine::SHARD_COUNT);
+    for shard in 0..crate::engine::SHARD_COUNT as u8 {
+        cursors.push(match saved.get(&shard) {
+            Some(c) => Some(c.clone()),
+            None => port.load_cursor(shard).await.map_err(|e| e.to_string())?,
+        });
+    }
+    Ok(cursors)
+}
+
 /// Days of forecast on the status page and in the lag gauges' source.
 pub const FORECAST_DAYS: u32 = 30;
 
@@ -591,7 +576,7 @@ pub fn stale_after(day: Duration) -> Duration {
 /// in metrics. A bucket outside `pass.buckets` (when set) is another
 /// instance's business and is not reported.
 pub async fn stale_watch(
-    port: Arc<dyn crate::pass::ports::ClusterPort>,
+    port: Arc<dyn ClusterPort>,
     board: Arc<StatusBoard>,
     metrics: crate::metrics::Metrics,
     settings: Settings,
@@ -616,7 +601,7 @@ pub async fn stale_watch(
 }
 
 async fn stale_now(
-    port: &dyn crate::pass::ports::ClusterPort,
+    port: &dyn ClusterPort,
     only: &[String],
     after_ns: i64,
 ) -> Result<Vec<crate::status::StaleBucket>, String> {
@@ -631,10 +616,7 @@ async fn stale_now(
         .collect();
     names.sort();
     names.dedup();
-    let mut cursors = Vec::with_capacity(crate::engine::SHARD_COUNT);
-    for shard in 0..crate::engine::SHARD_COUNT as u8 {
-        cursors.push(port.load_cursor(shard).await.map_err(|e| e.to_string())?);
-    }
+    let cursors = cursors_after(port, &BTreeMap::new()).await?;
     Ok(crate::status::stale_buckets(
         &names,
         &cursors,
