@@ -93,11 +93,9 @@ fn shard_from_pb(v: u32) -> u8 {
 /// 0 when the cursor is cold or the run unfinished (a lag against "never"
 /// would be a meaningless huge number).
 pub fn cursor_lag_ns(finished_ns: i64, pass_finished_ns: i64, cursor_ts_ns: i64) -> i64 {
-    let finish = if finished_ns != 0 {
-        finished_ns
-    } else {
-        pass_finished_ns
-    };
+    let finish = Some(finished_ns)
+        .filter(|f| *f != 0)
+        .unwrap_or(pass_finished_ns);
     if cursor_ts_ns == 0 || finish == 0 {
         0
     } else {
@@ -107,27 +105,14 @@ pub fn cursor_lag_ns(finished_ns: i64, pass_finished_ns: i64, cursor_ts_ns: i64)
 
 /// One shard of the running pass.
 pub fn shard_progress(s: &ShardSummary) -> pb::ShardProgress {
-    pb::ShardProgress {
-        shard: u32::from(s.shard),
-        phase: shard_phase(s.phase) as i32,
-        events_scanned: s.events_scanned,
-        matches: s.matches,
-        deletes: deletes_map(&s.deletes),
-        in_flight: s.in_flight,
-        halt_reason: s.halt_reason.clone(),
-        restarts: s.restarts,
-    }
+    like! { pb::ShardProgress, s: events_scanned, matches, in_flight, halt_reason, restarts;
+    shard: u32::from(s.shard), phase: shard_phase(s.phase) as i32, deletes: deletes_map(&s.deletes) }
 }
 
 /// The running pass.
 pub fn pass_progress(p: &PassProgress) -> pb::PassProgress {
-    pb::PassProgress {
-        run_id: p.run_id.clone(),
-        start_ns: p.started_ns,
-        shards_running: p.shards_running,
-        shards_done: p.shards_done,
-        shards: p.shards.iter().map(shard_progress).collect(),
-    }
+    like! { pb::PassProgress, p: run_id, shards_running, shards_done;
+    start_ns: p.started_ns, shards: p.shards.iter().map(shard_progress).collect() }
 }
 
 /// `GetStatus`: state, running pass, next pass. The last pass is served by
@@ -233,124 +218,56 @@ pub fn last_run_from_pb(r: &pb::GetLastRunResponse) -> PassSummary {
         deleted: b.deleted.iter().map(|d| like! { FreedRow, d: rule, objects, bytes; bucket: b.bucket.clone() })
         .collect() }
     };
-    PassSummary {
-        run_id: r.run_id.clone(),
-        started_ns: r.start_ns,
-        finished_ns: r.finish_ns,
-        outcome: outcome_from_pb(r.outcome),
-        shards: r.shards.iter().map(shard).collect(),
-        buckets: r.buckets.iter().map(bucket).collect(),
-        space: r.space.as_ref().map(space_from_pb),
-    }
+    like! { PassSummary, r: run_id;
+    started_ns: r.start_ns, finished_ns: r.finish_ns, outcome: outcome_from_pb(r.outcome),
+    shards: r.shards.iter().map(shard).collect(), buckets: r.buckets.iter().map(bucket).collect(),
+    space: r.space.as_ref().map(space_from_pb) }
 }
 
 /// `GetLastRun`.
 pub fn last_run_response(p: &PassSummary) -> pb::GetLastRunResponse {
-    pb::GetLastRunResponse {
-        run_id: p.run_id.clone(),
-        start_ns: p.started_ns,
-        finish_ns: p.finished_ns,
-        outcome: run_outcome(p.outcome) as i32,
-        shards: p
-            .shards
-            .iter()
-            .map(|s| shard_run(s, p.finished_ns))
-            .collect(),
-        buckets: p
-            .buckets
-            .iter()
-            .map(|b| bucket_run(b, p.finished_ns))
-            .collect(),
-        space: p.space.as_ref().map(space_to_pb),
-    }
+    like! { pb::GetLastRunResponse, p: run_id;
+    start_ns: p.started_ns, finish_ns: p.finished_ns, outcome: run_outcome(p.outcome) as i32,
+    shards: p.shards.iter().map(|s| shard_run(s, p.finished_ns)).collect(),
+    buckets: p.buckets.iter().map(|b| bucket_run(b, p.finished_ns)).collect(),
+    space: p.space.as_ref().map(space_to_pb) }
 }
 
-fn count_to_pb(c: &crate::engine::forecast::Count) -> pb::ForecastCount {
-    pb::ForecastCount {
-        objects: c.objects,
-        bytes: c.bytes,
-    }
+fn count_to_pb(c: &crate::engine::forecast::Count) -> Option<pb::ForecastCount> {
+    Some(like! { pb::ForecastCount, c: objects, bytes })
 }
 
 fn count_from_pb(c: Option<&pb::ForecastCount>) -> crate::engine::forecast::Count {
-    c.map_or_else(Default::default, |c| crate::engine::forecast::Count {
-        objects: c.objects,
-        bytes: c.bytes,
-    })
+    use crate::engine::forecast::Count;
+    c.map_or_else(Count::default, |c| like! { Count, c: objects, bytes })
 }
 
 /// `GetForecast`'s answer for a forecast (docs/forecast.md).
 pub fn forecast_to_pb(f: &crate::engine::forecast::Forecast) -> pb::GetForecastResponse {
-    pb::GetForecastResponse {
-        now_ns: f.now_ns,
-        day_seconds: f.day_seconds,
-        days: f.days,
-        cold_shards: f.cold_shards.iter().map(|s| u32::from(*s)).collect(),
-        caveat: f.caveat.clone(),
-        rules: f
-            .rules
-            .iter()
-            .map(|r| pb::RuleForecast {
-                bucket: r.bucket.clone(),
-                rule_id: r.rule_id.clone(),
-                rule_hash: r.rule_hash.clone(),
-                kind: r.kind.clone(),
-                known: r.known,
-                overdue: Some(count_to_pb(&r.overdue)),
-                oldest_overdue_ns: r.oldest_overdue_ns.unwrap_or(0),
-                days: r
-                    .days
-                    .iter()
-                    .map(|d| pb::ForecastDay {
-                        day: d.day,
-                        due_by_ns: d.due_by_ns,
-                        count: Some(count_to_pb(&d.count)),
-                    })
-                    .collect(),
-                later: Some(count_to_pb(&r.later)),
-            })
-            .collect(),
-    }
+    let rule = |r: &crate::engine::forecast::RuleForecast| {
+        like! { pb::RuleForecast, r: bucket, rule_id, rule_hash, kind, known;
+        overdue: count_to_pb(&r.overdue), oldest_overdue_ns: r.oldest_overdue_ns.unwrap_or(0),
+        days: r.days.iter().map(|d| like! { pb::ForecastDay, d: day, due_by_ns; count: count_to_pb(&d.count) })
+        .collect(), later: count_to_pb(&r.later) }
+    };
+    like! { pb::GetForecastResponse, f: now_ns, day_seconds, days, caveat;
+    cold_shards: f.cold_shards.iter().map(|s| u32::from(*s)).collect(), rules: f.rules.iter().map(rule).collect() }
 }
 
 /// The forecast back from `GetForecast`'s answer (the CLI prints it like
 /// the filer-read one).
 pub fn forecast_from_pb(p: &pb::GetForecastResponse) -> crate::engine::forecast::Forecast {
     use crate::engine::forecast::{DayCount, Forecast, RuleForecast};
-    Forecast {
-        now_ns: p.now_ns,
-        day_seconds: p.day_seconds,
-        days: p.days,
-        cold_shards: p
-            .cold_shards
-            .iter()
-            .filter_map(|s| u8::try_from(*s).ok())
-            .collect(),
-        caveat: p.caveat.clone(),
-        rules: p
-            .rules
-            .iter()
-            .map(|r| RuleForecast {
-                bucket: r.bucket.clone(),
-                rule_id: r.rule_id.clone(),
-                rule_hash: r.rule_hash.clone(),
-                kind: r.kind.clone(),
-                known: r.known,
-                overdue: count_from_pb(r.overdue.as_ref()),
-                oldest_overdue_ns: (r.oldest_overdue_ns != 0).then_some(r.oldest_overdue_ns),
-                days: r
-                    .days
-                    .iter()
-                    .map(|d| DayCount {
-                        day: d.day,
-                        due_by_ns: d.due_by_ns,
-                        count: count_from_pb(d.count.as_ref()),
-                    })
-                    .collect(),
-                later: count_from_pb(r.later.as_ref()),
-            })
-            .collect(),
-    }
+    let rule = |r: &pb::RuleForecast| {
+        like! { RuleForecast, r: bucket, rule_id, rule_hash, kind, known;
+        overdue: count_from_pb(r.overdue.as_ref()),
+        oldest_overdue_ns: (r.oldest_overdue_ns != 0).then_some(r.oldest_overdue_ns),
+        days: r.days.iter().map(|d| like! { DayCount, d: day, due_by_ns; count: count_from_pb(d.count.as_ref()) })
+        .collect(), later: count_from_pb(r.later.as_ref()) }
+    };
+    like! { Forecast, p: now_ns, day_seconds, days, caveat;
+    cold_shards: p.cold_shards.iter().filter_map(|s| u8::try_from(*s).ok()).collect(),
+    rules: p.rules.iter().map(rule).collect() }
 }
 
 #[cfg(test)]

@@ -137,12 +137,8 @@ pub trait AdminBackend: Send + Sync + 'static {
         now: i64,
     ) -> BoxFuture<'static, Result<crate::engine::forecast::Forecast, AdminError>> {
         let _ = (bucket, days, now);
-        async {
-            Err(AdminError::FailedPrecondition(
-                "this server keeps no cursors".into(),
-            ))
-        }
-        .boxed()
+        let e = AdminError::FailedPrecondition("this server keeps no cursors".into());
+        async { Err(e) }.boxed()
     }
 }
 
@@ -163,28 +159,27 @@ pub fn validate_bucket(bucket: &str) -> Result<String, AdminError> {
 /// Validates a `TriggerRunRequest`: every shard `< 16` and `now`, when given,
 /// an RFC 3339 time. Errors name the field and the value.
 pub fn validate_trigger(req: &pb::TriggerRunRequest) -> Result<TriggerRequest, AdminError> {
-    let mut shards = Vec::with_capacity(req.shards.len());
-    for &s in &req.shards {
-        match u8::try_from(s) {
-            Ok(v) if usize::from(v) < SHARD_COUNT => shards.push(v),
-            _ => {
-                return Err(AdminError::InvalidArgument(format!(
+    let mut shards = (req.shards.iter())
+        .map(|&s| {
+            u8::try_from(s).ok().filter(|v| usize::from(*v) < SHARD_COUNT).ok_or_else(|| {
+                AdminError::InvalidArgument(format!(
                     "shards: {s} is not a shard number 0..{} (leave shards empty for the configured ones)",
                     SHARD_COUNT - 1
-                )));
-            }
-        }
-    }
+                ))
+            })
+        })
+        .collect::<Result<Vec<u8>, _>>()?;
     shards.sort_unstable();
     shards.dedup();
-    let now_ns = match req.now.as_deref() {
-        None => None,
-        Some(text) => Some(parse_rfc3339_ns(text).map_err(|e| {
-            AdminError::InvalidArgument(format!(
-                "now: `{text}` is not an RFC 3339 time such as 2026-01-02T03:04:05Z ({e})"
-            ))
-        })?),
-    };
+    let now_ns = (req.now.as_deref())
+        .map(|text| {
+            parse_rfc3339_ns(text).map_err(|e| {
+                AdminError::InvalidArgument(format!(
+                    "now: `{text}` is not an RFC 3339 time such as 2026-01-02T03:04:05Z ({e})"
+                ))
+            })
+        })
+        .transpose()?;
     Ok(TriggerRequest {
         shards,
         now_ns,
@@ -359,18 +354,11 @@ pub enum AdminServeError {
     #[error(
         "service.admin_listen: `{addr}` is not an IP:port address such as 127.0.0.1:9710 ({message})"
     )]
-    Address {
-        /// The configured value.
-        addr: String,
-        /// The parse error.
-        message: String,
-    },
+    Address { addr: String, message: String },
     /// Binding failed (port in use, permission).
     #[error("admin API: cannot listen on {addr} (service.admin_listen): {source}")]
     Bind {
-        /// The address.
         addr: SocketAddr,
-        /// The OS error.
         source: std::io::Error,
     },
     /// The transport failed while serving.
@@ -378,7 +366,6 @@ pub enum AdminServeError {
     Serve {
         /// The local address, or `unknown`.
         addr: String,
-        /// The tonic transport error.
         source: tonic::transport::Error,
     },
 }

@@ -57,6 +57,15 @@ fn invalid(key: &str, message: impl Into<String>) -> ConfigError {
     }
 }
 
+/// `Ok` when `ok`, else [`invalid`].
+fn require(ok: bool, key: &str, message: impl Into<String>) -> Result<(), ConfigError> {
+    if ok {
+        Ok(())
+    } else {
+        Err(invalid(key, message))
+    }
+}
+
 /// All settings. Every field has a default, so no file is needed at all.
 #[derive(Debug, Clone, Default, Deserialize, PartialEq)]
 #[serde(default, deny_unknown_fields)]
@@ -138,63 +147,52 @@ impl Settings {
         ] {
             let mut seen = std::collections::BTreeSet::new();
             for addr in list {
-                if addr.contains(char::is_whitespace) {
-                    return Err(invalid(
-                        key,
-                        format!(
-                            "`{addr}` is not a gRPC address; give HOST:PORT items, e.g. \
-                             [\"{example}\"] or \"{example},10.0.0.2:{}\"",
-                            example.rsplit(':').next().unwrap_or_default()
-                        ),
-                    ));
-                }
-                if !seen.insert(addr.as_str()) {
-                    return Err(invalid(
-                        key,
-                        format!("lists `{addr}` twice; give each server once"),
-                    ));
-                }
+                let port = example.rsplit(':').next().unwrap_or_default();
+                require(
+                    !addr.contains(char::is_whitespace),
+                    key,
+                    format!(
+                        "`{addr}` is not a gRPC address; give HOST:PORT items, e.g. \
+                         [\"{example}\"] or \"{example},10.0.0.2:{port}\""
+                    ),
+                )?;
+                let twice = format!("lists `{addr}` twice; give each server once");
+                require(seen.insert(addr.as_str()), key, twice)?;
             }
         }
-        if self.cluster.master.contains(char::is_whitespace) || self.cluster.master.contains(',') {
-            return Err(invalid(
-                "cluster.master",
-                format!(
-                    "`{}` is not one master gRPC address; give HOST:PORT, e.g. 127.0.0.1:19333",
-                    self.cluster.master
-                ),
-            ));
-        }
-        if self.pass.reorder_margin.is_zero()
-            || self.pass.reorder_margin > Duration::from_secs(3600)
-        {
-            return Err(invalid(
-                "pass.reorder_margin",
-                format!(
-                    "must be between 1ms and 1h, e.g. 5s (got {:?}): 0 would skip events the \
-                     filer delivers out of order",
-                    self.pass.reorder_margin
-                ),
-            ));
-        }
-        if self.pass.tail_budget < crate::engine::shard::SHARD_COUNT {
-            return Err(invalid(
-                "pass.tail_budget",
-                format!(
-                    "must be at least {} (one mark per shard), e.g. 1048576 (got {}): it bounds \
-                     the resolved-delete marks a pass holds in memory",
-                    crate::engine::shard::SHARD_COUNT,
-                    self.pass.tail_budget
-                ),
-            ));
-        }
+        let master = &self.cluster.master;
+        require(
+            !master.contains(char::is_whitespace) && !master.contains(','),
+            "cluster.master",
+            format!(
+                "`{master}` is not one master gRPC address; give HOST:PORT, e.g. 127.0.0.1:19333"
+            ),
+        )?;
+        let margin = self.pass.reorder_margin;
+        require(
+            !margin.is_zero() && margin <= Duration::from_secs(3600),
+            "pass.reorder_margin",
+            format!(
+                "must be between 1ms and 1h, e.g. 5s (got {margin:?}): 0 would skip events the \
+                 filer delivers out of order"
+            ),
+        )?;
+        let shards = crate::engine::shard::SHARD_COUNT;
+        require(
+            self.pass.tail_budget >= shards,
+            "pass.tail_budget",
+            format!(
+                "must be at least {shards} (one mark per shard), e.g. 1048576 (got {}): it bounds \
+                 the resolved-delete marks a pass holds in memory",
+                self.pass.tail_budget
+            ),
+        )?;
         parse_shards(&self.pass.shards).map_err(|m| invalid("pass.shards", m))?;
-        if self.time.day.is_zero() {
-            return Err(invalid(
-                "time.day",
-                "must be a positive duration such as 24h or 10s",
-            ));
-        }
+        require(
+            !self.time.day.is_zero(),
+            "time.day",
+            "must be a positive duration such as 24h or 10s",
+        )?;
         for (key, v) in [
             ("rate.deletes_per_second", self.rate.deletes_per_second),
             (
@@ -202,22 +200,15 @@ impl Settings {
                 self.rate.cluster_deletes_per_second,
             ),
         ] {
-            if !v.is_finite() || v < 0.0 {
-                return Err(invalid(
-                    key,
-                    format!("must be 0 (unlimited) or a positive number, got {v}"),
-                ));
-            }
+            let message = format!("must be 0 (unlimited) or a positive number, got {v}");
+            require(v.is_finite() && v >= 0.0, key, message)?;
         }
         let f = self.safety.max_delete_fraction;
-        if !f.is_finite() || !(0.0..=1.0).contains(&f) {
-            return Err(invalid(
-                "safety.max_delete_fraction",
-                format!(
-                    "must be 0 (off) or a fraction of a bucket such as 0.1 (at most 1), got {f}"
-                ),
-            ));
-        }
+        require(
+            f.is_finite() && (0.0..=1.0).contains(&f),
+            "safety.max_delete_fraction",
+            format!("must be 0 (off) or a fraction of a bucket such as 0.1 (at most 1), got {f}"),
+        )?;
         for (key, v) in [
             ("reclaim.vacuum_threshold", self.reclaim.vacuum_threshold),
             (
@@ -225,41 +216,31 @@ impl Settings {
                 self.reclaim.master_garbage_threshold,
             ),
         ] {
-            if !v.is_finite() || !(0.0..=1.0).contains(&v) {
-                return Err(invalid(
-                    key,
-                    format!("must be a garbage ratio from 0 to 1 such as 0.3, got {v}"),
-                ));
-            }
+            let message = format!("must be a garbage ratio from 0 to 1 such as 0.3, got {v}");
+            require(v.is_finite() && (0.0..=1.0).contains(&v), key, message)?;
         }
-        if self.reclaim.vacuum && self.reclaim.max_vacuum_volumes == 0 {
-            return Err(invalid(
-                "reclaim.max_vacuum_volumes",
-                "must be at least 1 when reclaim.vacuum is on (or turn reclaim.vacuum off)",
-            ));
-        }
-        if self.audit.max_entries == 0 || self.audit.max_listings == 0 {
-            return Err(invalid(
-                "audit.max_entries",
-                "audit.max_entries and audit.max_listings must be at least 1 (turn the service's \
-                 audit off with audit.in_service = false)",
-            ));
-        }
-        if self.rate.workers == 0 {
-            return Err(invalid("rate.workers", "must be at least 1"));
-        }
-        if self.dispatch.max_in_flight == 0 || self.dispatch.max_in_flight_per_shard == 0 {
-            return Err(invalid(
-                "dispatch.max_in_flight",
-                "max_in_flight and max_in_flight_per_shard must be at least 1",
-            ));
-        }
-        if self.dispatch.retry_attempts == 0 {
-            return Err(invalid(
-                "dispatch.retry_attempts",
-                "must be at least 1 (1 = no retry)",
-            ));
-        }
+        require(
+            !self.reclaim.vacuum || self.reclaim.max_vacuum_volumes != 0,
+            "reclaim.max_vacuum_volumes",
+            "must be at least 1 when reclaim.vacuum is on (or turn reclaim.vacuum off)",
+        )?;
+        require(
+            self.audit.max_entries != 0 && self.audit.max_listings != 0,
+            "audit.max_entries",
+            "audit.max_entries and audit.max_listings must be at least 1 (turn the service's \
+             audit off with audit.in_service = false)",
+        )?;
+        require(self.rate.workers != 0, "rate.workers", "must be at least 1")?;
+        require(
+            self.dispatch.max_in_flight != 0 && self.dispatch.max_in_flight_per_shard != 0,
+            "dispatch.max_in_flight",
+            "max_in_flight and max_in_flight_per_shard must be at least 1",
+        )?;
+        require(
+            self.dispatch.retry_attempts != 0,
+            "dispatch.retry_attempts",
+            "must be at least 1 (1 = no retry)",
+        )?;
         for (key, d, example) in [
             ("dispatch.call_timeout", self.dispatch.call_timeout, "60s"),
             (
@@ -268,58 +249,56 @@ impl Settings {
                 "30s",
             ),
         ] {
-            if d.is_zero() {
-                return Err(invalid(
-                    key,
-                    format!(
-                        "must be a positive duration such as {example}: without a deadline one \
-                         unanswered call hangs the pass"
-                    ),
-                ));
-            }
-        }
-        if !self.pass.config_refresh.is_zero()
-            && self.pass.config_refresh < Duration::from_millis(100)
-        {
-            return Err(invalid(
-                "pass.config_refresh",
-                "must be 0 (never re-read) or at least 100ms (each re-read lists the buckets \
-                 directory), e.g. 1s",
-            ));
-        }
-        let f = self.pass.walk_budget_fraction;
-        if !(f > 0.0 && f <= 1.0) {
-            return Err(invalid(
-                "pass.walk_budget_fraction",
+            require(
+                !d.is_zero(),
+                key,
                 format!(
-                    "{f} is not in (0, 1]: it is the share of pass.max_runtime the walk may use \
-                     before replay, e.g. 0.5"
+                    "must be a positive duration such as {example}: without a deadline one \
+                     unanswered call hangs the pass"
                 ),
-            ));
+            )?;
         }
-        if self.pass.event_buffer == 0 {
-            return Err(invalid("pass.event_buffer", "must be at least 1"));
-        }
-        if !self.cursor.dir.starts_with('/') {
-            return Err(invalid(
-                "cursor.dir",
-                "must be an absolute filer path such as /etc/s3/lifecycle/s3-lifecycled",
-            ));
-        }
+        let refresh = self.pass.config_refresh;
+        require(
+            refresh.is_zero() || refresh >= Duration::from_millis(100),
+            "pass.config_refresh",
+            "must be 0 (never re-read) or at least 100ms (each re-read lists the buckets \
+             directory), e.g. 1s",
+        )?;
+        let f = self.pass.walk_budget_fraction;
+        require(
+            f > 0.0 && f <= 1.0,
+            "pass.walk_budget_fraction",
+            format!(
+                "{f} is not in (0, 1]: it is the share of pass.max_runtime the walk may use \
+                 before replay, e.g. 0.5"
+            ),
+        )?;
+        require(
+            self.pass.event_buffer != 0,
+            "pass.event_buffer",
+            "must be at least 1",
+        )?;
+        require(
+            self.cursor.dir.starts_with('/'),
+            "cursor.dir",
+            "must be an absolute filer path such as /etc/s3/lifecycle/s3-lifecycled",
+        )?;
         // Compared after normalising: the filer resolves `//`, `.` and `..`, so any spelling
         // of the Go directory would still overwrite the Go worker's cursors.
-        if normalize_filer_path(&self.cursor.dir) == "/etc/s3/lifecycle/daily-cursors" {
-            return Err(invalid(
-                "cursor.dir",
-                "is the Go worker's cursor directory; s3-lifecycled must not write there (it only reads it when migrating)",
-            ));
-        }
+        require(
+            normalize_filer_path(&self.cursor.dir) != "/etc/s3/lifecycle/daily-cursors",
+            "cursor.dir",
+            "is the Go worker's cursor directory; s3-lifecycled must not write there (it only reads it when migrating)",
+        )?;
         if !schedule_off(&self.service.schedule) {
             parse_schedule(&self.service.schedule).map_err(|m| invalid("service.schedule", m))?;
         }
-        if !matches!(self.telemetry.log_format.as_str(), "text" | "json") {
-            return Err(invalid("telemetry.log_format", "must be `text` or `json`"));
-        }
+        require(
+            matches!(self.telemetry.log_format.as_str(), "text" | "json"),
+            "telemetry.log_format",
+            "must be `text` or `json`",
+        )?;
         self.validate_tls()?;
         Ok(())
     }

@@ -6,7 +6,7 @@ use std::time::Duration;
 use serde::Deserialize;
 
 use super::values::de_duration;
-use super::{ConfigError, Settings, invalid};
+use super::{ConfigError, Settings, invalid, require};
 
 /// `[service]`
 #[derive(Debug, Clone, Deserialize, PartialEq)]
@@ -54,7 +54,6 @@ impl Default for ServiceSettings {
 #[derive(Debug, Clone, Deserialize, PartialEq)]
 #[serde(default, deny_unknown_fields)]
 pub struct TelemetrySettings {
-    /// `text` or `json`.
     pub log_format: String,
     /// tracing-subscriber filter, e.g. `info,s3_lifecycled=debug`.
     pub log_filter: String,
@@ -79,29 +78,28 @@ impl Settings {
             crate::seaweed::endpoint::ServerAddress::parse(&w.address)
                 .map_err(|m| invalid("weed_admin.address", m.to_string()))?;
         }
-        if w.execution_slots == 0 {
-            return Err(invalid("weed_admin.execution_slots", "must be at least 1"));
-        }
-        if w.heartbeat_interval.is_zero() || w.heartbeat_interval > Duration::from_secs(60) {
-            return Err(invalid(
-                "weed_admin.heartbeat_interval",
-                "must be between 1s and 60s (the admin forgets a worker silent for 2 minutes)",
-            ));
-        }
+        require(
+            w.execution_slots != 0,
+            "weed_admin.execution_slots",
+            "must be at least 1",
+        )?;
+        let beat = w.heartbeat_interval;
+        require(
+            !beat.is_zero() && beat <= Duration::from_secs(60),
+            "weed_admin.heartbeat_interval",
+            "must be between 1s and 60s (the admin forgets a worker silent for 2 minutes)",
+        )?;
         let ml = w.metrics_listen.trim();
-        if !ml.is_empty() && ml.parse::<std::net::SocketAddr>().is_err() {
-            return Err(invalid(
-                "weed_admin.metrics_listen",
-                format!("`{ml}` is not an IP:port address such as 127.0.0.1:9712 (empty: off)"),
-            ));
-        }
-        if w.state_dir.trim().is_empty() {
-            return Err(invalid(
-                "weed_admin.state_dir",
-                "must name a directory, e.g. /var/lib/s3-lifecycled",
-            ));
-        }
-        Ok(())
+        require(
+            ml.is_empty() || ml.parse::<std::net::SocketAddr>().is_ok(),
+            "weed_admin.metrics_listen",
+            format!("`{ml}` is not an IP:port address such as 127.0.0.1:9712 (empty: off)"),
+        )?;
+        require(
+            !w.state_dir.trim().is_empty(),
+            "weed_admin.state_dir",
+            "must name a directory, e.g. /var/lib/s3-lifecycled",
+        )
     }
 }
 

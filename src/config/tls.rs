@@ -9,7 +9,7 @@ use serde::Deserialize;
 
 pub use crate::seaweed::tls::TlsFiles;
 
-use super::{ConfigError, Settings, invalid};
+use super::{ConfigError, Settings, invalid, require};
 
 /// `[tls]`: mutual TLS towards the filer and the S3 gateway. Empty `ca` =
 /// plaintext (unless `cluster.security_toml` names a file that enables it).
@@ -36,32 +36,29 @@ impl Settings {
     pub(super) fn validate_tls(&self) -> Result<(), ConfigError> {
         let t = &self.tls;
         let set = |v: &str| !v.trim().is_empty();
-        if set(&self.cluster.security_toml) && (set(&t.ca) || set(&t.cert) || set(&t.key)) {
-            return Err(bad_toml(
-                "is set together with tls.ca/tls.cert/tls.key; use one source of TLS material \
-                 (tls.server_name may go with either)",
-            ));
-        }
-        if set(&t.cert) != set(&t.key) {
-            return Err(invalid(
-                "tls.cert",
-                "tls.cert and tls.key must be set together (the client certificate and its key)",
-            ));
-        }
-        if set(&t.cert) && !set(&t.ca) {
-            return Err(invalid(
-                "tls.ca",
-                "must be set when tls.cert is: the CA bundle the servers' certificates chain to \
-                 (SeaweedFS's [grpc] ca)",
-            ));
-        }
-        if set(&t.server_name) && !set(&t.ca) && !set(&self.cluster.security_toml) {
-            return Err(invalid(
-                "tls.server_name",
-                "only applies with TLS: set tls.ca (and tls.cert/tls.key) or cluster.security_toml",
-            ));
-        }
-        Ok(())
+        let st = set(&self.cluster.security_toml);
+        require(
+            !(st && (set(&t.ca) || set(&t.cert) || set(&t.key))),
+            "cluster.security_toml",
+            "is set together with tls.ca/tls.cert/tls.key; use one source of TLS material \
+             (tls.server_name may go with either)",
+        )?;
+        require(
+            set(&t.cert) == set(&t.key),
+            "tls.cert",
+            "tls.cert and tls.key must be set together (the client certificate and its key)",
+        )?;
+        require(
+            !set(&t.cert) || set(&t.ca),
+            "tls.ca",
+            "must be set when tls.cert is: the CA bundle the servers' certificates chain to \
+             (SeaweedFS's [grpc] ca)",
+        )?;
+        require(
+            !set(&t.server_name) || set(&t.ca) || st,
+            "tls.server_name",
+            "only applies with TLS: set tls.ca (and tls.cert/tls.key) or cluster.security_toml",
+        )
     }
 
     /// The client TLS of gRPC connections, loaded and checked now, so that a
@@ -92,19 +89,19 @@ impl Settings {
     ) -> Result<Option<TlsFiles>, ConfigError> {
         let server_name = self.tls_server_name();
         let path = |s: &str| Some(PathBuf::from(s.trim())).filter(|p| !p.as_os_str().is_empty());
-        let st = self.cluster.security_toml.trim();
-        if st.is_empty() {
+        let Some(toml) = self.security_toml(env)? else {
             let Some(ca) = path(&self.tls.ca) else {
                 return Ok(None);
             };
+            let (cert, key) = (path(&self.tls.cert), path(&self.tls.key));
             return Ok(Some(TlsFiles {
                 ca,
-                cert: path(&self.tls.cert),
-                key: path(&self.tls.key),
+                cert,
+                key,
                 server_name,
             }));
-        }
-        let toml = SecurityToml::read(st, env)?;
+        };
+        let st = toml.path.as_str();
         let ca = toml.get("grpc.ca");
         let cert = toml.get("grpc.client.cert");
         let key = toml.get("grpc.client.key");
@@ -122,16 +119,15 @@ impl Settings {
                  (or WEED_GRPC_CLIENT_CERT and WEED_GRPC_CLIENT_KEY)"
             )));
         }
+        let (cert, key) = (path(&cert), path(&key));
         Ok(Some(TlsFiles {
             ca,
-            cert: path(&cert),
-            key: path(&key),
+            cert,
+            key,
             server_name,
         }))
     }
-}
 
-impl Settings {
     /// The client TLS of the worker's stream to `weed admin`, as SeaweedFS's own
     /// `weed worker` has it (docs/plugin-worker.md#tls): from the `security.toml`
     /// named by `cluster.security_toml`, `[grpc] ca` with the `[grpc.worker]`
@@ -175,9 +171,7 @@ impl Settings {
         }
         Ok(None)
     }
-}
 
-impl Settings {
     /// The client TLS of calls to `weed admin`'s HTTP API when that API is
     /// HTTPS (`[https.admin]` on the admin; docs/plugin-worker.md#admin-https),
     /// as SeaweedFS's own HTTP clients have it: from the `security.toml` named
@@ -228,9 +222,7 @@ impl Settings {
             server_name: None,
         }))
     }
-}
 
-impl Settings {
     /// `tls.server_name`, `None` when empty: the name the gRPC servers'
     /// certificates must carry, whichever source the TLS material comes from.
     fn tls_server_name(&self) -> Option<String> {

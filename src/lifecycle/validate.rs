@@ -138,7 +138,13 @@ struct Findings<'a> {
 }
 
 impl Findings<'_> {
-    fn push(&mut self, severity: Severity, kind: ValidationKind, element: &str, message: String) {
+    fn push(
+        &mut self,
+        severity: Severity,
+        kind: ValidationKind,
+        element: &str,
+        message: impl Into<String>,
+    ) {
         let path = match self.rule {
             Some(rule) if element.is_empty() => format!("Rule[{}]", rule.position),
             Some(rule) => format!("Rule[{}]/{element}", rule.position),
@@ -149,11 +155,11 @@ impl Findings<'_> {
             rule: self.rule.map(Rule::locator),
             path,
             kind,
-            message,
+            message: message.into(),
         });
     }
 
-    fn error(&mut self, kind: ValidationKind, element: &str, message: String) {
+    fn error(&mut self, kind: ValidationKind, element: &str, message: impl Into<String>) {
         self.push(Severity::Error, kind, element, message);
     }
 }
@@ -170,15 +176,14 @@ pub fn validate(config: &LifecycleConfiguration) -> Vec<ValidationError> {
         doc.error(
             ValidationKind::ContentOutsideRoot,
             "LifecycleConfiguration",
-            "text or markup outside the <LifecycleConfiguration> element; SeaweedFS ignores it, AWS rejects the document; remove it".into(),
+            "text or markup outside the <LifecycleConfiguration> element; SeaweedFS ignores it, AWS rejects the document; remove it",
         );
     }
     if config.rules.is_empty() {
         doc.error(
             ValidationKind::NoRules,
             "LifecycleConfiguration",
-            "holds no <Rule>; at least one rule is required (delete the configuration instead)"
-                .into(),
+            "holds no <Rule>; at least one rule is required (delete the configuration instead)",
         );
     }
     if config.rules.len() > MAX_RULES {
@@ -249,7 +254,7 @@ fn check_rule(rule: &Rule, f: &mut Findings<'_>) {
         None => f.error(
             ValidationKind::InvalidStatus,
             "Status",
-            "is missing; add <Status>Enabled</Status> or <Status>Disabled</Status> (the rule is treated as disabled)".into(),
+            "is missing; add <Status>Enabled</Status> or <Status>Disabled</Status> (the rule is treated as disabled)",
         ),
     }
     if let Some(filter) = &rule.filter {
@@ -257,7 +262,7 @@ fn check_rule(rule: &Rule, f: &mut Findings<'_>) {
             f.error(
                 ValidationKind::FilterWithLegacyPrefix,
                 "Prefix",
-                "the legacy rule-level <Prefix> cannot be combined with <Filter>; move the prefix into <Filter><Prefix>".into(),
+                "the legacy rule-level <Prefix> cannot be combined with <Filter>; move the prefix into <Filter><Prefix>",
             );
         }
         check_filter(filter, f);
@@ -316,7 +321,7 @@ fn check_filter(filter: &Filter, f: &mut Findings<'_>) {
             f.error(
                 ValidationKind::EmptyAnd,
                 "Filter/And",
-                "holds no condition; put a Prefix, Tags or size bounds in it, or remove it".into(),
+                "holds no condition; put a Prefix, Tags or size bounds in it, or remove it",
             );
         }
         let mut seen: BTreeMap<&str, ()> = BTreeMap::new();
@@ -430,7 +435,7 @@ fn check_actions(rule: &Rule, f: &mut Findings<'_>) {
             f.error(
                 ValidationKind::ConflictingExpiration,
                 "Expiration",
-                "holds both <Days> and <Date>; use one of them".into(),
+                "holds both <Days> and <Date>; use one of them",
             );
         }
         if exp.expired_object_delete_marker == Some(true)
@@ -439,14 +444,14 @@ fn check_actions(rule: &Rule, f: &mut Findings<'_>) {
             f.error(
                 ValidationKind::ConflictingExpiration,
                 "Expiration/ExpiredObjectDeleteMarker",
-                "cannot be true together with <Days> or <Date>; put it in a separate rule".into(),
+                "cannot be true together with <Days> or <Date>; put it in a separate rule",
             );
         }
         if exp.days.is_none() && exp.date.is_none() && exp.expired_object_delete_marker.is_none() {
             f.error(
                 ValidationKind::EmptyAction,
                 "Expiration",
-                "is empty; it needs <Days>, <Date> or <ExpiredObjectDeleteMarker>".into(),
+                "is empty; it needs <Days>, <Date> or <ExpiredObjectDeleteMarker>",
             );
         } else {
             has_action = true;
@@ -472,7 +477,7 @@ fn check_actions(rule: &Rule, f: &mut Findings<'_>) {
                 f.error(
                     ValidationKind::NewerNoncurrentVersionsWithoutDays,
                     &format!("{path}/NewerNoncurrentVersions"),
-                    "requires <NoncurrentDays> in the same element; add it".into(),
+                    "requires <NoncurrentDays> in the same element; add it",
                 );
             }
         }
@@ -480,7 +485,7 @@ fn check_actions(rule: &Rule, f: &mut Findings<'_>) {
             f.error(
                 ValidationKind::EmptyAction,
                 path,
-                "is empty; it needs <NoncurrentDays>".into(),
+                "is empty; it needs <NoncurrentDays>",
             );
         } else {
             has_action = true;
@@ -498,7 +503,7 @@ fn check_actions(rule: &Rule, f: &mut Findings<'_>) {
             f.error(
                 ValidationKind::EmptyAction,
                 path,
-                "is empty; it needs <DaysAfterInitiation>".into(),
+                "is empty; it needs <DaysAfterInitiation>",
             );
         } else {
             has_action = true;
@@ -509,29 +514,26 @@ fn check_actions(rule: &Rule, f: &mut Findings<'_>) {
             f.error(
                 ValidationKind::AbortWithTagOrSizeFilter,
                 path,
-                "cannot be used in a rule that filters by tag or object size (uploads have neither, so it would never match); use a prefix-only rule".into(),
+                "cannot be used in a rule that filters by tag or object size (uploads have neither, so it would never match); use a prefix-only rule",
             );
         }
     }
 
-    for (i, _) in rule.transitions.iter().enumerate() {
-        f.push(
-            Severity::Warning,
-            ValidationKind::TransitionNotEnforced,
-            &indexed("Transition", i, rule.transitions.len()),
-            "parsed but not enforced by s3-lifecycled (storage-class transitions are not supported)"
-                .into(),
-        );
-    }
-    let n = rule.noncurrent_version_transitions.len();
-    for i in 0..n {
-        f.push(
-            Severity::Warning,
-            ValidationKind::TransitionNotEnforced,
-            &indexed("NoncurrentVersionTransition", i, n),
-            "parsed but not enforced by s3-lifecycled (storage-class transitions are not supported)"
-                .into(),
-        );
+    for (name, n) in [
+        ("Transition", rule.transitions.len()),
+        (
+            "NoncurrentVersionTransition",
+            rule.noncurrent_version_transitions.len(),
+        ),
+    ] {
+        for i in 0..n {
+            f.push(
+                Severity::Warning,
+                ValidationKind::TransitionNotEnforced,
+                &indexed(name, i, n),
+                "parsed but not enforced by s3-lifecycled (storage-class transitions are not supported)",
+            );
+        }
     }
 
     if !has_action {

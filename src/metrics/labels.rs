@@ -82,6 +82,12 @@ pub(super) fn shard(shard: u8) -> ShardLabels {
     }
 }
 
+pub(super) fn bucket(bucket: &str) -> BucketLabels {
+    BucketLabels {
+        bucket: bucket.to_string(),
+    }
+}
+
 pub(super) fn shard_outcome(shard: u8, outcome: RunOutcome) -> ShardOutcomeLabels {
     ShardOutcomeLabels {
         shard: shard.to_string(),

@@ -115,11 +115,7 @@ fn replace_buckets<'a>(
 ) {
     family.clear();
     for (b, value) in rows {
-        family
-            .get_or_create(&BucketLabels {
-                bucket: b.to_string(),
-            })
-            .set(value);
+        family.get_or_create(&bucket(b)).set(value);
     }
 }
 
@@ -376,11 +372,10 @@ impl Metrics {
     /// A shard's cursor was saved: its replay position and last walk time
     /// (both ns since epoch; `last_walked_ns` 0 = never walked).
     pub fn cursor_saved(&self, shard_id: u8, ts_ns: i64, last_walked_ns: i64) {
-        self.cursor_min_ts_ns
-            .get_or_create(&shard(shard_id))
-            .set(ts_ns);
+        let labels = shard(shard_id);
+        self.cursor_min_ts_ns.get_or_create(&labels).set(ts_ns);
         self.last_walked_ns
-            .get_or_create(&shard(shard_id))
+            .get_or_create(&labels)
             .set(last_walked_ns);
     }
 
@@ -409,24 +404,20 @@ impl Metrics {
         deletes_issued: u64,
     ) {
         let secs = duration.as_secs_f64();
+        let labels = shard_outcome(shard_id, outcome);
         self.shard_duration
             .get_or_create(&shard(shard_id))
             .observe(secs);
-        self.run_duration
-            .get_or_create(&shard_outcome(shard_id, outcome))
-            .observe(secs);
+        self.run_duration.get_or_create(&labels).observe(secs);
         for other in RunOutcome::ALL.into_iter().filter(|o| *o != outcome) {
             self.run_events_scanned
                 .remove(&shard_outcome(shard_id, other));
             self.run_deletes_issued
                 .remove(&shard_outcome(shard_id, other));
         }
-        self.run_events_scanned
-            .get_or_create(&shard_outcome(shard_id, outcome))
-            .set(gauge_value(events_scanned));
-        self.run_deletes_issued
-            .get_or_create(&shard_outcome(shard_id, outcome))
-            .set(gauge_value(deletes_issued));
+        let (events, deletes) = (gauge_value(events_scanned), gauge_value(deletes_issued));
+        self.run_events_scanned.get_or_create(&labels).set(events);
+        self.run_deletes_issued.get_or_create(&labels).set(deletes);
     }
 
     /// A shard skipped `n` entries without a real mtime in its run
@@ -503,9 +494,7 @@ impl Metrics {
     /// again (`false`). A fixed or deleted bucket's series is removed rather
     /// than set to 0, so the label set does not grow without bound.
     pub fn bucket_config_error(&self, bucket: &str, failing: bool) {
-        let labels = BucketLabels {
-            bucket: bucket.to_string(),
-        };
+        let labels = labels::bucket(bucket);
         if failing {
             self.bucket_config_errors.get_or_create(&labels).set(1);
         } else {
@@ -534,15 +523,11 @@ impl Metrics {
     pub fn stale_buckets(&self, stale: &[crate::status::StaleBucket]) {
         let mut names = self.stale_names.lock().unwrap_or_else(|p| p.into_inner());
         for old in names.iter() {
-            self.stale_bucket.remove(&BucketLabels {
-                bucket: old.clone(),
-            });
+            self.stale_bucket.remove(&bucket(old));
         }
         *names = stale.iter().map(|b| b.bucket.clone()).collect();
         for b in names.iter() {
-            self.stale_bucket
-                .get_or_create(&BucketLabels { bucket: b.clone() })
-                .set(1);
+            self.stale_bucket.get_or_create(&bucket(b)).set(1);
         }
         self.stale_count.set(gauge_value(names.len()));
     }
@@ -551,10 +536,8 @@ impl Metrics {
     /// (docs/reclaimed-space.md).
     pub fn freed(&self, freed: &crate::engine::reclaim::FreedByRule) {
         for ((bucket, rule), f) in freed {
-            let l = RuleLabels {
-                bucket: bucket.clone(),
-                rule: rule.clone(),
-            };
+            let (bucket, rule) = (bucket.clone(), rule.clone());
+            let l = RuleLabels { bucket, rule };
             self.deleted_bytes.get_or_create(&l).inc_by(f.bytes);
             self.deleted_objects.get_or_create(&l).inc_by(f.objects);
         }
@@ -567,12 +550,9 @@ impl Metrics {
             let l = CollectionLabels {
                 collection: c.collection.clone(),
             };
-            self.collection_garbage
-                .get_or_create(&l)
-                .set(gauge_value(c.garbage_bytes));
-            self.collection_size
-                .get_or_create(&l)
-                .set(gauge_value(c.size_bytes));
+            let (garbage, size) = (gauge_value(c.garbage_bytes), gauge_value(c.size_bytes));
+            self.collection_garbage.get_or_create(&l).set(garbage);
+            self.collection_size.get_or_create(&l).set(size);
             self.collection_ratio.get_or_create(&l).set(c.ratio());
         }
     }
@@ -583,15 +563,14 @@ impl Metrics {
     pub fn forecast(&self, f: &crate::engine::forecast::Forecast) {
         let mut rows: BTreeMap<RuleLabels, (u64, u64, f64)> = BTreeMap::new();
         for r in &f.rules {
-            let labels = RuleLabels {
-                bucket: r.bucket.clone(),
-                rule: if r.rule_id.is_empty() {
-                    r.rule_hash.clone()
-                } else {
-                    r.rule_id.clone()
-                },
-            };
-            let e = rows.entry(labels).or_default();
+            let bucket = r.bucket.clone();
+            let rule = (if r.rule_id.is_empty() {
+                &r.rule_hash
+            } else {
+                &r.rule_id
+            })
+            .clone();
+            let e = rows.entry(RuleLabels { bucket, rule }).or_default();
             e.0 += r.pending();
             e.1 += r.overdue.objects;
             e.2 = e.2.max(r.oldest_overdue_age_secs(f.now_ns));
@@ -600,12 +579,9 @@ impl Metrics {
         self.matches_overdue.clear();
         self.oldest_overdue_age.clear();
         for (l, (pending, overdue, age)) in rows {
-            self.matches_pending
-                .get_or_create(&l)
-                .set(gauge_value(pending));
-            self.matches_overdue
-                .get_or_create(&l)
-                .set(gauge_value(overdue));
+            let (pending, overdue) = (gauge_value(pending), gauge_value(overdue));
+            self.matches_pending.get_or_create(&l).set(pending);
+            self.matches_overdue.get_or_create(&l).set(overdue);
             self.oldest_overdue_age.get_or_create(&l).set(age);
         }
     }
@@ -622,12 +598,14 @@ impl Metrics {
                 f.conflicts.iter().map(|c| c.kind().to_string()).collect()
             };
             for conflict in kinds {
-                let l = TtlLabels {
-                    bucket: f.bucket.clone(),
-                    source: source.clone(),
-                    conflict,
-                };
-                *rows.entry(l).or_default() += 1;
+                let (bucket, source) = (f.bucket.clone(), source.clone());
+                *rows
+                    .entry(TtlLabels {
+                        bucket,
+                        source,
+                        conflict,
+                    })
+                    .or_default() += 1;
             }
         }
         self.ttl_findings.clear();

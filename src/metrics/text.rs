@@ -11,17 +11,8 @@ pub(super) fn openmetrics_to_prometheus_text(om: &str) -> String {
     // The HELP line comes before the TYPE line that tells whether the family
     // is a counter, so hold it back one line.
     let mut pending_help: Option<&str> = None;
-    for line in om.lines() {
-        if line == "# EOF" {
-            continue;
-        }
-        if line.starts_with("# HELP ") {
-            if let Some(h) = pending_help.replace(line) {
-                out.push_str(h);
-                out.push('\n');
-            }
-            continue;
-        }
+    for line in om.lines().filter(|l| *l != "# EOF") {
+        let held = pending_help.take();
         if let Some(rest) = line.strip_prefix("# TYPE ") {
             let (name, kind) = rest.split_once(' ').unwrap_or((rest, ""));
             let renamed = if kind == "counter" {
@@ -29,7 +20,7 @@ pub(super) fn openmetrics_to_prometheus_text(om: &str) -> String {
             } else {
                 name.to_string()
             };
-            if let Some(h) = pending_help.take() {
+            if let Some(h) = held {
                 let text = h
                     .strip_prefix("# HELP ")
                     .and_then(|r| r.strip_prefix(name))
@@ -39,12 +30,16 @@ pub(super) fn openmetrics_to_prometheus_text(om: &str) -> String {
             out.push_str(&format!("# TYPE {renamed} {kind}\n"));
             continue;
         }
-        if let Some(h) = pending_help.take() {
-            out.push_str(h);
+        if line.starts_with("# HELP ") {
+            pending_help = Some(line);
+        }
+        for l in held
+            .into_iter()
+            .chain(pending_help.is_none().then_some(line))
+        {
+            out.push_str(l);
             out.push('\n');
         }
-        out.push_str(line);
-        out.push('\n');
     }
     if let Some(h) = pending_help {
         out.push_str(h);

@@ -204,20 +204,14 @@ pub fn shard_sets(n: usize) -> Vec<Vec<u8>> {
 
 /// `[0,1,2,3]` → `0-3`; `[1,4]` → `1,4` (the `pass.shards` syntax).
 pub fn shards_label(shards: &[u8]) -> String {
-    let mut parts = Vec::new();
-    let mut i = 0;
-    while i < shards.len() {
-        let mut j = i;
-        while j + 1 < shards.len() && shards[j + 1] == shards[j] + 1 {
-            j += 1;
-        }
-        parts.push(if i == j {
-            shards[i].to_string()
-        } else {
-            format!("{}-{}", shards[i], shards[j])
-        });
-        i = j + 1;
-    }
+    let parts: Vec<String> = shards
+        .chunk_by(|a, b| *b == a + 1)
+        .map(|run| match run {
+            [one] => one.to_string(),
+            [first, .., last] => format!("{first}-{last}"),
+            [] => String::new(),
+        })
+        .collect();
     parts.join(",")
 }
 
@@ -226,38 +220,42 @@ pub fn shards_label(shards: &[u8]) -> String {
 /// `max_jobs_per_detection` (a manual run sends no limit), else one; never
 /// more than the 16 shards.
 pub fn jobs_wanted(req: &RunDetectionRequest) -> usize {
-    let runtime = req
-        .admin_runtime
-        .as_ref()
-        .map(|r| r.max_jobs_per_detection)
-        .unwrap_or(0);
-    let n = if req.max_results > 0 {
-        req.max_results
-    } else if runtime > 0 {
-        runtime
-    } else {
-        1
-    };
+    let runtime = req.admin_runtime.as_ref().map(|r| r.max_jobs_per_detection);
+    let n = [Some(req.max_results), runtime]
+        .into_iter()
+        .flatten()
+        .find(|n| *n > 0)
+        .unwrap_or(1);
     usize::try_from(n).unwrap_or(1).clamp(1, SHARD_COUNT)
+}
+
+/// `Err` naming the job type unless it is empty or ours.
+fn check_job_type(job_type: &str) -> Result<(), String> {
+    if job_type.is_empty() || job_type == JOB_TYPE {
+        return Ok(());
+    }
+    Err(format!(
+        "job type `{job_type}` is not served here (only {JOB_TYPE})"
+    ))
+}
+
+/// A cluster context's filer (`host:httpPort`) as the gRPC address to dial.
+fn context_filer(filer: &str) -> Result<String, String> {
+    ServerAddress::parse(filer)
+        .map(|a| a.grpc())
+        .map_err(|e| format!("cluster context filer {e}"))
 }
 
 /// What a detection answers: one proposal per shard set, or a reason to
 /// propose nothing (reported as a skipped detection, as Go does).
 pub fn detect(req: &RunDetectionRequest, now_ns: i64) -> Result<Vec<JobProposal>, String> {
-    if !req.job_type.is_empty() && req.job_type != JOB_TYPE {
-        return Err(format!(
-            "job type `{}` is not served here (only {JOB_TYPE})",
-            req.job_type
-        ));
-    }
+    check_job_type(&req.job_type)?;
     let ctx = req.cluster_context.clone().unwrap_or_default();
     let Some(filer) = ctx.filer_addresses.first() else {
         return Ok(Vec::new());
     };
     // The Go executor dials this as is: host:grpcPort.
-    let filer_grpc = ServerAddress::parse(filer)
-        .map(|a| a.grpc())
-        .map_err(|e| format!("cluster context filer {e}"))?;
+    let filer_grpc = context_filer(filer)?;
     let sets = shard_sets(jobs_wanted(req));
     let total = sets.len();
     Ok(sets
@@ -296,7 +294,6 @@ pub fn detect(req: &RunDetectionRequest, now_ns: i64) -> Result<Vec<JobProposal>
 pub struct JobPlan {
     /// The pass's settings (addresses, rate, windows).
     pub settings: Settings,
-    /// Shards to run.
     pub shards: Vec<u8>,
     /// Where the rate came from, for the progress text.
     pub rate_source: &'static str,
@@ -315,12 +312,7 @@ pub struct JobPlan {
 /// - `meta_log_retention_days` and `walker_interval_minutes` when non-zero.
 pub fn plan(req: &ExecuteJobRequest, base: &Settings) -> Result<JobPlan, String> {
     let job = req.job.clone().unwrap_or_default();
-    if !job.job_type.is_empty() && job.job_type != JOB_TYPE {
-        return Err(format!(
-            "job type `{}` is not served here (only {JOB_TYPE})",
-            job.job_type
-        ));
-    }
+    check_job_type(&job.job_type)?;
     let ctx = req.cluster_context.clone().unwrap_or_default();
     let mut s = base.clone();
     let shards = match string_value(job.parameters.get(PARAM_SHARDS)) {
@@ -329,14 +321,10 @@ pub fn plan(req: &ExecuteJobRequest, base: &Settings) -> Result<JobPlan, String>
     };
     s.pass.shards = shards_label(&shards);
     // The context's filers, as gRPC addresses: the fail-over list.
-    let mut filers = Vec::new();
-    for f in ctx.filer_addresses.iter().filter(|f| !f.trim().is_empty()) {
-        filers.push(
-            ServerAddress::parse(f)
-                .map(|a| a.grpc())
-                .map_err(|e| format!("cluster context filer {e}"))?,
-        );
-    }
+    let mut filers = (ctx.filer_addresses.iter())
+        .filter(|f| !f.trim().is_empty())
+        .map(|f| context_filer(f))
+        .collect::<Result<Vec<_>, _>>()?;
     if let Some(f) = string_value(job.parameters.get(PARAM_FILER)) {
         // Already host:grpcPort (the Go executor dials it as is): converting it
         // again would add 10000 to a gRPC port. It goes first; the context's
