@@ -50,6 +50,7 @@ use opentelemetry_otlp::WithExportConfig as _;
 use opentelemetry_sdk::Resource;
 use opentelemetry_sdk::trace::SdkTracerProvider;
 use tracing::Span;
+use tracing::field::Empty;
 use tracing::subscriber::DefaultGuard;
 use tracing_subscriber::EnvFilter;
 use tracing_subscriber::Layer as _;
@@ -73,11 +74,9 @@ pub mod spans {
 
 /// Span field names (see the module docs for their meaning and types).
 pub mod fields {
-    /// The pass id.
     pub const RUN_ID: &str = "run_id";
     /// Shard number 0..15.
     pub const SHARD: &str = "shard";
-    /// Bucket name.
     pub const BUCKET: &str = "bucket";
     /// Object key (or `.uploads/<id>`).
     pub const KEY: &str = "key";
@@ -113,12 +112,7 @@ pub enum TelemetryError {
     #[error(
         "configuration key `telemetry.log_filter`: `{filter}` is not a valid tracing filter ({message}); use e.g. `info` or `info,s3_lifecycled=debug`"
     )]
-    Filter {
-        /// The configured filter.
-        filter: String,
-        /// The parser's complaint.
-        message: String,
-    },
+    Filter { filter: String, message: String },
     /// `telemetry.log_format` is neither `text` nor `json`.
     #[error("configuration key `telemetry.log_format`: `{0}` must be `text` or `json`")]
     Format(String),
@@ -276,11 +270,9 @@ fn build(
 /// configuration does not mention itself (so an operator can still turn
 /// e.g. `opentelemetry=debug` on).
 fn env_filter(configured: &str) -> Result<EnvFilter, TelemetryError> {
-    let base = if configured.trim().is_empty() {
-        "info"
-    } else {
-        configured.trim()
-    };
+    let base = Some(configured.trim())
+        .filter(|c| !c.is_empty())
+        .unwrap_or("info");
     let mentioned = |target: &str| {
         base.split(',').any(|d| {
             let d = d.trim();
@@ -330,43 +322,22 @@ fn otlp_provider(endpoint: &str, service_name: &str) -> Result<SdkTracerProvider
 
 /// The root span of a pass.
 pub fn pass_span(run_id: &str) -> Span {
-    tracing::info_span!(
-        parent: None,
-        "pass",
-        run_id = %run_id,
-        outcome = tracing::field::Empty,
-    )
+    tracing::info_span!(parent: None, "pass", run_id = %run_id, outcome = Empty)
 }
 
 /// One shard's part of the pass `parent`.
 pub fn shard_span(parent: &Span, shard: u8) -> Span {
-    tracing::info_span!(
-        parent: parent,
-        "shard",
-        shard,
-        outcome = tracing::field::Empty,
-    )
+    tracing::info_span!(parent: parent, "shard", shard, outcome = Empty)
 }
 
 /// A shard's meta-log replay, under its shard span.
 pub fn replay_span(parent: &Span, shard: u8) -> Span {
-    tracing::info_span!(
-        parent: parent,
-        "replay",
-        shard,
-        outcome = tracing::field::Empty,
-    )
+    tracing::info_span!(parent: parent, "replay", shard, outcome = Empty)
 }
 
 /// A shard's walk of `bucket`, under its shard span.
 pub fn walk_span(parent: &Span, shard: u8, bucket: &str) -> Span {
-    tracing::info_span!(
-        parent: parent,
-        "walk",
-        shard,
-        bucket = %bucket,
-        outcome = tracing::field::Empty,
-    )
+    tracing::info_span!(parent: parent, "walk", shard, bucket = %bucket, outcome = Empty)
 }
 
 /// One `LifecycleDelete`, under the replay or walk span that decided it.
@@ -385,7 +356,7 @@ pub fn delete_span(
         key = %key,
         rule_hash = %hex::encode(rule_hash),
         kind = kind.as_str(),
-        outcome = tracing::field::Empty,
+        outcome = Empty,
     )
 }
 

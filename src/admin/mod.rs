@@ -204,7 +204,6 @@ pub struct AdminService {
 }
 
 impl AdminService {
-    /// Wraps a backend.
     pub fn new(backend: Arc<dyn AdminBackend>) -> AdminService {
         AdminService { backend }
     }
@@ -325,12 +324,10 @@ impl AdminHealth {
         h
     }
 
-    /// Reports SERVING.
     pub async fn set_serving(&self) {
         self.set(ServingStatus::Serving).await;
     }
 
-    /// Reports NOT_SERVING.
     pub async fn set_not_serving(&self) {
         self.set(ServingStatus::NotServing).await;
     }

@@ -187,7 +187,6 @@ pub struct DispatchSettings {
     /// First retry backoff; doubles, with jitter, up to `retry_max_backoff`.
     #[serde(deserialize_with = "de_duration")]
     pub retry_initial_backoff: Duration,
-    /// Backoff cap.
     #[serde(deserialize_with = "de_duration")]
     pub retry_max_backoff: Duration,
     /// Deadline of one `LifecycleDelete` attempt; an attempt past it is a

@@ -44,7 +44,6 @@ impl Readiness {
         Readiness::default()
     }
 
-    /// Marks the service ready.
     pub fn set_ready(&self) {
         self.set(None);
     }

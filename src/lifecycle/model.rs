@@ -126,36 +126,29 @@ impl And {
 /// `<Expiration>`.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct Expiration {
-    /// `Days`.
     pub days: Option<i64>,
     /// `Date`, with the offset it was written in.
     pub date: Option<OffsetDateTime>,
-    /// `ExpiredObjectDeleteMarker`.
     pub expired_object_delete_marker: Option<bool>,
 }
 
 /// `<NoncurrentVersionExpiration>`.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct NoncurrentVersionExpiration {
-    /// `NoncurrentDays`.
     pub noncurrent_days: Option<i64>,
-    /// `NewerNoncurrentVersions`.
     pub newer_noncurrent_versions: Option<i64>,
 }
 
 /// `<AbortIncompleteMultipartUpload>`.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct AbortIncompleteMultipartUpload {
-    /// `DaysAfterInitiation`.
     pub days_after_initiation: Option<i64>,
 }
 
 /// `<Transition>`: parsed so it can be reported, never enforced.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct Transition {
-    /// `Days`.
     pub days: Option<i64>,
-    /// `Date`.
     pub date: Option<OffsetDateTime>,
     /// `StorageClass`, verbatim.
     pub storage_class: Option<String>,
@@ -164,7 +157,6 @@ pub struct Transition {
 /// `<NoncurrentVersionTransition>`: parsed so it can be reported, never enforced.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct NoncurrentVersionTransition {
-    /// `NoncurrentDays`.
     pub noncurrent_days: Option<i64>,
     /// `StorageClass`, verbatim.
     pub storage_class: Option<String>,
@@ -223,26 +215,26 @@ impl RuleReader {
     }
 
     /// Every occurrence is parsed (Go fails on any bad one); the last wins.
-    fn int(&self, parent: &Node, path: &str, name: &str) -> Result<Option<i64>, ParseError> {
+    fn last<T>(
+        &self,
+        (parent, path, name): (&Node, &str, &str),
+        parse: fn(&str) -> Option<T>,
+        expected: &'static str,
+    ) -> Result<Option<T>, ParseError> {
         let mut out = None;
         for node in parent.children_named(name) {
-            out = Some(
-                parse_go_int(&node.text)
-                    .ok_or_else(|| self.bad(&join(path, name), &node.text, EXPECT_INT))?,
-            );
+            let bad = || self.bad(&join(path, name), &node.text, expected);
+            out = Some(parse(&node.text).ok_or_else(bad)?);
         }
         Ok(out)
     }
 
+    fn int(&self, parent: &Node, path: &str, name: &str) -> Result<Option<i64>, ParseError> {
+        self.last((parent, path, name), parse_go_int, EXPECT_INT)
+    }
+
     fn bool(&self, parent: &Node, path: &str, name: &str) -> Result<Option<bool>, ParseError> {
-        let mut out = None;
-        for node in parent.children_named(name) {
-            out = Some(
-                parse_go_bool(&node.text)
-                    .ok_or_else(|| self.bad(&join(path, name), &node.text, EXPECT_BOOL))?,
-            );
-        }
-        Ok(out)
+        self.last((parent, path, name), parse_go_bool, EXPECT_BOOL)
     }
 
     fn date(
@@ -251,14 +243,7 @@ impl RuleReader {
         path: &str,
         name: &str,
     ) -> Result<Option<OffsetDateTime>, ParseError> {
-        let mut out = None;
-        for node in parent.children_named(name) {
-            out = Some(
-                parse_date(&node.text)
-                    .ok_or_else(|| self.bad(&join(path, name), &node.text, EXPECT_DATE))?,
-            );
-        }
-        Ok(out)
+        self.last((parent, path, name), parse_date, EXPECT_DATE)
     }
 }
 
@@ -337,21 +322,23 @@ fn read_rule(node: &Node, position: usize) -> Result<Rule, ParseError> {
         });
     }
 
-    let mut transitions = Vec::new();
-    for e in node.children_named("Transition") {
-        transitions.push(Transition {
-            days: r.int(e, "Transition", "Days")?,
-            date: r.date(e, "Transition", "Date")?,
-            storage_class: last_text(e, "StorageClass"),
-        });
-    }
-    let mut noncurrent_transitions = Vec::new();
-    for e in node.children_named("NoncurrentVersionTransition") {
-        noncurrent_transitions.push(NoncurrentVersionTransition {
-            noncurrent_days: r.int(e, "NoncurrentVersionTransition", "NoncurrentDays")?,
-            storage_class: last_text(e, "StorageClass"),
-        });
-    }
+    let transitions = (node.children_named("Transition"))
+        .map(|e| {
+            Ok(Transition {
+                days: r.int(e, "Transition", "Days")?,
+                date: r.date(e, "Transition", "Date")?,
+                storage_class: last_text(e, "StorageClass"),
+            })
+        })
+        .collect::<Result<_, ParseError>>()?;
+    let noncurrent_transitions = (node.children_named("NoncurrentVersionTransition"))
+        .map(|e| {
+            Ok(NoncurrentVersionTransition {
+                noncurrent_days: r.int(e, "NoncurrentVersionTransition", "NoncurrentDays")?,
+                storage_class: last_text(e, "StorageClass"),
+            })
+        })
+        .collect::<Result<_, ParseError>>()?;
 
     Ok(Rule {
         position,
@@ -423,19 +410,14 @@ fn read_and_into(r: &mut RuleReader, node: &Node, and: &mut And) -> Result<(), P
         path,
         &["Prefix", "ObjectSizeGreaterThan", "ObjectSizeLessThan"],
     );
-    if let Some(p) = last_text(node, "Prefix") {
-        and.prefix = Some(p);
-    }
+    and.prefix = last_text(node, "Prefix").or(and.prefix.take());
     for t in node.children_named("Tag") {
         let tag = read_tag(r, t, "Filter/And/Tag");
         and.tags.push(tag);
     }
-    if let Some(v) = r.int(node, path, "ObjectSizeGreaterThan")? {
-        and.object_size_greater_than = Some(v);
-    }
-    if let Some(v) = r.int(node, path, "ObjectSizeLessThan")? {
-        and.object_size_less_than = Some(v);
-    }
+    let (gt, lt) = ("ObjectSizeGreaterThan", "ObjectSizeLessThan");
+    and.object_size_greater_than = r.int(node, path, gt)?.or(and.object_size_greater_than);
+    and.object_size_less_than = r.int(node, path, lt)?.or(and.object_size_less_than);
     Ok(())
 }
 

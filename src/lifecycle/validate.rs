@@ -92,13 +92,11 @@ pub enum ValidationKind {
 /// One finding.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ValidationError {
-    /// Error or warning.
     pub severity: Severity,
     /// The rule concerned; `None` for document-level findings.
     pub rule: Option<RuleLocator>,
     /// Full element path, e.g. `Rule[2]/Expiration/Days`.
     pub path: String,
-    /// What kind of problem.
     pub kind: ValidationKind,
     /// What is wrong and what is allowed.
     pub message: String,

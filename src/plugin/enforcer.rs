@@ -16,7 +16,6 @@ use crate::seaweed::tls_failure::TlsUse;
 /// A worker at the admin that serves `s3_lifecycle` and is not ours.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ForeignWorker {
-    /// Its worker id.
     pub id: String,
     /// Its `worker_version` (Go's is the `weed` version string).
     pub version: String,

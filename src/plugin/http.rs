@@ -32,7 +32,6 @@ pub enum JobResult {
 }
 
 impl JobResult {
-    /// The label value.
     pub fn as_str(self) -> &'static str {
         match self {
             JobResult::Succeeded => "succeeded",

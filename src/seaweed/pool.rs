@@ -53,7 +53,6 @@ pub enum AddressError {
     /// An address is no gRPC endpoint.
     #[error("invalid address {addr:?}: {reason}; expected host:port")]
     Invalid {
-        /// The address as given.
         addr: String,
         /// Why the endpoint parser rejected it.
         reason: String,

@@ -82,7 +82,6 @@ pub enum UnreadFiler {
     /// Its address is no gRPC endpoint.
     #[error("{addr} ({source})")]
     BadAddress {
-        /// Its gRPC address.
         addr: String,
         /// Why it cannot be dialled.
         #[source]
@@ -90,45 +89,32 @@ pub enum UnreadFiler {
     },
     /// It has a store of its own.
     #[error("{addr} (a store of its own)")]
-    OwnStore {
-        /// Its gRPC address.
-        addr: String,
-    },
+    OwnStore { addr: String },
     /// It did not tell its store.
     #[error("{addr} (its store is unknown: {source})")]
     UnknownStore {
-        /// Its gRPC address.
         addr: String,
-        /// Its error.
         #[source]
         source: FilerError,
     },
 }
 
-/// Items joined by `sep`.
 fn joined<T: std::fmt::Display>(items: &[T], sep: &str) -> String {
-    items
-        .iter()
-        .map(ToString::to_string)
-        .collect::<Vec<_>>()
-        .join(sep)
+    joined_by(items, sep, ToString::to_string)
+}
+
+fn joined_by<T>(items: &[T], sep: &str, show: impl Fn(&T) -> String) -> String {
+    items.iter().map(show).collect::<Vec<_>>().join(sep)
 }
 
 /// `<addr>: <error>` for each filer, joined by `; `.
 fn addr_errors(down: &[(String, FilerError)]) -> String {
-    down.iter()
-        .map(|(addr, e)| format!("{addr}: {e}"))
-        .collect::<Vec<_>>()
-        .join("; ")
+    joined_by(down, "; ", |(addr, e)| format!("{addr}: {e}"))
 }
 
 /// `[a, b] [c]`: each store's filers.
 fn store_groups(by_store: &[Vec<String>]) -> String {
-    by_store
-        .iter()
-        .map(|a| format!("[{}]", a.join(", ")))
-        .collect::<Vec<_>>()
-        .join(" ")
+    joined_by(by_store, " ", |a| format!("[{}]", a.join(", ")))
 }
 
 impl FilerPool {
@@ -171,9 +157,7 @@ impl FilerPool {
             (false, false) => Err(StoreCheckError::Unreachable { down }),
         }
     }
-}
 
-impl FilerPool {
     /// Refuses a pass that does not read every filer it must: the master
     /// lists every filer of the pool's filer group, and one missing from the
     /// pool whose store is its own holds events in no log this pass reads. A
@@ -279,14 +263,15 @@ impl FilerPool {
             took_ms = started.elapsed().as_secs_f64() * 1e3,
             "checked the cluster's filers against the pass's"
         );
-        if unread.is_empty() {
-            return Ok(());
+        let reads = nodes.iter().map(|n| n.addr.clone()).collect();
+        match unread.is_empty() {
+            true => Ok(()),
+            false => Err(StoreCheckError::UnreadFilers {
+                master,
+                unread,
+                reads,
+            }),
         }
-        Err(StoreCheckError::UnreadFilers {
-            master,
-            unread,
-            reads: nodes.iter().map(|n| n.addr.clone()).collect(),
-        })
     }
 }
 

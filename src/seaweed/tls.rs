@@ -261,7 +261,6 @@ impl ClientTls {
         })))
     }
 
-    /// The files in use.
     pub fn files(&self) -> &TlsFiles {
         &self.0.files
     }
@@ -485,7 +484,6 @@ impl ClientTls {
 /// error's text: what tonic and hyper print when they keep only that.
 #[derive(Debug)]
 pub struct HandshakeError {
-    /// The classified cause.
     pub failure: TlsFailure,
     message: String,
 }
