@@ -70,15 +70,6 @@ pub(super) async fn session(
             .into_iter()
             .collect(),
     });
-    // The hello must be the first message on the stream.
-    tx.send(envelope(&id, hello))
-        .await
-        .map_err(|_| "stream closed".to_string())?;
-    let mut inbound = client
-        .worker_stream(ReceiverStream::new(rx))
-        .await
-        .map_err(|s| format!("WorkerStream: {}", s.message()))?
-        .into_inner();
     let send = |body: Out| {
         let tx = tx.clone();
         let id = id.clone();
@@ -88,6 +79,13 @@ pub(super) async fn session(
                 .map_err(|_| "stream closed".to_string())
         }
     };
+    // The hello must be the first message on the stream.
+    send(hello).await?;
+    let mut inbound = client
+        .worker_stream(ReceiverStream::new(rx))
+        .await
+        .map_err(|s| format!("WorkerStream: {}", s.message()))?
+        .into_inner();
     for (req, job) in lost.drain(..) {
         send(completed(&req, &job, false, LOST, None)).await?;
         shared.stats.job(Ended::Lost);
@@ -192,12 +190,10 @@ where
             }))
             .await?;
         }
-        In::Shutdown(s) => {
-            tracing::info!(
-                reason = s.reason,
-                "the admin asked this worker to shut down"
-            );
-        }
+        In::Shutdown(s) => tracing::info!(
+            reason = s.reason,
+            "the admin asked this worker to shut down"
+        ),
     }
     Ok(())
 }
