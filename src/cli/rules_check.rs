@@ -16,6 +16,8 @@ use crate::engine::{
 };
 use crate::lifecycle::{self, FlatRule, Severity};
 
+use super::{EXIT_OK, EXIT_USAGE, Fail, failed, usage};
+
 /// The report printed on success.
 #[derive(Debug, Serialize)]
 pub struct Report {
@@ -90,20 +92,14 @@ pub fn check(bytes: &[u8]) -> Checked {
         Ok(c) => c,
         Err(e) => return Checked::Invalid(vec![e.to_string()]),
     };
-    let findings = lifecycle::validate(&config);
-    let errors: Vec<String> = findings
-        .iter()
-        .filter(|f| f.severity == Severity::Error)
-        .map(ToString::to_string)
-        .collect();
+    let (errors, warnings): (Vec<_>, Vec<_>) = lifecycle::validate(&config)
+        .into_iter()
+        .partition(|f| f.severity == Severity::Error);
+    let strings = |v: Vec<_>| v.iter().map(ToString::to_string).collect();
     if !errors.is_empty() {
-        return Checked::Invalid(errors);
+        return Checked::Invalid(strings(errors));
     }
-    let warnings = findings
-        .iter()
-        .filter(|f| f.severity == Severity::Warning)
-        .map(ToString::to_string)
-        .collect();
+    let warnings = strings(warnings);
     let flat = config.flatten();
     let snap = Snapshot::compile(
         vec![BucketConfig {
@@ -191,44 +187,31 @@ fn rule_report(
 }
 
 /// Runs the subcommand: reads `file` (`-` = stdin), prints, returns the exit code.
-pub fn run(file: &Path) -> i32 {
+pub fn run(file: &Path) -> Result<i32, Fail> {
     let bytes = if file.as_os_str() == "-" {
         let mut b = Vec::new();
-        if let Err(e) = std::io::stdin().read_to_end(&mut b) {
-            eprintln!("error: reading standard input: {e}");
-            return super::EXIT_ERROR;
-        }
+        std::io::stdin()
+            .read_to_end(&mut b)
+            .map_err(|e| failed(format!("reading standard input: {e}")))?;
         b
     } else {
-        match std::fs::read(file) {
-            Ok(b) => b,
-            Err(e) => {
-                eprintln!("error: reading {}: {e}", file.display());
-                return super::EXIT_USAGE;
-            }
-        }
+        std::fs::read(file).map_err(|e| usage(format!("reading {}: {e}", file.display())))?
     };
     match check(&bytes) {
         Checked::Valid(report) => {
             for w in &report.warnings {
                 eprintln!("{w}");
             }
-            match serde_json::to_string_pretty(&report) {
-                Ok(j) => {
-                    println!("{j}");
-                    super::EXIT_OK
-                }
-                Err(e) => {
-                    eprintln!("error: encoding report: {e}");
-                    super::EXIT_ERROR
-                }
-            }
+            let j = serde_json::to_string_pretty(&report)
+                .map_err(|e| failed(format!("encoding report: {e}")))?;
+            println!("{j}");
+            Ok(EXIT_OK)
         }
         Checked::Invalid(errors) => {
             for e in errors {
                 println!("error: {e}");
             }
-            super::EXIT_USAGE
+            Ok(EXIT_USAGE)
         }
     }
 }
