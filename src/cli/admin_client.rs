@@ -203,17 +203,14 @@ pub fn resume(args: &ResumeArgs) -> Result<i32, Fail> {
 /// configuration (file and environment), as `serve` resolves them.
 fn resolve_address(a: &AdminAddress) -> Result<(String, Option<AdminToken>), Fail> {
     let from_file = |p: &std::path::Path| {
-        AdminToken::from_file(p).map(Some).map_err(|e| {
+        AdminToken::from_file(p).map_err(|e| {
             usage(e.replace(
                 "configuration key `service.admin_token_file`",
                 "--admin-token-file / service.admin_token_file",
             ))
         })
     };
-    let flag_token = match &a.admin_token_file {
-        Some(p) => from_file(p)?,
-        None => None,
-    };
+    let flag_token = a.admin_token_file.as_deref().map(from_file).transpose()?;
     let load = || Settings::load(a.config.as_deref(), std::env::vars());
     let (addr, s) = match a.admin.as_deref().map(str::trim) {
         Some("") => {
@@ -233,9 +230,9 @@ fn resolve_address(a: &AdminAddress) -> Result<(String, Option<AdminToken>), Fai
     };
     let token = match (flag_token, s) {
         (Some(t), _) => Some(t),
-        (None, Some(s)) if !s.service.admin_token_file.trim().is_empty() => {
-            from_file(std::path::Path::new(s.service.admin_token_file.trim()))?
-        }
+        (None, Some(s)) if !s.service.admin_token_file.trim().is_empty() => Some(from_file(
+            std::path::Path::new(s.service.admin_token_file.trim()),
+        )?),
         _ => None,
     };
     Ok((addr, token))

@@ -2,6 +2,8 @@
 //! rule, read straight from the deletion journal in the filer
 //! (docs/filer-layout.md#journal); no running service needed.
 
+use std::fmt::Write as _;
+
 use clap::Args;
 
 use super::{EXIT_OK, Fail, failed, parse_time, print_json_or, rule_kv, rule_label, usage};
@@ -106,24 +108,19 @@ pub struct ExplainArgs {
 /// Runs `explain`.
 pub fn run_explain(args: &ExplainArgs) -> Result<i32, Fail> {
     crate::engine::safety::check_bucket_name(&args.bucket).map_err(usage)?;
-    let text = args.source.block_on(async |s| {
-        explain(s, &args.bucket, &args.key, args.version_id.as_deref()).await
-    })?;
+    let text = args.source.block_on(async |s| explain(s, args).await)?;
     print!("{text}");
     Ok(EXIT_OK)
 }
 
-async fn explain(
-    s: &Settings,
-    bucket: &str,
-    key: &str,
-    version_id: Option<&str>,
-) -> Result<String, Fail> {
+async fn explain(s: &Settings, args: &ExplainArgs) -> Result<String, Fail> {
     use crate::engine::explain::explain_version;
     use crate::engine::versions::{expand_versions, is_null_version, version_id_of};
     use crate::engine::walk::WalkItem;
     use crate::seaweed::filer::{join_path, split_path};
     use futures::StreamExt as _;
+    let (bucket, key) = (args.bucket.as_str(), args.key.as_str());
+    let version_id = args.version_id.as_deref();
     let client = crate::cli::first_filer(s).await?;
     let (root, info) = crate::cli::bucket_info(s, &client, bucket).await?;
     // The key as the walker lists it: the bare entry, and the versions in
@@ -159,7 +156,7 @@ async fn explain(
         _ => {
             // "Why is my object gone?": if we deleted it, the journal says
             // by which rule, in which pass and when.
-            return match last_journal_entry(s, bucket, key, version_id).await {
+            return match last_journal_entry(s, args).await {
                 Ok(Some(e)) => Ok(format!(
                     "object {bucket}/{key} does not exist: s3-lifecycled deleted it\n  {}\n  \
                      rule {} ({}), pass {}, at {}\n",
@@ -219,11 +216,8 @@ async fn explain(
                     ids.join(", ")
                 )));
             };
-            (
-                found.info.size,
-                found.info.tags.clone(),
-                found.info.mod_time,
-            )
+            let i = &found.info;
+            (i.size, i.tags.clone(), i.mod_time)
         }
         (_, None) => return Err(failed(format!("{bucket}/{key} has no versions listed"))),
     };
@@ -244,21 +238,13 @@ async fn explain(
         } else if v.matches {
             out.push_str(&format!("rule {id}: matches\n"));
             for a in &v.actions {
-                match a.due_ns {
-                    Some(t) => out.push_str(&format!(
-                        "  {}: due {} ({})\n",
-                        a.kind,
-                        format_time(t),
-                        a.note
-                    )),
-                    None => out.push_str(&format!("  {}: {}\n", a.kind, a.note)),
-                }
+                let _ = match a.due_ns {
+                    Some(t) => writeln!(out, "  {}: due {} ({})", a.kind, format_time(t), a.note),
+                    None => writeln!(out, "  {}: {}", a.kind, a.note),
+                };
             }
         } else {
-            out.push_str(&format!(
-                "rule {id}: does not match: {}\n",
-                v.reasons.join("; ")
-            ));
+            let _ = writeln!(out, "rule {id}: does not match: {}", v.reasons.join("; "));
         }
     }
     // For a versioned key (or an explicit version), what the walker would
@@ -298,7 +284,7 @@ async fn explain(
             ));
         }
     }
-    match last_journal_entry(s, bucket, key, version_id).await {
+    match last_journal_entry(s, args).await {
         Ok(Some(e)) => out.push_str(&format!("last decision: {}\n", line(&e))),
         Ok(None) => out.push_str("last decision: no delete of it in the journal\n"),
         Err((_, e)) => out.push_str(&format!("last decision: journal unreadable ({e})\n")),
@@ -307,19 +293,15 @@ async fn explain(
 }
 
 /// The journal's last record of `bucket/key` (of `version_id` when given).
-async fn last_journal_entry(
-    s: &Settings,
-    bucket: &str,
-    key: &str,
-    version_id: Option<&str>,
-) -> Result<Option<JournalEntry>, Fail> {
+async fn last_journal_entry(s: &Settings, a: &ExplainArgs) -> Result<Option<JournalEntry>, Fail> {
     let filter = JournalFilter {
-        bucket: Some(bucket.to_string()),
-        key_prefix: Some(key.to_string()),
+        bucket: Some(a.bucket.clone()),
+        key_prefix: Some(a.key.clone()),
         since_ns: None,
     };
+    let version = a.version_id.as_deref();
     read(s, &filter).await.map(|es| {
         es.into_iter()
-            .rfind(|e| e.key == key && version_id.is_none_or(|v| e.version_id == v))
+            .rfind(|e| e.key == a.key && version.is_none_or(|v| e.version_id == v))
     })
 }

@@ -139,18 +139,11 @@ pub fn run(args: RunOnceArgs) -> Result<i32, Fail> {
             },
         );
     }
-    with_telemetry(s, async |s| {
-        exit(pass(s, now, shards, args.dry_run, args.json).await)
-    })
+    with_telemetry(s, async |s| exit(pass(s, now, shards, &args).await))
 }
 
-async fn pass(
-    s: Settings,
-    now: Nanos,
-    shards: Vec<u8>,
-    dry_run: bool,
-    json: bool,
-) -> Result<i32, Fail> {
+async fn pass(s: Settings, now: Nanos, shards: Vec<u8>, args: &RunOnceArgs) -> Result<i32, Fail> {
+    let dry_run = args.dry_run;
     if !dry_run {
         crate::plugin::enforcer::one_enforcer(&s)
             .await
@@ -169,7 +162,7 @@ async fn pass(
             stop: Default::default(),
         };
         let result = runner.run(opts).await?;
-        Ok::<_, RunError>(report(&result, &run_id, dry_run, json))
+        Ok::<_, RunError>(report(&result, &run_id, dry_run, args.json))
     };
     let (code, error) = match result.await {
         Ok(code) => (code, None),
