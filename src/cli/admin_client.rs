@@ -52,10 +52,8 @@ pub struct AdminAddress {
     pub admin_token_file: Option<PathBuf>,
 }
 
-/// `s3-lifecycled trigger`.
 #[derive(Debug, Clone, Args)]
 pub struct TriggerArgs {
-    /// Where the service is.
     #[command(flatten)]
     pub address: AdminAddress,
     /// Shards to run: `0-15`, `3` or `0,4,7`. Default: the service's `pass.shards`.
@@ -69,10 +67,8 @@ pub struct TriggerArgs {
     pub dry_run: bool,
 }
 
-/// `s3-lifecycled status`.
 #[derive(Debug, Clone, Args)]
 pub struct StatusArgs {
-    /// Where the service is.
     #[command(flatten)]
     pub address: AdminAddress,
     /// Show the last finished pass (per shard and per bucket) instead of the
@@ -84,10 +80,8 @@ pub struct StatusArgs {
     pub json: bool,
 }
 
-/// `s3-lifecycled pause`.
 #[derive(Debug, Clone, Args)]
 pub struct PauseArgs {
-    /// Where the service is.
     #[command(flatten)]
     pub address: AdminAddress,
     /// The bucket to leave alone from the next pass on.
@@ -101,20 +95,16 @@ pub struct PauseArgs {
     pub create_if_missing: bool,
 }
 
-/// `s3-lifecycled resume`.
 #[derive(Debug, Clone, Args)]
 pub struct ResumeArgs {
-    /// Where the service is.
     #[command(flatten)]
     pub address: AdminAddress,
     /// The paused bucket.
     pub bucket: String,
 }
 
-/// `s3-lifecycled approve`.
 #[derive(Debug, Clone, Args)]
 pub struct ApproveArgs {
-    /// Where the service is.
     #[command(flatten)]
     pub address: AdminAddress,
     /// The held bucket whose work the next pass may do, uncapped, once.

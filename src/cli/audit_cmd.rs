@@ -13,11 +13,9 @@ use crate::engine::audit::AuditReport;
 use crate::seaweed::filer::FilerClient;
 use crate::seaweed::ttl_scan;
 
-/// `s3-lifecycled audit`.
 #[derive(Debug, Clone, Args)]
 #[command(mut_arg("config", |a| a.help("Configuration file (`cluster.*`, `audit.*`, `time.day`)")))]
 pub struct AuditArgs {
-    /// Where the filer is.
     #[command(flatten)]
     pub source: crate::cli::FilerSource,
     /// Only this bucket.

@@ -29,12 +29,10 @@ pub struct CursorTarget {
     pub shards: String,
 }
 
-/// `cursor` subcommands.
 #[derive(Debug, Subcommand)]
 pub enum CursorCommand {
     /// Print each selected shard's cursor file (JSON), or say it is cold.
     Show {
-        /// Which cursors.
         #[command(flatten)]
         target: CursorTarget,
         /// Show the Go worker's cursors (`/etc/s3/lifecycle/daily-cursors`) instead.
@@ -44,7 +42,6 @@ pub enum CursorCommand {
     /// Delete cursor files, forcing a cold start (recovery walk) of those
     /// shards on the next pass.
     Reset {
-        /// Which cursors.
         #[command(flatten)]
         target: CursorTarget,
         /// Really delete (without it, only say what would be deleted).
@@ -55,7 +52,6 @@ pub enum CursorCommand {
     /// current rules (unversioned buckets; see `pass::migrate`), so the first
     /// pass resumes from Go's position. Never overwrites an existing cursor.
     ImportGo {
-        /// Which cursors.
         #[command(flatten)]
         target: CursorTarget,
         /// Say what would be written without writing.

@@ -15,11 +15,9 @@ use crate::seaweed::buckets::list_bucket_configs;
 use crate::seaweed::cursor::CursorStore;
 use crate::status::format_time;
 
-/// `s3-lifecycled forecast`.
 #[derive(Debug, Clone, Args)]
 #[command(mut_arg("config", |a| a.help("Configuration file (`cluster.filer`, `cursor.dir`, `time.*`)")))]
 pub struct ForecastArgs {
-    /// Where the filer is.
     #[command(flatten)]
     pub source: crate::cli::FilerSource,
     /// Only this bucket.

@@ -12,11 +12,9 @@ use crate::engine::journal::{JournalEntry, JournalFilter, decode_lines};
 use crate::seaweed::controls::ControlStore;
 use crate::status::format_time;
 
-/// `s3-lifecycled journal`.
 #[derive(Debug, Clone, Args)]
 #[command(mut_arg("config", |a| a.help("Configuration file (`cluster.filer`, `cursor.dir`)")))]
 pub struct JournalArgs {
-    /// Where the filer is.
     #[command(flatten)]
     pub source: crate::cli::FilerSource,
     /// Only this bucket.
@@ -88,11 +86,9 @@ fn line(e: &JournalEntry) -> String {
     )
 }
 
-/// `s3-lifecycled explain`.
 #[derive(Debug, Clone, Args)]
 #[command(mut_arg("config", |a| a.help("Configuration file (`cluster.filer`, `cursor.dir`, `time.*`)")))]
 pub struct ExplainArgs {
-    /// Where the filer is.
     #[command(flatten)]
     pub source: crate::cli::FilerSource,
     /// The bucket.

@@ -10,6 +10,7 @@ use std::path::PathBuf;
 
 use clap::{Parser, Subcommand};
 
+use crate::config::Settings;
 use crate::seaweed::filer::FilerClient;
 
 pub mod admin_client;
@@ -103,17 +104,14 @@ Exit codes:
 #[derive(Debug, Parser)]
 #[command(name = "s3-lifecycled", version, about, after_help = EXIT_CODES_HELP)]
 pub struct Cli {
-    /// What to do.
     #[command(subcommand)]
     pub command: Command,
 }
 
-/// Subcommands.
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Lifecycle documents.
     Rules {
-        /// What to do with rules.
         #[command(subcommand)]
         command: RulesCommand,
     },
@@ -156,13 +154,11 @@ pub enum Command {
     Audit(audit_cmd::AuditArgs),
     /// Inspect, reset or migrate (from the Go worker) the per-shard cursors.
     Cursor {
-        /// What to do with cursors.
         #[command(subcommand)]
         command: cursor_cmd::CursorCommand,
     },
 }
 
-/// `rules` subcommands.
 #[derive(Debug, Subcommand)]
 pub enum RulesCommand {
     /// Validate a LifecycleConfiguration document as strictly as AWS and print
@@ -177,9 +173,13 @@ pub enum RulesCommand {
     Preview(rules_preview::PreviewArgs),
 }
 
-/// The actix System on a multi-thread tokio runtime (actors on the System
-/// arbiter, gRPC and HTTP on the worker pool).
-fn actix_system() -> Result<actix::SystemRunner, Fail> {
+/// Runs `f` on the actix System, on a multi-thread tokio runtime (actors on
+/// the System arbiter, gRPC and HTTP on the worker pool), with the telemetry
+/// of `s` installed before and flushed after; its exit code.
+pub(crate) fn with_telemetry(
+    s: Settings,
+    f: impl AsyncFnOnce(Settings) -> i32,
+) -> Result<i32, Fail> {
     let runtime = || {
         tokio::runtime::Builder::new_multi_thread()
             .worker_threads(2)
@@ -188,18 +188,10 @@ fn actix_system() -> Result<actix::SystemRunner, Fail> {
     };
     // Probe the builder once outside actix so a failure is an error, not a panic.
     runtime().map_err(|e| failed(format!("cannot start the async runtime: {e}")))?;
-    Ok(actix::System::with_tokio_rt(move || {
+    let system = actix::System::with_tokio_rt(move || {
         runtime().unwrap_or_else(|e| panic!("tokio runtime failed after a successful probe: {e}"))
-    }))
-}
-
-/// Runs `f` on the [`actix_system`] with the telemetry of `s` installed
-/// before and flushed after; its exit code.
-pub(crate) fn with_telemetry(
-    s: crate::config::Settings,
-    f: impl AsyncFnOnce(crate::config::Settings) -> i32,
-) -> Result<i32, Fail> {
-    actix_system()?.block_on(async move {
+    });
+    system.block_on(async move {
         let guard = crate::telemetry::init(&s.telemetry, "s3-lifecycled").map_err(usage)?;
         let code = f(s).await;
         if let Err(e) = guard.shutdown().await {
@@ -235,7 +227,7 @@ impl FilerSource {
     /// ([`load_settings`]; one that does not load is a usage error).
     pub(crate) fn block_on<T>(
         &self,
-        f: impl AsyncFnOnce(&crate::config::Settings) -> Result<T, Fail>,
+        f: impl AsyncFnOnce(&Settings) -> Result<T, Fail>,
     ) -> Result<T, Fail> {
         let s = load_settings(self.config.as_deref(), self.filer.as_deref()).map_err(usage)?;
         one_shot_runtime()?.block_on(f(&s))
@@ -247,8 +239,8 @@ impl FilerSource {
 pub(crate) fn load_settings(
     config: Option<&std::path::Path>,
     filer: Option<&str>,
-) -> Result<crate::config::Settings, crate::config::ConfigError> {
-    let mut s = crate::config::Settings::load(config, std::env::vars())?;
+) -> Result<Settings, crate::config::ConfigError> {
+    let mut s = Settings::load(config, std::env::vars())?;
     if let Some(f) = filer {
         s.cluster.filer = run_once::split_list(f);
     }
@@ -260,7 +252,7 @@ pub(crate) fn load_settings(
 /// directly (`cursor`, `journal`, `explain`, `rules preview`). Several
 /// filers serve the same namespace (docs/meta-log.md#several-filers).
 pub(crate) async fn first_filer_with(
-    s: &crate::config::Settings,
+    s: &Settings,
     tls: Option<crate::seaweed::tls::ClientTls>,
 ) -> Result<FilerClient, Fail> {
     let members = crate::seaweed::discovery::resolve(&s.cluster.wanted(), tls.as_ref())
@@ -278,14 +270,14 @@ pub(crate) async fn first_filer_with(
 }
 
 /// [`first_filer_with`] the client TLS `s` configures.
-pub(crate) async fn first_filer(s: &crate::config::Settings) -> Result<FilerClient, Fail> {
+pub(crate) async fn first_filer(s: &Settings) -> Result<FilerClient, Fail> {
     first_filer_with(s, s.client_tls().map_err(failed)?).await
 }
 
 /// `bucket` as the filer of `client` holds it under the buckets root
 /// (`cluster.buckets_root`, else the filer's): the root and its rules.
 pub(crate) async fn bucket_info(
-    s: &crate::config::Settings,
+    s: &Settings,
     client: &FilerClient,
     bucket: &str,
 ) -> Result<(String, crate::seaweed::buckets::BucketInfo), Fail> {

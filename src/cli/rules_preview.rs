@@ -16,7 +16,6 @@ use crate::engine::{Snapshot, walk};
 use crate::lifecycle::{self, Severity};
 use crate::status::format_time;
 
-/// `s3-lifecycled rules preview`.
 #[derive(Debug, Clone, Args)]
 #[command(mut_arg("config", |a| a.help("Configuration file (`cluster.*`, `time.*`)")))]
 pub struct PreviewArgs {
@@ -34,7 +33,6 @@ pub struct PreviewArgs {
     /// One JSON document on stdout instead of text.
     #[arg(long)]
     pub json: bool,
-    /// Where the filer is.
     #[command(flatten)]
     pub source: crate::cli::FilerSource,
 }

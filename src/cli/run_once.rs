@@ -44,7 +44,6 @@ pub struct ClusterArgs {
     pub buckets: Option<String>,
 }
 
-/// `run-once` flags.
 #[derive(Debug, Clone, Args)]
 pub struct RunOnceArgs {
     #[command(flatten)]

@@ -12,7 +12,6 @@ use crate::cli::serve::Signals;
 use crate::cli::{EXIT_OK, Fail, exit, usage, with_telemetry};
 use crate::plugin::worker::WorkerError;
 
-/// `worker` flags.
 #[derive(Debug, Clone, Args)]
 pub struct WorkerArgs {
     /// The `weed admin` address: `host:httpPort` (gRPC = HTTP + 10000) or
