@@ -65,7 +65,7 @@ pub fn run(cmd: CursorCommand) -> Result<i32, Fail> {
     let (CursorCommand::Show { target, .. }
     | CursorCommand::Reset { target, .. }
     | CursorCommand::ImportGo { target, .. }) = &cmd;
-    let s = load_settings(target.config.as_deref(), target.filer.as_deref()).map_err(usage)?;
+    let s = load_settings(target.config.as_deref(), target.filer.as_deref())?;
     let shards = parse_shards(&target.shards).map_err(|m| usage(format!("flag --shards: {m}")))?;
     // The filer may be TLS-only: [tls] or cluster.security_toml apply here too.
     let tls = s.client_tls().map_err(usage)?;

@@ -6,9 +6,10 @@
 //! (docs/tls.md#how-failures-surface). A one-shot command whose stdout is
 //! closed (`cursor show | head`) ends silently with 141, as Unix tools do.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use clap::{Parser, Subcommand};
+use serde::Serialize;
 
 use crate::config::Settings;
 use crate::seaweed::filer::FilerClient;
@@ -229,18 +230,15 @@ impl FilerSource {
         &self,
         f: impl AsyncFnOnce(&Settings) -> Result<T, Fail>,
     ) -> Result<T, Fail> {
-        let s = load_settings(self.config.as_deref(), self.filer.as_deref()).map_err(usage)?;
+        let s = load_settings(self.config.as_deref(), self.filer.as_deref())?;
         one_shot_runtime()?.block_on(f(&s))
     }
 }
 
 /// Settings from `config` (and the environment), with `--filer` (a list)
 /// over `cluster.filer`.
-pub(crate) fn load_settings(
-    config: Option<&std::path::Path>,
-    filer: Option<&str>,
-) -> Result<Settings, crate::config::ConfigError> {
-    let mut s = Settings::load(config, std::env::vars())?;
+pub(crate) fn load_settings(config: Option<&Path>, filer: Option<&str>) -> Result<Settings, Fail> {
+    let mut s = Settings::load(config, std::env::vars()).map_err(usage)?;
     if let Some(f) = filer {
         s.cluster.filer = run_once::split_list(f);
     }
@@ -322,11 +320,7 @@ pub(crate) fn rule_kv(id: &str, hash: &str) -> String {
 }
 
 /// Prints `v` as pretty JSON when `json`, else `text(v)` as it is.
-pub(crate) fn print_json_or<T: serde::Serialize>(
-    json: bool,
-    v: &T,
-    text: impl FnOnce(&T) -> String,
-) {
+pub(crate) fn print_json_or<T: Serialize>(json: bool, v: &T, text: impl FnOnce(&T) -> String) {
     if json {
         println!("{}", serde_json::to_string_pretty(v).unwrap_or_default());
     } else {

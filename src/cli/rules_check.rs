@@ -99,7 +99,6 @@ pub fn check(bytes: &[u8]) -> Checked {
     if !errors.is_empty() {
         return Checked::Invalid(strings(errors));
     }
-    let warnings = strings(warnings);
     let flat = config.flatten();
     let snap = Snapshot::compile(
         vec![BucketConfig {
@@ -119,14 +118,13 @@ pub fn check(bytes: &[u8]) -> Checked {
             .and_then(|r| r.action(a.bucket(), a.rule_hash(), a.kind()))
             .is_some()
     };
-    let rules = flat
-        .iter()
-        .map(|r| rule_report(r, &snap, &in_replay))
-        .collect();
     Checked::Valid(Report {
         valid: true,
-        warnings,
-        rules,
+        warnings: strings(warnings),
+        rules: flat
+            .iter()
+            .map(|r| rule_report(r, &snap, &in_replay))
+            .collect(),
     })
 }
 
@@ -139,9 +137,8 @@ fn rule_report(
     let actions = crate::engine::rule_action_kinds(r)
         .into_iter()
         .map(|kind| {
-            let compiled = snap.action("check", hash, kind);
-            let path = match compiled {
-                Some(a) if a.mode() == RuleMode::Disabled => "disabled",
+            let enabled = |a: &&CompiledAction| a.mode() != RuleMode::Disabled;
+            let path = match snap.action("check", hash, kind).filter(enabled) {
                 Some(a) if in_replay(a) => "replay",
                 Some(_) => "walker",
                 None => "disabled",

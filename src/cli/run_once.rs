@@ -71,7 +71,7 @@ pub fn split_list(v: &str) -> Vec<String> {
 /// Loads settings (file, environment, flags) and validates them; a usage
 /// error otherwise.
 pub fn settings(args: &ClusterArgs) -> Result<Settings, Fail> {
-    let mut s = load_settings(args.config.as_deref(), args.filer.as_deref()).map_err(usage)?;
+    let mut s = load_settings(args.config.as_deref(), args.filer.as_deref())?;
     if let Some(g) = &args.s3_grpc {
         s.cluster.s3_grpc = split_list(g);
     }
@@ -164,12 +164,10 @@ async fn pass(s: Settings, now: Nanos, shards: Vec<u8>, args: &RunOnceArgs) -> R
         Ok::<_, RunError>(report(&result, &run_id, dry_run, args.json))
     };
     let (code, error) = match result.await {
+        Ok(EXIT_OK) => return Ok(EXIT_OK),
         Ok(code) => (code, None),
         Err(e) => (run_error(&e), Some(e)),
     };
-    if code == EXIT_OK {
-        return Ok(code);
-    }
     // A handshake refused somewhere surfaces as a transport error deep in the
     // pass; name the TLS cause and exit with its code instead
     // (docs/tls.md#how-failures-surface).
@@ -180,10 +178,7 @@ async fn pass(s: Settings, now: Nanos, shards: Vec<u8>, args: &RunOnceArgs) -> R
         .chain(&s.cluster.s3_grpc)
         .map(String::as_str)
         .collect();
-    let error = error
-        .as_ref()
-        .map(|e| e as &(dyn std::error::Error + 'static));
-    match crate::cli::tls::diagnose(tls.as_ref(), &addrs, error).await {
+    match crate::cli::tls::diagnose(tls.as_ref(), &addrs, error.as_ref()).await {
         Some((msg, tls_code)) => Err((tls_code, msg)),
         None => Ok(code),
     }

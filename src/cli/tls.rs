@@ -30,9 +30,9 @@ pub fn exit_code(f: &TlsFailure) -> i32 {
 pub async fn diagnose(
     tls: Option<&ClientTls>,
     addrs: &[&str],
-    error: Option<&(dyn std::error::Error + 'static)>,
+    error: Option<&(impl std::error::Error + 'static)>,
 ) -> Option<(String, i32)> {
-    let carried = error.and_then(HandshakeError::find);
+    let carried = error.and_then(|e| HandshakeError::find(e));
     if let Some(h) = carried.filter(|h| !matches!(h.failure, TlsFailure::ClientCertificate(_))) {
         return Some((h.to_string(), exit_code(&h.failure)));
     }
