@@ -111,7 +111,6 @@ pub struct ApproveArgs {
     pub bucket: String,
 }
 
-/// Runs `approve`.
 pub fn approve(args: &ApproveArgs) -> Result<i32, Fail> {
     let req = pb::ApproveBucketRequest {
         bucket: checked_bucket(&args.bucket)?,
@@ -150,7 +149,6 @@ pub fn fetch_forecast(
     Ok(crate::admin::convert::forecast_from_pb(&resp))
 }
 
-/// Runs `pause`.
 pub fn pause(args: &PauseArgs) -> Result<i32, Fail> {
     let req = pb::PauseBucketRequest {
         bucket: checked_bucket(&args.bucket)?,
@@ -170,7 +168,6 @@ pub fn pause(args: &PauseArgs) -> Result<i32, Fail> {
     Ok(EXIT_OK)
 }
 
-/// Runs `resume`.
 pub fn resume(args: &ResumeArgs) -> Result<i32, Fail> {
     let req = pb::ResumeBucketRequest {
         bucket: checked_bucket(&args.bucket)?,
@@ -300,7 +297,6 @@ fn server_error(addr: &str, call: &str, st: &tonic::Status) -> Fail {
     }
 }
 
-/// Runs `trigger`.
 pub fn trigger(args: &TriggerArgs) -> Result<i32, Fail> {
     // Check what can be checked locally first, so a typo is exit 2 even when
     // the service is down.
@@ -334,7 +330,6 @@ pub fn trigger(args: &TriggerArgs) -> Result<i32, Fail> {
     Ok(EXIT_OK)
 }
 
-/// Runs `status`.
 pub fn status(args: &StatusArgs) -> Result<i32, Fail> {
     if !args.last {
         let st = call(&args.address, "GetStatus", async |c| {

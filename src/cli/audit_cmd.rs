@@ -58,7 +58,6 @@ pub async fn audit_with(
     })
 }
 
-/// Runs `audit`.
 pub fn run(args: &AuditArgs) -> Result<i32, Fail> {
     let r = args.source.block_on(async |s| {
         let client = crate::cli::first_filer(s).await?;
@@ -71,7 +70,6 @@ pub fn run(args: &AuditArgs) -> Result<i32, Fail> {
     })
 }
 
-/// The text form.
 pub fn text(r: &AuditReport) -> String {
     let mut out = format!(
         "audit buckets={} findings={} conflicting={} entries_listed={} calls={}\n",

@@ -60,7 +60,6 @@ pub enum CursorCommand {
     },
 }
 
-/// Runs a `cursor` subcommand.
 pub fn run(cmd: CursorCommand) -> Result<i32, Fail> {
     let (CursorCommand::Show { target, .. }
     | CursorCommand::Reset { target, .. }
@@ -90,10 +89,8 @@ async fn run_async(
                     let c = store.load(shard).await.map_err(failed)?;
                     c.map(|c| String::from_utf8_lossy(&c.to_json()).trim_end().to_string())
                 };
-                match text {
-                    Some(t) => println!("shard={shard:02} {t}"),
-                    None => println!("shard={shard:02} cold (no cursor file)"),
-                }
+                let text = text.unwrap_or_else(|| "cold (no cursor file)".into());
+                println!("shard={shard:02} {text}");
             }
         }
         CursorCommand::Reset { yes, .. } => {

@@ -42,7 +42,6 @@ pub struct ForecastArgs {
     pub admin_token_file: Option<PathBuf>,
 }
 
-/// Runs `forecast`.
 pub fn run(args: &ForecastArgs) -> Result<i32, Fail> {
     let days = check_days(args.days).map_err(|e| usage(format!("flag --days: {e}")))?;
     let now = match args.now.as_deref() {

@@ -31,7 +31,6 @@ pub struct JournalArgs {
     pub json: bool,
 }
 
-/// Runs `journal`.
 pub fn run(args: &JournalArgs) -> Result<i32, Fail> {
     let since_ns = args
         .since
@@ -101,7 +100,6 @@ pub struct ExplainArgs {
     pub version_id: Option<String>,
 }
 
-/// Runs `explain`.
 pub fn run_explain(args: &ExplainArgs) -> Result<i32, Fail> {
     crate::engine::safety::check_bucket_name(&args.bucket).map_err(usage)?;
     let text = args.source.block_on(async |s| explain(s, args).await)?;
@@ -113,7 +111,7 @@ async fn explain(s: &Settings, args: &ExplainArgs) -> Result<String, Fail> {
     use crate::engine::explain::explain_version;
     use crate::engine::versions::{expand_versions, is_null_version, version_id_of};
     use crate::engine::walk::WalkItem;
-    use crate::seaweed::filer::{join_path, split_path};
+    use crate::seaweed::filer::{DEFAULT_PAGE, join_path, split_path};
     use futures::StreamExt as _;
     let (bucket, key) = (args.bucket.as_str(), args.key.as_str());
     let version_id = args.version_id.as_deref();
@@ -129,8 +127,7 @@ async fn explain(s: &Settings, args: &ExplainArgs) -> Result<String, Fail> {
     let mut versions = Vec::new();
     if folder.is_some() {
         let folder_path = join_path(&dir, &folder_name);
-        let mut listing =
-            std::pin::pin!(client.list_all(&folder_path, crate::seaweed::filer::DEFAULT_PAGE));
+        let mut listing = std::pin::pin!(client.list_all(&folder_path, DEFAULT_PAGE));
         while let Some(e) = listing.next().await {
             let e = e.map_err(failed)?;
             if !e.is_directory && !version_id_of(&e).is_empty() {

@@ -67,7 +67,7 @@ pub fn run_error(e: &crate::pass::runner::RunError) -> i32 {
 }
 
 /// Why a command failed: the exit code and the message [`exit`] prints as
-/// `error: …`.
+/// `error: …`. Every command returns its exit code or this.
 pub(crate) type Fail = (i32, String);
 
 /// A usage, configuration or input error (exit 2).

@@ -29,7 +29,6 @@ pub struct Report {
     pub rules: Vec<RuleReport>,
 }
 
-/// One rule of the report.
 #[derive(Debug, Serialize)]
 pub struct RuleReport {
     /// `<ID>` (empty when absent).
@@ -49,7 +48,6 @@ pub struct RuleReport {
 pub struct FilterReport {
     /// Key prefix ("" = every key).
     pub prefix: String,
-    /// Required tags.
     pub tags: BTreeMap<String, String>,
     /// Strict lower size bound, if any.
     pub object_size_greater_than: Option<i64>,
@@ -57,7 +55,6 @@ pub struct FilterReport {
     pub object_size_less_than: Option<i64>,
 }
 
-/// One compiled action.
 #[derive(Debug, Serialize)]
 pub struct ActionReport {
     /// Action kind (metrics label form).
@@ -77,7 +74,6 @@ pub struct ActionReport {
     pub path: &'static str,
 }
 
-/// Result of checking one document.
 #[derive(Debug)]
 pub enum Checked {
     /// Valid: the report to print.
@@ -86,7 +82,6 @@ pub enum Checked {
     Invalid(Vec<String>),
 }
 
-/// Checks a document's bytes.
 pub fn check(bytes: &[u8]) -> Checked {
     let config = match lifecycle::parse(bytes) {
         Ok(c) => c,
@@ -134,6 +129,7 @@ fn rule_report(
     in_replay: &dyn Fn(&CompiledAction) -> bool,
 ) -> RuleReport {
     let hash = crate::engine::rule_hash(r);
+    let keep = r.newer_noncurrent_versions;
     let actions = crate::engine::rule_action_kinds(r)
         .into_iter()
         .map(|kind| {
@@ -150,12 +146,10 @@ fn rule_report(
                     r.expiration_date.and_then(|d| d.format(&Rfc3339).ok()),
                     None,
                 ),
-                ActionKind::NoncurrentDays => (
-                    Some(r.noncurrent_days),
-                    None,
-                    (r.newer_noncurrent_versions > 0).then_some(r.newer_noncurrent_versions),
-                ),
-                ActionKind::NewerNoncurrent => (None, None, Some(r.newer_noncurrent_versions)),
+                ActionKind::NoncurrentDays => {
+                    (Some(r.noncurrent_days), None, (keep > 0).then_some(keep))
+                }
+                ActionKind::NewerNoncurrent => (None, None, Some(keep)),
                 ActionKind::AbortMpu => (Some(r.abort_mpu_days), None, None),
                 ActionKind::ExpiredDeleteMarker => (None, None, None),
             };

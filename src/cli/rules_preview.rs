@@ -37,7 +37,6 @@ pub struct PreviewArgs {
     pub source: crate::cli::FilerSource,
 }
 
-/// Runs `rules preview`.
 pub fn run(args: &PreviewArgs) -> Result<i32, Fail> {
     let (rules, at) = prepare(args).map_err(usage)?;
     let p = args

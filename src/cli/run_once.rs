@@ -100,7 +100,6 @@ pub fn shards(s: &Settings) -> Result<Vec<u8>, Fail> {
     parse_shards(&s.pass.shards).map_err(|e| usage(format!("configuration key `pass.shards`: {e}")))
 }
 
-/// Parses `--now`.
 pub fn parse_now(s: &str) -> Result<Nanos, Fail> {
     crate::admin::parse_rfc3339_ns(s).map_err(|e| {
         usage(format!(
@@ -116,7 +115,6 @@ fn rfc3339(ns: Nanos) -> String {
         .unwrap_or_else(|| ns.to_string())
 }
 
-/// Runs the subcommand and returns the exit code.
 pub fn run(args: RunOnceArgs) -> Result<i32, Fail> {
     let s = settings(&args.cluster)?;
     let now = match &args.now {

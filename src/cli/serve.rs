@@ -30,7 +30,6 @@ use crate::service::{Backend, Service};
 /// How long to wait between attempts to reach the cluster at start.
 const CONNECT_RETRY: Duration = Duration::from_secs(2);
 
-/// Runs the subcommand and returns the exit code.
 pub fn run(args: ClusterArgs) -> Result<i32, Fail> {
     let s = settings(&args)?;
     let shards = shards(&s)?;
@@ -140,19 +139,14 @@ async fn serve(
     ));
 
     // Ready once the cluster answers a bucket scan.
-    loop {
-        match cluster.buckets().await {
-            Ok(_) => break,
-            Err(e) => {
-                readiness.set_not_ready(format!("bucket scan failed: {e}"));
-                tracing::warn!(error = %e, "bucket scan failed; retrying");
-                if signals.sleep_or_signal(CONNECT_RETRY).await {
-                    let _ = shut_tx.send(true);
-                    let _ = admin_task.await;
-                    let _ = http_task.await;
-                    return Ok(EXIT_OK);
-                }
-            }
+    while let Err(e) = cluster.buckets().await {
+        readiness.set_not_ready(format!("bucket scan failed: {e}"));
+        tracing::warn!(error = %e, "bucket scan failed; retrying");
+        if signals.sleep_or_signal(CONNECT_RETRY).await {
+            let _ = shut_tx.send(true);
+            let _ = admin_task.await;
+            let _ = http_task.await;
+            return Ok(EXIT_OK);
         }
     }
     service.attach_controls(cluster.clone(), obs).await;

@@ -10,6 +10,7 @@ use clap::Args;
 use crate::cli::run_once::{ClusterArgs, settings};
 use crate::cli::serve::Signals;
 use crate::cli::{EXIT_OK, Fail, exit, usage, with_telemetry};
+use crate::config::Settings;
 use crate::plugin::worker::WorkerError;
 
 #[derive(Debug, Clone, Args)]
@@ -30,7 +31,6 @@ pub struct WorkerArgs {
     pub state_dir: Option<PathBuf>,
 }
 
-/// Runs the subcommand and returns the exit code.
 pub fn run(args: WorkerArgs) -> Result<i32, Fail> {
     let mut s = settings(&ClusterArgs {
         config: args.config,
@@ -52,22 +52,17 @@ pub fn run(args: WorkerArgs) -> Result<i32, Fail> {
     }
     s.validate().map_err(usage)?;
     crate::plugin::enforcer::check_config(&s).map_err(usage)?;
-    let code = with_telemetry(s, async |s| {
-        let signals = match Signals::install() {
-            Ok(sig) => sig,
-            Err(f) => return exit(Err(f)),
-        };
-        exit(
-            crate::plugin::worker::run(s, signals.receiver())
-                .await
-                .map(|()| EXIT_OK)
-                .map_err(|e| match &e {
-                    WorkerError::Config(_) => usage(e),
-                    WorkerError::Tls { failure, .. } => {
-                        (super::tls::exit_code(failure), e.to_string())
-                    }
-                }),
-        )
-    });
+    let code = with_telemetry(s, async |s| exit(work(s).await));
     std::process::exit(exit(code))
+}
+
+async fn work(s: Settings) -> Result<i32, Fail> {
+    let signals = Signals::install()?;
+    crate::plugin::worker::run(s, signals.receiver())
+        .await
+        .map_err(|e| match &e {
+            WorkerError::Config(_) => usage(e),
+            WorkerError::Tls { failure, .. } => (super::tls::exit_code(failure), e.to_string()),
+        })?;
+    Ok(EXIT_OK)
 }
