@@ -298,23 +298,6 @@ fn render(r: &PassResult, run_id: &str, dry_run: bool, json_out: bool) -> Vec<St
     let outcome = r.outcome();
     let freed = r.freed();
     if json_out {
-        let shards: Vec<_> = r
-            .shards
-            .iter()
-            .map(|s| {
-                let rep = &s.report;
-                counters_json(&rep.counters, json!({
-                    "shard": rep.shard,
-                    "outcome": rep.outcome.as_str(),
-                    "buckets": rep.buckets,
-                    "rules": rep.rules,
-                    "walker_ran": rep.walker_ran,
-                    "recovery": rep.recovery.iter().map(|(b, why)| json!({"bucket": b, "reason": why.as_str()})).collect::<Vec<_>>(),
-                    "halt_reason": rep.halt_reason,
-                    "duration_ms": s.duration.as_millis() as u64,
-                }))
-            })
-            .collect();
         let doc = json!({
             "run_id": run_id,
             "now": rfc3339(r.now),
@@ -333,7 +316,16 @@ fn render(r: &PassResult, run_id: &str, dry_run: bool, json_out: bool) -> Vec<St
             "deleted": crate::engine::reclaim::rows(&freed),
             "deleted_bytes": crate::engine::reclaim::total(&freed).bytes,
             "reclaim": r.reclaim,
-            "shards": shards,
+            "shards": r.shards.iter().map(|s| (&s.report, s.duration)).map(|(rep, d)| counters_json(&rep.counters, json!({
+                "shard": rep.shard,
+                "outcome": rep.outcome.as_str(),
+                "buckets": rep.buckets,
+                "rules": rep.rules,
+                "walker_ran": rep.walker_ran,
+                "recovery": rep.recovery.iter().map(|(b, why)| json!({"bucket": b, "reason": why.as_str()})).collect::<Vec<_>>(),
+                "halt_reason": rep.halt_reason,
+                "duration_ms": d.as_millis() as u64,
+            }))).collect::<Vec<_>>(),
             "replay": {
                 "events_read": r.replay.events_read,
                 "batches": r.replay.batches,
