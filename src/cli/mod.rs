@@ -176,9 +176,12 @@ pub enum RulesCommand {
 
 /// Runs `f` on the actix System, on a multi-thread tokio runtime (actors on
 /// the System arbiter, gRPC and HTTP on the worker pool), with the telemetry
-/// of `s` installed before and flushed after; its exit code.
+/// of `s` installed before and flushed after; its exit code. `exit_now` ends
+/// the process with it while the runtime is still up (a service: work may
+/// still be queued past the shutdown deadline; exit rather than wait for it).
 pub(crate) fn with_telemetry(
     s: Settings,
+    exit_now: bool,
     f: impl AsyncFnOnce(Settings) -> i32,
 ) -> Result<i32, Fail> {
     let runtime = || {
@@ -192,14 +195,18 @@ pub(crate) fn with_telemetry(
     let system = actix::System::with_tokio_rt(move || {
         runtime().unwrap_or_else(|e| panic!("tokio runtime failed after a successful probe: {e}"))
     });
-    system.block_on(async move {
+    let code = system.block_on(async move {
         let guard = crate::telemetry::init(&s.telemetry, "s3-lifecycled").map_err(usage)?;
         let code = f(s).await;
         if let Err(e) = guard.shutdown().await {
             eprintln!("warning: {e}");
         }
         Ok(code)
-    })
+    });
+    if exit_now {
+        std::process::exit(exit(code));
+    }
+    code
 }
 
 /// A current-thread runtime for a one-shot command.

@@ -136,7 +136,7 @@ pub fn run(args: RunOnceArgs) -> Result<i32, Fail> {
             },
         );
     }
-    with_telemetry(s, async |s| exit(pass(s, now, shards, &args).await))
+    with_telemetry(s, false, async |s| exit(pass(s, now, shards, &args).await))
 }
 
 async fn pass(s: Settings, now: Nanos, shards: Vec<u8>, args: &RunOnceArgs) -> Result<i32, Fail> {

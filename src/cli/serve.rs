@@ -36,10 +36,7 @@ pub fn run(args: ClusterArgs) -> Result<i32, Fail> {
     let tls = s.client_tls().map_err(usage)?;
     crate::plugin::enforcer::check_config(&s).map_err(usage)?;
     let token = admin_token(&s).map_err(usage)?;
-    let code = with_telemetry(s, async |s| exit(serve(s, shards, tls, token).await));
-    // Past the shutdown deadline work may still be queued on the runtime;
-    // exit now rather than wait for it.
-    std::process::exit(exit(code))
+    with_telemetry(s, true, async |s| exit(serve(s, shards, tls, token).await))
 }
 
 /// The admin token, and the rule that a bind beyond loopback needs one

@@ -52,8 +52,7 @@ pub fn run(args: WorkerArgs) -> Result<i32, Fail> {
     }
     s.validate().map_err(usage)?;
     crate::plugin::enforcer::check_config(&s).map_err(usage)?;
-    let code = with_telemetry(s, async |s| exit(work(s).await));
-    std::process::exit(exit(code))
+    with_telemetry(s, true, async |s| exit(work(s).await))
 }
 
 async fn work(s: Settings) -> Result<i32, Fail> {
