@@ -31,9 +31,7 @@ pub mod worker;
 /// shell reports for a tool that SIGPIPE stopped (128 + 13).
 pub const EXIT_CLOSED_STDOUT: i32 = 141;
 
-/// Exit code: success.
 pub const EXIT_OK: i32 = 0;
-/// Exit code: runtime error.
 pub const EXIT_ERROR: i32 = 1;
 /// Exit code: usage or configuration error, or invalid input.
 pub const EXIT_USAGE: i32 = 2;

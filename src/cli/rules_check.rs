@@ -43,7 +43,6 @@ pub struct RuleReport {
     pub actions: Vec<ActionReport>,
 }
 
-/// The effective filter of a rule.
 #[derive(Debug, Serialize)]
 pub struct FilterReport {
     /// Key prefix ("" = every key).

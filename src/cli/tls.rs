@@ -9,7 +9,6 @@ use crate::cli::{
 use crate::seaweed::tls::{ClientTls, HandshakeError, first_tls_cause};
 use crate::seaweed::tls_failure::TlsFailure;
 
-/// The exit code of a TLS failure.
 pub fn exit_code(f: &TlsFailure) -> i32 {
     match f {
         TlsFailure::Required => EXIT_TLS_REQUIRED,
