@@ -18,7 +18,7 @@ use tonic::transport::Channel;
 use crate::admin::auth::{AdminToken, SendToken};
 use crate::admin::convert::{self, cursor_lag_ns};
 
-use super::{EXIT_ERROR, EXIT_OK, EXIT_USAGE};
+use super::{EXIT_OK, Fail, failed, print_json_or, usage};
 use crate::config::{Settings, parse_shards};
 use crate::engine::DeleteOutcome;
 use crate::pb::admin as pb;
@@ -52,10 +52,8 @@ pub struct AdminAddress {
     pub admin_token_file: Option<PathBuf>,
 }
 
-/// `s3-lifecycled trigger`.
 #[derive(Debug, Clone, Args)]
 pub struct TriggerArgs {
-    /// Where the service is.
     #[command(flatten)]
     pub address: AdminAddress,
     /// Shards to run: `0-15`, `3` or `0,4,7`. Default: the service's `pass.shards`.
@@ -69,10 +67,8 @@ pub struct TriggerArgs {
     pub dry_run: bool,
 }
 
-/// `s3-lifecycled status`.
 #[derive(Debug, Clone, Args)]
 pub struct StatusArgs {
-    /// Where the service is.
     #[command(flatten)]
     pub address: AdminAddress,
     /// Show the last finished pass (per shard and per bucket) instead of the
@@ -84,10 +80,8 @@ pub struct StatusArgs {
     pub json: bool,
 }
 
-/// `s3-lifecycled pause`.
 #[derive(Debug, Clone, Args)]
 pub struct PauseArgs {
-    /// Where the service is.
     #[command(flatten)]
     pub address: AdminAddress,
     /// The bucket to leave alone from the next pass on.
@@ -101,78 +95,25 @@ pub struct PauseArgs {
     pub create_if_missing: bool,
 }
 
-/// `s3-lifecycled resume`.
 #[derive(Debug, Clone, Args)]
 pub struct ResumeArgs {
-    /// Where the service is.
     #[command(flatten)]
     pub address: AdminAddress,
     /// The paused bucket.
     pub bucket: String,
 }
 
-/// `s3-lifecycled approve`.
 #[derive(Debug, Clone, Args)]
 pub struct ApproveArgs {
-    /// Where the service is.
     #[command(flatten)]
     pub address: AdminAddress,
     /// The held bucket whose work the next pass may do, uncapped, once.
     pub bucket: String,
 }
 
-/// A failure, with the exit code it maps to.
-struct Failure {
-    code: i32,
-    message: String,
-}
-
-fn usage(message: impl Into<String>) -> Failure {
-    Failure {
-        code: EXIT_USAGE,
-        message: message.into(),
-    }
-}
-
-fn finish(r: Result<(), Failure>) -> i32 {
-    match r {
-        Ok(()) => EXIT_OK,
-        Err(f) => {
-            eprintln!("error: {}", f.message);
-            f.code
-        }
-    }
-}
-
-/// Runs `trigger`; returns the exit code.
-pub fn run_trigger(args: &TriggerArgs) -> i32 {
-    finish(trigger(args))
-}
-
-/// Runs `status`; returns the exit code.
-pub fn run_status(args: &StatusArgs) -> i32 {
-    finish(status(args))
-}
-
-/// Runs `pause`; returns the exit code.
-pub fn run_pause(args: &PauseArgs) -> i32 {
-    finish(pause(args))
-}
-
-/// Runs `resume`; returns the exit code.
-pub fn run_resume(args: &ResumeArgs) -> i32 {
-    finish(resume(args))
-}
-
-/// Runs `approve`; returns the exit code.
-pub fn run_approve(args: &ApproveArgs) -> i32 {
-    finish(approve(args))
-}
-
-fn approve(args: &ApproveArgs) -> Result<(), Failure> {
-    crate::engine::safety::check_bucket_name(&args.bucket).map_err(usage)?;
+pub fn approve(args: &ApproveArgs) -> Result<i32, Fail> {
     let req = pb::ApproveBucketRequest {
-        bucket: args.bucket.clone(),
+        bucket: checked_bucket(&args.bucket)?,
     };
     let resp = call(&args.address, "ApproveBucket", async |c| {
         c.approve_bucket(req).await
@@ -182,36 +123,35 @@ fn approve(args: &ApproveArgs) -> Result<(), Failure> {
         args.bucket,
         format_time(resp.approved_ns)
     );
-    Ok(())
+    Ok(EXIT_OK)
+}
+
+/// `bucket`, owned, if it is a valid bucket name.
+fn checked_bucket(bucket: &str) -> Result<String, Fail> {
+    crate::engine::safety::check_bucket_name(bucket).map_err(usage)?;
+    Ok(bucket.to_string())
 }
 
 /// `forecast --admin`: the forecast through the running service's admin API
-/// (`GetForecast`). `Err((exit code, message))`.
+/// (`GetForecast`).
 pub fn fetch_forecast(
     address: &AdminAddress,
     bucket: Option<&str>,
     days: u32,
     now_ns: Option<i64>,
-) -> Result<crate::engine::forecast::Forecast, (i32, String)> {
-    let inner = || -> Result<crate::engine::forecast::Forecast, Failure> {
-        if let Some(b) = bucket {
-            crate::engine::safety::check_bucket_name(b).map_err(usage)?;
-        }
-        let req = pb::GetForecastRequest {
-            bucket: bucket.unwrap_or_default().to_string(),
-            days,
-            now_ns: now_ns.unwrap_or(0),
-        };
-        let resp = call(address, "GetForecast", async |c| c.get_forecast(req).await)?;
-        Ok(crate::admin::convert::forecast_from_pb(&resp))
+) -> Result<crate::engine::forecast::Forecast, Fail> {
+    let req = pb::GetForecastRequest {
+        bucket: bucket.map(checked_bucket).transpose()?.unwrap_or_default(),
+        days,
+        now_ns: now_ns.unwrap_or(0),
     };
-    inner().map_err(|f| (f.code, f.message))
+    let resp = call(address, "GetForecast", async |c| c.get_forecast(req).await)?;
+    Ok(crate::admin::convert::forecast_from_pb(&resp))
 }
 
-fn pause(args: &PauseArgs) -> Result<(), Failure> {
-    crate::engine::safety::check_bucket_name(&args.bucket).map_err(usage)?;
+pub fn pause(args: &PauseArgs) -> Result<i32, Fail> {
     let req = pb::PauseBucketRequest {
-        bucket: args.bucket.clone(),
+        bucket: checked_bucket(&args.bucket)?,
         reason: args.reason.clone(),
         create_if_missing: args.create_if_missing,
     };
@@ -225,13 +165,12 @@ fn pause(args: &PauseArgs) -> Result<(), Failure> {
         format_time(resp.paused_ns),
         args.bucket
     );
-    Ok(())
+    Ok(EXIT_OK)
 }
 
-fn resume(args: &ResumeArgs) -> Result<(), Failure> {
-    crate::engine::safety::check_bucket_name(&args.bucket).map_err(usage)?;
+pub fn resume(args: &ResumeArgs) -> Result<i32, Fail> {
     let req = pb::ResumeBucketRequest {
-        bucket: args.bucket.clone(),
+        bucket: checked_bucket(&args.bucket)?,
     };
     let resp = call(&args.address, "ResumeBucket", async |c| {
         c.resume_bucket(req).await
@@ -244,62 +183,46 @@ fn resume(args: &ResumeArgs) -> Result<(), Failure> {
     } else {
         println!("bucket {} was not paused; nothing changed", args.bucket);
     }
-    Ok(())
+    Ok(EXIT_OK)
 }
 
 /// The admin address and the token to send: flags first, else the
 /// configuration (file and environment), as `serve` resolves them.
-fn resolve_address(a: &AdminAddress) -> Result<(String, Option<AdminToken>), Failure> {
+fn resolve_address(a: &AdminAddress) -> Result<(String, Option<AdminToken>), Fail> {
     let from_file = |p: &std::path::Path| {
-        AdminToken::from_file(p).map(Some).map_err(|e| {
+        AdminToken::from_file(p).map_err(|e| {
             usage(e.replace(
                 "configuration key `service.admin_token_file`",
                 "--admin-token-file / service.admin_token_file",
             ))
         })
     };
-    let flag_token = match &a.admin_token_file {
-        Some(p) => from_file(p)?,
-        None => None,
-    };
-    if let Some(addr) = &a.admin {
-        if addr.trim().is_empty() {
+    let flag_token = a.admin_token_file.as_deref().map(from_file).transpose()?;
+    let load = || Settings::load(a.config.as_deref(), std::env::vars());
+    let (addr, s) = match a.admin.as_deref().map(str::trim) {
+        Some("") => {
             return Err(usage(
                 "--admin: empty address (use HOST:PORT, e.g. 127.0.0.1:9710)",
             ));
         }
         // Without a token flag the configuration may still name one.
-        let token = match flag_token {
-            Some(t) => Some(t),
-            None => match Settings::load(a.config.as_deref(), std::env::vars()) {
-                Ok(s) if !s.service.admin_token_file.trim().is_empty() => {
-                    from_file(std::path::Path::new(s.service.admin_token_file.trim()))?
-                }
-                _ => None,
-            },
-        };
-        return Ok((addr.trim().to_string(), token));
-    }
-    let s = Settings::load(a.config.as_deref(), std::env::vars())
-        .map_err(|e| usage(format!("{e} (or pass --admin HOST:PORT)")))?;
-    let token = match flag_token {
-        Some(t) => Some(t),
-        None if !s.service.admin_token_file.trim().is_empty() => {
-            from_file(std::path::Path::new(s.service.admin_token_file.trim()))?
+        Some(addr) => (
+            addr.to_string(),
+            flag_token.is_none().then(load).and_then(Result::ok),
+        ),
+        None => {
+            let s = load().map_err(|e| usage(format!("{e} (or pass --admin HOST:PORT)")))?;
+            (s.service.admin_listen.clone(), Some(s))
         }
-        None => None,
     };
-    Ok((s.service.admin_listen, token))
-}
-
-fn runtime() -> Result<tokio::runtime::Runtime, Failure> {
-    tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .map_err(|e| Failure {
-            code: EXIT_ERROR,
-            message: format!("cannot start the async runtime: {e}"),
-        })
+    let token = match (flag_token, s) {
+        (Some(t), _) => Some(t),
+        (None, Some(s)) if !s.service.admin_token_file.trim().is_empty() => Some(from_file(
+            std::path::Path::new(s.service.admin_token_file.trim()),
+        )?),
+        _ => None,
+    };
+    Ok((addr, token))
 }
 
 /// Resolves the address, connects, makes one call and maps a refusal to its
@@ -308,9 +231,9 @@ fn call<T>(
     address: &AdminAddress,
     name: &str,
     f: impl AsyncFnOnce(&mut AdminClient) -> Result<tonic::Response<T>, tonic::Status>,
-) -> Result<T, Failure> {
+) -> Result<T, Fail> {
     let (addr, token) = resolve_address(address)?;
-    runtime()?.block_on(async {
+    super::one_shot_runtime()?.block_on(async {
         let mut client = connect(&addr, token).await?;
         f(&mut client)
             .await
@@ -322,7 +245,7 @@ fn call<T>(
 /// The admin client: every call carries the bearer token when there is one.
 type AdminClient = LifecycledAdminClient<InterceptedService<Channel, SendToken>>;
 
-async fn connect(addr: &str, token: Option<AdminToken>) -> Result<AdminClient, Failure> {
+async fn connect(addr: &str, token: Option<AdminToken>) -> Result<AdminClient, Fail> {
     let options = EndpointOptions::new()
         .connect_timeout(CONNECT_TIMEOUT)
         .call_timeout(CALL_TIMEOUT);
@@ -332,16 +255,12 @@ async fn connect(addr: &str, token: Option<AdminToken>) -> Result<AdminClient, F
             e.reason()
         ))
     })?;
-    let channel = endpoint
-        .connect()
-        .await
-        .map_err(|e| Failure {
-            code: EXIT_ERROR,
-            message: format!(
-                "cannot reach the admin API at {addr}: {} (is `s3-lifecycled serve` running there? see --admin and service.admin_listen)",
-                error_chain(&e)
-            ),
-        })?;
+    let channel = endpoint.connect().await.map_err(|e| {
+        failed(format!(
+            "cannot reach the admin API at {addr}: {} (is `s3-lifecycled serve` running there? see --admin and service.admin_listen)",
+            error_chain(&e)
+        ))
+    })?;
     Ok(LifecycledAdminClient::with_interceptor(
         channel,
         SendToken(token),
@@ -352,40 +271,33 @@ async fn connect(addr: &str, token: Option<AdminToken>) -> Result<AdminClient, F
 /// alone says only "transport error".
 fn error_chain(e: &dyn std::error::Error) -> String {
     let mut s = e.to_string();
-    let mut cur = e.source();
-    while let Some(inner) = cur {
+    for inner in std::iter::successors(e.source(), |e| e.source()) {
         let t = inner.to_string();
         if !s.contains(&t) {
             s.push_str(": ");
             s.push_str(&t);
         }
-        cur = inner.source();
     }
     s
 }
 
-fn server_error(addr: &str, call: &str, st: &tonic::Status) -> Failure {
+fn server_error(addr: &str, call: &str, st: &tonic::Status) -> Fail {
+    let message = format!(
+        "admin API at {addr}: {call}: {:?}: {}",
+        st.code(),
+        st.message()
+    );
     // A refused token is the caller's configuration, like an invalid request;
     // a bucket that does not exist is a typo in it.
-    let code = if matches!(
-        st.code(),
-        tonic::Code::InvalidArgument | tonic::Code::Unauthenticated | tonic::Code::NotFound
-    ) {
-        EXIT_USAGE
-    } else {
-        EXIT_ERROR
-    };
-    Failure {
-        code,
-        message: format!(
-            "admin API at {addr}: {call}: {:?}: {}",
-            st.code(),
-            st.message()
-        ),
+    match st.code() {
+        tonic::Code::InvalidArgument | tonic::Code::Unauthenticated | tonic::Code::NotFound => {
+            usage(message)
+        }
+        _ => failed(message),
     }
 }
 
-fn trigger(args: &TriggerArgs) -> Result<(), Failure> {
+pub fn trigger(args: &TriggerArgs) -> Result<i32, Fail> {
     // Check what can be checked locally first, so a typo is exit 2 even when
     // the service is down.
     let shards = match &args.shards {
@@ -397,11 +309,7 @@ fn trigger(args: &TriggerArgs) -> Result<(), Failure> {
             .collect(),
     };
     if let Some(now) = &args.now {
-        crate::admin::parse_rfc3339_ns(now).map_err(|e| {
-            usage(format!(
-                "--now: `{now}` is not an RFC 3339 time such as 2026-01-02T03:04:05Z ({e})"
-            ))
-        })?;
+        super::parse_time("--now", now)?;
     }
     let req = pb::TriggerRunRequest {
         shards,
@@ -419,46 +327,32 @@ fn trigger(args: &TriggerArgs) -> Result<(), Failure> {
     } else {
         println!("run_id={} already_running=false", resp.run_id);
     }
-    Ok(())
+    Ok(EXIT_OK)
 }
 
-fn status(args: &StatusArgs) -> Result<(), Failure> {
-    if args.last {
-        let last = call(&args.address, "GetLastRun", async |c| {
-            match c.get_last_run(pb::GetLastRunRequest {}).await {
-                Err(st) if st.code() == tonic::Code::NotFound => Ok(tonic::Response::new(None)),
-                r => r.map(|r| r.map(Some)),
-            }
-        })?;
-        match (last, args.json) {
-            (None, true) => println!("null"),
-            (None, false) => println!("No pass has finished since the service started."),
-            (Some(r), json) => {
-                let p = convert::last_run_from_pb(&r);
-                if json {
-                    println!("{}", pretty(&last_run_json(&p)));
-                } else {
-                    print!("{}", last_run_text(&p));
-                }
-            }
-        }
-    } else {
+pub fn status(args: &StatusArgs) -> Result<i32, Fail> {
+    if !args.last {
         let st = call(&args.address, "GetStatus", async |c| {
             c.get_status(pb::GetStatusRequest {}).await
         })?;
         let st = convert::status_from_pb(&st);
-        if args.json {
-            println!("{}", pretty(&status_json(&st)));
-        } else {
-            print!("{}", status_text(&st, crate::clock::wall_ns()));
-        }
+        print_json_or(args.json, &status_json(&st), |_| {
+            status_text(&st, crate::clock::wall_ns())
+        });
+        return Ok(EXIT_OK);
     }
-    Ok(())
-}
-
-fn pretty(v: &Value) -> String {
-    // Serializing a `Value` cannot fail; fall back to the compact form anyway.
-    serde_json::to_string_pretty(v).unwrap_or_else(|_| v.to_string())
+    let last = call(&args.address, "GetLastRun", async |c| {
+        match c.get_last_run(pb::GetLastRunRequest {}).await {
+            Err(st) if st.code() == tonic::Code::NotFound => Ok(tonic::Response::new(None)),
+            r => r.map(|r| r.map(Some)),
+        }
+    })?;
+    match last.map(|r| convert::last_run_from_pb(&r)) {
+        None if args.json => println!("null"),
+        None => println!("No pass has finished since the service started."),
+        Some(p) => print_json_or(args.json, &last_run_json(&p), |_| last_run_text(&p)),
+    }
+    Ok(EXIT_OK)
 }
 
 /// The order deletes are shown in: every [`DeleteOutcome::REPORTED`] one.
@@ -678,10 +572,11 @@ fn last_run_text(p: &PassSummary) -> String {
         }
         out.push('\n');
     }
-    for line in crate::engine::reclaim::lines(&p.deleted(), p.space.as_ref()) {
-        out.push_str(&line);
-        out.push('\n');
-    }
+    out.extend(
+        crate::engine::reclaim::lines(&p.deleted(), p.space.as_ref())
+            .into_iter()
+            .map(|l| l + "\n"),
+    );
     out
 }
 

@@ -7,17 +7,15 @@ use std::fmt::Write;
 
 use clap::Args;
 
-use super::{EXIT_AUDIT_CONFLICT, EXIT_ERROR, EXIT_OK, EXIT_USAGE};
+use super::{EXIT_AUDIT_CONFLICT, EXIT_OK, Fail, failed, print_json_or, usage};
 use crate::config::Settings;
 use crate::engine::audit::AuditReport;
 use crate::seaweed::filer::FilerClient;
 use crate::seaweed::ttl_scan;
 
-/// `s3-lifecycled audit`.
 #[derive(Debug, Clone, Args)]
 #[command(mut_arg("config", |a| a.help("Configuration file (`cluster.*`, `audit.*`, `time.day`)")))]
 pub struct AuditArgs {
-    /// Where the filer is.
     #[command(flatten)]
     pub source: crate::cli::FilerSource,
     /// Only this bucket.
@@ -28,14 +26,15 @@ pub struct AuditArgs {
     pub json: bool,
 }
 
-/// Runs the audit over `client` with the settings of `s`.
+/// Runs the audit over `client` with the settings of `s` (an unknown
+/// `--bucket` is a usage error).
 pub async fn audit_with(
     s: &Settings,
     client: &FilerClient,
     only: Option<&str>,
     now: i64,
-) -> Result<AuditReport, String> {
-    let tls = s.client_tls().map_err(|e| e.to_string())?;
+) -> Result<AuditReport, Fail> {
+    let tls = s.client_tls().map_err(failed)?;
     ttl_scan::audit_cluster(
         client,
         &s.cluster.master,
@@ -49,51 +48,28 @@ pub async fn audit_with(
         },
     )
     .await
-    .map_err(|e| e.to_string())
+    .map_err(|e| {
+        let e = e.to_string();
+        if e.starts_with("flag --bucket") {
+            usage(e)
+        } else {
+            failed(e)
+        }
+    })
 }
 
-/// Runs `audit`; returns the exit code.
-pub fn run(args: &AuditArgs) -> i32 {
-    let (s, rt) = match args.source.settings_and_runtime() {
-        Ok(v) => v,
-        Err(code) => return code,
-    };
-    let done = rt.block_on(async {
-        let client = crate::cli::first_filer(&s)
-            .await
-            .map_err(|e| (EXIT_ERROR, e))?;
-        audit_with(&s, &client, args.bucket.as_deref(), crate::clock::wall_ns())
-            .await
-            .map_err(|e| {
-                let code = if e.starts_with("flag --bucket") {
-                    EXIT_USAGE
-                } else {
-                    EXIT_ERROR
-                };
-                (code, e)
-            })
-    });
-    match done {
-        Ok(r) => {
-            if args.json {
-                println!("{}", serde_json::to_string_pretty(&r).unwrap_or_default());
-            } else {
-                print!("{}", text(&r));
-            }
-            if r.conflicting().next().is_some() {
-                EXIT_AUDIT_CONFLICT
-            } else {
-                EXIT_OK
-            }
-        }
-        Err((code, e)) => {
-            eprintln!("error: {e}");
-            code
-        }
-    }
+pub fn run(args: &AuditArgs) -> Result<i32, Fail> {
+    let r = args.source.block_on(async |s| {
+        let client = crate::cli::first_filer(s).await?;
+        audit_with(s, &client, args.bucket.as_deref(), crate::clock::wall_ns()).await
+    })?;
+    print_json_or(args.json, &r, text);
+    Ok(match r.conflicting().next() {
+        Some(_) => EXIT_AUDIT_CONFLICT,
+        None => EXIT_OK,
+    })
 }
 
-/// The text form.
 pub fn text(r: &AuditReport) -> String {
     let mut out = format!(
         "audit buckets={} findings={} conflicting={} entries_listed={} calls={}\n",

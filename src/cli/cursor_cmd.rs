@@ -6,7 +6,7 @@ use std::path::PathBuf;
 
 use clap::{Args, Subcommand};
 
-use crate::cli::{EXIT_ERROR, EXIT_OK, EXIT_USAGE};
+use crate::cli::{EXIT_OK, Fail, failed, load_settings, one_shot_runtime, usage};
 use crate::config::{Settings, parse_shards};
 use crate::engine::Snapshot;
 use crate::pass::migrate::import_go;
@@ -29,12 +29,10 @@ pub struct CursorTarget {
     pub shards: String,
 }
 
-/// `cursor` subcommands.
 #[derive(Debug, Subcommand)]
 pub enum CursorCommand {
     /// Print each selected shard's cursor file (JSON), or say it is cold.
     Show {
-        /// Which cursors.
         #[command(flatten)]
         target: CursorTarget,
         /// Show the Go worker's cursors (`/etc/s3/lifecycle/daily-cursors`) instead.
@@ -44,7 +42,6 @@ pub enum CursorCommand {
     /// Delete cursor files, forcing a cold start (recovery walk) of those
     /// shards on the next pass.
     Reset {
-        /// Which cursors.
         #[command(flatten)]
         target: CursorTarget,
         /// Really delete (without it, only say what would be deleted).
@@ -55,7 +52,6 @@ pub enum CursorCommand {
     /// current rules (unversioned buckets; see `pass::migrate`), so the first
     /// pass resumes from Go's position. Never overwrites an existing cursor.
     ImportGo {
-        /// Which cursors.
         #[command(flatten)]
         target: CursorTarget,
         /// Say what would be written without writing.
@@ -64,46 +60,15 @@ pub enum CursorCommand {
     },
 }
 
-fn settings(t: &CursorTarget) -> Result<(Settings, Vec<u8>), String> {
-    let s = crate::cli::load_settings(t.config.as_deref(), t.filer.as_deref())
-        .map_err(|e| e.to_string())?;
-    let shards = parse_shards(&t.shards).map_err(|m| format!("flag --shards: {m}"))?;
-    Ok((s, shards))
-}
-
-/// Runs a `cursor` subcommand and returns the exit code.
-pub fn run(cmd: CursorCommand) -> i32 {
-    let target = match &cmd {
-        CursorCommand::Show { target, .. }
-        | CursorCommand::Reset { target, .. }
-        | CursorCommand::ImportGo { target, .. } => target.clone(),
-    };
-    let (s, shards) = match settings(&target) {
-        Ok(v) => v,
-        Err(e) => {
-            eprintln!("error: {e}");
-            return EXIT_USAGE;
-        }
-    };
+pub fn run(cmd: CursorCommand) -> Result<i32, Fail> {
+    let (CursorCommand::Show { target, .. }
+    | CursorCommand::Reset { target, .. }
+    | CursorCommand::ImportGo { target, .. }) = &cmd;
+    let s = load_settings(target.config.as_deref(), target.filer.as_deref())?;
+    let shards = parse_shards(&target.shards).map_err(|m| usage(format!("flag --shards: {m}")))?;
     // The filer may be TLS-only: [tls] or cluster.security_toml apply here too.
-    let tls = match s.client_tls() {
-        Ok(t) => t,
-        Err(e) => {
-            eprintln!("error: {e}");
-            return EXIT_USAGE;
-        }
-    };
-    let rt = match crate::cli::one_shot_runtime() {
-        Ok(rt) => rt,
-        Err(code) => return code,
-    };
-    match rt.block_on(run_async(cmd, s, shards, tls)) {
-        Ok(()) => EXIT_OK,
-        Err(e) => {
-            eprintln!("error: {e}");
-            EXIT_ERROR
-        }
-    }
+    let tls = s.client_tls().map_err(usage)?;
+    one_shot_runtime()?.block_on(run_async(cmd, s, shards, tls))
 }
 
 async fn run_async(
@@ -111,36 +76,28 @@ async fn run_async(
     s: Settings,
     shards: Vec<u8>,
     tls: Option<crate::seaweed::tls::ClientTls>,
-) -> Result<(), String> {
+) -> Result<i32, Fail> {
     let client = crate::cli::first_filer_with(&s, tls).await?;
     let store = CursorStore::new(client.clone(), &s.cursor.dir);
     match cmd {
         CursorCommand::Show { go, .. } => {
             for shard in shards {
                 let text = if go {
-                    store
-                        .load_go(shard)
-                        .await
-                        .map_err(|e| e.to_string())?
-                        .map(|c| serde_json::to_string(&c).unwrap_or_default())
+                    let c = store.load_go(shard).await.map_err(failed)?;
+                    c.map(|c| serde_json::to_string(&c).unwrap_or_default())
                 } else {
-                    store
-                        .load(shard)
-                        .await
-                        .map_err(|e| e.to_string())?
-                        .map(|c| String::from_utf8_lossy(&c.to_json()).trim_end().to_string())
+                    let c = store.load(shard).await.map_err(failed)?;
+                    c.map(|c| String::from_utf8_lossy(&c.to_json()).trim_end().to_string())
                 };
-                match text {
-                    Some(t) => println!("shard={shard:02} {t}"),
-                    None => println!("shard={shard:02} cold (no cursor file)"),
-                }
+                let text = text.unwrap_or_else(|| "cold (no cursor file)".into());
+                println!("shard={shard:02} {text}");
             }
         }
         CursorCommand::Reset { yes, .. } => {
             for shard in shards {
                 let path = store.path(shard);
                 if yes {
-                    store.reset(shard).await.map_err(|e| e.to_string())?;
+                    store.reset(shard).await.map_err(failed)?;
                     println!("shard={shard:02} reset: deleted {path} (next pass cold-starts it)");
                 } else {
                     println!("shard={shard:02} would delete {path} (add --yes)");
@@ -149,13 +106,11 @@ async fn run_async(
         }
         CursorCommand::ImportGo { dry_run, .. } => {
             let root = if s.cluster.buckets_root.is_empty() {
-                client.buckets_root().await.map_err(|e| e.to_string())?
+                client.buckets_root().await.map_err(failed)?
             } else {
                 s.cluster.buckets_root.clone()
             };
-            let scan = list_bucket_configs(&client, &root)
-                .await
-                .map_err(|e| e.to_string())?;
+            let scan = list_bucket_configs(&client, &root).await.map_err(failed)?;
             let keep = scan.errors.iter().map(|e| e.bucket.clone()).collect();
             let configs = scan
                 .buckets
@@ -166,28 +121,21 @@ async fn run_async(
             let snap = Snapshot::compile(configs, s.time.time_config());
             let now = crate::clock::wall_ns();
             let earliest = if s.pass.meta_log_retention.is_zero() {
-                retention::earliest_available(&mut client.raw())
-                    .await
-                    .map_err(|e| e.to_string())?
-                    .map(|e| e.ts_ns)
+                let e = retention::earliest_available(&mut client.raw()).await;
+                e.map_err(failed)?.map(|e| e.ts_ns)
             } else {
                 None
             };
             let plan = PassPlan::build(&snap, now, now, earliest, &s.pass, keep);
             for shard in shards {
-                if store
-                    .load(shard)
-                    .await
-                    .map_err(|e| e.to_string())?
-                    .is_some()
-                {
+                if store.load(shard).await.map_err(failed)?.is_some() {
                     println!(
                         "shard={shard:02} skipped: {} exists (reset it first)",
                         store.path(shard)
                     );
                     continue;
                 }
-                let Some(go) = store.load_go(shard).await.map_err(|e| e.to_string())? else {
+                let Some(go) = store.load_go(shard).await.map_err(failed)? else {
                     println!(
                         "shard={shard:02} skipped: no Go cursor; the first pass cold-starts it"
                     );
@@ -197,10 +145,7 @@ async fn run_async(
                     Err(why) => println!("shard={shard:02} not imported: {why}"),
                     Ok(imp) => {
                         if !dry_run {
-                            store
-                                .save(&imp.cursor, now)
-                                .await
-                                .map_err(|e| e.to_string())?;
+                            store.save(&imp.cursor, now).await.map_err(failed)?;
                         }
                         println!(
                             "shard={shard:02} {} at ts_ns={} buckets={} cold={}",
@@ -218,5 +163,5 @@ async fn run_async(
             }
         }
     }
-    Ok(())
+    Ok(EXIT_OK)
 }

@@ -6,18 +6,18 @@ use std::path::PathBuf;
 
 use clap::Args;
 
-use super::{EXIT_ERROR, EXIT_OK, EXIT_USAGE};
+use super::{EXIT_OK, Fail, failed, print_json_or, rule_kv, usage};
+use crate::cli::admin_client::{AdminAddress, fetch_forecast};
 use crate::engine::SHARD_COUNT;
 use crate::engine::cursor::ShardCursor;
 use crate::engine::forecast::{Forecast, check_days};
+use crate::seaweed::buckets::list_bucket_configs;
 use crate::seaweed::cursor::CursorStore;
 use crate::status::format_time;
 
-/// `s3-lifecycled forecast`.
 #[derive(Debug, Clone, Args)]
 #[command(mut_arg("config", |a| a.help("Configuration file (`cluster.filer`, `cursor.dir`, `time.*`)")))]
 pub struct ForecastArgs {
-    /// Where the filer is.
     #[command(flatten)]
     pub source: crate::cli::FilerSource,
     /// Only this bucket.
@@ -42,111 +42,54 @@ pub struct ForecastArgs {
     pub admin_token_file: Option<PathBuf>,
 }
 
-fn print(r: &Forecast, json: bool) {
-    if json {
-        println!("{}", serde_json::to_string_pretty(r).unwrap_or_default());
-    } else {
-        print!("{}", text(r));
-    }
-}
-
-/// Runs `forecast`; returns the exit code.
-pub fn run(args: &ForecastArgs) -> i32 {
-    let days = match check_days(args.days) {
-        Ok(d) => d,
-        Err(e) => {
-            eprintln!("error: flag --days: {e}");
-            return EXIT_USAGE;
-        }
-    };
-    let now = match args.now.as_deref().map(crate::cli::run_once::parse_now) {
+pub fn run(args: &ForecastArgs) -> Result<i32, Fail> {
+    let days = check_days(args.days).map_err(|e| usage(format!("flag --days: {e}")))?;
+    let now = match args.now.as_deref() {
         None => crate::clock::wall_ns(),
-        Some(Ok(t)) => t,
-        Some(Err(e)) => {
-            eprintln!("error: {e}");
-            return EXIT_USAGE;
-        }
+        Some(t) => crate::cli::run_once::parse_now(t)?,
     };
-    if args.admin.is_some() {
-        let address = crate::cli::admin_client::AdminAddress {
+    let bucket = args.bucket.as_deref();
+    let r = if args.admin.is_some() {
+        let address = AdminAddress {
             admin: args.admin.clone(),
             config: args.source.config.clone(),
             admin_token_file: args.admin_token_file.clone(),
         };
-        let explicit_now = args.now.as_ref().map(|_| now);
-        return match crate::cli::admin_client::fetch_forecast(
-            &address,
-            args.bucket.as_deref(),
-            days,
-            explicit_now,
-        ) {
-            Ok(r) => {
-                print(&r, args.json);
-                EXIT_OK
+        fetch_forecast(&address, bucket, days, args.now.as_ref().map(|_| now))?
+    } else {
+        args.source.block_on(async |s| {
+            let client = crate::cli::first_filer(s).await?;
+            if let Some(b) = bucket {
+                // A typo must not read as "nothing pending".
+                let root = client.buckets_root().await.map_err(failed)?;
+                // One lookup for a bucket that exists; the scan only to word a refusal.
+                let found = client.lookup(&root, b).await.map_err(failed)?;
+                if !found.is_some_and(|e| e.is_directory) {
+                    let scan = list_bucket_configs(&client, &root).await.map_err(failed)?;
+                    crate::engine::names::check_exists(b, scan.names())
+                        .map_err(|e| usage(format!("flag --bucket: {e}")))?;
+                }
             }
-            Err((code, e)) => {
-                eprintln!("error: {e}");
-                code
-            }
-        };
-    }
-    let (s, rt) = match args.source.settings_and_runtime() {
-        Ok(v) => v,
-        Err(code) => return code,
-    };
-    let loaded = rt.block_on(async {
-        let failed = |e: String| (EXIT_ERROR, e);
-        let client = crate::cli::first_filer(&s).await.map_err(failed)?;
-        if let Some(b) = args.bucket.as_deref() {
-            // A typo must not read as "nothing pending".
-            let root = client
-                .buckets_root()
-                .await
-                .map_err(|e| failed(e.to_string()))?;
-            // One lookup for a bucket that exists; the scan only to word a refusal.
-            let found = client
-                .lookup(&root, b)
-                .await
-                .map_err(|e| failed(e.to_string()))?;
-            if !found.is_some_and(|e| e.is_directory) {
-                let scan = crate::seaweed::buckets::list_bucket_configs(&client, &root)
-                    .await
-                    .map_err(|e| failed(e.to_string()))?;
-                crate::engine::names::check_exists(b, scan.names())
-                    .map_err(|e| (EXIT_USAGE, format!("flag --bucket: {e}")))?;
-            }
-        }
-        load_cursors(&CursorStore::new(client, &s.cursor.dir))
-            .await
-            .map_err(failed)
-    });
-    match loaded {
-        Ok(cursors) => {
-            let r = Forecast::of(
+            let cursors = load_cursors(&CursorStore::new(client, &s.cursor.dir)).await?;
+            Ok(Forecast::of(
                 &cursors,
                 &s.time.time_config(),
                 now,
                 days,
-                args.bucket.as_deref(),
-            );
-            print(&r, args.json);
-            EXIT_OK
-        }
-        Err((code, e)) => {
-            eprintln!("error: {e}");
-            code
-        }
-    }
+                bucket,
+            ))
+        })?
+    };
+    print_json_or(args.json, &r, text);
+    Ok(EXIT_OK)
 }
 
 /// Every shard's cursor (`None`: the shard has none yet).
-pub async fn load_cursors(store: &CursorStore) -> Result<Vec<Option<ShardCursor>>, String> {
+pub async fn load_cursors(store: &CursorStore) -> Result<Vec<Option<ShardCursor>>, Fail> {
     let mut cursors = Vec::new();
     for shard in 0..SHARD_COUNT as u8 {
-        match store.load(shard).await {
-            Ok(c) => cursors.push(c),
-            Err(e) => return Err(format!("reading {}: {e}", store.path(shard))),
-        }
+        let c = store.load(shard).await;
+        cursors.push(c.map_err(|e| failed(format!("reading {}: {e}", store.path(shard))))?);
     }
     Ok(cursors)
 }
@@ -171,11 +114,7 @@ pub fn text(r: &Forecast) -> String {
         out.push_str("nothing pending\n");
     }
     for f in &r.rules {
-        let rule = if f.rule_id.is_empty() {
-            format!("rule_hash={}", f.rule_hash)
-        } else {
-            format!("rule={}", f.rule_id)
-        };
+        let rule = rule_kv(&f.rule_id, &f.rule_hash);
         let known = if f.known {
             ""
         } else {

@@ -2,19 +2,19 @@
 //! rule, read straight from the deletion journal in the filer
 //! (docs/filer-layout.md#journal); no running service needed.
 
+use std::fmt::Write as _;
+
 use clap::Args;
 
-use super::{EXIT_ERROR, EXIT_OK, EXIT_USAGE};
+use super::{EXIT_OK, Fail, failed, parse_time, print_json_or, rule_kv, rule_label, usage};
 use crate::config::Settings;
 use crate::engine::journal::{JournalEntry, JournalFilter, decode_lines};
 use crate::seaweed::controls::ControlStore;
 use crate::status::format_time;
 
-/// `s3-lifecycled journal`.
 #[derive(Debug, Clone, Args)]
 #[command(mut_arg("config", |a| a.help("Configuration file (`cluster.filer`, `cursor.dir`)")))]
 pub struct JournalArgs {
-    /// Where the filer is.
     #[command(flatten)]
     pub source: crate::cli::FilerSource,
     /// Only this bucket.
@@ -31,63 +31,34 @@ pub struct JournalArgs {
     pub json: bool,
 }
 
-/// Runs `journal`; returns the exit code.
-pub fn run(args: &JournalArgs) -> i32 {
-    let since_ns = match args.since.as_deref().map(crate::admin::parse_rfc3339_ns) {
-        None => None,
-        Some(Ok(t)) => Some(t),
-        Some(Err(e)) => {
-            eprintln!(
-                "error: --since: `{}` is not an RFC 3339 time such as 2026-01-02T03:04:05Z ({e})",
-                args.since.as_deref().unwrap_or_default()
-            );
-            return EXIT_USAGE;
-        }
-    };
+pub fn run(args: &JournalArgs) -> Result<i32, Fail> {
+    let since_ns = args
+        .since
+        .as_deref()
+        .map(|t| parse_time("--since", t))
+        .transpose()?;
     let filter = JournalFilter {
         bucket: args.bucket.clone(),
         key_prefix: args.key_prefix.clone(),
         since_ns,
     };
-    let (s, rt) = match args.source.settings_and_runtime() {
-        Ok(v) => v,
-        Err(code) => return code,
-    };
-    match rt.block_on(read(&s, &filter)) {
-        Ok(entries) => {
-            if args.json {
-                println!(
-                    "{}",
-                    serde_json::to_string_pretty(&entries).unwrap_or_default()
-                );
-            } else {
-                for e in &entries {
-                    println!("{}", line(e));
-                }
-            }
-            EXIT_OK
-        }
-        Err(e) => {
-            eprintln!("error: {e}");
-            EXIT_ERROR
-        }
-    }
+    let entries = args.source.block_on(async |s| read(s, &filter).await)?;
+    print_json_or(args.json, &entries, |es| {
+        es.iter().map(|e| line(e) + "\n").collect()
+    });
+    Ok(EXIT_OK)
 }
 
-async fn read(s: &Settings, filter: &JournalFilter) -> Result<Vec<JournalEntry>, String> {
+async fn read(s: &Settings, filter: &JournalFilter) -> Result<Vec<JournalEntry>, Fail> {
     let client = crate::cli::first_filer(s).await?;
     let store = ControlStore::new(client, &s.cursor.dir);
     let mut out = Vec::new();
-    for day in store.journal_days().await.map_err(|e| e.to_string())? {
+    for day in store.journal_days().await.map_err(failed)? {
         if !filter.day_may_match(&day) {
             continue;
         }
-        let batches = store
-            .journal_batches(&day)
-            .await
-            .map_err(|e| e.to_string())?;
-        for (path, content) in batches {
-            let entries = decode_lines(&content).map_err(|e| format!("{path}: {e}"))?;
+        for (path, content) in store.journal_batches(&day).await.map_err(failed)? {
+            let entries = decode_lines(&content).map_err(|e| failed(format!("{path}: {e}")))?;
             out.extend(entries.into_iter().filter(|e| filter.matches(e)));
         }
     }
@@ -102,27 +73,21 @@ fn line(e: &JournalEntry) -> String {
     } else {
         format!(" version={}", e.version_id)
     };
-    let rule = if e.rule_id.is_empty() {
-        format!("rule_hash={}", e.rule_hash)
-    } else {
-        format!("rule={}", e.rule_id)
-    };
     format!(
-        "{} {} {}/{}{version} {rule} ({}) run={}",
+        "{} {} {}/{}{version} {} ({}) run={}",
         format_time(e.ts_ns),
         e.outcome,
         e.bucket,
         e.key,
+        rule_kv(&e.rule_id, &e.rule_hash),
         e.kind,
         e.run_id
     )
 }
 
-/// `s3-lifecycled explain`.
 #[derive(Debug, Clone, Args)]
 #[command(mut_arg("config", |a| a.help("Configuration file (`cluster.filer`, `cursor.dir`, `time.*`)")))]
 pub struct ExplainArgs {
-    /// Where the filer is.
     #[command(flatten)]
     pub source: crate::cli::FilerSource,
     /// The bucket.
@@ -135,77 +100,36 @@ pub struct ExplainArgs {
     pub version_id: Option<String>,
 }
 
-/// Runs `explain`; returns the exit code.
-pub fn run_explain(args: &ExplainArgs) -> i32 {
-    if let Err(e) = crate::engine::safety::check_bucket_name(&args.bucket) {
-        eprintln!("error: {e}");
-        return EXIT_USAGE;
-    }
-    let (s, rt) = match args.source.settings_and_runtime() {
-        Ok(v) => v,
-        Err(code) => return code,
-    };
-    match rt.block_on(explain(
-        &s,
-        &args.bucket,
-        &args.key,
-        args.version_id.as_deref(),
-    )) {
-        Ok(text) => {
-            print!("{text}");
-            EXIT_OK
-        }
-        Err(e) => {
-            eprintln!("error: {e}");
-            EXIT_ERROR
-        }
-    }
+pub fn run_explain(args: &ExplainArgs) -> Result<i32, Fail> {
+    crate::engine::safety::check_bucket_name(&args.bucket).map_err(usage)?;
+    let text = args.source.block_on(async |s| explain(s, args).await)?;
+    print!("{text}");
+    Ok(EXIT_OK)
 }
 
-async fn explain(
-    s: &Settings,
-    bucket: &str,
-    key: &str,
-    version_id: Option<&str>,
-) -> Result<String, String> {
+async fn explain(s: &Settings, args: &ExplainArgs) -> Result<String, Fail> {
     use crate::engine::explain::explain_version;
     use crate::engine::versions::{expand_versions, is_null_version, version_id_of};
     use crate::engine::walk::WalkItem;
-    use crate::seaweed::filer::{join_path, split_path};
+    use crate::seaweed::filer::{DEFAULT_PAGE, join_path, split_path};
     use futures::StreamExt as _;
+    let (bucket, key) = (args.bucket.as_str(), args.key.as_str());
+    let version_id = args.version_id.as_deref();
     let client = crate::cli::first_filer(s).await?;
-    let root = if s.cluster.buckets_root.is_empty() {
-        client.buckets_root().await.map_err(|e| e.to_string())?
-    } else {
-        s.cluster.buckets_root.trim_end_matches('/').to_string()
-    };
-    let bentry = client
-        .lookup(&root, bucket)
-        .await
-        .map_err(|e| e.to_string())?
-        .ok_or_else(|| format!("bucket {bucket} does not exist under {root}"))?;
-    let info = crate::seaweed::buckets::bucket_info(&bentry)
-        .map_err(|e| format!("bucket {bucket}: {}", e.reason))?;
+    let (root, info) = crate::cli::bucket_info(s, &client, bucket).await?;
     // The key as the walker lists it: the bare entry, and the versions in
     // its `.versions` folder when it has any (docs/filer-layout.md#versioned-objects).
     let (dir, name) = split_path(&join_path(&join_path(&root, bucket), key));
-    let bare = client
-        .lookup(&dir, &name)
-        .await
-        .map_err(|e| e.to_string())?;
+    let bare = client.lookup(&dir, &name).await.map_err(failed)?;
     let folder_name = format!("{name}{}", crate::engine::keys::VERSIONS_SUFFIX);
-    let folder = client
-        .lookup(&dir, &folder_name)
-        .await
-        .map_err(|e| e.to_string())?
-        .filter(|f| f.is_directory);
+    let folder = client.lookup(&dir, &folder_name).await.map_err(failed)?;
+    let folder = folder.filter(|f| f.is_directory);
     let mut versions = Vec::new();
     if folder.is_some() {
         let folder_path = join_path(&dir, &folder_name);
-        let mut listing =
-            std::pin::pin!(client.list_all(&folder_path, crate::seaweed::filer::DEFAULT_PAGE));
+        let mut listing = std::pin::pin!(client.list_all(&folder_path, DEFAULT_PAGE));
         while let Some(e) = listing.next().await {
-            let e = e.map_err(|e| e.to_string())?;
+            let e = e.map_err(failed)?;
             if !e.is_directory && !version_id_of(&e).is_empty() {
                 versions.push(e);
             }
@@ -225,7 +149,7 @@ async fn explain(
         _ => {
             // "Why is my object gone?": if we deleted it, the journal says
             // by which rule, in which pass and when.
-            return match last_journal_entry(s, bucket, key, version_id).await {
+            return match last_journal_entry(s, args).await {
                 Ok(Some(e)) => Ok(format!(
                     "object {bucket}/{key} does not exist: s3-lifecycled deleted it\n  {}\n  \
                      rule {} ({}), pass {}, at {}\n",
@@ -239,14 +163,14 @@ async fn explain(
                     e.run_id,
                     format_time(e.ts_ns)
                 )),
-                Ok(None) => Err(format!(
+                Ok(None) => Err(failed(format!(
                     "object {bucket}/{key} not found (looked up {dir}/{name} and {dir}/{folder_name}), \
                      and the deletion journal holds no delete of it by s3-lifecycled"
-                )),
-                Err(j) => Err(format!(
+                ))),
+                Err((_, j)) => Err(failed(format!(
                     "object {bucket}/{key} not found (looked up {dir}/{name} and {dir}/{folder_name}); \
                      the deletion journal cannot be read ({j})"
-                )),
+                ))),
             };
         }
     };
@@ -280,18 +204,15 @@ async fn explain(
         (_, Some(v)) => {
             let Some(found) = listed.iter().find(|x| &x.version_id == v) else {
                 let ids: Vec<&str> = listed.iter().map(|x| x.version_id.as_str()).collect();
-                return Err(format!(
+                return Err(failed(format!(
                     "version {v} of {bucket}/{key} not found; its versions are: {}",
                     ids.join(", ")
-                ));
+                )));
             };
-            (
-                found.info.size,
-                found.info.tags.clone(),
-                found.info.mod_time,
-            )
+            let i = &found.info;
+            (i.size, i.tags.clone(), i.mod_time)
         }
-        (_, None) => return Err(format!("{bucket}/{key} has no versions listed")),
+        (_, None) => return Err(failed(format!("{bucket}/{key} has no versions listed"))),
     };
     let verdicts = crate::engine::explain::explain(&info.rules, key, size, &tags, mtime, &time);
     let versioned = target.is_some() || version_id.is_some();
@@ -303,32 +224,20 @@ async fn explain(
         out.push_str("the bucket has no lifecycle rules\n");
     }
     for v in &verdicts {
-        let id = if v.rule_id.is_empty() {
-            format!("#{}", v.position)
-        } else {
-            v.rule_id.clone()
-        };
+        let id = rule_label(&v.rule_id, v.position);
         if v.matches && versioned {
             // Which actions apply depends on the version: listed below.
             out.push_str(&format!("rule {id}: filter matches\n"));
         } else if v.matches {
             out.push_str(&format!("rule {id}: matches\n"));
             for a in &v.actions {
-                match a.due_ns {
-                    Some(t) => out.push_str(&format!(
-                        "  {}: due {} ({})\n",
-                        a.kind,
-                        format_time(t),
-                        a.note
-                    )),
-                    None => out.push_str(&format!("  {}: {}\n", a.kind, a.note)),
-                }
+                let _ = match a.due_ns {
+                    Some(t) => writeln!(out, "  {}: due {} ({})", a.kind, format_time(t), a.note),
+                    None => writeln!(out, "  {}: {}", a.kind, a.note),
+                };
             }
         } else {
-            out.push_str(&format!(
-                "rule {id}: does not match: {}\n",
-                v.reasons.join("; ")
-            ));
+            let _ = writeln!(out, "rule {id}: does not match: {}", v.reasons.join("; "));
         }
     }
     // For a versioned key (or an explicit version), what the walker would
@@ -339,19 +248,15 @@ async fn explain(
         // Far enough ahead that every action that will ever fire has.
         let horizon = crate::engine::Nanos::MAX / 4;
         let Some(vv) = explain_version(&view, bucket, &item, v, horizon) else {
-            return Err(format!(
+            return Err(failed(format!(
                 "version {v} of {bucket}/{key} not found: the key is not versioned (its only version is null)"
-            ));
+            )));
         };
-        let state = if vv.is_delete_marker {
-            "delete marker".to_string()
-        } else if vv.is_latest {
-            "current version".to_string()
-        } else {
-            match vv.noncurrent_since {
-                Some(t) => format!("noncurrent since {}", format_time(t)),
-                None => "noncurrent".to_string(),
-            }
+        let state = match (vv.is_delete_marker, vv.is_latest, vv.noncurrent_since) {
+            (true, ..) => "delete marker".to_string(),
+            (_, true, _) => "current version".to_string(),
+            (_, _, Some(t)) => format!("noncurrent since {}", format_time(t)),
+            (_, _, None) => "noncurrent".to_string(),
         };
         out.push_str(&format!(
             "version {}: {state}, {} bytes, mtime {}, {} version(s) of the key\n",
@@ -372,28 +277,24 @@ async fn explain(
             ));
         }
     }
-    match last_journal_entry(s, bucket, key, version_id).await {
+    match last_journal_entry(s, args).await {
         Ok(Some(e)) => out.push_str(&format!("last decision: {}\n", line(&e))),
         Ok(None) => out.push_str("last decision: no delete of it in the journal\n"),
-        Err(e) => out.push_str(&format!("last decision: journal unreadable ({e})\n")),
+        Err((_, e)) => out.push_str(&format!("last decision: journal unreadable ({e})\n")),
     }
     Ok(out)
 }
 
 /// The journal's last record of `bucket/key` (of `version_id` when given).
-async fn last_journal_entry(
-    s: &Settings,
-    bucket: &str,
-    key: &str,
-    version_id: Option<&str>,
-) -> Result<Option<JournalEntry>, String> {
+async fn last_journal_entry(s: &Settings, a: &ExplainArgs) -> Result<Option<JournalEntry>, Fail> {
     let filter = JournalFilter {
-        bucket: Some(bucket.to_string()),
-        key_prefix: Some(key.to_string()),
+        bucket: Some(a.bucket.clone()),
+        key_prefix: Some(a.key.clone()),
         since_ns: None,
     };
+    let version = a.version_id.as_deref();
     read(s, &filter).await.map(|es| {
         es.into_iter()
-            .rfind(|e| e.key == key && version_id.is_none_or(|v| e.version_id == v))
+            .rfind(|e| e.key == a.key && version.is_none_or(|v| e.version_id == v))
     })
 }

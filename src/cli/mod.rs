@@ -6,9 +6,13 @@
 //! (docs/tls.md#how-failures-surface). A one-shot command whose stdout is
 //! closed (`cursor show | head`) ends silently with 141, as Unix tools do.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use clap::{Parser, Subcommand};
+use serde::Serialize;
+
+use crate::config::Settings;
+use crate::seaweed::filer::FilerClient;
 
 pub mod admin_client;
 pub mod audit_cmd;
@@ -27,9 +31,7 @@ pub mod worker;
 /// shell reports for a tool that SIGPIPE stopped (128 + 13).
 pub const EXIT_CLOSED_STDOUT: i32 = 141;
 
-/// Exit code: success.
 pub const EXIT_OK: i32 = 0;
-/// Exit code: runtime error.
 pub const EXIT_ERROR: i32 = 1;
 /// Exit code: usage or configuration error, or invalid input.
 pub const EXIT_USAGE: i32 = 2;
@@ -50,7 +52,6 @@ pub const EXIT_TLS_NAME: i32 = 14;
 /// Exit code: another TLS handshake failure.
 pub const EXIT_TLS_OTHER: i32 = 15;
 
-/// The exit codes, as `--help` lists them.
 /// Prints why a pass did not run and returns its exit code: a setting that
 /// cannot work is a usage error, anything else an error. The one place a
 /// [`RunError`](crate::pass::runner::RunError) becomes an exit code.
@@ -63,6 +64,29 @@ pub fn run_error(e: &crate::pass::runner::RunError) -> i32 {
     }
 }
 
+/// Why a command failed: the exit code and the message [`exit`] prints as
+/// `error: …`. Every command returns its exit code or this.
+pub(crate) type Fail = (i32, String);
+
+/// A usage, configuration or input error (exit 2).
+pub(crate) fn usage(m: impl std::fmt::Display) -> Fail {
+    (EXIT_USAGE, m.to_string())
+}
+
+/// A runtime error (exit 1).
+pub(crate) fn failed(m: impl std::fmt::Display) -> Fail {
+    (EXIT_ERROR, m.to_string())
+}
+
+/// The exit code of a command's result, after printing its failure.
+pub(crate) fn exit(r: Result<i32, Fail>) -> i32 {
+    r.unwrap_or_else(|(code, m)| {
+        eprintln!("error: {m}");
+        code
+    })
+}
+
+/// The exit codes, as `--help` lists them.
 pub const EXIT_CODES_HELP: &str = "\
 Exit codes:
   0      success
@@ -79,17 +103,14 @@ Exit codes:
 #[derive(Debug, Parser)]
 #[command(name = "s3-lifecycled", version, about, after_help = EXIT_CODES_HELP)]
 pub struct Cli {
-    /// What to do.
     #[command(subcommand)]
     pub command: Command,
 }
 
-/// Subcommands.
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Lifecycle documents.
     Rules {
-        /// What to do with rules.
         #[command(subcommand)]
         command: RulesCommand,
     },
@@ -99,7 +120,7 @@ pub enum Command {
     /// Run as a service: a pass every day at `service.schedule` and on
     /// `trigger`, admin gRPC API, /metrics and the status page, until
     /// SIGTERM/SIGINT (drains in-flight deletes and saves cursors first).
-    Serve(serve::ServeArgs),
+    Serve(run_once::ClusterArgs),
     /// Run as an `s3_lifecycle` plugin worker of `weed admin`: the admin
     /// schedules passes (one job per shard set), splits the cluster delete
     /// rate and records each job, until SIGTERM/SIGINT.
@@ -132,13 +153,11 @@ pub enum Command {
     Audit(audit_cmd::AuditArgs),
     /// Inspect, reset or migrate (from the Go worker) the per-shard cursors.
     Cursor {
-        /// What to do with cursors.
         #[command(subcommand)]
         command: cursor_cmd::CursorCommand,
     },
 }
 
-/// `rules` subcommands.
 #[derive(Debug, Subcommand)]
 pub enum RulesCommand {
     /// Validate a LifecycleConfiguration document as strictly as AWS and print
@@ -153,10 +172,16 @@ pub enum RulesCommand {
     Preview(rules_preview::PreviewArgs),
 }
 
-/// The actix System on a multi-thread tokio runtime (actors on the System
-/// arbiter, gRPC and HTTP on the worker pool). `None` after printing why the
-/// runtime could not start.
-pub(crate) fn actix_system() -> Option<actix::SystemRunner> {
+/// Runs `f` on the actix System, on a multi-thread tokio runtime (actors on
+/// the System arbiter, gRPC and HTTP on the worker pool), with the telemetry
+/// of `s` installed before and flushed after; its exit code. `exit_now` ends
+/// the process with it while the runtime is still up (a service: work may
+/// still be queued past the shutdown deadline; exit rather than wait for it).
+pub(crate) fn with_telemetry(
+    s: Settings,
+    exit_now: bool,
+    f: impl AsyncFnOnce(Settings) -> i32,
+) -> Result<i32, Fail> {
     let runtime = || {
         tokio::runtime::Builder::new_multi_thread()
             .worker_threads(2)
@@ -164,25 +189,30 @@ pub(crate) fn actix_system() -> Option<actix::SystemRunner> {
             .build()
     };
     // Probe the builder once outside actix so a failure is an error, not a panic.
-    if let Err(e) = runtime() {
-        eprintln!("error: cannot start the async runtime: {e}");
-        return None;
-    }
-    Some(actix::System::with_tokio_rt(move || {
+    runtime().map_err(|e| failed(format!("cannot start the async runtime: {e}")))?;
+    let system = actix::System::with_tokio_rt(move || {
         runtime().unwrap_or_else(|e| panic!("tokio runtime failed after a successful probe: {e}"))
-    }))
+    });
+    let code = system.block_on(async move {
+        let guard = crate::telemetry::init(&s.telemetry, "s3-lifecycled").map_err(usage)?;
+        let code = f(s).await;
+        if let Err(e) = guard.shutdown().await {
+            eprintln!("warning: {e}");
+        }
+        Ok(code)
+    });
+    if exit_now {
+        std::process::exit(exit(code));
+    }
+    code
 }
 
-/// A current-thread runtime for a one-shot command; `Err(EXIT_ERROR)` after
-/// printing why it could not start.
-pub(crate) fn one_shot_runtime() -> Result<tokio::runtime::Runtime, i32> {
+/// A current-thread runtime for a one-shot command.
+pub(crate) fn one_shot_runtime() -> Result<tokio::runtime::Runtime, Fail> {
     tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
-        .map_err(|e| {
-            eprintln!("error: cannot start the async runtime: {e}");
-            EXIT_ERROR
-        })
+        .map_err(|e| failed(format!("cannot start the async runtime: {e}")))
 }
 
 /// `--config` and `--filer` of the commands that read the filer directly.
@@ -199,31 +229,21 @@ pub struct FilerSource {
 }
 
 impl FilerSource {
-    /// [`load_settings`] of these flags; `Err(EXIT_USAGE)` after printing
-    /// why.
-    pub(crate) fn settings(&self) -> Result<crate::config::Settings, i32> {
-        load_settings(self.config.as_deref(), self.filer.as_deref()).map_err(|e| {
-            eprintln!("error: {e}");
-            EXIT_USAGE
-        })
-    }
-
-    /// [`FilerSource::settings`] and a [`one_shot_runtime`] to read the
-    /// filer with; `Err` is the exit code, after printing why.
-    pub(crate) fn settings_and_runtime(
+    /// Runs `f` on a [`one_shot_runtime`] with the settings of these flags
+    /// ([`load_settings`]; one that does not load is a usage error).
+    pub(crate) fn block_on<T>(
         &self,
-    ) -> Result<(crate::config::Settings, tokio::runtime::Runtime), i32> {
-        Ok((self.settings()?, one_shot_runtime()?))
+        f: impl AsyncFnOnce(&Settings) -> Result<T, Fail>,
+    ) -> Result<T, Fail> {
+        let s = load_settings(self.config.as_deref(), self.filer.as_deref())?;
+        one_shot_runtime()?.block_on(f(&s))
     }
 }
 
 /// Settings from `config` (and the environment), with `--filer` (a list)
 /// over `cluster.filer`.
-pub(crate) fn load_settings(
-    config: Option<&std::path::Path>,
-    filer: Option<&str>,
-) -> Result<crate::config::Settings, crate::config::ConfigError> {
-    let mut s = crate::config::Settings::load(config, std::env::vars())?;
+pub(crate) fn load_settings(config: Option<&Path>, filer: Option<&str>) -> Result<Settings, Fail> {
+    let mut s = Settings::load(config, std::env::vars()).map_err(usage)?;
     if let Some(f) = filer {
         s.cluster.filer = run_once::split_list(f);
     }
@@ -231,33 +251,86 @@ pub(crate) fn load_settings(
 }
 
 /// The first filer of `s` that answers (configured, or discovered from the
-/// master), over client TLS when `s` configures it: for the commands that read
-/// the filer directly (`cursor`, `journal`, `explain`, `rules preview`).
-/// Several filers serve the same namespace (docs/meta-log.md#several-filers).
-pub(crate) async fn first_filer(
-    s: &crate::config::Settings,
-) -> Result<crate::seaweed::filer::FilerClient, String> {
-    let tls = s.client_tls().map_err(|e| e.to_string())?;
-    first_filer_with(s, tls).await
-}
-
-/// [`first_filer`] with the client TLS already loaded.
+/// master), over client TLS `tls`: for the commands that read the filer
+/// directly (`cursor`, `journal`, `explain`, `rules preview`). Several
+/// filers serve the same namespace (docs/meta-log.md#several-filers).
 pub(crate) async fn first_filer_with(
-    s: &crate::config::Settings,
+    s: &Settings,
     tls: Option<crate::seaweed::tls::ClientTls>,
-) -> Result<crate::seaweed::filer::FilerClient, String> {
+) -> Result<FilerClient, Fail> {
     let members = crate::seaweed::discovery::resolve(&s.cluster.wanted(), tls.as_ref())
         .await
-        .map_err(|e| e.to_string())?;
+        .map_err(failed)?;
     let options = crate::seaweed::endpoint::EndpointOptions::seaweed().tls(tls);
     let mut errors = Vec::new();
     for addr in &members.filers {
-        match crate::seaweed::filer::FilerClient::connect_with(addr, &options).await {
+        match FilerClient::connect_with(addr, &options).await {
             Ok(c) => return Ok(c),
             Err(e) => errors.push(format!("filer {addr}: {e}")),
         }
     }
-    Err(errors.join("; "))
+    Err(failed(errors.join("; ")))
+}
+
+/// [`first_filer_with`] the client TLS `s` configures.
+pub(crate) async fn first_filer(s: &Settings) -> Result<FilerClient, Fail> {
+    first_filer_with(s, s.client_tls().map_err(failed)?).await
+}
+
+/// `bucket` as the filer of `client` holds it under the buckets root
+/// (`cluster.buckets_root`, else the filer's): the root and its rules.
+pub(crate) async fn bucket_info(
+    s: &Settings,
+    client: &FilerClient,
+    bucket: &str,
+) -> Result<(String, crate::seaweed::buckets::BucketInfo), Fail> {
+    let root = if s.cluster.buckets_root.is_empty() {
+        client.buckets_root().await.map_err(failed)?
+    } else {
+        s.cluster.buckets_root.trim_end_matches('/').to_string()
+    };
+    let entry = client.lookup(&root, bucket).await.map_err(failed)?;
+    let entry =
+        entry.ok_or_else(|| failed(format!("bucket {bucket} does not exist under {root}")))?;
+    let info = crate::seaweed::buckets::bucket_info(&entry)
+        .map_err(|e| failed(format!("bucket {bucket}: {}", e.reason)))?;
+    Ok((root, info))
+}
+
+/// `flag`'s RFC 3339 time in ns; a usage error naming the flag otherwise.
+pub(crate) fn parse_time(flag: &str, t: &str) -> Result<i64, Fail> {
+    crate::admin::parse_rfc3339_ns(t).map_err(|e| {
+        usage(format!(
+            "{flag}: `{t}` is not an RFC 3339 time such as 2026-01-02T03:04:05Z ({e})"
+        ))
+    })
+}
+
+/// A rule as the text output names it: its ID, else `#<position>`.
+pub(crate) fn rule_label(id: &str, position: usize) -> String {
+    if id.is_empty() {
+        format!("#{position}")
+    } else {
+        id.to_string()
+    }
+}
+
+/// `rule=<id>`, or `rule_hash=<hash>` for a rule without an ID.
+pub(crate) fn rule_kv(id: &str, hash: &str) -> String {
+    if id.is_empty() {
+        format!("rule_hash={hash}")
+    } else {
+        format!("rule={id}")
+    }
+}
+
+/// Prints `v` as pretty JSON when `json`, else `text(v)` as it is.
+pub(crate) fn print_json_or<T: Serialize>(json: bool, v: &T, text: impl FnOnce(&T) -> String) {
+    if json {
+        println!("{}", serde_json::to_string_pretty(v).unwrap_or_default());
+    } else {
+        print!("{}", text(v));
+    }
 }
 
 /// Runs the CLI and returns the process exit code.
@@ -273,27 +346,25 @@ pub fn main() -> i32 {
     if !matches!(cli.command, Command::Serve(_) | Command::Worker(_)) {
         die_quietly_on_closed_stdout();
     }
-    match cli.command {
-        Command::Rules {
-            command: RulesCommand::Check { file },
-        } => rules_check::run(&file),
-        Command::Rules {
-            command: RulesCommand::Preview(args),
-        } => rules_preview::run(&args),
+    exit(match cli.command {
+        Command::Rules { command } => match command {
+            RulesCommand::Check { file } => rules_check::run(&file),
+            RulesCommand::Preview(args) => rules_preview::run(&args),
+        },
         Command::RunOnce(args) => run_once::run(args),
         Command::Serve(args) => serve::run(args),
         Command::Worker(args) => worker::run(args),
-        Command::Trigger(args) => admin_client::run_trigger(&args),
-        Command::Status(args) => admin_client::run_status(&args),
-        Command::Pause(args) => admin_client::run_pause(&args),
-        Command::Resume(args) => admin_client::run_resume(&args),
-        Command::Approve(args) => admin_client::run_approve(&args),
+        Command::Trigger(args) => admin_client::trigger(&args),
+        Command::Status(args) => admin_client::status(&args),
+        Command::Pause(args) => admin_client::pause(&args),
+        Command::Resume(args) => admin_client::resume(&args),
+        Command::Approve(args) => admin_client::approve(&args),
         Command::Journal(args) => journal_cmd::run(&args),
         Command::Forecast(args) => forecast_cmd::run(&args),
         Command::Audit(args) => audit_cmd::run(&args),
         Command::Explain(args) => journal_cmd::run_explain(&args),
         Command::Cursor { command } => cursor_cmd::run(command),
-    }
+    })
 }
 
 /// Makes a one-shot command stop quietly when its stdout is closed (`cursor

@@ -16,6 +16,8 @@ use crate::engine::{
 };
 use crate::lifecycle::{self, FlatRule, Severity};
 
+use super::{EXIT_OK, EXIT_USAGE, Fail, failed, usage};
+
 /// The report printed on success.
 #[derive(Debug, Serialize)]
 pub struct Report {
@@ -27,7 +29,6 @@ pub struct Report {
     pub rules: Vec<RuleReport>,
 }
 
-/// One rule of the report.
 #[derive(Debug, Serialize)]
 pub struct RuleReport {
     /// `<ID>` (empty when absent).
@@ -42,12 +43,10 @@ pub struct RuleReport {
     pub actions: Vec<ActionReport>,
 }
 
-/// The effective filter of a rule.
 #[derive(Debug, Serialize)]
 pub struct FilterReport {
     /// Key prefix ("" = every key).
     pub prefix: String,
-    /// Required tags.
     pub tags: BTreeMap<String, String>,
     /// Strict lower size bound, if any.
     pub object_size_greater_than: Option<i64>,
@@ -55,7 +54,6 @@ pub struct FilterReport {
     pub object_size_less_than: Option<i64>,
 }
 
-/// One compiled action.
 #[derive(Debug, Serialize)]
 pub struct ActionReport {
     /// Action kind (metrics label form).
@@ -75,7 +73,6 @@ pub struct ActionReport {
     pub path: &'static str,
 }
 
-/// Result of checking one document.
 #[derive(Debug)]
 pub enum Checked {
     /// Valid: the report to print.
@@ -84,26 +81,18 @@ pub enum Checked {
     Invalid(Vec<String>),
 }
 
-/// Checks a document's bytes.
 pub fn check(bytes: &[u8]) -> Checked {
     let config = match lifecycle::parse(bytes) {
         Ok(c) => c,
         Err(e) => return Checked::Invalid(vec![e.to_string()]),
     };
-    let findings = lifecycle::validate(&config);
-    let errors: Vec<String> = findings
-        .iter()
-        .filter(|f| f.severity == Severity::Error)
-        .map(ToString::to_string)
-        .collect();
+    let (errors, warnings): (Vec<_>, Vec<_>) = lifecycle::validate(&config)
+        .into_iter()
+        .partition(|f| f.severity == Severity::Error);
+    let strings = |v: Vec<_>| v.iter().map(ToString::to_string).collect();
     if !errors.is_empty() {
-        return Checked::Invalid(errors);
+        return Checked::Invalid(strings(errors));
     }
-    let warnings = findings
-        .iter()
-        .filter(|f| f.severity == Severity::Warning)
-        .map(ToString::to_string)
-        .collect();
     let flat = config.flatten();
     let snap = Snapshot::compile(
         vec![BucketConfig {
@@ -123,14 +112,13 @@ pub fn check(bytes: &[u8]) -> Checked {
             .and_then(|r| r.action(a.bucket(), a.rule_hash(), a.kind()))
             .is_some()
     };
-    let rules = flat
-        .iter()
-        .map(|r| rule_report(r, &snap, &in_replay))
-        .collect();
     Checked::Valid(Report {
         valid: true,
-        warnings,
-        rules,
+        warnings: strings(warnings),
+        rules: flat
+            .iter()
+            .map(|r| rule_report(r, &snap, &in_replay))
+            .collect(),
     })
 }
 
@@ -140,12 +128,12 @@ fn rule_report(
     in_replay: &dyn Fn(&CompiledAction) -> bool,
 ) -> RuleReport {
     let hash = crate::engine::rule_hash(r);
+    let keep = r.newer_noncurrent_versions;
     let actions = crate::engine::rule_action_kinds(r)
         .into_iter()
         .map(|kind| {
-            let compiled = snap.action("check", hash, kind);
-            let path = match compiled {
-                Some(a) if a.mode() == RuleMode::Disabled => "disabled",
+            let enabled = |a: &&CompiledAction| a.mode() != RuleMode::Disabled;
+            let path = match snap.action("check", hash, kind).filter(enabled) {
                 Some(a) if in_replay(a) => "replay",
                 Some(_) => "walker",
                 None => "disabled",
@@ -157,12 +145,10 @@ fn rule_report(
                     r.expiration_date.and_then(|d| d.format(&Rfc3339).ok()),
                     None,
                 ),
-                ActionKind::NoncurrentDays => (
-                    Some(r.noncurrent_days),
-                    None,
-                    (r.newer_noncurrent_versions > 0).then_some(r.newer_noncurrent_versions),
-                ),
-                ActionKind::NewerNoncurrent => (None, None, Some(r.newer_noncurrent_versions)),
+                ActionKind::NoncurrentDays => {
+                    (Some(r.noncurrent_days), None, (keep > 0).then_some(keep))
+                }
+                ActionKind::NewerNoncurrent => (None, None, Some(keep)),
                 ActionKind::AbortMpu => (Some(r.abort_mpu_days), None, None),
                 ActionKind::ExpiredDeleteMarker => (None, None, None),
             };
@@ -191,44 +177,31 @@ fn rule_report(
 }
 
 /// Runs the subcommand: reads `file` (`-` = stdin), prints, returns the exit code.
-pub fn run(file: &Path) -> i32 {
+pub fn run(file: &Path) -> Result<i32, Fail> {
     let bytes = if file.as_os_str() == "-" {
         let mut b = Vec::new();
-        if let Err(e) = std::io::stdin().read_to_end(&mut b) {
-            eprintln!("error: reading standard input: {e}");
-            return super::EXIT_ERROR;
-        }
+        std::io::stdin()
+            .read_to_end(&mut b)
+            .map_err(|e| failed(format!("reading standard input: {e}")))?;
         b
     } else {
-        match std::fs::read(file) {
-            Ok(b) => b,
-            Err(e) => {
-                eprintln!("error: reading {}: {e}", file.display());
-                return super::EXIT_USAGE;
-            }
-        }
+        std::fs::read(file).map_err(|e| usage(format!("reading {}: {e}", file.display())))?
     };
     match check(&bytes) {
         Checked::Valid(report) => {
             for w in &report.warnings {
                 eprintln!("{w}");
             }
-            match serde_json::to_string_pretty(&report) {
-                Ok(j) => {
-                    println!("{j}");
-                    super::EXIT_OK
-                }
-                Err(e) => {
-                    eprintln!("error: encoding report: {e}");
-                    super::EXIT_ERROR
-                }
-            }
+            let j = serde_json::to_string_pretty(&report)
+                .map_err(|e| failed(format!("encoding report: {e}")))?;
+            println!("{j}");
+            Ok(EXIT_OK)
         }
         Checked::Invalid(errors) => {
             for e in errors {
                 println!("error: {e}");
             }
-            super::EXIT_USAGE
+            Ok(EXIT_USAGE)
         }
     }
 }

@@ -9,14 +9,13 @@ use std::path::PathBuf;
 use clap::Args;
 use futures::StreamExt as _;
 
-use super::{EXIT_ERROR, EXIT_OK, EXIT_USAGE};
+use super::{EXIT_OK, Fail, failed, parse_time, rule_label, usage};
 use crate::config::Settings;
 use crate::engine::preview::{Preview, Tally};
 use crate::engine::{Snapshot, walk};
 use crate::lifecycle::{self, Severity};
 use crate::status::format_time;
 
-/// `s3-lifecycled rules preview`.
 #[derive(Debug, Clone, Args)]
 #[command(mut_arg("config", |a| a.help("Configuration file (`cluster.*`, `time.*`)")))]
 pub struct PreviewArgs {
@@ -34,46 +33,25 @@ pub struct PreviewArgs {
     /// One JSON document on stdout instead of text.
     #[arg(long)]
     pub json: bool,
-    /// Where the filer is.
     #[command(flatten)]
     pub source: crate::cli::FilerSource,
 }
 
-/// Runs `rules preview`; returns the exit code.
-pub fn run(args: &PreviewArgs) -> i32 {
-    match prepare(args) {
-        Err(e) => {
-            eprintln!("error: {e}");
-            EXIT_USAGE
-        }
-        Ok((s, rules, at)) => {
-            let rt = match crate::cli::one_shot_runtime() {
-                Ok(rt) => rt,
-                Err(code) => return code,
-            };
-            match rt.block_on(preview(&s, args, rules, at)) {
-                Ok(p) => {
-                    print_preview(args, at, &p);
-                    EXIT_OK
-                }
-                Err(e) => {
-                    eprintln!("error: {e}");
-                    EXIT_ERROR
-                }
-            }
-        }
-    }
+pub fn run(args: &PreviewArgs) -> Result<i32, Fail> {
+    let (rules, at) = prepare(args).map_err(usage)?;
+    let p = args
+        .source
+        .block_on(async |s| preview(s, args, rules, at).await)?;
+    print_preview(args, at, &p);
+    Ok(EXIT_OK)
 }
 
-type Prepared = (Settings, Vec<lifecycle::FlatRule>, i64);
-
-fn prepare(args: &PreviewArgs) -> Result<Prepared, String> {
+/// The document's rules and the time to evaluate them at.
+fn prepare(args: &PreviewArgs) -> Result<(Vec<lifecycle::FlatRule>, i64), String> {
     crate::engine::safety::check_bucket_name(&args.bucket).map_err(|e| format!("--bucket: {e}"))?;
     let at = match &args.at {
         None => crate::clock::wall_ns(),
-        Some(t) => crate::admin::parse_rfc3339_ns(t).map_err(|e| {
-            format!("--at: `{t}` is not an RFC 3339 time such as 2026-01-02T03:04:05Z ({e})")
-        })?,
+        Some(t) => parse_time("--at", t).map_err(|(_, e)| e)?,
     };
     let bytes = if args.file.as_os_str() == "-" {
         let mut b = Vec::new();
@@ -96,9 +74,7 @@ fn prepare(args: &PreviewArgs) -> Result<Prepared, String> {
             errors.join("\n")
         ));
     }
-    let s = crate::cli::load_settings(args.source.config.as_deref(), args.source.filer.as_deref())
-        .map_err(|e| e.to_string())?;
-    Ok((s, config.flatten(), at))
+    Ok((config.flatten(), at))
 }
 
 async fn preview(
@@ -106,21 +82,10 @@ async fn preview(
     args: &PreviewArgs,
     rules: Vec<lifecycle::FlatRule>,
     at: i64,
-) -> Result<Preview, String> {
+) -> Result<Preview, Fail> {
     let client = crate::cli::first_filer(s).await?;
-    let root = if s.cluster.buckets_root.is_empty() {
-        client.buckets_root().await.map_err(|e| e.to_string())?
-    } else {
-        s.cluster.buckets_root.trim_end_matches('/').to_string()
-    };
     let bucket = &args.bucket;
-    let entry = client
-        .lookup(&root, bucket)
-        .await
-        .map_err(|e| e.to_string())?
-        .ok_or_else(|| format!("bucket {bucket} does not exist under {root}"))?;
-    let mut info = crate::seaweed::buckets::bucket_info(&entry)
-        .map_err(|e| format!("bucket {bucket}: {}", e.reason))?;
+    let (root, mut info) = crate::cli::bucket_info(s, &client, bucket).await?;
     // The document under preview replaces the installed one (not written).
     info.rules = rules;
     let time = s.time.time_config();
@@ -130,13 +95,10 @@ async fn preview(
         .iter()
         .flat_map(|b| b.actions().iter())
         .map(|a| {
-            let r = a.rule();
-            let label = if r.id.is_empty() {
-                format!("#{}", r.position)
-            } else {
-                r.id.clone()
-            };
-            ((a.rule_hash(), a.kind()), label)
+            (
+                (a.rule_hash(), a.kind()),
+                rule_label(&a.rule().id, a.rule().position),
+            )
         })
         .collect();
     let day_ns = i64::try_from(time.day.as_nanos()).unwrap_or(i64::MAX);
@@ -145,7 +107,7 @@ async fn preview(
     let mut p = Preview::new(args.days);
     let mut items = crate::seaweed::lister::list_bucket(&client, &root, bucket);
     while let Some(item) = items.next().await {
-        let item = item.map_err(|e| format!("listing bucket {bucket}: {e}"))?;
+        let item = item.map_err(|e| failed(format!("listing bucket {bucket}: {e}")))?;
         let matches = walk::evaluate(&view, bucket, &item, horizon);
         // An upload's bytes are its parts, files inside its directory: one
         // more listing, only for uploads the document would abort.
@@ -173,14 +135,11 @@ async fn preview(
 
 /// Bytes of the part files in an upload's directory
 /// (docs/filer-layout.md#multipart-uploads).
-async fn parts_bytes(
-    client: &crate::seaweed::filer::FilerClient,
-    dir: &str,
-) -> Result<u64, String> {
+async fn parts_bytes(client: &crate::seaweed::filer::FilerClient, dir: &str) -> Result<u64, Fail> {
     let mut total = 0u64;
     let mut parts = std::pin::pin!(client.list_all(dir, crate::seaweed::filer::DEFAULT_PAGE));
     while let Some(e) = parts.next().await {
-        let e = e.map_err(|e| format!("listing upload {dir}: {e}"))?;
+        let e = e.map_err(|e| failed(format!("listing upload {dir}: {e}")))?;
         if !e.is_directory {
             total = total.saturating_add(e.attributes.as_ref().map_or(0, |a| a.file_size));
         }

@@ -10,21 +10,19 @@ use serde_json::{Value, json};
 use time::OffsetDateTime;
 use time::format_description::well_known::Rfc3339;
 
-use crate::cli::run_error;
-use crate::cli::{EXIT_ERROR, EXIT_HALTED, EXIT_OK, EXIT_USAGE};
+use crate::cli::{EXIT_ERROR, EXIT_HALTED, EXIT_OK, Fail};
+use crate::cli::{exit, load_settings, run_error, usage, with_telemetry};
 use crate::config::{Settings, parse_shards};
 use crate::engine::{DeleteOutcome, Nanos};
 use crate::pass::observe::{PassObserver, log_pass_finished};
 use crate::pass::options::PassOptions;
-use crate::pass::report::Counters;
-use crate::pass::report::PassResult;
-use crate::pass::runner::PassRunner;
-use crate::pass::runner::RunError;
+use crate::pass::report::{Counters, PassResult};
+use crate::pass::runner::{PassRunner, RunError};
 use crate::status::RunOutcome;
 
-/// `run-once` flags.
-#[derive(Debug, Clone, Args)]
-pub struct RunOnceArgs {
+/// The cluster flags of `run-once`, which `serve` takes as they are.
+#[derive(Debug, Clone, Default, Args)]
+pub struct ClusterArgs {
     /// TOML configuration file (optional; defaults apply without one).
     #[arg(long)]
     pub config: Option<PathBuf>,
@@ -44,6 +42,12 @@ pub struct RunOnceArgs {
     /// Buckets to act on, comma-separated (overrides `pass.buckets`).
     #[arg(long)]
     pub buckets: Option<String>,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct RunOnceArgs {
+    #[command(flatten)]
+    pub cluster: ClusterArgs,
     /// Evaluate the pass as of this RFC 3339 time instead of the wall clock.
     #[arg(long)]
     pub now: Option<String>,
@@ -55,12 +59,6 @@ pub struct RunOnceArgs {
     pub json: bool,
 }
 
-/// A usage or configuration problem: message names the key or flag.
-fn usage(msg: impl std::fmt::Display) -> i32 {
-    eprintln!("error: {msg}");
-    EXIT_USAGE
-}
-
 /// A comma-separated flag value as a list (`--filer a:1,b:2`).
 pub fn split_list(v: &str) -> Vec<String> {
     v.split(',')
@@ -70,13 +68,10 @@ pub fn split_list(v: &str) -> Vec<String> {
         .collect()
 }
 
-/// Loads settings (file, environment, flags) and validates them.
-pub fn settings(args: &RunOnceArgs) -> Result<Settings, String> {
-    let mut s =
-        Settings::load(args.config.as_deref(), std::env::vars()).map_err(|e| e.to_string())?;
-    if let Some(f) = &args.filer {
-        s.cluster.filer = split_list(f);
-    }
+/// Loads settings (file, environment, flags) and validates them; a usage
+/// error otherwise.
+pub fn settings(args: &ClusterArgs) -> Result<Settings, Fail> {
+    let mut s = load_settings(args.config.as_deref(), args.filer.as_deref())?;
     if let Some(g) = &args.s3_grpc {
         s.cluster.s3_grpc = split_list(g);
     }
@@ -84,16 +79,11 @@ pub fn settings(args: &RunOnceArgs) -> Result<Settings, String> {
         s.cluster.security_toml = p.display().to_string();
     }
     if let Some(sh) = &args.shards {
-        parse_shards(sh).map_err(|m| format!("flag --shards: {m}"))?;
+        parse_shards(sh).map_err(|m| usage(format!("flag --shards: {m}")))?;
         s.pass.shards = sh.clone();
     }
     if let Some(b) = &args.buckets {
-        s.pass.buckets = b
-            .split(',')
-            .map(str::trim)
-            .filter(|x| !x.is_empty())
-            .map(str::to_string)
-            .collect();
+        s.pass.buckets = split_list(b);
     }
     // RUST_LOG, when set, wins over `telemetry.log_filter` (debugging one run).
     if let Ok(f) = std::env::var("RUST_LOG")
@@ -101,14 +91,20 @@ pub fn settings(args: &RunOnceArgs) -> Result<Settings, String> {
     {
         s.telemetry.log_filter = f;
     }
-    s.validate().map_err(|e| e.to_string())?;
+    s.validate().map_err(usage)?;
     Ok(s)
 }
 
-/// Parses `--now`.
-pub fn parse_now(s: &str) -> Result<Nanos, String> {
+/// `pass.shards` of `s`, parsed; a usage error naming the key otherwise.
+pub fn shards(s: &Settings) -> Result<Vec<u8>, Fail> {
+    parse_shards(&s.pass.shards).map_err(|e| usage(format!("configuration key `pass.shards`: {e}")))
+}
+
+pub fn parse_now(s: &str) -> Result<Nanos, Fail> {
     crate::admin::parse_rfc3339_ns(s).map_err(|e| {
-        format!("flag --now: `{s}` is not an RFC 3339 time such as 2026-01-31T00:00:00Z ({e})")
+        usage(format!(
+            "flag --now: `{s}` is not an RFC 3339 time such as 2026-01-31T00:00:00Z ({e})"
+        ))
     })
 }
 
@@ -119,23 +115,13 @@ fn rfc3339(ns: Nanos) -> String {
         .unwrap_or_else(|| ns.to_string())
 }
 
-/// Runs the subcommand and returns the exit code.
-pub fn run(args: RunOnceArgs) -> i32 {
-    let s = match settings(&args) {
-        Ok(s) => s,
-        Err(e) => return usage(e),
-    };
+pub fn run(args: RunOnceArgs) -> Result<i32, Fail> {
+    let s = settings(&args.cluster)?;
     let now = match &args.now {
-        Some(n) => match parse_now(n) {
-            Ok(v) => v,
-            Err(e) => return usage(e),
-        },
+        Some(n) => parse_now(n)?,
         None => crate::clock::wall_ns(),
     };
-    let shards = match parse_shards(&s.pass.shards) {
-        Ok(v) => v,
-        Err(e) => return usage(format!("configuration key `pass.shards`: {e}")),
-    };
+    let shards = shards(&s)?;
     // A preview or a test may look ahead; one loud line so nobody runs it against
     // production data by accident (`serve` refuses such a trigger outright).
     if let Some(ahead) = crate::service::far_future(now, crate::clock::wall_ns()) {
@@ -150,82 +136,50 @@ pub fn run(args: RunOnceArgs) -> i32 {
             },
         );
     }
-    let Some(sys) = super::actix_system() else {
-        return EXIT_ERROR;
-    };
-    let json = args.json;
-    let dry_run = args.dry_run;
-    sys.block_on(async move {
-        let guard = match crate::telemetry::init(&s.telemetry, "s3-lifecycled") {
-            Ok(g) => g,
-            Err(e) => return usage(e),
-        };
-        let code = pass(s, now, shards, dry_run, json).await;
-        if let Err(e) = guard.shutdown().await {
-            eprintln!("warning: {e}");
-        }
-        code
-    })
+    with_telemetry(s, false, async |s| exit(pass(s, now, shards, &args).await))
 }
 
-async fn pass(s: Settings, now: Nanos, shards: Vec<u8>, dry_run: bool, json: bool) -> i32 {
-    if !dry_run && let Err(e) = crate::plugin::enforcer::one_enforcer(&s).await {
-        return usage(e);
+async fn pass(s: Settings, now: Nanos, shards: Vec<u8>, args: &RunOnceArgs) -> Result<i32, Fail> {
+    let dry_run = args.dry_run;
+    if !dry_run {
+        crate::plugin::enforcer::one_enforcer(&s)
+            .await
+            .map_err(usage)?;
     }
-    let tls = match s.client_tls() {
-        Ok(t) => t,
-        Err(e) => return usage(e),
+    let tls = s.client_tls().map_err(usage)?;
+    let result = async {
+        let runner = PassRunner::connect(&s, tls.clone(), PassObserver::default()).await?;
+        let run_id = crate::pass::new_run_id();
+        let opts = PassOptions {
+            now,
+            shards,
+            dry_run,
+            settings: s.clone(),
+            run_id: run_id.clone(),
+            stop: Default::default(),
+        };
+        let result = runner.run(opts).await?;
+        Ok::<_, RunError>(report(&result, &run_id, dry_run, args.json))
     };
-    let addrs: Vec<String> = s
+    let (code, error) = match result.await {
+        Ok(EXIT_OK) => return Ok(EXIT_OK),
+        Ok(code) => (code, None),
+        Err(e) => (run_error(&e), Some(e)),
+    };
+    // A handshake refused somewhere surfaces as a transport error deep in the
+    // pass; name the TLS cause and exit with its code instead
+    // (docs/tls.md#how-failures-surface).
+    let addrs: Vec<&str> = s
         .cluster
         .filer
         .iter()
         .chain(&s.cluster.s3_grpc)
-        .cloned()
+        .map(String::as_str)
         .collect();
-    let (code, error) = match pass_with(s, now, shards, dry_run, json, tls.clone()).await {
-        Ok(code) => (code, None),
-        Err(e) => (run_error(&e), Some(e)),
-    };
-    if code == EXIT_OK {
-        return code;
+    match crate::cli::tls::diagnose(tls.as_ref(), &addrs, error.as_ref()).await {
+        Some((msg, tls_code)) => Err((tls_code, msg)),
+        None => Ok(code),
     }
-    // A handshake refused somewhere surfaces as a transport error deep in the
-    // pass; name the TLS cause and exit with its code instead
-    // (docs/tls.md#how-failures-surface).
-    let addrs: Vec<&str> = addrs.iter().map(String::as_str).collect();
-    let error = error
-        .as_ref()
-        .map(|e| e as &(dyn std::error::Error + 'static));
-    match crate::cli::tls::diagnose(tls.as_ref(), &addrs, error).await {
-        Some((msg, tls_code)) => {
-            eprintln!("error: {msg}");
-            tls_code
-        }
-        None => code,
-    }
-}
-
-async fn pass_with(
-    s: Settings,
-    now: Nanos,
-    shards: Vec<u8>,
-    dry_run: bool,
-    json: bool,
-    tls: Option<crate::seaweed::tls::ClientTls>,
-) -> Result<i32, RunError> {
-    let runner = PassRunner::connect(&s, tls, PassObserver::default()).await?;
-    let run_id = crate::pass::new_run_id();
-    let opts = PassOptions {
-        now,
-        shards,
-        dry_run,
-        settings: s,
-        run_id: run_id.clone(),
-        stop: Default::default(),
-    };
-    let result = runner.run(opts).await?;
-    Ok(report(&result, &run_id, dry_run, json))
 }
 
 /// The counters as `key=value`s from `matches` on, the same on each shard's
@@ -344,23 +298,6 @@ fn render(r: &PassResult, run_id: &str, dry_run: bool, json_out: bool) -> Vec<St
     let outcome = r.outcome();
     let freed = r.freed();
     if json_out {
-        let shards: Vec<_> = r
-            .shards
-            .iter()
-            .map(|s| {
-                let rep = &s.report;
-                counters_json(&rep.counters, json!({
-                    "shard": rep.shard,
-                    "outcome": rep.outcome.as_str(),
-                    "buckets": rep.buckets,
-                    "rules": rep.rules,
-                    "walker_ran": rep.walker_ran,
-                    "recovery": rep.recovery.iter().map(|(b, why)| json!({"bucket": b, "reason": why.as_str()})).collect::<Vec<_>>(),
-                    "halt_reason": rep.halt_reason,
-                    "duration_ms": s.duration.as_millis() as u64,
-                }))
-            })
-            .collect();
         let doc = json!({
             "run_id": run_id,
             "now": rfc3339(r.now),
@@ -379,7 +316,16 @@ fn render(r: &PassResult, run_id: &str, dry_run: bool, json_out: bool) -> Vec<St
             "deleted": crate::engine::reclaim::rows(&freed),
             "deleted_bytes": crate::engine::reclaim::total(&freed).bytes,
             "reclaim": r.reclaim,
-            "shards": shards,
+            "shards": r.shards.iter().map(|s| (&s.report, s.duration)).map(|(rep, d)| counters_json(&rep.counters, json!({
+                "shard": rep.shard,
+                "outcome": rep.outcome.as_str(),
+                "buckets": rep.buckets,
+                "rules": rep.rules,
+                "walker_ran": rep.walker_ran,
+                "recovery": rep.recovery.iter().map(|(b, why)| json!({"bucket": b, "reason": why.as_str()})).collect::<Vec<_>>(),
+                "halt_reason": rep.halt_reason,
+                "duration_ms": d.as_millis() as u64,
+            }))).collect::<Vec<_>>(),
             "replay": {
                 "events_read": r.replay.events_read,
                 "batches": r.replay.batches,

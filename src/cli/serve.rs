@@ -12,14 +12,13 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use clap::Args;
 use tokio::sync::watch;
 
 use crate::admin::auth::{AdminToken, require_auth_beyond_loopback};
 use crate::admin::{self, AdminHealth};
-use crate::cli::run_once::{RunOnceArgs, settings};
-use crate::cli::{EXIT_ERROR, EXIT_OK, EXIT_USAGE};
-use crate::config::{Settings, parse_shards};
+use crate::cli::run_once::{ClusterArgs, settings, shards};
+use crate::cli::{EXIT_ERROR, EXIT_OK, Fail, exit, failed, usage, with_telemetry};
+use crate::config::Settings;
 use crate::http::{self, HttpState, Readiness};
 use crate::metrics::Metrics;
 use crate::pass::observe::{PassObserver, StatusBoard};
@@ -28,107 +27,31 @@ use crate::pass::runner::{PassRunner, RunError, connect_cluster};
 use crate::seaweed::tls::ClientTls;
 use crate::service::{Backend, Service};
 
-/// `serve` flags (the cluster flags of `run-once`).
-#[derive(Debug, Clone, Args)]
-pub struct ServeArgs {
-    /// TOML configuration file (optional; defaults apply without one).
-    #[arg(long)]
-    pub config: Option<std::path::PathBuf>,
-    /// Filer gRPC address (overrides `cluster.filer`).
-    #[arg(long)]
-    pub filer: Option<String>,
-    /// S3 gateway gRPC address (overrides `cluster.s3_grpc`).
-    #[arg(long = "s3-grpc")]
-    pub s3_grpc: Option<String>,
-    /// SeaweedFS security.toml to take the gRPC TLS material from
-    /// (overrides `cluster.security_toml`; `WEED_GRPC_*` variables apply).
-    #[arg(long = "security-toml")]
-    pub security_toml: Option<std::path::PathBuf>,
-    /// Shards to run: `0-15` or `a,b,c` (overrides `pass.shards`).
-    #[arg(long)]
-    pub shards: Option<String>,
-    /// Buckets to act on, comma-separated (overrides `pass.buckets`).
-    #[arg(long)]
-    pub buckets: Option<String>,
-}
-
-fn usage(msg: impl std::fmt::Display) -> i32 {
-    eprintln!("error: {msg}");
-    EXIT_USAGE
-}
-
 /// How long to wait between attempts to reach the cluster at start.
 const CONNECT_RETRY: Duration = Duration::from_secs(2);
 
-/// Runs the subcommand and returns the exit code.
-pub fn run(args: ServeArgs) -> i32 {
-    let s = match settings(&RunOnceArgs {
-        config: args.config,
-        filer: args.filer,
-        s3_grpc: args.s3_grpc,
-        security_toml: args.security_toml,
-        shards: args.shards,
-        buckets: args.buckets,
-        now: None,
-        dry_run: false,
-        json: false,
-    }) {
-        Ok(s) => s,
-        Err(e) => return usage(e),
-    };
-    let shards = match parse_shards(&s.pass.shards) {
-        Ok(v) => v,
-        Err(e) => return usage(format!("configuration key `pass.shards`: {e}")),
-    };
-    let tls = match s.client_tls() {
-        Ok(t) => t,
-        Err(e) => return usage(e),
-    };
-    if let Err(e) = crate::plugin::enforcer::check_config(&s) {
-        return usage(e);
-    }
-    let token = match admin_token(&s) {
-        Ok(t) => t,
-        Err(e) => return usage(e),
-    };
-    let Some(sys) = super::actix_system() else {
-        return EXIT_ERROR;
-    };
-    let code = sys.block_on(async move {
-        let guard = match crate::telemetry::init(&s.telemetry, "s3-lifecycled") {
-            Ok(g) => g,
-            Err(e) => return usage(e),
-        };
-        let code = serve(s, shards, tls, token).await;
-        if let Err(e) = guard.shutdown().await {
-            eprintln!("warning: {e}");
-        }
-        code
-    });
-    // Past the shutdown deadline work may still be queued on the runtime;
-    // exit now rather than wait for it.
-    std::process::exit(code)
+pub fn run(args: ClusterArgs) -> Result<i32, Fail> {
+    let s = settings(&args)?;
+    let shards = shards(&s)?;
+    let tls = s.client_tls().map_err(usage)?;
+    crate::plugin::enforcer::check_config(&s).map_err(usage)?;
+    let token = admin_token(&s).map_err(usage)?;
+    with_telemetry(s, true, async |s| exit(serve(s, shards, tls, token).await))
 }
 
 /// The admin token, and the rule that a bind beyond loopback needs one
 /// (docs/admin-auth.md). `Err` is a configuration message (exit 2).
 fn admin_token(s: &Settings) -> Result<Option<AdminToken>, String> {
     let path = s.service.admin_token_file.trim();
-    let token = if path.is_empty() {
-        None
-    } else {
-        Some(AdminToken::from_file(std::path::Path::new(path))?)
-    };
-    require_auth_beyond_loopback(
-        "service.admin_listen",
-        &s.service.admin_listen,
-        token.as_ref(),
-    )?;
-    require_auth_beyond_loopback(
-        "service.http_listen",
-        &s.service.http_listen,
-        token.as_ref(),
-    )?;
+    let token = (!path.is_empty())
+        .then(|| AdminToken::from_file(std::path::Path::new(path)))
+        .transpose()?;
+    for (key, addr) in [
+        ("service.admin_listen", &s.service.admin_listen),
+        ("service.http_listen", &s.service.http_listen),
+    ] {
+        require_auth_beyond_loopback(key, addr, token.as_ref())?;
+    }
     Ok(token)
 }
 
@@ -137,16 +60,10 @@ async fn serve(
     shards: Vec<u8>,
     tls: Option<ClientTls>,
     token: Option<AdminToken>,
-) -> i32 {
+) -> Result<i32, Fail> {
     // Handlers first: a signal during start-up must not kill the process
     // with the default action.
-    let signals = match Signals::install() {
-        Ok(sig) => sig,
-        Err(e) => {
-            eprintln!("error: cannot install signal handlers: {e}");
-            return EXIT_ERROR;
-        }
-    };
+    let signals = Signals::install()?;
     let metrics = Metrics::new();
     metrics.init_shards(&shards);
     let readiness = Readiness::new();
@@ -158,14 +75,8 @@ async fn serve(
         let _ = rx.wait_for(|v| *v).await;
     };
 
-    let http_listener = match bind_http(&s.service.http_listen).await {
-        Ok(l) => l,
-        Err(e) => return usage(e),
-    };
-    let admin_listener = match admin::bind(&s.service.admin_listen).await {
-        Ok(l) => l,
-        Err(e) => return usage(e),
-    };
+    let http_listener = bind_http(&s.service.http_listen).await.map_err(usage)?;
+    let admin_listener = admin::bind(&s.service.admin_listen).await.map_err(usage)?;
     if let Ok(a) = http_listener.local_addr() {
         tracing::info!(addr = %a, "HTTP listening: status page at http://{a}/");
     }
@@ -178,7 +89,7 @@ async fn serve(
     let (cluster, deletes) = loop {
         match connect_cluster(&s, tls.clone()).await {
             Ok(c) => break c,
-            Err(RunError::Config(e)) => return usage(e),
+            Err(RunError::Config(e)) => return Err(usage(e)),
             Err(e) => {
                 // Name a TLS cause (plaintext against a TLS port, a refused
                 // certificate) rather than a bare transport error.
@@ -192,7 +103,7 @@ async fn serve(
                 if signals.sleep_or_signal(CONNECT_RETRY).await {
                     let _ = shut_tx.send(true);
                     let _ = http_task.await;
-                    return EXIT_OK;
+                    return Ok(EXIT_OK);
                 }
             }
         }
@@ -225,19 +136,14 @@ async fn serve(
     ));
 
     // Ready once the cluster answers a bucket scan.
-    loop {
-        match cluster.buckets().await {
-            Ok(_) => break,
-            Err(e) => {
-                readiness.set_not_ready(format!("bucket scan failed: {e}"));
-                tracing::warn!(error = %e, "bucket scan failed; retrying");
-                if signals.sleep_or_signal(CONNECT_RETRY).await {
-                    let _ = shut_tx.send(true);
-                    let _ = admin_task.await;
-                    let _ = http_task.await;
-                    return EXIT_OK;
-                }
-            }
+    while let Err(e) = cluster.buckets().await {
+        readiness.set_not_ready(format!("bucket scan failed: {e}"));
+        tracing::warn!(error = %e, "bucket scan failed; retrying");
+        if signals.sleep_or_signal(CONNECT_RETRY).await {
+            let _ = shut_tx.send(true);
+            let _ = admin_task.await;
+            let _ = http_task.await;
+            return Ok(EXIT_OK);
         }
     }
     service.attach_controls(cluster.clone(), obs).await;
@@ -291,7 +197,7 @@ async fn serve(
         let _ = http_task.await;
     };
     let _ = tokio::time::timeout(Duration::from_secs(2), servers).await;
-    code
+    Ok(code)
 }
 
 async fn bind_http(addr: &str) -> Result<tokio::net::TcpListener, String> {
@@ -312,13 +218,15 @@ impl Signals {
         self.0.clone()
     }
 
-    pub(crate) fn install() -> std::io::Result<Signals> {
+    pub(crate) fn install() -> Result<Signals, Fail> {
         let (tx, rx) = watch::channel(None);
         #[cfg(unix)]
         {
             use tokio::signal::unix::{SignalKind, signal};
-            let mut term = signal(SignalKind::terminate())?;
-            let mut int = signal(SignalKind::interrupt())?;
+            let refused =
+                |e: std::io::Error| failed(format!("cannot install signal handlers: {e}"));
+            let mut term = signal(SignalKind::terminate()).map_err(refused)?;
+            let mut int = signal(SignalKind::interrupt()).map_err(refused)?;
             tokio::spawn(async move {
                 let name = tokio::select! {
                     _ = term.recv() => "SIGTERM",

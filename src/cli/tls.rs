@@ -9,7 +9,6 @@ use crate::cli::{
 use crate::seaweed::tls::{ClientTls, HandshakeError, first_tls_cause};
 use crate::seaweed::tls_failure::TlsFailure;
 
-/// The exit code of a TLS failure.
 pub fn exit_code(f: &TlsFailure) -> i32 {
     match f {
         TlsFailure::Required => EXIT_TLS_REQUIRED,
@@ -30,9 +29,9 @@ pub fn exit_code(f: &TlsFailure) -> i32 {
 pub async fn diagnose(
     tls: Option<&ClientTls>,
     addrs: &[&str],
-    error: Option<&(dyn std::error::Error + 'static)>,
+    error: Option<&(impl std::error::Error + 'static)>,
 ) -> Option<(String, i32)> {
-    let carried = error.and_then(HandshakeError::find);
+    let carried = error.and_then(|e| HandshakeError::find(e));
     if let Some(h) = carried.filter(|h| !matches!(h.failure, TlsFailure::ClientCertificate(_))) {
         return Some((h.to_string(), exit_code(&h.failure)));
     }

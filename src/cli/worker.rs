@@ -7,12 +7,12 @@ use std::path::PathBuf;
 
 use clap::Args;
 
-use crate::cli::run_once::{RunOnceArgs, settings};
+use crate::cli::run_once::{ClusterArgs, settings};
 use crate::cli::serve::Signals;
-use crate::cli::{EXIT_ERROR, EXIT_OK, EXIT_USAGE};
+use crate::cli::{EXIT_OK, Fail, exit, usage, with_telemetry};
+use crate::config::Settings;
 use crate::plugin::worker::WorkerError;
 
-/// `worker` flags.
 #[derive(Debug, Clone, Args)]
 pub struct WorkerArgs {
     /// The `weed admin` address: `host:httpPort` (gRPC = HTTP + 10000) or
@@ -31,27 +31,11 @@ pub struct WorkerArgs {
     pub state_dir: Option<PathBuf>,
 }
 
-fn usage(msg: impl std::fmt::Display) -> i32 {
-    eprintln!("error: {msg}");
-    EXIT_USAGE
-}
-
-/// Runs the subcommand and returns the exit code.
-pub fn run(args: WorkerArgs) -> i32 {
-    let mut s = match settings(&RunOnceArgs {
+pub fn run(args: WorkerArgs) -> Result<i32, Fail> {
+    let mut s = settings(&ClusterArgs {
         config: args.config,
-        filer: None,
-        s3_grpc: None,
-        shards: None,
-        buckets: None,
-        now: None,
-        dry_run: false,
-        json: false,
-        security_toml: None,
-    }) {
-        Ok(s) => s,
-        Err(e) => return usage(e),
-    };
+        ..Default::default()
+    })?;
     if let Some(a) = args.admin {
         s.weed_admin.address = a;
     }
@@ -62,45 +46,22 @@ pub fn run(args: WorkerArgs) -> i32 {
         s.weed_admin.state_dir = d.display().to_string();
     }
     if s.weed_admin.address.trim().is_empty() {
-        return usage(
+        return Err(usage(
             "no weed admin to connect to: give --admin HOST:PORT[.GRPC] or set weed_admin.address",
-        );
+        ));
     }
-    if let Err(e) = s.validate() {
-        return usage(e);
-    }
-    if let Err(e) = crate::plugin::enforcer::check_config(&s) {
-        return usage(e);
-    }
-    let Some(sys) = super::actix_system() else {
-        return EXIT_ERROR;
-    };
-    let code = sys.block_on(async move {
-        let signals = match Signals::install() {
-            Ok(sig) => sig,
-            Err(e) => {
-                eprintln!("error: cannot install signal handlers: {e}");
-                return EXIT_ERROR;
-            }
-        };
-        let guard = match crate::telemetry::init(&s.telemetry, "s3-lifecycled") {
-            Ok(g) => g,
-            Err(e) => return usage(e),
-        };
-        let code = match crate::plugin::worker::run(s, signals.receiver()).await {
-            Ok(()) => EXIT_OK,
-            Err(e) => {
-                eprintln!("error: {e}");
-                match &e {
-                    WorkerError::Config(_) => EXIT_USAGE,
-                    WorkerError::Tls { failure, .. } => super::tls::exit_code(failure),
-                }
-            }
-        };
-        if let Err(e) = guard.shutdown().await {
-            eprintln!("warning: {e}");
-        }
-        code
-    });
-    std::process::exit(code)
+    s.validate().map_err(usage)?;
+    crate::plugin::enforcer::check_config(&s).map_err(usage)?;
+    with_telemetry(s, true, async |s| exit(work(s).await))
+}
+
+async fn work(s: Settings) -> Result<i32, Fail> {
+    let signals = Signals::install()?;
+    crate::plugin::worker::run(s, signals.receiver())
+        .await
+        .map_err(|e| match &e {
+            WorkerError::Config(_) => usage(e),
+            WorkerError::Tls { failure, .. } => (super::tls::exit_code(failure), e.to_string()),
+        })?;
+    Ok(EXIT_OK)
 }
