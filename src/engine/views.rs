@@ -7,24 +7,6 @@ use std::time::Duration;
 
 use crate::engine::{ActionKind, CompiledAction, RuleMode, Snapshot};
 
-/// Where one base action goes in [`Snapshot::rules_for_shard`].
-enum Partition {
-    Replay,
-    Walk,
-}
-
-/// Which view an action belongs to; `None` for actions in no view (Disabled).
-fn partition(action: &CompiledAction, retention_window: Duration) -> Option<Partition> {
-    if action.mode() == RuleMode::Disabled {
-        return None;
-    }
-    if replay_eligible(action, retention_window) {
-        Some(Partition::Replay)
-    } else {
-        Some(Partition::Walk)
-    }
-}
-
 /// A replay kind whose TTL is known (non-zero) and fits the retention window:
 /// its triggering events are still in the meta-log, so replay can serve it.
 /// A zero window (no retention information) sends every replay kind to walk.
@@ -32,11 +14,9 @@ fn partition(action: &CompiledAction, retention_window: Duration) -> Option<Part
 /// promoted hash can never disagree.
 ///
 /// A NoncurrentDays action whose rule also sets NewerNoncurrentVersions is
-/// never replay-eligible: whether it fires depends on how many newer noncurrent
-/// versions exist *now*, which one meta-log event cannot tell (the Go router
-/// lists siblings per event for this). The walker sees all versions of a key
-/// at once, so it serves this action every pass. Deviation from the design's
-/// partition table (docs/design-deviations.md#newer-noncurrent-walks).
+/// never replay-eligible: whether it fires depends on how many newer
+/// noncurrent versions exist *now*, which one event cannot tell
+/// (docs/design-deviations.md#newer-noncurrent-walks).
 pub(crate) fn replay_eligible(action: &CompiledAction, retention_window: Duration) -> bool {
     let ttl = action.ttl();
     action.kind().is_replay_kind()
@@ -56,9 +36,8 @@ impl Snapshot {
     /// - walk: everything else that is not Disabled, cloned active. Walker
     ///   kinds keep their mode (ScanAtDate stays ScanAtDate); a replay kind
     ///   that lands here (TTL beyond the retention window) becomes
-    ///   [`RuleMode::ScanOnly`] so logs and `rules check` show why it walks.
-    ///   (Go preserves the mode here; the walker accepts any non-Disabled
-    ///   mode, so the difference is only in what is reported.)
+    ///   [`RuleMode::ScanOnly`] so logs and `rules check` show why it walks
+    ///   (docs/design-deviations.md#views-and-partition).
     ///
     /// Disabled actions are in neither view. An empty view is `None`. Buckets
     /// with no action in a view are left out of it.
@@ -78,19 +57,14 @@ impl Snapshot {
             let mut bucket_replay = Vec::new();
             let mut bucket_walk = Vec::new();
             for action in bucket.actions() {
-                match partition(action, retention_window) {
-                    None => {}
-                    Some(Partition::Replay) => {
-                        bucket_replay.push(clone_for_view(action, RuleMode::EventDriven));
-                    }
-                    Some(Partition::Walk) => {
-                        let mode = if action.kind().is_replay_kind() {
-                            RuleMode::ScanOnly
-                        } else {
-                            action.mode()
-                        };
-                        bucket_walk.push(clone_for_view(action, mode));
-                    }
+                if action.mode() == RuleMode::Disabled {
+                    continue;
+                } else if replay_eligible(action, retention_window) {
+                    bucket_replay.push(clone_for_view(action, RuleMode::EventDriven));
+                } else if action.kind().is_replay_kind() {
+                    bucket_walk.push(clone_for_view(action, RuleMode::ScanOnly));
+                } else {
+                    bucket_walk.push(clone_for_view(action, action.mode()));
                 }
             }
             if !bucket_replay.is_empty() {
