@@ -242,15 +242,12 @@ pub fn resolve_deferred(
         size: size_of(entry),
         is_latest,
         is_delete_marker: is_delete_marker(entry),
-        num_versions: 0,
-        noncurrent_since: None,
-        noncurrent_index: None,
         tags: if rule.tags.is_empty() {
             BTreeMap::new()
         } else {
             filter::tags_of(entry)
         },
-        is_mpu_init: false,
+        ..ObjectInfo::default()
     };
     let due = match (&lookup.expect, m.kind) {
         (Expect::NullVersion, ActionKind::NoncurrentDays) => {

@@ -19,6 +19,7 @@ use crate::engine::progress::subject_of;
 use crate::engine::versions::{
     is_delete_marker, mtime_known, mtime_ns, noncurrent_since_of, size_of, version_id_of,
 };
+use crate::engine::walk::{under_reserved, upload_dest};
 use crate::engine::{
     ActionKind, CompiledAction, EntryIdentity, Nanos, RuleMode, Snapshot, TimeConfig, filter, keys,
     shard_id,
@@ -28,7 +29,6 @@ use crate::pb::filer_pb::Entry;
 /// The result of routing one event.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Routed {
-    /// Bucket the event is in.
     pub bucket: String,
     /// Physical key of the event (`k.versions/v_<id>`, `.uploads/<id>`, …).
     pub key: String,
@@ -133,12 +133,6 @@ impl Subject<'_> {
     }
 }
 
-/// First path segments SeaweedFS's S3 gateway reserves inside a bucket.
-fn reserved_top(key: &str) -> bool {
-    let top = key.split('/').next().unwrap_or("");
-    top == keys::UPLOADS_DIR || top == ".system"
-}
-
 fn classify<'a>(key: &'a str, entry: &'a Entry) -> Option<Subject<'a>> {
     if key.is_empty() {
         return None;
@@ -152,14 +146,10 @@ fn classify<'a>(key: &'a str, entry: &'a Entry) -> Option<Subject<'a>> {
         if upload.is_empty() || upload.contains('/') || !entry.is_directory {
             return None;
         }
-        let dest = entry
-            .extended
-            .get(keys::MPU_KEY)
-            .and_then(|v| std::str::from_utf8(v).ok())
-            .filter(|d| !d.is_empty())?;
+        let dest = upload_dest(entry)?;
         return Some(Subject::Upload { dest, entry });
     }
-    if reserved_top(key) || entry.is_directory {
+    if under_reserved(key) || entry.is_directory {
         return None;
     }
     let (parent, _) = key.rsplit_once('/').unwrap_or(("", key));
@@ -228,25 +218,26 @@ fn route_actions_by(
     ev: &MetaEvent,
     found: &mut Found,
 ) {
-    let At {
-        buckets_root,
-        bucket,
-        key,
-        shard,
-    } = *at;
     let Some(entry) = ev.new_entry.as_ref() else {
         return;
     };
     if entry.is_directory
-        && let Some(logical) = versions_folder_logical(key)
+        && let Some(logical) = versions_folder_logical(at.key)
     {
-        let at = Pointer {
-            buckets_root,
-            bucket,
+        let folder = Pointer {
+            buckets_root: at.buckets_root,
+            bucket: at.bucket,
             logical,
-            shard,
+            shard: at.shard,
         };
-        for m in route_pointer(actions, time, &at, ev.old_entry.as_deref(), entry, ev.ts_ns) {
+        for m in route_pointer(
+            actions,
+            time,
+            &folder,
+            ev.old_entry.as_deref(),
+            entry,
+            ev.ts_ns,
+        ) {
             found.file(m);
         }
         return;
@@ -256,7 +247,7 @@ fn route_actions_by(
             .iter()
             .filter(move |a| a.is_active() && a.mode() == RuleMode::EventDriven && a.kind() == kind)
     };
-    let Some(subject) = classify(key, entry) else {
+    let Some(subject) = classify(at.key, entry) else {
         return;
     };
     // No real mtime: it would read as epoch-old and due under every age rule
@@ -283,7 +274,7 @@ fn route_actions_by(
             return;
         }
         found.matches.push(Match {
-            bucket: bucket.to_owned(),
+            bucket: at.bucket.to_owned(),
             key: logical.to_owned(),
             object_path: object_path.to_owned(),
             version_id: version_id.to_owned(),
@@ -291,7 +282,7 @@ fn route_actions_by(
             kind: a.kind(),
             due,
             identity: EntryIdentity::of(entry),
-            shard,
+            shard: at.shard,
             lookup: None,
         });
     };
@@ -307,7 +298,7 @@ fn route_actions_by(
                 ..ObjectInfo::default()
             };
             for a in candidates {
-                emit(a, dest, &info, key, "");
+                emit(a, dest, &info, at.key, "");
             }
         }
         Subject::Object {
@@ -350,13 +341,12 @@ fn route_actions_by(
                 // Unknown from one event; no replay kind looks at it.
                 num_versions: 0,
                 noncurrent_since: stamp,
-                noncurrent_index: None,
                 tags: if candidates.iter().any(|a| !a.rule().tags.is_empty()) {
                     filter::tags_of(entry)
                 } else {
                     BTreeMap::new()
                 },
-                is_mpu_init: false,
+                ..ObjectInfo::default()
             };
             for a in candidates {
                 emit(a, logical, &info, logical, target_version);
@@ -368,7 +358,7 @@ fn route_actions_by(
 /// The logical key of a `<logical>.versions` folder key; `None` for any
 /// other key, a bucket-root `.versions` (no logical key) and reserved paths.
 fn versions_folder_logical(key: &str) -> Option<&str> {
-    if reserved_top(key) {
+    if under_reserved(key) {
         return None;
     }
     let name = key.rsplit('/').next().unwrap_or(key);

@@ -11,6 +11,7 @@
 
 use std::cmp::{Ordering, Reverse};
 
+pub use crate::engine::identity::{mtime_ns, size_of};
 use crate::engine::{EntryIdentity, Nanos, evaluate::ObjectInfo, filter, keys};
 use crate::pb::filer_pb::Entry;
 
@@ -20,16 +21,6 @@ pub fn ext_str<'a>(entry: &'a Entry, key: &str) -> Option<&'a str> {
         .extended
         .get(key)
         .and_then(|v| std::str::from_utf8(v).ok())
-}
-
-/// The entry's mtime in ns (`mtime × 10^9 + mtime_ns`), 0 without attributes;
-/// the same value [`EntryIdentity::of`] uses.
-pub fn mtime_ns(entry: &Entry) -> Nanos {
-    entry.attributes.as_ref().map_or(0, |a| {
-        a.mtime
-            .saturating_mul(1_000_000_000)
-            .saturating_add(i64::from(a.mtime_ns))
-    })
 }
 
 /// Go's zero `time.Time` in Unix seconds (0001-01-01T00:00:00Z): the mtime a
@@ -47,11 +38,6 @@ pub fn mtime_known(entry: &Entry) -> bool {
         .attributes
         .as_ref()
         .is_some_and(|a| !(a.mtime == 0 && a.mtime_ns == 0) && a.mtime != GO_ZERO_TIME_UNIX)
-}
-
-/// `attributes.file_size` as the server reads it (uint64 → int64 wrapping).
-pub fn size_of(entry: &Entry) -> i64 {
-    entry.attributes.as_ref().map_or(0, |a| a.file_size as i64)
 }
 
 /// The entry's `Seaweed-X-Amz-Version-Id`, empty when absent.
