@@ -1,25 +1,13 @@
 //! Replay progress: which meta-log events a pass may skip next time, per action.
 //!
-//! The design's pseudocode keeps one cursor per shard and stops it at the first
-//! event with a not-yet-due match, then re-sends every later delete day after day
-//! (docs/design-deviations.md#per-action-progress). We keep, per compiled action
-//! (bucket, rule hash, kind), an [`ActionProgress`] and a [`ProgressTracker`]
-//! that updates them during a pass with O(in-flight + pending-blocker) memory:
-//!
-//! - `ts`: every event with `ts_ns ≤ ts` is finished for this action: all its
-//!   matches resolved and none is waiting to become due. Replay resumes after it.
-//! - `through` / `through_now`: every match with `due ≤ through_now` of an event
-//!   with `ts_ns ≤ through` has resolved. A later pass skips those instead of
-//!   re-sending them, and still re-examines matches that were not yet due.
-//!
-//! The filer does not deliver events in strict `ts_ns` order: concurrent
-//! writes were seen to step back by up to 1.8 ms on a single 4.48 filer, and
-//! an event may be stamped before it is appended, so one stamped just before a
-//! stream ends can appear later. Progress therefore never claims the last
-//! [`REORDER_MARGIN`] before the newest processed event, so the next pass
-//! re-reads that sliver and sees any late-appended event. The matches in the
-//! sliver that already resolved are remembered by (event ts, subject) in
-//! [`ActionProgress::tail`], so the re-read does not re-send them.
+//! Per compiled action (bucket, rule hash, kind) an [`ActionProgress`] (`ts`,
+//! `through` / `through_now`, `tail`), and a [`ProgressTracker`] that updates
+//! them during a pass with O(in-flight + pending-blocker) memory
+//! (docs/design-deviations.md#per-action-progress). Events arrive slightly out
+//! of `ts_ns` order, so progress stays [`REORDER_MARGIN`] behind the newest
+//! processed event and remembers what resolved in that sliver in
+//! [`ActionProgress::tail`] (docs/design-deviations.md#reorder-margin,
+//! docs/design-deviations.md#resolved-tail).
 //!
 //! Invariants (property-tested below): `ts` never passes an event with a pending,
 //! in-flight or failed match; a match is never skipped unless it resolved in an
@@ -418,11 +406,7 @@ impl<K: Clone + Eq + std::hash::Hash> ProgressTracker<K> {
                 let first_in_flight = t.in_flight.values().map(|v| v.0).min();
                 let dispatch_blocker = min_opt(first_in_flight, t.first_failed);
                 let blocker = min_opt(dispatch_blocker, t.first_pending);
-                let upto = |b: Option<Nanos>| match (b, end) {
-                    (Some(b), Some(e)) => Some(b.saturating_sub(1).min(e)),
-                    (Some(b), None) => Some(b.saturating_sub(1)),
-                    (None, e) => e,
-                };
+                let upto = |b: Option<Nanos>| min_opt(b.map(|b| b.saturating_sub(1)), end);
                 let mut ts = upto(blocker).map_or(start.ts, |v| v.max(start.ts));
                 if let Some(first) = carried_from {
                     // Unread spans may hold pending matches this pass never
@@ -490,11 +474,7 @@ fn push_mark(marks: &mut std::collections::VecDeque<(Nanos, u64)>, mark: (Nanos,
 }
 
 fn min_opt(a: Option<Nanos>, b: Option<Nanos>) -> Option<Nanos> {
-    match (a, b) {
-        (Some(a), Some(b)) => Some(a.min(b)),
-        (a, None) => a,
-        (None, b) => b,
-    }
+    a.into_iter().chain(b).min()
 }
 
 #[cfg(test)]
