@@ -40,9 +40,8 @@ pub struct DayCount {
 }
 
 /// The forecast of one bucket's rule and action kind.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RuleForecast {
-    /// Bucket.
     pub bucket: String,
     /// Rule ID (empty when the rule has none).
     pub rule_id: String,
@@ -115,7 +114,6 @@ pub struct Forecast {
     pub now_ns: Nanos,
     /// `time.day` in seconds (the width of a day).
     pub day_seconds: f64,
-    /// Days shown.
     pub days: u32,
     /// Shards without a cursor (cold): their buckets' counts are missing.
     #[serde(default)]
@@ -183,12 +181,9 @@ fn entry<'a>(
     out.entry((b.to_string(), hash.to_string(), kind.to_string()))
         .or_insert_with(|| RuleForecast {
             bucket: b.to_string(),
-            rule_id: String::new(),
             rule_hash: hash.to_string(),
             kind: kind.to_string(),
             known: true,
-            overdue: Count::default(),
-            oldest_overdue_ns: None,
             days: (1..=days)
                 .map(|i| DayCount {
                     day: i,
@@ -196,7 +191,7 @@ fn entry<'a>(
                     count: Count::default(),
                 })
                 .collect(),
-            later: Count::default(),
+            ..RuleForecast::default()
         })
 }
 

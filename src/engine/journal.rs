@@ -16,7 +16,6 @@ pub struct JournalEntry {
     pub ts_ns: Nanos,
     /// The pass.
     pub run_id: String,
-    /// Bucket.
     pub bucket: String,
     /// Object key (path within the bucket).
     pub key: String,
