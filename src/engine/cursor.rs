@@ -210,11 +210,7 @@ impl ActionProgress {
     /// one: every span due by `now`, and `(index.through, now]`.
     pub fn ranges_for(&self, now: Nanos, time: &TimeConfig) -> Vec<(Nanos, Nanos)> {
         let Some(idx) = self.usable(time) else {
-            return if self.ts < now {
-                vec![(self.ts, now)]
-            } else {
-                Vec::new()
-            };
+            return merge_ranges(vec![(self.ts, now)]);
         };
         let mut out: Vec<(Nanos, Nanos)> = idx
             .spans

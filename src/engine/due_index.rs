@@ -103,10 +103,7 @@ pub fn merge_ranges(mut ranges: Vec<(Nanos, Nanos)>) -> Vec<(Nanos, Nanos)> {
 /// Whether every ts in `[lo, hi]` lies in one of the merged `(since, until]`
 /// `ranges` (true when `lo > hi`).
 pub fn covered(ranges: &[(Nanos, Nanos)], lo: Nanos, hi: Nanos) -> bool {
-    if lo > hi {
-        return true;
-    }
-    ranges.iter().any(|r| r.0 < lo && hi <= r.1)
+    lo > hi || ranges.iter().any(|r| r.0 < lo && hi <= r.1)
 }
 
 /// The index after a pass.

@@ -96,11 +96,10 @@ pub struct DaysOutOfRange(pub u32);
 
 /// Checks how many days a forecast is asked to show.
 pub fn check_days(days: u32) -> Result<u32, DaysOutOfRange> {
-    if (1..=MAX_DAYS).contains(&days) {
-        Ok(days)
-    } else {
-        Err(DaysOutOfRange(days))
-    }
+    (1..=MAX_DAYS)
+        .contains(&days)
+        .then_some(days)
+        .ok_or(DaysOutOfRange(days))
 }
 
 /// What the forecast says about its own precision (docs/forecast.md#imprecision).

@@ -50,17 +50,13 @@ pub fn encode_lines(entries: &[JournalEntry]) -> Vec<u8> {
 
 /// Parses a batch; an unreadable line is an error naming its number.
 pub fn decode_lines(content: &[u8]) -> Result<Vec<JournalEntry>, String> {
-    let mut out = Vec::new();
-    for (i, line) in content.split(|&c| c == b'\n').enumerate() {
-        if line.iter().all(u8::is_ascii_whitespace) {
-            continue;
-        }
-        out.push(
+    (content.split(|&c| c == b'\n').enumerate())
+        .filter(|(_, line)| !line.iter().all(u8::is_ascii_whitespace))
+        .map(|(i, line)| {
             serde_json::from_slice(line)
-                .map_err(|e| format!("line {}: not a journal entry ({e})", i + 1))?,
-        );
-    }
-    Ok(out)
+                .map_err(|e| format!("line {}: not a journal entry ({e})", i + 1))
+        })
+        .collect()
 }
 
 /// The day directory of a batch written at `ns` (`YYYY-MM-DD`, UTC).

@@ -177,34 +177,27 @@ impl<K: Clone + Eq + std::hash::Hash> ProgressTracker<K> {
             budget: usize::MAX,
             marks_held: 0,
         };
-        for (k, p) in starts {
-            t.add_action(k, p);
+        // A repeated key keeps the state it was first given.
+        for (key, start) in starts {
+            if t.index.contains_key(&key) {
+                continue;
+            }
+            t.index.insert(key.clone(), t.tracks.len());
+            // Without the due index: `(ts, now]` (`with_due_index` redoes it).
+            let own = due_index::merge_ranges(vec![(start.ts, now)]);
+            t.tracks.push(Track {
+                key,
+                start,
+                own,
+                observed: BTreeMap::new(),
+                tally: pending::Observed::new(),
+                first_pending: None,
+                first_failed: None,
+                in_flight: BTreeMap::new(),
+                marks: std::collections::VecDeque::new(),
+            });
         }
         t
-    }
-
-    /// Registers an action (idempotent: a known key keeps its state).
-    pub fn add_action(&mut self, key: K, start: ActionProgress) {
-        if self.index.contains_key(&key) {
-            return;
-        }
-        self.index.insert(key.clone(), self.tracks.len());
-        let own = match &self.index_time {
-            Some(time) => start.ranges_for(self.now, time),
-            None if start.ts < self.now => vec![(start.ts, self.now)],
-            None => Vec::new(),
-        };
-        self.tracks.push(Track {
-            key,
-            start,
-            own,
-            observed: BTreeMap::new(),
-            tally: pending::Observed::new(),
-            first_pending: None,
-            first_failed: None,
-            in_flight: BTreeMap::new(),
-            marks: std::collections::VecDeque::new(),
-        });
     }
 
     /// Decides a match of `key` from the event at `ev_ts`, due at `due`, when
@@ -353,11 +346,6 @@ impl<K: Clone + Eq + std::hash::Hash> ProgressTracker<K> {
         self.tracks.iter().map(|t| t.in_flight.len()).sum()
     }
 
-    /// The ts of the last event marked processed.
-    pub fn processed_through(&self) -> Option<Nanos> {
-        self.processed_through
-    }
-
     /// Ends the pass and returns each action's new progress.
     ///
     /// `stream_end` is the pass's `until_ns` when the meta-log stream was read to
@@ -375,36 +363,35 @@ impl<K: Clone + Eq + std::hash::Hash> ProgressTracker<K> {
         self.tracks
             .into_iter()
             .map(|mut t| {
-                let index = index_time.map(|time| {
-                    let width = due_index::span_width(&time);
-                    for &(ev_ts, _, due, bytes) in t.in_flight.values() {
-                        due_index::observe(&mut t.observed, width, ev_ts, due);
-                        pending::observe(&mut t.tally, &time, ev_ts, due, bytes);
-                    }
-                    let old = t.start.usable(&time);
-                    let (index, carried) =
-                        due_index::rebuild(old, &time, t.start.ts, &t.own, end, &t.observed);
-                    let tally = pending::rebuild(
-                        t.start.pending.as_ref(),
-                        old,
-                        &index,
-                        &time,
-                        pending::PassRead {
-                            start_ts: t.start.ts,
-                            own: &t.own,
-                            limit: end,
-                        },
-                        &t.tally,
-                    );
-                    (index, carried, tally)
-                });
-                let (index, carried_from, pending) = match index {
-                    Some((i, c, p)) => (Some(i), c, Some(p)),
+                let (index, carried_from, pending) = match index_time {
                     None => (None, None, None),
+                    Some(time) => {
+                        let width = due_index::span_width(&time);
+                        for &(ev_ts, _, due, bytes) in t.in_flight.values() {
+                            due_index::observe(&mut t.observed, width, ev_ts, due);
+                            pending::observe(&mut t.tally, &time, ev_ts, due, bytes);
+                        }
+                        let old = t.start.usable(&time);
+                        let (index, carried) =
+                            due_index::rebuild(old, &time, t.start.ts, &t.own, end, &t.observed);
+                        let tally = pending::rebuild(
+                            t.start.pending.as_ref(),
+                            old,
+                            &index,
+                            &time,
+                            pending::PassRead {
+                                start_ts: t.start.ts,
+                                own: &t.own,
+                                limit: end,
+                            },
+                            &t.tally,
+                        );
+                        (Some(index), carried, Some(tally))
+                    }
                 };
                 let start = t.start;
-                let first_in_flight = t.in_flight.values().map(|v| v.0).min();
-                let dispatch_blocker = min_opt(first_in_flight, t.first_failed);
+                let dispatch_blocker =
+                    min_opt(t.in_flight.values().map(|v| v.0).min(), t.first_failed);
                 let blocker = min_opt(dispatch_blocker, t.first_pending);
                 let upto = |b: Option<Nanos>| min_opt(b.map(|b| b.saturating_sub(1)), end);
                 let mut ts = upto(blocker).map_or(start.ts, |v| v.max(start.ts));

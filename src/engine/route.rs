@@ -83,7 +83,8 @@ fn route_by(
         pending: Vec::new(),
         send_by,
     };
-    if let Some(b) = view.bucket(&bucket) {
+    let b = view.bucket(&bucket);
+    if let Some(b) = b {
         let at = At {
             buckets_root,
             bucket: &bucket,
@@ -92,7 +93,12 @@ fn route_by(
         };
         route_actions_by(b.actions(), &view.time(), &at, ev, &mut found);
     }
-    let skipped_no_mtime = view.bucket(&bucket).is_some() && no_mtime_subject(&key, ev);
+    // An object, version or upload (something replay would evaluate) without
+    // a real mtime ([`mtime_known`]).
+    let skipped_no_mtime = b.is_some()
+        && (ev.new_entry.as_ref())
+            .and_then(|e| classify(&key, e))
+            .is_some_and(|s| !mtime_known(s.entry()));
     Some(Routed {
         bucket,
         key,
@@ -101,15 +107,6 @@ fn route_by(
         pending: found.pending,
         skipped_no_mtime,
     })
-}
-
-/// Whether the event's new entry is an object, version or upload (something
-/// replay would evaluate) without a real mtime ([`mtime_known`]).
-pub fn no_mtime_subject(key: &str, ev: &MetaEvent) -> bool {
-    ev.new_entry
-        .as_ref()
-        .and_then(|e| classify(key, e))
-        .is_some_and(|s| !mtime_known(s.entry()))
 }
 
 /// What one event is, for routing.

@@ -63,14 +63,8 @@ pub fn noncurrent_since_of(entry: &Entry) -> Option<Nanos> {
 /// key object" (non-empty mime, chunks, inline content or remote data). A
 /// plain directory (an implicit parent) does not count.
 pub fn is_null_version(entry: &Entry) -> bool {
-    if !entry.is_directory {
-        return true;
-    }
-    let has_mime = entry
-        .attributes
-        .as_ref()
-        .is_some_and(|a| !a.mime.is_empty());
-    has_mime
+    !entry.is_directory
+        || (entry.attributes.as_ref()).is_some_and(|a| !a.mime.is_empty())
         || !entry.chunks.is_empty()
         || !entry.content.is_empty()
         || entry.remote_entry.is_some()

@@ -13,8 +13,7 @@ use crate::engine::evaluate::{ObjectInfo, due_at, fires};
 use crate::engine::matches::Match;
 use crate::engine::versions::{expand_versions, mtime_known, mtime_ns, size_of};
 use crate::engine::{
-    ActionKind, CompiledAction, EntryIdentity, Nanos, RuleMode, Snapshot, TimeConfig, filter, keys,
-    shard_id,
+    ActionKind, CompiledAction, EntryIdentity, Nanos, RuleMode, Snapshot, filter, keys, shard_id,
 };
 use crate::pb::filer_pb::Entry;
 
@@ -136,24 +135,13 @@ fn valid_upload_id(id: &str) -> bool {
     !id.is_empty() && id != "." && id != ".." && !id.contains('/')
 }
 
-/// Matches of one item against `view`'s actions for `bucket` at `now`.
+/// Matches of one item against `view`'s actions for `bucket` at `now`: every
+/// active, non-Disabled action that [`fires`] for the item (or one of its
+/// versions).
 pub fn evaluate(view: &Snapshot, bucket: &str, item: &WalkItem, now: Nanos) -> Vec<Match> {
-    match view.bucket(bucket) {
-        Some(b) => evaluate_item(b.actions(), bucket, item, now, &view.time()),
-        None => Vec::new(),
-    }
-}
-
-/// Matches of one item against one bucket's actions at `now`: every active,
-/// non-Disabled action that [`fires`] for the item (or one of its versions).
-pub fn evaluate_item(
-    actions: &[CompiledAction],
-    bucket: &str,
-    item: &WalkItem,
-    now: Nanos,
-    time: &TimeConfig,
-) -> Vec<Match> {
-    let live: Vec<&CompiledAction> = actions
+    let time = &view.time();
+    let live: Vec<&CompiledAction> = (view.bucket(bucket).map(|b| b.actions()))
+        .unwrap_or_default()
         .iter()
         .filter(|a| a.is_active() && a.mode() != RuleMode::Disabled)
         .collect();
