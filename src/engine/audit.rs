@@ -368,10 +368,8 @@ pub fn audit_bucket(t: &BucketTtls, buckets_root: &str, day: Duration, now: Nano
         )
     };
     for loc in &t.locations {
-        let Some(secs) = ttl_seconds(&loc.ttl) else {
-            continue;
-        };
-        let Some(scope) = location_scope(&loc.prefix, buckets_root, &b.name) else {
+        let scope = location_scope(&loc.prefix, buckets_root, &b.name);
+        let (Some(secs), Some(scope)) = (ttl_seconds(&loc.ttl), scope) else {
             continue;
         };
         let mut fix = weed_shell(&format!(

@@ -137,21 +137,16 @@ pub fn rebuild(
         Some(l) if l > old_through && covered(own, old_through + 1, l) => l,
         _ => old_through,
     };
-    let mut spans: Vec<(Nanos, Nanos, Nanos)> = Vec::new();
-    if let Some(o) = old {
-        for &(from, to, due) in &o.spans {
-            if to <= start_ts {
-                continue;
-            }
-            // Only the span's events inside the new index's domain matter:
-            // later ones are re-read as the next pass's tail. The span is
-            // replaced when all of those were read (the hour that holds the
-            // pass's last event is usually read only up to `limit`).
-            if !span_read(from, to, start_ts, through, own, limit) {
-                spans.push((from, to, due));
-            }
-        }
-    }
+    // Only a span's events inside the new index's domain matter: later ones
+    // are re-read as the next pass's tail. The span is replaced when all of
+    // those were read (the hour that holds the pass's last event is usually
+    // read only up to `limit`).
+    let mut spans: Vec<(Nanos, Nanos, Nanos)> = (old.into_iter())
+        .flat_map(|o| o.spans.iter().copied())
+        .filter(|&(from, to, _)| {
+            to > start_ts && !span_read(from, to, start_ts, through, own, limit)
+        })
+        .collect();
     let carried_from = spans.iter().map(|s| s.0).min();
     spans.extend(observed.iter().map(|(&from, &(to, due))| (from, to, due)));
     let spans = normalize(spans);

@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use crate::engine::{ActionKind, CompiledAction, RuleMode, Snapshot};
+use crate::engine::{ActionKind, BucketView, CompiledAction, RuleMode, Snapshot};
 
 /// A replay kind whose TTL is known (non-zero) and fits the retention window:
 /// its triggering events are still in the meta-log, so replay can serve it.
@@ -51,30 +51,18 @@ impl Snapshot {
         retention_window: Duration,
     ) -> (Option<Snapshot>, Option<Snapshot>) {
         let _ = shard;
-        let mut replay = Vec::new();
-        let mut walk = Vec::new();
-        for bucket in self.buckets() {
-            let mut bucket_replay = Vec::new();
-            let mut bucket_walk = Vec::new();
-            for action in bucket.actions() {
-                if action.mode() == RuleMode::Disabled {
-                    continue;
-                } else if replay_eligible(action, retention_window) {
-                    bucket_replay.push(clone_for_view(action, RuleMode::EventDriven));
-                } else if action.kind().is_replay_kind() {
-                    bucket_walk.push(clone_for_view(action, RuleMode::ScanOnly));
-                } else {
-                    bucket_walk.push(clone_for_view(action, action.mode()));
-                }
-            }
-            if !bucket_replay.is_empty() {
-                replay.push(bucket.with_actions(bucket_replay));
-            }
-            if !bucket_walk.is_empty() {
-                walk.push(bucket.with_actions(bucket_walk));
-            }
-        }
-        (self.view_or_none(replay), self.view_or_none(walk))
+        let replay = |a: &CompiledAction| replay_eligible(a, retention_window);
+        let views = (
+            self.view_of(|a| replay(a).then_some(RuleMode::EventDriven)),
+            self.view_of(|a| match a.mode() {
+                _ if replay(a) => None,
+                _ if a.kind().is_replay_kind() => Some(RuleMode::ScanOnly),
+                mode => Some(mode),
+            }),
+        );
+        let view =
+            |b: Vec<BucketView>| (!b.is_empty()).then(|| Snapshot::from_parts(self.time(), b));
+        (view(views.0), view(views.1))
     }
 
     /// The view for the recovery walk: every non-Disabled action, active, mode
@@ -83,24 +71,21 @@ impl Snapshot {
     /// events are older than the replay window. Partition-independent, so it
     /// takes no retention window. Empty when the base has no enabled action.
     pub fn recovery_view(&self) -> Snapshot {
-        let buckets = self
-            .buckets()
-            .iter()
+        Snapshot::from_parts(self.time(), self.view_of(|a| Some(a.mode())))
+    }
+
+    /// The buckets of a view: each non-Disabled action `mode_in` gives a mode,
+    /// cloned active with that mode; buckets left without one are left out.
+    fn view_of(&self, mode_in: impl Fn(&CompiledAction) -> Option<RuleMode>) -> Vec<BucketView> {
+        (self.buckets().iter())
             .filter_map(|bucket| {
-                let actions: Vec<CompiledAction> = bucket
-                    .actions()
-                    .iter()
+                let actions: Vec<CompiledAction> = (bucket.actions().iter())
                     .filter(|a| a.mode() != RuleMode::Disabled)
-                    .map(|a| clone_for_view(a, a.mode()))
+                    .filter_map(|a| mode_in(a).map(|mode| clone_for_view(a, mode)))
                     .collect();
                 (!actions.is_empty()).then(|| bucket.with_actions(actions))
             })
-            .collect();
-        Snapshot::from_parts(self.time(), buckets)
-    }
-
-    fn view_or_none(&self, buckets: Vec<crate::engine::BucketView>) -> Option<Snapshot> {
-        (!buckets.is_empty()).then(|| Snapshot::from_parts(self.time(), buckets))
+            .collect()
     }
 }
 
