@@ -252,10 +252,7 @@ pub fn judge(check: &Check, answers: &[Result<Vec<Entry>, String>], now: Nanos) 
             }
         }
         Purpose::Confirm(result) => {
-            let live = entries
-                .into_iter()
-                .find(|e| EntryIdentity::of(e) == check.request.identity);
-            match live {
+            match (entries.into_iter()).find(|e| EntryIdentity::of(e) == check.request.identity) {
                 None => Verdict::Settled,
                 Some(e) => match active_lock(e, now) {
                     Some(lock) => Verdict::Locked(format!("{subject}: {lock}")),

@@ -75,25 +75,17 @@ fn versioned(versioning: Versioning, object_lock: bool) -> bool {
 /// own action: the count stays on the rule and the evaluator applies it to the
 /// `NoncurrentDays` action.
 pub fn rule_action_kinds(rule: &FlatRule) -> Vec<ActionKind> {
-    let mut kinds = Vec::with_capacity(3);
-    if rule.expiration_days > 0 {
-        kinds.push(ActionKind::ExpirationDays);
-    }
-    if rule.expiration_date.is_some() {
-        kinds.push(ActionKind::ExpirationDate);
-    }
-    if rule.expired_object_delete_marker {
-        kinds.push(ActionKind::ExpiredDeleteMarker);
-    }
-    if rule.noncurrent_days > 0 {
-        kinds.push(ActionKind::NoncurrentDays);
-    } else if rule.newer_noncurrent_versions > 0 {
-        kinds.push(ActionKind::NewerNoncurrent);
-    }
-    if rule.abort_mpu_days > 0 {
-        kinds.push(ActionKind::AbortMpu);
-    }
-    kinds
+    let has = |kind: &ActionKind| match kind {
+        ActionKind::ExpirationDays => rule.expiration_days > 0,
+        ActionKind::ExpirationDate => rule.expiration_date.is_some(),
+        ActionKind::ExpiredDeleteMarker => rule.expired_object_delete_marker,
+        ActionKind::NoncurrentDays => rule.noncurrent_days > 0,
+        ActionKind::NewerNoncurrent => {
+            rule.noncurrent_days <= 0 && rule.newer_noncurrent_versions > 0
+        }
+        ActionKind::AbortMpu => rule.abort_mpu_days > 0,
+    };
+    ActionKind::EMISSION_ORDER.into_iter().filter(has).collect()
 }
 
 /// Identity of a compiled action, as SeaweedFS's `ActionKey`. Its derived

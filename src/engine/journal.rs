@@ -79,11 +79,9 @@ pub fn batch_name(run_id: &str, shard: u8) -> String {
 /// The file of part `part` of one pass and shard's batch: part 0 is
 /// [`batch_name`], later parts `<run>-shard-NN.<part>.jsonl`.
 pub fn part_name(run_id: &str, shard: u8, part: usize) -> String {
-    let base = batch_name(run_id, shard);
-    if part == 0 {
-        base
-    } else {
-        format!("{}.{part}.jsonl", base.trim_end_matches(".jsonl"))
+    match part {
+        0 => batch_name(run_id, shard),
+        _ => format!("{run_id}-shard-{shard:02}.{part}.jsonl"),
     }
 }
 

@@ -175,9 +175,9 @@ pub fn vacuum_plan(
         .filter(|(id, r)| *r >= threshold && *r > 0.0 && !read_only.contains(id))
         .collect();
     due.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
-    let ids: Vec<u32> = due.into_iter().map(|(id, _)| id).collect();
-    let cut = ids.len().min(max);
-    (ids[..cut].to_vec(), ids[cut..].to_vec())
+    let mut ids: Vec<u32> = due.into_iter().map(|(id, _)| id).collect();
+    let rest = ids.split_off(ids.len().min(max));
+    (ids, rest)
 }
 
 /// What a pass learned about the space its deletes free, and what its
