@@ -368,25 +368,22 @@ pub fn audit_bucket(t: &BucketTtls, buckets_root: &str, day: Duration, now: Nano
         )
     };
     for loc in &t.locations {
-        let scope = location_scope(&loc.prefix, buckets_root, &b.name);
-        let (Some(secs), Some(scope)) = (ttl_seconds(&loc.ttl), scope) else {
+        let (prefix, ttl) = (&loc.prefix, &loc.ttl);
+        let scope = location_scope(prefix, buckets_root, &b.name);
+        let (Some(secs), Some(scope)) = (ttl_seconds(ttl), scope) else {
             continue;
         };
         let mut fix = weed_shell(&format!(
-            "fs.configure -locationPrefix {} -delete -apply",
-            loc.prefix
+            "fs.configure -locationPrefix {prefix} -delete -apply"
         ));
         if !loc.other_flags.is_empty() {
-            fix.push_str(&format!(
-                ", then keep its other settings: {}",
-                weed_shell(&format!(
-                    "fs.configure -locationPrefix {} {} -apply",
-                    loc.prefix,
-                    loc.other_flags.join(" ")
-                ))
+            let flags = loc.other_flags.join(" ");
+            let keep = weed_shell(&format!(
+                "fs.configure -locationPrefix {prefix} {flags} -apply"
             ));
+            fix.push_str(&format!(", then keep its other settings: {keep}"));
         }
-        let wide = if scope.is_empty() && !loc.prefix.ends_with(&format!("/{}/", b.name)) {
+        let wide = if scope.is_empty() && !prefix.ends_with(&format!("/{}/", b.name)) {
             " (a location over several buckets: removing it changes them all)"
         } else {
             ""
@@ -394,19 +391,17 @@ pub fn audit_bucket(t: &BucketTtls, buckets_root: &str, day: Duration, now: Nano
         out.push(Finding {
             bucket: b.name.clone(),
             source: Source::Location,
-            ttl: loc.ttl.clone(),
+            ttl: ttl.clone(),
             ttl_seconds: secs,
             key_prefix: scope.clone(),
             detail: format!(
-                "filer.conf location {} gives every write under it a TTL of {}{wide}",
-                loc.prefix, loc.ttl
+                "filer.conf location {prefix} gives every write under it a TTL of {ttl}{wide}"
             ),
             conflicts: scope_conflicts(b, &scope, secs, day),
             fix,
             unsavable: format!(
-                "objects already written under {} keep their TTL of {}: removing the location \
-                 only spares later writes",
-                loc.prefix, loc.ttl
+                "objects already written under {prefix} keep their TTL of {ttl}: removing the \
+                 location only spares later writes"
             ),
         });
     }

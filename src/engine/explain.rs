@@ -214,26 +214,15 @@ pub fn explain_version(
         }
         _ => return None,
     };
-    let Some(b) = view.bucket(bucket) else {
-        return Some(verdict);
-    };
     for m in walk::evaluate(view, bucket, item, horizon) {
-        let current_kind = matches!(
-            m.kind,
-            ActionKind::ExpirationDays | ActionKind::ExpirationDate
-        );
-        let mine = if current_kind {
-            verdict.is_latest
-        } else {
-            m.version_id == version_id
+        let mine = match m.kind {
+            ActionKind::ExpirationDays | ActionKind::ExpirationDate => verdict.is_latest,
+            _ => m.version_id == version_id,
         };
         if !mine {
             continue;
         }
-        let rule = b
-            .actions()
-            .iter()
-            .find(|a| a.rule_hash() == m.rule_hash && a.kind() == m.kind)
+        let rule = (view.action(bucket, m.rule_hash, m.kind))
             .map(|a| rule_name(a.rule()))
             .unwrap_or_default();
         verdict.actions.push(VersionAction {
