@@ -220,9 +220,7 @@ pub fn forecast(
                     f.known = false;
                     continue;
                 };
-                if !t.complete {
-                    f.known = false;
-                }
+                f.known &= t.complete;
                 if f.rule_id.is_empty() {
                     f.rule_id = t.rule_id.clone();
                 }
@@ -243,9 +241,7 @@ pub fn forecast(
                 let f = entry(&mut out, b, key, now, d, days);
                 // A recovery walk counts only what is due: the days after
                 // `now` are unknown until it finishes.
-                if bc.backlog.recovering || !bc.backlog.complete {
-                    f.known = false;
-                }
+                f.known &= !bc.backlog.recovering && bc.backlog.complete;
                 if f.rule_id.is_empty() {
                     f.rule_id = held.rule_id.clone();
                 }

@@ -470,23 +470,14 @@ impl CapBook {
         entries: impl IntoIterator<Item = (&'a str, u64)>,
         approved: impl IntoIterator<Item = &'a str>,
     ) -> CapBook {
-        let mut accounts: std::collections::BTreeMap<String, Account> = entries
-            .into_iter()
-            .map(|(b, n)| {
-                (
-                    b.to_string(),
-                    Account {
-                        cap: limits.cap_for(Some(n)),
-                        entries: Some(n),
-                        ..Account::default()
-                    },
-                )
-            })
-            .collect();
+        let mut accounts = std::collections::BTreeMap::<String, Account>::new();
+        for (b, n) in entries {
+            let a = accounts.entry(b.to_string()).or_default();
+            (a.cap, a.entries) = (limits.cap_for(Some(n)), Some(n));
+        }
         for b in approved {
             let a = accounts.entry(b.to_string()).or_default();
-            a.cap = Some(u64::MAX);
-            a.approved = true;
+            (a.cap, a.approved) = (Some(u64::MAX), true);
         }
         CapBook {
             limits,
@@ -502,13 +493,11 @@ impl CapBook {
     /// (docs/design-deviations.md#safety-cap). Call before the holds and
     /// graces are carried over; a pass over all 16 shards is unchanged.
     pub fn for_shards(mut self, shards: &[u8]) -> CapBook {
-        let mut set: Vec<u8> = shards
-            .iter()
-            .copied()
+        let set: Vec<u8> = (shards.iter().copied())
             .filter(|&s| usize::from(s) < SHARD_COUNT)
+            .collect::<std::collections::BTreeSet<u8>>()
+            .into_iter()
             .collect();
-        set.sort_unstable();
-        set.dedup();
         if set.len() == SHARD_COUNT {
             return self;
         }
@@ -550,8 +539,7 @@ impl CapBook {
             if a.approved || !h.applies(limits) {
                 released.push(h.bucket.clone());
             } else {
-                a.cap = Some(0);
-                a.since = Some(h.held_ns);
+                (a.cap, a.since) = (Some(0), Some(h.held_ns));
             }
         }
         released
@@ -561,8 +549,7 @@ impl CapBook {
     /// evaluated dry, every due delete held and counted, nothing sent.
     pub fn grace(&mut self, bucket: &str, changed: Nanos, until: Nanos) {
         let a = self.account(bucket);
-        a.cap = Some(0);
-        a.grace = Some((changed, until));
+        (a.cap, a.grace) = (Some(0), Some((changed, until)));
     }
 
     /// Whether one more delete of `bucket` may be sent: `None` yes (and it
