@@ -92,31 +92,22 @@ impl WalkItem {
     /// that shard vouch for a match no walk covered
     /// (docs/design-deviations.md#walk-coverage).
     pub fn replay_owners(&self, bucket: &str) -> std::collections::BTreeSet<u8> {
-        let mut out = std::collections::BTreeSet::new();
         match self {
-            WalkItem::Object { key, .. } => {
-                out.insert(shard_id(bucket, key));
-            }
+            WalkItem::Object { key, .. } => [shard_id(bucket, key)].into(),
+            WalkItem::Upload { .. } => [shard_id(bucket, &self.position())].into(),
             WalkItem::Versions {
                 logical_key,
                 versions,
                 ..
             } => {
-                let folder = format!("{logical_key}{}", keys::VERSIONS_SUFFIX);
-                out.insert(shard_id(bucket, logical_key));
-                out.insert(shard_id(bucket, &folder));
-                for v in versions {
-                    out.insert(shard_id(bucket, &format!("{folder}/{}", v.name)));
-                }
-            }
-            WalkItem::Upload { upload_id, .. } => {
-                out.insert(shard_id(
-                    bucket,
-                    &format!("{}/{upload_id}", keys::UPLOADS_DIR),
-                ));
+                let folder = self.position();
+                let files = versions.iter().map(|v| format!("{folder}/{}", v.name));
+                let mut out: std::collections::BTreeSet<u8> =
+                    files.map(|path| shard_id(bucket, &path)).collect();
+                out.extend([shard_id(bucket, logical_key), shard_id(bucket, &folder)]);
+                out
             }
         }
-        out
     }
 }
 
