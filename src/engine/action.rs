@@ -33,7 +33,6 @@ impl ActionKind {
         ActionKind::AbortMpu,
     ];
 
-    /// The proto enum number.
     pub fn proto_number(self) -> i32 {
         self as i32
     }

@@ -12,6 +12,17 @@ use serde::{Deserialize, Serialize};
 use crate::engine::{BucketConfig, Nanos, Versioning};
 use crate::lifecycle::FlatRule;
 
+/// SeaweedFS's TTL units in seconds, in the order of their needle TTL codes
+/// (1 to 6).
+const TTL_UNITS: [(char, u64); 6] = [
+    ('m', 60),
+    ('h', 3600),
+    ('d', 86_400),
+    ('w', 7 * 86_400),
+    ('M', 30 * 86_400),
+    ('y', 365 * 86_400),
+];
+
 /// A SeaweedFS TTL string (`3m`, `4h`, `5d`, `6w`, `7M`, `8y`; bare digits
 /// are minutes) in seconds. `None` when empty or malformed.
 pub fn ttl_seconds(ttl: &str) -> Option<u64> {
@@ -21,32 +32,18 @@ pub fn ttl_seconds(ttl: &str) -> Option<u64> {
         (i, c) => (&t[..i], c),
     };
     let count: u64 = count.parse().ok()?;
-    let unit = match unit {
-        'm' => 60,
-        'h' => 3600,
-        'd' => 86_400,
-        'w' => 7 * 86_400,
-        'M' => 30 * 86_400,
-        'y' => 365 * 86_400,
-        _ => return None,
-    };
-    (count > 0).then(|| count.saturating_mul(unit))
+    let (_, unit) = TTL_UNITS.iter().find(|u| u.0 == unit)?;
+    (count > 0).then(|| count.saturating_mul(*unit))
 }
 
 /// A volume's TTL as the master reports it (`count << 8 | unit`, SeaweedFS's
 /// needle TTL) in seconds; 0 for none.
 pub fn volume_ttl_seconds(encoded: u32) -> u64 {
     let count = u64::from((encoded >> 8) & 0xff);
-    let unit = match encoded & 0xff {
-        1 => 60,
-        2 => 3600,
-        3 => 86_400,
-        4 => 7 * 86_400,
-        5 => 30 * 86_400,
-        6 => 365 * 86_400,
-        _ => 0,
-    };
-    count * unit
+    let unit = (encoded & 0xff)
+        .checked_sub(1)
+        .and_then(|i| TTL_UNITS.get(i as usize));
+    count * unit.map_or(0, |u| u.1)
 }
 
 /// Seconds as the shortest exact TTL string (`90m`, `2d`, `3w`).
@@ -173,6 +170,10 @@ impl Conflict {
 /// One line per conflict, for the text form and the status page.
 impl std::fmt::Display for Conflict {
     fn fmt(&self, out: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let n = |objects: u64| match objects {
+            0 => String::new(),
+            n => format!(" ({n} objects)"),
+        };
         let line = match self {
             Conflict::Versioned => "versioned bucket: the TTL also destroys noncurrent versions, \
                                 whatever the noncurrent rules keep"
@@ -181,24 +182,15 @@ impl std::fmt::Display for Conflict {
                 rule,
                 days,
                 objects,
-            } => {
-                let n = if *objects > 0 {
-                    format!(" ({objects} objects)")
-                } else {
-                    String::new()
-                };
-                format!("shorter than rule {rule} ({days} days): objects vanish early{n}")
-            }
+            } => format!(
+                "shorter than rule {rule} ({days} days): objects vanish early{}",
+                n(*objects)
+            ),
             Conflict::IgnoresFilter { rule } => format!(
                 "rule {rule} filters by tag or size: the TTL expires the objects it leaves alone too"
             ),
             Conflict::NoRule { objects } => {
-                let n = if *objects > 0 {
-                    format!(" ({objects} objects)")
-                } else {
-                    String::new()
-                };
-                format!("no lifecycle rule expires what it covers{n}")
+                format!("no lifecycle rule expires what it covers{}", n(*objects))
             }
             Conflict::Outlived => "no filer.conf location gives this TTL today: it was removed or \
                                changed (or the rule it mirrored was), and these objects still \
@@ -223,13 +215,11 @@ impl Source {
 /// One TTL the audit found, explained.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Finding {
-    /// The bucket.
     pub bucket: String,
     /// Where the TTL lives.
     pub source: Source,
     /// The TTL, as SeaweedFS writes it.
     pub ttl: String,
-    /// The TTL in seconds.
     pub ttl_seconds: u64,
     /// The key prefix it covers (empty: the whole bucket).
     pub key_prefix: String,
@@ -246,9 +236,7 @@ pub struct Finding {
 /// The whole audit.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct AuditReport {
-    /// When it ran.
     pub at_ns: Nanos,
-    /// Buckets audited.
     pub buckets: u64,
     /// Every finding, by bucket then source.
     pub findings: Vec<Finding>,
@@ -281,7 +269,8 @@ pub fn location_scope(location: &str, buckets_root: &str, bucket: &str) -> Optio
     }
 }
 
-fn rule_name(r: &FlatRule) -> String {
+/// The rule's ID, or `#<position>` when it has none.
+pub(crate) fn rule_name(r: &FlatRule) -> String {
     if r.id.is_empty() {
         format!("#{}", r.position)
     } else {
@@ -351,13 +340,8 @@ pub fn key_verdict(
     let governing = rules
         .iter()
         .filter(|r| expiring(r) && key.starts_with(&r.prefix) && !filtered(r))
-        .min_by_key(|r| {
-            if r.expiration_days > 0 {
-                rule_seconds(r, day)
-            } else {
-                0
-            }
-        });
+        // 0 for a rule without `Expiration/Days`.
+        .min_by_key(|r| rule_seconds(r, day));
     match governing {
         None => Err(None),
         Some(r) if r.expiration_days > 0 && ttl < rule_seconds(r, day) => Err(Some(rule_name(r))),
@@ -384,27 +368,22 @@ pub fn audit_bucket(t: &BucketTtls, buckets_root: &str, day: Duration, now: Nano
         )
     };
     for loc in &t.locations {
-        let Some(secs) = ttl_seconds(&loc.ttl) else {
-            continue;
-        };
-        let Some(scope) = location_scope(&loc.prefix, buckets_root, &b.name) else {
+        let (prefix, ttl) = (&loc.prefix, &loc.ttl);
+        let scope = location_scope(prefix, buckets_root, &b.name);
+        let (Some(secs), Some(scope)) = (ttl_seconds(ttl), scope) else {
             continue;
         };
         let mut fix = weed_shell(&format!(
-            "fs.configure -locationPrefix {} -delete -apply",
-            loc.prefix
+            "fs.configure -locationPrefix {prefix} -delete -apply"
         ));
         if !loc.other_flags.is_empty() {
-            fix.push_str(&format!(
-                ", then keep its other settings: {}",
-                weed_shell(&format!(
-                    "fs.configure -locationPrefix {} {} -apply",
-                    loc.prefix,
-                    loc.other_flags.join(" ")
-                ))
+            let flags = loc.other_flags.join(" ");
+            let keep = weed_shell(&format!(
+                "fs.configure -locationPrefix {prefix} {flags} -apply"
             ));
+            fix.push_str(&format!(", then keep its other settings: {keep}"));
         }
-        let wide = if scope.is_empty() && !loc.prefix.ends_with(&format!("/{}/", b.name)) {
+        let wide = if scope.is_empty() && !prefix.ends_with(&format!("/{}/", b.name)) {
             " (a location over several buckets: removing it changes them all)"
         } else {
             ""
@@ -412,19 +391,17 @@ pub fn audit_bucket(t: &BucketTtls, buckets_root: &str, day: Duration, now: Nano
         out.push(Finding {
             bucket: b.name.clone(),
             source: Source::Location,
-            ttl: loc.ttl.clone(),
+            ttl: ttl.clone(),
             ttl_seconds: secs,
             key_prefix: scope.clone(),
             detail: format!(
-                "filer.conf location {} gives every write under it a TTL of {}{wide}",
-                loc.prefix, loc.ttl
+                "filer.conf location {prefix} gives every write under it a TTL of {ttl}{wide}"
             ),
             conflicts: scope_conflicts(b, &scope, secs, day),
             fix,
             unsavable: format!(
-                "objects already written under {} keep their TTL of {}: removing the location \
-                 only spares later writes",
-                loc.prefix, loc.ttl
+                "objects already written under {prefix} keep their TTL of {ttl}: removing the \
+                 location only spares later writes"
             ),
         });
     }

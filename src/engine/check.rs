@@ -31,7 +31,6 @@ pub enum Probe {
     Lookup {
         /// Bucket-relative directory.
         dir: String,
-        /// Entry name.
         name: String,
     },
     /// Every entry of `dir` (a missing directory lists as empty).
@@ -69,11 +68,9 @@ pub enum Purpose {
 /// upload's destination key for an abort) and why.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Check {
-    /// The delete the check is about.
     pub request: DeleteRequest,
     /// Logical object key (for AbortMpu: the destination key).
     pub key: String,
-    /// Why.
     pub purpose: Purpose,
 }
 
@@ -103,10 +100,8 @@ impl Verdict {
 
 /// `dir`, `name` of a bucket-relative key.
 fn split_key(key: &str) -> (String, String) {
-    match key.rsplit_once('/') {
-        Some((d, n)) => (d.to_string(), n.to_string()),
-        None => (String::new(), key.to_string()),
-    }
+    let (d, n) = key.rsplit_once('/').unwrap_or(("", key));
+    (d.to_string(), n.to_string())
 }
 
 /// True for an answer the gateway also gives when its own filer read failed:
@@ -177,12 +172,11 @@ impl Check {
     /// The filer reads the check needs, in the order [`judge`] expects.
     pub fn probes(&self) -> Vec<Probe> {
         let (dir, name) = split_key(&self.key);
+        let versions = format!("{}{VERSIONS_SUFFIX}", self.key);
         match &self.purpose {
             Purpose::BeforeAbort => vec![
                 Probe::Lookup { dir, name },
-                Probe::List {
-                    dir: format!("{}{VERSIONS_SUFFIX}", self.key),
-                },
+                Probe::List { dir: versions },
                 // The parts, for the bytes the abort frees
                 // (docs/reclaimed-space.md); never part of the verdict.
                 Probe::List {
@@ -194,18 +188,14 @@ impl Check {
                 if v.is_empty() {
                     // The latest: the bare entry, or on a versioned bucket a
                     // file under `<key>.versions` (the identity tells which).
-                    vec![
-                        Probe::Lookup { dir, name },
-                        Probe::List {
-                            dir: format!("{}{VERSIONS_SUFFIX}", self.key),
-                        },
-                    ]
+                    vec![Probe::Lookup { dir, name }, Probe::List { dir: versions }]
                 } else if v == "null" {
                     vec![Probe::Lookup { dir, name }]
                 } else {
+                    let name = format!("{VERSION_FILE_PREFIX}{v}");
                     vec![Probe::Lookup {
-                        dir: format!("{}{VERSIONS_SUFFIX}", self.key),
-                        name: format!("{VERSION_FILE_PREFIX}{v}"),
+                        dir: versions,
+                        name,
                     }]
                 }
             }
@@ -262,10 +252,7 @@ pub fn judge(check: &Check, answers: &[Result<Vec<Entry>, String>], now: Nanos) 
             }
         }
         Purpose::Confirm(result) => {
-            let live = entries
-                .into_iter()
-                .find(|e| EntryIdentity::of(e) == check.request.identity);
-            match live {
+            match (entries.into_iter()).find(|e| EntryIdentity::of(e) == check.request.identity) {
                 None => Verdict::Settled,
                 Some(e) => match active_lock(e, now) {
                     Some(lock) => Verdict::Locked(format!("{subject}: {lock}")),

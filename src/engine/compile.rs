@@ -20,7 +20,6 @@ pub enum Versioning {
     /// Versioning was never enabled (value absent or unrecognised).
     #[default]
     Unversioned,
-    /// `Enabled`.
     Enabled,
     /// `Suspended`: still "versioned" for routing; bare-key writes become the
     /// `null` version.
@@ -32,10 +31,7 @@ impl Versioning {
     /// `IsBucketVersioned` does: trimmed, case-insensitive. Anything else
     /// (including absence) is [`Versioning::Unversioned`].
     pub fn from_extended(value: Option<&[u8]>) -> Versioning {
-        let Some(raw) = value else {
-            return Versioning::Unversioned;
-        };
-        let text = String::from_utf8_lossy(raw);
+        let text = String::from_utf8_lossy(value.unwrap_or_default());
         let text = text.trim();
         if text.eq_ignore_ascii_case("enabled") {
             Versioning::Enabled
@@ -52,7 +48,6 @@ impl Versioning {
 pub struct BucketConfig {
     /// Bucket name (the directory name under the buckets root).
     pub name: String,
-    /// Versioning state of the bucket.
     pub versioning: Versioning,
     /// Object lock is enabled on the bucket. The S3 server treats such buckets
     /// as versioned even without a versioning value (docs/filer-layout.md#bucket-entry).
@@ -80,36 +75,26 @@ fn versioned(versioning: Versioning, object_lock: bool) -> bool {
 /// own action: the count stays on the rule and the evaluator applies it to the
 /// `NoncurrentDays` action.
 pub fn rule_action_kinds(rule: &FlatRule) -> Vec<ActionKind> {
-    let mut kinds = Vec::with_capacity(3);
-    if rule.expiration_days > 0 {
-        kinds.push(ActionKind::ExpirationDays);
-    }
-    if rule.expiration_date.is_some() {
-        kinds.push(ActionKind::ExpirationDate);
-    }
-    if rule.expired_object_delete_marker {
-        kinds.push(ActionKind::ExpiredDeleteMarker);
-    }
-    if rule.noncurrent_days > 0 {
-        kinds.push(ActionKind::NoncurrentDays);
-    } else if rule.newer_noncurrent_versions > 0 {
-        kinds.push(ActionKind::NewerNoncurrent);
-    }
-    if rule.abort_mpu_days > 0 {
-        kinds.push(ActionKind::AbortMpu);
-    }
-    kinds
+    let has = |kind: &ActionKind| match kind {
+        ActionKind::ExpirationDays => rule.expiration_days > 0,
+        ActionKind::ExpirationDate => rule.expiration_date.is_some(),
+        ActionKind::ExpiredDeleteMarker => rule.expired_object_delete_marker,
+        ActionKind::NoncurrentDays => rule.noncurrent_days > 0,
+        ActionKind::NewerNoncurrent => {
+            rule.noncurrent_days <= 0 && rule.newer_noncurrent_versions > 0
+        }
+        ActionKind::AbortMpu => rule.abort_mpu_days > 0,
+    };
+    ActionKind::EMISSION_ORDER.into_iter().filter(has).collect()
 }
 
 /// Identity of a compiled action, as SeaweedFS's `ActionKey`. Its derived
 /// order (bucket, rule hash bytes, kind) is the snapshot's sort order.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct ActionKey {
-    /// Bucket name.
     pub bucket: Arc<str>,
     /// Hash of the rule the action came from.
     pub rule_hash: RuleHash,
-    /// What the action does.
     pub kind: ActionKind,
 }
 
@@ -130,7 +115,6 @@ pub struct CompiledAction {
 }
 
 impl CompiledAction {
-    /// Bucket the action belongs to.
     pub fn bucket(&self) -> &Arc<str> {
         &self.bucket
     }
@@ -145,7 +129,6 @@ impl CompiledAction {
         self.rule_hash
     }
 
-    /// What the action does.
     pub fn kind(&self) -> ActionKind {
         self.kind
     }
@@ -171,7 +154,6 @@ impl CompiledAction {
         self.active = active;
     }
 
-    /// The action's identity.
     pub fn key(&self) -> ActionKey {
         ActionKey {
             bucket: self.bucket.clone(),
@@ -252,17 +234,14 @@ impl BucketView {
         )
     }
 
-    /// Bucket name.
     pub fn name(&self) -> &Arc<str> {
         &self.name
     }
 
-    /// Versioning state.
     pub fn versioning(&self) -> Versioning {
         self.versioning
     }
 
-    /// Object lock enabled.
     pub fn object_lock(&self) -> bool {
         self.object_lock
     }
@@ -310,13 +289,9 @@ impl Snapshot {
     /// [`RuleMode::Disabled`]; `ExpirationDate` → [`RuleMode::ScanAtDate`];
     /// otherwise [`RuleMode::EventDriven`]. Every non-Disabled action is active.
     ///
-    /// Deviation from Go (docs/design-deviations.md#disabled-rules): production Go compiles
-    /// disabled rules as active EventDriven actions that merely never fire, so
-    /// they still count in the cursor hashes and enabling one does not trigger
-    /// a recovery walk. Here a Disabled action never fires, is in no view and
-    /// in no hash: enabling a rule changes the replay hash and triggers the
-    /// recovery walk that catches objects already past its TTL, which is what
-    /// an operator expects.
+    /// Deviation from Go (docs/design-deviations.md#disabled-rules): a Disabled
+    /// action never fires and is in no view and no hash, so enabling a rule
+    /// triggers the recovery walk that catches objects already past its TTL.
     ///
     /// Actions are identified by (bucket, rule hash, kind), like Go's action
     /// map. When two rules of one bucket compile to the same identity (same
@@ -329,10 +304,8 @@ impl Snapshot {
     /// buckets with one name); if a name repeats, the later config replaces
     /// the earlier one.
     pub fn compile(buckets: Vec<BucketConfig>, time: TimeConfig) -> Snapshot {
-        let mut by_name: HashMap<String, BucketConfig> = HashMap::with_capacity(buckets.len());
-        for b in buckets {
-            by_name.insert(b.name.clone(), b);
-        }
+        let by_name: HashMap<String, BucketConfig> =
+            buckets.into_iter().map(|b| (b.name.clone(), b)).collect();
         let mut views: Vec<BucketView> = by_name
             .into_values()
             .map(|b| compile_bucket(b, time))
@@ -361,7 +334,6 @@ impl Snapshot {
         &self.buckets
     }
 
-    /// The bucket with this name, if present.
     pub fn bucket(&self, name: &str) -> Option<&BucketView> {
         self.buckets
             .binary_search_by(|b| (*b.name).cmp(name))
@@ -380,7 +352,6 @@ impl Snapshot {
         self.buckets.iter_mut().flat_map(|b| b.actions.iter_mut())
     }
 
-    /// The action with this identity, if present.
     pub fn action(
         &self,
         bucket: &str,
@@ -390,7 +361,6 @@ impl Snapshot {
         self.bucket(bucket)?.action(rule_hash, kind)
     }
 
-    /// Number of actions.
     pub fn len(&self) -> usize {
         self.buckets.iter().map(|b| b.actions.len()).sum()
     }

@@ -210,11 +210,7 @@ impl ActionProgress {
     /// one: every span due by `now`, and `(index.through, now]`.
     pub fn ranges_for(&self, now: Nanos, time: &TimeConfig) -> Vec<(Nanos, Nanos)> {
         let Some(idx) = self.usable(time) else {
-            return if self.ts < now {
-                vec![(self.ts, now)]
-            } else {
-                Vec::new()
-            };
+            return merge_ranges(vec![(self.ts, now)]);
         };
         let mut out: Vec<(Nanos, Nanos)> = idx
             .spans
@@ -273,7 +269,6 @@ impl BucketCursor {
 pub struct GoCursor {
     /// Always 1.
     pub version: u32,
-    /// Shard number.
     pub shard_id: u8,
     /// Meta-log position (ns).
     pub ts_ns: Nanos,
@@ -321,10 +316,7 @@ impl ShardCursor {
     /// The file content: two-space indented JSON and a trailing newline, like
     /// Go's encoder, so operators can diff it with Go-written files.
     pub fn to_json(&self) -> Vec<u8> {
-        // Serialising plain structs into a Vec cannot fail.
-        let mut out = serde_json::to_vec_pretty(self).unwrap_or_default();
-        out.push(b'\n');
-        out
+        super::safety::record_json(self)
     }
 }
 
@@ -342,15 +334,7 @@ pub fn decode_cursor(content: &[u8], shard: u8) -> Result<ShardCursor, String> {
             "format version {version} is not supported (this build reads versions {OLDEST_READABLE_VERSION} to {CURSOR_VERSION}); a newer build wrote it, or the file is damaged"
         ));
     }
-    let c: ShardCursor =
-        serde_json::from_slice(content).map_err(|e| format!("invalid cursor JSON: {e}"))?;
-    if c.shard_id != shard {
-        return Err(format!(
-            "it holds shard_id {} but is the file of shard {shard}",
-            c.shard_id
-        ));
-    }
-    Ok(c)
+    decode_shard(content, shard, "cursor", |c: &ShardCursor| c.shard_id)
 }
 
 /// Parses and checks a Go cursor file's content, as strictly as Go does.
@@ -359,15 +343,23 @@ pub fn decode_go_cursor(content: &[u8], shard: u8) -> Result<GoCursor, String> {
     if version != 1 {
         return Err(format!("Go cursor version {version} is not 1"));
     }
-    let c: GoCursor =
-        serde_json::from_slice(content).map_err(|e| format!("invalid Go cursor JSON: {e}"))?;
-    if c.shard_id != shard {
-        return Err(format!(
-            "it holds shard_id {} but is the file of shard {shard}",
-            c.shard_id
-        ));
+    decode_shard(content, shard, "Go cursor", |c: &GoCursor| c.shard_id)
+}
+
+/// Parses a `what` file and checks it is the one of `shard`.
+fn decode_shard<T: serde::de::DeserializeOwned>(
+    content: &[u8],
+    shard: u8,
+    what: &str,
+    shard_of: impl Fn(&T) -> u8,
+) -> Result<T, String> {
+    let c: T = serde_json::from_slice(content).map_err(|e| format!("invalid {what} JSON: {e}"))?;
+    match shard_of(&c) {
+        id if id == shard => Ok(c),
+        id => Err(format!(
+            "it holds shard_id {id} but is the file of shard {shard}"
+        )),
     }
-    Ok(c)
 }
 
 /// Reads only `version`, so a future format gets a "version not supported"

@@ -30,11 +30,8 @@ pub(crate) struct Pointer<'a> {
 
 impl Pointer<'_> {
     fn bucket_dir(&self) -> String {
-        format!(
-            "{}/{}",
-            self.buckets_root.trim_end_matches('/'),
-            self.bucket
-        )
+        let root = self.buckets_root.trim_end_matches('/');
+        format!("{root}/{}", self.bucket)
     }
 
     /// Where the bare `<logical>` entry lives: (parent directory, name).
@@ -47,12 +44,8 @@ impl Pointer<'_> {
 
     /// The `<logical>.versions` folder's full path.
     fn folder_dir(&self) -> String {
-        format!(
-            "{}/{}{}",
-            self.bucket_dir(),
-            self.logical,
-            keys::VERSIONS_SUFFIX
-        )
+        let dir = self.bucket_dir();
+        format!("{dir}/{}{}", self.logical, keys::VERSIONS_SUFFIX)
     }
 }
 
@@ -242,15 +235,12 @@ pub fn resolve_deferred(
         size: size_of(entry),
         is_latest,
         is_delete_marker: is_delete_marker(entry),
-        num_versions: 0,
-        noncurrent_since: None,
-        noncurrent_index: None,
         tags: if rule.tags.is_empty() {
             BTreeMap::new()
         } else {
             filter::tags_of(entry)
         },
-        is_mpu_init: false,
+        ..ObjectInfo::default()
     };
     let due = match (&lookup.expect, m.kind) {
         (Expect::NullVersion, ActionKind::NoncurrentDays) => {

@@ -15,7 +15,6 @@ pub const UPLOADS_PREFIX: &str = ".uploads/";
 /// One deletion to ask the S3 server for.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DeleteRequest {
-    /// Bucket name.
     pub bucket: String,
     /// Bucket-relative path, no leading slash: the object key, or
     /// `.uploads/<upload id>` for [`ActionKind::AbortMpu`] (never the
@@ -27,7 +26,6 @@ pub struct DeleteRequest {
     pub version_id: String,
     /// The rule that decided (the server only uses it as a metrics label).
     pub rule_hash: RuleHash,
-    /// What to do.
     pub kind: ActionKind,
     /// The entry we decided on; the server deletes only if the live entry
     /// still has this identity. Always sent: without it the server deletes
@@ -39,11 +37,8 @@ pub struct DeleteRequest {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("lifecycle delete {kind} of {bucket}/{object_path} refused before sending: {reason}")]
 pub struct InvalidRequest {
-    /// Bucket of the request.
     pub bucket: String,
-    /// object_path of the request.
     pub object_path: String,
-    /// Kind of the request.
     pub kind: ActionKind,
     /// What is wrong and how to fix it.
     pub reason: String,
@@ -226,7 +221,6 @@ impl fmt::Display for DeleteOutcome {
 /// The fate of one delete as the shard sees it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CallResult {
-    /// How it ended.
     pub outcome: DeleteOutcome,
     /// The server's reason text, or the last transport error; empty for a
     /// dry run.
@@ -244,27 +238,18 @@ impl CallResult {
 
     /// A transport failure after every attempt.
     pub fn transport(message: impl Into<String>) -> CallResult {
-        CallResult {
-            outcome: DeleteOutcome::RpcError,
-            reason: message.into(),
-        }
+        CallResult::answered(DeleteOutcome::RpcError, message)
     }
 
     /// `--dry-run`: nothing was sent.
     pub fn dry_run() -> CallResult {
-        CallResult {
-            outcome: DeleteOutcome::DryRun,
-            reason: String::new(),
-        }
+        CallResult::answered(DeleteOutcome::DryRun, "")
     }
 
     /// Not sent because the match's rule left its bucket's configuration
     /// during the pass.
     pub fn withdrawn(reason: impl Into<String>) -> CallResult {
-        CallResult {
-            outcome: DeleteOutcome::Withdrawn,
-            reason: reason.into(),
-        }
+        CallResult::answered(DeleteOutcome::Withdrawn, reason)
     }
 
     /// True when the delete is settled (see [`DeleteOutcome::is_resolved`]).

@@ -1,24 +1,16 @@
 //! The due index: which stretches of meta-log a steady pass must re-read
-//! (docs/due-index.md).
+//! (docs/due-index.md). Per action, next to its
+//! [`ActionProgress`](super::cursor::ActionProgress), a [`DueIndex`] of spans
+//! of event `ts_ns`, each with the earliest due time of its unresolved
+//! matches; a pass at `now` reads only the spans due by `now` and the events
+//! after `index.through` ([`ranges_for`](super::cursor::ActionProgress::ranges_for)).
 //!
-//! Per action, next to its [`ActionProgress`](super::cursor::ActionProgress), a [`DueIndex`] says for the
-//! events in `(progress.ts, index.through]` where the matches that have not
-//! resolved yet are, and the earliest time any of them becomes due: a list of
-//! spans `[from, to]` of event `ts_ns`, each with the earliest due time of the
-//! unresolved matches of events inside it. A pass at `now` reads only the spans
-//! due by `now` and the new events after `index.through`
-//! ([`ranges_for`](super::cursor::ActionProgress::ranges_for)); every other event in the window either finished or holds
-//! only matches due after `now`.
-//!
-//! Invariant (the only thing replay relies on): every unresolved match of an
-//! event `e` with `progress.ts < e.ts ≤ index.through` has a due time at or
-//! after the `due` of some span containing `e.ts`. Spans are conservative:
-//! merging two spans (union, earliest due) or keeping a stale one never breaks
-//! it, it only makes a later pass read more. [`rebuild`] keeps it across a pass.
-//!
-//! A missing, corrupt or foreign index (another `time.day` or rounding: every
-//! due time would differ) is treated as absent: the pass reads the whole window
-//! from `progress.ts`, as before the index existed, and builds a fresh one.
+//! Invariant (the only thing replay relies on, docs/due-index.md#why-it-is-exact):
+//! every unresolved match of an event `e` with `progress.ts < e.ts ≤
+//! index.through` has a due time at or after the `due` of some span containing
+//! `e.ts`. Merging spans (union, earliest due) or keeping a stale one never
+//! breaks it, it only makes a later pass read more. A missing, corrupt or
+//! foreign index reads as absent (docs/due-index.md#fallback).
 
 use std::collections::BTreeMap;
 
@@ -111,10 +103,7 @@ pub fn merge_ranges(mut ranges: Vec<(Nanos, Nanos)>) -> Vec<(Nanos, Nanos)> {
 /// Whether every ts in `[lo, hi]` lies in one of the merged `(since, until]`
 /// `ranges` (true when `lo > hi`).
 pub fn covered(ranges: &[(Nanos, Nanos)], lo: Nanos, hi: Nanos) -> bool {
-    if lo > hi {
-        return true;
-    }
-    ranges.iter().any(|r| r.0 < lo && hi <= r.1)
+    lo > hi || ranges.iter().any(|r| r.0 < lo && hi <= r.1)
 }
 
 /// The index after a pass.
@@ -148,34 +137,41 @@ pub fn rebuild(
         Some(l) if l > old_through && covered(own, old_through + 1, l) => l,
         _ => old_through,
     };
-    let mut spans: Vec<(Nanos, Nanos, Nanos)> = Vec::new();
-    if let Some(o) = old {
-        for &(from, to, due) in &o.spans {
-            if to <= start_ts {
-                continue;
-            }
-            // Only the span's events inside the new index's domain matter:
-            // later ones are re-read as the next pass's tail. The span is
-            // replaced when all of those were read (the hour that holds the
-            // pass's last event is usually read only up to `limit`).
-            let hi = to.min(through);
-            let read = limit.is_some_and(|l| hi <= l && covered(own, from.max(start_ts + 1), hi));
-            if !read {
-                spans.push((from, to, due));
-            }
-        }
-    }
+    // Only a span's events inside the new index's domain matter: later ones
+    // are re-read as the next pass's tail. The span is replaced when all of
+    // those were read (the hour that holds the pass's last event is usually
+    // read only up to `limit`).
+    let mut spans: Vec<(Nanos, Nanos, Nanos)> = (old.into_iter())
+        .flat_map(|o| o.spans.iter().copied())
+        .filter(|&(from, to, _)| {
+            to > start_ts && !span_read(from, to, start_ts, through, own, limit)
+        })
+        .collect();
     let carried_from = spans.iter().map(|s| s.0).min();
     spans.extend(observed.iter().map(|(&from, &(to, due))| (from, to, due)));
+    let spans = normalize(spans);
     (
         DueIndex {
-            day_ns: day_ns(time),
-            rounding: time.rounding,
-            through,
-            spans: normalize(spans),
+            spans,
+            ..DueIndex::empty(time, through)
         },
         carried_from,
     )
+}
+
+/// Whether a pass read all of the old index span `[from, to]`: every event
+/// of it inside the new index's domain (up to `through`) lies in `own` and
+/// up to `limit`. [`rebuild`] replaces exactly those spans.
+pub fn span_read(
+    from: Nanos,
+    to: Nanos,
+    start_ts: Nanos,
+    through: Nanos,
+    own: &[(Nanos, Nanos)],
+    limit: Option<Nanos>,
+) -> bool {
+    let hi = to.min(through);
+    limit.is_some_and(|l| hi <= l && covered(own, from.max(start_ts + 1), hi))
 }
 
 /// Sorts spans, merges overlapping ones (union, earliest due) and, past

@@ -23,7 +23,6 @@ pub struct ObjectInfo {
     pub size: i64,
     /// The current version of its key (always true for unversioned objects).
     pub is_latest: bool,
-    /// A delete marker.
     pub is_delete_marker: bool,
     /// Versions of the key, the null version included; 1 for an unversioned
     /// object.
@@ -35,7 +34,6 @@ pub struct ObjectInfo {
     /// Rank among noncurrent versions, 0 = newest noncurrent; `None` when
     /// unknown (e.g. from a single meta-log event).
     pub noncurrent_index: Option<usize>,
-    /// Object tags.
     pub tags: BTreeMap<String, String>,
     /// An in-progress multipart upload (its key is the destination key).
     pub is_mpu_init: bool,
@@ -131,18 +129,12 @@ pub fn fires(
     now: Nanos,
     time: &TimeConfig,
 ) -> bool {
-    match due_at(rule, kind, key, info, time) {
-        None => false,
-        Some(_)
-            if matches!(
-                kind,
-                ActionKind::NewerNoncurrent | ActionKind::ExpiredDeleteMarker
-            ) =>
-        {
-            true
-        }
-        Some(due) => now >= due,
-    }
+    due_at(rule, kind, key, info, time).is_some_and(|due| {
+        matches!(
+            kind,
+            ActionKind::NewerNoncurrent | ActionKind::ExpiredDeleteMarker
+        ) || now >= due
+    })
 }
 
 #[cfg(test)]

@@ -84,10 +84,7 @@ pub fn locate(buckets_root: &str, ev: &MetaEvent) -> Option<(String, String)> {
         return Some((name.to_owned(), String::new()));
     }
     let rest = dir.strip_prefix(bare)?.strip_prefix('/')?;
-    let (bucket, parent) = match rest.split_once('/') {
-        Some((b, p)) => (b, p),
-        None => (rest, ""),
-    };
+    let (bucket, parent) = rest.split_once('/').unwrap_or((rest, ""));
     if bucket.is_empty() {
         return None;
     }

@@ -9,6 +9,7 @@ use std::collections::BTreeMap;
 
 use serde::Serialize;
 
+use crate::engine::audit::rule_name;
 use crate::engine::versions::expand_versions;
 use crate::engine::walk::{self, WalkItem};
 use crate::engine::{ActionKind, Nanos, Snapshot, TimeConfig, keys};
@@ -33,7 +34,6 @@ pub struct RuleVerdict {
 /// A matching rule's action and when it is due for this object.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct ActionDue {
-    /// Action kind.
     pub kind: String,
     /// Due time, ns since epoch; `None` when it does not apply to this object.
     pub due_ns: Option<Nanos>,
@@ -66,7 +66,9 @@ pub fn explain(
             }
             for (k, v) in &r.tags {
                 match tags.get(k) {
-                    None => reasons.push(format!("tag: object has no tag {k:?} (rule wants {v:?})")),
+                    None => {
+                        reasons.push(format!("tag: object has no tag {k:?} (rule wants {v:?})"))
+                    }
                     Some(have) if have != v => reasons.push(format!(
                         "tag: object's tag {k:?} is {have:?}, rule wants {v:?}"
                     )),
@@ -87,47 +89,42 @@ pub fn explain(
             }
             let matches = reasons.is_empty();
             let mut actions = Vec::new();
-            if matches {
-                if r.expiration_days > 0 {
+            let mut due = |applies: bool, kind: &str, due_ns: Option<Nanos>, note: String| {
+                if matches && applies {
                     actions.push(ActionDue {
-                        kind: "expiration_days".into(),
-                        due_ns: Some(time.due_after(mtime, r.expiration_days)),
-                        note: format!("mtime + {} days", r.expiration_days),
+                        kind: kind.into(),
+                        due_ns,
+                        note,
                     });
                 }
-                if let Some(d) = r.expiration_date {
-                    let ns = i64::try_from(d.unix_timestamp_nanos()).unwrap_or(Nanos::MAX);
-                    actions.push(ActionDue {
-                        kind: "expiration_date".into(),
-                        due_ns: Some(ns),
-                        note: "the rule's Date".into(),
-                    });
-                }
-                if r.noncurrent_days > 0 {
-                    actions.push(ActionDue {
-                        kind: "noncurrent_days".into(),
-                        due_ns: None,
-                        note: format!(
-                            "applies to noncurrent versions only: {} days after each becomes noncurrent",
-                            r.noncurrent_days
-                        ),
-                    });
-                }
-                if r.abort_mpu_days > 0 {
-                    actions.push(ActionDue {
-                        kind: "abort_mpu".into(),
-                        due_ns: None,
-                        note: "applies to multipart uploads only".into(),
-                    });
-                }
-                if r.expired_object_delete_marker {
-                    actions.push(ActionDue {
-                        kind: "expired_delete_marker".into(),
-                        due_ns: None,
-                        note: "applies to a delete marker that is the only version left".into(),
-                    });
-                }
+            };
+            due(
+                r.expiration_days > 0,
+                "expiration_days",
+                Some(time.due_after(mtime, r.expiration_days)),
+                format!("mtime + {} days", r.expiration_days),
+            );
+            if let Some(d) = r.expiration_date {
+                let ns = i64::try_from(d.unix_timestamp_nanos()).unwrap_or(Nanos::MAX);
+                due(true, "expiration_date", Some(ns), "the rule's Date".into());
             }
+            due(
+                r.noncurrent_days > 0,
+                "noncurrent_days",
+                None,
+                format!(
+                    "applies to noncurrent versions only: {} days after each becomes noncurrent",
+                    r.noncurrent_days
+                ),
+            );
+            let mpu = "applies to multipart uploads only".into();
+            due(r.abort_mpu_days > 0, "abort_mpu", None, mpu);
+            due(
+                r.expired_object_delete_marker,
+                "expired_delete_marker",
+                None,
+                "applies to a delete marker that is the only version left".into(),
+            );
             RuleVerdict {
                 rule_id: r.id.clone(),
                 position: r.position,
@@ -146,14 +143,12 @@ pub struct VersionVerdict {
     pub version_id: String,
     /// The key's current version.
     pub is_latest: bool,
-    /// A delete marker.
     pub is_delete_marker: bool,
     /// When it became noncurrent (its stamp, else the next-newer version's
     /// mtime); `None` for the latest.
     pub noncurrent_since: Option<Nanos>,
     /// Its mtime, ns.
     pub mod_time: Nanos,
-    /// Its size in bytes.
     pub size: i64,
     /// Versions of the key (this one included).
     pub num_versions: usize,
@@ -167,7 +162,6 @@ pub struct VersionVerdict {
 pub struct VersionAction {
     /// The rule's ID, or `#<position>` when it has none.
     pub rule: String,
-    /// Action kind.
     pub kind: String,
     /// When it is (or was) due.
     pub due_ns: Nanos,
@@ -220,34 +214,16 @@ pub fn explain_version(
         }
         _ => return None,
     };
-    let Some(b) = view.bucket(bucket) else {
-        return Some(verdict);
-    };
     for m in walk::evaluate(view, bucket, item, horizon) {
-        let current_kind = matches!(
-            m.kind,
-            ActionKind::ExpirationDays | ActionKind::ExpirationDate
-        );
-        let mine = if current_kind {
-            verdict.is_latest
-        } else {
-            m.version_id == version_id
+        let mine = match m.kind {
+            ActionKind::ExpirationDays | ActionKind::ExpirationDate => verdict.is_latest,
+            _ => m.version_id == version_id,
         };
         if !mine {
             continue;
         }
-        let rule = b
-            .actions()
-            .iter()
-            .find(|a| a.rule_hash() == m.rule_hash && a.kind() == m.kind)
-            .map(|a| {
-                let r = a.rule();
-                if r.id.is_empty() {
-                    format!("#{}", r.position)
-                } else {
-                    r.id.clone()
-                }
-            })
+        let rule = (view.action(bucket, m.rule_hash, m.kind))
+            .map(|a| rule_name(a.rule()))
             .unwrap_or_default();
         verdict.actions.push(VersionAction {
             rule,

@@ -40,9 +40,8 @@ pub struct DayCount {
 }
 
 /// The forecast of one bucket's rule and action kind.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RuleForecast {
-    /// Bucket.
     pub bucket: String,
     /// Rule ID (empty when the rule has none).
     pub rule_id: String,
@@ -97,11 +96,10 @@ pub struct DaysOutOfRange(pub u32);
 
 /// Checks how many days a forecast is asked to show.
 pub fn check_days(days: u32) -> Result<u32, DaysOutOfRange> {
-    if (1..=MAX_DAYS).contains(&days) {
-        Ok(days)
-    } else {
-        Err(DaysOutOfRange(days))
-    }
+    (1..=MAX_DAYS)
+        .contains(&days)
+        .then_some(days)
+        .ok_or(DaysOutOfRange(days))
 }
 
 /// What the forecast says about its own precision (docs/forecast.md#imprecision).
@@ -115,7 +113,6 @@ pub struct Forecast {
     pub now_ns: Nanos,
     /// `time.day` in seconds (the width of a day).
     pub day_seconds: f64,
-    /// Days shown.
     pub days: u32,
     /// Shards without a cursor (cold): their buckets' counts are missing.
     #[serde(default)]
@@ -183,12 +180,9 @@ fn entry<'a>(
     out.entry((b.to_string(), hash.to_string(), kind.to_string()))
         .or_insert_with(|| RuleForecast {
             bucket: b.to_string(),
-            rule_id: String::new(),
             rule_hash: hash.to_string(),
             kind: kind.to_string(),
             known: true,
-            overdue: Count::default(),
-            oldest_overdue_ns: None,
             days: (1..=days)
                 .map(|i| DayCount {
                     day: i,
@@ -196,7 +190,7 @@ fn entry<'a>(
                     count: Count::default(),
                 })
                 .collect(),
-            later: Count::default(),
+            ..RuleForecast::default()
         })
 }
 
@@ -226,9 +220,7 @@ pub fn forecast(
                     f.known = false;
                     continue;
                 };
-                if !t.complete {
-                    f.known = false;
-                }
+                f.known &= t.complete;
                 if f.rule_id.is_empty() {
                     f.rule_id = t.rule_id.clone();
                 }
@@ -249,9 +241,7 @@ pub fn forecast(
                 let f = entry(&mut out, b, key, now, d, days);
                 // A recovery walk counts only what is due: the days after
                 // `now` are unknown until it finishes.
-                if bc.backlog.recovering || !bc.backlog.complete {
-                    f.known = false;
-                }
+                f.known &= !bc.backlog.recovering && bc.backlog.complete;
                 if f.rule_id.is_empty() {
                     f.rule_id = held.rule_id.clone();
                 }

@@ -29,25 +29,13 @@ pub const EMPTY_HASH: [u8; 32] = [0; 32];
 /// in Go. Editing, adding or removing rules that have only walker kinds does
 /// not.
 pub fn replay_content_hash(snapshot: &Snapshot) -> [u8; 32] {
-    let mut items: Vec<&CompiledAction> = snapshot.actions().filter(|a| in_replay_set(a)).collect();
-    sort_items(&mut items);
-    hash_items(&items, true)
+    global_hash(snapshot, in_replay_set, true)
 }
 
 /// [`replay_content_hash`] per bucket: one entry for every bucket of the
 /// snapshot, [`EMPTY_HASH`] for a bucket without replay-kind actions.
 pub fn replay_content_hash_by_bucket(snapshot: &Snapshot) -> BTreeMap<String, [u8; 32]> {
-    snapshot
-        .buckets()
-        .iter()
-        .map(|b| {
-            // Within one bucket the (rule hash, kind) order is the global
-            // item order restricted to that bucket.
-            let items: Vec<&CompiledAction> =
-                b.actions_sorted().filter(|a| in_replay_set(a)).collect();
-            (b.name().to_string(), hash_items(&items, true))
-        })
-        .collect()
+    hash_by_bucket(snapshot, in_replay_set, true)
 }
 
 /// Hash of the replay-kind actions that `rules_for_shard` with the same
@@ -55,12 +43,7 @@ pub fn replay_content_hash_by_bucket(snapshot: &Snapshot) -> BTreeMap<String, [u
 /// bucket, rule hash and kind, no TTL. A change means a rule moved between
 /// replay and walk in either direction. [`EMPTY_HASH`] when none did.
 pub fn promoted_hash(snapshot: &Snapshot, retention_window: Duration) -> [u8; 32] {
-    let mut items: Vec<&CompiledAction> = snapshot
-        .actions()
-        .filter(|a| in_promoted_set(a, retention_window))
-        .collect();
-    sort_items(&mut items);
-    hash_items(&items, false)
+    global_hash(snapshot, |a| in_promoted_set(a, retention_window), false)
 }
 
 /// [`promoted_hash`] per bucket: one entry for every bucket of the snapshot.
@@ -68,15 +51,32 @@ pub fn promoted_hash_by_bucket(
     snapshot: &Snapshot,
     retention_window: Duration,
 ) -> BTreeMap<String, [u8; 32]> {
+    hash_by_bucket(snapshot, |a| in_promoted_set(a, retention_window), false)
+}
+
+/// [`hash_items`] of the snapshot's actions that `keep`, in Go's item order.
+fn global_hash(snapshot: &Snapshot, keep: impl Fn(&CompiledAction) -> bool, ttl: bool) -> [u8; 32] {
+    let mut items: Vec<&CompiledAction> = snapshot.actions().filter(|a| keep(a)).collect();
+    // Go's item order: rule hash bytes, then kind, then bucket bytes. (Not the
+    // snapshot's bucket-first order; a different order gives different bytes.)
+    items.sort_by_key(|a| (a.rule_hash(), a.kind(), a.bucket().clone()));
+    hash_items(&items, ttl)
+}
+
+/// [`global_hash`] per bucket: one entry for every bucket of the snapshot.
+fn hash_by_bucket(
+    snapshot: &Snapshot,
+    keep: impl Fn(&CompiledAction) -> bool,
+    ttl: bool,
+) -> BTreeMap<String, [u8; 32]> {
     snapshot
         .buckets()
         .iter()
         .map(|b| {
-            let items: Vec<&CompiledAction> = b
-                .actions_sorted()
-                .filter(|a| in_promoted_set(a, retention_window))
-                .collect();
-            (b.name().to_string(), hash_items(&items, false))
+            // Within one bucket the (rule hash, kind) order is the global
+            // item order restricted to that bucket.
+            let items: Vec<&CompiledAction> = b.actions_sorted().filter(|a| keep(a)).collect();
+            (b.name().to_string(), hash_items(&items, ttl))
         })
         .collect()
 }
@@ -112,18 +112,6 @@ fn in_replay_set(action: &CompiledAction) -> bool {
 
 fn in_promoted_set(action: &CompiledAction, retention_window: Duration) -> bool {
     in_replay_set(action) && !replay_eligible(action, retention_window)
-}
-
-/// Go's item order: rule hash bytes, then kind, then bucket bytes. (Not the
-/// snapshot's bucket-first order; a different order gives different bytes.)
-fn sort_items(items: &mut [&CompiledAction]) {
-    items.sort_by(|a, b| {
-        (a.rule_hash(), a.kind(), a.bucket().as_bytes()).cmp(&(
-            b.rule_hash(),
-            b.kind(),
-            b.bucket().as_bytes(),
-        ))
-    });
 }
 
 /// Per item: `0x01 uvarint(len) bucket | 0x02 uvarint(8) rule_hash |

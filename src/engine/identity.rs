@@ -24,23 +24,28 @@ pub struct EntryIdentity {
 impl EntryIdentity {
     /// The identity of a filer entry, as the server computes it.
     pub fn of(entry: &Entry) -> EntryIdentity {
-        let (mtime_ns, size) = match &entry.attributes {
-            Some(a) => (
-                a.mtime
-                    .saturating_mul(1_000_000_000)
-                    .saturating_add(i64::from(a.mtime_ns)),
-                // The server converts uint64 → int64 the Go way (wrapping).
-                a.file_size as i64,
-            ),
-            None => (0, 0),
-        };
         EntryIdentity {
-            mtime_ns,
-            size,
+            mtime_ns: mtime_ns(entry),
+            size: size_of(entry),
             head_fid: entry.chunks.first().map(head_fid).unwrap_or_default(),
             extended_hash: hash_extended(&entry.extended),
         }
     }
+}
+
+/// The entry's mtime in ns (`mtime × 10^9 + mtime_ns`), 0 without attributes;
+/// the identity's `mtime_ns`.
+pub fn mtime_ns(entry: &Entry) -> i64 {
+    entry.attributes.as_ref().map_or(0, |a| {
+        a.mtime
+            .saturating_mul(1_000_000_000)
+            .saturating_add(i64::from(a.mtime_ns))
+    })
+}
+
+/// `attributes.file_size` as the server reads it: uint64 → int64 the Go way (wrapping).
+pub fn size_of(entry: &Entry) -> i64 {
+    entry.attributes.as_ref().map_or(0, |a| a.file_size as i64)
 }
 
 /// Go's `FileChunk.GetFileIdString()`: the `file_id` string when present, else

@@ -16,7 +16,6 @@ pub struct JournalEntry {
     pub ts_ns: Nanos,
     /// The pass.
     pub run_id: String,
-    /// Bucket.
     pub bucket: String,
     /// Object key (path within the bucket).
     pub key: String,
@@ -51,17 +50,13 @@ pub fn encode_lines(entries: &[JournalEntry]) -> Vec<u8> {
 
 /// Parses a batch; an unreadable line is an error naming its number.
 pub fn decode_lines(content: &[u8]) -> Result<Vec<JournalEntry>, String> {
-    let mut out = Vec::new();
-    for (i, line) in content.split(|&c| c == b'\n').enumerate() {
-        if line.iter().all(u8::is_ascii_whitespace) {
-            continue;
-        }
-        out.push(
+    (content.split(|&c| c == b'\n').enumerate())
+        .filter(|(_, line)| !line.iter().all(u8::is_ascii_whitespace))
+        .map(|(i, line)| {
             serde_json::from_slice(line)
-                .map_err(|e| format!("line {}: not a journal entry ({e})", i + 1))?,
-        );
-    }
-    Ok(out)
+                .map_err(|e| format!("line {}: not a journal entry ({e})", i + 1))
+        })
+        .collect()
 }
 
 /// The day directory of a batch written at `ns` (`YYYY-MM-DD`, UTC).
@@ -84,11 +79,9 @@ pub fn batch_name(run_id: &str, shard: u8) -> String {
 /// The file of part `part` of one pass and shard's batch: part 0 is
 /// [`batch_name`], later parts `<run>-shard-NN.<part>.jsonl`.
 pub fn part_name(run_id: &str, shard: u8, part: usize) -> String {
-    let base = batch_name(run_id, shard);
-    if part == 0 {
-        base
-    } else {
-        format!("{}.{part}.jsonl", base.trim_end_matches(".jsonl"))
+    match part {
+        0 => batch_name(run_id, shard),
+        _ => format!("{run_id}-shard-{shard:02}.{part}.jsonl"),
     }
 }
 

@@ -71,10 +71,7 @@ pub fn active_lock(entry: &Entry, now: Nanos) -> Option<Lock> {
     if hold {
         return Some(Lock::LegalHold);
     }
-    let until = retain_until(entry)?;
-    if until <= now {
-        return None;
-    }
+    let until = retain_until(entry).filter(|&until| until > now)?;
     let mode = entry
         .extended
         .get(LOCK_MODE_KEY)

@@ -9,7 +9,6 @@ use crate::engine::{ActionKind, EntryIdentity, Nanos, RuleHash, keys};
 /// walker. Maps 1:1 onto a `LifecycleDelete` request.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Match {
-    /// Bucket name.
     pub bucket: String,
     /// The logical object key the rule was evaluated on (for an MPU, the
     /// destination key).
@@ -23,7 +22,6 @@ pub struct Match {
     pub version_id: String,
     /// Rule the match came from.
     pub rule_hash: RuleHash,
-    /// What to do.
     pub kind: ActionKind,
     /// When the action becomes (or became) due; for a deferred match, when
     /// to do its lookup (the resolved match may come out later).
@@ -90,7 +88,6 @@ pub enum Expect {
 pub struct PendingMatch {
     /// Rule the match came from.
     pub rule_hash: RuleHash,
-    /// What would be done.
     pub kind: ActionKind,
     /// When it becomes due (after the pass's `now`).
     pub due: Nanos,

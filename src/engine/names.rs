@@ -33,16 +33,14 @@ impl UnknownBucket {
             .map(String::as_str)
             .collect();
         let more = self.with_rules.len().saturating_sub(LISTED);
-        match (shown.is_empty(), more) {
-            (true, _) => m.push_str("; no bucket has a lifecycle configuration"),
-            (false, 0) => m.push_str(&format!(
-                "; buckets with a lifecycle configuration: {}",
-                shown.join(", ")
-            )),
-            (false, n) => m.push_str(&format!(
-                "; buckets with a lifecycle configuration: {} and {n} more",
-                shown.join(", ")
-            )),
+        if shown.is_empty() {
+            m.push_str("; no bucket has a lifecycle configuration");
+        } else {
+            m.push_str("; buckets with a lifecycle configuration: ");
+            m.push_str(&shown.join(", "));
+            if more > 0 {
+                m.push_str(&format!(" and {more} more"));
+            }
         }
         m.push_str(&format!(" ({} buckets in all)", self.existing));
         m

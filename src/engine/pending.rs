@@ -1,18 +1,9 @@
-//! The pending tally behind the forecast (docs/forecast.md): per action, what
-//! replay saw matched but not yet resolved, counted by the lifecycle day it
-//! is due, kept per due-index span next to the index in the action's progress.
-//!
-//! A steady pass reads only the due-index spans due by `now` and the new events
-//! (docs/due-index.md), so it cannot recount the whole window: a span the pass
-//! re-read is replaced by what the pass counted in it, a span it did not read
-//! keeps its old counts, and a resolved match is simply not counted again. The
-//! bins of a span are by due day (the day boundary at or after the due time),
-//! so a span holds a handful of bins and the whole tally is bounded by the
-//! index's span cap times the days.
-//!
-//! A missing, foreign (other `time.*`) or corrupt tally reads as `None`: the
-//! forecast says "unknown" for that action until a pass has re-read what it
-//! kept; a pass never depends on it.
+//! The pending tally behind the forecast (docs/forecast.md#the-pending-tally):
+//! per action, what replay saw matched but not yet resolved, counted by the
+//! lifecycle day it is due, kept per due-index span next to the index in the
+//! action's progress, and kept up the way the index is
+//! (docs/forecast.md#upkeep). A missing, foreign (other `time.*`) or corrupt
+//! tally reads as `None` ("unknown"); a pass never depends on it.
 
 use std::collections::BTreeMap;
 
@@ -93,28 +84,19 @@ pub type Observed = BTreeMap<Nanos, BTreeMap<Nanos, (u64, u64, Nanos)>>;
 pub fn observe(obs: &mut Observed, time: &TimeConfig, ev_ts: Nanos, due: Nanos, bytes: u64) {
     let width = due_index::span_width(time);
     let from = ev_ts.div_euclid(width).saturating_mul(width);
-    let e = obs
-        .entry(from)
-        .or_default()
-        .entry(due_by(due, time))
-        .or_insert((0, 0, due));
-    e.0 += 1;
-    e.1 = e.1.saturating_add(bytes);
-    e.2 = e.2.min(due);
+    add_bin(
+        obs.entry(from).or_default(),
+        due_by(due, time),
+        (1, bytes, due),
+    );
 }
 
-/// Whether the pass read all of the old index span `[from, to]`: the same
-/// test as [`due_index::rebuild`], which replaces exactly those spans.
-fn span_read(
-    from: Nanos,
-    to: Nanos,
-    start_ts: Nanos,
-    through: Nanos,
-    own: &[(Nanos, Nanos)],
-    limit: Option<Nanos>,
-) -> bool {
-    let hi = to.min(through);
-    limit.is_some_and(|l| hi <= l && due_index::covered(own, from.max(start_ts + 1), hi))
+/// Adds `(count, bytes, earliest due)` into the bin due by `by`.
+fn add_bin(bins: &mut BTreeMap<Nanos, (u64, u64, Nanos)>, by: Nanos, add: (u64, u64, Nanos)) {
+    let e = bins.entry(by).or_insert((0, 0, add.2));
+    e.0 += add.0;
+    e.1 = e.1.saturating_add(add.1);
+    e.2 = e.2.min(add.2);
 }
 
 /// What a pass read of one action, as given to [`due_index::rebuild`].
@@ -151,7 +133,7 @@ pub fn rebuild(
     let mut raw: Vec<(Nanos, Bin)> = Vec::new();
     if let Some(oi) = old_index {
         for &(from, to, _) in &oi.spans {
-            if to <= start_ts || span_read(from, to, start_ts, new.through, own, limit) {
+            if to <= start_ts || due_index::span_read(from, to, start_ts, new.through, own, limit) {
                 continue;
             }
             // Kept unread: its counts stand until a pass re-reads it.
@@ -176,14 +158,7 @@ pub fn rebuild(
         } else {
             key
         };
-        let e = spans
-            .entry(span)
-            .or_default()
-            .entry(by)
-            .or_insert((0, 0, first));
-        e.0 += n;
-        e.1 = e.1.saturating_add(bytes);
-        e.2 = e.2.min(first);
+        add_bin(spans.entry(span).or_default(), by, (n, bytes, first));
     }
     let spans = spans
         .into_iter()

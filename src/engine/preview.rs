@@ -17,7 +17,6 @@ pub struct Tally {
     pub objects: u64,
     /// Noncurrent versions.
     pub versions: u64,
-    /// Delete markers.
     pub delete_markers: u64,
     /// Multipart uploads aborted.
     pub uploads: u64,

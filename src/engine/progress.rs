@@ -1,25 +1,13 @@
 //! Replay progress: which meta-log events a pass may skip next time, per action.
 //!
-//! The design's pseudocode keeps one cursor per shard and stops it at the first
-//! event with a not-yet-due match, then re-sends every later delete day after day
-//! (docs/design-deviations.md#per-action-progress). We keep, per compiled action
-//! (bucket, rule hash, kind), an [`ActionProgress`] and a [`ProgressTracker`]
-//! that updates them during a pass with O(in-flight + pending-blocker) memory:
-//!
-//! - `ts`: every event with `ts_ns ≤ ts` is finished for this action: all its
-//!   matches resolved and none is waiting to become due. Replay resumes after it.
-//! - `through` / `through_now`: every match with `due ≤ through_now` of an event
-//!   with `ts_ns ≤ through` has resolved. A later pass skips those instead of
-//!   re-sending them, and still re-examines matches that were not yet due.
-//!
-//! The filer does not deliver events in strict `ts_ns` order: concurrent
-//! writes were seen to step back by up to 1.8 ms on a single 4.48 filer, and
-//! an event may be stamped before it is appended, so one stamped just before a
-//! stream ends can appear later. Progress therefore never claims the last
-//! [`REORDER_MARGIN`] before the newest processed event, so the next pass
-//! re-reads that sliver and sees any late-appended event. The matches in the
-//! sliver that already resolved are remembered by (event ts, subject) in
-//! [`ActionProgress::tail`], so the re-read does not re-send them.
+//! Per compiled action (bucket, rule hash, kind) an [`ActionProgress`] (`ts`,
+//! `through` / `through_now`, `tail`), and a [`ProgressTracker`] that updates
+//! them during a pass with O(in-flight + pending-blocker) memory
+//! (docs/design-deviations.md#per-action-progress). Events arrive slightly out
+//! of `ts_ns` order, so progress stays [`REORDER_MARGIN`] behind the newest
+//! processed event and remembers what resolved in that sliver in
+//! [`ActionProgress::tail`] (docs/design-deviations.md#reorder-margin,
+//! docs/design-deviations.md#resolved-tail).
 //!
 //! Invariants (property-tested below): `ts` never passes an event with a pending,
 //! in-flight or failed match; a match is never skipped unless it resolved in an
@@ -189,34 +177,27 @@ impl<K: Clone + Eq + std::hash::Hash> ProgressTracker<K> {
             budget: usize::MAX,
             marks_held: 0,
         };
-        for (k, p) in starts {
-            t.add_action(k, p);
+        // A repeated key keeps the state it was first given.
+        for (key, start) in starts {
+            if t.index.contains_key(&key) {
+                continue;
+            }
+            t.index.insert(key.clone(), t.tracks.len());
+            // Without the due index: `(ts, now]` (`with_due_index` redoes it).
+            let own = due_index::merge_ranges(vec![(start.ts, now)]);
+            t.tracks.push(Track {
+                key,
+                start,
+                own,
+                observed: BTreeMap::new(),
+                tally: pending::Observed::new(),
+                first_pending: None,
+                first_failed: None,
+                in_flight: BTreeMap::new(),
+                marks: std::collections::VecDeque::new(),
+            });
         }
         t
-    }
-
-    /// Registers an action (idempotent: a known key keeps its state).
-    pub fn add_action(&mut self, key: K, start: ActionProgress) {
-        if self.index.contains_key(&key) {
-            return;
-        }
-        self.index.insert(key.clone(), self.tracks.len());
-        let own = match &self.index_time {
-            Some(time) => start.ranges_for(self.now, time),
-            None if start.ts < self.now => vec![(start.ts, self.now)],
-            None => Vec::new(),
-        };
-        self.tracks.push(Track {
-            key,
-            start,
-            own,
-            observed: BTreeMap::new(),
-            tally: pending::Observed::new(),
-            first_pending: None,
-            first_failed: None,
-            in_flight: BTreeMap::new(),
-            marks: std::collections::VecDeque::new(),
-        });
     }
 
     /// Decides a match of `key` from the event at `ev_ts`, due at `due`, when
@@ -365,11 +346,6 @@ impl<K: Clone + Eq + std::hash::Hash> ProgressTracker<K> {
         self.tracks.iter().map(|t| t.in_flight.len()).sum()
     }
 
-    /// The ts of the last event marked processed.
-    pub fn processed_through(&self) -> Option<Nanos> {
-        self.processed_through
-    }
-
     /// Ends the pass and returns each action's new progress.
     ///
     /// `stream_end` is the pass's `until_ns` when the meta-log stream was read to
@@ -387,42 +363,37 @@ impl<K: Clone + Eq + std::hash::Hash> ProgressTracker<K> {
         self.tracks
             .into_iter()
             .map(|mut t| {
-                let index = index_time.map(|time| {
-                    let width = due_index::span_width(&time);
-                    for &(ev_ts, _, due, bytes) in t.in_flight.values() {
-                        due_index::observe(&mut t.observed, width, ev_ts, due);
-                        pending::observe(&mut t.tally, &time, ev_ts, due, bytes);
-                    }
-                    let old = t.start.usable(&time);
-                    let (index, carried) =
-                        due_index::rebuild(old, &time, t.start.ts, &t.own, end, &t.observed);
-                    let tally = pending::rebuild(
-                        t.start.pending.as_ref(),
-                        old,
-                        &index,
-                        &time,
-                        pending::PassRead {
-                            start_ts: t.start.ts,
-                            own: &t.own,
-                            limit: end,
-                        },
-                        &t.tally,
-                    );
-                    (index, carried, tally)
-                });
-                let (index, carried_from, pending) = match index {
-                    Some((i, c, p)) => (Some(i), c, Some(p)),
+                let (index, carried_from, pending) = match index_time {
                     None => (None, None, None),
+                    Some(time) => {
+                        let width = due_index::span_width(&time);
+                        for &(ev_ts, _, due, bytes) in t.in_flight.values() {
+                            due_index::observe(&mut t.observed, width, ev_ts, due);
+                            pending::observe(&mut t.tally, &time, ev_ts, due, bytes);
+                        }
+                        let old = t.start.usable(&time);
+                        let (index, carried) =
+                            due_index::rebuild(old, &time, t.start.ts, &t.own, end, &t.observed);
+                        let tally = pending::rebuild(
+                            t.start.pending.as_ref(),
+                            old,
+                            &index,
+                            &time,
+                            pending::PassRead {
+                                start_ts: t.start.ts,
+                                own: &t.own,
+                                limit: end,
+                            },
+                            &t.tally,
+                        );
+                        (Some(index), carried, Some(tally))
+                    }
                 };
                 let start = t.start;
-                let first_in_flight = t.in_flight.values().map(|v| v.0).min();
-                let dispatch_blocker = min_opt(first_in_flight, t.first_failed);
+                let dispatch_blocker =
+                    min_opt(t.in_flight.values().map(|v| v.0).min(), t.first_failed);
                 let blocker = min_opt(dispatch_blocker, t.first_pending);
-                let upto = |b: Option<Nanos>| match (b, end) {
-                    (Some(b), Some(e)) => Some(b.saturating_sub(1).min(e)),
-                    (Some(b), None) => Some(b.saturating_sub(1)),
-                    (None, e) => e,
-                };
+                let upto = |b: Option<Nanos>| min_opt(b.map(|b| b.saturating_sub(1)), end);
                 let mut ts = upto(blocker).map_or(start.ts, |v| v.max(start.ts));
                 if let Some(first) = carried_from {
                     // Unread spans may hold pending matches this pass never
@@ -490,11 +461,7 @@ fn push_mark(marks: &mut std::collections::VecDeque<(Nanos, u64)>, mark: (Nanos,
 }
 
 fn min_opt(a: Option<Nanos>, b: Option<Nanos>) -> Option<Nanos> {
-    match (a, b) {
-        (Some(a), Some(b)) => Some(a.min(b)),
-        (a, None) => a,
-        (None, b) => b,
-    }
+    a.into_iter().chain(b).min()
 }
 
 #[cfg(test)]

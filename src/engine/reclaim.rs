@@ -71,7 +71,6 @@ pub fn freed_bytes(kind: ActionKind, versioning: Versioning, size: i64, parts: u
 /// One replica of one volume, as the master lists it.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct VolumeUsage {
-    /// Volume id.
     pub id: u32,
     /// Its collection (a bucket's is the bucket name).
     pub collection: String,
@@ -106,7 +105,6 @@ pub fn ratio(part: u64, whole: u64) -> f64 {
 /// What one collection's volumes hold, summed over every replica.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct CollectionGarbage {
-    /// Collection name.
     pub collection: String,
     /// Distinct volumes.
     pub volumes: u32,
@@ -177,9 +175,9 @@ pub fn vacuum_plan(
         .filter(|(id, r)| *r >= threshold && *r > 0.0 && !read_only.contains(id))
         .collect();
     due.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
-    let ids: Vec<u32> = due.into_iter().map(|(id, _)| id).collect();
-    let cut = ids.len().min(max);
-    (ids[..cut].to_vec(), ids[cut..].to_vec())
+    let mut ids: Vec<u32> = due.into_iter().map(|(id, _)| id).collect();
+    let rest = ids.split_off(ids.len().min(max));
+    (ids, rest)
 }
 
 /// What a pass learned about the space its deletes free, and what its
@@ -234,11 +232,10 @@ impl VacuumReport {
 
 /// The sum over every bucket and rule.
 pub fn total(freed: &FreedByRule) -> Freed {
-    let mut t = Freed::default();
-    for f in freed.values() {
+    freed.values().fold(Freed::default(), |mut t, f| {
         t.merge(*f);
-    }
-    t
+        t
+    })
 }
 
 /// The bytes of every row.
@@ -262,13 +259,11 @@ pub fn rows(freed: &FreedByRule) -> Vec<FreedRow> {
 /// One bucket and rule's deletes.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct FreedRow {
-    /// Bucket.
     pub bucket: String,
     /// Rule ID (or hash).
     pub rule: String,
     /// Entries deleted.
     pub objects: u64,
-    /// Their bytes.
     pub bytes: u64,
 }
 

@@ -21,31 +21,23 @@ pub fn is_after(pos: &str, from: Option<&str>) -> bool {
 
 /// The later of two resume points (`None` = nothing done yet).
 pub fn later<'a>(a: Option<&'a str>, b: Option<&'a str>) -> Option<&'a str> {
-    match (a, b) {
-        (Some(x), Some(y)) => Some(if pos_cmp(x, y) == Ordering::Less {
-            y
-        } else {
-            x
-        }),
-        (x, None) => x,
-        (None, y) => y,
-    }
+    // Equal positions are equal strings: which one wins does not matter.
+    a.into_iter().chain(b).max_by(|x, y| pos_cmp(x, y))
 }
 
 /// The earliest of several walkers' resume points: where one shared listing
 /// must start. Any walker starting from the beginning (`None`) makes it `None`.
 pub fn listing_start<'a>(froms: impl IntoIterator<Item = Option<&'a str>>) -> Option<&'a str> {
-    let mut out: Option<&str> = None;
-    let mut any = false;
-    for f in froms {
-        let f = f?;
-        out = Some(match out {
-            Some(o) if pos_cmp(o, f) != Ordering::Greater => o,
-            _ => f,
-        });
-        any = true;
-    }
-    if any { out } else { None }
+    froms
+        .into_iter()
+        .try_fold(None, |out: Option<&'a str>, f| {
+            let f = f?;
+            Some(Some(
+                out.filter(|o| pos_cmp(o, f) != Ordering::Greater)
+                    .unwrap_or(f),
+            ))
+        })
+        .flatten()
 }
 
 /// Per ancestor directory, where a listing resumed after `from` starts: the

@@ -19,6 +19,7 @@ use crate::engine::progress::subject_of;
 use crate::engine::versions::{
     is_delete_marker, mtime_known, mtime_ns, noncurrent_since_of, size_of, version_id_of,
 };
+use crate::engine::walk::{under_reserved, upload_dest};
 use crate::engine::{
     ActionKind, CompiledAction, EntryIdentity, Nanos, RuleMode, Snapshot, TimeConfig, filter, keys,
     shard_id,
@@ -28,7 +29,6 @@ use crate::pb::filer_pb::Entry;
 /// The result of routing one event.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Routed {
-    /// Bucket the event is in.
     pub bucket: String,
     /// Physical key of the event (`k.versions/v_<id>`, `.uploads/<id>`, …).
     pub key: String,
@@ -83,7 +83,8 @@ fn route_by(
         pending: Vec::new(),
         send_by,
     };
-    if let Some(b) = view.bucket(&bucket) {
+    let b = view.bucket(&bucket);
+    if let Some(b) = b {
         let at = At {
             buckets_root,
             bucket: &bucket,
@@ -92,7 +93,12 @@ fn route_by(
         };
         route_actions_by(b.actions(), &view.time(), &at, ev, &mut found);
     }
-    let skipped_no_mtime = view.bucket(&bucket).is_some() && no_mtime_subject(&key, ev);
+    // An object, version or upload (something replay would evaluate) without
+    // a real mtime ([`mtime_known`]).
+    let skipped_no_mtime = b.is_some()
+        && (ev.new_entry.as_ref())
+            .and_then(|e| classify(&key, e))
+            .is_some_and(|s| !mtime_known(s.entry()));
     Some(Routed {
         bucket,
         key,
@@ -101,15 +107,6 @@ fn route_by(
         pending: found.pending,
         skipped_no_mtime,
     })
-}
-
-/// Whether the event's new entry is an object, version or upload (something
-/// replay would evaluate) without a real mtime ([`mtime_known`]).
-pub fn no_mtime_subject(key: &str, ev: &MetaEvent) -> bool {
-    ev.new_entry
-        .as_ref()
-        .and_then(|e| classify(key, e))
-        .is_some_and(|s| !mtime_known(s.entry()))
 }
 
 /// What one event is, for routing.
@@ -133,12 +130,6 @@ impl Subject<'_> {
     }
 }
 
-/// First path segments SeaweedFS's S3 gateway reserves inside a bucket.
-fn reserved_top(key: &str) -> bool {
-    let top = key.split('/').next().unwrap_or("");
-    top == keys::UPLOADS_DIR || top == ".system"
-}
-
 fn classify<'a>(key: &'a str, entry: &'a Entry) -> Option<Subject<'a>> {
     if key.is_empty() {
         return None;
@@ -152,14 +143,10 @@ fn classify<'a>(key: &'a str, entry: &'a Entry) -> Option<Subject<'a>> {
         if upload.is_empty() || upload.contains('/') || !entry.is_directory {
             return None;
         }
-        let dest = entry
-            .extended
-            .get(keys::MPU_KEY)
-            .and_then(|v| std::str::from_utf8(v).ok())
-            .filter(|d| !d.is_empty())?;
+        let dest = upload_dest(entry)?;
         return Some(Subject::Upload { dest, entry });
     }
-    if reserved_top(key) || entry.is_directory {
+    if under_reserved(key) || entry.is_directory {
         return None;
     }
     let (parent, _) = key.rsplit_once('/').unwrap_or(("", key));
@@ -228,25 +215,26 @@ fn route_actions_by(
     ev: &MetaEvent,
     found: &mut Found,
 ) {
-    let At {
-        buckets_root,
-        bucket,
-        key,
-        shard,
-    } = *at;
     let Some(entry) = ev.new_entry.as_ref() else {
         return;
     };
     if entry.is_directory
-        && let Some(logical) = versions_folder_logical(key)
+        && let Some(logical) = versions_folder_logical(at.key)
     {
-        let at = Pointer {
-            buckets_root,
-            bucket,
+        let folder = Pointer {
+            buckets_root: at.buckets_root,
+            bucket: at.bucket,
             logical,
-            shard,
+            shard: at.shard,
         };
-        for m in route_pointer(actions, time, &at, ev.old_entry.as_deref(), entry, ev.ts_ns) {
+        for m in route_pointer(
+            actions,
+            time,
+            &folder,
+            ev.old_entry.as_deref(),
+            entry,
+            ev.ts_ns,
+        ) {
             found.file(m);
         }
         return;
@@ -256,7 +244,7 @@ fn route_actions_by(
             .iter()
             .filter(move |a| a.is_active() && a.mode() == RuleMode::EventDriven && a.kind() == kind)
     };
-    let Some(subject) = classify(key, entry) else {
+    let Some(subject) = classify(at.key, entry) else {
         return;
     };
     // No real mtime: it would read as epoch-old and due under every age rule
@@ -283,7 +271,7 @@ fn route_actions_by(
             return;
         }
         found.matches.push(Match {
-            bucket: bucket.to_owned(),
+            bucket: at.bucket.to_owned(),
             key: logical.to_owned(),
             object_path: object_path.to_owned(),
             version_id: version_id.to_owned(),
@@ -291,7 +279,7 @@ fn route_actions_by(
             kind: a.kind(),
             due,
             identity: EntryIdentity::of(entry),
-            shard,
+            shard: at.shard,
             lookup: None,
         });
     };
@@ -307,7 +295,7 @@ fn route_actions_by(
                 ..ObjectInfo::default()
             };
             for a in candidates {
-                emit(a, dest, &info, key, "");
+                emit(a, dest, &info, at.key, "");
             }
         }
         Subject::Object {
@@ -350,13 +338,12 @@ fn route_actions_by(
                 // Unknown from one event; no replay kind looks at it.
                 num_versions: 0,
                 noncurrent_since: stamp,
-                noncurrent_index: None,
                 tags: if candidates.iter().any(|a| !a.rule().tags.is_empty()) {
                     filter::tags_of(entry)
                 } else {
                     BTreeMap::new()
                 },
-                is_mpu_init: false,
+                ..ObjectInfo::default()
             };
             for a in candidates {
                 emit(a, logical, &info, logical, target_version);
@@ -368,7 +355,7 @@ fn route_actions_by(
 /// The logical key of a `<logical>.versions` folder key; `None` for any
 /// other key, a bucket-root `.versions` (no logical key) and reserved paths.
 fn versions_folder_logical(key: &str) -> Option<&str> {
-    if reserved_top(key) {
+    if under_reserved(key) {
         return None;
     }
     let name = key.rsplit('/').next().unwrap_or(key);

@@ -93,9 +93,7 @@ fn format_rfc3339_nano_utc(t: OffsetDateTime) -> String {
     );
     let nanos = t.nanosecond();
     if nanos != 0 {
-        let frac = format!("{nanos:09}");
-        s.push('.');
-        s.push_str(frac.trim_end_matches('0'));
+        s.push_str(format!(".{nanos:09}").trim_end_matches('0'));
     }
     s.push('Z');
     s

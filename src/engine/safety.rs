@@ -15,6 +15,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::engine::Nanos;
 use crate::engine::shard::SHARD_COUNT;
+use crate::engine::time::rfc3339;
 
 /// The pause file format version this code reads and writes.
 pub const PAUSE_VERSION: u32 = 1;
@@ -44,11 +45,6 @@ impl PauseRecord {
             reason: reason.to_string(),
         }
     }
-
-    /// The file content (pretty JSON and a newline, for `weed shell fs.cat`).
-    pub fn to_json(&self) -> Vec<u8> {
-        record_json(self)
-    }
 }
 
 /// An approval (`s3-lifecycled approve`): the next pass lets the bucket's
@@ -73,18 +69,32 @@ impl ApprovalRecord {
             approved_ns: now,
         }
     }
-
-    /// The file content.
-    pub fn to_json(&self) -> Vec<u8> {
-        record_json(self)
-    }
 }
 
-/// Parses an approval file found under the name of `bucket`.
-pub fn decode_approval(content: &[u8], bucket: &str) -> Result<ApprovalRecord, String> {
-    decode_record(content, bucket, "approval", |r: &ApprovalRecord| {
-        (r.version, r.bucket.as_str())
-    })
+/// Each control file's `to_json` and its `decode_*`, which parses the file
+/// found under the name of `bucket` ([`decode_record`]).
+macro_rules! control_files {
+    ($($record:ident $decode:ident $what:literal;)*) => {$(
+        impl $record {
+            /// The file content: pretty JSON and a newline.
+            pub fn to_json(&self) -> Vec<u8> {
+                record_json(self)
+            }
+        }
+
+        #[doc = concat!("Parses a ", $what, " file found under the name of `bucket`. The error")]
+        /// says what is wrong (the caller adds the path and the fix).
+        pub fn $decode(content: &[u8], bucket: &str) -> Result<$record, String> {
+            decode_record(content, bucket, $what, |r: &$record| (r.version, r.bucket.as_str()))
+        }
+    )*};
+}
+
+control_files! {
+    PauseRecord decode_pause "pause";
+    ApprovalRecord decode_approval "approval";
+    RuleRecord decode_rule_record "rules";
+    HoldRecord decode_hold "hold";
 }
 
 /// The pause file name of `bucket` (`<bucket>.json`).
@@ -98,9 +108,10 @@ pub fn bucket_of_pause_file(name: &str) -> Option<&str> {
         .filter(|b| check_bucket_name(b).is_ok())
 }
 
-/// Every control file's content: pretty JSON and a newline (readable with
-/// `weed shell fs.cat`).
-fn record_json<T: Serialize>(record: &T) -> Vec<u8> {
+/// Every control file's content, and a cursor's: pretty JSON (two-space
+/// indent, like Go's encoder) and a newline (readable with `weed shell
+/// fs.cat`). Serialising plain structs into a Vec cannot fail.
+pub(crate) fn record_json<T: Serialize>(record: &T) -> Vec<u8> {
     let mut v = serde_json::to_vec_pretty(record).unwrap_or_default();
     v.push(b'\n');
     v
@@ -129,14 +140,6 @@ fn decode_record<T: serde::de::DeserializeOwned>(
         ));
     }
     Ok(r)
-}
-
-/// Parses a pause file found under the name of `bucket`. The error says what
-/// is wrong (the caller adds the path and the fix).
-pub fn decode_pause(content: &[u8], bucket: &str) -> Result<PauseRecord, String> {
-    decode_record(content, bucket, "pause", |r: &PauseRecord| {
-        (r.version, r.bucket.as_str())
-    })
 }
 
 /// Checks that `name` can be an S3 bucket name, and so a file name of its own
@@ -220,18 +223,12 @@ impl CapLimits {
     /// than the fraction.
     pub fn cap_for(&self, entries: Option<u64>) -> Option<u64> {
         let abs = (self.max_deletes > 0).then_some(self.max_deletes);
-        let frac = match entries {
-            Some(n) if self.max_fraction > 0.0 => {
-                // f64 holds every count below 2^53 exactly; beyond that the
-                // rounding is far below one delete per bucket that size.
-                Some((n as f64 * self.max_fraction).floor() as u64)
-            }
-            _ => None,
-        };
-        match (abs, frac) {
-            (Some(a), Some(f)) => Some(a.min(f)),
-            (a, f) => a.or(f),
-        }
+        // f64 holds every count below 2^53 exactly; beyond that the
+        // rounding is far below one delete per bucket that size.
+        let frac = entries
+            .filter(|_| self.max_fraction > 0.0)
+            .map(|n| (n as f64 * self.max_fraction).floor() as u64);
+        abs.into_iter().chain(frac).min()
     }
 }
 
@@ -252,7 +249,6 @@ struct Account {
 /// A bucket the cap held in a pass.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Held {
-    /// Bucket name.
     pub bucket: String,
     /// Deletes the pass found due: those sent plus those held.
     pub would_delete: u64,
@@ -275,11 +271,11 @@ impl Held {
             return format!(
                 "rule change grace: the lifecycle document changed at {}; the new rules would \
                  delete {} of {}; deletions start at {} or on `s3-lifecycled approve {}`",
-                fmt_time(changed),
+                rfc3339(changed),
                 self.would_delete,
                 self.entries
                     .map_or_else(|| "? (bucket not counted)".to_string(), |y| y.to_string()),
-                fmt_time(until),
+                rfc3339(until),
                 self.bucket
             );
         }
@@ -302,17 +298,6 @@ impl Held {
     }
 }
 
-/// `ns` as RFC 3339 UTC (seconds), or the number when out of range.
-fn fmt_time(ns: Nanos) -> String {
-    time::OffsetDateTime::from_unix_timestamp(ns.div_euclid(1_000_000_000))
-        .ok()
-        .and_then(|t| {
-            t.format(&time::format_description::well_known::Rfc3339)
-                .ok()
-        })
-        .unwrap_or_else(|| format!("{ns} ns"))
-}
-
 /// What the service last saw of a bucket's lifecycle document, as stored in
 /// its rules file (`safety.rule_change_grace`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -329,20 +314,6 @@ pub struct RuleRecord {
     /// An `approve` ended the grace early.
     #[serde(default)]
     pub released: bool,
-}
-
-impl RuleRecord {
-    /// The file content.
-    pub fn to_json(&self) -> Vec<u8> {
-        record_json(self)
-    }
-}
-
-/// Parses a rules file found under the name of `bucket`.
-pub fn decode_rule_record(content: &[u8], bucket: &str) -> Result<RuleRecord, String> {
-    decode_record(content, bucket, "rules", |r: &RuleRecord| {
-        (r.version, r.bucket.as_str())
-    })
 }
 
 /// The rule-change grace of one bucket in one pass.
@@ -398,24 +369,16 @@ pub fn grace_decision(
     // The pass that first sees a change is dry whatever its `now`: a `--now`
     // past the grace's end must not skip the grace it is starting.
     let first_sight = write.is_some() && !record.released;
-    if grace_ns == 0 || record.released || (now >= until && !first_sight) {
-        return GraceDecision {
-            write,
-            in_grace: None,
-        };
-    }
-    if approved {
+    let in_grace = if grace_ns == 0 || record.released || (now >= until && !first_sight) {
+        None
+    } else if approved {
         record.released = true;
         write = Some(record);
-        return GraceDecision {
-            write,
-            in_grace: None,
-        };
-    }
-    GraceDecision {
-        write,
-        in_grace: Some((record.changed_ns, until)),
-    }
+        None
+    } else {
+        Some((record.changed_ns, until))
+    };
+    GraceDecision { write, in_grace }
 }
 
 /// A bucket the cap held, as stored in its hold file: later passes send
@@ -451,34 +414,22 @@ impl HoldRecord {
         }
     }
 
-    /// The file content.
-    pub fn to_json(&self) -> Vec<u8> {
-        record_json(self)
-    }
-
     /// Whether the hold still applies under `now`'s caps: it does unless a
     /// cap was turned off or raised ("raising the setting works too").
     pub fn applies(&self, now: CapLimits) -> bool {
-        let not_raised = |old: f64, new: f64| new > 0.0 && new <= old;
-        let deletes_ok = if self.max_deletes == 0 {
-            now.max_deletes == 0
-        } else {
-            now.max_deletes > 0 && now.max_deletes <= self.max_deletes
-        };
-        let fraction_ok = if self.max_fraction == 0.0 {
-            now.max_fraction == 0.0
-        } else {
-            not_raised(self.max_fraction, now.max_fraction)
-        };
-        now.enabled() && deletes_ok && fraction_ok
+        // Off stays off; on stays on and no higher.
+        fn kept<T: PartialOrd + Default>(old: T, new: T) -> bool {
+            let off = T::default();
+            if old == off {
+                new == off
+            } else {
+                new > off && new <= old
+            }
+        }
+        now.enabled()
+            && kept(self.max_deletes, now.max_deletes)
+            && kept(self.max_fraction, now.max_fraction)
     }
-}
-
-/// Parses a hold file found under the name of `bucket`.
-pub fn decode_hold(content: &[u8], bucket: &str) -> Result<HoldRecord, String> {
-    decode_record(content, bucket, "hold", |r: &HoldRecord| {
-        (r.version, r.bucket.as_str())
-    })
 }
 
 /// The deletion cap of one pass: which deletes may be sent, per bucket, and
@@ -519,23 +470,14 @@ impl CapBook {
         entries: impl IntoIterator<Item = (&'a str, u64)>,
         approved: impl IntoIterator<Item = &'a str>,
     ) -> CapBook {
-        let mut accounts: std::collections::BTreeMap<String, Account> = entries
-            .into_iter()
-            .map(|(b, n)| {
-                (
-                    b.to_string(),
-                    Account {
-                        cap: limits.cap_for(Some(n)),
-                        entries: Some(n),
-                        ..Account::default()
-                    },
-                )
-            })
-            .collect();
+        let mut accounts = std::collections::BTreeMap::<String, Account>::new();
+        for (b, n) in entries {
+            let a = accounts.entry(b.to_string()).or_default();
+            (a.cap, a.entries) = (limits.cap_for(Some(n)), Some(n));
+        }
         for b in approved {
             let a = accounts.entry(b.to_string()).or_default();
-            a.cap = Some(u64::MAX);
-            a.approved = true;
+            (a.cap, a.approved) = (Some(u64::MAX), true);
         }
         CapBook {
             limits,
@@ -551,13 +493,11 @@ impl CapBook {
     /// (docs/design-deviations.md#safety-cap). Call before the holds and
     /// graces are carried over; a pass over all 16 shards is unchanged.
     pub fn for_shards(mut self, shards: &[u8]) -> CapBook {
-        let mut set: Vec<u8> = shards
-            .iter()
-            .copied()
+        let set: Vec<u8> = (shards.iter().copied())
             .filter(|&s| usize::from(s) < SHARD_COUNT)
+            .collect::<std::collections::BTreeSet<u8>>()
+            .into_iter()
             .collect();
-        set.sort_unstable();
-        set.dedup();
         if set.len() == SHARD_COUNT {
             return self;
         }
@@ -599,8 +539,7 @@ impl CapBook {
             if a.approved || !h.applies(limits) {
                 released.push(h.bucket.clone());
             } else {
-                a.cap = Some(0);
-                a.since = Some(h.held_ns);
+                (a.cap, a.since) = (Some(0), Some(h.held_ns));
             }
         }
         released
@@ -610,8 +549,7 @@ impl CapBook {
     /// evaluated dry, every due delete held and counted, nothing sent.
     pub fn grace(&mut self, bucket: &str, changed: Nanos, until: Nanos) {
         let a = self.account(bucket);
-        a.cap = Some(0);
-        a.grace = Some((changed, until));
+        (a.cap, a.grace) = (Some(0), Some((changed, until)));
     }
 
     /// Whether one more delete of `bucket` may be sent: `None` yes (and it

@@ -24,7 +24,6 @@ pub struct TimeConfig {
     /// Length of one lifecycle day. 24 h in production; tests may use seconds,
     /// like Ceph's `rgw_lc_debug_interval`. Must be non-zero.
     pub day: Duration,
-    /// Rounding of due times.
     pub rounding: DueRounding,
 }
 
@@ -81,16 +80,18 @@ pub fn format_time(ns: i64) -> String {
     if ns == 0 {
         return "—".into();
     }
-    let secs = ns.div_euclid(1_000_000_000);
-    match time::OffsetDateTime::from_unix_timestamp(secs)
+    rfc3339(ns)
+}
+
+/// `ns` as RFC 3339 UTC (seconds), or the number when out of range.
+pub fn rfc3339(ns: i64) -> String {
+    time::OffsetDateTime::from_unix_timestamp(ns.div_euclid(1_000_000_000))
         .ok()
         .and_then(|t| {
             t.format(&time::format_description::well_known::Rfc3339)
                 .ok()
-        }) {
-        Some(s) => s,
-        None => format!("{ns} ns"),
-    }
+        })
+        .unwrap_or_else(|| format!("{ns} ns"))
 }
 
 #[cfg(test)]

@@ -11,6 +11,7 @@
 
 use std::cmp::{Ordering, Reverse};
 
+pub use crate::engine::identity::{mtime_ns, size_of};
 use crate::engine::{EntryIdentity, Nanos, evaluate::ObjectInfo, filter, keys};
 use crate::pb::filer_pb::Entry;
 
@@ -20,16 +21,6 @@ pub fn ext_str<'a>(entry: &'a Entry, key: &str) -> Option<&'a str> {
         .extended
         .get(key)
         .and_then(|v| std::str::from_utf8(v).ok())
-}
-
-/// The entry's mtime in ns (`mtime × 10^9 + mtime_ns`), 0 without attributes;
-/// the same value [`EntryIdentity::of`] uses.
-pub fn mtime_ns(entry: &Entry) -> Nanos {
-    entry.attributes.as_ref().map_or(0, |a| {
-        a.mtime
-            .saturating_mul(1_000_000_000)
-            .saturating_add(i64::from(a.mtime_ns))
-    })
 }
 
 /// Go's zero `time.Time` in Unix seconds (0001-01-01T00:00:00Z): the mtime a
@@ -47,11 +38,6 @@ pub fn mtime_known(entry: &Entry) -> bool {
         .attributes
         .as_ref()
         .is_some_and(|a| !(a.mtime == 0 && a.mtime_ns == 0) && a.mtime != GO_ZERO_TIME_UNIX)
-}
-
-/// `attributes.file_size` as the server reads it (uint64 → int64 wrapping).
-pub fn size_of(entry: &Entry) -> i64 {
-    entry.attributes.as_ref().map_or(0, |a| a.file_size as i64)
 }
 
 /// The entry's `Seaweed-X-Amz-Version-Id`, empty when absent.
@@ -77,14 +63,8 @@ pub fn noncurrent_since_of(entry: &Entry) -> Option<Nanos> {
 /// key object" (non-empty mime, chunks, inline content or remote data). A
 /// plain directory (an implicit parent) does not count.
 pub fn is_null_version(entry: &Entry) -> bool {
-    if !entry.is_directory {
-        return true;
-    }
-    let has_mime = entry
-        .attributes
-        .as_ref()
-        .is_some_and(|a| !a.mime.is_empty());
-    has_mime
+    !entry.is_directory
+        || (entry.attributes.as_ref()).is_some_and(|a| !a.mime.is_empty())
         || !entry.chunks.is_empty()
         || !entry.content.is_empty()
         || entry.remote_entry.is_some()

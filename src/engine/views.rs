@@ -5,25 +5,7 @@
 
 use std::time::Duration;
 
-use crate::engine::{ActionKind, CompiledAction, RuleMode, Snapshot};
-
-/// Where one base action goes in [`Snapshot::rules_for_shard`].
-enum Partition {
-    Replay,
-    Walk,
-}
-
-/// Which view an action belongs to; `None` for actions in no view (Disabled).
-fn partition(action: &CompiledAction, retention_window: Duration) -> Option<Partition> {
-    if action.mode() == RuleMode::Disabled {
-        return None;
-    }
-    if replay_eligible(action, retention_window) {
-        Some(Partition::Replay)
-    } else {
-        Some(Partition::Walk)
-    }
-}
+use crate::engine::{ActionKind, BucketView, CompiledAction, RuleMode, Snapshot};
 
 /// A replay kind whose TTL is known (non-zero) and fits the retention window:
 /// its triggering events are still in the meta-log, so replay can serve it.
@@ -32,11 +14,9 @@ fn partition(action: &CompiledAction, retention_window: Duration) -> Option<Part
 /// promoted hash can never disagree.
 ///
 /// A NoncurrentDays action whose rule also sets NewerNoncurrentVersions is
-/// never replay-eligible: whether it fires depends on how many newer noncurrent
-/// versions exist *now*, which one meta-log event cannot tell (the Go router
-/// lists siblings per event for this). The walker sees all versions of a key
-/// at once, so it serves this action every pass. Deviation from the design's
-/// partition table (docs/design-deviations.md#newer-noncurrent-walks).
+/// never replay-eligible: whether it fires depends on how many newer
+/// noncurrent versions exist *now*, which one event cannot tell
+/// (docs/design-deviations.md#newer-noncurrent-walks).
 pub(crate) fn replay_eligible(action: &CompiledAction, retention_window: Duration) -> bool {
     let ttl = action.ttl();
     action.kind().is_replay_kind()
@@ -56,9 +36,8 @@ impl Snapshot {
     /// - walk: everything else that is not Disabled, cloned active. Walker
     ///   kinds keep their mode (ScanAtDate stays ScanAtDate); a replay kind
     ///   that lands here (TTL beyond the retention window) becomes
-    ///   [`RuleMode::ScanOnly`] so logs and `rules check` show why it walks.
-    ///   (Go preserves the mode here; the walker accepts any non-Disabled
-    ///   mode, so the difference is only in what is reported.)
+    ///   [`RuleMode::ScanOnly`] so logs and `rules check` show why it walks
+    ///   (docs/design-deviations.md#views-and-partition).
     ///
     /// Disabled actions are in neither view. An empty view is `None`. Buckets
     /// with no action in a view are left out of it.
@@ -72,35 +51,18 @@ impl Snapshot {
         retention_window: Duration,
     ) -> (Option<Snapshot>, Option<Snapshot>) {
         let _ = shard;
-        let mut replay = Vec::new();
-        let mut walk = Vec::new();
-        for bucket in self.buckets() {
-            let mut bucket_replay = Vec::new();
-            let mut bucket_walk = Vec::new();
-            for action in bucket.actions() {
-                match partition(action, retention_window) {
-                    None => {}
-                    Some(Partition::Replay) => {
-                        bucket_replay.push(clone_for_view(action, RuleMode::EventDriven));
-                    }
-                    Some(Partition::Walk) => {
-                        let mode = if action.kind().is_replay_kind() {
-                            RuleMode::ScanOnly
-                        } else {
-                            action.mode()
-                        };
-                        bucket_walk.push(clone_for_view(action, mode));
-                    }
-                }
-            }
-            if !bucket_replay.is_empty() {
-                replay.push(bucket.with_actions(bucket_replay));
-            }
-            if !bucket_walk.is_empty() {
-                walk.push(bucket.with_actions(bucket_walk));
-            }
-        }
-        (self.view_or_none(replay), self.view_or_none(walk))
+        let replay = |a: &CompiledAction| replay_eligible(a, retention_window);
+        let views = (
+            self.view_of(|a| replay(a).then_some(RuleMode::EventDriven)),
+            self.view_of(|a| match a.mode() {
+                _ if replay(a) => None,
+                _ if a.kind().is_replay_kind() => Some(RuleMode::ScanOnly),
+                mode => Some(mode),
+            }),
+        );
+        let view =
+            |b: Vec<BucketView>| (!b.is_empty()).then(|| Snapshot::from_parts(self.time(), b));
+        (view(views.0), view(views.1))
     }
 
     /// The view for the recovery walk: every non-Disabled action, active, mode
@@ -109,24 +71,21 @@ impl Snapshot {
     /// events are older than the replay window. Partition-independent, so it
     /// takes no retention window. Empty when the base has no enabled action.
     pub fn recovery_view(&self) -> Snapshot {
-        let buckets = self
-            .buckets()
-            .iter()
+        Snapshot::from_parts(self.time(), self.view_of(|a| Some(a.mode())))
+    }
+
+    /// The buckets of a view: each non-Disabled action `mode_in` gives a mode,
+    /// cloned active with that mode; buckets left without one are left out.
+    fn view_of(&self, mode_in: impl Fn(&CompiledAction) -> Option<RuleMode>) -> Vec<BucketView> {
+        (self.buckets().iter())
             .filter_map(|bucket| {
-                let actions: Vec<CompiledAction> = bucket
-                    .actions()
-                    .iter()
+                let actions: Vec<CompiledAction> = (bucket.actions().iter())
                     .filter(|a| a.mode() != RuleMode::Disabled)
-                    .map(|a| clone_for_view(a, a.mode()))
+                    .filter_map(|a| mode_in(a).map(|mode| clone_for_view(a, mode)))
                     .collect();
                 (!actions.is_empty()).then(|| bucket.with_actions(actions))
             })
-            .collect();
-        Snapshot::from_parts(self.time(), buckets)
-    }
-
-    fn view_or_none(&self, buckets: Vec<crate::engine::BucketView>) -> Option<Snapshot> {
-        (!buckets.is_empty()).then(|| Snapshot::from_parts(self.time(), buckets))
+            .collect()
     }
 }
 

@@ -2,25 +2,18 @@
 //! ([`WalkItem`]) and which [`Match`]es an item yields at `now`
 //! (docs/evaluation.md#walker). The listing itself is I/O and lives in `seaweed`.
 //!
-//! Differences from Go's walker, on purpose:
-//! - Every match carries the evaluated entry's identity, so the server's CAS
-//!   refuses to delete an object that changed after listing (Go sends none,
-//!   docs/design-deviations.md#walker-identity).
-//! - ExpirationDays/Date target the logical key with an empty version id even
-//!   on versioned buckets (Go sends the latest's id): the server then acts on
-//!   whatever is latest, and the CAS refuses unless that is still the version
-//!   we evaluated. Sending the id would put a delete marker over a newer
-//!   version written in between.
-//! - Directories (folder markers, implicit parents) and everything under
-//!   `.uploads/` other than the upload directories (parts) are never objects;
-//!   Go expires stale parts (docs/design-deviations.md#parts-are-not-objects).
+//! Differences from Go's walker, on purpose: every match carries the evaluated
+//! entry's identity, and ExpirationDays/Date target the logical key with an
+//! empty version id even on versioned buckets, so the server's CAS refuses
+//! whatever changed since listing (docs/design-deviations.md#walker-identity);
+//! directories and everything under `.uploads/` other than the upload
+//! directories are never objects (docs/design-deviations.md#parts-are-not-objects).
 
 use crate::engine::evaluate::{ObjectInfo, due_at, fires};
 use crate::engine::matches::Match;
 use crate::engine::versions::{expand_versions, mtime_known, mtime_ns, size_of};
 use crate::engine::{
-    ActionKind, CompiledAction, EntryIdentity, Nanos, RuleMode, Snapshot, TimeConfig, filter, keys,
-    shard_id,
+    ActionKind, CompiledAction, EntryIdentity, Nanos, RuleMode, Snapshot, filter, keys, shard_id,
 };
 use crate::pb::filer_pb::Entry;
 
@@ -40,12 +33,7 @@ use crate::pb::filer_pb::Entry;
 #[derive(Debug, Clone, PartialEq)]
 pub enum WalkItem {
     /// A file in the bucket; `key` is its bucket-relative path.
-    Object {
-        /// Bucket-relative path.
-        key: String,
-        /// The file entry.
-        entry: Entry,
-    },
+    Object { key: String, entry: Entry },
     /// A versioned key: its `.versions` folder, the version files in it and
     /// the bare null version if any.
     Versions {
@@ -104,35 +92,27 @@ impl WalkItem {
     /// that shard vouch for a match no walk covered
     /// (docs/design-deviations.md#walk-coverage).
     pub fn replay_owners(&self, bucket: &str) -> std::collections::BTreeSet<u8> {
-        let mut out = std::collections::BTreeSet::new();
         match self {
-            WalkItem::Object { key, .. } => {
-                out.insert(shard_id(bucket, key));
-            }
+            WalkItem::Object { key, .. } => [shard_id(bucket, key)].into(),
+            WalkItem::Upload { .. } => [shard_id(bucket, &self.position())].into(),
             WalkItem::Versions {
                 logical_key,
                 versions,
                 ..
             } => {
-                let folder = format!("{logical_key}{}", keys::VERSIONS_SUFFIX);
-                out.insert(shard_id(bucket, logical_key));
-                out.insert(shard_id(bucket, &folder));
-                for v in versions {
-                    out.insert(shard_id(bucket, &format!("{folder}/{}", v.name)));
-                }
-            }
-            WalkItem::Upload { upload_id, .. } => {
-                out.insert(shard_id(
-                    bucket,
-                    &format!("{}/{upload_id}", keys::UPLOADS_DIR),
-                ));
+                let folder = self.position();
+                let files = versions.iter().map(|v| format!("{folder}/{}", v.name));
+                let mut out: std::collections::BTreeSet<u8> =
+                    files.map(|path| shard_id(bucket, &path)).collect();
+                out.extend([shard_id(bucket, logical_key), shard_id(bucket, &folder)]);
+                out
             }
         }
-        out
     }
 }
 
-fn upload_dest(entry: &Entry) -> Option<&str> {
+/// An upload directory's destination key (Extended `key`), if set.
+pub(crate) fn upload_dest(entry: &Entry) -> Option<&str> {
     entry
         .extended
         .get(keys::MPU_KEY)
@@ -146,24 +126,13 @@ fn valid_upload_id(id: &str) -> bool {
     !id.is_empty() && id != "." && id != ".." && !id.contains('/')
 }
 
-/// Matches of one item against `view`'s actions for `bucket` at `now`.
+/// Matches of one item against `view`'s actions for `bucket` at `now`: every
+/// active, non-Disabled action that [`fires`] for the item (or one of its
+/// versions).
 pub fn evaluate(view: &Snapshot, bucket: &str, item: &WalkItem, now: Nanos) -> Vec<Match> {
-    match view.bucket(bucket) {
-        Some(b) => evaluate_item(b.actions(), bucket, item, now, &view.time()),
-        None => Vec::new(),
-    }
-}
-
-/// Matches of one item against one bucket's actions at `now`: every active,
-/// non-Disabled action that [`fires`] for the item (or one of its versions).
-pub fn evaluate_item(
-    actions: &[CompiledAction],
-    bucket: &str,
-    item: &WalkItem,
-    now: Nanos,
-    time: &TimeConfig,
-) -> Vec<Match> {
-    let live: Vec<&CompiledAction> = actions
+    let time = &view.time();
+    let live: Vec<&CompiledAction> = (view.bucket(bucket).map(|b| b.actions()))
+        .unwrap_or_default()
         .iter()
         .filter(|a| a.is_active() && a.mode() != RuleMode::Disabled)
         .collect();
@@ -207,12 +176,9 @@ pub fn evaluate_item(
                 mod_time: mtime_ns(entry),
                 size: size_of(entry),
                 is_latest: true,
-                is_delete_marker: false,
                 num_versions: 1,
-                noncurrent_since: None,
-                noncurrent_index: None,
                 tags: filter::tags_of(entry),
-                is_mpu_init: false,
+                ..ObjectInfo::default()
             };
             let identity = EntryIdentity::of(entry);
             for a in &live {
@@ -268,11 +234,7 @@ pub fn no_mtime_entries(item: &WalkItem) -> u64 {
     let unknown = |e: &Entry| u64::from(!mtime_known(e));
     match item {
         WalkItem::Object { key, entry } => {
-            if entry.is_directory || under_reserved(key) {
-                0
-            } else {
-                unknown(entry)
-            }
+            u64::from(!entry.is_directory && !under_reserved(key) && !mtime_known(entry))
         }
         WalkItem::Versions {
             logical_key,
@@ -292,17 +254,14 @@ pub fn no_mtime_entries(item: &WalkItem) -> u64 {
             }
         }
         WalkItem::Upload { upload_id, entry } => {
-            if !entry.is_directory || !valid_upload_id(upload_id) {
-                0
-            } else {
-                unknown(entry)
-            }
+            u64::from(entry.is_directory && valid_upload_id(upload_id) && !mtime_known(entry))
         }
     }
 }
 
-/// Keys under `.uploads/` (MPU parts) or `.system/` are not user objects.
-fn under_reserved(key: &str) -> bool {
+/// Keys under `.uploads/` (MPU parts) or `.system/`, first path segments
+/// SeaweedFS's S3 gateway reserves inside a bucket, are not user objects.
+pub(crate) fn under_reserved(key: &str) -> bool {
     let top = key.split('/').next().unwrap_or("");
     top == keys::UPLOADS_DIR || top == ".system"
 }
