@@ -252,7 +252,10 @@ pub fn judge(check: &Check, answers: &[Result<Vec<Entry>, String>], now: Nanos) 
             }
         }
         Purpose::Confirm(result) => {
-            match (entries.into_iter()).find(|e| EntryIdentity::of(e) == check.request.identity) {
+            match entries
+                .into_iter()
+                .find(|e| EntryIdentity::of(e) == check.request.identity)
+            {
                 None => Verdict::Settled,
                 Some(e) => match active_lock(e, now) {
                     Some(lock) => Verdict::Locked(format!("{subject}: {lock}")),

@@ -141,7 +141,8 @@ pub fn rebuild(
     // are re-read as the next pass's tail. The span is replaced when all of
     // those were read (the hour that holds the pass's last event is usually
     // read only up to `limit`).
-    let mut spans: Vec<(Nanos, Nanos, Nanos)> = (old.into_iter())
+    let mut spans: Vec<(Nanos, Nanos, Nanos)> = old
+        .into_iter()
         .flat_map(|o| o.spans.iter().copied())
         .filter(|&(from, to, _)| {
             to > start_ts && !span_read(from, to, start_ts, through, own, limit)

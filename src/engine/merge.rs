@@ -101,7 +101,11 @@ impl<T> LogMerge<T> {
             // The lowest ts; on a tie the lower stream index, so the order
             // is deterministic.
             .min_by_key(|&(i, ts)| (ts, i))?;
-        if (self.slots.iter()).any(|s| matches!(s, Slot::Waiting { after } if *after < ts)) {
+        if self
+            .slots
+            .iter()
+            .any(|s| matches!(s, Slot::Waiting { after } if *after < ts))
+        {
             return None;
         }
         match std::mem::replace(&mut self.slots[i], Slot::Waiting { after: ts }) {

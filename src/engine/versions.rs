@@ -64,7 +64,10 @@ pub fn noncurrent_since_of(entry: &Entry) -> Option<Nanos> {
 /// plain directory (an implicit parent) does not count.
 pub fn is_null_version(entry: &Entry) -> bool {
     !entry.is_directory
-        || (entry.attributes.as_ref()).is_some_and(|a| !a.mime.is_empty())
+        || entry
+            .attributes
+            .as_ref()
+            .is_some_and(|a| !a.mime.is_empty())
         || !entry.chunks.is_empty()
         || !entry.content.is_empty()
         || entry.remote_entry.is_some()
