@@ -6,77 +6,42 @@
 
 use super::*;
 
+/// Work the shard sends a child, or a child's answer to it, stamped with the
+/// shard's epoch and the work's id.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub(super) struct Stamped<T> {
+    pub(super) epoch: u64,
+    pub(super) id: SendId,
+    pub(super) body: T,
+}
+
 /// The filer's answers to a deferred match's lookups (Replay → shard).
-#[derive(Message)]
-#[rtype(result = "()")]
-pub(super) struct LookupDone {
-    pub(super) epoch: u64,
-    pub(super) id: SendId,
-    pub(super) answer: LookupAnswer,
-}
-
+pub(super) type LookupDone = Stamped<LookupAnswer>;
 /// The filer's answers to a check's probes (Replay → shard).
-#[derive(Message)]
-#[rtype(result = "()")]
-pub(super) struct CheckDone {
-    pub(super) epoch: u64,
-    pub(super) id: SendId,
-    pub(super) answers: Vec<Result<Vec<Entry>, String>>,
-}
-
+pub(super) type CheckDone = Stamped<Vec<Result<Vec<Entry>, String>>>;
 /// Read a check's probes (shard → Replay, whatever the phase: the Replay
 /// child owns the filer reads).
-#[derive(Message)]
-#[rtype(result = "()")]
-pub(super) struct SendCheck {
-    pub(super) epoch: u64,
-    pub(super) id: SendId,
-    pub(super) check: Box<Check>,
-}
-
-/// A delete's fate, by its id: the shard kept the delete (child → shard).
-#[derive(Message)]
-#[rtype(result = "()")]
-pub(super) struct Resolved {
-    pub(super) epoch: u64,
-    pub(super) id: SendId,
-    pub(super) result: CallResult,
-    /// Time the call waited for the rate limiter.
-    pub(super) limiter_wait: Duration,
-}
+pub(super) type SendCheck = Stamped<Box<Check>>;
+/// Send this delete through the dispatcher (shard → the child of its phase).
+pub(super) type SendDelete = Stamped<DeleteRequest>;
+/// Look a deferred match's entry up (shard → Replay).
+pub(super) type SendLookup = Stamped<Box<Match>>;
 
 /// A child hit a bug; the shard restarts (child → shard).
 #[derive(Message)]
 #[rtype(result = "()")]
 pub(super) struct Crashed(pub(super) String);
 
-/// A new pass or incarnation: the child's telemetry and the epoch to stamp
-/// its reports with (shard → children).
-#[derive(Message)]
+/// What a child needs to send deletes for the current pass; sent for a new
+/// pass or incarnation (shard → children). The epoch its reports carry comes
+/// with each piece of work ([`Stamped`]).
+#[derive(Message, Default)]
 #[rtype(result = "()")]
 pub(super) struct ChildPass {
-    pub(super) epoch: u64,
     pub(super) shard: u8,
     pub(super) tele: ShardTelemetry,
     pub(super) dispatcher: Option<Recipient<DeleteDispatch>>,
-}
-
-/// Send this delete through the dispatcher (shard → the child of its phase).
-#[derive(Message)]
-#[rtype(result = "()")]
-pub(super) struct SendDelete {
-    pub(super) epoch: u64,
-    pub(super) id: SendId,
-    pub(super) call: DeleteRequest,
-}
-
-/// Look a deferred match's entry up (shard → Replay).
-#[derive(Message)]
-#[rtype(result = "()")]
-pub(super) struct SendLookup {
-    pub(super) epoch: u64,
-    pub(super) id: SendId,
-    pub(super) m: Box<Match>,
 }
 
 /// The replay phase starts: open the `replay` span (shard → Replay).
@@ -118,55 +83,36 @@ pub(super) fn panic_message(p: Box<dyn std::any::Any + Send>) -> String {
 #[derive(Clone)]
 pub(super) struct Parent {
     pub(super) crashed: WeakRecipient<Crashed>,
-    pub(super) resolved: WeakRecipient<Resolved>,
+    pub(super) resolved: WeakRecipient<DeleteDone>,
     pub(super) lookups: WeakRecipient<LookupDone>,
     pub(super) checks: WeakRecipient<CheckDone>,
 }
 
 impl Parent {
-    pub(super) fn crashed(&self, why: String) {
-        if let Some(p) = self.crashed.upgrade() {
-            p.do_send(Crashed(why));
-        }
-    }
-
-    pub(super) fn resolved(&self, r: Resolved) {
+    /// A delete's fate, by its id: the shard kept the delete.
+    pub(super) fn resolved(&self, o: DeleteDone) {
         // do_send: queued even on a full mailbox; an outcome must never be
         // dropped (it frees a window slot and may carry a halt).
         if let Some(p) = self.resolved.upgrade() {
-            p.do_send(r);
+            p.do_send(o);
+        }
+    }
+
+    /// Runs `f`; a panic is reported to the shard (which restarts) instead
+    /// of unwinding through the arbiter.
+    pub(super) fn guard(&self, f: impl FnOnce()) {
+        if let Err(p) = catch_unwind(AssertUnwindSafe(f))
+            && let Some(shard) = self.crashed.upgrade()
+        {
+            shard.do_send(Crashed(panic_message(p)));
         }
     }
 }
 
-/// What a child needs to send deletes for the current pass.
-pub(super) struct ChildState {
-    pub(super) epoch: u64,
-    pub(super) shard: u8,
-    pub(super) tele: ShardTelemetry,
-    pub(super) dispatcher: Option<Recipient<DeleteDispatch>>,
-}
-
-impl ChildState {
-    pub(super) fn new() -> ChildState {
-        ChildState {
-            epoch: 0,
-            shard: 0,
-            tele: ShardTelemetry::default(),
-            dispatcher: None,
-        }
-    }
-
-    pub(super) fn begin(&mut self, m: ChildPass) {
-        self.epoch = m.epoch;
-        self.shard = m.shard;
-        self.tele = m.tele;
-        self.dispatcher = m.dispatcher;
-    }
-
+impl ChildPass {
     /// Hands the delete to the dispatcher with `reply_to`, under `parent`
     /// span; reports it lost when there is no dispatcher (between passes).
-    pub(super) fn send(
+    fn send(
         &self,
         d: SendDelete,
         parent_span: &Span,
@@ -174,49 +120,31 @@ impl ChildState {
         to_shard: &Parent,
     ) {
         let Some(dispatcher) = self.dispatcher.as_ref() else {
-            to_shard.resolved(Resolved {
-                epoch: d.epoch,
-                id: d.id,
+            to_shard.resolved(Outcome {
+                ticket: (d.epoch, d.id),
                 result: CallResult::transport("no dispatcher; delete not sent"),
+                attempts: 0,
                 limiter_wait: Duration::ZERO,
             });
             return;
         };
+        let c = &d.body;
         let span = telemetry::delete_span(
             parent_span,
-            &d.call.bucket,
-            &d.call.object_path,
-            &d.call.rule_hash.0,
-            d.call.kind,
+            &c.bucket,
+            &c.object_path,
+            &c.rule_hash.0,
+            c.kind,
         );
         self.tele.obs.board(|b| b.delete_sent(self.shard));
         // do_send: queued even when the dispatcher's mailbox is full; the
         // total is bounded by the shards' windows.
         dispatcher.do_send(Dispatch {
-            call: d.call,
+            call: d.body,
             ticket: (d.epoch, d.id),
             reply_to,
             span,
         });
-    }
-
-    /// Reports a delete's outcome to the shard, which records it.
-    pub(super) fn outcome(o: DeleteDone, to_shard: &Parent) {
-        let (epoch, id) = o.ticket;
-        to_shard.resolved(Resolved {
-            epoch,
-            id,
-            result: o.result,
-            limiter_wait: o.limiter_wait,
-        });
-    }
-}
-
-/// Runs `f`; a panic is reported to the shard (which restarts) instead of
-/// unwinding through the arbiter.
-pub(super) fn guarded(parent: &Parent, f: impl FnOnce()) {
-    if let Err(p) = catch_unwind(AssertUnwindSafe(f)) {
-        parent.crashed(panic_message(p));
     }
 }
 
@@ -225,7 +153,7 @@ pub(super) fn guarded(parent: &Parent, f: impl FnOnce()) {
 pub struct Replay {
     pub(super) parent: Parent,
     pub(super) port: Arc<dyn ClusterPort>,
-    pub(super) state: ChildState,
+    pub(super) state: ChildPass,
     pub(super) span: Option<Span>,
 }
 
@@ -236,7 +164,7 @@ impl Actor for Replay {
 impl Handler<ChildPass> for Replay {
     type Result = ();
     fn handle(&mut self, m: ChildPass, _: &mut Context<Self>) {
-        self.state.begin(m);
+        self.state = m;
         self.span = None;
     }
 }
@@ -257,7 +185,7 @@ impl Handler<SendDelete> for Replay {
         let parent_span = self.span.clone().unwrap_or_else(Span::none);
         let me = ctx.address().recipient();
         let (state, parent) = (&self.state, &self.parent);
-        guarded(parent, || state.send(d, &parent_span, me, parent));
+        parent.guard(|| state.send(d, &parent_span, me, parent));
     }
 }
 
@@ -268,17 +196,17 @@ impl Handler<SendLookup> for Replay {
             return;
         };
         let port = self.port.clone();
-        let parent = self.parent.clone();
-        guarded(&parent, move || {
-            let SendLookup { epoch, id, m } = l;
+        self.parent.guard(move || {
+            let Stamped { epoch, id, body: m } = l;
             let Some(d) = m.lookup.as_ref() else {
-                reply.do_send(LookupDone {
+                let answer = LookupAnswer {
+                    entry: Ok(None),
+                    folder: None,
+                };
+                reply.do_send(Stamped {
                     epoch,
                     id,
-                    answer: LookupAnswer {
-                        entry: Ok(None),
-                        folder: None,
-                    },
+                    body: answer,
                 });
                 return;
             };
@@ -293,10 +221,11 @@ impl Handler<SendLookup> for Replay {
                     Some(f) => Some(f.await.map_err(|e| e.to_string())),
                     None => None,
                 };
-                reply.do_send(LookupDone {
+                let answer = LookupAnswer { entry, folder };
+                reply.do_send(Stamped {
                     epoch,
                     id,
-                    answer: LookupAnswer { entry, folder },
+                    body: answer,
                 });
             });
         });
@@ -310,9 +239,12 @@ impl Handler<SendCheck> for Replay {
             return;
         };
         let port = self.port.clone();
-        let parent = self.parent.clone();
-        guarded(&parent, move || {
-            let SendCheck { epoch, id, check } = c;
+        self.parent.guard(move || {
+            let Stamped {
+                epoch,
+                id,
+                body: check,
+            } = c;
             let root = port.buckets_root();
             let bucket = check.request.bucket.clone();
             let reads: Vec<_> = check
@@ -337,7 +269,11 @@ impl Handler<SendCheck> for Replay {
                     .into_iter()
                     .map(|r| r.map_err(|e| e.to_string()))
                     .collect();
-                reply.do_send(CheckDone { epoch, id, answers });
+                reply.do_send(Stamped {
+                    epoch,
+                    id,
+                    body: answers,
+                });
             });
         });
     }
@@ -346,8 +282,7 @@ impl Handler<SendCheck> for Replay {
 impl Handler<DeleteDone> for Replay {
     type Result = ();
     fn handle(&mut self, o: DeleteDone, _: &mut Context<Self>) {
-        let parent = &self.parent;
-        guarded(parent, || ChildState::outcome(o, parent));
+        self.parent.guard(|| self.parent.resolved(o));
     }
 }
 
@@ -375,7 +310,7 @@ impl Handler<Stop> for Replay {
 /// Walker child: one `walk` span per bucket, walker deletes and their outcomes.
 pub struct Walker {
     pub(super) parent: Parent,
-    pub(super) state: ChildState,
+    pub(super) state: ChildPass,
     pub(super) spans: HashMap<String, Span>,
 }
 
@@ -386,7 +321,7 @@ impl Actor for Walker {
 impl Handler<ChildPass> for Walker {
     type Result = ();
     fn handle(&mut self, m: ChildPass, _: &mut Context<Self>) {
-        self.state.begin(m);
+        self.state = m;
         self.spans.clear();
     }
 }
@@ -395,23 +330,21 @@ impl Handler<SendDelete> for Walker {
     type Result = ();
     fn handle(&mut self, d: SendDelete, ctx: &mut Context<Self>) {
         let (shard, shard_span) = (self.state.shard, &self.state.tele.span);
-        let bucket = d.call.bucket.clone();
         let parent_span = self
             .spans
-            .entry(bucket)
+            .entry(d.body.bucket.clone())
             .or_insert_with_key(|b| telemetry::walk_span(shard_span, shard, b))
             .clone();
         let me = ctx.address().recipient();
         let (state, parent) = (&self.state, &self.parent);
-        guarded(parent, || state.send(d, &parent_span, me, parent));
+        parent.guard(|| state.send(d, &parent_span, me, parent));
     }
 }
 
 impl Handler<DeleteDone> for Walker {
     type Result = ();
     fn handle(&mut self, o: DeleteDone, _: &mut Context<Self>) {
-        let parent = &self.parent;
-        guarded(parent, || ChildState::outcome(o, parent));
+        self.parent.guard(|| self.parent.resolved(o));
     }
 }
 
