@@ -44,7 +44,6 @@ mod finish;
 /// One routed meta-log event of a replay batch ([`ShardRun::replay_batch`]).
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct ReplayItem {
-    /// Event ts.
     pub ts: Nanos,
     /// Its matches in the replay view due by the pass's `now`.
     pub matches: Vec<Match>,
@@ -76,7 +75,6 @@ impl SendId {
 pub(crate) enum DeleteTicket {
     /// A walker delete of `bucket`.
     Walk {
-        /// Bucket walked.
         bucket: String,
         /// The listed item's number in the bucket's [`WalkProgress`]
         /// (`None`: not tracked).
@@ -93,9 +91,7 @@ pub(crate) enum DeleteTicket {
 /// (docs/forecast.md#walk-backlog).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct WalkDue {
-    /// Rule of the match.
     pub rule_hash: RuleHash,
-    /// Its action.
     pub kind: ActionKind,
     /// When it became due.
     pub due: Nanos,
@@ -204,11 +200,6 @@ impl ShardRun {
             abort_bytes: BTreeMap::new(),
             last_bucket: None,
         }
-    }
-
-    /// The shard number.
-    pub fn shard(&self) -> u8 {
-        self.shard
     }
 
     /// This shard's recovery and walk decisions.
@@ -650,7 +641,7 @@ impl ShardRun {
             // its progress before the event and a recovering bucket keeps its
             // old state; the next pass sees the edit (rule-edit recovery) or
             // the vanished configuration (bucket dropped).
-            self.settle_unresolved(ticket);
+            self.settle_ticket(ticket, false);
             return None;
         }
         // An answer the gateway also gives when its own filer read failed is
@@ -660,55 +651,51 @@ impl ShardRun {
             if self.stopped() {
                 // No new work once halted: leave it for the next pass.
                 self.counters.unconfirmed += 1;
-                self.settle_unresolved(ticket);
+                self.settle_ticket(ticket, false);
             } else {
                 self.queue
                     .push_front((Work::Check(Box::new(check)), ticket));
             }
             return None;
         }
-        let ok = result.is_resolved();
-        match ticket {
-            DeleteTicket::Replay(t) => {
-                if let Some(tr) = self.tracker.as_mut() {
-                    tr.resolved(t, ok);
-                }
-            }
-            DeleteTicket::Walk { bucket, seq, owed } => {
-                if !ok {
-                    // Scoped to its bucket: the shard goes on with the other
-                    // buckets and with replay (docs/design-deviations.md#walk-failures).
-                    self.walks.entry(bucket.clone()).or_default().owe(owed);
-                    self.walk_failed(bucket, halt_reason(request, result));
-                    return None;
-                }
-                self.walk_resolved(&bucket, seq);
-            }
+        if result.is_resolved() {
+            self.settle_ticket(ticket, true);
+            return None;
         }
-        if ok || self.halted.is_some() {
+        if let DeleteTicket::Walk { bucket, owed, .. } = ticket {
+            // Scoped to its bucket: the shard goes on with the other
+            // buckets and with replay (docs/design-deviations.md#walk-failures).
+            self.walk_failed(bucket, owed, halt_reason(request, result));
+            return None;
+        }
+        self.settle_ticket(ticket, false);
+        if self.halted.is_some() {
             return None;
         }
         let reason = halt_reason(request, result);
         // Queued walker deletes never go out: their buckets did not walk fully.
-        for (_, t) in self.queue.drain(..) {
-            if let DeleteTicket::Walk { bucket, owed, .. } = t {
-                let book = self.walks.entry(bucket).or_default();
-                book.owe(owed);
-                book.progress.block();
+        for (_, t) in std::mem::take(&mut self.queue) {
+            if matches!(t, DeleteTicket::Walk { .. }) {
+                self.settle_ticket(t, false);
             }
         }
         self.halted = Some(reason.clone());
         Some(reason)
     }
 
-    /// Leaves a match unresolved without halting: replay progress stays
-    /// before its event, a walked bucket does not count as walked, so the
-    /// next pass tries it again.
-    fn settle_unresolved(&mut self, ticket: DeleteTicket) {
+    /// Settles what `ticket` queued: resolved when `ok`, else unresolved
+    /// without halting: replay progress stays before its event, a walked
+    /// bucket does not count as walked, so the next pass tries it again.
+    fn settle_ticket(&mut self, ticket: DeleteTicket, ok: bool) {
         match ticket {
             DeleteTicket::Replay(t) => {
                 if let Some(tr) = self.tracker.as_mut() {
-                    tr.resolved(t, false);
+                    tr.resolved(t, ok);
+                }
+            }
+            DeleteTicket::Walk { bucket, seq, .. } if ok => {
+                if let (Some(seq), Some(book)) = (seq, self.walks.get_mut(&bucket)) {
+                    book.progress.resolved(seq);
                 }
             }
             DeleteTicket::Walk { bucket, owed, .. } => {
@@ -723,8 +710,9 @@ impl ShardRun {
     /// finish (a recovering bucket keeps its old state and recovers again; a
     /// steady walk is due again next pass), and its queued walker work is
     /// dropped — its gateway answers are suspect — but nothing else stops.
-    fn walk_failed(&mut self, bucket: String, reason: String) {
+    fn walk_failed(&mut self, bucket: String, owed: WalkDue, reason: String) {
         let book = self.walks.entry(bucket.clone()).or_default();
+        book.owe(owed);
         self.queue.retain(|(_, t)| match t {
             DeleteTicket::Walk {
                 bucket: b, owed, ..
@@ -737,13 +725,6 @@ impl ShardRun {
         book.unresolved = true;
         book.progress.block();
         self.walk_failures.entry(bucket).or_insert(reason);
-    }
-
-    /// A walker delete of item `seq` of `bucket` resolved.
-    fn walk_resolved(&mut self, bucket: &str, seq: Option<u64>) {
-        if let (Some(seq), Some(book)) = (seq, self.walks.get_mut(bucket)) {
-            book.progress.resolved(seq);
-        }
     }
 }
 
