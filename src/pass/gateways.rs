@@ -19,16 +19,8 @@ pub struct SeaweedDelete {
 }
 
 impl SeaweedDelete {
-    /// A client for `addr` (connects lazily; build on the main runtime),
-    /// with client TLS when `tls` is set.
-    pub async fn connect(
-        addr: &str,
-        tls: Option<ClientTls>,
-    ) -> Result<SeaweedDelete, ClusterError> {
-        SeaweedDelete::connect_many(&[addr.to_string()], tls)
-    }
-
-    /// Clients for every address in `addrs` (lazily; build on the main runtime).
+    /// Clients for every address in `addrs` (lazily; build on the main
+    /// runtime), with client TLS when `tls` is set.
     pub fn connect_many(
         addrs: &[String],
         tls: Option<ClientTls>,
