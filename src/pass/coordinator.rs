@@ -91,10 +91,7 @@ impl Actor for Coordinator {
     type Context = Context<Self>;
 
     fn started(&mut self, _ctx: &mut Context<Self>) {
-        for shard in 0..SHARD_COUNT {
-            let Ok(shard) = u8::try_from(shard) else {
-                continue;
-            };
+        for shard in (0..SHARD_COUNT).filter_map(|s| u8::try_from(s).ok()) {
             let port = self.port.clone();
             let addr = Supervisor::start(move |_| ShardActor::new(shard, port));
             self.shards.insert(shard, addr);
@@ -123,29 +120,23 @@ impl Handler<RunPass> for Coordinator {
             tokio::spawn(async move { prepare(port, &prep_opts).await }.instrument(prep_span)).await
         };
         Box::pin(prep.into_actor(self).then(move |joined, act, _ctx| {
-            let prepared = match joined {
-                Ok(Ok(p)) => Ok(p),
+            let failed_span = span.clone();
+            let run = match joined {
+                Ok(Ok(p)) => Ok(act.start_pass(opts, p, started, span)),
                 Ok(Err(e)) => Err(e.to_string()),
                 Err(e) => Err(format!("pass preparation task failed: {e}")),
             };
-            let fut: std::pin::Pin<Box<dyn Future<Output = Result<PassResult, String>>>> =
-                match prepared {
-                    Err(e) => {
-                        telemetry::record_outcome(&span, "failed");
-                        act.obs
-                            .metrics
-                            .pass_finished(RunOutcome::Failed, crate::clock::wall_ns());
-                        Box::pin(async move { Err(e) })
-                    }
-                    Ok(p) => {
-                        let run = act.start_pass(opts, p, started, span);
-                        Box::pin(async move {
-                            run.await
-                                .map_err(|e| format!("pass driver task failed: {e}"))
-                        })
-                    }
-                };
-            fut.into_actor(act)
+            if run.is_err() {
+                telemetry::record_outcome(&failed_span, "failed");
+                act.obs
+                    .metrics
+                    .pass_finished(RunOutcome::Failed, crate::clock::wall_ns());
+            }
+            async move {
+                run?.await
+                    .map_err(|e| format!("pass driver task failed: {e}"))
+            }
+            .into_actor(act)
         }))
     }
 }
@@ -156,7 +147,7 @@ impl Coordinator {
     fn start_pass(
         &mut self,
         opts: PassOptions,
-        p: Prepared,
+        mut p: Prepared,
         started: Instant,
         span: Span,
     ) -> tokio::task::JoinHandle<PassResult> {
@@ -189,7 +180,7 @@ impl Coordinator {
         // The deletion cap: each delete is admitted once, right before it
         // would be sent; past a bucket's cap it is held (withdrawn: pending,
         // never a halt), so the bucket stops at exactly its cap.
-        let caps = Arc::new(std::sync::Mutex::new(p.caps));
+        let caps = Arc::new(std::sync::Mutex::new(std::mem::take(&mut p.caps)));
         let book = caps.clone();
         let admit: Gate<DeleteRequest> = Arc::new(move |req: &DeleteRequest| {
             book.lock()
@@ -211,18 +202,11 @@ impl Coordinator {
                 .collect(),
         );
         let journal = Arc::new(std::sync::Mutex::new(JournalSpool::new(JOURNAL_PART_BYTES)));
-        let jbook = journal.clone();
         let jwrites: Arc<std::sync::Mutex<Vec<tokio::task::JoinHandle<()>>>> = Arc::default();
-        let jwrites_rec = jwrites.clone();
-        let jport = self.port.clone();
-        let jdry = opts.dry_run;
+        let (jbook, jwrites_rec, jport) = (journal.clone(), jwrites.clone(), self.port.clone());
         let run_id = opts.run_id.clone();
-        let run_id_rec = opts.run_id.clone();
         let record: Record<DeleteRequest> =
             Arc::new(move |req: &DeleteRequest, result: &CallResult| {
-                if jdry {
-                    return;
-                }
                 let e = JournalEntry {
                     ts_ns: crate::clock::wall_ns(),
                     run_id: run_id.clone(),
@@ -243,7 +227,7 @@ impl Coordinator {
                     .unwrap_or_else(|e| e.into_inner())
                     .push(shard_id(&req.bucket, &req.object_path), &e);
                 if let Some(part) = full {
-                    let write = write_journal_part(&*jport, &run_id_rec, part);
+                    let write = write_journal_part(&*jport, &run_id, part);
                     jwrites_rec
                         .lock()
                         .unwrap_or_else(|e| e.into_inner())
@@ -283,15 +267,10 @@ impl Coordinator {
         let mut shards = BTreeMap::new();
         let mut begins = Vec::new();
         let mut failed = Vec::new();
-        for (shard, cursor) in p.cursors {
+        for (shard, cursor) in std::mem::take(&mut p.cursors) {
             let Some(addr) = self.shards.get(&shard).cloned() else {
-                failed.push((
-                    shard,
-                    format!(
-                        "shard {shard} does not exist (shards are 0..{})",
-                        SHARD_COUNT
-                    ),
-                ));
+                let why = format!("shard {shard} does not exist (shards are 0..{SHARD_COUNT})");
+                failed.push((shard, why));
                 continue;
             };
             match cursor {
@@ -329,7 +308,7 @@ impl Coordinator {
         );
         let driver = Driver {
             port: self.port.clone(),
-            plan: p.plan,
+            plan: p.plan.clone(),
             shards,
             begins,
             dry_run: opts.dry_run,
@@ -337,30 +316,17 @@ impl Coordinator {
             drain_bound,
             walk_deadline: s.pass.walk_budget().map(|b| started + b),
         };
-        let buckets = p.buckets;
-        let bucket_errors = p.bucket_errors;
-        let unknown_buckets = p.unknown_buckets;
-        let paused = p.paused;
-        self.obs.paused(&paused);
-        let approved = p.approved;
-        let released = p.released;
-        let limits = s.safety.cap_limits();
-        let journal_retention = s.journal.retention;
-        let run_id_j = opts.run_id.clone();
-        let port = self.port.clone();
-        let dry_run = opts.dry_run;
-        let stop = opts.stop.clone();
-        let max_runtime = s.pass.max_runtime;
-        let reclaim_settings = s.reclaim.clone();
-        let obs = self.obs.clone();
-        let pass_span = span.clone();
+        self.obs.paused(&p.paused);
+        let (port, obs, pass_span) = (self.port.clone(), self.obs.clone(), span.clone());
         tokio::spawn(
             async move {
+                let (s, dry_run) = (&opts.settings, opts.dry_run);
                 // One "stop dispatching" flag for both causes: shutdown and
                 // `pass.max_runtime`.
                 // Seeded with a stop already requested, so a pass started during
                 // shutdown sends nothing.
-                let (halt_tx, halt_rx) = watch::channel(stop.current());
+                let (halt_tx, halt_rx) = watch::channel(opts.stop.current());
+                let (stop, max_runtime) = (opts.stop.clone(), s.pass.max_runtime);
                 let trigger = tokio::spawn(async move {
                     let cap = async {
                         if max_runtime.is_zero() {
@@ -382,7 +348,8 @@ impl Coordinator {
                     w.abort();
                 }
                 let truncated = halt_rx.borrow().clone().or(walk_cut);
-                let held = settle_caps(&*port, &caps, limits, &approved, &released, dry_run).await;
+                let limits = s.safety.cap_limits();
+                let held = settle_caps(&*port, &caps, limits, &p.approved, &p.released, dry_run).await;
                 let rest = std::mem::replace(
                     &mut *journal.lock().unwrap_or_else(|e| e.into_inner()),
                     JournalSpool::new(JOURNAL_PART_BYTES),
@@ -390,7 +357,7 @@ impl Coordinator {
                 .finish();
                 let written = std::mem::take(&mut *jwrites.lock().unwrap_or_else(|e| e.into_inner()));
                 if !dry_run {
-                    write_journal(&*port, &run_id_j, rest, written, journal_retention).await;
+                    write_journal(&*port, &opts.run_id, rest, written, s.journal.retention).await;
                 }
                 for (shard, e) in failed {
                     results.push(ShardResult {
@@ -408,15 +375,15 @@ impl Coordinator {
                     .collect();
                 let stopped = halt_rx.borrow().is_some();
                 let reclaim =
-                    reclaim::after_pass(&*port, &reclaim_settings, touched, dry_run, stopped).await;
+                    reclaim::after_pass(&*port, &s.reclaim, touched, dry_run, stopped).await;
                 let result = PassResult {
                     now: opts.now,
-                    buckets,
-                    bucket_errors,
-                    unknown_buckets,
-                    paused,
+                    buckets: p.buckets,
+                    bucket_errors: p.bucket_errors,
+                    unknown_buckets: p.unknown_buckets,
+                    paused: p.paused,
                     held,
-                    approved,
+                    approved: p.approved,
                     shards: results,
                     error,
                     truncated,
