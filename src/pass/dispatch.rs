@@ -22,7 +22,6 @@ use crate::engine::delete::CallResult;
 pub struct AttemptError {
     /// Whether retrying can help (unavailable, reset, deadline…).
     pub retryable: bool,
-    /// Human-readable error.
     pub message: String,
 }
 
@@ -40,11 +39,9 @@ pub trait DeletePort<C>: Send + Sync + 'static {
 #[derive(Message)]
 #[rtype(result = "()")]
 pub struct Dispatch<C: Send + 'static, T: Send + 'static> {
-    /// What to send.
     pub call: C,
     /// Returned untouched in the outcome so the shard can match it up.
     pub ticket: T,
-    /// Where the outcome goes.
     pub reply_to: Recipient<Outcome<T>>,
     /// The call's `delete` span (its outcome is recorded here); use
     /// `Span::none()` when not tracing.
@@ -55,9 +52,7 @@ pub struct Dispatch<C: Send + 'static, T: Send + 'static> {
 #[derive(Message, Debug)]
 #[rtype(result = "()")]
 pub struct Outcome<T: Send + 'static> {
-    /// The ticket from the request.
     pub ticket: T,
-    /// What happened.
     pub result: CallResult,
     /// Attempts made (0 for a dry run).
     pub attempts: u32,
@@ -232,13 +227,10 @@ impl<C: Send + Sync + 'static, T: Send + 'static> Handler<Dispatch<C, T>> for De
                 None => None,
             };
             let withdrawn = |call: &C| gate.as_ref().and_then(|g| g(call));
+            // The gate first: `admit` is asked only for a call it lets through.
+            let held = |call: &C| withdrawn(call).or_else(|| admit.as_ref().and_then(|a| a(call)));
             let (result, attempts, limiter_wait) = match slots.acquire_owned().await {
-                Ok(_permit) if withdrawn(&call).is_some() => (
-                    CallResult::withdrawn(withdrawn(&call).unwrap_or_default()),
-                    0,
-                    Duration::ZERO,
-                ),
-                Ok(_permit) if let Some(reason) = admit.as_ref().and_then(|a| a(&call)) => {
+                Ok(_permit) if let Some(reason) = held(&call) => {
                     (CallResult::withdrawn(reason), 0, Duration::ZERO)
                 }
                 Ok(_permit) if dry_run => (CallResult::dry_run(), 0, Duration::ZERO),

@@ -76,14 +76,10 @@ pub(crate) async fn open_merged(
         }
     }))
     .await;
-    let mut logs = Vec::with_capacity(opened.len());
     let mut errors = Vec::new();
-    for r in opened {
-        match r {
-            Ok(l) => logs.push(l),
-            Err(e) => errors.push(e),
-        }
-    }
+    let logs: Vec<LocalLog> = (opened.into_iter())
+        .filter_map(|r| r.map_err(|e| errors.push(e)).ok())
+        .collect();
     if !errors.is_empty() {
         return Err(ClusterError::OwnLogsUnopened(errors));
     }
@@ -229,11 +225,7 @@ pub(crate) async fn follow(
     mut reader: MetaLogReader,
     tx: tokio::sync::mpsc::Sender<Result<Vec<MetaEvent>, ClusterError>>,
 ) {
-    let StreamSource {
-        pool,
-        params,
-        options,
-    } = source;
+    let (pool, params) = (source.pool, source.params);
     let mut breaks = 0usize;
     loop {
         match reader.recv_batch().await {
@@ -260,7 +252,7 @@ pub(crate) async fn follow(
                 tracing::warn!(filer = %node, error = %e, resume_from = dedup.since(params.since_ns),
                     "meta-log stream broke; resuming on the next filer");
                 pool.demote(&node);
-                match open_on_any(&pool, &params, options, &dedup).await {
+                match open_on_any(&pool, &params, source.options, &dedup).await {
                     Ok((n, r)) => {
                         node = n;
                         reader = r;

@@ -166,32 +166,31 @@ impl StatusBoard {
         self.lock().snap.clone()
     }
 
+    /// `f` on the snapshot, published at once.
+    fn set(&self, f: impl FnOnce(&mut StatusSnapshot)) {
+        let mut st = self.lock();
+        f(&mut st.snap);
+        self.publish(&mut st, true);
+    }
+
     /// Sets the service state.
     pub fn set_state(&self, s: ServiceState) {
-        let mut st = self.lock();
-        st.snap.service_state = s;
-        self.publish(&mut st, true);
+        self.set(|snap| snap.service_state = s);
     }
 
     /// Sets the paused buckets.
     pub fn set_paused(&self, paused: &[PauseRecord]) {
-        let mut st = self.lock();
-        st.snap.paused = paused
-            .iter()
-            .map(|r| PausedBucket {
-                bucket: r.bucket.clone(),
-                paused_ns: r.paused_ns,
-                reason: r.reason.clone(),
-            })
-            .collect();
-        self.publish(&mut st, true);
+        let rows = paused.iter().map(|r| PausedBucket {
+            bucket: r.bucket.clone(),
+            paused_ns: r.paused_ns,
+            reason: r.reason.clone(),
+        });
+        self.set(|snap| snap.paused = rows.collect());
     }
 
     /// Sets the next scheduled pass.
     pub fn set_next_pass(&self, ns: Option<i64>) {
-        let mut st = self.lock();
-        st.snap.next_pass_ns = ns;
-        self.publish(&mut st, true);
+        self.set(|snap| snap.next_pass_ns = ns);
     }
 
     /// The buckets whose rules no pass enforced lately (see
@@ -207,16 +206,12 @@ impl StatusBoard {
 
     /// The legacy-TTL audit shown on the status page and in `/status.json`.
     pub fn set_ttl_audit(&self, r: crate::engine::audit::AuditReport) {
-        let mut st = self.lock();
-        st.snap.ttl_audit = Some(r);
-        self.publish(&mut st, true);
+        self.set(|snap| snap.ttl_audit = Some(r));
     }
 
     /// The forecast shown on the status page and in `/status.json`.
     pub fn set_forecast(&self, f: crate::engine::forecast::Forecast) {
-        let mut st = self.lock();
-        st.snap.forecast = Some(f);
-        self.publish(&mut st, true);
+        self.set(|snap| snap.forecast = Some(f));
     }
 
     /// A pass started over `shards`.
@@ -357,12 +352,8 @@ impl StatusBoard {
     pub fn pass_finished(&self, run_id: &str, result: &Result<PassResult, String>) {
         let mut st = self.lock();
         let finished = wall_ns();
-        let started = st
-            .snap
-            .current_pass
-            .as_ref()
-            .map_or(finished, |p| p.started_ns);
         let progress = st.snap.current_pass.take();
+        let started = progress.as_ref().map_or(finished, |p| p.started_ns);
         let summary = match result {
             Err(e) => PassSummary {
                 run_id: run_id.to_string(),
@@ -402,31 +393,24 @@ impl StatusBoard {
         let live: BTreeMap<u8, ShardSummary> = progress
             .map(|p| p.shards.into_iter().map(|s| (s.shard, s)).collect())
             .unwrap_or_default();
-        let mut shards = Vec::new();
-        for s in &r.shards {
+        let shards = r.shards.iter().map(|s| {
             let rep = &s.report;
             let row = live.get(&rep.shard).cloned().unwrap_or_default();
             let (cursor_ts, walked) = s
                 .cursor
                 .as_ref()
                 .map_or((0, 0), |c| (c.ts_ns, c.last_walked_ns));
-            shards.push(ShardSummary {
+            ShardSummary {
                 shard: rep.shard,
                 phase: match rep.outcome {
                     ShardOutcome::Failed => ShardPhase::Failed,
                     ShardOutcome::Halted => ShardPhase::Halted,
                     ShardOutcome::Completed => ShardPhase::Done,
                 },
-                started_ns: if row.started_ns == 0 {
-                    started
-                } else {
-                    row.started_ns
-                },
-                finished_ns: if row.finished_ns == 0 {
-                    finished
-                } else {
-                    row.finished_ns
-                },
+                started_ns: Some(row.started_ns).filter(|&n| n != 0).unwrap_or(started),
+                finished_ns: Some(row.finished_ns)
+                    .filter(|&n| n != 0)
+                    .unwrap_or(finished),
                 outcome: Some(rep.outcome.in_pass(truncated)),
                 matches: rep.counters.matches,
                 in_flight: 0,
@@ -439,13 +423,11 @@ impl StatusBoard {
                 unconfirmed: rep.counters.unconfirmed,
                 locked: rep.counters.locked,
                 completed_upload_leftovers: rep.counters.completed_upload_leftovers,
-            });
-        }
+            }
+        });
         let outcome = r.outcome();
-        let mut names: BTreeSet<&str> = r.buckets.iter().map(String::as_str).collect();
-        for e in &r.bucket_errors {
-            names.insert(&e.bucket);
-        }
+        let errors = r.bucket_errors.iter().map(|e| &e.bucket);
+        let names: BTreeSet<&str> = r.buckets.iter().chain(errors).map(String::as_str).collect();
         let freed = crate::engine::reclaim::rows(&r.freed());
         let mut buckets = Vec::new();
         for name in names {
@@ -490,7 +472,7 @@ impl StatusBoard {
             started_ns: started,
             finished_ns: finished,
             outcome: Some(outcome),
-            shards,
+            shards: shards.collect(),
             buckets,
             space: r.reclaim.clone(),
         }

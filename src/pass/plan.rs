@@ -267,17 +267,11 @@ pub fn walk_prefixes(plan: &PassPlan, bucket: &str, recovery: bool) -> Option<Ve
         plan.walk.as_ref()
     };
     let actions = view?.bucket(bucket)?.actions();
-    if actions.is_empty() {
-        return None;
-    }
-    let mut prefixes: Vec<String> = Vec::new();
-    for a in actions {
-        if a.rule().prefix.is_empty() {
-            return None;
-        }
-        prefixes.push(a.rule().prefix.clone());
-    }
-    Some(minimal_prefixes(prefixes))
+    let prefixes: Option<Vec<String>> = actions
+        .iter()
+        .map(|a| Some(a.rule().prefix.clone()).filter(|p| !p.is_empty()))
+        .collect();
+    Some(minimal_prefixes(prefixes.filter(|p| !p.is_empty())?))
 }
 
 /// Sorted prefixes with every one that extends another removed (`logs/` covers
@@ -331,9 +325,7 @@ pub struct PassPlan {
     pub walk: Option<Snapshot>,
     /// Recovery view: every enabled action.
     pub recovery: Snapshot,
-    /// Per-bucket replay content hash.
     pub rule_set_hash: BTreeMap<String, Hash32>,
-    /// Per-bucket promoted hash.
     pub promoted_hash: BTreeMap<String, Hash32>,
     /// Go-compatible global hashes for the cursor's top-level fields.
     pub global_rule_set_hash: Hash32,

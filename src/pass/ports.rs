@@ -32,7 +32,6 @@ pub trait ClusterPort: Send + Sync + 'static {
         &self,
         shard: u8,
     ) -> BoxFuture<'static, Result<Option<ShardCursor>, ClusterError>>;
-    /// Saves a shard's cursor.
     fn save_cursor(
         &self,
         cursor: ShardCursor,
@@ -52,9 +51,8 @@ pub trait ClusterPort: Send + Sync + 'static {
         &self,
         bucket: &str,
         after: Option<String>,
-        prefixes: Option<Vec<String>>,
+        _prefixes: Option<Vec<String>>,
     ) -> BoxStream<'static, Result<(String, WalkItem), ClusterError>> {
-        let _ = prefixes;
         self.list_bucket(bucket)
             .filter_map(move |r| {
                 let out = match r {
@@ -109,19 +107,17 @@ pub trait ClusterPort: Send + Sync + 'static {
     fn vacuum(
         &self,
         id: u32,
-        threshold: f64,
-        timeout: std::time::Duration,
+        _threshold: f64,
+        _timeout: std::time::Duration,
     ) -> BoxFuture<'static, Result<(), ClusterError>> {
-        let _ = (threshold, timeout);
         async move { Err(ClusterError::NoMaster { volume: id }) }.boxed()
     }
     /// The legacy-TTL audit of every bucket (docs/ttl-audit.md); `None`
     /// where there is no cluster to read (fakes).
     fn ttl_audit(
         &self,
-        run: crate::seaweed::ttl_scan::AuditRun,
+        _run: crate::seaweed::ttl_scan::AuditRun,
     ) -> BoxFuture<'static, Result<Option<crate::engine::audit::AuditReport>, ClusterError>> {
-        let _ = run;
         async { Ok(None) }.boxed()
     }
     /// The `weed admin` connected to the master, if one is (it runs vacuum

@@ -83,8 +83,8 @@ pub async fn connect_cluster(
         },
     })?
     .with_resume_margin(s.pass.reorder_margin)
-    .with_direct_log_reads(s.pass.direct_log_reads);
-    let cluster = cluster.with_master(&s.cluster.master, tls.clone());
+    .with_direct_log_reads(s.pass.direct_log_reads)
+    .with_master(&s.cluster.master, tls.clone());
     let cluster = if s.cluster.master.trim().is_empty() {
         cluster
     } else {
