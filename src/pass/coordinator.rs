@@ -12,7 +12,7 @@
 //! here, on the System arbiter.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use actix::prelude::*;
@@ -28,10 +28,10 @@ use crate::pass::dispatch::{DeleteDispatcher, DeletePort, Gate, Record, limiter}
 use crate::pass::observe::PassObserver;
 use crate::pass::plan::{PassPlan, RuleChanges, live_actions};
 use crate::pass::ports::ClusterPort;
-use crate::pass::reclaim;
 use crate::pass::report::{PassResult, ShardOutcome, ShardReport, ShardResult};
 use crate::pass::retry::{RetryPolicy, drain_bound};
 use crate::pass::shard_plan::plan_shard;
+use crate::pass::{lock, reclaim};
 use crate::status::RunOutcome;
 use crate::telemetry;
 
@@ -180,31 +180,21 @@ impl Coordinator {
         // The deletion cap: each delete is admitted once, right before it
         // would be sent; past a bucket's cap it is held (withdrawn: pending,
         // never a halt), so the bucket stops at exactly its cap.
-        let caps = Arc::new(std::sync::Mutex::new(std::mem::take(&mut p.caps)));
+        let caps = Arc::new(Mutex::new(std::mem::take(&mut p.caps)));
         let book = caps.clone();
-        let admit: Gate<DeleteRequest> = Arc::new(move |req: &DeleteRequest| {
-            book.lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .admit(&req.bucket)
-        });
+        let admit: Gate<DeleteRequest> =
+            Arc::new(move |req: &DeleteRequest| lock(&book).admit(&req.bucket));
         // The deletion journal (docs/filer-layout.md#journal): every delete
         // sent, with its final outcome, per shard, written in parts of at
         // most JOURNAL_PART_BYTES as they fill (a pass holds one unfinished
         // part per shard, docs/due-index.md#memory) and the rest after the
         // drain. A dry run sends nothing and writes no journal.
-        let rule_ids: Arc<BTreeMap<(String, RuleHash), String>> = Arc::new(
-            p.plan
-                .recovery
-                .buckets()
-                .iter()
-                .flat_map(|b| b.actions().iter())
-                .map(|a| ((a.bucket().to_string(), a.rule_hash()), a.rule().id.clone()))
-                .collect(),
-        );
-        let journal = Arc::new(std::sync::Mutex::new(JournalSpool::new(JOURNAL_PART_BYTES)));
-        let jwrites: Arc<std::sync::Mutex<Vec<tokio::task::JoinHandle<()>>>> = Arc::default();
-        let (jbook, jwrites_rec, jport) = (journal.clone(), jwrites.clone(), self.port.clone());
-        let run_id = opts.run_id.clone();
+        let rule_ids: BTreeMap<(String, RuleHash), String> = (p.plan.recovery.actions())
+            .map(|a| ((a.bucket().to_string(), a.rule_hash()), a.rule().id.clone()))
+            .collect();
+        // The spool, and the writes of the parts it filled.
+        let journal: Journal = Arc::new(Mutex::new(new_journal()));
+        let (jbook, jport, run_id) = (journal.clone(), self.port.clone(), opts.run_id.clone());
         let record: Record<DeleteRequest> =
             Arc::new(move |req: &DeleteRequest, result: &CallResult| {
                 let e = JournalEntry {
@@ -222,16 +212,9 @@ impl Coordinator {
                     outcome: result.outcome.label().to_string(),
                     reason: result.reason.clone(),
                 };
-                let full = jbook
-                    .lock()
-                    .unwrap_or_else(|e| e.into_inner())
-                    .push(shard_id(&req.bucket, &req.object_path), &e);
-                if let Some(part) = full {
-                    let write = write_journal_part(&*jport, &run_id, part);
-                    jwrites_rec
-                        .lock()
-                        .unwrap_or_else(|e| e.into_inner())
-                        .push(tokio::spawn(write));
+                let (spool, writes) = &mut *lock(&jbook);
+                if let Some(part) = spool.push(shard_id(&req.bucket, &req.object_path), &e) {
+                    writes.push(tokio::spawn(write_journal_part(&*jport, &run_id, part)));
                 }
             });
         let dispatcher = DeleteDispatcher::new(
@@ -350,13 +333,9 @@ impl Coordinator {
                 let truncated = halt_rx.borrow().clone().or(walk_cut);
                 let limits = s.safety.cap_limits();
                 let held = settle_caps(&*port, &caps, limits, &p.approved, &p.released, dry_run).await;
-                let rest = std::mem::replace(
-                    &mut *journal.lock().unwrap_or_else(|e| e.into_inner()),
-                    JournalSpool::new(JOURNAL_PART_BYTES),
-                )
-                .finish();
-                let written = std::mem::take(&mut *jwrites.lock().unwrap_or_else(|e| e.into_inner()));
+                let (spool, written) = std::mem::replace(&mut *lock(&journal), new_journal());
                 if !dry_run {
+                    let rest = spool.finish();
                     write_journal(&*port, &opts.run_id, rest, written, s.journal.retention).await;
                 }
                 for (shard, e) in failed {
@@ -435,6 +414,13 @@ impl Coordinator {
             .instrument(span),
         )
     }
+}
+
+/// The pass's journal spool and the writes of the parts it filled.
+type Journal = Arc<Mutex<(JournalSpool, Vec<tokio::task::JoinHandle<()>>)>>;
+
+fn new_journal() -> (JournalSpool, Vec<tokio::task::JoinHandle<()>>) {
+    (JournalSpool::new(JOURNAL_PART_BYTES), Vec::new())
 }
 
 /// Re-reads the buckets' lifecycle configurations every `every` while the

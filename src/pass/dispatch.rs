@@ -86,10 +86,7 @@ struct KeyGuard {
 
 impl KeyedLocks {
     async fn lock(&self, key: String) -> KeyGuard {
-        let lock = self
-            .0
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
+        let lock = crate::pass::lock(&self.0)
             .entry(key.clone())
             .or_default()
             .clone();
@@ -106,7 +103,7 @@ impl KeyedLocks {
 impl Drop for KeyGuard {
     fn drop(&mut self) {
         self.held.take();
-        let mut map = self.locks.0.lock().unwrap_or_else(|e| e.into_inner());
+        let mut map = crate::pass::lock(&self.locks.0);
         // The map and this guard are the only holders: nobody waits. Clones
         // are taken under the map's lock, so the count cannot grow meanwhile.
         if Arc::strong_count(&self.lock) == 2 {

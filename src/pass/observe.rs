@@ -151,7 +151,7 @@ impl StatusBoard {
     fn lock(&self) -> MutexGuard<'_, BoardState> {
         // A panic while holding the lock leaves a consistent-enough snapshot
         // (plain counters); keep serving it.
-        self.state.lock().unwrap_or_else(|p| p.into_inner())
+        crate::pass::lock(&self.state)
     }
 
     fn publish(&self, st: &mut BoardState, force: bool) {
