@@ -218,9 +218,8 @@ pub struct ShardActor {
     port: Arc<dyn ClusterPort>,
     replay: Option<Addr<Replay>>,
     walker: Option<Addr<Walker>>,
-    accept_waiters: Vec<oneshot::Sender<()>>,
-    idle_waiters: Vec<oneshot::Sender<()>>,
-    extra_events: u64,
+    /// Who waits for room in the run (`[0]`) and for it to be idle (`[1]`).
+    waiters: [Vec<oneshot::Sender<()>>; 2],
     /// The delayed respawn of the children after a restart, so a pass begun
     /// during the backoff can spawn them at once.
     respawn: Option<SpawnHandle>,
@@ -247,9 +246,7 @@ impl ShardActor {
             port,
             replay: None,
             walker: None,
-            accept_waiters: Vec::new(),
-            idle_waiters: Vec::new(),
-            extra_events: 0,
+            waiters: Default::default(),
             respawn: None,
             restarts: 0,
             exhausted: false,
@@ -407,14 +404,12 @@ impl ShardActor {
                 }
             }
         }
-        let (accepting, idle) = self
-            .run
-            .as_ref()
-            .map_or((true, true), |r| (r.accepting(), r.idle()));
-        for (ready, waiters) in [
-            (accepting, &mut self.accept_waiters),
-            (idle, &mut self.idle_waiters),
-        ] {
+        let run = self.run.as_ref();
+        let ready = [
+            run.is_none_or(ShardRun::accepting),
+            run.is_none_or(ShardRun::idle),
+        ];
+        for (waiters, ready) in self.waiters.iter_mut().zip(ready) {
             if ready {
                 for w in waiters.drain(..) {
                     let _ = w.send(());
@@ -426,12 +421,7 @@ impl ShardActor {
     /// Answers once the run accepts more (`idle`: once it is idle).
     fn wait(&mut self, idle: bool) -> ResponseFuture<()> {
         let (tx, rx) = oneshot::channel();
-        if idle {
-            &mut self.idle_waiters
-        } else {
-            &mut self.accept_waiters
-        }
-        .push(tx);
+        self.waiters[usize::from(idle)].push(tx);
         self.pump();
         // A dropped sender means the shard restarted; the caller goes on.
         Box::pin(async move { drop(rx.await) })
@@ -544,7 +534,6 @@ impl Handler<BeginPass> for ShardActor {
         self.pass = Some(m);
         self.run = self.fresh_run();
         self.crash = None;
-        self.extra_events = 0;
         if self.replay.is_none() || self.walker.is_none() {
             self.stop_children();
             self.spawn_children(ctx);
@@ -625,26 +614,23 @@ impl Handler<CheckDone> for ShardActor {
         let Some(verdict) = self.on_run(ctx, |run| run.check_done(d.id, &d.body)) else {
             return;
         };
-        let obs = &self.tele().obs;
-        let count = |verdict: &'static str| {
-            if let Some((bucket, kind)) = &what {
-                obs.metrics.check_verdict(bucket, *kind, verdict);
-            }
-        };
-        match &verdict {
-            Verdict::Settled | Verdict::Send => {}
+        let label = match &verdict {
+            Verdict::Settled | Verdict::Send => None,
             Verdict::CompletedLeftover(why) => {
                 tracing::warn!(shard = self.shard, reason = %why, "completed upload's leftover not aborted");
-                count("completed_upload_leftover");
+                Some("completed_upload_leftover")
             }
             Verdict::Locked(why) => {
                 tracing::info!(shard = self.shard, reason = %why, "locked; retried next pass");
-                count("locked");
+                Some("locked")
             }
             Verdict::Unconfirmed(why) => {
                 tracing::warn!(shard = self.shard, reason = %why, "answer not confirmed; retried next pass");
-                count("unconfirmed");
+                Some("unconfirmed")
             }
+        };
+        if let (Some(label), Some((bucket, kind))) = (label, &what) {
+            self.tele().obs.metrics.check_verdict(bucket, *kind, label);
         }
         self.pump();
     }
@@ -693,8 +679,6 @@ impl Handler<DrainTimedOut> for ShardActor {
 impl Handler<Finish> for ShardActor {
     type Result = MessageResult<Finish>;
     fn handle(&mut self, m: Finish, _: &mut Context<Self>) -> Self::Result {
-        self.extra_events += m.events_not_routed;
-        let extra = std::mem::take(&mut self.extra_events);
         let taken = self.run.take();
         let Some(run) = taken.or_else(|| self.failed_run("shard state lost".into())) else {
             // Finish without BeginPass: the shard took no part in the pass.
@@ -703,7 +687,7 @@ impl Handler<Finish> for ShardActor {
             return MessageResult((report, None));
         };
         let (mut report, cursor) = run.finish(m.stream_end);
-        report.counters.events_scanned += extra;
+        report.counters.events_scanned += m.events_not_routed;
         let outcome = report.outcome.as_str();
         self.tell_children(|| EndPass { outcome });
         // The pass's dispatcher and spans end with the pass; the children

@@ -247,9 +247,7 @@ impl ShardRun {
     /// position `pos` of `bucket`; positions arrive in listing order
     /// (docs/design-deviations.md#resumable-recovery-walks).
     pub fn walk_item(&mut self, bucket: &str, pos: Option<&str>, matches: Vec<Match>) {
-        let stopped = self.halted.is_some()
-            || self.failed.is_some()
-            || self.walk_failures.contains_key(bucket);
+        let stopped = self.stopped() || self.walk_failures.contains_key(bucket);
         let book = self.walks.entry(bucket.to_string()).or_default();
         let seq = match pos {
             // Nothing more is sent for this bucket: its resume point stays.
@@ -468,56 +466,43 @@ impl ShardRun {
     pub fn replay_batch(&mut self, events: &[ReplayItem]) {
         for e in events {
             self.skipped_no_mtime(u64::from(e.skipped_no_mtime));
-            self.replay_parts(e.ts, &e.matches, &e.bucket, &e.pending);
-        }
-    }
-
-    /// One event: its matches due by `now`, and those due later as
-    /// [`PendingMatch`]es of `bucket`.
-    fn replay_parts(
-        &mut self,
-        ts: Nanos,
-        matches: &[Match],
-        bucket: &str,
-        pending: &[PendingMatch],
-    ) {
-        self.counters.events_scanned += 1;
-        if self.stopped() || self.tracker.is_none() {
-            return;
-        }
-        for m in matches {
-            let key = self.action_key(&m.bucket, m.rule_hash, m.kind);
-            let subject = subject_of(&m.object_path, &m.version_id);
-            let bytes = u64::try_from(m.identity.size).unwrap_or(0);
-            if let Some(t) = self.decide(&key, ts, subject, m.due, bytes, m.kind) {
-                let work = if m.lookup.is_some() {
-                    Work::Lookup(Box::new(m.clone()))
-                } else {
-                    work_for(m)
-                };
-                self.queue.push_back((work, DeleteTicket::Replay(t)));
+            self.counters.events_scanned += 1;
+            if self.stopped() || self.tracker.is_none() {
+                continue;
             }
-        }
-        for p in pending {
-            let key = self.action_key(bucket, p.rule_hash, p.kind);
-            if let Some(t) = self.decide(&key, ts, p.subject, p.due, p.bytes, p.kind) {
-                // Routing and the tracker judge "due" by the same `now`, so
-                // this does not happen; if it did, there is nothing to send:
-                // leave the event unresolved (its span is read again next
-                // pass) rather than count it done.
-                tracing::warn!(
-                    shard = self.shard,
-                    bucket,
-                    due_ns = p.due,
-                    "a match routed as pending was due; left for the next pass"
-                );
-                if let Some(tr) = self.tracker.as_mut() {
-                    tr.resolved(t, false);
+            let ts = e.ts;
+            for m in &e.matches {
+                let key = self.action_key(&m.bucket, m.rule_hash, m.kind);
+                let subject = subject_of(&m.object_path, &m.version_id);
+                let bytes = u64::try_from(m.identity.size).unwrap_or(0);
+                if let Some(t) = self.decide(&key, ts, subject, m.due, bytes) {
+                    let work = if m.lookup.is_some() {
+                        Work::Lookup(Box::new(m.clone()))
+                    } else {
+                        work_for(m)
+                    };
+                    self.queue.push_back((work, DeleteTicket::Replay(t)));
                 }
             }
-        }
-        if let Some(tr) = self.tracker.as_mut() {
-            tr.event_processed(ts);
+            for p in &e.pending {
+                let key = self.action_key(&e.bucket, p.rule_hash, p.kind);
+                if let Some(t) = self.decide(&key, ts, p.subject, p.due, p.bytes) {
+                    // Routing and the tracker judge "due" by the same `now`,
+                    // so this does not happen; if it did, there is nothing to
+                    // send: leave the event unresolved (its span is read
+                    // again next pass) rather than count it done.
+                    tracing::warn!(
+                        shard = self.shard,
+                        bucket = e.bucket.as_str(),
+                        due_ns = p.due,
+                        "a match routed as pending was due; left for the next pass"
+                    );
+                    self.settle_ticket(DeleteTicket::Replay(t), false);
+                }
+            }
+            if let Some(tr) = self.tracker.as_mut() {
+                tr.event_processed(ts);
+            }
         }
     }
 
@@ -548,9 +533,8 @@ impl ShardRun {
         subject: u64,
         due: Nanos,
         bytes: u64,
-        kind: ActionKind,
     ) -> Option<Ticket> {
-        let tracker = self.tracker.as_mut()?;
+        let (tracker, kind) = (self.tracker.as_mut()?, key.kind);
         match tracker.decide_sized(key, ts, subject, due, bytes) {
             Decision::Skip => {
                 self.counters.decided(kind, MatchDecision::Skipped);
