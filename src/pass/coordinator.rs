@@ -370,44 +370,29 @@ impl Coordinator {
                     replay,
                     reclaim,
                 };
-                let outcome = result.outcome();
+                let (outcome, m) = (result.outcome(), &obs.metrics);
                 for r in &result.shards {
-                    let rep = &r.report;
+                    let (rep, c) = (&r.report, &r.report.counters);
                     let o = rep.outcome.in_pass(result.truncated.is_some());
-                    obs.metrics.events_scanned(rep.shard, rep.counters.events_scanned);
-                    obs.metrics
-                        .skipped_no_mtime(rep.shard, rep.counters.skipped_no_mtime);
-                    for ((kind, decision), n) in &rep.counters.decisions {
-                        obs.metrics.matched_n(*kind, *decision, *n);
+                    m.events_scanned(rep.shard, c.events_scanned);
+                    m.skipped_no_mtime(rep.shard, c.skipped_no_mtime);
+                    for ((kind, decision), n) in &c.decisions {
+                        m.matched_n(*kind, *decision, *n);
                     }
-                    obs.metrics.shard_run_finished(
-                        rep.shard,
-                        o,
-                        r.duration,
-                        rep.counters.events_scanned,
-                        rep.counters.deletes.total(),
-                    );
-                    obs.metrics
-                        .shard_halted(rep.shard, rep.outcome == ShardOutcome::Halted);
+                    let deletes = c.deletes.total();
+                    m.shard_run_finished(rep.shard, o, r.duration, c.events_scanned, deletes);
+                    m.shard_halted(rep.shard, rep.outcome == ShardOutcome::Halted);
                     obs.board(|b| b.shard_finished(rep.shard, o));
                 }
-                obs.metrics.replay_read(
-                    result.replay.events_read,
-                    result.replay.ranges.len(),
-                    result.replay.span_ns(),
-                );
-                obs.metrics.held_buckets(
-                    result
-                        .held
-                        .iter()
-                        .map(|h| (h.bucket.as_str(), h.would_delete.saturating_sub(h.cap))),
-                );
-                obs.metrics.freed(&result.freed());
+                let read = &result.replay;
+                m.replay_read(read.events_read, read.ranges.len(), read.span_ns());
+                let held = result.held.iter();
+                m.held_buckets(held.map(|h| (h.bucket.as_str(), h.would_delete.saturating_sub(h.cap))));
+                m.freed(&result.freed());
                 if let Some(r) = &result.reclaim {
-                    obs.metrics.collections(&r.collections);
+                    m.collections(&r.collections);
                 }
-                obs.metrics
-                    .pass_finished(outcome, crate::clock::wall_ns());
+                m.pass_finished(outcome, crate::clock::wall_ns());
                 telemetry::record_outcome(&pass_span, outcome.as_str());
                 result
             }

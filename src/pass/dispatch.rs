@@ -212,12 +212,7 @@ impl<C: Send + Sync + 'static, T: Send + 'static> Handler<Dispatch<C, T>> for De
         let one_at_a_time = self.one_at_a_time.clone();
         // A Send future on the runtime's pool: I/O never blocks the arbiter.
         tokio::spawn(async move {
-            let Dispatch {
-                call,
-                ticket,
-                reply_to,
-                span,
-            } = msg;
+            let (call, span) = (msg.call, msg.span);
             // Taken before a slot, so a waiting call holds none.
             let _key = match &one_at_a_time {
                 Some((key, locks)) => Some(locks.lock(key(&call)).await),
@@ -251,12 +246,12 @@ impl<C: Send + Sync + 'static, T: Send + 'static> Handler<Dispatch<C, T>> for De
             crate::telemetry::record_outcome(&span, result.outcome.label());
             drop(span);
             let outcome = Outcome {
-                ticket,
+                ticket: msg.ticket,
                 result,
                 attempts,
                 limiter_wait,
             };
-            if let Err(e) = reply_to.send(outcome).await {
+            if let Err(e) = msg.reply_to.send(outcome).await {
                 tracing::error!(error = %e, "shard gone; delete outcome could not be delivered");
             }
         });

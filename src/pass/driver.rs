@@ -115,18 +115,13 @@ impl Driver {
         // sixteen encoded requests at once raised the pass's peak by ~29 MB
         // (heaptrack, docs/due-index.md#memory).
         let (dry_run, now) = (self.dry_run, self.plan.now);
-        let saves: Vec<futures::future::BoxFuture<'static, Option<Result<(), ClusterError>>>> =
-            finished
-                .iter()
-                .map(|(_, _, answer)| match answer {
-                    // The port's future does nothing until polled.
-                    Ok((_, Some(c))) if !dry_run => {
-                        self.port.save_cursor(c.clone(), now).map(Some).boxed()
-                    }
-                    _ => futures::future::ready(None).boxed(),
-                })
-                .collect();
-        let saved_all: Vec<_> = futures::stream::iter(saves)
+        // The port's future does nothing until polled.
+        let saves: Vec<_> = (finished.iter().map(|(_, _, answer)| match answer {
+            Ok((_, Some(c))) if !dry_run => self.port.save_cursor(c.clone(), now).map(Some).boxed(),
+            _ => futures::future::ready(None).boxed(),
+        }))
+        .collect();
+        let saved_all: Vec<Option<Result<(), ClusterError>>> = futures::stream::iter(saves)
             .buffered(CURSOR_SAVES_AT_ONCE)
             .collect()
             .await;

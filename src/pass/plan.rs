@@ -340,10 +340,7 @@ pub struct PassPlan {
 }
 
 fn hash_of(hashes: &BTreeMap<String, Hash32>, bucket: &str) -> Hash32 {
-    hashes
-        .get(bucket)
-        .copied()
-        .unwrap_or(crate::engine::EMPTY_HASH)
+    *hashes.get(bucket).unwrap_or(&crate::engine::EMPTY_HASH)
 }
 
 impl PassPlan {
@@ -421,15 +418,11 @@ impl PassPlan {
     }
 
     pub fn has_replay(&self, bucket: &str) -> bool {
-        self.replay
-            .as_ref()
-            .is_some_and(|r| r.bucket(bucket).is_some())
+        self.replay.iter().any(|r| r.bucket(bucket).is_some())
     }
 
     pub fn has_walk(&self, bucket: &str) -> bool {
-        self.walk
-            .as_ref()
-            .is_some_and(|w| w.bucket(bucket).is_some())
+        self.walk.iter().any(|w| w.bucket(bucket).is_some())
     }
 
     /// The bucket's replay actions, `(key, ttl)`.

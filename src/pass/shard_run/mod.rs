@@ -325,20 +325,15 @@ impl ShardRun {
         WalkBacklog {
             recovering,
             complete: book.is_some_and(|b| b.listed == Some(true)),
-            actions: book
-                .map(|b| {
-                    b.backlog
-                        .iter()
-                        .map(|(&(hash, kind), c)| {
-                            let count = BacklogCount {
-                                rule_id: rule_id(hash, kind),
-                                ..c.clone()
-                            };
-                            (action_key(hash, kind), count)
-                        })
-                        .collect()
+            actions: (book.iter().flat_map(|b| &b.backlog))
+                .map(|(&(hash, kind), c)| {
+                    let count = BacklogCount {
+                        rule_id: rule_id(hash, kind),
+                        ..c.clone()
+                    };
+                    (action_key(hash, kind), count)
                 })
-                .unwrap_or_default(),
+                .collect(),
         }
     }
 
