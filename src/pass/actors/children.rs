@@ -80,31 +80,27 @@ pub(super) fn panic_message(p: Box<dyn std::any::Any + Send>) -> String {
 /// A child's link to its shard. Weak: the children live as long as the shard
 /// (which stops them in `stopped`), and a strong link would keep the shard
 /// alive after its coordinator is gone.
-#[derive(Clone)]
-pub(super) struct Parent {
-    pub(super) crashed: WeakRecipient<Crashed>,
-    pub(super) resolved: WeakRecipient<DeleteDone>,
-    pub(super) lookups: WeakRecipient<LookupDone>,
-    pub(super) checks: WeakRecipient<CheckDone>,
-}
+pub(super) struct Parent(pub(super) actix::WeakAddr<ShardActor>);
 
 impl Parent {
-    /// A delete's fate, by its id: the shard kept the delete.
-    pub(super) fn resolved(&self, o: DeleteDone) {
-        // do_send: queued even on a full mailbox; an outcome must never be
-        // dropped (it frees a window slot and may carry a halt).
-        if let Some(p) = self.resolved.upgrade() {
-            p.do_send(o);
+    /// Sends `m` to the shard while it is there. do_send: queued even on a
+    /// full mailbox; an outcome must never be dropped (it frees a window slot
+    /// and may carry a halt).
+    pub(super) fn tell<M>(&self, m: M)
+    where
+        M: Message<Result = ()> + Send + 'static,
+        ShardActor: Handler<M>,
+    {
+        if let Some(shard) = self.0.upgrade() {
+            shard.do_send(m);
         }
     }
 
     /// Runs `f`; a panic is reported to the shard (which restarts) instead
     /// of unwinding through the arbiter.
     pub(super) fn guard(&self, f: impl FnOnce()) {
-        if let Err(p) = catch_unwind(AssertUnwindSafe(f))
-            && let Some(shard) = self.crashed.upgrade()
-        {
-            shard.do_send(Crashed(panic_message(p)));
+        if let Err(p) = catch_unwind(AssertUnwindSafe(f)) {
+            self.tell(Crashed(panic_message(p)));
         }
     }
 }
@@ -120,7 +116,7 @@ impl ChildPass {
         to_shard: &Parent,
     ) {
         let Some(dispatcher) = self.dispatcher.as_ref() else {
-            to_shard.resolved(Outcome {
+            to_shard.tell(Outcome {
                 ticket: (d.epoch, d.id),
                 result: CallResult::transport("no dispatcher; delete not sent"),
                 attempts: 0,
@@ -192,22 +188,18 @@ impl Handler<SendDelete> for Replay {
 impl Handler<SendLookup> for Replay {
     type Result = ();
     fn handle(&mut self, l: SendLookup, _: &mut Context<Self>) {
-        let Some(reply) = self.parent.lookups.upgrade() else {
+        let Some(reply) = self.parent.0.upgrade() else {
             return;
         };
         let port = self.port.clone();
         self.parent.guard(move || {
             let Stamped { epoch, id, body: m } = l;
             let Some(d) = m.lookup.as_ref() else {
-                let answer = LookupAnswer {
+                let body = LookupAnswer {
                     entry: Ok(None),
                     folder: None,
                 };
-                reply.do_send(Stamped {
-                    epoch,
-                    id,
-                    body: answer,
-                });
+                reply.do_send(LookupDone { epoch, id, body });
                 return;
             };
             let entry = port.lookup(&d.directory, &d.name);
@@ -221,12 +213,8 @@ impl Handler<SendLookup> for Replay {
                     Some(f) => Some(f.await.map_err(|e| e.to_string())),
                     None => None,
                 };
-                let answer = LookupAnswer { entry, folder };
-                reply.do_send(Stamped {
-                    epoch,
-                    id,
-                    body: answer,
-                });
+                let body = LookupAnswer { entry, folder };
+                reply.do_send(LookupDone { epoch, id, body });
             });
         });
     }
@@ -235,7 +223,7 @@ impl Handler<SendLookup> for Replay {
 impl Handler<SendCheck> for Replay {
     type Result = ();
     fn handle(&mut self, c: SendCheck, _: &mut Context<Self>) {
-        let Some(reply) = self.parent.checks.upgrade() else {
+        let Some(reply) = self.parent.0.upgrade() else {
             return;
         };
         let port = self.port.clone();
@@ -264,16 +252,12 @@ impl Handler<SendCheck> for Replay {
             // I/O on the runtime pool; the answer comes back by message
             // (do_send: a lost answer would wedge the window).
             tokio::spawn(async move {
-                let answers = futures::future::join_all(reads)
+                let body = futures::future::join_all(reads)
                     .await
                     .into_iter()
                     .map(|r| r.map_err(|e| e.to_string()))
                     .collect();
-                reply.do_send(Stamped {
-                    epoch,
-                    id,
-                    body: answers,
-                });
+                reply.do_send(CheckDone { epoch, id, body });
             });
         });
     }
@@ -282,7 +266,7 @@ impl Handler<SendCheck> for Replay {
 impl Handler<DeleteDone> for Replay {
     type Result = ();
     fn handle(&mut self, o: DeleteDone, _: &mut Context<Self>) {
-        self.parent.guard(|| self.parent.resolved(o));
+        self.parent.guard(|| self.parent.tell(o));
     }
 }
 
@@ -344,7 +328,7 @@ impl Handler<SendDelete> for Walker {
 impl Handler<DeleteDone> for Walker {
     type Result = ();
     fn handle(&mut self, o: DeleteDone, _: &mut Context<Self>) {
-        self.parent.guard(|| self.parent.resolved(o));
+        self.parent.guard(|| self.parent.tell(o));
     }
 }
 

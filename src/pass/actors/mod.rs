@@ -30,7 +30,6 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use actix::WeakRecipient;
 use actix::prelude::*;
 use tokio::sync::oneshot;
 
@@ -263,21 +262,14 @@ impl ShardActor {
 
     fn spawn_children(&mut self, ctx: &mut Context<Self>) {
         self.respawn = None;
-        let me = ctx.address();
-        let parent = Parent {
-            crashed: me.clone().recipient().downgrade(),
-            resolved: me.clone().recipient().downgrade(),
-            lookups: me.clone().recipient().downgrade(),
-            checks: me.recipient().downgrade(),
-        };
         let replay = Replay {
-            parent: parent.clone(),
+            parent: Parent(ctx.address().downgrade()),
             port: self.port.clone(),
             state: ChildPass::default(),
             span: None,
         };
         let walker = Walker {
-            parent,
+            parent: Parent(ctx.address().downgrade()),
             state: ChildPass::default(),
             spans: HashMap::new(),
         };
