@@ -444,14 +444,13 @@ impl StatusBoard {
                 b.config_error = Some(e.reason.clone());
                 b.outcome = Some(RunOutcome::Failed);
             }
-            let mut min_ts: Option<i64> = None;
-            for s in &r.shards {
-                let Some(bc) = s.cursor.as_ref().and_then(|c| c.buckets.get(name)) else {
-                    continue;
-                };
-                if !bc.rules.is_empty() {
-                    min_ts = Some(min_ts.map_or(bc.ts_ns, |m| m.min(bc.ts_ns)));
-                }
+            let cursors = r
+                .shards
+                .iter()
+                .filter_map(|s| s.cursor.as_ref()?.buckets.get(name));
+            let replayed = cursors.clone().filter(|bc| !bc.rules.is_empty());
+            b.cursor_ts_ns = replayed.map(|bc| bc.ts_ns).min().unwrap_or(0);
+            for bc in cursors {
                 b.last_walked_ns = b.last_walked_ns.max(bc.last_walked_ns);
                 if let Some(h) = &bc.halted
                     && h.contains(&format!(" {name}/"))
@@ -460,7 +459,6 @@ impl StatusBoard {
                     b.outcome = Some(RunOutcome::Halted);
                 }
             }
-            b.cursor_ts_ns = min_ts.unwrap_or(0);
             if let Some(h) = r.held.iter().find(|h| h.bucket == name) {
                 b.held_reason = Some(h.reason());
             }

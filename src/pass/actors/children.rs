@@ -144,44 +144,112 @@ impl ChildPass {
     }
 }
 
-/// Replay child: the replay span, replay deletes and the lookups of deferred
-/// matches.
-pub struct Replay {
+/// A shard's child: the phase's spans (`S`), its deletes and their outcomes.
+pub struct Child<S> {
     pub(super) parent: Parent,
     pub(super) port: Arc<dyn ClusterPort>,
     pub(super) state: ChildPass,
-    pub(super) span: Option<Span>,
+    pub(super) spans: S,
 }
 
-impl Actor for Replay {
+/// Replay child: the replay span, replay deletes and the lookups of deferred
+/// matches.
+pub type Replay = Child<Option<Span>>;
+
+/// Walker child: one `walk` span per bucket, walker deletes and their outcomes.
+pub type Walker = Child<HashMap<String, Span>>;
+
+/// The spans a child keeps for its phase.
+pub trait PhaseSpans: Default + Unpin + 'static {
+    /// The span a delete of `bucket` by `shard` (under `shard_span`) is
+    /// sent under.
+    fn parent_span(&mut self, shard: u8, shard_span: &Span, bucket: &str) -> Span;
+    /// Closes every span with the pass's `outcome`.
+    fn end(&mut self, outcome: &'static str);
+}
+
+impl PhaseSpans for Option<Span> {
+    fn parent_span(&mut self, _: u8, _: &Span, _: &str) -> Span {
+        self.clone().unwrap_or_else(Span::none)
+    }
+
+    fn end(&mut self, outcome: &'static str) {
+        if let Some(span) = self.take() {
+            telemetry::record_outcome(&span, outcome);
+        }
+    }
+}
+
+impl PhaseSpans for HashMap<String, Span> {
+    fn parent_span(&mut self, shard: u8, shard_span: &Span, bucket: &str) -> Span {
+        self.entry(bucket.to_string())
+            .or_insert_with_key(|b| telemetry::walk_span(shard_span, shard, b))
+            .clone()
+    }
+
+    fn end(&mut self, outcome: &'static str) {
+        for (_, span) in self.drain() {
+            telemetry::record_outcome(&span, outcome);
+        }
+    }
+}
+
+impl<S: PhaseSpans> Actor for Child<S> {
     type Context = Context<Self>;
 }
 
-impl Handler<ChildPass> for Replay {
+impl<S: PhaseSpans> Handler<ChildPass> for Child<S> {
     type Result = ();
     fn handle(&mut self, m: ChildPass, _: &mut Context<Self>) {
         self.state = m;
-        self.span = None;
+        self.spans = S::default();
+    }
+}
+
+impl<S: PhaseSpans> Handler<SendDelete> for Child<S> {
+    type Result = ();
+    fn handle(&mut self, d: SendDelete, ctx: &mut Context<Self>) {
+        let (shard, shard_span) = (self.state.shard, &self.state.tele.span);
+        let parent_span = self.spans.parent_span(shard, shard_span, &d.body.bucket);
+        let me = ctx.address().recipient();
+        let (state, parent) = (&self.state, &self.parent);
+        parent.guard(|| state.send(d, &parent_span, me, parent));
+    }
+}
+
+impl<S: PhaseSpans> Handler<DeleteDone> for Child<S> {
+    type Result = ();
+    fn handle(&mut self, o: DeleteDone, _: &mut Context<Self>) {
+        self.parent.guard(|| self.parent.tell(o));
+    }
+}
+
+impl<S: PhaseSpans> Handler<EndPass> for Child<S> {
+    type Result = ();
+    fn handle(&mut self, m: EndPass, _: &mut Context<Self>) {
+        self.spans.end(m.outcome);
+        // Release the pass's shard span: a span is exported only once every
+        // handle is gone, and a long-lived child holding it would keep the
+        // whole pass trace unexported until the next pass.
+        self.state.tele.span = Span::none();
+        self.state.dispatcher = None;
+    }
+}
+
+impl<S: PhaseSpans> Handler<Stop> for Child<S> {
+    type Result = ();
+    fn handle(&mut self, _: Stop, ctx: &mut Context<Self>) {
+        ctx.stop();
     }
 }
 
 impl Handler<OpenReplay> for Replay {
     type Result = ();
     fn handle(&mut self, _: OpenReplay, _: &mut Context<Self>) {
-        self.span = Some(telemetry::replay_span(
+        self.spans = Some(telemetry::replay_span(
             &self.state.tele.span,
             self.state.shard,
         ));
-    }
-}
-
-impl Handler<SendDelete> for Replay {
-    type Result = ();
-    fn handle(&mut self, d: SendDelete, ctx: &mut Context<Self>) {
-        let parent_span = self.span.clone().unwrap_or_else(Span::none);
-        let me = ctx.address().recipient();
-        let (state, parent) = (&self.state, &self.parent);
-        parent.guard(|| state.send(d, &parent_span, me, parent));
     }
 }
 
@@ -263,98 +331,11 @@ impl Handler<SendCheck> for Replay {
     }
 }
 
-impl Handler<DeleteDone> for Replay {
-    type Result = ();
-    fn handle(&mut self, o: DeleteDone, _: &mut Context<Self>) {
-        self.parent.guard(|| self.parent.tell(o));
-    }
-}
-
-impl Handler<EndPass> for Replay {
-    type Result = ();
-    fn handle(&mut self, m: EndPass, _: &mut Context<Self>) {
-        if let Some(span) = self.span.take() {
-            telemetry::record_outcome(&span, m.outcome);
-        }
-        // Release the pass's shard span: a span is exported only once every
-        // handle is gone, and a long-lived child holding it would keep the
-        // whole pass trace unexported until the next pass.
-        self.state.tele.span = Span::none();
-        self.state.dispatcher = None;
-    }
-}
-
-impl Handler<Stop> for Replay {
-    type Result = ();
-    fn handle(&mut self, _: Stop, ctx: &mut Context<Self>) {
-        ctx.stop();
-    }
-}
-
-/// Walker child: one `walk` span per bucket, walker deletes and their outcomes.
-pub struct Walker {
-    pub(super) parent: Parent,
-    pub(super) state: ChildPass,
-    pub(super) spans: HashMap<String, Span>,
-}
-
-impl Actor for Walker {
-    type Context = Context<Self>;
-}
-
-impl Handler<ChildPass> for Walker {
-    type Result = ();
-    fn handle(&mut self, m: ChildPass, _: &mut Context<Self>) {
-        self.state = m;
-        self.spans.clear();
-    }
-}
-
-impl Handler<SendDelete> for Walker {
-    type Result = ();
-    fn handle(&mut self, d: SendDelete, ctx: &mut Context<Self>) {
-        let (shard, shard_span) = (self.state.shard, &self.state.tele.span);
-        let parent_span = self
-            .spans
-            .entry(d.body.bucket.clone())
-            .or_insert_with_key(|b| telemetry::walk_span(shard_span, shard, b))
-            .clone();
-        let me = ctx.address().recipient();
-        let (state, parent) = (&self.state, &self.parent);
-        parent.guard(|| state.send(d, &parent_span, me, parent));
-    }
-}
-
-impl Handler<DeleteDone> for Walker {
-    type Result = ();
-    fn handle(&mut self, o: DeleteDone, _: &mut Context<Self>) {
-        self.parent.guard(|| self.parent.tell(o));
-    }
-}
-
 impl Handler<CloseWalk> for Walker {
     type Result = ();
     fn handle(&mut self, m: CloseWalk, _: &mut Context<Self>) {
         if let Some(span) = self.spans.remove(&m.bucket) {
             telemetry::record_outcome(&span, if m.ok { "completed" } else { "failed" });
         }
-    }
-}
-
-impl Handler<EndPass> for Walker {
-    type Result = ();
-    fn handle(&mut self, m: EndPass, _: &mut Context<Self>) {
-        for (_, span) in self.spans.drain() {
-            telemetry::record_outcome(&span, m.outcome);
-        }
-        self.state.tele.span = Span::none();
-        self.state.dispatcher = None;
-    }
-}
-
-impl Handler<Stop> for Walker {
-    type Result = ();
-    fn handle(&mut self, _: Stop, ctx: &mut Context<Self>) {
-        ctx.stop();
     }
 }

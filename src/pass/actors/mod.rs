@@ -262,20 +262,19 @@ impl ShardActor {
 
     fn spawn_children(&mut self, ctx: &mut Context<Self>) {
         self.respawn = None;
-        let replay = Replay {
+        self.replay = Some(self.child(ctx));
+        self.walker = Some(self.child(ctx));
+        self.brief_children();
+    }
+
+    fn child<S: PhaseSpans>(&self, ctx: &mut Context<Self>) -> Addr<Child<S>> {
+        Child {
             parent: Parent(ctx.address().downgrade()),
             port: self.port.clone(),
             state: ChildPass::default(),
-            span: None,
-        };
-        let walker = Walker {
-            parent: Parent(ctx.address().downgrade()),
-            state: ChildPass::default(),
-            spans: HashMap::new(),
-        };
-        self.replay = Some(replay.start());
-        self.walker = Some(walker.start());
-        self.brief_children();
+            spans: S::default(),
+        }
+        .start()
     }
 
     /// Sends `m()` to each child there is.
