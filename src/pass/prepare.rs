@@ -48,30 +48,21 @@ pub(crate) async fn prepare(
         // Read at every pass start, so a pause made through any instance
         // holds from the next pass on (docs/filer-layout.md#pause-files).
         on_controls(&*port, |c| async move { c.paused().await }),
-        async {
-            if s.pass.meta_log_retention.is_zero() {
-                port.earliest_available().await
-            } else {
-                Ok(None)
-            }
-        },
-        async {
-            if rails {
-                on_controls(&*port, |c| async move { c.approvals().await }).await
-            } else {
-                Ok(Vec::new())
-            }
-        },
+        read_if(
+            s.pass.meta_log_retention.is_zero(),
+            port.earliest_available()
+        ),
+        read_if(
+            rails,
+            on_controls(&*port, |c| async move { c.approvals().await })
+        ),
         // Holds of earlier passes. Read even with the caps off, so turning
         // them off releases the holds.
         on_controls(&*port, |c| async move { c.holds().await }),
-        async {
-            if grace.is_zero() {
-                Ok(Vec::new())
-            } else {
-                on_controls(&*port, |c| async move { c.rule_records().await }).await
-            }
-        },
+        read_if(
+            !grace.is_zero(),
+            on_controls(&*port, |c| async move { c.rule_records().await })
+        ),
         futures::future::join_all(opts.shards.iter().map(|&shard| {
             let load = port.load_cursor(shard);
             async move { (shard, load.await) }
@@ -212,4 +203,13 @@ pub(crate) async fn prepare(
         released,
         cursors,
     })
+}
+
+/// `read`'s answer when `wanted`, else what an empty store answers (and
+/// nothing is read).
+async fn read_if<T: Default>(
+    wanted: bool,
+    read: impl std::future::Future<Output = Result<T, ClusterError>>,
+) -> Result<T, ClusterError> {
+    if wanted { read.await } else { Ok(T::default()) }
 }

@@ -261,7 +261,7 @@ impl Handler<SendLookup> for Replay {
         };
         let port = self.port.clone();
         self.parent.guard(move || {
-            let Stamped { epoch, id, body: m } = l;
+            let (epoch, id, m) = (l.epoch, l.id, l.body);
             let Some(d) = m.lookup.as_ref() else {
                 let body = LookupAnswer {
                     entry: Ok(None),
@@ -277,10 +277,8 @@ impl Handler<SendLookup> for Replay {
             // The shard's state machine is pure: it takes the reasons as text.
             tokio::spawn(async move {
                 let entry = entry.await.map_err(|e| e.to_string());
-                let folder = match folder {
-                    Some(f) => Some(f.await.map_err(|e| e.to_string())),
-                    None => None,
-                };
+                let folder = futures::future::OptionFuture::from(folder).await;
+                let folder = folder.map(|f| f.map_err(|e| e.to_string()));
                 let body = LookupAnswer { entry, folder };
                 reply.do_send(LookupDone { epoch, id, body });
             });
@@ -296,11 +294,7 @@ impl Handler<SendCheck> for Replay {
         };
         let port = self.port.clone();
         self.parent.guard(move || {
-            let Stamped {
-                epoch,
-                id,
-                body: check,
-            } = c;
+            let (epoch, id, check) = (c.epoch, c.id, c.body);
             let root = port.buckets_root();
             let bucket = check.request.bucket.clone();
             let reads: Vec<_> = check
