@@ -60,7 +60,6 @@ pub struct SeaweedCluster {
 struct Discovery {
     settings: crate::config::ClusterSettings,
     gateways: GatewayPool,
-    /// Client TLS towards the master.
     tls: Option<ClientTls>,
 }
 

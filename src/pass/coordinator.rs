@@ -319,7 +319,7 @@ impl Coordinator {
                     };
                     let reason = tokio::select! {
                         r = stop.fired() => r,
-                        () = cap => format!("pass.max_runtime ({}) reached", humantime(max_runtime)),
+                        () = cap => format!("pass.max_runtime ({}s) reached", max_runtime.as_secs_f64()),
                     };
                     let _ = halt_tx.send(Some(reason));
                     // Keep the sender alive so receivers see the value.
@@ -460,8 +460,4 @@ async fn watch_configs(
             tx.send_replace(Arc::new(changes));
         }
     }
-}
-
-fn humantime(d: Duration) -> String {
-    format!("{}s", d.as_secs_f64())
 }

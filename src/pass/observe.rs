@@ -50,7 +50,6 @@ pub fn log_pass_finished(run_id: &str, r: &PassResult) {
 /// Metrics plus, in `serve`, the status board. Cheap to clone.
 #[derive(Clone, Debug, Default)]
 pub struct PassObserver {
-    /// Every metric of the instance.
     pub metrics: Metrics,
     /// The status board (`None` in `run-once`).
     pub board: Option<Arc<StatusBoard>>,
@@ -173,12 +172,10 @@ impl StatusBoard {
         self.publish(&mut st, true);
     }
 
-    /// Sets the service state.
     pub fn set_state(&self, s: ServiceState) {
         self.set(|snap| snap.service_state = s);
     }
 
-    /// Sets the paused buckets.
     pub fn set_paused(&self, paused: &[PauseRecord]) {
         let rows = paused.iter().map(|r| PausedBucket {
             bucket: r.bucket.clone(),
@@ -188,7 +185,6 @@ impl StatusBoard {
         self.set(|snap| snap.paused = rows.collect());
     }
 
-    /// Sets the next scheduled pass.
     pub fn set_next_pass(&self, ns: Option<i64>) {
         self.set(|snap| snap.next_pass_ns = ns);
     }
@@ -253,7 +249,6 @@ impl StatusBoard {
         self.publish(&mut st, force);
     }
 
-    /// A shard entered `phase`.
     pub fn shard_phase(&self, shard: u8, phase: ShardPhase) {
         self.with_shard(shard, true, |r| r.phase = phase);
     }
@@ -268,7 +263,6 @@ impl StatusBoard {
         self.with_shard(shard, false, |r| r.events_scanned += n);
     }
 
-    /// A shard sent a delete.
     pub fn delete_sent(&self, shard: u8) {
         self.with_shard(shard, false, |r| {
             r.in_flight += 1;
@@ -291,7 +285,6 @@ impl StatusBoard {
         });
     }
 
-    /// A shard halted.
     pub fn shard_halted(&self, shard: u8, reason: &str) {
         self.with_shard(shard, true, |r| {
             r.halt_reason = Some(reason.to_string());
@@ -299,7 +292,6 @@ impl StatusBoard {
         });
     }
 
-    /// The supervisor restarted a shard.
     pub fn shard_restarted(&self, shard: u8) {
         let n = {
             let mut st = self.lock();

@@ -244,12 +244,10 @@ impl RuleChanges {
             .is_none_or(|live| live.contains(&(rule_hash, kind)))
     }
 
-    /// The changed buckets.
     pub fn buckets(&self) -> impl Iterator<Item = &str> {
         self.0.keys().map(String::as_str)
     }
 
-    /// Whether nothing changed.
     pub fn is_empty(&self) -> bool {
         self.0.is_empty()
     }

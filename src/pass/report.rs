@@ -49,7 +49,6 @@ pub struct Counters {
 }
 
 impl Counters {
-    /// Counts one match's decision.
     pub fn decided(&mut self, kind: ActionKind, decision: MatchDecision) {
         *self.decisions.entry((kind, decision)).or_default() += 1;
     }

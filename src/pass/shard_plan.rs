@@ -141,15 +141,11 @@ pub fn plan_shard(plan: &PassPlan, persisted: Option<&ShardCursor>) -> ShardPlan
                 let (rsh, promoted) =
                     (plan.rule_set_hash_of(bucket), plan.promoted_hash_of(bucket));
                 let has_replay = plan.has_replay(bucket);
-                plan::recovery_reason(Some(&p), &rsh, &promoted, has_replay, plan.earliest).or_else(
-                    || {
-                        // Progress missing for a current replay action: nothing
-                        // says which of its events were handled.
-                        keys.iter()
-                            .any(|k| !b.rules.contains_key(k))
-                            .then_some(RecoveryReason::ColdStart)
-                    },
-                )
+                // Progress missing for a current replay action: nothing says
+                // which of its events were handled.
+                let missing = keys.iter().any(|k| !b.rules.contains_key(k));
+                plan::recovery_reason(Some(&p), &rsh, &promoted, has_replay, plan.earliest)
+                    .or(missing.then_some(RecoveryReason::ColdStart))
             }
         };
         match reason {
