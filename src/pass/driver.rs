@@ -383,12 +383,9 @@ impl Driver {
         let ranges = merge_ranges(wanted);
         read.ranges.clone_from(&ranges);
         let mut not_routed: HashMap<u8, u64> = HashMap::new();
-        let Some(view) = self.plan.replay.as_ref() else {
+        let Some(view) = self.plan.replay.as_ref().filter(|_| !ranges.is_empty()) else {
             return (None, not_routed, None);
         };
-        if ranges.is_empty() {
-            return (None, not_routed, None);
-        }
         tracing::info!(
             ranges = ranges.len(),
             read_ns = ranges.iter().map(|r| r.1 - r.0).sum::<i64>(),
@@ -399,13 +396,10 @@ impl Driver {
         // to a reorder margin before this are all in its log by the time the
         // stream ends, so a quiet log lets the index move up to it rather
         // than stay at the last event read (docs/due-index.md#filer-clock).
-        let clock = match self.port.filer_clock().await {
-            Ok(c) => c,
-            Err(e) => {
-                tracing::warn!(error = %e, "cannot read the filer's clock; the index stops at the last event read");
-                None
-            }
-        };
+        let clock = self.port.filer_clock().await.unwrap_or_else(|e| {
+            tracing::warn!(error = %e, "cannot read the filer's clock; the index stops at the last event read");
+            None
+        });
         let root = self.port.buckets_root();
         let stop = halted(halt.clone());
         tokio::pin!(stop);
