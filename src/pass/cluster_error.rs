@@ -31,31 +31,18 @@ pub enum ClusterError {
     Filer(#[from] FilerError),
     /// Listing the buckets' lifecycle configurations failed.
     #[error("listing buckets under {root}: {source}")]
-    ListBuckets {
-        root: String,
-        #[source]
-        source: FilerError,
-    },
+    ListBuckets { root: String, source: FilerError },
     /// Listing a bucket for the walker failed.
     #[error("listing bucket {bucket}: {source}")]
-    ListBucket {
-        bucket: String,
-        #[source]
-        source: FilerError,
-    },
+    ListBucket { bucket: String, source: FilerError },
     /// Listing a directory (the checks around a delete) failed.
     #[error("listing {dir}: {source}")]
-    ListDir {
-        dir: String,
-        #[source]
-        source: FilerError,
-    },
+    ListDir { dir: String, source: FilerError },
     /// Looking up one entry failed (not-found is an answer, not this).
     #[error("lookup {dir}/{name}: {source}")]
     Lookup {
         dir: String,
         name: String,
-        #[source]
         source: FilerError,
     },
     /// Reading the filer's clock failed.
@@ -97,7 +84,6 @@ pub enum ClusterError {
     #[error("filer {addr}: {source}")]
     OnFiler {
         addr: String,
-        #[source]
         source: Box<ClusterError>,
     },
     /// Every filer failed a call that fails over: each one's address and
@@ -131,7 +117,6 @@ pub enum ClusterError {
     OwnLogBroke {
         addr: String,
         /// How its stream broke.
-        #[source]
         source: MetaLogError,
     },
     /// The merge of the filers' own logs got an event from a filer whose

@@ -37,7 +37,6 @@ pub enum RunError {
         /// What failed, for the operator.
         message: String,
         /// The error underneath.
-        #[source]
         source: Box<dyn std::error::Error + Send + Sync>,
     },
     /// The pass started and could not go on (e.g. its bucket scan failed);
