@@ -89,6 +89,7 @@ impl ShardRun {
                 }
                 continue;
             }
+            let replay_bucket = plan.replay.as_ref().and_then(|r| r.bucket(bucket));
             let rules: BTreeMap<String, ActionProgress> = progress
                 .iter()
                 .filter(|(k, _)| &*k.bucket == bucket)
@@ -96,10 +97,7 @@ impl ShardRun {
                     let mut p = p.clone();
                     // The forecast names rules by ID (docs/forecast.md).
                     if let Some(t) = p.pending.as_mut() {
-                        t.rule_id = plan
-                            .replay
-                            .as_ref()
-                            .and_then(|r| r.bucket(bucket))
+                        t.rule_id = replay_bucket
                             .and_then(|b| b.action(k.rule_hash, k.kind))
                             .map(|a| a.rule().id.clone())
                             .unwrap_or_default();
@@ -118,8 +116,7 @@ impl ShardRun {
                 .halted
                 .clone()
                 .or_else(|| self.walk_failures.get(bucket).cloned());
-            let walked = self.walk_succeeded(bucket);
-            let last_walked_ns = if walked {
+            let last_walked_ns = if self.walk_succeeded(bucket) {
                 plan.now
             } else {
                 prev.map_or(0, |p| p.last_walked_ns)

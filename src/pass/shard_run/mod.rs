@@ -553,10 +553,7 @@ impl ShardRun {
     /// answer names.
     pub fn next_sends(&mut self) -> Vec<(Work, SendId)> {
         let mut out = Vec::new();
-        if self.stopped() {
-            return out;
-        }
-        while self.in_flight < self.window {
+        while self.in_flight < self.window && !self.stopped() {
             let Some((work, ticket)) = self.queue.pop_front() else {
                 break;
             };
