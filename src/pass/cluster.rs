@@ -28,7 +28,7 @@ use crate::seaweed::tls::ClientTls;
 use crate::seaweed::volumes;
 
 use crate::pass::cluster_error::ClusterError;
-use crate::pass::log_streams::{StreamSource, follow, open_merged, open_on_any};
+use crate::pass::log_streams::{follow, open_merged, open_on_any};
 use crate::pass::ports::{ClusterPort, EventStream};
 
 /// The real cluster: one or more filers ([`FilerPool`]); every filer call and
@@ -436,11 +436,7 @@ impl ClusterPort for SeaweedCluster {
             // (`capacity`); a response can carry thousands of events, so a
             // channel of `capacity` batches could hold millions.
             let (tx, rx) = tokio::sync::mpsc::channel(2);
-            let source = StreamSource {
-                pool,
-                params,
-                options,
-            };
+            let source = (pool, params, options);
             tokio::spawn(follow(source, dedup, node, reader, tx));
             Ok(tokio_stream::wrappers::ReceiverStream::new(rx)
                 .flat_map(|batch: Result<Vec<MetaEvent>, ClusterError>| match batch {

@@ -206,26 +206,19 @@ fn identity_hash(e: &MetaEvent) -> u64 {
     h.finish()
 }
 
-/// Where a pass's stream comes from (filers sharing one store).
-pub(crate) struct StreamSource {
-    pub(crate) pool: FilerPool,
-    pub(crate) params: SubscribeParams,
-    pub(crate) options: ReaderOptions,
-}
-
-/// Feeds one pass's events to `tx`; when the stream breaks, resumes it on the
-/// next filer `pass.reorder_margin` before the newest delivered event and
-/// drops what was delivered already (docs/meta-log.md#several-filers). Gives
-/// up, with an error item, when no filer serves it or after more breaks than
-/// twice the filers (a stream that keeps breaking is not a failover).
+/// Feeds one pass's events to `tx` from `pool` (filers sharing one store);
+/// when the stream breaks, resumes it on the next filer `pass.reorder_margin`
+/// before the newest delivered event and drops what was delivered already
+/// (docs/meta-log.md#several-filers). Gives up, with an error item, when no
+/// filer serves it or after more breaks than twice the filers (a stream that
+/// keeps breaking is not a failover).
 pub(crate) async fn follow(
-    source: StreamSource,
+    (pool, params, options): (FilerPool, SubscribeParams, ReaderOptions),
     mut dedup: ResumeDedup,
     mut node: String,
     mut reader: MetaLogReader,
     tx: tokio::sync::mpsc::Sender<Result<Vec<MetaEvent>, ClusterError>>,
 ) {
-    let (pool, params) = (source.pool, source.params);
     let mut breaks = 0usize;
     loop {
         match reader.recv_batch().await {
@@ -252,7 +245,7 @@ pub(crate) async fn follow(
                 tracing::warn!(filer = %node, error = %e, resume_from = dedup.since(params.since_ns),
                     "meta-log stream broke; resuming on the next filer");
                 pool.demote(&node);
-                match open_on_any(&pool, &params, source.options, &dedup).await {
+                match open_on_any(&pool, &params, options, &dedup).await {
                     Ok((n, r)) => {
                         node = n;
                         reader = r;
