@@ -25,9 +25,8 @@ impl SeaweedDelete {
         addrs: &[String],
         tls: Option<ClientTls>,
     ) -> Result<SeaweedDelete, ClusterError> {
-        GatewayPool::new(addrs, tls)
-            .map(|gateways| SeaweedDelete { gateways })
-            .map_err(ClusterError::from)
+        let gateways = GatewayPool::new(addrs, tls)?;
+        Ok(SeaweedDelete { gateways })
     }
 
     /// The gateway set, shared with [`crate::pass::cluster::SeaweedCluster::with_discovery`].
@@ -38,8 +37,7 @@ impl SeaweedDelete {
 
 impl DeletePort<DeleteRequest> for SeaweedDelete {
     fn call(&self, call: &DeleteRequest) -> BoxFuture<'static, AttemptResult> {
-        let gateways = self.gateways.clone();
-        let req = call.clone();
+        let (gateways, req) = (self.gateways.clone(), call.clone());
         async move {
             match gateways.delete(&req).await {
                 Ok(verdict) => Ok(verdict),

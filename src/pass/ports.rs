@@ -53,19 +53,13 @@ pub trait ClusterPort: Send + Sync + 'static {
         after: Option<String>,
         _prefixes: Option<Vec<String>>,
     ) -> BoxStream<'static, Result<(String, WalkItem), ClusterError>> {
-        self.list_bucket(bucket)
-            .filter_map(move |r| {
-                let out = match r {
-                    Ok(item) => {
-                        let pos = item.position();
-                        crate::engine::resume::is_after(&pos, after.as_deref())
-                            .then_some(Ok((pos, item)))
-                    }
-                    Err(e) => Some(Err(e)),
-                };
-                futures::future::ready(out)
-            })
-            .boxed()
+        let items = self
+            .list_bucket(bucket)
+            .map_ok(|item| (item.position(), item));
+        let keep = move |(pos, _): &(String, WalkItem)| {
+            futures::future::ready(crate::engine::resume::is_after(pos, after.as_deref()))
+        };
+        items.try_filter(keep).boxed()
     }
     /// Looks up one entry (`None`: not found), for deferred matches.
     fn lookup(
