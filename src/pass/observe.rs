@@ -306,17 +306,10 @@ impl StatusBoard {
     /// deletes (for the shutdown log past the deadline).
     pub fn unfinished(&self) -> Vec<(u8, u64)> {
         let st = self.lock();
-        st.snap
-            .current_pass
-            .as_ref()
-            .map(|p| {
-                p.shards
-                    .iter()
-                    .filter(|r| r.finished_ns == 0)
-                    .map(|r| (r.shard, r.in_flight))
-                    .collect()
-            })
-            .unwrap_or_default()
+        (st.snap.current_pass.iter().flat_map(|p| &p.shards))
+            .filter(|r| r.finished_ns == 0)
+            .map(|r| (r.shard, r.in_flight))
+            .collect()
     }
 
     /// A shard finished its part of the pass.
