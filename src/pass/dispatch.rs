@@ -295,9 +295,7 @@ async fn run_with_retries<C: Send + Sync + 'static>(
             Err(e) if e.retryable && policy.should_retry(attempt) => {
                 tokio::time::sleep(policy.backoff(attempt, rand::random::<f64>())).await;
             }
-            Err(e) => {
-                return (CallResult::transport(e.message), attempt, waited);
-            }
+            Err(e) => return (CallResult::transport(e.message), attempt, waited),
         }
     }
 }

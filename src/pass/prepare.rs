@@ -101,11 +101,8 @@ pub(crate) async fn prepare(
     let mut configs = Vec::new();
     let mut paused = Vec::new();
     for b in &scan.buckets {
-        let sel = Selection::of(
-            &b.name,
-            filter.iter().copied(),
-            paused_names.iter().copied(),
-        );
+        let (named, pauses) = (filter.iter().copied(), paused_names.iter().copied());
+        let sel = Selection::of(&b.name, named, pauses);
         if sel.keeps_state() {
             keep.insert(b.name.clone());
             if sel == Selection::Paused
@@ -119,8 +116,7 @@ pub(crate) async fn prepare(
             configs.push(b.to_config());
         }
     }
-    let time = s.time.time_config();
-    let snap = Snapshot::compile(configs, time);
+    let snap = Snapshot::compile(configs, s.time.time_config());
     let earliest = earliest?;
     let wall = crate::clock::wall_ns();
     let pass_plan = PassPlan::build(&snap, opts.now, wall, earliest, &s.pass, keep);
