@@ -340,16 +340,9 @@ impl ShardRun {
     /// Counts what a DONE `request` removed (docs/reclaimed-space.md):
     /// `parts` are an abort's parts' bytes.
     fn count_freed(&mut self, request: &DeleteRequest, parts: u64) {
-        let plan = &self.plan;
-        let views = [
-            Some(&plan.recovery),
-            plan.replay.as_ref(),
-            plan.walk.as_ref(),
-        ];
-        let bucket = views
-            .iter()
-            .flatten()
-            .find_map(|v| v.bucket(&request.bucket));
+        let (p, name) = (&self.plan, &request.bucket);
+        let views = [Some(&p.recovery), p.replay.as_ref(), p.walk.as_ref()];
+        let bucket = views.iter().flatten().find_map(|v| v.bucket(name));
         let versioning = bucket.map_or(Versioning::Unversioned, |b| b.versioning());
         let rule = bucket
             .and_then(|b| b.action(request.rule_hash, request.kind))
@@ -368,8 +361,7 @@ impl ShardRun {
         self.walks
             .get(bucket)
             .is_some_and(|b| b.listed == Some(true) && !b.unresolved)
-            && self.halted.is_none()
-            && self.failed.is_none()
+            && !self.stopped()
     }
 
     /// Ends the walk phase and builds the replay tracker. Returns the earliest
