@@ -3,6 +3,8 @@
 //! Deletes go through `pass::gateways`; `pass::runner::connect_cluster`
 //! builds both from the settings.
 
+use std::future::Future;
+
 use futures::future::BoxFuture;
 use futures::stream::BoxStream;
 use futures::{FutureExt, StreamExt};
@@ -14,6 +16,7 @@ use crate::engine::{MetaEvent, Nanos, WalkItem};
 use crate::pb::filer_pb::Entry;
 use crate::seaweed::buckets::{BucketScan, list_bucket_configs};
 use crate::seaweed::controls::ControlStore;
+use crate::seaweed::discovery::MasterError;
 use crate::seaweed::gateway_pool::GatewayPool;
 use crate::seaweed::lister::{ListOptions, list_bucket_after};
 use crate::seaweed::metalog::{DEFAULT_CLIENT_NAME, ReaderOptions, SubscribeParams};
@@ -25,7 +28,7 @@ use crate::seaweed::tls::ClientTls;
 use crate::seaweed::volumes;
 
 use crate::pass::cluster_error::ClusterError;
-use crate::pass::log_streams::{StreamSource, follow, open_merged, open_on_any};
+use crate::pass::log_streams::{follow, open_merged, open_on_any};
 use crate::pass::ports::{ClusterPort, EventStream};
 
 /// The real cluster: one or more filers ([`FilerPool`]); every filer call and
@@ -57,48 +60,22 @@ pub struct SeaweedCluster {
 struct Discovery {
     settings: crate::config::ClusterSettings,
     gateways: GatewayPool,
-    /// Client TLS towards the master.
     tls: Option<ClientTls>,
 }
 
 /// A lazily connecting channel with the filer client's keepalive settings.
 /// Build it on the main runtime (its buffer task lives there).
 pub fn channel(addr: &str) -> Result<Channel, AddressError> {
-    channel_tls(addr, None)
-}
-
-/// [`channel`], dialling with client TLS when `tls` is set (docs/tls.md).
-pub fn channel_tls(addr: &str, tls: Option<ClientTls>) -> Result<Channel, AddressError> {
-    lazy_channel(addr, tls)
+    lazy_channel(addr, None)
 }
 
 impl SeaweedCluster {
-    /// Connects to the filer at `addr` (fails when it does not answer), asks
-    /// for the buckets root unless `buckets_root` is set, and keeps cursors
-    /// under `cursor_dir`. Every unary filer call (lookups, listing pages,
-    /// cursor load/save, bucket scan) gets `filer_call_timeout`. `tls`:
-    /// client TLS for the filer's gRPC port (`None`: plaintext).
-    pub async fn connect(
-        addr: &str,
-        buckets_root: &str,
-        cursor_dir: &str,
-        event_buffer: usize,
-        filer_call_timeout: std::time::Duration,
-        tls: Option<ClientTls>,
-    ) -> Result<SeaweedCluster, ClusterError> {
-        SeaweedCluster::connect_many(
-            &[addr.to_string()],
-            buckets_root,
-            cursor_dir,
-            event_buffer,
-            filer_call_timeout,
-            tls,
-        )
-        .await
-    }
-
-    /// [`SeaweedCluster::connect`] over several filers: the first one that
-    /// answers is preferred; fails only when none answers.
+    /// Connects to the filers at `addrs` (the first one that answers is
+    /// preferred; fails only when none answers), asks for the buckets root
+    /// unless `buckets_root` is set, and keeps cursors under `cursor_dir`.
+    /// Every unary filer call (lookups, listing pages, cursor load/save,
+    /// bucket scan) gets `filer_call_timeout`. `tls`: client TLS for the
+    /// filers' gRPC ports (`None`: plaintext).
     pub async fn connect_many(
         addrs: &[String],
         buckets_root: &str,
@@ -141,16 +118,22 @@ impl SeaweedCluster {
     /// The master's gRPC address: `cluster.master`, else the first master
     /// the filer reports.
     fn master_addr(&self) -> BoxFuture<'static, Result<String, ClusterError>> {
-        let configured = self.master.clone();
-        self.on_filer(move |n| {
-            let configured = configured.clone();
-            async move {
-                crate::seaweed::discovery::master_of(&n.filer, &configured)
-                    .await
-                    .map_err(ClusterError::Master)
-            }
-            .boxed()
+        self.on_filer(self.master.clone(), |n, configured| async move {
+            Ok(crate::seaweed::discovery::master_of(&n.filer, &configured).await?)
         })
+    }
+
+    /// `call` on the master's address ([`Self::master_addr`]) with its
+    /// client TLS.
+    fn on_master<T: Send + 'static, F>(
+        &self,
+        call: impl FnOnce(String, Option<ClientTls>) -> F + Send + 'static,
+    ) -> BoxFuture<'static, Result<T, ClusterError>>
+    where
+        F: Future<Output = Result<T, MasterError>> + Send,
+    {
+        let (master, tls) = (self.master_addr(), self.master_tls.clone());
+        async move { Ok(call(master.await?, tls).await?) }.boxed()
     }
 
     /// Reads the filers' persisted log files straight from the volume
@@ -183,14 +166,20 @@ impl SeaweedCluster {
         self
     }
 
-    /// `call` on the preferred filer, failing over to the next
+    /// `call` with `args` on the preferred filer, failing over to the next
     /// ([`FilerPool::call`]).
-    fn on_filer<T: Send + 'static>(
+    fn on_filer<A, T, F>(
         &self,
-        call: impl Fn(FilerNode) -> BoxFuture<'static, Result<T, ClusterError>> + Send + 'static,
-    ) -> BoxFuture<'static, Result<T, ClusterError>> {
+        args: A,
+        call: impl Fn(FilerNode, A) -> F + Send + Sync + 'static,
+    ) -> BoxFuture<'static, Result<T, ClusterError>>
+    where
+        A: Clone + Send + Sync + 'static,
+        T: Send + 'static,
+        F: Future<Output = Result<T, ClusterError>> + Send + 'static,
+    {
         let pool = self.pool.clone();
-        async move { pool.call(call).await }.boxed()
+        async move { pool.call(move |n| call(n, args.clone()).boxed()).await }.boxed()
     }
 }
 
@@ -229,31 +218,16 @@ impl ClusterPort for SeaweedCluster {
     }
 
     fn buckets(&self) -> BoxFuture<'static, Result<BucketScan, ClusterError>> {
-        let root = self.root.clone();
-        self.on_filer(move |n| {
-            let root = root.clone();
-            async move {
-                list_bucket_configs(&n.filer, &root)
-                    .await
-                    .map_err(|source| ClusterError::ListBuckets {
-                        root: root.clone(),
-                        source,
-                    })
-            }
-            .boxed()
+        self.on_filer(self.root.clone(), |n, root| async move {
+            let scan = list_bucket_configs(&n.filer, &root).await;
+            scan.map_err(|source| ClusterError::ListBuckets { root, source })
         })
     }
 
     fn earliest_available(&self) -> BoxFuture<'static, Result<Option<Nanos>, ClusterError>> {
-        self.on_filer(move |n| {
-            async move {
-                let mut raw = n.filer.raw();
-                retention::earliest_available(&mut raw)
-                    .await
-                    .map(|e| e.map(|e| e.ts_ns))
-                    .map_err(ClusterError::from)
-            }
-            .boxed()
+        self.on_filer((), |n, ()| async move {
+            let earliest = retention::earliest_available(&mut n.filer.raw()).await?;
+            Ok(earliest.map(|e| e.ts_ns))
         })
     }
 
@@ -261,9 +235,10 @@ impl ClusterPort for SeaweedCluster {
         &self,
         shard: u8,
     ) -> BoxFuture<'static, Result<Option<ShardCursor>, ClusterError>> {
-        self.on_filer(move |n| {
-            async move { n.cursors.load(shard).await.map_err(ClusterError::from) }.boxed()
-        })
+        self.on_filer(
+            shard,
+            |n, shard| async move { Ok(n.cursors.load(shard).await?) },
+        )
     }
 
     fn save_cursor(
@@ -271,15 +246,8 @@ impl ClusterPort for SeaweedCluster {
         cursor: ShardCursor,
         now: Nanos,
     ) -> BoxFuture<'static, Result<(), ClusterError>> {
-        self.on_filer(move |n| {
-            let cursor = cursor.clone();
-            async move {
-                n.cursors
-                    .save(&cursor, now)
-                    .await
-                    .map_err(ClusterError::from)
-            }
-            .boxed()
+        self.on_filer(cursor, move |n, c| async move {
+            Ok(n.cursors.save(&c, now).await?)
         })
     }
 
@@ -345,74 +313,46 @@ impl ClusterPort for SeaweedCluster {
         dir: &str,
         name: &str,
     ) -> BoxFuture<'static, Result<Option<Entry>, ClusterError>> {
-        let (dir, name) = (dir.to_string(), name.to_string());
-        self.on_filer(move |n| {
-            let (dir, name) = (dir.clone(), name.clone());
-            async move {
-                n.filer
-                    .lookup(&dir, &name)
-                    .await
-                    .map_err(|source| ClusterError::Lookup {
-                        dir: dir.clone(),
-                        name: name.clone(),
-                        source,
-                    })
-            }
-            .boxed()
+        let args = (dir.to_string(), name.to_string());
+        self.on_filer(args, |n, (dir, name)| async move {
+            let entry = n.filer.lookup(&dir, &name).await;
+            entry.map_err(|source| ClusterError::Lookup { dir, name, source })
         })
     }
 
     fn list_dir(&self, dir: &str) -> BoxFuture<'static, Result<Vec<Entry>, ClusterError>> {
-        let dir = dir.to_string();
-        self.on_filer(move |n| {
-            let dir = dir.clone();
-            async move {
-                n.filer
-                    .list_all(&dir, crate::seaweed::filer::DEFAULT_PAGE)
-                    .map(|r| {
-                        r.map_err(|source| ClusterError::ListDir {
-                            dir: dir.clone(),
-                            source,
-                        })
-                    })
-                    .collect::<Vec<_>>()
-                    .await
-                    .into_iter()
-                    .collect()
-            }
-            .boxed()
+        self.on_filer(dir.to_string(), |n, dir| async move {
+            let entries: Result<Vec<Entry>, _> = n
+                .filer
+                .list_all(&dir, crate::seaweed::filer::DEFAULT_PAGE)
+                .collect::<Vec<_>>()
+                .await
+                .into_iter()
+                .collect();
+            entries.map_err(|source| ClusterError::ListDir { dir, source })
         })
     }
 
     fn volumes(&self) -> BoxFuture<'static, Result<Option<Vec<VolumeUsage>>, ClusterError>> {
-        let master = self.master_addr();
-        let tls = self.master_tls.clone();
-        async move {
-            let master = master.await?;
-            volumes::list_volumes(&master, tls.as_ref())
-                .await
-                .map(Some)
-                .map_err(ClusterError::Master)
-        }
-        .boxed()
+        self.on_master(
+            |m, tls| async move { volumes::list_volumes(&m, tls.as_ref()).await.map(Some) },
+        )
     }
 
     fn ttl_audit(
         &self,
         run: crate::seaweed::ttl_scan::AuditRun,
     ) -> BoxFuture<'static, Result<Option<crate::engine::audit::AuditReport>, ClusterError>> {
-        let master = self.master.clone();
-        let tls = self.master_tls.clone();
-        let root = self.root.clone();
-        self.on_filer(move |n| {
-            let (master, tls, root, run) = (master.clone(), tls.clone(), root.clone(), run.clone());
-            async move {
-                crate::seaweed::ttl_scan::audit_cluster(&n.filer, &master, tls, &root, &run)
-                    .await
-                    .map(Some)
-                    .map_err(ClusterError::TtlAudit)
-            }
-            .boxed()
+        let args = (
+            self.master.clone(),
+            self.master_tls.clone(),
+            self.root.clone(),
+            run,
+        );
+        self.on_filer(args, |n, (master, tls, root, run)| async move {
+            let audit =
+                crate::seaweed::ttl_scan::audit_cluster(&n.filer, &master, tls, &root, &run);
+            Ok(Some(audit.await?))
         })
     }
 
@@ -422,46 +362,31 @@ impl ClusterPort for SeaweedCluster {
         threshold: f64,
         timeout: std::time::Duration,
     ) -> BoxFuture<'static, Result<(), ClusterError>> {
-        let master = self.master_addr();
-        let tls = self.master_tls.clone();
-        async move {
-            let master = master.await?;
-            volumes::vacuum_volume(&master, tls.as_ref(), id, threshold, timeout)
-                .await
-                .map_err(ClusterError::Master)
-        }
-        .boxed()
+        self.on_master(move |m, tls| async move {
+            volumes::vacuum_volume(&m, tls.as_ref(), id, threshold, timeout).await
+        })
     }
 
     fn weed_admin(&self) -> BoxFuture<'static, Result<Option<String>, ClusterError>> {
-        let master = self.master_addr();
-        let tls = self.master_tls.clone();
-        async move {
-            let master = master.await?;
-            crate::seaweed::discovery::admin_presence(&master, tls.as_ref())
-                .await
-                .map_err(ClusterError::Master)
-        }
-        .boxed()
+        self.on_master(|m, tls| async move {
+            crate::seaweed::discovery::admin_presence(&m, tls.as_ref()).await
+        })
     }
 
     fn filer_clock(&self) -> BoxFuture<'static, Result<Option<Nanos>, ClusterError>> {
         let pool = self.pool.clone();
+        let clock = self.on_filer((), |n, ()| async move {
+            n.filer
+                .clock()
+                .await
+                .map(Some)
+                .map_err(ClusterError::FilerClock)
+        });
         async move {
             if pool.ordered().len() != 1 {
                 return Ok(None);
             }
-            pool.call(|n| {
-                async move {
-                    n.filer
-                        .clock()
-                        .await
-                        .map(Some)
-                        .map_err(ClusterError::FilerClock)
-                }
-                .boxed()
-            })
-            .await
+            clock.await
         }
         .boxed()
     }
@@ -511,11 +436,7 @@ impl ClusterPort for SeaweedCluster {
             // (`capacity`); a response can carry thousands of events, so a
             // channel of `capacity` batches could hold millions.
             let (tx, rx) = tokio::sync::mpsc::channel(2);
-            let source = StreamSource {
-                pool,
-                params,
-                options,
-            };
+            let source = (pool, params, options);
             tokio::spawn(follow(source, dedup, node, reader, tx));
             Ok(tokio_stream::wrappers::ReceiverStream::new(rx)
                 .flat_map(|batch: Result<Vec<MetaEvent>, ClusterError>| match batch {

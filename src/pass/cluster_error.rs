@@ -31,40 +31,18 @@ pub enum ClusterError {
     Filer(#[from] FilerError),
     /// Listing the buckets' lifecycle configurations failed.
     #[error("listing buckets under {root}: {source}")]
-    ListBuckets {
-        /// The buckets root.
-        root: String,
-        /// The filer's error.
-        #[source]
-        source: FilerError,
-    },
+    ListBuckets { root: String, source: FilerError },
     /// Listing a bucket for the walker failed.
     #[error("listing bucket {bucket}: {source}")]
-    ListBucket {
-        /// The bucket.
-        bucket: String,
-        /// The filer's error.
-        #[source]
-        source: FilerError,
-    },
+    ListBucket { bucket: String, source: FilerError },
     /// Listing a directory (the checks around a delete) failed.
     #[error("listing {dir}: {source}")]
-    ListDir {
-        /// The directory.
-        dir: String,
-        /// The filer's error.
-        #[source]
-        source: FilerError,
-    },
+    ListDir { dir: String, source: FilerError },
     /// Looking up one entry failed (not-found is an answer, not this).
     #[error("lookup {dir}/{name}: {source}")]
     Lookup {
-        /// The entry's directory.
         dir: String,
-        /// The entry's name.
         name: String,
-        /// The filer's error.
-        #[source]
         source: FilerError,
     },
     /// Reading the filer's clock failed.
@@ -105,10 +83,7 @@ pub enum ClusterError {
     /// asked).
     #[error("filer {addr}: {source}")]
     OnFiler {
-        /// The filer's gRPC address.
         addr: String,
-        /// Its error.
-        #[source]
         source: Box<ClusterError>,
     },
     /// Every filer failed a call that fails over: each one's address and
@@ -122,10 +97,7 @@ pub enum ClusterError {
     /// A filer of a pass on separate stores left the pool between the
     /// store check and the subscription.
     #[error("filer {addr}: left the pool")]
-    LeftPool {
-        /// The filer's gRPC address.
-        addr: String,
-    },
+    LeftPool { addr: String },
     /// On separate stores, some filers' own logs could not be opened; a
     /// pass needs every one.
     #[error(
@@ -143,10 +115,8 @@ pub enum ClusterError {
          through {addr} (docs/meta-log.md#several-filers)"
     )]
     OwnLogBroke {
-        /// The filer's gRPC address.
         addr: String,
         /// How its stream broke.
-        #[source]
         source: MetaLogError,
     },
     /// The merge of the filers' own logs got an event from a filer whose
@@ -155,10 +125,7 @@ pub enum ClusterError {
         "meta-log merge: filer {addr} sent an event while its last one \
          was still pending (a bug; the pass stops here)"
     )]
-    MergeOutOfOrder {
-        /// The filer's gRPC address.
-        addr: String,
-    },
+    MergeOutOfOrder { addr: String },
     /// The meta-log stream broke and could not be resumed on another filer.
     #[error("{broke}; then {resume}")]
     ResumeFailed {
@@ -169,16 +136,12 @@ pub enum ClusterError {
     },
     /// No master is at hand to vacuum a volume (test doubles).
     #[error("volume {volume}: no master to vacuum it")]
-    NoMaster {
-        /// The volume id.
-        volume: u32,
-    },
+    NoMaster { volume: u32 },
     /// This port keeps no control files of the kind (test doubles).
     #[error("cannot {action} bucket {bucket}: this cluster port keeps no {kept}")]
     NotKept {
         /// What was asked: `pause`, `resume`, `approve`.
         action: &'static str,
-        /// The bucket.
         bucket: String,
         /// What the port would have to keep: `pauses`, `approvals`.
         kept: &'static str,

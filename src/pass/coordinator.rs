@@ -12,7 +12,7 @@
 //! here, on the System arbiter.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use actix::prelude::*;
@@ -28,10 +28,10 @@ use crate::pass::dispatch::{DeleteDispatcher, DeletePort, Gate, Record, limiter}
 use crate::pass::observe::PassObserver;
 use crate::pass::plan::{PassPlan, RuleChanges, live_actions};
 use crate::pass::ports::ClusterPort;
-use crate::pass::reclaim;
 use crate::pass::report::{PassResult, ShardOutcome, ShardReport, ShardResult};
 use crate::pass::retry::{RetryPolicy, drain_bound};
 use crate::pass::shard_plan::plan_shard;
+use crate::pass::{lock, reclaim};
 use crate::status::RunOutcome;
 use crate::telemetry;
 
@@ -91,10 +91,7 @@ impl Actor for Coordinator {
     type Context = Context<Self>;
 
     fn started(&mut self, _ctx: &mut Context<Self>) {
-        for shard in 0..SHARD_COUNT {
-            let Ok(shard) = u8::try_from(shard) else {
-                continue;
-            };
+        for shard in (0..SHARD_COUNT).filter_map(|s| u8::try_from(s).ok()) {
             let port = self.port.clone();
             let addr = Supervisor::start(move |_| ShardActor::new(shard, port));
             self.shards.insert(shard, addr);
@@ -123,29 +120,23 @@ impl Handler<RunPass> for Coordinator {
             tokio::spawn(async move { prepare(port, &prep_opts).await }.instrument(prep_span)).await
         };
         Box::pin(prep.into_actor(self).then(move |joined, act, _ctx| {
-            let prepared = match joined {
-                Ok(Ok(p)) => Ok(p),
+            let failed_span = span.clone();
+            let run = match joined {
+                Ok(Ok(p)) => Ok(act.start_pass(opts, p, started, span)),
                 Ok(Err(e)) => Err(e.to_string()),
                 Err(e) => Err(format!("pass preparation task failed: {e}")),
             };
-            let fut: std::pin::Pin<Box<dyn Future<Output = Result<PassResult, String>>>> =
-                match prepared {
-                    Err(e) => {
-                        telemetry::record_outcome(&span, "failed");
-                        act.obs
-                            .metrics
-                            .pass_finished(RunOutcome::Failed, crate::clock::wall_ns());
-                        Box::pin(async move { Err(e) })
-                    }
-                    Ok(p) => {
-                        let run = act.start_pass(opts, p, started, span);
-                        Box::pin(async move {
-                            run.await
-                                .map_err(|e| format!("pass driver task failed: {e}"))
-                        })
-                    }
-                };
-            fut.into_actor(act)
+            if run.is_err() {
+                telemetry::record_outcome(&failed_span, "failed");
+                act.obs
+                    .metrics
+                    .pass_finished(RunOutcome::Failed, crate::clock::wall_ns());
+            }
+            async move {
+                run?.await
+                    .map_err(|e| format!("pass driver task failed: {e}"))
+            }
+            .into_actor(act)
         }))
     }
 }
@@ -156,7 +147,7 @@ impl Coordinator {
     fn start_pass(
         &mut self,
         opts: PassOptions,
-        p: Prepared,
+        mut p: Prepared,
         started: Instant,
         span: Span,
     ) -> tokio::task::JoinHandle<PassResult> {
@@ -189,40 +180,23 @@ impl Coordinator {
         // The deletion cap: each delete is admitted once, right before it
         // would be sent; past a bucket's cap it is held (withdrawn: pending,
         // never a halt), so the bucket stops at exactly its cap.
-        let caps = Arc::new(std::sync::Mutex::new(p.caps));
+        let caps = Arc::new(Mutex::new(std::mem::take(&mut p.caps)));
         let book = caps.clone();
-        let admit: Gate<DeleteRequest> = Arc::new(move |req: &DeleteRequest| {
-            book.lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .admit(&req.bucket)
-        });
+        let admit: Gate<DeleteRequest> =
+            Arc::new(move |req: &DeleteRequest| lock(&book).admit(&req.bucket));
         // The deletion journal (docs/filer-layout.md#journal): every delete
         // sent, with its final outcome, per shard, written in parts of at
         // most JOURNAL_PART_BYTES as they fill (a pass holds one unfinished
         // part per shard, docs/due-index.md#memory) and the rest after the
         // drain. A dry run sends nothing and writes no journal.
-        let rule_ids: Arc<BTreeMap<(String, RuleHash), String>> = Arc::new(
-            p.plan
-                .recovery
-                .buckets()
-                .iter()
-                .flat_map(|b| b.actions().iter())
-                .map(|a| ((a.bucket().to_string(), a.rule_hash()), a.rule().id.clone()))
-                .collect(),
-        );
-        let journal = Arc::new(std::sync::Mutex::new(JournalSpool::new(JOURNAL_PART_BYTES)));
-        let jbook = journal.clone();
-        let jwrites: Arc<std::sync::Mutex<Vec<tokio::task::JoinHandle<()>>>> = Arc::default();
-        let jwrites_rec = jwrites.clone();
-        let jport = self.port.clone();
-        let jdry = opts.dry_run;
-        let run_id = opts.run_id.clone();
-        let run_id_rec = opts.run_id.clone();
+        let rule_ids: BTreeMap<(String, RuleHash), String> = (p.plan.recovery.actions())
+            .map(|a| ((a.bucket().to_string(), a.rule_hash()), a.rule().id.clone()))
+            .collect();
+        // The spool, and the writes of the parts it filled.
+        let journal: Journal = Arc::new(Mutex::new(new_journal()));
+        let (jbook, jport, run_id) = (journal.clone(), self.port.clone(), opts.run_id.clone());
         let record: Record<DeleteRequest> =
             Arc::new(move |req: &DeleteRequest, result: &CallResult| {
-                if jdry {
-                    return;
-                }
                 let e = JournalEntry {
                     ts_ns: crate::clock::wall_ns(),
                     run_id: run_id.clone(),
@@ -238,16 +212,9 @@ impl Coordinator {
                     outcome: result.outcome.label().to_string(),
                     reason: result.reason.clone(),
                 };
-                let full = jbook
-                    .lock()
-                    .unwrap_or_else(|e| e.into_inner())
-                    .push(shard_id(&req.bucket, &req.object_path), &e);
-                if let Some(part) = full {
-                    let write = write_journal_part(&*jport, &run_id_rec, part);
-                    jwrites_rec
-                        .lock()
-                        .unwrap_or_else(|e| e.into_inner())
-                        .push(tokio::spawn(write));
+                let (spool, writes) = &mut *lock(&jbook);
+                if let Some(part) = spool.push(shard_id(&req.bucket, &req.object_path), &e) {
+                    writes.push(tokio::spawn(write_journal_part(&*jport, &run_id, part)));
                 }
             });
         let dispatcher = DeleteDispatcher::new(
@@ -283,15 +250,10 @@ impl Coordinator {
         let mut shards = BTreeMap::new();
         let mut begins = Vec::new();
         let mut failed = Vec::new();
-        for (shard, cursor) in p.cursors {
+        for (shard, cursor) in std::mem::take(&mut p.cursors) {
             let Some(addr) = self.shards.get(&shard).cloned() else {
-                failed.push((
-                    shard,
-                    format!(
-                        "shard {shard} does not exist (shards are 0..{})",
-                        SHARD_COUNT
-                    ),
-                ));
+                let why = format!("shard {shard} does not exist (shards are 0..{SHARD_COUNT})");
+                failed.push((shard, why));
                 continue;
             };
             match cursor {
@@ -329,7 +291,7 @@ impl Coordinator {
         );
         let driver = Driver {
             port: self.port.clone(),
-            plan: p.plan,
+            plan: p.plan.clone(),
             shards,
             begins,
             dry_run: opts.dry_run,
@@ -337,30 +299,17 @@ impl Coordinator {
             drain_bound,
             walk_deadline: s.pass.walk_budget().map(|b| started + b),
         };
-        let buckets = p.buckets;
-        let bucket_errors = p.bucket_errors;
-        let unknown_buckets = p.unknown_buckets;
-        let paused = p.paused;
-        self.obs.paused(&paused);
-        let approved = p.approved;
-        let released = p.released;
-        let limits = s.safety.cap_limits();
-        let journal_retention = s.journal.retention;
-        let run_id_j = opts.run_id.clone();
-        let port = self.port.clone();
-        let dry_run = opts.dry_run;
-        let stop = opts.stop.clone();
-        let max_runtime = s.pass.max_runtime;
-        let reclaim_settings = s.reclaim.clone();
-        let obs = self.obs.clone();
-        let pass_span = span.clone();
+        self.obs.paused(&p.paused);
+        let (port, obs, pass_span) = (self.port.clone(), self.obs.clone(), span.clone());
         tokio::spawn(
             async move {
+                let (s, dry_run) = (&opts.settings, opts.dry_run);
                 // One "stop dispatching" flag for both causes: shutdown and
                 // `pass.max_runtime`.
                 // Seeded with a stop already requested, so a pass started during
                 // shutdown sends nothing.
-                let (halt_tx, halt_rx) = watch::channel(stop.current());
+                let (halt_tx, halt_rx) = watch::channel(opts.stop.current());
+                let (stop, max_runtime) = (opts.stop.clone(), s.pass.max_runtime);
                 let trigger = tokio::spawn(async move {
                     let cap = async {
                         if max_runtime.is_zero() {
@@ -370,7 +319,7 @@ impl Coordinator {
                     };
                     let reason = tokio::select! {
                         r = stop.fired() => r,
-                        () = cap => format!("pass.max_runtime ({}) reached", humantime(max_runtime)),
+                        () = cap => format!("pass.max_runtime ({}s) reached", max_runtime.as_secs_f64()),
                     };
                     let _ = halt_tx.send(Some(reason));
                     // Keep the sender alive so receivers see the value.
@@ -382,15 +331,12 @@ impl Coordinator {
                     w.abort();
                 }
                 let truncated = halt_rx.borrow().clone().or(walk_cut);
-                let held = settle_caps(&*port, &caps, limits, &approved, &released, dry_run).await;
-                let rest = std::mem::replace(
-                    &mut *journal.lock().unwrap_or_else(|e| e.into_inner()),
-                    JournalSpool::new(JOURNAL_PART_BYTES),
-                )
-                .finish();
-                let written = std::mem::take(&mut *jwrites.lock().unwrap_or_else(|e| e.into_inner()));
+                let limits = s.safety.cap_limits();
+                let held = settle_caps(&*port, &caps, limits, &p.approved, &p.released, dry_run).await;
+                let (spool, written) = std::mem::replace(&mut *lock(&journal), new_journal());
                 if !dry_run {
-                    write_journal(&*port, &run_id_j, rest, written, journal_retention).await;
+                    let rest = spool.finish();
+                    write_journal(&*port, &opts.run_id, rest, written, s.journal.retention).await;
                 }
                 for (shard, e) in failed {
                     results.push(ShardResult {
@@ -408,15 +354,15 @@ impl Coordinator {
                     .collect();
                 let stopped = halt_rx.borrow().is_some();
                 let reclaim =
-                    reclaim::after_pass(&*port, &reclaim_settings, touched, dry_run, stopped).await;
+                    reclaim::after_pass(&*port, &s.reclaim, touched, dry_run, stopped).await;
                 let result = PassResult {
                     now: opts.now,
-                    buckets,
-                    bucket_errors,
-                    unknown_buckets,
-                    paused,
+                    buckets: p.buckets,
+                    bucket_errors: p.bucket_errors,
+                    unknown_buckets: p.unknown_buckets,
+                    paused: p.paused,
                     held,
-                    approved,
+                    approved: p.approved,
                     shards: results,
                     error,
                     truncated,
@@ -424,50 +370,42 @@ impl Coordinator {
                     replay,
                     reclaim,
                 };
-                let outcome = result.outcome();
+                let (outcome, m) = (result.outcome(), &obs.metrics);
                 for r in &result.shards {
-                    let rep = &r.report;
+                    let (rep, c) = (&r.report, &r.report.counters);
                     let o = rep.outcome.in_pass(result.truncated.is_some());
-                    obs.metrics.events_scanned(rep.shard, rep.counters.events_scanned);
-                    obs.metrics
-                        .skipped_no_mtime(rep.shard, rep.counters.skipped_no_mtime);
-                    for ((kind, decision), n) in &rep.counters.decisions {
-                        obs.metrics.matched_n(*kind, *decision, *n);
+                    m.events_scanned(rep.shard, c.events_scanned);
+                    m.skipped_no_mtime(rep.shard, c.skipped_no_mtime);
+                    for ((kind, decision), n) in &c.decisions {
+                        m.matched_n(*kind, *decision, *n);
                     }
-                    obs.metrics.shard_run_finished(
-                        rep.shard,
-                        o,
-                        r.duration,
-                        rep.counters.events_scanned,
-                        rep.counters.deletes.total(),
-                    );
-                    obs.metrics
-                        .shard_halted(rep.shard, rep.outcome == ShardOutcome::Halted);
+                    let deletes = c.deletes.total();
+                    m.shard_run_finished(rep.shard, o, r.duration, c.events_scanned, deletes);
+                    m.shard_halted(rep.shard, rep.outcome == ShardOutcome::Halted);
                     obs.board(|b| b.shard_finished(rep.shard, o));
                 }
-                obs.metrics.replay_read(
-                    result.replay.events_read,
-                    result.replay.ranges.len(),
-                    result.replay.span_ns(),
-                );
-                obs.metrics.held_buckets(
-                    result
-                        .held
-                        .iter()
-                        .map(|h| (h.bucket.as_str(), h.would_delete.saturating_sub(h.cap))),
-                );
-                obs.metrics.freed(&result.freed());
+                let read = &result.replay;
+                m.replay_read(read.events_read, read.ranges.len(), read.span_ns());
+                let held = result.held.iter();
+                m.held_buckets(held.map(|h| (h.bucket.as_str(), h.would_delete.saturating_sub(h.cap))));
+                m.freed(&result.freed());
                 if let Some(r) = &result.reclaim {
-                    obs.metrics.collections(&r.collections);
+                    m.collections(&r.collections);
                 }
-                obs.metrics
-                    .pass_finished(outcome, crate::clock::wall_ns());
+                m.pass_finished(outcome, crate::clock::wall_ns());
                 telemetry::record_outcome(&pass_span, outcome.as_str());
                 result
             }
             .instrument(span),
         )
     }
+}
+
+/// The pass's journal spool and the writes of the parts it filled.
+type Journal = Arc<Mutex<(JournalSpool, Vec<tokio::task::JoinHandle<()>>)>>;
+
+fn new_journal() -> (JournalSpool, Vec<tokio::task::JoinHandle<()>>) {
+    (JournalSpool::new(JOURNAL_PART_BYTES), Vec::new())
 }
 
 /// Re-reads the buckets' lifecycle configurations every `every` while the
@@ -522,8 +460,4 @@ async fn watch_configs(
             tx.send_replace(Arc::new(changes));
         }
     }
-}
-
-fn humantime(d: Duration) -> String {
-    format!("{}s", d.as_secs_f64())
 }

@@ -22,7 +22,6 @@ use crate::engine::delete::CallResult;
 pub struct AttemptError {
     /// Whether retrying can help (unavailable, reset, deadline…).
     pub retryable: bool,
-    /// Human-readable error.
     pub message: String,
 }
 
@@ -40,11 +39,9 @@ pub trait DeletePort<C>: Send + Sync + 'static {
 #[derive(Message)]
 #[rtype(result = "()")]
 pub struct Dispatch<C: Send + 'static, T: Send + 'static> {
-    /// What to send.
     pub call: C,
     /// Returned untouched in the outcome so the shard can match it up.
     pub ticket: T,
-    /// Where the outcome goes.
     pub reply_to: Recipient<Outcome<T>>,
     /// The call's `delete` span (its outcome is recorded here); use
     /// `Span::none()` when not tracing.
@@ -55,9 +52,7 @@ pub struct Dispatch<C: Send + 'static, T: Send + 'static> {
 #[derive(Message, Debug)]
 #[rtype(result = "()")]
 pub struct Outcome<T: Send + 'static> {
-    /// The ticket from the request.
     pub ticket: T,
-    /// What happened.
     pub result: CallResult,
     /// Attempts made (0 for a dry run).
     pub attempts: u32,
@@ -91,10 +86,7 @@ struct KeyGuard {
 
 impl KeyedLocks {
     async fn lock(&self, key: String) -> KeyGuard {
-        let lock = self
-            .0
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
+        let lock = crate::pass::lock(&self.0)
             .entry(key.clone())
             .or_default()
             .clone();
@@ -111,7 +103,7 @@ impl KeyedLocks {
 impl Drop for KeyGuard {
     fn drop(&mut self) {
         self.held.take();
-        let mut map = self.locks.0.lock().unwrap_or_else(|e| e.into_inner());
+        let mut map = crate::pass::lock(&self.locks.0);
         // The map and this guard are the only holders: nobody waits. Clones
         // are taken under the map's lock, so the count cannot grow meanwhile.
         if Arc::strong_count(&self.lock) == 2 {
@@ -220,25 +212,17 @@ impl<C: Send + Sync + 'static, T: Send + 'static> Handler<Dispatch<C, T>> for De
         let one_at_a_time = self.one_at_a_time.clone();
         // A Send future on the runtime's pool: I/O never blocks the arbiter.
         tokio::spawn(async move {
-            let Dispatch {
-                call,
-                ticket,
-                reply_to,
-                span,
-            } = msg;
+            let (call, span) = (msg.call, msg.span);
             // Taken before a slot, so a waiting call holds none.
             let _key = match &one_at_a_time {
                 Some((key, locks)) => Some(locks.lock(key(&call)).await),
                 None => None,
             };
             let withdrawn = |call: &C| gate.as_ref().and_then(|g| g(call));
+            // The gate first: `admit` is asked only for a call it lets through.
+            let held = |call: &C| withdrawn(call).or_else(|| admit.as_ref().and_then(|a| a(call)));
             let (result, attempts, limiter_wait) = match slots.acquire_owned().await {
-                Ok(_permit) if withdrawn(&call).is_some() => (
-                    CallResult::withdrawn(withdrawn(&call).unwrap_or_default()),
-                    0,
-                    Duration::ZERO,
-                ),
-                Ok(_permit) if let Some(reason) = admit.as_ref().and_then(|a| a(&call)) => {
+                Ok(_permit) if let Some(reason) = held(&call) => {
                     (CallResult::withdrawn(reason), 0, Duration::ZERO)
                 }
                 Ok(_permit) if dry_run => (CallResult::dry_run(), 0, Duration::ZERO),
@@ -262,12 +246,12 @@ impl<C: Send + Sync + 'static, T: Send + 'static> Handler<Dispatch<C, T>> for De
             crate::telemetry::record_outcome(&span, result.outcome.label());
             drop(span);
             let outcome = Outcome {
-                ticket,
+                ticket: msg.ticket,
                 result,
                 attempts,
                 limiter_wait,
             };
-            if let Err(e) = reply_to.send(outcome).await {
+            if let Err(e) = msg.reply_to.send(outcome).await {
                 tracing::error!(error = %e, "shard gone; delete outcome could not be delivered");
             }
         });
@@ -311,9 +295,7 @@ async fn run_with_retries<C: Send + Sync + 'static>(
             Err(e) if e.retryable && policy.should_retry(attempt) => {
                 tokio::time::sleep(policy.backoff(attempt, rand::random::<f64>())).await;
             }
-            Err(e) => {
-                return (CallResult::transport(e.message), attempt, waited);
-            }
+            Err(e) => return (CallResult::transport(e.message), attempt, waited),
         }
     }
 }

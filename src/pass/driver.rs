@@ -75,7 +75,6 @@ impl Driver {
         started: Instant,
         halt: watch::Receiver<Option<String>>,
     ) -> (Vec<ShardResult>, Option<String>, Option<String>, ReplayRead) {
-        let mut error = None;
         let mut read = ReplayRead::default();
         // Awaited: every shard has its fresh run before the first batch.
         // A shard that is gone fails at Finish ("shard actor gone").
@@ -88,17 +87,13 @@ impl Driver {
         // (docs/design-deviations.md#resumable-recovery-walks): the cut
         // buckets' recoveries failed for this pass and are not replayed, every
         // other bucket is.
-        let (stream_end, not_routed) = if halt.borrow().is_none() {
-            let (end, not_routed, e) = self.replay_phase(&halt, &mut read).await;
-            if e.is_some() {
-                error = e;
-            }
-            (end, not_routed)
+        let (stream_end, not_routed, error) = if halt.borrow().is_none() {
+            self.replay_phase(&halt, &mut read).await
         } else {
             // Stopped: no replay. Buckets whose recovery did not finish keep
             // their old state and where their walk resumes; steady buckets
             // keep their old progress.
-            (None, HashMap::new())
+            (None, HashMap::new(), None)
         };
         for &shard in self.shards.keys() {
             self.obs
@@ -120,59 +115,48 @@ impl Driver {
         // sixteen encoded requests at once raised the pass's peak by ~29 MB
         // (heaptrack, docs/due-index.md#memory).
         let (dry_run, now) = (self.dry_run, self.plan.now);
-        let saves: Vec<futures::future::BoxFuture<'static, Option<Result<(), ClusterError>>>> =
-            finished
-                .iter()
-                .map(|(_, _, answer)| match answer {
-                    // The port's future does nothing until polled.
-                    Ok((_, Some(c))) if !dry_run => {
-                        self.port.save_cursor(c.clone(), now).map(Some).boxed()
-                    }
-                    _ => futures::future::ready(None).boxed(),
-                })
-                .collect();
-        let saved_all: Vec<_> = futures::stream::iter(saves)
+        // The port's future does nothing until polled.
+        let saves: Vec<_> = (finished.iter().map(|(_, _, answer)| match answer {
+            Ok((_, Some(c))) if !dry_run => self.port.save_cursor(c.clone(), now).map(Some).boxed(),
+            _ => futures::future::ready(None).boxed(),
+        }))
+        .collect();
+        let saved_all: Vec<Option<Result<(), ClusterError>>> = futures::stream::iter(saves)
             .buffered(CURSOR_SAVES_AT_ONCE)
             .collect()
             .await;
         let mut results = Vec::new();
         for ((shard, span, answer), save) in finished.into_iter().zip(saved_all) {
-            match answer {
-                Ok((mut report, mut cursor)) => {
-                    let mut saved = false;
-                    if let (Some(c), Some(save)) = (cursor.as_mut(), save) {
-                        match save {
-                            Ok(()) => {
-                                c.updated_ns = self.plan.now;
-                                saved = true;
-                                self.obs
-                                    .metrics
-                                    .cursor_saved(shard, c.ts_ns, c.last_walked_ns);
-                            }
-                            Err(e) => {
-                                report.outcome = ShardOutcome::Failed;
-                                report.halt_reason = Some(format!("saving cursor: {e}"));
-                            }
-                        }
-                    }
-                    telemetry::record_outcome(span, report.outcome.as_str());
-                    results.push(ShardResult {
-                        report,
-                        duration: started.elapsed(),
-                        cursor,
-                        saved,
-                    });
+            let (mut report, mut cursor) = match answer {
+                Ok(r) => r,
+                Err(e) => (
+                    ShardReport::failed(shard, format!("shard actor gone: {e}")),
+                    None,
+                ),
+            };
+            let saved = match (cursor.as_mut(), save) {
+                (Some(c), Some(Ok(()))) => {
+                    c.updated_ns = self.plan.now;
+                    self.obs
+                        .metrics
+                        .cursor_saved(shard, c.ts_ns, c.last_walked_ns);
+                    true
                 }
-                Err(e) => {
-                    telemetry::record_outcome(span, "failed");
-                    results.push(ShardResult {
-                        report: ShardReport::failed(shard, format!("shard actor gone: {e}")),
-                        duration: started.elapsed(),
-                        cursor: None,
-                        saved: false,
-                    })
+                (Some(_), Some(Err(e))) => {
+                    report.outcome = ShardOutcome::Failed;
+                    report.halt_reason = Some(format!("saving cursor: {e}"));
+                    false
                 }
-            }
+                _ => false,
+            };
+            telemetry::record_outcome(span, report.outcome.as_str());
+            let duration = started.elapsed();
+            results.push(ShardResult {
+                report,
+                duration,
+                cursor,
+                saved,
+            });
         }
         (results, error, walk_cut, read)
     }
@@ -225,38 +209,26 @@ impl Driver {
         let mut cut = None;
         let mut complete = true;
         for bucket in self.plan.buckets() {
-            let walkers: Vec<u8> = self
-                .shards
-                .iter()
-                .filter(|(_, (_, sp, _))| sp.walk_role(bucket).is_some())
-                .map(|(s, _)| *s)
-                .collect();
-            if walkers.is_empty() {
+            // Where each walker's part of the walk resumes (`None`: from the
+            // start; every steady walk and every fresh recovery), and the
+            // shards recovering this bucket here: only their walks vouch for
+            // matches (docs/design-deviations.md#walk-coverage).
+            let mut froms: BTreeMap<u8, Option<&str>> = BTreeMap::new();
+            let mut recovering: BTreeSet<u8> = BTreeSet::new();
+            for (&s, (_, sp, _)) in &self.shards {
+                let Some(role) = sp.walk_role(bucket) else {
+                    continue;
+                };
+                if role == WalkRole::Recovery {
+                    recovering.insert(s);
+                }
+                froms.insert(s, sp.resume_from(bucket));
+            }
+            if froms.is_empty() {
                 continue;
             }
-            // Shards recovering this bucket here: only their walks vouch for
-            // matches (docs/design-deviations.md#walk-coverage).
-            let recovering: BTreeSet<u8> = self
-                .shards
-                .iter()
-                .filter(|(_, (_, sp, _))| sp.walk_role(bucket) == Some(WalkRole::Recovery))
-                .map(|(s, _)| *s)
-                .collect();
-            // Where each walker's part of the walk resumes (`None`: from the
-            // start; every steady walk and every fresh recovery).
-            let froms: BTreeMap<u8, Option<String>> = walkers
-                .iter()
-                .map(|s| {
-                    let from = self
-                        .shards
-                        .get(s)
-                        .and_then(|(_, sp, _)| sp.resume_from(bucket))
-                        .map(str::to_string);
-                    (*s, from)
-                })
-                .collect();
-            let from_of = |s: u8| froms.get(&s).and_then(|f| f.as_deref());
-            let start = listing_start(froms.values().map(|f| f.as_deref())).map(str::to_string);
+            let from_of = |s: u8| froms.get(&s).copied().flatten();
+            let start = listing_start(froms.values().copied()).map(str::to_string);
             let mut ok = complete;
             let mut reached: Option<String> = None;
             if complete {
@@ -322,23 +294,18 @@ impl Driver {
                                 bucket,
                                 walk::evaluate(&self.plan.recovery, bucket, &item, now),
                             );
-                            for o in extra {
-                                if let Some((addr, _, _)) = self.shards.get(&o)
-                                    && !matches.is_empty()
-                                {
-                                    let _ = addr
-                                        .send(WalkBatch {
-                                            bucket: bucket.to_string(),
-                                            matches: matches.clone(),
-                                            skipped_no_mtime: 0,
-                                            pos: Some(pos.clone()),
-                                        })
-                                        .await;
-                                }
+                            for o in extra.into_iter().filter(|_| !matches.is_empty()) {
+                                let batch = WalkBatch {
+                                    bucket: bucket.to_string(),
+                                    matches: matches.clone(),
+                                    skipped_no_mtime: 0,
+                                    pos: Some(pos.clone()),
+                                };
+                                self.tell(o, batch).await;
                             }
                         }
                     }
-                    let Some((addr, sp, _)) = self.shards.get(&s) else {
+                    let Some((_, sp, _)) = self.shards.get(&s) else {
                         continue;
                     };
                     let view = match sp.walk_role(bucket) {
@@ -356,29 +323,41 @@ impl Driver {
                     if matches.is_empty() && skipped_no_mtime == 0 {
                         continue;
                     }
-                    let _ = addr
-                        .send(WalkBatch {
-                            bucket: bucket.to_string(),
-                            matches,
-                            skipped_no_mtime,
-                            pos: Some(pos),
-                        })
-                        .await;
+                    let batch = WalkBatch {
+                        bucket: bucket.to_string(),
+                        matches,
+                        skipped_no_mtime,
+                        pos: Some(pos),
+                    };
+                    self.tell(s, batch).await;
                 }
             }
-            for s in walkers {
-                if let Some((addr, _, _)) = self.shards.get(&s) {
-                    let _ = addr
-                        .send(ListingDone {
-                            bucket: bucket.to_string(),
-                            ok,
-                            reached: reached.clone(),
-                        })
-                        .await;
-                }
+            for &s in froms.keys() {
+                let reached = reached.clone();
+                let bucket = bucket.to_string();
+                self.tell(
+                    s,
+                    ListingDone {
+                        bucket,
+                        ok,
+                        reached,
+                    },
+                )
+                .await;
             }
         }
         cut
+    }
+
+    /// Sends `m` to `shard` (when it takes part) and waits for its answer.
+    async fn tell<M>(&self, shard: u8, m: M)
+    where
+        M: Message<Result = ()> + Send + 'static,
+        ShardActor: Handler<M>,
+    {
+        if let Some((addr, _, _)) = self.shards.get(&shard) {
+            let _ = addr.send(m).await;
+        }
     }
 
     /// One subscription for every shard; events fanned out by shard. A stop
@@ -404,12 +383,9 @@ impl Driver {
         let ranges = merge_ranges(wanted);
         read.ranges.clone_from(&ranges);
         let mut not_routed: HashMap<u8, u64> = HashMap::new();
-        let Some(view) = self.plan.replay.as_ref() else {
+        let Some(view) = self.plan.replay.as_ref().filter(|_| !ranges.is_empty()) else {
             return (None, not_routed, None);
         };
-        if ranges.is_empty() {
-            return (None, not_routed, None);
-        }
         tracing::info!(
             ranges = ranges.len(),
             read_ns = ranges.iter().map(|r| r.1 - r.0).sum::<i64>(),
@@ -420,13 +396,10 @@ impl Driver {
         // to a reorder margin before this are all in its log by the time the
         // stream ends, so a quiet log lets the index move up to it rather
         // than stay at the last event read (docs/due-index.md#filer-clock).
-        let clock = match self.port.filer_clock().await {
-            Ok(c) => c,
-            Err(e) => {
-                tracing::warn!(error = %e, "cannot read the filer's clock; the index stops at the last event read");
-                None
-            }
-        };
+        let clock = self.port.filer_clock().await.unwrap_or_else(|e| {
+            tracing::warn!(error = %e, "cannot read the filer's clock; the index stops at the last event read");
+            None
+        });
         let root = self.port.buckets_root();
         let stop = halted(halt.clone());
         tokio::pin!(stop);
@@ -446,49 +419,41 @@ impl Driver {
                 }
             };
             loop {
-                // Checked before taking the next event: what was read is
-                // delivered (below), so `stream_end` stays the last event
-                // every shard got.
-                if halt.borrow().is_some() {
+                // The stop is checked before taking the next event: what was
+                // read is delivered (below), so `stream_end` stays the last
+                // event every shard got. Take what the stream has ready.
+                // When it has nothing (the end of a response), give it
+                // REPLAY_LINGER: fresh events come one per response, and
+                // flushing after each would send one message per event
+                // again. Past that the stream is quiet: deliver what is
+                // buffered before waiting, so no event waits on the next one.
+                let next = if halt.borrow().is_some() {
+                    None
+                } else if let Some(ev) = events.next().now_or_never() {
+                    Some(ev)
+                } else {
+                    // `None`: stopped; `Some(None)`: the stream lingered.
+                    let quick = tokio::select! {
+                        biased;
+                        () = &mut stop => None,
+                        ev = events.next() => Some(Some(ev)),
+                        () = tokio::time::sleep(REPLAY_LINGER) => Some(None),
+                    };
+                    if let Some(None) = quick {
+                        self.flush_all(&mut out).await;
+                        tokio::select! {
+                            biased;
+                            () = &mut stop => None,
+                            ev = events.next() => Some(ev),
+                        }
+                    } else {
+                        quick.flatten()
+                    }
+                };
+                let Some(ev) = next else {
                     tracing::info!("stop requested; meta-log replay ends early");
                     stopped = true;
                     break 'ranges;
-                }
-                // Take what the stream has ready. When it has nothing (the
-                // end of a response), give it REPLAY_LINGER: fresh events
-                // come one per response, and flushing after each would send
-                // one message per event again. Past that the stream is
-                // quiet: deliver what is buffered before waiting, so no
-                // event waits on the next one.
-                let ev = match events.next().now_or_never() {
-                    Some(ev) => ev,
-                    None => {
-                        let quick = tokio::select! {
-                            biased;
-                            () = &mut stop => {
-                                tracing::info!("stop requested; meta-log replay ends early");
-                                stopped = true;
-                                break 'ranges;
-                            }
-                            ev = events.next() => Some(ev),
-                            () = tokio::time::sleep(REPLAY_LINGER) => None,
-                        };
-                        match quick {
-                            Some(ev) => ev,
-                            None => {
-                                self.flush_all(&mut out).await;
-                                tokio::select! {
-                                    biased;
-                                    () = &mut stop => {
-                                        tracing::info!("stop requested; meta-log replay ends early");
-                                        stopped = true;
-                                        break 'ranges;
-                                    }
-                                    ev = events.next() => ev,
-                                }
-                            }
-                        }
-                    }
                 };
                 let Some(ev) = ev else { break };
                 let ev = match ev {

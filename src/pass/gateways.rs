@@ -19,23 +19,14 @@ pub struct SeaweedDelete {
 }
 
 impl SeaweedDelete {
-    /// A client for `addr` (connects lazily; build on the main runtime),
-    /// with client TLS when `tls` is set.
-    pub async fn connect(
-        addr: &str,
-        tls: Option<ClientTls>,
-    ) -> Result<SeaweedDelete, ClusterError> {
-        SeaweedDelete::connect_many(&[addr.to_string()], tls)
-    }
-
-    /// Clients for every address in `addrs` (lazily; build on the main runtime).
+    /// Clients for every address in `addrs` (lazily; build on the main
+    /// runtime), with client TLS when `tls` is set.
     pub fn connect_many(
         addrs: &[String],
         tls: Option<ClientTls>,
     ) -> Result<SeaweedDelete, ClusterError> {
-        GatewayPool::new(addrs, tls)
-            .map(|gateways| SeaweedDelete { gateways })
-            .map_err(ClusterError::from)
+        let gateways = GatewayPool::new(addrs, tls)?;
+        Ok(SeaweedDelete { gateways })
     }
 
     /// The gateway set, shared with [`crate::pass::cluster::SeaweedCluster::with_discovery`].
@@ -46,8 +37,7 @@ impl SeaweedDelete {
 
 impl DeletePort<DeleteRequest> for SeaweedDelete {
     fn call(&self, call: &DeleteRequest) -> BoxFuture<'static, AttemptResult> {
-        let gateways = self.gateways.clone();
-        let req = call.clone();
+        let (gateways, req) = (self.gateways.clone(), call.clone());
         async move {
             match gateways.delete(&req).await {
                 Ok(verdict) => Ok(verdict),

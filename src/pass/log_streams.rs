@@ -76,14 +76,10 @@ pub(crate) async fn open_merged(
         }
     }))
     .await;
-    let mut logs = Vec::with_capacity(opened.len());
     let mut errors = Vec::new();
-    for r in opened {
-        match r {
-            Ok(l) => logs.push(l),
-            Err(e) => errors.push(e),
-        }
-    }
+    let logs: Vec<LocalLog> = (opened.into_iter())
+        .filter_map(|r| r.map_err(|e| errors.push(e)).ok())
+        .collect();
     if !errors.is_empty() {
         return Err(ClusterError::OwnLogsUnopened(errors));
     }
@@ -210,30 +206,19 @@ fn identity_hash(e: &MetaEvent) -> u64 {
     h.finish()
 }
 
-/// Where a pass's stream comes from (filers sharing one store).
-pub(crate) struct StreamSource {
-    pub(crate) pool: FilerPool,
-    pub(crate) params: SubscribeParams,
-    pub(crate) options: ReaderOptions,
-}
-
-/// Feeds one pass's events to `tx`; when the stream breaks, resumes it on the
-/// next filer `pass.reorder_margin` before the newest delivered event and
-/// drops what was delivered already (docs/meta-log.md#several-filers). Gives
-/// up, with an error item, when no filer serves it or after more breaks than
-/// twice the filers (a stream that keeps breaking is not a failover).
+/// Feeds one pass's events to `tx` from `pool` (filers sharing one store);
+/// when the stream breaks, resumes it on the next filer `pass.reorder_margin`
+/// before the newest delivered event and drops what was delivered already
+/// (docs/meta-log.md#several-filers). Gives up, with an error item, when no
+/// filer serves it or after more breaks than twice the filers (a stream that
+/// keeps breaking is not a failover).
 pub(crate) async fn follow(
-    source: StreamSource,
+    (pool, params, options): (FilerPool, SubscribeParams, ReaderOptions),
     mut dedup: ResumeDedup,
     mut node: String,
     mut reader: MetaLogReader,
     tx: tokio::sync::mpsc::Sender<Result<Vec<MetaEvent>, ClusterError>>,
 ) {
-    let StreamSource {
-        pool,
-        params,
-        options,
-    } = source;
     let mut breaks = 0usize;
     loop {
         match reader.recv_batch().await {

@@ -91,23 +91,22 @@ pub fn import_go(go: &GoCursor, plan: &PassPlan) -> Result<Imported, String> {
             },
         );
     }
-    let mut cursor = ShardCursor {
-        version: CURSOR_VERSION,
-        shard_id: go.shard_id,
-        updated_ns: 0,
-        ts_ns: 0,
-        rule_set_hash: plan.global_rule_set_hash,
-        promoted_hash: plan.global_promoted_hash,
-        last_walked_ns: go.last_walked_ns,
-        buckets,
-    };
-    cursor.ts_ns = cursor
-        .buckets
+    let ts_ns = buckets
         .values()
         .filter(|b| !b.rules.is_empty())
         .map(|b| b.ts_ns)
         .min()
         .unwrap_or(0);
+    let cursor = ShardCursor {
+        version: CURSOR_VERSION,
+        shard_id: go.shard_id,
+        updated_ns: 0,
+        ts_ns,
+        rule_set_hash: plan.global_rule_set_hash,
+        promoted_hash: plan.global_promoted_hash,
+        last_walked_ns: go.last_walked_ns,
+        buckets,
+    };
     Ok(Imported { cursor, cold })
 }
 

@@ -25,6 +25,12 @@ pub mod runner;
 pub mod shard_plan;
 pub mod shard_run;
 
+/// Locks `m`, going on past a poisoned lock: what the pass guards with one
+/// (plain bookkeeping) stays usable after a panic elsewhere.
+pub(crate) fn lock<T>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 /// A new pass id: 16 lowercase hex digits, in every log line, journal record
 /// and report of the pass.
 pub fn new_run_id() -> String {

@@ -50,7 +50,6 @@ pub fn log_pass_finished(run_id: &str, r: &PassResult) {
 /// Metrics plus, in `serve`, the status board. Cheap to clone.
 #[derive(Clone, Debug, Default)]
 pub struct PassObserver {
-    /// Every metric of the instance.
     pub metrics: Metrics,
     /// The status board (`None` in `run-once`).
     pub board: Option<Arc<StatusBoard>>,
@@ -151,7 +150,7 @@ impl StatusBoard {
     fn lock(&self) -> MutexGuard<'_, BoardState> {
         // A panic while holding the lock leaves a consistent-enough snapshot
         // (plain counters); keep serving it.
-        self.state.lock().unwrap_or_else(|p| p.into_inner())
+        crate::pass::lock(&self.state)
     }
 
     fn publish(&self, st: &mut BoardState, force: bool) {
@@ -166,32 +165,28 @@ impl StatusBoard {
         self.lock().snap.clone()
     }
 
-    /// Sets the service state.
+    /// `f` on the snapshot, published at once.
+    fn set(&self, f: impl FnOnce(&mut StatusSnapshot)) {
+        let mut st = self.lock();
+        f(&mut st.snap);
+        self.publish(&mut st, true);
+    }
+
     pub fn set_state(&self, s: ServiceState) {
-        let mut st = self.lock();
-        st.snap.service_state = s;
-        self.publish(&mut st, true);
+        self.set(|snap| snap.service_state = s);
     }
 
-    /// Sets the paused buckets.
     pub fn set_paused(&self, paused: &[PauseRecord]) {
-        let mut st = self.lock();
-        st.snap.paused = paused
-            .iter()
-            .map(|r| PausedBucket {
-                bucket: r.bucket.clone(),
-                paused_ns: r.paused_ns,
-                reason: r.reason.clone(),
-            })
-            .collect();
-        self.publish(&mut st, true);
+        let rows = paused.iter().map(|r| PausedBucket {
+            bucket: r.bucket.clone(),
+            paused_ns: r.paused_ns,
+            reason: r.reason.clone(),
+        });
+        self.set(|snap| snap.paused = rows.collect());
     }
 
-    /// Sets the next scheduled pass.
     pub fn set_next_pass(&self, ns: Option<i64>) {
-        let mut st = self.lock();
-        st.snap.next_pass_ns = ns;
-        self.publish(&mut st, true);
+        self.set(|snap| snap.next_pass_ns = ns);
     }
 
     /// The buckets whose rules no pass enforced lately (see
@@ -207,16 +202,12 @@ impl StatusBoard {
 
     /// The legacy-TTL audit shown on the status page and in `/status.json`.
     pub fn set_ttl_audit(&self, r: crate::engine::audit::AuditReport) {
-        let mut st = self.lock();
-        st.snap.ttl_audit = Some(r);
-        self.publish(&mut st, true);
+        self.set(|snap| snap.ttl_audit = Some(r));
     }
 
     /// The forecast shown on the status page and in `/status.json`.
     pub fn set_forecast(&self, f: crate::engine::forecast::Forecast) {
-        let mut st = self.lock();
-        st.snap.forecast = Some(f);
-        self.publish(&mut st, true);
+        self.set(|snap| snap.forecast = Some(f));
     }
 
     /// A pass started over `shards`.
@@ -258,7 +249,6 @@ impl StatusBoard {
         self.publish(&mut st, force);
     }
 
-    /// A shard entered `phase`.
     pub fn shard_phase(&self, shard: u8, phase: ShardPhase) {
         self.with_shard(shard, true, |r| r.phase = phase);
     }
@@ -273,7 +263,6 @@ impl StatusBoard {
         self.with_shard(shard, false, |r| r.events_scanned += n);
     }
 
-    /// A shard sent a delete.
     pub fn delete_sent(&self, shard: u8) {
         self.with_shard(shard, false, |r| {
             r.in_flight += 1;
@@ -296,7 +285,6 @@ impl StatusBoard {
         });
     }
 
-    /// A shard halted.
     pub fn shard_halted(&self, shard: u8, reason: &str) {
         self.with_shard(shard, true, |r| {
             r.halt_reason = Some(reason.to_string());
@@ -304,7 +292,6 @@ impl StatusBoard {
         });
     }
 
-    /// The supervisor restarted a shard.
     pub fn shard_restarted(&self, shard: u8) {
         let n = {
             let mut st = self.lock();
@@ -319,17 +306,10 @@ impl StatusBoard {
     /// deletes (for the shutdown log past the deadline).
     pub fn unfinished(&self) -> Vec<(u8, u64)> {
         let st = self.lock();
-        st.snap
-            .current_pass
-            .as_ref()
-            .map(|p| {
-                p.shards
-                    .iter()
-                    .filter(|r| r.finished_ns == 0)
-                    .map(|r| (r.shard, r.in_flight))
-                    .collect()
-            })
-            .unwrap_or_default()
+        (st.snap.current_pass.iter().flat_map(|p| &p.shards))
+            .filter(|r| r.finished_ns == 0)
+            .map(|r| (r.shard, r.in_flight))
+            .collect()
     }
 
     /// A shard finished its part of the pass.
@@ -357,12 +337,8 @@ impl StatusBoard {
     pub fn pass_finished(&self, run_id: &str, result: &Result<PassResult, String>) {
         let mut st = self.lock();
         let finished = wall_ns();
-        let started = st
-            .snap
-            .current_pass
-            .as_ref()
-            .map_or(finished, |p| p.started_ns);
         let progress = st.snap.current_pass.take();
+        let started = progress.as_ref().map_or(finished, |p| p.started_ns);
         let summary = match result {
             Err(e) => PassSummary {
                 run_id: run_id.to_string(),
@@ -402,31 +378,24 @@ impl StatusBoard {
         let live: BTreeMap<u8, ShardSummary> = progress
             .map(|p| p.shards.into_iter().map(|s| (s.shard, s)).collect())
             .unwrap_or_default();
-        let mut shards = Vec::new();
-        for s in &r.shards {
+        let shards = r.shards.iter().map(|s| {
             let rep = &s.report;
             let row = live.get(&rep.shard).cloned().unwrap_or_default();
             let (cursor_ts, walked) = s
                 .cursor
                 .as_ref()
                 .map_or((0, 0), |c| (c.ts_ns, c.last_walked_ns));
-            shards.push(ShardSummary {
+            ShardSummary {
                 shard: rep.shard,
                 phase: match rep.outcome {
                     ShardOutcome::Failed => ShardPhase::Failed,
                     ShardOutcome::Halted => ShardPhase::Halted,
                     ShardOutcome::Completed => ShardPhase::Done,
                 },
-                started_ns: if row.started_ns == 0 {
-                    started
-                } else {
-                    row.started_ns
-                },
-                finished_ns: if row.finished_ns == 0 {
-                    finished
-                } else {
-                    row.finished_ns
-                },
+                started_ns: Some(row.started_ns).filter(|&n| n != 0).unwrap_or(started),
+                finished_ns: Some(row.finished_ns)
+                    .filter(|&n| n != 0)
+                    .unwrap_or(finished),
                 outcome: Some(rep.outcome.in_pass(truncated)),
                 matches: rep.counters.matches,
                 in_flight: 0,
@@ -439,13 +408,11 @@ impl StatusBoard {
                 unconfirmed: rep.counters.unconfirmed,
                 locked: rep.counters.locked,
                 completed_upload_leftovers: rep.counters.completed_upload_leftovers,
-            });
-        }
+            }
+        });
         let outcome = r.outcome();
-        let mut names: BTreeSet<&str> = r.buckets.iter().map(String::as_str).collect();
-        for e in &r.bucket_errors {
-            names.insert(&e.bucket);
-        }
+        let errors = r.bucket_errors.iter().map(|e| &e.bucket);
+        let names: BTreeSet<&str> = r.buckets.iter().chain(errors).map(String::as_str).collect();
         let freed = crate::engine::reclaim::rows(&r.freed());
         let mut buckets = Vec::new();
         for name in names {
@@ -462,14 +429,13 @@ impl StatusBoard {
                 b.config_error = Some(e.reason.clone());
                 b.outcome = Some(RunOutcome::Failed);
             }
-            let mut min_ts: Option<i64> = None;
-            for s in &r.shards {
-                let Some(bc) = s.cursor.as_ref().and_then(|c| c.buckets.get(name)) else {
-                    continue;
-                };
-                if !bc.rules.is_empty() {
-                    min_ts = Some(min_ts.map_or(bc.ts_ns, |m| m.min(bc.ts_ns)));
-                }
+            let cursors = r
+                .shards
+                .iter()
+                .filter_map(|s| s.cursor.as_ref()?.buckets.get(name));
+            let replayed = cursors.clone().filter(|bc| !bc.rules.is_empty());
+            b.cursor_ts_ns = replayed.map(|bc| bc.ts_ns).min().unwrap_or(0);
+            for bc in cursors {
                 b.last_walked_ns = b.last_walked_ns.max(bc.last_walked_ns);
                 if let Some(h) = &bc.halted
                     && h.contains(&format!(" {name}/"))
@@ -478,7 +444,6 @@ impl StatusBoard {
                     b.outcome = Some(RunOutcome::Halted);
                 }
             }
-            b.cursor_ts_ns = min_ts.unwrap_or(0);
             if let Some(h) = r.held.iter().find(|h| h.bucket == name) {
                 b.held_reason = Some(h.reason());
             }
@@ -490,7 +455,7 @@ impl StatusBoard {
             started_ns: started,
             finished_ns: finished,
             outcome: Some(outcome),
-            shards,
+            shards: shards.collect(),
             buckets,
             space: r.reclaim.clone(),
         }

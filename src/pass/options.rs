@@ -12,7 +12,6 @@ use crate::engine::Nanos;
 pub struct PassOptions {
     /// The pass's `now` (ns).
     pub now: Nanos,
-    /// Shards to run.
     pub shards: Vec<u8>,
     /// Decide and report, delete nothing, save nothing.
     pub dry_run: bool,

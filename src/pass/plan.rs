@@ -244,12 +244,10 @@ impl RuleChanges {
             .is_none_or(|live| live.contains(&(rule_hash, kind)))
     }
 
-    /// The changed buckets.
     pub fn buckets(&self) -> impl Iterator<Item = &str> {
         self.0.keys().map(String::as_str)
     }
 
-    /// Whether nothing changed.
     pub fn is_empty(&self) -> bool {
         self.0.is_empty()
     }
@@ -267,17 +265,11 @@ pub fn walk_prefixes(plan: &PassPlan, bucket: &str, recovery: bool) -> Option<Ve
         plan.walk.as_ref()
     };
     let actions = view?.bucket(bucket)?.actions();
-    if actions.is_empty() {
-        return None;
-    }
-    let mut prefixes: Vec<String> = Vec::new();
-    for a in actions {
-        if a.rule().prefix.is_empty() {
-            return None;
-        }
-        prefixes.push(a.rule().prefix.clone());
-    }
-    Some(minimal_prefixes(prefixes))
+    let prefixes: Option<Vec<String>> = actions
+        .iter()
+        .map(|a| Some(a.rule().prefix.clone()).filter(|p| !p.is_empty()))
+        .collect();
+    Some(minimal_prefixes(prefixes.filter(|p| !p.is_empty())?))
 }
 
 /// Sorted prefixes with every one that extends another removed (`logs/` covers
@@ -331,9 +323,7 @@ pub struct PassPlan {
     pub walk: Option<Snapshot>,
     /// Recovery view: every enabled action.
     pub recovery: Snapshot,
-    /// Per-bucket replay content hash.
     pub rule_set_hash: BTreeMap<String, Hash32>,
-    /// Per-bucket promoted hash.
     pub promoted_hash: BTreeMap<String, Hash32>,
     /// Go-compatible global hashes for the cursor's top-level fields.
     pub global_rule_set_hash: Hash32,
@@ -348,10 +338,7 @@ pub struct PassPlan {
 }
 
 fn hash_of(hashes: &BTreeMap<String, Hash32>, bucket: &str) -> Hash32 {
-    hashes
-        .get(bucket)
-        .copied()
-        .unwrap_or(crate::engine::EMPTY_HASH)
+    *hashes.get(bucket).unwrap_or(&crate::engine::EMPTY_HASH)
 }
 
 impl PassPlan {
@@ -429,15 +416,11 @@ impl PassPlan {
     }
 
     pub fn has_replay(&self, bucket: &str) -> bool {
-        self.replay
-            .as_ref()
-            .is_some_and(|r| r.bucket(bucket).is_some())
+        self.replay.iter().any(|r| r.bucket(bucket).is_some())
     }
 
     pub fn has_walk(&self, bucket: &str) -> bool {
-        self.walk
-            .as_ref()
-            .is_some_and(|w| w.bucket(bucket).is_some())
+        self.walk.iter().any(|w| w.bucket(bucket).is_some())
     }
 
     /// The bucket's replay actions, `(key, ttl)`.

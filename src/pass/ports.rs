@@ -32,7 +32,6 @@ pub trait ClusterPort: Send + Sync + 'static {
         &self,
         shard: u8,
     ) -> BoxFuture<'static, Result<Option<ShardCursor>, ClusterError>>;
-    /// Saves a shard's cursor.
     fn save_cursor(
         &self,
         cursor: ShardCursor,
@@ -52,22 +51,15 @@ pub trait ClusterPort: Send + Sync + 'static {
         &self,
         bucket: &str,
         after: Option<String>,
-        prefixes: Option<Vec<String>>,
+        _prefixes: Option<Vec<String>>,
     ) -> BoxStream<'static, Result<(String, WalkItem), ClusterError>> {
-        let _ = prefixes;
-        self.list_bucket(bucket)
-            .filter_map(move |r| {
-                let out = match r {
-                    Ok(item) => {
-                        let pos = item.position();
-                        crate::engine::resume::is_after(&pos, after.as_deref())
-                            .then_some(Ok((pos, item)))
-                    }
-                    Err(e) => Some(Err(e)),
-                };
-                futures::future::ready(out)
-            })
-            .boxed()
+        let items = self
+            .list_bucket(bucket)
+            .map_ok(|item| (item.position(), item));
+        let keep = move |(pos, _): &(String, WalkItem)| {
+            futures::future::ready(crate::engine::resume::is_after(pos, after.as_deref()))
+        };
+        items.try_filter(keep).boxed()
     }
     /// Looks up one entry (`None`: not found), for deferred matches.
     fn lookup(
@@ -109,19 +101,17 @@ pub trait ClusterPort: Send + Sync + 'static {
     fn vacuum(
         &self,
         id: u32,
-        threshold: f64,
-        timeout: std::time::Duration,
+        _threshold: f64,
+        _timeout: std::time::Duration,
     ) -> BoxFuture<'static, Result<(), ClusterError>> {
-        let _ = (threshold, timeout);
         async move { Err(ClusterError::NoMaster { volume: id }) }.boxed()
     }
     /// The legacy-TTL audit of every bucket (docs/ttl-audit.md); `None`
     /// where there is no cluster to read (fakes).
     fn ttl_audit(
         &self,
-        run: crate::seaweed::ttl_scan::AuditRun,
+        _run: crate::seaweed::ttl_scan::AuditRun,
     ) -> BoxFuture<'static, Result<Option<crate::engine::audit::AuditReport>, ClusterError>> {
-        let _ = run;
         async { Ok(None) }.boxed()
     }
     /// The `weed admin` connected to the master, if one is (it runs vacuum
@@ -141,7 +131,9 @@ pub trait ClusterPort: Send + Sync + 'static {
     /// walker lists in `bucket`: the size a deletion fraction is taken of.
     fn count_bucket(&self, bucket: &str) -> BoxFuture<'static, Result<u64, ClusterError>> {
         let items = self.list_bucket(bucket);
-        async move { items.try_fold(0u64, |n, _| async move { Ok(n + 1) }).await }.boxed()
+        items
+            .try_fold(0u64, |n, _| async move { Ok(n + 1) })
+            .boxed()
     }
 }
 

@@ -48,30 +48,21 @@ pub(crate) async fn prepare(
         // Read at every pass start, so a pause made through any instance
         // holds from the next pass on (docs/filer-layout.md#pause-files).
         on_controls(&*port, |c| async move { c.paused().await }),
-        async {
-            if s.pass.meta_log_retention.is_zero() {
-                port.earliest_available().await
-            } else {
-                Ok(None)
-            }
-        },
-        async {
-            if rails {
-                on_controls(&*port, |c| async move { c.approvals().await }).await
-            } else {
-                Ok(Vec::new())
-            }
-        },
+        read_if(
+            s.pass.meta_log_retention.is_zero(),
+            port.earliest_available()
+        ),
+        read_if(
+            rails,
+            on_controls(&*port, |c| async move { c.approvals().await })
+        ),
         // Holds of earlier passes. Read even with the caps off, so turning
         // them off releases the holds.
         on_controls(&*port, |c| async move { c.holds().await }),
-        async {
-            if grace.is_zero() {
-                Ok(Vec::new())
-            } else {
-                on_controls(&*port, |c| async move { c.rule_records().await }).await
-            }
-        },
+        read_if(
+            !grace.is_zero(),
+            on_controls(&*port, |c| async move { c.rule_records().await })
+        ),
         futures::future::join_all(opts.shards.iter().map(|&shard| {
             let load = port.load_cursor(shard);
             async move { (shard, load.await) }
@@ -110,11 +101,8 @@ pub(crate) async fn prepare(
     let mut configs = Vec::new();
     let mut paused = Vec::new();
     for b in &scan.buckets {
-        let sel = Selection::of(
-            &b.name,
-            filter.iter().copied(),
-            paused_names.iter().copied(),
-        );
+        let (named, pauses) = (filter.iter().copied(), paused_names.iter().copied());
+        let sel = Selection::of(&b.name, named, pauses);
         if sel.keeps_state() {
             keep.insert(b.name.clone());
             if sel == Selection::Paused
@@ -128,8 +116,7 @@ pub(crate) async fn prepare(
             configs.push(b.to_config());
         }
     }
-    let time = s.time.time_config();
-    let snap = Snapshot::compile(configs, time);
+    let snap = Snapshot::compile(configs, s.time.time_config());
     let earliest = earliest?;
     let wall = crate::clock::wall_ns();
     let pass_plan = PassPlan::build(&snap, opts.now, wall, earliest, &s.pass, keep);
@@ -212,4 +199,13 @@ pub(crate) async fn prepare(
         released,
         cursors,
     })
+}
+
+/// `read`'s answer when `wanted`, else what an empty store answers (and
+/// nothing is read).
+async fn read_if<T: Default>(
+    wanted: bool,
+    read: impl std::future::Future<Output = Result<T, ClusterError>>,
+) -> Result<T, ClusterError> {
+    if wanted { read.await } else { Ok(T::default()) }
 }

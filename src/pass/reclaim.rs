@@ -78,21 +78,16 @@ pub(crate) async fn after_pass(
         vacuum: None,
     };
     if s.vacuum {
-        report.vacuum = Some(vacuum(port, s, &touched, &volumes, dry_run, stopped).await);
-        if report
-            .vacuum
-            .as_ref()
-            .is_some_and(|v| !v.vacuumed.is_empty())
-        {
+        let mut v = vacuum(port, s, &touched, &volumes, dry_run, stopped).await;
+        if !v.vacuumed.is_empty() {
             let size = |c: &CollectionGarbage| c.size_bytes;
             match settled_read(port, &touched, &report.collections, s.settle, size).await {
                 Ok((after, _)) => report.collections = by_collection(&after, names()),
                 Err(e) => report.error = Some(format!("after the vacuum: {e}")),
             }
-            if let Some(v) = report.vacuum.as_mut() {
-                v.size_after = report.collections.iter().map(|c| c.size_bytes).sum();
-            }
+            v.size_after = report.collections.iter().map(|c| c.size_bytes).sum();
         }
+        report.vacuum = Some(v);
     }
     Some(report)
 }

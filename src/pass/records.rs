@@ -80,7 +80,7 @@ pub(crate) async fn settle_caps(
     released: &[String],
     dry_run: bool,
 ) -> Vec<Held> {
-    let mut held = caps.lock().unwrap_or_else(|e| e.into_inner()).held();
+    let mut held = crate::pass::lock(caps).held();
     let now = crate::clock::wall_ns();
     for h in &mut held {
         if h.entries.is_none() {

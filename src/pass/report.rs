@@ -29,7 +29,6 @@ pub struct Counters {
     /// Objects, versions and uploads skipped because they have no real mtime
     /// (docs/filer-layout.md#entries-without-attributes): never deleted.
     pub skipped_no_mtime: u64,
-    /// Delete outcomes.
     pub deletes: DeleteCounts,
     /// Matches left unresolved (retried next pass, no halt) because a
     /// "nothing to do" answer could not be confirmed by a filer lookup, or
@@ -50,7 +49,6 @@ pub struct Counters {
 }
 
 impl Counters {
-    /// Counts one match's decision.
     pub fn decided(&mut self, kind: ActionKind, decision: MatchDecision) {
         *self.decisions.entry((kind, decision)).or_default() += 1;
     }
@@ -105,15 +103,12 @@ impl ShardOutcome {
 /// One shard's summary for the report.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ShardReport {
-    /// Shard number.
     pub shard: u8,
-    /// How it ended.
     pub outcome: ShardOutcome,
     /// Buckets with enabled actions in this pass.
     pub buckets: usize,
     /// Distinct rules across those buckets.
     pub rules: usize,
-    /// Counters.
     pub counters: Counters,
     /// Whether any walk ran on this shard.
     pub walker_ran: bool,
@@ -147,7 +142,6 @@ impl ShardReport {
 /// One shard's result with its wall time.
 #[derive(Debug, Clone)]
 pub struct ShardResult {
-    /// The shard's report.
     pub report: ShardReport,
     /// Time from pass start to the shard's finish.
     pub duration: Duration,

@@ -34,14 +34,19 @@ impl RetryPolicy {
     /// Backoff after failed attempt number `attempt` (1-based), jittered into
     /// `[d/2, d)` by `unit` ∈ [0, 1) so concurrent retries do not synchronise.
     pub fn backoff(&self, attempt: u32, unit: f64) -> Duration {
-        let exp = attempt.saturating_sub(1).min(30);
-        let d = self.initial.saturating_mul(1u32 << exp).min(self.max);
+        let d = self.capped(attempt);
         let unit = if unit.is_finite() {
             unit.clamp(0.0, 0.999_999)
         } else {
             0.0
         };
         d / 2 + d.mul_f64(unit / 2.0)
+    }
+
+    /// The backoff after failed attempt number `attempt` before jitter.
+    fn capped(&self, attempt: u32) -> Duration {
+        let exp = attempt.saturating_sub(1).min(30);
+        self.initial.saturating_mul(1u32 << exp).min(self.max)
     }
 
     /// Whether another attempt may follow failed attempt number `attempt`.
@@ -54,15 +59,11 @@ impl RetryPolicy {
     /// keeps each below `d`, so `d` bounds it).
     pub fn worst_call(&self) -> Duration {
         let attempts = self.attempts.max(1);
-        let cap = |a: u32| {
-            let exp = a.saturating_sub(1).min(30);
-            self.initial.saturating_mul(1u32 << exp).min(self.max)
-        };
         // Past 31 doublings every backoff is at the cap: add those at once.
         let backoffs = (1..attempts.min(32))
-            .map(cap)
+            .map(|a| self.capped(a))
             .fold(Duration::ZERO, Duration::saturating_add)
-            .saturating_add(cap(32).saturating_mul(attempts.saturating_sub(32)));
+            .saturating_add(self.capped(32).saturating_mul(attempts.saturating_sub(32)));
         self.call_timeout
             .saturating_mul(attempts)
             .saturating_add(backoffs)

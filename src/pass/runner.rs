@@ -37,7 +37,6 @@ pub enum RunError {
         /// What failed, for the operator.
         message: String,
         /// The error underneath.
-        #[source]
         source: Box<dyn std::error::Error + Send + Sync>,
     },
     /// The pass started and could not go on (e.g. its bucket scan failed);
@@ -83,8 +82,8 @@ pub async fn connect_cluster(
         },
     })?
     .with_resume_margin(s.pass.reorder_margin)
-    .with_direct_log_reads(s.pass.direct_log_reads);
-    let cluster = cluster.with_master(&s.cluster.master, tls.clone());
+    .with_direct_log_reads(s.pass.direct_log_reads)
+    .with_master(&s.cluster.master, tls.clone());
     let cluster = if s.cluster.master.trim().is_empty() {
         cluster
     } else {

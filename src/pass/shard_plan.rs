@@ -121,9 +121,6 @@ pub fn replay_matches(plan: &PassPlan, bucket: &str, matches: Vec<Match>) -> Vec
 pub fn plan_shard(plan: &PassPlan, persisted: Option<&ShardCursor>) -> ShardPlan {
     let mut out = ShardPlan::default();
     for bucket in plan.buckets() {
-        let rsh = plan.rule_set_hash_of(bucket);
-        let promoted = plan.promoted_hash_of(bucket);
-        let has_replay = plan.has_replay(bucket);
         let pb = persisted.and_then(|c| c.buckets.get(bucket));
         let actions = plan.replay_actions(bucket);
         let reason = match pb {
@@ -141,15 +138,14 @@ pub fn plan_shard(plan: &PassPlan, persisted: Option<&ShardCursor>) -> ShardPlan
                     promoted_hash: b.promoted_hash,
                     oldest_replay_ts: oldest,
                 };
-                plan::recovery_reason(Some(&p), &rsh, &promoted, has_replay, plan.earliest).or_else(
-                    || {
-                        // Progress missing for a current replay action: nothing
-                        // says which of its events were handled.
-                        keys.iter()
-                            .any(|k| !b.rules.contains_key(k))
-                            .then_some(RecoveryReason::ColdStart)
-                    },
-                )
+                let (rsh, promoted) =
+                    (plan.rule_set_hash_of(bucket), plan.promoted_hash_of(bucket));
+                let has_replay = plan.has_replay(bucket);
+                // Progress missing for a current replay action: nothing says
+                // which of its events were handled.
+                let missing = keys.iter().any(|k| !b.rules.contains_key(k));
+                plan::recovery_reason(Some(&p), &rsh, &promoted, has_replay, plan.earliest)
+                    .or(missing.then_some(RecoveryReason::ColdStart))
             }
         };
         match reason {

@@ -6,77 +6,42 @@
 
 use super::*;
 
+/// Work the shard sends a child, or a child's answer to it, stamped with the
+/// shard's epoch and the work's id.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub(super) struct Stamped<T> {
+    pub(super) epoch: u64,
+    pub(super) id: SendId,
+    pub(super) body: T,
+}
+
 /// The filer's answers to a deferred match's lookups (Replay → shard).
-#[derive(Message)]
-#[rtype(result = "()")]
-pub(super) struct LookupDone {
-    pub(super) epoch: u64,
-    pub(super) id: SendId,
-    pub(super) answer: LookupAnswer,
-}
-
+pub(super) type LookupDone = Stamped<LookupAnswer>;
 /// The filer's answers to a check's probes (Replay → shard).
-#[derive(Message)]
-#[rtype(result = "()")]
-pub(super) struct CheckDone {
-    pub(super) epoch: u64,
-    pub(super) id: SendId,
-    pub(super) answers: Vec<Result<Vec<Entry>, String>>,
-}
-
+pub(super) type CheckDone = Stamped<Vec<Result<Vec<Entry>, String>>>;
 /// Read a check's probes (shard → Replay, whatever the phase: the Replay
 /// child owns the filer reads).
-#[derive(Message)]
-#[rtype(result = "()")]
-pub(super) struct SendCheck {
-    pub(super) epoch: u64,
-    pub(super) id: SendId,
-    pub(super) check: Box<Check>,
-}
-
-/// A delete's fate, by its id: the shard kept the delete (child → shard).
-#[derive(Message)]
-#[rtype(result = "()")]
-pub(super) struct Resolved {
-    pub(super) epoch: u64,
-    pub(super) id: SendId,
-    pub(super) result: CallResult,
-    /// Time the call waited for the rate limiter.
-    pub(super) limiter_wait: Duration,
-}
+pub(super) type SendCheck = Stamped<Box<Check>>;
+/// Send this delete through the dispatcher (shard → the child of its phase).
+pub(super) type SendDelete = Stamped<DeleteRequest>;
+/// Look a deferred match's entry up (shard → Replay).
+pub(super) type SendLookup = Stamped<Box<Match>>;
 
 /// A child hit a bug; the shard restarts (child → shard).
 #[derive(Message)]
 #[rtype(result = "()")]
 pub(super) struct Crashed(pub(super) String);
 
-/// A new pass or incarnation: the child's telemetry and the epoch to stamp
-/// its reports with (shard → children).
-#[derive(Message)]
+/// What a child needs to send deletes for the current pass; sent for a new
+/// pass or incarnation (shard → children). The epoch its reports carry comes
+/// with each piece of work ([`Stamped`]).
+#[derive(Message, Default)]
 #[rtype(result = "()")]
 pub(super) struct ChildPass {
-    pub(super) epoch: u64,
     pub(super) shard: u8,
     pub(super) tele: ShardTelemetry,
     pub(super) dispatcher: Option<Recipient<DeleteDispatch>>,
-}
-
-/// Send this delete through the dispatcher (shard → the child of its phase).
-#[derive(Message)]
-#[rtype(result = "()")]
-pub(super) struct SendDelete {
-    pub(super) epoch: u64,
-    pub(super) id: SendId,
-    pub(super) call: DeleteRequest,
-}
-
-/// Look a deferred match's entry up (shard → Replay).
-#[derive(Message)]
-#[rtype(result = "()")]
-pub(super) struct SendLookup {
-    pub(super) epoch: u64,
-    pub(super) id: SendId,
-    pub(super) m: Box<Match>,
 }
 
 /// The replay phase starts: open the `replay` span (shard → Replay).
@@ -115,58 +80,35 @@ pub(super) fn panic_message(p: Box<dyn std::any::Any + Send>) -> String {
 /// A child's link to its shard. Weak: the children live as long as the shard
 /// (which stops them in `stopped`), and a strong link would keep the shard
 /// alive after its coordinator is gone.
-#[derive(Clone)]
-pub(super) struct Parent {
-    pub(super) crashed: WeakRecipient<Crashed>,
-    pub(super) resolved: WeakRecipient<Resolved>,
-    pub(super) lookups: WeakRecipient<LookupDone>,
-    pub(super) checks: WeakRecipient<CheckDone>,
-}
+pub(super) struct Parent(pub(super) actix::WeakAddr<ShardActor>);
 
 impl Parent {
-    pub(super) fn crashed(&self, why: String) {
-        if let Some(p) = self.crashed.upgrade() {
-            p.do_send(Crashed(why));
+    /// Sends `m` to the shard while it is there. do_send: queued even on a
+    /// full mailbox; an outcome must never be dropped (it frees a window slot
+    /// and may carry a halt).
+    pub(super) fn tell<M>(&self, m: M)
+    where
+        M: Message<Result = ()> + Send + 'static,
+        ShardActor: Handler<M>,
+    {
+        if let Some(shard) = self.0.upgrade() {
+            shard.do_send(m);
         }
     }
 
-    pub(super) fn resolved(&self, r: Resolved) {
-        // do_send: queued even on a full mailbox; an outcome must never be
-        // dropped (it frees a window slot and may carry a halt).
-        if let Some(p) = self.resolved.upgrade() {
-            p.do_send(r);
+    /// Runs `f`; a panic is reported to the shard (which restarts) instead
+    /// of unwinding through the arbiter.
+    pub(super) fn guard(&self, f: impl FnOnce()) {
+        if let Err(p) = catch_unwind(AssertUnwindSafe(f)) {
+            self.tell(Crashed(panic_message(p)));
         }
     }
 }
 
-/// What a child needs to send deletes for the current pass.
-pub(super) struct ChildState {
-    pub(super) epoch: u64,
-    pub(super) shard: u8,
-    pub(super) tele: ShardTelemetry,
-    pub(super) dispatcher: Option<Recipient<DeleteDispatch>>,
-}
-
-impl ChildState {
-    pub(super) fn new() -> ChildState {
-        ChildState {
-            epoch: 0,
-            shard: 0,
-            tele: ShardTelemetry::default(),
-            dispatcher: None,
-        }
-    }
-
-    pub(super) fn begin(&mut self, m: ChildPass) {
-        self.epoch = m.epoch;
-        self.shard = m.shard;
-        self.tele = m.tele;
-        self.dispatcher = m.dispatcher;
-    }
-
+impl ChildPass {
     /// Hands the delete to the dispatcher with `reply_to`, under `parent`
     /// span; reports it lost when there is no dispatcher (between passes).
-    pub(super) fn send(
+    fn send(
         &self,
         d: SendDelete,
         parent_span: &Span,
@@ -174,112 +116,158 @@ impl ChildState {
         to_shard: &Parent,
     ) {
         let Some(dispatcher) = self.dispatcher.as_ref() else {
-            to_shard.resolved(Resolved {
-                epoch: d.epoch,
-                id: d.id,
+            to_shard.tell(Outcome {
+                ticket: (d.epoch, d.id),
                 result: CallResult::transport("no dispatcher; delete not sent"),
+                attempts: 0,
                 limiter_wait: Duration::ZERO,
             });
             return;
         };
+        let c = &d.body;
         let span = telemetry::delete_span(
             parent_span,
-            &d.call.bucket,
-            &d.call.object_path,
-            &d.call.rule_hash.0,
-            d.call.kind,
+            &c.bucket,
+            &c.object_path,
+            &c.rule_hash.0,
+            c.kind,
         );
         self.tele.obs.board(|b| b.delete_sent(self.shard));
         // do_send: queued even when the dispatcher's mailbox is full; the
         // total is bounded by the shards' windows.
         dispatcher.do_send(Dispatch {
-            call: d.call,
+            call: d.body,
             ticket: (d.epoch, d.id),
             reply_to,
             span,
         });
     }
-
-    /// Reports a delete's outcome to the shard, which records it.
-    pub(super) fn outcome(o: DeleteDone, to_shard: &Parent) {
-        let (epoch, id) = o.ticket;
-        to_shard.resolved(Resolved {
-            epoch,
-            id,
-            result: o.result,
-            limiter_wait: o.limiter_wait,
-        });
-    }
 }
 
-/// Runs `f`; a panic is reported to the shard (which restarts) instead of
-/// unwinding through the arbiter.
-pub(super) fn guarded(parent: &Parent, f: impl FnOnce()) {
-    if let Err(p) = catch_unwind(AssertUnwindSafe(f)) {
-        parent.crashed(panic_message(p));
-    }
+/// A shard's child: the phase's spans (`S`), its deletes and their outcomes.
+pub struct Child<S> {
+    pub(super) parent: Parent,
+    pub(super) port: Arc<dyn ClusterPort>,
+    pub(super) state: ChildPass,
+    pub(super) spans: S,
 }
 
 /// Replay child: the replay span, replay deletes and the lookups of deferred
 /// matches.
-pub struct Replay {
-    pub(super) parent: Parent,
-    pub(super) port: Arc<dyn ClusterPort>,
-    pub(super) state: ChildState,
-    pub(super) span: Option<Span>,
+pub type Replay = Child<Option<Span>>;
+
+/// Walker child: one `walk` span per bucket, walker deletes and their outcomes.
+pub type Walker = Child<HashMap<String, Span>>;
+
+/// The spans a child keeps for its phase.
+pub trait PhaseSpans: Default + Unpin + 'static {
+    /// The span a delete of `bucket` by `shard` (under `shard_span`) is
+    /// sent under.
+    fn parent_span(&mut self, shard: u8, shard_span: &Span, bucket: &str) -> Span;
+    /// Closes every span with the pass's `outcome`.
+    fn end(&mut self, outcome: &'static str);
 }
 
-impl Actor for Replay {
+impl PhaseSpans for Option<Span> {
+    fn parent_span(&mut self, _: u8, _: &Span, _: &str) -> Span {
+        self.clone().unwrap_or_else(Span::none)
+    }
+
+    fn end(&mut self, outcome: &'static str) {
+        if let Some(span) = self.take() {
+            telemetry::record_outcome(&span, outcome);
+        }
+    }
+}
+
+impl PhaseSpans for HashMap<String, Span> {
+    fn parent_span(&mut self, shard: u8, shard_span: &Span, bucket: &str) -> Span {
+        self.entry(bucket.to_string())
+            .or_insert_with_key(|b| telemetry::walk_span(shard_span, shard, b))
+            .clone()
+    }
+
+    fn end(&mut self, outcome: &'static str) {
+        for (_, span) in self.drain() {
+            telemetry::record_outcome(&span, outcome);
+        }
+    }
+}
+
+impl<S: PhaseSpans> Actor for Child<S> {
     type Context = Context<Self>;
 }
 
-impl Handler<ChildPass> for Replay {
+impl<S: PhaseSpans> Handler<ChildPass> for Child<S> {
     type Result = ();
     fn handle(&mut self, m: ChildPass, _: &mut Context<Self>) {
-        self.state.begin(m);
-        self.span = None;
+        self.state = m;
+        self.spans = S::default();
+    }
+}
+
+impl<S: PhaseSpans> Handler<SendDelete> for Child<S> {
+    type Result = ();
+    fn handle(&mut self, d: SendDelete, ctx: &mut Context<Self>) {
+        let (shard, shard_span) = (self.state.shard, &self.state.tele.span);
+        let parent_span = self.spans.parent_span(shard, shard_span, &d.body.bucket);
+        let me = ctx.address().recipient();
+        let (state, parent) = (&self.state, &self.parent);
+        parent.guard(|| state.send(d, &parent_span, me, parent));
+    }
+}
+
+impl<S: PhaseSpans> Handler<DeleteDone> for Child<S> {
+    type Result = ();
+    fn handle(&mut self, o: DeleteDone, _: &mut Context<Self>) {
+        self.parent.guard(|| self.parent.tell(o));
+    }
+}
+
+impl<S: PhaseSpans> Handler<EndPass> for Child<S> {
+    type Result = ();
+    fn handle(&mut self, m: EndPass, _: &mut Context<Self>) {
+        self.spans.end(m.outcome);
+        // Release the pass's shard span: a span is exported only once every
+        // handle is gone, and a long-lived child holding it would keep the
+        // whole pass trace unexported until the next pass.
+        self.state.tele.span = Span::none();
+        self.state.dispatcher = None;
+    }
+}
+
+impl<S: PhaseSpans> Handler<Stop> for Child<S> {
+    type Result = ();
+    fn handle(&mut self, _: Stop, ctx: &mut Context<Self>) {
+        ctx.stop();
     }
 }
 
 impl Handler<OpenReplay> for Replay {
     type Result = ();
     fn handle(&mut self, _: OpenReplay, _: &mut Context<Self>) {
-        self.span = Some(telemetry::replay_span(
+        self.spans = Some(telemetry::replay_span(
             &self.state.tele.span,
             self.state.shard,
         ));
     }
 }
 
-impl Handler<SendDelete> for Replay {
-    type Result = ();
-    fn handle(&mut self, d: SendDelete, ctx: &mut Context<Self>) {
-        let parent_span = self.span.clone().unwrap_or_else(Span::none);
-        let me = ctx.address().recipient();
-        let (state, parent) = (&self.state, &self.parent);
-        guarded(parent, || state.send(d, &parent_span, me, parent));
-    }
-}
-
 impl Handler<SendLookup> for Replay {
     type Result = ();
     fn handle(&mut self, l: SendLookup, _: &mut Context<Self>) {
-        let Some(reply) = self.parent.lookups.upgrade() else {
+        let Some(reply) = self.parent.0.upgrade() else {
             return;
         };
         let port = self.port.clone();
-        let parent = self.parent.clone();
-        guarded(&parent, move || {
-            let SendLookup { epoch, id, m } = l;
+        self.parent.guard(move || {
+            let (epoch, id, m) = (l.epoch, l.id, l.body);
             let Some(d) = m.lookup.as_ref() else {
-                reply.do_send(LookupDone {
-                    epoch,
-                    id,
-                    answer: LookupAnswer {
-                        entry: Ok(None),
-                        folder: None,
-                    },
-                });
+                let body = LookupAnswer {
+                    entry: Ok(None),
+                    folder: None,
+                };
+                reply.do_send(LookupDone { epoch, id, body });
                 return;
             };
             let entry = port.lookup(&d.directory, &d.name);
@@ -289,15 +277,10 @@ impl Handler<SendLookup> for Replay {
             // The shard's state machine is pure: it takes the reasons as text.
             tokio::spawn(async move {
                 let entry = entry.await.map_err(|e| e.to_string());
-                let folder = match folder {
-                    Some(f) => Some(f.await.map_err(|e| e.to_string())),
-                    None => None,
-                };
-                reply.do_send(LookupDone {
-                    epoch,
-                    id,
-                    answer: LookupAnswer { entry, folder },
-                });
+                let folder = futures::future::OptionFuture::from(folder).await;
+                let folder = folder.map(|f| f.map_err(|e| e.to_string()));
+                let body = LookupAnswer { entry, folder };
+                reply.do_send(LookupDone { epoch, id, body });
             });
         });
     }
@@ -306,13 +289,12 @@ impl Handler<SendLookup> for Replay {
 impl Handler<SendCheck> for Replay {
     type Result = ();
     fn handle(&mut self, c: SendCheck, _: &mut Context<Self>) {
-        let Some(reply) = self.parent.checks.upgrade() else {
+        let Some(reply) = self.parent.0.upgrade() else {
             return;
         };
         let port = self.port.clone();
-        let parent = self.parent.clone();
-        guarded(&parent, move || {
-            let SendCheck { epoch, id, check } = c;
+        self.parent.guard(move || {
+            let (epoch, id, check) = (c.epoch, c.id, c.body);
             let root = port.buckets_root();
             let bucket = check.request.bucket.clone();
             let reads: Vec<_> = check
@@ -332,86 +314,14 @@ impl Handler<SendCheck> for Replay {
             // I/O on the runtime pool; the answer comes back by message
             // (do_send: a lost answer would wedge the window).
             tokio::spawn(async move {
-                let answers = futures::future::join_all(reads)
+                let body = futures::future::join_all(reads)
                     .await
                     .into_iter()
                     .map(|r| r.map_err(|e| e.to_string()))
                     .collect();
-                reply.do_send(CheckDone { epoch, id, answers });
+                reply.do_send(CheckDone { epoch, id, body });
             });
         });
-    }
-}
-
-impl Handler<DeleteDone> for Replay {
-    type Result = ();
-    fn handle(&mut self, o: DeleteDone, _: &mut Context<Self>) {
-        let parent = &self.parent;
-        guarded(parent, || ChildState::outcome(o, parent));
-    }
-}
-
-impl Handler<EndPass> for Replay {
-    type Result = ();
-    fn handle(&mut self, m: EndPass, _: &mut Context<Self>) {
-        if let Some(span) = self.span.take() {
-            telemetry::record_outcome(&span, m.outcome);
-        }
-        // Release the pass's shard span: a span is exported only once every
-        // handle is gone, and a long-lived child holding it would keep the
-        // whole pass trace unexported until the next pass.
-        self.state.tele.span = Span::none();
-        self.state.dispatcher = None;
-    }
-}
-
-impl Handler<Stop> for Replay {
-    type Result = ();
-    fn handle(&mut self, _: Stop, ctx: &mut Context<Self>) {
-        ctx.stop();
-    }
-}
-
-/// Walker child: one `walk` span per bucket, walker deletes and their outcomes.
-pub struct Walker {
-    pub(super) parent: Parent,
-    pub(super) state: ChildState,
-    pub(super) spans: HashMap<String, Span>,
-}
-
-impl Actor for Walker {
-    type Context = Context<Self>;
-}
-
-impl Handler<ChildPass> for Walker {
-    type Result = ();
-    fn handle(&mut self, m: ChildPass, _: &mut Context<Self>) {
-        self.state.begin(m);
-        self.spans.clear();
-    }
-}
-
-impl Handler<SendDelete> for Walker {
-    type Result = ();
-    fn handle(&mut self, d: SendDelete, ctx: &mut Context<Self>) {
-        let (shard, shard_span) = (self.state.shard, &self.state.tele.span);
-        let bucket = d.call.bucket.clone();
-        let parent_span = self
-            .spans
-            .entry(bucket)
-            .or_insert_with_key(|b| telemetry::walk_span(shard_span, shard, b))
-            .clone();
-        let me = ctx.address().recipient();
-        let (state, parent) = (&self.state, &self.parent);
-        guarded(parent, || state.send(d, &parent_span, me, parent));
-    }
-}
-
-impl Handler<DeleteDone> for Walker {
-    type Result = ();
-    fn handle(&mut self, o: DeleteDone, _: &mut Context<Self>) {
-        let parent = &self.parent;
-        guarded(parent, || ChildState::outcome(o, parent));
     }
 }
 
@@ -421,23 +331,5 @@ impl Handler<CloseWalk> for Walker {
         if let Some(span) = self.spans.remove(&m.bucket) {
             telemetry::record_outcome(&span, if m.ok { "completed" } else { "failed" });
         }
-    }
-}
-
-impl Handler<EndPass> for Walker {
-    type Result = ();
-    fn handle(&mut self, m: EndPass, _: &mut Context<Self>) {
-        for (_, span) in self.spans.drain() {
-            telemetry::record_outcome(&span, m.outcome);
-        }
-        self.state.tele.span = Span::none();
-        self.state.dispatcher = None;
-    }
-}
-
-impl Handler<Stop> for Walker {
-    type Result = ();
-    fn handle(&mut self, _: Stop, ctx: &mut Context<Self>) {
-        ctx.stop();
     }
 }

@@ -30,7 +30,6 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use actix::WeakRecipient;
 use actix::prelude::*;
 use tokio::sync::oneshot;
 
@@ -103,7 +102,6 @@ pub struct BeginPass {
     pub persisted: Option<ShardCursor>,
     /// `dispatch.max_in_flight_per_shard`.
     pub window: usize,
-    /// The pass's dispatcher.
     pub dispatcher: Recipient<DeleteDispatch>,
     /// The pass's spans and observer.
     pub tele: ShardTelemetry,
@@ -112,7 +110,6 @@ pub struct BeginPass {
 /// What a shard actor is, across passes (identity and counters).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, MessageResponse)]
 pub struct ShardInfo {
-    /// The shard.
     pub shard: u8,
     /// Process-unique id of this actor; kept across supervisor restarts.
     pub actor_id: u64,
@@ -131,9 +128,7 @@ pub struct GetShardInfo;
 #[derive(Message)]
 #[rtype(result = "()")]
 pub struct WalkBatch {
-    /// Bucket listed.
     pub bucket: String,
-    /// Matches to delete.
     pub matches: Vec<Match>,
     /// Entries of the item skipped for want of a real mtime.
     pub skipped_no_mtime: u64,
@@ -146,7 +141,6 @@ pub struct WalkBatch {
 #[derive(Message)]
 #[rtype(result = "()")]
 pub struct ListingDone {
-    /// Bucket listed.
     pub bucket: String,
     /// Complete and without error.
     pub ok: bool,
@@ -206,16 +200,6 @@ pub struct Finish {
 /// Ids for [`ShardInfo::actor_id`].
 static NEXT_ACTOR_ID: AtomicU64 = AtomicU64::new(1);
 
-/// The per-pass state [`BeginPass`] hands over; kept so a restart can rebuild
-/// the shard's run from the persisted cursor.
-struct PassState {
-    plan: Arc<PassPlan>,
-    persisted: Option<ShardCursor>,
-    window: usize,
-    tele: ShardTelemetry,
-    dispatcher: Recipient<DeleteDispatch>,
-}
-
 /// One shard: lives for the whole process (the coordinator starts it once,
 /// supervised by [`actix::Supervisor`]) and owns the current pass's
 /// [`ShardRun`] and cursor; its children do the per-phase I/O and telemetry.
@@ -226,14 +210,15 @@ pub struct ShardActor {
     /// Stamped on everything sent to the children; bumped by every pass and
     /// every restart, so stale answers are recognised.
     epoch: u64,
-    pass: Option<PassState>,
+    /// The current pass's [`BeginPass`], kept so a restart can rebuild the
+    /// shard's run from the persisted cursor.
+    pass: Option<BeginPass>,
     run: Option<ShardRun>,
     port: Arc<dyn ClusterPort>,
     replay: Option<Addr<Replay>>,
     walker: Option<Addr<Walker>>,
-    accept_waiters: Vec<oneshot::Sender<()>>,
-    idle_waiters: Vec<oneshot::Sender<()>>,
-    extra_events: u64,
+    /// Who waits for room in the run (`[0]`) and for it to be idle (`[1]`).
+    waiters: [Vec<oneshot::Sender<()>>; 2],
     /// The delayed respawn of the children after a restart, so a pass begun
     /// during the backoff can spawn them at once.
     respawn: Option<SpawnHandle>,
@@ -244,11 +229,6 @@ pub struct ShardActor {
     /// until the next `BeginPass`.
     exhausted: bool,
     crash: Option<String>,
-}
-
-async fn await_rx(rx: oneshot::Receiver<()>) {
-    // A dropped sender means the shard restarted; the caller goes on.
-    let _ = rx.await;
 }
 
 impl ShardActor {
@@ -265,9 +245,7 @@ impl ShardActor {
             port,
             replay: None,
             walker: None,
-            accept_waiters: Vec::new(),
-            idle_waiters: Vec::new(),
-            extra_events: 0,
+            waiters: Default::default(),
             respawn: None,
             restarts: 0,
             exhausted: false,
@@ -284,62 +262,59 @@ impl ShardActor {
 
     fn spawn_children(&mut self, ctx: &mut Context<Self>) {
         self.respawn = None;
-        let me = ctx.address();
-        let parent = Parent {
-            crashed: me.clone().recipient::<Crashed>().downgrade(),
-            resolved: me.clone().recipient::<Resolved>().downgrade(),
-            lookups: me.clone().recipient::<LookupDone>().downgrade(),
-            checks: me.recipient::<CheckDone>().downgrade(),
-        };
-        let replay = Replay {
-            parent: parent.clone(),
-            port: self.port.clone(),
-            state: ChildState::new(),
-            span: None,
-        }
-        .start();
-        let walker = Walker {
-            parent,
-            state: ChildState::new(),
-            spans: HashMap::new(),
-        }
-        .start();
-        self.replay = Some(replay);
-        self.walker = Some(walker);
+        self.replay = Some(self.child(ctx));
+        self.walker = Some(self.child(ctx));
         self.brief_children();
+    }
+
+    fn child<S: PhaseSpans>(&self, ctx: &mut Context<Self>) -> Addr<Child<S>> {
+        Child {
+            parent: Parent(ctx.address().downgrade()),
+            port: self.port.clone(),
+            state: ChildPass::default(),
+            spans: S::default(),
+        }
+        .start()
+    }
+
+    /// Sends `m()` to each child there is.
+    fn tell_children<M>(&self, m: impl Fn() -> M)
+    where
+        M: Message<Result = ()> + Send + 'static,
+        Replay: Handler<M>,
+        Walker: Handler<M>,
+    {
+        tell(&self.replay, m());
+        tell(&self.walker, m());
     }
 
     /// Tells the children the current epoch, telemetry and dispatcher.
     fn brief_children(&self) {
         let dispatcher = self.pass.as_ref().map(|p| p.dispatcher.clone());
-        let brief = || ChildPass {
-            epoch: self.epoch,
+        self.tell_children(|| ChildPass {
             shard: self.shard,
             tele: self.tele(),
             dispatcher: dispatcher.clone(),
-        };
-        if let Some(r) = &self.replay {
-            r.do_send(brief());
-        }
-        if let Some(w) = &self.walker {
-            w.do_send(brief());
-        }
+        });
     }
 
     fn stop_children(&mut self) {
-        if let Some(r) = self.replay.take() {
-            r.do_send(Stop);
-        }
-        if let Some(w) = self.walker.take() {
-            w.do_send(Stop);
-        }
+        tell(&self.replay.take(), Stop);
+        tell(&self.walker.take(), Stop);
+    }
+
+    /// A fresh run for the current pass from the persisted cursor (`None`
+    /// when no pass is under way).
+    fn fresh_run(&self) -> Option<ShardRun> {
+        let p = self.pass.as_ref()?;
+        let (plan, persisted) = (p.plan.clone(), p.persisted.clone());
+        Some(ShardRun::new(self.shard, plan, persisted, p.window))
     }
 
     /// A run for the current pass from the persisted cursor, failed with
     /// `why` (`None` when no pass is under way).
     fn failed_run(&self, why: String) -> Option<ShardRun> {
-        let p = self.pass.as_ref()?;
-        let mut run = ShardRun::new(self.shard, p.plan.clone(), p.persisted.clone(), p.window);
+        let mut run = self.fresh_run()?;
         run.fail(why);
         Some(run)
     }
@@ -388,71 +363,59 @@ impl ShardActor {
         if let Some(run) = self.run.as_mut() {
             for (work, id) in run.next_sends() {
                 let epoch = self.epoch;
+                // No child to send through (restarting): the work is lost,
+                // reported so the window and the cursor stay honest.
                 match work {
-                    Work::Lookup(m) => match &self.replay {
-                        Some(r) => r.do_send(SendLookup { epoch, id, m }),
-                        None => {
+                    Work::Lookup(body) => {
+                        if !tell(&self.replay, Stamped { epoch, id, body }) {
                             let lost = LookupAnswer {
                                 entry: Err("shard restarting; lookup not sent".into()),
                                 folder: None,
                             };
                             run.lookup_done(id, lost);
                         }
-                    },
-                    Work::Check(check) => match &self.replay {
-                        Some(r) => r.do_send(SendCheck { epoch, id, check }),
-                        None => {
-                            let lost = vec![Err("shard restarting; check not sent".to_string())];
-                            run.check_done(id, &lost);
+                    }
+                    Work::Check(body) => {
+                        if !tell(&self.replay, Stamped { epoch, id, body }) {
+                            run.check_done(id, &[Err("shard restarting; check not sent".into())]);
                         }
-                    },
-                    Work::Delete(call) => {
-                        let child: Option<Recipient<SendDelete>> = if id.walk() {
-                            self.walker.as_ref().map(|w| w.clone().recipient())
+                    }
+                    Work::Delete(body) => {
+                        let m = Stamped { epoch, id, body };
+                        let sent = if id.walk() {
+                            tell(&self.walker, m)
                         } else {
-                            self.replay.as_ref().map(|r| r.clone().recipient())
+                            tell(&self.replay, m)
                         };
-                        match child {
-                            Some(child) => child.do_send(SendDelete { epoch, id, call }),
-                            // No child to send through (restarting): report it
-                            // as lost so the window and the cursor stay honest.
-                            None => {
-                                let r = CallResult::transport("shard restarting; delete not sent");
-                                run.outcome(id, &r);
-                            }
+                        if !sent {
+                            let r = CallResult::transport("shard restarting; delete not sent");
+                            run.outcome(id, &r);
                         }
                     }
                 }
             }
         }
-        let (accepting, idle) = match self.run.as_ref() {
-            Some(r) => (r.accepting(), r.idle()),
-            None => (true, true),
-        };
-        if accepting {
-            for w in self.accept_waiters.drain(..) {
-                let _ = w.send(());
-            }
-        }
-        if idle {
-            for w in self.idle_waiters.drain(..) {
-                let _ = w.send(());
+        let run = self.run.as_ref();
+        let ready = [
+            run.is_none_or(ShardRun::accepting),
+            run.is_none_or(ShardRun::idle),
+        ];
+        for (waiters, ready) in self.waiters.iter_mut().zip(ready) {
+            if ready {
+                for w in waiters.drain(..) {
+                    let _ = w.send(());
+                }
             }
         }
     }
 
-    fn wait_accepting(&mut self) -> oneshot::Receiver<()> {
+    /// Answers once the run accepts more (`idle`: once it is idle).
+    fn wait(&mut self, idle: bool) -> ResponseFuture<()> {
         let (tx, rx) = oneshot::channel();
-        self.accept_waiters.push(tx);
+        self.waiters[usize::from(idle)].push(tx);
         self.pump();
-        rx
-    }
-
-    fn wait_idle(&mut self) -> oneshot::Receiver<()> {
-        let (tx, rx) = oneshot::channel();
-        self.idle_waiters.push(tx);
-        self.pump();
-        rx
+        // A dropped sender means the shard restarted; the caller goes on.
+        Box::pin(async move { drop(rx.await) })
     }
 
     fn crashed(&mut self, why: String, ctx: &mut Context<Self>) {
@@ -482,6 +445,15 @@ impl ShardActor {
     }
 }
 
+/// Sends `m` to `child`; `false` when there is none (restarting).
+fn tell<A, M>(child: &Option<Addr<A>>, m: M) -> bool
+where
+    A: Actor<Context = Context<A>> + Handler<M>,
+    M: Message<Result = ()> + Send + 'static,
+{
+    child.as_ref().map(|c| c.do_send(m)).is_some()
+}
+
 impl Actor for ShardActor {
     type Context = Context<Self>;
 
@@ -509,8 +481,7 @@ impl Supervised for ShardActor {
         self.restarts += 1;
         self.respawn = None;
         self.epoch += 1;
-        let tele = self.tele();
-        tele.obs.shard_restarted(self.shard);
+        self.tele().obs.shard_restarted(self.shard);
         self.stop_children();
         // Rebuild from the persisted cursor. Events already read this pass
         // cannot be read again, so the shard sits the rest of the pass out
@@ -551,21 +522,9 @@ impl Handler<BeginPass> for ShardActor {
         if let Some(h) = self.respawn.take() {
             ctx.cancel_future(h);
         }
-        self.run = Some(ShardRun::new(
-            self.shard,
-            m.plan.clone(),
-            m.persisted.clone(),
-            m.window,
-        ));
-        self.pass = Some(PassState {
-            plan: m.plan,
-            persisted: m.persisted,
-            window: m.window,
-            tele: m.tele,
-            dispatcher: m.dispatcher,
-        });
+        self.pass = Some(m);
+        self.run = self.fresh_run();
         self.crash = None;
-        self.extra_events = 0;
         if self.replay.is_none() || self.walker.is_none() {
             self.stop_children();
             self.spawn_children(ctx);
@@ -594,8 +553,7 @@ impl Handler<WalkBatch> for ShardActor {
             run.skipped_no_mtime(m.skipped_no_mtime);
             run.walk_item(&m.bucket, m.pos.as_deref(), m.matches);
         });
-        let rx = self.wait_accepting();
-        Box::pin(await_rx(rx))
+        self.wait(false)
     }
 }
 
@@ -603,24 +561,23 @@ impl Handler<ReplayBatch> for ShardActor {
     type Result = ResponseFuture<()>;
     fn handle(&mut self, m: ReplayBatch, ctx: &mut Context<Self>) -> Self::Result {
         self.on_run(ctx, |run| run.replay_batch(&m.events));
-        let rx = self.wait_accepting();
-        Box::pin(await_rx(rx))
+        self.wait(false)
     }
 }
 
-impl Handler<Resolved> for ShardActor {
+impl Handler<DeleteDone> for ShardActor {
     type Result = ();
-    fn handle(&mut self, r: Resolved, ctx: &mut Context<Self>) {
-        if r.epoch != self.epoch {
+    fn handle(&mut self, o: DeleteDone, ctx: &mut Context<Self>) {
+        let (epoch, id) = o.ticket;
+        if epoch != self.epoch {
             // An answer to an earlier incarnation's delete: that run is gone.
             return;
         }
-        if let Some(req) = self.run.as_ref().and_then(|run| run.request_of(r.id)) {
-            let tele = self.tele();
-            tele.obs
-                .delete_done(self.shard, req, r.result.outcome, r.limiter_wait);
+        if let Some(req) = self.run.as_ref().and_then(|run| run.request_of(id)) {
+            let obs = self.tele().obs;
+            obs.delete_done(self.shard, req, o.result.outcome, o.limiter_wait);
         }
-        self.settle(ctx, |run| run.outcome(r.id, &r.result));
+        self.settle(ctx, |run| run.outcome(id, &o.result));
     }
 }
 
@@ -630,7 +587,7 @@ impl Handler<LookupDone> for ShardActor {
         if d.epoch != self.epoch {
             return;
         }
-        self.settle(ctx, |run| run.lookup_done(d.id, d.answer));
+        self.settle(ctx, |run| run.lookup_done(d.id, d.body));
     }
 }
 
@@ -645,29 +602,26 @@ impl Handler<CheckDone> for ShardActor {
             .as_ref()
             .and_then(|run| run.request_of(d.id))
             .map(|req| (req.bucket.clone(), req.kind));
-        let Some(verdict) = self.on_run(ctx, |run| run.check_done(d.id, &d.answers)) else {
+        let Some(verdict) = self.on_run(ctx, |run| run.check_done(d.id, &d.body)) else {
             return;
         };
-        let obs = &self.tele().obs;
-        let count = |verdict: &'static str| {
-            if let Some((bucket, kind)) = &what {
-                obs.metrics.check_verdict(bucket, *kind, verdict);
-            }
-        };
-        match &verdict {
-            Verdict::Settled | Verdict::Send => {}
+        let label = match &verdict {
+            Verdict::Settled | Verdict::Send => None,
             Verdict::CompletedLeftover(why) => {
                 tracing::warn!(shard = self.shard, reason = %why, "completed upload's leftover not aborted");
-                count("completed_upload_leftover");
+                Some("completed_upload_leftover")
             }
             Verdict::Locked(why) => {
                 tracing::info!(shard = self.shard, reason = %why, "locked; retried next pass");
-                count("locked");
+                Some("locked")
             }
             Verdict::Unconfirmed(why) => {
                 tracing::warn!(shard = self.shard, reason = %why, "answer not confirmed; retried next pass");
-                count("unconfirmed");
+                Some("unconfirmed")
             }
+        };
+        if let (Some(label), Some((bucket, kind))) = (label, &what) {
+            self.tele().obs.metrics.check_verdict(bucket, *kind, label);
         }
         self.pump();
     }
@@ -676,12 +630,8 @@ impl Handler<CheckDone> for ShardActor {
 impl Handler<ListingDone> for ShardActor {
     type Result = ();
     fn handle(&mut self, m: ListingDone, ctx: &mut Context<Self>) {
-        if let Some(w) = &self.walker {
-            w.do_send(CloseWalk {
-                bucket: m.bucket.clone(),
-                ok: m.ok,
-            });
-        }
+        let (bucket, ok) = (m.bucket.clone(), m.ok);
+        tell(&self.walker, CloseWalk { bucket, ok });
         self.on_run(ctx, |run| run.listing_ended(&m.bucket, m.ok, m.reached));
     }
 }
@@ -689,9 +639,7 @@ impl Handler<ListingDone> for ShardActor {
 impl Handler<StartReplay> for ShardActor {
     type Result = Option<Nanos>;
     fn handle(&mut self, _: StartReplay, ctx: &mut Context<Self>) -> Option<Nanos> {
-        if let Some(r) = &self.replay {
-            r.do_send(OpenReplay);
-        }
+        tell(&self.replay, OpenReplay);
         self.on_run(ctx, |run| run.start_replay()).flatten()
     }
 }
@@ -707,8 +655,7 @@ impl Handler<ReadRanges> for ShardActor {
 impl Handler<Drain> for ShardActor {
     type Result = ResponseFuture<()>;
     fn handle(&mut self, _: Drain, _: &mut Context<Self>) -> Self::Result {
-        let rx = self.wait_idle();
-        Box::pin(await_rx(rx))
+        self.wait(true)
     }
 }
 
@@ -723,8 +670,6 @@ impl Handler<DrainTimedOut> for ShardActor {
 impl Handler<Finish> for ShardActor {
     type Result = MessageResult<Finish>;
     fn handle(&mut self, m: Finish, _: &mut Context<Self>) -> Self::Result {
-        self.extra_events += m.events_not_routed;
-        let extra = std::mem::take(&mut self.extra_events);
         let taken = self.run.take();
         let Some(run) = taken.or_else(|| self.failed_run("shard state lost".into())) else {
             // Finish without BeginPass: the shard took no part in the pass.
@@ -733,14 +678,9 @@ impl Handler<Finish> for ShardActor {
             return MessageResult((report, None));
         };
         let (mut report, cursor) = run.finish(m.stream_end);
-        report.counters.events_scanned += extra;
+        report.counters.events_scanned += m.events_not_routed;
         let outcome = report.outcome.as_str();
-        if let Some(r) = &self.replay {
-            r.do_send(EndPass { outcome });
-        }
-        if let Some(w) = &self.walker {
-            w.do_send(EndPass { outcome });
-        }
+        self.tell_children(|| EndPass { outcome });
         // The pass's dispatcher and spans end with the pass; the children
         // stay for the next one. No ctx.stop(): a stop would make the
         // Supervisor restart the shard. Releasing the shard span matters: a

@@ -64,25 +64,17 @@ impl ShardRun {
             .and_then(|b| b.action(m.rule_hash, m.kind))
             .map(|a| a.rule().clone());
         let resolved = rule.and_then(|r| resolve_deferred(&m, entry.as_ref(), &self.plan.time, &r));
-        let settle = |run: &mut ShardRun, ok: bool| {
-            if let (DeleteTicket::Replay(t), Some(tr)) = (&ticket, run.tracker.as_mut()) {
-                tr.resolved(*t, ok);
-            }
-        };
         match resolved {
             // Nothing to delete: the match is resolved.
-            None => settle(self, true),
+            None => self.settle_ticket(ticket, true),
             // Not due after all: like a pending match, the cursor stays
             // before the event (reported unresolved, which does not halt).
             Some(c) if c.due > self.plan.now => {
                 self.counters.pending += 1;
-                settle(self, false);
+                self.settle_ticket(ticket, false);
             }
-            Some(c) => {
-                if !self.stopped() {
-                    self.queue.push_front((work_for(&c), ticket));
-                }
-            }
+            Some(_) if self.stopped() => {}
+            Some(c) => self.queue.push_front((work_for(&c), ticket)),
         }
         None
     }
@@ -100,36 +92,27 @@ impl ShardRun {
         // enforces them by its clock, not by a `--now` in the future.
         let verdict = judge(&check, answers, self.plan.observed_until);
         match &verdict {
-            Verdict::Settled | Verdict::CompletedLeftover(_) => {
-                if matches!(verdict, Verdict::CompletedLeftover(_)) {
-                    self.counters.completed_upload_leftovers += 1;
-                }
-                if let (DeleteTicket::Replay(t), Some(tr)) = (&ticket, self.tracker.as_mut()) {
-                    tr.resolved(*t, true);
-                }
-                if let DeleteTicket::Walk { bucket, seq, .. } = &ticket {
-                    self.walk_resolved(bucket, *seq);
-                }
+            Verdict::Settled => self.settle_ticket(ticket, true),
+            Verdict::CompletedLeftover(_) => {
+                self.counters.completed_upload_leftovers += 1;
+                self.settle_ticket(ticket, true);
             }
             Verdict::Locked(_) => {
                 self.counters.locked += 1;
-                self.settle_unresolved(ticket);
+                self.settle_ticket(ticket, false);
             }
             Verdict::Unconfirmed(_) => {
                 self.counters.unconfirmed += 1;
-                self.settle_unresolved(ticket);
+                self.settle_ticket(ticket, false);
             }
+            Verdict::Send if self.stopped() => self.settle_ticket(ticket, false),
             Verdict::Send => {
-                if self.stopped() {
-                    self.settle_unresolved(ticket);
-                } else {
-                    if let Some(bytes) = check.parts_bytes(answers) {
-                        let r = &check.request;
-                        self.abort_bytes
-                            .insert((r.bucket.clone(), r.object_path.clone()), bytes);
-                    }
-                    self.queue.push_front((Work::Delete(check.request), ticket));
+                if let Some(bytes) = check.parts_bytes(answers) {
+                    let r = &check.request;
+                    self.abort_bytes
+                        .insert((r.bucket.clone(), r.object_path.clone()), bytes);
                 }
+                self.queue.push_front((Work::Delete(check.request), ticket));
             }
         }
         verdict

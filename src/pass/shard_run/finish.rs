@@ -41,12 +41,7 @@ impl ShardRun {
             rules: rules.len(),
             counters: self.counters.clone(),
             walker_ran: !self.walks.is_empty(),
-            recovery: self
-                .shard_plan
-                .recover
-                .iter()
-                .map(|(b, r)| (b.clone(), *r))
-                .collect(),
+            recovery: self.shard_plan.recover.clone().into_iter().collect(),
             halt_reason: self
                 .halted
                 .clone()
@@ -56,24 +51,16 @@ impl ShardRun {
                         format!("walk of bucket {b} did not finish (replay went on): {why}")
                     })
                 }),
-            walk_failures: self
-                .walk_failures
-                .iter()
-                .map(|(b, r)| (b.clone(), r.clone()))
-                .collect(),
+            walk_failures: self.walk_failures.clone().into_iter().collect(),
         };
         if self.failed.is_some() {
             return (report, None);
         }
         let old = self.persisted.take();
-        let mut buckets = BTreeMap::new();
-        if let Some(o) = &old {
-            for (name, b) in &o.buckets {
-                if plan.keep.contains(name) {
-                    buckets.insert(name.clone(), b.clone());
-                }
-            }
-        }
+        let mut buckets: BTreeMap<String, BucketCursor> = (old.iter().flat_map(|o| &o.buckets))
+            .filter(|(name, _)| plan.keep.contains(*name))
+            .map(|(name, b)| (name.clone(), b.clone()))
+            .collect();
         for bucket in plan.buckets() {
             let prev = old.as_ref().and_then(|o| o.buckets.get(bucket));
             let recovering = self.shard_plan.recover.contains_key(bucket);
@@ -81,11 +68,7 @@ impl ShardRun {
                 // Keep the old state so the next pass recovers again, with
                 // where its walk resumes
                 // (docs/design-deviations.md#resumable-recovery-walks).
-                let resume = if recovering {
-                    self.next_resume(bucket)
-                } else {
-                    None
-                };
+                let resume = recovering.then(|| self.next_resume(bucket)).flatten();
                 let backlog = self.backlog(bucket, recovering);
                 match prev {
                     Some(p) => {
@@ -106,6 +89,7 @@ impl ShardRun {
                 }
                 continue;
             }
+            let replay_bucket = plan.replay.as_ref().and_then(|r| r.bucket(bucket));
             let rules: BTreeMap<String, ActionProgress> = progress
                 .iter()
                 .filter(|(k, _)| &*k.bucket == bucket)
@@ -113,10 +97,7 @@ impl ShardRun {
                     let mut p = p.clone();
                     // The forecast names rules by ID (docs/forecast.md).
                     if let Some(t) = p.pending.as_mut() {
-                        t.rule_id = plan
-                            .replay
-                            .as_ref()
-                            .and_then(|r| r.bucket(bucket))
+                        t.rule_id = replay_bucket
                             .and_then(|b| b.action(k.rule_hash, k.kind))
                             .map(|a| a.rule().id.clone())
                             .unwrap_or_default();
@@ -135,8 +116,7 @@ impl ShardRun {
                 .halted
                 .clone()
                 .or_else(|| self.walk_failures.get(bucket).cloned());
-            let walked = self.walk_succeeded(bucket);
-            let last_walked_ns = if walked {
+            let last_walked_ns = if self.walk_succeeded(bucket) {
                 plan.now
             } else {
                 prev.map_or(0, |p| p.last_walked_ns)

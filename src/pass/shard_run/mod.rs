@@ -44,7 +44,6 @@ mod finish;
 /// One routed meta-log event of a replay batch ([`ShardRun::replay_batch`]).
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct ReplayItem {
-    /// Event ts.
     pub ts: Nanos,
     /// Its matches in the replay view due by the pass's `now`.
     pub matches: Vec<Match>,
@@ -76,7 +75,6 @@ impl SendId {
 pub(crate) enum DeleteTicket {
     /// A walker delete of `bucket`.
     Walk {
-        /// Bucket walked.
         bucket: String,
         /// The listed item's number in the bucket's [`WalkProgress`]
         /// (`None`: not tracked).
@@ -93,9 +91,7 @@ pub(crate) enum DeleteTicket {
 /// (docs/forecast.md#walk-backlog).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct WalkDue {
-    /// Rule of the match.
     pub rule_hash: RuleHash,
-    /// Its action.
     pub kind: ActionKind,
     /// When it became due.
     pub due: Nanos,
@@ -206,11 +202,6 @@ impl ShardRun {
         }
     }
 
-    /// The shard number.
-    pub fn shard(&self) -> u8 {
-        self.shard
-    }
-
     /// This shard's recovery and walk decisions.
     pub fn shard_plan(&self) -> &ShardPlan {
         &self.shard_plan
@@ -256,9 +247,7 @@ impl ShardRun {
     /// position `pos` of `bucket`; positions arrive in listing order
     /// (docs/design-deviations.md#resumable-recovery-walks).
     pub fn walk_item(&mut self, bucket: &str, pos: Option<&str>, matches: Vec<Match>) {
-        let stopped = self.halted.is_some()
-            || self.failed.is_some()
-            || self.walk_failures.contains_key(bucket);
+        let stopped = self.stopped() || self.walk_failures.contains_key(bucket);
         let book = self.walks.entry(bucket.to_string()).or_default();
         let seq = match pos {
             // Nothing more is sent for this bucket: its resume point stays.
@@ -336,36 +325,24 @@ impl ShardRun {
         WalkBacklog {
             recovering,
             complete: book.is_some_and(|b| b.listed == Some(true)),
-            actions: book
-                .map(|b| {
-                    b.backlog
-                        .iter()
-                        .map(|(&(hash, kind), c)| {
-                            let count = BacklogCount {
-                                rule_id: rule_id(hash, kind),
-                                ..c.clone()
-                            };
-                            (action_key(hash, kind), count)
-                        })
-                        .collect()
+            actions: (book.iter().flat_map(|b| &b.backlog))
+                .map(|(&(hash, kind), c)| {
+                    let count = BacklogCount {
+                        rule_id: rule_id(hash, kind),
+                        ..c.clone()
+                    };
+                    (action_key(hash, kind), count)
                 })
-                .unwrap_or_default(),
+                .collect(),
         }
     }
 
     /// Counts what a DONE `request` removed (docs/reclaimed-space.md):
     /// `parts` are an abort's parts' bytes.
     fn count_freed(&mut self, request: &DeleteRequest, parts: u64) {
-        let plan = &self.plan;
-        let views = [
-            Some(&plan.recovery),
-            plan.replay.as_ref(),
-            plan.walk.as_ref(),
-        ];
-        let bucket = views
-            .iter()
-            .flatten()
-            .find_map(|v| v.bucket(&request.bucket));
+        let (p, name) = (&self.plan, &request.bucket);
+        let views = [Some(&p.recovery), p.replay.as_ref(), p.walk.as_ref()];
+        let bucket = views.iter().flatten().find_map(|v| v.bucket(name));
         let versioning = bucket.map_or(Versioning::Unversioned, |b| b.versioning());
         let rule = bucket
             .and_then(|b| b.action(request.rule_hash, request.kind))
@@ -384,8 +361,7 @@ impl ShardRun {
         self.walks
             .get(bucket)
             .is_some_and(|b| b.listed == Some(true) && !b.unresolved)
-            && self.halted.is_none()
-            && self.failed.is_none()
+            && !self.stopped()
     }
 
     /// Ends the walk phase and builds the replay tracker. Returns the earliest
@@ -477,56 +453,43 @@ impl ShardRun {
     pub fn replay_batch(&mut self, events: &[ReplayItem]) {
         for e in events {
             self.skipped_no_mtime(u64::from(e.skipped_no_mtime));
-            self.replay_parts(e.ts, &e.matches, &e.bucket, &e.pending);
-        }
-    }
-
-    /// One event: its matches due by `now`, and those due later as
-    /// [`PendingMatch`]es of `bucket`.
-    fn replay_parts(
-        &mut self,
-        ts: Nanos,
-        matches: &[Match],
-        bucket: &str,
-        pending: &[PendingMatch],
-    ) {
-        self.counters.events_scanned += 1;
-        if self.stopped() || self.tracker.is_none() {
-            return;
-        }
-        for m in matches {
-            let key = self.action_key(&m.bucket, m.rule_hash, m.kind);
-            let subject = subject_of(&m.object_path, &m.version_id);
-            let bytes = u64::try_from(m.identity.size).unwrap_or(0);
-            if let Some(t) = self.decide(&key, ts, subject, m.due, bytes, m.kind) {
-                let work = if m.lookup.is_some() {
-                    Work::Lookup(Box::new(m.clone()))
-                } else {
-                    work_for(m)
-                };
-                self.queue.push_back((work, DeleteTicket::Replay(t)));
+            self.counters.events_scanned += 1;
+            if self.stopped() || self.tracker.is_none() {
+                continue;
             }
-        }
-        for p in pending {
-            let key = self.action_key(bucket, p.rule_hash, p.kind);
-            if let Some(t) = self.decide(&key, ts, p.subject, p.due, p.bytes, p.kind) {
-                // Routing and the tracker judge "due" by the same `now`, so
-                // this does not happen; if it did, there is nothing to send:
-                // leave the event unresolved (its span is read again next
-                // pass) rather than count it done.
-                tracing::warn!(
-                    shard = self.shard,
-                    bucket,
-                    due_ns = p.due,
-                    "a match routed as pending was due; left for the next pass"
-                );
-                if let Some(tr) = self.tracker.as_mut() {
-                    tr.resolved(t, false);
+            let ts = e.ts;
+            for m in &e.matches {
+                let key = self.action_key(&m.bucket, m.rule_hash, m.kind);
+                let subject = subject_of(&m.object_path, &m.version_id);
+                let bytes = u64::try_from(m.identity.size).unwrap_or(0);
+                if let Some(t) = self.decide(&key, ts, subject, m.due, bytes) {
+                    let work = if m.lookup.is_some() {
+                        Work::Lookup(Box::new(m.clone()))
+                    } else {
+                        work_for(m)
+                    };
+                    self.queue.push_back((work, DeleteTicket::Replay(t)));
                 }
             }
-        }
-        if let Some(tr) = self.tracker.as_mut() {
-            tr.event_processed(ts);
+            for p in &e.pending {
+                let key = self.action_key(&e.bucket, p.rule_hash, p.kind);
+                if let Some(t) = self.decide(&key, ts, p.subject, p.due, p.bytes) {
+                    // Routing and the tracker judge "due" by the same `now`,
+                    // so this does not happen; if it did, there is nothing to
+                    // send: leave the event unresolved (its span is read
+                    // again next pass) rather than count it done.
+                    tracing::warn!(
+                        shard = self.shard,
+                        bucket = e.bucket.as_str(),
+                        due_ns = p.due,
+                        "a match routed as pending was due; left for the next pass"
+                    );
+                    self.settle_ticket(DeleteTicket::Replay(t), false);
+                }
+            }
+            if let Some(tr) = self.tracker.as_mut() {
+                tr.event_processed(ts);
+            }
         }
     }
 
@@ -557,9 +520,8 @@ impl ShardRun {
         subject: u64,
         due: Nanos,
         bytes: u64,
-        kind: ActionKind,
     ) -> Option<Ticket> {
-        let tracker = self.tracker.as_mut()?;
+        let (tracker, kind) = (self.tracker.as_mut()?, key.kind);
         match tracker.decide_sized(key, ts, subject, due, bytes) {
             Decision::Skip => {
                 self.counters.decided(kind, MatchDecision::Skipped);
@@ -583,10 +545,7 @@ impl ShardRun {
     /// answer names.
     pub fn next_sends(&mut self) -> Vec<(Work, SendId)> {
         let mut out = Vec::new();
-        if self.stopped() {
-            return out;
-        }
-        while self.in_flight < self.window {
+        while self.in_flight < self.window && !self.stopped() {
             let Some((work, ticket)) = self.queue.pop_front() else {
                 break;
             };
@@ -650,7 +609,7 @@ impl ShardRun {
             // its progress before the event and a recovering bucket keeps its
             // old state; the next pass sees the edit (rule-edit recovery) or
             // the vanished configuration (bucket dropped).
-            self.settle_unresolved(ticket);
+            self.settle_ticket(ticket, false);
             return None;
         }
         // An answer the gateway also gives when its own filer read failed is
@@ -660,55 +619,51 @@ impl ShardRun {
             if self.stopped() {
                 // No new work once halted: leave it for the next pass.
                 self.counters.unconfirmed += 1;
-                self.settle_unresolved(ticket);
+                self.settle_ticket(ticket, false);
             } else {
                 self.queue
                     .push_front((Work::Check(Box::new(check)), ticket));
             }
             return None;
         }
-        let ok = result.is_resolved();
-        match ticket {
-            DeleteTicket::Replay(t) => {
-                if let Some(tr) = self.tracker.as_mut() {
-                    tr.resolved(t, ok);
-                }
-            }
-            DeleteTicket::Walk { bucket, seq, owed } => {
-                if !ok {
-                    // Scoped to its bucket: the shard goes on with the other
-                    // buckets and with replay (docs/design-deviations.md#walk-failures).
-                    self.walks.entry(bucket.clone()).or_default().owe(owed);
-                    self.walk_failed(bucket, halt_reason(request, result));
-                    return None;
-                }
-                self.walk_resolved(&bucket, seq);
-            }
+        if result.is_resolved() {
+            self.settle_ticket(ticket, true);
+            return None;
         }
-        if ok || self.halted.is_some() {
+        if let DeleteTicket::Walk { bucket, owed, .. } = ticket {
+            // Scoped to its bucket: the shard goes on with the other
+            // buckets and with replay (docs/design-deviations.md#walk-failures).
+            self.walk_failed(bucket, owed, halt_reason(request, result));
+            return None;
+        }
+        self.settle_ticket(ticket, false);
+        if self.halted.is_some() {
             return None;
         }
         let reason = halt_reason(request, result);
         // Queued walker deletes never go out: their buckets did not walk fully.
-        for (_, t) in self.queue.drain(..) {
-            if let DeleteTicket::Walk { bucket, owed, .. } = t {
-                let book = self.walks.entry(bucket).or_default();
-                book.owe(owed);
-                book.progress.block();
+        for (_, t) in std::mem::take(&mut self.queue) {
+            if matches!(t, DeleteTicket::Walk { .. }) {
+                self.settle_ticket(t, false);
             }
         }
         self.halted = Some(reason.clone());
         Some(reason)
     }
 
-    /// Leaves a match unresolved without halting: replay progress stays
-    /// before its event, a walked bucket does not count as walked, so the
-    /// next pass tries it again.
-    fn settle_unresolved(&mut self, ticket: DeleteTicket) {
+    /// Settles what `ticket` queued: resolved when `ok`, else unresolved
+    /// without halting: replay progress stays before its event, a walked
+    /// bucket does not count as walked, so the next pass tries it again.
+    fn settle_ticket(&mut self, ticket: DeleteTicket, ok: bool) {
         match ticket {
             DeleteTicket::Replay(t) => {
                 if let Some(tr) = self.tracker.as_mut() {
-                    tr.resolved(t, false);
+                    tr.resolved(t, ok);
+                }
+            }
+            DeleteTicket::Walk { bucket, seq, .. } if ok => {
+                if let (Some(seq), Some(book)) = (seq, self.walks.get_mut(&bucket)) {
+                    book.progress.resolved(seq);
                 }
             }
             DeleteTicket::Walk { bucket, owed, .. } => {
@@ -723,8 +678,9 @@ impl ShardRun {
     /// finish (a recovering bucket keeps its old state and recovers again; a
     /// steady walk is due again next pass), and its queued walker work is
     /// dropped — its gateway answers are suspect — but nothing else stops.
-    fn walk_failed(&mut self, bucket: String, reason: String) {
+    fn walk_failed(&mut self, bucket: String, owed: WalkDue, reason: String) {
         let book = self.walks.entry(bucket.clone()).or_default();
+        book.owe(owed);
         self.queue.retain(|(_, t)| match t {
             DeleteTicket::Walk {
                 bucket: b, owed, ..
@@ -737,13 +693,6 @@ impl ShardRun {
         book.unresolved = true;
         book.progress.block();
         self.walk_failures.entry(bucket).or_insert(reason);
-    }
-
-    /// A walker delete of item `seq` of `bucket` resolved.
-    fn walk_resolved(&mut self, bucket: &str, seq: Option<u64>) {
-        if let (Some(seq), Some(book)) = (seq, self.walks.get_mut(bucket)) {
-            book.progress.resolved(seq);
-        }
     }
 }
 
