@@ -159,7 +159,7 @@ pub fn validate_bucket(bucket: &str) -> Result<String, AdminError> {
 /// Validates a `TriggerRunRequest`: every shard `< 16` and `now`, when given,
 /// an RFC 3339 time. Errors name the field and the value.
 pub fn validate_trigger(req: &pb::TriggerRunRequest) -> Result<TriggerRequest, AdminError> {
-    let mut shards = (req.shards.iter())
+    let mut shards = req.shards.iter()
         .map(|&s| {
             u8::try_from(s).ok().filter(|v| usize::from(*v) < SHARD_COUNT).ok_or_else(|| {
                 AdminError::InvalidArgument(format!(
@@ -171,7 +171,9 @@ pub fn validate_trigger(req: &pb::TriggerRunRequest) -> Result<TriggerRequest, A
         .collect::<Result<Vec<u8>, _>>()?;
     shards.sort_unstable();
     shards.dedup();
-    let now_ns = (req.now.as_deref())
+    let now_ns = req
+        .now
+        .as_deref()
         .map(|text| {
             parse_rfc3339_ns(text).map_err(|e| {
                 AdminError::InvalidArgument(format!(

@@ -493,7 +493,9 @@ impl CapBook {
     /// (docs/design-deviations.md#safety-cap). Call before the holds and
     /// graces are carried over; a pass over all 16 shards is unchanged.
     pub fn for_shards(mut self, shards: &[u8]) -> CapBook {
-        let set: Vec<u8> = (shards.iter().copied())
+        let set: Vec<u8> = shards
+            .iter()
+            .copied()
             .filter(|&s| usize::from(s) < SHARD_COUNT)
             .collect::<std::collections::BTreeSet<u8>>()
             .into_iter()

@@ -79,7 +79,9 @@ impl Snapshot {
     fn view_of(&self, mode_in: impl Fn(&CompiledAction) -> Option<RuleMode>) -> Vec<BucketView> {
         (self.buckets().iter())
             .filter_map(|bucket| {
-                let actions: Vec<CompiledAction> = (bucket.actions().iter())
+                let actions: Vec<CompiledAction> = bucket
+                    .actions()
+                    .iter()
                     .filter(|a| a.mode() != RuleMode::Disabled)
                     .filter_map(|a| mode_in(a).map(|mode| clone_for_view(a, mode)))
                     .collect();

@@ -131,7 +131,9 @@ fn valid_upload_id(id: &str) -> bool {
 /// versions).
 pub fn evaluate(view: &Snapshot, bucket: &str, item: &WalkItem, now: Nanos) -> Vec<Match> {
     let time = &view.time();
-    let live: Vec<&CompiledAction> = (view.bucket(bucket).map(|b| b.actions()))
+    let live: Vec<&CompiledAction> = view
+        .bucket(bucket)
+        .map(|b| b.actions())
         .unwrap_or_default()
         .iter()
         .filter(|a| a.is_active() && a.mode() != RuleMode::Disabled)

@@ -189,7 +189,10 @@ impl Coordinator {
         // most JOURNAL_PART_BYTES as they fill (a pass holds one unfinished
         // part per shard, docs/due-index.md#memory) and the rest after the
         // drain. A dry run sends nothing and writes no journal.
-        let rule_ids: BTreeMap<(String, RuleHash), String> = (p.plan.recovery.actions())
+        let rule_ids: BTreeMap<(String, RuleHash), String> = p
+            .plan
+            .recovery
+            .actions()
             .map(|a| ((a.bucket().to_string(), a.rule_hash()), a.rule().id.clone()))
             .collect();
         // The spool, and the writes of the parts it filled.

@@ -116,11 +116,15 @@ impl Driver {
         // (heaptrack, docs/due-index.md#memory).
         let (dry_run, now) = (self.dry_run, self.plan.now);
         // The port's future does nothing until polled.
-        let saves: Vec<_> = (finished.iter().map(|(_, _, answer)| match answer {
-            Ok((_, Some(c))) if !dry_run => self.port.save_cursor(c.clone(), now).map(Some).boxed(),
-            _ => futures::future::ready(None).boxed(),
-        }))
-        .collect();
+        let saves: Vec<_> = finished
+            .iter()
+            .map(|(_, _, answer)| match answer {
+                Ok((_, Some(c))) if !dry_run => {
+                    self.port.save_cursor(c.clone(), now).map(Some).boxed()
+                }
+                _ => futures::future::ready(None).boxed(),
+            })
+            .collect();
         let saved_all: Vec<Option<Result<(), ClusterError>>> = futures::stream::iter(saves)
             .buffered(CURSOR_SAVES_AT_ONCE)
             .collect()

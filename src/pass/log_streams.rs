@@ -77,7 +77,8 @@ pub(crate) async fn open_merged(
     }))
     .await;
     let mut errors = Vec::new();
-    let logs: Vec<LocalLog> = (opened.into_iter())
+    let logs: Vec<LocalLog> = opened
+        .into_iter()
         .filter_map(|r| r.map_err(|e| errors.push(e)).ok())
         .collect();
     if !errors.is_empty() {

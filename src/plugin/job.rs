@@ -321,7 +321,9 @@ pub fn plan(req: &ExecuteJobRequest, base: &Settings) -> Result<JobPlan, String>
     };
     s.pass.shards = shards_label(&shards);
     // The context's filers, as gRPC addresses: the fail-over list.
-    let mut filers = (ctx.filer_addresses.iter())
+    let mut filers = ctx
+        .filer_addresses
+        .iter()
         .filter(|f| !f.trim().is_empty())
         .map(|f| context_filer(f))
         .collect::<Result<Vec<_>, _>>()?;

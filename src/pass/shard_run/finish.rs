@@ -57,7 +57,9 @@ impl ShardRun {
             return (report, None);
         }
         let old = self.persisted.take();
-        let mut buckets: BTreeMap<String, BucketCursor> = (old.iter().flat_map(|o| &o.buckets))
+        let mut buckets: BTreeMap<String, BucketCursor> = old
+            .iter()
+            .flat_map(|o| &o.buckets)
             .filter(|(name, _)| plan.keep.contains(*name))
             .map(|(name, b)| (name.clone(), b.clone()))
             .collect();
