@@ -32,7 +32,7 @@ use tokio::net::TcpStream;
 use tokio_rustls::TlsConnector;
 
 use crate::seaweed::tls_failure::{TlsFailure, TlsUse};
-use crate::seaweed::tls_verify::{AnyCert, ChainVerifier, OwnCertificate};
+use crate::seaweed::tls_verify::{ChainVerifier, OwnCertificate};
 
 /// Where the TLS material is: the `[tls]` settings or what `--security-toml`
 /// resolved to. Paths are re-read at every dial and every
@@ -646,11 +646,12 @@ pub async fn speaks_tls(addr: &str) -> bool {
     };
     let probe = async {
         let tcp = TcpStream::connect((host.as_str(), port)).await.ok()?;
+        // No CA at all: whatever certificate the peer sends is refused, and
+        // sending one is the answer (no verifier that accepts anything).
         let mut config = ClientConfig::builder_with_provider(provider())
             .with_safe_default_protocol_versions()
             .ok()?
-            .dangerous()
-            .with_custom_certificate_verifier(Arc::new(AnyCert(provider())))
+            .with_root_certificates(RootCertStore::empty())
             .with_no_client_auth();
         config.alpn_protocols = vec![b"h2".to_vec()];
         let name = ServerName::try_from(host.clone()).ok()?;

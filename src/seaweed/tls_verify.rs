@@ -1,8 +1,7 @@
 //! The rustls hooks of our client TLS: the server verifier that checks the
 //! chain against the CA and a name only when asked (docs/tls.md#what-a-client-needs),
-//! with X.509 v1 chains handed to [`crate::seaweed::x509`]; the resolver that
-//! offers our own certificate; and the accept-anything verifier of the
-//! "does it speak TLS" probe.
+//! with X.509 v1 chains handed to [`crate::seaweed::x509`], and the resolver
+//! that offers our own certificate.
 
 use std::sync::Arc;
 
@@ -108,42 +107,5 @@ impl ServerCertVerifier for ChainVerifier {
         self.provider
             .signature_verification_algorithms
             .supported_schemes()
-    }
-}
-
-/// Accepts any server certificate. Only for [`speaks_tls`], which sends no
-/// data and only asks whether the peer answers a TLS handshake at all.
-#[derive(Debug)]
-pub(crate) struct AnyCert(pub(crate) Arc<CryptoProvider>);
-
-impl ServerCertVerifier for AnyCert {
-    fn verify_server_cert(
-        &self,
-        _: &CertificateDer<'_>,
-        _: &[CertificateDer<'_>],
-        _: &ServerName<'_>,
-        _: &[u8],
-        _: UnixTime,
-    ) -> Result<ServerCertVerified, rustls::Error> {
-        Ok(ServerCertVerified::assertion())
-    }
-    fn verify_tls12_signature(
-        &self,
-        _: &[u8],
-        _: &CertificateDer<'_>,
-        _: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        Ok(HandshakeSignatureValid::assertion())
-    }
-    fn verify_tls13_signature(
-        &self,
-        _: &[u8],
-        _: &CertificateDer<'_>,
-        _: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        Ok(HandshakeSignatureValid::assertion())
-    }
-    fn supported_verify_schemes(&self) -> Vec<rustls::SignatureScheme> {
-        self.0.signature_verification_algorithms.supported_schemes()
     }
 }
