@@ -49,6 +49,16 @@ pub struct Pass {
 }
 
 impl Pass {
+    /// Asserts that after this pass `bucket` holds exactly `keys` (current objects).
+    pub async fn assert_left(&self, s3: &aws_sdk_s3::Client, bucket: &str, keys: &[&str]) {
+        assert_eq!(
+            super::s3::list_keys(s3, bucket).await,
+            super::s3::set(keys),
+            "{}",
+            self.describe()
+        );
+    }
+
     /// Everything about this invocation, for assertion messages.
     pub fn describe(&self) -> String {
         format!(

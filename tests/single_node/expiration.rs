@@ -180,12 +180,7 @@ async fn rule_added_later_catches_already_old_objects() {
     c.put_lifecycle_xml(&b, &rules).await.unwrap();
     let p = run_once(c, &scope, Some(plus(t0, 41, 0)), &[], &[]).await;
     let r = p.ok();
-    assert_eq!(
-        list_keys(&s3, &b).await,
-        set(&["other/keep"]),
-        "{}",
-        p.describe()
-    );
+    p.assert_left(&s3, &b, &["other/keep"]).await;
     assert_eq!(r.total("DONE"), 5, "{}", p.describe());
     let reasons = r.recovery_reasons(&b);
     assert!(
@@ -233,12 +228,7 @@ async fn rule_edit_recovery_catches_objects_before_the_cursor() {
         "{}",
         p.describe()
     );
-    assert_eq!(
-        list_keys(&s3, &b).await,
-        set(&["c/keep"]),
-        "{}",
-        p.describe()
-    );
+    p.assert_left(&s3, &b, &["c/keep"]).await;
     assert_eq!(r.total("DONE"), 4, "{}", p.describe());
 }
 
@@ -367,12 +357,7 @@ async fn tag_edits_after_put_change_what_matches() {
 
     let p = run_once(c, &scope, Some(t0 + 15 * SEC_NS), &[], &SHORT_DAY).await;
     let r = p.ok();
-    assert_eq!(
-        list_keys(&s3, &b).await,
-        set(&["t/removed"]),
-        "{}",
-        p.describe()
-    );
+    p.assert_left(&s3, &b, &["t/removed"]).await;
     assert_eq!(r.total("DONE"), 2, "{}", p.describe());
 }
 
@@ -491,12 +476,7 @@ async fn overlapping_rules_shorter_ttl_wins() {
     }
     let p = run_once(c, &scope, Some(plus(t0, 12, 0)), &[], &[]).await;
     let r = p.ok();
-    assert_eq!(
-        list_keys(&s3, &b).await,
-        set(&["data/1"]),
-        "{}",
-        p.describe()
-    );
+    p.assert_left(&s3, &b, &["data/1"]).await;
     assert_eq!(r.total("DONE"), 2, "{}", p.describe());
     let p = run_once(c, &scope, Some(plus(t0, 32, 0)), &[], &[]).await;
     let r = p.ok();
@@ -534,12 +514,7 @@ async fn future_expiration_date_waits_without_blocking_other_rules() {
 
     let p = run_once(c, &scope, Some(plus(t0, 4, 0)), &[], &[]).await;
     let r = p.ok();
-    assert_eq!(
-        list_keys(&s3, &b).await,
-        set(&["d/1", "d/2"]),
-        "{}",
-        p.describe()
-    );
+    p.assert_left(&s3, &b, &["d/1", "d/2"]).await;
     assert_eq!(r.total("DONE"), 2, "{}", p.describe());
     let p = run_once(c, &scope, Some(date_ns - HOUR_NS), &[], &[]).await;
     p.ok().assert_no_deletes();
@@ -654,12 +629,7 @@ async fn lengthened_ttl_does_not_delete_under_the_old_ttl() {
         .unwrap();
     let p = run_once(c, &scope, Some(plus(t0, 12, 0)), &[], &[]).await;
     p.ok().assert_no_deletes();
-    assert_eq!(
-        list_keys(&s3, &b).await,
-        set(&["x/1", "x/2", "x/3"]),
-        "{}",
-        p.describe()
-    );
+    p.assert_left(&s3, &b, &["x/1", "x/2", "x/3"]).await;
     let p = run_once(c, &scope, Some(plus(t0, 32, 0)), &[], &[]).await;
     assert_eq!(p.ok().total("DONE"), 3, "{}", p.describe());
     assert!(list_keys(&s3, &b).await.is_empty());
@@ -711,12 +681,8 @@ async fn disabled_or_removed_rule_stops_pending_expirations() {
     .unwrap();
     let p = run_once(c, &scope, Some(plus(t0, 12, 0)), &[], &[]).await;
     let r = p.ok();
-    assert_eq!(
-        list_keys(&s3, &b).await,
-        set(&["off/1", "off/2", "gone/1", "gone/2"]),
-        "{}",
-        p.describe()
-    );
+    p.assert_left(&s3, &b, &["off/1", "off/2", "gone/1", "gone/2"])
+        .await;
     assert_eq!(r.total("DONE"), 2, "{}", p.describe());
 }
 

@@ -192,18 +192,8 @@ async fn malformed_bucket_document_does_not_stop_other_buckets() {
 
     let p = run_once(c, &scope, Some(plus(now_ns(), 0, 1)), &[], &[]).await;
     let r = p.ok();
-    assert_eq!(
-        list_keys(&s3, &good).await,
-        set(&["keep/1"]),
-        "{}",
-        p.describe()
-    );
-    assert_eq!(
-        list_keys(&s3, &bad).await,
-        set(&["old/1"]),
-        "{}",
-        p.describe()
-    );
+    p.assert_left(&s3, &good, &["keep/1"]).await;
+    p.assert_left(&s3, &bad, &["old/1"]).await;
     assert!(
         p.stderr.contains(&format!("warning: bucket {bad}: ")),
         "stderr should warn about {bad}:\n{}",
@@ -411,12 +401,7 @@ async fn partition_flip_to_walker_still_expires() {
         "{}",
         p.describe()
     );
-    assert_eq!(
-        list_keys(&s3, &b).await,
-        set(&["q/keep"]),
-        "{}",
-        p.describe()
-    );
+    p.assert_left(&s3, &b, &["q/keep"]).await;
     assert_eq!(r.total("DONE"), 2, "{}", p.describe());
 
     let p = run_once(c, &scope, Some(plus(t0, 33, 0)), &[], &short).await;
@@ -559,12 +544,7 @@ async fn writes_after_the_first_pass_expire_by_replay() {
 
     let p = run_once(c, &scope, Some(plus(t0, 32, 0)), &[], &[]).await;
     let r = p.ok();
-    assert_eq!(
-        list_keys(&s3, &plain).await,
-        set(&["keep"]),
-        "{}",
-        p.describe()
-    );
+    p.assert_left(&s3, &plain, &["keep"]).await;
     assert_eq!(
         head_status(&s3, &vers, "e/v", None).await,
         404,
@@ -647,12 +627,7 @@ async fn wall_clock_pass_without_now() {
     put(&s3, &b, "w/new", b"data", None).await;
     let p = run_once(c, &scope, None, &[], &SHORT_DAY).await;
     let r = p.ok();
-    assert_eq!(
-        list_keys(&s3, &b).await,
-        set(&["w/new"]),
-        "{}",
-        p.describe()
-    );
+    p.assert_left(&s3, &b, &["w/new"]).await;
     assert_eq!(r.total("DONE"), 1, "{}", p.describe());
 }
 
@@ -754,12 +729,7 @@ async fn buckets_from_the_environment_limit_the_pass() {
         p.describe()
     );
     assert!(list_keys(&s3, &chosen).await.is_empty(), "{}", p.describe());
-    assert_eq!(
-        list_keys(&s3, &other).await,
-        set(&["d/1"]),
-        "{}",
-        p.describe()
-    );
+    p.assert_left(&s3, &other, &["d/1"]).await;
 }
 
 /// A bucket deleted between passes (still named in `--buckets`, state in the cursors) does not
