@@ -98,6 +98,8 @@ pub enum ServiceState {
     Running,
     /// Draining in-flight deletes and saving cursors before exit.
     ShuttingDown,
+    /// A state number this build does not know (as [`ShardPhase::Unknown`]).
+    Unknown,
 }
 
 impl ServiceState {
@@ -107,6 +109,7 @@ impl ServiceState {
             ServiceState::Idle => "idle",
             ServiceState::Running => "running",
             ServiceState::ShuttingDown => "shutting down",
+            ServiceState::Unknown => "unknown",
         }
     }
 }
@@ -225,6 +228,9 @@ pub enum ShardPhase {
     Halted,
     /// Could not run this pass.
     Failed,
+    /// A phase number this build does not know, read from a newer
+    /// service's admin API (`status` during a rolling upgrade).
+    Unknown,
 }
 
 impl ShardPhase {
@@ -237,6 +243,7 @@ impl ShardPhase {
             ShardPhase::Done => "done",
             ShardPhase::Halted => "halted",
             ShardPhase::Failed => "failed",
+            ShardPhase::Unknown => "unknown",
         }
     }
 }

@@ -35,6 +35,7 @@ pub fn service_state(s: ServiceState) -> pb::ServiceState {
         ServiceState::Idle => pb::ServiceState::Idle,
         ServiceState::Running => pb::ServiceState::Running,
         ServiceState::ShuttingDown => pb::ServiceState::ShuttingDown,
+        ServiceState::Unknown => pb::ServiceState::Unspecified,
     }
 }
 
@@ -59,6 +60,7 @@ pub fn shard_phase(p: ShardPhase) -> pb::ShardPhase {
         ShardPhase::Done => pb::ShardPhase::Done,
         ShardPhase::Halted => pb::ShardPhase::Halted,
         ShardPhase::Failed => pb::ShardPhase::Failed,
+        ShardPhase::Unknown => pb::ShardPhase::Unspecified,
     }
 }
 
@@ -139,11 +141,11 @@ pub fn status_from_pb(s: &pb::GetStatusResponse) -> StatusSnapshot {
     let states = [Starting, Idle, Running, ShuttingDown];
     let shard = |r: &pb::ShardProgress| {
         like! { ShardSummary, r: events_scanned, matches, in_flight, halt_reason, restarts;
-        shard: shard_from_pb(r.shard), phase: from_pb(&phases, shard_phase, r.phase).unwrap_or_default(),
+        shard: shard_from_pb(r.shard), phase: from_pb(&phases, shard_phase, r.phase).unwrap_or(ShardPhase::Unknown),
         deletes: deletes_from_map(&r.deletes); ..Default::default() }
     };
     StatusSnapshot {
-        service_state: from_pb(&states, service_state, s.state).unwrap_or_default(),
+        service_state: from_pb(&states, service_state, s.state).unwrap_or(ServiceState::Unknown),
         next_pass_ns: s.next_pass_ns,
         current_pass: s.current_pass.as_ref().map(|p| {
             like! { PassProgress, p: run_id, shards_running, shards_done;

@@ -702,6 +702,29 @@ mod tests {
         assert_eq!(j["paused"][0]["bucket"], "logs");
     }
 
+    #[test]
+    fn a_newer_services_state_and_phase_read_as_starting_and_waiting() {
+        let s = pb::GetStatusResponse {
+            state: 99,
+            current_pass: Some(pb::PassProgress {
+                shards: vec![pb::ShardProgress {
+                    shard: 3,
+                    phase: 42,
+                    ..Default::default()
+                }],
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        let s = convert::status_from_pb(&s);
+        let t = status_text(&s, T0);
+        assert!(t.starts_with("state: unknown\n"), "{t}");
+        assert!(t.contains("   03 unknown "), "{t}");
+        let j = status_json(&s);
+        assert_eq!(j["state"], "unknown");
+        assert_eq!(j["current_pass"]["shards"][0]["phase"], "unknown");
+    }
+
     /// A populated status and last run, as the service's own conversion
     /// puts them on the wire.
     fn populated() -> (pb::GetStatusResponse, pb::GetLastRunResponse) {

@@ -72,8 +72,9 @@ pub enum FilerError {
         path: String,
         /// The filer's message (gRPC status message or response `error`).
         message: String,
-        /// The filer's `error_code` when the response carried one.
-        code: Option<PbFilerError>,
+        /// The filer's `error_code` number when the response carried one
+        /// (a newer filer may send numbers this client does not know).
+        code: Option<i32>,
     },
     /// CreateEntry with `o_excl` found the entry already there.
     #[error("filer CreateEntry {path}: the entry already exists")]
@@ -82,6 +83,31 @@ pub enum FilerError {
     /// else changed the entry since we read it.
     #[error("filer UpdateEntry {path}: precondition failed (entry changed since read): {message}")]
     PreconditionFailed { path: String, message: String },
+}
+
+/// What a CreateEntry answer means. Any non-zero `error_code` is a failure,
+/// also one this client has no name for: read as OK, a refused create of a
+/// cursor or control file would pass for a saved one.
+fn create_answer(path: String, code: i32, error: String) -> Result<()> {
+    let known = PbFilerError::try_from(code).ok();
+    if known == Some(PbFilerError::EntryAlreadyExists) || error.contains("already exists") {
+        return Err(FilerError::AlreadyExists { path });
+    }
+    if code == 0 && error.is_empty() {
+        return Ok(());
+    }
+    let name = known.map_or_else(|| format!("error code {code}"), |k| k.as_str_name().into());
+    let message = match (code, error.is_empty()) {
+        (0, _) => error,
+        (_, true) => name,
+        _ => format!("{name}: {error}"),
+    };
+    Err(FilerError::Server {
+        op: "CreateEntry",
+        path,
+        message,
+        code: (code != 0).then_some(code),
+    })
 }
 
 impl FilerError {
@@ -417,19 +443,7 @@ impl FilerClient {
             .await
             .map_err(|s| classify_create(path.clone(), s))?
             .into_inner();
-        let code = PbFilerError::try_from(resp.error_code).unwrap_or(PbFilerError::Ok);
-        if code == PbFilerError::EntryAlreadyExists || resp.error.contains("already exists") {
-            return Err(FilerError::AlreadyExists { path });
-        }
-        if code != PbFilerError::Ok || !resp.error.is_empty() {
-            return Err(FilerError::Server {
-                op: "CreateEntry",
-                path,
-                message: resp.error,
-                code: Some(code),
-            });
-        }
-        Ok(())
+        create_answer(path, resp.error_code, resp.error)
     }
 
     /// Replaces `dir/entry.name` with `entry`. With a non-empty
@@ -550,6 +564,29 @@ fn classify_create(path: String, s: Status) -> FilerError {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn unknown_filer_error_code_was_taken_for_success() {
+        let p = || "/etc/x".to_string();
+        assert!(create_answer(p(), 0, String::new()).is_ok());
+        match create_answer(p(), 42, String::new()) {
+            Err(FilerError::Server { message, code, .. }) => {
+                assert_eq!((message.as_str(), code), ("error code 42", Some(42)));
+            }
+            other => panic!("an unknown code is a failure: {other:?}"),
+        }
+        let e = create_answer(p(), 1, "too long".into()).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "filer CreateEntry /etc/x failed: ENTRY_NAME_TOO_LONG: too long"
+        );
+        let e = create_answer(p(), 0, "disk full".into()).unwrap_err();
+        assert_eq!(e.to_string(), "filer CreateEntry /etc/x failed: disk full");
+        assert!(matches!(
+            create_answer(p(), 5, String::new()),
+            Err(FilerError::AlreadyExists { .. })
+        ));
+    }
 
     #[test]
     fn join_and_split_paths() {
