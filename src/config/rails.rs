@@ -33,8 +33,8 @@ pub struct ReclaimSettings {
     /// garbage from the master and report it.
     pub report: bool,
     /// How long to wait, at most, for the master's view of the volumes to
-    /// take in the pass's deletes (it trails by one heartbeat); 0 = read at
-    /// once.
+    /// take in the pass's deletes and hold still (it trails by a heartbeat
+    /// or two); 0 = read at once.
     #[serde(deserialize_with = "de_duration")]
     pub settle: Duration,
     /// Ask the master to vacuum the touched collections' volumes whose
@@ -58,7 +58,7 @@ impl Default for ReclaimSettings {
     fn default() -> Self {
         ReclaimSettings {
             report: true,
-            settle: Duration::from_secs(10),
+            settle: Duration::from_secs(20),
             vacuum: false,
             vacuum_threshold: 0.1,
             max_vacuum_volumes: 8,

@@ -187,8 +187,9 @@ pub struct ReclaimReport {
     /// The touched collections (buckets with deletes), after the vacuum if
     /// one ran.
     pub collections: Vec<CollectionGarbage>,
-    /// False when the master's view did not change within `reclaim.settle`:
-    /// it may not include the pass's last deletes yet.
+    /// False when the master's figures did not hold still for a heartbeat
+    /// within `reclaim.settle`: they may not include the pass's last deletes
+    /// yet.
     pub settled: bool,
     /// Why the volumes could not be read, if they could not.
     #[serde(default, skip_serializing_if = "Option::is_none")]

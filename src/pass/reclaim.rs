@@ -4,7 +4,10 @@
 //! `engine::reclaim`'s.
 
 use std::collections::BTreeSet;
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+use futures::TryFutureExt as _;
+use tokio::time::Instant;
 
 use crate::config::ReclaimSettings;
 use crate::engine::reclaim::{
@@ -15,9 +18,16 @@ use crate::pass::ports::{ClusterError, ClusterPort};
 /// How often the master is re-read while waiting for its view to change.
 const POLL: Duration = Duration::from_millis(500);
 
-/// Reads the volumes again until the touched collections' `field` differs
-/// from `base` or `settle` elapsed. Returns the last reading and whether it
-/// changed.
+/// How long the master's figure must hold still to be taken as final: one
+/// volume-server heartbeat (5 s) after the filer's chunk deletion queue
+/// (about 1 s), and a margin. Deletes can reach the master over two
+/// heartbeats, and a read at the first change counted only part of them
+/// (docs/reclaimed-space.md#settling).
+const QUIET: Duration = Duration::from_secs(8);
+
+/// Reads the volumes again until the touched collections' `field` has held
+/// still for [`QUIET`], since the start or its last change, or `settle`
+/// elapsed. Returns the last reading and whether it held still so.
 async fn settled_read(
     port: &dyn ClusterPort,
     touched: &BTreeSet<String>,
@@ -25,13 +35,33 @@ async fn settled_read(
     settle: Duration,
     field: fn(&CollectionGarbage) -> u64,
 ) -> Result<(Vec<VolumeUsage>, bool), ClusterError> {
+    let read = || port.volumes().map_ok(Option::unwrap_or_default);
+    settle_on(read, touched, base, settle, field).await
+}
+
+/// [`settled_read`] over any reader of the volumes (tests script one).
+async fn settle_on<F>(
+    mut read: impl FnMut() -> F,
+    touched: &BTreeSet<String>,
+    base: &[CollectionGarbage],
+    settle: Duration,
+    field: fn(&CollectionGarbage) -> u64,
+) -> Result<(Vec<VolumeUsage>, bool), ClusterError>
+where
+    F: Future<Output = Result<Vec<VolumeUsage>, ClusterError>>,
+{
     let start = Instant::now();
+    let values = |c: &[CollectionGarbage]| c.iter().map(field).collect::<Vec<_>>();
+    let (mut last, mut since) = (values(base), start);
     loop {
-        let v = port.volumes().await?.unwrap_or_default();
-        let now = by_collection(&v, touched.iter().map(String::as_str));
-        let changed = now.iter().map(field).ne(base.iter().map(field));
-        if changed || start.elapsed() >= settle {
-            return Ok((v, changed));
+        let v = read().await?;
+        let now = values(&by_collection(&v, touched.iter().map(String::as_str)));
+        if now != last {
+            (last, since) = (now, Instant::now());
+        }
+        let quiet = since.elapsed() >= QUIET;
+        if quiet || start.elapsed() >= settle {
+            return Ok((v, quiet));
         }
         tokio::time::sleep(POLL).await;
     }
@@ -159,4 +189,69 @@ async fn vacuum(
         });
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn volume(garbage: u64) -> Vec<VolumeUsage> {
+        vec![VolumeUsage {
+            id: 1,
+            collection: "b".into(),
+            server: "v:8080".into(),
+            size: 1 << 20,
+            garbage,
+            read_only: false,
+            ttl: 0,
+        }]
+    }
+
+    /// The master's garbage for `b` at each poll, then the last one forever.
+    async fn run(script: &[u64], settle: Duration) -> (u64, bool, Duration) {
+        let touched = BTreeSet::from(["b".to_string()]);
+        let base = by_collection(&volume(script[0]), ["b"]);
+        let mut polls = script.iter().copied().skip(1);
+        let mut last = script[0];
+        let read = || {
+            last = polls.next().unwrap_or(last);
+            futures::future::ready(Ok(volume(last)))
+        };
+        let start = Instant::now();
+        let garbage = |c: &CollectionGarbage| c.garbage_bytes;
+        let (v, settled) = settle_on(read, &touched, &base, settle, garbage)
+            .await
+            .unwrap();
+        (v[0].garbage, settled, start.elapsed())
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn reclaim_report_settled_at_the_first_of_two_heartbeats() {
+        // 0 before; half the deletes in one heartbeat (poll 2), the rest in
+        // the next (poll 12, 5 s later).
+        let mut script = vec![0, 0, 400];
+        script.extend([400; 9]);
+        script.push(800);
+        let (garbage, settled, took) = run(&script, Duration::from_secs(20)).await;
+        assert_eq!((garbage, settled), (800, true));
+        assert!(took >= Duration::from_secs(5) + QUIET, "{took:?}");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn figures_the_master_had_counted_before_settle_in_one_quiet_window() {
+        let (garbage, settled, took) = run(&[700], Duration::from_secs(20)).await;
+        assert_eq!((garbage, settled), (700, true));
+        assert!(
+            took >= QUIET && took < QUIET + Duration::from_secs(1),
+            "{took:?}"
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn figures_still_moving_at_the_deadline_are_not_settled() {
+        let script: Vec<u64> = (0..100).collect();
+        let (_, settled, took) = run(&script, Duration::from_secs(20)).await;
+        assert!(!settled);
+        assert!(took >= Duration::from_secs(20) && took < Duration::from_secs(21));
+    }
 }

@@ -16,6 +16,9 @@ use serde_json::Value;
 /// shorter than the TTLs (docs/retention-probe.md). Say the log reaches back a
 /// year.
 const LONG_LOG: (&str, &str) = ("S3_LIFECYCLED__PASS__META_LOG_RETENTION", "8760h");
+/// The harness reads the master once (`common::bin::command`); these tests
+/// are about its figures, so they wait as the default does.
+const SETTLE: (&str, &str) = ("S3_LIFECYCLED__RECLAIM__SETTLE", "20s");
 
 /// `len` bytes that do not compress: the volume server stores compressible
 /// bodies compressed, and then its garbage is not the objects' size.
@@ -167,9 +170,17 @@ async fn deleted_bytes_count_objects_versions_and_parts_and_garbage_matches_the_
     .unwrap();
     let before = volume_status(c).await;
     let scope = Scope::new(&[&plain, &versioned]);
-    let p = run_once(c, &scope, Some(plus(now_ns(), 5, 0)), &[], &[LONG_LOG]).await;
+    let p = run_once(
+        c,
+        &scope,
+        Some(plus(now_ns(), 5, 0)),
+        &[],
+        &[LONG_LOG, SETTLE],
+    )
+    .await;
     let r = p.ok();
     assert_eq!(r.total("DONE"), 12 + 1 + 6, "{}", p.describe());
+    assert_eq!(r.v["reclaim"]["settled"], true, "{}", p.describe());
     assert_eq!(deleted(&r, &plain, "old"), (12, object_bytes));
     assert_eq!(
         deleted(&r, &plain, "mpu"),
@@ -251,7 +262,7 @@ async fn vacuum_gives_the_space_back_only_when_asked() {
         &Scope::new(&[&off]),
         Some(plus(now_ns(), 5, 0)),
         &[],
-        &[LONG_LOG],
+        &[LONG_LOG, SETTLE],
     )
     .await;
     let r = p.ok();
@@ -274,6 +285,7 @@ async fn vacuum_gives_the_space_back_only_when_asked() {
         &[],
         &[
             LONG_LOG,
+            SETTLE,
             ("S3_LIFECYCLED__RECLAIM__VACUUM", "true"),
             ("S3_LIFECYCLED__RECLAIM__VACUUM_THRESHOLD", "0.1"),
             ("S3_LIFECYCLED__RECLAIM__MASTER_GARBAGE_THRESHOLD", "1"),
