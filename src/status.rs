@@ -30,10 +30,13 @@ pub enum RunOutcome {
     Halted,
     /// The run failed (cursor load/save, meta-log or listing error).
     Failed,
+    /// An outcome number this build does not know, read from a newer
+    /// service's admin API; never produced by a pass here.
+    Unknown,
 }
 
 impl RunOutcome {
-    /// Every outcome, for clearing stale series.
+    /// Every outcome a pass produces, for clearing stale series.
     pub const ALL: [RunOutcome; 4] = [
         RunOutcome::Completed,
         RunOutcome::Truncated,
@@ -52,6 +55,7 @@ impl RunOutcome {
             RunOutcome::Halted => "halted",
             RunOutcome::Truncated => "truncated",
             RunOutcome::Failed => "failed",
+            RunOutcome::Unknown => "unknown",
         }
     }
 }

@@ -47,6 +47,7 @@ pub fn run_outcome(o: Option<RunOutcome>) -> pb::RunOutcome {
         Some(RunOutcome::Halted) => pb::RunOutcome::Halted,
         Some(RunOutcome::Truncated) => pb::RunOutcome::Truncated,
         Some(RunOutcome::Failed) => pb::RunOutcome::Failed,
+        Some(RunOutcome::Unknown) => pb::RunOutcome::Unspecified,
     }
 }
 
@@ -81,9 +82,11 @@ fn from_pb<D: Copy, P: Into<i32>>(all: &[D], to_pb: impl Fn(D) -> P, v: i32) -> 
     all.iter().copied().find(|d| to_pb(*d).into() == v)
 }
 
-/// A run outcome read back; UNSPECIFIED (still running) is `None`.
+/// A run outcome read back; UNSPECIFIED (still running) is `None`, a number
+/// this build does not know is [`RunOutcome::Unknown`] (not "running").
 fn outcome_from_pb(v: i32) -> Option<RunOutcome> {
-    from_pb(&RunOutcome::ALL, |o| run_outcome(Some(o)), v)
+    let known = from_pb(&RunOutcome::ALL, |o| run_outcome(Some(o)), v);
+    known.or((v != 0).then_some(RunOutcome::Unknown))
 }
 
 /// A shard number read back (shards are 0..15).

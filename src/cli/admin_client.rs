@@ -703,7 +703,7 @@ mod tests {
     }
 
     #[test]
-    fn a_newer_services_state_and_phase_read_as_starting_and_waiting() {
+    fn a_newer_services_state_phase_and_outcome_read_as_starting_waiting_and_running() {
         let s = pb::GetStatusResponse {
             state: 99,
             current_pass: Some(pb::PassProgress {
@@ -723,6 +723,14 @@ mod tests {
         let j = status_json(&s);
         assert_eq!(j["state"], "unknown");
         assert_eq!(j["current_pass"]["shards"][0]["phase"], "unknown");
+        // A finished pass with an outcome from a newer build is not "running".
+        let r = pb::GetLastRunResponse {
+            run_id: "r9".into(),
+            outcome: 9,
+            ..Default::default()
+        };
+        let t = last_run_text(&convert::last_run_from_pb(&r));
+        assert!(t.starts_with("last pass: r9 outcome=unknown "), "{t}");
     }
 
     /// A populated status and last run, as the service's own conversion

@@ -236,7 +236,7 @@ pub fn report(r: &PassResult, run_id: &str, dry_run: bool, json_out: bool) -> i3
         println!("{line}");
     }
     match r.outcome() {
-        RunOutcome::Failed => EXIT_ERROR,
+        RunOutcome::Failed | RunOutcome::Unknown => EXIT_ERROR,
         RunOutcome::Halted => EXIT_HALTED,
         RunOutcome::Completed | RunOutcome::Truncated => EXIT_OK,
     }
