@@ -17,6 +17,7 @@
 use crate::engine::delete::{CallResult, DeleteOutcome, DeleteRequest, UPLOADS_PREFIX};
 use crate::engine::keys::{VERSION_FILE_PREFIX, VERSIONS_SUFFIX};
 use crate::engine::lock::active_lock;
+use crate::engine::reclaim::{Parts, parts_of};
 use crate::engine::{ActionKind, EntryIdentity, Nanos};
 use crate::pb::filer_pb::Entry;
 
@@ -152,21 +153,15 @@ impl Check {
             .unwrap_or("")
     }
 
-    /// The bytes of an abort's upload parts, from the answers to
-    /// [`probes`](Self::probes) (`None`: not an abort, or the listing
-    /// failed).
-    pub fn parts_bytes(&self, answers: &[Result<Vec<Entry>, String>]) -> Option<u64> {
+    /// The bytes of an abort's upload parts and the volumes they are in,
+    /// from the answers to [`probes`](Self::probes) (`None`: not an abort,
+    /// or the listing failed).
+    pub fn parts(&self, answers: &[Result<Vec<Entry>, String>]) -> Option<Parts> {
         if !matches!(self.purpose, Purpose::BeforeAbort) {
             return None;
         }
         let parts = answers.get(STAMP_PROBES)?.as_ref().ok()?;
-        Some(
-            parts
-                .iter()
-                .filter(|e| !e.is_directory)
-                .map(|e| e.attributes.as_ref().map_or(0, |a| a.file_size))
-                .fold(0u64, u64::saturating_add),
-        )
+        Some(parts_of(parts))
     }
 
     /// The filer reads the check needs, in the order [`judge`] expects.
@@ -455,9 +450,13 @@ mod tests {
             }
         );
         let answers = [Ok(vec![]), Ok(vec![]), Ok(parts)];
-        assert_eq!(c.parts_bytes(&answers), Some(6), "two parts of 3 bytes");
+        assert_eq!(
+            c.parts(&answers).map(|p| p.bytes),
+            Some(6),
+            "two parts of 3 bytes"
+        );
         let failed = [Ok(vec![]), Ok(vec![]), Err("down".to_string())];
         assert_eq!(judge(&c, &failed, 0), Verdict::Send);
-        assert_eq!(c.parts_bytes(&failed), None);
+        assert_eq!(c.parts(&failed), None);
     }
 }

@@ -1,14 +1,18 @@
 //! Reclaimed-space accounting, pure (docs/reclaimed-space.md): how many bytes
 //! one resolved delete removed from the bucket, and the per-bucket, per-rule
-//! totals a pass reports. Whether the volumes gave the space back is the
-//! volume servers' business (their garbage, read by `crate::seaweed::volumes`).
+//! totals a pass reports; which volumes the deleted data lived in, and so
+//! which collections to report and vacuum. Whether the volumes gave the space
+//! back is the volume servers' business (their garbage, read by
+//! `crate::seaweed::volumes`).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use serde::{Deserialize, Serialize};
 
 use super::action::ActionKind;
 use super::compile::Versioning;
+use super::identity::head_fid;
+use crate::pb::filer_pb::Entry;
 
 /// What deletes removed: entries and their bytes.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -68,11 +72,89 @@ pub fn freed_bytes(kind: ActionKind, versioning: Versioning, size: i64, parts: u
     }
 }
 
+/// Per bucket, the volumes that held the data of its DONE deletes
+/// (docs/reclaimed-space.md#which-collections). A bucket is listed as soon
+/// as anything of it was deleted, with no volume when none of its deletes
+/// named one (a delete marker, content kept inline in the filer entry).
+pub type PlacedByBucket = BTreeMap<String, BTreeSet<u32>>;
+
+/// Adds every bucket and volume of `other` into `into`.
+pub fn merge_placed(into: &mut PlacedByBucket, other: &PlacedByBucket) {
+    for (bucket, ids) in other {
+        into.entry(bucket.clone()).or_default().extend(ids);
+    }
+}
+
+/// The volume of a file id in its `<volume>,<key><cookie>` form (the
+/// identity's head fid); `None` when empty or malformed. Volume ids start at
+/// 1: a 0 is an unset structured fid.
+pub fn fid_volume(fid: &str) -> Option<u32> {
+    let (volume, rest) = fid.split_once(',')?;
+    let id: u32 = volume.parse().ok()?;
+    (id != 0 && !rest.is_empty()).then_some(id)
+}
+
+/// What an upload's parts hold, from the listing of its `.uploads/<id>`
+/// folder.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Parts {
+    /// The parts' listed sizes, summed.
+    pub bytes: u64,
+    /// The volumes their chunks are in.
+    pub volumes: BTreeSet<u32>,
+}
+
+/// The parts among `entries` (directories are not parts).
+pub fn parts_of(entries: &[Entry]) -> Parts {
+    let mut out = Parts::default();
+    for e in entries.iter().filter(|e| !e.is_directory) {
+        let size = e.attributes.as_ref().map_or(0, |a| a.file_size);
+        out.bytes = out.bytes.saturating_add(size);
+        out.volumes
+            .extend(e.chunks.iter().filter_map(|c| fid_volume(&head_fid(c))));
+    }
+    out
+}
+
+/// The collections a pass's deletes touched: the collection the master lists
+/// for each volume in `placed`. A bucket falls back to its own name (the
+/// collection the S3 gateway gives a bucket without a location rule) for a
+/// volume the master does not list (gone, or erasure-coded) and when none
+/// of its deletes named a volume.
+///
+/// The volumes, not `filer.conf`, because they say where the data went when
+/// it was written: a location rule added or changed since does not move it,
+/// and on 4.48 the entry itself does not record its collection
+/// (docs/reclaimed-space.md#which-collections).
+pub fn touched_collections(placed: &PlacedByBucket, volumes: &[VolumeUsage]) -> BTreeSet<String> {
+    let collection: BTreeMap<u32, &str> = volumes
+        .iter()
+        .map(|v| (v.id, v.collection.as_str()))
+        .collect();
+    let mut out = BTreeSet::new();
+    for (bucket, ids) in placed {
+        let mut unknown = ids.is_empty();
+        for id in ids {
+            match collection.get(id) {
+                Some(c) => {
+                    out.insert((*c).to_string());
+                }
+                None => unknown = true,
+            }
+        }
+        if unknown {
+            out.insert(bucket.clone());
+        }
+    }
+    out
+}
+
 /// One replica of one volume, as the master lists it.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct VolumeUsage {
     pub id: u32,
-    /// Its collection (a bucket's is the bucket name).
+    /// Its collection (a bucket's is the bucket name unless a `filer.conf`
+    /// location names another).
     pub collection: String,
     /// The volume server holding this replica (`host:port`).
     pub server: String,
@@ -127,7 +209,7 @@ pub fn by_collection<'a>(
     volumes: &[VolumeUsage],
     wanted: impl IntoIterator<Item = &'a str>,
 ) -> Vec<CollectionGarbage> {
-    let mut out: BTreeMap<&str, (std::collections::BTreeSet<u32>, u64, u64)> = wanted
+    let mut out: BTreeMap<&str, (BTreeSet<u32>, u64, u64)> = wanted
         .into_iter()
         .map(|c| (c, Default::default()))
         .collect();
@@ -154,12 +236,12 @@ pub fn by_collection<'a>(
 /// reported as left for the next pass.
 pub fn vacuum_plan(
     volumes: &[VolumeUsage],
-    collections: &std::collections::BTreeSet<String>,
+    collections: &BTreeSet<String>,
     threshold: f64,
     max: usize,
 ) -> (Vec<u32>, Vec<u32>) {
     let mut worst: BTreeMap<u32, f64> = BTreeMap::new();
-    let mut read_only = std::collections::BTreeSet::new();
+    let mut read_only = BTreeSet::new();
     for v in volumes
         .iter()
         .filter(|v| collections.contains(&v.collection))
@@ -184,8 +266,8 @@ pub fn vacuum_plan(
 /// vacuum did (docs/reclaimed-space.md).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ReclaimReport {
-    /// The touched collections (buckets with deletes), after the vacuum if
-    /// one ran.
+    /// The touched collections (where the deleted data lived,
+    /// [`touched_collections`]), after the vacuum if one ran.
     pub collections: Vec<CollectionGarbage>,
     /// False when the master's figures did not hold still for a heartbeat
     /// within `reclaim.settle`: they may not include the pass's last deletes
@@ -366,10 +448,110 @@ mod tests {
             ro,
             vol(6, "a", 0, 0),
         ];
-        let only_a = std::collections::BTreeSet::from(["a".to_string()]);
+        let only_a = BTreeSet::from(["a".to_string()]);
         assert_eq!(vacuum_plan(&v, &only_a, 0.1, 1), (vec![2], vec![3]));
         assert_eq!(vacuum_plan(&v, &only_a, 0.1, 8), (vec![2, 3], vec![]));
         assert_eq!(vacuum_plan(&v, &only_a, 0.0, 8).0, vec![2, 3, 1]);
+    }
+
+    #[test]
+    fn the_head_fid_names_its_volume() {
+        assert_eq!(fid_volume("7,01637037d6"), Some(7));
+        assert_eq!(fid_volume("4294967295,ab"), Some(u32::MAX));
+        for bad in ["", "7", "7,", ",01", "x,01", "0,01", "-1,01"] {
+            assert_eq!(fid_volume(bad), None, "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn an_uploads_parts_give_their_bytes_and_the_volumes_of_every_chunk() {
+        use crate::pb::filer_pb::{FileChunk, FileId, FuseAttributes};
+        let chunk = |volume_id| FileChunk {
+            fid: Some(FileId {
+                volume_id,
+                file_key: 1,
+                cookie: 2,
+            }),
+            ..FileChunk::default()
+        };
+        let part = |size, chunks| Entry {
+            name: "0001.part".into(),
+            attributes: Some(FuseAttributes {
+                file_size: size,
+                ..FuseAttributes::default()
+            }),
+            chunks,
+            ..Entry::default()
+        };
+        let dir = Entry {
+            is_directory: true,
+            chunks: vec![chunk(99)],
+            ..Entry::default()
+        };
+        let named = FileChunk {
+            file_id: "12,0a0b".into(),
+            ..FileChunk::default()
+        };
+        let p = parts_of(&[
+            part(5, vec![chunk(3), chunk(4)]),
+            part(6, vec![named]),
+            part(0, vec![]),
+            dir,
+        ]);
+        assert_eq!(p.bytes, 11);
+        assert_eq!(p.volumes, BTreeSet::from([3, 4, 12]));
+        assert_eq!(parts_of(&[]), Parts::default());
+    }
+
+    /// A bucket whose data a `filer.conf` location sent to another collection
+    /// is reported under that collection, not under its name; data written
+    /// before the rule stays in the bucket's own collection and is reported
+    /// there too.
+    #[test]
+    fn touched_collections_are_the_volumes_collections_not_the_bucket_names() {
+        let v = [
+            vol(1, "plain", 10, 0),
+            vol(2, "elsewhere", 10, 0),
+            vol(2, "elsewhere", 10, 0),
+            vol(3, "ruled", 10, 0),
+            vol(4, "", 10, 0),
+        ];
+        let placed = |p: &[(&str, &[u32])]| -> PlacedByBucket {
+            p.iter()
+                .map(|(b, ids)| (b.to_string(), ids.iter().copied().collect()))
+                .collect()
+        };
+        let names = |s: BTreeSet<String>| s.into_iter().collect::<Vec<_>>();
+        assert_eq!(
+            names(touched_collections(&placed(&[("ruled", &[2])]), &v)),
+            ["elsewhere"]
+        );
+        assert_eq!(
+            names(touched_collections(
+                &placed(&[("ruled", &[2, 3]), ("plain", &[1])]),
+                &v
+            )),
+            ["elsewhere", "plain", "ruled"]
+        );
+        // Nothing named a volume (delete markers only), or the master does
+        // not list it: the bucket's own name.
+        assert_eq!(
+            names(touched_collections(&placed(&[("ruled", &[])]), &v)),
+            ["ruled"]
+        );
+        assert_eq!(
+            names(touched_collections(&placed(&[("x", &[2, 77])]), &v)),
+            ["elsewhere", "x"]
+        );
+        // The default collection is a collection too.
+        assert_eq!(
+            names(touched_collections(&placed(&[("d", &[4])]), &v)),
+            [""]
+        );
+        assert!(touched_collections(&PlacedByBucket::new(), &v).is_empty());
+        let mut a = placed(&[("b", &[1])]);
+        merge_placed(&mut a, &placed(&[("b", &[2]), ("c", &[])]));
+        assert_eq!(a, placed(&[("b", &[1, 2]), ("c", &[])]));
     }
 
     #[test]

@@ -21,6 +21,7 @@ use tracing::{Instrument as _, Span};
 
 use crate::engine::DeleteRequest;
 use crate::engine::journal::{JournalEntry, JournalSpool};
+use crate::engine::reclaim::{PlacedByBucket, merge_placed};
 use crate::engine::{CallResult, RuleHash, shard_id};
 use crate::engine::{SHARD_COUNT, Snapshot};
 use crate::pass::actors::{BeginPass, ShardActor, ShardTelemetry};
@@ -351,13 +352,13 @@ impl Coordinator {
                 }
                 results.sort_by_key(|r| r.report.shard);
                 // After every delete was answered (docs/reclaimed-space.md).
-                let touched = results
-                    .iter()
-                    .flat_map(|r| r.report.counters.freed.keys().map(|(b, _)| b.clone()))
-                    .collect();
+                let mut placed = PlacedByBucket::new();
+                for r in &results {
+                    merge_placed(&mut placed, &r.report.counters.placed);
+                }
                 let stopped = halt_rx.borrow().is_some();
                 let reclaim =
-                    reclaim::after_pass(&*port, &s.reclaim, touched, dry_run, stopped).await;
+                    reclaim::after_pass(&*port, &s.reclaim, &placed, dry_run, stopped).await;
                 let result = PassResult {
                     now: opts.now,
                     buckets: p.buckets,

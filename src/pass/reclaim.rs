@@ -11,7 +11,8 @@ use tokio::time::Instant;
 
 use crate::config::ReclaimSettings;
 use crate::engine::reclaim::{
-    CollectionGarbage, ReclaimReport, VacuumReport, VolumeUsage, by_collection, vacuum_plan,
+    CollectionGarbage, PlacedByBucket, ReclaimReport, VacuumReport, VolumeUsage, by_collection,
+    touched_collections, vacuum_plan,
 };
 use crate::pass::ports::{ClusterError, ClusterPort};
 
@@ -67,17 +68,18 @@ where
     }
 }
 
-/// The reclaim step after a pass whose DONE deletes touched the buckets
-/// `touched` (each bucket's collection is its name). `None` when there is
-/// nothing to say: reports off, nothing deleted, or no master (fakes).
+/// The reclaim step after a pass whose DONE deletes removed data from the
+/// buckets and volumes `placed`; the collections it reads and vacuums are
+/// those volumes' ([`touched_collections`]). `None` when there is nothing to
+/// say: reports off, nothing deleted, or no master (fakes).
 pub(crate) async fn after_pass(
     port: &dyn ClusterPort,
     s: &ReclaimSettings,
-    touched: BTreeSet<String>,
+    placed: &PlacedByBucket,
     dry_run: bool,
     stopped: bool,
 ) -> Option<ReclaimReport> {
-    if touched.is_empty() || !(s.report || s.vacuum) {
+    if placed.is_empty() || !(s.report || s.vacuum) {
         return None;
     }
     // The report is the pure core's: it keeps the reason as text.
@@ -90,6 +92,8 @@ pub(crate) async fn after_pass(
         Ok(None) => return None,
         Err(e) => return Some(fail(e)),
     };
+    // Volumes keep their collection: the first reading names them all.
+    let touched = touched_collections(placed, &first);
     let names = || touched.iter().map(String::as_str);
     let base = by_collection(&first, names());
     let garbage = |c: &CollectionGarbage| c.garbage_bytes;

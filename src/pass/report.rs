@@ -10,7 +10,7 @@ use std::time::Duration;
 use serde::Serialize;
 
 use crate::engine::cursor::ShardCursor;
-use crate::engine::reclaim::{FreedByRule, ReclaimReport, merge_all};
+use crate::engine::reclaim::{FreedByRule, PlacedByBucket, ReclaimReport, merge_all, merge_placed};
 use crate::engine::safety::{Held, PauseRecord};
 use crate::engine::{ActionKind, Nanos};
 use crate::lifecycle::BucketError;
@@ -46,6 +46,10 @@ pub struct Counters {
     /// What the DONE deletes removed, per bucket and rule
     /// (docs/reclaimed-space.md).
     pub freed: FreedByRule,
+    /// The volumes the DONE deletes' data was in, per bucket: what says
+    /// which collections the reclaim report reads
+    /// (docs/reclaimed-space.md#which-collections).
+    pub placed: PlacedByBucket,
 }
 
 impl Counters {
@@ -67,6 +71,7 @@ impl Counters {
             *self.decisions.entry(*k).or_default() += v;
         }
         merge_all(&mut self.freed, &other.freed);
+        merge_placed(&mut self.placed, &other.placed);
     }
 }
 

@@ -83,6 +83,12 @@ pub(super) fn loopback(port: u16) -> SocketAddr {
     SocketAddr::from(([127, 0, 0, 1], port))
 }
 
+/// `filer.conf` is one file the whole cluster shares, and every edit of it
+/// (`fs.configure -apply`, or a GET and a PUT through the filer) reads it,
+/// changes it and writes it back: tests that run at once would drop each
+/// other's locations. Every edit holds this.
+pub static FILER_CONF: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
 impl Cluster {
     /// Filer root under which S3 buckets live.
     pub const BUCKETS_ROOT: &'static str = "/buckets";
@@ -137,8 +143,13 @@ impl Cluster {
     }
     /// Runs `script` (commands, one per line) in `weed shell` against this
     /// cluster, as an operator would; answers its output and panics when it
-    /// fails or prints an error.
+    /// fails or prints an error. A script with `fs.configure` holds
+    /// [`FILER_CONF`] while it runs.
     pub async fn weed_shell(&self, script: &str) -> String {
+        let _edit = match script.contains("fs.configure") {
+            true => Some(FILER_CONF.lock().await),
+            false => None,
+        };
         use tokio::io::AsyncWriteExt as _;
         let mut child = tokio::process::Command::new(&self.weed_bin)
             .arg("shell")

@@ -329,3 +329,160 @@ async fn vacuum_gives_the_space_back_only_when_asked() {
         assert!(exists(&s3, &on, &format!("keep/{i:02}")).await);
     }
 }
+
+/// Adds a `filer.conf` location sending what is written under `prefix` to
+/// `collection`, the way an operator must on 4.48: `weed shell fs.configure`
+/// refuses `-collection` for any prefix under `/buckets/` ("one s3 bucket
+/// goes to one collection"), yet the filer applies such a location to S3
+/// writes. So: read the file from the filer, add the location, and put it
+/// back, holding [`common::FILER_CONF`] between the two. Then waits until a
+/// write under `prefix` lands in `collection` (the filer reloads the file
+/// from its own metadata events).
+async fn add_location(c: &Cluster, s3: &aws_sdk_s3::Client, bucket: &str, collection: &str) {
+    const PATH: &str = "/etc/seaweedfs/filer.conf";
+    let edit = common::FILER_CONF.lock().await;
+    let addr = c.filer_http_addr();
+    let r = tokio::task::spawn_blocking(move || common::http::get(addr, PATH, &[]))
+        .await
+        .unwrap()
+        .expect("GET filer.conf");
+    let mut conf: Value = match r.status {
+        404 => serde_json::json!({}),
+        200 => serde_json::from_str(&r.text()).unwrap_or_else(|e| panic!("{e}: {}", r.text())),
+        s => panic!("GET filer.conf: {s} {}", r.text()),
+    };
+    conf["version"] = 1.into();
+    let prefix = format!("/buckets/{bucket}/");
+    let location = serde_json::json!({"locationPrefix": prefix, "collection": collection});
+    match conf["locations"].as_array_mut() {
+        Some(l) => l.push(location),
+        None => conf["locations"] = Value::Array(vec![location]),
+    }
+    let body = serde_json::to_vec_pretty(&conf).unwrap();
+    let r =
+        tokio::task::spawn_blocking(move || common::http::request(addr, "PUT", PATH, &[], &body))
+            .await
+            .unwrap()
+            .expect("PUT filer.conf");
+    assert!(
+        r.status / 100 == 2,
+        "PUT filer.conf: {} {}",
+        r.status,
+        r.text()
+    );
+    drop(edit);
+    let start = Instant::now();
+    for i in 0.. {
+        put(
+            s3,
+            bucket,
+            &format!("probe/{i:03}"),
+            &noise(7_000 + i, 1_000),
+            None,
+        )
+        .await;
+        if volume_status(c)
+            .await
+            .get(collection)
+            .is_some_and(|d| d.size > 0)
+        {
+            return;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(30),
+            "writes to {bucket} never reached {collection}: {:?}",
+            volume_status(c).await
+        );
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+}
+
+/// A `filer.conf` location sends a bucket's data to another collection: the
+/// report and the vacuum must look there, and at the bucket's own collection
+/// only for what was written before the location
+/// (docs/reclaimed-space.md#which-collections).
+#[tokio::test]
+async fn location_rule_collection_was_summed_under_the_bucket_name() {
+    let c = common::cluster();
+    let s3 = c.s3_client();
+    let bucket = c.new_bucket("e2e-reclaim-loc").await.unwrap();
+    // Written before the location: in the bucket's own collection, for good.
+    let own_bytes = fill(&s3, &bucket, "old/a", 3, 60).await;
+    let elsewhere = format!("{bucket}-elsewhere");
+    add_location(c, &s3, &bucket, &elsewhere).await;
+    let moved_bytes = fill(&s3, &bucket, "old/b", 4, 70).await;
+    let upload = start_upload(&s3, &bucket, "big/obj").await;
+    let part_bytes = 60_000u64;
+    s3.upload_part()
+        .bucket(&bucket)
+        .key("big/obj")
+        .upload_id(&upload)
+        .part_number(1)
+        .body(ByteStream::from(noise(80, part_bytes as usize)))
+        .send()
+        .await
+        .expect("UploadPart");
+    c.put_lifecycle_xml(
+        &bucket,
+        &lifecycle(&format!(
+            "{}<Rule><ID>mpu</ID><Status>Enabled</Status><Filter><Prefix></Prefix></Filter>\
+             <AbortIncompleteMultipartUpload><DaysAfterInitiation>1</DaysAfterInitiation>\
+             </AbortIncompleteMultipartUpload></Rule>",
+            days_rule("old", "old/", 3)
+        )),
+    )
+    .await
+    .unwrap();
+    let before = volume_status(c).await;
+    let there = before.get(&elsewhere).copied().unwrap_or_default();
+    assert!(
+        there.size >= moved_bytes + part_bytes,
+        "the objects and the part are in {elsewhere}: {before:?}"
+    );
+
+    let p = run_once(
+        c,
+        &Scope::new(&[&bucket]),
+        Some(plus(now_ns(), 5, 0)),
+        &[],
+        &[LONG_LOG, SETTLE],
+    )
+    .await;
+    let r = p.ok();
+    assert_eq!(r.total("DONE"), 3 + 4 + 1, "{}", p.describe());
+    assert_eq!(r.v["reclaim"]["settled"], true, "{}", p.describe());
+    assert_eq!(deleted(&r, &bucket, "old"), (7, own_bytes + moved_bytes));
+    assert_eq!(deleted(&r, &bucket, "mpu"), (1, part_bytes));
+    let named: Vec<&str> = r.v["reclaim"]["collections"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{}", p.describe()))
+        .iter()
+        .filter_map(|c| c["collection"].as_str())
+        .collect();
+    let mut want = vec![bucket.as_str(), elsewhere.as_str()];
+    want.sort();
+    assert_eq!(named, want, "{}", p.describe());
+    for (collection, freed) in [(&elsewhere, moved_bytes + part_bytes), (&bucket, own_bytes)] {
+        let live = quiet_garbage(c, collection).await;
+        let was = before.get(collection.as_str()).copied().unwrap_or_default();
+        let row = reported(&r, collection);
+        let garbage = row["garbage_bytes"].as_u64().unwrap();
+        assert!(
+            within_5_percent(garbage, live.garbage),
+            "{collection}: reported garbage {garbage}, volume server {live:?}\n{}",
+            p.describe()
+        );
+        assert!(
+            live.garbage - was.garbage >= freed
+                && within_5_percent(live.garbage - was.garbage, freed),
+            "{collection}: deleted {freed}, garbage grew {}",
+            live.garbage - was.garbage
+        );
+        let size = row["size_bytes"].as_u64().unwrap();
+        assert!(
+            within_5_percent(size, live.size),
+            "{collection}: reported size {size}, volume server {live:?}"
+        );
+    }
+    assert!(list_uploads(&s3, &bucket).await.is_empty());
+}

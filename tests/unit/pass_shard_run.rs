@@ -20,7 +20,7 @@ use s3_lifecycled::pass::plan::{PassPlan, RecoveryReason};
 use s3_lifecycled::pass::report::ShardOutcome;
 use s3_lifecycled::pass::shard_plan::{coverage_walkers, plan_shard, progress_key, replay_matches};
 use s3_lifecycled::pass::shard_run::{LookupAnswer, ReplayItem, SendId, ShardRun, Work};
-use s3_lifecycled::pb::filer_pb::{Entry, FuseAttributes};
+use s3_lifecycled::pb::filer_pb::{Entry, FileChunk, FileId, FuseAttributes};
 use s3_lifecycled::status::MatchDecision;
 
 const S: Nanos = 1_000_000_000;
@@ -981,6 +981,63 @@ fn abort_without_a_stamp_is_sent_and_an_undecided_check_is_not() {
     assert_eq!(rep.counters.unconfirmed, 1);
     assert_eq!(rep.outcome, ShardOutcome::Completed, "no halt");
     assert_ne!(c.buckets.get("b").map(|b| b.last_walked_ns), Some(200 * S));
+}
+
+/// An entry named `name` whose one chunk is in volume `volume`.
+fn entry_in(name: &str, volume: u32) -> Entry {
+    let mut e = entry_named(name, 1);
+    e.chunks = vec![FileChunk {
+        fid: Some(FileId {
+            volume_id: volume,
+            file_key: 0x1234,
+            cookie: 7,
+        }),
+        ..FileChunk::default()
+    }];
+    e
+}
+
+/// The volumes the DONE deletes' data was in are what the reclaim report
+/// reads collections from (docs/reclaimed-space.md#which-collections): the
+/// head chunk's of an object, every part's of an aborted upload; a delete
+/// that named none still lists its bucket.
+#[test]
+fn done_deletes_record_the_volumes_their_data_was_in() {
+    let (rep, _, after) = walked_abort(vec![
+        Ok(vec![]),
+        Ok(vec![]),
+        Ok(vec![entry_in("0001.part", 3), entry_in("0002.part", 4)]),
+    ]);
+    assert!(matches!(&after[..], [Work::Delete(_)]), "{after:?}");
+    assert_eq!(rep.counters.placed["b"], BTreeSet::from([3, 4]));
+
+    let p = plan(200 * S);
+    let mut run = ShardRun::new(0, p.clone(), None, 4);
+    let mut chunked = action_match(&p, "k1", 150 * S);
+    chunked.identity = EntryIdentity::of(&entry_in("k1", 7));
+    let mut refused = action_match(&p, "k2", 150 * S);
+    refused.identity = EntryIdentity::of(&entry_in("k2", 8));
+    let inline = action_match(&p, "k3", 150 * S);
+    run.walk_matches("b", vec![chunked, refused, inline]);
+    for (w, t) in run.next_sends() {
+        let Work::Delete(r) = w else { panic!() };
+        run.outcome(
+            t,
+            &if r.object_path == "k2" {
+                retry_later()
+            } else {
+                ok()
+            },
+        );
+    }
+    run.listing_done("b", true);
+    run.start_replay();
+    let (rep, _) = run.finish(None);
+    assert_eq!(
+        rep.counters.placed,
+        BTreeMap::from([("b".to_string(), BTreeSet::from([7]))]),
+        "only a DONE delete's volume"
+    );
 }
 
 #[test]

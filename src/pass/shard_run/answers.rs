@@ -107,10 +107,10 @@ impl ShardRun {
             }
             Verdict::Send if self.stopped() => self.settle_ticket(ticket, false),
             Verdict::Send => {
-                if let Some(bytes) = check.parts_bytes(answers) {
+                if let Some(parts) = check.parts(answers) {
                     let r = &check.request;
-                    self.abort_bytes
-                        .insert((r.bucket.clone(), r.object_path.clone()), bytes);
+                    self.abort_parts
+                        .insert((r.bucket.clone(), r.object_path.clone()), parts);
                 }
                 self.queue.push_front((Work::Delete(check.request), ticket));
             }

@@ -29,7 +29,7 @@ use crate::engine::cursor::{
 use crate::engine::deferred::{null_still_displaced, resolve_deferred};
 use crate::engine::delete::{CallResult, DeleteOutcome, DeleteRequest, halt_reason};
 use crate::engine::progress::{Decision, ProgressTracker, Ticket, subject_of};
-use crate::engine::reclaim::freed_bytes;
+use crate::engine::reclaim::{Parts, fid_volume, freed_bytes};
 use crate::engine::resume::{WalkProgress, later};
 use crate::engine::{ActionKey, ActionKind, Match, Nanos, PendingMatch, RuleHash, Versioning};
 use crate::pass::plan::{self, PassPlan};
@@ -160,10 +160,10 @@ pub struct ShardRun {
     halted: Option<String>,
     failed: Option<String>,
     counters: Counters,
-    /// The parts' bytes of aborts about to be sent, by (bucket, upload
-    /// path), read by their stamp check (docs/reclaimed-space.md); at most
-    /// the window's worth.
-    abort_bytes: BTreeMap<(String, String), u64>,
+    /// The parts (bytes, volumes) of aborts about to be sent, by (bucket,
+    /// upload path), read by their stamp check (docs/reclaimed-space.md); at
+    /// most the window's worth.
+    abort_parts: BTreeMap<(String, String), Parts>,
     /// The bucket name of the last replayed match, shared by the next
     /// match's key when it is the same bucket (nearly always): one string
     /// copy per match was a visible share of a replay's CPU.
@@ -197,7 +197,7 @@ impl ShardRun {
             halted: None,
             failed: None,
             counters: Counters::default(),
-            abort_bytes: BTreeMap::new(),
+            abort_parts: BTreeMap::new(),
             last_bucket: None,
         }
     }
@@ -337,9 +337,9 @@ impl ShardRun {
         }
     }
 
-    /// Counts what a DONE `request` removed (docs/reclaimed-space.md):
-    /// `parts` are an abort's parts' bytes.
-    fn count_freed(&mut self, request: &DeleteRequest, parts: u64) {
+    /// Counts what a DONE `request` removed and the volumes it was in
+    /// (docs/reclaimed-space.md): `parts` are an abort's parts.
+    fn count_freed(&mut self, request: &DeleteRequest, parts: Parts) {
         let (p, name) = (&self.plan, &request.bucket);
         let views = [Some(&p.recovery), p.replay.as_ref(), p.walk.as_ref()];
         let bucket = views.iter().flatten().find_map(|v| v.bucket(name));
@@ -349,12 +349,21 @@ impl ShardRun {
             .map(|a| a.rule().id.clone())
             .filter(|id| !id.is_empty())
             .unwrap_or_else(|| request.rule_hash.to_hex());
-        let bytes = freed_bytes(request.kind, versioning, request.identity.size, parts);
+        let bytes = freed_bytes(request.kind, versioning, request.identity.size, parts.bytes);
         self.counters
             .freed
             .entry((request.bucket.clone(), rule))
             .or_default()
             .add(bytes);
+        // The head chunk's volume stands for the entry's: its chunks were
+        // written under one location rule (docs/reclaimed-space.md#which-collections).
+        let placed = self
+            .counters
+            .placed
+            .entry(request.bucket.clone())
+            .or_default();
+        placed.extend(fid_volume(&request.identity.head_fid));
+        placed.extend(parts.volumes);
     }
 
     fn walk_succeeded(&self, bucket: &str) -> bool {
@@ -597,10 +606,10 @@ impl ShardRun {
     ) -> Option<String> {
         self.counters.deletes.record(result.outcome);
         let parts = self
-            .abort_bytes
+            .abort_parts
             .remove(&(request.bucket.clone(), request.object_path.clone()));
         if result.outcome == DeleteOutcome::Done {
-            self.count_freed(request, parts.unwrap_or(0));
+            self.count_freed(request, parts.unwrap_or_default());
         }
         if result.outcome == DeleteOutcome::Withdrawn {
             // The bucket's configuration changed mid-pass and the match's rule
