@@ -14,7 +14,6 @@ use crate::common;
 
 use aws_sdk_s3::types::BucketVersioningStatus;
 
-use super::support::*;
 use common::*;
 
 /// Expiration Days on a versioning-enabled bucket puts a delete marker over the current version
