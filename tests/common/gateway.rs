@@ -26,14 +26,19 @@ pub async fn serve_gateway<G: SeaweedS3LifecycleInternal>(gateway: G) -> String 
     addr
 }
 
-/// `run-once` for `scope` at `now`, deleting through the gateway at `s3_grpc`.
-pub async fn run_once_via(c: &Cluster, scope: &Scope, now: i64, s3_grpc: &str) -> Pass {
+/// `run-once` for `scope` at `now`, deleting through the gateway at `s3_grpc` (a stand-in, or
+/// an address nothing answers at), with `env` overrides.
+pub async fn run_once_via(
+    c: &Cluster,
+    scope: &Scope,
+    now: i64,
+    s3_grpc: &str,
+    env: &[(&str, &str)],
+) -> Pass {
     let mut args = run_once_args(c, scope, Some(now), &[]);
     let i = args.iter().position(|a| a == "--s3-grpc").unwrap();
     args[i + 1] = s3_grpc.to_string();
-    run_raw(
-        &args,
-        &[("S3_LIFECYCLED__CURSOR__DIR", scope.cursor_dir.as_str())],
-    )
-    .await
+    let mut all_env = vec![("S3_LIFECYCLED__CURSOR__DIR", scope.cursor_dir.as_str())];
+    all_env.extend_from_slice(env);
+    run_raw(&args, &all_env).await
 }

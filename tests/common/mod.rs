@@ -8,7 +8,7 @@
 //!   raw invocations;
 //! - [`serve`]: a running `s3-lifecycled serve` and its admin CLI;
 //! - [`clock`]: the wall clock, `--now` values, lifecycle-day arithmetic;
-//! - [`scenario`]: the usual setup as one builder: bucket, rules, objects, backdating, passes;
+//! - [`scenario`]: the usual setup as one builder: bucket, versioning, objects, rules, passes;
 //! - [`rules`]: lifecycle documents; [`events`] and [`metalog`]: the meta-log;
 //! - [`gateway`]: stand-in S3 gateways for `LifecycleDelete`, and `run-once` through one;
 //! - [`wait`]: polling with a deadline; [`http`]: a minimal HTTP client; [`otlp`]: a trace

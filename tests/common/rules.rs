@@ -30,6 +30,32 @@ pub fn date_rule(id: &str, prefix: &str, date: &str) -> String {
     )
 }
 
+/// An enabled NoncurrentVersionExpiration rule over `prefix`: noncurrent versions go `days`
+/// days after they became noncurrent.
+pub fn noncurrent_rule(id: &str, prefix: &str, days: u32) -> String {
+    format!(
+        "<Rule><ID>{id}</ID><Status>Enabled</Status><Filter><Prefix>{prefix}</Prefix></Filter>\
+         <NoncurrentVersionExpiration><NoncurrentDays>{days}</NoncurrentDays></NoncurrentVersionExpiration></Rule>"
+    )
+}
+
+/// An enabled ExpiredObjectDeleteMarker rule over `prefix`: lone delete markers go.
+pub fn delete_marker_rule(id: &str, prefix: &str) -> String {
+    format!(
+        "<Rule><ID>{id}</ID><Status>Enabled</Status><Filter><Prefix>{prefix}</Prefix></Filter>\
+         <Expiration><ExpiredObjectDeleteMarker>true</ExpiredObjectDeleteMarker></Expiration></Rule>"
+    )
+}
+
+/// An enabled AbortIncompleteMultipartUpload rule over `prefix`: uploads are aborted `days`
+/// days after they were started.
+pub fn abort_upload_rule(id: &str, prefix: &str, days: u32) -> String {
+    format!(
+        "<Rule><ID>{id}</ID><Status>Enabled</Status><Filter><Prefix>{prefix}</Prefix></Filter>\
+         <AbortIncompleteMultipartUpload><DaysAfterInitiation>{days}</DaysAfterInitiation></AbortIncompleteMultipartUpload></Rule>"
+    )
+}
+
 /// `tests/fixtures/lifecycle/<sub>`.
 pub fn lifecycle_fixture_dir(sub: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))

@@ -7,8 +7,14 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use anyhow::{Context, anyhow, bail};
 use aws_sdk_s3::config::{BehaviorVersion, Credentials, Region};
+use aws_sdk_s3::error::SdkError;
+use aws_sdk_s3::operation::complete_multipart_upload::{
+    CompleteMultipartUploadError, CompleteMultipartUploadOutput,
+};
 use aws_sdk_s3::primitives::ByteStream;
-use aws_sdk_s3::types::{BucketVersioningStatus, VersioningConfiguration};
+use aws_sdk_s3::types::{
+    BucketVersioningStatus, CompletedMultipartUpload, CompletedPart, VersioningConfiguration,
+};
 use base64::Engine as _;
 use futures::{StreamExt, TryStreamExt};
 use md5::Digest as _;
@@ -393,6 +399,17 @@ pub async fn put(
     out.version_id().map(str::to_string)
 }
 
+/// Deletes one key (or one version of it).
+pub async fn delete(s3: &aws_sdk_s3::Client, bucket: &str, key: &str, version: Option<&str>) {
+    s3.delete_object()
+        .bucket(bucket)
+        .key(key)
+        .set_version_id(version.map(str::to_string))
+        .send()
+        .await
+        .unwrap_or_else(|e| panic!("DELETE {bucket}/{key} {version:?}: {e:?}"));
+}
+
 /// The hex MD5 of `body`: an S3 ETag of a single-part object, unquoted.
 pub fn hex_md5(body: &[u8]) -> String {
     md5::Md5::digest(body)
@@ -576,6 +593,50 @@ pub async fn start_upload(s3: &aws_sdk_s3::Client, bucket: &str, key: &str) -> S
         .upload_id()
         .unwrap_or_else(|| panic!("CreateMultipartUpload {bucket}/{key}: no upload id"))
         .to_string()
+}
+
+/// Uploads part `n` of the multipart upload `upload_id` of `key`; answers its ETag.
+pub async fn upload_part(
+    s3: &aws_sdk_s3::Client,
+    bucket: &str,
+    key: &str,
+    upload_id: &str,
+    n: i32,
+    body: &[u8],
+) -> String {
+    s3.upload_part()
+        .bucket(bucket)
+        .key(key)
+        .upload_id(upload_id)
+        .part_number(n)
+        .body(ByteStream::from(body.to_vec()))
+        .send()
+        .await
+        .unwrap_or_else(|e| panic!("UploadPart {n} of {bucket}/{key}: {e:?}"))
+        .e_tag()
+        .unwrap_or_else(|| panic!("UploadPart {n} of {bucket}/{key}: no ETag"))
+        .to_string()
+}
+
+/// Completes the multipart upload `upload_id` of `key` from its one part (part 1, `etag`).
+pub async fn complete_upload(
+    s3: &aws_sdk_s3::Client,
+    bucket: &str,
+    key: &str,
+    upload_id: &str,
+    etag: &str,
+) -> Result<CompleteMultipartUploadOutput, SdkError<CompleteMultipartUploadError>> {
+    s3.complete_multipart_upload()
+        .bucket(bucket)
+        .key(key)
+        .upload_id(upload_id)
+        .multipart_upload(
+            CompletedMultipartUpload::builder()
+                .parts(CompletedPart::builder().part_number(1).e_tag(etag).build())
+                .build(),
+        )
+        .send()
+        .await
 }
 
 /// Upload ids of the incomplete multipart uploads.

@@ -50,14 +50,9 @@ async fn hung_s3_gateway_halts_the_shard_within_the_deadline() {
     let (b, scope) = due_bucket("hung-ro").await;
     let hung = hung_gateway().to_string();
     let now = now_ns() + 60 * SEC_NS;
-    let mut args = run_once_args(c, &scope, Some(now), &[]);
-    let i = args.iter().position(|a| a == "--s3-grpc").unwrap();
-    args[i + 1] = hung;
-    let mut env = vec![("S3_LIFECYCLED__CURSOR__DIR", scope.cursor_dir.as_str())];
-    env.extend(DEADLINES);
 
     let t = Instant::now();
-    let p = run_raw(&args, &env).await;
+    let p = run_once_via(c, &scope, now, &hung, &DEADLINES).await;
     let took = t.elapsed();
     eprintln!("hung gateway: run-once exit {} after {took:?}", p.code);
     assert_eq!(p.code, 3, "a halted shard:\n{}", p.describe());

@@ -10,9 +10,7 @@ use crate::common;
 
 use std::time::Duration;
 
-use aws_sdk_s3::primitives::ByteStream;
-use aws_sdk_s3::types::ObjectLockLegalHold;
-use aws_sdk_s3::types::{CompletedMultipartUpload, CompletedPart, ObjectLockLegalHoldStatus};
+use aws_sdk_s3::types::{ObjectLockLegalHold, ObjectLockLegalHoldStatus};
 use s3_lifecycled::pb::filer_pb::Entry;
 use s3_lifecycled::pb::s3_lifecycle_pb::seaweed_s3_lifecycle_internal_server::SeaweedS3LifecycleInternal;
 use s3_lifecycled::pb::s3_lifecycle_pb::{
@@ -63,7 +61,7 @@ async fn lost_gateway_answers_do_not_excuse_objects_from_their_rule() {
     let scope = Scope::new(&[&b]);
     let fake = lost_answers_gateway().await;
 
-    let p = run_once_via(c, &scope, plus(t0, 3, 0), &fake).await;
+    let p = run_once_via(c, &scope, plus(t0, 3, 0), &fake, &[]).await;
     let r1 = p.ok();
     assert_eq!(r1.total("NOOP_RESOLVED"), 5, "{}", p.describe());
     for k in ["RETRY_LATER", "BLOCKED", "RPC_ERROR"] {
@@ -105,7 +103,7 @@ async fn lost_gateway_answers_do_not_excuse_versions_from_their_rule() {
     let scope = Scope::new(&[&b]);
     let fake = lost_answers_gateway().await;
 
-    let p = run_once_via(c, &scope, plus(t0, 3, 0), &fake).await;
+    let p = run_once_via(c, &scope, plus(t0, 3, 0), &fake, &[]).await;
     let r1 = p.ok();
     assert_eq!(head_status(&s3, &b, "lost/k", None).await, 200);
     assert_eq!(head_status(&s3, &b, "lost/k", Some(&old)).await, 200);
@@ -150,11 +148,9 @@ async fn locked_versions_expire_once_their_lock_ends() {
     for k in ["v/retained", "v/held"] {
         put(&s3, &b, k, b"current", None).await;
     }
-    let rules = lifecycle(
-        "<Rule><ID>nc</ID><Status>Enabled</Status><Filter><Prefix>v/</Prefix></Filter>\
-         <NoncurrentVersionExpiration><NoncurrentDays>1</NoncurrentDays></NoncurrentVersionExpiration></Rule>",
-    );
-    c.put_lifecycle_xml(&b, &rules).await.unwrap();
+    c.put_lifecycle_xml(&b, &lifecycle(&noncurrent_rule("nc", "v/", 1)))
+        .await
+        .unwrap();
     let t0 = now_ns();
     let scope = Scope::new(&[&b]);
 
@@ -239,19 +235,7 @@ async fn complete_and_leave_leftover(
     data: &[u8],
 ) -> (String, Option<String>) {
     let id = start_upload(s3, b, key).await;
-    let etag = s3
-        .upload_part()
-        .bucket(b)
-        .key(key)
-        .upload_id(&id)
-        .part_number(1)
-        .body(ByteStream::from(data.to_vec()))
-        .send()
-        .await
-        .unwrap()
-        .e_tag()
-        .unwrap()
-        .to_string();
+    let etag = upload_part(s3, b, key, &id, 1, data).await;
     let uploads = format!("{}/{b}/.uploads", c.buckets_root());
     let filer = c.filer().await;
     let folder: Entry = filer
@@ -264,17 +248,7 @@ async fn complete_and_leave_leftover(
         .await
         .unwrap();
     assert!(!parts.is_empty(), "the upload has its part entries");
-    let version = s3
-        .complete_multipart_upload()
-        .bucket(b)
-        .key(key)
-        .upload_id(&id)
-        .multipart_upload(
-            CompletedMultipartUpload::builder()
-                .parts(CompletedPart::builder().part_number(1).e_tag(etag).build())
-                .build(),
-        )
-        .send()
+    let version = complete_upload(s3, b, key, &id, &etag)
         .await
         .unwrap()
         .version_id()
@@ -334,11 +308,9 @@ async fn abort_rule_spares_leftover(versioned: bool) {
         set(&[id.as_str()]),
         "leftover listed"
     );
-    let rules = lifecycle(
-        "<Rule><ID>mpu</ID><Status>Enabled</Status><Filter><Prefix>up/</Prefix></Filter>\
-         <AbortIncompleteMultipartUpload><DaysAfterInitiation>1</DaysAfterInitiation></AbortIncompleteMultipartUpload></Rule>",
-    );
-    c.put_lifecycle_xml(&b, &rules).await.unwrap();
+    c.put_lifecycle_xml(&b, &lifecycle(&abort_upload_rule("mpu", "up/", 1)))
+        .await
+        .unwrap();
     let t0 = now_ns();
     let scope = Scope::new(&[&b]);
 

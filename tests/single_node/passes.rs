@@ -19,87 +19,70 @@ use std::time::Duration;
 use super::support::*;
 use common::*;
 
+/// Retries against an S3 gRPC address nothing answers at, without the default backoffs.
+const FAST_RETRY: [(&str, &str); 2] = [
+    ("S3_LIFECYCLED__DISPATCH__RETRY_INITIAL_BACKOFF", "10ms"),
+    ("S3_LIFECYCLED__DISPATCH__RETRY_MAX_BACKOFF", "20ms"),
+];
+
 /// `--dry-run` reports the deletes it would make, deletes nothing and writes no cursor (the
 /// next real pass at the same `--now` is still a cold start, and then deletes).
 #[tokio::test]
 async fn dry_run_deletes_nothing_and_writes_no_cursor() {
-    let c = common::cluster();
-    let s3 = c.s3_client();
-    let b = c.new_bucket("e2e-dry").await.unwrap();
-    for k in ["d/1", "d/2", "d/3", "k/1"] {
-        put(&s3, &b, k, b"data", None).await;
-    }
-    let rules = lifecycle(
-        "<Rule><ID>d</ID><Status>Enabled</Status><Filter><Prefix>d/</Prefix></Filter>\
-         <Expiration><Days>30</Days></Expiration></Rule>",
-    );
-    c.put_lifecycle_xml(&b, &rules).await.unwrap();
-    let t0 = now_ns();
-    let scope = Scope::new(&[&b]);
-    let all = list_keys(&s3, &b).await;
-    let at = plus(t0, 32, 0);
+    let s = Scenario::new("e2e-dry")
+        .objects(&["d/1", "d/2", "d/3", "k/1"], b"data")
+        .rules(&days_rule("d", "d/", 30))
+        .build()
+        .await;
+    let all = s.keys().await;
 
-    let p = run_once(c, &scope, Some(at), &["--dry-run"], &[]).await;
+    let p = s.pass_with(32, 0, &["--dry-run"], &[]).await;
     let r = p.ok();
     assert_eq!(r.v["dry_run"], true, "{}", p.describe());
-    assert_eq!(list_keys(&s3, &b).await, all, "{}", p.describe());
+    assert_eq!(s.keys().await, all, "{}", p.describe());
     assert_eq!(r.total("DRY_RUN"), 3, "{}", p.describe());
     assert_eq!(r.total("DONE"), 0, "{}", p.describe());
+    let cursor_dir = &s.scope.cursor_dir;
     for shard in 0..16 {
         let name = format!("shard-{shard:02}.json");
-        let cursor = c.lookup_entry(&scope.cursor_dir, &name).await.unwrap();
-        assert!(
-            cursor.is_none(),
-            "dry run wrote {}/{name}",
-            scope.cursor_dir
-        );
+        let cursor = s.c.lookup_entry(cursor_dir, &name).await.unwrap();
+        assert!(cursor.is_none(), "dry run wrote {cursor_dir}/{name}");
     }
 
-    let p = run_once(c, &scope, Some(at), &[], &[]).await;
+    let p = s.pass_at(32, 0).await;
     let r = p.ok();
     assert!(
-        r.recovery_reasons(&b).contains("cold_start"),
+        r.recovery_reasons(&s.bucket).contains("cold_start"),
         "a dry run must leave no cursor behind:\n{}",
         p.describe()
     );
     assert_eq!(r.total("DONE"), 3, "{}", p.describe());
     assert_eq!(r.total("DRY_RUN"), 0, "{}", p.describe());
-    assert_eq!(list_keys(&s3, &b).await, set(&["k/1"]));
+    assert_eq!(s.keys().await, set(&["k/1"]));
     // The absence check above means something only if a real pass does write cursors there.
     let mut written = 0;
     for shard in 0..16 {
         let name = format!("shard-{shard:02}.json");
-        written += usize::from(
-            c.lookup_entry(&scope.cursor_dir, &name)
-                .await
-                .unwrap()
-                .is_some(),
-        );
+        written += usize::from(s.c.lookup_entry(cursor_dir, &name).await.unwrap().is_some());
     }
     assert!(
         written > 0,
-        "a real pass wrote no cursor under {}",
-        scope.cursor_dir
+        "a real pass wrote no cursor under {cursor_dir}"
     );
 }
 
 /// Configuration and usage errors exit 2 and name the key or flag; nothing is deleted.
 #[tokio::test]
 async fn config_errors_exit_2_naming_the_key() {
-    let c = common::cluster();
-    let s3 = c.s3_client();
-    let b = c.new_bucket("e2e-cfg").await.unwrap();
-    put(&s3, &b, "old/1", b"data", None).await;
-    let rules = lifecycle(
-        "<Rule><ID>date</ID><Status>Enabled</Status><Filter><Prefix>old/</Prefix></Filter>\
-         <Expiration><Date>2020-01-01T00:00:00Z</Date></Expiration></Rule>",
-    );
-    c.put_lifecycle_xml(&b, &rules).await.unwrap();
-    let scope = Scope::new(&[&b]);
+    let s = Scenario::new("e2e-cfg")
+        .objects(&["old/1"], b"data")
+        .rules(&date_rule("date", "old/", PAST_DATE))
+        .build()
+        .await;
 
     let p = run_once(
-        c,
-        &scope,
+        s.c,
+        &s.scope,
         None,
         &[],
         &[("S3_LIFECYCLED__PASS__SHARDS", "99")],
@@ -112,16 +95,16 @@ async fn config_errors_exit_2_naming_the_key() {
         p.describe()
     );
 
-    let p = run_once(c, &scope, None, &["--shards", "99"], &[]).await;
+    let p = run_once(s.c, &s.scope, None, &["--shards", "99"], &[]).await;
     assert_eq!(p.code, 2, "{}", p.describe());
     assert!(p.stderr.contains("--shards"), "{}", p.describe());
 
-    let p = run_once(c, &scope, None, &["--now", "yesterday-ish"], &[]).await;
+    let p = run_once(s.c, &s.scope, None, &["--now", "yesterday-ish"], &[]).await;
     assert_eq!(p.code, 2, "{}", p.describe());
     assert!(p.stderr.contains("--now"), "{}", p.describe());
 
     assert_eq!(
-        list_keys(&s3, &b).await,
+        s.keys().await,
         set(&["old/1"]),
         "a rejected configuration must not run a pass"
     );
@@ -183,11 +166,9 @@ async fn malformed_bucket_document_does_not_stop_other_buckets() {
     )
     .await
     .unwrap();
-    let rules = lifecycle(
-        "<Rule><ID>date</ID><Status>Enabled</Status><Filter><Prefix>old/</Prefix></Filter>\
-         <Expiration><Date>2020-01-01T00:00:00Z</Date></Expiration></Rule>",
-    );
-    c.put_lifecycle_xml(&good, &rules).await.unwrap();
+    c.put_lifecycle_xml(&good, &lifecycle(&date_rule("date", "old/", PAST_DATE)))
+        .await
+        .unwrap();
     let scope = Scope::new(&[&bad, &good]);
 
     let p = run_once(c, &scope, Some(plus(now_ns(), 0, 1)), &[], &[]).await;
@@ -273,44 +254,17 @@ async fn shard_subsets_cover_every_bucket_exactly_once() {
 /// printed), nothing is deleted, and the next pass against the right port deletes it.
 #[tokio::test]
 async fn unreachable_s3_grpc_halts_then_next_pass_deletes() {
-    let c = common::cluster();
-    let s3 = c.s3_client();
-    let b = c.new_bucket("e2e-halt").await.unwrap();
-    c.put_lifecycle_xml(&b, &lifecycle(&days_rule("h", "h/", 30)))
-        .await
-        .unwrap();
-    put(&s3, &b, "h/k", b"data", None).await;
-    let t0 = now_ns();
-    let scope = Scope::new(&[&b]);
-    let p = run_once(c, &scope, Some(plus(t0, 10, 0)), &[], &[]).await;
+    let s = Scenario::new("e2e-halt")
+        .rules(&days_rule("h", "h/", 30))
+        .objects(&["h/k"], b"data")
+        .build()
+        .await;
+    let p = s.pass_at(10, 0).await;
     p.ok().assert_no_deletes();
 
     let closed = common::free_port();
     let bad = format!("127.0.0.1:{closed}");
-    let args: Vec<String> = [
-        "run-once",
-        "--filer",
-        &c.filer_grpc_addr().to_string(),
-        "--s3-grpc",
-        &bad,
-        "--buckets",
-        &b,
-        "--json",
-        "--now",
-        &rfc3339(plus(t0, 32, 0)),
-    ]
-    .iter()
-    .map(|s| s.to_string())
-    .collect();
-    let p = run_raw(
-        &args,
-        &[
-            ("S3_LIFECYCLED__CURSOR__DIR", scope.cursor_dir.as_str()),
-            ("S3_LIFECYCLED__DISPATCH__RETRY_INITIAL_BACKOFF", "10ms"),
-            ("S3_LIFECYCLED__DISPATCH__RETRY_MAX_BACKOFF", "20ms"),
-        ],
-    )
-    .await;
+    let p = run_once_via(s.c, &s.scope, plus(s.t0, 32, 0), &bad, &FAST_RETRY).await;
     assert_eq!(p.code, 3, "{}", p.describe());
     let r = p.json();
     assert_eq!(r.v["outcome"], "halted", "{}", p.describe());
@@ -323,16 +277,11 @@ async fn unreachable_s3_grpc_halts_then_next_pass_deletes() {
         p.describe()
     );
     assert!(r.total("RPC_ERROR") >= 1, "{}", p.describe());
-    assert_eq!(head_status(&s3, &b, "h/k", None).await, 200);
+    assert_eq!(s.head("h/k", None).await, 200);
 
-    let p = run_once(c, &scope, Some(plus(t0, 32, 0)), &[], &[]).await;
+    let p = s.pass_at(32, 0).await;
     let r = p.ok();
-    assert_eq!(
-        head_status(&s3, &b, "h/k", None).await,
-        404,
-        "{}",
-        p.describe()
-    );
+    assert_eq!(s.head("h/k", None).await, 404, "{}", p.describe());
     assert_eq!(r.total("DONE"), 1, "{}", p.describe());
 }
 
@@ -377,37 +326,31 @@ async fn rate_limit_spreads_deletes() {
 /// (`partition_flip`), and its objects still expire.
 #[tokio::test]
 async fn partition_flip_to_walker_still_expires() {
-    let c = common::cluster();
-    let s3 = c.s3_client();
-    let b = c.new_bucket("e2e-flip").await.unwrap();
-    for k in ["p/1", "p/2", "q/keep"] {
-        put(&s3, &b, k, b"data", None).await;
-    }
-    c.put_lifecycle_xml(&b, &lifecycle(&days_rule("p", "p/", 30)))
-        .await
-        .unwrap();
-    let t0 = now_ns();
-    let scope = Scope::new(&[&b]);
+    let s = Scenario::new("e2e-flip")
+        .objects(&["p/1", "p/2", "q/keep"], b"data")
+        .rules(&days_rule("p", "p/", 30))
+        .build()
+        .await;
     let long = [("S3_LIFECYCLED__PASS__META_LOG_RETENTION", "8760h")];
     let short = [("S3_LIFECYCLED__PASS__META_LOG_RETENTION", "24h")];
 
-    let p = run_once(c, &scope, Some(plus(t0, 10, 0)), &[], &long).await;
+    let p = s.pass_with(10, 0, &[], &long).await;
     p.ok().assert_no_deletes();
 
-    let p = run_once(c, &scope, Some(plus(t0, 32, 0)), &[], &short).await;
+    let p = s.pass_with(32, 0, &[], &short).await;
     let r = p.ok();
     assert!(
-        r.recovery_reasons(&b).contains("partition_flip"),
+        r.recovery_reasons(&s.bucket).contains("partition_flip"),
         "{}",
         p.describe()
     );
-    p.assert_left(&s3, &b, &["q/keep"]).await;
+    p.assert_left(&s.s3, &s.bucket, &["q/keep"]).await;
     assert_eq!(r.total("DONE"), 2, "{}", p.describe());
 
-    let p = run_once(c, &scope, Some(plus(t0, 33, 0)), &[], &short).await;
+    let p = s.pass_with(33, 0, &[], &short).await;
     let r = p.ok();
     r.assert_no_deletes();
-    assert!(r.recovery_reasons(&b).is_empty(), "{}", p.describe());
+    assert!(r.recovery_reasons(&s.bucket).is_empty(), "{}", p.describe());
 }
 
 /// The retention trap (docs/retention-probe.md#replay-lag): `pass.meta_log_retention` equal to the
@@ -418,27 +361,22 @@ async fn partition_flip_to_walker_still_expires() {
 /// still go. A 2 s lifecycle day, TTL 3 days = 6 s, retention 6 s.
 #[tokio::test]
 async fn retention_equal_to_ttl_recovers_only_on_the_first_pass() {
-    let c = common::cluster();
-    let s3 = c.s3_client();
-    let b = c.new_bucket("e2e-ret-ttl").await.unwrap();
-    c.put_lifecycle_xml(&b, &lifecycle(&days_rule("x", "x/", 3)))
-        .await
-        .unwrap();
-    for k in ["x/1", "x/2", "keep"] {
-        put(&s3, &b, k, b"data", None).await;
-    }
-    let t0 = now_ns();
-    let scope = Scope::new(&[&b]);
+    let s = Scenario::new("e2e-ret-ttl")
+        .rules(&days_rule("x", "x/", 3))
+        .objects(&["x/1", "x/2", "keep"], b"data")
+        .build()
+        .await;
+    let (c, scope, b, t0) = (s.c, &s.scope, &s.bucket, s.t0);
     let env = [
         ("S3_LIFECYCLED__TIME__DAY", "2s"),
         ("S3_LIFECYCLED__PASS__META_LOG_RETENTION", "6s"),
     ];
 
-    let p = run_once(c, &scope, Some(t0 + SEC_NS), &[], &env).await;
+    let p = run_once(c, scope, Some(t0 + SEC_NS), &[], &env).await;
     let r = p.ok();
     r.assert_no_deletes();
     assert!(
-        r.recovery_reasons(&b).contains("cold_start"),
+        r.recovery_reasons(b).contains("cold_start"),
         "{}",
         p.describe()
     );
@@ -447,12 +385,12 @@ async fn retention_equal_to_ttl_recovers_only_on_the_first_pass() {
     // the objects above were deleted and must be deleted by a later steady pass.
     for (i, at) in [3, 5, 7, 20, 22, 40, 42].into_iter().enumerate() {
         if at == 22 {
-            put(&s3, &b, "x/3", b"data", None).await;
+            s.put("x/3", b"data").await;
         }
-        let p = run_once(c, &scope, Some(t0 + at * SEC_NS), &[], &env).await;
+        let p = run_once(c, scope, Some(t0 + at * SEC_NS), &[], &env).await;
         let r = p.ok();
         assert!(
-            r.recovery_reasons(&b).is_empty(),
+            r.recovery_reasons(b).is_empty(),
             "pass {} at t0+{at}s recovered:\n{}",
             i + 2,
             p.describe()
@@ -464,7 +402,7 @@ async fn retention_equal_to_ttl_recovers_only_on_the_first_pass() {
             _ => {}
         }
     }
-    assert_eq!(list_keys(&s3, &b).await, set(&["keep"]));
+    assert_eq!(s.keys().await, set(&["keep"]));
     assert_eq!(deleted, 3);
 }
 
@@ -480,9 +418,9 @@ async fn writes_after_the_first_pass_expire_by_replay() {
     c.put_lifecycle_xml(
         &plain,
         &lifecycle(&format!(
-            "{}<Rule><ID>up</ID><Status>Enabled</Status><Filter><Prefix>up/</Prefix></Filter>\
-             <AbortIncompleteMultipartUpload><DaysAfterInitiation>2</DaysAfterInitiation></AbortIncompleteMultipartUpload></Rule>",
-            days_rule("e", "e/", 30)
+            "{}{}",
+            days_rule("e", "e/", 30),
+            abort_upload_rule("up", "up/", 2)
         )),
     )
     .await
@@ -490,9 +428,9 @@ async fn writes_after_the_first_pass_expire_by_replay() {
     c.put_lifecycle_xml(
         &vers,
         &lifecycle(&format!(
-            "{}<Rule><ID>nc</ID><Status>Enabled</Status><Filter><Prefix>nc/</Prefix></Filter>\
-             <NoncurrentVersionExpiration><NoncurrentDays>3</NoncurrentDays></NoncurrentVersionExpiration></Rule>",
-            days_rule("e", "e/", 30)
+            "{}{}",
+            days_rule("e", "e/", 30),
+            noncurrent_rule("nc", "nc/", 3)
         )),
     )
     .await
@@ -504,14 +442,7 @@ async fn writes_after_the_first_pass_expire_by_replay() {
 
     put(&s3, &plain, "e/a", b"data", None).await;
     put(&s3, &plain, "keep", b"data", None).await;
-    s3.create_multipart_upload()
-        .bucket(&plain)
-        .key("up/x.bin")
-        .send()
-        .await
-        .unwrap()
-        .upload_id()
-        .unwrap();
+    start_upload(&s3, &plain, "up/x.bin").await;
     let cur = put(&s3, &vers, "e/v", b"v1", None).await.unwrap();
     let nc1 = put(&s3, &vers, "nc/k", b"1", None).await.unwrap();
     let nc2 = put(&s3, &vers, "nc/k", b"2", None).await.unwrap();
@@ -559,50 +490,19 @@ async fn writes_after_the_first_pass_expire_by_replay() {
 /// (exit 3) and the next pass, against the right port, still deletes it.
 #[tokio::test]
 async fn halted_cold_start_walk_is_redone() {
-    let c = common::cluster();
-    let s3 = c.s3_client();
-    let b = c.new_bucket("e2e-halt-walk").await.unwrap();
-    put(&s3, &b, "w/k", b"data", None).await;
-    c.put_lifecycle_xml(&b, &lifecycle(&date_rule("w", "w/", PAST_DATE)))
-        .await
-        .unwrap();
-    let scope = Scope::new(&[&b]);
-    let at = plus(now_ns(), 0, 1);
+    let s = Scenario::new("e2e-halt-walk")
+        .objects(&["w/k"], b"data")
+        .rules(&date_rule("w", "w/", PAST_DATE))
+        .build()
+        .await;
     let closed = common::free_port();
-    let args: Vec<String> = [
-        "run-once",
-        "--filer",
-        &c.filer_grpc_addr().to_string(),
-        "--s3-grpc",
-        &format!("127.0.0.1:{closed}"),
-        "--buckets",
-        &b,
-        "--json",
-        "--now",
-        &rfc3339(at),
-    ]
-    .iter()
-    .map(|s| s.to_string())
-    .collect();
-    let p = run_raw(
-        &args,
-        &[
-            ("S3_LIFECYCLED__CURSOR__DIR", scope.cursor_dir.as_str()),
-            ("S3_LIFECYCLED__DISPATCH__RETRY_INITIAL_BACKOFF", "10ms"),
-            ("S3_LIFECYCLED__DISPATCH__RETRY_MAX_BACKOFF", "20ms"),
-        ],
-    )
-    .await;
+    let bad = format!("127.0.0.1:{closed}");
+    let p = run_once_via(s.c, &s.scope, plus(s.t0, 0, 1), &bad, &FAST_RETRY).await;
     assert_eq!(p.code, 3, "{}", p.describe());
-    assert_eq!(head_status(&s3, &b, "w/k", None).await, 200);
-    let p = run_once(c, &scope, Some(at), &[], &[]).await;
+    assert_eq!(s.head("w/k", None).await, 200);
+    let p = s.pass_at(0, 1).await;
     let r = p.ok();
-    assert_eq!(
-        head_status(&s3, &b, "w/k", None).await,
-        404,
-        "{}",
-        p.describe()
-    );
+    assert_eq!(s.head("w/k", None).await, 404, "{}", p.describe());
     assert_eq!(r.total("DONE"), 1, "{}", p.describe());
 }
 
@@ -610,24 +510,21 @@ async fn halted_cold_start_walk_is_redone() {
 /// one short day is deleted, a fresh one is not.
 #[tokio::test]
 async fn wall_clock_pass_without_now() {
-    let c = common::cluster();
-    let s3 = c.s3_client();
-    let b = c.new_bucket("e2e-wall").await.unwrap();
-    c.put_lifecycle_xml(&b, &lifecycle(&days_rule("w", "w/", 1)))
-        .await
-        .unwrap();
-    put(&s3, &b, "w/old", b"data", None).await;
-    let m_old = mtime_ns(&s3, &b, "w/old").await;
-    let scope = Scope::new(&[&b]);
-    let p = run_once(c, &scope, None, &[], &SHORT_DAY).await;
+    let s = Scenario::new("e2e-wall")
+        .rules(&days_rule("w", "w/", 1))
+        .objects(&["w/old"], b"data")
+        .build()
+        .await;
+    let m_old = mtime_ns(&s.s3, &s.bucket, "w/old").await;
+    let p = run_once(s.c, &s.scope, None, &[], &SHORT_DAY).await;
     p.ok().assert_no_deletes();
     // This test is about the wall clock, so it waits for it (no `--now`): until w/old is one short
     // day (10 s) old, with a second to spare.
     wait_until_clock_passes(m_old + 11 * SEC_NS, Duration::from_secs(15)).await;
-    put(&s3, &b, "w/new", b"data", None).await;
-    let p = run_once(c, &scope, None, &[], &SHORT_DAY).await;
+    s.put("w/new", b"data").await;
+    let p = run_once(s.c, &s.scope, None, &[], &SHORT_DAY).await;
     let r = p.ok();
-    p.assert_left(&s3, &b, &["w/new"]).await;
+    p.assert_left(&s.s3, &s.bucket, &["w/new"]).await;
     assert_eq!(r.total("DONE"), 1, "{}", p.describe());
 }
 
@@ -636,31 +533,22 @@ async fn wall_clock_pass_without_now() {
 /// pointer is back, the next pass removes the marker.
 #[tokio::test]
 async fn retry_later_halts_then_next_pass_resolves() {
-    let c = common::cluster();
-    let s3 = c.s3_client();
-    let b = c.new_bucket("e2e-retry-later").await.unwrap();
-    enable_versioning(&s3, &b).await;
-    c.put_lifecycle_xml(
-        &b,
-        &lifecycle(
-            "<Rule><ID>dm</ID><Status>Enabled</Status><Filter><Prefix>m/</Prefix></Filter>\
-             <Expiration><ExpiredObjectDeleteMarker>true</ExpiredObjectDeleteMarker></Expiration></Rule>",
-        ),
-    )
-    .await
-    .unwrap();
-    let t0 = now_ns();
-    let scope = Scope::new(&[&b]);
-    let p = run_once(c, &scope, Some(plus(t0, 0, 1)), &[], &[]).await;
+    let s = Scenario::new("e2e-retry-later")
+        .versioned()
+        .rules(&delete_marker_rule("dm", "m/"))
+        .build()
+        .await;
+    let p = s.pass_at(0, 1).await;
     p.ok().assert_no_deletes();
-    delete(&s3, &b, "m/k", None).await;
-    let dir = format!("{}/{b}/m", c.buckets_root());
+    s.delete("m/k", None).await;
+    let c = s.c;
+    let dir = format!("{}/{}/m", c.buckets_root(), s.bucket);
     let folder = c.lookup_entry(&dir, "k.versions").await.unwrap().unwrap();
     let key = s3_lifecycled::engine::keys::LATEST_VERSION_ID;
     let pointer = folder.extended.get(key).cloned().expect("a latest pointer");
     c.set_extended(&dir, "k.versions", key, None).await.unwrap();
 
-    let p = run_once(c, &scope, Some(plus(t0, 1, 0)), &[], &[]).await;
+    let p = s.pass_at(1, 0).await;
     assert_eq!(p.code, 3, "{}", p.describe());
     let r = p.json();
     assert_eq!(r.v["outcome"], "halted", "{}", p.describe());
@@ -670,18 +558,14 @@ async fn retry_later_halts_then_next_pass_resolves() {
         "{}",
         p.describe()
     );
-    assert_eq!(list_versions(&s3, &b, "m/k").await.len(), 1);
+    assert_eq!(s.versions("m/k").await.len(), 1);
 
     c.set_extended(&dir, "k.versions", key, Some(&pointer))
         .await
         .unwrap();
-    let p = run_once(c, &scope, Some(plus(t0, 1, 1)), &[], &[]).await;
+    let p = s.pass_at(1, 1).await;
     let r = p.ok();
-    assert!(
-        list_versions(&s3, &b, "m/k").await.is_empty(),
-        "{}",
-        p.describe()
-    );
+    assert!(s.versions("m/k").await.is_empty(), "{}", p.describe());
     assert_eq!(r.total("DONE"), 1, "{}", p.describe());
 }
 
@@ -781,13 +665,11 @@ async fn deleted_bucket_between_passes_does_not_fail_the_pass() {
 /// naming the key) before any pass runs, so Go's cursors are never overwritten.
 #[tokio::test]
 async fn go_cursor_dir_guard_sees_through_path_spelling() {
-    let c = common::cluster();
-    let s3 = c.s3_client();
-    let b = c.new_bucket("e2e-go-dir").await.unwrap();
-    put(&s3, &b, "old/1", b"x", None).await;
-    c.put_lifecycle_xml(&b, &lifecycle(&date_rule("d", "old/", PAST_DATE)))
-        .await
-        .unwrap();
+    let s = Scenario::new("e2e-go-dir")
+        .objects(&["old/1"], b"x")
+        .rules(&date_rule("d", "old/", PAST_DATE))
+        .build()
+        .await;
     for dir in [
         "/etc/s3/lifecycle/daily-cursors/",
         "/etc/s3/lifecycle//daily-cursors",
@@ -796,14 +678,14 @@ async fn go_cursor_dir_guard_sees_through_path_spelling() {
         "/etc/s3/./lifecycle/daily-cursors/.",
     ] {
         let scope = Scope {
-            buckets: vec![b.clone()],
+            buckets: vec![s.bucket.clone()],
             cursor_dir: dir.to_string(),
         };
-        let p = run_once(c, &scope, Some(plus(now_ns(), 0, 1)), &[], &[]).await;
+        let p = run_once(s.c, &scope, Some(plus(now_ns(), 0, 1)), &[], &[]).await;
         assert_eq!(p.code, 2, "{dir}:\n{}", p.describe());
         assert!(p.stderr.contains("cursor.dir"), "{dir}:\n{}", p.describe());
     }
-    assert_eq!(list_keys(&s3, &b).await, set(&["old/1"]));
+    assert_eq!(s.keys().await, set(&["old/1"]));
 }
 
 /// Regression: a recovery walk run with `--now` in the future claimed every
@@ -812,39 +694,33 @@ async fn go_cursor_dir_guard_sees_through_path_spelling() {
 /// expired. The walk can only vouch for what existed when it ran.
 #[tokio::test]
 async fn future_now_recovery_does_not_skip_objects_written_later() {
-    let c = common::cluster();
-    let s3 = c.s3_client();
-    let b = c.new_bucket("e2e-future-now").await.unwrap();
-    let rules = lifecycle(
-        "<Rule><ID>d</ID><Status>Enabled</Status><Filter><Prefix>d/</Prefix></Filter>\
-         <Expiration><Days>30</Days></Expiration></Rule>",
-    );
-    c.put_lifecycle_xml(&b, &rules).await.unwrap();
-    put(&s3, &b, "d/old", b"x", None).await;
-    let t0 = now_ns();
-    let scope = Scope::new(&[&b]);
+    let s = Scenario::new("e2e-future-now")
+        .rules(&days_rule("d", "d/", 30))
+        .objects(&["d/old"], b"x")
+        .build()
+        .await;
     // Cold start far in the future: the recovery walk expires d/old.
-    let p = run_once(c, &scope, Some(plus(t0, 40, 0)), &[], &[]).await;
+    let p = s.pass_at(40, 0).await;
     let r = p.ok();
     assert!(
-        r.recovery_reasons(&b).contains("cold_start"),
+        r.recovery_reasons(&s.bucket).contains("cold_start"),
         "{}",
         p.describe()
     );
-    assert!(list_keys(&s3, &b).await.is_empty(), "{}", p.describe());
+    assert!(s.keys().await.is_empty(), "{}", p.describe());
     // Written after that pass, in real time: its event is older than the
     // pass's `now`, but the walk never saw it.
     tokio::time::sleep(std::time::Duration::from_secs(1)).await;
-    put(&s3, &b, "d/new", b"x", None).await;
-    let p = run_once(c, &scope, Some(plus(t0, 75, 0)), &[], &[]).await;
+    s.put("d/new", b"x").await;
+    let p = s.pass_at(75, 0).await;
     let r = p.ok();
     assert!(
-        r.recovery_reasons(&b).is_empty(),
+        r.recovery_reasons(&s.bucket).is_empty(),
         "steady pass: {}",
         p.describe()
     );
     assert!(
-        list_keys(&s3, &b).await.is_empty(),
+        s.keys().await.is_empty(),
         "d/new must expire through replay: {}",
         p.describe()
     );

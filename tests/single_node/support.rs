@@ -1,25 +1,9 @@
-//! Helpers the feature modules of this binary share: deleting one key or
-//! version, reading an object's mtime, the shard a key lands on.
+//! Helpers the feature modules of this binary share: reading an object's
+//! mtime, the shard a key lands on.
 
 use crate::common;
 
 use common::*;
-
-/// Deletes one key (or one version of it).
-pub(crate) async fn delete(
-    s3: &aws_sdk_s3::Client,
-    bucket: &str,
-    key: &str,
-    version: Option<&str>,
-) {
-    s3.delete_object()
-        .bucket(bucket)
-        .key(key)
-        .set_version_id(version.map(str::to_string))
-        .send()
-        .await
-        .unwrap_or_else(|e| panic!("DELETE {bucket}/{key} {version:?}: {e:?}"));
-}
 
 /// Last-Modified of the current version, in ns (whole seconds, as S3 stores them).
 pub(crate) async fn mtime_ns(s3: &aws_sdk_s3::Client, bucket: &str, key: &str) -> i64 {

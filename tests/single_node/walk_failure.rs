@@ -78,7 +78,7 @@ async fn a_failing_walk_in_one_bucket_does_not_stop_replay_of_another() {
         real,
     })
     .await;
-    let p = run_once_via(c, &scope, plus(t0, 3, 0), &gateway).await;
+    let p = run_once_via(c, &scope, plus(t0, 3, 0), &gateway, &[]).await;
     assert_eq!(p.code, 3, "the failed walk is reported:\n{}", p.describe());
     let r = p.json();
     let halted = r.halted_shards();
