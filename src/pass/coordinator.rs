@@ -28,7 +28,7 @@ use crate::pass::actors::{BeginPass, ShardActor, ShardTelemetry};
 use crate::pass::dispatch::{DeleteDispatcher, DeletePort, Gate, Record, limiter};
 use crate::pass::observe::PassObserver;
 use crate::pass::plan::{PassPlan, RuleChanges, live_actions};
-use crate::pass::ports::ClusterPort;
+use crate::pass::ports::{ClusterError, ClusterPort};
 use crate::pass::report::{PassResult, ShardOutcome, ShardReport, ShardResult};
 use crate::pass::retry::{RetryPolicy, drain_bound};
 use crate::pass::shard_plan::plan_shard;
@@ -46,8 +46,25 @@ use crate::pass::records::{JOURNAL_PART_BYTES, settle_caps, write_journal, write
 /// coordinator lives as long as the process: `run-once` sends one `RunPass`,
 /// `serve` one per scheduled or triggered pass (never two at once).
 #[derive(Message)]
-#[rtype(result = "Result<PassResult, String>")]
+#[rtype(result = "Result<PassResult, PassError>")]
 pub struct RunPass(pub PassOptions);
+
+/// Why a pass could not run to its report. The cluster's error is kept whole,
+/// so a TLS cause in it is found without dialling again
+/// (docs/tls.md#how-failures-surface).
+#[derive(Debug, thiserror::Error)]
+pub enum PassError {
+    /// Its preparation could not read the cluster (membership, buckets,
+    /// cursors, controls).
+    #[error(transparent)]
+    Prepare(#[from] ClusterError),
+    /// A task of the pass panicked or was cancelled.
+    #[error("pass {stage} task failed: {source}")]
+    Task {
+        stage: &'static str,
+        source: tokio::task::JoinError,
+    },
+}
 
 /// Answers the addresses of the coordinator's shard actors (the same ones for
 /// every pass), by shard.
@@ -108,7 +125,7 @@ impl Handler<GetShards> for Coordinator {
 }
 
 impl Handler<RunPass> for Coordinator {
-    type Result = ResponseActFuture<Self, Result<PassResult, String>>;
+    type Result = ResponseActFuture<Self, Result<PassResult, PassError>>;
 
     fn handle(&mut self, msg: RunPass, _: &mut Context<Self>) -> Self::Result {
         let opts = msg.0;
@@ -124,8 +141,11 @@ impl Handler<RunPass> for Coordinator {
             let failed_span = span.clone();
             let run = match joined {
                 Ok(Ok(p)) => Ok(act.start_pass(opts, p, started, span)),
-                Ok(Err(e)) => Err(e.to_string()),
-                Err(e) => Err(format!("pass preparation task failed: {e}")),
+                Ok(Err(e)) => Err(PassError::Prepare(e)),
+                Err(source) => Err(PassError::Task {
+                    stage: "preparation",
+                    source,
+                }),
             };
             if run.is_err() {
                 telemetry::record_outcome(&failed_span, "failed");
@@ -134,8 +154,10 @@ impl Handler<RunPass> for Coordinator {
                     .pass_finished(RunOutcome::Failed, crate::clock::wall_ns());
             }
             async move {
-                run?.await
-                    .map_err(|e| format!("pass driver task failed: {e}"))
+                run?.await.map_err(|source| PassError::Task {
+                    stage: "driver",
+                    source,
+                })
             }
             .into_actor(act)
         }))

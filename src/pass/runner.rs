@@ -12,7 +12,7 @@ use crate::config::Settings;
 use crate::engine::delete::DeleteRequest;
 use crate::pass::cluster::SeaweedCluster;
 use crate::pass::cluster_error::ClusterError;
-use crate::pass::coordinator::{Coordinator, RunPass};
+use crate::pass::coordinator::{Coordinator, PassError, RunPass};
 use crate::pass::dispatch::DeletePort;
 use crate::pass::gateways::SeaweedDelete;
 use crate::pass::observe::PassObserver;
@@ -41,8 +41,8 @@ pub enum RunError {
     },
     /// The pass started and could not go on (e.g. its bucket scan failed);
     /// it saved no cursor past anything it did not resolve.
-    #[error("{0}")]
-    Failed(String),
+    #[error(transparent)]
+    Failed(#[from] PassError),
     /// The coordinator's mailbox closed: the actor system is going down.
     #[error("coordinator stopped: {0}")]
     Stopped(#[from] actix::MailboxError),
@@ -129,5 +129,41 @@ impl PassRunner {
             .send(RunPass(opts))
             .await?
             .map_err(RunError::Failed)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::seaweed::filer::FilerError;
+    use crate::seaweed::tls::HandshakeError;
+    use rustls::AlertDescription;
+    use std::io;
+
+    /// A pass whose preparation failed (its bucket listing, on a filer that
+    /// refused our certificate) reached `run-once` as text, and the TLS
+    /// cause had to be found by dialling again.
+    #[test]
+    fn a_pass_that_failed_to_prepare_kept_its_tls_cause() {
+        let alert = io::Error::new(
+            io::ErrorKind::InvalidData,
+            rustls::Error::AlertReceived(AlertDescription::BadCertificate),
+        );
+        let status = tonic::Status::from_error(Box::new(HandshakeError::late(alert)));
+        let listing = ClusterError::ListBuckets {
+            root: "/buckets".into(),
+            source: FilerError::Transport {
+                op: "ListEntries",
+                path: "/buckets".into(),
+                status,
+            },
+        };
+        let e = RunError::from(PassError::Prepare(listing));
+        assert!(
+            e.to_string()
+                .starts_with("listing buckets under /buckets: "),
+            "{e}"
+        );
+        assert!(HandshakeError::find(&e).is_some(), "{e:?}");
     }
 }
