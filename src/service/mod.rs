@@ -18,7 +18,7 @@ use crate::engine::Nanos;
 use crate::engine::cursor::ShardCursor;
 use crate::pass::observe::{PassObserver, StatusBoard};
 use crate::pass::options::{PassOptions, StopSignal};
-use crate::pass::ports::{ClusterPort, controls_for, on_controls};
+use crate::pass::ports::{ClusterError, ClusterPort, controls_for, on_controls};
 use crate::pass::runner::PassRunner;
 use crate::status::{PassSummary, ServiceState, StatusSnapshot};
 
@@ -450,7 +450,10 @@ impl AdminBackend for Backend {
             if let Some(b) = bucket.as_deref() {
                 c.check_exists(b, "").await?;
             }
-            let cursors = c.cursors().await.map_err(AdminError::Unavailable)?;
+            let cursors = c
+                .cursors()
+                .await
+                .map_err(|e| AdminError::Unavailable(e.to_string()))?;
             Ok(crate::engine::forecast::Forecast::of(
                 &cursors,
                 &time,
@@ -507,7 +510,7 @@ impl Controls {
     }
 
     /// The 16 shard cursors (`None`: the shard has none yet).
-    pub async fn cursors(&self) -> Result<Vec<Option<ShardCursor>>, String> {
+    pub async fn cursors(&self) -> Result<Vec<Option<ShardCursor>>, ClusterError> {
         cursors_after(&*self.port, &BTreeMap::new()).await
     }
 
@@ -550,12 +553,12 @@ impl Controls {
 async fn cursors_after(
     port: &dyn ClusterPort,
     saved: &BTreeMap<u8, ShardCursor>,
-) -> Result<Vec<Option<ShardCursor>>, String> {
+) -> Result<Vec<Option<ShardCursor>>, ClusterError> {
     let mut cursors = Vec::with_capacity(crate::engine::SHARD_COUNT);
     for shard in 0..crate::engine::SHARD_COUNT as u8 {
         cursors.push(match saved.get(&shard) {
             Some(c) => Some(c.clone()),
-            None => port.load_cursor(shard).await.map_err(|e| e.to_string())?,
+            None => port.load_cursor(shard).await?,
         });
     }
     Ok(cursors)
@@ -604,8 +607,8 @@ async fn stale_now(
     port: &dyn ClusterPort,
     only: &[String],
     after_ns: i64,
-) -> Result<Vec<crate::status::StaleBucket>, String> {
-    let scan = port.buckets().await.map_err(|e| e.to_string())?;
+) -> Result<Vec<crate::status::StaleBucket>, ClusterError> {
+    let scan = port.buckets().await?;
     let mut names: Vec<String> = scan
         .buckets
         .iter()
