@@ -106,6 +106,39 @@ fn within_5_percent(a: u64, b: u64) -> bool {
     hi == 0 || (hi - lo) * 20 <= hi
 }
 
+/// The report's row for `collection` says what the volume server's `/status`
+/// says once its deletion queue is quiet, and the garbage grew by the `freed`
+/// bytes the pass deleted from it (needles carry a header and padding: a
+/// little more than the bytes deleted, never less).
+async fn matches_the_volume_server(
+    c: &Cluster,
+    p: &Pass,
+    before: &BTreeMap<String, OnDisk>,
+    collection: &str,
+    freed: u64,
+) {
+    let r = p.json();
+    let live = quiet_garbage(c, collection).await;
+    let was = before.get(collection).copied().unwrap_or_default();
+    let row = reported(&r, collection);
+    let garbage = row["garbage_bytes"].as_u64().unwrap();
+    assert!(
+        within_5_percent(garbage, live.garbage),
+        "{collection}: reported garbage {garbage}, volume server {live:?}\n{}",
+        p.describe()
+    );
+    let grew = live.garbage - was.garbage;
+    assert!(
+        grew >= freed && within_5_percent(grew, freed),
+        "{collection}: deleted {freed}, garbage grew {grew}"
+    );
+    let size = row["size_bytes"].as_u64().unwrap();
+    assert!(
+        within_5_percent(size, live.size),
+        "{collection}: reported size {size}, volume server {live:?}"
+    );
+}
+
 #[tokio::test]
 async fn deleted_bytes_count_objects_versions_and_parts_and_garbage_matches_the_volume_servers() {
     let c = common::cluster();
@@ -199,28 +232,7 @@ async fn deleted_bytes_count_objects_versions_and_parts_and_garbage_matches_the_
         (&plain, object_bytes + part_bytes),
         (&versioned, noncurrent_bytes),
     ] {
-        let live = quiet_garbage(c, bucket).await;
-        let was = before.get(bucket.as_str()).copied().unwrap_or_default();
-        let row = reported(&r, bucket);
-        let garbage = row["garbage_bytes"].as_u64().unwrap();
-        assert!(
-            within_5_percent(garbage, live.garbage),
-            "{bucket}: reported garbage {garbage}, volume server {live:?}\n{}",
-            p.describe()
-        );
-        // Needles carry a header and padding: the garbage is a little more
-        // than the bytes deleted, never less.
-        assert!(
-            live.garbage - was.garbage >= freed
-                && within_5_percent(live.garbage - was.garbage, freed),
-            "{bucket}: deleted {freed}, garbage grew {} ",
-            live.garbage - was.garbage
-        );
-        let size = row["size_bytes"].as_u64().unwrap();
-        assert!(
-            within_5_percent(size, live.size),
-            "{bucket}: reported size {size}, volume server {live:?}"
-        );
+        matches_the_volume_server(c, &p, &before, bucket, freed).await;
     }
     assert!(
         r.v["reclaim"]["vacuum"].is_null(),
@@ -463,26 +475,7 @@ async fn location_rule_collection_was_summed_under_the_bucket_name() {
     want.sort();
     assert_eq!(named, want, "{}", p.describe());
     for (collection, freed) in [(&elsewhere, moved_bytes + part_bytes), (&bucket, own_bytes)] {
-        let live = quiet_garbage(c, collection).await;
-        let was = before.get(collection.as_str()).copied().unwrap_or_default();
-        let row = reported(&r, collection);
-        let garbage = row["garbage_bytes"].as_u64().unwrap();
-        assert!(
-            within_5_percent(garbage, live.garbage),
-            "{collection}: reported garbage {garbage}, volume server {live:?}\n{}",
-            p.describe()
-        );
-        assert!(
-            live.garbage - was.garbage >= freed
-                && within_5_percent(live.garbage - was.garbage, freed),
-            "{collection}: deleted {freed}, garbage grew {}",
-            live.garbage - was.garbage
-        );
-        let size = row["size_bytes"].as_u64().unwrap();
-        assert!(
-            within_5_percent(size, live.size),
-            "{collection}: reported size {size}, volume server {live:?}"
-        );
+        matches_the_volume_server(c, &p, &before, collection, freed).await;
     }
     assert!(list_uploads(&s3, &bucket).await.is_empty());
 }
