@@ -146,6 +146,19 @@ async fn explain(s: &Settings, args: &ExplainArgs) -> Result<String, Fail> {
             key: key.to_string(),
             entry: b,
         },
+        // `PUT dir/` stores a directory carrying an ETag: S3 lists it as the
+        // object `dir/`, but lifecycle never expires directories
+        // (docs/filer-layout.md#objects-and-directories), so "not found" would be
+        // wrong and say nothing of why it stays.
+        (_, Some(b)) if b.extended.contains_key(crate::engine::keys::ETAG) => {
+            let mtime = b.attributes.as_ref().map_or(0, |a| a.mtime) * 1_000_000_000;
+            return Ok(format!(
+                "object {bucket}/{key}: a folder marker (the directory {dir}/{name}), mtime {}\n\
+                 no rule applies: lifecycle never expires directories, folder markers \
+                 included (docs/filer-layout.md#objects-and-directories); delete it through S3 if it must go\n",
+                format_time(mtime)
+            ));
+        }
         _ => {
             // "Why is my object gone?": if we deleted it, the journal says
             // by which rule, in which pass and when.

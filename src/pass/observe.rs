@@ -160,6 +160,11 @@ impl StatusBoard {
         }
     }
 
+    /// The snapshots as they are published.
+    pub fn subscribe(&self) -> watch::Receiver<StatusSnapshot> {
+        self.tx.subscribe()
+    }
+
     /// The latest snapshot (not throttled).
     pub fn snapshot(&self) -> StatusSnapshot {
         self.lock().snap.clone()

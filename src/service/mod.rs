@@ -574,10 +574,11 @@ pub fn stale_after(day: Duration) -> Duration {
 }
 
 /// Keeps the "buckets without a recent pass" report current: every
-/// `day / 24` (1 s to 1 h) it reads the bucket list and the 16 shard cursors
-/// and publishes the buckets no pass finished lately, on the status page and
-/// in metrics. A bucket outside `pass.buckets` (when set) is another
-/// instance's business and is not reported.
+/// `day / 24` (1 s to 1 h), and as soon as a pass of this service finished,
+/// it reads the bucket list and the 16 shard cursors and publishes the
+/// buckets no pass finished lately, on the status page and in metrics. A
+/// bucket outside `pass.buckets` (when set) is another instance's business
+/// and is not reported.
 pub async fn stale_watch(
     port: Arc<dyn ClusterPort>,
     board: Arc<StatusBoard>,
@@ -588,6 +589,10 @@ pub async fn stale_watch(
     let after = stale_after(settings.time.day);
     let after_ns = i64::try_from(after.as_nanos()).unwrap_or(i64::MAX);
     let period = (settings.time.day / 24).clamp(Duration::from_secs(1), Duration::from_secs(3600));
+    // With 24 h days the timer alone left every bucket a pass had just
+    // enforced listed as "never run" for up to an hour after it.
+    let mut snaps = board.subscribe();
+    let mut seen = last_run_id(&board.snapshot());
     loop {
         match stale_now(&*port, &settings.pass.buckets, after_ns).await {
             Ok(list) => {
@@ -598,7 +603,30 @@ pub async fn stale_watch(
         }
         tokio::select! {
             () = tokio::time::sleep(period) => {}
+            () = next_finished_pass(&mut snaps, &mut seen) => {}
             _ = shutdown.wait_for(|v| *v) => return,
+        }
+    }
+}
+
+fn last_run_id(s: &StatusSnapshot) -> Option<String> {
+    s.last_pass.as_ref().map(|p| p.run_id.clone())
+}
+
+/// Returns once the board shows a finished pass other than `seen` (and
+/// records it); never when the board is gone.
+async fn next_finished_pass(
+    snaps: &mut watch::Receiver<StatusSnapshot>,
+    seen: &mut Option<String>,
+) {
+    loop {
+        if snaps.changed().await.is_err() {
+            return std::future::pending().await;
+        }
+        let id = last_run_id(&snaps.borrow_and_update());
+        if id != *seen {
+            *seen = id;
+            return;
         }
     }
 }

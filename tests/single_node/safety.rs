@@ -922,3 +922,33 @@ async fn explain_on_a_deleted_key_said_only_not_found() {
         out.describe()
     );
 }
+
+/// Regression: `explain` on a folder marker (`PUT dir/`, which S3 lists as the object `dir/`)
+/// said "not found" and exited 1. The marker is a directory entry in the filer and lifecycle
+/// never expires directories (docs/filer-layout.md#objects-and-directories); explain now says
+/// so. An implicit parent directory (no ETag) is still not an object.
+#[tokio::test(flavor = "multi_thread")]
+async fn explain_on_a_folder_marker_said_not_found() {
+    let c = cluster();
+    let s3 = c.s3_client();
+    let b = c.new_bucket("explain-folder").await.unwrap();
+    c.put_lifecycle_xml(&b, &lifecycle(&days_rule("all", "", 1)))
+        .await
+        .unwrap();
+    put(&s3, &b, "photos/", b"", None).await;
+    put(&s3, &b, "implicit/a.txt", b"x", None).await;
+    let scope = Scope::new(&[&b]);
+    let env = serve_env(&scope);
+    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+    let out = run_raw(&["explain", &b, "photos/"], &env).await;
+    assert_eq!(out.code, 0, "{}", out.describe());
+    assert!(
+        out.stdout.contains("a folder marker")
+            && out.stdout.contains("lifecycle never expires directories"),
+        "{}",
+        out.describe()
+    );
+    let out = run_raw(&["explain", &b, "implicit/"], &env).await;
+    assert_eq!(out.code, 1, "{}", out.describe());
+    assert!(out.stderr.contains("not found"), "{}", out.describe());
+}

@@ -305,3 +305,55 @@ async fn buckets_with_rules_but_no_recent_pass_are_reported() {
     .await;
     assert!(aged[&good] > 0, "{aged:?}");
 }
+
+/// Regression: the "buckets without a recent pass" report was recomputed only every `day / 24`,
+/// so with 24 h days every bucket a pass had just enforced stayed listed as never run (status
+/// page, `/status.json`, `s3_lifecycled_bucket_without_recent_pass`) for up to an hour after
+/// the pass. It is now recomputed as soon as a pass finishes.
+#[tokio::test(flavor = "multi_thread")]
+async fn stale_report_kept_a_just_enforced_bucket_for_an_hour() {
+    let c = common::cluster();
+    let s3 = c.s3_client();
+    let b = c.new_bucket("e2e-stale-24h").await.unwrap();
+    put(&s3, &b, "keep/1", b"x", None).await;
+    c.put_lifecycle_xml(&b, &lifecycle(&days_rule("k", "keep/", 100_000)))
+        .await
+        .unwrap();
+    let srv = Serve::start(
+        &Scope::new(&[&b]),
+        &[
+            ("S3_LIFECYCLED__TIME__DAY", "24h"),
+            ("S3_LIFECYCLED__TIME__DUE_ROUNDING", "next_day"),
+        ],
+    )
+    .await;
+    let never = eventually(
+        Duration::from_secs(15),
+        Duration::from_millis(250),
+        async || {
+            let s = stale(&srv).await;
+            if s.contains_key(&b) {
+                Ok(s)
+            } else {
+                Err(format!("{s:?}"))
+            }
+        },
+    )
+    .await;
+    assert_eq!(never.get(&b), Some(&0), "{never:?}");
+    let (run_id, _) = srv.trigger(&[]).await;
+    srv.wait_last(&run_id, Duration::from_secs(60)).await;
+    eventually(
+        Duration::from_secs(10),
+        Duration::from_millis(250),
+        async || {
+            let s = stale(&srv).await;
+            if s.contains_key(&b) {
+                Err(format!("still listed after pass {run_id}: {s:?}"))
+            } else {
+                Ok(())
+            }
+        },
+    )
+    .await;
+}
