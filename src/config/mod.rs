@@ -549,6 +549,28 @@ mod tests {
     }
 
     #[test]
+    fn a_wrong_due_rounding_named_the_rust_enum_not_the_choices() {
+        let e = Settings::load(
+            None,
+            env(&[("S3_LIFECYCLED__TIME__DUE_ROUNDING", "midnight")]),
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            e.contains("`midnight` is not a due rounding; use next_day")
+                && e.contains("or none")
+                && e.contains("time.due_rounding")
+                && !e.contains("DueRounding"),
+            "{e}"
+        );
+        let s = Settings::load(
+            None,
+            env(&[("S3_LIFECYCLED__TIME__DUE_ROUNDING", "next_day")]),
+        );
+        assert_eq!(s.unwrap().time.due_rounding, DueRounding::NextDay);
+    }
+
+    #[test]
     fn go_cursor_dir_guard_sees_through_path_spelling() {
         for dir in [
             "/etc/s3/lifecycle//daily-cursors",

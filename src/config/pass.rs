@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
-use super::values::{de_duration, de_list};
+use super::values::{de_due_rounding, de_duration, de_list};
 use crate::engine::{DueRounding, TimeConfig};
 
 /// `[pass]`
@@ -105,6 +105,7 @@ pub struct TimeSettings {
     #[serde(deserialize_with = "de_duration")]
     pub day: Duration,
     /// `next_day` (AWS, Ceph, MinIO) or `none` (SeaweedFS Go worker parity).
+    #[serde(deserialize_with = "de_due_rounding")]
     pub due_rounding: DueRounding,
 }
 

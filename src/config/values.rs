@@ -4,6 +4,8 @@ use std::time::Duration;
 
 use serde::{Deserialize, Deserializer};
 
+use crate::engine::DueRounding;
+
 /// The longest duration accepted: the hand-written parser this replaced took
 /// at most `u32::MAX` of a unit, so `4294967295d`. Kept as a ceiling so a
 /// slipped digit (`99999999999d`) is still an error rather than a schedule
@@ -76,6 +78,19 @@ pub(super) fn de_duration<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D
     match Raw::deserialize(d)? {
         Raw::Text(s) => parse_duration(&s).map_err(serde::de::Error::custom),
         Raw::Secs(n) => Ok(Duration::from_secs(n)),
+    }
+}
+
+/// `time.due_rounding`, with an error that lists the two values (serde's own
+/// names the Rust enum and its "variant constructor", not the choices).
+pub(super) fn de_due_rounding<'de, D: Deserializer<'de>>(d: D) -> Result<DueRounding, D::Error> {
+    match String::deserialize(d)?.trim() {
+        "next_day" => Ok(DueRounding::NextDay),
+        "none" => Ok(DueRounding::None),
+        other => Err(serde::de::Error::custom(format!(
+            "`{other}` is not a due rounding; use next_day (round a due time up to the next \
+             day boundary, as AWS) or none (exactly n days after, as the Go worker)"
+        ))),
     }
 }
 
