@@ -923,6 +923,40 @@ async fn explain_on_a_deleted_key_said_only_not_found() {
     );
 }
 
+/// Regression: `explain` and `rules preview` of a bucket the cluster does not
+/// have exited 1 ("does not exist") where `pause`, `forecast` and `audit`
+/// refuse the same typo as invalid input (exit 2) with the closest name.
+#[tokio::test(flavor = "multi_thread")]
+async fn explain_and_preview_of_a_missing_bucket_exited_1_without_a_suggestion() {
+    let c = cluster();
+    let b = c.new_bucket("typo-target").await.unwrap();
+    c.put_lifecycle_xml(&b, &lifecycle(&days_rule("all", "", 1)))
+        .await
+        .unwrap();
+    let typo = format!("{b}x");
+    let scope = Scope::new(&[&b]);
+    let env = serve_env(&scope);
+    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+    let dir = TmpDir::new("typo");
+    let doc = dir.path().join("lifecycle.xml");
+    std::fs::write(&doc, lifecycle(&days_rule("all", "", 1))).unwrap();
+    let doc = doc.to_string_lossy().to_string();
+    for args in [
+        vec!["explain", typo.as_str(), "k"],
+        vec!["rules", "preview", doc.as_str(), "--bucket", typo.as_str()],
+    ] {
+        let out = run_raw(&args, &env).await;
+        assert_eq!(out.code, 2, "{}", out.describe());
+        assert!(
+            out.stderr.contains(&format!(
+                "bucket `{typo}` does not exist (did you mean `{b}`?)"
+            )),
+            "{}",
+            out.describe()
+        );
+    }
+}
+
 /// Regression: `explain` on a folder marker (`PUT dir/`, which S3 lists as the object `dir/`)
 /// said "not found" and exited 1. The marker is a directory entry in the filer and lifecycle
 /// never expires directories (docs/filer-layout.md#objects-and-directories); explain now says
