@@ -185,7 +185,17 @@ impl Check {
                     // file under `<key>.versions` (the identity tells which).
                     vec![Probe::Lookup { dir, name }, Probe::List { dir: versions }]
                 } else if v == "null" {
-                    vec![Probe::Lookup { dir, name }]
+                    // The null version is the bare entry, except a delete
+                    // marker made while versioning was Suspended: that one
+                    // is `<key>.versions/v_null`, and 4.48's gateway answers
+                    // NOT_FOUND for it (docs/lifecycle-delete.md#null-markers).
+                    vec![
+                        Probe::Lookup { dir, name },
+                        Probe::Lookup {
+                            dir: versions,
+                            name: format!("{VERSION_FILE_PREFIX}null"),
+                        },
+                    ]
                 } else {
                     let name = format!("{VERSION_FILE_PREFIX}{v}");
                     vec![Probe::Lookup {
@@ -359,6 +369,34 @@ mod tests {
             a.probes()[1].full_dir("/buckets", "b"),
             "/buckets/b/k.versions"
         );
+    }
+
+    /// A delete marker made while versioning was Suspended lives at
+    /// `<key>.versions/v_null`; the gateway cannot fetch it and answers
+    /// NOT_FOUND, and the check looked only at the bare `<key>`, so the
+    /// marker stayed while every pass journaled it as resolved.
+    #[test]
+    fn a_suspended_null_marker_answered_not_found_was_taken_as_gone() {
+        let mut marker = entry("v_null", 7);
+        marker
+            .extended
+            .insert(crate::engine::keys::DELETE_MARKER.into(), b"true".to_vec());
+        let req = delete(ActionKind::ExpiredDeleteMarker, "k", "null", &marker);
+        let r = CallResult::answered(DeleteOutcome::NoopResolved, "NOT_FOUND");
+        let c = Check::confirm("k", &req, &r).unwrap();
+        assert_eq!(
+            c.probes()[1],
+            Probe::Lookup {
+                dir: "k.versions".into(),
+                name: "v_null".into()
+            }
+        );
+        let v = judge(&c, &[Ok(vec![]), Ok(vec![marker.clone()])], 100);
+        assert!(
+            matches!(&v, Verdict::Unconfirmed(s) if s.contains("still there")),
+            "{v:?}"
+        );
+        assert_eq!(judge(&c, &[Ok(vec![]), Ok(vec![])], 100), Verdict::Settled);
     }
 
     #[test]
