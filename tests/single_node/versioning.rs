@@ -359,6 +359,46 @@ async fn lone_delete_markers_are_removed_others_stay() {
     assert_eq!(r.total("DONE"), 2, "{}", p.describe());
 }
 
+/// A DELETE while versioning is Suspended leaves a null delete marker, stored as
+/// `<key>.versions/v_null`. The 4.48 gateway cannot fetch that version and
+/// answers its `LifecycleDelete` NOT_FOUND; the pass confirmed the answer by
+/// the bare entry alone and journaled the marker resolved every pass while it
+/// stayed (docs/lifecycle-delete.md#null-markers). Whatever the gateway does,
+/// the marker is either gone (DONE) or reported unresolved: never both there
+/// and settled.
+#[tokio::test]
+async fn a_suspended_null_marker_was_journaled_resolved_while_it_stayed() {
+    let s = Scenario::new("e2e-null-dm")
+        .versioned()
+        .rules(&delete_marker_rule("dm", "m/"))
+        .build()
+        .await;
+    let p = s.pass_at(0, 1).await;
+    p.ok().assert_no_deletes();
+    set_versioning(&s.s3, &s.bucket, BucketVersioningStatus::Suspended).await;
+    s.delete("m/lone", None).await;
+    let before = s.versions("m/lone").await;
+    assert!(
+        before.len() == 1 && before[0].marker && before[0].version_id == "null",
+        "one null delete marker: {before:?}"
+    );
+
+    let p = s.pass_at(1, 0).await;
+    let r = p.ok();
+    let left = s.versions("m/lone").await;
+    if left.is_empty() {
+        assert_eq!(r.total("DONE"), 1, "{}", p.describe());
+    } else {
+        assert_eq!(r.total("DONE"), 0, "{}", p.describe());
+        assert_eq!(r.totals("unconfirmed"), 1, "{}", p.describe());
+        assert!(
+            p.stderr.contains("still there, unchanged"),
+            "{}",
+            p.describe()
+        );
+    }
+}
+
 /// Versioned buckets under two shard subsets run separately: replay events shard by physical
 /// path, the walker by logical key; together the subsets expire every current version once.
 #[tokio::test]
