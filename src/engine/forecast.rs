@@ -104,7 +104,9 @@ pub fn check_days(days: u32) -> Result<u32, DaysOutOfRange> {
 
 /// What the forecast says about its own precision (docs/forecast.md#imprecision).
 pub const CAVEAT: &str = "counts are of matches seen by replay when their event was read; an object \
-     overwritten or deleted since is still counted until the pass that re-reads it";
+     overwritten or deleted since is still counted until the pass that re-reads it. Rules a \
+     walk enforces (walker-only kinds, and rules whose days reach back past the meta-log the \
+     filer keeps) are not counted: only what a walk left undeleted shows, as overdue";
 
 /// A whole forecast: `forecast --json`, the admin API, `/status.json`.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
