@@ -433,6 +433,40 @@ async fn journal_lists_exactly_the_deletes_a_pass_made() {
     assert_eq!(bad.code, 2, "{}", bad.describe());
 }
 
+/// `journal` against a cursor dir that holds no journal (forgotten `--config`, a typo in
+/// `cursor.dir`) printed nothing and exited 0, which runbook (o) reads as "s3-lifecycled did
+/// not delete it". stdout stays empty, and stderr says which journal was read and that it is
+/// missing; a bucket name S3 cannot have is a usage error, as for `explain`.
+#[tokio::test(flavor = "multi_thread")]
+async fn journal_of_a_cursor_dir_without_a_journal_says_so_instead_of_printing_nothing() {
+    let c = cluster();
+    let b = c.new_bucket("journal-none").await.unwrap();
+    let scope = Scope::new(&[&b]);
+    let env = serve_env(&scope);
+    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+    for json in [false, true] {
+        let mut args = vec!["journal", "--bucket", b.as_str()];
+        if json {
+            args.push("--json");
+        }
+        let out = run_raw(&args, &env).await;
+        assert_eq!(out.code, 0, "{}", out.describe());
+        let expected = if json { "[]" } else { "" };
+        assert_eq!(out.stdout.trim(), expected, "{}", out.describe());
+        assert!(
+            out.stderr.contains(&format!(
+                "no deletion journal in {}/journal",
+                scope.cursor_dir
+            )) && out.stderr.contains("--config"),
+            "{}",
+            out.describe()
+        );
+    }
+    let bad = run_raw(&["journal", "--bucket", "Bad_Name"], &env).await;
+    assert_eq!(bad.code, 2, "{}", bad.describe());
+    assert!(bad.stderr.contains("Bad_Name"), "{}", bad.describe());
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn explain_gives_the_due_time_and_rule_of_a_match_and_the_reason_of_each_non_match() {
     let c = cluster();
