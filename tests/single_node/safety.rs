@@ -538,6 +538,40 @@ async fn explain_gives_the_due_time_and_rule_of_a_match_and_the_reason_of_each_n
     );
 }
 
+/// `rules preview --bucket` and `explain` of a bucket the cluster does not have (a typo) exited
+/// 1, the code of an unreachable cluster, with no hint; like `forecast --bucket` and `audit
+/// --bucket` they are invalid input (exit 2) naming the likeliest bucket meant.
+#[tokio::test(flavor = "multi_thread")]
+async fn preview_and_explain_of_a_mistyped_bucket_exit_2_naming_the_one_meant() {
+    let c = cluster();
+    let b = c.new_bucket("typo-target").await.unwrap();
+    c.put_lifecycle_xml(&b, &lifecycle(&days_rule("d1", "", 1)))
+        .await
+        .unwrap();
+    let typo = b[..b.len() - 1].to_string();
+    let scope = Scope::new(&[&b]);
+    let env = serve_env(&scope);
+    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+    let dir = TmpDir::new("typo");
+    let doc = dir.path().join("lifecycle.xml");
+    std::fs::write(&doc, lifecycle(&days_rule("d1", "", 1))).unwrap();
+    let doc = doc.to_string_lossy().to_string();
+    for args in [
+        vec!["rules", "preview", doc.as_str(), "--bucket", typo.as_str()],
+        vec!["explain", typo.as_str(), "some/key"],
+    ] {
+        let out = run_raw(&args, &env).await;
+        assert_eq!(out.code, 2, "{}", out.describe());
+        assert!(
+            out.stderr
+                .contains(&format!("bucket `{typo}` does not exist"))
+                && out.stderr.contains(&format!("did you mean `{b}`?")),
+            "{}",
+            out.describe()
+        );
+    }
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn rules_preview_counts_per_rule_and_day_and_writes_nothing() {
     let c = cluster();
