@@ -2,7 +2,8 @@
 //! loopback cluster: the daily schedule with a shortened day (passes start by
 //! themselves), and graceful shutdown with deletes in flight (exit 0 within
 //! the deadline, cursors saved and consistent: later passes delete the rest
-//! and nothing is deleted twice) or during the reclaim report's settling, plus `pass.max_runtime` in `run-once`, and the report of
+//! and nothing is deleted twice) or during the reclaim report's settling,
+//! SIGHUP ignored, plus `pass.max_runtime` in `run-once`, and the report of
 //! buckets whose rules no pass enforced lately.
 
 use crate::common;
@@ -245,6 +246,38 @@ async fn sigterm_during_reclaim_settle_exits_0_within_the_deadline() {
     );
     assert!(log.contains("pass drained and cursors saved"), "{log}");
     assert!(!log.contains("abandoning unfinished shards"), "{log}");
+}
+
+/// SIGHUP killed `serve` on the spot (no handler: exit 129, no drain, no cursor save, no log
+/// line). It is logged and ignored; the service stays ready and SIGTERM still stops it cleanly.
+#[tokio::test(flavor = "multi_thread")]
+async fn sighup_is_logged_and_ignored_instead_of_killing_serve() {
+    let b = cluster().new_bucket("svc-hup").await.unwrap();
+    let scope = Scope::new(&[&b]);
+    let mut serve = Serve::start(&scope, &[]).await;
+    let pid = serve.pid().to_string();
+    let ok = tokio::process::Command::new("kill")
+        .args(["-s", "HUP", &pid])
+        .status()
+        .await
+        .unwrap()
+        .success();
+    assert!(ok, "kill -s HUP {pid}");
+    eventually(
+        Duration::from_secs(10),
+        Duration::from_millis(100),
+        async || {
+            if serve.log_text().contains("SIGHUP ignored") {
+                Ok(())
+            } else {
+                Err(format!("no `SIGHUP ignored` line: {}", serve.log_text()))
+            }
+        },
+    )
+    .await;
+    assert_eq!(serve.status().await["state"], "idle");
+    let (code, _) = serve.stop_with("TERM", Duration::from_secs(40)).await;
+    assert_eq!(code, 0, "{}", serve.log_text());
 }
 
 /// The stale buckets in `/status.json`: name → last completed pass (0 = never).
