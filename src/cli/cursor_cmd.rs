@@ -97,8 +97,15 @@ async fn run_async(
             for shard in shards {
                 let path = store.path(shard);
                 if yes {
-                    store.reset(shard).await.map_err(failed)?;
-                    println!("shard={shard:02} reset: deleted {path} (next pass cold-starts it)");
+                    if store.reset(shard).await.map_err(failed)? {
+                        println!(
+                            "shard={shard:02} reset: deleted {path} (next pass cold-starts it)"
+                        );
+                    } else {
+                        println!(
+                            "shard={shard:02} no cursor file {path}: already cold, nothing deleted"
+                        );
+                    }
                 } else {
                     println!("shard={shard:02} would delete {path} (add --yes)");
                 }

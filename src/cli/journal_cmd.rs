@@ -37,33 +37,66 @@ pub fn run(args: &JournalArgs) -> Result<i32, Fail> {
         .as_deref()
         .map(|t| parse_time("--since", t))
         .transpose()?;
+    if let Some(b) = &args.bucket {
+        crate::engine::safety::check_bucket_name(b).map_err(usage)?;
+    }
     let filter = JournalFilter {
         bucket: args.bucket.clone(),
         key_prefix: args.key_prefix.clone(),
         since_ns,
     };
-    let entries = args.source.block_on(async |s| read(s, &filter).await)?;
+    let (entries, days, dir) = args.source.block_on(async |s| {
+        let (entries, days) = read(s, &filter).await?;
+        Ok((entries, days, s.cursor.dir.clone()))
+    })?;
     print_json_or(args.json, &entries, |es| {
         es.iter().map(|e| line(e) + "\n").collect()
     });
+    if entries.is_empty() {
+        // Runbook (o) reads "not in the journal" as "s3-lifecycled did not
+        // delete it": an empty answer says where it looked, on stderr (stdout
+        // stays the empty list), so a wrong `cursor.dir` is not taken for that.
+        eprintln!("{}", nothing_found(&dir, &days));
+    }
     Ok(EXIT_OK)
 }
 
-async fn read(s: &Settings, filter: &JournalFilter) -> Result<Vec<JournalEntry>, Fail> {
+/// The note for an empty answer: the journal read, and the days it holds.
+fn nothing_found(cursor_dir: &str, days: &[String]) -> String {
+    let journal =
+        crate::seaweed::filer::join_path(cursor_dir, crate::seaweed::controls::JOURNAL_SUBDIR);
+    match (days.iter().min(), days.iter().max()) {
+        (Some(first), Some(last)) => format!(
+            "no journaled delete matches in {journal} (it holds the days {first} to {last}; \
+             journal.retention)"
+        ),
+        _ => format!(
+            "no deletion journal in {journal}: nothing was deleted under this cursor.dir; \
+             if the service uses another, pass its --config"
+        ),
+    }
+}
+
+/// The matching entries, oldest first, and the journal's day directories.
+async fn read(
+    s: &Settings,
+    filter: &JournalFilter,
+) -> Result<(Vec<JournalEntry>, Vec<String>), Fail> {
     let client = crate::cli::first_filer(s).await?;
     let store = ControlStore::new(client, &s.cursor.dir);
     let mut out = Vec::new();
-    for day in store.journal_days().await.map_err(failed)? {
-        if !filter.day_may_match(&day) {
+    let days = store.journal_days().await.map_err(failed)?;
+    for day in &days {
+        if !filter.day_may_match(day) {
             continue;
         }
-        for (path, content) in store.journal_batches(&day).await.map_err(failed)? {
+        for (path, content) in store.journal_batches(day).await.map_err(failed)? {
             let entries = decode_lines(&content).map_err(|e| failed(format!("{path}: {e}")))?;
             out.extend(entries.into_iter().filter(|e| filter.matches(e)));
         }
     }
     out.sort_by(|a, b| (a.ts_ns, &a.bucket, &a.key).cmp(&(b.ts_ns, &b.bucket, &b.key)));
-    Ok(out)
+    Ok((out, days))
 }
 
 /// `<time> <OUTCOME> <bucket>/<key> [version] rule=<id> (<kind>) run=<id>`.
@@ -163,7 +196,7 @@ async fn explain(s: &Settings, args: &ExplainArgs) -> Result<String, Fail> {
             // "Why is my object gone?": if we deleted it, the journal says
             // by which rule, in which pass and when.
             return match last_journal_entry(s, args).await {
-                Ok(Some(e)) => Ok(format!(
+                Ok((Some(e), _)) => Ok(format!(
                     "object {bucket}/{key} does not exist: s3-lifecycled deleted it\n  {}\n  \
                      rule {} ({}), pass {}, at {}\n",
                     line(&e),
@@ -176,7 +209,11 @@ async fn explain(s: &Settings, args: &ExplainArgs) -> Result<String, Fail> {
                     e.run_id,
                     format_time(e.ts_ns)
                 )),
-                Ok(None) => Err(failed(format!(
+                Ok((None, days)) if days.is_empty() => Err(failed(format!(
+                    "object {bucket}/{key} not found (looked up {dir}/{name} and {dir}/{folder_name}); {}",
+                    nothing_found(&s.cursor.dir, &days)
+                ))),
+                Ok((None, _)) => Err(failed(format!(
                     "object {bucket}/{key} not found (looked up {dir}/{name} and {dir}/{folder_name}), \
                      and the deletion journal holds no delete of it by s3-lifecycled"
                 ))),
@@ -291,23 +328,33 @@ async fn explain(s: &Settings, args: &ExplainArgs) -> Result<String, Fail> {
         }
     }
     match last_journal_entry(s, args).await {
-        Ok(Some(e)) => out.push_str(&format!("last decision: {}\n", line(&e))),
-        Ok(None) => out.push_str("last decision: no delete of it in the journal\n"),
+        Ok((Some(e), _)) => out.push_str(&format!("last decision: {}\n", line(&e))),
+        Ok((None, days)) if days.is_empty() => out.push_str(&format!(
+            "last decision: {}\n",
+            nothing_found(&s.cursor.dir, &days)
+        )),
+        Ok((None, _)) => out.push_str("last decision: no delete of it in the journal\n"),
         Err((_, e)) => out.push_str(&format!("last decision: journal unreadable ({e})\n")),
     }
     Ok(out)
 }
 
-/// The journal's last record of `bucket/key` (of `version_id` when given).
-async fn last_journal_entry(s: &Settings, a: &ExplainArgs) -> Result<Option<JournalEntry>, Fail> {
+/// The journal's last record of `bucket/key` (of `version_id` when given),
+/// and the journal's days.
+async fn last_journal_entry(
+    s: &Settings,
+    a: &ExplainArgs,
+) -> Result<(Option<JournalEntry>, Vec<String>), Fail> {
     let filter = JournalFilter {
         bucket: Some(a.bucket.clone()),
         key_prefix: Some(a.key.clone()),
         since_ns: None,
     };
     let version = a.version_id.as_deref();
-    read(s, &filter).await.map(|es| {
-        es.into_iter()
-            .rfind(|e| e.key == a.key && version.is_none_or(|v| e.version_id == v))
+    read(s, &filter).await.map(|(es, days)| {
+        let last = es
+            .into_iter()
+            .rfind(|e| e.key == a.key && version.is_none_or(|v| e.version_id == v));
+        (last, days)
     })
 }

@@ -289,19 +289,17 @@ pub(crate) async fn bucket_info(
     } else {
         s.cluster.buckets_root.trim_end_matches('/').to_string()
     };
-    let Some(entry) = client.lookup(&root, bucket).await.map_err(failed)? else {
-        // A bucket the cluster does not have is invalid input (exit 2), with
-        // the closest name, as `pause`, `forecast` and `audit` refuse it.
+    let entry = client.lookup(&root, bucket).await.map_err(failed)?;
+    let Some(entry) = entry.filter(|e| e.is_directory) else {
+        // A typo is invalid input (exit 2), worded as `forecast --bucket`
+        // words it: the buckets there are and the likeliest one meant.
         let scan = crate::seaweed::buckets::list_bucket_configs(client, &root)
             .await
             .map_err(failed)?;
-        let e = crate::engine::names::check_exists(bucket, scan.names())
-            .err()
-            .map_or_else(
-                || format!("bucket {bucket} does not exist under {root}"),
-                |e| e.to_string(),
-            );
-        return Err(usage(e));
+        crate::engine::names::check_exists(bucket, scan.names()).map_err(usage)?;
+        return Err(failed(format!(
+            "bucket {bucket} does not exist under {root}"
+        )));
     };
     let info = crate::seaweed::buckets::bucket_info(&entry)
         .map_err(|e| failed(format!("bucket {bucket}: {}", e.reason)))?;

@@ -227,10 +227,21 @@ impl Signals {
                 |e: std::io::Error| failed(format!("cannot install signal handlers: {e}"));
             let mut term = signal(SignalKind::terminate()).map_err(refused)?;
             let mut int = signal(SignalKind::interrupt()).map_err(refused)?;
+            // Unhandled, SIGHUP (a log-rotation script, a closed terminal)
+            // killed the process on the spot, mid-pass, without draining or
+            // saving cursors. Nothing is reloaded: the README says to restart.
+            let mut hup = signal(SignalKind::hangup()).map_err(refused)?;
             tokio::spawn(async move {
-                let name = tokio::select! {
-                    _ = term.recv() => "SIGTERM",
-                    _ = int.recv() => "SIGINT",
+                let name = loop {
+                    tokio::select! {
+                        _ = term.recv() => break "SIGTERM",
+                        _ = int.recv() => break "SIGINT",
+                        _ = hup.recv() => tracing::warn!(
+                            "SIGHUP ignored: the configuration is read once at start (TLS \
+                             files before every pass); restart to apply a change (SIGTERM \
+                             drains and saves the cursors)"
+                        ),
+                    }
                 };
                 let _ = tx.send(Some(name));
                 std::future::pending::<()>().await;

@@ -50,6 +50,23 @@ pub enum ConfigError {
     },
 }
 
+/// What is wrong with `addr` as a `HOST:PORT` gRPC address (or a URL such as
+/// `http://HOST:PORT`, which the endpoint also takes); `None` when nothing is.
+fn grpc_address_problem(addr: &str) -> Option<&'static str> {
+    let rest = addr.split_once("://").map_or(addr, |(_, rest)| rest);
+    let authority = rest.split('/').next().unwrap_or_default();
+    let Some((host, port)) = authority.rsplit_once(':') else {
+        return Some("no port");
+    };
+    if host.is_empty() {
+        return Some("no host");
+    }
+    match port.parse::<u16>() {
+        Ok(p) if p > 0 => None,
+        _ => Some("the port must be a number from 1 to 65535"),
+    }
+}
+
 fn invalid(key: &str, message: impl Into<String>) -> ConfigError {
     ConfigError::Invalid {
         key: key.to_string(),
@@ -156,6 +173,18 @@ impl Settings {
                          [\"{example}\"] or \"{example},10.0.0.2:{port}\""
                     ),
                 )?;
+                // An out-of-range port is not refused by the URI parser: it
+                // dialled port 80 instead, and a missing one was a DNS error
+                // at the first pass (exit 1) rather than a configuration error.
+                if let Some(why) = grpc_address_problem(addr) {
+                    return Err(invalid(
+                        key,
+                        format!(
+                            "`{addr}` is not a gRPC address ({why}); give HOST:PORT items, e.g. \
+                             [\"{example}\"] or \"{example},10.0.0.2:{port}\""
+                        ),
+                    ));
+                }
                 let twice = format!("lists `{addr}` twice; give each server once");
                 require(seen.insert(addr.as_str()), key, twice)?;
             }
@@ -168,6 +197,10 @@ impl Settings {
                 "`{master}` is not one master gRPC address; give HOST:PORT, e.g. 127.0.0.1:19333"
             ),
         )?;
+        if !master.trim().is_empty() {
+            crate::seaweed::endpoint::ServerAddress::grpc_as_given(master)
+                .map_err(|e| invalid("cluster.master", e.to_string()))?;
+        }
         let margin = self.pass.reorder_margin;
         require(
             !margin.is_zero() && margin <= Duration::from_secs(3600),
@@ -667,6 +700,59 @@ mod tests {
         let s =
             Settings::load(None, env(&[("S3_LIFECYCLED__PASS__REORDER_MARGIN", "2s")])).unwrap();
         assert_eq!(s.pass.reorder_margin, Duration::from_secs(2));
+    }
+
+    /// `--filer 127.0.0.1:99999` dialled 127.0.0.1:80, and `--filer nohost` or a
+    /// master without a port failed at the first pass (exit 1): each is a
+    /// configuration error naming the key (exit 2).
+    #[test]
+    fn cluster_addresses_with_a_bad_or_missing_port_are_configuration_errors() {
+        const FILER: &str = "S3_LIFECYCLED__CLUSTER__FILER";
+        const S3_GRPC: &str = "S3_LIFECYCLED__CLUSTER__S3_GRPC";
+        const MASTER: &str = "S3_LIFECYCLED__CLUSTER__MASTER";
+        // (variable, value, key named, the item named, why)
+        for (k, v, key, bad, why) in [
+            (
+                FILER,
+                "127.0.0.1:99999",
+                "cluster.filer",
+                "127.0.0.1:99999",
+                "1 to 65535",
+            ),
+            (
+                FILER,
+                "a:18888,nohost",
+                "cluster.filer",
+                "`nohost`",
+                "no port",
+            ),
+            (S3_GRPC, "g:0", "cluster.s3_grpc", "`g:0`", "1 to 65535"),
+            (S3_GRPC, ":18333", "cluster.s3_grpc", "`:18333`", "no host"),
+            (
+                MASTER,
+                "127.0.0.1:99999",
+                "cluster.master",
+                "127.0.0.1:99999",
+                "port",
+            ),
+            (MASTER, "nohost", "cluster.master", "`nohost`", "no port"),
+        ] {
+            let e = Settings::load(None, env(&[(k, v)]))
+                .unwrap_err()
+                .to_string();
+            assert!(
+                e.contains(key) && e.contains(bad) && e.contains(why),
+                "{v}: {e}"
+            );
+        }
+        for (k, v) in [
+            ("S3_LIFECYCLED__CLUSTER__FILER", "http://127.0.0.1:18888"),
+            ("S3_LIFECYCLED__CLUSTER__FILER", "[::1]:18888,filer-2:18888"),
+            ("S3_LIFECYCLED__CLUSTER__MASTER", "m:9333.19333"),
+            ("S3_LIFECYCLED__CLUSTER__MASTER", "m:19333"),
+        ] {
+            assert!(Settings::load(None, env(&[(k, v)])).is_ok(), "{v}");
+        }
     }
 
     #[test]

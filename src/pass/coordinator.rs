@@ -379,8 +379,10 @@ impl Coordinator {
                     merge_placed(&mut placed, &r.report.counters.placed);
                 }
                 let stopped = halt_rx.borrow().is_some();
-                let reclaim =
-                    reclaim::after_pass(&*port, &s.reclaim, &placed, dry_run, stopped).await;
+                let reclaim = reclaim::after_pass(
+                    &*port, &s.reclaim, &placed, dry_run, stopped, &opts.stop,
+                )
+                .await;
                 let result = PassResult {
                     now: opts.now,
                     buckets: p.buckets,

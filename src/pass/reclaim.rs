@@ -14,6 +14,7 @@ use crate::engine::reclaim::{
     CollectionGarbage, PlacedByBucket, ReclaimReport, VacuumReport, VolumeUsage, by_collection,
     touched_collections, vacuum_plan,
 };
+use crate::pass::options::StopSignal;
 use crate::pass::ports::{ClusterError, ClusterPort};
 
 /// How often the master is re-read while waiting for its view to change.
@@ -28,16 +29,18 @@ const QUIET: Duration = Duration::from_secs(8);
 
 /// Reads the volumes again until the touched collections' `field` has held
 /// still for [`QUIET`], since the start or its last change, or `settle`
-/// elapsed. Returns the last reading and whether it held still so.
+/// elapsed, or `stop` fired. Returns the last reading and whether it held
+/// still so.
 async fn settled_read(
     port: &dyn ClusterPort,
     touched: &BTreeSet<String>,
     base: &[CollectionGarbage],
     settle: Duration,
     field: fn(&CollectionGarbage) -> u64,
+    stop: &StopSignal,
 ) -> Result<(Vec<VolumeUsage>, bool), ClusterError> {
     let read = || port.volumes().map_ok(Option::unwrap_or_default);
-    settle_on(read, touched, base, settle, field).await
+    settle_on(read, touched, base, settle, field, stop).await
 }
 
 /// [`settled_read`] over any reader of the volumes (tests script one).
@@ -47,6 +50,7 @@ async fn settle_on<F>(
     base: &[CollectionGarbage],
     settle: Duration,
     field: fn(&CollectionGarbage) -> u64,
+    stop: &StopSignal,
 ) -> Result<(Vec<VolumeUsage>, bool), ClusterError>
 where
     F: Future<Output = Result<Vec<VolumeUsage>, ClusterError>>,
@@ -61,10 +65,16 @@ where
             (last, since) = (now, Instant::now());
         }
         let quiet = since.elapsed() >= QUIET;
-        if quiet || start.elapsed() >= settle {
+        // A shutdown takes the reading as it is: the cursors are saved by
+        // now, and waiting out `settle` here would spend
+        // `service.shutdown_deadline` on a report (docs/reclaimed-space.md#settling).
+        if quiet || start.elapsed() >= settle || stop.current().is_some() {
             return Ok((v, quiet));
         }
-        tokio::time::sleep(POLL).await;
+        tokio::select! {
+            () = tokio::time::sleep(POLL) => {}
+            _ = stop.fired() => {}
+        }
     }
 }
 
@@ -78,6 +88,7 @@ pub(crate) async fn after_pass(
     placed: &PlacedByBucket,
     dry_run: bool,
     stopped: bool,
+    stop: &StopSignal,
 ) -> Option<ReclaimReport> {
     if placed.is_empty() || !(s.report || s.vacuum) {
         return None;
@@ -100,7 +111,7 @@ pub(crate) async fn after_pass(
     let (volumes, settled) = if s.settle.is_zero() {
         (first, false)
     } else {
-        match settled_read(port, &touched, &base, s.settle, garbage).await {
+        match settled_read(port, &touched, &base, s.settle, garbage, stop).await {
             Ok(r) => r,
             Err(e) => return Some(fail(e)),
         }
@@ -112,10 +123,12 @@ pub(crate) async fn after_pass(
         vacuum: None,
     };
     if s.vacuum {
+        // A shutdown during the settling counts as a stopped pass too.
+        let stopped = stopped || stop.current().is_some();
         let mut v = vacuum(port, s, &touched, &volumes, dry_run, stopped).await;
         if !v.vacuumed.is_empty() {
             let size = |c: &CollectionGarbage| c.size_bytes;
-            match settled_read(port, &touched, &report.collections, s.settle, size).await {
+            match settled_read(port, &touched, &report.collections, s.settle, size, stop).await {
                 Ok((after, _)) => report.collections = by_collection(&after, names()),
                 Err(e) => report.error = Some(format!("after the vacuum: {e}")),
             }
@@ -223,7 +236,8 @@ mod tests {
         };
         let start = Instant::now();
         let garbage = |c: &CollectionGarbage| c.garbage_bytes;
-        let (v, settled) = settle_on(read, &touched, &base, settle, garbage)
+        let stop = StopSignal::default();
+        let (v, settled) = settle_on(read, &touched, &base, settle, garbage, &stop)
             .await
             .unwrap();
         (v[0].garbage, settled, start.elapsed())
@@ -248,6 +262,62 @@ mod tests {
         assert!(
             took >= QUIET && took < QUIET + Duration::from_secs(1),
             "{took:?}"
+        );
+    }
+
+    /// SIGTERM while the figures settle: the reading at hand is the report,
+    /// at once, instead of `settle` eating `service.shutdown_deadline` (a
+    /// `serve` that had saved every cursor exited 1 saying they were not).
+    #[tokio::test(start_paused = true)]
+    async fn sigterm_during_reclaim_settle_ends_the_wait_at_once() {
+        let touched = BTreeSet::from(["b".to_string()]);
+        let base = by_collection(&volume(0), ["b"]);
+        let mut n = 0;
+        let mut read = || {
+            n += 1;
+            futures::future::ready(Ok(volume(n)))
+        };
+        let (tx, stop) = StopSignal::new();
+        tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_secs(2)).await;
+            let _ = tx.send(Some("shutdown (SIGTERM)".into()));
+            std::future::pending::<()>().await;
+        });
+        let start = Instant::now();
+        let garbage = |c: &CollectionGarbage| c.garbage_bytes;
+        let (_, settled) = settle_on(
+            &mut read,
+            &touched,
+            &base,
+            Duration::from_secs(20),
+            garbage,
+            &stop,
+        )
+        .await
+        .unwrap();
+        let took = start.elapsed();
+        assert!(!settled);
+        assert!(
+            took >= Duration::from_secs(2) && took < Duration::from_millis(2600),
+            "{took:?}"
+        );
+
+        // Stopped before the step began: one reading.
+        let (_, settled) = settle_on(
+            read,
+            &touched,
+            &base,
+            Duration::from_secs(20),
+            garbage,
+            &stop,
+        )
+        .await
+        .unwrap();
+        assert!(!settled);
+        assert!(
+            start.elapsed() - took < Duration::from_millis(1),
+            "{:?}",
+            start.elapsed()
         );
     }
 

@@ -192,14 +192,18 @@ impl CursorStore {
         Ok(())
     }
 
-    /// Deletes shard `shard`'s file (runbook: force a cold start).
-    pub async fn reset(&self, shard: u8) -> Result<(), CursorError> {
+    /// Deletes shard `shard`'s file (runbook: force a cold start). Whether
+    /// there was one: the filer deletes a missing entry without complaint,
+    /// and `cursor reset` must not report a deletion that did not happen.
+    pub async fn reset(&self, shard: u8) -> Result<bool, CursorError> {
         check_shard(shard)?;
-        self.client
-            .delete_entry(&self.dir, &file_name(shard), false)
-            .await?;
+        let name = file_name(shard);
+        let existed = self.client.lookup(&self.dir, &name).await?.is_some();
+        if existed {
+            self.client.delete_entry(&self.dir, &name, false).await?;
+        }
         self.remember(shard, Known::Absent);
-        Ok(())
+        Ok(existed)
     }
 
     /// Reads the Go worker's cursor for `shard` from [`GO_CURSOR_DIR`], as

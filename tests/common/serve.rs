@@ -210,6 +210,14 @@ impl Serve {
         .await
     }
 
+    /// The process id, while it runs.
+    pub fn pid(&self) -> u32 {
+        self.child
+            .as_ref()
+            .and_then(tokio::process::Child::id)
+            .expect("serve still running")
+    }
+
     /// Sends `signal` and waits for the exit; returns (code, time to exit).
     pub async fn stop_with(&mut self, signal: &str, within: Duration) -> (i32, Duration) {
         let mut child = self.child.take().unwrap();

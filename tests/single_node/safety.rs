@@ -433,6 +433,40 @@ async fn journal_lists_exactly_the_deletes_a_pass_made() {
     assert_eq!(bad.code, 2, "{}", bad.describe());
 }
 
+/// `journal` against a cursor dir that holds no journal (forgotten `--config`, a typo in
+/// `cursor.dir`) printed nothing and exited 0, which runbook (o) reads as "s3-lifecycled did
+/// not delete it". stdout stays empty, and stderr says which journal was read and that it is
+/// missing; a bucket name S3 cannot have is a usage error, as for `explain`.
+#[tokio::test(flavor = "multi_thread")]
+async fn journal_of_a_cursor_dir_without_a_journal_says_so_instead_of_printing_nothing() {
+    let c = cluster();
+    let b = c.new_bucket("journal-none").await.unwrap();
+    let scope = Scope::new(&[&b]);
+    let env = serve_env(&scope);
+    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+    for json in [false, true] {
+        let mut args = vec!["journal", "--bucket", b.as_str()];
+        if json {
+            args.push("--json");
+        }
+        let out = run_raw(&args, &env).await;
+        assert_eq!(out.code, 0, "{}", out.describe());
+        let expected = if json { "[]" } else { "" };
+        assert_eq!(out.stdout.trim(), expected, "{}", out.describe());
+        assert!(
+            out.stderr.contains(&format!(
+                "no deletion journal in {}/journal",
+                scope.cursor_dir
+            )) && out.stderr.contains("--config"),
+            "{}",
+            out.describe()
+        );
+    }
+    let bad = run_raw(&["journal", "--bucket", "Bad_Name"], &env).await;
+    assert_eq!(bad.code, 2, "{}", bad.describe());
+    assert!(bad.stderr.contains("Bad_Name"), "{}", bad.describe());
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn explain_gives_the_due_time_and_rule_of_a_match_and_the_reason_of_each_non_match() {
     let c = cluster();
@@ -502,6 +536,40 @@ async fn explain_gives_the_due_time_and_rule_of_a_match_and_the_reason_of_each_n
         "{}",
         missing.describe()
     );
+}
+
+/// `rules preview --bucket` and `explain` of a bucket the cluster does not have (a typo) exited
+/// 1, the code of an unreachable cluster, with no hint; like `forecast --bucket` and `audit
+/// --bucket` they are invalid input (exit 2) naming the likeliest bucket meant.
+#[tokio::test(flavor = "multi_thread")]
+async fn preview_and_explain_of_a_mistyped_bucket_exit_2_naming_the_one_meant() {
+    let c = cluster();
+    let b = c.new_bucket("typo-target").await.unwrap();
+    c.put_lifecycle_xml(&b, &lifecycle(&days_rule("d1", "", 1)))
+        .await
+        .unwrap();
+    let typo = b[..b.len() - 1].to_string();
+    let scope = Scope::new(&[&b]);
+    let env = serve_env(&scope);
+    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+    let dir = TmpDir::new("typo");
+    let doc = dir.path().join("lifecycle.xml");
+    std::fs::write(&doc, lifecycle(&days_rule("d1", "", 1))).unwrap();
+    let doc = doc.to_string_lossy().to_string();
+    for args in [
+        vec!["rules", "preview", doc.as_str(), "--bucket", typo.as_str()],
+        vec!["explain", typo.as_str(), "some/key"],
+    ] {
+        let out = run_raw(&args, &env).await;
+        assert_eq!(out.code, 2, "{}", out.describe());
+        assert!(
+            out.stderr
+                .contains(&format!("bucket `{typo}` does not exist"))
+                && out.stderr.contains(&format!("did you mean `{b}`?")),
+            "{}",
+            out.describe()
+        );
+    }
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -921,40 +989,6 @@ async fn explain_on_a_deleted_key_said_only_not_found() {
         "{}",
         out.describe()
     );
-}
-
-/// Regression: `explain` and `rules preview` of a bucket the cluster does not
-/// have exited 1 ("does not exist") where `pause`, `forecast` and `audit`
-/// refuse the same typo as invalid input (exit 2) with the closest name.
-#[tokio::test(flavor = "multi_thread")]
-async fn explain_and_preview_of_a_missing_bucket_exited_1_without_a_suggestion() {
-    let c = cluster();
-    let b = c.new_bucket("typo-target").await.unwrap();
-    c.put_lifecycle_xml(&b, &lifecycle(&days_rule("all", "", 1)))
-        .await
-        .unwrap();
-    let typo = format!("{b}x");
-    let scope = Scope::new(&[&b]);
-    let env = serve_env(&scope);
-    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
-    let dir = TmpDir::new("typo");
-    let doc = dir.path().join("lifecycle.xml");
-    std::fs::write(&doc, lifecycle(&days_rule("all", "", 1))).unwrap();
-    let doc = doc.to_string_lossy().to_string();
-    for args in [
-        vec!["explain", typo.as_str(), "k"],
-        vec!["rules", "preview", doc.as_str(), "--bucket", typo.as_str()],
-    ] {
-        let out = run_raw(&args, &env).await;
-        assert_eq!(out.code, 2, "{}", out.describe());
-        assert!(
-            out.stderr.contains(&format!(
-                "bucket `{typo}` does not exist (did you mean `{b}`?)"
-            )),
-            "{}",
-            out.describe()
-        );
-    }
 }
 
 /// Regression: `explain` on a folder marker (`PUT dir/`, which S3 lists as the object `dir/`)

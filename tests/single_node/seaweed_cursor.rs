@@ -91,10 +91,54 @@ async fn missing_cursor_is_cold_start_and_round_trip_works() {
     let other = CursorStore::new(common::cluster().filer().await, store.dir());
     assert_eq!(other.load(4).await.unwrap().unwrap(), loaded);
 
-    store.reset(4).await.unwrap();
+    assert!(store.reset(4).await.unwrap(), "the file was there");
     assert_eq!(store.load(4).await.unwrap(), None);
     // Resetting a missing file is fine (runbook step may be repeated).
-    store.reset(4).await.unwrap();
+    assert!(!store.reset(4).await.unwrap(), "no file left to delete");
+}
+
+/// `cursor reset --yes` of a shard without a cursor file said "reset: deleted …": the filer
+/// deletes a missing entry without complaint. It says the shard is already cold instead.
+#[tokio::test]
+async fn cursor_reset_of_a_shard_without_a_file_does_not_claim_a_deletion() {
+    let dir = unique_dir("reset");
+    let store = CursorStore::new(common::cluster().filer().await, &dir);
+    store
+        .save(&cursor(2, 1_000), 1_800_000_000_000_000_000)
+        .await
+        .unwrap();
+    let filer = common::cluster().filer_grpc_addr().to_string();
+    let env = [("S3_LIFECYCLED__CURSOR__DIR", dir.as_str())];
+    let args = [
+        "cursor",
+        "reset",
+        "--filer",
+        filer.as_str(),
+        "--shards",
+        "2-3",
+        "--yes",
+    ];
+    let out = common::run_raw(&args, &env).await;
+    assert_eq!(out.code, 0, "{}", out.describe());
+    assert!(
+        out.stdout
+            .contains(&format!("shard=02 reset: deleted {dir}/shard-02.json")),
+        "{}",
+        out.describe()
+    );
+    assert!(
+        out.stdout.contains(&format!(
+            "shard=03 no cursor file {dir}/shard-03.json: already cold"
+        )),
+        "{}",
+        out.describe()
+    );
+    assert_eq!(
+        out.stdout.matches("deleted ").count(),
+        1,
+        "{}",
+        out.describe()
+    );
 }
 
 fn expect_corrupt(err: CursorError, path: &str, what: &str) {
