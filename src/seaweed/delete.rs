@@ -100,9 +100,21 @@ impl DeleteError {
     }
 
     fn from_status(s: &tonic::Status) -> DeleteError {
+        // What gRPC says of a wrong port names no fix; the halt reason should.
+        let hint = if s.code() == tonic::Code::Unimplemented
+            && s.message().contains("unknown service")
+        {
+            "; cluster.s3_grpc is not an S3 gateway's gRPC port (by default its S3 port + 10000, \
+             `weed s3 -port.grpc`), or the gateway has no LifecycleDelete (SeaweedFS before 4.48)"
+        } else if s.message().contains("h2 protocol error") {
+            "; cluster.s3_grpc does not speak gRPC (an HTTP port?): it must be an S3 gateway's \
+             gRPC port (by default its S3 port + 10000)"
+        } else {
+            ""
+        };
         DeleteError::Transport {
             code: s.code(),
-            message: s.message().to_string(),
+            message: format!("{}{hint}", s.message()),
             retryable: is_retryable_code(s.code()),
         }
     }
@@ -198,6 +210,20 @@ impl DeleteClient {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_wrong_s3_grpc_port_halted_without_naming_the_setting() {
+        let e = super::DeleteError::from_status(&tonic::Status::unimplemented(
+            "unknown service s3_lifecycle_pb.SeaweedS3LifecycleInternal",
+        ));
+        let t = e.to_string();
+        assert!(
+            t.contains("cluster.s3_grpc is not an S3 gateway's gRPC port") && !e.is_retryable(),
+            "{t}"
+        );
+        let plain = super::DeleteError::from_status(&tonic::Status::unavailable("refused"));
+        assert!(!plain.to_string().contains("cluster.s3_grpc"), "{plain}");
+    }
+
     use super::*;
     use crate::engine::delete::tests::{identity, req};
     use crate::engine::{ActionKind, RuleHash};

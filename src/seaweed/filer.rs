@@ -85,6 +85,31 @@ pub enum FilerError {
     PreconditionFailed { path: String, message: String },
 }
 
+/// The first call to a filer failing because the address is not a filer's
+/// gRPC port: what gRPC says ("unknown service filer_pb.SeaweedFiler", "h2
+/// protocol error") names no fix, so the error says which port is wanted.
+fn configuration_error(addr: &str, status: Status) -> FilerError {
+    const WANTED: &str = "the filer address must be a filer's gRPC port (by default its HTTP \
+                          port + 10000, `weed filer -port.grpc`)";
+    let hint =
+        if status.code() == Code::Unimplemented && status.message().contains("unknown service") {
+            Some("answers gRPC but is not a filer (a master, volume server or S3 gateway?)")
+        } else if status.message().contains("h2 protocol error") {
+            Some("does not speak gRPC (an HTTP port?)")
+        } else {
+            None
+        };
+    match hint {
+        Some(hint) => FilerError::Server {
+            op: "GetFilerConfiguration",
+            path: addr.to_string(),
+            message: format!("{}: {addr} {hint}; {WANTED}", status.message()),
+            code: None,
+        },
+        None => FilerError::from_status("GetFilerConfiguration", addr.to_string(), status),
+    }
+}
+
 /// What a CreateEntry answer means. Any non-zero `error_code` is a failure,
 /// also one this client has no name for: read as OK, a refused create of a
 /// cursor or control file would pass for a saved one.
@@ -271,7 +296,7 @@ impl FilerClient {
         Ok(self
             .timed(inner.get_filer_configuration(GetFilerConfigurationRequest {}))
             .await
-            .map_err(|s| FilerError::from_status("GetFilerConfiguration", self.addr.clone(), s))?
+            .map_err(|s| configuration_error(&self.addr, s))?
             .into_inner())
     }
 
@@ -564,6 +589,29 @@ fn classify_create(path: String, s: Status) -> FilerError {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_filer_address_on_another_port_named_no_fix() {
+        let other = configuration_error(
+            "h:9333",
+            Status::unimplemented("unknown service filer_pb.SeaweedFiler"),
+        )
+        .to_string();
+        assert!(
+            other.contains("h:9333 answers gRPC but is not a filer")
+                && other.contains("HTTP port + 10000"),
+            "{other}"
+        );
+        let http =
+            configuration_error("h:8888", Status::internal("h2 protocol error: http2 error"));
+        assert!(
+            http.to_string()
+                .contains("h:8888 does not speak gRPC (an HTTP port?)"),
+            "{http}"
+        );
+        let down = configuration_error("h:18888", Status::unavailable("tcp connect error"));
+        assert!(down.is_transport(), "{down}");
+    }
 
     #[test]
     fn unknown_filer_error_code_was_taken_for_success() {
