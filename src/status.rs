@@ -138,8 +138,7 @@ pub struct DeleteCounts {
     pub dry_run: u64,
     /// UNSPECIFIED or an unknown outcome number (halts the shard).
     pub other: u64,
-    /// WITHDRAWN: not sent (the bucket's configuration changed mid-pass,
-    /// the deletion cap held it, or the pass was stopped first).
+    /// WITHDRAWN: not sent, the bucket's configuration changed mid-pass.
     #[serde(default)]
     pub withdrawn: u64,
 }

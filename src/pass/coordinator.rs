@@ -190,20 +190,7 @@ impl Coordinator {
         // publishes them, the dispatcher's gate withdraws every delete whose
         // rule left its bucket's configuration, right before it would be sent.
         let (changes_tx, changes_rx) = watch::channel(Arc::new(RuleChanges::default()));
-        // One "stop dispatching" flag for both causes: shutdown and
-        // `pass.max_runtime`. Seeded with a stop already requested, so a pass
-        // started during shutdown sends nothing.
-        let (halt_tx, halt_rx) = watch::channel(opts.stop.current());
-        let stopped = halt_rx.clone();
         let gate: Gate<DeleteRequest> = Arc::new(move |req: &DeleteRequest| {
-            // A stop withdraws what still waits for a slot or the rate
-            // limiter: only calls already on the wire drain, so a shutdown
-            // at a low `rate.deletes_per_second` does not send the shards'
-            // whole windows first. Withdrawn is unresolved: the next pass
-            // sends them.
-            if let Some(why) = stopped.borrow().as_ref() {
-                return Some(format!("the pass was stopped before it was sent ({why})"));
-            }
             let changes = changes_rx.borrow();
             (!changes.still_due(&req.bucket, req.rule_hash, req.kind)).then(|| {
                 format!(
@@ -343,6 +330,11 @@ impl Coordinator {
         tokio::spawn(
             async move {
                 let (s, dry_run) = (&opts.settings, opts.dry_run);
+                // One "stop dispatching" flag for both causes: shutdown and
+                // `pass.max_runtime`.
+                // Seeded with a stop already requested, so a pass started during
+                // shutdown sends nothing.
+                let (halt_tx, halt_rx) = watch::channel(opts.stop.current());
                 let (stop, max_runtime) = (opts.stop.clone(), s.pass.max_runtime);
                 let trigger = tokio::spawn(async move {
                     let cap = async {

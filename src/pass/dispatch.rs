@@ -258,9 +258,6 @@ impl<C: Send + Sync + 'static, T: Send + 'static> Handler<Dispatch<C, T>> for De
     }
 }
 
-/// How often a call waiting for the rate limiter asks the gate again.
-const GATE_POLL: Duration = Duration::from_millis(100);
-
 async fn run_with_retries<C: Send + Sync + 'static>(
     port: &dyn DeletePort<C>,
     call: &C,
@@ -274,24 +271,7 @@ async fn run_with_retries<C: Send + Sync + 'static>(
         attempt += 1;
         if let Some(l) = limiter {
             let t = Instant::now();
-            // A withdrawal (a stop, a configuration change) does not wait for
-            // the call's turn at the limiter: at a low rate, a shard's whole
-            // window would go out first. Dropping the wait gives its place
-            // back to the limiter.
-            let gate_says = async {
-                loop {
-                    tokio::time::sleep(GATE_POLL).await;
-                    if let Some(reason) = withdrawn(call) {
-                        return reason;
-                    }
-                }
-            };
-            tokio::select! {
-                () = l.acquire_one() => {}
-                reason = gate_says => {
-                    return (CallResult::withdrawn(reason), attempt - 1, waited + t.elapsed());
-                }
-            }
+            l.acquire_one().await;
             waited += t.elapsed();
         }
         // The limiter wait can be long: check again right before sending.
