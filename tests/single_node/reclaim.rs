@@ -169,10 +169,9 @@ async fn deleted_bytes_count_objects_versions_and_parts_and_garbage_matches_the_
     c.put_lifecycle_xml(
         &plain,
         &lifecycle(&format!(
-            "{}<Rule><ID>mpu</ID><Status>Enabled</Status><Filter><Prefix></Prefix></Filter>\
-             <AbortIncompleteMultipartUpload><DaysAfterInitiation>1</DaysAfterInitiation>\
-             </AbortIncompleteMultipartUpload></Rule>",
-            days_rule("old", "old/", 3)
+            "{}{}",
+            days_rule("old", "old/", 3),
+            abort_upload_rule("mpu", "", 1)
         )),
     )
     .await
@@ -437,10 +436,9 @@ async fn location_rule_collection_was_summed_under_the_bucket_name() {
     c.put_lifecycle_xml(
         &bucket,
         &lifecycle(&format!(
-            "{}<Rule><ID>mpu</ID><Status>Enabled</Status><Filter><Prefix></Prefix></Filter>\
-             <AbortIncompleteMultipartUpload><DaysAfterInitiation>1</DaysAfterInitiation>\
-             </AbortIncompleteMultipartUpload></Rule>",
-            days_rule("old", "old/", 3)
+            "{}{}",
+            days_rule("old", "old/", 3),
+            abort_upload_rule("mpu", "", 1)
         )),
     )
     .await
