@@ -195,9 +195,6 @@ def build_cases(h):
     cases.append(SuspendedExpiration(h, "v-susp-exp"))
 
     cases.append(BadDocs(h, "bad"))
-    if h.args.extra:
-        from cases_extra import extra_cases
-        cases.extend(extra_cases(h))
     return cases
 
 

@@ -199,11 +199,12 @@ def main():
         sys.exit("run between 00:00 and 22:00 UTC: the schedule assumes objects written today")
     today = midnight(real)
     h.today = today
-    if args.only_extra:
-        from cases_extra import extra_cases  # noqa: E402
-        cases = extra_cases(h)
-    else:
-        cases = build_cases(h)
+    from cases_extra import extra_cases  # noqa: E402  (same directory)
+
+    # cases_extra builds on cases, so this script, not cases.py, joins them.
+    cases = [] if args.only_extra else build_cases(h)
+    if args.extra or args.only_extra:
+        cases.extend(extra_cases(h))
     D = dt.timedelta(days=1)
     # Objects are written today. With next-midnight rounding a Days=N rule is due at
     # today + N + 1 days 00:00.
