@@ -50,23 +50,6 @@ pub enum ConfigError {
     },
 }
 
-/// What is wrong with `addr` as a `HOST:PORT` gRPC address (or a URL such as
-/// `http://HOST:PORT`, which the endpoint also takes); `None` when nothing is.
-fn grpc_address_problem(addr: &str) -> Option<&'static str> {
-    let rest = addr.split_once("://").map_or(addr, |(_, rest)| rest);
-    let authority = rest.split('/').next().unwrap_or_default();
-    let Some((host, port)) = authority.rsplit_once(':') else {
-        return Some("no port");
-    };
-    if host.is_empty() {
-        return Some("no host");
-    }
-    match port.parse::<u16>() {
-        Ok(p) if p > 0 => None,
-        _ => Some("the port must be a number from 1 to 65535"),
-    }
-}
-
 fn invalid(key: &str, message: impl Into<String>) -> ConfigError {
     ConfigError::Invalid {
         key: key.to_string(),
@@ -173,10 +156,11 @@ impl Settings {
                          [\"{example}\"] or \"{example},10.0.0.2:{port}\""
                     ),
                 )?;
-                // An out-of-range port is not refused by the URI parser: it
-                // dialled port 80 instead, and a missing one was a DNS error
-                // at the first pass (exit 1) rather than a configuration error.
-                if let Some(why) = grpc_address_problem(addr) {
+                // Parsed as the pass will dial it, so a bad port is a
+                // configuration error (exit 2), not a failure at the first pass.
+                let options = crate::seaweed::endpoint::EndpointOptions::new();
+                if let Err(e) = crate::seaweed::endpoint::GrpcEndpoint::new(addr, &options) {
+                    let why = e.reason();
                     return Err(invalid(
                         key,
                         format!(

@@ -142,11 +142,25 @@ impl GrpcEndpoint {
         } else {
             format!("http://{addr}")
         };
-        let mut endpoint = Endpoint::from_shared(url)
-            .map_err(|e| EndpointError::Address {
-                addr: addr.to_string(),
-                reason: e.to_string(),
-            })?
+        let bad = |reason: String| EndpointError::Address {
+            addr: addr.to_string(),
+            reason,
+        };
+        let endpoint = Endpoint::from_shared(url).map_err(|e| bad(e.to_string()))?;
+        // The URI parser takes any digits as a port: `HOST:99999` dialled port
+        // 80, and `HOST` alone became a DNS error at the first call.
+        let uri = endpoint.uri();
+        if uri.host().is_none_or(str::is_empty) {
+            return Err(bad("no host".into()));
+        }
+        let authority = uri.authority().map_or("", |a| a.as_str());
+        match authority.rsplit_once(':') {
+            _ if authority.ends_with(']') => return Err(bad("no port".into())),
+            None => return Err(bad("no port".into())),
+            Some((_, port)) if port.parse::<u16>().is_ok_and(|p| p > 0) => {}
+            Some(_) => return Err(bad("the port must be a number from 1 to 65535".into())),
+        }
+        let mut endpoint = endpoint
             // Requests are small and latency-bound; tonic's default, stated so
             // it does not depend on one.
             .tcp_nodelay(true)
@@ -314,6 +328,31 @@ mod tests {
             let msg = err.to_string();
             assert!(msg.contains(&format!("{bad:?}")), "{msg}");
             assert!(msg.contains("HOST:PORT"), "{msg}");
+        }
+    }
+
+    /// `HOST:99999` dialled port 80 and `HOST` alone failed as a DNS error at
+    /// the first call: the URI parser takes any digits, or none, as a port.
+    #[test]
+    fn an_out_of_range_or_missing_port_dialled_port_80() {
+        let reason = |a: &str| {
+            GrpcEndpoint::new(a, &EndpointOptions::seaweed())
+                .unwrap_err()
+                .reason()
+                .to_string()
+        };
+        assert_eq!(
+            reason("127.0.0.1:99999"),
+            "the port must be a number from 1 to 65535"
+        );
+        assert_eq!(reason("g:0"), "the port must be a number from 1 to 65535");
+        assert_eq!(reason("nohost"), "no port");
+        assert_eq!(reason("http://[::1]"), "no port");
+        for ok in ["[::1]:18888", "http://filer-2:18888", "h:65535"] {
+            assert!(
+                GrpcEndpoint::new(ok, &EndpointOptions::seaweed()).is_ok(),
+                "{ok}"
+            );
         }
     }
 
