@@ -8,7 +8,6 @@ use crate::common;
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
-use aws_sdk_s3::primitives::ByteStream;
 use common::*;
 use serde_json::Value;
 
@@ -139,6 +138,15 @@ async fn matches_the_volume_server(
     );
 }
 
+/// `old/` expires after 3 days, uploads are aborted after 1.
+fn old_and_upload_rules() -> Vec<u8> {
+    lifecycle(&format!(
+        "{}{}",
+        days_rule("old", "old/", 3),
+        abort_upload_rule("mpu", "", 1)
+    ))
+}
+
 #[tokio::test]
 async fn deleted_bytes_count_objects_versions_and_parts_and_garbage_matches_the_volume_servers() {
     let c = common::cluster();
@@ -156,26 +164,19 @@ async fn deleted_bytes_count_objects_versions_and_parts_and_garbage_matches_the_
     let mut part_bytes = 0u64;
     for (n, len) in [(1, 60_000usize), (2, 45_000)] {
         part_bytes += len as u64;
-        s3.upload_part()
-            .bucket(&plain)
-            .key("big/obj")
-            .upload_id(&upload)
-            .part_number(n)
-            .body(ByteStream::from(noise(1000 + n as u64, len)))
-            .send()
-            .await
-            .unwrap_or_else(|e| panic!("UploadPart {n}: {e:?}"));
+        upload_part(
+            &s3,
+            &plain,
+            "big/obj",
+            &upload,
+            n,
+            &noise(1000 + n as u64, len),
+        )
+        .await;
     }
-    c.put_lifecycle_xml(
-        &plain,
-        &lifecycle(&format!(
-            "{}{}",
-            days_rule("old", "old/", 3),
-            abort_upload_rule("mpu", "", 1)
-        )),
-    )
-    .await
-    .unwrap();
+    c.put_lifecycle_xml(&plain, &old_and_upload_rules())
+        .await
+        .unwrap();
     // Versioned: noncurrent versions free their bytes; the current stays.
     let versioned = c.new_bucket("e2e-reclaim-ver").await.unwrap();
     enable_versioning(&s3, &versioned).await;
@@ -424,25 +425,18 @@ async fn location_rule_collection_was_summed_under_the_bucket_name() {
     let moved_bytes = fill(&s3, &bucket, "old/b", 4, 70).await;
     let upload = start_upload(&s3, &bucket, "big/obj").await;
     let part_bytes = 60_000u64;
-    s3.upload_part()
-        .bucket(&bucket)
-        .key("big/obj")
-        .upload_id(&upload)
-        .part_number(1)
-        .body(ByteStream::from(noise(80, part_bytes as usize)))
-        .send()
-        .await
-        .expect("UploadPart");
-    c.put_lifecycle_xml(
+    upload_part(
+        &s3,
         &bucket,
-        &lifecycle(&format!(
-            "{}{}",
-            days_rule("old", "old/", 3),
-            abort_upload_rule("mpu", "", 1)
-        )),
+        "big/obj",
+        &upload,
+        1,
+        &noise(80, part_bytes as usize),
     )
-    .await
-    .unwrap();
+    .await;
+    c.put_lifecycle_xml(&bucket, &old_and_upload_rules())
+        .await
+        .unwrap();
     let before = volume_status(c).await;
     let there = before.get(&elsewhere).copied().unwrap_or_default();
     assert!(
