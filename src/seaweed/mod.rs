@@ -22,6 +22,7 @@ pub mod store_check;
 pub mod subscription;
 pub mod tls;
 pub mod tls_failure;
+pub mod tls_legacy;
 pub mod tls_verify;
 pub mod ttl_scan;
 pub mod volumes;

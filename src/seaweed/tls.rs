@@ -118,8 +118,13 @@ impl PartialEq for ClientTls {
 }
 impl Eq for ClientTls {}
 
+/// *ring*, with the signature checks widened to what weed accepts
+/// ([`crate::seaweed::tls_legacy`]).
 fn provider() -> Arc<CryptoProvider> {
-    Arc::new(rustls::crypto::ring::default_provider())
+    Arc::new(CryptoProvider {
+        signature_verification_algorithms: crate::seaweed::tls_legacy::algorithms(),
+        ..rustls::crypto::ring::default_provider()
+    })
 }
 
 fn read(key: &'static str, path: &Path) -> Result<Vec<u8>, TlsConfigError> {
@@ -197,10 +202,19 @@ fn load(files: &TlsFiles, used_for: TlsUse) -> Result<Loaded, TlsConfigError> {
             let pk = PrivateKeyDer::from_pem_slice(&key_pem)
                 .map_err(|e| content(key_key, key, format!("holds no PEM private key ({e})")))?;
             own_chain.clone_from(&chain);
-            let signing = provider()
-                .key_provider
-                .load_private_key(pk)
-                .map_err(|e| content(key_key, key, format!("not a usable private key ({e})")))?;
+            // *ring* first; an RSA key under 2048 bits or a P-521 key, which weed takes and
+            // *ring* does not, is signed with by tls_legacy.
+            let legacy = crate::seaweed::tls_legacy::signing_key(&pk);
+            let signing = match (provider().key_provider.load_private_key(pk), legacy) {
+                (Ok(k), _) | (Err(_), Some(k)) => k,
+                (Err(e), None) => {
+                    return Err(content(
+                        key_key,
+                        key,
+                        format!("not a usable private key ({e})"),
+                    ));
+                }
+            };
             // rustls's own pairing check parses the certificate with webpki,
             // which refuses X.509 v1; compare the public keys instead.
             let cert_spki = crate::seaweed::x509::spki(&chain[0]).ok_or_else(|| {

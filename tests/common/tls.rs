@@ -1,10 +1,11 @@
 //! The mTLS cluster of `tests/tls/tls.rs`: certificates made with the `openssl` CLI at start
 //! the ways operators' recipes make them, a `security.toml` in weed's working directory that turns
 //! gRPC mutual TLS on for every role (docs/tls.md), and one `weed server` shared by the binary's
-//! tests. The master and volume servers have a v3 CN-only certificate (no subjectAltName, as
-//! SeaweedFS operators often make them), the filer an X.509 v1 one (`openssl x509 -req` without
-//! `-extfile`), the S3 gateway an ECDSA P-256 v1 one with a SEC1 key, issued by an intermediate
-//! CA; the CA file (`ca.crt`) holds that intermediate and the root.
+//! tests. The volume server has a v3 CN-only certificate (no subjectAltName, as SeaweedFS
+//! operators often make them), the master a v3 CN-only ECDSA P-521 one issued by an intermediate
+//! with a 1024-bit RSA key (forms *ring* alone refuses), the filer an X.509 v1 one (`openssl
+//! x509 -req` without `-extfile`), the S3 gateway an ECDSA P-256 v1 one with a SEC1 key, issued
+//! by another intermediate; the CA file (`ca.crt`) holds both intermediates and the root.
 //!
 //! Besides the good client certificate there are: a second valid one (rotation), one from a
 //! foreign CA, one expired in 2020 (`openssl ca -startdate/-enddate`), the foreign CA itself, and
@@ -90,9 +91,33 @@ openssl x509 -req -in int.csr -CA ca.crt -CAkey ca.key -CAcreateserial -out int.
 ec s3 seaweedfs-s3 int
 v1 cint lifecycled-int int
 cat int.crt >> cint.crt
-# From here on the CA file is a bundle: the intermediate, then the root (root.crt alone).
+# Key sizes and curves weed accepts and ring does not (docs/tls.md#key-sizes-and-curves): an
+# RSA key of 1024 bits (PKCS#1, as old recipes' `openssl genrsa 1024` make it) and ECDSA P-521;
+# and two forms ring does take: P-384 with the EC PARAMETERS block `ecparam -genkey` writes
+# without -noout, and Ed25519.
+openssl genrsa -traditional -out c1024.key 1024
+openssl req -new -key c1024.key -subj "/CN=lifecycled-rsa1024" -out c1024.csr
+openssl x509 -req -in c1024.csr -CA ca.crt -CAkey ca.key -CAcreateserial -out c1024.crt -days 365
+p521() { # name CN ca extfile-args
+  openssl ecparam -name secp521r1 -genkey -noout -out $1.key
+  openssl req -new -key $1.key -subj "/CN=$2" -out $1.csr
+  openssl x509 -req -in $1.csr -CA $3.crt -CAkey $3.key -CAcreateserial -out $1.crt -days 365 $4
+}
+p521 c521 lifecycled-p521 ca
+openssl ecparam -name secp384r1 -genkey -out c384.key
+openssl req -new -key c384.key -subj "/CN=lifecycled-p384" -out c384.csr
+openssl x509 -req -in c384.csr -CA ca.crt -CAkey ca.key -CAcreateserial -out c384.crt -days 365
+openssl genpkey -algorithm ed25519 -out ced.key
+openssl req -new -key ced.key -subj "/CN=lifecycled-ed25519" -out ced.csr
+openssl x509 -req -in ced.csr -CA ca.crt -CAkey ca.key -CAcreateserial -out ced.crt -days 365
+# The master's certificate is P-521, issued by an intermediate with a 1024-bit RSA key.
+openssl genrsa -traditional -out int1024.key 1024
+openssl req -new -key int1024.key -subj "/CN=test-intermediate-rsa1024" -out int1024.csr
+openssl x509 -req -in int1024.csr -CA ca.crt -CAkey ca.key -CAcreateserial -out int1024.crt -days 3650 -extfile int.ext
+p521 master seaweedfs-master int1024 "-extfile leaf.ext"
+# From here on the CA file is a bundle: the intermediates, then the root (root.crt alone).
 cp ca.crt root.crt
-cat int.crt root.crt > ca.crt
+cat int.crt int1024.crt root.crt > ca.crt
 "#;
 
 /// The mTLS cluster and where its certificates are.
@@ -100,7 +125,8 @@ pub struct TlsCluster {
     /// The cluster (its gRPC ports require mTLS; S3 and filer HTTP stay plain).
     pub cluster: Cluster,
     /// The certificates (`ca.crt`, `client.crt`/`.key`, `client2`, `foreign`, `expired`,
-    /// `ca2.crt`, and the client matrix: `cv1`, `cv1rsa1`, `csan`, `cec`, `cec8`, `cint`).
+    /// `ca2.crt`, and the client matrix: `cv1`, `cv1rsa1`, `csan`, `cec`, `cec8`, `cint`, `c1024`,
+    /// `c521`, `c384`, `ced`).
     pub certs: PathBuf,
     /// The cluster's `security.toml` (as an operator has it).
     pub security_toml: PathBuf,
@@ -122,9 +148,10 @@ fn security_toml(certs: &Path) -> String {
             p(&format!("{n}.key"))
         )
     };
-    let (server, filer, s3) = (pair("server"), pair("filer"), pair("s3"));
+    let (master, server) = (pair("master"), pair("server"));
+    let (filer, s3) = (pair("filer"), pair("s3"));
     format!(
-        "[grpc]\nca = \"{}\"\n\n[grpc.master]\n{server}\n[grpc.volume]\n{server}\n[grpc.filer]\n{filer}\n\
+        "[grpc]\nca = \"{}\"\n\n[grpc.master]\n{master}\n[grpc.volume]\n{server}\n[grpc.filer]\n{filer}\n\
          [grpc.s3]\n{s3}\n[grpc.client]\ncert = \"{}\"\nkey = \"{}\"\n",
         p("ca.crt"),
         p("client.crt"),

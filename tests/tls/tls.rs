@@ -339,3 +339,55 @@ async fn v1_certificates_were_refused_although_weed_accepts_them() {
     .await;
     assert_refused(&p, 12, "unknown CA", &s3, &b).await;
 }
+
+/// Key sizes and curves weed accepts and *ring* alone does not (docs/tls.md#key-sizes-and-curves):
+/// a 1024-bit RSA client key and a P-521 one were refused at start-up with "not a usable private
+/// key", and a master whose P-521 certificate is issued by a 1024-bit RSA intermediate failed its
+/// chain check. Each client form below completes a pass through the filer and the gateway (P-384
+/// with its EC PARAMETERS block and Ed25519 already worked, and stay covered), and a pass that
+/// finds the cluster through that master with the 1024-bit key completes too.
+#[tokio::test]
+async fn rsa_1024_and_p521_certificates_were_refused_although_weed_accepts_them() {
+    let t = tls_cluster();
+    let cases = [
+        ("c1024", "RSA 1024, PKCS#1 key"),
+        ("c521", "ECDSA P-521 v1, SEC1 key"),
+        (
+            "c384",
+            "ECDSA P-384 v1, SEC1 key after an EC PARAMETERS block",
+        ),
+        ("ced", "Ed25519 v1, PKCS#8 key"),
+    ];
+    for (name, what) in cases {
+        let (b, s3) = due_bucket(t, "tls-keys").await;
+        let (crt, key) = (format!("{name}.crt"), format!("{name}.key"));
+        let p = run(
+            t,
+            &Scope::new(&[&b]),
+            &[],
+            &tls_env(t, "ca.crt", &crt, &key),
+        )
+        .await;
+        assert_eq!(p.code, 0, "{what}:\n{}", p.describe());
+        assert_eq!(p.ok().total("DONE"), 1, "{what}:\n{}", p.describe());
+        assert!(!exists(&s3, &b, "tmp/a").await, "{what}:\n{}", p.describe());
+    }
+    let (b, s3) = due_bucket(t, "tls-p521-master").await;
+    let scope = Scope::new(&[&b]);
+    let mut env = tls_env(t, "ca.crt", "c1024.crt", "c1024.key");
+    env.push((
+        "S3_LIFECYCLED__CLUSTER__MASTER",
+        t.cluster.master_grpc_addr().to_string(),
+    ));
+    env.push(("S3_LIFECYCLED__CURSOR__DIR", scope.cursor_dir.clone()));
+    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    let p = run_raw(&["run-once", "--buckets", b.as_str(), "--json"], &env).await;
+    assert_eq!(
+        p.code,
+        0,
+        "discovery through the P-521 master:\n{}",
+        p.describe()
+    );
+    assert_eq!(p.ok().total("DONE"), 1, "{}", p.describe());
+    assert!(!exists(&s3, &b, "tmp/a").await, "{}", p.describe());
+}
