@@ -102,6 +102,9 @@ pub enum ServiceState {
     Running,
     /// Draining in-flight deletes and saving cursors before exit.
     ShuttingDown,
+    /// Another live `serve` on the same cursor dir runs our shards; this one
+    /// takes over when it is gone (docs/serve-instances.md).
+    Standby,
     /// A state number this build does not know (as [`ShardPhase::Unknown`]).
     Unknown,
 }
@@ -113,6 +116,7 @@ impl ServiceState {
             ServiceState::Idle => "idle",
             ServiceState::Running => "running",
             ServiceState::ShuttingDown => "shutting down",
+            ServiceState::Standby => "standby",
             ServiceState::Unknown => "unknown",
         }
     }

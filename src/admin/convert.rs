@@ -35,6 +35,7 @@ pub fn service_state(s: ServiceState) -> pb::ServiceState {
         ServiceState::Idle => pb::ServiceState::Idle,
         ServiceState::Running => pb::ServiceState::Running,
         ServiceState::ShuttingDown => pb::ServiceState::ShuttingDown,
+        ServiceState::Standby => pb::ServiceState::Standby,
         ServiceState::Unknown => pb::ServiceState::Unspecified,
     }
 }
@@ -141,7 +142,7 @@ pub fn status_from_pb(s: &pb::GetStatusResponse) -> StatusSnapshot {
     use ServiceState::*;
     use ShardPhase::*;
     let phases = [Waiting, Walking, Replaying, Draining, Done, Halted, Failed];
-    let states = [Starting, Idle, Running, ShuttingDown];
+    let states = [Starting, Idle, Running, ShuttingDown, Standby];
     let shard = |r: &pb::ShardProgress| {
         like! { ShardSummary, r: events_scanned, matches, in_flight, halt_reason, restarts;
         shard: shard_from_pb(r.shard), phase: from_pb(&phases, shard_phase, r.phase).unwrap_or(ShardPhase::Unknown),

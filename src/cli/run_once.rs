@@ -4,6 +4,7 @@
 //! Exit codes: 0 completed, 3 a shard halted, 1 runtime error, 2 configuration.
 
 use std::path::PathBuf;
+use std::sync::Arc;
 
 use clap::Args;
 use serde_json::{Value, json};
@@ -14,10 +15,12 @@ use crate::cli::{EXIT_ERROR, EXIT_HALTED, EXIT_OK, Fail};
 use crate::cli::{exit, load_settings, run_error, usage, with_telemetry};
 use crate::config::{Settings, parse_shards};
 use crate::engine::{DeleteOutcome, Nanos};
+use crate::pass::cluster::SeaweedCluster;
 use crate::pass::observe::{PassObserver, log_pass_finished};
 use crate::pass::options::PassOptions;
+use crate::pass::ports::ClusterPort as _;
 use crate::pass::report::{Counters, PassResult};
-use crate::pass::runner::{PassRunner, RunError};
+use crate::pass::runner::{PassRunner, RunError, connect_cluster};
 use crate::status::RunOutcome;
 
 /// The cluster flags of `run-once`, which `serve` takes as they are.
@@ -148,7 +151,12 @@ async fn pass(s: Settings, now: Nanos, shards: Vec<u8>, args: &RunOnceArgs) -> R
     }
     let tls = s.client_tls().map_err(usage)?;
     let result = async {
-        let runner = PassRunner::connect(&s, tls.clone(), PassObserver::default()).await?;
+        let (cluster, deletes) = connect_cluster(&s, tls.clone()).await?;
+        if !dry_run {
+            refuse_live_serve(&cluster, &shards, &s).await?;
+        }
+        let (cluster, deletes) = (Arc::new(cluster), Arc::new(deletes));
+        let runner = PassRunner::start(cluster, deletes, PassObserver::default());
         let run_id = crate::pass::new_run_id();
         let opts = PassOptions {
             now,
@@ -180,6 +188,36 @@ async fn pass(s: Settings, now: Nanos, shards: Vec<u8>, args: &RunOnceArgs) -> R
         Some((msg, tls_code)) => Err((tls_code, msg)),
         None => Ok(code),
     }
+}
+
+/// A `run-once` on shards a live `serve` runs would race its passes for the
+/// same cursors (docs/serve-instances.md#run-once): refused (exit 2), naming it.
+async fn refuse_live_serve(
+    cluster: &SeaweedCluster,
+    shards: &[u8],
+    s: &Settings,
+) -> Result<(), RunError> {
+    let Some(store) = cluster.controls() else {
+        return Ok(());
+    };
+    let ttl = s.service.instance_ttl;
+    let holders = crate::service::instance::live_holders(&store, shards, ttl)
+        .await
+        .map_err(|e| RunError::Unreachable {
+            message: e.to_string(),
+            source: Box::new(e),
+        })?;
+    let Some(h) = holders.first() else {
+        return Ok(());
+    };
+    Err(RunError::Config(format!(
+        "{} of cursor dir {}: a run-once would race its passes for the same cursors. Trigger a \
+         pass there (`s3-lifecycled trigger --admin {}`), preview with --dry-run, or stop that \
+         serve first",
+        h.describe(shards),
+        s.cursor.dir,
+        h.admin
+    )))
 }
 
 /// The counters as `key=value`s from `matches` on, the same on each shard's

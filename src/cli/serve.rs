@@ -19,12 +19,14 @@ use crate::admin::{self, AdminHealth};
 use crate::cli::run_once::{ClusterArgs, settings, shards};
 use crate::cli::{EXIT_ERROR, EXIT_OK, Fail, exit, failed, usage, with_telemetry};
 use crate::config::Settings;
+use crate::engine::instances::Role;
 use crate::http::{self, HttpState, Readiness};
 use crate::metrics::Metrics;
 use crate::pass::observe::{PassObserver, StatusBoard};
 use crate::pass::ports::ClusterPort;
 use crate::pass::runner::{PassRunner, RunError, connect_cluster};
 use crate::seaweed::tls::ClientTls;
+use crate::service::instance::Instance;
 use crate::service::{Backend, Service};
 
 /// How long to wait between attempts to reach the cluster at start.
@@ -114,7 +116,7 @@ async fn serve(
         board: Some(board.clone()),
     };
     let runner = PassRunner::start(cluster.clone(), Arc::new(deletes), obs.clone());
-    let service = Service::new(runner, board.clone(), s.clone(), shards);
+    let service = Service::new(runner, board.clone(), s.clone(), shards.clone());
     if let Some(tls) = tls.clone() {
         // Rotation without restart: certificates re-read before every pass
         // (docs/tls.md#rotation).
@@ -135,22 +137,68 @@ async fn serve(
         wait_shut(shut_rx.clone()),
     ));
 
-    // Ready once the cluster answers a bucket scan.
-    while let Err(e) = cluster.buckets().await {
-        readiness.set_not_ready(format!("bucket scan failed: {e}"));
-        tracing::warn!(error = %e, "bucket scan failed; retrying");
-        if signals.sleep_or_signal(CONNECT_RETRY).await {
-            let _ = shut_tx.send(true);
-            let _ = admin_task.await;
-            let _ = http_task.await;
-            return Ok(EXIT_OK);
+    // Ready once the cluster answers a bucket scan and this process's
+    // instance file is written (docs/serve-instances.md).
+    let ttl = s.service.instance_ttl;
+    let joined = loop {
+        let step = async {
+            let scan = cluster.buckets().await;
+            scan.map_err(|e| format!("bucket scan failed: {e}"))?;
+            let Some(store) = cluster.controls() else {
+                return Ok(None);
+            };
+            let admin = &s.service.admin_listen;
+            let joined = Instance::join(store, &shards, admin, ttl).await;
+            joined.map(Some).map_err(|e| format!("instance file: {e}"))
+        };
+        match step.await {
+            Ok(j) => break j,
+            Err(e) => {
+                readiness.set_not_ready(e.clone());
+                tracing::warn!(error = %e, "not ready; retrying");
+                if signals.sleep_or_signal(CONNECT_RETRY).await {
+                    let _ = shut_tx.send(true);
+                    let _ = admin_task.await;
+                    let _ = http_task.await;
+                    return Ok(EXIT_OK);
+                }
+            }
         }
-    }
+    };
     service.attach_controls(cluster.clone(), obs).await;
+    let role = joined.as_ref().map_or(Role::Active, |(_, r)| r.clone());
+    apply_role(&service, &readiness, &role, &shards, &s.cursor.dir);
     service.set_ready();
-    readiness.set_ready();
+    if role == Role::Active {
+        readiness.set_ready();
+    }
     health.set_serving().await;
     tracing::info!("ready");
+    let instance = joined.map(|(i, _)| Arc::new(i));
+    let renewer = instance.clone().map(|i| {
+        let (service, readiness) = (service.clone(), readiness.clone());
+        let dir = s.cursor.dir.clone();
+        tokio::spawn(async move {
+            let mut last_ok = tokio::time::Instant::now();
+            loop {
+                tokio::time::sleep(ttl / 3).await;
+                match i.renew().await {
+                    Ok(role) => {
+                        last_ok = tokio::time::Instant::now();
+                        apply_role(&service, &readiness, &role, &shards, &dir);
+                    }
+                    // Past half the ttl without a renewal, another serve may
+                    // take this one for gone: stop starting passes first.
+                    Err(e) if last_ok.elapsed() > ttl / 2 => {
+                        let why = format!("the instance file cannot be renewed ({e})");
+                        readiness.set_not_ready(format!("standby: {why}"));
+                        service.set_standby(Some(why));
+                    }
+                    Err(e) => tracing::warn!(error = %e, "instance file not renewed; retrying"),
+                }
+            }
+        })
+    });
     let scheduler = tokio::spawn(service.clone().schedule_loop(shut_rx.clone()));
     let stale = tokio::spawn(crate::service::stale_watch(
         cluster.clone(),
@@ -165,6 +213,10 @@ async fn serve(
         signal,
         "shutting down: stop dispatching, drain, save cursors"
     );
+    // The renewals stop here, so /ready stays "shutting down".
+    if let Some(r) = renewer {
+        r.abort();
+    }
     readiness.set_not_ready("shutting down");
     health.set_not_serving().await;
     let deadline = s.service.shutdown_deadline;
@@ -192,12 +244,38 @@ async fn serve(
     let _ = shut_tx.send(true);
     scheduler.abort();
     stale.abort();
+    // After the cursors are saved: the next serve may take over at once.
+    if let Some(i) = instance {
+        i.leave().await;
+    }
     let servers = async {
         let _ = admin_task.await;
         let _ = http_task.await;
     };
     let _ = tokio::time::timeout(Duration::from_secs(2), servers).await;
     Ok(code)
+}
+
+/// Runs passes or stands by, as the instance files decided: a standby is
+/// not ready (`/ready` names the holder) and refuses triggers.
+fn apply_role(
+    service: &Arc<Service>,
+    readiness: &Readiness,
+    role: &Role,
+    shards: &[u8],
+    dir: &str,
+) {
+    match role {
+        Role::Active => {
+            service.set_standby(None);
+            readiness.set_ready();
+        }
+        Role::Standby { holder, .. } => {
+            let why = format!("{} of cursor dir {dir}", holder.describe(shards));
+            readiness.set_not_ready(format!("standby: {why}"));
+            service.set_standby(Some(why));
+        }
+    }
 }
 
 async fn bind_http(addr: &str) -> Result<tokio::net::TcpListener, String> {

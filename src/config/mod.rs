@@ -140,6 +140,11 @@ impl Settings {
 
     /// Range checks that serde cannot express.
     pub fn validate(&self) -> Result<(), ConfigError> {
+        require(
+            self.service.instance_ttl >= Duration::from_secs(3),
+            "service.instance_ttl",
+            "must be at least 3s (the instance file is renewed every third of it)",
+        )?;
         self.validate_weed_admin()?;
         for (key, list, example) in [
             ("cluster.filer", &self.cluster.filer, "127.0.0.1:18888"),

@@ -30,6 +30,11 @@ pub struct ServiceSettings {
     /// require (and the CLI sends); required when either listens beyond
     /// loopback. Empty = no token.
     pub admin_token_file: String,
+    /// How long another `serve` on the same cursor dir takes this one's
+    /// instance file for alive after its last renewal (renewed every third
+    /// of it); a standby takes over after that (docs/serve-instances.md).
+    #[serde(deserialize_with = "de_duration")]
+    pub instance_ttl: Duration,
 }
 
 /// How far past the wall clock a trigger's `now` may be before `serve` refuses
@@ -46,6 +51,7 @@ impl Default for ServiceSettings {
             shutdown_deadline: Duration::from_secs(30),
             allow_future_now: false,
             admin_token_file: String::new(),
+            instance_ttl: Duration::from_secs(90),
         }
     }
 }

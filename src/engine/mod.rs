@@ -22,6 +22,7 @@ pub mod filter;
 pub mod forecast;
 pub mod hashes;
 pub mod identity;
+pub mod instances;
 pub mod journal;
 pub mod keys;
 pub mod lock;

@@ -19,6 +19,19 @@ pub fn shard_id(bucket: &str, key: &str) -> u8 {
     h.finalize()[0] >> 4
 }
 
+/// `[0,1,2,3]` → `0-3`; `[1,4]` → `1,4` (the `pass.shards` syntax).
+pub fn shards_label(shards: &[u8]) -> String {
+    let parts: Vec<String> = shards
+        .chunk_by(|a, b| *b == a + 1)
+        .map(|run| match run {
+            [one] => one.to_string(),
+            [first, .., last] => format!("{first}-{last}"),
+            [] => String::new(),
+        })
+        .collect();
+    parts.join(",")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -248,7 +248,7 @@ fn finish(
     let d = &totals.deletes;
     let summary = format!(
         "s3-lifecycled pass {run_id} over shards {}: {outcome}; deleted={} events={} matches={} pending={} halted_shards={} in {:.1}s",
-        job::shards_label(&shards),
+        crate::engine::shard::shards_label(&shards),
         d.done,
         totals.events_scanned,
         totals.matches,
@@ -278,7 +278,10 @@ fn finish(
     }
     out.insert("run_id".into(), job::string(run_id));
     out.insert("outcome".into(), job::string(outcome.as_str()));
-    out.insert("shards".into(), job::string(job::shards_label(&shards)));
+    out.insert(
+        "shards".into(),
+        job::string(crate::engine::shard::shards_label(&shards)),
+    );
     if !halted.is_empty() {
         out.insert("halted".into(), job::string(halted.join("; ")));
     }

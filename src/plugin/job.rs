@@ -8,7 +8,7 @@ use std::collections::HashMap;
 use std::time::Duration;
 
 use crate::config::{Settings, parse_shards};
-use crate::engine::shard::SHARD_COUNT;
+use crate::engine::shard::{SHARD_COUNT, shards_label};
 use crate::pb::plugin::{
     AdminRuntimeDefaults, ConfigField, ConfigFieldType, ConfigForm, ConfigSection, ConfigValue,
     ConfigWidget, ExecuteJobRequest, JobPriority, JobProposal, JobTypeCapability,
@@ -200,19 +200,6 @@ pub fn shard_sets(n: usize) -> Vec<Vec<u8>> {
         at += len;
     }
     out
-}
-
-/// `[0,1,2,3]` → `0-3`; `[1,4]` → `1,4` (the `pass.shards` syntax).
-pub fn shards_label(shards: &[u8]) -> String {
-    let parts: Vec<String> = shards
-        .chunk_by(|a, b| *b == a + 1)
-        .map(|run| match run {
-            [one] => one.to_string(),
-            [first, .., last] => format!("{first}-{last}"),
-            [] => String::new(),
-        })
-        .collect();
-    parts.join(",")
 }
 
 /// How many jobs a detection may propose: the request's `max_results` (the

@@ -4,7 +4,8 @@
 //! (docs/filer-layout.md#pause-files), and one approval file per approved
 //! bucket, `<cursor.dir>/approved/<bucket>.json`, consumed by the pass that
 //! lets its held work through (docs/filer-layout.md#approval-files), and one
-//! hold file per bucket the deletion cap held, `<cursor.dir>/held/<bucket>.json`. What a pause means for a pass is
+//! hold file per bucket the deletion cap held, `<cursor.dir>/held/<bucket>.json`, and one
+//! instance file per running `serve`, `<cursor.dir>/instances/<id>.json`. What a pause means for a pass is
 //! decided in [`crate::engine::safety`].
 //!
 //! A pause is one CreateEntry of a small inline file and a resume one
@@ -13,6 +14,7 @@
 use futures::TryStreamExt as _;
 
 use crate::engine::Nanos;
+use crate::engine::instances::InstanceRecord;
 use crate::engine::safety::{
     ApprovalRecord, HoldRecord, PauseRecord, RuleRecord, bucket_of_pause_file, check_bucket_name,
     decode_approval, decode_hold, decode_pause, decode_rule_record, pause_file_name,
@@ -30,6 +32,9 @@ pub const HELD_SUBDIR: &str = "held";
 pub const JOURNAL_SUBDIR: &str = "journal";
 /// The subdirectory of `cursor.dir` holding the rules files (grace).
 pub const RULES_SUBDIR: &str = "rules";
+/// The subdirectory of `cursor.dir` holding one file per `serve` process
+/// (docs/serve-instances.md).
+pub const INSTANCES_SUBDIR: &str = "instances";
 
 /// Why a control file (pause, approval, hold, rules, journal batch) could
 /// not be read or written. The text names the file or bucket and, for a file
@@ -108,6 +113,15 @@ pub enum ControlsError {
     /// (the service writes batches inline).
     #[error("journal batch {path} is stored in chunks, which this reader does not fetch")]
     ChunkedBatch { path: String },
+    /// Writing, listing or removing an instance file failed.
+    #[error("{op} {path}: {source}")]
+    Instance {
+        /// What was done: `writing`, `listing`, `removing`.
+        op: &'static str,
+        path: String,
+        #[source]
+        source: FilerError,
+    },
 }
 
 /// The result of a control-store call.
@@ -122,6 +136,7 @@ pub struct ControlStore {
     held_dir: String,
     rules_dir: String,
     journal_dir: String,
+    instances_dir: String,
 }
 
 impl ControlStore {
@@ -136,6 +151,7 @@ impl ControlStore {
             held_dir: join_path(dir, HELD_SUBDIR),
             rules_dir: join_path(dir, RULES_SUBDIR),
             journal_dir: join_path(dir, JOURNAL_SUBDIR),
+            instances_dir: join_path(dir, INSTANCES_SUBDIR),
         }
     }
 
@@ -254,6 +270,59 @@ impl ControlStore {
             .await
             .map_err(|source| ControlsError::ListJournal {
                 dir: dir.to_string(),
+                source,
+            })
+    }
+
+    /// Writes this process's instance file (replacing its earlier one).
+    pub async fn put_instance(&self, r: &InstanceRecord) -> Result<()> {
+        let name = format!("{}.json", r.id);
+        let entry = json_file_entry(&name, r.to_json(), r.renewed_ns);
+        let dir = &self.instances_dir;
+        self.client
+            .create_entry(dir, entry, false)
+            .await
+            .map_err(|source| ControlsError::Instance {
+                op: "writing",
+                path: join_path(dir, &name),
+                source,
+            })
+    }
+
+    /// Every instance file that decodes, and the problems of those that do
+    /// not (path and what is wrong): a stray file must not stop a service.
+    pub async fn instances(&self) -> Result<(Vec<InstanceRecord>, Vec<String>)> {
+        let dir = &self.instances_dir;
+        let entries: Vec<Entry> = self
+            .client
+            .list_all(dir, DEFAULT_PAGE)
+            .try_collect()
+            .await
+            .map_err(|source| ControlsError::Instance {
+                op: "listing",
+                path: dir.clone(),
+                source,
+            })?;
+        let (mut ok, mut bad) = (Vec::new(), Vec::new());
+        for e in entries.iter().filter(|e| !e.is_directory) {
+            match InstanceRecord::decode(&e.content) {
+                Ok(r) => ok.push(r),
+                Err(problem) => bad.push(format!("{}: {problem}", join_path(dir, &e.name))),
+            }
+        }
+        Ok((ok, bad))
+    }
+
+    /// Removes this process's instance file (a clean shutdown).
+    pub async fn remove_instance(&self, id: &str) -> Result<()> {
+        let name = format!("{id}.json");
+        let dir = &self.instances_dir;
+        self.client
+            .delete_entry(dir, &name, false)
+            .await
+            .map_err(|source| ControlsError::Instance {
+                op: "removing",
+                path: join_path(dir, &name),
                 source,
             })
     }

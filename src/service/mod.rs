@@ -3,6 +3,8 @@
 //! [`PassRunner`], the [`AdminBackend`] the admin gRPC API calls, and the
 //! shutdown sequence (stop dispatching, drain, save cursors, within a deadline).
 
+pub mod instance;
+
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
@@ -90,6 +92,10 @@ struct Inner {
     current: Option<Current>,
     ready: bool,
     shutting_down: bool,
+    /// Why this instance stands by (another live `serve` runs its shards).
+    standby: Option<String>,
+    /// A scheduled start came while standing by: run it on taking over.
+    missed_schedule: bool,
 }
 
 /// Work to do before every pass, e.g. reloading rotated TLS certificates
@@ -187,8 +193,47 @@ impl Service {
 
     /// The cluster was reached and a bucket scan succeeded: passes may start.
     pub fn set_ready(&self) {
-        self.lock().ready = true;
-        self.board.set_state(ServiceState::Idle);
+        let mut inner = self.lock();
+        inner.ready = true;
+        self.board.set_state(if inner.standby.is_some() {
+            ServiceState::Standby
+        } else {
+            ServiceState::Idle
+        });
+    }
+
+    /// Stands by (`Some`: why, naming the holder) or runs passes (`None`),
+    /// as the instance files decide (docs/serve-instances.md). Taking over
+    /// after a scheduled start was missed standing by starts that pass now.
+    pub fn set_standby(self: &Arc<Self>, why: Option<String>) {
+        let mut inner = self.lock();
+        let was = std::mem::replace(&mut inner.standby, why.clone());
+        let idle = inner.current.is_none() && !inner.shutting_down;
+        match (&was, &why) {
+            (None, Some(w)) => {
+                tracing::warn!(holder = %w, "standing by: another serve runs these shards")
+            }
+            (Some(_), None) => {
+                tracing::info!("taking over: no live serve runs these shards any more")
+            }
+            _ => {}
+        }
+        if idle && inner.ready {
+            let state = if why.is_some() {
+                ServiceState::Standby
+            } else {
+                ServiceState::Idle
+            };
+            self.board.set_state(state);
+        }
+        let missed = why.is_none() && std::mem::take(&mut inner.missed_schedule);
+        drop(inner);
+        if missed {
+            tracing::info!("running the scheduled pass missed while standing by");
+            if let Err(e) = self.start(TriggerRequest::default(), Cause::Schedule) {
+                tracing::warn!(error = %e, "the missed scheduled pass did not start");
+            }
+        }
     }
 
     /// Starts a pass unless one runs (then answers with its id).
@@ -214,6 +259,14 @@ impl Service {
             return Err(AdminError::Unavailable(
                 "the service is starting (cluster not reached yet); try again shortly".into(),
             ));
+        }
+        if let Some(why) = inner.standby.clone() {
+            if cause == Cause::Schedule {
+                inner.missed_schedule = true;
+            }
+            return Err(AdminError::Unavailable(format!(
+                "this serve stands by: {why}; trigger that one, or stop it and this one takes over"
+            )));
         }
         if let Some(c) = &inner.current {
             return Ok(TriggerAccepted {

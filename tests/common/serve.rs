@@ -102,6 +102,17 @@ impl Serve {
 
     /// [`Serve::start`] against cluster `c` instead of the shared one.
     pub async fn start_on(c: &Cluster, scope: &Scope, extra: &[(&str, &str)]) -> Serve {
+        let mut s = Serve::spawn_on(c, scope, extra);
+        s.wait_ready(200).await;
+        s
+    }
+
+    /// Spawns `serve` like [`Serve::start`] without waiting for it.
+    pub fn spawn(scope: &Scope, extra: &[(&str, &str)]) -> Serve {
+        Serve::spawn_on(cluster(), scope, extra)
+    }
+
+    fn spawn_on(c: &Cluster, scope: &Scope, extra: &[(&str, &str)]) -> Serve {
         let dir = TmpDir::new("serve");
         let log = dir.path().join("serve.log");
         let admin: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
@@ -125,28 +136,32 @@ impl Serve {
         let child = cmd
             .spawn()
             .unwrap_or_else(|e| panic!("spawning {BIN} serve: {e}"));
-        let mut s = Serve {
+        Serve {
             child: Some(child),
             admin,
             http,
             log,
             _dir: dir,
-        };
+        }
+    }
+
+    /// Waits until `/ready` answers `status` (200: ready; 503: up but not ready); returns
+    /// its body.
+    pub async fn wait_ready(&mut self, status: u16) -> String {
         let ready = async || {
-            if let Some(st) = s.child.as_mut().unwrap().try_wait().unwrap() {
-                panic!("serve exited early ({st}): {}", s.log_text());
+            if let Some(st) = self.child.as_mut().unwrap().try_wait().unwrap() {
+                panic!("serve exited early ({st}): {}", self.log_text());
             }
-            match http::get_async(s.http, "/ready").await {
-                Ok(r) if r.status == 200 => Ok(()),
+            match http::get_async(self.http, "/ready").await {
+                Ok(r) if r.status == status => Ok(String::from_utf8_lossy(&r.body).into_owned()),
                 other => Err(format!(
-                    "/ready: {:?}; log: {}",
+                    "/ready: {:?}, want {status}; log: {}",
                     other.map(|r| r.status),
-                    s.log_text()
+                    self.log_text()
                 )),
             }
         };
-        eventually(Duration::from_secs(60), Duration::from_millis(100), ready).await;
-        s
+        eventually(Duration::from_secs(60), Duration::from_millis(100), ready).await
     }
 
     /// The log so far.

@@ -444,3 +444,68 @@ async fn stale_report_kept_a_just_enforced_bucket_for_an_hour() {
     )
     .await;
 }
+
+/// Two `serve` on one cursor dir (docs/serve-instances.md) both ran every pass; the second
+/// learned of the first only when a cursor save failed at the end of a pass ("is a second
+/// s3-lifecycled running?"). Now the second stands by: `/ready` 503 naming the first, `status`
+/// standby, its trigger refused naming the first; a `run-once` on those shards is refused (exit
+/// 2, `--dry-run` still runs). When the first stops, the second takes over and deletes what is
+/// due.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_second_serve_on_one_cursor_dir_ran_passes_beside_the_first() {
+    let c = cluster();
+    let s3 = c.s3_client();
+    let b = c.new_bucket("svc-two").await.unwrap();
+    put(&s3, &b, "tmp/a", b"x", None).await;
+    c.put_lifecycle_xml(&b, &lifecycle(&date_rule("due", "tmp/", PAST_DATE)))
+        .await
+        .unwrap();
+    let scope = Scope::new(&[&b]);
+    let ttl = [("S3_LIFECYCLED__SERVICE__INSTANCE_TTL", "3s")];
+    let mut first = Serve::start(&scope, &ttl).await;
+    let mut second = Serve::spawn(&scope, &ttl);
+    let why = second.wait_ready(503).await;
+    let first_admin = first.admin.to_string();
+    assert!(
+        why.contains("standby") && why.contains(&first_admin) && why.contains("shards 0-15"),
+        "/ready of the second: {why}"
+    );
+    assert_eq!(second.status().await["state"], "standby");
+    let refused = second.cli(&["trigger"]).await;
+    assert_ne!(refused.code, 0, "{}", refused.describe());
+    assert!(
+        refused.stderr.contains(&first_admin),
+        "{}",
+        refused.describe()
+    );
+
+    let env = [("S3_LIFECYCLED__SERVICE__INSTANCE_TTL", "3s")];
+    let p = run_once(c, &scope, None, &[], &env).await;
+    assert_eq!(p.code, 2, "run-once beside a live serve:\n{}", p.describe());
+    assert!(
+        p.stderr.contains(&first_admin) && p.stderr.contains("--dry-run"),
+        "{}",
+        p.describe()
+    );
+    assert!(
+        exists(&s3, &b, "tmp/a").await,
+        "nothing deleted by the refused run-once"
+    );
+    let dry = run_once(c, &scope, None, &["--dry-run"], &env).await;
+    assert_eq!(dry.code, 0, "{}", dry.describe());
+
+    let (code, _) = first.stop_with("TERM", Duration::from_secs(40)).await;
+    assert_eq!(code, 0, "{}", first.log_text());
+    second.wait_ready(200).await;
+    assert!(
+        second.log_text().contains("taking over"),
+        "{}",
+        second.log_text()
+    );
+    let (id, _) = second.trigger(&[]).await;
+    let last = second.wait_last(&id, Duration::from_secs(60)).await;
+    assert_eq!(last["outcome"], "completed", "{last}");
+    assert!(!exists(&s3, &b, "tmp/a").await, "{}", second.log_text());
+    let (code, _) = second.stop_with("TERM", Duration::from_secs(40)).await;
+    assert_eq!(code, 0, "{}", second.log_text());
+}
