@@ -57,6 +57,26 @@ pub struct TriggerAccepted {
     pub already_running: bool,
 }
 
+/// The answer to a pause.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Paused {
+    /// When the bucket was paused (a second pause keeps the first's time).
+    pub paused_ns: i64,
+    /// It was paused already.
+    pub was_paused: bool,
+    /// The reason kept: the request's, else the earlier pause's.
+    pub reason: String,
+}
+
+/// The answer to an approval.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Approved {
+    pub approved_ns: i64,
+    /// The deletion cap holds the bucket now (false: the approval waits for
+    /// the next pass that would cap it).
+    pub held: bool,
+}
+
 /// Why the backend refused or failed a request. Each variant is one gRPC code.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum AdminError {
@@ -105,16 +125,15 @@ pub trait AdminBackend: Send + Sync + 'static {
     fn status(&self) -> BoxFuture<'static, Result<StatusSnapshot, AdminError>>;
     /// The last finished pass, if any finished since the process started.
     fn last_run(&self) -> BoxFuture<'static, Result<Option<PassSummary>, AdminError>>;
-    /// Pauses `bucket` (already checked to be a bucket name); answers when,
-    /// ns since epoch. A bucket the cluster does not have is `NotFound`
-    /// unless `create_if_missing`. Backends without pauses keep the default
-    /// refusal.
+    /// Pauses `bucket` (already checked to be a bucket name). A bucket the
+    /// cluster does not have is `NotFound` unless `create_if_missing`.
+    /// Backends without pauses keep the default refusal.
     fn pause(
         &self,
         bucket: String,
         reason: String,
         create_if_missing: bool,
-    ) -> BoxFuture<'static, Result<i64, AdminError>> {
+    ) -> BoxFuture<'static, Result<Paused, AdminError>> {
         let _ = (bucket, reason, create_if_missing);
         async { Err(AdminError::FailedPrecondition(NO_PAUSES.into())) }.boxed()
     }
@@ -123,8 +142,8 @@ pub trait AdminBackend: Send + Sync + 'static {
         let _ = bucket;
         async { Err(AdminError::FailedPrecondition(NO_PAUSES.into())) }.boxed()
     }
-    /// Approves `bucket`'s held work for the next pass; answers when.
-    fn approve(&self, bucket: String) -> BoxFuture<'static, Result<i64, AdminError>> {
+    /// Approves `bucket`'s held work for the next pass.
+    fn approve(&self, bucket: String) -> BoxFuture<'static, Result<Approved, AdminError>> {
         let _ = bucket;
         async { Err(no_approvals()) }.boxed()
     }
@@ -251,11 +270,15 @@ impl LifecycledAdmin for AdminService {
     ) -> Result<Response<pb::PauseBucketResponse>, Status> {
         let r = request.into_inner();
         let bucket = validate_bucket(&r.bucket)?;
-        let paused_ns = self
+        let p = self
             .backend
             .pause(bucket, r.reason, r.create_if_missing)
             .await?;
-        Ok(Response::new(pb::PauseBucketResponse { paused_ns }))
+        Ok(Response::new(pb::PauseBucketResponse {
+            paused_ns: p.paused_ns,
+            was_paused: p.was_paused,
+            reason: p.reason,
+        }))
     }
 
     async fn resume_bucket(
@@ -272,8 +295,11 @@ impl LifecycledAdmin for AdminService {
         request: Request<pb::ApproveBucketRequest>,
     ) -> Result<Response<pb::ApproveBucketResponse>, Status> {
         let bucket = validate_bucket(&request.get_ref().bucket)?;
-        let approved_ns = self.backend.approve(bucket).await?;
-        Ok(Response::new(pb::ApproveBucketResponse { approved_ns }))
+        let a = self.backend.approve(bucket).await?;
+        Ok(Response::new(pb::ApproveBucketResponse {
+            approved_ns: a.approved_ns,
+            held: a.held,
+        }))
     }
 
     async fn get_forecast(

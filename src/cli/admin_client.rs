@@ -118,11 +118,20 @@ pub fn approve(args: &ApproveArgs) -> Result<i32, Fail> {
     let resp = call(&args.address, "ApproveBucket", async |c| {
         c.approve_bucket(req).await
     })?;
-    println!(
-        "bucket {} approved at {}: the next pass does not cap it (once)",
-        args.bucket,
-        format_time(resp.approved_ns)
-    );
+    if resp.held {
+        println!(
+            "bucket {} approved at {}: the next pass does not cap it (once)",
+            args.bucket,
+            format_time(resp.approved_ns)
+        );
+    } else {
+        println!(
+            "bucket {} approved at {}: no deletion-cap hold on it now; the next pass that would \
+             cap it or defer it in a rule-change grace does not (once)",
+            args.bucket,
+            format_time(resp.approved_ns)
+        );
+    }
     Ok(EXIT_OK)
 }
 
@@ -158,8 +167,18 @@ pub fn pause(args: &PauseArgs) -> Result<i32, Fail> {
     let resp = call(&args.address, "PauseBucket", async |c| {
         c.pause_bucket(req).await
     })?;
+    let since = if resp.was_paused {
+        "was already paused since"
+    } else {
+        "paused at"
+    };
+    let reason = if resp.reason.is_empty() {
+        String::new()
+    } else {
+        format!(" ({})", resp.reason)
+    };
     println!(
-        "bucket {} paused at {}: passes leave it alone from the next one on (a running pass \
+        "bucket {} {since} {}{reason}: passes leave it alone from the next one on (a running pass \
          finishes as it started); its matches stay pending until `s3-lifecycled resume {}`",
         args.bucket,
         format_time(resp.paused_ns),

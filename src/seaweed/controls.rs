@@ -416,13 +416,34 @@ impl ControlStore {
             .await
     }
 
-    /// Pauses `bucket` (replacing an earlier pause of it). Answers the record
-    /// written.
-    pub async fn pause(&self, bucket: &str, now: Nanos, reason: &str) -> Result<PauseRecord> {
-        let record = PauseRecord::new(bucket, now, reason);
+    /// Pauses `bucket`. Pausing a paused bucket keeps the first pause's
+    /// time, and its reason unless `reason` is given: a second `pause`
+    /// without `--reason` used to wipe the note an operator left. Answers
+    /// the record written and whether it was paused already.
+    pub async fn pause(
+        &self,
+        bucket: &str,
+        now: Nanos,
+        reason: &str,
+    ) -> Result<(PauseRecord, bool)> {
+        check_bucket_name(bucket).map_err(ControlsError::InvalidBucket)?;
+        let name = pause_file_name(bucket);
+        let earlier = self
+            .client
+            .lookup(&self.paused_dir, &name)
+            .await
+            .map_err(|source| bucket_error("pausing", bucket, source))?
+            .and_then(|e| decode_pause(&e.content, bucket).ok());
+        let mut record = PauseRecord::new(bucket, now, reason);
+        if let Some(e) = &earlier {
+            record.paused_ns = e.paused_ns;
+            if reason.is_empty() {
+                record.reason.clone_from(&e.reason);
+            }
+        }
         self.put(&self.paused_dir, bucket, record.to_json(), now, "pausing")
             .await?;
-        Ok(record)
+        Ok((record, earlier.is_some()))
     }
 
     /// Resumes `bucket`; `Ok(false)` when it was not paused.

@@ -13,7 +13,7 @@ use futures::FutureExt as _;
 use futures::future::BoxFuture;
 use tokio::sync::watch;
 
-use crate::admin::{AdminBackend, AdminError, TriggerAccepted, TriggerRequest};
+use crate::admin::{AdminBackend, AdminError, Approved, Paused, TriggerAccepted, TriggerRequest};
 use crate::clock::wall_ns;
 use crate::config::{FUTURE_NOW_TOLERANCE, Settings};
 use crate::engine::Nanos;
@@ -431,7 +431,7 @@ impl AdminBackend for Backend {
         bucket: String,
         reason: String,
         create_if_missing: bool,
-    ) -> BoxFuture<'static, Result<i64, AdminError>> {
+    ) -> BoxFuture<'static, Result<Paused, AdminError>> {
         let controls = self.0.controls.get().cloned();
         async move {
             let c = controls.ok_or_else(not_connected)?;
@@ -442,18 +442,23 @@ impl AdminBackend for Backend {
                 )
                 .await?;
             }
-            let r = controls_for(&*c.port, "pause", &bucket, "pauses")
+            let (r, was_paused) = controls_for(&*c.port, "pause", &bucket, "pauses")
                 .map_err(unavailable)?
                 .pause(&bucket, wall_ns(), &reason)
                 .await
                 .map_err(unavailable)?;
             tracing::warn!(
                 bucket,
-                reason,
+                reason = r.reason,
+                was_paused,
                 "bucket paused: passes leave it alone until resume"
             );
             c.refresh().await;
-            Ok(r.paused_ns)
+            Ok(Paused {
+                paused_ns: r.paused_ns,
+                was_paused,
+                reason: r.reason,
+            })
         }
         .boxed()
     }
@@ -474,18 +479,34 @@ impl AdminBackend for Backend {
         .boxed()
     }
 
-    fn approve(&self, bucket: String) -> BoxFuture<'static, Result<i64, AdminError>> {
+    fn approve(&self, bucket: String) -> BoxFuture<'static, Result<Approved, AdminError>> {
         let controls = self.0.controls.get().cloned();
         async move {
             let c = controls.ok_or_else(not_connected)?;
             c.check_exists(&bucket, "").await?;
-            let r = controls_for(&*c.port, "approve", &bucket, "approvals")
-                .map_err(unavailable)?
+            let store =
+                controls_for(&*c.port, "approve", &bucket, "approvals").map_err(unavailable)?;
+            let r = store
                 .approve(&bucket, wall_ns())
                 .await
                 .map_err(unavailable)?;
-            tracing::warn!(bucket, "bucket approved: the next pass does not cap it");
-            Ok(r.approved_ns)
+            // An approval with nothing held is kept for the next pass that
+            // would cap the bucket; say so rather than imply work was released.
+            let held = store
+                .holds()
+                .await
+                .map_err(unavailable)?
+                .iter()
+                .any(|h| h.bucket == bucket);
+            tracing::warn!(
+                bucket,
+                held,
+                "bucket approved: the next pass does not cap it"
+            );
+            Ok(Approved {
+                approved_ns: r.approved_ns,
+                held,
+            })
         }
         .boxed()
     }

@@ -42,17 +42,41 @@ async fn paused_bucket_is_untouched_and_resumes_after_resume_also_across_a_resta
         bad.describe()
     );
 
-    // Pausing again replaces the first pause (the filer overwrites the file).
+    // Pausing again replaces the first pause's reason and keeps its time.
     let first = serve.cli(&["pause", &held, "--reason", "first"]).await;
     assert_eq!(first.code, 0, "{}", first.describe());
+    assert!(
+        first.stdout.contains(&format!("bucket {held} paused at")),
+        "{}",
+        first.stdout
+    );
     let out = serve
         .cli(&["pause", &held, "--reason", "typo in rule d1"])
         .await;
     assert_eq!(out.code, 0, "{}", out.describe());
     assert!(
-        out.stdout.contains(&format!("bucket {held} paused")),
+        out.stdout
+            .contains(&format!("bucket {held} was already paused since")),
         "{}",
         out.stdout
+    );
+    // Approving a bucket nothing holds succeeded with the words of a release; it says that
+    // nothing is held and that the approval waits for the next pass that would cap it.
+    let pre = serve.cli(&["approve", &other]).await;
+    assert_eq!(pre.code, 0, "{}", pre.describe());
+    assert!(
+        pre.stdout.contains("no deletion-cap hold on it now"),
+        "{}",
+        pre.stdout
+    );
+    // A second pause without --reason wiped the note an operator left; it is kept.
+    let again = serve.cli(&["pause", &held]).await;
+    assert_eq!(again.code, 0, "{}", again.describe());
+    assert!(
+        again.stdout.contains("was already paused since")
+            && again.stdout.contains("(typo in rule d1)"),
+        "{}",
+        again.stdout
     );
     // The README's "Before you set a rule" shows these outputs (--nocapture).
     println!(
@@ -238,6 +262,11 @@ async fn deletion_cap_holds_a_bucket_at_exactly_the_cap_until_approve() {
     // approve: the next pass lets the rest through, once.
     let out = serve.cli(&["approve", &big]).await;
     assert_eq!(out.code, 0, "{}", out.describe());
+    assert!(
+        out.stdout.contains("does not cap it (once)"),
+        "{}",
+        out.stdout
+    );
     println!("$ s3-lifecycled approve {big}\n{}", out.stdout);
     assert!(
         c.lookup_entry(&approved_dir, &file)
