@@ -24,12 +24,19 @@ pub fn host_name() -> String {
 
 /// Whether `pid` on `host` is known to be gone: only a process of this host
 /// can be checked (`/proc`), anything else is taken as alive until its file
-/// goes stale.
+/// goes stale. A zombie (killed, not yet reaped by its parent) is gone.
 pub fn process_gone(host: &str, pid: u32) -> bool {
-    cfg!(target_os = "linux")
-        && host == host_name()
-        && pid != std::process::id()
-        && !std::path::Path::new(&format!("/proc/{pid}")).exists()
+    if !cfg!(target_os = "linux") || host != host_name() || pid == std::process::id() {
+        return false;
+    }
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Err(_) => true,
+        // `pid (comm) S …`: the state follows the last ')'.
+        Ok(stat) => stat
+            .rsplit_once(')')
+            .and_then(|(_, rest)| rest.trim_start().chars().next())
+            .is_some_and(|state| matches!(state, 'Z' | 'X')),
+    }
 }
 
 /// This process's instance file.
@@ -128,4 +135,31 @@ pub async fn live_holders(
             .cloned()
             .collect(),
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    #[cfg(target_os = "linux")]
+    fn a_killed_unreaped_serve_was_taken_for_alive() {
+        let host = host_name();
+        let mut child = std::process::Command::new("sleep")
+            .arg("30")
+            .spawn()
+            .unwrap();
+        assert!(!process_gone(&host, child.id()), "a running process");
+        child.kill().unwrap();
+        // Killed but not reaped yet: a zombie, whose /proc entry is still there.
+        std::thread::sleep(Duration::from_millis(200));
+        assert!(process_gone(&host, child.id()), "a zombie is gone");
+        child.wait().unwrap();
+        assert!(process_gone(&host, child.id()), "a reaped process is gone");
+        assert!(
+            !process_gone("another-host", child.id()),
+            "another host's: unknown"
+        );
+        assert!(!process_gone(&host, std::process::id()), "this process");
+    }
 }

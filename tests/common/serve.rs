@@ -103,7 +103,7 @@ impl Serve {
     /// [`Serve::start`] against cluster `c` instead of the shared one.
     pub async fn start_on(c: &Cluster, scope: &Scope, extra: &[(&str, &str)]) -> Serve {
         let mut s = Serve::spawn_on(c, scope, extra);
-        s.wait_ready(200).await;
+        s.wait_ready(200, "").await;
         s
     }
 
@@ -145,18 +145,20 @@ impl Serve {
         }
     }
 
-    /// Waits until `/ready` answers `status` (200: ready; 503: up but not ready); returns
-    /// its body.
-    pub async fn wait_ready(&mut self, status: u16) -> String {
+    /// Waits until `/ready` answers `status` (200: ready; 503: up but not ready) with a body
+    /// that contains `says`; returns the body.
+    pub async fn wait_ready(&mut self, status: u16, says: &str) -> String {
         let ready = async || {
             if let Some(st) = self.child.as_mut().unwrap().try_wait().unwrap() {
                 panic!("serve exited early ({st}): {}", self.log_text());
             }
             match http::get_async(self.http, "/ready").await {
-                Ok(r) if r.status == status => Ok(String::from_utf8_lossy(&r.body).into_owned()),
+                Ok(r) if r.status == status && String::from_utf8_lossy(&r.body).contains(says) => {
+                    Ok(String::from_utf8_lossy(&r.body).into_owned())
+                }
                 other => Err(format!(
-                    "/ready: {:?}, want {status}; log: {}",
-                    other.map(|r| r.status),
+                    "/ready: {:?}, want {status} saying {says:?}; log: {}",
+                    other.map(|r| (r.status, String::from_utf8_lossy(&r.body).into_owned())),
                     self.log_text()
                 )),
             }

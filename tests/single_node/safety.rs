@@ -872,7 +872,7 @@ async fn typos_in_bucket_names_were_accepted_silently() {
     // One letter dropped, as fingers do.
     let typo = real[1..].to_string();
     let scope = Scope::new(&[&real]);
-    let serve = Serve::start(&scope, &[]).await;
+    let mut serve = Serve::start(&scope, &[]).await;
 
     for args in [vec!["pause", typo.as_str()], vec!["approve", typo.as_str()]] {
         let out = serve.cli(&args).await;
@@ -912,6 +912,9 @@ async fn typos_in_bucket_names_were_accepted_silently() {
         out.describe()
     );
 
+    // A run-once on the shards of a live serve is refused (docs/serve-instances.md#run-once).
+    let (code, _) = serve.stop_with("TERM", Duration::from_secs(40)).await;
+    assert_eq!(code, 0, "{}", serve.log_text());
     // A misspelt --buckets name: the other bucket is done, the typo named in a warning and in
     // the report (a bucket deleted since it was listed is named the same way and does not fail
     // the pass: edge.rs's deleted_bucket_between_passes_does_not_fail_the_pass).

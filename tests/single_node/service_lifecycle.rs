@@ -464,7 +464,7 @@ async fn a_second_serve_on_one_cursor_dir_ran_passes_beside_the_first() {
     let ttl = [("S3_LIFECYCLED__SERVICE__INSTANCE_TTL", "3s")];
     let mut first = Serve::start(&scope, &ttl).await;
     let mut second = Serve::spawn(&scope, &ttl);
-    let why = second.wait_ready(503).await;
+    let why = second.wait_ready(503, "standby").await;
     let first_admin = first.admin.to_string();
     assert!(
         why.contains("standby") && why.contains(&first_admin) && why.contains("shards 0-15"),
@@ -496,7 +496,7 @@ async fn a_second_serve_on_one_cursor_dir_ran_passes_beside_the_first() {
 
     let (code, _) = first.stop_with("TERM", Duration::from_secs(40)).await;
     assert_eq!(code, 0, "{}", first.log_text());
-    second.wait_ready(200).await;
+    second.wait_ready(200, "").await;
     assert!(
         second.log_text().contains("taking over"),
         "{}",
