@@ -313,6 +313,13 @@ mod b64 {
 }
 
 impl ShardCursor {
+    /// The latest pass time (`through_now`) any action's progress was saved
+    /// at; 0 for a cursor with none.
+    pub fn latest_pass_now(&self) -> Nanos {
+        let progress = self.buckets.values().flat_map(|b| b.rules.values());
+        progress.map(|p| p.through_now).max().unwrap_or(0)
+    }
+
     /// The file content: two-space indented JSON and a trailing newline, like
     /// Go's encoder, so operators can diff it with Go-written files.
     pub fn to_json(&self) -> Vec<u8> {

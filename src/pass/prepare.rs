@@ -6,9 +6,9 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
-use crate::engine::Snapshot;
 use crate::engine::cursor::ShardCursor;
 use crate::engine::safety::{CapBook, PauseRecord, Selection, grace_decision};
+use crate::engine::{Nanos, Snapshot};
 use crate::lifecycle::BucketError;
 use crate::pass::plan::PassPlan;
 use crate::pass::ports::{ClusterError, ClusterPort, on_controls};
@@ -188,6 +188,7 @@ pub(crate) async fn prepare(
         }
     }
     let cursors: BTreeMap<_, _> = cursors.into_iter().collect();
+    warn_if_earlier(&cursors, opts.now);
     Ok(Prepared {
         plan: Arc::new(pass_plan),
         buckets,
@@ -199,6 +200,28 @@ pub(crate) async fn prepare(
         released,
         cursors,
     })
+}
+
+/// A pass time before one an earlier pass saved these cursors at: within one
+/// cluster time only moves forward, so such a `--now` is most likely a typo.
+/// Nothing is unsafe about it (what the later pass resolved stays resolved,
+/// a progress behind it is read again), so it is a warning, not a refusal.
+fn warn_if_earlier(cursors: &BTreeMap<u8, Result<Option<ShardCursor>, ClusterError>>, now: Nanos) {
+    let latest = cursors
+        .values()
+        .filter_map(|c| c.as_ref().ok().and_then(Option::as_ref))
+        .map(ShardCursor::latest_pass_now)
+        .max()
+        .unwrap_or(0);
+    if latest > now {
+        tracing::warn!(
+            now = %crate::status::format_time(now),
+            earlier_pass = %crate::status::format_time(latest),
+            "this pass's time is before the time an earlier pass saved these cursors at: that \
+             pass already judged everything due by its time, this one judges only what is due \
+             by its own earlier time. Was --now meant to be later?"
+        );
+    }
 }
 
 /// `read`'s answer when `wanted`, else what an empty store answers (and

@@ -726,3 +726,31 @@ async fn future_now_recovery_does_not_skip_objects_written_later() {
     );
     assert_eq!(r.total("DONE"), 1, "{}", p.describe());
 }
+
+/// A `run-once --now` earlier than the time an earlier pass saved the cursors at (a mistyped
+/// date) ran without a word. It now warns, naming both times; the pass itself runs as before,
+/// deleting nothing the later pass left.
+#[tokio::test]
+async fn run_once_at_a_now_before_the_last_pass_gave_no_warning() {
+    let s = Scenario::new("e2e-earlier")
+        .objects(&["d/1", "k/1"], b"data")
+        .rules(&days_rule("d", "d/", 3))
+        .build()
+        .await;
+    let later = s.pass_with(5, 0, &[], &[]).await;
+    assert_eq!(later.ok().total("DONE"), 1, "{}", later.describe());
+    assert!(
+        !later.stderr.contains("Was --now meant to be later?"),
+        "{}",
+        later.describe()
+    );
+    let earlier = s.pass_with(1, 0, &[], &[]).await;
+    let r = earlier.ok();
+    assert_eq!(r.total("DONE"), 0, "{}", earlier.describe());
+    assert!(
+        earlier.stderr.contains("Was --now meant to be later?"),
+        "{}",
+        earlier.describe()
+    );
+    assert_eq!(s.keys().await, BTreeSet::from(["k/1".to_string()]));
+}
