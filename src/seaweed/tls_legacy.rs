@@ -149,37 +149,44 @@ impl std::fmt::Debug for RsaSigner {
 impl Signer for RsaSigner {
     fn sign(&self, message: &[u8]) -> Result<Vec<u8>, rustls::Error> {
         use rsa::{pkcs1v15, pss};
-        let k = self.key.clone();
-        let bytes = |s: Result<Vec<u8>, rsa::signature::Error>| {
-            s.map_err(|e| rustls::Error::General(format!("RSA signing failed: {e}")))
-        };
-        let pss = |s: Result<pss::Signature, _>| bytes(s.map(|s| s.to_vec()));
-        let pkcs1 = |s: Result<pkcs1v15::Signature, _>| bytes(s.map(|s| s.to_vec()));
+        let (k, m) = (self.key.clone(), message);
         match (self.padding, self.hash) {
-            (Padding::Pss, Hash::Sha256) => {
-                pss(pss::SigningKey::<Sha256>::new(k).try_sign(message))
-            }
-            (Padding::Pss, Hash::Sha384) => {
-                pss(pss::SigningKey::<Sha384>::new(k).try_sign(message))
-            }
-            (Padding::Pss, Hash::Sha512) => {
-                pss(pss::SigningKey::<Sha512>::new(k).try_sign(message))
-            }
-            (Padding::Pkcs1, Hash::Sha256) => {
-                pkcs1(pkcs1v15::SigningKey::<Sha256>::new(k).try_sign(message))
-            }
-            (Padding::Pkcs1, Hash::Sha384) => {
-                pkcs1(pkcs1v15::SigningKey::<Sha384>::new(k).try_sign(message))
-            }
-            (Padding::Pkcs1, Hash::Sha512) => {
-                pkcs1(pkcs1v15::SigningKey::<Sha512>::new(k).try_sign(message))
-            }
+            (Padding::Pss, Hash::Sha256) => sign_as(pss::SigningKey::<Sha256>::new(k), m),
+            (Padding::Pss, Hash::Sha384) => sign_as(pss::SigningKey::<Sha384>::new(k), m),
+            (Padding::Pss, Hash::Sha512) => sign_as(pss::SigningKey::<Sha512>::new(k), m),
+            (Padding::Pkcs1, Hash::Sha256) => sign_as(pkcs1v15::SigningKey::<Sha256>::new(k), m),
+            (Padding::Pkcs1, Hash::Sha384) => sign_as(pkcs1v15::SigningKey::<Sha384>::new(k), m),
+            (Padding::Pkcs1, Hash::Sha512) => sign_as(pkcs1v15::SigningKey::<Sha512>::new(k), m),
         }
     }
 
     fn scheme(&self) -> SignatureScheme {
         self.scheme
     }
+}
+
+/// `message` signed by `key`, in the bytes TLS carries.
+fn sign_as<S: SignatureEncoding>(
+    key: impl rsa::signature::Signer<S>,
+    message: &[u8],
+) -> Result<Vec<u8>, rustls::Error> {
+    let signed = key.try_sign(message);
+    signed
+        .map(|s| s.to_vec())
+        .map_err(|e| rustls::Error::General(format!("RSA signing failed: {e}")))
+}
+
+/// `signature` of `message` checked by `key`.
+fn check_as<S>(
+    key: impl Verifier<S>,
+    message: &[u8],
+    signature: &[u8],
+) -> Result<(), InvalidSignature>
+where
+    for<'a> S: TryFrom<&'a [u8]>,
+{
+    let sig = S::try_from(signature).map_err(|_| InvalidSignature)?;
+    key.verify(message, &sig).map_err(|_| InvalidSignature)
 }
 
 /// A P-521 client key.
@@ -328,31 +335,27 @@ impl SignatureVerificationAlgorithm for SmallRsaCheck {
             return self.ring.verify_signature(public_key, message, signature);
         }
         use rsa::{pkcs1v15, pss};
-        let ok = match self.padding {
-            Padding::Pkcs1 => {
-                let sig = pkcs1v15::Signature::try_from(signature).map_err(|_| InvalidSignature)?;
-                match self.hash {
-                    Hash::Sha256 => {
-                        pkcs1v15::VerifyingKey::<Sha256>::new(key).verify(message, &sig)
-                    }
-                    Hash::Sha384 => {
-                        pkcs1v15::VerifyingKey::<Sha384>::new(key).verify(message, &sig)
-                    }
-                    Hash::Sha512 => {
-                        pkcs1v15::VerifyingKey::<Sha512>::new(key).verify(message, &sig)
-                    }
-                }
+        let (k, m, sig) = (key, message, signature);
+        match (self.padding, self.hash) {
+            (Padding::Pkcs1, Hash::Sha256) => {
+                check_as::<pkcs1v15::Signature>(pkcs1v15::VerifyingKey::<Sha256>::new(k), m, sig)
             }
-            Padding::Pss => {
-                let sig = pss::Signature::try_from(signature).map_err(|_| InvalidSignature)?;
-                match self.hash {
-                    Hash::Sha256 => pss::VerifyingKey::<Sha256>::new(key).verify(message, &sig),
-                    Hash::Sha384 => pss::VerifyingKey::<Sha384>::new(key).verify(message, &sig),
-                    Hash::Sha512 => pss::VerifyingKey::<Sha512>::new(key).verify(message, &sig),
-                }
+            (Padding::Pkcs1, Hash::Sha384) => {
+                check_as::<pkcs1v15::Signature>(pkcs1v15::VerifyingKey::<Sha384>::new(k), m, sig)
             }
-        };
-        ok.map_err(|_| InvalidSignature)
+            (Padding::Pkcs1, Hash::Sha512) => {
+                check_as::<pkcs1v15::Signature>(pkcs1v15::VerifyingKey::<Sha512>::new(k), m, sig)
+            }
+            (Padding::Pss, Hash::Sha256) => {
+                check_as::<pss::Signature>(pss::VerifyingKey::<Sha256>::new(k), m, sig)
+            }
+            (Padding::Pss, Hash::Sha384) => {
+                check_as::<pss::Signature>(pss::VerifyingKey::<Sha384>::new(k), m, sig)
+            }
+            (Padding::Pss, Hash::Sha512) => {
+                check_as::<pss::Signature>(pss::VerifyingKey::<Sha512>::new(k), m, sig)
+            }
+        }
     }
 
     fn public_key_alg_id(&self) -> AlgorithmIdentifier {

@@ -259,10 +259,16 @@ async fn rotated_client_certificate_is_used_by_the_next_pass() {
 /// over the same client TLS as the filer and the gateway (a plaintext ask used to fail there).
 #[tokio::test]
 async fn pass_with_only_the_master_discovers_members_over_tls() {
-    let t = tls_cluster();
-    let (b, s3) = due_bucket(t, "tls-master").await;
+    pass_through_the_master(tls_cluster(), "tls-master", "client").await;
+}
+
+/// A pass with only `cluster.master` set and client certificate `<cert>.crt`/`.key` deletes
+/// a due object found through the master's membership.
+async fn pass_through_the_master(t: &TlsCluster, prefix: &str, cert: &str) {
+    let (b, s3) = due_bucket(t, prefix).await;
     let scope = Scope::new(&[&b]);
-    let mut env = tls_env(t, "ca.crt", "client.crt", "client.key");
+    let (crt, key) = (format!("{cert}.crt"), format!("{cert}.key"));
+    let mut env = tls_env(t, "ca.crt", &crt, &key);
     env.push((
         "S3_LIFECYCLED__CLUSTER__MASTER",
         t.cluster.master_grpc_addr().to_string(),
@@ -270,9 +276,28 @@ async fn pass_with_only_the_master_discovers_members_over_tls() {
     env.push(("S3_LIFECYCLED__CURSOR__DIR", scope.cursor_dir.clone()));
     let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
     let p = run_raw(&["run-once", "--buckets", b.as_str(), "--json"], &env).await;
-    let r = p.ok();
-    assert_eq!(r.total("DONE"), 1, "{}", p.describe());
+    assert_eq!(
+        p.code,
+        0,
+        "discovery through the master with {cert}:\n{}",
+        p.describe()
+    );
+    assert_eq!(p.ok().total("DONE"), 1, "{}", p.describe());
     assert!(!exists(&s3, &b, "tmp/a").await, "{}", p.describe());
+}
+
+/// Each `(name, what)`: `<name>.crt`/`.key` as our client certificate completes a pass through
+/// the filer and the gateway, deleting its bucket's due object.
+async fn each_client_form_completes_a_pass(t: &TlsCluster, cases: &[(&str, &str)]) {
+    for (name, what) in cases {
+        let (b, s3) = due_bucket(t, "tls-form").await;
+        let (crt, key) = (format!("{name}.crt"), format!("{name}.key"));
+        let env = tls_env(t, "ca.crt", &crt, &key);
+        let p = run(t, &Scope::new(&[&b]), &[], &env).await;
+        assert_eq!(p.code, 0, "{what}:\n{}", p.describe());
+        assert_eq!(p.ok().total("DONE"), 1, "{what}:\n{}", p.describe());
+        assert!(!exists(&s3, &b, "tmp/a").await, "{what}:\n{}", p.describe());
+    }
 }
 
 /// The certificate forms operators' recipes make, each as our client certificate in a pass that
@@ -291,20 +316,7 @@ async fn v1_certificates_were_refused_although_weed_accepts_them() {
         ("cec8", "v3 ECDSA P-256, PKCS#8 key"),
         ("cint", "v1 issued by an intermediate, chain in the file"),
     ];
-    for (name, what) in cases {
-        let (b, s3) = due_bucket(t, "tls-matrix").await;
-        let (crt, key) = (format!("{name}.crt"), format!("{name}.key"));
-        let p = run(
-            t,
-            &Scope::new(&[&b]),
-            &[],
-            &tls_env(t, "ca.crt", &crt, &key),
-        )
-        .await;
-        assert_eq!(p.code, 0, "{what}:\n{}", p.describe());
-        assert_eq!(p.ok().total("DONE"), 1, "{what}:\n{}", p.describe());
-        assert!(!exists(&s3, &b, "tmp/a").await, "{what}:\n{}", p.describe());
-    }
+    each_client_form_completes_a_pass(t, &cases).await;
     // A key that is not the certificate's is refused at start-up, naming both files and the
     // openssl commands that show the two public keys.
     let (b, s3) = due_bucket(t, "tls-mismatch").await;
@@ -358,36 +370,7 @@ async fn rsa_1024_and_p521_certificates_were_refused_although_weed_accepts_them(
         ),
         ("ced", "Ed25519 v1, PKCS#8 key"),
     ];
-    for (name, what) in cases {
-        let (b, s3) = due_bucket(t, "tls-keys").await;
-        let (crt, key) = (format!("{name}.crt"), format!("{name}.key"));
-        let p = run(
-            t,
-            &Scope::new(&[&b]),
-            &[],
-            &tls_env(t, "ca.crt", &crt, &key),
-        )
-        .await;
-        assert_eq!(p.code, 0, "{what}:\n{}", p.describe());
-        assert_eq!(p.ok().total("DONE"), 1, "{what}:\n{}", p.describe());
-        assert!(!exists(&s3, &b, "tmp/a").await, "{what}:\n{}", p.describe());
-    }
-    let (b, s3) = due_bucket(t, "tls-p521-master").await;
-    let scope = Scope::new(&[&b]);
-    let mut env = tls_env(t, "ca.crt", "c1024.crt", "c1024.key");
-    env.push((
-        "S3_LIFECYCLED__CLUSTER__MASTER",
-        t.cluster.master_grpc_addr().to_string(),
-    ));
-    env.push(("S3_LIFECYCLED__CURSOR__DIR", scope.cursor_dir.clone()));
-    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
-    let p = run_raw(&["run-once", "--buckets", b.as_str(), "--json"], &env).await;
-    assert_eq!(
-        p.code,
-        0,
-        "discovery through the P-521 master:\n{}",
-        p.describe()
-    );
-    assert_eq!(p.ok().total("DONE"), 1, "{}", p.describe());
-    assert!(!exists(&s3, &b, "tmp/a").await, "{}", p.describe());
+    each_client_form_completes_a_pass(t, &cases).await;
+    // The master's own certificate is P-521, under a 1024-bit RSA intermediate.
+    pass_through_the_master(t, "tls-p521-master", "c1024").await;
 }
