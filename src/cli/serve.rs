@@ -167,17 +167,15 @@ async fn serve(
     };
     service.attach_controls(cluster.clone(), obs).await;
     let role = joined.as_ref().map_or(Role::Active, |(_, r)| r.clone());
-    apply_role(&service, &readiness, &role, &shards, &s.cursor.dir);
+    let why = standby_reason(&role, &shards, &s.cursor.dir);
+    apply_role(&service, &readiness, &metrics, why);
     service.set_ready();
-    if role == Role::Active {
-        readiness.set_ready();
-    }
     health.set_serving().await;
     tracing::info!("ready");
     let instance = joined.map(|(i, _)| Arc::new(i));
     let renewer = instance.clone().map(|i| {
         let (service, readiness) = (service.clone(), readiness.clone());
-        let dir = s.cursor.dir.clone();
+        let (metrics, dir) = (metrics.clone(), s.cursor.dir.clone());
         tokio::spawn(async move {
             let mut last_ok = tokio::time::Instant::now();
             loop {
@@ -185,14 +183,14 @@ async fn serve(
                 match i.renew().await {
                     Ok(role) => {
                         last_ok = tokio::time::Instant::now();
-                        apply_role(&service, &readiness, &role, &shards, &dir);
+                        let why = standby_reason(&role, &shards, &dir);
+                        apply_role(&service, &readiness, &metrics, why);
                     }
                     // Past half the ttl without a renewal, another serve may
                     // take this one for gone: stop starting passes first.
                     Err(e) if last_ok.elapsed() > ttl / 2 => {
                         let why = format!("the instance file cannot be renewed ({e})");
-                        readiness.set_not_ready(format!("standby: {why}"));
-                        service.set_standby(Some(why));
+                        apply_role(&service, &readiness, &metrics, Some(why));
                     }
                     Err(e) => tracing::warn!(error = %e, "instance file not renewed; retrying"),
                 }
@@ -256,26 +254,31 @@ async fn serve(
     Ok(code)
 }
 
-/// Runs passes or stands by, as the instance files decided: a standby is
-/// not ready (`/ready` names the holder) and refuses triggers.
+/// Why this process stands by, as the instance files decided (`None`: it
+/// runs its shards).
+fn standby_reason(role: &Role, shards: &[u8], dir: &str) -> Option<String> {
+    match role {
+        Role::Active => None,
+        Role::Standby { holder, .. } => {
+            Some(format!("{} of cursor dir {dir}", holder.describe(shards)))
+        }
+    }
+}
+
+/// Runs passes (`why` = `None`) or stands by: a standby is not ready
+/// (`/ready` says why) and refuses triggers.
 fn apply_role(
     service: &Arc<Service>,
     readiness: &Readiness,
-    role: &Role,
-    shards: &[u8],
-    dir: &str,
+    metrics: &Metrics,
+    why: Option<String>,
 ) {
-    match role {
-        Role::Active => {
-            service.set_standby(None);
-            readiness.set_ready();
-        }
-        Role::Standby { holder, .. } => {
-            let why = format!("{} of cursor dir {dir}", holder.describe(shards));
-            readiness.set_not_ready(format!("standby: {why}"));
-            service.set_standby(Some(why));
-        }
+    metrics.instance_active(why.is_none());
+    match &why {
+        None => readiness.set_ready(),
+        Some(w) => readiness.set_not_ready(format!("standby: {w}")),
     }
+    service.set_standby(why);
 }
 
 async fn bind_http(addr: &str) -> Result<tokio::net::TcpListener, String> {

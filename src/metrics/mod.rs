@@ -143,6 +143,7 @@ pub struct Metrics {
     bucket_held: Family<BucketLabels, Gauge>,
     stale_bucket: Family<BucketLabels, Gauge>,
     stale_count: Gauge,
+    instance_active: Gauge,
     stale_names: Arc<std::sync::Mutex<Vec<String>>>,
     matches_pending: Family<RuleLabels, Gauge>,
     matches_overdue: Family<RuleLabels, Gauge>,
@@ -268,6 +269,10 @@ impl Metrics {
             stale_count: r.own(
                 "buckets_without_recent_pass",
                 "Buckets with a lifecycle configuration but no pass that finished them on every shard within 2 lifecycle days",
+            ),
+            instance_active: r.own(
+                "instance_active",
+                "1 while this serve runs its shards, 0 while it stands by for another serve on the same cursor dir (docs/serve-instances.md)",
             ),
             matches_pending: r.own(
                 "matches_pending",
@@ -487,6 +492,11 @@ impl Metrics {
 
     /// The stale buckets now (replaces the previous set; a bucket that is
     /// enforced again loses its series).
+    /// Whether this `serve` runs its shards (1) or stands by (0).
+    pub fn instance_active(&self, active: bool) {
+        self.instance_active.set(i64::from(active));
+    }
+
     pub fn stale_buckets(&self, stale: &[crate::status::StaleBucket]) {
         let mut names = self.stale_names.lock().unwrap_or_else(|p| p.into_inner());
         for old in names.iter() {

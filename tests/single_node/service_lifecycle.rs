@@ -471,6 +471,16 @@ async fn a_second_serve_on_one_cursor_dir_ran_passes_beside_the_first() {
         "/ready of the second: {why}"
     );
     assert_eq!(second.status().await["state"], "standby");
+    let active = async |s: &Serve| {
+        let m = http::get_async(s.http, "/metrics").await.unwrap().body;
+        let m = String::from_utf8(m).unwrap();
+        m.lines()
+            .find_map(|l| l.strip_prefix("s3_lifecycled_instance_active "))
+            .map(str::to_string)
+            .unwrap_or_else(|| panic!("no s3_lifecycled_instance_active in {m}"))
+    };
+    assert_eq!(active(&first).await, "1");
+    assert_eq!(active(&second).await, "0");
     let refused = second.cli(&["trigger"]).await;
     assert_ne!(refused.code, 0, "{}", refused.describe());
     assert!(
@@ -502,6 +512,7 @@ async fn a_second_serve_on_one_cursor_dir_ran_passes_beside_the_first() {
         "{}",
         second.log_text()
     );
+    assert_eq!(active(&second).await, "1");
     let (id, _) = second.trigger(&[]).await;
     let last = second.wait_last(&id, Duration::from_secs(60)).await;
     assert_eq!(last["outcome"], "completed", "{last}");
