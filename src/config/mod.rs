@@ -119,10 +119,21 @@ impl Settings {
             }
             b = b.add_source(config::File::from(path).format(config::FileFormat::Toml));
         }
-        let vars: HashMap<String, String> = env
-            .into_iter()
-            .filter(|(k, _)| k.starts_with(&format!("{ENV_PREFIX}__")))
-            .collect();
+        let prefix = format!("{ENV_PREFIX}__");
+        let mut vars = HashMap::new();
+        for (k, v) in env {
+            if k.starts_with(&prefix) {
+                vars.insert(k, v);
+            } else if k.to_ascii_uppercase().starts_with(ENV_PREFIX) {
+                // `S3_LIFECYCLED_PASS__SHARDS` or a lower-case prefix was read as
+                // nothing at all, leaving the default in force without a word.
+                return Err(ConfigError::Load(format!(
+                    "environment variable {k} is not a setting: settings are \
+                     {prefix}<SECTION>__<KEY>, in upper case with two underscores, e.g. \
+                     {prefix}PASS__SHARDS; rename or unset it"
+                )));
+            }
+        }
         b = b.add_source(
             config::Environment::with_prefix(ENV_PREFIX)
                 .prefix_separator("__")
@@ -345,6 +356,27 @@ mod tests {
         let s = Settings::load(None, env(&[])).unwrap();
         assert_eq!(s, Settings::default());
         assert_eq!(s.time.day, Duration::from_secs(86_400));
+    }
+
+    #[test]
+    fn a_variable_with_one_underscore_after_the_prefix_was_ignored_silently() {
+        for k in [
+            "S3_LIFECYCLED_PASS__SHARDS",
+            "s3_lifecycled__pass__shards",
+            "S3_LIFECYCLEDPASS__SHARDS",
+        ] {
+            let e = Settings::load(None, env(&[(k, "3")]))
+                .unwrap_err()
+                .to_string();
+            assert!(
+                e.contains(k) && e.contains("S3_LIFECYCLED__PASS__SHARDS"),
+                "{k}: {e}"
+            );
+        }
+        let s = Settings::load(None, env(&[("S3_LIFECYCLED__PASS__SHARDS", "3")])).unwrap();
+        assert_eq!(s.pass.shards, "3");
+        // Other programs' variables are none of ours.
+        assert!(Settings::load(None, env(&[("S3_BUCKET", "x"), ("PATH", "/bin")])).is_ok());
     }
 
     #[test]
