@@ -86,6 +86,13 @@ pub struct BucketCursor {
     /// unresolved, for the forecast (docs/forecast.md#walk-backlog).
     #[serde(default, skip_serializing_if = "WalkBacklog::is_empty")]
     pub backlog: WalkBacklog,
+    /// Why this bucket is walked again from the start before its progress
+    /// vouches for anything: a pass that deleted in it saw a filer with a
+    /// store of its own fail, and such a filer can lose deletes it had
+    /// acknowledged, on its own store and on its peers'
+    /// (docs/meta-log.md#filer-crash). Cleared by a recovery that finishes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rewalk: Option<String>,
 }
 
 /// Due walker matches that a pass left unresolved in one bucket on one
@@ -254,6 +261,14 @@ impl BucketCursor {
         }
     }
 
+    /// Marks the bucket to be walked again from the start (`why`: the
+    /// first reason is kept). Where an unfinished walk would resume is
+    /// dropped: the items behind it may be among the lost deletes.
+    pub fn mark_rewalk(&mut self, why: &str) {
+        self.rewalk.get_or_insert_with(|| why.to_string());
+        self.walk_resume = None;
+    }
+
     /// Whether this is a [`BucketCursor::walk_placeholder`].
     pub fn is_walk_placeholder(&self) -> bool {
         (self.walk_resume.is_some() || !self.backlog.is_empty())
@@ -318,6 +333,18 @@ impl ShardCursor {
     pub fn latest_pass_now(&self) -> Nanos {
         let progress = self.buckets.values().flat_map(|b| b.rules.values());
         progress.map(|p| p.through_now).max().unwrap_or(0)
+    }
+
+    /// Marks each of `buckets` to be walked again from the start
+    /// ([`BucketCursor::mark_rewalk`]); a bucket without a cursor yet gets
+    /// one that holds only the mark (docs/meta-log.md#filer-crash).
+    pub fn mark_rewalk<'a>(&mut self, buckets: impl IntoIterator<Item = &'a str>, why: &str) {
+        for b in buckets {
+            self.buckets
+                .entry(b.to_string())
+                .or_default()
+                .mark_rewalk(why);
+        }
     }
 
     /// The file content: two-space indented JSON and a trailing newline, like

@@ -183,6 +183,43 @@ impl SeaweedCluster {
     }
 }
 
+impl SeaweedCluster {
+    /// `read` on every filer at once, the entries of all put together; one
+    /// that fails fails the whole read, naming it (its failure is noted in
+    /// the pool): a store not read cannot say an entry is gone.
+    fn on_every_store(
+        &self,
+        read: impl Fn(FilerNode) -> BoxFuture<'static, Result<Vec<Entry>, ClusterError>>,
+    ) -> BoxFuture<'static, Result<Vec<Entry>, ClusterError>> {
+        let pool = self.pool.clone();
+        let reads: Vec<_> = pool
+            .ordered()
+            .into_iter()
+            .map(|n| {
+                let addr = n.addr.clone();
+                read(n).map(move |r| (addr, r))
+            })
+            .collect();
+        async move {
+            let mut all = Vec::new();
+            for (addr, r) in futures::future::join_all(reads).await {
+                match r {
+                    Ok(entries) => all.extend(entries),
+                    Err(e) => {
+                        pool.note_failure(&addr, &e.to_string());
+                        return Err(ClusterError::OnFiler {
+                            addr,
+                            source: Box::new(e),
+                        });
+                    }
+                }
+            }
+            Ok(all)
+        }
+        .boxed()
+    }
+}
+
 impl ClusterPort for SeaweedCluster {
     fn buckets_root(&self) -> String {
         self.root.clone()
@@ -266,25 +303,55 @@ impl ClusterPort for SeaweedCluster {
         let pool = self.pool.clone();
         let root = self.root.clone();
         let b = bucket.to_string();
+        // One listing: `node`'s, its failures noted in the pool.
+        let listing = move |node: &FilerNode| {
+            let (bb, pool, addr) = (b.clone(), pool.clone(), node.addr.clone());
+            let opts = ListOptions {
+                prefixes: prefixes.clone(),
+                ..ListOptions::default()
+            };
+            list_bucket_after(&node.filer, &root, &b, opts, after.as_deref())
+                .positioned()
+                .map(move |r| {
+                    r.map_err(|source| {
+                        pool.note_failure(&addr, &source.to_string());
+                        ClusterError::ListBucket {
+                            bucket: bb.clone(),
+                            source,
+                        }
+                    })
+                })
+                .boxed()
+        };
+        if self.pool.stores_may_differ() {
+            // A store of its own per filer: after a filer crash an entry
+            // can be left on one store only, whichever gateway shows it, so
+            // the walk lists every store (docs/meta-log.md#filer-crash).
+            let listings = self
+                .pool
+                .ordered()
+                .iter()
+                .map(|n| {
+                    let addr = n.addr.clone();
+                    listing(n)
+                        .map(move |r| {
+                            r.map_err(|e| ClusterError::OnFiler {
+                                addr: addr.clone(),
+                                source: Box::new(e),
+                            })
+                        })
+                        .boxed()
+                })
+                .collect();
+            return merge_listings(listings);
+        }
+        let pool = self.pool.clone();
         // Fails over only before the first item: a listing broken halfway
         // fails the walk as it always did, rather than listing twice.
         futures::stream::once(async move {
             let mut errors = Vec::new();
             for node in pool.ordered() {
-                let bb = b.clone();
-                let opts = ListOptions {
-                    prefixes: prefixes.clone(),
-                    ..ListOptions::default()
-                };
-                let mut items = list_bucket_after(&node.filer, &root, &b, opts, after.as_deref())
-                    .positioned()
-                    .map(move |r| {
-                        r.map_err(|source| ClusterError::ListBucket {
-                            bucket: bb.clone(),
-                            source,
-                        })
-                    })
-                    .boxed();
+                let mut items = listing(&node);
                 match items.next().await {
                     Some(Err(e)) => errors.push((node.addr.clone(), e)),
                     first => {
@@ -391,6 +458,59 @@ impl ClusterPort for SeaweedCluster {
         .boxed()
     }
 
+    fn lookup_on_every_store(
+        &self,
+        dir: &str,
+        name: &str,
+    ) -> BoxFuture<'static, Result<Vec<Entry>, ClusterError>> {
+        if !self.pool.stores_may_differ() {
+            let found = self.lookup(dir, name);
+            return found.map(|r| r.map(|e| e.into_iter().collect())).boxed();
+        }
+        let (dir, name) = (dir.to_string(), name.to_string());
+        self.on_every_store(move |n| {
+            let (dir, name) = (dir.clone(), name.clone());
+            async move {
+                let entry = n.filer.lookup(&dir, &name).await;
+                entry
+                    .map(|e| e.into_iter().collect())
+                    .map_err(|source| ClusterError::Lookup { dir, name, source })
+            }
+            .boxed()
+        })
+    }
+
+    fn list_dir_on_every_store(
+        &self,
+        dir: &str,
+    ) -> BoxFuture<'static, Result<Vec<Entry>, ClusterError>> {
+        if !self.pool.stores_may_differ() {
+            return self.list_dir(dir);
+        }
+        let dir = dir.to_string();
+        self.on_every_store(move |n| {
+            let dir = dir.clone();
+            async move {
+                let entries: Result<Vec<Entry>, _> = n
+                    .filer
+                    .list_all(&dir, crate::seaweed::filer::DEFAULT_PAGE)
+                    .collect::<Vec<_>>()
+                    .await
+                    .into_iter()
+                    .collect();
+                entries.map_err(|source| ClusterError::ListDir { dir, source })
+            }
+            .boxed()
+        })
+    }
+
+    fn filers_failed_since(&self, since: std::time::Instant) -> Vec<String> {
+        if !self.pool.stores_may_differ() {
+            return Vec::new();
+        }
+        self.pool.failed_since(since)
+    }
+
     fn subscribe(
         &self,
         since: Nanos,
@@ -450,5 +570,136 @@ impl ClusterPort for SeaweedCluster {
 
     fn controls(&self) -> Option<ControlStore> {
         Some(self.controls.clone())
+    }
+}
+
+/// A walk item and its listing position, or why the listing broke.
+type Listed = Result<(String, WalkItem), ClusterError>;
+
+/// One listing of a bucket out of the same bucket listed on several stores
+/// (docs/meta-log.md#filer-crash): items in listing order
+/// ([`crate::engine::resume::pos_cmp`]); an item two stores hold alike is
+/// given once (the first store's), one they hold differently once from each,
+/// in store order (each evaluated on its own; the identity sent with each
+/// delete keeps the other store's version safe). A store whose listing fails
+/// fails the whole listing, so the walk vouches for nothing it did not see.
+fn merge_listings(listings: Vec<BoxStream<'static, Listed>>) -> BoxStream<'static, Listed> {
+    use crate::engine::resume::pos_cmp;
+    let n = listings.len();
+    let heads: Vec<Option<(String, WalkItem)>> = vec![None; n];
+    let state = (listings, heads, vec![false; n], false);
+    futures::stream::unfold(
+        state,
+        |(mut listings, mut heads, mut ended, broke)| async move {
+            if broke {
+                return None;
+            }
+            for i in 0..listings.len() {
+                if heads[i].is_none() && !ended[i] {
+                    match listings[i].next().await {
+                        Some(Ok(item)) => heads[i] = Some(item),
+                        Some(Err(e)) => return Some((Err(e), (listings, heads, ended, true))),
+                        None => ended[i] = true,
+                    }
+                }
+            }
+            // `min_by` keeps the first of equals: the earlier store's item.
+            let first = (0..heads.len())
+                .filter_map(|i| heads[i].as_ref().map(|h| (i, h)))
+                .min_by(|(_, a), (_, b)| pos_cmp(&a.0, &b.0))
+                .map(|(i, _)| i)?;
+            let item = heads[first].take()?;
+            for h in &mut heads {
+                if h.as_ref() == Some(&item) {
+                    *h = None;
+                }
+            }
+            Some((Ok(item), (listings, heads, ended, false)))
+        },
+    )
+    .boxed()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::pass::cluster_error::ClusterError;
+
+    fn obj(key: &str, mtime: i64) -> (String, WalkItem) {
+        let entry = Entry {
+            name: key.rsplit('/').next().unwrap_or(key).into(),
+            attributes: Some(crate::pb::filer_pb::FuseAttributes {
+                mtime,
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        (
+            key.to_string(),
+            WalkItem::Object {
+                key: key.to_string(),
+                entry,
+            },
+        )
+    }
+
+    fn listing(items: Vec<Listed>) -> BoxStream<'static, Listed> {
+        futures::stream::iter(items).boxed()
+    }
+
+    #[tokio::test]
+    async fn listings_of_several_stores_merge_in_listing_order_each_entry_once() {
+        // Store 1 lost a delete of `a/2` (it came back there); store 2 never
+        // got the deletes of `a/3` and `b`. `a/1` differs between them.
+        let one = vec![Ok(obj("a/1", 1)), Ok(obj("a/2", 1)), Ok(obj("c", 1))];
+        let two = vec![
+            Ok(obj("a/1", 2)),
+            Ok(obj("a/3", 1)),
+            Ok(obj("a.b", 1)),
+            Ok(obj("b", 1)),
+            Ok(obj("c", 1)),
+        ];
+        let merged: Vec<(String, WalkItem)> = merge_listings(vec![listing(one), listing(two)])
+            .map(Result::unwrap)
+            .collect()
+            .await;
+        let got: Vec<(&str, i64)> = merged
+            .iter()
+            .map(|(p, i)| match i {
+                WalkItem::Object { entry, .. } => {
+                    (p.as_str(), entry.attributes.as_ref().unwrap().mtime)
+                }
+                _ => unreachable!(),
+            })
+            .collect();
+        assert_eq!(
+            got,
+            vec![
+                ("a/1", 1),
+                ("a/1", 2),
+                ("a/2", 1),
+                ("a/3", 1),
+                ("a.b", 1),
+                ("b", 1),
+                ("c", 1)
+            ]
+        );
+    }
+
+    #[tokio::test]
+    async fn a_store_whose_listing_breaks_breaks_the_merged_listing() {
+        let down = ClusterError::LeftPool { addr: "f2".into() };
+        let one = vec![Ok(obj("a", 1)), Ok(obj("b", 1)), Ok(obj("c", 1))];
+        let two = vec![Ok(obj("a", 1)), Err(down)];
+        let merged: Vec<Listed> = merge_listings(vec![listing(one), listing(two)])
+            .collect()
+            .await;
+        assert_eq!(merged.len(), 2, "{merged:?}");
+        assert!(merged[0].is_ok());
+        assert!(
+            merged[1]
+                .as_ref()
+                .is_err_and(|e| e.to_string().contains("f2"))
+        );
     }
 }

@@ -12,6 +12,7 @@ use futures::{FutureExt as _, StreamExt};
 use tokio::sync::watch;
 use tracing::Span;
 
+use crate::engine::cursor::ShardCursor;
 use crate::engine::due_index::merge_ranges;
 use crate::engine::resume::{is_after, listing_start};
 use crate::engine::{Nanos, route, walk};
@@ -108,6 +109,12 @@ impl Driver {
             };
             finished.push((shard, span, addr.send(fin).await));
         }
+        // A filer with a store of its own that failed during the pass may
+        // have lost deletes it acknowledged, on its store and its peers'
+        // (docs/meta-log.md#filer-crash): what each shard deleted in is
+        // walked again next pass.
+        let lost = self.port.filers_failed_since(started);
+        mark_rewalk(finished.iter_mut().map(|(_, _, a)| a), &lost);
         // Each shard's cursor is its own file: they are saved a few at a
         // time, so the pass ends a few saves after the last shard answered,
         // not sixteen (one after another they were most of a steady pass's
@@ -125,10 +132,24 @@ impl Driver {
                 _ => futures::future::ready(None).boxed(),
             })
             .collect();
-        let saved_all: Vec<Option<Result<(), ClusterError>>> = futures::stream::iter(saves)
+        let mut saved_all: Vec<Option<Result<(), ClusterError>>> = futures::stream::iter(saves)
             .buffered(CURSOR_SAVES_AT_ONCE)
             .collect()
             .await;
+        // A failure first seen while saving (the saves fail over): the
+        // cursors just saved vouch for deletes that may be lost; save them
+        // again, marked.
+        let lost_late = self.port.filers_failed_since(started);
+        if !dry_run && lost_late.len() > lost.len() {
+            let marked = mark_rewalk(finished.iter_mut().map(|(_, _, a)| a), &lost_late);
+            for ((_, _, answer), saved) in finished.iter().zip(saved_all.iter_mut()) {
+                if let (Ok((r, Some(c))), Some(_)) = (answer, &saved)
+                    && marked.contains(&r.shard)
+                {
+                    *saved = Some(self.port.save_cursor(c.clone(), now).await);
+                }
+            }
+        }
         let mut results = Vec::new();
         for ((shard, span, answer), save) in finished.into_iter().zip(saved_all) {
             let (mut report, mut cursor) = match answer {
@@ -548,6 +569,42 @@ impl Driver {
         let answers = out.values_mut().filter_map(|ob| ob.in_flight.take());
         futures::future::join_all(answers).await;
     }
+}
+
+/// What a shard's [`Finish`] answers: its report and the cursor to save.
+type Finished = Result<(ShardReport, Option<ShardCursor>), MailboxError>;
+
+/// Marks, in each finished shard's cursor, the buckets the shard deleted in
+/// (`DONE` answers) to be walked
+/// again, when `lost` names filers that failed during the pass
+/// (docs/meta-log.md#filer-crash). Returns the shards whose cursor it marked.
+fn mark_rewalk<'a>(
+    finished: impl Iterator<Item = &'a mut Finished>,
+    lost: &[String],
+) -> BTreeSet<u8> {
+    let mut marked = BTreeSet::new();
+    if lost.is_empty() {
+        return marked;
+    }
+    let why = format!(
+        "filer {} failed during a pass that deleted here; deletes it acknowledged may be lost",
+        lost.join(", ")
+    );
+    for (report, cursor) in finished.filter_map(|a| a.as_mut().ok()) {
+        let buckets = report.counters.buckets_deleted_in();
+        let Some(c) = cursor.as_mut().filter(|_| !buckets.is_empty()) else {
+            continue;
+        };
+        tracing::warn!(
+            shard = report.shard,
+            buckets = ?buckets,
+            filers = ?lost,
+            "a filer failed during the pass: the buckets this shard deleted in are walked again next pass"
+        );
+        c.mark_rewalk(buckets, &why);
+        marked.insert(report.shard);
+    }
+    marked
 }
 
 /// Events a shard receives per [`ReplayBatch`] at most. One actor round trip

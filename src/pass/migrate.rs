@@ -88,6 +88,7 @@ pub fn import_go(go: &GoCursor, plan: &PassPlan) -> Result<Imported, String> {
                 rules,
                 walk_resume: None,
                 backlog: Default::default(),
+                rewalk: None,
             },
         );
     }

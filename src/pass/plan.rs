@@ -29,6 +29,10 @@ pub enum RecoveryReason {
     PartitionFlip,
     /// The meta-log no longer reaches back to this bucket's replay progress.
     RetentionLoss,
+    /// A pass that deleted in this bucket saw a filer with a store of its
+    /// own fail: deletes that filer acknowledged may be lost
+    /// (docs/meta-log.md#filer-crash), so the bucket is walked again.
+    FilerLost,
 }
 
 impl RecoveryReason {
@@ -39,6 +43,7 @@ impl RecoveryReason {
             RecoveryReason::RuleEdit => "rule_edit",
             RecoveryReason::PartitionFlip => "partition_flip",
             RecoveryReason::RetentionLoss => "retention_loss",
+            RecoveryReason::FilerLost => "filer_lost",
         }
     }
 }

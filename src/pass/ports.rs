@@ -90,6 +90,36 @@ pub trait ClusterPort: Send + Sync + 'static {
     fn filer_clock(&self) -> BoxFuture<'static, Result<Option<Nanos>, ClusterError>> {
         async { Ok(None) }.boxed()
     }
+    /// [`ClusterPort::lookup`] on every filer's store when the filers keep
+    /// stores of their own: the entries found (at most one per store). A
+    /// confirming lookup settles an answer only when no store still holds
+    /// the entry (docs/meta-log.md#filer-crash). One store: `lookup`.
+    fn lookup_on_every_store(
+        &self,
+        dir: &str,
+        name: &str,
+    ) -> BoxFuture<'static, Result<Vec<Entry>, ClusterError>> {
+        self.lookup(dir, name)
+            .map(|r| r.map(|e| e.into_iter().collect()))
+            .boxed()
+    }
+    /// [`ClusterPort::list_dir`] on every filer's store, concatenated (see
+    /// [`ClusterPort::lookup_on_every_store`]).
+    fn list_dir_on_every_store(
+        &self,
+        dir: &str,
+    ) -> BoxFuture<'static, Result<Vec<Entry>, ClusterError>> {
+        self.list_dir(dir)
+    }
+    /// The filers with a store of their own that failed a call as
+    /// unavailable (down, or restarting) at or after `since`. Such a filer
+    /// may have lost deletes it acknowledged before it died, and its peers
+    /// may never receive them (docs/meta-log.md#filer-crash), so the pass
+    /// cannot vouch for the deletes it made. Empty with one filer or a
+    /// shared store, and in fakes.
+    fn filers_failed_since(&self, _since: std::time::Instant) -> Vec<String> {
+        Vec::new()
+    }
     /// Every volume replica the master knows, for reclaimed-space reports
     /// (docs/reclaimed-space.md); `None` where there is no master to ask
     /// (fakes).

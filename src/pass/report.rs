@@ -53,6 +53,13 @@ pub struct Counters {
 }
 
 impl Counters {
+    /// The buckets a `DONE` answer came from (the freed tally counts every
+    /// one): where a filer crash may have lost deletes
+    /// (docs/meta-log.md#filer-crash).
+    pub fn buckets_deleted_in(&self) -> std::collections::BTreeSet<&str> {
+        self.freed.keys().map(|(b, _)| b.as_str()).collect()
+    }
+
     pub fn decided(&mut self, kind: ActionKind, decision: MatchDecision) {
         *self.decisions.entry((kind, decision)).or_default() += 1;
     }

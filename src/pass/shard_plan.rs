@@ -125,6 +125,9 @@ pub fn plan_shard(plan: &PassPlan, persisted: Option<&ShardCursor>) -> ShardPlan
         let actions = plan.replay_actions(bucket);
         let reason = match pb {
             None => Some(RecoveryReason::ColdStart),
+            // Deletes made here by a pass that saw a filer fail may be lost:
+            // walk again, from the start (docs/meta-log.md#filer-crash).
+            Some(b) if b.rewalk.is_some() => Some(RecoveryReason::FilerLost),
             // Only an unfinished cold-start walk's resume point.
             Some(b) if b.is_walk_placeholder() => Some(RecoveryReason::ColdStart),
             Some(b) => {

@@ -41,6 +41,10 @@ pub struct FilerPool {
     cursors: Arc<CursorStore>,
     /// Client TLS for every filer (docs/tls.md); `None` = plaintext.
     pub(super) tls: Option<ClientTls>,
+    /// When each filer last failed a call as unavailable (down, or not yet
+    /// listening after a restart): a pass asks which ones failed while it
+    /// ran ([`FilerPool::failed_since`], docs/meta-log.md#filer-crash).
+    unavailable: Arc<std::sync::Mutex<std::collections::HashMap<String, Instant>>>,
 }
 
 /// Why a filer list cannot be used: a setting, not the cluster, is wrong
@@ -88,6 +92,7 @@ impl FilerPool {
             call_timeout,
             cursors: Arc::new(CursorStore::new(client, cursor_dir)),
             tls,
+            unavailable: Default::default(),
         };
         pool.set_addrs(addrs)?;
         Ok(pool)
@@ -179,6 +184,41 @@ impl FilerPool {
         }
     }
 
+    /// Notes that `addr` failed a call because it was unavailable, when
+    /// `error` says so (a refused or reset connection: a filer that is down).
+    pub fn note_failure(&self, addr: &str, error: &str) {
+        if is_unavailable(error) {
+            self.unavailable
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .insert(addr.to_string(), Instant::now());
+        }
+    }
+
+    /// The filers that failed a call as unavailable at or after `since`,
+    /// in list order.
+    pub fn failed_since(&self, since: Instant) -> Vec<String> {
+        let seen = self.unavailable.lock().unwrap_or_else(|p| p.into_inner());
+        self.nodes()
+            .iter()
+            .filter(|n| seen.get(&n.addr).is_some_and(|t| *t >= since))
+            .map(|n| n.addr.clone())
+            .collect()
+    }
+
+    /// Whether the filers may keep stores of their own: more than one filer,
+    /// and not every one's store signature is known to be the same. Unknown
+    /// counts as "may": the callers then do the safe, dearer thing.
+    pub fn stores_may_differ(&self) -> bool {
+        let nodes = self.nodes();
+        if nodes.len() < 2 {
+            return false;
+        }
+        let known = self.signatures.lock().unwrap_or_else(|p| p.into_inner());
+        let sigs: Vec<Option<&i32>> = nodes.iter().map(|n| known.get(&n.addr)).collect();
+        !sigs.iter().all(|s| s.is_some() && *s == sigs[0])
+    }
+
     /// Runs `call` on the preferred filer, then on each other one until one
     /// succeeds. Every call this is used for is a read or an idempotent write,
     /// so repeating it elsewhere is safe. With several filers, a round in
@@ -211,8 +251,13 @@ impl FilerPool {
                         self.prefer(&addr);
                         return Ok(v);
                     }
-                    Err(e) if single => return Err(e),
-                    Err(e) => errors.push((addr, e)),
+                    Err(e) => {
+                        self.note_failure(&addr, &e.to_string());
+                        if single {
+                            return Err(e);
+                        }
+                        errors.push((addr, e));
+                    }
                 }
             }
             let all_unavailable = errors.iter().all(|(_, e)| is_unavailable(&e.to_string()));

@@ -6,6 +6,7 @@
 use std::sync::{Arc, OnceLock};
 
 use rsa::pkcs1::{DecodeRsaPrivateKey, DecodeRsaPublicKey};
+use rsa::pkcs8::der::oid::AssociatedOid;
 use rsa::pkcs8::{DecodePrivateKey, EncodePublicKey};
 use rsa::signature::hazmat::PrehashVerifier;
 use rsa::signature::{SignatureEncoding, Signer as _, Verifier};
@@ -17,6 +18,7 @@ use rustls_pki_types::{
     AlgorithmIdentifier, InvalidSignature, PrivateKeyDer, SignatureVerificationAlgorithm,
     SubjectPublicKeyInfoDer, alg_id,
 };
+use sha2::digest::FixedOutputReset;
 use sha2::{Digest, Sha256, Sha384, Sha512};
 
 /// *ring* signs and verifies RSA from 2048 bits up; Go, and so weed, from 1024.
@@ -148,20 +150,49 @@ impl std::fmt::Debug for RsaSigner {
 
 impl Signer for RsaSigner {
     fn sign(&self, message: &[u8]) -> Result<Vec<u8>, rustls::Error> {
-        use rsa::{pkcs1v15, pss};
-        let (k, m) = (self.key.clone(), message);
-        match (self.padding, self.hash) {
-            (Padding::Pss, Hash::Sha256) => sign_as(pss::SigningKey::<Sha256>::new(k), m),
-            (Padding::Pss, Hash::Sha384) => sign_as(pss::SigningKey::<Sha384>::new(k), m),
-            (Padding::Pss, Hash::Sha512) => sign_as(pss::SigningKey::<Sha512>::new(k), m),
-            (Padding::Pkcs1, Hash::Sha256) => sign_as(pkcs1v15::SigningKey::<Sha256>::new(k), m),
-            (Padding::Pkcs1, Hash::Sha384) => sign_as(pkcs1v15::SigningKey::<Sha384>::new(k), m),
-            (Padding::Pkcs1, Hash::Sha512) => sign_as(pkcs1v15::SigningKey::<Sha512>::new(k), m),
+        let (p, k, m) = (self.padding, self.key.clone(), message);
+        match self.hash {
+            Hash::Sha256 => rsa_sign::<Sha256>(p, k, m),
+            Hash::Sha384 => rsa_sign::<Sha384>(p, k, m),
+            Hash::Sha512 => rsa_sign::<Sha512>(p, k, m),
         }
     }
 
     fn scheme(&self) -> SignatureScheme {
         self.scheme
+    }
+}
+
+/// `message` signed with `padding` and hash `D` by `key`.
+fn rsa_sign<D: Digest + AssociatedOid + FixedOutputReset>(
+    padding: Padding,
+    key: rsa::PrivateKey,
+    message: &[u8],
+) -> Result<Vec<u8>, rustls::Error> {
+    use rsa::{pkcs1v15, pss};
+    match padding {
+        Padding::Pss => sign_as(pss::SigningKey::<D>::new(key), message),
+        Padding::Pkcs1 => sign_as(pkcs1v15::SigningKey::<D>::new(key), message),
+    }
+}
+
+/// `signature` of `message` with `padding` and hash `D` checked by `key`.
+fn rsa_check<D: Digest + AssociatedOid + FixedOutputReset>(
+    padding: Padding,
+    key: rsa::PublicKey,
+    message: &[u8],
+    signature: &[u8],
+) -> Result<(), InvalidSignature> {
+    use rsa::{pkcs1v15, pss};
+    match padding {
+        Padding::Pss => {
+            check_as::<pss::Signature>(pss::VerifyingKey::<D>::new(key), message, signature)
+        }
+        Padding::Pkcs1 => check_as::<pkcs1v15::Signature>(
+            pkcs1v15::VerifyingKey::<D>::new(key),
+            message,
+            signature,
+        ),
     }
 }
 
@@ -334,27 +365,11 @@ impl SignatureVerificationAlgorithm for SmallRsaCheck {
         if !(GO_MIN_RSA_BYTES..RING_MIN_RSA_BYTES).contains(&key.size()) {
             return self.ring.verify_signature(public_key, message, signature);
         }
-        use rsa::{pkcs1v15, pss};
-        let (k, m, sig) = (key, message, signature);
-        match (self.padding, self.hash) {
-            (Padding::Pkcs1, Hash::Sha256) => {
-                check_as::<pkcs1v15::Signature>(pkcs1v15::VerifyingKey::<Sha256>::new(k), m, sig)
-            }
-            (Padding::Pkcs1, Hash::Sha384) => {
-                check_as::<pkcs1v15::Signature>(pkcs1v15::VerifyingKey::<Sha384>::new(k), m, sig)
-            }
-            (Padding::Pkcs1, Hash::Sha512) => {
-                check_as::<pkcs1v15::Signature>(pkcs1v15::VerifyingKey::<Sha512>::new(k), m, sig)
-            }
-            (Padding::Pss, Hash::Sha256) => {
-                check_as::<pss::Signature>(pss::VerifyingKey::<Sha256>::new(k), m, sig)
-            }
-            (Padding::Pss, Hash::Sha384) => {
-                check_as::<pss::Signature>(pss::VerifyingKey::<Sha384>::new(k), m, sig)
-            }
-            (Padding::Pss, Hash::Sha512) => {
-                check_as::<pss::Signature>(pss::VerifyingKey::<Sha512>::new(k), m, sig)
-            }
+        let (p, k, m, sig) = (self.padding, key, message, signature);
+        match self.hash {
+            Hash::Sha256 => rsa_check::<Sha256>(p, k, m, sig),
+            Hash::Sha384 => rsa_check::<Sha384>(p, k, m, sig),
+            Hash::Sha512 => rsa_check::<Sha512>(p, k, m, sig),
         }
     }
 

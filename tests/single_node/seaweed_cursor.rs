@@ -36,6 +36,7 @@ fn cursor(shard: u8, ts: i64) -> ShardCursor {
             )]),
             walk_resume: None,
             backlog: Default::default(),
+            rewalk: None,
         },
     );
     ShardCursor {

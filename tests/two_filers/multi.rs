@@ -143,6 +143,22 @@ async fn filer1_has_filer2s_cursors(c: &SplitCluster, dir: &str) {
     .await;
 }
 
+/// The due keys either filer's own store holds (listed on each filer directly).
+async fn due_on_either_store(c: &SplitCluster, s: &Setup) -> BTreeSet<String> {
+    use futures::StreamExt;
+    use s3_lifecycled::seaweed::filer::FilerClient;
+    let dir = format!("{}/{}/due", c.buckets_root(), s.bucket);
+    let mut keys = BTreeSet::new();
+    for addr in [c.filer_grpc_addr(), c.filer2_grpc_addr()] {
+        let f = FilerClient::connect(&addr.to_string()).await.unwrap();
+        let entries: Vec<_> = f.list_all(&dir, 1024).collect().await;
+        for e in entries {
+            keys.insert(format!("due/{}", e.unwrap().name));
+        }
+    }
+    keys
+}
+
 /// Waits until `n` due objects are gone while `child` runs; panics if it ends first.
 async fn wait_for_deletes(
     s3: &aws_sdk_s3::Client,
@@ -316,18 +332,69 @@ fn entry_name_of(ev: &s3_lifecycled::pb::filer_pb::SubscribeMetadataResponse) ->
 /// due object gone and every other one kept.
 #[tokio::test(flavor = "multi_thread")]
 async fn filer_killed_mid_pass_fails_over_to_the_other_filer_and_loses_nothing() {
+    kill_filer_1_mid_pass("multi-filer-kill", &SLOW, KILL_AFTER, None).await;
+}
+
+/// The same with filer 2 frozen (SIGSTOP) for [`PEER_FROZEN`] before filer 1 is killed, as a
+/// loaded filer 2 lags behind its peer: the deletes filer 1 acknowledged meanwhile never reach
+/// filer 2 (filer 1's unflushed log tail dies with it), and filer 1 itself can come back
+/// without some of them (docs/meta-log.md#filer-crash). Before, the first pass's walk vouched
+/// for them and every later pass walked nothing: 29 due objects stayed, listed through both
+/// gateways (once by itself in about 8 runs of the test above: 337).
+#[tokio::test(flavor = "multi_thread")]
+#[ignore = "open: an entry left on filer 2 only can stay unconfirmed past the third pass when \
+            gateway 1 reads filer 1 again (docs/meta-log.md#filer-crash); run with --ignored"]
+async fn filer_killed_while_its_peer_lagged_left_due_objects_after_a_filer_crash() {
+    let slower = [
+        ("S3_LIFECYCLED__RATE__DELETES_PER_SECOND", "100"),
+        SLOW[1],
+        SLOW[2],
+        SLOW[3],
+    ];
+    kill_filer_1_mid_pass("multi-filer-lag", &slower, 100, Some(PEER_FROZEN)).await;
+}
+
+/// How long filer 2 is frozen before filer 1 is killed, in
+/// [`filer_killed_while_its_peer_lagged_left_due_objects_after_a_filer_crash`].
+const PEER_FROZEN: Duration = Duration::from_millis(1_500);
+
+/// Sends `sig` (`-STOP`, `-CONT`) to filer 2.
+fn signal_filer_2(c: &SplitCluster, sig: &str) {
+    let pid = c.pid(Role::Filer2).expect("filer 2 runs").to_string();
+    let ok = std::process::Command::new("kill")
+        .args([sig, &pid])
+        .status()
+        .is_ok_and(|s| s.success());
+    assert!(ok, "kill {sig} {pid}");
+}
+
+/// The pass at `env`'s rate; filer 1 SIGKILLed once `kill_after` due objects are gone (filer 2
+/// frozen for `freeze` first, when given); filer 1 restarted; up to three more passes.
+async fn kill_filer_1_mid_pass(
+    name: &str,
+    env: &[(&str, &str)],
+    kill_after: usize,
+    freeze: Option<Duration>,
+) {
     let _serial = SERIAL.lock().await;
     let c = multi_cluster();
-    let s = setup(c, "multi-filer-kill", DUE, KEEP).await;
+    let s = setup(c, name, DUE, KEEP).await;
     // Listed through gateway 2, which prefers filer 2: it keeps answering while filer 1 is down.
     let s3 = s3_client_at(&c.s3_2_endpoint());
     let started = Instant::now();
-    let mut child = pass_command(&s, s.now, &both(c), &SLOW).spawn().unwrap();
-    wait_for_deletes(&s3, &s, &mut child, KILL_AFTER).await;
+    let mut child = pass_command(&s, s.now, &both(c), env).spawn().unwrap();
+    wait_for_deletes(&s3, &s, &mut child, kill_after).await;
     let kill_at = started.elapsed();
+    if let Some(d) = freeze {
+        signal_filer_2(c, "-STOP");
+        tokio::time::sleep(d).await;
+    }
     tokio::task::spawn_blocking(|| multi_cluster().kill(Role::Filer))
         .await
         .unwrap();
+    if freeze.is_some() {
+        signal_filer_2(c, "-CONT");
+    }
     let p = collect(child, "run-once while filer 1 is killed").await;
     // Back before any assertion, so a failure does not leave filer 1 down for later tests.
     tokio::task::spawn_blocking(|| multi_cluster().start_role(Role::Filer))
@@ -354,6 +421,14 @@ async fn filer_killed_mid_pass_fails_over_to_the_other_filer_and_loses_nothing()
     // writer (safe, and the pass after would go on). Wait for the catch-up, as the first
     // pass's cursors must be what the next pass starts from.
     filer1_has_filer2s_cursors(c, &s.scope.cursor_dir).await;
+    // A filer killed mid-pass can lose deletes it acknowledged (docs/meta-log.md#filer-crash):
+    // what gateway 2 lists now is what the next passes must delete, each object once. Without
+    // a lost delete that is every due object the first pass did not delete.
+    // A delete lost on filer 1's store only is made again once a gateway reads that store:
+    // counted between what gateway 2 lists and what either store holds.
+    let (left, _) = remaining(&s3, &s).await;
+    let lost = first_done + left as i64 - DUE as i64;
+    let lost_anywhere = first_done + due_on_either_store(c, &s).await.len() as i64 - DUE as i64;
     // The next pass completes. While filer 1 catches up, a gateway can answer NOT_FOUND for an
     // entry the other filer still shows; the pass reports such answers as unconfirmed and the
     // pass after retries them (docs/lifecycle-delete.md#outcomes): run passes while any are.
@@ -374,10 +449,16 @@ async fn filer_killed_mid_pass_fails_over_to_the_other_filer_and_loses_nothing()
     }
     let p2 = passes.last().unwrap();
     assert_end_state(&s3, &s, p2, "after the next pass").await;
-    assert_eq!(
-        first_done + next_done,
-        DUE as i64,
-        "each due object deleted once:\n{}\n{}",
+    assert!(
+        lost >= 0,
+        "{left} due objects left after the first pass's {first_done} deletes:\n{}",
+        p.describe()
+    );
+    let done = first_done + next_done;
+    assert!(
+        (DUE as i64 + lost..=DUE as i64 + lost_anywhere).contains(&done),
+        "each due object deleted once, and again each one whose delete the crash lost \
+         ({lost} listed by gateway 2, {lost_anywhere} on either store): {done} deletes:\n{}\n{}",
         p.describe(),
         passes
             .iter()
@@ -387,7 +468,8 @@ async fn filer_killed_mid_pass_fails_over_to_the_other_filer_and_loses_nothing()
     );
     println!(
         "multi: filer-kill bucket={} killed_at_ms={} pass_exit={} outcome={outcome} done={first_done} \
-         next_pass_exit=0 next_pass_done={next_done} due_left=0 not_due_left={KEEP}",
+         lost_deletes={lost} next_pass_exit=0 next_pass_done={next_done} due_left=0 \
+         not_due_left={KEEP}",
         s.bucket,
         kill_at.as_millis(),
         p.code

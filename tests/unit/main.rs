@@ -9,6 +9,7 @@ mod common;
 mod admin_api;
 mod architecture;
 mod cli_rules_check;
+mod filer_crash;
 mod http_endpoints;
 mod lifecycle_fixtures;
 mod lifecycle_fuzz;

@@ -297,16 +297,25 @@ impl Handler<SendCheck> for Replay {
             let (epoch, id, check) = (c.epoch, c.id, c.body);
             let root = port.buckets_root();
             let bucket = check.request.bucket.clone();
+            // A lost-looking answer is settled only when no filer's store
+            // still holds the entry: after a filer crash a store of its own
+            // can keep an entry its peers and the gateway no longer see
+            // (docs/meta-log.md#filer-crash).
+            let confirm = matches!(check.purpose, Purpose::Confirm(_));
             let reads: Vec<_> = check
                 .probes()
                 .iter()
                 .map(|p| {
                     let dir = p.full_dir(&root, &bucket);
                     match p {
+                        Probe::Lookup { name, .. } if confirm => {
+                            port.lookup_on_every_store(&dir, name)
+                        }
                         Probe::Lookup { name, .. } => port
                             .lookup(&dir, name)
                             .map(|r| r.map(|e| e.into_iter().collect()))
                             .boxed(),
+                        Probe::List { .. } if confirm => port.list_dir_on_every_store(&dir),
                         Probe::List { .. } => port.list_dir(&dir),
                     }
                 })

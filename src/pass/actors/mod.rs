@@ -37,7 +37,7 @@ use std::collections::HashMap;
 
 use tracing::Span;
 
-use crate::engine::check::{Check, Probe, Verdict};
+use crate::engine::check::{Check, Probe, Purpose, Verdict};
 use crate::engine::cursor::ShardCursor;
 use crate::engine::{CallResult, DeleteRequest};
 use crate::engine::{Match, Nanos};

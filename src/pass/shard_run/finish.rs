@@ -139,6 +139,9 @@ impl ShardRun {
                     rules,
                     walk_resume: None,
                     backlog: self.backlog(bucket, false),
+                    // A finished recovery walked every store
+                    // (docs/meta-log.md#filer-crash).
+                    rewalk: None,
                 },
             );
         }
