@@ -87,15 +87,24 @@ pub enum Verdict {
     CompletedLeftover(String),
     /// The object is under an active lock: unresolved, retried next pass.
     Locked(String),
-    /// The answer could not be confirmed (entry still there unchanged, or a
-    /// probe failed): unresolved, retried next pass, no halt.
+    /// The answer could not be confirmed (a probe failed): unresolved,
+    /// retried next pass, no halt.
     Unconfirmed(String),
+    /// The gateway answered the entry gone, or refused it, but a store still
+    /// holds it unchanged: the gateway read another store than ours (several
+    /// filers, docs/lifecycle-delete.md#server-lookup-failures). The pass
+    /// sends the delete again, which the gateways' round-robin may give to
+    /// another one; past its resends it is [`Verdict::Unconfirmed`].
+    StillThere(String),
 }
 
 impl Verdict {
     /// True when the match stays unresolved (the cursor must not pass it).
     pub fn unresolved(&self) -> bool {
-        matches!(self, Verdict::Locked(_) | Verdict::Unconfirmed(_))
+        matches!(
+            self,
+            Verdict::Locked(_) | Verdict::Unconfirmed(_) | Verdict::StillThere(_)
+        )
     }
 }
 
@@ -264,7 +273,7 @@ pub fn judge(check: &Check, answers: &[Result<Vec<Entry>, String>], now: Nanos) 
                 None => Verdict::Settled,
                 Some(e) => match active_lock(e, now) {
                     Some(lock) => Verdict::Locked(format!("{subject}: {lock}")),
-                    None => Verdict::Unconfirmed(format!(
+                    None => Verdict::StillThere(format!(
                         "{subject}: answered {} {} but the entry is still there, unchanged",
                         result.outcome.label(),
                         result.reason
@@ -393,7 +402,7 @@ mod tests {
         );
         let v = judge(&c, &[Ok(vec![]), Ok(vec![marker.clone()])], 100);
         assert!(
-            matches!(&v, Verdict::Unconfirmed(s) if s.contains("still there")),
+            matches!(&v, Verdict::StillThere(s) if s.contains("still there")),
             "{v:?}"
         );
         assert_eq!(judge(&c, &[Ok(vec![]), Ok(vec![])], 100), Verdict::Settled);
@@ -407,7 +416,7 @@ mod tests {
         let c = Check::confirm("k", &req, &r).unwrap();
         let v = judge(&c, &[Ok(vec![e.clone()]), Ok(vec![])], 100);
         assert!(v.unresolved(), "{v:?}");
-        assert!(matches!(&v, Verdict::Unconfirmed(s) if s.contains("still there")));
+        assert!(matches!(&v, Verdict::StillThere(s) if s.contains("still there")));
         // The latest version of a versioned key lives under k.versions.
         let mut version = e.clone();
         version.name = "v_1".into();
@@ -438,7 +447,7 @@ mod tests {
         // Past the date the gateway's refusal was its lock check failing:
         // still unresolved, the delete is tried again next pass.
         let after = judge(&c, &[Ok(vec![e])], 1_001_000_000_000);
-        assert!(matches!(after, Verdict::Unconfirmed(_)), "{after:?}");
+        assert!(matches!(after, Verdict::StillThere(_)), "{after:?}");
     }
 
     #[test]

@@ -836,9 +836,69 @@ fn lost_answer_run(
         2,
         "the bare entry and the key's .versions"
     );
-    run.check_done(t, &[probe, Ok(vec![])]);
+    // k1 unchanged (mtime 101, as replayed) is still there; another mtime is a changed entry.
+    let still_there = matches!(&probe, Ok(v) if v.first().and_then(|e| e.attributes.as_ref()).is_some_and(|a| a.mtime == 101));
+    run.check_done(t, &[probe.clone(), Ok(vec![])]);
+    if still_there {
+        // A store still holds what the gateway answered gone: sent again, answered gone
+        // again, until the resends are spent.
+        for _ in 0..s3_lifecycled::pass::shard_run::STILL_THERE_RESENDS {
+            let (w, t) = resend_of(&mut run, "k1");
+            let Work::Delete(_) = w else { panic!() };
+            assert_eq!(run.outcome(t, &not_found()), None);
+            let (Work::Check(_), t) = resend_of(&mut run, "k1") else {
+                panic!("expected a check")
+            };
+            run.check_done(t, &[probe.clone(), Ok(vec![])]);
+        }
+    }
     assert!(run.next_sends().is_empty());
     (run, evs)
+}
+
+/// The one piece of work the run hands out next, about `key`.
+fn resend_of(run: &mut ShardRun, key: &str) -> (Work, SendId) {
+    let mut sent = run.next_sends();
+    assert_eq!(sent.len(), 1, "{sent:?}");
+    let (w, t) = sent.remove(0);
+    let path = match &w {
+        Work::Delete(r) => r.object_path.clone(),
+        Work::Check(c) => c.request.object_path.clone(),
+        other => panic!("{other:?}"),
+    };
+    assert_eq!(path, key);
+    (w, t)
+}
+
+/// A gateway that reads another filer's store answered NOT_FOUND for an entry ours still held;
+/// the answer waited a whole pass (the next pass retried). It is sent again at once, and the
+/// resend, answered DONE, settles it in the same pass.
+#[test]
+fn an_entry_a_gateway_answered_gone_while_a_store_held_it_waited_a_pass() {
+    let (_, cursor) = steady(100 * S);
+    let p = plan(200 * S);
+    let mut run = ShardRun::new(0, p.clone(), Some(cursor), 8);
+    run.start_replay();
+    let mut m = action_match(&p, "k1", 110 * S);
+    m.identity = EntryIdentity::of(&entry_named("k1", 101));
+    run.replay_event(100 * S, &[m]);
+    let (_, t) = resend_of(&mut run, "k1");
+    assert_eq!(run.outcome(t, &not_found()), None);
+    let (_, t) = resend_of(&mut run, "k1");
+    run.check_done(t, &[Ok(vec![entry_named("k1", 101)]), Ok(vec![])]);
+    let (w, t) = resend_of(&mut run, "k1");
+    assert!(matches!(w, Work::Delete(_)), "sent again: {w:?}");
+    assert_eq!(run.outcome(t, &ok()), None);
+    assert!(run.next_sends().is_empty());
+    let (rep, c) = run.finish(Some(200 * S));
+    assert_eq!(rep.counters.unconfirmed, 0);
+    let prog = c.unwrap().buckets["b"]
+        .rules
+        .values()
+        .next()
+        .unwrap()
+        .clone();
+    assert!(prog.ts >= 100 * S - s3_lifecycled::engine::progress::REORDER_MARGIN);
 }
 
 #[test]

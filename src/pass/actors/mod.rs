@@ -615,7 +615,7 @@ impl Handler<CheckDone> for ShardActor {
                 tracing::info!(shard = self.shard, reason = %why, "locked; retried next pass");
                 Some("locked")
             }
-            Verdict::Unconfirmed(why) => {
+            Verdict::Unconfirmed(why) | Verdict::StillThere(why) => {
                 tracing::warn!(shard = self.shard, reason = %why, "answer not confirmed; retried next pass");
                 Some("unconfirmed")
             }

@@ -90,7 +90,26 @@ impl ShardRun {
         };
         // Locks are judged at the real time the pass started: the gateway
         // enforces them by its clock, not by a `--now` in the future.
-        let verdict = judge(&check, answers, self.plan.observed_until);
+        let mut verdict = judge(&check, answers, self.plan.observed_until);
+        if let Verdict::StillThere(why) = &verdict {
+            // Sent again at once: the gateways' round-robin may give it to
+            // one that reads the store still holding the entry. Past the
+            // resends it stays unresolved for the next pass.
+            let r = &check.request;
+            let key = (
+                r.bucket.clone(),
+                r.object_path.clone(),
+                r.version_id.clone(),
+            );
+            let stopped = self.stopped();
+            let n = self.resent.entry(key).or_default();
+            if *n < STILL_THERE_RESENDS && !stopped {
+                *n += 1;
+                self.queue.push_front((Work::Delete(check.request), ticket));
+                return Verdict::Send;
+            }
+            verdict = Verdict::Unconfirmed(why.clone());
+        }
         match &verdict {
             Verdict::Settled => self.settle_ticket(ticket, true),
             Verdict::CompletedLeftover(_) => {
@@ -101,7 +120,7 @@ impl ShardRun {
                 self.counters.locked += 1;
                 self.settle_ticket(ticket, false);
             }
-            Verdict::Unconfirmed(_) => {
+            Verdict::Unconfirmed(_) | Verdict::StillThere(_) => {
                 self.counters.unconfirmed += 1;
                 self.settle_ticket(ticket, false);
             }

@@ -38,6 +38,12 @@ use crate::pass::shard_plan::{ShardPlan, action_key, plan_shard, progress_key};
 use crate::pb::filer_pb::Entry;
 use crate::status::MatchDecision;
 
+/// How often a delete whose gateway answered it gone while a store still
+/// holds it is sent again within one pass: with two gateways that read
+/// different stores, two resends miss the right one a quarter of the time,
+/// and the next pass tries again (docs/lifecycle-delete.md#server-lookup-failures).
+pub const STILL_THERE_RESENDS: u8 = 2;
+
 mod answers;
 mod finish;
 
@@ -164,6 +170,9 @@ pub struct ShardRun {
     /// upload path), read by their stamp check (docs/reclaimed-space.md); at
     /// most the window's worth.
     abort_parts: BTreeMap<(String, String), Parts>,
+    /// How often each delete (bucket, path, version) was sent again because a
+    /// store still held what its gateway answered gone ([`STILL_THERE_RESENDS`]).
+    resent: HashMap<(String, String, String), u8>,
     /// The bucket name of the last replayed match, shared by the next
     /// match's key when it is the same bucket (nearly always): one string
     /// copy per match was a visible share of a replay's CPU.
@@ -198,6 +207,7 @@ impl ShardRun {
             failed: None,
             counters: Counters::default(),
             abort_parts: BTreeMap::new(),
+            resent: HashMap::new(),
             last_bucket: None,
         }
     }
