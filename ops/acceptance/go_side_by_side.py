@@ -1024,10 +1024,12 @@ class Harness:
 
     def compare(self, names):
         self.say(f"run {self.run}: {', '.join(names)}")
-        others = [b["Name"] for b in self.s3.list_buckets().get("Buckets", [])]
+        # (S3 ListBuckets shows only the caller's own buckets; the filer shows all of them)
+        others = [e.name for e in self.filer.list(BUCKETS_ROOT)
+                  if e.is_directory and "s3-bucket-lifecycle-configuration-xml" in e.extended]
         if others:
-            self.say(f"note: the cluster already holds {len(others)} bucket(s); the Go pass acts on every one "
-                     "with a lifecycle document")
+            self.say(f"note: {len(others)} bucket(s) of the cluster already have a lifecycle document; the Go "
+                     f"pass acts on them too (first: {others[:3]})")
         self.say("== phase go ==")
         _, go_states = self.phase("go", names)
         self.say("== phase rs ==")
