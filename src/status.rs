@@ -379,6 +379,10 @@ pub fn outcome_label(o: Option<RunOutcome>) -> &'static str {
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct StatusSnapshot {
     pub service_state: ServiceState,
+    /// While [`ServiceState::Standby`]: which `serve` runs our shards
+    /// (docs/serve-instances.md).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub standby_reason: Option<String>,
     /// Next scheduled pass, ns since epoch, if known.
     pub next_pass_ns: Option<i64>,
     pub current_pass: Option<PassProgress>,

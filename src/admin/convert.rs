@@ -133,6 +133,7 @@ pub fn status_response(s: &StatusSnapshot) -> pb::GetStatusResponse {
             .iter()
             .map(|p| like! { pb::PausedBucket, p: bucket, paused_ns, reason })
             .collect(),
+        standby_reason: s.standby_reason.clone(),
     }
 }
 
@@ -160,6 +161,7 @@ pub fn status_from_pb(s: &pb::GetStatusResponse) -> StatusSnapshot {
             .iter()
             .map(|p| like! { PausedBucket, p: bucket, paused_ns, reason })
             .collect(),
+        standby_reason: s.standby_reason.clone(),
         ..Default::default()
     }
 }

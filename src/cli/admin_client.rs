@@ -388,7 +388,7 @@ fn state_name(s: ServiceState) -> String {
 /// field names (`start_ns`, not `/status.json`'s `started_ns`), enums as
 /// lowercase names.
 fn status_json(s: &StatusSnapshot) -> Value {
-    json!({
+    let mut v = json!({
         "state": state_name(s.service_state),
         "next_pass_ns": s.next_pass_ns,
         "paused": s.paused,
@@ -408,7 +408,12 @@ fn status_json(s: &StatusSnapshot) -> Value {
                 "restarts": r.restarts,
             })).collect::<Vec<_>>(),
         })),
-    })
+    });
+    // Only while standing by: the keys of a running service stay as they were.
+    if let Some(why) = &s.standby_reason {
+        v["standby_reason"] = json!(why);
+    }
+    v
 }
 
 /// `status --last --json`: the last pass under the admin API's field names,
@@ -476,6 +481,9 @@ const DELETE_HEADER: &str = "    DONE     NOOP     LOCK    RETRY  BLOCKED  RPC_E
 
 fn status_text(s: &StatusSnapshot, now: i64) -> String {
     let mut out = format!("state: {}\n", state_name(s.service_state));
+    if let Some(why) = &s.standby_reason {
+        out.push_str(&format!("standing by: {why}\n"));
+    }
     if let Some(next) = s.next_pass_ns {
         out.push_str(&format!("next pass: {}\n", format_time(next)));
     }
@@ -695,6 +703,7 @@ mod tests {
                 paused_ns: T0,
                 reason: "typo".into(),
             }],
+            standby_reason: None,
         };
         let s = convert::status_from_pb(&s);
         let t = status_text(&s, T0);

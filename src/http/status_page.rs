@@ -55,6 +55,9 @@ pub fn render(s: &StatusSnapshot, now_ns: i64) -> String {
          <h1>s3-lifecycled</h1>\n<p>State: <strong id=\"state\">{}</strong>",
         escape(s.service_state.as_str())
     );
+    if let Some(why) = &s.standby_reason {
+        let _ = write!(h, " ({})", escape(why));
+    }
     if let Some(next) = s.next_pass_ns {
         let _ = write!(h, " · next pass {}", escape(&format_time(next)));
     }
@@ -455,6 +458,7 @@ mod tests {
         deletes.record(DeleteOutcome::RetryLater);
         StatusSnapshot {
             service_state: ServiceState::Idle,
+            standby_reason: None,
             next_pass_ns: Some(NOW + 60 * MIN),
             current_pass: None,
             stale_buckets: vec![crate::status::StaleBucket {

@@ -181,6 +181,11 @@ impl StatusBoard {
         self.set(|snap| snap.service_state = s);
     }
 
+    /// Which `serve` this one stands by for (`None`: it runs its shards).
+    pub fn set_standby(&self, why: Option<String>) {
+        self.set(|snap| snap.standby_reason = why);
+    }
+
     pub fn set_paused(&self, paused: &[PauseRecord]) {
         let rows = paused.iter().map(|r| PausedBucket {
             bucket: r.bucket.clone(),

@@ -208,6 +208,7 @@ impl Service {
     pub fn set_standby(self: &Arc<Self>, why: Option<String>) {
         let mut inner = self.lock();
         let was = std::mem::replace(&mut inner.standby, why.clone());
+        self.board.set_standby(why.clone());
         let idle = inner.current.is_none() && !inner.shutting_down;
         match (&was, &why) {
             (None, Some(w)) => {

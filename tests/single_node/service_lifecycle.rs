@@ -470,7 +470,17 @@ async fn a_second_serve_on_one_cursor_dir_ran_passes_beside_the_first() {
         why.contains("standby") && why.contains(&first_admin) && why.contains("shards 0-15"),
         "/ready of the second: {why}"
     );
-    assert_eq!(second.status().await["state"], "standby");
+    let st = second.status().await;
+    assert_eq!(st["state"], "standby", "{st}");
+    assert!(
+        st["standby_reason"]
+            .as_str()
+            .unwrap_or_default()
+            .contains(&first_admin),
+        "{st}"
+    );
+    let text = second.cli(&["status"]).await.stdout;
+    assert!(text.contains("standing by: serve "), "{text}");
     let active = async |s: &Serve| {
         let m = http::get_async(s.http, "/metrics").await.unwrap().body;
         let m = String::from_utf8(m).unwrap();

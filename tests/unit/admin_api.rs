@@ -125,6 +125,7 @@ fn counts(outcomes: &[(DeleteOutcome, u64)]) -> DeleteCounts {
 
 fn snapshot() -> StatusSnapshot {
     StatusSnapshot {
+        standby_reason: None,
         service_state: ServiceState::Running,
         next_pass_ns: Some(T0 + 86_400 * SEC),
         stale_buckets: Vec::new(),

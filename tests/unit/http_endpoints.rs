@@ -23,6 +23,7 @@ fn snapshot() -> StatusSnapshot {
     deletes.record(DeleteOutcome::NoopResolved);
     deletes.record(DeleteOutcome::NoopResolved);
     StatusSnapshot {
+        standby_reason: None,
         stale_buckets: Vec::new(),
         stale_after_ns: 0,
         forecast: None,
