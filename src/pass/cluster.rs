@@ -388,16 +388,7 @@ impl ClusterPort for SeaweedCluster {
     }
 
     fn list_dir(&self, dir: &str) -> BoxFuture<'static, Result<Vec<Entry>, ClusterError>> {
-        self.on_filer(dir.to_string(), |n, dir| async move {
-            let entries: Result<Vec<Entry>, _> = n
-                .filer
-                .list_all(&dir, crate::seaweed::filer::DEFAULT_PAGE)
-                .collect::<Vec<_>>()
-                .await
-                .into_iter()
-                .collect();
-            entries.map_err(|source| ClusterError::ListDir { dir, source })
-        })
+        self.on_filer(dir.to_string(), |n, dir| list_dir_on(n, dir))
     }
 
     fn volumes(&self) -> BoxFuture<'static, Result<Option<Vec<VolumeUsage>>, ClusterError>> {
@@ -488,20 +479,7 @@ impl ClusterPort for SeaweedCluster {
             return self.list_dir(dir);
         }
         let dir = dir.to_string();
-        self.on_every_store(move |n| {
-            let dir = dir.clone();
-            async move {
-                let entries: Result<Vec<Entry>, _> = n
-                    .filer
-                    .list_all(&dir, crate::seaweed::filer::DEFAULT_PAGE)
-                    .collect::<Vec<_>>()
-                    .await
-                    .into_iter()
-                    .collect();
-                entries.map_err(|source| ClusterError::ListDir { dir, source })
-            }
-            .boxed()
-        })
+        self.on_every_store(move |n| list_dir_on(n, dir.clone()).boxed())
     }
 
     fn filers_failed_since(&self, since: std::time::Instant) -> Vec<String> {
@@ -571,6 +549,13 @@ impl ClusterPort for SeaweedCluster {
     fn controls(&self) -> Option<ControlStore> {
         Some(self.controls.clone())
     }
+}
+
+/// Every entry of `dir` on filer `n`'s store.
+async fn list_dir_on(n: FilerNode, dir: String) -> Result<Vec<Entry>, ClusterError> {
+    let listed = n.filer.list_all(&dir, crate::seaweed::filer::DEFAULT_PAGE);
+    let entries: Result<Vec<Entry>, _> = listed.collect::<Vec<_>>().await.into_iter().collect();
+    entries.map_err(|source| ClusterError::ListDir { dir, source })
 }
 
 /// A walk item and its listing position, or why the listing broke.

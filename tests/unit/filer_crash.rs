@@ -16,14 +16,14 @@ use futures::stream::BoxStream;
 use s3_lifecycled::config::Settings;
 use s3_lifecycled::engine::cursor::ShardCursor;
 use s3_lifecycled::engine::{CallResult, DeleteOutcome, DeleteRequest};
-use s3_lifecycled::engine::{Nanos, WalkItem, keys, shard_id};
+use s3_lifecycled::engine::{Nanos, WalkItem, shard_id};
 use s3_lifecycled::pass::coordinator::{Coordinator, RunPass};
 use s3_lifecycled::pass::dispatch::{AttemptResult, DeletePort};
 use s3_lifecycled::pass::options::PassOptions;
 use s3_lifecycled::pass::ports::{ClusterError, ClusterPort, EventStream};
 use s3_lifecycled::pass::report::PassResult;
 use s3_lifecycled::pb::filer_pb::{Entry, FuseAttributes};
-use s3_lifecycled::seaweed::buckets::{BucketScan, bucket_info};
+use s3_lifecycled::seaweed::buckets::BucketScan;
 use s3_lifecycled::status::RunOutcome;
 
 const S: Nanos = 1_000_000_000;
@@ -60,21 +60,7 @@ impl ClusterPort for LostDeletes {
         "/buckets".into()
     }
     fn buckets(&self) -> BoxFuture<'static, Result<BucketScan, ClusterError>> {
-        let xml = b"<LifecycleConfiguration><Rule><ID>d</ID><Status>Enabled</Status><Filter><Prefix></Prefix></Filter><Expiration><Days>1</Days></Expiration></Rule></LifecycleConfiguration>";
-        let mut e = Entry {
-            name: "b".into(),
-            is_directory: true,
-            ..Default::default()
-        };
-        e.extended.insert(keys::LIFECYCLE_XML.into(), xml.to_vec());
-        let info = bucket_info(&e).unwrap();
-        async move {
-            Ok(BucketScan {
-                buckets: vec![info],
-                errors: vec![],
-            })
-        }
-        .boxed()
+        crate::pass_actors::scan_of_bucket_b()
     }
     fn earliest_available(&self) -> BoxFuture<'static, Result<Option<Nanos>, ClusterError>> {
         async { Ok(None) }.boxed()

@@ -55,21 +55,7 @@ impl ClusterPort for FakeCluster {
         "/buckets".into()
     }
     fn buckets(&self) -> BoxFuture<'static, Result<BucketScan, ClusterError>> {
-        let xml = b"<LifecycleConfiguration><Rule><ID>d</ID><Status>Enabled</Status><Filter><Prefix></Prefix></Filter><Expiration><Days>1</Days></Expiration></Rule></LifecycleConfiguration>";
-        let mut e = Entry {
-            name: "b".into(),
-            is_directory: true,
-            ..Default::default()
-        };
-        e.extended.insert(keys::LIFECYCLE_XML.into(), xml.to_vec());
-        let info = bucket_info(&e).unwrap();
-        async move {
-            Ok(BucketScan {
-                buckets: vec![info],
-                errors: vec![],
-            })
-        }
-        .boxed()
+        scan_of_bucket_b()
     }
     fn earliest_available(&self) -> BoxFuture<'static, Result<Option<Nanos>, ClusterError>> {
         async { Ok(None) }.boxed()
@@ -382,6 +368,20 @@ const GAP: Nanos = 10 * S;
 /// A `now` at which every replayed object is due (Days 1 + rounding).
 const LATER: Nanos = NOW + 10 * DAY;
 
+/// A bucket scan of bucket `b` alone, with [`lifecycle_bucket`]'s rule: what the fakes' and
+/// `filer_crash`'s clusters answer.
+pub(crate) fn scan_of_bucket_b() -> BoxFuture<'static, Result<BucketScan, ClusterError>> {
+    let info = bucket_info(&lifecycle_bucket()).unwrap();
+    async move {
+        Ok(BucketScan {
+            buckets: vec![info],
+            errors: vec![],
+        })
+    }
+    .boxed()
+}
+
+/// Bucket `b`'s entry with one rule: expire everything after 1 day.
 fn lifecycle_bucket() -> Entry {
     let xml = b"<LifecycleConfiguration><Rule><ID>d</ID><Status>Enabled</Status><Filter><Prefix></Prefix></Filter><Expiration><Days>1</Days></Expiration></Rule></LifecycleConfiguration>";
     let mut e = Entry {
@@ -452,14 +452,7 @@ impl ClusterPort for LogCluster {
         "/buckets".into()
     }
     fn buckets(&self) -> BoxFuture<'static, Result<BucketScan, ClusterError>> {
-        let info = bucket_info(&lifecycle_bucket()).unwrap();
-        async move {
-            Ok(BucketScan {
-                buckets: vec![info],
-                errors: vec![],
-            })
-        }
-        .boxed()
+        scan_of_bucket_b()
     }
     fn earliest_available(&self) -> BoxFuture<'static, Result<Option<Nanos>, ClusterError>> {
         async { Ok(None) }.boxed()
