@@ -388,7 +388,7 @@ impl ClusterPort for SeaweedCluster {
     }
 
     fn list_dir(&self, dir: &str) -> BoxFuture<'static, Result<Vec<Entry>, ClusterError>> {
-        self.on_filer(dir.to_string(), |n, dir| list_dir_on(n, dir))
+        self.on_filer(dir.to_string(), list_dir_on)
     }
 
     fn volumes(&self) -> BoxFuture<'static, Result<Option<Vec<VolumeUsage>>, ClusterError>> {
