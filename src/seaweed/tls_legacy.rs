@@ -361,10 +361,14 @@ impl SignatureVerificationAlgorithm for SmallRsaCheck {
         message: &[u8],
         signature: &[u8],
     ) -> Result<(), InvalidSignature> {
-        let key = rsa::PublicKey::from_pkcs1_der(public_key).map_err(|_| InvalidSignature)?;
-        if !(GO_MIN_RSA_BYTES..RING_MIN_RSA_BYTES).contains(&key.size()) {
+        // Anything but a small key, including one `rsa` cannot read, is
+        // *ring*'s, exactly as before.
+        let small = rsa::PublicKey::from_pkcs1_der(public_key)
+            .ok()
+            .filter(|k| (GO_MIN_RSA_BYTES..RING_MIN_RSA_BYTES).contains(&k.size()));
+        let Some(key) = small else {
             return self.ring.verify_signature(public_key, message, signature);
-        }
+        };
         let (p, k, m, sig) = (self.padding, key, message, signature);
         match self.hash {
             Hash::Sha256 => rsa_check::<Sha256>(p, k, m, sig),
@@ -519,6 +523,64 @@ g9hSyjc9sfdzDOOKUKUcmVQoMsbvx2jsIA7TQW0XxQ==\n\
             ring.supported_schemes().len() + 1,
             ours.supported_schemes().len()
         );
+    }
+
+    /// `openssl genrsa 2048` (PKCS#8; a test key, nothing else).
+    const RSA_2048: &str = "\
+-----BEGIN PRIVATE KEY-----\n\
+MIIEvQIBADANBgkqhkiG9w0BAQEFAASCBKcwggSjAgEAAoIBAQCMNShKWsnK4qyz\n\
+yVEkZRHD6xwIA3Z1BLrAsEmbOZTtPJb+C4zeL2j/MlI15uwwOOAGEOH3UGcxhM+Y\n\
+XvXw0VE+sx4fjHqLXlrHYyyQbEQ0W4r+RDvhSAZSxaxt7H48OjoFkndICsnTJt1E\n\
+/L6Ot0LZmE8LFgbMFcAyQ4G3GMiNLJFgdZ1TVw7dXByQSfo2nW8X0ZaqTh0JuOSg\n\
+hkaPXb3AymTK6wJmhUrPrAl9ugvzqNIrTaK4zmC3GSMh3XNmQE2qVE+AJYbFp6MG\n\
+XIg7ieaQopnBurynyV8CF7H3LBGQyPRCwkav7yvzjRjlUxwg6j+XTbzbw9+j5cuh\n\
+IyxsJ8jPAgMBAAECggEAP6QLT0DJcr2UHaFGIwp7V14bIaoMtU35xOff6UToTAzi\n\
+DptIjDuh4aBCP7Q7RiIy0Z4NK3iD9q6tmiCUawRf5+FezXwyzZr9Ap8KBd4W0Vsy\n\
+CnsHYRkTwbN3MogTvpvBZXEXkoxPEviDnEJK7rXRcrpXOpV7bVx8GnSY5vapZaaG\n\
+qBShbkemhjCSCWH1b7e8n/yBsceJc+5Nr1CwvJBtM4O972BCZrxlEBE1wq3P8oDz\n\
+0sUAgEdRmuTozw9wopDW/1L0nfED3uBFhJ7MseT0uoJpcUuCju3mpKesq6M2Aq0f\n\
+4TKL+dIdy+TD2CkJNwb2KZejUsD3SjH6n6xtBRP8fQKBgQDBp7JDz7t4LUqn9T4V\n\
+bDksQyAtrhh9n/jzVpn7VZX7QzFunlwq+eDqgE6/F9rStYZobLoIWfyuZSPSf/hS\n\
+cHOeldT9rx4c77OgGGcTkwBWKu4k5pxKuX3pSv27lb9r0hjygKWLb4o1PdY/AXQY\n\
+/oVffI/kFoib5omqXS3B/IGnowKBgQC5WIfsJgPblj7q9PNwDC1LB7uQN2b4cKQK\n\
+qW5OFKQGvB5u4/H112yXUGhdCOCgEOP2Z1zqVBSnm8LcpxulA/yCiQP4KIJ9iiKZ\n\
+g55y3d7LY93KVdDncFQGt7SUU/3oPQB1FwakrOqmIkrsl1HQcQlLp5BRlVnQkCN5\n\
+ttYqpD0c5QKBgFGiitBxQpsPpLgW9vv66kMRbQA0sthKVpzl9fVwh9Aq7CywjzQC\n\
+sGDKg+eke7d1lFpy8x1QKeeudSJoldrS0rqYePgUGUKjfXpQrysePfcVE9z0ZhBO\n\
+D5kH5txr7QzbvW6E8sRL2dxF3AolZ7adnMW68cF6Ck6GKaRqsT5kXpe3AoGADJRV\n\
+pVFvMZgg7RFy9EffSxhbQo6ADpyWhaK6OdJsz4g1CJGv+l+En0B11NqlZDfBQRgC\n\
+1mSegkGwGAm/dpOur61c95rIQHz/nCuytVkZpfRBOVpZs1uMWGhfeTG6Kej5/vhx\n\
+GvwhcOUi8KvUgbEqUFgvE1pvnhgqUDh4kKxU+YECgYEAqTLTag/WssAq1RS8auZP\n\
+IQAao93/JoKXgymAzzAAfUTsgjuQrlaUw6Uc7YVsZV98J+G/GEEbf2W1ZYwkqriW\n\
+Rc9GtEYRHnDAyTEz88DEP1fEcnxxOOlfjHHY6ybhJWyWhEJDebwr13mTCmAsqMFe\n\
+q8bE4X1Com5FjQStXHEzUkM=\n\
+-----END PRIVATE KEY-----\n\
+";
+
+    #[test]
+    fn a_2048_bit_key_is_still_signed_and_checked_by_ring() {
+        let der = PrivateKeyDer::from_pem_slice(RSA_2048.as_bytes()).unwrap();
+        assert!(signing_key(&der).is_none(), "ring's key");
+        let key = rustls::crypto::ring::default_provider()
+            .key_provider
+            .load_private_key(der)
+            .unwrap();
+        let spki = key.public_key().unwrap();
+        for s in [
+            SignatureScheme::RSA_PSS_SHA256,
+            SignatureScheme::RSA_PKCS1_SHA256,
+        ] {
+            let sig = key.choose_scheme(&[s]).unwrap().sign(b"handshake").unwrap();
+            let check = algorithms()
+                .mapping
+                .iter()
+                .find(|(m, _)| *m == s)
+                .unwrap()
+                .1[0];
+            let public = spki_key_bits(spki.as_ref());
+            check.verify_signature(public, b"handshake", &sig).unwrap();
+            assert!(check.verify_signature(public, b"tampered", &sig).is_err());
+        }
     }
 
     #[test]
