@@ -101,6 +101,41 @@ pub struct Settings {
     pub weed_admin: WeedAdminSettings,
 }
 
+/// The sections of [`Settings`], as the TOML tables and the `<SECTION>` of a
+/// variable name spell them.
+const SECTIONS: [&str; 14] = [
+    "cluster",
+    "pass",
+    "time",
+    "rate",
+    "dispatch",
+    "cursor",
+    "service",
+    "telemetry",
+    "tls",
+    "safety",
+    "journal",
+    "reclaim",
+    "audit",
+    "weed_admin",
+];
+
+/// A variable meant as a setting but not read as one: our prefix in any case
+/// and with any underscores, then `<SECTION>__<KEY>` of a real section. Other
+/// names that merely start like ours (a wrapper's `S3_LIFECYCLED_BIN`) are
+/// not ours to judge.
+fn misspelt_setting(k: &str) -> bool {
+    let upper = k.to_ascii_uppercase();
+    let Some(rest) = upper.strip_prefix(ENV_PREFIX) else {
+        return false;
+    };
+    let rest = rest.trim_start_matches('_');
+    match rest.split_once("__") {
+        Some((section, _)) => SECTIONS.contains(&section.to_ascii_lowercase().as_str()),
+        None => false,
+    }
+}
+
 impl Settings {
     /// Loads the optional TOML file, then the `S3_LIFECYCLED__*` variables of
     /// `env` (pass `std::env::vars()` in production; tests pass a map), then
@@ -124,7 +159,7 @@ impl Settings {
         for (k, v) in env {
             if k.starts_with(&prefix) {
                 vars.insert(k, v);
-            } else if k.to_ascii_uppercase().starts_with(ENV_PREFIX) {
+            } else if misspelt_setting(&k) {
                 // `S3_LIFECYCLED_PASS__SHARDS` or a lower-case prefix was read as
                 // nothing at all, leaving the default in force without a word.
                 return Err(ConfigError::Load(format!(
@@ -375,8 +410,24 @@ mod tests {
         }
         let s = Settings::load(None, env(&[("S3_LIFECYCLED__PASS__SHARDS", "3")])).unwrap();
         assert_eq!(s.pass.shards, "3");
-        // Other programs' variables are none of ours.
-        assert!(Settings::load(None, env(&[("S3_BUCKET", "x"), ("PATH", "/bin")])).is_ok());
+        // Other programs' variables are none of ours, nor a wrapper's that only starts like ours.
+        let others = [
+            ("S3_BUCKET", "x"),
+            ("PATH", "/bin"),
+            ("S3_LIFECYCLED_BIN", "/x"),
+        ];
+        assert!(Settings::load(None, env(&others)).is_ok());
+    }
+
+    #[test]
+    fn the_sections_a_misspelt_variable_is_checked_against_are_all_of_them() {
+        // serde lists every section when one is unknown.
+        let e = Settings::load(None, env(&[("S3_LIFECYCLED__NOPE__X", "1")]))
+            .unwrap_err()
+            .to_string();
+        let listed = e.split("expected one of ").nth(1).unwrap_or_default();
+        let listed: Vec<&str> = listed.split(", ").map(|s| s.trim_matches('`')).collect();
+        assert_eq!(listed, SECTIONS, "{e}");
     }
 
     #[test]
