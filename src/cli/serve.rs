@@ -259,7 +259,7 @@ async fn serve(
 fn standby_reason(role: &Role, shards: &[u8], dir: &str) -> Option<String> {
     match role {
         Role::Active => None,
-        Role::Standby { holder, .. } => {
+        Role::Standby { holder } => {
             Some(format!("{} of cursor dir {dir}", holder.describe(shards)))
         }
     }

@@ -117,11 +117,9 @@ pub fn is_live(
 pub enum Role {
     /// Run passes.
     Active,
-    /// Stand by: `holder` runs passes on `shared` of our shards.
-    Standby {
-        holder: InstanceRecord,
-        shared: Vec<u8>,
-    },
+    /// Stand by: `holder` runs passes on some of our shards
+    /// ([`InstanceRecord::shared`] says which).
+    Standby { holder: InstanceRecord },
 }
 
 /// Whether `own` runs passes, given the other instance files (any may be
@@ -139,13 +137,8 @@ pub fn decide(
         .iter()
         .filter(|o| o.id != own.id && o.active && is_live(o, now, ttl_ns, &gone))
         .filter(|o| !own.active || o.precedes(own))
-        .find_map(|o| {
-            let shared = o.shared(&own.shards);
-            (!shared.is_empty()).then(|| Role::Standby {
-                holder: o.clone(),
-                shared,
-            })
-        })
+        .find(|o| !o.shared(&own.shards).is_empty())
+        .map(|o| Role::Standby { holder: o.clone() })
         .unwrap_or(Role::Active)
 }
 
@@ -188,9 +181,9 @@ mod tests {
         let others = [first.clone(), second.clone()];
         assert_eq!(decide(&first, &others, 300, TTL, alive), Role::Active);
         match decide(&second, &others, 300, TTL, alive) {
-            Role::Standby { holder, shared } => {
+            Role::Standby { holder } => {
                 assert_eq!(holder.id, first.id);
-                assert_eq!(shared, ALL);
+                assert_eq!(holder.shared(&second.shards), ALL);
             }
             r => panic!("{r:?}"),
         }
@@ -205,7 +198,7 @@ mod tests {
         let mut overlap = rec("c", 3, &[7, 8], 300, false);
         overlap.active = false;
         match decide(&overlap, &others, 400, TTL, alive) {
-            Role::Standby { shared, .. } => assert_eq!(shared, [7]),
+            Role::Standby { holder } => assert_eq!(holder.shared(&overlap.shards), [7]),
             r => panic!("{r:?}"),
         }
     }

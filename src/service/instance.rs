@@ -152,7 +152,12 @@ mod tests {
         assert!(!process_gone(&host, child.id()), "a running process");
         child.kill().unwrap();
         // Killed but not reaped yet: a zombie, whose /proc entry is still there.
-        std::thread::sleep(Duration::from_millis(200));
+        let zombie = (0..100).any(|_| {
+            std::thread::sleep(Duration::from_millis(50));
+            std::fs::read_to_string(format!("/proc/{}/stat", child.id()))
+                .is_ok_and(|s| s.contains(") Z"))
+        });
+        assert!(zombie, "the killed child never showed as a zombie");
         assert!(process_gone(&host, child.id()), "a zombie is gone");
         child.wait().unwrap();
         assert!(process_gone(&host, child.id()), "a reaped process is gone");

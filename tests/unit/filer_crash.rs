@@ -22,7 +22,7 @@ use s3_lifecycled::pass::dispatch::{AttemptResult, DeletePort};
 use s3_lifecycled::pass::options::PassOptions;
 use s3_lifecycled::pass::ports::{ClusterError, ClusterPort, EventStream};
 use s3_lifecycled::pass::report::PassResult;
-use s3_lifecycled::pb::filer_pb::{Entry, FuseAttributes};
+use s3_lifecycled::pb::filer_pb::Entry;
 use s3_lifecycled::seaweed::buckets::BucketScan;
 use s3_lifecycled::status::RunOutcome;
 
@@ -89,15 +89,10 @@ impl ClusterPort for LostDeletes {
             .map(|k| {
                 Ok(WalkItem::Object {
                     key: k.clone(),
-                    entry: Entry {
-                        name: k.rsplit('/').next().unwrap().into(),
-                        attributes: Some(FuseAttributes {
-                            mtime: (NOW - 30 * DAY) / S,
-                            file_size: 1,
-                            ..Default::default()
-                        }),
-                        ..Default::default()
-                    },
+                    entry: crate::pass_actors::file(
+                        k.rsplit('/').next().unwrap(),
+                        (NOW - 30 * DAY) / S,
+                    ),
                 })
             })
             .collect();

@@ -38,7 +38,8 @@ struct FakeCluster {
     saved: Mutex<BTreeMap<u8, ShardCursor>>,
 }
 
-fn file(name: &str, mtime_s: i64) -> Entry {
+/// A 5-byte file entry named `name`, modified at `mtime_s` (seconds).
+pub(crate) fn file(name: &str, mtime_s: i64) -> Entry {
     Entry {
         name: name.into(),
         attributes: Some(FuseAttributes {
