@@ -142,7 +142,8 @@ pub struct DeleteCounts {
     pub dry_run: u64,
     /// UNSPECIFIED or an unknown outcome number (halts the shard).
     pub other: u64,
-    /// WITHDRAWN: not sent, the bucket's configuration changed mid-pass.
+    /// WITHDRAWN: not sent (the bucket's configuration changed mid-pass,
+    /// the deletion cap held it, or the pass was stopped first).
     #[serde(default)]
     pub withdrawn: u64,
 }

@@ -154,8 +154,9 @@ pub enum DeleteOutcome {
     DryRun,
     /// Not sent: the bucket's lifecycle configuration changed during the
     /// pass and the match's rule is no longer in it
-    /// (docs/lifecycle-config.md#changes-during-a-pass). Unresolved but never
-    /// halting: the match is simply not due in this pass.
+    /// (docs/lifecycle-config.md#changes-during-a-pass), the deletion cap
+    /// held it, or the pass was stopped first (docs/lifecycle-delete.md#stopping).
+    /// Unresolved but never halting: the next pass sees it again.
     Withdrawn,
 }
 

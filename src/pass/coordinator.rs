@@ -25,7 +25,7 @@ use crate::engine::reclaim::{PlacedByBucket, merge_placed};
 use crate::engine::{CallResult, RuleHash, shard_id};
 use crate::engine::{SHARD_COUNT, Snapshot};
 use crate::pass::actors::{BeginPass, ShardActor, ShardTelemetry};
-use crate::pass::dispatch::{DeleteDispatcher, DeletePort, Gate, Record, limiter};
+use crate::pass::dispatch::{DeleteDispatcher, DeletePort, Gate, Limiter, Record};
 use crate::pass::observe::PassObserver;
 use crate::pass::plan::{PassPlan, RuleChanges, live_actions};
 use crate::pass::ports::{ClusterError, ClusterPort};
@@ -37,7 +37,7 @@ use crate::status::RunOutcome;
 use crate::telemetry;
 
 use crate::pass::driver::Driver;
-use crate::pass::options::PassOptions;
+use crate::pass::options::{PassOptions, StopSignal};
 use crate::pass::prepare::{Prepared, prepare};
 use crate::pass::records::{JOURNAL_PART_BYTES, settle_caps, write_journal, write_journal_part};
 
@@ -178,7 +178,7 @@ impl Coordinator {
         let limiter = s
             .rate
             .effective()
-            .map(|(rate, burst)| Arc::new(limiter(rate, burst)));
+            .map(|(rate, burst)| Arc::new(Limiter::new(rate, burst)));
         let policy = RetryPolicy {
             attempts: s.dispatch.retry_attempts,
             initial: s.dispatch.retry_initial_backoff,
@@ -243,6 +243,10 @@ impl Coordinator {
                     writes.push(tokio::spawn(write_journal_part(&*jport, &run_id, part)));
                 }
             });
+        // One "stop dispatching" flag for both causes: shutdown and
+        // `pass.max_runtime`. Seeded with a stop already requested, so a pass
+        // started during shutdown sends nothing.
+        let (halt_tx, halt_rx) = watch::channel(opts.stop.current());
         let dispatcher = DeleteDispatcher::new(
             self.deletes.clone(),
             limiter,
@@ -250,6 +254,7 @@ impl Coordinator {
             policy,
             opts.dry_run,
         )
+        .with_stop(StopSignal::from(halt_rx.clone()))
         .with_gate(gate)
         .with_admit(admit)
         .with_record(record)
@@ -330,11 +335,6 @@ impl Coordinator {
         tokio::spawn(
             async move {
                 let (s, dry_run) = (&opts.settings, opts.dry_run);
-                // One "stop dispatching" flag for both causes: shutdown and
-                // `pass.max_runtime`.
-                // Seeded with a stop already requested, so a pass started during
-                // shutdown sends nothing.
-                let (halt_tx, halt_rx) = watch::channel(opts.stop.current());
                 let (stop, max_runtime) = (opts.stop.clone(), s.pass.max_runtime);
                 let trigger = tokio::spawn(async move {
                     let cap = async {

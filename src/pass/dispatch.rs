@@ -10,10 +10,10 @@ use std::time::{Duration, Instant};
 
 use actix::prelude::*;
 use futures::future::BoxFuture;
-use leaky_bucket::RateLimiter;
 use tokio::sync::Semaphore;
 use tracing::Instrument as _;
 
+use super::options::StopSignal;
 use super::retry::RetryPolicy;
 use crate::engine::delete::CallResult;
 
@@ -115,10 +115,11 @@ impl Drop for KeyGuard {
 /// Sends deletes with bounded concurrency, rate limiting and retries.
 pub struct DeleteDispatcher<C: Send + 'static> {
     port: Arc<dyn DeletePort<C>>,
-    limiter: Option<Arc<RateLimiter>>,
+    limiter: Option<Arc<Limiter>>,
     slots: Arc<Semaphore>,
     policy: RetryPolicy,
     dry_run: bool,
+    stop: StopSignal,
     gate: Option<Gate<C>>,
     admit: Option<Gate<C>>,
     record: Option<Record<C>>,
@@ -133,7 +134,7 @@ impl<C: Send + Sync + 'static> DeleteDispatcher<C> {
     /// A dispatcher allowing `max_in_flight` concurrent calls.
     pub fn new(
         port: Arc<dyn DeletePort<C>>,
-        limiter: Option<Arc<RateLimiter>>,
+        limiter: Option<Arc<Limiter>>,
         max_in_flight: usize,
         policy: RetryPolicy,
         dry_run: bool,
@@ -144,6 +145,7 @@ impl<C: Send + Sync + 'static> DeleteDispatcher<C> {
             slots: Arc::new(Semaphore::new(max_in_flight.max(1))),
             policy,
             dry_run,
+            stop: StopSignal::default(),
             gate: None,
             admit: None,
             record: None,
@@ -179,6 +181,17 @@ impl<C: Send + Sync + 'static> DeleteDispatcher<C> {
         self
     }
 
+    /// Withdraws every call not yet on the wire once `stop` fires (shutdown,
+    /// `pass.max_runtime`): calls waiting for a slot, for the rate limiter or
+    /// for a retry. Only calls already sent drain, so a stop at a low
+    /// `rate.deletes_per_second` does not send the shards' whole windows
+    /// first. Withdrawn is unresolved: the next pass sends them
+    /// (docs/lifecycle-delete.md#stopping).
+    pub fn with_stop(mut self, stop: StopSignal) -> Self {
+        self.stop = stop;
+        self
+    }
+
     /// Checks `gate` after the call got its slot and again after each rate
     /// limiter wait, so a withdrawal takes effect for calls already queued.
     pub fn with_gate(mut self, gate: Gate<C>) -> Self {
@@ -206,6 +219,7 @@ impl<C: Send + Sync + 'static, T: Send + 'static> Handler<Dispatch<C, T>> for De
         let slots = self.slots.clone();
         let policy = self.policy;
         let dry_run = self.dry_run;
+        let stop = self.stop.clone();
         let gate = self.gate.clone();
         let admit = self.admit.clone();
         let record = self.record.clone();
@@ -218,7 +232,11 @@ impl<C: Send + Sync + 'static, T: Send + 'static> Handler<Dispatch<C, T>> for De
                 Some((key, locks)) => Some(locks.lock(key(&call)).await),
                 None => None,
             };
-            let withdrawn = |call: &C| gate.as_ref().and_then(|g| g(call));
+            let withdrawn = |call: &C| {
+                stop.current()
+                    .map(stopped)
+                    .or_else(|| gate.as_ref().and_then(|g| g(call)))
+            };
             // The gate first: `admit` is asked only for a call it lets through.
             let held = |call: &C| withdrawn(call).or_else(|| admit.as_ref().and_then(|a| a(call)));
             let (result, attempts, limiter_wait) = match slots.acquire_owned().await {
@@ -227,9 +245,14 @@ impl<C: Send + Sync + 'static, T: Send + 'static> Handler<Dispatch<C, T>> for De
                 }
                 Ok(_permit) if dry_run => (CallResult::dry_run(), 0, Duration::ZERO),
                 Ok(_permit) => {
-                    run_with_retries(&*port, &call, limiter.as_deref(), policy, &withdrawn)
-                        .instrument(span.clone())
-                        .await
+                    let attempts = Attempts {
+                        port: &*port,
+                        limiter: limiter.as_deref(),
+                        policy,
+                        stop: &stop,
+                        withdrawn: &withdrawn,
+                    };
+                    attempts.run(&call).instrument(span.clone()).await
                 }
                 // The semaphore is never closed; report instead of dropping.
                 Err(e) => (
@@ -258,67 +281,122 @@ impl<C: Send + Sync + 'static, T: Send + 'static> Handler<Dispatch<C, T>> for De
     }
 }
 
-async fn run_with_retries<C: Send + Sync + 'static>(
-    port: &dyn DeletePort<C>,
-    call: &C,
-    limiter: Option<&RateLimiter>,
+/// The reason a call withdrawn by a stop is answered with.
+fn stopped(why: String) -> String {
+    format!("not sent: the pass was stopped first ({why})")
+}
+
+/// What one call's attempts need.
+struct Attempts<'a, C> {
+    port: &'a dyn DeletePort<C>,
+    limiter: Option<&'a Limiter>,
     policy: RetryPolicy,
-    withdrawn: &(dyn Fn(&C) -> Option<String> + Send + Sync),
-) -> (CallResult, u32, Duration) {
-    let mut waited = Duration::ZERO;
-    let mut attempt = 0;
-    loop {
-        attempt += 1;
-        if let Some(l) = limiter {
-            let t = Instant::now();
-            l.acquire_one().await;
-            waited += t.elapsed();
-        }
-        // The limiter wait can be long: check again right before sending.
-        if let Some(reason) = withdrawn(call) {
-            return (CallResult::withdrawn(reason), attempt - 1, waited);
-        }
-        // Our own deadline, not tonic's: it names the setting in the reason
-        // (docs/grpc.md#deadlines).
-        let answer = match tokio::time::timeout(policy.call_timeout, port.call(call)).await {
-            Ok(r) => r,
-            Err(_) => Err(AttemptError {
-                retryable: true,
-                message: format!(
-                    "DEADLINE: no answer within {} (dispatch.call_timeout)",
-                    humantime::format_duration(policy.call_timeout)
-                ),
-            }),
-        };
-        match answer {
-            Ok(verdict) => return (verdict, attempt, waited),
-            Err(e) if e.retryable && policy.should_retry(attempt) => {
-                tokio::time::sleep(policy.backoff(attempt, rand::random::<f64>())).await;
+    stop: &'a StopSignal,
+    withdrawn: &'a (dyn Fn(&C) -> Option<String> + Sync),
+}
+
+impl<C: Send + Sync + 'static> Attempts<'_, C> {
+    /// Attempts `call` until the server answers, a transport error is not
+    /// worth retrying or the attempts run out. A stop ends a wait for the
+    /// limiter or a retry at once (the call is withdrawn), never a call
+    /// already on the wire.
+    async fn run(&self, call: &C) -> (CallResult, u32, Duration) {
+        let mut waited = Duration::ZERO;
+        let mut attempt = 0;
+        loop {
+            attempt += 1;
+            if let Some(l) = self.limiter {
+                let t = Instant::now();
+                let turn = l.acquire();
+                tokio::select! {
+                    () = turn => waited += t.elapsed(),
+                    why = self.stop.fired() => {
+                        return (CallResult::withdrawn(stopped(why)), attempt - 1, waited + t.elapsed());
+                    }
+                }
             }
-            Err(e) => return (CallResult::transport(e.message), attempt, waited),
+            // The limiter wait can be long: check again right before sending.
+            if let Some(reason) = (self.withdrawn)(call) {
+                return (CallResult::withdrawn(reason), attempt - 1, waited);
+            }
+            // Our own deadline, not tonic's: it names the setting in the reason
+            // (docs/grpc.md#deadlines).
+            let policy = self.policy;
+            let answer = match tokio::time::timeout(policy.call_timeout, self.port.call(call)).await
+            {
+                Ok(r) => r,
+                Err(_) => Err(AttemptError {
+                    retryable: true,
+                    message: format!(
+                        "DEADLINE: no answer within {} (dispatch.call_timeout)",
+                        humantime::format_duration(policy.call_timeout)
+                    ),
+                }),
+            };
+            match answer {
+                Ok(verdict) => return (verdict, attempt, waited),
+                Err(e) if e.retryable && policy.should_retry(attempt) => {
+                    let pause = tokio::time::sleep(policy.backoff(attempt, rand::random::<f64>()));
+                    tokio::select! {
+                        () = pause => {}
+                        why = self.stop.fired() => {
+                            let why = format!("{}; the last attempt failed: {}", stopped(why), e.message);
+                            return (CallResult::withdrawn(why), attempt, waited);
+                        }
+                    }
+                }
+                Err(e) => return (CallResult::transport(e.message), attempt, waited),
+            }
         }
     }
 }
 
-/// A leaky-bucket limiter for `rate` deletes per second with `burst` tokens.
-/// Refills in steps of at least 10 ms so high rates are not at the mercy of
-/// the timer's 1 ms granularity.
-pub fn limiter(rate: f64, burst: u32) -> RateLimiter {
-    let rate = if rate.is_finite() && rate > 0.0 {
-        rate
-    } else {
-        1.0
-    };
-    let refill = (rate / 100.0).ceil().max(1.0);
-    let interval = Duration::from_secs_f64(refill / rate);
-    let burst = burst.max(1) as usize;
-    RateLimiter::builder()
-        .max(burst)
-        .initial(burst)
-        .refill(refill as usize)
-        .interval(interval)
-        .fair(true)
-        .build()
+/// The shared rate cap: a leaky bucket that hands out send times (the
+/// "virtual scheduling" form of GCRA). Each call reserves the next free
+/// time, `1/rate` after the last one, with up to `burst` calls at once after
+/// an idle spell, and sleeps until it. A reservation is a number, not a
+/// waker in a shared queue: a wait dropped half-way (a stop) leaves nothing
+/// behind, and calls go in the order they asked.
+pub struct Limiter {
+    /// `1/rate`.
+    interval: Duration,
+    /// How far ahead of the schedule a call may go: `(burst - 1) * interval`.
+    slack: Duration,
+    /// When the next call is due if none went early (GCRA's theoretical
+    /// arrival time).
+    next: Mutex<tokio::time::Instant>,
+}
+
+impl Limiter {
+    /// `rate` calls per second (a rate that is not a positive number means
+    /// 1/s), `burst` at once after an idle spell (at least 1).
+    pub fn new(rate: f64, burst: u32) -> Limiter {
+        let rate = if rate.is_finite() && rate > 0.0 {
+            rate
+        } else {
+            1.0
+        };
+        let interval = Duration::from_secs_f64(1.0 / rate);
+        Limiter {
+            interval,
+            slack: interval.saturating_mul(burst.max(1) - 1),
+            next: Mutex::new(tokio::time::Instant::now()),
+        }
+    }
+
+    /// Resolves at this call's turn.
+    pub async fn acquire(&self) {
+        let at = self.reserve(tokio::time::Instant::now());
+        tokio::time::sleep_until(at).await;
+    }
+
+    /// Reserves the first free time at or after `now` and returns it.
+    fn reserve(&self, now: tokio::time::Instant) -> tokio::time::Instant {
+        let mut next = crate::pass::lock(&self.next);
+        let at = (*next).checked_sub(self.slack).unwrap_or(now).max(now);
+        *next = (*next).max(now) + self.interval;
+        at
+    }
 }
 
 #[cfg(test)]
@@ -551,7 +629,15 @@ mod tests {
             call_timeout: Duration::from_secs(2),
         };
         let t = tokio::time::Instant::now();
-        let (r, attempts, _) = run_with_retries(&port, &7, None, policy, &|_: &u32| None).await;
+        let stop = StopSignal::default();
+        let attempts = Attempts {
+            port: &port,
+            limiter: None,
+            policy,
+            stop: &stop,
+            withdrawn: &|_: &u32| None,
+        };
+        let (r, attempts, _) = attempts.run(&7).await;
         assert_eq!(r.outcome, DeleteOutcome::RpcError);
         assert!(r.reason.contains("dispatch.call_timeout"), "{r:?}");
         assert_eq!((attempts, port.0.load(Ordering::SeqCst)), (2, 2));
@@ -592,7 +678,7 @@ mod tests {
         // 20/s: 20 calls would take a second.
         let d = DeleteDispatcher::new(
             port.clone(),
-            Some(Arc::new(limiter(20.0, 1))),
+            Some(Arc::new(Limiter::new(20.0, 1))),
             8,
             policy,
             false,
@@ -617,12 +703,103 @@ mod tests {
         );
     }
 
+    /// A stop at 5 deletes/s: the calls waiting for their turn at the
+    /// limiter are answered WITHDRAWN at once, not when their turn comes
+    /// (the 20th's is 4 s away), and none is sent after the stop.
+    #[actix::test]
+    async fn a_stop_withdraws_calls_waiting_at_the_limiter_without_their_turn() {
+        let port = script(vec![]);
+        let (tx, stop) = StopSignal::new();
+        let policy = RetryPolicy {
+            attempts: 1,
+            initial: Duration::from_millis(1),
+            max: Duration::from_millis(1),
+            call_timeout: Duration::from_secs(5),
+        };
+        let limiter = Some(Arc::new(Limiter::new(5.0, 1)));
+        let d = DeleteDispatcher::new(port.clone(), limiter, 32, policy, false)
+            .with_stop(stop)
+            .start();
+        let got = send_calls(&d, 20).await;
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        let sent = port.calls.load(Ordering::SeqCst);
+        tx.send(Some("shutdown (SIGTERM)".into())).unwrap();
+        // 40 waits of 5 ms: well before the second call's turn.
+        let v = answers(&got, 20, 40).await;
+        assert_eq!(v.len(), 20, "every call answered before its turn");
+        assert_eq!(sent, 1, "the burst of 1 went at once");
+        assert_eq!(
+            port.calls.load(Ordering::SeqCst),
+            sent,
+            "sent after the stop"
+        );
+        let withdrawn: Vec<_> = v
+            .iter()
+            .filter(|o| o.1.outcome == DeleteOutcome::Withdrawn)
+            .collect();
+        assert_eq!(withdrawn.len(), 19);
+        assert!(
+            withdrawn
+                .iter()
+                .all(|o| o.2 == 0 && o.1.reason.contains("shutdown (SIGTERM)")),
+            "{withdrawn:?}"
+        );
+    }
+
+    /// A call in its retry backoff when the stop comes is not sent again.
+    #[tokio::test(start_paused = true)]
+    async fn a_stop_during_a_retry_backoff_sends_no_more_attempts() {
+        let port = script(vec![transport(true), Ok(done())]);
+        let (tx, stop) = StopSignal::new();
+        let policy = RetryPolicy {
+            attempts: 3,
+            initial: Duration::from_secs(10),
+            max: Duration::from_secs(10),
+            call_timeout: Duration::from_secs(5),
+        };
+        let attempts = Attempts {
+            port: &*port,
+            limiter: None,
+            policy,
+            stop: &stop,
+            withdrawn: &|_: &u32| None,
+        };
+        let stopper = async {
+            tokio::time::sleep(Duration::from_secs(1)).await;
+            tx.send(Some("pass.max_runtime (1s) reached".into()))
+                .unwrap();
+        };
+        let ((r, n, _), ()) = tokio::join!(attempts.run(&7), stopper);
+        assert_eq!(r.outcome, DeleteOutcome::Withdrawn);
+        assert!(r.reason.contains("connection reset"), "{r:?}");
+        assert_eq!((n, port.calls.load(Ordering::SeqCst)), (1, 1));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn limiter_lets_a_burst_through_after_an_idle_spell() {
+        let l = Limiter::new(10.0, 4);
+        let t = tokio::time::Instant::now();
+        for _ in 0..4 {
+            l.acquire().await;
+        }
+        assert_eq!(t.elapsed(), Duration::ZERO, "the burst waits for nothing");
+        l.acquire().await;
+        assert_eq!(t.elapsed(), Duration::from_millis(100));
+        // Idle for a second: the burst is back, and no more than it.
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        let t = tokio::time::Instant::now();
+        for _ in 0..5 {
+            l.acquire().await;
+        }
+        assert_eq!(t.elapsed(), Duration::from_millis(100));
+    }
+
     #[tokio::test(start_paused = true)]
     async fn limiter_paces_to_the_rate() {
-        let l = limiter(10.0, 1);
+        let l = Limiter::new(10.0, 1);
         let t = tokio::time::Instant::now();
         for _ in 0..11 {
-            l.acquire_one().await;
+            l.acquire().await;
         }
         let el = t.elapsed();
         assert!(

@@ -29,6 +29,13 @@ pub struct PassOptions {
 #[derive(Debug, Clone, Default)]
 pub struct StopSignal(Option<watch::Receiver<Option<String>>>);
 
+/// A signal fired by whoever holds the sender (the pass's own stop flag).
+impl From<watch::Receiver<Option<String>>> for StopSignal {
+    fn from(rx: watch::Receiver<Option<String>>) -> StopSignal {
+        StopSignal(Some(rx))
+    }
+}
+
 impl StopSignal {
     /// A signal and the sender that fires it with a reason.
     pub fn new() -> (watch::Sender<Option<String>>, StopSignal) {

@@ -238,6 +238,66 @@ async fn dry_run_sends_and_saves_nothing() {
     assert_eq!(dry, expected);
 }
 
+/// A stop (SIGTERM, `pass.max_runtime`) at a low delete rate: every delete
+/// already queued in the shards' windows waited its turn at the limiter and
+/// was sent after the stop, so a shutdown took seconds, sent deletes the
+/// operator had asked not to, and could overrun its deadline. The queued
+/// deletes are withdrawn now (docs/lifecycle-delete.md#stopping).
+#[actix::test]
+async fn a_stop_at_a_low_rate_sent_every_queued_delete_first() {
+    let cluster = Arc::new(FakeCluster {
+        keys: (0..50).map(|i| format!("k{i}")).collect(),
+        saved: Mutex::new(BTreeMap::new()),
+    });
+    let deletes = Arc::new(FakeDelete {
+        refuse: String::new(),
+        calls: AtomicUsize::new(0),
+        per_key: Mutex::new(HashMap::new()),
+    });
+    let coord = actix::Actor::start(Coordinator::new(cluster.clone(), deletes.clone()));
+    let mut settings = Settings::default();
+    // 50 due deletes at 4/s would take over 12 s.
+    settings.rate.deletes_per_second = 4.0;
+    settings.rate.burst = 1;
+    let (stop_tx, stop) = StopSignal::new();
+    let pass = coord.send(RunPass(PassOptions {
+        now: NOW,
+        shards: (0..16).collect(),
+        dry_run: false,
+        settings,
+        run_id: "low-rate-stop".into(),
+        stop,
+    }));
+    let sent_at_stop = async {
+        tokio::time::sleep(std::time::Duration::from_millis(600)).await;
+        let n = deletes.calls.load(Ordering::SeqCst);
+        stop_tx.send(Some("shutdown (SIGTERM)".into())).unwrap();
+        n
+    };
+    let (result, at_stop) = tokio::join!(pass, sent_at_stop);
+    let result = result.unwrap().unwrap();
+    let sent = deletes.calls.load(Ordering::SeqCst);
+    assert_eq!(result.outcome(), RunOutcome::Truncated);
+    assert!(
+        (1..=4).contains(&at_stop),
+        "4/s with a burst of 1 sends 3 in 600 ms, sent {at_stop}"
+    );
+    assert!(
+        sent <= at_stop + 1,
+        "{sent} deletes sent, {at_stop} before the stop: the queued ones went out after it"
+    );
+    let totals = result.totals();
+    assert_eq!(totals.deletes.get(DeleteOutcome::Done), sent as u64);
+    assert_eq!(
+        totals.deletes.withdrawn + sent as u64,
+        50,
+        "every due delete not sent is withdrawn, for the next pass: {:?}",
+        totals.deletes
+    );
+    // Nothing withdrawn is lost: every shard saved a cursor that stays before it.
+    assert_eq!(cluster.saved.lock().unwrap().len(), 16);
+}
+
 #[actix::test]
 async fn a_stopped_pass_is_truncated_sends_nothing_and_saves_every_cursor() {
     let cluster = Arc::new(FakeCluster {

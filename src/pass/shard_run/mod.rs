@@ -622,12 +622,11 @@ impl ShardRun {
             self.count_freed(request, parts.unwrap_or_default());
         }
         if result.outcome == DeleteOutcome::Withdrawn {
-            // The bucket's configuration changed mid-pass and the match's rule
-            // is gone from it: not due in this pass, never a halt
-            // (docs/lifecycle-config.md#changes-during-a-pass). Replay keeps
-            // its progress before the event and a recovering bucket keeps its
-            // old state; the next pass sees the edit (rule-edit recovery) or
-            // the vanished configuration (bucket dropped).
+            // Not sent (a rule gone mid-pass, the deletion cap, a stop):
+            // never a halt (docs/lifecycle-config.md#changes-during-a-pass,
+            // docs/lifecycle-delete.md#stopping). Replay keeps its progress
+            // before the event and a recovering bucket keeps its old state,
+            // so the next pass sees the match again.
             self.settle_ticket(ticket, false);
             return None;
         }
