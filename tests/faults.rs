@@ -427,3 +427,82 @@ async fn filer_killed_and_restarted_mid_pass_loses_nothing_once_the_next_pass_co
         took.as_millis()
     );
 }
+
+/// Objects PUT in the last seconds before the filer is killed between two passes.
+const GAP_OBJECTS: usize = 200;
+
+/// A filer killed between two passes, and started again on its store, lost the meta-log events
+/// it had not flushed (it flushes about once a minute): the objects PUT in its last seconds are
+/// in its store but in no log. The next pass's replay never saw them and nothing walked the
+/// bucket again, so they stayed for good. The master registers the restarted filer anew, and the
+/// pass walks the bucket again (docs/meta-log.md#filer-restart).
+#[tokio::test(flavor = "multi_thread")]
+async fn filer_killed_between_passes_left_the_objects_of_its_unflushed_log_for_good() {
+    let _serial = SERIAL.lock().await;
+    let c = split_cluster();
+    let s3 = c.s3_client();
+    let bucket = c.new_bucket("faults-restart-gap").await.unwrap();
+    c.put_objects_bulk(&bucket, &keys("keep/", 10), b"x")
+        .await
+        .unwrap();
+    let rules = days_rule("due", "due/", DUE_DAYS) + &days_rule("keep", "keep/", KEEP_DAYS);
+    c.put_lifecycle_xml(&bucket, &lifecycle(&rules))
+        .await
+        .unwrap();
+    let scope = Scope::new(&[&bucket]);
+    let t0 = now_ns();
+    // Pass 1: the bucket cold-starts (nothing due), its cursor is saved.
+    run_once(c, &scope, Some(t0), &[], &[])
+        .await
+        .ok()
+        .assert_no_deletes();
+    // PUTs, then SIGKILL at once: their events are in the filer's memory only.
+    let due = keys("due/", GAP_OBJECTS);
+    c.put_objects_bulk(&bucket, &due, b"x").await.unwrap();
+    tokio::task::spawn_blocking(|| {
+        let split = split_cluster();
+        split.kill(Role::Filer);
+        split.start_role(Role::Filer);
+    })
+    .await
+    .unwrap();
+    let events = c
+        .subscribe_events(&format!("/buckets/{bucket}/due/"), 0, now_ns())
+        .await
+        .unwrap();
+    println!(
+        "faults: restart-gap objects={GAP_OBJECTS} creates_in_log_after_restart={}",
+        events.len()
+    );
+    // Pass 2, three days on: every `due/` object is due.
+    let p = run_once(c, &scope, Some(plus(t0, NOW_DAYS, 0)), &[], &[]).await;
+    let r = p.ok();
+    let left = list_keys(&s3, &bucket).await;
+    let due_left = left.iter().filter(|k| k.starts_with("due/")).count();
+    assert_eq!(
+        due_left,
+        0,
+        "{due_left} of {GAP_OBJECTS} due objects left after the pass ({} of their creates in the \
+         log after the restart)\n{}",
+        events.len(),
+        p.describe()
+    );
+    assert_eq!(left.len(), 10, "the not-due objects stay\n{}", p.describe());
+    assert!(
+        r.recovery_reasons(&bucket).contains("filer_lost"),
+        "the bucket was walked again because the filer restarted\n{}",
+        p.describe()
+    );
+    assert!(
+        p.stderr.contains("registered with the master anew"),
+        "the pass said why it walks: {}",
+        p.describe()
+    );
+    // The registration is remembered: the pass after walks nothing again.
+    let p = run_once(c, &scope, Some(plus(t0, NOW_DAYS, 60)), &[], &[]).await;
+    assert!(
+        p.ok().recovery_reasons(&bucket).is_empty(),
+        "{}",
+        p.describe()
+    );
+}

@@ -48,6 +48,30 @@ pub struct ShardCursor {
     /// Per-bucket progress.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub buckets: BTreeMap<String, BucketCursor>,
+    /// When the master registered each filer, as the last pass that could
+    /// ask saw it: a new time is a restart since, and a filer killed
+    /// loses the meta-log events it had not flushed
+    /// (docs/meta-log.md#filer-restart).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub filers: FilerRegistrations,
+}
+
+/// The filers registered with the master: raw address → registration time
+/// (ns, the master's clock).
+pub type FilerRegistrations = BTreeMap<String, Nanos>;
+
+/// The filers of `now` that registered anew since `seen` was read: a new
+/// registration time (the process restarted) or an address `seen` lacks (a
+/// filer back after `seen` was read without it, or a new one). Nothing
+/// when `seen` is empty: no earlier reading to compare with.
+pub fn registered_anew(seen: &FilerRegistrations, now: &FilerRegistrations) -> Vec<String> {
+    if seen.is_empty() {
+        return Vec::new();
+    }
+    now.iter()
+        .filter(|&(addr, t)| seen.get(addr) != Some(t))
+        .map(|(addr, _)| addr.clone())
+        .collect()
 }
 
 /// One bucket's progress within a shard.
@@ -347,6 +371,39 @@ impl ShardCursor {
         }
     }
 
+    /// Compares the filers registered `now` with those this cursor last
+    /// saw: when one registered anew since ([`registered_anew`]), every
+    /// bucket it holds state for that `in_pass` selects is marked to be
+    /// walked again, since events of its objects may be among those the
+    /// restarted filer never flushed (docs/meta-log.md#filer-restart).
+    /// Then remembers `now`, keeping the filers missing from it (one down
+    /// now may come back restarted). Returns the filers that registered
+    /// anew.
+    pub fn note_filers(
+        &mut self,
+        now: &FilerRegistrations,
+        in_pass: impl Fn(&str) -> bool,
+    ) -> Vec<String> {
+        let anew = registered_anew(&self.filers, now);
+        if !anew.is_empty() {
+            let why = format!(
+                "filer {} registered with the master anew since this shard's last pass \
+                 (a restart): events it had not flushed to its meta-log may be lost",
+                anew.join(", ")
+            );
+            let buckets: Vec<String> = self
+                .buckets
+                .keys()
+                .filter(|b| in_pass(b))
+                .cloned()
+                .collect();
+            self.mark_rewalk(buckets.iter().map(String::as_str), &why);
+        }
+        self.filers
+            .extend(now.iter().map(|(addr, t)| (addr.clone(), *t)));
+        anew
+    }
+
     /// The file content: two-space indented JSON and a trailing newline, like
     /// Go's encoder, so operators can diff it with Go-written files.
     pub fn to_json(&self) -> Vec<u8> {
@@ -491,6 +548,7 @@ mod tests {
             promoted_hash: [0; 32],
             last_walked_ns: 0,
             buckets,
+            filers: Default::default(),
         }
     }
 
@@ -621,5 +679,83 @@ mod tests {
         );
         assert_eq!(decode_go_cursor(json.as_bytes(), 3).unwrap(), go);
         assert!(decode_go_cursor(json.as_bytes(), 2).is_err());
+    }
+
+    fn regs(pairs: &[(&str, Nanos)]) -> FilerRegistrations {
+        pairs.iter().map(|(a, t)| (a.to_string(), *t)).collect()
+    }
+
+    /// A filer SIGKILLed between two passes and started again on its store
+    /// lost the events it had not flushed to its meta-log; replay from the
+    /// cursor never saw the objects they created, and nothing walked them
+    /// (docs/meta-log.md#filer-restart).
+    #[test]
+    fn a_filer_restarted_between_passes_left_its_unflushed_objects_for_good() {
+        let mut c = sample();
+        c.buckets.insert("other".into(), BucketCursor::default());
+        c.filers = regs(&[("f1:8888", 100), ("f2:8888", 200)]);
+        // f1 restarted; "gone" is not part of this pass.
+        let now = regs(&[("f1:8888", 150), ("f2:8888", 200)]);
+        let anew = c.note_filers(&now, |b| b != "other");
+        assert_eq!(anew, ["f1:8888"]);
+        let marked: Vec<&str> = c
+            .buckets
+            .iter()
+            .filter(|(_, b)| b.rewalk.is_some())
+            .map(|(n, _)| n.as_str())
+            .collect();
+        let expected: Vec<&str> = c
+            .buckets
+            .keys()
+            .map(String::as_str)
+            .filter(|b| *b != "other")
+            .collect();
+        assert!(!expected.is_empty());
+        assert_eq!(marked, expected);
+        assert!(
+            c.buckets
+                .values()
+                .flat_map(|b| &b.rewalk)
+                .all(|why| why.contains("f1:8888"))
+        );
+        assert_eq!(c.filers, now);
+        // The same registrations at the next pass: nothing new.
+        let mut again = c.clone();
+        assert!(again.note_filers(&now, |_| true).is_empty());
+        assert_eq!(again, c);
+    }
+
+    #[test]
+    fn filers_registered_anew_are_restarts_and_returns_never_a_first_reading() {
+        let seen = regs(&[("a", 1), ("b", 2)]);
+        assert!(
+            registered_anew(&FilerRegistrations::new(), &seen).is_empty(),
+            "no earlier reading"
+        );
+        assert!(registered_anew(&seen, &seen).is_empty());
+        // b is down now: nothing to say yet, and it stays remembered.
+        assert!(registered_anew(&seen, &regs(&[("a", 1)])).is_empty());
+        let mut c = ShardCursor {
+            filers: seen.clone(),
+            ..Default::default()
+        };
+        c.note_filers(&regs(&[("a", 1)]), |_| true);
+        assert_eq!(c.filers, seen, "a filer down now is kept");
+        // b back with a new registration, c new: both may have lost events.
+        assert_eq!(
+            registered_anew(&seen, &regs(&[("a", 1), ("b", 3), ("c", 9)])),
+            ["b", "c"]
+        );
+    }
+
+    #[test]
+    fn a_cursor_without_filers_reads_and_writes_as_before() {
+        let c = sample();
+        let json = String::from_utf8(c.to_json()).unwrap();
+        assert!(!json.contains("filers"), "{json}");
+        let mut with = c.clone();
+        with.filers = regs(&[("127.0.0.1:8888.18888", 7)]);
+        let back: ShardCursor = serde_json::from_slice(&with.to_json()).unwrap();
+        assert_eq!(back, with);
     }
 }

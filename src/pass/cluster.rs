@@ -10,7 +10,7 @@ use futures::stream::BoxStream;
 use futures::{FutureExt, StreamExt};
 use tonic::transport::Channel;
 
-use crate::engine::cursor::ShardCursor;
+use crate::engine::cursor::{FilerRegistrations, ShardCursor};
 use crate::engine::reclaim::VolumeUsage;
 use crate::engine::{MetaEvent, Nanos, WalkItem};
 use crate::pb::filer_pb::Entry;
@@ -422,6 +422,22 @@ impl ClusterPort for SeaweedCluster {
     ) -> BoxFuture<'static, Result<(), ClusterError>> {
         self.on_master(move |m, tls| async move {
             volumes::vacuum_volume(&m, tls.as_ref(), id, threshold, timeout).await
+        })
+    }
+
+    fn filer_registrations(
+        &self,
+    ) -> BoxFuture<'static, Result<Option<FilerRegistrations>, ClusterError>> {
+        let tls = self.master_tls.clone();
+        self.on_filer(self.master.clone(), move |n, configured| {
+            let tls = tls.clone();
+            async move {
+                let (_, _, group) = n.filer.store_and_masters().await?;
+                let master = crate::seaweed::discovery::master_of(&n.filer, &configured).await?;
+                let regs =
+                    crate::seaweed::discovery::filer_registrations(&master, &group, tls.as_ref());
+                Ok(Some(regs.await?))
+            }
         })
     }
 

@@ -107,6 +107,7 @@ pub fn import_go(go: &GoCursor, plan: &PassPlan) -> Result<Imported, String> {
         promoted_hash: plan.global_promoted_hash,
         last_walked_ns: go.last_walked_ns,
         buckets,
+        filers: plan.filers.clone().unwrap_or_default(),
     };
     Ok(Imported { cursor, cold })
 }

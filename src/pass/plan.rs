@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use serde::Serialize;
 
-use crate::engine::cursor::Hash32;
+use crate::engine::cursor::{FilerRegistrations, Hash32};
 use crate::engine::{ActionKey, ActionKind, DueRounding, Nanos, RuleHash, Snapshot, TimeConfig};
 
 /// Why a bucket needs a recovery walk on this shard.
@@ -340,6 +340,9 @@ pub struct PassPlan {
     /// The enabled actions of each bucket in this pass, to compare re-read
     /// configurations with.
     pub live: LiveActions,
+    /// When the master registered each filer, read at the pass start;
+    /// `None` when it could not be asked (docs/meta-log.md#filer-restart).
+    pub filers: Option<FilerRegistrations>,
 }
 
 fn hash_of(hashes: &BTreeMap<String, Hash32>, bucket: &str) -> Hash32 {
@@ -400,6 +403,7 @@ impl PassPlan {
             recovery: snap.recovery_view(),
             keep,
             live: live_actions(snap),
+            filers: None,
         }
     }
 

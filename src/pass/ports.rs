@@ -7,7 +7,7 @@ use futures::future::BoxFuture;
 use futures::stream::BoxStream;
 use futures::{FutureExt, StreamExt, TryStreamExt};
 
-use crate::engine::cursor::ShardCursor;
+use crate::engine::cursor::{FilerRegistrations, ShardCursor};
 use crate::engine::reclaim::VolumeUsage;
 use crate::engine::{MetaEvent, Nanos, WalkItem};
 pub use crate::pass::cluster_error::ClusterError;
@@ -119,6 +119,14 @@ pub trait ClusterPort: Send + Sync + 'static {
     /// shared store, and in fakes.
     fn filers_failed_since(&self, _since: std::time::Instant) -> Vec<String> {
         Vec::new()
+    }
+    /// When the master registered each filer of our filer group
+    /// (docs/meta-log.md#filer-restart); `None` where there is no master to
+    /// ask (fakes).
+    fn filer_registrations(
+        &self,
+    ) -> BoxFuture<'static, Result<Option<FilerRegistrations>, ClusterError>> {
+        async { Ok(None) }.boxed()
     }
     /// Every volume replica the master knows, for reclaimed-space reports
     /// (docs/reclaimed-space.md); `None` where there is no master to ask

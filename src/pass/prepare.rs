@@ -6,7 +6,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
-use crate::engine::cursor::ShardCursor;
+use crate::engine::cursor::{FilerRegistrations, ShardCursor};
 use crate::engine::safety::{CapBook, PauseRecord, Selection, grace_decision};
 use crate::engine::{Nanos, Snapshot};
 use crate::lifecycle::BucketError;
@@ -43,7 +43,7 @@ pub(crate) async fn prepare(
     // after their sum (sixteen cursor files alone took ~10 ms one after
     // another on loopback; a pass's scan rate counts its start too).
     // Errors are still taken in the order of the old sequence.
-    let (scan, pause_records, earliest, approvals, holds, rule_records, cursors) = futures::join!(
+    let (scan, pause_records, earliest, approvals, holds, rule_records, cursors, filers) = futures::join!(
         port.buckets(),
         // Read at every pass start, so a pause made through any instance
         // holds from the next pass on (docs/filer-layout.md#pause-files).
@@ -67,6 +67,7 @@ pub(crate) async fn prepare(
             let load = port.load_cursor(shard);
             async move { (shard, load.await) }
         })),
+        port.filer_registrations(),
     );
     let scan = scan?;
     // Unreadable pauses fail the pass rather than risk deleting a paused
@@ -119,7 +120,13 @@ pub(crate) async fn prepare(
     let snap = Snapshot::compile(configs, s.time.time_config());
     let earliest = earliest?;
     let wall = crate::clock::wall_ns();
-    let pass_plan = PassPlan::build(&snap, opts.now, wall, earliest, &s.pass, keep);
+    let mut pass_plan = PassPlan::build(&snap, opts.now, wall, earliest, &s.pass, keep);
+    // Not asked, not compared: a master we cannot reach says nothing about
+    // restarts, and the cursors keep the last registrations they saw.
+    pass_plan.filers = filers.unwrap_or_else(|e| {
+        tracing::warn!(error = %e, "cannot ask the master when the filers registered; a filer restart since the last pass goes unnoticed in this one");
+        None
+    });
     let buckets: Vec<String> = pass_plan.buckets().map(str::to_string).collect();
     // The deletion cap (docs/design-deviations.md#safety-cap): approvals and,
     // for a fractional cap, one count of every enforced bucket. Approvals
@@ -187,8 +194,11 @@ pub(crate) async fn prepare(
             }
         }
     }
-    let cursors: BTreeMap<_, _> = cursors.into_iter().collect();
+    let mut cursors: BTreeMap<_, _> = cursors.into_iter().collect();
     warn_if_earlier(&cursors, opts.now);
+    if let Some(now) = &pass_plan.filers {
+        note_filer_restarts(&mut cursors, now, &pass_plan);
+    }
     Ok(Prepared {
         plan: Arc::new(pass_plan),
         buckets,
@@ -220,6 +230,32 @@ fn warn_if_earlier(cursors: &BTreeMap<u8, Result<Option<ShardCursor>, ClusterErr
             "this pass's time is before the time an earlier pass saved these cursors at: that \
              pass already judged everything due by its time, this one judges only what is due \
              by its own earlier time. Was --now meant to be later?"
+        );
+    }
+}
+
+/// Marks for a rewalk, in each loaded cursor, the buckets whose events a
+/// filer restarted since that cursor's last pass may have lost
+/// (docs/meta-log.md#filer-restart), and notes the registrations read now.
+fn note_filer_restarts(
+    cursors: &mut BTreeMap<u8, Result<Option<ShardCursor>, ClusterError>>,
+    now: &FilerRegistrations,
+    plan: &PassPlan,
+) {
+    let in_pass: BTreeSet<&str> = plan.buckets().collect();
+    let mut anew = BTreeSet::new();
+    for c in cursors
+        .values_mut()
+        .filter_map(|c| c.as_mut().ok()?.as_mut())
+    {
+        anew.extend(c.note_filers(now, |b| in_pass.contains(b)));
+    }
+    if !anew.is_empty() {
+        tracing::warn!(
+            filers = ?anew,
+            "filers registered with the master anew since the last pass (restarted): a filer \
+             killed loses the meta-log events it had not flushed, so this pass walks the \
+             buckets again (recovery filer_lost)"
         );
     }
 }

@@ -2,6 +2,7 @@
 //! master's cluster membership (`ListClusterNodes`) when only `cluster.master`
 //! is set (docs/grpc.md#discovery). Re-read at the start of every pass.
 
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 use crate::pb::master_pb::ListClusterNodesRequest;
@@ -195,6 +196,30 @@ pub async fn list_group_nodes(
     filer_group: &str,
     tls: Option<&ClientTls>,
 ) -> Result<Vec<String>, MasterError> {
+    let nodes = cluster_nodes(master, client_type, filer_group, tls).await?;
+    Ok(nodes.into_keys().collect())
+}
+
+/// When the master registered each filer of `filer_group` (raw address →
+/// `created_at_ns`, the master's clock). A filer process registers when it
+/// starts, so a new time for an address is a restart; one it had not lost
+/// the connection of keeps its time (docs/meta-log.md#filer-restart).
+pub async fn filer_registrations(
+    master: &str,
+    filer_group: &str,
+    tls: Option<&ClientTls>,
+) -> Result<BTreeMap<String, i64>, MasterError> {
+    cluster_nodes(master, FILER_TYPE, filer_group, tls).await
+}
+
+/// The registered nodes of `client_type` in `filer_group`: raw address →
+/// registration time.
+async fn cluster_nodes(
+    master: &str,
+    client_type: &str,
+    filer_group: &str,
+    tls: Option<&ClientTls>,
+) -> Result<BTreeMap<String, i64>, MasterError> {
     let (grpc, mut client) = connect_master_for(master, tls, CALL_TIMEOUT).await?;
     let resp = client
         .list_cluster_nodes(ListClusterNodesRequest {
@@ -206,16 +231,11 @@ pub async fn list_group_nodes(
         .map_err(|s| {
             MasterError::call(&grpc, "ListClusterNodes", Some(client_type.to_string()), s)
         })?;
-    let mut out: Vec<String> = resp
-        .into_inner()
-        .cluster_nodes
-        .into_iter()
-        .map(|n| n.address)
-        .filter(|a| !a.is_empty())
-        .collect();
-    out.sort();
-    out.dedup();
-    Ok(out)
+    let nodes = resp.into_inner().cluster_nodes.into_iter();
+    Ok(nodes
+        .filter(|n| !n.address.is_empty())
+        .map(|n| (n.address, n.created_at_ns))
+        .collect())
 }
 
 /// The admin-lock name `weed admin` holds on the master while it runs

@@ -48,6 +48,11 @@ fn cursor(shard: u8, ts: i64) -> ShardCursor {
         promoted_hash: [2; 32],
         last_walked_ns: 0,
         buckets,
+        filers: [(
+            "127.0.0.1:8888.18888".to_string(),
+            1_700_000_000_000_000_000,
+        )]
+        .into(),
     }
 }
 

@@ -86,6 +86,7 @@ fn plan_full(
         recovery: snap.recovery_view(),
         keep: BTreeSet::new(),
         live: s3_lifecycled::pass::plan::live_actions(&snap),
+        filers: None,
     })
 }
 

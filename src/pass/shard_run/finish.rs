@@ -165,6 +165,12 @@ impl ShardRun {
             promoted_hash: plan.global_promoted_hash,
             last_walked_ns,
             buckets,
+            // Noted at the pass start (`ShardCursor::note_filers`); a shard
+            // without a cursor remembers what this pass read.
+            filers: match old {
+                Some(o) => o.filers,
+                None => plan.filers.clone().unwrap_or_default(),
+            },
         };
         (report, Some(cursor))
     }
