@@ -428,17 +428,23 @@ impl ClusterPort for SeaweedCluster {
     fn filer_registrations(
         &self,
     ) -> BoxFuture<'static, Result<Option<FilerRegistrations>, ClusterError>> {
-        let tls = self.master_tls.clone();
-        self.on_filer(self.master.clone(), move |n, configured| {
-            let tls = tls.clone();
-            async move {
-                let (_, _, group) = n.filer.store_and_masters().await?;
-                let master = crate::seaweed::discovery::master_of(&n.filer, &configured).await?;
-                let regs =
-                    crate::seaweed::discovery::filer_registrations(&master, &group, tls.as_ref());
-                Ok(Some(regs.await?))
-            }
-        })
+        use crate::seaweed::discovery::{filer_registrations, master_from};
+        // Only the filer's configuration goes through the pool: a master
+        // that fails is no filer failure (the pool would note one, and move
+        // its calls to the next filer).
+        let config = self.on_filer(
+            (),
+            |n, ()| async move { Ok(n.filer.store_and_masters().await?) },
+        );
+        let (configured, tls) = (self.master.clone(), self.master_tls.clone());
+        async move {
+            let (_, masters, group) = config.await?;
+            let master = master_from(&configured, &masters)?;
+            Ok(Some(
+                filer_registrations(&master, &group, tls.as_ref()).await?,
+            ))
+        }
+        .boxed()
     }
 
     fn weed_admin(&self) -> BoxFuture<'static, Result<Option<String>, ClusterError>> {

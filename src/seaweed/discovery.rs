@@ -166,8 +166,16 @@ pub async fn master_of(
     if !configured.trim().is_empty() {
         return Ok(configured.trim().to_string());
     }
-    let masters = filer.masters().await?;
-    let first = masters.first().ok_or(MasterError::NoneNamed)?;
+    master_from("", &filer.masters().await?)
+}
+
+/// The master's gRPC address: `configured` (`cluster.master`) when set,
+/// else the first of the masters a filer reported.
+pub fn master_from(configured: &str, reported: &[String]) -> Result<String, MasterError> {
+    if !configured.trim().is_empty() {
+        return Ok(configured.trim().to_string());
+    }
+    let first = reported.first().ok_or(MasterError::NoneNamed)?;
     ServerAddress::parse(first)
         .map(|a| a.grpc())
         .map_err(|source| MasterError::FromFiler {

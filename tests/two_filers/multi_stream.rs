@@ -398,6 +398,7 @@ async fn separate_stores_pass_after_filer_restart_deletes_what_either_filer_took
     // by the next pass (docs/lifecycle-delete.md#outcomes), so up to three passes.
     let now = now_ns() + 60 * SEC_NS;
     let mut reports = Vec::new();
+    let mut last = String::new();
     for i in 0..3 {
         let p = pass(now + i * 60 * SEC_NS).await;
         assert_eq!(p.code, 0, "{}", p.describe());
@@ -417,6 +418,7 @@ async fn separate_stores_pass_after_filer_restart_deletes_what_either_filer_took
             r.total("NOOP_RESOLVED"),
             r.totals("events_scanned"),
         ));
+        last = p.describe();
         let (due_left, _) = remaining_of(&s3, &bucket, &due, &keep).await;
         if due_left == 0 {
             break;
@@ -429,7 +431,8 @@ async fn separate_stores_pass_after_filer_restart_deletes_what_either_filer_took
             (due_left, keep_left),
             (0, keep.len()),
             "listed through {name}: every due object written through either filer is deleted \
-             and every other kept (aggregated logs held {aggregated:?}; {reports:#?})"
+             and every other kept (aggregated logs held {aggregated:?}; {reports:#?})\n\
+             the last pass: {last}"
         );
     }
     println!(
