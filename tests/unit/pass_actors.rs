@@ -131,20 +131,32 @@ impl DeletePort<DeleteRequest> for FakeDelete {
     }
 }
 
+/// A cluster holding `keys` in bucket `b`, and a gateway that refuses
+/// `refuse` (none when empty) and answers DONE to the rest.
+fn fakes(keys: Vec<String>, refuse: &str) -> (Arc<FakeCluster>, Arc<FakeDelete>) {
+    let cluster = Arc::new(FakeCluster {
+        keys,
+        saved: Mutex::new(BTreeMap::new()),
+    });
+    let deletes = Arc::new(FakeDelete {
+        refuse: refuse.to_string(),
+        calls: AtomicUsize::new(0),
+        per_key: Mutex::new(HashMap::new()),
+    });
+    (cluster, deletes)
+}
+
+/// `k0`, `k1`… `k{n-1}`.
+fn numbered(n: usize) -> Vec<String> {
+    (0..n).map(|i| format!("k{i}")).collect()
+}
+
 #[actix::test]
 async fn one_retry_later_halts_only_its_shard_and_every_cursor_is_saved() {
     let keys: Vec<String> = (0..200).map(|i| format!("k{i:03}")).collect();
     let refuse = keys[17].clone();
     let bad_shard = shard_id("b", &refuse);
-    let cluster = Arc::new(FakeCluster {
-        keys: keys.clone(),
-        saved: Mutex::new(BTreeMap::new()),
-    });
-    let deletes = Arc::new(FakeDelete {
-        refuse: refuse.clone(),
-        calls: AtomicUsize::new(0),
-        per_key: Mutex::new(HashMap::new()),
-    });
+    let (cluster, deletes) = fakes(keys.clone(), &refuse);
     let mut settings = Settings::default();
     settings.dispatch.max_in_flight_per_shard = 3;
     let coord = actix::Actor::start(Coordinator::new(cluster.clone(), deletes.clone()));
@@ -199,15 +211,7 @@ async fn one_retry_later_halts_only_its_shard_and_every_cursor_is_saved() {
 
 #[actix::test]
 async fn dry_run_sends_and_saves_nothing() {
-    let cluster = Arc::new(FakeCluster {
-        keys: (0..20).map(|i| format!("k{i}")).collect(),
-        saved: Mutex::new(BTreeMap::new()),
-    });
-    let deletes = Arc::new(FakeDelete {
-        refuse: String::new(),
-        calls: AtomicUsize::new(0),
-        per_key: Mutex::new(HashMap::new()),
-    });
+    let (cluster, deletes) = fakes(numbered(20), "");
     let coord = actix::Actor::start(Coordinator::new(cluster.clone(), deletes.clone()));
     let result = coord
         .send(RunPass(PassOptions {
@@ -245,15 +249,7 @@ async fn dry_run_sends_and_saves_nothing() {
 /// deletes are withdrawn now (docs/lifecycle-delete.md#stopping).
 #[actix::test]
 async fn a_stop_at_a_low_rate_sent_every_queued_delete_first() {
-    let cluster = Arc::new(FakeCluster {
-        keys: (0..50).map(|i| format!("k{i}")).collect(),
-        saved: Mutex::new(BTreeMap::new()),
-    });
-    let deletes = Arc::new(FakeDelete {
-        refuse: String::new(),
-        calls: AtomicUsize::new(0),
-        per_key: Mutex::new(HashMap::new()),
-    });
+    let (cluster, deletes) = fakes(numbered(50), "");
     let coord = actix::Actor::start(Coordinator::new(cluster.clone(), deletes.clone()));
     let mut settings = Settings::default();
     // 50 due deletes at 4/s would take over 12 s.
@@ -300,15 +296,7 @@ async fn a_stop_at_a_low_rate_sent_every_queued_delete_first() {
 
 #[actix::test]
 async fn a_stopped_pass_is_truncated_sends_nothing_and_saves_every_cursor() {
-    let cluster = Arc::new(FakeCluster {
-        keys: (0..50).map(|i| format!("k{i}")).collect(),
-        saved: Mutex::new(BTreeMap::new()),
-    });
-    let deletes = Arc::new(FakeDelete {
-        refuse: String::new(),
-        calls: AtomicUsize::new(0),
-        per_key: Mutex::new(HashMap::new()),
-    });
+    let (cluster, deletes) = fakes(numbered(50), "");
     let obs = PassObserver::default();
     let coord = actix::Actor::start(Coordinator::with_observer(
         cluster.clone(),
