@@ -154,6 +154,7 @@ pub struct Metrics {
     collection_size: Family<CollectionLabels, Gauge>,
     collection_ratio: Family<CollectionLabels, Gauge<f64, std::sync::atomic::AtomicU64>>,
     ttl_findings: Family<TtlLabels, Gauge>,
+    recoveries: Family<ReasonLabels, Counter>,
 }
 
 impl std::fmt::Debug for Metrics {
@@ -310,6 +311,10 @@ impl Metrics {
                 "ttl_findings",
                 "TTLs outside the lifecycle documents found by the last audit, per bucket, source (location, entries, volumes) and conflict (none when harmless today); docs/ttl-audit.md",
             ),
+            recoveries: r.own(
+                "recoveries",
+                "Buckets a shard walked from the start to recover its progress, by reason (cold_start, rule_edit, partition_flip, retention_loss, filer_lost; docs/design-deviations.md#recovery-triggers)",
+            ),
             stale_names: Default::default(),
             registry: Arc::new(r.0),
         }
@@ -423,6 +428,13 @@ impl Metrics {
             })
             .inc();
         self.last_pass_timestamp.set(finished_ns as f64 / 1e9);
+    }
+
+    /// One shard recovers one bucket for `reason` (`RecoveryReason::as_str`).
+    pub fn recovered(&self, reason: &'static str) {
+        self.recoveries
+            .get_or_create(&ReasonLabels { reason })
+            .inc();
     }
 
     /// What the pass's replay read: `events` delivered over `ranges`
@@ -678,6 +690,7 @@ mod tests {
         m.pass_finished(RunOutcome::Completed, 1);
         m.matched(ActionKind::ExpirationDays, MatchDecision::Dispatched);
         m.bucket_config_error("b", true);
+        m.recovered("filer_lost");
     }
 
     #[test]
@@ -716,6 +729,21 @@ mod tests {
         ] {
             has(&m, t);
         }
+    }
+
+    #[test]
+    fn recoveries_are_counted_by_reason() {
+        let m = Metrics::new();
+        m.recovered("filer_lost");
+        m.recovered("filer_lost");
+        m.recovered("cold_start");
+        has(
+            &m,
+            r#"
+            s3_lifecycled_recoveries_total{reason="filer_lost"} 2
+            s3_lifecycled_recoveries_total{reason="cold_start"} 1
+            "#,
+        );
     }
 
     #[test]

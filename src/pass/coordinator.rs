@@ -410,6 +410,9 @@ impl Coordinator {
                     let deletes = c.deletes.total();
                     m.shard_run_finished(rep.shard, o, r.duration, c.events_scanned, deletes);
                     m.shard_halted(rep.shard, rep.outcome == ShardOutcome::Halted);
+                    for (_, reason) in &rep.recovery {
+                        m.recovered(reason.as_str());
+                    }
                     obs.board(|b| b.shard_finished(rep.shard, o));
                 }
                 let read = &result.replay;

@@ -95,6 +95,11 @@ async fn trigger_status_second_trigger_and_metrics_after_a_pass() {
         metrics.contains("s3_lifecycled_pass_total{outcome=\"completed\"} 1"),
         "{metrics}"
     );
+    // The bucket's first pass: every shard walked it from the start.
+    assert!(
+        metrics.contains("s3_lifecycled_recoveries_total{reason=\"cold_start\"} 16"),
+        "{metrics}"
+    );
     // 40 deletes waited on the limiter.
     assert!(
         metrics.contains("SeaweedFS_s3_lifecycle_dispatch_limiter_wait_seconds_count 40"),
