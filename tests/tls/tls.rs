@@ -76,6 +76,13 @@ async fn pass_completes_through_tls_settings_with_a_cn_only_server_certificate()
     let r = p.ok();
     assert_eq!(r.total("DONE"), 1, "{}", p.describe());
     assert!(!exists(&s3, &b, "tmp/a").await, "{}", p.describe());
+    // The master's filer registrations are read through the same TLS
+    // (docs/meta-log.md#filer-restart).
+    assert!(
+        !p.stderr.contains("cannot ask the master when the filers registered"),
+        "{}",
+        p.describe()
+    );
 }
 
 #[tokio::test]
