@@ -79,7 +79,8 @@ async fn pass_completes_through_tls_settings_with_a_cn_only_server_certificate()
     // The master's filer registrations are read through the same TLS
     // (docs/meta-log.md#filer-restart).
     assert!(
-        !p.stderr.contains("cannot ask the master when the filers registered"),
+        !p.stderr
+            .contains("cannot ask the master when the filers registered"),
         "{}",
         p.describe()
     );
