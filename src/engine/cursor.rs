@@ -56,6 +56,9 @@ pub struct ShardCursor {
     pub filers: FilerRegistrations,
 }
 
+/// How many filer registrations a cursor keeps ([`ShardCursor::note_filers`]).
+pub const MAX_FILERS_KEPT: usize = 64;
+
 /// The filers registered with the master: raw address → registration time
 /// (ns, the master's clock).
 pub type FilerRegistrations = BTreeMap<String, Nanos>;
@@ -401,6 +404,21 @@ impl ShardCursor {
         }
         self.filers
             .extend(now.iter().map(|(addr, t)| (addr.clone(), *t)));
+        // Filers that come back under new addresses (a rescheduled pod)
+        // would pile up: past the bound, the absent ones registered longest
+        // ago go first. One of those back after all counts as new.
+        while self.filers.len() > MAX_FILERS_KEPT {
+            let oldest_absent = self
+                .filers
+                .iter()
+                .filter(|(addr, _)| !now.contains_key(*addr))
+                .min_by_key(|(_, t)| **t)
+                .map(|(addr, _)| addr.clone());
+            match oldest_absent {
+                Some(addr) => self.filers.remove(&addr),
+                None => break,
+            };
+        }
         anew
     }
 
@@ -745,6 +763,26 @@ mod tests {
         assert_eq!(
             registered_anew(&seen, &regs(&[("a", 1), ("b", 3), ("c", 9)])),
             ["b", "c"]
+        );
+    }
+
+    #[test]
+    fn filers_gone_for_good_do_not_pile_up_in_the_cursor() {
+        let mut c = ShardCursor::default();
+        // A filer rescheduled under a new address every day for a year.
+        for day in 0..365 {
+            let now = regs(&[("stable:8888", 1), (&format!("pod-{day}:8888"), 10 + day)]);
+            c.note_filers(&now, |_| true);
+        }
+        assert_eq!(c.filers.len(), MAX_FILERS_KEPT);
+        assert!(
+            c.filers.contains_key("stable:8888"),
+            "a filer up now is kept"
+        );
+        assert!(c.filers.contains_key("pod-364:8888"));
+        assert!(
+            !c.filers.contains_key("pod-0:8888"),
+            "the oldest absent ones went"
         );
     }
 

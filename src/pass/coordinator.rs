@@ -5,7 +5,7 @@
 //! shared rate limiter and the [`DeleteDispatcher`], hands each selected
 //! shard its per-pass state ([`BeginPass`]), lets the
 //! driver (`crate::pass::driver`) run the phases from a
-//! `tokio::spawn`ed task, stops dispatching early on a [`StopSignal`](crate::pass::options::StopSignal) or
+//! `tokio::spawn`ed task, stops dispatching early on a [`StopSignal`] or
 //! `pass.max_runtime` (the pass is then `truncated`), writes the journal and
 //! the holds ([`crate::pass::records`]) and reports to a [`PassObserver`].
 //! I/O stays in Send futures on the runtime pool; actors are created only
