@@ -355,8 +355,8 @@ impl<C: Send + Sync + 'static> Attempts<'_, C> {
 /// "virtual scheduling" form of GCRA). Each call reserves the next free
 /// time, `1/rate` after the last one, with up to `burst` calls at once after
 /// an idle spell, and sleeps until it. A reservation is a number, not a
-/// waker in a shared queue: a wait dropped half-way (a stop) leaves nothing
-/// behind, and calls go in the order they asked.
+/// waker in a shared queue: a wait dropped half-way (a stop) only leaves its
+/// time unused, and calls go in the order they asked.
 pub struct Limiter {
     /// `1/rate`.
     interval: Duration,
