@@ -197,7 +197,7 @@ pub(crate) async fn prepare(
     let mut cursors: BTreeMap<_, _> = cursors.into_iter().collect();
     warn_if_earlier(&cursors, opts.now);
     if let Some(now) = &pass_plan.filers {
-        note_filer_restarts(&mut cursors, now, &pass_plan);
+        note_filer_restarts(&mut cursors, now);
     }
     Ok(Prepared {
         plan: Arc::new(pass_plan),
@@ -240,15 +240,13 @@ fn warn_if_earlier(cursors: &BTreeMap<u8, Result<Option<ShardCursor>, ClusterErr
 fn note_filer_restarts(
     cursors: &mut BTreeMap<u8, Result<Option<ShardCursor>, ClusterError>>,
     now: &FilerRegistrations,
-    plan: &PassPlan,
 ) {
-    let in_pass: BTreeSet<&str> = plan.buckets().collect();
     let mut anew = BTreeSet::new();
     for c in cursors
         .values_mut()
         .filter_map(|c| c.as_mut().ok()?.as_mut())
     {
-        anew.extend(c.note_filers(now, |b| in_pass.contains(b)));
+        anew.extend(c.note_filers(now));
     }
     if !anew.is_empty() {
         tracing::warn!(
