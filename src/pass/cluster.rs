@@ -428,7 +428,7 @@ impl ClusterPort for SeaweedCluster {
     fn filer_registrations(
         &self,
     ) -> BoxFuture<'static, Result<Option<FilerRegistrations>, ClusterError>> {
-        use crate::seaweed::discovery::{filer_registrations, master_from};
+        use crate::seaweed::discovery::filer_registrations;
         // Only the filer's configuration goes through the pool: a master
         // that fails is no filer failure (the pool would note one, and move
         // its calls to the next filer).
@@ -439,10 +439,8 @@ impl ClusterPort for SeaweedCluster {
         let (configured, tls) = (self.master.clone(), self.master_tls.clone());
         async move {
             let (_, masters, group) = config.await?;
-            let master = master_from(&configured, &masters)?;
-            Ok(Some(
-                filer_registrations(&master, &group, tls.as_ref()).await?,
-            ))
+            let regs = filer_registrations(&configured, &masters, &group, tls.as_ref());
+            Ok(Some(regs.await?))
         }
         .boxed()
     }

@@ -166,16 +166,8 @@ pub async fn master_of(
     if !configured.trim().is_empty() {
         return Ok(configured.trim().to_string());
     }
-    master_from("", &filer.masters().await?)
-}
-
-/// The master's gRPC address: `configured` (`cluster.master`) when set,
-/// else the first of the masters a filer reported.
-pub fn master_from(configured: &str, reported: &[String]) -> Result<String, MasterError> {
-    if !configured.trim().is_empty() {
-        return Ok(configured.trim().to_string());
-    }
-    let first = reported.first().ok_or(MasterError::NoneNamed)?;
+    let masters = filer.masters().await?;
+    let first = masters.first().ok_or(MasterError::NoneNamed)?;
     ServerAddress::parse(first)
         .map(|a| a.grpc())
         .map_err(|source| MasterError::FromFiler {
@@ -212,12 +204,49 @@ pub async fn list_group_nodes(
 /// `created_at_ns`, the master's clock). A filer process registers when it
 /// starts, so a new time for an address is a restart; one it had not lost
 /// the connection of keeps its time (docs/meta-log.md#filer-restart).
+///
+/// Asks `configured` (`cluster.master`) and then each master the filer
+/// `reported`, until one lists a filer: filers keep their connection to the
+/// leading master only, and another master answers from its own, empty,
+/// membership. Every master listing none: an empty map. None answering: the
+/// first error.
 pub async fn filer_registrations(
-    master: &str,
+    configured: &str,
+    reported: &[String],
     filer_group: &str,
     tls: Option<&ClientTls>,
 ) -> Result<BTreeMap<String, i64>, MasterError> {
-    cluster_nodes(master, FILER_TYPE, filer_group, tls).await
+    let mut candidates = Vec::new();
+    if !configured.trim().is_empty() {
+        candidates.push(Ok(configured.trim().to_string()));
+    }
+    candidates.extend(reported.iter().map(|named| {
+        ServerAddress::parse(named)
+            .map(|a| a.grpc())
+            .map_err(|source| MasterError::FromFiler {
+                named: named.clone(),
+                source,
+            })
+    }));
+    let mut first_error = None;
+    let mut listed_none = false;
+    for master in candidates {
+        let answer = match master {
+            Ok(m) => cluster_nodes(&m, FILER_TYPE, filer_group, tls).await,
+            Err(e) => Err(e),
+        };
+        match answer {
+            Ok(nodes) if !nodes.is_empty() => return Ok(nodes),
+            Ok(_) => listed_none = true,
+            Err(e) => {
+                first_error.get_or_insert(e);
+            }
+        }
+    }
+    if listed_none {
+        return Ok(BTreeMap::new());
+    }
+    Err(first_error.unwrap_or(MasterError::NoneNamed))
 }
 
 /// The registered nodes of `client_type` in `filer_group`: raw address →
@@ -383,6 +412,107 @@ mod tests {
             DiscoveryError::Master(MasterError::NoneNamed).to_string(),
             "configuration key `cluster.master`: the filer names no master; set `cluster.master`"
         );
+    }
+
+    /// A master that lists the filers it was given (none for a master the
+    /// filers do not keep their connection to).
+    struct FakeMaster(BTreeMap<String, i64>);
+
+    #[tonic::async_trait]
+    impl crate::pb::master_pb::seaweed_server::Seaweed for FakeMaster {
+        async fn list_cluster_nodes(
+            &self,
+            _: tonic::Request<ListClusterNodesRequest>,
+        ) -> Result<tonic::Response<crate::pb::master_pb::ListClusterNodesResponse>, tonic::Status>
+        {
+            use crate::pb::master_pb::list_cluster_nodes_response::ClusterNode;
+            let nodes = self.0.iter().map(|(a, t)| ClusterNode {
+                address: a.clone(),
+                created_at_ns: *t,
+                ..Default::default()
+            });
+            Ok(tonic::Response::new(
+                crate::pb::master_pb::ListClusterNodesResponse {
+                    cluster_nodes: nodes.collect(),
+                },
+            ))
+        }
+        async fn get_admin_lock_status(
+            &self,
+            _: tonic::Request<crate::pb::master_pb::GetAdminLockStatusRequest>,
+        ) -> Result<tonic::Response<crate::pb::master_pb::GetAdminLockStatusResponse>, tonic::Status>
+        {
+            Err(tonic::Status::unimplemented("fake"))
+        }
+        async fn volume_list(
+            &self,
+            _: tonic::Request<crate::pb::master_pb::VolumeListRequest>,
+        ) -> Result<tonic::Response<crate::pb::master_pb::VolumeListResponse>, tonic::Status>
+        {
+            Err(tonic::Status::unimplemented("fake"))
+        }
+        async fn vacuum_volume(
+            &self,
+            _: tonic::Request<crate::pb::master_pb::VacuumVolumeRequest>,
+        ) -> Result<tonic::Response<crate::pb::master_pb::VacuumVolumeResponse>, tonic::Status>
+        {
+            Err(tonic::Status::unimplemented("fake"))
+        }
+    }
+
+    /// Serves `m` on loopback; the address as a filer names a master
+    /// (`host:httpPort.grpcPort`).
+    async fn serve_master(m: FakeMaster) -> String {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        tokio::spawn(
+            tonic::transport::Server::builder()
+                .add_service(crate::pb::master_pb::seaweed_server::SeaweedServer::new(m))
+                .serve_with_incoming(tokio_stream::wrappers::TcpListenerStream::new(listener)),
+        );
+        format!("127.0.0.1:9333.{port}")
+    }
+
+    /// With several masters, the filer named a follower first: it answers
+    /// from its own membership, which lists no filer (filers keep their
+    /// connection to the leader), so a filer's restart went unseen.
+    #[tokio::test]
+    async fn a_follower_master_listed_no_filer_and_hid_a_restart() {
+        let leader = BTreeMap::from([("127.0.0.1:8888.18888".to_string(), 42)]);
+        let follower = serve_master(FakeMaster(BTreeMap::new())).await;
+        let lead = serve_master(FakeMaster(leader.clone())).await;
+        let dead = "127.0.0.1:1.1".to_string();
+        let named = [dead.clone(), follower.clone(), lead];
+        assert_eq!(
+            filer_registrations("", &named, "", None).await.unwrap(),
+            leader
+        );
+        // `cluster.master` is asked first, then the filer's masters.
+        let configured = named[2].rsplit_once('.').unwrap().1;
+        let configured = format!("127.0.0.1:{configured}");
+        let only_follower = [follower.clone()];
+        assert_eq!(
+            filer_registrations(&configured, &only_follower, "", None)
+                .await
+                .unwrap(),
+            leader
+        );
+        // Only followers: nothing to compare, not an error.
+        assert!(
+            filer_registrations("", &only_follower, "", None)
+                .await
+                .unwrap()
+                .is_empty()
+        );
+        // Nothing answers: the first error.
+        let e = filer_registrations("", &[dead], "", None)
+            .await
+            .unwrap_err();
+        assert!(matches!(e, MasterError::Unreachable { .. }), "{e:?}");
+        assert!(matches!(
+            filer_registrations("", &[], "", None).await.unwrap_err(),
+            MasterError::NoneNamed
+        ));
     }
 
     #[tokio::test]
