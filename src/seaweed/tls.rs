@@ -95,6 +95,11 @@ struct Inner {
     /// closed at the next [`ClientTls::refresh`] so the next call redials
     /// with the new certificates.
     generation: AtomicU64,
+    /// The generation the last [`ClientTls::refresh`] closed the older
+    /// connections for. A dial between a rotation and the next refresh
+    /// reloads the files itself; the refresh still sees the rotation by
+    /// this, so it says so and closes the old connections.
+    refreshed: AtomicU64,
     /// Wakers of live connections, to close them on rotation.
     conns: Mutex<Vec<Weak<ConnState>>>,
 }
@@ -271,6 +276,7 @@ impl ClientTls {
             used_for,
             loaded: Mutex::new(loaded),
             generation: AtomicU64::new(0),
+            refreshed: AtomicU64::new(0),
             conns: Mutex::new(Vec::new()),
         })))
     }
@@ -305,11 +311,12 @@ impl ClientTls {
     /// dials with the new (rotation without restart, docs/tls.md#rotation).
     /// Waits up to 2 s for those connections to close.
     pub async fn refresh(&self) -> bool {
-        if !self.reload() {
+        self.reload();
+        let current = self.0.generation.load(Ordering::SeqCst);
+        if self.0.refreshed.swap(current, Ordering::SeqCst) == current {
             return false;
         }
         tracing::info!(files = ?self.0.files, "TLS certificates changed: reconnecting with the new ones");
-        let current = self.0.generation.load(Ordering::SeqCst);
         let old = |conns: &mut Vec<Weak<ConnState>>| {
             conns.retain(|w| w.strong_count() > 0);
             conns
@@ -745,6 +752,58 @@ mod tests {
             "{m}"
         );
         assert!(m.contains("127.0.0.1:18888"), "{m}");
+    }
+
+    /// A self-signed CA made the way an operator's tooling makes one.
+    fn openssl_ca(dir: &Path, name: &str) -> std::path::PathBuf {
+        let (key, crt) = (
+            dir.join(format!("{name}.key")),
+            dir.join(format!("{name}.crt")),
+        );
+        let ok = std::process::Command::new("openssl")
+            .args([
+                "req",
+                "-x509",
+                "-newkey",
+                "ec",
+                "-pkeyopt",
+                "ec_paramgen_curve:P-256",
+            ])
+            .args(["-nodes", "-days", "1", "-subj", &format!("/CN={name}")])
+            .arg("-keyout")
+            .arg(&key)
+            .arg("-out")
+            .arg(&crt)
+            .output()
+            .expect("openssl on PATH")
+            .status
+            .success();
+        assert!(ok, "openssl req -x509 failed");
+        crt
+    }
+
+    /// A connection dialed between a rotation and the next pass's refresh
+    /// reloaded the files itself: the refresh then saw nothing new, said
+    /// nothing, and left the connections made with the old certificates open.
+    #[tokio::test]
+    async fn a_rotation_a_dial_reloaded_first_went_unsaid_and_kept_old_connections() {
+        let dir = std::env::temp_dir().join(format!("tls-rot-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let ca = dir.join("ca.crt");
+        std::fs::copy(openssl_ca(&dir, "one"), &ca).unwrap();
+        let tls = ClientTls::load(TlsFiles {
+            ca: ca.clone(),
+            ..TlsFiles::default()
+        })
+        .unwrap();
+        assert!(!tls.refresh().await, "nothing changed yet");
+        std::fs::copy(openssl_ca(&dir, "two"), &ca).unwrap();
+        // What a dial does before its handshake.
+        let (_, generation) = tls.config();
+        assert_eq!(generation, 1);
+        assert!(tls.refresh().await, "the refresh still sees the rotation");
+        assert!(!tls.refresh().await, "and only once");
+        let _ = std::fs::remove_dir_all(&dir);
     }
 
     #[test]

@@ -142,11 +142,12 @@ async fn sigterm_mid_pass_drains_saves_cursors_and_nothing_is_lost_or_repeated()
         by_serve >= 20 && (by_serve as usize) < N,
         "serve deleted {by_serve}"
     );
-    // The shards' windows held up to 64 deletes queued at the limiter (25/s): about 30 of them
-    // went out after the SIGTERM. Only calls on the wire drain now, one or two at this rate,
-    // plus what went between the status read and the signal.
+    // The shards' windows held up to 64 deletes queued at the limiter (25/s): 31 and 33 of them
+    // went out after the SIGTERM in two runs. Only calls on the wire drain now, one or two at
+    // this rate, plus what went between the status read and the signal's effect: 1–2 on an idle
+    // machine, 7 in a loaded CI run (about 300 ms at 25/s).
     assert!(
-        by_serve <= done_before_term + 6,
+        by_serve <= done_before_term + 12,
         "{} deletes went out after the SIGTERM ({done_before_term} done before it)\n{log}",
         by_serve - done_before_term
     );
