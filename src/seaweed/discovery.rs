@@ -167,11 +167,16 @@ pub async fn master_of(
         return Ok(configured.trim().to_string());
     }
     let masters = filer.masters().await?;
-    let first = masters.first().ok_or(MasterError::NoneNamed)?;
-    ServerAddress::parse(first)
+    reported_master(masters.first().ok_or(MasterError::NoneNamed)?)
+}
+
+/// The gRPC address of a master as a filer names it (`host:port`, gRPC on
+/// port + 10000, or `host:port.grpcPort`); `cluster.master` is one already.
+pub fn reported_master(named: &str) -> Result<String, MasterError> {
+    ServerAddress::parse(named)
         .map(|a| a.grpc())
         .map_err(|source| MasterError::FromFiler {
-            named: first.clone(),
+            named: named.to_string(),
             source,
         })
 }
@@ -220,14 +225,7 @@ pub async fn filer_registrations(
     if !configured.trim().is_empty() {
         candidates.push(Ok(configured.trim().to_string()));
     }
-    candidates.extend(reported.iter().map(|named| {
-        ServerAddress::parse(named)
-            .map(|a| a.grpc())
-            .map_err(|source| MasterError::FromFiler {
-                named: named.clone(),
-                source,
-            })
-    }));
+    candidates.extend(reported.iter().map(|named| reported_master(named)));
     let mut first_error = None;
     let mut listed_none = false;
     for master in candidates {

@@ -5,7 +5,7 @@
 use std::collections::HashSet;
 use std::time::Instant;
 
-use crate::seaweed::discovery::{self, MasterError};
+use crate::seaweed::discovery;
 use crate::seaweed::endpoint::ServerAddress;
 use crate::seaweed::filer::{FilerClient, FilerError};
 use crate::seaweed::pool::{AddressError, FilerPool, lazy_channel};
@@ -191,13 +191,10 @@ impl FilerPool {
             // `cluster.master` is a gRPC address; the filer names a master
             // by its HTTP address (`host:port` or `host:port.grpcPort`).
             let m = if configured.trim().is_empty() {
-                match ServerAddress::parse(named) {
-                    Ok(a) => a.grpc(),
-                    Err(source) => {
-                        errors.push(MasterError::FromFiler {
-                            named: named.clone(),
-                            source,
-                        });
+                match discovery::reported_master(named) {
+                    Ok(m) => m,
+                    Err(e) => {
+                        errors.push(e);
                         continue;
                     }
                 }
