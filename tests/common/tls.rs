@@ -10,6 +10,9 @@
 //! Besides the good client certificate there are: a second valid one (rotation), one from a
 //! foreign CA, one expired in 2020 (`openssl ca -startdate/-enddate`), the foreign CA itself, and
 //! `admin.crt`, which names 127.0.0.1 (subjectAltName), for `weed admin`'s HTTPS API.
+//!
+//! A second cluster, started only by the test that needs it (`tls12_cluster`), is pinned to TLS
+//! 1.2 with ECDSA P-521 certificates throughout.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -139,7 +142,9 @@ impl TlsCluster {
     }
 }
 
-fn security_toml(certs: &Path) -> String {
+/// The `security.toml` weed reads: `[grpc] ca`, each role's certificate (`<name>.crt`/`.key`
+/// for master, volume, filer, S3, in that order), weed's own client certificate, then `extra`.
+fn security_toml(certs: &Path, roles: [&str; 4], extra: &str) -> String {
     let p = |n: &str| certs.join(n).display().to_string();
     let pair = |n: &str| {
         format!(
@@ -148,23 +153,24 @@ fn security_toml(certs: &Path) -> String {
             p(&format!("{n}.key"))
         )
     };
-    let (master, server) = (pair("master"), pair("server"));
-    let (filer, s3) = (pair("filer"), pair("s3"));
+    let [master, server, filer, s3] = roles.map(pair);
     format!(
         "[grpc]\nca = \"{}\"\n\n[grpc.master]\n{master}\n[grpc.volume]\n{server}\n[grpc.filer]\n{filer}\n\
-         [grpc.s3]\n{s3}\n[grpc.client]\ncert = \"{}\"\nkey = \"{}\"\n",
+         [grpc.s3]\n{s3}\n[grpc.client]\ncert = \"{}\"\nkey = \"{}\"\n{extra}",
         p("ca.crt"),
         p("client.crt"),
         p("client.key"),
     )
 }
 
-fn setup(data_dir: &Path) -> std::io::Result<()> {
+/// Runs `script` in `<data_dir>/certs` and writes the `security.toml` that `toml` makes of
+/// that folder where weed reads it first, its working directory (docs/tls.md).
+fn setup(data_dir: &Path, script: &str, toml: impl Fn(&Path) -> String) -> std::io::Result<()> {
     let certs = data_dir.join("certs");
     std::fs::create_dir_all(&certs)?;
     let out = Command::new("sh")
         .arg("-c")
-        .arg(GEN)
+        .arg(script)
         .current_dir(&certs)
         .output()?;
     if !out.status.success() {
@@ -173,27 +179,58 @@ fn setup(data_dir: &Path) -> std::io::Result<()> {
             String::from_utf8_lossy(&out.stderr)
         )));
     }
-    // weed reads security.toml from its working directory first (docs/tls.md).
-    std::fs::write(data_dir.join("security.toml"), security_toml(&certs))
+    std::fs::write(data_dir.join("security.toml"), toml(&certs))
 }
 
+/// Starts a cluster whose certificates `script` makes and whose `security.toml` `toml` writes.
+fn start(script: &'static str, toml: fn(&Path) -> String) -> Result<TlsCluster, String> {
+    let cluster = start_with_retries_using(&|dir: &Path| setup(dir, script, toml))?;
+    let certs = cluster.data_dir.join("certs");
+    let security_toml = cluster.data_dir.join("security.toml");
+    Ok(TlsCluster {
+        cluster,
+        certs,
+        security_toml,
+    })
+}
+
+/// The certificates of [`tls12_cluster`]: every server's and ours ECDSA P-521, by the plain
+/// recipe (X.509 v1: `openssl x509 -req` without `-extfile`).
+const GEN12: &str = r#"set -e
+openssl req -x509 -newkey rsa:2048 -nodes -keyout ca.key -out ca.crt -days 3650 -subj "/CN=test-ca-12"
+p521() { # name CN
+  openssl ecparam -name secp521r1 -genkey -noout -out $1.key
+  openssl req -new -key $1.key -subj "/CN=$2" -out $1.csr
+  openssl x509 -req -in $1.csr -CA ca.crt -CAkey ca.key -CAcreateserial -out $1.crt -days 365
+}
+p521 server seaweedfs-node
+p521 client lifecycled
+"#;
+
 static TLS: OnceLock<Result<TlsCluster, String>> = OnceLock::new();
+static TLS12: OnceLock<Result<TlsCluster, String>> = OnceLock::new();
 
 /// The binary's one mTLS cluster, started on first use.
 pub fn tls_cluster() -> &'static TlsCluster {
-    let r = TLS.get_or_init(|| {
-        let cluster = start_with_retries_using(&setup)?;
-        let certs = cluster.data_dir.join("certs");
-        let security_toml = cluster.data_dir.join("security.toml");
-        Ok(TlsCluster {
-            cluster,
-            certs,
-            security_toml,
-        })
-    });
-    match r {
+    let toml = |certs: &Path| security_toml(certs, ["master", "server", "filer", "s3"], "");
+    match TLS.get_or_init(|| start(GEN, toml)) {
         Ok(c) => c,
         Err(e) => panic!("SeaweedFS mTLS test cluster unavailable: {e}"),
+    }
+}
+
+/// A second mTLS cluster, started on first use, as an operator pins it to TLS 1.2 (`[tls]
+/// max_version` in `security.toml`, which every weed server applies), with ECDSA P-521
+/// certificates throughout (docs/tls.md#key-sizes-and-curves). Its certificates: `ca.crt`,
+/// `server`, `client`.
+pub fn tls12_cluster() -> &'static TlsCluster {
+    let toml = |certs: &Path| {
+        let roles = ["server"; 4];
+        security_toml(certs, roles, "\n[tls]\nmax_version = \"TLS 1.2\"\n")
+    };
+    match TLS12.get_or_init(|| start(GEN12, toml)) {
+        Ok(c) => c,
+        Err(e) => panic!("SeaweedFS TLS 1.2 test cluster unavailable: {e}"),
     }
 }
 
