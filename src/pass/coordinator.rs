@@ -20,18 +20,17 @@ use tokio::sync::watch;
 use tracing::{Instrument as _, Span};
 
 use crate::engine::DeleteRequest;
-use crate::engine::journal::{JournalEntry, JournalSpool};
 use crate::engine::reclaim::{PlacedByBucket, merge_placed};
-use crate::engine::{CallResult, RuleHash, shard_id};
+use crate::engine::safety::CapBook;
 use crate::engine::{SHARD_COUNT, Snapshot};
 use crate::pass::actors::{BeginPass, ShardActor, ShardTelemetry};
-use crate::pass::dispatch::{DeleteDispatcher, DeletePort, Gate, Limiter, Record};
+use crate::pass::dispatch::{DeleteDispatcher, DeletePort, Gate, Limiter};
 use crate::pass::observe::PassObserver;
 use crate::pass::plan::{PassPlan, RuleChanges, live_actions};
 use crate::pass::ports::{ClusterError, ClusterPort};
-use crate::pass::report::{PassResult, ShardOutcome, ShardReport, ShardResult};
+use crate::pass::report::{PassResult, ShardReport, ShardResult};
 use crate::pass::retry::{RetryPolicy, drain_bound};
-use crate::pass::shard_plan::plan_shard;
+use crate::pass::shard_plan::{ShardPlan, plan_shard};
 use crate::pass::{lock, reclaim};
 use crate::status::RunOutcome;
 use crate::telemetry;
@@ -39,7 +38,7 @@ use crate::telemetry;
 use crate::pass::driver::Driver;
 use crate::pass::options::{PassOptions, StopSignal};
 use crate::pass::prepare::{Prepared, prepare};
-use crate::pass::records::{JOURNAL_PART_BYTES, settle_caps, write_journal, write_journal_part};
+use crate::pass::records::{PassJournal, settle_caps};
 
 /// Runs a pass. Answered with the pass result, or `Err` when the pass could
 /// not start at all (cluster unreachable, bucket listing failed). The
@@ -164,6 +163,24 @@ impl Handler<RunPass> for Coordinator {
     }
 }
 
+/// What `start_pass` sets up around the dispatcher and its driver needs
+/// again once the shards have finished.
+struct Dispatch {
+    addr: Addr<DeleteDispatcher<DeleteRequest>>,
+    policy: RetryPolicy,
+    /// Where `watch_configs` publishes configuration changes.
+    changes: watch::Sender<Arc<RuleChanges>>,
+    /// The per-pass deletion caps the dispatcher admits against.
+    caps: Arc<Mutex<CapBook>>,
+    journal: PassJournal,
+    /// The one "stop dispatching" flag for both causes: shutdown and
+    /// `pass.max_runtime`.
+    halt: (
+        watch::Sender<Option<String>>,
+        watch::Receiver<Option<String>>,
+    ),
+}
+
 impl Coordinator {
     /// Creates the limiter, dispatcher and shards (on this arbiter), then
     /// spawns the driver on the runtime pool.
@@ -175,101 +192,11 @@ impl Coordinator {
         span: Span,
     ) -> tokio::task::JoinHandle<PassResult> {
         let s = &opts.settings;
-        let limiter = s
-            .rate
-            .effective()
-            .map(|(rate, burst)| Arc::new(Limiter::new(rate, burst)));
-        let policy = RetryPolicy {
-            attempts: s.dispatch.retry_attempts,
-            initial: s.dispatch.retry_initial_backoff,
-            max: s.dispatch.retry_max_backoff,
-            call_timeout: s.dispatch.call_timeout,
-        };
-        // Configuration changes during the pass
-        // (docs/lifecycle-config.md#changes-during-a-pass): `watch_configs`
-        // publishes them, the dispatcher's gate withdraws every delete whose
-        // rule left its bucket's configuration, right before it would be sent.
-        let (changes_tx, changes_rx) = watch::channel(Arc::new(RuleChanges::default()));
-        let gate: Gate<DeleteRequest> = Arc::new(move |req: &DeleteRequest| {
-            let changes = changes_rx.borrow();
-            (!changes.still_due(&req.bucket, req.rule_hash, req.kind)).then(|| {
-                format!(
-                    "the lifecycle configuration of bucket {} changed during the pass; \
-                     rule {} ({}) is no longer in it",
-                    req.bucket, req.rule_hash, req.kind
-                )
-            })
-        });
-        // The deletion cap: each delete is admitted once, right before it
-        // would be sent; past a bucket's cap it is held (withdrawn: pending,
-        // never a halt), so the bucket stops at exactly its cap.
-        let caps = Arc::new(Mutex::new(std::mem::take(&mut p.caps)));
-        let book = caps.clone();
-        let admit: Gate<DeleteRequest> =
-            Arc::new(move |req: &DeleteRequest| lock(&book).admit(&req.bucket));
-        // The deletion journal (docs/filer-layout.md#journal): every delete
-        // sent, with its final outcome, per shard, written in parts of at
-        // most JOURNAL_PART_BYTES as they fill (a pass holds one unfinished
-        // part per shard, docs/due-index.md#memory) and the rest after the
-        // drain. A dry run sends nothing and writes no journal.
-        let rule_ids: BTreeMap<(String, RuleHash), String> = p
-            .plan
-            .recovery
-            .actions()
-            .map(|a| ((a.bucket().to_string(), a.rule_hash()), a.rule().id.clone()))
-            .collect();
-        // The spool, and the writes of the parts it filled.
-        let journal: Journal = Arc::new(Mutex::new(new_journal()));
-        let (jbook, jport, run_id) = (journal.clone(), self.port.clone(), opts.run_id.clone());
-        let record: Record<DeleteRequest> =
-            Arc::new(move |req: &DeleteRequest, result: &CallResult| {
-                let e = JournalEntry {
-                    ts_ns: crate::clock::wall_ns(),
-                    run_id: run_id.clone(),
-                    bucket: req.bucket.clone(),
-                    key: req.object_path.clone(),
-                    version_id: req.version_id.clone(),
-                    rule_id: rule_ids
-                        .get(&(req.bucket.clone(), req.rule_hash))
-                        .cloned()
-                        .unwrap_or_default(),
-                    rule_hash: req.rule_hash.to_hex(),
-                    kind: req.kind.as_str().to_string(),
-                    outcome: result.outcome.label().to_string(),
-                    reason: result.reason.clone(),
-                };
-                let (spool, writes) = &mut *lock(&jbook);
-                if let Some(part) = spool.push(shard_id(&req.bucket, &req.object_path), &e) {
-                    writes.push(tokio::spawn(write_journal_part(&*jport, &run_id, part)));
-                }
-            });
-        // One "stop dispatching" flag for both causes: shutdown and
-        // `pass.max_runtime`. Seeded with a stop already requested, so a pass
-        // started during shutdown sends nothing.
-        let (halt_tx, halt_rx) = watch::channel(opts.stop.current());
-        let dispatcher = DeleteDispatcher::new(
-            self.deletes.clone(),
-            limiter,
-            s.dispatch.max_in_flight,
-            policy,
-            opts.dry_run,
-        )
-        .with_stop(StopSignal::from(halt_rx.clone()))
-        .with_gate(gate)
-        .with_admit(admit)
-        .with_record(record)
-        .one_at_a_time(Arc::new(|r: &DeleteRequest| {
-            format!("{}/{}", r.bucket, r.object_path)
-        }))
-        .start();
+        let d = self.dispatch(&opts, &mut p);
         let refresh = s.pass.config_refresh;
         let watcher = (!refresh.is_zero()).then(|| {
-            tokio::spawn(watch_configs(
-                self.port.clone(),
-                p.plan.clone(),
-                refresh,
-                changes_tx,
-            ))
+            let (port, plan) = (self.port.clone(), p.plan.clone());
+            tokio::spawn(watch_configs(port, plan, refresh, d.changes))
         });
         for e in &p.bucket_errors {
             self.obs.metrics.bucket_config_error(&e.bucket, true);
@@ -278,43 +205,12 @@ impl Coordinator {
             self.obs.metrics.bucket_config_error(b, false);
         }
         let window = s.dispatch.max_in_flight_per_shard;
-        let mut shards = BTreeMap::new();
-        let mut begins = Vec::new();
-        let mut failed = Vec::new();
-        for (shard, cursor) in std::mem::take(&mut p.cursors) {
-            let Some(addr) = self.shards.get(&shard).cloned() else {
-                let why = format!("shard {shard} does not exist (shards are 0..{SHARD_COUNT})");
-                failed.push((shard, why));
-                continue;
-            };
-            match cursor {
-                Ok(persisted) => {
-                    let shard_plan = plan_shard(&p.plan, persisted.as_ref());
-                    let shard_span = telemetry::shard_span(&span, shard);
-                    let tele = ShardTelemetry {
-                        span: shard_span.clone(),
-                        obs: self.obs.clone(),
-                    };
-                    begins.push((
-                        addr.clone(),
-                        BeginPass {
-                            plan: p.plan.clone(),
-                            persisted,
-                            window,
-                            dispatcher: dispatcher.clone().recipient(),
-                            tele,
-                        },
-                    ));
-                    shards.insert(shard, (addr, shard_plan, shard_span));
-                }
-                Err(e) => failed.push((shard, e.to_string())),
-            }
-        }
+        let (shards, begins, failed) = self.brief_shards(&mut p, &d.addr, window, &span);
         // Outstanding work of every shard: its window plus the event or
         // batch being taken in.
         let outstanding = shards.len().saturating_mul(window.saturating_mul(2));
         let drain_bound = drain_bound(
-            &policy,
+            &d.policy,
             s.cluster.filer_call_timeout,
             outstanding,
             s.dispatch.max_in_flight,
@@ -332,38 +228,23 @@ impl Coordinator {
         };
         self.obs.paused(&p.paused);
         let (port, obs, pass_span) = (self.port.clone(), self.obs.clone(), span.clone());
+        let (halt_tx, halt_rx) = d.halt;
+        let (caps, journal) = (d.caps, d.journal);
         tokio::spawn(
             async move {
                 let (s, dry_run) = (&opts.settings, opts.dry_run);
-                let (stop, max_runtime) = (opts.stop.clone(), s.pass.max_runtime);
-                let trigger = tokio::spawn(async move {
-                    let cap = async {
-                        if max_runtime.is_zero() {
-                            std::future::pending::<()>().await;
-                        }
-                        tokio::time::sleep(max_runtime).await;
-                    };
-                    let reason = tokio::select! {
-                        r = stop.fired() => r,
-                        () = cap => format!("pass.max_runtime ({}s) reached", max_runtime.as_secs_f64()),
-                    };
-                    let _ = halt_tx.send(Some(reason));
-                    // Keep the sender alive so receivers see the value.
-                    std::future::pending::<()>().await;
-                });
-                let (mut results, error, walk_cut, replay) = driver.run(started, halt_rx.clone()).await;
+                let trigger = stop_trigger(opts.stop.clone(), s.pass.max_runtime, halt_tx);
+                let (mut results, error, walk_cut, replay) =
+                    driver.run(started, halt_rx.clone()).await;
                 trigger.abort();
                 if let Some(w) = watcher {
                     w.abort();
                 }
                 let truncated = halt_rx.borrow().clone().or(walk_cut);
                 let limits = s.safety.cap_limits();
-                let held = settle_caps(&*port, &caps, limits, &p.approved, &p.released, dry_run).await;
-                let (spool, written) = std::mem::replace(&mut *lock(&journal), new_journal());
-                if !dry_run {
-                    let rest = spool.finish();
-                    write_journal(&*port, &opts.run_id, rest, written, s.journal.retention).await;
-                }
+                let held =
+                    settle_caps(&*port, &caps, limits, &p.approved, &p.released, dry_run).await;
+                journal.finish(dry_run, s.journal.retention).await;
                 for (shard, e) in failed {
                     results.push(ShardResult {
                         report: ShardReport::failed(shard, e),
@@ -379,10 +260,9 @@ impl Coordinator {
                     merge_placed(&mut placed, &r.report.counters.placed);
                 }
                 let stopped = halt_rx.borrow().is_some();
-                let reclaim = reclaim::after_pass(
-                    &*port, &s.reclaim, &placed, dry_run, stopped, &opts.stop,
-                )
-                .await;
+                let reclaim =
+                    reclaim::after_pass(&*port, &s.reclaim, &placed, dry_run, stopped, &opts.stop)
+                        .await;
                 let result = PassResult {
                     now: opts.now,
                     buckets: p.buckets,
@@ -398,45 +278,147 @@ impl Coordinator {
                     replay,
                     reclaim,
                 };
-                let (outcome, m) = (result.outcome(), &obs.metrics);
-                for r in &result.shards {
-                    let (rep, c) = (&r.report, &r.report.counters);
-                    let o = rep.outcome.in_pass(result.truncated.is_some());
-                    m.events_scanned(rep.shard, c.events_scanned);
-                    m.skipped_no_mtime(rep.shard, c.skipped_no_mtime);
-                    for ((kind, decision), n) in &c.decisions {
-                        m.matched_n(*kind, *decision, *n);
-                    }
-                    let deletes = c.deletes.total();
-                    m.shard_run_finished(rep.shard, o, r.duration, c.events_scanned, deletes);
-                    m.shard_halted(rep.shard, rep.outcome == ShardOutcome::Halted);
-                    for (_, reason) in &rep.recovery {
-                        m.recovered(reason.as_str());
-                    }
-                    obs.board(|b| b.shard_finished(rep.shard, o));
-                }
-                let read = &result.replay;
-                m.replay_read(read.events_read, read.ranges.len(), read.span_ns());
-                let held = result.held.iter();
-                m.held_buckets(held.map(|h| (h.bucket.as_str(), h.would_delete.saturating_sub(h.cap))));
-                m.freed(&result.freed());
-                if let Some(r) = &result.reclaim {
-                    m.collections(&r.collections);
-                }
-                m.pass_finished(outcome, crate::clock::wall_ns());
-                telemetry::record_outcome(&pass_span, outcome.as_str());
+                obs.pass_ended(&result);
+                telemetry::record_outcome(&pass_span, result.outcome().as_str());
                 result
             }
             .instrument(span),
         )
     }
+
+    /// The pass's dispatcher, with its limiter, retry policy, the gate of
+    /// configuration changes, the deletion cap, the journal and the stop flag.
+    fn dispatch(&self, opts: &PassOptions, p: &mut Prepared) -> Dispatch {
+        let s = &opts.settings;
+        let limiter = s
+            .rate
+            .effective()
+            .map(|(rate, burst)| Arc::new(Limiter::new(rate, burst)));
+        let policy = RetryPolicy {
+            attempts: s.dispatch.retry_attempts,
+            initial: s.dispatch.retry_initial_backoff,
+            max: s.dispatch.retry_max_backoff,
+            call_timeout: s.dispatch.call_timeout,
+        };
+        // Configuration changes during the pass
+        // (docs/lifecycle-config.md#changes-during-a-pass): `watch_configs`
+        // publishes them, the dispatcher's gate withdraws every delete whose
+        // rule left its bucket's configuration, right before it would be sent.
+        let (changes, changes_rx) = watch::channel(Arc::new(RuleChanges::default()));
+        let gate: Gate<DeleteRequest> = Arc::new(move |req: &DeleteRequest| {
+            let changes = changes_rx.borrow();
+            (!changes.still_due(&req.bucket, req.rule_hash, req.kind)).then(|| {
+                format!(
+                    "the lifecycle configuration of bucket {} changed during the pass; \
+                     rule {} ({}) is no longer in it",
+                    req.bucket, req.rule_hash, req.kind
+                )
+            })
+        });
+        // The deletion cap: each delete is admitted once, right before it
+        // would be sent; past a bucket's cap it is held (withdrawn: pending,
+        // never a halt), so the bucket stops at exactly its cap.
+        let caps = Arc::new(Mutex::new(std::mem::take(&mut p.caps)));
+        let book = caps.clone();
+        let admit: Gate<DeleteRequest> =
+            Arc::new(move |req: &DeleteRequest| lock(&book).admit(&req.bucket));
+        let journal = PassJournal::new(self.port.clone(), &opts.run_id);
+        // Seeded with a stop already requested, so a pass started during
+        // shutdown sends nothing.
+        let (halt_tx, halt_rx) = watch::channel(opts.stop.current());
+        let addr = DeleteDispatcher::new(
+            self.deletes.clone(),
+            limiter,
+            s.dispatch.max_in_flight,
+            policy,
+            opts.dry_run,
+        )
+        .with_stop(StopSignal::from(halt_rx.clone()))
+        .with_gate(gate)
+        .with_admit(admit)
+        .with_record(journal.recorder(&p.plan))
+        .one_at_a_time(Arc::new(|r: &DeleteRequest| {
+            format!("{}/{}", r.bucket, r.object_path)
+        }))
+        .start();
+        Dispatch {
+            addr,
+            policy,
+            changes,
+            caps,
+            journal,
+            halt: (halt_tx, halt_rx),
+        }
+    }
+
+    /// Each selected shard's [`BeginPass`] (its plan, persisted cursor,
+    /// window, the dispatcher and its span), and the shards that cannot run:
+    /// no such shard, or its cursor failed to load.
+    #[allow(clippy::type_complexity)]
+    fn brief_shards(
+        &self,
+        p: &mut Prepared,
+        dispatcher: &Addr<DeleteDispatcher<DeleteRequest>>,
+        window: usize,
+        span: &Span,
+    ) -> (
+        BTreeMap<u8, (Addr<ShardActor>, ShardPlan, Span)>,
+        Vec<(Addr<ShardActor>, BeginPass)>,
+        Vec<(u8, String)>,
+    ) {
+        let (mut shards, mut begins, mut failed) = (BTreeMap::new(), Vec::new(), Vec::new());
+        for (shard, cursor) in std::mem::take(&mut p.cursors) {
+            let Some(addr) = self.shards.get(&shard).cloned() else {
+                let why = format!("shard {shard} does not exist (shards are 0..{SHARD_COUNT})");
+                failed.push((shard, why));
+                continue;
+            };
+            match cursor {
+                Ok(persisted) => {
+                    let shard_plan = plan_shard(&p.plan, persisted.as_ref());
+                    let shard_span = telemetry::shard_span(span, shard);
+                    let tele = ShardTelemetry {
+                        span: shard_span.clone(),
+                        obs: self.obs.clone(),
+                    };
+                    let begin = BeginPass {
+                        plan: p.plan.clone(),
+                        persisted,
+                        window,
+                        dispatcher: dispatcher.clone().recipient(),
+                        tele,
+                    };
+                    begins.push((addr.clone(), begin));
+                    shards.insert(shard, (addr, shard_plan, shard_span));
+                }
+                Err(e) => failed.push((shard, e.to_string())),
+            }
+        }
+        (shards, begins, failed)
+    }
 }
 
-/// The pass's journal spool and the writes of the parts it filled.
-type Journal = Arc<Mutex<(JournalSpool, Vec<tokio::task::JoinHandle<()>>)>>;
-
-fn new_journal() -> (JournalSpool, Vec<tokio::task::JoinHandle<()>>) {
-    (JournalSpool::new(JOURNAL_PART_BYTES), Vec::new())
+/// Raises the stop flag when `stop` fires or after `max_runtime` (0: never).
+fn stop_trigger(
+    stop: StopSignal,
+    max_runtime: Duration,
+    halt: watch::Sender<Option<String>>,
+) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        let cap = async {
+            if max_runtime.is_zero() {
+                std::future::pending::<()>().await;
+            }
+            tokio::time::sleep(max_runtime).await;
+        };
+        let reason = tokio::select! {
+            r = stop.fired() => r,
+            () = cap => format!("pass.max_runtime ({}s) reached", max_runtime.as_secs_f64()),
+        };
+        let _ = halt.send(Some(reason));
+        // Keep the sender alive so receivers see the value.
+        std::future::pending::<()>().await;
+    })
 }
 
 /// Re-reads the buckets' lifecycle configurations every `every` while the

@@ -102,6 +102,39 @@ impl PassObserver {
         self.board(|b| b.shard_restarted(shard));
     }
 
+    /// The pass ended as `result`: each shard's counters, decisions, halts
+    /// and recovery walks, what the replay read, the held buckets, the bytes
+    /// freed and the touched collections (metrics), each shard's outcome
+    /// (board), and the pass's outcome.
+    pub fn pass_ended(&self, result: &PassResult) {
+        let m = &self.metrics;
+        for r in &result.shards {
+            let (rep, c) = (&r.report, &r.report.counters);
+            let o = rep.outcome.in_pass(result.truncated.is_some());
+            m.events_scanned(rep.shard, c.events_scanned);
+            m.skipped_no_mtime(rep.shard, c.skipped_no_mtime);
+            for ((kind, decision), n) in &c.decisions {
+                m.matched_n(*kind, *decision, *n);
+            }
+            let deletes = c.deletes.total();
+            m.shard_run_finished(rep.shard, o, r.duration, c.events_scanned, deletes);
+            m.shard_halted(rep.shard, rep.outcome == ShardOutcome::Halted);
+            for (_, reason) in &rep.recovery {
+                m.recovered(reason.as_str());
+            }
+            self.board(|b| b.shard_finished(rep.shard, o));
+        }
+        let read = &result.replay;
+        m.replay_read(read.events_read, read.ranges.len(), read.span_ns());
+        let held = result.held.iter();
+        m.held_buckets(held.map(|h| (h.bucket.as_str(), h.would_delete.saturating_sub(h.cap))));
+        m.freed(&result.freed());
+        if let Some(r) = &result.reclaim {
+            m.collections(&r.collections);
+        }
+        m.pass_finished(result.outcome(), wall_ns());
+    }
+
     /// A legacy-TTL audit (docs/ttl-audit.md): its gauge and the status page.
     pub fn ttl_audit(&self, r: crate::engine::audit::AuditReport) {
         self.metrics.ttl_audit(&r);

@@ -2,10 +2,18 @@
 //! parts small enough to stay inline filer entries (docs/filer-layout.md#journal),
 //! and the holds the deletion cap decided.
 
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use crate::engine::journal::{self, JournalPart};
+use tokio::task::JoinHandle;
+
+use crate::engine::journal::{self, JournalEntry, JournalPart, JournalSpool};
 use crate::engine::safety::{CapBook, Held, HoldRecord};
+use crate::engine::{CallResult, DeleteRequest, RuleHash, shard_id};
+use crate::pass::dispatch::Record;
+use crate::pass::lock;
+use crate::pass::plan::PassPlan;
 use crate::pass::ports::{ClusterPort, on_controls};
 
 /// Largest journal batch file; a shard's batch beyond it is split into
@@ -15,7 +23,7 @@ pub(crate) const JOURNAL_PART_BYTES: usize = 1 << 20;
 /// Stores one part of a shard's journal batch. A failed write is logged,
 /// never fails the pass: the deletes happened, and metrics and logs still
 /// record them.
-pub(crate) fn write_journal_part(
+fn write_journal_part(
     port: &dyn ClusterPort,
     run_id: &str,
     part: JournalPart,
@@ -33,14 +41,86 @@ pub(crate) fn write_journal_part(
     }
 }
 
+/// The deletion journal of a running pass (docs/filer-layout.md#journal):
+/// every delete sent, with its final outcome, per shard, written in parts of
+/// at most [`JOURNAL_PART_BYTES`] as they fill (a pass holds one unfinished
+/// part per shard, docs/due-index.md#memory) and the rest after the drain.
+/// A dry run sends nothing and writes no journal.
+pub(crate) struct PassJournal {
+    /// The spool, and the writes of the parts it filled.
+    spool: Arc<Mutex<(JournalSpool, Vec<JoinHandle<()>>)>>,
+    port: Arc<dyn ClusterPort>,
+    run_id: String,
+}
+
+impl PassJournal {
+    pub(crate) fn new(port: Arc<dyn ClusterPort>, run_id: &str) -> PassJournal {
+        PassJournal {
+            spool: Arc::new(Mutex::new((
+                JournalSpool::new(JOURNAL_PART_BYTES),
+                Vec::new(),
+            ))),
+            port,
+            run_id: run_id.to_string(),
+        }
+    }
+
+    /// The dispatcher's hook that records each delete's final outcome, under
+    /// the id of its rule in `plan`.
+    pub(crate) fn recorder(&self, plan: &PassPlan) -> Record<DeleteRequest> {
+        let rule_ids: BTreeMap<(String, RuleHash), String> = plan
+            .recovery
+            .actions()
+            .map(|a| ((a.bucket().to_string(), a.rule_hash()), a.rule().id.clone()))
+            .collect();
+        let (spool, port, run_id) = (self.spool.clone(), self.port.clone(), self.run_id.clone());
+        Arc::new(move |req: &DeleteRequest, result: &CallResult| {
+            let e = JournalEntry {
+                ts_ns: crate::clock::wall_ns(),
+                run_id: run_id.clone(),
+                bucket: req.bucket.clone(),
+                key: req.object_path.clone(),
+                version_id: req.version_id.clone(),
+                rule_id: rule_ids
+                    .get(&(req.bucket.clone(), req.rule_hash))
+                    .cloned()
+                    .unwrap_or_default(),
+                rule_hash: req.rule_hash.to_hex(),
+                kind: req.kind.as_str().to_string(),
+                outcome: result.outcome.label().to_string(),
+                reason: result.reason.clone(),
+            };
+            let (spool, writes) = &mut *lock(&spool);
+            if let Some(part) = spool.push(shard_id(&req.bucket, &req.object_path), &e) {
+                writes.push(tokio::spawn(write_journal_part(&*port, &run_id, part)));
+            }
+        })
+    }
+
+    /// After every delete was answered: the parts still in the spool, then
+    /// `journal.retention` ([`write_journal`]); nothing in a dry run.
+    pub(crate) async fn finish(self, dry_run: bool, retention: Duration) {
+        let (spool, written) = {
+            let mut guard = lock(&self.spool);
+            let (spool, written) = &mut *guard;
+            let spool = std::mem::replace(spool, JournalSpool::new(JOURNAL_PART_BYTES));
+            (spool, std::mem::take(written))
+        };
+        if !dry_run {
+            let rest = spool.finish();
+            write_journal(&*self.port, &self.run_id, rest, written, retention).await;
+        }
+    }
+}
+
 /// Finishes the pass's journal: waits for the parts written during the pass,
 /// writes each shard's last part, then drops the day directories past
 /// `journal.retention`.
-pub(crate) async fn write_journal(
+async fn write_journal(
     port: &dyn ClusterPort,
     run_id: &str,
     rest: Vec<JournalPart>,
-    written: Vec<tokio::task::JoinHandle<()>>,
+    written: Vec<JoinHandle<()>>,
     retention: Duration,
 ) {
     for w in written {
@@ -74,13 +154,13 @@ pub(crate) async fn write_journal(
 /// (docs/filer-layout.md#approval-files).
 pub(crate) async fn settle_caps(
     port: &dyn ClusterPort,
-    caps: &std::sync::Mutex<CapBook>,
+    caps: &Mutex<CapBook>,
     limits: crate::engine::safety::CapLimits,
     approved: &[String],
     released: &[String],
     dry_run: bool,
 ) -> Vec<Held> {
-    let mut held = crate::pass::lock(caps).held();
+    let mut held = lock(caps).held();
     let now = crate::clock::wall_ns();
     for h in &mut held {
         if h.entries.is_none() {
