@@ -12,6 +12,7 @@ use crate::engine::{Nanos, Snapshot};
 use crate::lifecycle::BucketError;
 use crate::pass::plan::PassPlan;
 use crate::pass::ports::{ClusterError, ClusterPort, on_controls};
+use crate::seaweed::buckets::{BucketInfo, BucketScan};
 
 use crate::pass::options::PassOptions;
 
@@ -73,54 +74,11 @@ pub(crate) async fn prepare(
     // Unreadable pauses fail the pass rather than risk deleting a paused
     // bucket.
     let pause_records = pause_records?;
-    let filter: BTreeSet<&str> = s.pass.buckets.iter().map(String::as_str).collect();
-    let paused_names: BTreeSet<&str> = pause_records.iter().map(|r| r.bucket.as_str()).collect();
-    let selected = |name: &str| filter.is_empty() || filter.contains(name);
-    let mut keep = BTreeSet::new();
-    let mut bucket_errors = Vec::new();
-    let mut unknown_buckets = Vec::new();
-    // A name in `pass.buckets` (or `--buckets`) that the cluster does not
-    // have is a configuration error of its own, reported like a broken
-    // document, so a typo (or a bucket deleted since) does not pass for a
-    // quiet bucket; the other buckets go on.
-    let listed = scan.names();
-    for name in &filter {
-        if let Err(e) = crate::engine::names::check_exists(name, listed.iter().copied()) {
-            unknown_buckets.push(name.to_string());
-            bucket_errors.push(BucketError {
-                bucket: name.to_string(),
-                reason: format!("named by pass.buckets or --buckets, but {e}"),
-            });
-        }
-    }
-    for e in scan.errors {
-        keep.insert(e.bucket.clone());
-        if selected(&e.bucket) {
-            bucket_errors.push(e);
-        }
-    }
-    let mut configs = Vec::new();
-    let mut paused = Vec::new();
-    for b in &scan.buckets {
-        let (named, pauses) = (filter.iter().copied(), paused_names.iter().copied());
-        let sel = Selection::of(&b.name, named, pauses);
-        if sel.keeps_state() {
-            keep.insert(b.name.clone());
-            if sel == Selection::Paused
-                && let Some(r) = pause_records.iter().find(|r| r.bucket == b.name)
-            {
-                paused.push(r.clone());
-            }
-            continue;
-        }
-        if b.has_rules() {
-            configs.push(b.to_config());
-        }
-    }
-    let snap = Snapshot::compile(configs, s.time.time_config());
+    let chosen = choose_buckets(&scan, &s.pass.buckets, pause_records);
+    let snap = Snapshot::compile(chosen.configs, s.time.time_config());
     let earliest = earliest?;
     let wall = crate::clock::wall_ns();
-    let mut pass_plan = PassPlan::build(&snap, opts.now, wall, earliest, &s.pass, keep);
+    let mut pass_plan = PassPlan::build(&snap, opts.now, wall, earliest, &s.pass, chosen.keep);
     // Not asked, not compared: a master we cannot reach says nothing about
     // restarts, and the cursors keep the last registrations they saw.
     pass_plan.filers = filers.unwrap_or_else(|e| {
@@ -128,27 +86,19 @@ pub(crate) async fn prepare(
         None
     });
     let buckets: Vec<String> = pass_plan.buckets().map(str::to_string).collect();
-    // The deletion cap (docs/design-deviations.md#safety-cap): approvals and,
-    // for a fractional cap, one count of every enforced bucket. Approvals
-    // are empty unless `rails` (not read then).
+    // Approvals are empty unless `rails` (not read then).
     let approved: Vec<String> = approvals?
         .into_iter()
         .map(|a| a.bucket)
         .filter(|b| buckets.contains(b))
         .collect();
-    let mut counts = Vec::new();
-    if rails && limits.max_fraction > 0.0 {
-        for b in &buckets {
-            match port.count_bucket(b).await {
-                Ok(n) => counts.push((b.clone(), n)),
-                // Uncounted: only the absolute cap applies to it.
-                Err(e) => {
-                    tracing::warn!(bucket = b, error = %e, "counting the bucket for safety.max_delete_fraction failed")
-                }
-            }
-        }
-    }
-    // A pass over some shards only sends its shards' share of each cap.
+    let counts = if rails && limits.max_fraction > 0.0 {
+        count_buckets(&*port, &buckets).await
+    } else {
+        Vec::new()
+    };
+    // The deletion cap (docs/design-deviations.md#safety-cap). A pass over
+    // some shards only sends its shards' share of each cap.
     let mut caps = CapBook::new(
         limits,
         counts.iter().map(|(b, n)| (b.as_str(), *n)),
@@ -160,39 +110,15 @@ pub(crate) async fn prepare(
         .filter(|h| buckets.contains(&h.bucket))
         .collect();
     let released = caps.carry_holds(&holds);
-    // The rule-change grace (docs/design-deviations.md#rule-change-grace):
-    // a bucket whose lifecycle document changed less than the grace ago is
-    // evaluated dry.
     if !grace.is_zero() {
         let records = rule_records?;
-        let seen = opts.now.min(wall);
-        for info in scan.buckets.iter().filter(|b| buckets.contains(&b.name)) {
-            let doc = info.lifecycle_xml.as_deref().unwrap_or_default();
-            let hash = hex::encode(<sha2::Sha256 as sha2::Digest>::digest(doc));
-            let prev = records.iter().find(|r| r.bucket == info.name);
-            let d = grace_decision(
-                &info.name,
-                prev,
-                !records.is_empty(),
-                &hash,
-                seen,
-                opts.now,
-                grace,
-                approved.contains(&info.name),
-            );
-            if let Some((changed, until)) = d.in_grace {
-                caps.grace(&info.name, changed, until);
-            }
-            if let Some(rec) = d.write
-                && !opts.dry_run
-            {
-                on_controls(
-                    &*port,
-                    |c| async move { c.put_rule_record(&rec, wall).await },
-                )
-                .await?;
-            }
-        }
+        let enforced = scan.buckets.iter().filter(|b| buckets.contains(&b.name));
+        let graced = GraceRead {
+            records: &records,
+            approved: &approved,
+            wall,
+        };
+        graced.apply(&*port, opts, enforced, &mut caps).await?;
     }
     let mut cursors: BTreeMap<_, _> = cursors.into_iter().collect();
     warn_if_earlier(&cursors, opts.now);
@@ -202,14 +128,142 @@ pub(crate) async fn prepare(
     Ok(Prepared {
         plan: Arc::new(pass_plan),
         buckets,
-        bucket_errors,
-        unknown_buckets,
-        paused,
+        bucket_errors: chosen.bucket_errors,
+        unknown_buckets: chosen.unknown_buckets,
+        paused: chosen.paused,
         caps,
         approved,
         released,
         cursors,
     })
+}
+
+/// Which buckets a pass enforces, from the scan, `pass.buckets` (`named`,
+/// empty: all) and the pause files.
+struct Chosen {
+    /// The lifecycle configurations of the enforced buckets with rules.
+    configs: Vec<crate::engine::BucketConfig>,
+    /// Buckets whose cursor state is kept though the pass leaves them alone
+    /// (paused, not named, configuration unreadable).
+    keep: BTreeSet<String>,
+    paused: Vec<PauseRecord>,
+    bucket_errors: Vec<BucketError>,
+    /// Names in `pass.buckets` the cluster does not have.
+    unknown_buckets: Vec<String>,
+}
+
+fn choose_buckets(scan: &BucketScan, named: &[String], pauses: Vec<PauseRecord>) -> Chosen {
+    let filter: BTreeSet<&str> = named.iter().map(String::as_str).collect();
+    let paused_names: BTreeSet<&str> = pauses.iter().map(|r| r.bucket.as_str()).collect();
+    let selected = |name: &str| filter.is_empty() || filter.contains(name);
+    let mut c = Chosen {
+        configs: Vec::new(),
+        keep: BTreeSet::new(),
+        paused: Vec::new(),
+        bucket_errors: Vec::new(),
+        unknown_buckets: Vec::new(),
+    };
+    // A name in `pass.buckets` (or `--buckets`) that the cluster does not
+    // have is a configuration error of its own, reported like a broken
+    // document, so a typo (or a bucket deleted since) does not pass for a
+    // quiet bucket; the other buckets go on.
+    let listed = scan.names();
+    for name in &filter {
+        if let Err(e) = crate::engine::names::check_exists(name, listed.iter().copied()) {
+            c.unknown_buckets.push(name.to_string());
+            c.bucket_errors.push(BucketError {
+                bucket: name.to_string(),
+                reason: format!("named by pass.buckets or --buckets, but {e}"),
+            });
+        }
+    }
+    for e in &scan.errors {
+        c.keep.insert(e.bucket.clone());
+        if selected(&e.bucket) {
+            c.bucket_errors.push(e.clone());
+        }
+    }
+    for b in &scan.buckets {
+        let (named, paused) = (filter.iter().copied(), paused_names.iter().copied());
+        let sel = Selection::of(&b.name, named, paused);
+        if sel.keeps_state() {
+            c.keep.insert(b.name.clone());
+            if sel == Selection::Paused
+                && let Some(r) = pauses.iter().find(|r| r.bucket == b.name)
+            {
+                c.paused.push(r.clone());
+            }
+            continue;
+        }
+        if b.has_rules() {
+            c.configs.push(b.to_config());
+        }
+    }
+    c
+}
+
+/// One count of every enforced bucket, for a fractional deletion cap. A
+/// bucket that cannot be counted gets only the absolute cap.
+async fn count_buckets(port: &dyn ClusterPort, buckets: &[String]) -> Vec<(String, u64)> {
+    let mut counts = Vec::new();
+    for b in buckets {
+        match port.count_bucket(b).await {
+            Ok(n) => counts.push((b.clone(), n)),
+            Err(e) => {
+                tracing::warn!(bucket = b, error = %e, "counting the bucket for safety.max_delete_fraction failed")
+            }
+        }
+    }
+    counts
+}
+
+/// What the rule-change grace (docs/design-deviations.md#rule-change-grace)
+/// decides with: the rule records of earlier passes, the approved buckets
+/// and the wall clock at the pass's start.
+struct GraceRead<'a> {
+    records: &'a [crate::engine::safety::RuleRecord],
+    approved: &'a [String],
+    wall: Nanos,
+}
+
+impl GraceRead<'_> {
+    /// A bucket whose lifecycle document changed less than the grace ago is
+    /// evaluated dry (its deletes held in `caps`); a changed document gets a
+    /// new record, unless a dry run.
+    async fn apply(
+        &self,
+        port: &dyn ClusterPort,
+        opts: &PassOptions,
+        enforced: impl Iterator<Item = &BucketInfo>,
+        caps: &mut CapBook,
+    ) -> Result<(), ClusterError> {
+        let (grace, wall) = (opts.settings.safety.rule_change_grace, self.wall);
+        let seen = opts.now.min(wall);
+        for info in enforced {
+            let doc = info.lifecycle_xml.as_deref().unwrap_or_default();
+            let hash = hex::encode(<sha2::Sha256 as sha2::Digest>::digest(doc));
+            let prev = self.records.iter().find(|r| r.bucket == info.name);
+            let d = grace_decision(
+                &info.name,
+                prev,
+                !self.records.is_empty(),
+                &hash,
+                seen,
+                opts.now,
+                grace,
+                self.approved.contains(&info.name),
+            );
+            if let Some((changed, until)) = d.in_grace {
+                caps.grace(&info.name, changed, until);
+            }
+            if let Some(rec) = d.write
+                && !opts.dry_run
+            {
+                on_controls(port, |c| async move { c.put_rule_record(&rec, wall).await }).await?;
+            }
+        }
+        Ok(())
+    }
 }
 
 /// A pass time before one an earlier pass saved these cursors at: within one
