@@ -176,26 +176,9 @@ async fn serve(
     let renewer = instance.clone().map(|i| {
         let (service, readiness) = (service.clone(), readiness.clone());
         let (metrics, dir) = (metrics.clone(), s.cursor.dir.clone());
-        tokio::spawn(async move {
-            let mut last_ok = tokio::time::Instant::now();
-            loop {
-                tokio::time::sleep(ttl / 3).await;
-                match i.renew().await {
-                    Ok(role) => {
-                        last_ok = tokio::time::Instant::now();
-                        let why = standby_reason(&role, &shards, &dir);
-                        apply_role(&service, &readiness, &metrics, why);
-                    }
-                    // Past half the ttl without a renewal, another serve may
-                    // take this one for gone: stop starting passes first.
-                    Err(e) if last_ok.elapsed() > ttl / 2 => {
-                        let why = format!("the instance file cannot be renewed ({e})");
-                        apply_role(&service, &readiness, &metrics, Some(why));
-                    }
-                    Err(e) => tracing::warn!(error = %e, "instance file not renewed; retrying"),
-                }
-            }
-        })
+        tokio::spawn(renew_instance(i, ttl, shards, dir, move |why| {
+            apply_role(&service, &readiness, &metrics, why)
+        }))
     });
     let scheduler = tokio::spawn(service.clone().schedule_loop(shut_rx.clone()));
     let stale = tokio::spawn(crate::service::stale_watch(
@@ -217,28 +200,7 @@ async fn serve(
     }
     readiness.set_not_ready("shutting down");
     health.set_not_serving().await;
-    let deadline = s.service.shutdown_deadline;
-    let code = match service.begin_shutdown(&format!("shutdown ({signal})")) {
-        None => EXIT_OK,
-        Some(mut done) => match tokio::time::timeout(deadline, done.wait_for(|v| *v)).await {
-            Ok(_) => {
-                tracing::info!("pass drained and cursors saved");
-                EXIT_OK
-            }
-            Err(_) => {
-                let left = board.unfinished();
-                let in_flight: u64 = left.iter().map(|(_, n)| n).sum();
-                let shards: Vec<String> = left.iter().map(|(s, _)| format!("{s:02}")).collect();
-                tracing::error!(
-                    deadline_s = deadline.as_secs_f64(),
-                    shards = shards.join(","),
-                    in_flight_deletes = in_flight,
-                    "shutdown deadline passed: abandoning unfinished shards (their cursors are not saved; the next pass resumes from the last saved ones)"
-                );
-                EXIT_ERROR
-            }
-        },
-    };
+    let code = stop_pass(&service, &board, signal, s.service.shutdown_deadline).await;
     let _ = shut_tx.send(true);
     scheduler.abort();
     stale.abort();
@@ -252,6 +214,64 @@ async fn serve(
     };
     let _ = tokio::time::timeout(Duration::from_secs(2), servers).await;
     Ok(code)
+}
+
+/// Renews this process's instance file every third of `ttl` and hands
+/// `apply` the standby reason each renewal decides (`None`: run the shards).
+async fn renew_instance(
+    i: Arc<Instance>,
+    ttl: Duration,
+    shards: Vec<u8>,
+    dir: String,
+    apply: impl Fn(Option<String>),
+) {
+    let mut last_ok = tokio::time::Instant::now();
+    loop {
+        tokio::time::sleep(ttl / 3).await;
+        match i.renew().await {
+            Ok(role) => {
+                last_ok = tokio::time::Instant::now();
+                apply(standby_reason(&role, &shards, &dir));
+            }
+            // Past half the ttl without a renewal, another serve may take
+            // this one for gone: stop starting passes first.
+            Err(e) if last_ok.elapsed() > ttl / 2 => {
+                apply(Some(format!("the instance file cannot be renewed ({e})")));
+            }
+            Err(e) => tracing::warn!(error = %e, "instance file not renewed; retrying"),
+        }
+    }
+}
+
+/// Stops the running pass, if any, and waits up to `deadline` for it to
+/// drain and save its cursors; the exit code: [`EXIT_ERROR`] past the
+/// deadline, naming the unfinished shards.
+async fn stop_pass(
+    service: &Service,
+    board: &StatusBoard,
+    signal: &str,
+    deadline: Duration,
+) -> i32 {
+    let Some(mut done) = service.begin_shutdown(&format!("shutdown ({signal})")) else {
+        return EXIT_OK;
+    };
+    if tokio::time::timeout(deadline, done.wait_for(|v| *v))
+        .await
+        .is_ok()
+    {
+        tracing::info!("pass drained and cursors saved");
+        return EXIT_OK;
+    }
+    let left = board.unfinished();
+    let in_flight: u64 = left.iter().map(|(_, n)| n).sum();
+    let shards: Vec<String> = left.iter().map(|(s, _)| format!("{s:02}")).collect();
+    tracing::error!(
+        deadline_s = deadline.as_secs_f64(),
+        shards = shards.join(","),
+        in_flight_deletes = in_flight,
+        "shutdown deadline passed: abandoning unfinished shards (their cursors are not saved; the next pass resumes from the last saved ones)"
+    );
+    EXIT_ERROR
 }
 
 /// Why this process stands by, as the instance files decided (`None`: it

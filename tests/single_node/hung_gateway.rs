@@ -2,7 +2,8 @@
 //! accepts connections and never answers stands in for the S3 gateway's gRPC address. With
 //! `dispatch.call_timeout = 2s` and `dispatch.retry_attempts = 2`, a due delete halts its shard
 //! within the deadline instead of wedging the pass, the cursor does not move past it, and `serve`
-//! keeps running its schedule.
+//! keeps running its schedule; a SIGTERM while a call hangs ends `serve` at
+//! `service.shutdown_deadline`.
 
 use crate::common;
 
@@ -124,4 +125,64 @@ async fn serve_runs_its_next_scheduled_pass_after_a_hung_gateway() {
         "{next}"
     );
     assert!(exists(&cluster().s3_client(), &b, "k").await);
+}
+
+/// SIGTERM while a delete hangs longer than `service.shutdown_deadline`: `serve` gives up at the
+/// deadline instead of waiting the call out, exits 1, and says which shard it abandoned with how
+/// many deletes in flight. That shard's cursor is not saved, so nothing is lost: the next pass,
+/// against the real gateway, deletes the object. (This exit had no test of its own.)
+#[tokio::test(flavor = "multi_thread")]
+async fn sigterm_past_the_shutdown_deadline_exits_1_naming_the_unfinished_shard() {
+    let (b, scope) = due_bucket("hung-term").await;
+    let hung = hung_gateway().to_string();
+    let env = [
+        ("S3_LIFECYCLED__CLUSTER__S3_GRPC", hung.as_str()),
+        // The hung call outlasts the deadline by far.
+        ("S3_LIFECYCLED__DISPATCH__CALL_TIMEOUT", "120s"),
+        ("S3_LIFECYCLED__SERVICE__SHUTDOWN_DEADLINE", "2s"),
+        ("S3_LIFECYCLED__SERVICE__SCHEDULE", "off"),
+        ("S3_LIFECYCLED__TIME__DAY", "10s"),
+        ("S3_LIFECYCLED__TIME__DUE_ROUNDING", "none"),
+    ];
+    let mut serve = Serve::start(&scope, &env).await;
+    let now = now_ns() + 60 * SEC_NS;
+    let (id, _) = serve.trigger(&["--now", &rfc3339(now)]).await;
+    // Until the delete is on the wire to the hung gateway.
+    let shard = eventually(
+        Duration::from_secs(30),
+        Duration::from_millis(100),
+        async || {
+            let st = serve.status().await;
+            let shards = st["current_pass"]["shards"]
+                .as_array()
+                .cloned()
+                .unwrap_or_default();
+            shards
+                .iter()
+                .find(|s| s["in_flight"].as_u64().unwrap_or(0) >= 1)
+                .and_then(|s| s["shard"].as_u64())
+                .ok_or_else(|| format!("pass {id}: no delete in flight yet: {st}"))
+        },
+    )
+    .await;
+    let (code, took) = serve.stop_with("TERM", Duration::from_secs(30)).await;
+    let log = serve.log_text();
+    assert_eq!(code, 1, "past the deadline:\n{log}");
+    assert!(
+        took >= Duration::from_secs(2) && took < Duration::from_secs(10),
+        "exit took {took:?} (deadline 2 s, hung call 120 s):\n{log}"
+    );
+    let said = log
+        .lines()
+        .find(|l| l.contains("abandoning unfinished shards"))
+        .unwrap_or_else(|| panic!("no line names the abandoned shards:\n{log}"));
+    assert!(
+        said.contains(&format!("{shard:02}")) && said.contains("in_flight_deletes=1"),
+        "the line must name shard {shard:02} and its one delete in flight: {said}"
+    );
+    assert!(exists(&cluster().s3_client(), &b, "k").await);
+
+    let p = run_once(cluster(), &scope, Some(now + SEC_NS), &[], &DEADLINES).await;
+    assert_eq!(p.ok().total("DONE"), 1, "{}", p.describe());
+    assert!(!exists(&cluster().s3_client(), &b, "k").await);
 }
