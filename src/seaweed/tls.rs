@@ -806,6 +806,43 @@ mod tests {
         let _ = std::fs::remove_dir_all(&dir);
     }
 
+    /// A rotation caught half-written (the new certificate on disk, the old
+    /// key not yet replaced, as a tool that writes one file after the other
+    /// leaves them): the refresh keeps the previous pair, which still works,
+    /// instead of dialling with a pair that does not go together; once the
+    /// key follows, the next refresh takes the new pair.
+    #[tokio::test]
+    async fn a_rotation_caught_half_written_keeps_the_previous_pair() {
+        let dir = std::env::temp_dir().join(format!("tls-half-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let (ca, cert, key) = (
+            dir.join("ca.crt"),
+            dir.join("client.crt"),
+            dir.join("client.key"),
+        );
+        std::fs::copy(openssl_ca(&dir, "one"), &cert).unwrap();
+        std::fs::copy(dir.join("one.key"), &key).unwrap();
+        std::fs::copy(&cert, &ca).unwrap();
+        let tls = ClientTls::load(TlsFiles {
+            ca: ca.clone(),
+            cert: Some(cert.clone()),
+            key: Some(key.clone()),
+            server_name: None,
+        })
+        .unwrap();
+        std::fs::copy(openssl_ca(&dir, "two"), &cert).unwrap();
+        assert!(
+            !tls.refresh().await,
+            "a certificate without its key is no rotation"
+        );
+        let (_, generation) = tls.config();
+        assert_eq!(generation, 0, "the previous pair stays in use");
+        std::fs::copy(dir.join("two.key"), &key).unwrap();
+        assert!(tls.refresh().await, "the whole new pair is a rotation");
+        assert_eq!(tls.config().1, 1);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
     #[test]
     fn missing_or_bad_files_name_the_key_and_path() {
         let dir = std::env::temp_dir().join(format!("tls-unit-{}", std::process::id()));
