@@ -391,17 +391,45 @@ impl Service {
                 () = tokio::time::sleep(wait) => {}
                 _ = shutdown.wait_for(|v| *v) => return,
             }
+            let Some(mut running) = self.start_scheduled() else {
+                continue;
+            };
+            // A pass that outlasts its day would otherwise push the next
+            // one a whole day on: what fell due since its `now` would wait
+            // up to two days. The scheduled pass starts as soon as it ends.
+            tokio::select! {
+                _ = running.wait_for(|v| *v) => {}
+                _ = shutdown.wait_for(|v| *v) => return,
+            }
+            self.start_scheduled();
+        }
+    }
+
+    /// Starts a scheduled pass; when one is still running, answers the
+    /// receiver that turns `true` when it has ended (the start is deferred
+    /// to then).
+    fn start_scheduled(self: &Arc<Self>) -> Option<watch::Receiver<bool>> {
+        // Twice at most: a pass that ends between the refusal and the look
+        // at it leaves no pass to wait for, and the second start runs.
+        for _ in 0..2 {
             match self.start(TriggerRequest::default(), Cause::Schedule) {
                 Ok(a) if a.already_running => {
-                    tracing::warn!(
-                        run_id = a.run_id,
-                        "scheduled pass skipped: a pass is still running"
-                    );
+                    if let Some(c) = self.lock().current.as_ref() {
+                        tracing::warn!(
+                            run_id = a.run_id,
+                            "scheduled pass deferred: a pass is still running; it starts when that one ends"
+                        );
+                        return Some(c.done.clone());
+                    }
                 }
-                Ok(_) => {}
-                Err(e) => tracing::warn!(error = %e, "scheduled pass not started"),
+                Ok(_) => return None,
+                Err(e) => {
+                    tracing::warn!(error = %e, "scheduled pass not started");
+                    return None;
+                }
             }
         }
+        None
     }
 }
 

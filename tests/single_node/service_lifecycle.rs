@@ -1,6 +1,6 @@
 //! `s3-lifecycled serve` over time, through the real binary against the
 //! loopback cluster: the daily schedule with a shortened day (passes start by
-//! themselves), and graceful shutdown with deletes in flight (exit 0 within
+//! themselves; a start during a long pass follows it), and graceful shutdown with deletes in flight (exit 0 within
 //! the deadline, cursors saved and consistent: later passes delete the rest
 //! and nothing is deleted twice) or during the reclaim report's settling,
 //! SIGHUP ignored, plus `pass.max_runtime` in `run-once`, and the report of
@@ -59,6 +59,91 @@ async fn daily_schedule_with_a_short_day_starts_passes_by_itself() {
     )
     .await;
     assert!(!serve.log_text().contains("ERROR"), "{}", serve.log_text());
+}
+
+/// A scheduled start that found a pass still running was skipped, so a pass longer than its day
+/// pushed the next pass a whole day on (what fell due meanwhile waited up to two days). It now
+/// starts as soon as the running pass ends. With a 10 s day and 75 due objects at 5 deletes/s, a
+/// pass lasts about 15 s and covers the next start: the old code's next pass came at the start
+/// after that, about 5 s after the long pass ended; now it follows at once.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_scheduled_start_during_a_long_pass_was_skipped_for_a_whole_day() {
+    let c = cluster();
+    let b = c.new_bucket("svc-overrun").await.unwrap();
+    c.put_lifecycle_xml(&b, &lifecycle(&days_rule("d1", "", 1)))
+        .await
+        .unwrap();
+    c.put_objects_bulk(&b, &keys("o/", 75), b"x").await.unwrap();
+    // All due (a day after they were written) before the first scheduled pass, so that pass
+    // takes them all.
+    tokio::time::sleep(Duration::from_secs(11)).await;
+    let scope = Scope::new(&[&b]);
+    let serve = Serve::start(
+        &scope,
+        &[
+            ("S3_LIFECYCLED__SERVICE__SCHEDULE", "00:00"),
+            ("S3_LIFECYCLED__RATE__DELETES_PER_SECOND", "5"),
+            ("S3_LIFECYCLED__RATE__BURST", "1"),
+        ],
+    )
+    .await;
+    // Every finished pass from the log, in order: (start, finish, deletes done). A deferred pass
+    // follows the long one within milliseconds, too soon to see the long one as the last pass.
+    let (long, next) = eventually(
+        Duration::from_secs(90),
+        Duration::from_millis(500),
+        async || {
+            let passes = finished_passes(&serve.log_text());
+            let long = passes.iter().position(|p| p.2 >= 60);
+            match long.and_then(|i| passes.get(i).zip(passes.get(i + 1))) {
+                Some((l, n)) => Ok((*l, *n)),
+                None => Err(format!(
+                    "no long pass and the one after yet: {passes:?}\n{}",
+                    serve.log_text()
+                )),
+            }
+        },
+    )
+    .await;
+    let took = long.1 - long.0;
+    assert!(
+        took > 11.0,
+        "the long pass must cover a scheduled start (10 s day), took {took} s"
+    );
+    let gap = next.0 - long.1;
+    assert!(
+        gap < 2.5,
+        "the deferred pass started {gap} s after the long one ended:\n{}",
+        serve.log_text()
+    );
+    assert!(
+        serve.log_text().contains("scheduled pass deferred"),
+        "{}",
+        serve.log_text()
+    );
+}
+
+/// Each "pass finished" line of a `serve` log: (start, finish) in seconds since the epoch (the
+/// line's time, less its `duration_s`) and `deletes_done`.
+fn finished_passes(log: &str) -> Vec<(f64, f64, u64)> {
+    let field = |l: &str, k: &str| {
+        l.split_whitespace()
+            .find_map(|w| w.strip_prefix(k))
+            .map(|v| v.trim_matches('"').to_string())
+    };
+    log.lines()
+        .filter(|l| l.contains("pass finished"))
+        .filter_map(|l| {
+            let at = l.split_whitespace().next()?;
+            let at =
+                time::OffsetDateTime::parse(at, &time::format_description::well_known::Rfc3339)
+                    .ok()?;
+            let finish = at.unix_timestamp_nanos() as f64 / 1e9;
+            let took: f64 = field(l, "duration_s=")?.parse().ok()?;
+            let done: u64 = field(l, "deletes_done=")?.parse().ok()?;
+            Some((finish - took, finish, done))
+        })
+        .collect()
 }
 
 /// `deletes_done=N` of the service's "pass finished" log line.
