@@ -6,6 +6,7 @@ use std::time::Duration;
 use serde::Deserialize;
 
 use super::values::{de_duration, de_list};
+use super::{ConfigError, invalid, require};
 
 /// `[cluster]`
 #[derive(Debug, Clone, Deserialize, PartialEq)]
@@ -99,5 +100,56 @@ pub(super) fn static_or_default(
         Some(vec![default.to_string()])
     } else {
         None
+    }
+}
+
+impl ClusterSettings {
+    /// The server addresses parse as the pass will dial them, each once.
+    pub(super) fn validate(&self) -> Result<(), ConfigError> {
+        for (key, list, example) in [
+            ("cluster.filer", &self.filer, "127.0.0.1:18888"),
+            ("cluster.s3_grpc", &self.s3_grpc, "127.0.0.1:18333"),
+        ] {
+            let mut seen = std::collections::BTreeSet::new();
+            for addr in list {
+                let port = example.rsplit(':').next().unwrap_or_default();
+                require(
+                    !addr.contains(char::is_whitespace),
+                    key,
+                    format!(
+                        "`{addr}` is not a gRPC address; give HOST:PORT items, e.g. \
+                         [\"{example}\"] or \"{example},10.0.0.2:{port}\""
+                    ),
+                )?;
+                // Parsed as the pass will dial it, so a bad port is a
+                // configuration error (exit 2), not a failure at the first pass.
+                let options = crate::seaweed::endpoint::EndpointOptions::new();
+                if let Err(e) = crate::seaweed::endpoint::GrpcEndpoint::new(addr, &options) {
+                    let why = e.reason();
+                    return Err(invalid(
+                        key,
+                        format!(
+                            "`{addr}` is not a gRPC address ({why}); give HOST:PORT items, e.g. \
+                             [\"{example}\"] or \"{example},10.0.0.2:{port}\""
+                        ),
+                    ));
+                }
+                let twice = format!("lists `{addr}` twice; give each server once");
+                require(seen.insert(addr.as_str()), key, twice)?;
+            }
+        }
+        let master = &self.master;
+        require(
+            !master.contains(char::is_whitespace) && !master.contains(','),
+            "cluster.master",
+            format!(
+                "`{master}` is not one master gRPC address; give HOST:PORT, e.g. 127.0.0.1:19333"
+            ),
+        )?;
+        if !master.trim().is_empty() {
+            crate::seaweed::endpoint::ServerAddress::grpc_as_given(master)
+                .map_err(|e| invalid("cluster.master", e.to_string()))?;
+        }
+        Ok(())
     }
 }

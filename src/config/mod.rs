@@ -50,7 +50,7 @@ pub enum ConfigError {
     },
 }
 
-fn invalid(key: &str, message: impl Into<String>) -> ConfigError {
+pub(super) fn invalid(key: &str, message: impl Into<String>) -> ConfigError {
     ConfigError::Invalid {
         key: key.to_string(),
         message: message.into(),
@@ -58,7 +58,7 @@ fn invalid(key: &str, message: impl Into<String>) -> ConfigError {
 }
 
 /// `Ok` when `ok`, else [`invalid`].
-fn require(ok: bool, key: &str, message: impl Into<String>) -> Result<(), ConfigError> {
+pub(super) fn require(ok: bool, key: &str, message: impl Into<String>) -> Result<(), ConfigError> {
     if ok {
         Ok(())
     } else {
@@ -192,70 +192,8 @@ impl Settings {
             "must be at least 3s (the instance file is renewed every third of it)",
         )?;
         self.validate_weed_admin()?;
-        for (key, list, example) in [
-            ("cluster.filer", &self.cluster.filer, "127.0.0.1:18888"),
-            ("cluster.s3_grpc", &self.cluster.s3_grpc, "127.0.0.1:18333"),
-        ] {
-            let mut seen = std::collections::BTreeSet::new();
-            for addr in list {
-                let port = example.rsplit(':').next().unwrap_or_default();
-                require(
-                    !addr.contains(char::is_whitespace),
-                    key,
-                    format!(
-                        "`{addr}` is not a gRPC address; give HOST:PORT items, e.g. \
-                         [\"{example}\"] or \"{example},10.0.0.2:{port}\""
-                    ),
-                )?;
-                // Parsed as the pass will dial it, so a bad port is a
-                // configuration error (exit 2), not a failure at the first pass.
-                let options = crate::seaweed::endpoint::EndpointOptions::new();
-                if let Err(e) = crate::seaweed::endpoint::GrpcEndpoint::new(addr, &options) {
-                    let why = e.reason();
-                    return Err(invalid(
-                        key,
-                        format!(
-                            "`{addr}` is not a gRPC address ({why}); give HOST:PORT items, e.g. \
-                             [\"{example}\"] or \"{example},10.0.0.2:{port}\""
-                        ),
-                    ));
-                }
-                let twice = format!("lists `{addr}` twice; give each server once");
-                require(seen.insert(addr.as_str()), key, twice)?;
-            }
-        }
-        let master = &self.cluster.master;
-        require(
-            !master.contains(char::is_whitespace) && !master.contains(','),
-            "cluster.master",
-            format!(
-                "`{master}` is not one master gRPC address; give HOST:PORT, e.g. 127.0.0.1:19333"
-            ),
-        )?;
-        if !master.trim().is_empty() {
-            crate::seaweed::endpoint::ServerAddress::grpc_as_given(master)
-                .map_err(|e| invalid("cluster.master", e.to_string()))?;
-        }
-        let margin = self.pass.reorder_margin;
-        require(
-            !margin.is_zero() && margin <= Duration::from_secs(3600),
-            "pass.reorder_margin",
-            format!(
-                "must be between 1ms and 1h, e.g. 5s (got {margin:?}): 0 would skip events the \
-                 filer delivers out of order"
-            ),
-        )?;
-        let shards = crate::engine::shard::SHARD_COUNT;
-        require(
-            self.pass.tail_budget >= shards,
-            "pass.tail_budget",
-            format!(
-                "must be at least {shards} (one mark per shard), e.g. 1048576 (got {}): it bounds \
-                 the resolved-delete marks a pass holds in memory",
-                self.pass.tail_budget
-            ),
-        )?;
-        parse_shards(&self.pass.shards).map_err(|m| invalid("pass.shards", m))?;
+        self.cluster.validate()?;
+        self.pass.validate()?;
         require(
             !self.time.day.is_zero(),
             "time.day",
@@ -326,27 +264,6 @@ impl Settings {
                 ),
             )?;
         }
-        let refresh = self.pass.config_refresh;
-        require(
-            refresh.is_zero() || refresh >= Duration::from_millis(100),
-            "pass.config_refresh",
-            "must be 0 (never re-read) or at least 100ms (each re-read lists the buckets \
-             directory), e.g. 1s",
-        )?;
-        let f = self.pass.walk_budget_fraction;
-        require(
-            f > 0.0 && f <= 1.0,
-            "pass.walk_budget_fraction",
-            format!(
-                "{f} is not in (0, 1]: it is the share of pass.max_runtime the walk may use \
-                 before replay, e.g. 0.5"
-            ),
-        )?;
-        require(
-            self.pass.event_buffer != 0,
-            "pass.event_buffer",
-            "must be at least 1",
-        )?;
         require(
             self.cursor.dir.starts_with('/'),
             "cursor.dir",

@@ -6,6 +6,7 @@ use std::time::Duration;
 use serde::Deserialize;
 
 use super::values::{de_due_rounding, de_duration, de_list};
+use super::{ConfigError, invalid, require};
 use crate::engine::{DueRounding, TimeConfig};
 
 /// `[pass]`
@@ -75,6 +76,54 @@ impl PassSettings {
             self.max_runtime
                 .mul_f64(self.walk_budget_fraction.clamp(0.0, 1.0))
         })
+    }
+}
+
+impl PassSettings {
+    /// Each `pass.*` key within its range.
+    pub(super) fn validate(&self) -> Result<(), ConfigError> {
+        let margin = self.reorder_margin;
+        require(
+            !margin.is_zero() && margin <= Duration::from_secs(3600),
+            "pass.reorder_margin",
+            format!(
+                "must be between 1ms and 1h, e.g. 5s (got {margin:?}): 0 would skip events the \
+                 filer delivers out of order"
+            ),
+        )?;
+        let shards = crate::engine::shard::SHARD_COUNT;
+        require(
+            self.tail_budget >= shards,
+            "pass.tail_budget",
+            format!(
+                "must be at least {shards} (one mark per shard), e.g. 1048576 (got {}): it bounds \
+                 the resolved-delete marks a pass holds in memory",
+                self.tail_budget
+            ),
+        )?;
+        parse_shards(&self.shards).map_err(|m| invalid("pass.shards", m))?;
+        let refresh = self.config_refresh;
+        require(
+            refresh.is_zero() || refresh >= Duration::from_millis(100),
+            "pass.config_refresh",
+            "must be 0 (never re-read) or at least 100ms (each re-read lists the buckets \
+             directory), e.g. 1s",
+        )?;
+        let f = self.walk_budget_fraction;
+        require(
+            f > 0.0 && f <= 1.0,
+            "pass.walk_budget_fraction",
+            format!(
+                "{f} is not in (0, 1]: it is the share of pass.max_runtime the walk may use \
+                 before replay, e.g. 0.5"
+            ),
+        )?;
+        require(
+            self.event_buffer != 0,
+            "pass.event_buffer",
+            "must be at least 1",
+        )?;
+        Ok(())
     }
 }
 
