@@ -177,6 +177,65 @@ fn bucket_card(last: &serde_json::Value, bucket: &str) -> serde_json::Value {
         .unwrap_or_else(|| panic!("no card for {bucket} in {last}"))
 }
 
+/// `safety.max_delete_fraction` had no end-to-end test: the cap is that fraction of the bucket's
+/// entries, counted at the pass's start. 20 objects all due at 0.25 stop at exactly 5; a bucket
+/// whose rule matches 2 of its 20 objects (10%) is under it; `approve` lets the rest through.
+#[tokio::test(flavor = "multi_thread")]
+async fn delete_fraction_holds_a_bucket_at_that_share_of_its_objects_until_approve() {
+    const N: usize = 20;
+    let c = cluster();
+    let s3 = c.s3_client();
+    let big = c.new_bucket("frac-big").await.unwrap();
+    let few = c.new_bucket("frac-few").await.unwrap();
+    c.put_lifecycle_xml(&big, &lifecycle(&days_rule("d1", "", 1)))
+        .await
+        .unwrap();
+    c.put_objects_bulk(&big, &keys("o/", N), b"x")
+        .await
+        .unwrap();
+    c.put_lifecycle_xml(&few, &lifecycle(&days_rule("tmp", "tmp/", 1)))
+        .await
+        .unwrap();
+    c.put_objects_bulk(&few, &keys("o/", N - 2), b"x")
+        .await
+        .unwrap();
+    c.put_objects_bulk(&few, &keys("tmp/", 2), b"x")
+        .await
+        .unwrap();
+    let scope = Scope::new(&[&big, &few]);
+    let serve = Serve::start(
+        &scope,
+        &[("S3_LIFECYCLED__SAFETY__MAX_DELETE_FRACTION", "0.25")],
+    )
+    .await;
+    let later = now_ns() + 60 * SEC_NS;
+    let (id, _) = serve.trigger(&["--now", &rfc3339(later)]).await;
+    let last = serve.wait_last(&id, Duration::from_secs(60)).await;
+    assert_eq!(count_objects(&s3, &big).await, N - 5, "{last}");
+    let reason = bucket_card(&last, &big)["held_reason"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    assert!(
+        reason.starts_with("safety cap: would delete 20 of 20 (100.0%); stopped at 5."),
+        "{reason}"
+    );
+    assert_eq!(count_objects(&s3, &few).await, N - 2, "{last}");
+    assert_eq!(
+        bucket_card(&last, &few)["held_reason"],
+        serde_json::Value::Null,
+        "{last}"
+    );
+
+    let out = serve.cli(&["approve", &big]).await;
+    assert_eq!(out.code, 0, "{}", out.describe());
+    let (id, _) = serve
+        .trigger(&["--now", &rfc3339(later + 5 * SEC_NS)])
+        .await;
+    let last = serve.wait_last(&id, Duration::from_secs(60)).await;
+    assert_eq!(count_objects(&s3, &big).await, 0, "{last}");
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn deletion_cap_holds_a_bucket_at_exactly_the_cap_until_approve() {
     const N: usize = 10;
