@@ -209,7 +209,7 @@ async fn serve_audits_at_start_into_the_status_page_status_json_and_metrics() {
     put(&s3, &b, "k", b"x", None).await;
     // Rule days are lifecycle days: compare with real ones, not the suite's
     // short day.
-    let serve = Serve::start(&Scope::new(&[&b]), &[("S3_LIFECYCLED__TIME__DAY", "24h")]).await;
+    let mut serve = Serve::start(&Scope::new(&[&b]), &[("S3_LIFECYCLED__TIME__DAY", "24h")]).await;
     // The audit runs off the start-up path: wait for it.
     let status = eventually(
         Duration::from_secs(30),
@@ -246,4 +246,33 @@ async fn serve_audits_at_start_into_the_status_page_status_json_and_metrics() {
     assert!(page.contains(&format!(
         "fs.configure -locationPrefix /buckets/{b}/ -delete -apply"
     )));
+
+    // `audit.in_service = false`: the same bucket, and a serve that audits nothing, neither at
+    // start nor after a pass. (The first one leaves the cursor dir to it.)
+    let (code, _) = serve.stop_with("TERM", Duration::from_secs(30)).await;
+    assert_eq!(code, 0);
+    let off = Serve::start(
+        &Scope::new(&[&b]),
+        &[
+            ("S3_LIFECYCLED__TIME__DAY", "24h"),
+            ("S3_LIFECYCLED__AUDIT__IN_SERVICE", "false"),
+        ],
+    )
+    .await;
+    let (id, _) = off.trigger(&[]).await;
+    off.wait_last(&id, Duration::from_secs(60)).await;
+    let status: Value = serde_json::from_str(
+        &common::http::get_async(off.http, "/status.json")
+            .await
+            .unwrap()
+            .text(),
+    )
+    .unwrap();
+    assert!(status["ttl_audit"].is_null(), "{}", status["ttl_audit"]);
+    let m = common::http::get_async(off.http, "/metrics")
+        .await
+        .unwrap()
+        .text();
+    assert!(!m.contains("s3_lifecycled_ttl_findings{"), "{m}");
+    assert!(!off.log_text().contains("ttl audit"), "{}", off.log_text());
 }
