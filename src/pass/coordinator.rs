@@ -181,6 +181,15 @@ struct Dispatch {
     ),
 }
 
+/// The shards a pass runs, with what each is sent first, and those it cannot
+/// run with why.
+#[derive(Default)]
+struct Briefed {
+    shards: BTreeMap<u8, (Addr<ShardActor>, ShardPlan, Span)>,
+    begins: Vec<(Addr<ShardActor>, BeginPass)>,
+    failed: Vec<(u8, String)>,
+}
+
 impl Coordinator {
     /// Creates the limiter, dispatcher and shards (on this arbiter), then
     /// spawns the driver on the runtime pool.
@@ -205,7 +214,11 @@ impl Coordinator {
             self.obs.metrics.bucket_config_error(b, false);
         }
         let window = s.dispatch.max_in_flight_per_shard;
-        let (shards, begins, failed) = self.brief_shards(&mut p, &d.addr, window, &span);
+        let Briefed {
+            shards,
+            begins,
+            failed,
+        } = self.brief_shards(&mut p, &d.addr, window, &span);
         // Outstanding work of every shard: its window plus the event or
         // batch being taken in.
         let outstanding = shards.len().saturating_mul(window.saturating_mul(2));
@@ -354,19 +367,15 @@ impl Coordinator {
     /// Each selected shard's [`BeginPass`] (its plan, persisted cursor,
     /// window, the dispatcher and its span), and the shards that cannot run:
     /// no such shard, or its cursor failed to load.
-    #[allow(clippy::type_complexity)]
     fn brief_shards(
         &self,
         p: &mut Prepared,
         dispatcher: &Addr<DeleteDispatcher<DeleteRequest>>,
         window: usize,
         span: &Span,
-    ) -> (
-        BTreeMap<u8, (Addr<ShardActor>, ShardPlan, Span)>,
-        Vec<(Addr<ShardActor>, BeginPass)>,
-        Vec<(u8, String)>,
-    ) {
-        let (mut shards, mut begins, mut failed) = (BTreeMap::new(), Vec::new(), Vec::new());
+    ) -> Briefed {
+        let mut b = Briefed::default();
+        let (shards, begins, failed) = (&mut b.shards, &mut b.begins, &mut b.failed);
         for (shard, cursor) in std::mem::take(&mut p.cursors) {
             let Some(addr) = self.shards.get(&shard).cloned() else {
                 let why = format!("shard {shard} does not exist (shards are 0..{SHARD_COUNT})");
@@ -394,7 +403,7 @@ impl Coordinator {
                 Err(e) => failed.push((shard, e.to_string())),
             }
         }
-        (shards, begins, failed)
+        b
     }
 }
 

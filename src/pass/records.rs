@@ -100,12 +100,8 @@ impl PassJournal {
     /// After every delete was answered: the parts still in the spool, then
     /// `journal.retention` ([`write_journal`]); nothing in a dry run.
     pub(crate) async fn finish(self, dry_run: bool, retention: Duration) {
-        let (spool, written) = {
-            let mut guard = lock(&self.spool);
-            let (spool, written) = &mut *guard;
-            let spool = std::mem::replace(spool, JournalSpool::new(JOURNAL_PART_BYTES));
-            (spool, std::mem::take(written))
-        };
+        let empty = (JournalSpool::new(JOURNAL_PART_BYTES), Vec::new());
+        let (spool, written) = std::mem::replace(&mut *lock(&self.spool), empty);
         if !dry_run {
             let rest = spool.finish();
             write_journal(&*self.port, &self.run_id, rest, written, retention).await;

@@ -286,22 +286,19 @@ impl ClientTls {
     }
 
     /// Re-reads the files; when their contents changed, builds the new
-    /// configuration. A file that does not load (a rotation half written)
-    /// keeps the previous one, with a warning. Returns whether it changed.
-    fn reload(&self) -> bool {
+    /// configuration and bumps the generation. A file that does not load (a
+    /// rotation half written) keeps the previous one, with a warning.
+    fn reload(&self) {
         match load(&self.0.files, self.0.used_for) {
             Ok(new) => {
                 let mut cur = self.0.loaded.lock().unwrap_or_else(|p| p.into_inner());
-                if cur.digest == new.digest {
-                    return false;
+                if cur.digest != new.digest {
+                    *cur = new;
+                    self.0.generation.fetch_add(1, Ordering::SeqCst);
                 }
-                *cur = new;
-                self.0.generation.fetch_add(1, Ordering::SeqCst);
-                true
             }
             Err(e) => {
                 tracing::warn!(error = %e, "TLS files changed but do not load; keeping the previous certificates");
-                false
             }
         }
     }

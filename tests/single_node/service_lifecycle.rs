@@ -1,10 +1,11 @@
 //! `s3-lifecycled serve` over time, through the real binary against the
 //! loopback cluster: the daily schedule with a shortened day (passes start by
-//! themselves; a start during a long pass follows it), and graceful shutdown with deletes in flight (exit 0 within
-//! the deadline, cursors saved and consistent: later passes delete the rest
-//! and nothing is deleted twice) or during the reclaim report's settling,
-//! SIGHUP ignored, plus `pass.max_runtime` in `run-once`, and the report of
-//! buckets whose rules no pass enforced lately.
+//! themselves; a start during a long pass follows it), and graceful shutdown
+//! with deletes in flight (exit 0 within the deadline, cursors saved and
+//! consistent: later passes delete the rest and nothing is deleted twice) or
+//! during the reclaim report's settling, SIGHUP ignored, plus
+//! `pass.max_runtime` in `run-once`, and the report of buckets whose rules no
+//! pass enforced lately.
 
 use crate::common;
 
