@@ -17,6 +17,7 @@ use crate::seaweed::filer::FilerClient;
 pub mod admin_client;
 pub mod audit_cmd;
 pub mod cursor_cmd;
+pub mod explain_cmd;
 pub mod forecast_cmd;
 pub mod journal_cmd;
 pub mod rules_check;
@@ -142,7 +143,7 @@ pub enum Command {
     Journal(journal_cmd::JournalArgs),
     /// Which rules match an object and why the others do not, its due time
     /// per action, and the last delete of it in the journal (reads the filer).
-    Explain(journal_cmd::ExplainArgs),
+    Explain(explain_cmd::ExplainArgs),
     /// What becomes due per bucket and rule on each of the next `--days`,
     /// and what is overdue now, from the pending tallies the passes keep in
     /// the cursors (reads the filer; never lists a bucket).
@@ -371,7 +372,7 @@ pub fn main() -> i32 {
         Command::Journal(args) => journal_cmd::run(&args),
         Command::Forecast(args) => forecast_cmd::run(&args),
         Command::Audit(args) => audit_cmd::run(&args),
-        Command::Explain(args) => journal_cmd::run_explain(&args),
+        Command::Explain(args) => explain_cmd::run(&args),
         Command::Cursor { command } => cursor_cmd::run(command),
     })
 }
