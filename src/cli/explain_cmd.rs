@@ -46,7 +46,7 @@ async fn explain(s: &Settings, args: &ExplainArgs) -> Result<String, Fail> {
     let client = crate::cli::first_filer(s).await?;
     let (root, info) = crate::cli::bucket_info(s, &client, bucket).await?;
     let item = match look_up(&client, &root, bucket, key).await? {
-        Found::Item(item) => item,
+        Found::Item(item) => *item,
         Found::FolderMarker(text) => return Ok(text),
         Found::Nothing(looked) => return gone(s, args, &looked).await,
     };
@@ -107,7 +107,7 @@ async fn explain(s: &Settings, args: &ExplainArgs) -> Result<String, Fail> {
 /// What the filer holds under a key.
 enum Found {
     /// An object, or a versioned key with its versions.
-    Item(WalkItem),
+    Item(Box<WalkItem>),
     /// The whole answer for a folder marker.
     FolderMarker(String),
     /// Nothing: the paths looked up, for the message.
@@ -127,16 +127,16 @@ async fn look_up(client: &FilerClient, root: &str, bucket: &str, key: &str) -> R
         versions = version_files(client, &join_path(&dir, &folder_name)).await?;
     }
     Ok(match (folder, bare) {
-        (Some(folder), bare) if !versions.is_empty() => Found::Item(WalkItem::Versions {
+        (Some(folder), bare) if !versions.is_empty() => Found::Item(Box::new(WalkItem::Versions {
             logical_key: key.to_string(),
             folder,
             versions,
             null_version: bare.filter(is_null_version),
-        }),
-        (_, Some(b)) if !b.is_directory => Found::Item(WalkItem::Object {
+        })),
+        (_, Some(b)) if !b.is_directory => Found::Item(Box::new(WalkItem::Object {
             key: key.to_string(),
             entry: b,
-        }),
+        })),
         // `PUT dir/` stores a directory carrying an ETag: S3 lists it as the
         // object `dir/`, but lifecycle never expires directories
         // (docs/filer-layout.md#objects-and-directories), so "not found" would be

@@ -22,6 +22,8 @@ use crate::config::Settings;
 use crate::engine::instances::Role;
 use crate::http::{self, HttpState, Readiness};
 use crate::metrics::Metrics;
+use crate::pass::cluster::SeaweedCluster;
+use crate::pass::gateways::SeaweedDelete;
 use crate::pass::observe::{PassObserver, StatusBoard};
 use crate::pass::ports::ClusterPort;
 use crate::pass::runner::{PassRunner, RunError, connect_cluster};
@@ -88,27 +90,11 @@ async fn serve(
         wait_shut(shut_rx.clone()),
     ));
 
-    let (cluster, deletes) = loop {
-        match connect_cluster(&s, tls.clone()).await {
-            Ok(c) => break c,
-            Err(RunError::Config(e)) => return Err(usage(e)),
-            Err(e) => {
-                // Name a TLS cause (plaintext against a TLS port, a refused
-                // certificate) rather than a bare transport error.
-                let addrs: Vec<&str> = s.cluster.filer.iter().map(String::as_str).collect();
-                let e = match crate::cli::tls::diagnose(tls.as_ref(), &addrs, Some(&e)).await {
-                    Some((msg, _)) => msg,
-                    None => e.to_string(),
-                };
-                readiness.set_not_ready(e.clone());
-                tracing::warn!(filer = %s.cluster.filer_label(), error = %e, "cluster not reachable; retrying");
-                if signals.sleep_or_signal(CONNECT_RETRY).await {
-                    let _ = shut_tx.send(true);
-                    let _ = http_task.await;
-                    return Ok(EXIT_OK);
-                }
-            }
-        }
+    let Some((cluster, deletes)) = connect_retrying(&s, tls.as_ref(), &readiness, &signals).await?
+    else {
+        let _ = shut_tx.send(true);
+        let _ = http_task.await;
+        return Ok(EXIT_OK);
     };
     let cluster: Arc<dyn ClusterPort> = Arc::new(cluster);
     let obs = PassObserver {
@@ -137,33 +123,12 @@ async fn serve(
         wait_shut(shut_rx.clone()),
     ));
 
-    // Ready once the cluster answers a bucket scan and this process's
-    // instance file is written (docs/serve-instances.md).
     let ttl = s.service.instance_ttl;
-    let joined = loop {
-        let step = async {
-            let scan = cluster.buckets().await;
-            scan.map_err(|e| format!("bucket scan failed: {e}"))?;
-            let Some(store) = cluster.controls() else {
-                return Ok(None);
-            };
-            let admin = &s.service.admin_listen;
-            let joined = Instance::join(store, &shards, admin, ttl).await;
-            joined.map(Some).map_err(|e| format!("instance file: {e}"))
-        };
-        match step.await {
-            Ok(j) => break j,
-            Err(e) => {
-                readiness.set_not_ready(e.clone());
-                tracing::warn!(error = %e, "not ready; retrying");
-                if signals.sleep_or_signal(CONNECT_RETRY).await {
-                    let _ = shut_tx.send(true);
-                    let _ = admin_task.await;
-                    let _ = http_task.await;
-                    return Ok(EXIT_OK);
-                }
-            }
-        }
+    let Some(joined) = join_retrying(&s, &*cluster, &shards, &readiness, &signals).await else {
+        let _ = shut_tx.send(true);
+        let _ = admin_task.await;
+        let _ = http_task.await;
+        return Ok(EXIT_OK);
     };
     service.attach_controls(cluster.clone(), obs).await;
     let role = joined.as_ref().map_or(Role::Active, |(_, r)| r.clone());
@@ -214,6 +179,72 @@ async fn serve(
     };
     let _ = tokio::time::timeout(Duration::from_secs(2), servers).await;
     Ok(code)
+}
+
+/// Connects to the cluster, retrying every [`CONNECT_RETRY`] while it cannot
+/// be reached (not ready meanwhile, the cause on `/ready`). `None`: a signal
+/// came first. A configuration error ends it at once.
+async fn connect_retrying(
+    s: &Settings,
+    tls: Option<&ClientTls>,
+    readiness: &Readiness,
+    signals: &Signals,
+) -> Result<Option<(SeaweedCluster, SeaweedDelete)>, Fail> {
+    loop {
+        match connect_cluster(s, tls.cloned()).await {
+            Ok(c) => return Ok(Some(c)),
+            Err(RunError::Config(e)) => return Err(usage(e)),
+            Err(e) => {
+                // Name a TLS cause (plaintext against a TLS port, a refused
+                // certificate) rather than a bare transport error.
+                let addrs: Vec<&str> = s.cluster.filer.iter().map(String::as_str).collect();
+                let e = match crate::cli::tls::diagnose(tls, &addrs, Some(&e)).await {
+                    Some((msg, _)) => msg,
+                    None => e.to_string(),
+                };
+                readiness.set_not_ready(e.clone());
+                tracing::warn!(filer = %s.cluster.filer_label(), error = %e, "cluster not reachable; retrying");
+                if signals.sleep_or_signal(CONNECT_RETRY).await {
+                    return Ok(None);
+                }
+            }
+        }
+    }
+}
+
+/// Ready once the cluster answers a bucket scan and this process's instance
+/// file is written (docs/serve-instances.md); retried every
+/// [`CONNECT_RETRY`]. `None`: a signal came first; `Some(None)`: a cluster
+/// without a control store (no instance file).
+async fn join_retrying(
+    s: &Settings,
+    cluster: &dyn ClusterPort,
+    shards: &[u8],
+    readiness: &Readiness,
+    signals: &Signals,
+) -> Option<Option<(Instance, Role)>> {
+    loop {
+        let step = async {
+            let scan = cluster.buckets().await;
+            scan.map_err(|e| format!("bucket scan failed: {e}"))?;
+            let Some(store) = cluster.controls() else {
+                return Ok(None);
+            };
+            let (admin, ttl) = (&s.service.admin_listen, s.service.instance_ttl);
+            let joined = Instance::join(store, shards, admin, ttl).await;
+            joined.map(Some).map_err(|e| format!("instance file: {e}"))
+        };
+        match step.await {
+            Ok(j) => return Some(j),
+            Err(e) => {
+                readiness.set_not_ready(e.clone());
+                tracing::warn!(error = %e, "not ready; retrying");
+                if signals.sleep_or_signal(CONNECT_RETRY).await {
+                    return None;
+                }
+            }
+        }
+    }
 }
 
 /// Renews this process's instance file every third of `ttl` and hands

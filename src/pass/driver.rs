@@ -15,6 +15,7 @@ use tracing::Span;
 use crate::engine::cursor::ShardCursor;
 use crate::engine::due_index::merge_ranges;
 use crate::engine::resume::{is_after, listing_start};
+use crate::engine::walk::WalkItem;
 use crate::engine::{Nanos, route, walk};
 use crate::pass::actors::{
     BeginPass, Drain, DrainTimedOut, Finish, ListingDone, ReadRanges, ReplayBatch, ShardActor,
@@ -68,6 +69,29 @@ async fn halted(mut rx: watch::Receiver<Option<String>>) {
     if rx.wait_for(Option::is_some).await.is_err() {
         std::future::pending::<()>().await;
     }
+}
+
+/// The walkers of one bucket: where each resumes, and which recover it.
+#[derive(Default)]
+struct Walkers<'a> {
+    froms: BTreeMap<u8, Option<&'a str>>,
+    recovering: BTreeSet<u8>,
+}
+
+impl Walkers<'_> {
+    fn resumes_after(&self, s: u8) -> Option<&str> {
+        self.froms.get(&s).copied().flatten()
+    }
+}
+
+/// How one bucket's listing ended.
+enum ListingEnd {
+    Done,
+    Failed,
+    /// The pass was asked to stop.
+    Stopped,
+    /// The walk budget ran out; why, for the report.
+    Cut(String),
 }
 
 impl Driver {
@@ -216,12 +240,81 @@ impl Driver {
     /// (docs/design-deviations.md#resumable-recovery-walks). Returns why the
     /// walk was cut by its budget, if it was (a stop ends it too, silently).
     async fn walk_phase(&self, halt: &watch::Receiver<Option<String>>) -> Option<String> {
-        let now = self.plan.now;
         for (&shard, (_, sp, _)) in &self.shards {
             if self.plan.buckets().any(|b| sp.walk_role(b).is_some()) {
                 self.obs
                     .board(|b| b.shard_phase(shard, ShardPhase::Walking));
             }
+        }
+        let mut cut = None;
+        let mut complete = true;
+        for bucket in self.plan.buckets() {
+            let walkers = self.walkers(bucket);
+            if walkers.froms.is_empty() {
+                continue;
+            }
+            // After a stop or a cut, the buckets left are not listed: each
+            // walker hears its listing failed.
+            let (ok, reached) = if complete {
+                let (end, reached) = self.walk_bucket(bucket, &walkers, halt).await;
+                match end {
+                    ListingEnd::Done => (true, reached),
+                    ListingEnd::Failed => (false, reached),
+                    ListingEnd::Stopped => {
+                        complete = false;
+                        (false, reached)
+                    }
+                    ListingEnd::Cut(why) => {
+                        complete = false;
+                        cut = Some(why);
+                        (false, reached)
+                    }
+                }
+            } else {
+                (false, None)
+            };
+            for &s in walkers.froms.keys() {
+                let done = ListingDone {
+                    bucket: bucket.to_string(),
+                    ok,
+                    reached: reached.clone(),
+                };
+                self.tell(s, done).await;
+            }
+        }
+        cut
+    }
+
+    /// Where each walker's part of `bucket`'s walk resumes (`None`: from the
+    /// start; every steady walk and every fresh recovery), and the shards
+    /// recovering it here: only their walks vouch for matches
+    /// (docs/design-deviations.md#walk-coverage).
+    fn walkers<'a>(&'a self, bucket: &str) -> Walkers<'a> {
+        let mut w = Walkers::default();
+        for (&s, (_, sp, _)) in &self.shards {
+            let Some(role) = sp.walk_role(bucket) else {
+                continue;
+            };
+            if role == WalkRole::Recovery {
+                w.recovering.insert(s);
+            }
+            w.froms.insert(s, sp.resume_from(bucket));
+        }
+        w
+    }
+
+    /// Lists `bucket` once, from the earliest resume point, handing each item
+    /// to its walkers, until the listing ends, fails, is stopped or reaches
+    /// the walk budget. Also answers the last position listed.
+    async fn walk_bucket(
+        &self,
+        bucket: &str,
+        walkers: &Walkers<'_>,
+        halt: &watch::Receiver<Option<String>>,
+    ) -> (ListingEnd, Option<String>) {
+        let start = listing_start(walkers.froms.values().copied()).map(str::to_string);
+        if let Some(from) = &start {
+            tracing::info!(bucket, after = %from, "recovery walk resumes");
         }
         let deadline = self.walk_deadline;
         let budget = async move {
@@ -231,147 +324,105 @@ impl Driver {
             }
         };
         tokio::pin!(budget);
-        let mut cut = None;
-        let mut complete = true;
-        for bucket in self.plan.buckets() {
-            // Where each walker's part of the walk resumes (`None`: from the
-            // start; every steady walk and every fresh recovery), and the
-            // shards recovering this bucket here: only their walks vouch for
-            // matches (docs/design-deviations.md#walk-coverage).
-            let mut froms: BTreeMap<u8, Option<&str>> = BTreeMap::new();
-            let mut recovering: BTreeSet<u8> = BTreeSet::new();
-            for (&s, (_, sp, _)) in &self.shards {
-                let Some(role) = sp.walk_role(bucket) else {
-                    continue;
-                };
-                if role == WalkRole::Recovery {
-                    recovering.insert(s);
+        // Only the keys some walk rule can match are listed; a recovery
+        // evaluates every enabled action.
+        let prefixes = plan::walk_prefixes(&self.plan, bucket, !walkers.recovering.is_empty());
+        let mut listing = self.port.list_bucket_after(bucket, start, prefixes);
+        let stop = halted(halt.clone());
+        tokio::pin!(stop);
+        let mut reached: Option<String> = None;
+        loop {
+            let item = tokio::select! {
+                biased;
+                () = &mut stop => {
+                    tracing::info!(bucket, "stop requested; walk abandoned");
+                    return (ListingEnd::Stopped, reached);
                 }
-                froms.insert(s, sp.resume_from(bucket));
-            }
-            if froms.is_empty() {
-                continue;
-            }
-            let from_of = |s: u8| froms.get(&s).copied().flatten();
-            let start = listing_start(froms.values().copied()).map(str::to_string);
-            let mut ok = complete;
-            let mut reached: Option<String> = None;
-            if complete {
-                if let Some(from) = &start {
-                    tracing::info!(bucket, after = %from, "recovery walk resumes");
+                () = &mut budget => {
+                    let why = format!(
+                        "walk budget reached (pass.walk_budget_fraction of \
+                         pass.max_runtime); bucket {bucket}'s walk resumes next pass"
+                    );
+                    tracing::info!(bucket, "{why}");
+                    return (ListingEnd::Cut(why), reached);
                 }
-                // Only the keys some walk rule can match are listed; a
-                // recovery evaluates every enabled action.
-                let prefixes = plan::walk_prefixes(&self.plan, bucket, !recovering.is_empty());
-                let mut listing = self.port.list_bucket_after(bucket, start.clone(), prefixes);
-                let stop = halted(halt.clone());
-                tokio::pin!(stop);
-                loop {
-                    let item = tokio::select! {
-                        biased;
-                        () = &mut stop => {
-                            tracing::info!(bucket, "stop requested; walk abandoned");
-                            ok = false;
-                            complete = false;
-                            break;
-                        }
-                        () = &mut budget => {
-                            let why = format!(
-                                "walk budget reached (pass.walk_budget_fraction of \
-                                 pass.max_runtime); bucket {bucket}'s walk resumes next pass"
-                            );
-                            tracing::info!(bucket, "{why}");
-                            cut = Some(why);
-                            ok = false;
-                            complete = false;
-                            break;
-                        }
-                        item = listing.next() => item,
-                    };
-                    let Some(item) = item else { break };
-                    let (pos, item) = match item {
-                        Ok(i) => i,
-                        Err(e) => {
-                            tracing::warn!(bucket, error = %e, "walk listing failed");
-                            ok = false;
-                            break;
-                        }
-                    };
-                    // Every send for this item completes before the next
-                    // select, so a cut never falls inside an item.
-                    reached = Some(pos.clone());
-                    let Some(s) = item.shard(bucket) else {
-                        continue;
-                    };
-                    // Recovering shards whose resume point lies before this
-                    // item: they walk it in this segment.
-                    let covering: BTreeSet<u8> = recovering
-                        .iter()
-                        .copied()
-                        .filter(|r| is_after(&pos, from_of(*r)))
-                        .collect();
-                    if !covering.is_empty() && !covering.contains(&s) {
-                        let extra =
-                            shard_plan::coverage_walkers(s, &item.replay_owners(bucket), &covering);
-                        if !extra.is_empty() {
-                            let matches = shard_plan::replay_matches(
-                                &self.plan,
-                                bucket,
-                                walk::evaluate(&self.plan.recovery, bucket, &item, now),
-                            );
-                            for o in extra.into_iter().filter(|_| !matches.is_empty()) {
-                                let batch = WalkBatch {
-                                    bucket: bucket.to_string(),
-                                    matches: matches.clone(),
-                                    skipped_no_mtime: 0,
-                                    pos: Some(pos.clone()),
-                                };
-                                self.tell(o, batch).await;
-                            }
-                        }
-                    }
-                    let Some((_, sp, _)) = self.shards.get(&s) else {
-                        continue;
-                    };
-                    let view = match sp.walk_role(bucket) {
-                        // Walked by an earlier segment of this shard's walk.
-                        Some(WalkRole::Recovery) if !is_after(&pos, from_of(s)) => continue,
-                        Some(WalkRole::Recovery) => &self.plan.recovery,
-                        Some(WalkRole::Steady) => match &self.plan.walk {
-                            Some(w) => w,
-                            None => continue,
-                        },
-                        None => continue,
-                    };
-                    let matches = walk::evaluate(view, bucket, &item, now);
-                    let skipped_no_mtime = walk::no_mtime_entries(&item);
-                    if matches.is_empty() && skipped_no_mtime == 0 {
-                        continue;
-                    }
+                item = listing.next() => item,
+            };
+            let Some(item) = item else {
+                return (ListingEnd::Done, reached);
+            };
+            let (pos, item) = match item {
+                Ok(i) => i,
+                Err(e) => {
+                    tracing::warn!(bucket, error = %e, "walk listing failed");
+                    return (ListingEnd::Failed, reached);
+                }
+            };
+            // Every send for this item completes before the next select, so
+            // a cut never falls inside an item.
+            reached = Some(pos.clone());
+            self.hand_out(bucket, walkers, pos, &item).await;
+        }
+    }
+
+    /// Sends one listed item's matches: to the recovering shards whose
+    /// resume point lies before it and that must cover it, then to the shard
+    /// that owns its key.
+    async fn hand_out(&self, bucket: &str, walkers: &Walkers<'_>, pos: String, item: &WalkItem) {
+        let now = self.plan.now;
+        let Some(s) = item.shard(bucket) else {
+            return;
+        };
+        let covering: BTreeSet<u8> = walkers
+            .recovering
+            .iter()
+            .copied()
+            .filter(|r| is_after(&pos, walkers.resumes_after(*r)))
+            .collect();
+        if !covering.is_empty() && !covering.contains(&s) {
+            let extra = shard_plan::coverage_walkers(s, &item.replay_owners(bucket), &covering);
+            if !extra.is_empty() {
+                let matches = shard_plan::replay_matches(
+                    &self.plan,
+                    bucket,
+                    walk::evaluate(&self.plan.recovery, bucket, item, now),
+                );
+                for o in extra.into_iter().filter(|_| !matches.is_empty()) {
                     let batch = WalkBatch {
                         bucket: bucket.to_string(),
-                        matches,
-                        skipped_no_mtime,
-                        pos: Some(pos),
+                        matches: matches.clone(),
+                        skipped_no_mtime: 0,
+                        pos: Some(pos.clone()),
                     };
-                    self.tell(s, batch).await;
+                    self.tell(o, batch).await;
                 }
             }
-            for &s in froms.keys() {
-                let reached = reached.clone();
-                let bucket = bucket.to_string();
-                self.tell(
-                    s,
-                    ListingDone {
-                        bucket,
-                        ok,
-                        reached,
-                    },
-                )
-                .await;
-            }
         }
-        cut
+        let Some((_, sp, _)) = self.shards.get(&s) else {
+            return;
+        };
+        let view = match sp.walk_role(bucket) {
+            // Walked by an earlier segment of this shard's walk.
+            Some(WalkRole::Recovery) if !is_after(&pos, walkers.resumes_after(s)) => return,
+            Some(WalkRole::Recovery) => &self.plan.recovery,
+            Some(WalkRole::Steady) => match &self.plan.walk {
+                Some(w) => w,
+                None => return,
+            },
+            None => return,
+        };
+        let matches = walk::evaluate(view, bucket, item, now);
+        let skipped_no_mtime = walk::no_mtime_entries(item);
+        if matches.is_empty() && skipped_no_mtime == 0 {
+            return;
+        }
+        let batch = WalkBatch {
+            bucket: bucket.to_string(),
+            matches,
+            skipped_no_mtime,
+            pos: Some(pos),
+        };
+        self.tell(s, batch).await;
     }
 
     /// Sends `m` to `shard` (when it takes part) and waits for its answer.

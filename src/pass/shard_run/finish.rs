@@ -22,6 +22,35 @@ impl ShardRun {
             .take()
             .map(|t| t.finish(end).into_iter().collect())
             .unwrap_or_default();
+        let report = self.report();
+        if self.failed.is_some() {
+            return (report, None);
+        }
+        let old = self.persisted.take();
+        let mut buckets: BTreeMap<String, BucketCursor> = old
+            .iter()
+            .flat_map(|o| &o.buckets)
+            .filter(|(name, _)| plan.keep.contains(*name))
+            .map(|(name, b)| (name.clone(), b.clone()))
+            .collect();
+        for bucket in plan.buckets() {
+            let prev = old.as_ref().and_then(|o| o.buckets.get(bucket));
+            let recovering = self.shard_plan.recover.contains_key(bucket);
+            let next = if self.failed_recovery.contains(bucket) || (recovering && !had_tracker) {
+                self.unfinished_recovery(bucket, recovering, prev)
+            } else {
+                self.bucket_cursor(bucket, prev, &progress)
+            };
+            if let Some(b) = next {
+                buckets.insert(bucket.to_string(), b);
+            }
+        }
+        (report, Some(self.shard_cursor(old, buckets)))
+    }
+
+    /// The shard's report: its outcome, counters and why it stopped.
+    fn report(&self) -> ShardReport {
+        let plan = &self.plan;
         let outcome = if self.failed.is_some() {
             ShardOutcome::Failed
         } else if self.halted.is_some() || !self.walk_failures.is_empty() {
@@ -34,7 +63,7 @@ impl ShardRun {
             .actions()
             .map(|a| (a.bucket().to_string(), a.rule_hash().to_hex()))
             .collect();
-        let report = ShardReport {
+        ShardReport {
             shard: self.shard,
             outcome,
             buckets: plan.recovery.buckets().len(),
@@ -52,99 +81,100 @@ impl ShardRun {
                     })
                 }),
             walk_failures: self.walk_failures.clone().into_iter().collect(),
-        };
-        if self.failed.is_some() {
-            return (report, None);
         }
-        let old = self.persisted.take();
-        let mut buckets: BTreeMap<String, BucketCursor> = old
+    }
+
+    /// A bucket whose recovery did not finish keeps its old state so the next
+    /// pass recovers again, with where its walk resumes
+    /// (docs/design-deviations.md#resumable-recovery-walks).
+    fn unfinished_recovery(
+        &self,
+        bucket: &str,
+        recovering: bool,
+        prev: Option<&BucketCursor>,
+    ) -> Option<BucketCursor> {
+        let resume = recovering.then(|| self.next_resume(bucket)).flatten();
+        let backlog = self.backlog(bucket, recovering);
+        match prev {
+            Some(p) => {
+                let mut kept = p.clone();
+                if recovering {
+                    kept.walk_resume = resume;
+                }
+                kept.backlog = backlog;
+                Some(kept)
+            }
+            None if resume.is_some() || !backlog.actions.is_empty() => {
+                Some(BucketCursor::walk_placeholder(resume, backlog))
+            }
+            None => None,
+        }
+    }
+
+    /// A bucket's cursor after a pass that recovered or replayed it.
+    fn bucket_cursor(
+        &self,
+        bucket: &str,
+        prev: Option<&BucketCursor>,
+        progress: &BTreeMap<ActionKey, ActionProgress>,
+    ) -> Option<BucketCursor> {
+        let plan = &self.plan;
+        let replay_bucket = plan.replay.as_ref().and_then(|r| r.bucket(bucket));
+        let rules: BTreeMap<String, ActionProgress> = progress
             .iter()
-            .flat_map(|o| &o.buckets)
-            .filter(|(name, _)| plan.keep.contains(*name))
-            .map(|(name, b)| (name.clone(), b.clone()))
+            .filter(|(k, _)| &*k.bucket == bucket)
+            .map(|(k, p)| {
+                let mut p = p.clone();
+                // The forecast names rules by ID (docs/forecast.md).
+                if let Some(t) = p.pending.as_mut() {
+                    t.rule_id = replay_bucket
+                        .and_then(|b| b.action(k.rule_hash, k.kind))
+                        .map(|a| a.rule().id.clone())
+                        .unwrap_or_default();
+                }
+                (progress_key(k), p)
+            })
             .collect();
-        for bucket in plan.buckets() {
-            let prev = old.as_ref().and_then(|o| o.buckets.get(bucket));
-            let recovering = self.shard_plan.recover.contains_key(bucket);
-            if self.failed_recovery.contains(bucket) || (recovering && !had_tracker) {
-                // Keep the old state so the next pass recovers again, with
-                // where its walk resumes
-                // (docs/design-deviations.md#resumable-recovery-walks).
-                let resume = recovering.then(|| self.next_resume(bucket)).flatten();
-                let backlog = self.backlog(bucket, recovering);
-                match prev {
-                    Some(p) => {
-                        let mut kept = p.clone();
-                        if recovering {
-                            kept.walk_resume = resume;
-                        }
-                        kept.backlog = backlog;
-                        buckets.insert(bucket.to_string(), kept);
-                    }
-                    None if resume.is_some() || !backlog.actions.is_empty() => {
-                        buckets.insert(
-                            bucket.to_string(),
-                            BucketCursor::walk_placeholder(resume, backlog),
-                        );
-                    }
-                    None => {}
-                }
-                continue;
-            }
-            let replay_bucket = plan.replay.as_ref().and_then(|r| r.bucket(bucket));
-            let rules: BTreeMap<String, ActionProgress> = progress
-                .iter()
-                .filter(|(k, _)| &*k.bucket == bucket)
-                .map(|(k, p)| {
-                    let mut p = p.clone();
-                    // The forecast names rules by ID (docs/forecast.md).
-                    if let Some(t) = p.pending.as_mut() {
-                        t.rule_id = replay_bucket
-                            .and_then(|b| b.action(k.rule_hash, k.kind))
-                            .map(|a| a.rule().id.clone())
-                            .unwrap_or_default();
-                    }
-                    (progress_key(k), p)
-                })
-                .collect();
-            if rules.is_empty() && plan.has_replay(bucket) {
-                // Halted before replay was set up: nothing new is known.
-                if let Some(p) = prev {
-                    buckets.insert(bucket.to_string(), p.clone());
-                }
-                continue;
-            }
-            let halted = self
-                .halted
-                .clone()
-                .or_else(|| self.walk_failures.get(bucket).cloned());
-            let last_walked_ns = if self.walk_succeeded(bucket) {
-                plan.now
-            } else {
-                prev.map_or(0, |p| p.last_walked_ns)
-            };
-            buckets.insert(
-                bucket.to_string(),
-                BucketCursor {
-                    ts_ns: rules.values().map(|p| p.ts).min().unwrap_or(plan.now),
-                    rule_set_hash: plan.rule_set_hash_of(bucket),
-                    promoted_hash: plan.promoted_hash_of(bucket),
-                    last_walked_ns,
-                    completed_ns: if halted.is_none() {
-                        plan.observed_until
-                    } else {
-                        prev.map_or(0, |p| p.completed_ns)
-                    },
-                    halted,
-                    rules,
-                    walk_resume: None,
-                    backlog: self.backlog(bucket, false),
-                    // A finished recovery walked every store
-                    // (docs/meta-log.md#filer-crash).
-                    rewalk: None,
-                },
-            );
+        if rules.is_empty() && plan.has_replay(bucket) {
+            // Halted before replay was set up: nothing new is known.
+            return prev.cloned();
         }
+        let halted = self
+            .halted
+            .clone()
+            .or_else(|| self.walk_failures.get(bucket).cloned());
+        let last_walked_ns = if self.walk_succeeded(bucket) {
+            plan.now
+        } else {
+            prev.map_or(0, |p| p.last_walked_ns)
+        };
+        Some(BucketCursor {
+            ts_ns: rules.values().map(|p| p.ts).min().unwrap_or(plan.now),
+            rule_set_hash: plan.rule_set_hash_of(bucket),
+            promoted_hash: plan.promoted_hash_of(bucket),
+            last_walked_ns,
+            completed_ns: if halted.is_none() {
+                plan.observed_until
+            } else {
+                prev.map_or(0, |p| p.completed_ns)
+            },
+            halted,
+            rules,
+            walk_resume: None,
+            backlog: self.backlog(bucket, false),
+            // A finished recovery walked every store
+            // (docs/meta-log.md#filer-crash).
+            rewalk: None,
+        })
+    }
+
+    /// The shard's cursor around its buckets' cursors.
+    fn shard_cursor(
+        &self,
+        old: Option<ShardCursor>,
+        buckets: BTreeMap<String, BucketCursor>,
+    ) -> ShardCursor {
+        let plan = &self.plan;
         let ts_ns = buckets
             .values()
             .filter(|b| !b.rules.is_empty())
@@ -156,7 +186,7 @@ impl ShardRun {
             .map(|b| b.last_walked_ns)
             .max()
             .unwrap_or(0);
-        let cursor = ShardCursor {
+        ShardCursor {
             version: CURSOR_VERSION,
             shard_id: self.shard,
             updated_ns: 0,
@@ -171,7 +201,6 @@ impl ShardRun {
                 Some(o) => o.filers,
                 None => plan.filers.clone().unwrap_or_default(),
             },
-        };
-        (report, Some(cursor))
+        }
     }
 }
