@@ -19,7 +19,7 @@ use crate::pass::cluster::SeaweedCluster;
 use crate::pass::observe::{PassObserver, log_pass_finished};
 use crate::pass::options::PassOptions;
 use crate::pass::ports::ClusterPort as _;
-use crate::pass::report::{Counters, PassResult};
+use crate::pass::report::{Counters, PassResult, ShardReport, ShardResult};
 use crate::pass::runner::{PassRunner, RunError, connect_cluster};
 use crate::status::RunOutcome;
 
@@ -282,7 +282,6 @@ pub fn report(r: &PassResult, run_id: &str, dry_run: bool, json_out: bool) -> i3
 
 /// The report's stdout lines; warnings go to stderr and the log.
 fn render(r: &PassResult, run_id: &str, dry_run: bool, json_out: bool) -> Vec<String> {
-    let mut out = Vec::new();
     for e in &r.bucket_errors {
         eprintln!("warning: bucket {}: {}", e.bucket, e.reason);
     }
@@ -292,106 +291,130 @@ fn render(r: &PassResult, run_id: &str, dry_run: bool, json_out: bool) -> Vec<St
     if let Some(t) = &r.truncated {
         eprintln!("pass truncated: {t}; cursors saved where the shards stopped");
     }
+    let mut out = Vec::new();
     for s in &r.shards {
-        let rep = &s.report;
-        let c = &rep.counters;
-        let recovery: Vec<String> = rep
-            .recovery
-            .iter()
-            .map(|(b, why)| format!("{b}:{why}"))
-            .collect();
-        tracing::info!(
-            shard = rep.shard,
-            outcome = rep.outcome.as_str(),
-            events = c.events_scanned,
-            matches = c.matches,
-            pending = c.pending,
-            unconfirmed = c.unconfirmed,
-            locked = c.locked,
-            completed_upload_leftovers = c.completed_upload_leftovers,
-            halt = rep.halt_reason.as_deref().unwrap_or(""),
-            "shard pass finished"
-        );
-        if let Some(h) = &rep.halt_reason {
-            eprintln!("shard {:02} {}: {h}", rep.shard, rep.outcome.as_str());
-        }
+        log_shard(&s.report);
         if !json_out {
-            out.push(format!(
-                "shard={:02} outcome={} buckets={} rules={} events={} {} walker={} recovery={} halt={} duration={:.3}s",
-                rep.shard,
-                rep.outcome.as_str(),
-                rep.buckets,
-                rep.rules,
-                c.events_scanned,
-                counters_kv(c),
-                if rep.walker_ran { "yes" } else { "no" },
-                recovery.join(","),
-                rep.halt_reason.as_deref().unwrap_or("").replace(' ', "_"),
-                s.duration.as_secs_f64()
-            ));
+            out.push(shard_line(s));
         }
     }
     log_pass_finished(run_id, r);
-    let totals = r.totals();
-    let outcome = r.outcome();
-    let freed = r.freed();
     if json_out {
-        let doc = json!({
-            "run_id": run_id,
-            "now": rfc3339(r.now),
-            "now_ns": r.now,
-            "dry_run": dry_run,
-            "outcome": outcome,
-            "truncated": r.truncated,
-            "duration_ms": r.duration.as_millis() as u64,
-            "buckets": r.buckets,
-            "bucket_errors": r.bucket_errors.iter().map(|e| json!({"bucket": e.bucket, "reason": e.reason})).collect::<Vec<_>>(),
-            "unknown_buckets": r.unknown_buckets,
-            "held": r.held.iter().map(|h| json!({"bucket": h.bucket, "would_delete": h.would_delete, "entries": h.entries, "cap": h.cap, "reason": h.reason()})).collect::<Vec<_>>(),
-            "approved": r.approved,
-            "paused": r.paused.iter().map(|p| json!({"bucket": p.bucket, "paused_ns": p.paused_ns, "reason": p.reason})).collect::<Vec<_>>(),
-            "totals": counters_json(&totals, Value::Null),
-            "deleted": crate::engine::reclaim::rows(&freed),
-            "deleted_bytes": crate::engine::reclaim::total(&freed).bytes,
-            "reclaim": r.reclaim,
-            "shards": r.shards.iter().map(|s| (&s.report, s.duration)).map(|(rep, d)| counters_json(&rep.counters, json!({
-                "shard": rep.shard,
-                "outcome": rep.outcome.as_str(),
-                "buckets": rep.buckets,
-                "rules": rep.rules,
-                "walker_ran": rep.walker_ran,
-                "recovery": rep.recovery.iter().map(|(b, why)| json!({"bucket": b, "reason": why.as_str()})).collect::<Vec<_>>(),
-                "halt_reason": rep.halt_reason,
-                "duration_ms": d.as_millis() as u64,
-            }))).collect::<Vec<_>>(),
-            "replay": {
-                "events_read": r.replay.events_read,
-                "batches": r.replay.batches,
-                "ranges": r.replay.ranges.iter().map(|(a, b)| json!([a, b])).collect::<Vec<_>>(),
-                "read_ns": r.replay.span_ns(),
-            },
-        });
-        out.push(doc.to_string());
+        out.push(json_report(r, run_id, dry_run).to_string());
     } else {
-        out.push(format!(
-            "pass run_id={run_id} now={} outcome={outcome} shards={} halted={} buckets={} rules={} events={} events_read={} ranges_read={} read_span={:.3}s {} deleted_bytes={} duration={:.3}s",
-            rfc3339(r.now),
-            r.shards.len(),
-            r.halted().count(),
-            r.buckets.len(),
-            r.shards.iter().map(|s| s.report.rules).max().unwrap_or(0),
-            totals.events_scanned,
-            r.replay.events_read,
-            r.replay.ranges.len(),
-            r.replay.span_ns() as f64 / 1e9,
-            counters_kv(&totals),
-            crate::engine::reclaim::total(&freed).bytes,
-            r.duration.as_secs_f64()
-        ));
-        let rows = crate::engine::reclaim::rows(&freed);
+        out.push(summary_line(r, run_id));
+        let rows = crate::engine::reclaim::rows(&r.freed());
         out.extend(crate::engine::reclaim::lines(&rows, r.reclaim.as_ref()));
     }
     out
+}
+
+/// A shard's end in the log, and its halt on stderr.
+fn log_shard(rep: &ShardReport) {
+    let c = &rep.counters;
+    tracing::info!(
+        shard = rep.shard,
+        outcome = rep.outcome.as_str(),
+        events = c.events_scanned,
+        matches = c.matches,
+        pending = c.pending,
+        unconfirmed = c.unconfirmed,
+        locked = c.locked,
+        completed_upload_leftovers = c.completed_upload_leftovers,
+        halt = rep.halt_reason.as_deref().unwrap_or(""),
+        "shard pass finished"
+    );
+    if let Some(h) = &rep.halt_reason {
+        eprintln!("shard {:02} {}: {h}", rep.shard, rep.outcome.as_str());
+    }
+}
+
+/// `shard=NN outcome=… duration=…s`: one shard's line of the text report.
+fn shard_line(s: &ShardResult) -> String {
+    let rep = &s.report;
+    let c = &rep.counters;
+    let recovery: Vec<String> = rep
+        .recovery
+        .iter()
+        .map(|(b, why)| format!("{b}:{why}"))
+        .collect();
+    format!(
+        "shard={:02} outcome={} buckets={} rules={} events={} {} walker={} recovery={} halt={} duration={:.3}s",
+        rep.shard,
+        rep.outcome.as_str(),
+        rep.buckets,
+        rep.rules,
+        c.events_scanned,
+        counters_kv(c),
+        if rep.walker_ran { "yes" } else { "no" },
+        recovery.join(","),
+        rep.halt_reason.as_deref().unwrap_or("").replace(' ', "_"),
+        s.duration.as_secs_f64()
+    )
+}
+
+/// The `--json` report (README "run-once --json").
+fn json_report(r: &PassResult, run_id: &str, dry_run: bool) -> Value {
+    let totals = r.totals();
+    let outcome = r.outcome();
+    let freed = r.freed();
+    json!({
+        "run_id": run_id,
+        "now": rfc3339(r.now),
+        "now_ns": r.now,
+        "dry_run": dry_run,
+        "outcome": outcome,
+        "truncated": r.truncated,
+        "duration_ms": r.duration.as_millis() as u64,
+        "buckets": r.buckets,
+        "bucket_errors": r.bucket_errors.iter().map(|e| json!({"bucket": e.bucket, "reason": e.reason})).collect::<Vec<_>>(),
+        "unknown_buckets": r.unknown_buckets,
+        "held": r.held.iter().map(|h| json!({"bucket": h.bucket, "would_delete": h.would_delete, "entries": h.entries, "cap": h.cap, "reason": h.reason()})).collect::<Vec<_>>(),
+        "approved": r.approved,
+        "paused": r.paused.iter().map(|p| json!({"bucket": p.bucket, "paused_ns": p.paused_ns, "reason": p.reason})).collect::<Vec<_>>(),
+        "totals": counters_json(&totals, Value::Null),
+        "deleted": crate::engine::reclaim::rows(&freed),
+        "deleted_bytes": crate::engine::reclaim::total(&freed).bytes,
+        "reclaim": r.reclaim,
+        "shards": r.shards.iter().map(|s| (&s.report, s.duration)).map(|(rep, d)| counters_json(&rep.counters, json!({
+            "shard": rep.shard,
+            "outcome": rep.outcome.as_str(),
+            "buckets": rep.buckets,
+            "rules": rep.rules,
+            "walker_ran": rep.walker_ran,
+            "recovery": rep.recovery.iter().map(|(b, why)| json!({"bucket": b, "reason": why.as_str()})).collect::<Vec<_>>(),
+            "halt_reason": rep.halt_reason,
+            "duration_ms": d.as_millis() as u64,
+        }))).collect::<Vec<_>>(),
+        "replay": {
+            "events_read": r.replay.events_read,
+            "batches": r.replay.batches,
+            "ranges": r.replay.ranges.iter().map(|(a, b)| json!([a, b])).collect::<Vec<_>>(),
+            "read_ns": r.replay.span_ns(),
+        },
+    })
+}
+
+/// `pass run_id=… duration=…s`: the text report's summary line.
+fn summary_line(r: &PassResult, run_id: &str) -> String {
+    let totals = r.totals();
+    let outcome = r.outcome();
+    let freed = r.freed();
+    format!(
+        "pass run_id={run_id} now={} outcome={outcome} shards={} halted={} buckets={} rules={} events={} events_read={} ranges_read={} read_span={:.3}s {} deleted_bytes={} duration={:.3}s",
+        rfc3339(r.now),
+        r.shards.len(),
+        r.halted().count(),
+        r.buckets.len(),
+        r.shards.iter().map(|s| s.report.rules).max().unwrap_or(0),
+        totals.events_scanned,
+        r.replay.events_read,
+        r.replay.ranges.len(),
+        r.replay.span_ns() as f64 / 1e9,
+        counters_kv(&totals),
+        crate::engine::reclaim::total(&freed).bytes,
+        r.duration.as_secs_f64()
+    )
 }
 
 #[cfg(test)]

@@ -4,6 +4,7 @@
 //! merged range fanned out by shard in batches (docs/meta-log.md#replay-batches).
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::pin::Pin;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -14,16 +15,17 @@ use tracing::Span;
 
 use crate::engine::cursor::ShardCursor;
 use crate::engine::due_index::merge_ranges;
+use crate::engine::event::MetaEvent;
 use crate::engine::resume::{is_after, listing_start};
 use crate::engine::walk::WalkItem;
-use crate::engine::{Nanos, route, walk};
+use crate::engine::{Nanos, Snapshot, route, walk};
 use crate::pass::actors::{
     BeginPass, Drain, DrainTimedOut, Finish, ListingDone, ReadRanges, ReplayBatch, ShardActor,
     StartReplay, WalkBatch,
 };
 use crate::pass::observe::PassObserver;
 use crate::pass::plan::{self, PassPlan};
-use crate::pass::ports::{ClusterError, ClusterPort};
+use crate::pass::ports::{ClusterError, ClusterPort, EventStream};
 use crate::pass::report::{ReplayRead, ShardOutcome, ShardReport, ShardResult};
 use crate::pass::retry::DRAIN_TIMEOUT;
 use crate::pass::shard_plan::{self, ShardPlan, WalkRole};
@@ -495,38 +497,10 @@ impl Driver {
                 }
             };
             loop {
-                // The stop is checked before taking the next event: what was
-                // read is delivered (below), so `stream_end` stays the last
-                // event every shard got. Take what the stream has ready.
-                // When it has nothing (the end of a response), give it
-                // REPLAY_LINGER: fresh events come one per response, and
-                // flushing after each would send one message per event
-                // again. Past that the stream is quiet: deliver what is
-                // buffered before waiting, so no event waits on the next one.
-                let next = if halt.borrow().is_some() {
-                    None
-                } else if let Some(ev) = events.next().now_or_never() {
-                    Some(ev)
-                } else {
-                    // `None`: stopped; `Some(None)`: the stream lingered.
-                    let quick = tokio::select! {
-                        biased;
-                        () = &mut stop => None,
-                        ev = events.next() => Some(Some(ev)),
-                        () = tokio::time::sleep(REPLAY_LINGER) => Some(None),
-                    };
-                    if let Some(None) = quick {
-                        self.flush_all(&mut out).await;
-                        tokio::select! {
-                            biased;
-                            () = &mut stop => None,
-                            ev = events.next() => Some(ev),
-                        }
-                    } else {
-                        quick.flatten()
-                    }
-                };
-                let Some(ev) = next else {
+                let Some(ev) = self
+                    .next_event(&mut events, halt, stop.as_mut(), &mut out)
+                    .await
+                else {
                     tracing::info!("stop requested; meta-log replay ends early");
                     stopped = true;
                     break 'ranges;
@@ -541,32 +515,8 @@ impl Driver {
                 };
                 read.events_read += 1;
                 last_ts = Some(ev.ts_ns);
-                let Some(routed) = route::route_for_pass(view, &root, &ev, self.plan.now) else {
-                    continue;
-                };
-                let shard = routed.shard;
-                let Some(ob) = out.get_mut(&shard) else {
-                    continue;
-                };
-                ob.count(&routed.bucket);
-                if view.bucket(&routed.bucket).is_none() {
-                    *not_routed.entry(shard).or_default() += 1;
-                    continue;
-                }
-                ob.events.push(ReplayItem {
-                    ts: ev.ts_ns,
-                    matches: routed.matches,
-                    bucket: if routed.pending.is_empty() {
-                        String::new()
-                    } else {
-                        routed.bucket
-                    },
-                    pending: routed.pending,
-                    skipped_no_mtime: routed.skipped_no_mtime,
-                });
-                if ob.events.len() >= REPLAY_BATCH {
-                    self.flush(shard, ob).await;
-                }
+                self.take_event(view, &root, ev, &mut out, &mut not_routed)
+                    .await;
             }
             // Range end: the next range is later in the log; deliver this
             // one's events first.
@@ -578,6 +528,82 @@ impl Driver {
         read.batches = out.values().map(|o| o.sent).sum();
         let until = ranges.last().map(|r| r.1);
         (stream_end(last_ts, clock, until, stopped), not_routed, None)
+    }
+
+    /// The stream's next event (`Some(None)` at its end), or `None` once the
+    /// pass is asked to stop. The stop is checked before taking an event:
+    /// what was read is delivered, so `stream_end` stays the last event
+    /// every shard got. What the stream has ready is taken at once. When it
+    /// has nothing (the end of a response), it gets [`REPLAY_LINGER`]: fresh
+    /// events come one per response, and flushing after each would send one
+    /// message per event again. Past that the stream is quiet: what is
+    /// buffered is delivered before waiting, so no event waits on the next.
+    async fn next_event(
+        &self,
+        events: &mut EventStream,
+        halt: &watch::Receiver<Option<String>>,
+        mut stop: Pin<&mut impl Future<Output = ()>>,
+        out: &mut HashMap<u8, Outbox>,
+    ) -> Option<Option<Result<MetaEvent, ClusterError>>> {
+        if halt.borrow().is_some() {
+            return None;
+        }
+        if let Some(ev) = events.next().now_or_never() {
+            return Some(ev);
+        }
+        let quick = tokio::select! {
+            biased;
+            () = &mut stop => return None,
+            ev = events.next() => Some(ev),
+            () = tokio::time::sleep(REPLAY_LINGER) => None,
+        };
+        if quick.is_some() {
+            return quick;
+        }
+        self.flush_all(out).await;
+        tokio::select! {
+            biased;
+            () = &mut stop => None,
+            ev = events.next() => Some(ev),
+        }
+    }
+
+    /// Routes one event into its shard's outbox; a full batch goes out.
+    async fn take_event(
+        &self,
+        view: &Snapshot,
+        root: &str,
+        ev: MetaEvent,
+        out: &mut HashMap<u8, Outbox>,
+        not_routed: &mut HashMap<u8, u64>,
+    ) {
+        let ts = ev.ts_ns;
+        let Some(routed) = route::route_for_pass(view, root, &ev, self.plan.now) else {
+            return;
+        };
+        let shard = routed.shard;
+        let Some(ob) = out.get_mut(&shard) else {
+            return;
+        };
+        ob.count(&routed.bucket);
+        if view.bucket(&routed.bucket).is_none() {
+            *not_routed.entry(shard).or_default() += 1;
+            return;
+        }
+        ob.events.push(ReplayItem {
+            ts,
+            matches: routed.matches,
+            bucket: if routed.pending.is_empty() {
+                String::new()
+            } else {
+                routed.bucket
+            },
+            pending: routed.pending,
+            skipped_no_mtime: routed.skipped_no_mtime,
+        });
+        if ob.events.len() >= REPLAY_BATCH {
+            self.flush(shard, ob).await;
+        }
     }
 
     /// Sends `shard` its buffered events as one [`ReplayBatch`] (awaited:

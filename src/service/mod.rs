@@ -48,6 +48,28 @@ pub fn far_future(now_ns: Nanos, wall_ns: Nanos) -> Option<Duration> {
     (ahead > tolerance).then(|| Duration::from_nanos(u64::try_from(ahead).unwrap_or(u64::MAX)))
 }
 
+/// Why a pass cannot start now, if it cannot: shutting down, not ready,
+/// or standing by (a scheduled start then counts as missed).
+fn refusal(inner: &mut Inner, cause: Cause) -> Option<AdminError> {
+    if inner.shutting_down {
+        return Some(AdminError::Unavailable(
+            "the service is shutting down; no new pass starts".into(),
+        ));
+    }
+    if !inner.ready {
+        return Some(AdminError::Unavailable(
+            "the service is starting (cluster not reached yet); try again shortly".into(),
+        ));
+    }
+    let why = inner.standby.clone()?;
+    if cause == Cause::Schedule {
+        inner.missed_schedule = true;
+    }
+    Some(AdminError::Unavailable(format!(
+        "this serve stands by: {why}; trigger that one, or stop it and this one takes over"
+    )))
+}
+
 /// Whether `serve` accepts a trigger's `now`: a `now` far past the wall clock
 /// makes the pass delete everything the rules would delete by that date, so
 /// it is allowed only for a dry run or with `service.allow_future_now`
@@ -251,23 +273,8 @@ impl Service {
         )
         .map_err(AdminError::FailedPrecondition)?;
         let mut inner = self.lock();
-        if inner.shutting_down {
-            return Err(AdminError::Unavailable(
-                "the service is shutting down; no new pass starts".into(),
-            ));
-        }
-        if !inner.ready {
-            return Err(AdminError::Unavailable(
-                "the service is starting (cluster not reached yet); try again shortly".into(),
-            ));
-        }
-        if let Some(why) = inner.standby.clone() {
-            if cause == Cause::Schedule {
-                inner.missed_schedule = true;
-            }
-            return Err(AdminError::Unavailable(format!(
-                "this serve stands by: {why}; trigger that one, or stop it and this one takes over"
-            )));
+        if let Some(refused) = refusal(&mut inner, cause) {
+            return Err(refused);
         }
         if let Some(c) = &inner.current {
             return Ok(TriggerAccepted {
@@ -311,50 +318,50 @@ impl Service {
             run_id: run_id.clone(),
             stop,
         };
-        let me = self.clone();
-        let id = run_id.clone();
-        let dry_run = req.dry_run;
-        let pass_now = opts.now;
-        tokio::spawn(async move {
-            if let Some(hook) = me.before_pass.get() {
-                hook().await;
-            }
-            // One enforcer at a time (docs/plugin-worker.md#one-enforcer): the
-            // refusal fails this pass, visibly, and the next one asks again.
-            let allowed = if dry_run {
-                Ok(())
-            } else {
-                crate::plugin::enforcer::one_enforcer(&me.settings).await
-            };
-            let result = match allowed {
-                Err(e) => Err(e),
-                Ok(()) => me.runner.run(opts).await.map_err(|e| e.to_string()),
-            };
-            match &result {
-                Ok(r) => crate::pass::observe::log_pass_finished(&id, r),
-                Err(e) => tracing::error!(run_id = id, error = %e, "pass could not run"),
-            }
-            // Before the pass shows as finished, so whoever waits for it
-            // sees the forecast and lag gauges of its cursors. The cursors
-            // the pass just saved are handed over, not read back
-            // (docs/forecast.md#refresh).
-            if let Some(c) = me.controls.get() {
-                let saved = result
-                    .as_ref()
-                    .map(|r| r.saved_cursors())
-                    .unwrap_or_default();
-                c.refresh_forecast(&me.settings.time.time_config(), pass_now, &saved)
-                    .await;
-            }
-            me.audit_in_background();
-            me.board.pass_finished(&id, &result);
-            me.lock().current = None;
-            let _ = done_tx.send(true);
-        });
+        tokio::spawn(self.clone().run_pass(opts, done_tx));
         Ok(TriggerAccepted {
             run_id,
             already_running: false,
         })
+    }
+
+    /// The pass [`Service::start`] admitted, to its end: the hook, the
+    /// one-enforcer check, the run, then what waits on it.
+    async fn run_pass(self: Arc<Self>, opts: PassOptions, done_tx: watch::Sender<bool>) {
+        let (id, pass_now) = (opts.run_id.clone(), opts.now);
+        if let Some(hook) = self.before_pass.get() {
+            hook().await;
+        }
+        // One enforcer at a time (docs/plugin-worker.md#one-enforcer): the
+        // refusal fails this pass, visibly, and the next one asks again.
+        let allowed = if opts.dry_run {
+            Ok(())
+        } else {
+            crate::plugin::enforcer::one_enforcer(&self.settings).await
+        };
+        let result = match allowed {
+            Err(e) => Err(e),
+            Ok(()) => self.runner.run(opts).await.map_err(|e| e.to_string()),
+        };
+        match &result {
+            Ok(r) => crate::pass::observe::log_pass_finished(&id, r),
+            Err(e) => tracing::error!(run_id = id, error = %e, "pass could not run"),
+        }
+        // Before the pass shows as finished, so whoever waits for it sees the
+        // forecast and lag gauges of its cursors. The cursors the pass just
+        // saved are handed over, not read back (docs/forecast.md#refresh).
+        if let Some(c) = self.controls.get() {
+            let saved = result
+                .as_ref()
+                .map(|r| r.saved_cursors())
+                .unwrap_or_default();
+            c.refresh_forecast(&self.settings.time.time_config(), pass_now, &saved)
+                .await;
+        }
+        self.audit_in_background();
+        self.board.pass_finished(&id, &result);
+        self.lock().current = None;
+        let _ = done_tx.send(true);
     }
 
     /// Refuses new passes and asks the running one (if any) to stop; answers
