@@ -56,6 +56,20 @@ pub enum MasterError {
         #[source]
         status: tonic::Status,
     },
+    /// A vacuum outlasted `reclaim.vacuum_timeout`. The master goes on with
+    /// it; only the wait for its answer ends.
+    #[error(
+        "master {addr}: VacuumVolume({id}) not done within reclaim.vacuum_timeout ({timeout}); \
+         the master may still be compacting it: raise reclaim.vacuum_timeout, or leave such \
+         volumes to the master's own vacuum"
+    )]
+    VacuumTimeout {
+        /// The master's gRPC address.
+        addr: String,
+        id: u32,
+        /// The timeout, as humantime writes it.
+        timeout: String,
+    },
     /// Asking the filer which masters it knows failed.
     #[error(transparent)]
     Filer(#[from] FilerError),
@@ -363,7 +377,7 @@ pub async fn resolve(cluster: &Wanted, tls: Option<&ClientTls>) -> Result<Member
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::config::ClusterSettings;
 
@@ -413,8 +427,9 @@ mod tests {
     }
 
     /// A master that lists the filers it was given (none for a master the
-    /// filers do not keep their connection to).
-    struct FakeMaster(BTreeMap<String, i64>);
+    /// filers do not keep their connection to), and whose `VacuumVolume`
+    /// answers after the time given, else at once.
+    pub(crate) struct FakeMaster(pub BTreeMap<String, i64>, pub Option<Duration>);
 
     #[tonic::async_trait]
     impl crate::pb::master_pb::seaweed_server::Seaweed for FakeMaster {
@@ -454,13 +469,14 @@ mod tests {
             _: tonic::Request<crate::pb::master_pb::VacuumVolumeRequest>,
         ) -> Result<tonic::Response<crate::pb::master_pb::VacuumVolumeResponse>, tonic::Status>
         {
-            Err(tonic::Status::unimplemented("fake"))
+            tokio::time::sleep(self.1.unwrap_or_default()).await;
+            Ok(tonic::Response::new(Default::default()))
         }
     }
 
     /// Serves `m` on loopback; the address as a filer names a master
     /// (`host:httpPort.grpcPort`).
-    async fn serve_master(m: FakeMaster) -> String {
+    pub(crate) async fn serve_master(m: FakeMaster) -> String {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let port = listener.local_addr().unwrap().port();
         tokio::spawn(
@@ -477,8 +493,8 @@ mod tests {
     #[tokio::test]
     async fn a_follower_master_listed_no_filer_and_hid_a_restart() {
         let leader = BTreeMap::from([("127.0.0.1:8888.18888".to_string(), 42)]);
-        let follower = serve_master(FakeMaster(BTreeMap::new())).await;
-        let lead = serve_master(FakeMaster(leader.clone())).await;
+        let follower = serve_master(FakeMaster(BTreeMap::new(), None)).await;
+        let lead = serve_master(FakeMaster(leader.clone(), None)).await;
         let dead = "127.0.0.1:1.1".to_string();
         let named = [dead.clone(), follower.clone(), lead];
         assert_eq!(

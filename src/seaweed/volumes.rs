@@ -62,14 +62,55 @@ pub async fn vacuum_volume(
     threshold: f64,
     timeout: Duration,
 ) -> Result<(), MasterError> {
-    let (grpc, mut client) = connect_master_for(master, tls, timeout).await?;
-    client
-        .vacuum_volume(VacuumVolumeRequest {
-            garbage_threshold: threshold as f32,
-            volume_id: id,
-            collection: String::new(),
-        })
-        .await
-        .map_err(|s| MasterError::call(&grpc, "VacuumVolume", Some(id.to_string()), s))?;
-    Ok(())
+    // The channel's own deadline is later, so the wait ends here, with the
+    // error that names the setting.
+    let channel_deadline = timeout + Duration::from_secs(5);
+    let (grpc, mut client) = connect_master_for(master, tls, channel_deadline).await?;
+    let call = client.vacuum_volume(VacuumVolumeRequest {
+        garbage_threshold: threshold as f32,
+        volume_id: id,
+        collection: String::new(),
+    });
+    match tokio::time::timeout(timeout, call).await {
+        Ok(answer) => answer
+            .map(drop)
+            .map_err(|s| MasterError::call(&grpc, "VacuumVolume", Some(id.to_string()), s)),
+        Err(_) => Err(MasterError::VacuumTimeout {
+            addr: grpc,
+            id,
+            timeout: humantime::format_duration(timeout).to_string(),
+        }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::seaweed::discovery::tests::{FakeMaster, serve_master};
+
+    /// `reclaim.vacuum_timeout` bounds a vacuum the master takes too long
+    /// with (a large volume compacting): the call fails at the deadline,
+    /// naming the call and the volume, rather than holding the pass's end.
+    #[tokio::test]
+    async fn a_vacuum_past_reclaim_vacuum_timeout_fails_naming_the_volume() {
+        let slow = Some(Duration::from_secs(60));
+        let master = serve_master(FakeMaster(Default::default(), slow)).await;
+        let started = std::time::Instant::now();
+        let e = vacuum_volume(&master, None, 7, 0.1, Duration::from_millis(300))
+            .await
+            .expect_err("a vacuum past its timeout fails");
+        let took = started.elapsed();
+        assert!(took < Duration::from_secs(10), "took {took:?}");
+        assert!(took >= Duration::from_millis(300), "took {took:?}");
+        let text = e.to_string();
+        assert!(
+            text.contains("VacuumVolume(7) not done within reclaim.vacuum_timeout (300ms)"),
+            "{text}"
+        );
+        // Within its timeout it succeeds.
+        let quick = serve_master(FakeMaster(Default::default(), None)).await;
+        vacuum_volume(&quick, None, 7, 0.1, Duration::from_secs(5))
+            .await
+            .expect("a vacuum the master answers succeeds");
+    }
 }
