@@ -177,76 +177,38 @@ pub(crate) fn read_document(input: &[u8]) -> Result<Document, ParseError> {
         malformed(reader.error_position() + bom_len, e)
     };
 
-    let mut content_outside_root = false;
-    // Stored open elements; `depth` counts all open elements, stored or not.
-    let mut stack: Vec<Node> = Vec::new();
-    let mut depth = 0usize;
+    let mut tree = Tree::default();
     let root = loop {
         let event = reader.read_event().map_err(|e| err_at(&reader, &e))?;
+        let empty = matches!(event, Event::Empty(_));
         match event {
-            Event::Start(e) if depth == 0 => {
+            Event::Start(e) | Event::Empty(e) if tree.depth == 0 => {
                 check_attributes(&e).map_err(|m| err_at(&reader, &m))?;
-                stack.push(root_node(&e)?);
-                depth = 1;
-            }
-            Event::Empty(e) if depth == 0 => {
-                check_attributes(&e).map_err(|m| err_at(&reader, &m))?;
-                break root_node(&e)?;
+                let root = root_node(&e)?;
+                if empty {
+                    break root;
+                }
+                tree.stack.push(root);
+                tree.depth = 1;
             }
             Event::Start(e) => {
                 check_attributes(&e).map_err(|m| err_at(&reader, &m))?;
-                depth += 1;
-                if depth <= MAX_STORED_DEPTH {
-                    stack.push(Node {
-                        name: e.local_name().into_inner().to_string(),
-                        ..Node::default()
-                    });
-                }
+                tree.open(e.local_name().into_inner().to_string());
             }
             Event::Empty(e) => {
                 check_attributes(&e).map_err(|m| err_at(&reader, &m))?;
-                if depth < MAX_STORED_DEPTH
-                    && let Some(parent) = stack.last_mut()
-                {
-                    parent.children.push(Node {
-                        name: e.local_name().into_inner().to_string(),
-                        ..Node::default()
-                    });
-                }
+                tree.empty(e.local_name().into_inner().to_string());
             }
             Event::End(_) => {
-                if depth == 0 {
-                    return Err(err_at(&reader, &"end tag without a start tag"));
+                if let Some(root) = tree.close().map_err(|m| err_at(&reader, &m))? {
+                    break root;
                 }
-                if depth <= MAX_STORED_DEPTH {
-                    let node = stack
-                        .pop()
-                        .ok_or_else(|| err_at(&reader, &"unbalanced tags"))?;
-                    match stack.last_mut() {
-                        Some(parent) => parent.children.push(node),
-                        None => break node,
-                    }
-                }
-                depth -= 1;
             }
             Event::Text(t) => {
-                if depth == 0 {
-                    content_outside_root |= !t.xml10_content().trim().is_empty();
-                } else if depth <= MAX_STORED_DEPTH
-                    && let Some(node) = stack.last_mut()
-                {
-                    node.text.push_str(&t.xml10_content());
-                }
+                let t = t.xml10_content();
+                tree.text(&t, !t.trim().is_empty());
             }
-            Event::CData(t) => {
-                if depth == 0 {
-                    content_outside_root = true;
-                } else if depth <= MAX_STORED_DEPTH
-                    && let Some(node) = stack.last_mut()
-                {
-                    node.text.push_str(&t.xml10_content());
-                }
-            }
+            Event::CData(t) => tree.text(&t.xml10_content(), true),
             Event::GeneralRef(r) => {
                 let c = if r.is_char_ref() {
                     match r.resolve_char_ref() {
@@ -269,17 +231,11 @@ pub(crate) fn read_document(input: &[u8]) -> Result<Document, ParseError> {
                         )
                     })?
                 };
-                if depth == 0 {
-                    content_outside_root = true;
-                } else if depth <= MAX_STORED_DEPTH
-                    && let Some(node) = stack.last_mut()
-                {
-                    node.text.push(c);
-                }
+                tree.text(c.encode_utf8(&mut [0; 4]), true);
             }
             Event::Comment(_) | Event::Decl(_) | Event::PI(_) | Event::DocType(_) => {}
             Event::Eof => {
-                return Err(match stack.last() {
+                return Err(match tree.stack.last() {
                     None => ParseError::NoRoot,
                     Some(open) => malformed(
                         body.len() as u64 + bom_len,
@@ -294,6 +250,7 @@ pub(crate) fn read_document(input: &[u8]) -> Result<Document, ParseError> {
     };
 
     // Go's decoder never looks past the root's end tag; note anything there.
+    let mut content_outside_root = tree.content_outside_root;
     loop {
         match reader.read_event() {
             Ok(Event::Eof) => break,
@@ -309,6 +266,70 @@ pub(crate) fn read_document(input: &[u8]) -> Result<Document, ParseError> {
         root,
         content_outside_root,
     })
+}
+
+/// The element tree while it is read: the stored open elements, and how
+/// deep the reader is (every open element counts, stored or not: elements
+/// below [`MAX_STORED_DEPTH`] are read and checked but not kept).
+#[derive(Default)]
+struct Tree {
+    stack: Vec<Node>,
+    depth: usize,
+    /// Character data before the root's start tag.
+    content_outside_root: bool,
+}
+
+impl Tree {
+    fn open(&mut self, name: String) {
+        self.depth += 1;
+        if self.depth <= MAX_STORED_DEPTH {
+            self.stack.push(Node {
+                name,
+                ..Node::default()
+            });
+        }
+    }
+
+    /// `<name/>` inside the root.
+    fn empty(&mut self, name: String) {
+        if self.depth < MAX_STORED_DEPTH
+            && let Some(parent) = self.stack.last_mut()
+        {
+            parent.children.push(Node {
+                name,
+                ..Node::default()
+            });
+        }
+    }
+
+    /// Closes the innermost element; the root, when that was it.
+    fn close(&mut self) -> Result<Option<Node>, &'static str> {
+        if self.depth == 0 {
+            return Err("end tag without a start tag");
+        }
+        let mut closed_root = None;
+        if self.depth <= MAX_STORED_DEPTH {
+            let node = self.stack.pop().ok_or("unbalanced tags")?;
+            match self.stack.last_mut() {
+                Some(parent) => parent.children.push(node),
+                None => closed_root = Some(node),
+            }
+        }
+        self.depth -= 1;
+        Ok(closed_root)
+    }
+
+    /// Character data: the innermost stored element's text, or, before the
+    /// root, noted when `significant` (not white space).
+    fn text(&mut self, text: &str, significant: bool) {
+        if self.depth == 0 {
+            self.content_outside_root |= significant;
+        } else if self.depth <= MAX_STORED_DEPTH
+            && let Some(node) = self.stack.last_mut()
+        {
+            node.text.push_str(text);
+        }
+    }
 }
 
 fn root_node(e: &quick_xml::events::BytesStart<'_>) -> Result<Node, ParseError> {

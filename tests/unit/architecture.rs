@@ -540,7 +540,14 @@ fn without_test_modules(code: &str) -> String {
     while let Some(pos) = out[from..].find("#[cfg(test)]") {
         let start = from + pos;
         let after = out[start + 12..].trim_start();
-        let is_mod = after.starts_with("mod ") || after.starts_with("pub mod ");
+        // Any visibility: a test module shared with other test modules is
+        // `pub(crate)`, and still test code.
+        let after = match after.strip_prefix("pub") {
+            Some(rest) if rest.starts_with('(') => rest.split_once(')').map_or(rest, |r| r.1),
+            Some(rest) => rest,
+            None => after,
+        };
+        let is_mod = after.trim_start().starts_with("mod ");
         let Some(open) = out[start..].find(['{', ';']).map(|o| start + o) else {
             break;
         };
@@ -866,17 +873,23 @@ fn circle_checker_ignores_parents_tests_comments_and_one_way_imports() {
             // A child naming its parent's own item is not a circle.
             (
                 "p/mod.rs",
-                "pub mod kid;\npub const K: u8 = 1;\nfn f() { kid::g(); }\n",
+                "pub mod kid;\npub mod other;\npub mod shared;\npub const K: u8 = 1;\nfn f() { kid::g(); }\n",
             ),
             ("p/kid.rs", "use super::K;\npub fn g() {}\n"),
-            // q -> p one way; p's test module and a comment name q.
+            // q -> p one way; p's test modules and a comment name q.
             (
                 "q.rs",
-                "use crate::p::kid::g;\n// crate::p::K in prose\npub fn h() { g() }\n",
+                "use crate::p::kid::g;\nuse crate::p::other::z;\nuse crate::p::shared::y;\n\
+                 // crate::p::K in prose\npub fn h() { g(); z(); y() }\n",
             ),
             (
                 "p/other.rs",
                 "pub fn z() {}\n#[cfg(test)]\nmod tests {\n    use crate::q::h;\n}\n",
+            ),
+            // A test module other test modules share is test code too.
+            (
+                "p/shared.rs",
+                "pub fn y() {}\n#[cfg(test)]\npub(crate) mod tests {\n    use crate::q::h;\n}\n",
             ),
         ],
     );
