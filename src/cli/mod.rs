@@ -196,6 +196,13 @@ pub(crate) fn with_telemetry(
     });
     let code = system.block_on(async move {
         let guard = crate::telemetry::init(&s.telemetry, "s3-lifecycled").map_err(usage)?;
+        if s.cluster.security_toml_found {
+            tracing::info!(
+                file = s.cluster.security_toml,
+                "gRPC TLS from the security.toml found where weed looks (cluster.security_toml \
+                 unset; set it to name another file, or to \"none\")"
+            );
+        }
         let code = f(s).await;
         if let Err(e) = guard.shutdown().await {
             eprintln!("warning: {e}");
@@ -245,6 +252,7 @@ impl FilerSource {
 /// over `cluster.filer`.
 pub(crate) fn load_settings(config: Option<&Path>, filer: Option<&str>) -> Result<Settings, Fail> {
     let mut s = Settings::load(config, std::env::vars()).map_err(usage)?;
+    s.find_security_toml(std::env::vars(), std::env::current_dir().ok().as_deref());
     if let Some(f) = filer {
         s.cluster.filer = run_once::split_list(f);
     }

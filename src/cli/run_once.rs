@@ -80,6 +80,7 @@ pub fn settings(args: &ClusterArgs) -> Result<Settings, Fail> {
     }
     if let Some(p) = &args.security_toml {
         s.cluster.security_toml = p.display().to_string();
+        s.cluster.security_toml_found = false;
     }
     if let Some(sh) = &args.shards {
         parse_shards(sh).map_err(|m| usage(format!("flag --shards: {m}")))?;

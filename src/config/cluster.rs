@@ -36,9 +36,14 @@ pub struct ClusterSettings {
     #[serde(deserialize_with = "de_duration")]
     pub filer_call_timeout: Duration,
     /// SeaweedFS `security.toml` to take the gRPC TLS material from
-    /// (`[grpc] ca`, `[grpc.client] cert/key`, `WEED_GRPC_*` overrides);
-    /// empty = use `[tls]`.
+    /// (`[grpc] ca`, `[grpc.client] cert/key`, `WEED_GRPC_*` overrides).
+    /// Empty: `[tls]` when it is set, else the first `security.toml` where
+    /// `weed` looks for one ([`find_security_toml`](super::Settings::find_security_toml)); `"none"`:
+    /// no file, whatever is there.
     pub security_toml: String,
+    /// `security_toml` was not set, and was found where `weed` looks.
+    #[serde(skip)]
+    pub security_toml_found: bool,
 }
 
 impl Default for ClusterSettings {
@@ -50,6 +55,7 @@ impl Default for ClusterSettings {
             buckets_root: String::new(),
             filer_call_timeout: Duration::from_secs(30),
             security_toml: String::new(),
+            security_toml_found: false,
         }
     }
 }

@@ -392,6 +392,94 @@ mod tests {
         }
     }
 
+    /// `weed shell` on a host with `security.toml` in its working directory
+    /// or `~/.seaweedfs` speaks TLS with no flag; we dialled in plaintext and
+    /// were refused (exit 10) until told where the file was.
+    #[test]
+    fn a_security_toml_where_weed_looks_was_ignored() {
+        let dir = std::env::temp_dir().join(format!("cfg-find-{}", std::process::id()));
+        let (cwd, home) = (dir.join("cwd"), dir.join("home"));
+        std::fs::create_dir_all(home.join(".seaweedfs")).unwrap();
+        std::fs::create_dir_all(&cwd).unwrap();
+        let toml =
+            "[grpc]\nca = \"/s/ca.crt\"\n[grpc.client]\ncert = \"/s/c.crt\"\nkey = \"/s/c.key\"\n";
+        let in_home = home.join(".seaweedfs/security.toml");
+        std::fs::write(&in_home, toml).unwrap();
+        let home_env = || env(&[("HOME", home.to_str().unwrap())]);
+        let found = |s: &Settings| {
+            (
+                s.cluster.security_toml.clone(),
+                s.cluster.security_toml_found,
+            )
+        };
+
+        // $HOME/.seaweedfs, when the working directory has none.
+        let mut s = Settings::default();
+        s.find_security_toml(home_env(), Some(&cwd));
+        assert_eq!(found(&s), (in_home.display().to_string(), true));
+        let f = s.tls_files(env(&[])).unwrap().unwrap();
+        assert_eq!(f.cert, Some(PathBuf::from("/s/c.crt")));
+        assert!(
+            s.client_tls()
+                .is_err_and(|e| e.to_string().contains("found where weed looks"))
+        );
+
+        // The working directory first, as weed.
+        let in_cwd = cwd.join("security.toml");
+        std::fs::write(&in_cwd, toml).unwrap();
+        let mut s = Settings::default();
+        s.find_security_toml(home_env(), Some(&cwd));
+        assert_eq!(found(&s), (in_cwd.display().to_string(), true));
+
+        // A found file that is not TOML is an error that says where it was found and how
+        // to skip it, not a silent plaintext dial.
+        std::fs::write(&in_cwd, "[grpc\n").unwrap();
+        let e = s.tls_files(env(&[])).unwrap_err().to_string();
+        assert!(
+            e.contains("found where weed looks") && e.contains("\"none\" skips it"),
+            "{e}"
+        );
+        std::fs::write(&in_cwd, toml).unwrap();
+
+        // Not looked for when the settings name the material: a file, "none", or [tls].
+        for (key, value) in [("file", "/x/security.toml"), ("none", "none"), ("tls", "")] {
+            let mut s = Settings::default();
+            s.cluster.security_toml = value.to_string();
+            if key == "tls" {
+                s.tls.ca = "/t/ca.crt".into();
+            }
+            s.find_security_toml(home_env(), Some(&cwd));
+            assert_eq!(found(&s), (value.to_string(), false), "{key}");
+        }
+        // No file anywhere: weed's WEED_GRPC_* variables alone, as weed reads them.
+        let vars = [
+            ("WEED_GRPC_CA", "/e/ca.crt"),
+            ("WEED_GRPC_CLIENT_CERT", "/e/c.crt"),
+            ("WEED_GRPC_CLIENT_KEY", "/e/c.key"),
+        ];
+        let s = Settings::default();
+        let f = s.tls_files(env(&vars)).unwrap().unwrap();
+        assert_eq!(
+            (f.ca, f.cert),
+            ("/e/ca.crt".into(), Some("/e/c.crt".into()))
+        );
+        let mut s = Settings::default();
+        s.tls.ca = "/t/ca.crt".into();
+        let f = s.tls_files(env(&vars)).unwrap().unwrap();
+        assert_eq!((f.ca, f.cert), ("/t/ca.crt".into(), None), "[tls] wins");
+        // "none" reads no file, and goes with [tls].
+        let mut s = Settings::default();
+        s.cluster.security_toml = "none".into();
+        assert_eq!(s.tls_files(env(&vars)).unwrap(), None);
+        s.tls.ca = "/t/ca.crt".into();
+        s.validate().unwrap();
+        assert_eq!(
+            s.tls_files(env(&[])).unwrap().unwrap().ca,
+            PathBuf::from("/t/ca.crt")
+        );
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
     #[test]
     fn security_toml_gives_grpc_ca_and_client_cert_and_weed_variables_win() {
         let dir = std::env::temp_dir().join(format!("cfg-sec-{}", std::process::id()));

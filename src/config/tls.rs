@@ -32,11 +32,29 @@ fn bad_toml(message: impl Into<String>) -> ConfigError {
     invalid("cluster.security_toml", message)
 }
 
+/// `cluster.security_toml` for "no file, do not look for one".
+pub const NO_SECURITY_TOML: &str = "none";
+
+/// Where `weed` looks for `security.toml` when no `-config_dir` is given, in
+/// its order: the working directory, `$HOME/.seaweedfs`, then the BSD and
+/// the Linux system directories (docs/tls.md#how-seaweedfs-enables-it).
+fn weed_config_dirs(cwd: Option<&Path>, home: Option<&str>) -> Vec<PathBuf> {
+    let mut dirs: Vec<PathBuf> = cwd.map(Path::to_path_buf).into_iter().collect();
+    dirs.extend(
+        home.filter(|h| !h.is_empty())
+            .map(|h| Path::new(h).join(".seaweedfs")),
+    );
+    dirs.push(PathBuf::from("/usr/local/etc/seaweedfs"));
+    dirs.push(PathBuf::from("/etc/seaweedfs"));
+    dirs
+}
+
 impl Settings {
     pub(super) fn validate_tls(&self) -> Result<(), ConfigError> {
         let t = &self.tls;
         let set = |v: &str| !v.trim().is_empty();
-        let st = set(&self.cluster.security_toml);
+        let st = set(&self.cluster.security_toml)
+            && self.cluster.security_toml.trim() != NO_SECURITY_TOML;
         require(
             !(st && (set(&t.ca) || set(&t.cert) || set(&t.key))),
             "cluster.security_toml",
@@ -69,7 +87,13 @@ impl Settings {
             return Ok(None);
         };
         let from = match self.cluster.security_toml.trim() {
-            "" => "[tls]".to_string(),
+            "" | NO_SECURITY_TOML if self.security_toml(std::env::vars())?.is_some() => {
+                "the WEED_* variables (no security.toml)".to_string()
+            }
+            "" | NO_SECURITY_TOML => "[tls]".to_string(),
+            f if self.cluster.security_toml_found => {
+                format!("{f} (found where weed looks; cluster.security_toml unset)")
+            }
             f => format!("cluster.security_toml ({f})"),
         };
         crate::seaweed::tls::ClientTls::load(files)
@@ -223,22 +247,71 @@ impl Settings {
         }))
     }
 
+    /// With neither `cluster.security_toml` nor `[tls]` set, takes the first
+    /// `security.toml` where `weed` itself looks (`cwd`, then `$HOME` of
+    /// `env`, then the system directories), as `weed shell` or `weed worker`
+    /// on the same host would: the Go worker we stand in for finds its TLS
+    /// material that way. Marks it found, for the start-up log.
+    pub fn find_security_toml(
+        &mut self,
+        env: impl IntoIterator<Item = (String, String)>,
+        cwd: Option<&Path>,
+    ) {
+        let set = |v: &str| !v.trim().is_empty();
+        let t = &self.tls;
+        if set(&self.cluster.security_toml) || set(&t.ca) || set(&t.cert) || set(&t.key) {
+            return;
+        }
+        let home = env.into_iter().find(|(k, _)| k == "HOME").map(|(_, v)| v);
+        let found = weed_config_dirs(cwd, home.as_deref())
+            .into_iter()
+            .map(|d| d.join("security.toml"))
+            .find(|f| f.is_file());
+        if let Some(f) = found {
+            self.cluster.security_toml = f.display().to_string();
+            self.cluster.security_toml_found = true;
+        }
+    }
+
     /// `tls.server_name`, `None` when empty: the name the gRPC servers'
     /// certificates must carry, whichever source the TLS material comes from.
     fn tls_server_name(&self) -> Option<String> {
         Some(self.tls.server_name.trim().to_string()).filter(|s| !s.is_empty())
     }
 
-    /// The file `cluster.security_toml` names, read; `None` when it names none.
+    /// The file `cluster.security_toml` names, read; without one, weed's
+    /// `WEED_GRPC_*` / `WEED_HTTPS_*` variables alone when any is set and
+    /// `[tls]` is not; `None` otherwise, and always for `"none"`.
     fn security_toml(
         &self,
         env: impl IntoIterator<Item = (String, String)>,
     ) -> Result<Option<SecurityToml>, ConfigError> {
         let st = self.cluster.security_toml.trim();
-        if st.is_empty() {
+        if st == NO_SECURITY_TOML {
             return Ok(None);
         }
-        SecurityToml::read(st, env).map(Some)
+        if !st.is_empty() {
+            let label = if self.cluster.security_toml_found {
+                format!("{st} (found where weed looks; cluster.security_toml = \"none\" skips it)")
+            } else {
+                st.to_string()
+            };
+            return SecurityToml::read(Path::new(st), label, env).map(Some);
+        }
+        // No file: weed still reads its `WEED_*` variables (its configuration
+        // takes them with or without a file), unless `[tls]` is ours.
+        let t = &self.tls;
+        let tls_set = [&t.ca, &t.cert, &t.key]
+            .iter()
+            .any(|v| !v.trim().is_empty());
+        let env: HashMap<String, String> = env.into_iter().collect();
+        let weed_tls = |k: &str| k.starts_with("WEED_GRPC_") || k.starts_with("WEED_HTTPS_");
+        let any = env.iter().any(|(k, v)| weed_tls(k) && !v.trim().is_empty());
+        Ok((any && !tls_set).then(|| SecurityToml {
+            path: "the WEED_* variables (no security.toml)".to_string(),
+            cfg: config::Config::default(),
+            env,
+        }))
     }
 }
 
@@ -253,13 +326,13 @@ struct SecurityToml {
 }
 
 impl SecurityToml {
-    /// The file at `st`, parsed; an error naming the setting when it is
-    /// missing or not TOML.
+    /// `file`, parsed; an error naming the setting, and the file as `st`
+    /// says it, when it is missing or not TOML.
     fn read(
-        st: &str,
+        file: &Path,
+        st: String,
         env: impl IntoIterator<Item = (String, String)>,
     ) -> Result<SecurityToml, ConfigError> {
-        let file = Path::new(st);
         if !file.is_file() {
             return Err(bad_toml(format!(
                 "{st} does not exist or is not a file (SeaweedFS's security.toml)"
@@ -270,7 +343,7 @@ impl SecurityToml {
             .build()
             .map_err(|e| bad_toml(format!("{st}: {e}")))?;
         Ok(SecurityToml {
-            path: st.to_string(),
+            path: st,
             cfg,
             env: env.into_iter().collect(),
         })

@@ -39,7 +39,7 @@ impl TlsFailure {
     pub fn message_for(&self, addr: &str, used_for: TlsUse) -> String {
         match (used_for, self) {
             (TlsUse::Grpc, TlsFailure::Required) => format!(
-                "{addr} requires TLS: set tls.* or --security-toml (the server answered a TLS handshake; plaintext is refused)"
+                "{addr} requires TLS: set tls.* or --security-toml, or put SeaweedFS's security.toml where weed looks for it (./, ~/.seaweedfs/, /etc/seaweedfs/) (the server answered a TLS handshake; plaintext is refused)"
             ),
             // A ClientTls always dials TLS, so it never reports this; the
             // enforcer's plaintext probe says it at length (enforcer::check).

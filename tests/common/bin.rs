@@ -349,7 +349,12 @@ fn strings(args: &[impl AsRef<str>]) -> Vec<String> {
     args.iter().map(|a| a.as_ref().to_string()).collect()
 }
 
-async fn finish(mut cmd: tokio::process::Command, args: Vec<String>, stdin: Option<&[u8]>) -> Pass {
+/// Runs `cmd` (made with [`command`] or [`run_once_command`]) to its end; `args` for messages.
+pub async fn finish(
+    mut cmd: tokio::process::Command,
+    args: Vec<String>,
+    stdin: Option<&[u8]>,
+) -> Pass {
     if stdin.is_some() {
         cmd.stdin(Stdio::piped());
     }

@@ -122,6 +122,73 @@ async fn pass_completes_through_security_toml_and_weed_grpc_overrides() {
     assert!(!exists(&s3, &b2, "tmp/a").await, "{}", p.describe());
 }
 
+/// `run-once` for `b` with working directory `cwd` and `HOME` = `home`, no TLS settings.
+async fn run_in(
+    t: &TlsCluster,
+    b: &str,
+    cwd: &std::path::Path,
+    home: &std::path::Path,
+    env: &[(&str, &str)],
+) -> common::bin::Pass {
+    let scope = Scope::new(&[b]);
+    let mut cmd = common::bin::run_once_command(&t.cluster, &scope, None, &[], env);
+    cmd.current_dir(cwd).env("HOME", home);
+    let args = vec!["run-once".to_string(), "--buckets".into(), b.to_string()];
+    common::bin::finish(cmd, args, None).await
+}
+
+/// `weed shell` on a cluster host finds `security.toml` in its working directory or in
+/// `~/.seaweedfs` without a flag (or takes `WEED_GRPC_*` variables alone), as the Go worker
+/// does inside weed; `run-once` there dialled in plaintext and was refused (exit 10) until
+/// given `--security-toml`.
+#[tokio::test]
+async fn a_security_toml_where_weed_looks_was_ignored() {
+    let t = tls_cluster();
+    let toml = std::fs::read_to_string(&t.security_toml).unwrap();
+    let (bare, no_home) = (
+        TmpDir::new("tls-found-bare"),
+        TmpDir::new("tls-found-nohome"),
+    );
+
+    let (b, s3) = due_bucket(t, "tls-found-cwd").await;
+    let cwd = TmpDir::new("tls-found-cwd");
+    std::fs::write(cwd.path().join("security.toml"), &toml).unwrap();
+    let p = run_in(t, &b, cwd.path(), no_home.path(), &[]).await;
+    p.ok();
+    assert!(!exists(&s3, &b, "tmp/a").await, "{}", p.describe());
+    assert!(
+        p.stderr.contains("found where weed looks"),
+        "the log names where the TLS material came from:\n{}",
+        p.describe()
+    );
+
+    let (b, s3) = due_bucket(t, "tls-found-home").await;
+    let home = TmpDir::new("tls-found-home");
+    std::fs::create_dir_all(home.path().join(".seaweedfs")).unwrap();
+    std::fs::write(home.path().join(".seaweedfs/security.toml"), &toml).unwrap();
+    let p = run_in(t, &b, bare.path(), home.path(), &[]).await;
+    p.ok();
+    assert!(!exists(&s3, &b, "tmp/a").await, "{}", p.describe());
+
+    // No file at all: weed's own WEED_GRPC_* variables, which weed reads without one.
+    let (b, s3) = due_bucket(t, "tls-found-vars").await;
+    let (ca, crt, key) = (t.cert("ca.crt"), t.cert("client.crt"), t.cert("client.key"));
+    let vars = [
+        ("WEED_GRPC_CA", ca.as_str()),
+        ("WEED_GRPC_CLIENT_CERT", crt.as_str()),
+        ("WEED_GRPC_CLIENT_KEY", key.as_str()),
+    ];
+    let p = run_in(t, &b, bare.path(), no_home.path(), &vars).await;
+    p.ok();
+    assert!(!exists(&s3, &b, "tmp/a").await, "{}", p.describe());
+
+    // "none": the file is not read, and plaintext is refused as before.
+    let (b, s3) = due_bucket(t, "tls-found-none").await;
+    let none = [("S3_LIFECYCLED__CLUSTER__SECURITY_TOML", "none")];
+    let p = run_in(t, &b, cwd.path(), no_home.path(), &none).await;
+    assert_refused(&p, 10, "requires TLS", &s3, &b).await;
+}
+
 #[tokio::test]
 async fn plaintext_against_the_tls_cluster_says_it_requires_tls() {
     let t = tls_cluster();
