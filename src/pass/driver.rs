@@ -141,6 +141,25 @@ impl Driver {
         // walked again next pass.
         let lost = self.port.filers_failed_since(started);
         mark_rewalk(finished.iter_mut().map(|(_, _, a)| a), &lost);
+        let saved_all = self.save_cursors(&mut finished, &lost, started).await;
+        let results = finished
+            .into_iter()
+            .zip(saved_all)
+            .map(|((shard, span, answer), save)| {
+                self.shard_result(shard, span, answer, save, started)
+            })
+            .collect();
+        (results, error, walk_cut, read)
+    }
+
+    /// Saves each finished shard's cursor (none in a dry run); what each
+    /// save answered, `None` where nothing was saved.
+    async fn save_cursors(
+        &self,
+        finished: &mut [(u8, &Span, Finished)],
+        lost: &[String],
+        started: Instant,
+    ) -> Vec<Option<Result<(), ClusterError>>> {
         // Each shard's cursor is its own file: they are saved a few at a
         // time, so the pass ends a few saves after the last shard answered,
         // not sixteen (one after another they were most of a steady pass's
@@ -176,40 +195,48 @@ impl Driver {
                 }
             }
         }
-        let mut results = Vec::new();
-        for ((shard, span, answer), save) in finished.into_iter().zip(saved_all) {
-            let (mut report, mut cursor) = match answer {
-                Ok(r) => r,
-                Err(e) => (
-                    ShardReport::failed(shard, format!("shard actor gone: {e}")),
-                    None,
-                ),
-            };
-            let saved = match (cursor.as_mut(), save) {
-                (Some(c), Some(Ok(()))) => {
-                    c.updated_ns = self.plan.now;
-                    self.obs
-                        .metrics
-                        .cursor_saved(shard, c.ts_ns, c.last_walked_ns);
-                    true
-                }
-                (Some(_), Some(Err(e))) => {
-                    report.outcome = ShardOutcome::Failed;
-                    report.halt_reason = Some(format!("saving cursor: {e}"));
-                    false
-                }
-                _ => false,
-            };
-            telemetry::record_outcome(span, report.outcome.as_str());
-            let duration = started.elapsed();
-            results.push(ShardResult {
-                report,
-                duration,
-                cursor,
-                saved,
-            });
+        saved_all
+    }
+
+    /// A shard's result: its report, failed when its cursor could not be
+    /// saved, and the cursor as saved.
+    fn shard_result(
+        &self,
+        shard: u8,
+        span: &Span,
+        answer: Finished,
+        save: Option<Result<(), ClusterError>>,
+        started: Instant,
+    ) -> ShardResult {
+        let (mut report, mut cursor) = match answer {
+            Ok(r) => r,
+            Err(e) => (
+                ShardReport::failed(shard, format!("shard actor gone: {e}")),
+                None,
+            ),
+        };
+        let saved = match (cursor.as_mut(), save) {
+            (Some(c), Some(Ok(()))) => {
+                c.updated_ns = self.plan.now;
+                self.obs
+                    .metrics
+                    .cursor_saved(shard, c.ts_ns, c.last_walked_ns);
+                true
+            }
+            (Some(_), Some(Err(e))) => {
+                report.outcome = ShardOutcome::Failed;
+                report.halt_reason = Some(format!("saving cursor: {e}"));
+                false
+            }
+            _ => false,
+        };
+        telemetry::record_outcome(span, report.outcome.as_str());
+        ShardResult {
+            report,
+            duration: started.elapsed(),
+            cursor,
+            saved,
         }
-        (results, error, walk_cut, read)
     }
 
     /// Waits until every shard's sent work is answered, at most
