@@ -356,17 +356,26 @@ fn weed_shell(command: &str) -> String {
 /// The findings of one bucket, at `now`, with lifecycle days of `day`,
 /// under `buckets_root`.
 pub fn audit_bucket(t: &BucketTtls, buckets_root: &str, day: Duration, now: Nanos) -> Vec<Finding> {
+    let mut out = location_findings(t, buckets_root, day);
+    out.extend(entry_findings(t, buckets_root, now));
+    out.extend(volume_findings(t, day));
+    out
+}
+
+/// The fix for objects that carry a TTL of their own: upload them again.
+fn reupload_fix(bucket: &str, what: &str) -> String {
+    format!(
+        "a TTL written with an object stays with it, and an S3 copy onto itself keeps it: to \
+         keep {what}, download it and upload it again once no location TTL covers it (`aws s3 \
+         cp s3://{bucket}/KEY ./KEY && aws s3 cp ./KEY s3://{bucket}/KEY`); noncurrent versions \
+         cannot be uploaded back as noncurrent"
+    )
+}
+
+/// One finding per `filer.conf` location with a TTL over the bucket.
+fn location_findings(t: &BucketTtls, buckets_root: &str, day: Duration) -> Vec<Finding> {
     let b = &t.bucket;
     let mut out = Vec::new();
-    let reupload_fix = |what: &str| {
-        format!(
-            "a TTL written with an object stays with it, and an S3 copy onto itself keeps it: to \
-             keep {what}, download it and upload it again once no location TTL covers it (`aws s3 \
-             cp s3://{0}/KEY ./KEY && aws s3 cp ./KEY s3://{0}/KEY`); noncurrent versions cannot \
-             be uploaded back as noncurrent",
-            b.name
-        )
-    };
     for loc in &t.locations {
         let (prefix, ttl) = (&loc.prefix, &loc.ttl);
         let scope = location_scope(prefix, buckets_root, &b.name);
@@ -405,6 +414,13 @@ pub fn audit_bucket(t: &BucketTtls, buckets_root: &str, day: Duration, now: Nano
             ),
         });
     }
+    out
+}
+
+/// One finding per TTL that the bucket's sampled entries carry.
+fn entry_findings(t: &BucketTtls, buckets_root: &str, now: Nanos) -> Vec<Finding> {
+    let b = &t.bucket;
+    let mut out = Vec::new();
     if let Some(sample) = &t.entries {
         for (&secs, g) in &sample.stamped {
             let mut conflicts = Vec::new();
@@ -470,10 +486,17 @@ pub fn audit_bucket(t: &BucketTtls, buckets_root: &str, day: Duration, now: Nano
                     )
                 },
                 conflicts,
-                fix: reupload_fix("one"),
+                fix: reupload_fix(&b.name, "one"),
             });
         }
     }
+    out
+}
+
+/// One finding per TTL of the bucket's collection's volumes.
+fn volume_findings(t: &BucketTtls, day: Duration) -> Vec<Finding> {
+    let b = &t.bucket;
+    let mut out = Vec::new();
     let mut by_ttl: BTreeMap<u64, Vec<u32>> = BTreeMap::new();
     for &(id, secs) in &t.volumes {
         by_ttl.entry(secs).or_default().push(id);
@@ -497,7 +520,7 @@ pub fn audit_bucket(t: &BucketTtls, buckets_root: &str, day: Duration, now: Nano
             conflicts: scope_conflicts(b, "", secs, day),
             fix: format!(
                 "remove the location TTL first, so new writes go to volumes without one; then {}",
-                reupload_fix("an object they hold")
+                reupload_fix(&b.name, "an object they hold")
             ),
             unsavable: "what the TTL volumes hold goes with them".into(),
         });
