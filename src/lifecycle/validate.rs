@@ -9,7 +9,10 @@ use std::fmt;
 use time::format_description::well_known::Rfc3339;
 use time::{Time, UtcOffset};
 
-use super::model::{Filter, LifecycleConfiguration, Rule, Tag};
+use super::model::{
+    AbortIncompleteMultipartUpload, Expiration, Filter, LifecycleConfiguration,
+    NoncurrentVersionExpiration, Rule, Tag,
+};
 use super::xml::RuleLocator;
 
 /// Most rules AWS allows in one configuration.
@@ -413,110 +416,15 @@ fn check_days(value: Option<i64>, element: &str, f: &mut Findings<'_>) {
 
 fn check_actions(rule: &Rule, f: &mut Findings<'_>) {
     let mut has_action = false;
-
     if let Some(exp) = &rule.expiration {
-        check_days(exp.days, "Expiration/Days", f);
-        if let Some(date) = exp.date {
-            let utc = date.to_offset(UtcOffset::UTC);
-            if date.offset() != UtcOffset::UTC || utc.time() != Time::MIDNIGHT {
-                f.error(
-                    ValidationKind::DateNotMidnightUtc,
-                    "Expiration/Date",
-                    format!(
-                        "must be midnight UTC such as 2024-06-01T00:00:00Z, got {}; SeaweedFS uses the exact instant",
-                        date.format(&Rfc3339).unwrap_or_else(|_| date.to_string())
-                    ),
-                );
-            }
-        }
-        if exp.days.is_some() && exp.date.is_some() {
-            f.error(
-                ValidationKind::ConflictingExpiration,
-                "Expiration",
-                "holds both <Days> and <Date>; use one of them",
-            );
-        }
-        if exp.expired_object_delete_marker == Some(true)
-            && (exp.days.is_some() || exp.date.is_some())
-        {
-            f.error(
-                ValidationKind::ConflictingExpiration,
-                "Expiration/ExpiredObjectDeleteMarker",
-                "cannot be true together with <Days> or <Date>; put it in a separate rule",
-            );
-        }
-        if exp.days.is_none() && exp.date.is_none() && exp.expired_object_delete_marker.is_none() {
-            f.error(
-                ValidationKind::EmptyAction,
-                "Expiration",
-                "is empty; it needs <Days>, <Date> or <ExpiredObjectDeleteMarker>",
-            );
-        } else {
-            has_action = true;
-        }
+        has_action |= check_expiration(exp, f);
     }
-
     if let Some(nve) = &rule.noncurrent_version_expiration {
-        let path = "NoncurrentVersionExpiration";
-        check_days(nve.noncurrent_days, &format!("{path}/NoncurrentDays"), f);
-        if let Some(n) = nve.newer_noncurrent_versions {
-            if !NEWER_NONCURRENT_RANGE.contains(&n) {
-                f.error(
-                    ValidationKind::NewerNoncurrentVersionsOutOfRange,
-                    &format!("{path}/NewerNoncurrentVersions"),
-                    format!(
-                        "must be between {} and {}, got {n}",
-                        NEWER_NONCURRENT_RANGE.start(),
-                        NEWER_NONCURRENT_RANGE.end()
-                    ),
-                );
-            }
-            if nve.noncurrent_days.is_none() {
-                f.error(
-                    ValidationKind::NewerNoncurrentVersionsWithoutDays,
-                    &format!("{path}/NewerNoncurrentVersions"),
-                    "requires <NoncurrentDays> in the same element; add it",
-                );
-            }
-        }
-        if nve.noncurrent_days.is_none() && nve.newer_noncurrent_versions.is_none() {
-            f.error(
-                ValidationKind::EmptyAction,
-                path,
-                "is empty; it needs <NoncurrentDays>",
-            );
-        } else {
-            has_action = true;
-        }
+        has_action |= check_noncurrent_expiration(nve, f);
     }
-
     if let Some(abort) = &rule.abort_incomplete_multipart_upload {
-        let path = "AbortIncompleteMultipartUpload";
-        check_days(
-            abort.days_after_initiation,
-            &format!("{path}/DaysAfterInitiation"),
-            f,
-        );
-        if abort.days_after_initiation.is_none() {
-            f.error(
-                ValidationKind::EmptyAction,
-                path,
-                "is empty; it needs <DaysAfterInitiation>",
-            );
-        } else {
-            has_action = true;
-        }
-        if let Some(filter) = &rule.filter
-            && filters_by_tag_or_size(filter)
-        {
-            f.error(
-                ValidationKind::AbortWithTagOrSizeFilter,
-                path,
-                "cannot be used in a rule that filters by tag or object size (uploads have neither, so it would never match); use a prefix-only rule",
-            );
-        }
+        has_action |= check_abort(rule, abort, f);
     }
-
     for (name, n) in [
         ("Transition", rule.transitions.len()),
         (
@@ -548,6 +456,110 @@ fn check_actions(rule: &Rule, f: &mut Findings<'_>) {
             ),
         );
     }
+}
+
+/// `<Expiration>`; whether it holds an action.
+fn check_expiration(exp: &Expiration, f: &mut Findings<'_>) -> bool {
+    check_days(exp.days, "Expiration/Days", f);
+    if let Some(date) = exp.date {
+        let utc = date.to_offset(UtcOffset::UTC);
+        if date.offset() != UtcOffset::UTC || utc.time() != Time::MIDNIGHT {
+            f.error(
+                ValidationKind::DateNotMidnightUtc,
+                "Expiration/Date",
+                format!(
+                    "must be midnight UTC such as 2024-06-01T00:00:00Z, got {}; SeaweedFS uses the exact instant",
+                    date.format(&Rfc3339).unwrap_or_else(|_| date.to_string())
+                ),
+            );
+        }
+    }
+    if exp.days.is_some() && exp.date.is_some() {
+        f.error(
+            ValidationKind::ConflictingExpiration,
+            "Expiration",
+            "holds both <Days> and <Date>; use one of them",
+        );
+    }
+    if exp.expired_object_delete_marker == Some(true) && (exp.days.is_some() || exp.date.is_some())
+    {
+        f.error(
+            ValidationKind::ConflictingExpiration,
+            "Expiration/ExpiredObjectDeleteMarker",
+            "cannot be true together with <Days> or <Date>; put it in a separate rule",
+        );
+    }
+    if exp.days.is_none() && exp.date.is_none() && exp.expired_object_delete_marker.is_none() {
+        f.error(
+            ValidationKind::EmptyAction,
+            "Expiration",
+            "is empty; it needs <Days>, <Date> or <ExpiredObjectDeleteMarker>",
+        );
+        return false;
+    }
+    true
+}
+
+/// `<NoncurrentVersionExpiration>`; whether it holds an action.
+fn check_noncurrent_expiration(nve: &NoncurrentVersionExpiration, f: &mut Findings<'_>) -> bool {
+    let path = "NoncurrentVersionExpiration";
+    check_days(nve.noncurrent_days, &format!("{path}/NoncurrentDays"), f);
+    if let Some(n) = nve.newer_noncurrent_versions {
+        if !NEWER_NONCURRENT_RANGE.contains(&n) {
+            f.error(
+                ValidationKind::NewerNoncurrentVersionsOutOfRange,
+                &format!("{path}/NewerNoncurrentVersions"),
+                format!(
+                    "must be between {} and {}, got {n}",
+                    NEWER_NONCURRENT_RANGE.start(),
+                    NEWER_NONCURRENT_RANGE.end()
+                ),
+            );
+        }
+        if nve.noncurrent_days.is_none() {
+            f.error(
+                ValidationKind::NewerNoncurrentVersionsWithoutDays,
+                &format!("{path}/NewerNoncurrentVersions"),
+                "requires <NoncurrentDays> in the same element; add it",
+            );
+        }
+    }
+    if nve.noncurrent_days.is_none() && nve.newer_noncurrent_versions.is_none() {
+        f.error(
+            ValidationKind::EmptyAction,
+            path,
+            "is empty; it needs <NoncurrentDays>",
+        );
+        return false;
+    }
+    true
+}
+
+/// `<AbortIncompleteMultipartUpload>` of `rule`; whether it holds an action.
+fn check_abort(rule: &Rule, abort: &AbortIncompleteMultipartUpload, f: &mut Findings<'_>) -> bool {
+    let path = "AbortIncompleteMultipartUpload";
+    check_days(
+        abort.days_after_initiation,
+        &format!("{path}/DaysAfterInitiation"),
+        f,
+    );
+    if abort.days_after_initiation.is_none() {
+        f.error(
+            ValidationKind::EmptyAction,
+            path,
+            "is empty; it needs <DaysAfterInitiation>",
+        );
+    }
+    if let Some(filter) = &rule.filter
+        && filters_by_tag_or_size(filter)
+    {
+        f.error(
+            ValidationKind::AbortWithTagOrSizeFilter,
+            path,
+            "cannot be used in a rule that filters by tag or object size (uploads have neither, so it would never match); use a prefix-only rule",
+        );
+    }
+    abort.days_after_initiation.is_some()
 }
 
 fn filters_by_tag_or_size(filter: &Filter) -> bool {
