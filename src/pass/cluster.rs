@@ -453,13 +453,7 @@ impl ClusterPort for SeaweedCluster {
 
     fn filer_clock(&self) -> BoxFuture<'static, Result<Option<Nanos>, ClusterError>> {
         let pool = self.pool.clone();
-        let clock = self.on_filer((), |n, ()| async move {
-            n.filer
-                .clock()
-                .await
-                .map(Some)
-                .map_err(ClusterError::FilerClock)
-        });
+        let clock = self.log_clock();
         async move {
             if pool.ordered().len() != 1 {
                 return Ok(None);
@@ -467,6 +461,16 @@ impl ClusterPort for SeaweedCluster {
             clock.await
         }
         .boxed()
+    }
+
+    fn log_clock(&self) -> BoxFuture<'static, Result<Option<Nanos>, ClusterError>> {
+        self.on_filer((), |n, ()| async move {
+            n.filer
+                .clock()
+                .await
+                .map(Some)
+                .map_err(ClusterError::FilerClock)
+        })
     }
 
     fn lookup_on_every_store(

@@ -73,6 +73,15 @@ async fn halted(mut rx: watch::Receiver<Option<String>>) {
     }
 }
 
+/// `ranges` cut at `end`: the parts at or before it.
+fn up_to(ranges: Vec<(Nanos, Nanos)>, end: Nanos) -> Vec<(Nanos, Nanos)> {
+    ranges
+        .into_iter()
+        .filter(|&(since, _)| since < end)
+        .map(|(since, until)| (since, until.min(end)))
+        .collect()
+}
+
 /// The walkers of one bucket: where each resumes, and which recover it.
 #[derive(Default)]
 struct Walkers<'a> {
@@ -484,8 +493,11 @@ impl Driver {
             }
         }
         // One SubscribeMetadata per merged range, oldest first: every shard
-        // sees its events in log order (docs/due-index.md#reading).
-        let ranges = merge_ranges(wanted);
+        // sees its events in log order (docs/due-index.md#reading). Nothing
+        // past the pass's start is read (docs/due-index.md#pass-start): the
+        // log is read as it stood then, and what the pass itself writes is
+        // the next pass's.
+        let ranges = up_to(merge_ranges(wanted), self.plan.read_until);
         read.ranges.clone_from(&ranges);
         let mut not_routed: HashMap<u8, u64> = HashMap::new();
         let Some(view) = self.plan.replay.as_ref().filter(|_| !ranges.is_empty()) else {

@@ -308,6 +308,11 @@ pub struct PassPlan {
     /// No reorder margin here: it would make replay re-send, in the same pass,
     /// deletes the walk just made for objects written seconds before the pass.
     pub observed_until: Nanos,
+    /// The newest meta-log time the replay reads: the log's clock when the
+    /// pass started (the filer's), never past `now`; `now` when the port has
+    /// no clock (fakes). The log is read as it stood then: what the pass
+    /// itself writes is the next pass's (docs/due-index.md#pass-start).
+    pub read_until: Nanos,
     /// Day length and due rounding.
     pub time: TimeConfig,
     /// `pass.clock_skew_margin`.
@@ -388,6 +393,7 @@ impl PassPlan {
         PassPlan {
             now,
             observed_until: now.min(wall),
+            read_until: now,
             time: snap.time(),
             skew_margin: pass.clock_skew_margin,
             reorder_margin: pass.reorder_margin,

@@ -90,6 +90,13 @@ pub trait ClusterPort: Send + Sync + 'static {
     fn filer_clock(&self) -> BoxFuture<'static, Result<Option<Nanos>, ClusterError>> {
         async { Ok(None) }.boxed()
     }
+    /// The log's clock at the pass start: the first reachable filer's own
+    /// time, whatever the number of filers (their clocks agree to NTP's
+    /// precision, and events past it are only read a pass later).
+    /// `None` in fakes: no bound.
+    fn log_clock(&self) -> BoxFuture<'static, Result<Option<Nanos>, ClusterError>> {
+        async { Ok(None) }.boxed()
+    }
     /// [`ClusterPort::lookup`] on every filer's store when the filers keep
     /// stores of their own: the entries found (at most one per store). A
     /// confirming lookup settles an answer only when no store still holds

@@ -44,7 +44,7 @@ pub(crate) async fn prepare(
     // after their sum (sixteen cursor files alone took ~10 ms one after
     // another on loopback; a pass's scan rate counts its start too).
     // Errors are still taken in the order of the old sequence.
-    let (scan, pause_records, earliest, approvals, holds, rule_records, cursors, filers) = futures::join!(
+    let (scan, pause_records, earliest, approvals, holds, rule_records, cursors, filers, clock) = futures::join!(
         port.buckets(),
         // Read at every pass start, so a pause made through any instance
         // holds from the next pass on (docs/filer-layout.md#pause-files).
@@ -69,6 +69,7 @@ pub(crate) async fn prepare(
             async move { (shard, load.await) }
         })),
         port.filer_registrations(),
+        port.log_clock(),
     );
     let scan = scan?;
     // Unreadable pauses fail the pass rather than risk deleting a paused
@@ -79,6 +80,15 @@ pub(crate) async fn prepare(
     let earliest = earliest?;
     let wall = crate::clock::wall_ns();
     let mut pass_plan = PassPlan::build(&snap, opts.now, wall, earliest, &s.pass, chosen.keep);
+    // The replay reads the log as it stood now (docs/due-index.md#pass-start);
+    // without the filer's clock, ours stands in for it.
+    let clock = clock.unwrap_or_else(|e| {
+        tracing::warn!(error = %e, "cannot read the filer's clock; the replay reads up to our own");
+        Some(wall)
+    });
+    if let Some(c) = clock {
+        pass_plan.read_until = pass_plan.read_until.min(c);
+    }
     // Not asked, not compared: a master we cannot reach says nothing about
     // restarts, and the cursors keep the last registrations they saw.
     pass_plan.filers = filers.unwrap_or_else(|e| {

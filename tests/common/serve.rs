@@ -194,6 +194,22 @@ impl Serve {
         (id, out.stdout.contains("already_running=true"))
     }
 
+    /// `trigger` that starts a pass of its own: while another (a scheduled one) runs, the
+    /// trigger would answer that one's id, so this waits for it to end and asks again.
+    pub async fn trigger_new(&self, extra: &[&str]) -> String {
+        for _ in 0..10 {
+            let (id, already_running) = self.trigger(extra).await;
+            if !already_running {
+                return id;
+            }
+            self.wait_last(&id, Duration::from_secs(60)).await;
+        }
+        panic!(
+            "every trigger found a pass already running\n{}",
+            self.log_text()
+        );
+    }
+
     /// `status --json`.
     pub async fn status(&self) -> Value {
         self.cli_json(&["status", "--json"]).await

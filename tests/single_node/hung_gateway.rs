@@ -95,8 +95,9 @@ async fn serve_runs_its_next_scheduled_pass_after_a_hung_gateway() {
     ]);
     let serve = Serve::start(&scope, &env).await;
     // A pass now, a minute ahead: its delete goes to the hung gateway.
-    let (id, _) = serve
-        .trigger(&["--now", &rfc3339(now_ns() + 60 * SEC_NS)])
+    // Scheduled passes run every 10 s: the trigger must start a pass of its own.
+    let id = serve
+        .trigger_new(&["--now", &rfc3339(now_ns() + 60 * SEC_NS)])
         .await;
     let first = serve.wait_last(&id, Duration::from_secs(30)).await;
     assert_eq!(first["outcome"], "halted", "{first}");

@@ -578,3 +578,45 @@ async fn displaced_null_variants_marker_restore_and_tags() {
     );
     assert!(nulls(s.versions("n/restored").await));
 }
+
+/// A pass at `--now` ahead of the clock read the meta-log on past its own start, into the
+/// delete marker its own expiration had just written. The version that marker made noncurrent
+/// looked noncurrent since the marker's real time, days before the pass's `now`, so the same
+/// pass expired it too: in one pass, where a pass at that time would leave it a day
+/// (docs/due-index.md#pass-start). Whether it happened hung on how soon the stream ended.
+#[tokio::test]
+async fn a_pass_read_its_own_delete_marker_and_expired_the_version_it_demoted() {
+    let mut s = Scenario::new("e2e-own-marker").versioned().build().await;
+    let vid = s.put("k/a", b"v1").await.unwrap();
+    let rules = format!(
+        "{}{}",
+        days_rule("exp", "k/", 1),
+        noncurrent_rule("nc", "k/", 1)
+    );
+    s.put_rules(&rules).await;
+
+    // The walk of this first pass expires k/a: a marker over it, written now.
+    let p = s.pass_at(3, 0).await;
+    p.ok();
+    let vs = s.versions("k/").await;
+    assert!(
+        vs.iter().any(|v| v.marker && v.is_latest),
+        "the expiration put a marker: {vs:?}\n{}",
+        p.describe()
+    );
+    assert!(
+        vs.iter().any(|v| v.version_id == vid && !v.is_latest),
+        "the version the pass's own marker demoted stays for a later pass: {vs:?}\n{}",
+        p.describe()
+    );
+
+    // The next pass reads the marker as a new event: noncurrent since then, due a day on.
+    let p = s.pass_at(4, 0).await;
+    p.ok();
+    let vs = s.versions("k/").await;
+    assert!(
+        !vs.iter().any(|v| v.version_id == vid),
+        "noncurrent for a day past the marker: expired: {vs:?}\n{}",
+        p.describe()
+    );
+}

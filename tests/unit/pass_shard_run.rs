@@ -71,6 +71,7 @@ fn plan_full(
     Arc::new(PassPlan {
         now,
         observed_until: observed,
+        read_until: now,
         time: time(),
         skew_margin: Duration::ZERO,
         reorder_margin: Duration::from_secs(5),
