@@ -478,6 +478,8 @@ struct LogCluster {
     boom: Option<String>,
     /// Cursor loads so far.
     loads: Arc<AtomicUsize>,
+    /// The filer's clock a pass start reads (`None`: no clock, no bound).
+    clock: Mutex<Option<Nanos>>,
 }
 
 impl LogCluster {
@@ -492,6 +494,7 @@ impl LogCluster {
             pulled: Arc::new(AtomicUsize::new(0)),
             boom: None,
             loads: Arc::new(AtomicUsize::new(0)),
+            clock: Mutex::new(None),
         })
     }
 }
@@ -537,6 +540,10 @@ impl ClusterPort for LogCluster {
     }
     fn list_dir(&self, _d: &str) -> BoxFuture<'static, Result<Vec<Entry>, ClusterError>> {
         async { Ok(vec![]) }.boxed()
+    }
+    fn log_clock(&self) -> BoxFuture<'static, Result<Option<Nanos>, ClusterError>> {
+        let clock = *self.clock.lock().unwrap();
+        async move { Ok(clock) }.boxed()
     }
     fn subscribe(
         &self,
@@ -925,6 +932,43 @@ async fn the_same_sixteen_shard_actors_serve_consecutive_passes() {
     let third = shard_infos(&after).await;
     assert_eq!(third[&3].passes, 3);
     assert_eq!(third[&11].passes, 2);
+}
+
+/// A pass read the meta-log on past its own start, into what it wrote itself meanwhile
+/// (docs/due-index.md#pass-start). With the filer's clock at the start in the middle of the
+/// log, the pass reads up to it and no further; the next pass takes the rest, once each.
+#[actix::test]
+async fn a_pass_read_the_log_past_its_own_start() {
+    tokio::time::pause();
+    let shard = 5;
+    let keys = keys_of_shard(shard, 10);
+    let store = Store::default();
+    let server = Server::new(Duration::from_millis(1));
+    let cluster = LogCluster::new(&keys, store.clone());
+    let coord = actix::Actor::start(Coordinator::new(cluster.clone(), Arc::new(server.clone())));
+    let r = run_on(&coord, NOW, vec![shard]).await;
+    assert_eq!(r.outcome(), RunOutcome::Completed, "{:?}", r.shards);
+
+    // The log's clock stood at the fifth event when this pass started.
+    *cluster.clock.lock().unwrap() = Some(ts_of(4));
+    let r = run_on(&coord, LATER, vec![shard]).await;
+    assert_eq!(r.outcome(), RunOutcome::Completed, "{:?}", r.shards);
+    assert_eq!(r.replay.events_read, 5, "up to the clock and no further");
+    assert_eq!(deletes(&r, DeleteOutcome::Done), 5);
+
+    *cluster.clock.lock().unwrap() = None;
+    let r = run_on(&coord, LATER + 3_600 * S, vec![shard]).await;
+    // The rest, and the clock's event again: progress stays the reorder margin (5 s) behind
+    // the last event read. Its delete is not sent twice.
+    assert_eq!(r.replay.events_read, 6);
+    assert_eq!(deletes(&r, DeleteOutcome::Done), 5);
+    let calls = server.calls();
+    let once: BTreeSet<&String> = calls.iter().collect();
+    assert_eq!(
+        (calls.len(), once.len()),
+        (10, 10),
+        "each key once: {calls:?}"
+    );
 }
 
 #[actix::test]
