@@ -19,6 +19,9 @@ pub struct LifecycleConfiguration {
     /// Something other than whitespace, comments or processing instructions
     /// surrounds the root element. SeaweedFS ignores it; AWS rejects it.
     pub content_outside_root: bool,
+    /// Children of the root other than `<Rule>` (a `<rule>` typo among them),
+    /// by name. SeaweedFS ignores them; AWS rejects the document.
+    pub unknown_elements: Vec<String>,
 }
 
 /// One `<Rule>`. `Option` fields are `None` when the element is absent; a
@@ -49,6 +52,10 @@ pub struct Rule {
     /// appeared more than once where the schema allows one. Each path is listed
     /// once.
     pub repeated_elements: Vec<String>,
+    /// Paths (relative to the rule, e.g. `Filter/prefix`) of elements no
+    /// lifecycle rule has there: typos, other vendors' extensions. SeaweedFS
+    /// ignores them, so do we; AWS rejects the document. Each path once.
+    pub unknown_elements: Vec<String>,
 }
 
 impl Rule {
@@ -174,9 +181,12 @@ pub fn parse(input: &[u8]) -> Result<LifecycleConfiguration, ParseError> {
         .enumerate()
         .map(|(i, node)| read_rule(node, i + 1))
         .collect::<Result<Vec<_>, _>>()?;
+    let mut unknown_elements = Vec::new();
+    note_unknown(&mut unknown_elements, &doc.root, "", &["Rule"]);
     Ok(LifecycleConfiguration {
         rules,
         content_outside_root: doc.content_outside_root,
+        unknown_elements,
     })
 }
 
@@ -191,9 +201,76 @@ const EXPECT_DATE: &str =
 struct RuleReader {
     locator: RuleLocator,
     repeated: Vec<String>,
+    unknown: Vec<String>,
+}
+
+/// The elements a rule may hold, per parent path (docs/lifecycle-config.md#unknown-elements).
+const RULE_CHILDREN: &[&str] = &[
+    "ID",
+    "Status",
+    "Filter",
+    "Prefix",
+    "Expiration",
+    "NoncurrentVersionExpiration",
+    "AbortIncompleteMultipartUpload",
+    "Transition",
+    "NoncurrentVersionTransition",
+];
+const FILTER_CHILDREN: &[&str] = &[
+    "Prefix",
+    "Tag",
+    "And",
+    "ObjectSizeGreaterThan",
+    "ObjectSizeLessThan",
+];
+const AND_CHILDREN: &[&str] = &[
+    "Prefix",
+    "Tag",
+    "ObjectSizeGreaterThan",
+    "ObjectSizeLessThan",
+];
+const TAG_CHILDREN: &[&str] = &["Key", "Value"];
+const EXPIRATION_CHILDREN: &[&str] = &["Days", "Date", "ExpiredObjectDeleteMarker"];
+const NONCURRENT_CHILDREN: &[&str] = &["NoncurrentDays", "NewerNoncurrentVersions"];
+const ABORT_CHILDREN: &[&str] = &["DaysAfterInitiation"];
+const TRANSITION_CHILDREN: &[&str] = &["Days", "Date", "StorageClass"];
+const NONCURRENT_TRANSITION_CHILDREN: &[&str] =
+    &["NoncurrentDays", "NewerNoncurrentVersions", "StorageClass"];
+
+/// The elements a lifecycle document may hold under `path`, as listed above;
+/// empty for a path that is not one (the root is `""`: `Rule` only).
+pub fn known_children(path: &str) -> &'static [&'static str] {
+    match path {
+        "" => &["Rule"],
+        "Rule" => RULE_CHILDREN,
+        "Filter" => FILTER_CHILDREN,
+        "Filter/And" => AND_CHILDREN,
+        "Filter/Tag" | "Filter/And/Tag" => TAG_CHILDREN,
+        "Expiration" => EXPIRATION_CHILDREN,
+        "NoncurrentVersionExpiration" => NONCURRENT_CHILDREN,
+        "AbortIncompleteMultipartUpload" => ABORT_CHILDREN,
+        "Transition" => TRANSITION_CHILDREN,
+        "NoncurrentVersionTransition" => NONCURRENT_TRANSITION_CHILDREN,
+        _ => &[],
+    }
+}
+
+/// Adds to `out` (once each) the paths of `parent`'s children not in `known`.
+fn note_unknown(out: &mut Vec<String>, parent: &Node, path: &str, known: &[&str]) {
+    for child in &parent.children {
+        let full = join(path, &child.name);
+        if !known.contains(&child.name.as_str()) && !out.contains(&full) {
+            out.push(full);
+        }
+    }
 }
 
 impl RuleReader {
+    fn note_unknown(&mut self, parent: &Node, path: &str) {
+        let known = known_children(if path.is_empty() { "Rule" } else { path });
+        note_unknown(&mut self.unknown, parent, path, known);
+    }
+
     fn note_repeats(&mut self, parent: &Node, path: &str, names: &[&str]) {
         for name in names {
             if parent.children_named(name).nth(1).is_some() {
@@ -268,7 +345,9 @@ fn read_rule(node: &Node, position: usize) -> Result<Rule, ParseError> {
             position,
         },
         repeated: Vec::new(),
+        unknown: Vec::new(),
     };
+    r.note_unknown(node, "");
     r.note_repeats(
         node,
         "",
@@ -291,6 +370,7 @@ fn read_rule(node: &Node, position: usize) -> Result<Rule, ParseError> {
 
     let mut expiration = None;
     for e in node.children_named("Expiration") {
+        r.note_unknown(e, "Expiration");
         r.note_repeats(
             e,
             "Expiration",
@@ -306,6 +386,7 @@ fn read_rule(node: &Node, position: usize) -> Result<Rule, ParseError> {
     let mut noncurrent = None;
     for e in node.children_named("NoncurrentVersionExpiration") {
         let path = "NoncurrentVersionExpiration";
+        r.note_unknown(e, path);
         r.note_repeats(e, path, &["NoncurrentDays", "NewerNoncurrentVersions"]);
         noncurrent = Some(NoncurrentVersionExpiration {
             noncurrent_days: r.int(e, path, "NoncurrentDays")?,
@@ -316,6 +397,7 @@ fn read_rule(node: &Node, position: usize) -> Result<Rule, ParseError> {
     let mut abort = None;
     for e in node.children_named("AbortIncompleteMultipartUpload") {
         let path = "AbortIncompleteMultipartUpload";
+        r.note_unknown(e, path);
         r.note_repeats(e, path, &["DaysAfterInitiation"]);
         abort = Some(AbortIncompleteMultipartUpload {
             days_after_initiation: r.int(e, path, "DaysAfterInitiation")?,
@@ -324,6 +406,7 @@ fn read_rule(node: &Node, position: usize) -> Result<Rule, ParseError> {
 
     let transitions = (node.children_named("Transition"))
         .map(|e| {
+            r.note_unknown(e, "Transition");
             Ok(Transition {
                 days: r.int(e, "Transition", "Days")?,
                 date: r.date(e, "Transition", "Date")?,
@@ -333,6 +416,7 @@ fn read_rule(node: &Node, position: usize) -> Result<Rule, ParseError> {
         .collect::<Result<_, ParseError>>()?;
     let noncurrent_transitions = (node.children_named("NoncurrentVersionTransition"))
         .map(|e| {
+            r.note_unknown(e, "NoncurrentVersionTransition");
             Ok(NoncurrentVersionTransition {
                 noncurrent_days: r.int(e, "NoncurrentVersionTransition", "NoncurrentDays")?,
                 storage_class: last_text(e, "StorageClass"),
@@ -352,10 +436,12 @@ fn read_rule(node: &Node, position: usize) -> Result<Rule, ParseError> {
         transitions,
         noncurrent_version_transitions: noncurrent_transitions,
         repeated_elements: r.repeated,
+        unknown_elements: r.unknown,
     })
 }
 
 fn read_tag(r: &mut RuleReader, node: &Node, path: &str) -> Tag {
+    r.note_unknown(node, path);
     r.note_repeats(node, path, &["Key", "Value"]);
     Tag {
         key: last_text(node, "Key"),
@@ -367,6 +453,7 @@ fn read_tag(r: &mut RuleReader, node: &Node, path: &str) -> Tag {
 /// in document order, so later children replace earlier scalars and `<Tag>` /
 /// `<And>` merge. Walking the children in order reproduces that.
 fn read_filter_into(r: &mut RuleReader, node: &Node, f: &mut Filter) -> Result<(), ParseError> {
+    r.note_unknown(node, "Filter");
     r.note_repeats(
         node,
         "Filter",
@@ -405,6 +492,7 @@ fn read_filter_into(r: &mut RuleReader, node: &Node, f: &mut Filter) -> Result<(
 
 fn read_and_into(r: &mut RuleReader, node: &Node, and: &mut And) -> Result<(), ParseError> {
     let path = "Filter/And";
+    r.note_unknown(node, path);
     r.note_repeats(
         node,
         path,

@@ -964,3 +964,64 @@ fn repeated_elements_are_errors() {
         vec!["Status", "Filter/And/Tag/Key", "Expiration/Days"]
     );
 }
+
+/// `rules check` called a document valid whose `<Filter>` held a `<prefix>` typo: SeaweedFS
+/// ignores the element, so the rule matched every key, and nothing said so. Every element no
+/// lifecycle document has where it stands is an error now, with the name meant when only
+/// the case differs; what the rule does is unchanged (docs/lifecycle-config.md#unknown-elements).
+#[test]
+fn unknown_elements_were_accepted_without_a_word() {
+    let errs = errors_of(&rule(&[
+        OK,
+        "<Filter><prefix>logs/</prefix><And><Tag><Key>k</Key><Value>v</Value><value>w</value></Tag></And></Filter>",
+        "<Expiration><Days>1</Days><ExpiredObjectAllVersions>true</ExpiredObjectAllVersions></Expiration>",
+        "<DelMarkerExpiration><Days>3</Days></DelMarkerExpiration>",
+    ]));
+    let unknown: Vec<(String, bool)> = errs
+        .iter()
+        .filter(|e| e.kind == ValidationKind::UnknownElement)
+        .map(|e| (e.element().to_string(), e.message.contains("did you mean")))
+        .collect();
+    assert_eq!(
+        unknown,
+        vec![
+            ("DelMarkerExpiration".to_string(), false),
+            ("Filter/prefix".to_string(), true),
+            ("Filter/And/Tag/value".to_string(), true),
+            ("Expiration/ExpiredObjectAllVersions".to_string(), false),
+        ]
+    );
+    let filter = errs
+        .iter()
+        .find(|e| e.element() == "Filter/prefix")
+        .unwrap();
+    assert!(
+        filter.message.contains("did you mean <Prefix>?"),
+        "{}",
+        filter.message
+    );
+    assert!(
+        filter.message.contains("matches more objects"),
+        "{}",
+        filter.message
+    );
+    // Enforced as SeaweedFS enforces it: no prefix.
+    let cfg = parse(doc(&[&rule(&[OK, "<Filter><prefix>logs/</prefix></Filter>"])]).as_bytes());
+    assert_eq!(cfg.unwrap().flatten()[0].prefix, "");
+
+    // At the root: a `<rule>` is no rule.
+    let cfg = parse(
+        b"<LifecycleConfiguration><rule><Status>Enabled</Status></rule></LifecycleConfiguration>",
+    )
+    .unwrap();
+    let root: Vec<String> = validate(&cfg)
+        .iter()
+        .filter(|e| e.kind == ValidationKind::UnknownElement)
+        .map(|e| e.to_string())
+        .collect();
+    assert_eq!(root.len(), 1, "{root:?}");
+    assert!(
+        root[0].contains("LifecycleConfiguration/rule") && root[0].contains("<Rule>"),
+        "{root:?}"
+    );
+}

@@ -51,6 +51,9 @@ pub enum ValidationKind {
     ContentOutsideRoot,
     /// An element that may appear once appears several times.
     RepeatedElement,
+    /// An element no lifecycle document has there: a typo (`<prefix>`), or
+    /// another vendor's extension. Ignored, as SeaweedFS ignores it.
+    UnknownElement,
     /// `<ID>` longer than [`MAX_ID_CHARS`].
     IdTooLong,
     /// Two rules share an `<ID>`.
@@ -180,6 +183,13 @@ pub fn validate(config: &LifecycleConfiguration) -> Vec<ValidationError> {
             "text or markup outside the <LifecycleConfiguration> element; SeaweedFS ignores it, AWS rejects the document; remove it",
         );
     }
+    for element in &config.unknown_elements {
+        doc.error(
+            ValidationKind::UnknownElement,
+            &format!("LifecycleConfiguration/{element}"),
+            unknown_element_message(element),
+        );
+    }
     if config.rules.is_empty() {
         doc.error(
             ValidationKind::NoRules,
@@ -229,6 +239,18 @@ pub fn validate(config: &LifecycleConfiguration) -> Vec<ValidationError> {
 }
 
 fn check_rule(rule: &Rule, f: &mut Findings<'_>) {
+    for element in &rule.unknown_elements {
+        let in_rule = if element.contains('/') {
+            element.clone()
+        } else {
+            format!("Rule/{element}")
+        };
+        f.error(
+            ValidationKind::UnknownElement,
+            element,
+            unknown_element_message(&in_rule),
+        );
+    }
     for element in &rule.repeated_elements {
         // Go decodes repeated <Filter>/<And> into the same struct (merging);
         // every other repeated element replaces the earlier one.
@@ -560,6 +582,31 @@ fn check_abort(rule: &Rule, abort: &AbortIncompleteMultipartUpload, f: &mut Find
         );
     }
     abort.days_after_initiation.is_some()
+}
+
+/// What an unknown element at `path` (`Filter/prefix`; a rule's own children
+/// as `Rule/…`, the root's as a bare name) means, with the element meant when
+/// its name differs from a known one only in case.
+fn unknown_element_message(path: &str) -> String {
+    let (parent, name) = path.rsplit_once('/').unwrap_or(("", path));
+    let meant = crate::lifecycle::model::known_children(parent)
+        .iter()
+        .find(|k| k.eq_ignore_ascii_case(name));
+    let hint = meant.map_or(String::new(), |k| {
+        format!("; did you mean <{k}>? (names are case-sensitive)")
+    });
+    let effect = if parent.starts_with("Filter") {
+        "the rule's filter does not hold it, so the rule matches more objects than \
+         written"
+    } else if parent.is_empty() {
+        "whatever it holds is no rule"
+    } else {
+        "nothing in it takes effect"
+    };
+    format!(
+        "is not an element of a lifecycle configuration here: SeaweedFS ignores it and so \
+         does s3-lifecycled ({effect}); AWS refuses the document as MalformedXML{hint}"
+    )
 }
 
 fn filters_by_tag_or_size(filter: &Filter) -> bool {

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use crate::engine::cursor::{FilerRegistrations, ShardCursor};
 use crate::engine::safety::{CapBook, PauseRecord, Selection, grace_decision};
 use crate::engine::{Nanos, Snapshot};
-use crate::lifecycle::BucketError;
+use crate::lifecycle::{BucketError, ValidationKind};
 use crate::pass::plan::PassPlan;
 use crate::pass::ports::{ClusterError, ClusterPort, on_controls};
 use crate::seaweed::buckets::{BucketInfo, BucketScan};
@@ -80,6 +80,7 @@ pub(crate) async fn prepare(
     let earliest = earliest?;
     let wall = crate::clock::wall_ns();
     let mut pass_plan = PassPlan::build(&snap, opts.now, wall, earliest, &s.pass, chosen.keep);
+    warn_unknown_elements(&scan, &pass_plan);
     // The replay reads the log as it stood now (docs/due-index.md#pass-start);
     // without the filer's clock, ours stands in for it.
     let clock = clock.unwrap_or_else(|e| {
@@ -146,6 +147,30 @@ pub(crate) async fn prepare(
         released,
         cursors,
     })
+}
+
+/// A lifecycle document with elements no rule has there (a `<prefix>` typo
+/// that widens a filter, another vendor's extension) is enforced as SeaweedFS
+/// enforces it, without them; every pass says so, for each bucket it acts on
+/// (docs/lifecycle-config.md#unknown-elements).
+fn warn_unknown_elements(scan: &BucketScan, plan: &PassPlan) {
+    let acted_on: BTreeSet<&str> = plan.buckets().collect();
+    for b in scan
+        .buckets
+        .iter()
+        .filter(|b| acted_on.contains(b.name.as_str()))
+    {
+        let unknown = b
+            .diagnostics
+            .iter()
+            .filter(|d| d.kind == ValidationKind::UnknownElement);
+        for d in unknown {
+            tracing::warn!(
+                bucket = b.name,
+                "lifecycle configuration, enforced without it: {d}"
+            );
+        }
+    }
 }
 
 /// Which buckets a pass enforces, from the scan, `pass.buckets` (`named`,

@@ -699,3 +699,31 @@ async fn empty_bucket_pass_is_a_no_op() {
     p.ok().assert_no_deletes();
     assert!(s.keys().await.is_empty());
 }
+
+/// A `<prefix>` typo (names are case-sensitive) is stored by the gateway and ignored by
+/// SeaweedFS's parser, so the rule's filter is empty and the rule applies to every key. We
+/// enforce it the same way, but nothing said so: `rules check` called the document valid
+/// and a pass gave no word (docs/lifecycle-config.md#unknown-elements).
+#[tokio::test]
+async fn a_lowercase_prefix_typo_widened_the_rule_to_the_whole_bucket_without_a_word() {
+    let s = Scenario::new("e2e-typo")
+        .objects(&["logs/1", "data/1"], b"data")
+        .rules(
+            "<Rule><ID>logs</ID><Status>Enabled</Status><Filter><prefix>logs/</prefix></Filter>\
+             <Expiration><Date>2020-01-01T00:00:00Z</Date></Expiration></Rule>",
+        )
+        .build()
+        .await;
+    let p = s.pass_at(0, 1).await;
+    let r = p.ok();
+    assert!(
+        p.stderr.contains(&s.bucket)
+            && p.stderr.contains("Filter/prefix")
+            && p.stderr.contains("did you mean <Prefix>?"),
+        "the pass names the bucket, the element and the fix:\n{}",
+        p.describe()
+    );
+    // Enforced as SeaweedFS enforces it: the filter is empty.
+    assert_eq!(s.keys().await, set(&[]), "{}", p.describe());
+    assert_eq!(r.total("DONE"), 2, "{}", p.describe());
+}

@@ -433,6 +433,7 @@ fn rule() -> impl Strategy<Value = Rule> {
             transitions: tr,
             noncurrent_version_transitions: ntr,
             repeated_elements: Vec::new(),
+            unknown_elements: Vec::new(),
         },
     )
 }
@@ -445,6 +446,7 @@ fn config() -> impl Strategy<Value = LifecycleConfiguration> {
         LifecycleConfiguration {
             rules,
             content_outside_root: false,
+            unknown_elements: Vec::new(),
         }
     })
 }
