@@ -9,7 +9,7 @@ use std::sync::Arc;
 use crate::engine::cursor::{FilerRegistrations, ShardCursor};
 use crate::engine::safety::{CapBook, PauseRecord, Selection, grace_decision};
 use crate::engine::{Nanos, Snapshot};
-use crate::lifecycle::{BucketError, ValidationKind};
+use crate::lifecycle::BucketError;
 use crate::pass::plan::PassPlan;
 use crate::pass::ports::{ClusterError, ClusterPort, on_controls};
 use crate::seaweed::buckets::{BucketInfo, BucketScan};
@@ -80,7 +80,7 @@ pub(crate) async fn prepare(
     let earliest = earliest?;
     let wall = crate::clock::wall_ns();
     let mut pass_plan = PassPlan::build(&snap, opts.now, wall, earliest, &s.pass, chosen.keep);
-    warn_unknown_elements(&scan, &pass_plan);
+    warn_refused_documents(&scan, &s.pass.buckets);
     // The replay reads the log as it stood now (docs/due-index.md#pass-start);
     // without the filer's clock, ours stands in for it.
     let clock = clock.unwrap_or_else(|e| {
@@ -149,25 +149,19 @@ pub(crate) async fn prepare(
     })
 }
 
-/// A lifecycle document with elements no rule has there (a `<prefix>` typo
-/// that widens a filter, another vendor's extension) is enforced as SeaweedFS
-/// enforces it, without them; every pass says so, for each bucket it acts on
-/// (docs/lifecycle-config.md#unknown-elements).
-fn warn_unknown_elements(scan: &BucketScan, plan: &PassPlan) {
-    let acted_on: BTreeSet<&str> = plan.buckets().collect();
-    for b in scan
-        .buckets
-        .iter()
-        .filter(|b| acted_on.contains(b.name.as_str()))
-    {
-        let unknown = b
-            .diagnostics
-            .iter()
-            .filter(|d| d.kind == ValidationKind::UnknownElement);
-        for d in unknown {
+/// A lifecycle document AWS would refuse, which the gateway stores anyway, is
+/// enforced as SeaweedFS reads it, and that can differ from what it says: an
+/// element with a typo is skipped (a `<prefix>` empties a filter), a `Status`
+/// other than exactly `Enabled` disables the rule (and leaves the bucket out
+/// of the pass). Every pass says so, for each bucket of `pass.buckets` (all
+/// when empty) (docs/lifecycle-config.md#put-validation).
+fn warn_refused_documents(scan: &BucketScan, selected: &[String]) {
+    let mine = |b: &str| selected.is_empty() || selected.iter().any(|s| s == b);
+    for b in scan.buckets.iter().filter(|b| mine(&b.name)) {
+        for d in b.validation_errors() {
             tracing::warn!(
                 bucket = b.name,
-                "lifecycle configuration, enforced without it: {d}"
+                "lifecycle configuration AWS would refuse, enforced as SeaweedFS reads it: {d}"
             );
         }
     }

@@ -727,3 +727,29 @@ async fn a_lowercase_prefix_typo_widened_the_rule_to_the_whole_bucket_without_a_
     assert_eq!(s.keys().await, set(&[]), "{}", p.describe());
     assert_eq!(r.total("DONE"), 2, "{}", p.describe());
 }
+
+/// `<Status>enabled</Status>` disables the rule in SeaweedFS (only exactly `Enabled` counts),
+/// and a pass left its objects with no word either: it warns now, naming the bucket and why
+/// (docs/lifecycle-config.md#put-validation).
+#[tokio::test]
+async fn a_lowercase_status_disabled_the_rule_without_a_word() {
+    let s = Scenario::new("e2e-status")
+        .objects(&["logs/1"], b"data")
+        .rules(
+            "<Rule><ID>logs</ID><Status>enabled</Status><Filter><Prefix>logs/</Prefix></Filter>\
+             <Expiration><Date>2020-01-01T00:00:00Z</Date></Expiration></Rule>",
+        )
+        .build()
+        .await;
+    let p = s.pass_at(0, 1).await;
+    p.ok().assert_no_deletes();
+    assert!(
+        p.stderr.contains(&s.bucket)
+            && p.stderr.contains("AWS would refuse")
+            && p.stderr
+                .contains("SeaweedFS treats anything but Enabled as disabled"),
+        "{}",
+        p.describe()
+    );
+    assert_eq!(s.keys().await, set(&["logs/1"]));
+}
