@@ -348,19 +348,11 @@ fn read_rule(node: &Node, position: usize) -> Result<Rule, ParseError> {
         unknown: Vec::new(),
     };
     r.note_unknown(node, "");
-    r.note_repeats(
-        node,
-        "",
-        &[
-            "ID",
-            "Status",
-            "Filter",
-            "Prefix",
-            "Expiration",
-            "NoncurrentVersionExpiration",
-            "AbortIncompleteMultipartUpload",
-        ],
-    );
+    // Transitions may repeat; every other child of a rule appears at most once.
+    let once: Vec<&str> = (RULE_CHILDREN.iter().copied())
+        .filter(|n| !n.ends_with("Transition"))
+        .collect();
+    r.note_repeats(node, "", &once);
 
     let mut filter: Option<Filter> = None;
     for f in node.children_named("Filter") {
