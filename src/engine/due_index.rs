@@ -85,6 +85,16 @@ pub fn lenient<'de, D: Deserializer<'de>>(d: D) -> Result<Option<DueIndex>, D::E
     Ok(v.and_then(|v| serde_json::from_value(v).ok()))
 }
 
+/// Merged `ranges` cut at `end`: the parts at or before it; a range that
+/// starts at or after it goes (docs/due-index.md#pass-start).
+pub fn cut_ranges(ranges: Vec<(Nanos, Nanos)>, end: Nanos) -> Vec<(Nanos, Nanos)> {
+    ranges
+        .into_iter()
+        .filter(|&(since, _)| since < end)
+        .map(|(since, until)| (since, until.min(end)))
+        .collect()
+}
+
 /// Sorts and merges `(since, until]` ranges: overlapping and touching ones
 /// (`(a, b]` and `(b, c]`) become one; empty ones go.
 pub fn merge_ranges(mut ranges: Vec<(Nanos, Nanos)>) -> Vec<(Nanos, Nanos)> {
@@ -255,6 +265,14 @@ pub(crate) mod tests {
         )
         .unwrap();
         assert_eq!(w.due.unwrap().spans, vec![(1, 2, 3)]);
+    }
+
+    #[test]
+    fn cut_ranges_keeps_what_lies_at_or_before_the_end() {
+        let ranges = vec![(0, 10), (20, 30), (40, 50)];
+        assert_eq!(cut_ranges(ranges.clone(), 25), vec![(0, 10), (20, 25)]);
+        assert_eq!(cut_ranges(ranges.clone(), 20), vec![(0, 10)]);
+        assert_eq!(cut_ranges(ranges.clone(), 60), ranges);
     }
 
     #[test]

@@ -29,7 +29,7 @@ use crate::seaweed::volumes;
 
 use crate::pass::cluster_error::ClusterError;
 use crate::pass::log_streams::{follow, open_merged, open_on_any};
-use crate::pass::ports::{ClusterPort, EventStream};
+use crate::pass::ports::{ClusterPort, EventStream, FilerClock};
 
 /// The real cluster: one or more filers ([`FilerPool`]); every filer call and
 /// the meta-log stream go to the preferred one and fail over to the next
@@ -451,25 +451,11 @@ impl ClusterPort for SeaweedCluster {
         })
     }
 
-    fn filer_clock(&self) -> BoxFuture<'static, Result<Option<Nanos>, ClusterError>> {
-        let pool = self.pool.clone();
-        let clock = self.log_clock();
-        async move {
-            if pool.ordered().len() != 1 {
-                return Ok(None);
-            }
-            clock.await
-        }
-        .boxed()
-    }
-
-    fn log_clock(&self) -> BoxFuture<'static, Result<Option<Nanos>, ClusterError>> {
-        self.on_filer((), |n, ()| async move {
-            n.filer
-                .clock()
-                .await
-                .map(Some)
-                .map_err(ClusterError::FilerClock)
+    fn filer_clock(&self) -> BoxFuture<'static, Result<Option<FilerClock>, ClusterError>> {
+        let vouches = self.pool.ordered().len() == 1;
+        self.on_filer((), move |n, ()| async move {
+            let ns = n.filer.clock().await.map_err(ClusterError::FilerClock)?;
+            Ok(Some(FilerClock { ns, vouches }))
         })
     }
 

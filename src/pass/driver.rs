@@ -14,7 +14,7 @@ use tokio::sync::watch;
 use tracing::Span;
 
 use crate::engine::cursor::ShardCursor;
-use crate::engine::due_index::merge_ranges;
+use crate::engine::due_index::{cut_ranges, merge_ranges};
 use crate::engine::event::MetaEvent;
 use crate::engine::resume::{is_after, listing_start};
 use crate::engine::walk::WalkItem;
@@ -71,15 +71,6 @@ async fn halted(mut rx: watch::Receiver<Option<String>>) {
     if rx.wait_for(Option::is_some).await.is_err() {
         std::future::pending::<()>().await;
     }
-}
-
-/// `ranges` cut at `end`: the parts at or before it.
-fn up_to(ranges: Vec<(Nanos, Nanos)>, end: Nanos) -> Vec<(Nanos, Nanos)> {
-    ranges
-        .into_iter()
-        .filter(|&(since, _)| since < end)
-        .map(|(since, until)| (since, until.min(end)))
-        .collect()
 }
 
 /// The walkers of one bucket: where each resumes, and which recover it.
@@ -497,7 +488,7 @@ impl Driver {
         // past the pass's start is read (docs/due-index.md#pass-start): the
         // log is read as it stood then, and what the pass itself writes is
         // the next pass's.
-        let ranges = up_to(merge_ranges(wanted), self.plan.read_until);
+        let ranges = cut_ranges(merge_ranges(wanted), self.plan.read_until);
         read.ranges.clone_from(&ranges);
         let mut not_routed: HashMap<u8, u64> = HashMap::new();
         let Some(view) = self.plan.replay.as_ref().filter(|_| !ranges.is_empty()) else {
@@ -509,14 +500,12 @@ impl Driver {
             since = ranges[0].0,
             "meta-log ranges to read"
         );
-        // Taken before the first range is read: events the filer stamped up
-        // to a reorder margin before this are all in its log by the time the
-        // stream ends, so a quiet log lets the index move up to it rather
-        // than stay at the last event read (docs/due-index.md#filer-clock).
-        let clock = self.port.filer_clock().await.unwrap_or_else(|e| {
-            tracing::warn!(error = %e, "cannot read the filer's clock; the index stops at the last event read");
-            None
-        });
+        // Taken at the pass start, before any range is read: events the
+        // filer stamped up to a reorder margin before it are all in its log
+        // by the time the stream ends, so a quiet log lets the index move up
+        // to it rather than stay at the last event read
+        // (docs/due-index.md#filer-clock).
+        let clock = self.plan.filer_clock;
         let root = self.port.buckets_root();
         let stop = halted(halt.clone());
         tokio::pin!(stop);
@@ -554,7 +543,7 @@ impl Driver {
                 };
                 read.events_read += 1;
                 last_ts = Some(ev.ts_ns);
-                self.take_event(view, &root, ev, &mut out, &mut not_routed)
+                self.take_event(view, &root, &ev, &mut out, &mut not_routed)
                     .await;
             }
             // Range end: the next range is later in the log; deliver this
@@ -612,12 +601,11 @@ impl Driver {
         &self,
         view: &Snapshot,
         root: &str,
-        ev: MetaEvent,
+        ev: &MetaEvent,
         out: &mut HashMap<u8, Outbox>,
         not_routed: &mut HashMap<u8, u64>,
     ) {
-        let ts = ev.ts_ns;
-        let Some(routed) = route::route_for_pass(view, root, &ev, self.plan.now) else {
+        let Some(routed) = route::route_for_pass(view, root, ev, self.plan.now) else {
             return;
         };
         let shard = routed.shard;
@@ -630,7 +618,7 @@ impl Driver {
             return;
         }
         ob.events.push(ReplayItem {
-            ts,
+            ts: ev.ts_ns,
             matches: routed.matches,
             bucket: if routed.pending.is_empty() {
                 String::new()

@@ -313,6 +313,10 @@ pub struct PassPlan {
     /// no clock (fakes). The log is read as it stood then: what the pass
     /// itself writes is the next pass's (docs/due-index.md#pass-start).
     pub read_until: Nanos,
+    /// The filer's clock at the pass start when it vouches for its log
+    /// ([`crate::pass::ports::FilerClock::vouches`]): a read that runs to its
+    /// end has processed the log up to it (docs/due-index.md#filer-clock).
+    pub filer_clock: Option<Nanos>,
     /// Day length and due rounding.
     pub time: TimeConfig,
     /// `pass.clock_skew_margin`.
@@ -394,6 +398,7 @@ impl PassPlan {
             now,
             observed_until: now.min(wall),
             read_until: now,
+            filer_clock: None,
             time: snap.time(),
             skew_margin: pass.clock_skew_margin,
             reorder_margin: pass.reorder_margin,

@@ -19,6 +19,18 @@ use crate::seaweed::controls::{ControlStore, ControlsError};
 /// a plain end means the filer ended the stream normally.
 pub type EventStream = BoxStream<'static, Result<MetaEvent, ClusterError>>;
 
+/// A filer's clock (`Ping`): what it stamps the events it logs with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FilerClock {
+    /// The filer's time, ns since the epoch.
+    pub ns: Nanos,
+    /// It is the one filer the replay reads, so every event it stamped a
+    /// reorder margin before `ns` was in its log by then
+    /// (docs/due-index.md#filer-clock). Not with several filers: each has
+    /// its own clock, and a peer's events arrive late.
+    pub vouches: bool,
+}
+
 /// Filer-side I/O of a pass. Errors say what failed ([`ClusterError`]).
 pub trait ClusterPort: Send + Sync + 'static {
     /// The buckets root (e.g. `/buckets`).
@@ -82,19 +94,9 @@ pub trait ClusterPort: Send + Sync + 'static {
         since: Nanos,
         until: Nanos,
     ) -> BoxFuture<'static, Result<EventStream, ClusterError>>;
-    /// The clock of the one filer the replay reads, taken before it reads:
-    /// every event stamped a reorder margin before it was in the log by then
-    /// (docs/due-index.md#filer-clock). `None` when it cannot vouch for that
-    /// (several filers, each its own clock and peers' events arriving late),
-    /// and in fakes.
-    fn filer_clock(&self) -> BoxFuture<'static, Result<Option<Nanos>, ClusterError>> {
-        async { Ok(None) }.boxed()
-    }
-    /// The log's clock at the pass start: the first reachable filer's own
-    /// time, whatever the number of filers (their clocks agree to NTP's
-    /// precision, and events past it are only read a pass later).
-    /// `None` in fakes: no bound.
-    fn log_clock(&self) -> BoxFuture<'static, Result<Option<Nanos>, ClusterError>> {
+    /// The first reachable filer's clock, read at the pass start. `None` in
+    /// fakes: no bound on what the replay reads.
+    fn filer_clock(&self) -> BoxFuture<'static, Result<Option<FilerClock>, ClusterError>> {
         async { Ok(None) }.boxed()
     }
     /// [`ClusterPort::lookup`] on every filer's store when the filers keep

@@ -11,7 +11,7 @@ use crate::engine::safety::{CapBook, PauseRecord, Selection, grace_decision};
 use crate::engine::{Nanos, Snapshot};
 use crate::lifecycle::BucketError;
 use crate::pass::plan::PassPlan;
-use crate::pass::ports::{ClusterError, ClusterPort, on_controls};
+use crate::pass::ports::{ClusterError, ClusterPort, FilerClock, on_controls};
 use crate::seaweed::buckets::{BucketInfo, BucketScan};
 
 use crate::pass::options::PassOptions;
@@ -69,7 +69,7 @@ pub(crate) async fn prepare(
             async move { (shard, load.await) }
         })),
         port.filer_registrations(),
-        port.log_clock(),
+        port.filer_clock(),
     );
     let scan = scan?;
     // Unreadable pauses fail the pass rather than risk deleting a paused
@@ -84,11 +84,12 @@ pub(crate) async fn prepare(
     // The replay reads the log as it stood now (docs/due-index.md#pass-start);
     // without the filer's clock, ours stands in for it.
     let clock = clock.unwrap_or_else(|e| {
-        tracing::warn!(error = %e, "cannot read the filer's clock; the replay reads up to our own");
-        Some(wall)
+        tracing::warn!(error = %e, "cannot read the filer's clock: the replay reads up to our own, and the index stops at the last event read");
+        Some(FilerClock { ns: wall, vouches: false })
     });
     if let Some(c) = clock {
-        pass_plan.read_until = pass_plan.read_until.min(c);
+        pass_plan.read_until = pass_plan.read_until.min(c.ns);
+        pass_plan.filer_clock = c.vouches.then_some(c.ns);
     }
     // Not asked, not compared: a master we cannot reach says nothing about
     // restarts, and the cursors keep the last registrations they saw.

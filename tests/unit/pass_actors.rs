@@ -23,7 +23,7 @@ use s3_lifecycled::pass::coordinator::{Coordinator, RunPass};
 use s3_lifecycled::pass::dispatch::{AttemptResult, DeletePort};
 use s3_lifecycled::pass::observe::PassObserver;
 use s3_lifecycled::pass::options::{PassOptions, StopSignal};
-use s3_lifecycled::pass::ports::{ClusterError, ClusterPort, EventStream};
+use s3_lifecycled::pass::ports::{ClusterError, ClusterPort, EventStream, FilerClock};
 use s3_lifecycled::pass::report::ShardOutcome;
 use s3_lifecycled::pass::runner::PassRunner;
 use s3_lifecycled::pb::filer_pb::{Entry, FuseAttributes};
@@ -541,8 +541,12 @@ impl ClusterPort for LogCluster {
     fn list_dir(&self, _d: &str) -> BoxFuture<'static, Result<Vec<Entry>, ClusterError>> {
         async { Ok(vec![]) }.boxed()
     }
-    fn log_clock(&self) -> BoxFuture<'static, Result<Option<Nanos>, ClusterError>> {
-        let clock = *self.clock.lock().unwrap();
+    fn filer_clock(&self) -> BoxFuture<'static, Result<Option<FilerClock>, ClusterError>> {
+        let clock = self
+            .clock
+            .lock()
+            .unwrap()
+            .map(|ns| FilerClock { ns, vouches: true });
         async move { Ok(clock) }.boxed()
     }
     fn subscribe(

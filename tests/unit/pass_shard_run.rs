@@ -72,6 +72,7 @@ fn plan_full(
         now,
         observed_until: observed,
         read_until: now,
+        filer_clock: None,
         time: time(),
         skew_margin: Duration::ZERO,
         reorder_margin: Duration::from_secs(5),
