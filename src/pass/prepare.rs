@@ -80,7 +80,6 @@ pub(crate) async fn prepare(
     let earliest = earliest?;
     let wall = crate::clock::wall_ns();
     let mut pass_plan = PassPlan::build(&snap, opts.now, wall, earliest, &s.pass, chosen.keep);
-    warn_refused_documents(&scan, &s.pass.buckets);
     // The replay reads the log as it stood now (docs/due-index.md#pass-start);
     // without the filer's clock, ours stands in for it.
     let clock = clock.unwrap_or_else(|e| {
@@ -150,24 +149,6 @@ pub(crate) async fn prepare(
     })
 }
 
-/// A lifecycle document AWS would refuse, which the gateway stores anyway, is
-/// enforced as SeaweedFS reads it, and that can differ from what it says: an
-/// element with a typo is skipped (a `<prefix>` empties a filter), a `Status`
-/// other than exactly `Enabled` disables the rule (and leaves the bucket out
-/// of the pass). Every pass says so, for each bucket of `pass.buckets` (all
-/// when empty) (docs/lifecycle-config.md#put-validation).
-fn warn_refused_documents(scan: &BucketScan, selected: &[String]) {
-    let mine = |b: &str| selected.is_empty() || selected.iter().any(|s| s == b);
-    for b in scan.buckets.iter().filter(|b| mine(&b.name)) {
-        for d in b.validation_errors() {
-            tracing::warn!(
-                bucket = b.name,
-                "lifecycle configuration AWS would refuse, enforced as SeaweedFS reads it: {d}"
-            );
-        }
-    }
-}
-
 /// Which buckets a pass enforces, from the scan, `pass.buckets` (`named`,
 /// empty: all) and the pause files.
 struct Chosen {
@@ -214,6 +195,17 @@ fn choose_buckets(scan: &BucketScan, named: &[String], pauses: Vec<PauseRecord>)
         }
     }
     for b in &scan.buckets {
+        // A document AWS would refuse, which the gateway stores anyway, is
+        // enforced as SeaweedFS reads it, and that can differ from what it
+        // says: an element with a typo is skipped (a `<prefix>` empties a
+        // filter), a `Status` other than exactly `Enabled` disables the rule.
+        // Every pass says so (docs/lifecycle-config.md#put-validation).
+        for d in b.validation_errors().filter(|_| selected(&b.name)) {
+            tracing::warn!(
+                bucket = b.name,
+                "lifecycle configuration AWS would refuse, enforced as SeaweedFS reads it: {d}"
+            );
+        }
         let (named, paused) = (filter.iter().copied(), paused_names.iter().copied());
         let sel = Selection::of(&b.name, named, paused);
         if sel.keeps_state() {
