@@ -182,7 +182,7 @@ pub fn parse(input: &[u8]) -> Result<LifecycleConfiguration, ParseError> {
         .map(|(i, node)| read_rule(node, i + 1))
         .collect::<Result<Vec<_>, _>>()?;
     let mut unknown_elements = Vec::new();
-    note_unknown(&mut unknown_elements, &doc.root, "", &["Rule"]);
+    note_unknown(&mut unknown_elements, &doc.root, "", ROOT_CHILDREN);
     Ok(LifecycleConfiguration {
         rules,
         content_outside_root: doc.content_outside_root,
@@ -204,6 +204,8 @@ struct RuleReader {
     unknown: Vec<String>,
 }
 
+/// The elements the document's root may hold.
+pub const ROOT_CHILDREN: &[&str] = &["Rule"];
 /// The elements a rule may hold, per parent path (docs/lifecycle-config.md#unknown-elements).
 const RULE_CHILDREN: &[&str] = &[
     "ID",
@@ -237,12 +239,11 @@ const TRANSITION_CHILDREN: &[&str] = &["Days", "Date", "StorageClass"];
 const NONCURRENT_TRANSITION_CHILDREN: &[&str] =
     &["NoncurrentDays", "NewerNoncurrentVersions", "StorageClass"];
 
-/// The elements a lifecycle document may hold under `path`, as listed above;
-/// empty for a path that is not one (the root is `""`: `Rule` only).
+/// The elements a rule may hold at `path`, relative to the rule (`""`: the
+/// rule's own children), as listed above; empty for a path that is not one.
 pub fn known_children(path: &str) -> &'static [&'static str] {
     match path {
-        "" => &["Rule"],
-        "Rule" => RULE_CHILDREN,
+        "" => RULE_CHILDREN,
         "Filter" => FILTER_CHILDREN,
         "Filter/And" => AND_CHILDREN,
         "Filter/Tag" | "Filter/And/Tag" => TAG_CHILDREN,
@@ -267,8 +268,7 @@ fn note_unknown(out: &mut Vec<String>, parent: &Node, path: &str, known: &[&str]
 
 impl RuleReader {
     fn note_unknown(&mut self, parent: &Node, path: &str) {
-        let known = known_children(if path.is_empty() { "Rule" } else { path });
-        note_unknown(&mut self.unknown, parent, path, known);
+        note_unknown(&mut self.unknown, parent, path, known_children(path));
     }
 
     fn note_repeats(&mut self, parent: &Node, path: &str, names: &[&str]) {

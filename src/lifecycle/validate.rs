@@ -11,7 +11,7 @@ use time::{Time, UtcOffset};
 
 use super::model::{
     AbortIncompleteMultipartUpload, Expiration, Filter, LifecycleConfiguration,
-    NoncurrentVersionExpiration, Rule, Tag,
+    NoncurrentVersionExpiration, ROOT_CHILDREN, Rule, Tag, known_children,
 };
 use super::xml::RuleLocator;
 
@@ -187,7 +187,7 @@ pub fn validate(config: &LifecycleConfiguration) -> Vec<ValidationError> {
         doc.error(
             ValidationKind::UnknownElement,
             &format!("LifecycleConfiguration/{element}"),
-            unknown_element_message(element),
+            unknown_element_message(ROOT_CHILDREN, element, "whatever it holds is no rule"),
         );
     }
     if config.rules.is_empty() {
@@ -240,16 +240,14 @@ pub fn validate(config: &LifecycleConfiguration) -> Vec<ValidationError> {
 
 fn check_rule(rule: &Rule, f: &mut Findings<'_>) {
     for element in &rule.unknown_elements {
-        let in_rule = if element.contains('/') {
-            element.clone()
+        let (parent, name) = element.rsplit_once('/').unwrap_or(("", element));
+        let effect = if parent.starts_with("Filter") {
+            "the rule's filter does not hold it, so the rule matches more objects than written"
         } else {
-            format!("Rule/{element}")
+            "nothing in it takes effect"
         };
-        f.error(
-            ValidationKind::UnknownElement,
-            element,
-            unknown_element_message(&in_rule),
-        );
+        let message = unknown_element_message(known_children(parent), name, effect);
+        f.error(ValidationKind::UnknownElement, element, message);
     }
     for element in &rule.repeated_elements {
         // Go decodes repeated <Filter>/<And> into the same struct (merging);
@@ -584,25 +582,13 @@ fn check_abort(rule: &Rule, abort: &AbortIncompleteMultipartUpload, f: &mut Find
     abort.days_after_initiation.is_some()
 }
 
-/// What an unknown element at `path` (`Filter/prefix`; a rule's own children
-/// as `Rule/…`, the root's as a bare name) means, with the element meant when
-/// its name differs from a known one only in case.
-fn unknown_element_message(path: &str) -> String {
-    let (parent, name) = path.rsplit_once('/').unwrap_or(("", path));
-    let meant = crate::lifecycle::model::known_children(parent)
-        .iter()
-        .find(|k| k.eq_ignore_ascii_case(name));
+/// What an unknown element `name` does (`effect`), with the element meant
+/// when its name differs from one of `known` (its siblings) only in case.
+fn unknown_element_message(known: &[&str], name: &str, effect: &str) -> String {
+    let meant = known.iter().find(|k| k.eq_ignore_ascii_case(name));
     let hint = meant.map_or(String::new(), |k| {
         format!("; did you mean <{k}>? (names are case-sensitive)")
     });
-    let effect = if parent.starts_with("Filter") {
-        "the rule's filter does not hold it, so the rule matches more objects than \
-         written"
-    } else if parent.is_empty() {
-        "whatever it holds is no rule"
-    } else {
-        "nothing in it takes effect"
-    };
     format!(
         "is not an element of a lifecycle configuration here: SeaweedFS ignores it and so \
          does s3-lifecycled ({effect}); AWS refuses the document as MalformedXML{hint}"
