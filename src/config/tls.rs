@@ -83,18 +83,16 @@ impl Settings {
     /// bad file is a configuration error at start-up rather than a failed
     /// pass. `None`: plaintext.
     pub fn client_tls(&self) -> Result<Option<crate::seaweed::tls::ClientTls>, ConfigError> {
-        let Some(files) = self.tls_files(std::env::vars())? else {
-            return Ok(None);
+        let toml = self.security_toml(std::env::vars())?;
+        // A found file and the variables alone say where they came from.
+        let from = match &toml {
+            None => "[tls]".to_string(),
+            Some(t) if self.cluster.security_toml.trim().is_empty() => t.path.clone(),
+            Some(t) if self.cluster.security_toml_found => t.path.clone(),
+            Some(t) => format!("cluster.security_toml ({})", t.path),
         };
-        let from = match self.cluster.security_toml.trim() {
-            "" | NO_SECURITY_TOML if self.security_toml(std::env::vars())?.is_some() => {
-                "the WEED_* variables (no security.toml)".to_string()
-            }
-            "" | NO_SECURITY_TOML => "[tls]".to_string(),
-            f if self.cluster.security_toml_found => {
-                format!("{f} (found where weed looks; cluster.security_toml unset)")
-            }
-            f => format!("cluster.security_toml ({f})"),
+        let Some(files) = self.files_from(toml)? else {
+            return Ok(None);
         };
         crate::seaweed::tls::ClientTls::load(files)
             .map(Some)
@@ -111,9 +109,14 @@ impl Settings {
         &self,
         env: impl IntoIterator<Item = (String, String)>,
     ) -> Result<Option<TlsFiles>, ConfigError> {
+        self.files_from(self.security_toml(env)?)
+    }
+
+    /// [`Settings::tls_files`] of an already read `security.toml` (`None`: `[tls]`).
+    fn files_from(&self, toml: Option<SecurityToml>) -> Result<Option<TlsFiles>, ConfigError> {
         let server_name = self.tls_server_name();
         let path = |s: &str| Some(PathBuf::from(s.trim())).filter(|p| !p.as_os_str().is_empty());
-        let Some(toml) = self.security_toml(env)? else {
+        let Some(toml) = toml else {
             let Some(ca) = path(&self.tls.ca) else {
                 return Ok(None);
             };
