@@ -346,12 +346,6 @@ impl Snapshot {
         self.buckets.iter().flat_map(BucketView::actions_sorted)
     }
 
-    /// Mutable access to every action's mode and active flag (identity fields
-    /// stay read-only). For simulations and tests of view behaviour.
-    pub fn actions_mut(&mut self) -> impl Iterator<Item = &mut CompiledAction> {
-        self.buckets.iter_mut().flat_map(|b| b.actions.iter_mut())
-    }
-
     pub fn action(
         &self,
         bucket: &str,
@@ -368,6 +362,15 @@ impl Snapshot {
     /// True when the snapshot holds no action at all.
     pub fn is_empty(&self) -> bool {
         self.buckets.iter().all(|b| b.actions.is_empty())
+    }
+}
+
+#[cfg(test)]
+impl Snapshot {
+    /// Mutable access to every action's mode and active flag (identity fields
+    /// stay read-only), for tests of view behaviour.
+    pub fn actions_mut(&mut self) -> impl Iterator<Item = &mut CompiledAction> {
+        self.buckets.iter_mut().flat_map(|b| b.actions.iter_mut())
     }
 }
 

@@ -1,6 +1,6 @@
 //! Cursor hashes over a [`Snapshot`] (docs/rule-hash.md#replay-content-hash,
 //! docs/rule-hash.md#promoted-hash): `ReplayContentHash` (the cursor's
-//! `rule_set_hash`), `PromotedHash`, and `MaxEffectiveTTL`, each also per bucket.
+//! `rule_set_hash`) and `PromotedHash`, each also per bucket.
 //!
 //! The global forms are byte-identical to Go, so cursors written by the Go
 //! worker stay valid. The per-bucket forms go beyond Go: with per-bucket
@@ -81,16 +81,16 @@ fn hash_by_bucket(
         .collect()
 }
 
-/// The longest effective TTL among active replay-kind actions; zero when
-/// there is none. On the replay view this is how far back the cursor must
-/// reach so every event that can still become due is replayed.
-pub fn max_effective_ttl(snapshot: &Snapshot) -> Duration {
+// Go's `MaxEffectiveTTL`, per snapshot and per bucket: the longest effective
+// TTL among active replay-kind actions (zero when there is none). Nothing
+// outside the tests needs it, so only they build it.
+#[cfg(test)]
+pub(crate) fn max_effective_ttl(snapshot: &Snapshot) -> Duration {
     max_ttl(snapshot.actions())
 }
 
-/// [`max_effective_ttl`] per bucket: one entry for every bucket of the
-/// snapshot, zero for a bucket without active replay-kind actions.
-pub fn max_effective_ttl_by_bucket(snapshot: &Snapshot) -> BTreeMap<String, Duration> {
+#[cfg(test)]
+pub(crate) fn max_effective_ttl_by_bucket(snapshot: &Snapshot) -> BTreeMap<String, Duration> {
     snapshot
         .buckets()
         .iter()
@@ -98,6 +98,7 @@ pub fn max_effective_ttl_by_bucket(snapshot: &Snapshot) -> BTreeMap<String, Dura
         .collect()
 }
 
+#[cfg(test)]
 fn max_ttl<'a>(actions: impl Iterator<Item = &'a CompiledAction>) -> Duration {
     actions
         .filter(|a| a.is_active() && a.kind().is_replay_kind())

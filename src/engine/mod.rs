@@ -52,8 +52,8 @@ pub use delete::{CallResult, DeleteOutcome, DeleteRequest};
 pub use evaluate::ObjectInfo;
 pub use event::MetaEvent;
 pub use hashes::{
-    EMPTY_HASH, max_effective_ttl, max_effective_ttl_by_bucket, promoted_hash,
-    promoted_hash_by_bucket, replay_content_hash, replay_content_hash_by_bucket,
+    EMPTY_HASH, promoted_hash, promoted_hash_by_bucket, replay_content_hash,
+    replay_content_hash_by_bucket,
 };
 pub use identity::EntryIdentity;
 pub use matches::{DeferredLookup, Expect, Match, PendingMatch};

@@ -85,10 +85,10 @@ struct Track<K> {
 
 /// Tracks one pass's decisions and outcomes for a set of actions (one shard).
 ///
-/// Feed it events in meta-log order: [`decide`](Self::decide) for each match of
-/// an event, then [`event_processed`](Self::event_processed) once every match of
-/// that event was decided; report each dispatched delete's fate with
-/// [`resolved`](Self::resolved) in any order; then [`finish`](Self::finish).
+/// Feed it events in meta-log order: [`decide_sized`](Self::decide_sized) for
+/// each match of an event, then [`event_processed`](Self::event_processed) once
+/// every match of that event was decided; report each dispatched delete's fate
+/// with [`resolved`](Self::resolved) in any order; then [`finish`](Self::finish).
 #[derive(Debug)]
 pub struct ProgressTracker<K> {
     now: Nanos,
@@ -133,11 +133,6 @@ impl<K: Clone + Eq + std::hash::Hash> ProgressTracker<K> {
     /// outcome arrives ([`resolved`](Self::resolved) prunes again).
     pub fn over_budget(&self) -> bool {
         self.marks_held > self.budget
-    }
-
-    /// Resolved marks held now, over all actions.
-    pub fn marks_held(&self) -> usize {
-        self.marks_held
     }
 
     /// Keeps each action's due index (docs/due-index.md): each action then
@@ -200,21 +195,10 @@ impl<K: Clone + Eq + std::hash::Hash> ProgressTracker<K> {
         t
     }
 
-    /// Decides a match of `key` from the event at `ev_ts`, due at `due`, when
-    /// the subject is unknown; see [`decide_subject`](Self::decide_subject).
-    pub fn decide(&mut self, key: &K, ev_ts: Nanos, due: Nanos) -> Decision {
-        self.decide_subject(key, ev_ts, 0, due)
-    }
-
     /// Decides a match of `key` from the event at `ev_ts` about `subject`
-    /// ([`subject_of`]), due at `due`. An unknown action is skipped: it is not
-    /// part of this pass's view.
-    pub fn decide_subject(&mut self, key: &K, ev_ts: Nanos, subject: u64, due: Nanos) -> Decision {
-        self.decide_sized(key, ev_ts, subject, due, 0)
-    }
-
-    /// [`decide_subject`](Self::decide_subject) for a match of `bytes` bytes,
-    /// counted in the forecast tally (docs/forecast.md) while unresolved.
+    /// ([`subject_of`]), due at `due`, of `bytes` bytes (counted in the
+    /// forecast tally, docs/forecast.md, while unresolved). An unknown action
+    /// is skipped: it is not part of this pass's view.
     pub fn decide_sized(
         &mut self,
         key: &K,
@@ -445,6 +429,24 @@ impl<K: Clone + Eq + std::hash::Hash> ProgressTracker<K> {
                 )
             })
             .collect()
+    }
+}
+
+#[cfg(test)]
+impl<K: Clone + Eq + std::hash::Hash> ProgressTracker<K> {
+    /// [`decide_sized`](Self::decide_sized) of an unknown subject and size.
+    pub fn decide(&mut self, key: &K, ev_ts: Nanos, due: Nanos) -> Decision {
+        self.decide_subject(key, ev_ts, 0, due)
+    }
+
+    /// [`decide_sized`](Self::decide_sized) of an unknown size.
+    pub fn decide_subject(&mut self, key: &K, ev_ts: Nanos, subject: u64, due: Nanos) -> Decision {
+        self.decide_sized(key, ev_ts, subject, due, 0)
+    }
+
+    /// Resolved marks held now, over all actions.
+    pub fn marks_held(&self) -> usize {
+        self.marks_held
     }
 }
 
