@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use crate::engine::{BucketConfig, Nanos, Versioning};
+use crate::engine::{BucketConfig, Nanos};
 use crate::lifecycle::FlatRule;
 
 /// SeaweedFS's TTL units in seconds, in the order of their needle TTL codes
@@ -286,15 +286,11 @@ fn filtered(r: &FlatRule) -> bool {
     !r.tags.is_empty() || r.size_gt > 0 || r.size_lt > 0
 }
 
-fn versioned(b: &BucketConfig) -> bool {
-    b.object_lock || b.versioning != Versioning::Unversioned
-}
-
 /// The conflicts of a TTL of `ttl` covering `scope` (a key prefix) in `b`,
 /// with lifecycle days of `day`.
 fn scope_conflicts(b: &BucketConfig, scope: &str, ttl: u64, day: Duration) -> Vec<Conflict> {
     let mut out = Vec::new();
-    if versioned(b) {
+    if b.versioned() {
         out.push(Conflict::Versioned);
     }
     let overlapping: Vec<&FlatRule> = b
@@ -424,7 +420,7 @@ fn entry_findings(t: &BucketTtls, buckets_root: &str, now: Nanos) -> Vec<Finding
     if let Some(sample) = &t.entries {
         for (&secs, g) in &sample.stamped {
             let mut conflicts = Vec::new();
-            if versioned(b) && g.versions > 0 {
+            if b.versioned() && g.versions > 0 {
                 conflicts.push(Conflict::Versioned);
             }
             if g.no_rule > 0 {
@@ -531,6 +527,7 @@ fn volume_findings(t: &BucketTtls, day: Duration) -> Vec<Finding> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::engine::Versioning;
 
     const DAY: Duration = Duration::from_secs(86_400);
 

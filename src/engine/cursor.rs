@@ -206,7 +206,7 @@ pub struct ActionProgress {
     #[serde(
         default,
         skip_serializing_if = "Option::is_none",
-        deserialize_with = "super::pending::lenient"
+        deserialize_with = "super::due_index::lenient"
     )]
     pub pending: Option<PendingTally>,
 }
@@ -534,7 +534,7 @@ mod tests {
             with(50, idx.clone()).ranges_for(700, &day2400()),
             vec![(50, 700)]
         );
-        idx.day_ns = super::super::due_index::day_ns(&day2400());
+        idx.day_ns = day2400().day_ns();
         idx.rounding = DueRounding::NextDay;
         assert_eq!(with(50, idx).ranges_for(700, &day2400()), vec![(50, 700)]);
     }

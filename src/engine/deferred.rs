@@ -180,12 +180,11 @@ pub(crate) fn route_pointer(
 /// and deleting it would destroy the latest version — the server would not
 /// stop it (docs/meta-log.md#deferred-lookups, "A server blind spot").
 pub fn null_still_displaced(folder: Option<&Entry>) -> bool {
-    let Some(f) = folder else {
-        return false;
-    };
-    let latest = ext_str(f, keys::LATEST_VERSION_ID).unwrap_or_default();
-    let null_latest = ext_str(f, keys::NULL_VERSION_IS_LATEST).is_some_and(|v| v == "true");
-    f.is_directory && !latest.is_empty() && latest != keys::NULL_VERSION && !null_latest
+    folder.is_some_and(|f| {
+        f.is_directory
+            && pointer_of(f).is_some_and(|id| id != keys::NULL_VERSION)
+            && !flag(f, keys::NULL_VERSION_IS_LATEST)
+    })
 }
 
 /// Turns a deferred match into a concrete one, given the entry its

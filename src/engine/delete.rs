@@ -12,6 +12,12 @@ use crate::engine::{ActionKind, EntryIdentity, Match, RuleHash};
 /// The folder of pending multipart uploads inside a bucket.
 pub const UPLOADS_PREFIX: &str = ".uploads/";
 
+/// An upload id the server accepts in `.uploads/<id>` (docs/lifecycle-delete.md#abort-mpu):
+/// anything else would be BLOCKED and halt the shard.
+pub(crate) fn valid_upload_id(id: &str) -> bool {
+    !id.is_empty() && id != "." && id != ".." && !id.contains('/')
+}
+
 /// One deletion to ask the S3 server for.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DeleteRequest {
@@ -105,7 +111,7 @@ impl DeleteRequest {
                         "abort_mpu needs object_path \"{UPLOADS_PREFIX}<upload id>\", not the destination key"
                     ));
                 };
-                if id.is_empty() || id == "." || id == ".." || id.contains('/') {
+                if !valid_upload_id(id) {
                     return invalid(format!(
                         "abort_mpu upload id {id:?} is malformed (empty, '.', '..' or contains '/')"
                     ));

@@ -14,6 +14,7 @@
 
 use std::collections::BTreeMap;
 
+use serde::de::DeserializeOwned;
 use serde::{Deserialize, Deserializer, Serialize};
 
 use super::time::{DueRounding, Nanos, TimeConfig};
@@ -46,7 +47,7 @@ impl DueIndex {
     /// An empty index over `(ts, through]`.
     pub fn empty(time: &TimeConfig, through: Nanos) -> DueIndex {
         DueIndex {
-            day_ns: day_ns(time),
+            day_ns: time.day_ns(),
             rounding: time.rounding,
             through,
             spans: Vec::new(),
@@ -57,7 +58,7 @@ impl DueIndex {
     /// length and rounding, spans sorted, non-overlapping and well formed,
     /// within the cap. Anything else is read as "no index".
     pub fn usable_for(&self, time: &TimeConfig) -> bool {
-        self.day_ns == day_ns(time)
+        self.day_ns == time.day_ns()
             && self.rounding == time.rounding
             && self.spans.len() <= DUE_INDEX_CAP
             && self.spans.iter().all(|s| s.0 <= s.1)
@@ -65,22 +66,17 @@ impl DueIndex {
     }
 }
 
-/// `time.day` in ns (at least 1).
-pub fn day_ns(time: &TimeConfig) -> Nanos {
-    i64::try_from(time.day.as_nanos())
-        .unwrap_or(Nanos::MAX)
-        .max(1)
-}
-
 /// The width of one new span: a 24th of the lifecycle day (an hour).
 pub fn span_width(time: &TimeConfig) -> Nanos {
-    (day_ns(time) / SPANS_PER_DAY).max(1)
+    (time.day_ns() / SPANS_PER_DAY).max(1)
 }
 
-/// serde `deserialize_with` for an optional index: anything that does not
-/// parse as a [`DueIndex`] reads as `None` (fallback to the full-window read)
-/// instead of failing the whole cursor.
-pub fn lenient<'de, D: Deserializer<'de>>(d: D) -> Result<Option<DueIndex>, D::Error> {
+/// serde `deserialize_with` for an optional index or tally: anything that does
+/// not parse as a `T` reads as `None` (the index: fallback to the full-window
+/// read; the tally: unknown) instead of failing the whole cursor.
+pub fn lenient<'de, D: Deserializer<'de>, T: DeserializeOwned>(
+    d: D,
+) -> Result<Option<T>, D::Error> {
     let v = Option::<serde_json::Value>::deserialize(d)?;
     Ok(v.and_then(|v| serde_json::from_value(v).ok()))
 }

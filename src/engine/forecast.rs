@@ -8,7 +8,6 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 use super::cursor::ShardCursor;
-use super::due_index;
 use super::time::{Nanos, TimeConfig};
 
 /// Objects and bytes.
@@ -205,7 +204,7 @@ pub fn forecast(
     days: u32,
     bucket: Option<&str>,
 ) -> Vec<RuleForecast> {
-    let d = due_index::day_ns(time);
+    let d = time.day_ns();
     let mut out: BTreeMap<(String, String, String), RuleForecast> = BTreeMap::new();
     for c in cursors {
         for (b, bc) in &c.buckets {

@@ -51,9 +51,7 @@ impl InstanceRecord {
 
     /// The file content: pretty JSON and a newline.
     pub fn to_json(&self) -> Vec<u8> {
-        let mut v = serde_json::to_vec_pretty(self).unwrap_or_default();
-        v.push(b'\n');
-        v
+        super::safety::record_json(self)
     }
 
     /// Parses an instance file; the error says what is wrong with it.

@@ -7,7 +7,7 @@
 
 use std::collections::BTreeMap;
 
-use serde::{Deserialize, Deserializer, Serialize};
+use serde::{Deserialize, Serialize};
 
 use super::due_index::{self, DueIndex};
 use super::time::{DueRounding, Nanos, TimeConfig};
@@ -47,7 +47,7 @@ impl PendingTally {
     /// Whether the tally was counted with `time`'s day and rounding.
     pub fn usable_for(&self, time: &TimeConfig) -> bool {
         self.v == TALLY_VERSION
-            && self.day_ns == due_index::day_ns(time)
+            && self.day_ns == time.day_ns()
             && self.rounding == time.rounding
             && self.spans.values().all(|b| b.len() <= BINS_PER_SPAN)
     }
@@ -58,16 +58,9 @@ impl PendingTally {
     }
 }
 
-/// serde `deserialize_with`: anything that does not parse as a
-/// [`PendingTally`] reads as `None` (unknown), never as a cursor error.
-pub fn lenient<'de, D: Deserializer<'de>>(d: D) -> Result<Option<PendingTally>, D::Error> {
-    let v = Option::<serde_json::Value>::deserialize(d)?;
-    Ok(v.and_then(|v| serde_json::from_value(v).ok()))
-}
-
 /// The lifecycle-day boundary at or after `due`.
 pub fn due_by(due: Nanos, time: &TimeConfig) -> Nanos {
-    let d = due_index::day_ns(time);
+    let d = time.day_ns();
     if due.rem_euclid(d) == 0 {
         due
     } else {
@@ -182,7 +175,7 @@ pub fn rebuild(
         .collect();
     PendingTally {
         v: TALLY_VERSION,
-        day_ns: due_index::day_ns(time),
+        day_ns: time.day_ns(),
         rounding: time.rounding,
         rule_id: old.map(|t| t.rule_id.clone()).unwrap_or_default(),
         complete,
@@ -313,7 +306,7 @@ pub(crate) mod tests {
     fn corrupt_or_foreign_tallies_read_as_unknown() {
         #[derive(Deserialize)]
         struct W {
-            #[serde(default, deserialize_with = "lenient")]
+            #[serde(default, deserialize_with = "due_index::lenient")]
             pending: Option<PendingTally>,
         }
         let w: W = serde_json::from_str(r#"{"pending": {"v": "x"}}"#).unwrap();

@@ -54,6 +54,13 @@ impl TimeConfig {
         self.round(base.saturating_add(ttl))
     }
 
+    /// `day` in ns (at least 1).
+    pub fn day_ns(&self) -> Nanos {
+        i64::try_from(self.day.as_nanos())
+            .unwrap_or(Nanos::MAX)
+            .max(1)
+    }
+
     /// Rounds a due time per [`TimeConfig::rounding`]: up to the next multiple of
     /// the day length since the epoch (midnight UTC for 24 h days). A time that
     /// is already on a boundary is kept.
@@ -61,9 +68,7 @@ impl TimeConfig {
         match self.rounding {
             DueRounding::None => t,
             DueRounding::NextDay => {
-                let day = i64::try_from(self.day.as_nanos())
-                    .unwrap_or(Nanos::MAX)
-                    .max(1);
+                let day = self.day_ns();
                 let rem = t.rem_euclid(day);
                 if rem == 0 {
                     t

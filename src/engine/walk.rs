@@ -9,6 +9,7 @@
 //! directories and everything under `.uploads/` other than the upload
 //! directories are never objects (docs/design-deviations.md#parts-are-not-objects).
 
+use crate::engine::delete::valid_upload_id;
 use crate::engine::evaluate::{ObjectInfo, due_at, fires};
 use crate::engine::matches::Match;
 use crate::engine::versions::{expand_versions, mtime_known, mtime_ns, size_of};
@@ -118,12 +119,6 @@ pub(crate) fn upload_dest(entry: &Entry) -> Option<&str> {
         .get(keys::MPU_KEY)
         .and_then(|v| std::str::from_utf8(v).ok())
         .filter(|d| !d.is_empty())
-}
-
-/// An upload id the server accepts in `.uploads/<id>` (docs/lifecycle-delete.md#abort-mpu):
-/// anything else would be BLOCKED and halt the shard.
-fn valid_upload_id(id: &str) -> bool {
-    !id.is_empty() && id != "." && id != ".." && !id.contains('/')
 }
 
 /// Matches of one item against `view`'s actions for `bucket` at `now`: every

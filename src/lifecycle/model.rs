@@ -267,12 +267,15 @@ fn note_unknown(out: &mut Vec<String>, parent: &Node, path: &str, known: &[&str]
 }
 
 impl RuleReader {
-    fn note_unknown(&mut self, parent: &Node, path: &str) {
-        note_unknown(&mut self.unknown, parent, path, known_children(path));
-    }
-
-    fn note_repeats(&mut self, parent: &Node, path: &str, names: &[&str]) {
-        for name in names {
+    /// Notes `parent`'s unknown children and, with `repeats`, its repeated
+    /// ones: every known child may appear once but `Tag` and the transitions.
+    fn note(&mut self, parent: &Node, path: &str, repeats: bool) {
+        let known = known_children(path);
+        note_unknown(&mut self.unknown, parent, path, known);
+        let once = known
+            .iter()
+            .filter(|n| **n != "Tag" && !n.ends_with("Transition"));
+        for name in once.filter(|_| repeats) {
             if parent.children_named(name).nth(1).is_some() {
                 let full = join(path, name);
                 if !self.repeated.contains(&full) {
@@ -347,12 +350,7 @@ fn read_rule(node: &Node, position: usize) -> Result<Rule, ParseError> {
         repeated: Vec::new(),
         unknown: Vec::new(),
     };
-    r.note_unknown(node, "");
-    // Transitions may repeat; every other child of a rule appears at most once.
-    let once: Vec<&str> = (RULE_CHILDREN.iter().copied())
-        .filter(|n| !n.ends_with("Transition"))
-        .collect();
-    r.note_repeats(node, "", &once);
+    r.note(node, "", true);
 
     let mut filter: Option<Filter> = None;
     for f in node.children_named("Filter") {
@@ -362,12 +360,7 @@ fn read_rule(node: &Node, position: usize) -> Result<Rule, ParseError> {
 
     let mut expiration = None;
     for e in node.children_named("Expiration") {
-        r.note_unknown(e, "Expiration");
-        r.note_repeats(
-            e,
-            "Expiration",
-            &["Days", "Date", "ExpiredObjectDeleteMarker"],
-        );
+        r.note(e, "Expiration", true);
         expiration = Some(Expiration {
             days: r.int(e, "Expiration", "Days")?,
             date: r.date(e, "Expiration", "Date")?,
@@ -378,8 +371,7 @@ fn read_rule(node: &Node, position: usize) -> Result<Rule, ParseError> {
     let mut noncurrent = None;
     for e in node.children_named("NoncurrentVersionExpiration") {
         let path = "NoncurrentVersionExpiration";
-        r.note_unknown(e, path);
-        r.note_repeats(e, path, &["NoncurrentDays", "NewerNoncurrentVersions"]);
+        r.note(e, path, true);
         noncurrent = Some(NoncurrentVersionExpiration {
             noncurrent_days: r.int(e, path, "NoncurrentDays")?,
             newer_noncurrent_versions: r.int(e, path, "NewerNoncurrentVersions")?,
@@ -389,8 +381,7 @@ fn read_rule(node: &Node, position: usize) -> Result<Rule, ParseError> {
     let mut abort = None;
     for e in node.children_named("AbortIncompleteMultipartUpload") {
         let path = "AbortIncompleteMultipartUpload";
-        r.note_unknown(e, path);
-        r.note_repeats(e, path, &["DaysAfterInitiation"]);
+        r.note(e, path, true);
         abort = Some(AbortIncompleteMultipartUpload {
             days_after_initiation: r.int(e, path, "DaysAfterInitiation")?,
         });
@@ -398,7 +389,7 @@ fn read_rule(node: &Node, position: usize) -> Result<Rule, ParseError> {
 
     let transitions = (node.children_named("Transition"))
         .map(|e| {
-            r.note_unknown(e, "Transition");
+            r.note(e, "Transition", false);
             Ok(Transition {
                 days: r.int(e, "Transition", "Days")?,
                 date: r.date(e, "Transition", "Date")?,
@@ -408,7 +399,7 @@ fn read_rule(node: &Node, position: usize) -> Result<Rule, ParseError> {
         .collect::<Result<_, ParseError>>()?;
     let noncurrent_transitions = (node.children_named("NoncurrentVersionTransition"))
         .map(|e| {
-            r.note_unknown(e, "NoncurrentVersionTransition");
+            r.note(e, "NoncurrentVersionTransition", false);
             Ok(NoncurrentVersionTransition {
                 noncurrent_days: r.int(e, "NoncurrentVersionTransition", "NoncurrentDays")?,
                 storage_class: last_text(e, "StorageClass"),
@@ -433,8 +424,7 @@ fn read_rule(node: &Node, position: usize) -> Result<Rule, ParseError> {
 }
 
 fn read_tag(r: &mut RuleReader, node: &Node, path: &str) -> Tag {
-    r.note_unknown(node, path);
-    r.note_repeats(node, path, &["Key", "Value"]);
+    r.note(node, path, true);
     Tag {
         key: last_text(node, "Key"),
         value: last_text(node, "Value"),
@@ -445,17 +435,7 @@ fn read_tag(r: &mut RuleReader, node: &Node, path: &str) -> Tag {
 /// in document order, so later children replace earlier scalars and `<Tag>` /
 /// `<And>` merge. Walking the children in order reproduces that.
 fn read_filter_into(r: &mut RuleReader, node: &Node, f: &mut Filter) -> Result<(), ParseError> {
-    r.note_unknown(node, "Filter");
-    r.note_repeats(
-        node,
-        "Filter",
-        &[
-            "Prefix",
-            "And",
-            "ObjectSizeGreaterThan",
-            "ObjectSizeLessThan",
-        ],
-    );
+    r.note(node, "Filter", true);
     for child in &node.children {
         match child.name.as_str() {
             "Prefix" => f.prefix = Some(child.text.clone()),
@@ -484,12 +464,7 @@ fn read_filter_into(r: &mut RuleReader, node: &Node, f: &mut Filter) -> Result<(
 
 fn read_and_into(r: &mut RuleReader, node: &Node, and: &mut And) -> Result<(), ParseError> {
     let path = "Filter/And";
-    r.note_unknown(node, path);
-    r.note_repeats(
-        node,
-        path,
-        &["Prefix", "ObjectSizeGreaterThan", "ObjectSizeLessThan"],
-    );
+    r.note(node, path, true);
     and.prefix = last_text(node, "Prefix").or(and.prefix.take());
     for t in node.children_named("Tag") {
         let tag = read_tag(r, t, "Filter/And/Tag");
