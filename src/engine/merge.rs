@@ -75,7 +75,6 @@ impl<T> LogMerge<T> {
         }
     }
 
-    /// Stream `i` ended normally.
     pub fn end(&mut self, i: usize) {
         if let Some(s) = self.slots.get_mut(i) {
             *s = Slot::Ended;

@@ -68,19 +68,15 @@ impl Rule {
     }
 }
 
-/// `<Filter>`.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct Filter {
-    /// `Filter/Prefix`.
     pub prefix: Option<String>,
     /// Every `Filter/Tag`, in order. SeaweedFS decodes them all into one tag,
     /// so the effective tag is the last `Key` and the last `Value` seen.
     pub tags: Vec<Tag>,
     /// `Filter/And`; several are merged (tags appended, scalars replaced).
     pub and: Option<And>,
-    /// `Filter/ObjectSizeGreaterThan`.
     pub object_size_greater_than: Option<i64>,
-    /// `Filter/ObjectSizeLessThan`.
     pub object_size_less_than: Option<i64>,
 }
 
@@ -110,13 +106,10 @@ pub struct Tag {
 /// `Filter/And`.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct And {
-    /// `And/Prefix`.
     pub prefix: Option<String>,
     /// Every `And/Tag`, in order.
     pub tags: Vec<Tag>,
-    /// `And/ObjectSizeGreaterThan`.
     pub object_size_greater_than: Option<i64>,
-    /// `And/ObjectSizeLessThan`.
     pub object_size_less_than: Option<i64>,
 }
 
@@ -130,7 +123,6 @@ impl And {
     }
 }
 
-/// `<Expiration>`.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct Expiration {
     pub days: Option<i64>,
@@ -139,14 +131,12 @@ pub struct Expiration {
     pub expired_object_delete_marker: Option<bool>,
 }
 
-/// `<NoncurrentVersionExpiration>`.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct NoncurrentVersionExpiration {
     pub noncurrent_days: Option<i64>,
     pub newer_noncurrent_versions: Option<i64>,
 }
 
-/// `<AbortIncompleteMultipartUpload>`.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct AbortIncompleteMultipartUpload {
     pub days_after_initiation: Option<i64>,

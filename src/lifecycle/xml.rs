@@ -182,22 +182,19 @@ pub(crate) fn read_document(input: &[u8]) -> Result<Document, ParseError> {
         let event = reader.read_event().map_err(|e| err_at(&reader, &e))?;
         let empty = matches!(event, Event::Empty(_));
         match event {
-            Event::Start(e) | Event::Empty(e) if tree.depth == 0 => {
+            Event::Start(e) | Event::Empty(e) => {
                 check_attributes(&e).map_err(|m| err_at(&reader, &m))?;
-                let root = root_node(&e)?;
-                if empty {
-                    break root;
+                let name = e.local_name().into_inner().to_string();
+                if tree.depth > 0 && empty {
+                    tree.empty(name);
+                } else if tree.depth > 0 {
+                    tree.open(name);
+                } else if empty {
+                    break root_node(name)?;
+                } else {
+                    tree.stack.push(root_node(name)?);
+                    tree.depth = 1;
                 }
-                tree.stack.push(root);
-                tree.depth = 1;
-            }
-            Event::Start(e) => {
-                check_attributes(&e).map_err(|m| err_at(&reader, &m))?;
-                tree.open(e.local_name().into_inner().to_string());
-            }
-            Event::Empty(e) => {
-                check_attributes(&e).map_err(|m| err_at(&reader, &m))?;
-                tree.empty(e.local_name().into_inner().to_string());
             }
             Event::End(_) => {
                 if let Some(root) = tree.close().map_err(|m| err_at(&reader, &m))? {
@@ -332,8 +329,7 @@ impl Tree {
     }
 }
 
-fn root_node(e: &quick_xml::events::BytesStart<'_>) -> Result<Node, ParseError> {
-    let name = e.local_name().into_inner().to_string();
+fn root_node(name: String) -> Result<Node, ParseError> {
     if name != ROOT_ELEMENT {
         return Err(ParseError::WrongRoot { found: name });
     }
