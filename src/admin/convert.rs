@@ -203,11 +203,6 @@ pub fn space_from_pb(r: &pb::SpaceReport) -> ReclaimReport {
     failed, size_before, size_after }) }
 }
 
-/// Per bucket and rule, what a last run's cards say was deleted.
-pub fn deleted_from_pb(r: &pb::GetLastRunResponse) -> Vec<FreedRow> {
-    last_run_from_pb(r).deleted()
-}
-
 /// [`last_run_response`] read back (`status --last`): the lags are not
 /// kept, they follow from the times ([`cursor_lag_ns`]).
 pub fn last_run_from_pb(r: &pb::GetLastRunResponse) -> PassSummary {

@@ -130,40 +130,32 @@ pub trait AdminBackend: Send + Sync + 'static {
     /// Backends without pauses keep the default refusal.
     fn pause(
         &self,
-        bucket: String,
-        reason: String,
-        create_if_missing: bool,
+        _bucket: String,
+        _reason: String,
+        _create_if_missing: bool,
     ) -> BoxFuture<'static, Result<Paused, AdminError>> {
-        let _ = (bucket, reason, create_if_missing);
         async { Err(AdminError::FailedPrecondition(NO_PAUSES.into())) }.boxed()
     }
     /// Resumes `bucket`; `Ok(false)` when it was not paused.
-    fn resume(&self, bucket: String) -> BoxFuture<'static, Result<bool, AdminError>> {
-        let _ = bucket;
+    fn resume(&self, _bucket: String) -> BoxFuture<'static, Result<bool, AdminError>> {
         async { Err(AdminError::FailedPrecondition(NO_PAUSES.into())) }.boxed()
     }
     /// Approves `bucket`'s held work for the next pass.
-    fn approve(&self, bucket: String) -> BoxFuture<'static, Result<Approved, AdminError>> {
-        let _ = bucket;
-        async { Err(no_approvals()) }.boxed()
+    fn approve(&self, _bucket: String) -> BoxFuture<'static, Result<Approved, AdminError>> {
+        let e = AdminError::FailedPrecondition("this server keeps no approvals".into());
+        async { Err(e) }.boxed()
     }
     /// The forecast as of `now` for `days` days (docs/forecast.md), only
     /// `bucket` when given. Backends without cursors keep the refusal.
     fn forecast(
         &self,
-        bucket: Option<String>,
-        days: u32,
-        now: i64,
+        _bucket: Option<String>,
+        _days: u32,
+        _now: i64,
     ) -> BoxFuture<'static, Result<crate::engine::forecast::Forecast, AdminError>> {
-        let _ = (bucket, days, now);
         let e = AdminError::FailedPrecondition("this server keeps no cursors".into());
         async { Err(e) }.boxed()
     }
-}
-
-/// What [`AdminBackend::approve`] answers by default.
-fn no_approvals() -> AdminError {
-    AdminError::FailedPrecondition("this server keeps no approvals".into())
 }
 
 const NO_PAUSES: &str = "this server keeps no bucket pauses";
@@ -222,12 +214,6 @@ pub fn parse_rfc3339_ns(text: &str) -> Result<i64, String> {
 #[derive(Clone)]
 pub struct AdminService {
     backend: Arc<dyn AdminBackend>,
-}
-
-impl AdminService {
-    pub fn new(backend: Arc<dyn AdminBackend>) -> AdminService {
-        AdminService { backend }
-    }
 }
 
 #[tonic::async_trait]
@@ -414,19 +400,9 @@ pub async fn bind(admin_listen: &str) -> Result<TcpListener, AdminServeError> {
 /// Serves the admin API and the health service on `listener` until
 /// `shutdown` resolves; health turns NOT_SERVING as soon as it does, then
 /// in-flight calls finish. Health starts as whatever `health` says: the
-/// caller sets SERVING when the service is ready.
+/// caller sets SERVING when the service is ready. With `token` set, admin
+/// calls without it are refused (`UNAUTHENTICATED`; health stays open).
 pub async fn serve_admin(
-    listener: TcpListener,
-    backend: Arc<dyn AdminBackend>,
-    health: AdminHealth,
-    shutdown: impl Future<Output = ()> + Send,
-) -> Result<(), AdminServeError> {
-    serve_admin_with_token(listener, backend, health, None, shutdown).await
-}
-
-/// [`serve_admin`], refusing admin calls without `token` when it is set
-/// (`UNAUTHENTICATED`; health stays open).
-pub async fn serve_admin_with_token(
     listener: TcpListener,
     backend: Arc<dyn AdminBackend>,
     health: AdminHealth,
@@ -445,7 +421,7 @@ pub async fn serve_admin_with_token(
     tonic::transport::Server::builder()
         .add_service(health_service)
         .add_service(LifecycledAdminServer::with_interceptor(
-            AdminService::new(backend),
+            AdminService { backend },
             move |req: Request<()>| match &token {
                 Some(t) => t.check_request(req),
                 None => Ok(req),

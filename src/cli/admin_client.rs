@@ -118,20 +118,14 @@ pub fn approve(args: &ApproveArgs) -> Result<i32, Fail> {
     let resp = call(&args.address, "ApproveBucket", async |c| {
         c.approve_bucket(req).await
     })?;
-    if resp.held {
-        println!(
-            "bucket {} approved at {}: the next pass does not cap it (once)",
-            args.bucket,
-            format_time(resp.approved_ns)
-        );
+    let effect = if resp.held {
+        "the next pass does not cap it (once)"
     } else {
-        println!(
-            "bucket {} approved at {}: no deletion-cap hold on it now; the next pass that would \
-             cap it or defer it in a rule-change grace does not (once)",
-            args.bucket,
-            format_time(resp.approved_ns)
-        );
-    }
+        "no deletion-cap hold on it now; the next pass that would cap it or defer it in a \
+         rule-change grace does not (once)"
+    };
+    let at = format_time(resp.approved_ns);
+    println!("bucket {} approved at {at}: {effect}", args.bucket);
     Ok(EXIT_OK)
 }
 
@@ -338,14 +332,13 @@ pub fn trigger(args: &TriggerArgs) -> Result<i32, Fail> {
     let resp = call(&args.address, "TriggerRun", async |c| {
         c.trigger_run(req).await
     })?;
-    if resp.already_running {
-        println!(
-            "run_id={} already_running=true (a pass was running; nothing new started)",
-            resp.run_id
-        );
+    let note = if resp.already_running {
+        " (a pass was running; nothing new started)"
     } else {
-        println!("run_id={} already_running=false", resp.run_id);
-    }
+        ""
+    };
+    let running = resp.already_running;
+    println!("run_id={} already_running={running}{note}", resp.run_id);
     Ok(EXIT_OK)
 }
 

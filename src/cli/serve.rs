@@ -70,7 +70,7 @@ async fn serve(
     let signals = Signals::install()?;
     let metrics = Metrics::new();
     metrics.init_shards(&shards);
-    let readiness = Readiness::new();
+    let readiness = Readiness::default();
     let (mut http_state, tx) = HttpState::new(metrics.clone(), readiness.clone());
     http_state.admin_token = token.clone();
     let board = Arc::new(StatusBoard::new(tx));
@@ -115,7 +115,7 @@ async fn serve(
     }
 
     let health = AdminHealth::new().await;
-    let admin_task = tokio::spawn(admin::serve_admin_with_token(
+    let admin_task = tokio::spawn(admin::serve_admin(
         admin_listener,
         Arc::new(Backend(service.clone())),
         health.clone(),

@@ -39,11 +39,6 @@ impl Default for Readiness {
 }
 
 impl Readiness {
-    /// A new flag, not ready ("starting").
-    pub fn new() -> Readiness {
-        Readiness::default()
-    }
-
     pub fn set_ready(&self) {
         self.set(None);
     }

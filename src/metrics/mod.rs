@@ -144,7 +144,6 @@ pub struct Metrics {
     stale_bucket: Family<BucketLabels, Gauge>,
     stale_count: Gauge,
     instance_active: Gauge,
-    stale_names: Arc<std::sync::Mutex<Vec<String>>>,
     matches_pending: Family<RuleLabels, Gauge>,
     matches_overdue: Family<RuleLabels, Gauge>,
     oldest_overdue_age: Family<RuleLabels, Gauge<f64, std::sync::atomic::AtomicU64>>,
@@ -315,7 +314,6 @@ impl Metrics {
                 "recoveries",
                 "Buckets a shard walked from the start to recover its progress, by reason (cold_start, rule_edit, partition_flip, retention_loss, filer_lost; docs/design-deviations.md#recovery-triggers)",
             ),
-            stale_names: Default::default(),
             registry: Arc::new(r.0),
         }
     }
@@ -445,11 +443,6 @@ impl Metrics {
         self.last_pass_read_seconds.set(span_ns as f64 / 1e9);
     }
 
-    /// An action matched an entry and the pass decided what to do with it.
-    pub fn matched(&self, kind: ActionKind, decision: MatchDecision) {
-        self.matched_n(kind, decision, 1);
-    }
-
     /// `n` matches of `kind` with `decision`, as a shard reports them at its end.
     pub fn matched_n(&self, kind: ActionKind, decision: MatchDecision, n: u64) {
         self.matches
@@ -502,23 +495,17 @@ impl Metrics {
         );
     }
 
-    /// The stale buckets now (replaces the previous set; a bucket that is
-    /// enforced again loses its series).
     /// Whether this `serve` runs its shards (1) or stands by (0).
     pub fn instance_active(&self, active: bool) {
         self.instance_active.set(i64::from(active));
     }
 
+    /// The stale buckets now (replaces the previous set; a bucket that is
+    /// enforced again loses its series).
     pub fn stale_buckets(&self, stale: &[crate::status::StaleBucket]) {
-        let mut names = self.stale_names.lock().unwrap_or_else(|p| p.into_inner());
-        for old in names.iter() {
-            self.stale_bucket.remove(&bucket(old));
-        }
-        *names = stale.iter().map(|b| b.bucket.clone()).collect();
-        for b in names.iter() {
-            self.stale_bucket.get_or_create(&bucket(b)).set(1);
-        }
-        self.stale_count.set(gauge_value(names.len()));
+        let rows = stale.iter().map(|b| (b.bucket.as_str(), 1));
+        replace_buckets(&self.stale_bucket, rows);
+        self.stale_count.set(gauge_value(stale.len()));
     }
 
     /// What a pass's DONE deletes removed, per bucket and rule
@@ -688,7 +675,7 @@ mod tests {
         m.shard_restarted(0);
         m.shard_halted(0, true);
         m.pass_finished(RunOutcome::Completed, 1);
-        m.matched(ActionKind::ExpirationDays, MatchDecision::Dispatched);
+        m.matched_n(ActionKind::ExpirationDays, MatchDecision::Dispatched, 1);
         m.bucket_config_error("b", true);
         m.recovered("filer_lost");
     }
@@ -895,9 +882,17 @@ mod tests {
             "#,
         );
 
-        m.matched(ActionKind::ExpiredDeleteMarker, MatchDecision::Pending);
-        m.matched(ActionKind::ExpiredDeleteMarker, MatchDecision::Dispatched);
-        m.matched(ActionKind::ExpiredDeleteMarker, MatchDecision::Dispatched);
+        m.matched_n(ActionKind::ExpiredDeleteMarker, MatchDecision::Pending, 1);
+        m.matched_n(
+            ActionKind::ExpiredDeleteMarker,
+            MatchDecision::Dispatched,
+            1,
+        );
+        m.matched_n(
+            ActionKind::ExpiredDeleteMarker,
+            MatchDecision::Dispatched,
+            1,
+        );
         has(
             &m,
             r#"
@@ -972,7 +967,7 @@ mod tests {
         m.init_shards(&[4]);
         m.shard_run_finished(4, RunOutcome::Completed, Duration::from_secs(2), 9, 1);
         m.dispatch("b", ActionKind::ExpirationDate, DeleteOutcome::Done);
-        m.matched(ActionKind::AbortMpu, MatchDecision::Skipped);
+        m.matched_n(ActionKind::AbortMpu, MatchDecision::Skipped, 1);
         m.pass_finished(RunOutcome::Completed, 1);
         m.bucket_config_error("b", true);
         let text = m.encode();

@@ -57,22 +57,12 @@ pub async fn run(
     mut shutdown: watch::Receiver<Option<&'static str>>,
 ) -> Result<(), WorkerError> {
     let w = base.weed_admin.clone();
-    let state = match StateDir::open(Path::new(&w.state_dir)) {
-        Ok(s) => s,
-        Err(e) => return Err(WorkerError::Config(e.to_string())),
-    };
-    let id = match state.worker_id(&w.worker_id) {
-        Ok(i) => i,
-        Err(e) => return Err(WorkerError::Config(e.to_string())),
-    };
-    let grpc = match crate::seaweed::endpoint::ServerAddress::parse(&w.address) {
-        Ok(g) => g.grpc(),
-        Err(e) => return Err(WorkerError::Config(format!("weed admin address {e}"))),
-    };
-    let tls = match admin_tls(&base) {
-        Ok(t) => t,
-        Err(e) => return Err(WorkerError::Config(e.to_string())),
-    };
+    let state = StateDir::open(Path::new(&w.state_dir)).map_err(WorkerError::Config)?;
+    let id = state.worker_id(&w.worker_id).map_err(WorkerError::Config)?;
+    let grpc = crate::seaweed::endpoint::ServerAddress::parse(&w.address)
+        .map_err(|e| WorkerError::Config(format!("weed admin address {e}")))?
+        .grpc();
+    let tls = admin_tls(&base).map_err(WorkerError::Config)?;
     let (outbox, mut outbox_rx) = mpsc::unbounded_channel();
     let (changed, mut changed_rx) = mpsc::unbounded_channel();
     let shared = Shared {

@@ -680,12 +680,6 @@ async fn cursors_after(
 /// Days of forecast on the status page and in the lag gauges' source.
 pub const FORECAST_DAYS: u32 = 30;
 
-/// How long a bucket may go without a completed pass before it is reported
-/// (2 lifecycle days: a daily schedule that missed one day is still fine).
-pub fn stale_after(day: Duration) -> Duration {
-    day.saturating_mul(2)
-}
-
 /// Keeps the "buckets without a recent pass" report current: every
 /// `day / 24` (1 s to 1 h), and as soon as a pass of this service finished,
 /// it reads the bucket list and the 16 shard cursors and publishes the
@@ -699,7 +693,8 @@ pub async fn stale_watch(
     settings: Settings,
     mut shutdown: watch::Receiver<bool>,
 ) {
-    let after = stale_after(settings.time.day);
+    // Reported past 2 lifecycle days: a daily schedule that missed one day is still fine.
+    let after = settings.time.day.saturating_mul(2);
     let after_ns = i64::try_from(after.as_nanos()).unwrap_or(i64::MAX);
     let period = (settings.time.day / 24).clamp(Duration::from_secs(1), Duration::from_secs(3600));
     // With 24 h days the timer alone left every bucket a pass had just

@@ -266,7 +266,7 @@ impl Server {
         let (tx, rx) = oneshot::channel::<()>();
         let h = health.clone();
         let task = tokio::spawn(async move {
-            serve_admin(listener, backend, h, async {
+            serve_admin(listener, backend, h, None, async {
                 let _ = rx.await;
             })
             .await
@@ -520,7 +520,7 @@ async fn last_run_round_trips_field_by_field() {
     assert_eq!(got.buckets[1].outcome(), pb::RunOutcome::Failed);
     // Reclaimed space: per bucket and rule, and the collections and vacuum.
     assert_eq!(
-        s3_lifecycled::admin::convert::deleted_from_pb(&got),
+        s3_lifecycled::admin::convert::last_run_from_pb(&got).deleted(),
         want.buckets[0].deleted
     );
     assert_eq!(

@@ -79,7 +79,7 @@ fn snapshot() -> StatusSnapshot {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn endpoints_over_a_real_socket() {
     let metrics = Metrics::new();
-    let readiness = Readiness::new();
+    let readiness = Readiness::default();
     let (state, publisher) = HttpState::new(metrics.clone(), readiness.clone());
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
