@@ -119,10 +119,7 @@ pub fn descriptor() -> JobTypeDescriptor {
         ),
     ];
     let defaults: HashMap<String, ConfigValue> =
-        [KEY_RATE, KEY_BURST, KEY_RETENTION_DAYS, KEY_WALKER_MINUTES]
-            .iter()
-            .map(|k| ((*k).to_string(), int(0)))
-            .collect();
+        fields.iter().map(|f| (f.name.clone(), int(0))).collect();
     JobTypeDescriptor {
         job_type: JOB_TYPE.into(),
         display_name: "S3 Lifecycle".into(),
