@@ -371,6 +371,11 @@ impl PassSummary {
     }
 }
 
+/// A rule as the reports name it: its ID, else its hash.
+pub fn rule_name<'a>(id: &'a str, hash: &'a str) -> &'a str {
+    if id.is_empty() { hash } else { id }
+}
+
 /// An outcome's label; a run without one is still `running`.
 pub fn outcome_label(o: Option<RunOutcome>) -> &'static str {
     o.map_or("running", RunOutcome::as_str)

@@ -177,11 +177,7 @@ async fn gone(s: &Settings, args: &ExplainArgs, looked: &str) -> Result<String, 
             "object {bucket}/{key} does not exist: s3-lifecycled deleted it\n  {}\n  \
              rule {} ({}), pass {}, at {}\n",
             line(&e),
-            if e.rule_id.is_empty() {
-                &e.rule_hash
-            } else {
-                &e.rule_id
-            },
+            crate::status::rule_name(&e.rule_id, &e.rule_hash),
             e.kind,
             e.run_id,
             format_time(e.ts_ns)

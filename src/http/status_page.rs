@@ -423,11 +423,7 @@ fn forecast_card(h: &mut String, f: &Forecast, bucket: &str) {
         days.iter().map(|c| c.objects).sum::<u64>()
     );
     for r in &rules {
-        let name = if r.rule_id.is_empty() {
-            &r.rule_hash
-        } else {
-            &r.rule_id
-        };
+        let name = crate::status::rule_name(&r.rule_id, &r.rule_hash);
         let _ = write!(
             h,
             "<dt>&nbsp;&nbsp;{} ({})</dt><dd>{} pending, {} overdue</dd>",

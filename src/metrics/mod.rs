@@ -540,12 +540,7 @@ impl Metrics {
         let mut rows: BTreeMap<RuleLabels, (u64, u64, f64)> = BTreeMap::new();
         for r in &f.rules {
             let bucket = r.bucket.clone();
-            let rule = (if r.rule_id.is_empty() {
-                &r.rule_hash
-            } else {
-                &r.rule_id
-            })
-            .clone();
+            let rule = crate::status::rule_name(&r.rule_id, &r.rule_hash).to_string();
             let e = rows.entry(RuleLabels { bucket, rule }).or_default();
             e.0 += r.pending();
             e.1 += r.overdue.objects;

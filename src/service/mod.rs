@@ -563,10 +563,7 @@ impl AdminBackend for Backend {
             if let Some(b) = bucket.as_deref() {
                 c.check_exists(b, "").await?;
             }
-            let cursors = c
-                .cursors()
-                .await
-                .map_err(|e| AdminError::Unavailable(e.to_string()))?;
+            let cursors = c.cursors().await.map_err(unavailable)?;
             Ok(crate::engine::forecast::Forecast::of(
                 &cursors,
                 &time,
