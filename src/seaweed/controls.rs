@@ -155,10 +155,6 @@ impl ControlStore {
         }
     }
 
-    pub fn paused_dir(&self) -> &str {
-        &self.paused_dir
-    }
-
     /// Every paused bucket, by name. A pause file that cannot be read is an
     /// error naming it and the fix: guessing "not paused" could delete what
     /// an operator meant to stop.

@@ -6,7 +6,6 @@
 
 use tonic::transport::Channel;
 
-use crate::engine::EntryIdentity;
 use crate::engine::delete::{CallResult, DeleteOutcome};
 pub use crate::engine::delete::{DeleteRequest, InvalidRequest, UPLOADS_PREFIX};
 use crate::pb::s3_lifecycle_pb;
@@ -27,18 +26,13 @@ pub fn to_proto(r: &DeleteRequest) -> LifecycleDeleteRequest {
         version_id: r.version_id.clone(),
         rule_hash: r.rule_hash.0.to_vec(),
         action_kind: r.kind.proto_number(),
-        expected_identity: Some(identity_to_proto(&r.identity)),
+        expected_identity: Some(s3_lifecycle_pb::EntryIdentity {
+            mtime_ns: r.identity.mtime_ns,
+            size: r.identity.size,
+            head_fid: r.identity.head_fid.clone(),
+            extended_hash: r.identity.extended_hash.clone(),
+        }),
         ..Default::default()
-    }
-}
-
-/// The wire form for `LifecycleDeleteRequest.expected_identity`.
-pub fn identity_to_proto(id: &EntryIdentity) -> s3_lifecycle_pb::EntryIdentity {
-    s3_lifecycle_pb::EntryIdentity {
-        mtime_ns: id.mtime_ns,
-        size: id.size,
-        head_fid: id.head_fid.clone(),
-        extended_hash: id.extended_hash.clone(),
     }
 }
 
@@ -157,24 +151,12 @@ impl DeleteClient {
     /// the server (docs/lifecycle-delete.md#latency); callers bound a pass as
     /// a whole.
     pub async fn connect(s3_grpc_addr: &str) -> Result<DeleteClient, DeleteError> {
-        DeleteClient::connect_lazy(s3_grpc_addr)
-    }
-
-    /// [`DeleteClient::connect`] with explicit endpoint options (client TLS).
-    pub async fn connect_with(
-        s3_grpc_addr: &str,
-        options: &EndpointOptions,
-    ) -> Result<DeleteClient, DeleteError> {
-        DeleteClient::connect_lazy_with(s3_grpc_addr, options)
-    }
-
-    /// [`DeleteClient::connect`] without the `async`: nothing is dialled
-    /// here either. Must be called inside a tokio runtime.
-    pub fn connect_lazy(s3_grpc_addr: &str) -> Result<DeleteClient, DeleteError> {
         DeleteClient::connect_lazy_with(s3_grpc_addr, &EndpointOptions::seaweed())
     }
 
-    /// [`DeleteClient::connect_lazy`] with explicit endpoint options (client TLS).
+    /// [`DeleteClient::connect`] without the `async` (nothing is dialled
+    /// there either) and with explicit endpoint options (client TLS). Must
+    /// be called inside a tokio runtime.
     pub fn connect_lazy_with(
         s3_grpc_addr: &str,
         options: &EndpointOptions,
@@ -184,15 +166,10 @@ impl DeleteClient {
                 address: s3_grpc_addr.to_string(),
                 reason: e.reason().to_string(),
             })?;
-        Ok(DeleteClient::from_channel(endpoint.connect_lazy()))
-    }
-
-    /// A client on an existing channel.
-    pub fn from_channel(channel: Channel) -> DeleteClient {
-        DeleteClient {
-            inner: SeaweedS3LifecycleInternalClient::new(channel)
+        Ok(DeleteClient {
+            inner: SeaweedS3LifecycleInternalClient::new(endpoint.connect_lazy())
                 .max_decoding_message_size(MAX_MESSAGE_BYTES),
-        }
+        })
     }
 
     /// Validates and sends one request. Every server answer is `Ok`.
@@ -226,7 +203,7 @@ mod tests {
 
     use super::*;
     use crate::engine::delete::tests::{identity, req};
-    use crate::engine::{ActionKind, RuleHash};
+    use crate::engine::{ActionKind, EntryIdentity, RuleHash};
 
     #[test]
     fn proto_carries_identity_hash_and_kind() {

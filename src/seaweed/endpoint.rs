@@ -105,12 +105,6 @@ pub enum EndpointError {
 }
 
 impl EndpointError {
-    /// The address the error is about.
-    pub fn addr(&self) -> &str {
-        let EndpointError::Address { addr, .. } = self;
-        addr
-    }
-
     /// What is wrong, without the address: for callers whose own error
     /// message already names the address and the expected form.
     pub fn reason(&self) -> &str {
@@ -128,7 +122,6 @@ pub const CONNECTION_WINDOW_BYTES: u32 = 8 << 20;
 /// A parsed and configured gRPC endpoint, ready to connect. Cheap to clone.
 #[derive(Debug, Clone)]
 pub struct GrpcEndpoint {
-    addr: String,
     endpoint: Endpoint,
     tls: Option<ClientTls>,
 }
@@ -184,15 +177,9 @@ impl GrpcEndpoint {
                 .keep_alive_while_idle(false);
         }
         Ok(GrpcEndpoint {
-            addr: addr.to_string(),
             endpoint,
             tls: options.tls.clone(),
         })
-    }
-
-    /// The address as given to [`GrpcEndpoint::new`], for messages.
-    pub fn addr(&self) -> &str {
-        &self.addr
     }
 
     /// Dials now and fails when nothing answers (within the connect timeout).
@@ -313,17 +300,16 @@ mod tests {
     fn host_port_gets_http_scheme_and_urls_are_kept() {
         let e = GrpcEndpoint::new("127.0.0.1:18888", &EndpointOptions::seaweed()).unwrap();
         assert_eq!(e.uri().to_string(), "http://127.0.0.1:18888/");
-        assert_eq!(e.addr(), "127.0.0.1:18888");
         let e = GrpcEndpoint::new("http://filer:18888", &EndpointOptions::new()).unwrap();
         assert_eq!(e.uri().to_string(), "http://filer:18888/");
-        assert_eq!(e.addr(), "http://filer:18888");
     }
 
     #[test]
     fn bad_address_names_it_and_the_expected_form() {
         for bad in ["", "host name:1", "http://[::1"] {
             let err = GrpcEndpoint::new(bad, &EndpointOptions::seaweed()).unwrap_err();
-            assert_eq!(err.addr(), bad);
+            let EndpointError::Address { addr, .. } = &err;
+            assert_eq!(addr, bad);
             assert!(!err.reason().is_empty());
             let msg = err.to_string();
             assert!(msg.contains(&format!("{bad:?}")), "{msg}");

@@ -136,14 +136,6 @@ fn create_answer(path: String, code: i32, error: String) -> Result<()> {
 }
 
 impl FilerError {
-    /// True when the error is a transport failure rather than a filer answer.
-    pub fn is_transport(&self) -> bool {
-        matches!(
-            self,
-            FilerError::Transport { .. } | FilerError::Connect { .. }
-        )
-    }
-
     fn from_status(op: &'static str, path: String, status: Status) -> FilerError {
         match status.code() {
             // What tonic/hyper report when the call never completed; Go's filer
@@ -610,7 +602,7 @@ mod tests {
             "{http}"
         );
         let down = configuration_error("h:18888", Status::unavailable("tcp connect error"));
-        assert!(down.is_transport(), "{down}");
+        assert!(matches!(down, FilerError::Transport { .. }), "{down}");
     }
 
     #[test]
@@ -651,9 +643,9 @@ mod tests {
     #[test]
     fn status_classification_keeps_transport_apart() {
         let t = FilerError::from_status("X", "/p".into(), Status::unavailable("conn refused"));
-        assert!(t.is_transport());
+        assert!(matches!(t, FilerError::Transport { .. }));
         let s = FilerError::from_status("X", "/p".into(), Status::unknown("boom"));
-        assert!(!s.is_transport());
+        assert!(!matches!(s, FilerError::Transport { .. }));
         assert!(s.to_string().contains("/p"), "{s}");
     }
 

@@ -281,10 +281,6 @@ impl ClientTls {
         })))
     }
 
-    pub fn files(&self) -> &TlsFiles {
-        &self.0.files
-    }
-
     /// Re-reads the files; when their contents changed, builds the new
     /// configuration and bumps the generation. A file that does not load (a
     /// rotation half written) keeps the previous one, with a warning.

@@ -33,9 +33,8 @@ pub struct LogFileFetcher {
     filer: SeaweedFilerClient<Channel>,
     locations: HashMap<String, Vec<String>>,
     connections: HashMap<String, SendRequest<Empty<Bytes>>>,
-    /// So far.
+    /// Bytes fetched so far.
     pub bytes_fetched: u64,
-    pub chunks_fetched: u64,
 }
 
 impl LogFileFetcher {
@@ -46,7 +45,6 @@ impl LogFileFetcher {
             locations: HashMap::new(),
             connections: HashMap::new(),
             bytes_fetched: 0,
-            chunks_fetched: 0,
         }
     }
 
@@ -123,7 +121,6 @@ impl LogFileFetcher {
             match self.get(&url, fid).await {
                 Ok(b) => {
                     self.bytes_fetched += b.len() as u64;
-                    self.chunks_fetched += 1;
                     return Ok(b);
                 }
                 Err(e) => failures.push(format!("http://{url}/{fid}: {e}")),
