@@ -88,35 +88,17 @@ pub enum ControlsError {
         /// The bucket the file is about.
         bucket: String,
     },
-    /// Listing the journal or one of its day directories failed.
-    #[error("listing {dir}: {source}")]
-    ListJournal {
-        dir: String,
-        #[source]
-        source: FilerError,
-    },
-    /// Writing a journal batch failed.
-    #[error("writing journal batch {path}: {source}")]
-    WriteBatch {
-        path: String,
-        #[source]
-        source: FilerError,
-    },
-    /// Removing a journal day directory failed.
-    #[error("removing journal day {path}: {source}")]
-    DropDay {
-        path: String,
-        #[source]
-        source: FilerError,
-    },
     /// A journal batch is stored in chunks, which the reader does not fetch
     /// (the service writes batches inline).
     #[error("journal batch {path} is stored in chunks, which this reader does not fetch")]
     ChunkedBatch { path: String },
-    /// Writing, listing or removing an instance file failed.
+    /// Listing the journal or one of its day directories, writing a journal
+    /// batch, removing a journal day, or writing, listing or removing an
+    /// instance file failed.
     #[error("{op} {path}: {source}")]
-    Instance {
-        /// What was done: `writing`, `listing`, `removing`.
+    File {
+        /// What was done: `listing`, `writing journal batch`, `removing
+        /// journal day`, `writing`, `removing`.
         op: &'static str,
         path: String,
         #[source]
@@ -210,19 +192,19 @@ impl ControlStore {
         now: Nanos,
     ) -> Result<()> {
         let dir = join_path(&self.journal_dir, day);
+        // Not `join_path`: the message always put the slash there.
+        let err = file_error("writing journal batch", format!("{dir}/{name}"));
+        let entry = json_file_entry(name, content, now);
         self.client
-            .create_entry(&dir, json_file_entry(name, content, now), false)
+            .create_entry(&dir, entry, false)
             .await
-            .map_err(|source| ControlsError::WriteBatch {
-                // Not `join_path`: the message always put the slash there.
-                path: format!("{dir}/{name}"),
-                source,
-            })
+            .map_err(err)
     }
 
     /// The journal's day directories, oldest first.
     pub async fn journal_days(&self) -> Result<Vec<String>> {
-        let entries = self.list_journal(&self.journal_dir).await?;
+        let dir = &self.journal_dir;
+        let entries = self.list(dir, file_error("listing", dir.clone())).await?;
         Ok(entries
             .into_iter()
             .filter(|e| e.is_directory)
@@ -232,19 +214,20 @@ impl ControlStore {
 
     /// Removes a day directory and its batches.
     pub async fn drop_journal_day(&self, day: &str) -> Result<()> {
+        let err = file_error(
+            "removing journal day",
+            format!("{}/{day}", self.journal_dir),
+        );
         self.client
             .delete_entry(&self.journal_dir, day, true)
             .await
-            .map_err(|source| ControlsError::DropDay {
-                path: format!("{}/{day}", self.journal_dir),
-                source,
-            })
+            .map_err(err)
     }
 
     /// Every batch of a day directory: (path, content).
     pub async fn journal_batches(&self, day: &str) -> Result<Vec<(String, Vec<u8>)>> {
         let dir = join_path(&self.journal_dir, day);
-        let entries = self.list_journal(&dir).await?;
+        let entries = self.list(&dir, file_error("listing", dir.clone())).await?;
         entries
             .into_iter()
             .filter(|e| !e.is_directory)
@@ -259,46 +242,31 @@ impl ControlStore {
             .collect()
     }
 
-    async fn list_journal(&self, dir: &str) -> Result<Vec<Entry>> {
-        self.client
-            .list_all(dir, DEFAULT_PAGE)
-            .try_collect()
-            .await
-            .map_err(|source| ControlsError::ListJournal {
-                dir: dir.to_string(),
-                source,
-            })
+    /// Every entry of `dir`; `err` words a failure.
+    async fn list(
+        &self,
+        dir: &str,
+        err: impl FnOnce(FilerError) -> ControlsError,
+    ) -> Result<Vec<Entry>> {
+        let listing = self.client.list_all(dir, DEFAULT_PAGE);
+        listing.try_collect().await.map_err(err)
     }
 
     /// Writes this process's instance file (replacing its earlier one).
     pub async fn put_instance(&self, r: &InstanceRecord) -> Result<()> {
-        let name = format!("{}.json", r.id);
+        let (dir, name) = (&self.instances_dir, format!("{}.json", r.id));
         let entry = json_file_entry(&name, r.to_json(), r.renewed_ns);
-        let dir = &self.instances_dir;
         self.client
             .create_entry(dir, entry, false)
             .await
-            .map_err(|source| ControlsError::Instance {
-                op: "writing",
-                path: join_path(dir, &name),
-                source,
-            })
+            .map_err(file_error("writing", join_path(dir, &name)))
     }
 
     /// Every instance file that decodes, and the problems of those that do
     /// not (path and what is wrong): a stray file must not stop a service.
     pub async fn instances(&self) -> Result<(Vec<InstanceRecord>, Vec<String>)> {
         let dir = &self.instances_dir;
-        let entries: Vec<Entry> = self
-            .client
-            .list_all(dir, DEFAULT_PAGE)
-            .try_collect()
-            .await
-            .map_err(|source| ControlsError::Instance {
-                op: "listing",
-                path: dir.clone(),
-                source,
-            })?;
+        let entries = self.list(dir, file_error("listing", dir.clone())).await?;
         let (mut ok, mut bad) = (Vec::new(), Vec::new());
         for e in entries.iter().filter(|e| !e.is_directory) {
             match InstanceRecord::decode(&e.content) {
@@ -311,16 +279,11 @@ impl ControlStore {
 
     /// Removes this process's instance file (a clean shutdown).
     pub async fn remove_instance(&self, id: &str) -> Result<()> {
-        let name = format!("{id}.json");
-        let dir = &self.instances_dir;
+        let (dir, name) = (&self.instances_dir, format!("{id}.json"));
         self.client
             .delete_entry(dir, &name, false)
             .await
-            .map_err(|source| ControlsError::Instance {
-                op: "removing",
-                path: join_path(dir, &name),
-                source,
-            })
+            .map_err(file_error("removing", join_path(dir, &name)))
     }
 
     /// Removes a hold.
@@ -336,16 +299,12 @@ impl ControlStore {
         decode: fn(&[u8], &str) -> Result<R, String>,
         fix_cmd: &'static str,
     ) -> Result<Vec<R>> {
-        let entries: Vec<Entry> = self
-            .client
-            .list_all(dir, DEFAULT_PAGE)
-            .try_collect()
-            .await
-            .map_err(|source| ControlsError::ListFiles {
-                what,
-                dir: dir.to_string(),
-                source,
-            })?;
+        let err = |source| ControlsError::ListFiles {
+            what,
+            dir: dir.to_string(),
+            source,
+        };
+        let entries = self.list(dir, err).await?;
         entries
             .iter()
             .filter(|e| !e.is_directory)
@@ -380,7 +339,7 @@ impl ControlStore {
         self.client
             .create_entry(dir, entry, false)
             .await
-            .map_err(|source| bucket_error(op, bucket, source))
+            .map_err(bucket_error(op, bucket))
     }
 
     /// Removes `bucket`'s control file from `dir`; `op` words a failure.
@@ -389,7 +348,7 @@ impl ControlStore {
         self.client
             .delete_entry(dir, &pause_file_name(bucket), false)
             .await
-            .map_err(|source| bucket_error(op, bucket, source))
+            .map_err(bucket_error(op, bucket))
     }
 
     /// Approves `bucket`'s held work for the next pass.
@@ -428,7 +387,7 @@ impl ControlStore {
             .client
             .lookup(&self.paused_dir, &name)
             .await
-            .map_err(|source| bucket_error("pausing", bucket, source))?
+            .map_err(bucket_error("pausing", bucket))?
             .and_then(|e| decode_pause(&e.content, bucket).ok());
         let mut record = PauseRecord::new(bucket, now, reason);
         if let Some(e) = &earlier {
@@ -449,16 +408,22 @@ impl ControlStore {
             .client
             .lookup(&self.paused_dir, &pause_file_name(bucket))
             .await
-            .map_err(|source| bucket_error("resuming", bucket, source))?
+            .map_err(bucket_error("resuming", bucket))?
             .is_some();
         self.remove(&self.paused_dir, bucket, "resuming").await?;
         Ok(was)
     }
 }
 
-fn bucket_error(op: &'static str, bucket: &str, source: FilerError) -> ControlsError {
+/// A failure to do `op` to `bucket`'s control file.
+fn bucket_error(op: &'static str, bucket: &str) -> impl FnOnce(FilerError) -> ControlsError {
     let bucket = bucket.to_string();
-    ControlsError::Bucket { op, bucket, source }
+    move |source| ControlsError::Bucket { op, bucket, source }
+}
+
+/// A failure to do `op` to the file or directory `path`.
+fn file_error(op: &'static str, path: String) -> impl FnOnce(FilerError) -> ControlsError {
+    move |source| ControlsError::File { op, path, source }
 }
 
 #[cfg(test)]
@@ -503,7 +468,8 @@ mod tests {
             "hold file /c/held/b1.json is unusable: not JSON. Fix: remove it \
              (`weed shell fs.rm /c/held/b1.json`), then `s3-lifecycled approve b1` again if meant"
         );
-        let e = ControlsError::WriteBatch {
+        let e = ControlsError::File {
+            op: "writing journal batch",
             path: "/c/journal/2024-01-02/n.jsonl".into(),
             source: filer_error(),
         };
@@ -512,7 +478,8 @@ mod tests {
                 .starts_with("writing journal batch /c/journal/2024-01-02/n.jsonl: filer "),
             "{e}"
         );
-        let e = ControlsError::DropDay {
+        let e = ControlsError::File {
+            op: "removing journal day",
             path: "/c/journal/2024-01-02".into(),
             source: filer_error(),
         };
