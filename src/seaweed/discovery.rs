@@ -180,7 +180,7 @@ pub async fn master_of(
     if !configured.trim().is_empty() {
         return Ok(configured.trim().to_string());
     }
-    let masters = filer.masters().await?;
+    let masters = filer.configuration().await?.masters;
     reported_master(masters.first().ok_or(MasterError::NoneNamed)?)
 }
 

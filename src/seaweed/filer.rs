@@ -257,20 +257,6 @@ impl FilerClient {
         self
     }
 
-    /// Runs one call under [`FilerClient::with_call_timeout`]'s deadline.
-    async fn timed<T>(
-        &self,
-        call: impl Future<Output = std::result::Result<T, Status>>,
-    ) -> std::result::Result<T, Status> {
-        match self.call_timeout {
-            None => call.await,
-            Some(d) => match tokio::time::timeout(d, call).await {
-                Ok(r) => r,
-                Err(_) => Err(deadline_status(d)),
-            },
-        }
-    }
-
     /// The address this client was made for.
     pub fn addr(&self) -> &str {
         &self.addr
@@ -282,14 +268,21 @@ impl FilerClient {
         self.inner.clone()
     }
 
-    /// `GetFilerConfiguration`, whole.
-    async fn configuration(&self) -> Result<crate::pb::filer_pb::GetFilerConfigurationResponse> {
+    /// `GetFilerConfiguration`, whole: among it the masters the filer
+    /// reports (each `host:port` or `host:port.grpcPort`) and its store
+    /// `signature`, equal on filers that share one store, which is how
+    /// SeaweedFS's own peers tell (docs/meta-log.md#several-filers).
+    pub async fn configuration(
+        &self,
+    ) -> Result<crate::pb::filer_pb::GetFilerConfigurationResponse> {
         let mut inner = self.inner.clone();
-        Ok(self
-            .timed(inner.get_filer_configuration(GetFilerConfigurationRequest {}))
-            .await
-            .map_err(|s| configuration_error(&self.addr, s))?
-            .into_inner())
+        Ok(timed(
+            self.call_timeout,
+            inner.get_filer_configuration(GetFilerConfigurationRequest {}),
+        )
+        .await
+        .map_err(|s| configuration_error(&self.addr, s))?
+        .into_inner())
     }
 
     /// The bucket root directory (`dir_buckets`; `/buckets` when empty), with
@@ -310,29 +303,15 @@ impl FilerClient {
         Ok((r.signature, r.masters, r.filer_group))
     }
 
-    /// The masters the filer reports (`GetFilerConfiguration.masters`, each
-    /// `host:port` or `host:port.grpcPort`).
-    pub async fn masters(&self) -> Result<Vec<String>> {
-        Ok(self.configuration().await?.masters)
-    }
-
     /// The filer's clock (`Ping.start_time_ns`, ns since the epoch): what the
     /// filer stamps the events it logs with (docs/due-index.md#filer-clock).
     pub async fn clock(&self) -> Result<i64> {
         let mut inner = self.inner.clone();
-        Ok(self
-            .timed(inner.ping(PingRequest::default()))
+        Ok(timed(self.call_timeout, inner.ping(PingRequest::default()))
             .await
             .map_err(|s| FilerError::from_status("Ping", self.addr.clone(), s))?
             .into_inner()
             .start_time_ns)
-    }
-
-    /// The filer's store signature (`GetFilerConfiguration.signature`): equal
-    /// on filers that share one store, which is how SeaweedFS's own peers tell
-    /// (docs/meta-log.md#several-filers).
-    pub async fn store_signature(&self) -> Result<i32> {
-        Ok(self.configuration().await?.signature)
     }
 
     /// Looks up `dir/name`. Not found is `Ok(None)`.
@@ -342,7 +321,7 @@ impl FilerClient {
             name: name.to_string(),
         };
         let mut inner = self.inner.clone();
-        match self.timed(inner.lookup_directory_entry(req)).await {
+        match timed(self.call_timeout, inner.lookup_directory_entry(req)).await {
             Ok(resp) => Ok(resp.into_inner().entry),
             Err(s) if s.message().contains(NOT_FOUND_TEXT) => Ok(None),
             Err(s) => Err(FilerError::from_status(
@@ -393,7 +372,7 @@ impl FilerClient {
             ..Default::default()
         };
         let mut inner = self.inner.clone();
-        self.timed(inner.list_entries(req))
+        timed(self.call_timeout, inner.list_entries(req))
             .await
             .map(tonic::Response::into_inner)
             .map_err(|s| FilerError::from_status("ListEntries", dir.to_string(), s))
@@ -455,8 +434,7 @@ impl FilerClient {
             ..Default::default()
         };
         let mut inner = self.inner.clone();
-        let resp = self
-            .timed(inner.create_entry(req))
+        let resp = timed(self.call_timeout, inner.create_entry(req))
             .await
             .map_err(|s| classify_create(path.clone(), s))?
             .into_inner();
@@ -480,7 +458,7 @@ impl FilerClient {
             ..Default::default()
         };
         let mut inner = self.inner.clone();
-        match self.timed(inner.update_entry(req)).await {
+        match timed(self.call_timeout, inner.update_entry(req)).await {
             Ok(_) => Ok(()),
             Err(s) if is_precondition(&s) => Err(FilerError::PreconditionFailed {
                 path,
@@ -503,8 +481,7 @@ impl FilerClient {
             ..Default::default()
         };
         let mut inner = self.inner.clone();
-        match self
-            .timed(inner.delete_entry(req))
+        match timed(self.call_timeout, inner.delete_entry(req))
             .await
             .map(|r| r.into_inner().error)
         {
@@ -532,13 +509,23 @@ struct PageState {
     stream: Option<Streaming<ListEntriesResponse>>,
 }
 
-/// The status a call gets when it outlives its deadline: DeadlineExceeded,
-/// which [`FilerError::from_status`] classifies as transport.
-fn deadline_status(d: Duration) -> Status {
-    Status::deadline_exceeded(format!(
-        "no answer within {} (cluster.filer_call_timeout)",
-        humantime::format_duration(d)
-    ))
+/// Runs one call (or one listing page read) under `limit`
+/// ([`FilerClient::with_call_timeout`]).
+async fn timed<T>(
+    limit: Option<Duration>,
+    call: impl Future<Output = std::result::Result<T, Status>>,
+) -> std::result::Result<T, Status> {
+    match limit {
+        None => call.await,
+        // DeadlineExceeded, which [`FilerError::from_status`] classifies as
+        // transport.
+        Some(d) => tokio::time::timeout(d, call).await.unwrap_or_else(|_| {
+            Err(Status::deadline_exceeded(format!(
+                "no answer within {} (cluster.filer_call_timeout)",
+                humantime::format_duration(d)
+            )))
+        }),
+    }
 }
 
 /// Next entry of a listing stream; responses without an entry are skipped.
@@ -548,13 +535,7 @@ async fn next_entry(
     timeout: Option<Duration>,
 ) -> Result<Option<Entry>> {
     loop {
-        let msg = match timeout {
-            None => stream.message().await,
-            Some(d) => tokio::time::timeout(d, stream.message())
-                .await
-                .unwrap_or_else(|_| Err(deadline_status(d))),
-        };
-        match msg {
+        match timed(timeout, stream.message()).await {
             Ok(Some(ListEntriesResponse { entry: Some(e), .. })) => return Ok(Some(e)),
             Ok(Some(_)) => {}
             Ok(None) => return Ok(None),

@@ -129,7 +129,7 @@ impl FilerPool {
         }
         let answers = futures::future::join_all(nodes.iter().map(|n| {
             let filer = n.filer.clone();
-            async move { filer.store_signature().await }
+            async move { filer.configuration().await.map(|c| c.signature) }
         }))
         .await;
         let mut known = self.signatures.lock().unwrap_or_else(|p| p.into_inner());
@@ -245,7 +245,7 @@ impl FilerPool {
                     continue;
                 }
             };
-            match client.store_signature().await {
+            match client.configuration().await.map(|c| c.signature) {
                 // A filer of the pool under another name, or a store-mate
                 // of one: its persisted events are in a store the pass
                 // reads.
