@@ -5,27 +5,9 @@
 //! timestamp whose log file is gone silently starts at the next file. The only
 //! way to see the horizon (and a gap) is to list
 //! `/topics/.system/log/<YYYY-MM-DD>/<HH-MM>.<filer id>` (docs/retention-probe.md#silent-horizon).
-//!
-//! # Precision
-//! A log file is named after the UTC minute in which the filer started the
-//! in-memory buffer it flushed, and every event it holds is at or after that
-//! buffer's start. So the start of the earliest file's minute is a **lower
-//! bound** on the first event still available, and every event from the
-//! buffer's start on is in that file or a later one. We report that minute
-//! start without reading the file (reading it means fetching chunks from the
-//! volume servers):
-//! - a cursor at or after the minute start is treated as covered; a cursor
-//!   before it means the log it needs may be gone, i.e. retention loss, and the
-//!   caller falls back to a recovery walk;
-//! - the retention window `now − earliest` is never understated, so a rule
-//!   whose TTL really fits the retained log is never pushed to the walker by
-//!   probe rounding.
-//!
-//! The one case minute precision cannot see: a cursor inside that first
-//! minute but before the first event of the earliest file, when the deleted
-//! previous file spilled events into the same minute. That window is shorter
-//! than one minute of a log retained for days, and it only arises when an
-//! operator deletes log files by hand (stock filers never do).
+//! The earliest file's minute start, reported without reading the file, is a
+//! lower bound on the first event still available, so the retention window
+//! is never understated; its one blind spot is docs/retention-probe.md#probe.
 
 use time::{Date, Month, PrimitiveDateTime, Time};
 use tonic::transport::Channel;
