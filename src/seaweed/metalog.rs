@@ -389,8 +389,14 @@ struct Feed {
 
 impl Feed {
     /// Sends `events` in batches of at most `capacity`, each once the
-    /// consumer has room for it. `false` when the consumer is gone.
-    async fn events(&self, mut events: Vec<SubscribeMetadataResponse>) -> bool {
+    /// consumer has room for it, then counts `delivered` events up to
+    /// `last_ts`. `false` when the consumer is gone.
+    async fn events(
+        &self,
+        mut events: Vec<SubscribeMetadataResponse>,
+        delivered: u64,
+        last_ts: Option<Nanos>,
+    ) -> bool {
         while !events.is_empty() {
             let most = self.capacity.min(u32::MAX as usize);
             let rest = events.split_off(events.len().min(most));
@@ -408,6 +414,13 @@ impl Feed {
                 return false; // the consumer is gone; stop reading
             }
             events = rest;
+        }
+        let stats = &self.stats;
+        stats
+            .events_delivered
+            .fetch_add(delivered, Ordering::Relaxed);
+        if let Some(ts) = last_ts {
+            stats.last_ts_ns.store(ts, Ordering::Relaxed);
         }
         true
     }
@@ -572,19 +585,8 @@ async fn deliver(
     feed: &Feed,
     batch: Vec<SubscribeMetadataResponse>,
 ) -> Result<Option<Nanos>, Option<MetaLogError>> {
-    if batch.is_empty() {
-        return Ok(None);
-    }
-    let n = batch.len() as u64;
-    let ts = batch.iter().map(|e| e.ts_ns).max();
-    if !feed.events(batch).await {
-        return Err(None);
-    }
-    feed.stats.events_delivered.fetch_add(n, Ordering::Relaxed);
-    if let Some(ts) = ts {
-        feed.stats.last_ts_ns.store(ts, Ordering::Relaxed);
-    }
-    Ok(ts)
+    let (n, ts) = (batch.len() as u64, batch.iter().map(|e| e.ts_ns).max());
+    feed.events(batch, n, ts).await.then_some(ts).ok_or(None)
 }
 
 /// Reads the gRPC stream and feeds the channel. Each batch waits for room, so
@@ -681,14 +683,8 @@ async fn pump(
                 stats.out_of_order.fetch_add(1, Ordering::Relaxed);
             }
         }
-        if !feed.events(deliver).await {
+        if !feed.events(deliver, delivered, last_ts).await {
             return;
-        }
-        stats
-            .events_delivered
-            .fetch_add(delivered, Ordering::Relaxed);
-        if let Some(ts) = last_ts {
-            stats.last_ts_ns.store(ts, Ordering::Relaxed);
         }
     }
 }
