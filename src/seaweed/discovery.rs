@@ -204,18 +204,7 @@ pub async fn list_nodes(
     client_type: &str,
     tls: Option<&ClientTls>,
 ) -> Result<Vec<String>, MasterError> {
-    list_group_nodes(master, client_type, "", tls).await
-}
-
-/// [`list_nodes`] of one filer group: filers of another group are another
-/// file system that shares the masters and volumes.
-pub async fn list_group_nodes(
-    master: &str,
-    client_type: &str,
-    filer_group: &str,
-    tls: Option<&ClientTls>,
-) -> Result<Vec<String>, MasterError> {
-    let nodes = cluster_nodes(master, client_type, filer_group, tls).await?;
+    let nodes = cluster_nodes(master, client_type, "", tls).await?;
     Ok(nodes.into_keys().collect())
 }
 
@@ -261,9 +250,10 @@ pub async fn filer_registrations(
     Err(first_error.unwrap_or(MasterError::NoneNamed))
 }
 
-/// The registered nodes of `client_type` in `filer_group`: raw address →
-/// registration time.
-async fn cluster_nodes(
+/// The registered nodes of `client_type` in `filer_group` (filers of another
+/// group are another file system that shares the masters and volumes): raw
+/// address → registration time.
+pub(crate) async fn cluster_nodes(
     master: &str,
     client_type: &str,
     filer_group: &str,

@@ -202,7 +202,7 @@ impl FilerPool {
                 named.clone()
             };
             let call =
-                discovery::list_group_nodes(&m, discovery::FILER_TYPE, &group, self.tls.as_ref());
+                discovery::cluster_nodes(&m, discovery::FILER_TYPE, &group, self.tls.as_ref());
             match call.await {
                 Ok(l) => {
                     listed = Some((m.clone(), l));
@@ -231,7 +231,7 @@ impl FilerPool {
             .collect();
         stores.insert(own_sig);
         let mut unread = Vec::new();
-        for raw in listed {
+        for raw in listed.into_keys() {
             let Ok(addr) = ServerAddress::parse(&raw).map(|a| a.grpc()) else {
                 continue;
             };
