@@ -3,14 +3,9 @@
 //! state; plus a strict reader of the Go worker's cursor files for operators
 //! switching over (docs/go-cursor.md#strictness).
 //!
-//! Writes replace the whole file in one CreateEntry/UpdateEntry carrying inline
-//! content, so a reader sees the old or the new file, never a mix. Two writers
-//! are detected with a generation counter kept in the entry's Extended map:
-//! creates use `o_excl`, updates pass `expected_extended` with the generation
-//! last seen. Observed on 4.48: both are enforced — the filer refuses a
-//! mismatching update with gRPC FAILED_PRECONDITION (`extended attribute
-//! "s3-lifecycled-generation" changed`) and an exclusive create of an
-//! existing file with an "already exists" error (tests/single_node/seaweed_cursor.rs).
+//! Writes replace the whole file in one CreateEntry/UpdateEntry, never a mix
+//! of old and new; a second writer is detected by a generation counter in the
+//! entry's Extended map, which 4.48 enforces (docs/go-cursor.md#our-cursors).
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};

@@ -54,14 +54,9 @@ pub fn random_client_id() -> i32 {
 pub const DEFAULT_UNTIL_SLACK: Nanos = crate::engine::progress::REORDER_MARGIN;
 
 /// The bound on `LogEntry.ts_ns` asked of the filer for `params`' window:
-/// `until_ns + slack`. The filer stops at the first record whose
-/// `LogEntry.ts_ns` passes it, and that ts is the event's own `ts_ns` bumped
-/// past its predecessor's when events were appended out of order; asked to
-/// stop at `until_ns` exactly, it would drop an event inside the window
-/// whose record was bumped past the bound, and the next range, which starts
-/// at that bound by event `ts_ns`, would not take it either
-/// (docs/meta-log.md#the-filers-bound-is-on-the-log-entry). The events past
-/// `until_ns` this brings are dropped by [`EventFilter`].
+/// `until_ns + slack`, or an event of the window whose record was bumped past
+/// `until_ns` would be lost (docs/meta-log.md#the-filers-bound-is-on-the-log-entry).
+/// [`EventFilter`] drops what it brings past `until_ns`.
 pub fn log_until(params: &SubscribeParams, slack: Nanos) -> Nanos {
     params.until_ns.saturating_add(slack.max(0))
 }
