@@ -106,7 +106,6 @@ pub enum ControlsError {
     },
 }
 
-/// The result of a control-store call.
 type Result<T, E = ControlsError> = std::result::Result<T, E>;
 
 /// Pause files under `<cursor.dir>/paused`.

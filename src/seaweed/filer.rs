@@ -157,7 +157,6 @@ impl FilerError {
     }
 }
 
-/// Result alias for filer calls.
 pub type Result<T, E = FilerError> = std::result::Result<T, E>;
 
 /// A small inline JSON file (mode 0644) named `name`, stamped `now_ns` as
@@ -257,7 +256,6 @@ impl FilerClient {
         self
     }
 
-    /// The address this client was made for.
     pub fn addr(&self) -> &str {
         &self.addr
     }

@@ -102,7 +102,6 @@ impl ListerStats {
         self.held.fetch_sub(n, Ordering::Relaxed);
     }
 
-    /// Snapshot of the counters.
     pub fn snapshot(&self) -> ListerCounts {
         ListerCounts {
             entries_seen: self.entries_seen.load(Ordering::Relaxed),

@@ -15,20 +15,13 @@ pub enum MetaLogError {
     InvalidParams(String),
     /// The `SubscribeMetadata` call itself failed (filer unreachable, refused…).
     #[error("meta-log subscribe failed: {code:?}: {message}")]
-    Subscribe {
-        /// gRPC status code.
-        code: tonic::Code,
-        /// gRPC status message.
-        message: String,
-    },
+    Subscribe { code: tonic::Code, message: String },
     /// The stream broke after it started (including a server-side Cancelled).
     #[error(
         "meta-log stream broke after {events_delivered} events (last ts {last_ts_ns}): {code:?}: {message}"
     )]
     Stream {
-        /// gRPC status code.
         code: tonic::Code,
-        /// gRPC status message.
         message: String,
         /// Events delivered before the break.
         events_delivered: u64,
