@@ -372,8 +372,10 @@ async fn replay_count_with(
     until: i64,
     options: ReaderOptions,
 ) -> anyhow::Result<(u64, u64)> {
-    let channel = s3_lifecycled::pass::cluster::channel(&c.filer_grpc_addr().to_string())
-        .map_err(|e| anyhow!(e))?;
+    // Built on the main runtime: the channel's buffer task lives there.
+    let channel =
+        s3_lifecycled::seaweed::pool::lazy_channel(&c.filer_grpc_addr().to_string(), None)
+            .map_err(|e| anyhow!(e))?;
     let params = SubscribeParams {
         buckets_root: "/buckets".into(),
         since_ns: since,

@@ -8,7 +8,6 @@ use std::future::Future;
 use futures::future::BoxFuture;
 use futures::stream::BoxStream;
 use futures::{FutureExt, StreamExt};
-use tonic::transport::Channel;
 
 use crate::engine::cursor::{FilerRegistrations, ShardCursor};
 use crate::engine::reclaim::VolumeUsage;
@@ -20,7 +19,7 @@ use crate::seaweed::discovery::MasterError;
 use crate::seaweed::gateway_pool::GatewayPool;
 use crate::seaweed::lister::{ListOptions, list_bucket_after};
 use crate::seaweed::metalog::{DEFAULT_CLIENT_NAME, ReaderOptions, SubscribeParams};
-use crate::seaweed::pool::{AddressError, FilerNode, FilerPool, lazy_channel};
+use crate::seaweed::pool::{FilerNode, FilerPool};
 use crate::seaweed::resume_dedup::ResumeDedup;
 use crate::seaweed::retention;
 use crate::seaweed::store_check::StoreCheck;
@@ -61,12 +60,6 @@ struct Discovery {
     settings: crate::config::ClusterSettings,
     gateways: GatewayPool,
     tls: Option<ClientTls>,
-}
-
-/// A lazily connecting channel with the filer client's keepalive settings.
-/// Build it on the main runtime (its buffer task lives there).
-pub fn channel(addr: &str) -> Result<Channel, AddressError> {
-    lazy_channel(addr, None)
 }
 
 impl SeaweedCluster {
@@ -527,7 +520,7 @@ impl ClusterPort for SeaweedCluster {
             // and a broken stream cannot move (docs/meta-log.md#several-filers).
             let stores = pool.store_check().await.map_err(ClusterError::StoreCheck)?;
             if let StoreCheck::Separate(filers) = stores {
-                return open_merged(&pool, &params, options, filers, options.capacity).await;
+                return open_merged(&pool, &params, options, filers).await;
             }
             // One store (or one filer): the stream may resume on any filer.
             // The first open fails the call itself when no filer serves it.

@@ -83,14 +83,9 @@ pub struct Coordinator {
 }
 
 impl Coordinator {
-    /// A coordinator over a cluster and a delete port (metrics go to a
-    /// private registry nobody reads).
-    pub fn new(port: Arc<dyn ClusterPort>, deletes: Arc<dyn DeletePort<DeleteRequest>>) -> Self {
-        Coordinator::with_observer(port, deletes, PassObserver::default())
-    }
-
-    /// A coordinator that reports to `obs` (metrics, status board).
-    pub fn with_observer(
+    /// A coordinator over a cluster and a delete port that reports to `obs`
+    /// (metrics, status board).
+    pub fn new(
         port: Arc<dyn ClusterPort>,
         deletes: Arc<dyn DeletePort<DeleteRequest>>,
         obs: PassObserver,

@@ -54,7 +54,6 @@ pub(crate) async fn open_merged(
     params: &SubscribeParams,
     options: ReaderOptions,
     filers: Vec<(String, i32)>,
-    capacity: usize,
 ) -> Result<EventStream, ClusterError> {
     let nodes = pool.ordered();
     let opened = futures::future::join_all(filers.iter().map(|(addr, sig)| {
@@ -88,7 +87,7 @@ pub(crate) async fn open_merged(
         filers = logs.len(),
         "meta-log: merging each filer's own log"
     );
-    let (tx, rx) = tokio::sync::mpsc::channel(capacity);
+    let (tx, rx) = tokio::sync::mpsc::channel(options.capacity);
     tokio::spawn(merge_logs(logs, tx));
     Ok(tokio_stream::wrappers::ReceiverStream::new(rx).boxed())
 }

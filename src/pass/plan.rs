@@ -252,10 +252,6 @@ impl RuleChanges {
     pub fn buckets(&self) -> impl Iterator<Item = &str> {
         self.0.keys().map(String::as_str)
     }
-
-    pub fn is_empty(&self) -> bool {
-        self.0.is_empty()
-    }
 }
 
 /// The key prefixes a walk of `bucket` must list: the union of the prefixes
@@ -684,7 +680,7 @@ mod tests {
 
         // Unchanged: nothing withdrawn.
         let same = RuleChanges::between(&planned, &live_actions(&snap(Some(1), true)), &none);
-        assert!(same.is_empty());
+        assert_eq!(same, RuleChanges::default());
         assert!(same.still_due("b", hash, kind));
 
         // Configuration deleted: nothing in the bucket is due; other buckets untouched.

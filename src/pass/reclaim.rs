@@ -27,23 +27,10 @@ const POLL: Duration = Duration::from_millis(500);
 /// (docs/reclaimed-space.md#settling).
 const QUIET: Duration = Duration::from_secs(8);
 
-/// Reads the volumes again until the touched collections' `field` has held
-/// still for [`QUIET`], since the start or its last change, or `settle`
-/// elapsed, or `stop` fired. Returns the last reading and whether it held
-/// still so.
-async fn settled_read(
-    port: &dyn ClusterPort,
-    touched: &BTreeSet<String>,
-    base: &[CollectionGarbage],
-    settle: Duration,
-    field: fn(&CollectionGarbage) -> u64,
-    stop: &StopSignal,
-) -> Result<(Vec<VolumeUsage>, bool), ClusterError> {
-    let read = || port.volumes().map_ok(Option::unwrap_or_default);
-    settle_on(read, touched, base, settle, field, stop).await
-}
-
-/// [`settled_read`] over any reader of the volumes (tests script one).
+/// Reads the volumes with `read` (the port's; tests script one) again until
+/// the touched collections' `field` has held still for [`QUIET`], since the
+/// start or its last change, or `settle` elapsed, or `stop` fired. Returns
+/// the last reading and whether it held still so.
 async fn settle_on<F>(
     mut read: impl FnMut() -> F,
     touched: &BTreeSet<String>,
@@ -108,10 +95,11 @@ pub(crate) async fn after_pass(
     let names = || touched.iter().map(String::as_str);
     let base = by_collection(&first, names());
     let garbage = |c: &CollectionGarbage| c.garbage_bytes;
+    let read = || port.volumes().map_ok(Option::unwrap_or_default);
     let (volumes, settled) = if s.settle.is_zero() {
         (first, false)
     } else {
-        match settled_read(port, &touched, &base, s.settle, garbage, stop).await {
+        match settle_on(read, &touched, &base, s.settle, garbage, stop).await {
             Ok(r) => r,
             Err(e) => return Some(fail(e)),
         }
@@ -128,7 +116,7 @@ pub(crate) async fn after_pass(
         let mut v = vacuum(port, s, &touched, &volumes, dry_run, stopped).await;
         if !v.vacuumed.is_empty() {
             let size = |c: &CollectionGarbage| c.size_bytes;
-            match settled_read(port, &touched, &report.collections, s.settle, size, stop).await {
+            match settle_on(read, &touched, &report.collections, s.settle, size, stop).await {
                 Ok((after, _)) => report.collections = by_collection(&after, names()),
                 Err(e) => report.error = Some(format!("after the vacuum: {e}")),
             }

@@ -97,48 +97,39 @@ impl PassJournal {
         })
     }
 
-    /// After every delete was answered: the parts still in the spool, then
-    /// `journal.retention` ([`write_journal`]); nothing in a dry run.
+    /// After every delete was answered: waits for the parts written during
+    /// the pass, writes each shard's last part, then drops the day
+    /// directories past `journal.retention`; nothing in a dry run.
     pub(crate) async fn finish(self, dry_run: bool, retention: Duration) {
         let empty = (JournalSpool::new(JOURNAL_PART_BYTES), Vec::new());
         let (spool, written) = std::mem::replace(&mut *lock(&self.spool), empty);
-        if !dry_run {
-            let rest = spool.finish();
-            write_journal(&*self.port, &self.run_id, rest, written, retention).await;
+        if dry_run {
+            return;
         }
-    }
-}
-
-/// Finishes the pass's journal: waits for the parts written during the pass,
-/// writes each shard's last part, then drops the day directories past
-/// `journal.retention`.
-async fn write_journal(
-    port: &dyn ClusterPort,
-    run_id: &str,
-    rest: Vec<JournalPart>,
-    written: Vec<JoinHandle<()>>,
-    retention: Duration,
-) {
-    for w in written {
-        let _ = w.await;
-    }
-    for part in rest {
-        write_journal_part(port, run_id, part).await;
-    }
-    let now = crate::clock::wall_ns();
-    if retention.is_zero() {
-        return;
-    }
-    let Some(c) = port.controls() else { return };
-    match c.journal_days().await {
-        Ok(days) => {
-            for d in journal::expired_days(days.iter().map(String::as_str), now, retention) {
-                if let Err(e) = c.drop_journal_day(&d).await {
-                    tracing::warn!(day = d, error = %e, "removing an expired journal day failed");
+        let rest = spool.finish();
+        for w in written {
+            let _ = w.await;
+        }
+        for part in rest {
+            write_journal_part(&*self.port, &self.run_id, part).await;
+        }
+        let now = crate::clock::wall_ns();
+        if retention.is_zero() {
+            return;
+        }
+        let Some(c) = self.port.controls() else {
+            return;
+        };
+        match c.journal_days().await {
+            Ok(days) => {
+                for d in journal::expired_days(days.iter().map(String::as_str), now, retention) {
+                    if let Err(e) = c.drop_journal_day(&d).await {
+                        tracing::warn!(day = d, error = %e, "removing an expired journal day failed");
+                    }
                 }
             }
+            Err(e) => tracing::warn!(error = %e, "listing the journal for retention failed"),
         }
-        Err(e) => tracing::warn!(error = %e, "listing the journal for retention failed"),
     }
 }
 

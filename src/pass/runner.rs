@@ -107,7 +107,7 @@ impl PassRunner {
         obs: PassObserver,
     ) -> Self {
         PassRunner {
-            coordinator: Coordinator::with_observer(cluster, deletes, obs).start(),
+            coordinator: Coordinator::new(cluster, deletes, obs).start(),
         }
     }
 

@@ -19,6 +19,7 @@ use s3_lifecycled::engine::{CallResult, DeleteOutcome, DeleteRequest};
 use s3_lifecycled::engine::{Nanos, WalkItem, shard_id};
 use s3_lifecycled::pass::coordinator::{Coordinator, RunPass};
 use s3_lifecycled::pass::dispatch::{AttemptResult, DeletePort};
+use s3_lifecycled::pass::observe::PassObserver;
 use s3_lifecycled::pass::options::PassOptions;
 use s3_lifecycled::pass::ports::{ClusterError, ClusterPort, EventStream};
 use s3_lifecycled::pass::report::PassResult;
@@ -187,7 +188,11 @@ async fn crash_then_two_passes(lost_from_call: usize) -> (Arc<LostDeletes>, Vec<
         .lost_from_call
         .store(lost_from_call, Ordering::SeqCst);
     let deletes = Arc::new(Acknowledged::default());
-    let coord = actix::Actor::start(Coordinator::new(cluster.clone(), deletes.clone()));
+    let coord = actix::Actor::start(Coordinator::new(
+        cluster.clone(),
+        deletes.clone(),
+        PassObserver::default(),
+    ));
     let first = pass(&coord, NOW).await;
     assert_eq!(first.outcome(), RunOutcome::Completed);
     assert_eq!(sent(&deletes), BTreeMap::from([(1, 64)]));

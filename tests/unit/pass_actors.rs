@@ -159,7 +159,11 @@ async fn one_retry_later_halts_only_its_shard_and_every_cursor_is_saved() {
     let (cluster, deletes) = fakes(keys.clone(), &refuse);
     let mut settings = Settings::default();
     settings.dispatch.max_in_flight_per_shard = 3;
-    let coord = actix::Actor::start(Coordinator::new(cluster.clone(), deletes.clone()));
+    let coord = actix::Actor::start(Coordinator::new(
+        cluster.clone(),
+        deletes.clone(),
+        PassObserver::default(),
+    ));
     let result = coord
         .send(RunPass(PassOptions {
             now: NOW,
@@ -212,7 +216,11 @@ async fn one_retry_later_halts_only_its_shard_and_every_cursor_is_saved() {
 #[actix::test]
 async fn dry_run_sends_and_saves_nothing() {
     let (cluster, deletes) = fakes(numbered(20), "");
-    let coord = actix::Actor::start(Coordinator::new(cluster.clone(), deletes.clone()));
+    let coord = actix::Actor::start(Coordinator::new(
+        cluster.clone(),
+        deletes.clone(),
+        PassObserver::default(),
+    ));
     let result = coord
         .send(RunPass(PassOptions {
             now: NOW,
@@ -250,7 +258,11 @@ async fn dry_run_sends_and_saves_nothing() {
 #[actix::test]
 async fn a_stop_at_a_low_rate_sent_every_queued_delete_first() {
     let (cluster, deletes) = fakes(numbered(50), "");
-    let coord = actix::Actor::start(Coordinator::new(cluster.clone(), deletes.clone()));
+    let coord = actix::Actor::start(Coordinator::new(
+        cluster.clone(),
+        deletes.clone(),
+        PassObserver::default(),
+    ));
     let mut settings = Settings::default();
     // 50 due deletes at 4/s would take over 12 s.
     settings.rate.deletes_per_second = 4.0;
@@ -298,7 +310,7 @@ async fn a_stop_at_a_low_rate_sent_every_queued_delete_first() {
 async fn a_stopped_pass_is_truncated_sends_nothing_and_saves_every_cursor() {
     let (cluster, deletes) = fakes(numbered(50), "");
     let obs = PassObserver::default();
-    let coord = actix::Actor::start(Coordinator::with_observer(
+    let coord = actix::Actor::start(Coordinator::new(
         cluster.clone(),
         deletes.clone(),
         obs.clone(),
@@ -670,7 +682,11 @@ async fn pass(
 ) -> PassResult {
     let mut settings = Settings::default();
     settings.dispatch.max_in_flight_per_shard = window;
-    let coord = actix::Actor::start(Coordinator::new(cluster, Arc::new(server.clone())));
+    let coord = actix::Actor::start(Coordinator::new(
+        cluster,
+        Arc::new(server.clone()),
+        PassObserver::default(),
+    ));
     coord
         .send(RunPass(PassOptions {
             now,
@@ -904,6 +920,7 @@ async fn the_same_sixteen_shard_actors_serve_consecutive_passes() {
     let coord = actix::Actor::start(Coordinator::new(
         LogCluster::new(&keys, store.clone()),
         Arc::new(server.clone()),
+        PassObserver::default(),
     ));
     let all: Vec<u8> = (0..16).collect();
 
@@ -949,7 +966,11 @@ async fn a_pass_read_the_log_past_its_own_start() {
     let store = Store::default();
     let server = Server::new(Duration::from_millis(1));
     let cluster = LogCluster::new(&keys, store.clone());
-    let coord = actix::Actor::start(Coordinator::new(cluster.clone(), Arc::new(server.clone())));
+    let coord = actix::Actor::start(Coordinator::new(
+        cluster.clone(),
+        Arc::new(server.clone()),
+        PassObserver::default(),
+    ));
     let r = run_on(&coord, NOW, vec![shard]).await;
     assert_eq!(r.outcome(), RunOutcome::Completed, "{:?}", r.shards);
 
@@ -1008,7 +1029,11 @@ async fn crashed_shard_is_restarted_sits_out_and_the_next_pass_resumes_from_the_
             .unwrap()
     });
     let server = Server::new(Duration::from_millis(100));
-    let coord = actix::Actor::start(Coordinator::new(cluster.clone(), Arc::new(server.clone())));
+    let coord = actix::Actor::start(Coordinator::new(
+        cluster.clone(),
+        Arc::new(server.clone()),
+        PassObserver::default(),
+    ));
     let dispatcher = actix::Actor::start(DeleteDispatcher::new(
         Arc::new(server.clone()) as Arc<dyn DeletePort<DeleteRequest>>,
         None,
@@ -1143,7 +1168,11 @@ async fn restart_budget_is_process_wide_and_renewed_for_the_pass_after_it_ran_ou
             .unwrap()
     });
     let server = Server::new(Duration::from_millis(1));
-    let coord = actix::Actor::start(Coordinator::new(cluster.clone(), Arc::new(server.clone())));
+    let coord = actix::Actor::start(Coordinator::new(
+        cluster.clone(),
+        Arc::new(server.clone()),
+        PassObserver::default(),
+    ));
     let actor = coord.send(GetShards).await.unwrap()[&shard].clone();
     // Four passes, each crashing once on the panicking lookup: three
     // restarts (one budget for the whole process), then the shard is left
