@@ -108,16 +108,8 @@ impl SeaweedCluster {
         self
     }
 
-    /// The master's gRPC address: `cluster.master`, else the first master
-    /// the filer reports.
-    fn master_addr(&self) -> BoxFuture<'static, Result<String, ClusterError>> {
-        self.on_filer(self.master.clone(), |n, configured| async move {
-            Ok(crate::seaweed::discovery::master_of(&n.filer, &configured).await?)
-        })
-    }
-
-    /// `call` on the master's address ([`Self::master_addr`]) with its
-    /// client TLS.
+    /// `call` on the master's gRPC address (`cluster.master`, else the first
+    /// master the filer reports) with its client TLS.
     fn on_master<T: Send + 'static, F>(
         &self,
         call: impl FnOnce(String, Option<ClientTls>) -> F + Send + 'static,
@@ -125,7 +117,10 @@ impl SeaweedCluster {
     where
         F: Future<Output = Result<T, MasterError>> + Send,
     {
-        let (master, tls) = (self.master_addr(), self.master_tls.clone());
+        let master = self.on_filer(self.master.clone(), |n, configured| async move {
+            Ok(crate::seaweed::discovery::master_of(&n.filer, &configured).await?)
+        });
+        let tls = self.master_tls.clone();
         async move { Ok(call(master.await?, tls).await?) }.boxed()
     }
 
@@ -174,9 +169,7 @@ impl SeaweedCluster {
         let pool = self.pool.clone();
         async move { pool.call(move |n| call(n, args.clone()).boxed()).await }.boxed()
     }
-}
 
-impl SeaweedCluster {
     /// `read` on every filer at once, the entries of all put together; one
     /// that fails fails the whole read, naming it (its failure is noted in
     /// the pool): a store not read cannot say an entry is gone.
@@ -200,10 +193,7 @@ impl SeaweedCluster {
                     Ok(entries) => all.extend(entries),
                     Err(e) => {
                         pool.note_failure(&addr, &e.to_string());
-                        return Err(ClusterError::OnFiler {
-                            addr,
-                            source: Box::new(e),
-                        });
+                        return Err(e.on_filer(addr));
                     }
                 }
             }
@@ -327,12 +317,7 @@ impl ClusterPort for SeaweedCluster {
                 .map(|n| {
                     let addr = n.addr.clone();
                     listing(n)
-                        .map(move |r| {
-                            r.map_err(|e| ClusterError::OnFiler {
-                                addr: addr.clone(),
-                                source: Box::new(e),
-                            })
-                        })
+                        .map(move |r| r.map_err(|e| e.on_filer(addr.clone())))
                         .boxed()
                 })
                 .collect();
@@ -355,10 +340,7 @@ impl ClusterPort for SeaweedCluster {
             }
             let e = if errors.len() == 1 {
                 let (addr, e) = errors.remove(0);
-                ClusterError::OnFiler {
-                    addr,
-                    source: Box::new(e),
-                }
+                e.on_filer(addr)
             } else {
                 ClusterError::EveryFilerFailed(errors)
             };

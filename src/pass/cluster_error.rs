@@ -148,6 +148,16 @@ pub enum ClusterError {
     },
 }
 
+impl ClusterError {
+    /// This error as filer `addr`'s ([`ClusterError::OnFiler`]).
+    pub fn on_filer(self, addr: String) -> ClusterError {
+        ClusterError::OnFiler {
+            addr,
+            source: Box::new(self),
+        }
+    }
+}
+
 impl From<ControlsError> for ClusterError {
     fn from(e: ControlsError) -> Self {
         ClusterError::Controls(Box::new(e))

@@ -112,7 +112,9 @@ impl Drop for KeyGuard {
     }
 }
 
-/// Sends deletes with bounded concurrency, rate limiting and retries.
+/// Sends deletes with bounded concurrency, rate limiting and retries. Each
+/// call's task takes a clone (every field is shared or `Copy`).
+#[derive(Clone)]
 pub struct DeleteDispatcher<C: Send + 'static> {
     port: Arc<dyn DeletePort<C>>,
     limiter: Option<Arc<Limiter>>,
@@ -210,46 +212,41 @@ impl<C: Send + Sync + 'static> Actor for DeleteDispatcher<C> {
     }
 }
 
-impl<C: Send + Sync + 'static, T: Send + 'static> Handler<Dispatch<C, T>> for DeleteDispatcher<C> {
+impl<C: Clone + Send + Sync + 'static, T: Send + 'static> Handler<Dispatch<C, T>>
+    for DeleteDispatcher<C>
+{
     type Result = ();
 
     fn handle(&mut self, msg: Dispatch<C, T>, _ctx: &mut Self::Context) {
-        let port = self.port.clone();
-        let limiter = self.limiter.clone();
-        let slots = self.slots.clone();
-        let policy = self.policy;
-        let dry_run = self.dry_run;
-        let stop = self.stop.clone();
-        let gate = self.gate.clone();
-        let admit = self.admit.clone();
-        let record = self.record.clone();
-        let one_at_a_time = self.one_at_a_time.clone();
+        let d = self.clone();
         // A Send future on the runtime's pool: I/O never blocks the arbiter.
         tokio::spawn(async move {
             let (call, span) = (msg.call, msg.span);
             // Taken before a slot, so a waiting call holds none.
-            let _key = match &one_at_a_time {
+            let _key = match &d.one_at_a_time {
                 Some((key, locks)) => Some(locks.lock(key(&call)).await),
                 None => None,
             };
             let withdrawn = |call: &C| {
-                stop.current()
+                d.stop
+                    .current()
                     .map(stopped)
-                    .or_else(|| gate.as_ref().and_then(|g| g(call)))
+                    .or_else(|| d.gate.as_ref().and_then(|g| g(call)))
             };
             // The gate first: `admit` is asked only for a call it lets through.
-            let held = |call: &C| withdrawn(call).or_else(|| admit.as_ref().and_then(|a| a(call)));
-            let (result, attempts, limiter_wait) = match slots.acquire_owned().await {
+            let held =
+                |call: &C| withdrawn(call).or_else(|| d.admit.as_ref().and_then(|a| a(call)));
+            let (result, attempts, limiter_wait) = match d.slots.clone().acquire_owned().await {
                 Ok(_permit) if let Some(reason) = held(&call) => {
                     (CallResult::withdrawn(reason), 0, Duration::ZERO)
                 }
-                Ok(_permit) if dry_run => (CallResult::dry_run(), 0, Duration::ZERO),
+                Ok(_permit) if d.dry_run => (CallResult::dry_run(), 0, Duration::ZERO),
                 Ok(_permit) => {
                     let attempts = Attempts {
-                        port: &*port,
-                        limiter: limiter.as_deref(),
-                        policy,
-                        stop: &stop,
+                        port: &*d.port,
+                        limiter: d.limiter.as_deref(),
+                        policy: d.policy,
+                        stop: &d.stop,
                         withdrawn: &withdrawn,
                     };
                     attempts.run(&call).instrument(span.clone()).await
@@ -262,7 +259,7 @@ impl<C: Send + Sync + 'static, T: Send + 'static> Handler<Dispatch<C, T>> for De
                 ),
             };
             if attempts > 0
-                && let Some(r) = &record
+                && let Some(r) = &d.record
             {
                 r(&call, &result);
             }

@@ -24,6 +24,7 @@ use crate::pass::actors::{
     StartReplay, WalkBatch,
 };
 use crate::pass::observe::PassObserver;
+use crate::pass::options::StopSignal;
 use crate::pass::plan::{self, PassPlan};
 use crate::pass::ports::{ClusterError, ClusterPort, EventStream};
 use crate::pass::report::{ReplayRead, ShardOutcome, ShardReport, ShardResult};
@@ -64,13 +65,6 @@ pub(crate) struct Driver {
     /// When the walk phase is cut so replay still runs
     /// (`pass.walk_budget_fraction` of `pass.max_runtime`).
     pub(crate) walk_deadline: Option<Instant>,
-}
-
-/// Resolves once the pass is asked to stop dispatching.
-async fn halted(mut rx: watch::Receiver<Option<String>>) {
-    if rx.wait_for(Option::is_some).await.is_err() {
-        std::future::pending::<()>().await;
-    }
 }
 
 /// The walkers of one bucket: where each resumes, and which recover it.
@@ -286,19 +280,12 @@ impl Driver {
             // walker hears its listing failed.
             let (ok, reached) = if complete {
                 let (end, reached) = self.walk_bucket(bucket, &walkers, halt).await;
-                match end {
-                    ListingEnd::Done => (true, reached),
-                    ListingEnd::Failed => (false, reached),
-                    ListingEnd::Stopped => {
-                        complete = false;
-                        (false, reached)
-                    }
-                    ListingEnd::Cut(why) => {
-                        complete = false;
-                        cut = Some(why);
-                        (false, reached)
-                    }
+                let ok = matches!(end, ListingEnd::Done);
+                complete = matches!(end, ListingEnd::Done | ListingEnd::Failed);
+                if let ListingEnd::Cut(why) = end {
+                    cut = Some(why);
                 }
+                (ok, reached)
             } else {
                 (false, None)
             };
@@ -357,13 +344,14 @@ impl Driver {
         // evaluates every enabled action.
         let prefixes = plan::walk_prefixes(&self.plan, bucket, !walkers.recovering.is_empty());
         let mut listing = self.port.list_bucket_after(bucket, start, prefixes);
-        let stop = halted(halt.clone());
+        let signal = StopSignal::from(halt.clone());
+        let stop = signal.fired();
         tokio::pin!(stop);
         let mut reached: Option<String> = None;
         loop {
             let item = tokio::select! {
                 biased;
-                () = &mut stop => {
+                _ = &mut stop => {
                     tracing::info!(bucket, "stop requested; walk abandoned");
                     return (ListingEnd::Stopped, reached);
                 }
@@ -507,7 +495,8 @@ impl Driver {
         // (docs/due-index.md#filer-clock).
         let clock = self.plan.filer_clock;
         let root = self.port.buckets_root();
-        let stop = halted(halt.clone());
+        let signal = StopSignal::from(halt.clone());
+        let stop = signal.fired();
         tokio::pin!(stop);
         let mut last_ts = None;
         let mut stopped = false;
@@ -570,7 +559,7 @@ impl Driver {
         &self,
         events: &mut EventStream,
         halt: &watch::Receiver<Option<String>>,
-        mut stop: Pin<&mut impl Future<Output = ()>>,
+        mut stop: Pin<&mut impl Future<Output = String>>,
         out: &mut HashMap<u8, Outbox>,
     ) -> Option<Option<Result<MetaEvent, ClusterError>>> {
         if halt.borrow().is_some() {
@@ -581,7 +570,7 @@ impl Driver {
         }
         let quick = tokio::select! {
             biased;
-            () = &mut stop => return None,
+            _ = &mut stop => return None,
             ev = events.next() => Some(ev),
             () = tokio::time::sleep(REPLAY_LINGER) => None,
         };
@@ -591,7 +580,7 @@ impl Driver {
         self.flush_all(out).await;
         tokio::select! {
             biased;
-            () = &mut stop => None,
+            _ = &mut stop => None,
             ev = events.next() => Some(ev),
         }
     }

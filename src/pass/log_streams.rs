@@ -68,10 +68,7 @@ pub(crate) async fn open_merged(
                     signature: sig,
                     items: reader.boxed(),
                 })
-                .map_err(|e| ClusterError::OnFiler {
-                    addr: addr.clone(),
-                    source: Box::new(e.into()),
-                })
+                .map_err(|e| ClusterError::from(e).on_filer(addr.clone()))
         }
     }))
     .await;

@@ -5,7 +5,7 @@
 //! shard actors and the service call it; it never blocks on a reader.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use tokio::sync::watch;
@@ -14,6 +14,7 @@ use crate::clock::wall_ns;
 use crate::engine::DeleteOutcome;
 use crate::engine::safety::PauseRecord;
 use crate::metrics::Metrics;
+use crate::pass::lock;
 use crate::pass::report::{PassResult, ShardOutcome};
 use crate::status::{
     BucketSummary, DeleteCounts, PassProgress, PassSummary, PausedBucket, RunOutcome, ServiceState,
@@ -154,6 +155,8 @@ struct BoardState {
 
 /// Builds and publishes the [`StatusSnapshot`].
 pub struct StatusBoard {
+    /// Taken with `pass::lock`: a panic while holding it leaves a
+    /// consistent-enough snapshot (plain counters); keep serving it.
     state: Mutex<BoardState>,
     tx: watch::Sender<StatusSnapshot>,
 }
@@ -180,12 +183,6 @@ impl StatusBoard {
         }
     }
 
-    fn lock(&self) -> MutexGuard<'_, BoardState> {
-        // A panic while holding the lock leaves a consistent-enough snapshot
-        // (plain counters); keep serving it.
-        crate::pass::lock(&self.state)
-    }
-
     fn publish(&self, st: &mut BoardState, force: bool) {
         if force || st.last_publish.elapsed() >= PUBLISH_EVERY {
             st.last_publish = Instant::now();
@@ -200,12 +197,12 @@ impl StatusBoard {
 
     /// The latest snapshot (not throttled).
     pub fn snapshot(&self) -> StatusSnapshot {
-        self.lock().snap.clone()
+        lock(&self.state).snap.clone()
     }
 
     /// `f` on the snapshot, published at once.
     fn set(&self, f: impl FnOnce(&mut StatusSnapshot)) {
-        let mut st = self.lock();
+        let mut st = lock(&self.state);
         f(&mut st.snap);
         self.publish(&mut st, true);
     }
@@ -235,7 +232,7 @@ impl StatusBoard {
     /// The buckets whose rules no pass enforced lately (see
     /// [`crate::status::stale_buckets`]), and the age that makes one stale.
     pub fn set_stale(&self, stale: Vec<crate::status::StaleBucket>, after_ns: i64) {
-        let mut st = self.lock();
+        let mut st = lock(&self.state);
         if st.snap.stale_buckets != stale || st.snap.stale_after_ns != after_ns {
             st.snap.stale_buckets = stale;
             st.snap.stale_after_ns = after_ns;
@@ -255,7 +252,7 @@ impl StatusBoard {
 
     /// A pass started over `shards`.
     pub fn pass_started(&self, run_id: &str, shards: &[u8]) {
-        let mut st = self.lock();
+        let mut st = lock(&self.state);
         let now = wall_ns();
         let rows = shards
             .iter()
@@ -283,7 +280,7 @@ impl StatusBoard {
     }
 
     fn with_shard(&self, shard: u8, force: bool, f: impl FnOnce(&mut ShardSummary)) {
-        let mut st = self.lock();
+        let mut st = lock(&self.state);
         if let Some(p) = st.snap.current_pass.as_mut()
             && let Some(row) = p.shards.iter_mut().find(|r| r.shard == shard)
         {
@@ -300,7 +297,7 @@ impl StatusBoard {
     /// replay batch instead of one per event).
     pub fn events(&self, shard: u8, bucket: &str, n: u64) {
         {
-            let mut st = self.lock();
+            let mut st = lock(&self.state);
             *st.bucket_events.entry(bucket.to_string()).or_default() += n;
         }
         self.with_shard(shard, false, |r| r.events_scanned += n);
@@ -316,7 +313,7 @@ impl StatusBoard {
     /// A delete of `bucket` sent by `shard` ended with `outcome`.
     pub fn delete_done(&self, shard: u8, bucket: &str, outcome: DeleteOutcome) {
         {
-            let mut st = self.lock();
+            let mut st = lock(&self.state);
             st.bucket_deletes
                 .entry(bucket.to_string())
                 .or_default()
@@ -337,7 +334,7 @@ impl StatusBoard {
 
     pub fn shard_restarted(&self, shard: u8) {
         let n = {
-            let mut st = self.lock();
+            let mut st = lock(&self.state);
             let n = st.restarts.entry(shard).or_default();
             *n += 1;
             *n
@@ -348,7 +345,7 @@ impl StatusBoard {
     /// Shards still running in the current pass, with their in-flight
     /// deletes (for the shutdown log past the deadline).
     pub fn unfinished(&self) -> Vec<(u8, u64)> {
-        let st = self.lock();
+        let st = lock(&self.state);
         (st.snap.current_pass.iter().flat_map(|p| &p.shards))
             .filter(|r| r.finished_ns == 0)
             .map(|r| (r.shard, r.in_flight))
@@ -357,7 +354,7 @@ impl StatusBoard {
 
     /// A shard finished its part of the pass.
     pub fn shard_finished(&self, shard: u8, outcome: RunOutcome) {
-        let mut st = self.lock();
+        let mut st = lock(&self.state);
         if let Some(p) = st.snap.current_pass.as_mut()
             && let Some(row) = p.shards.iter_mut().find(|r| r.shard == shard)
             && row.finished_ns == 0
@@ -378,7 +375,7 @@ impl StatusBoard {
     /// The pass ended (or could not start: `result` is `Err`): moves it to
     /// `last_pass` and clears the current pass.
     pub fn pass_finished(&self, run_id: &str, result: &Result<PassResult, String>) {
-        let mut st = self.lock();
+        let mut st = lock(&self.state);
         let finished = wall_ns();
         let progress = st.snap.current_pass.take();
         let started = progress.as_ref().map_or(finished, |p| p.started_ns);
