@@ -170,7 +170,6 @@ impl From<EveryFilerFailed<ClusterError>> for ClusterError {
     }
 }
 
-/// Errors joined by `; `.
 fn joined(errors: &[ClusterError]) -> String {
     errors
         .iter()

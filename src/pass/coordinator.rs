@@ -426,14 +426,9 @@ fn stop_trigger(
 }
 
 /// Re-reads the buckets' lifecycle configurations every `every` while the
-/// pass runs and publishes how they differ from the pass's snapshot.
-///
-/// A periodic re-read rather than the bucket entry's meta-log update: the
-/// walk phase has no subscription open, and a replay that is catching up
-/// reads events hours or days old, so the update would reach it only at the
-/// end of the pass. One listing of the buckets directory per interval is
-/// cheap next to a pass's deletes. A failed re-read keeps what was known
-/// (docs/lifecycle-config.md#changes-during-a-pass).
+/// pass runs and publishes how they differ from the pass's snapshot; a failed
+/// re-read keeps what was known. Why a re-read and not the bucket entry's
+/// meta-log update: docs/lifecycle-config.md#changes-during-a-pass.
 async fn watch_configs(
     port: Arc<dyn ClusterPort>,
     plan: Arc<PassPlan>,

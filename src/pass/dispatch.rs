@@ -155,12 +155,9 @@ impl<C: Send + Sync + 'static> DeleteDispatcher<C> {
         }
     }
 
-    /// Sends calls with the same `key` one after another. Two shards of a
-    /// pass can send the same delete (coverage walkers,
-    /// docs/design-deviations.md#walk-coverage); sent at once, the gateway
-    /// can act on both, which stacks a second delete marker on a versioned
-    /// key. One after the other, the second finds the entry gone or changed
-    /// and is answered NOOP_RESOLVED.
+    /// Sends calls with the same `key` one after another: two shards' same
+    /// delete, sent at once, can stack a second delete marker on a versioned
+    /// key (docs/lifecycle-delete.md#one-object-at-a-time).
     pub fn one_at_a_time(mut self, key: CallKey<C>) -> Self {
         self.one_at_a_time = Some((key, KeyedLocks::default()));
         self
@@ -184,10 +181,7 @@ impl<C: Send + Sync + 'static> DeleteDispatcher<C> {
     }
 
     /// Withdraws every call not yet on the wire once `stop` fires (shutdown,
-    /// `pass.max_runtime`): calls waiting for a slot, for the rate limiter or
-    /// for a retry. Only calls already sent drain, so a stop at a low
-    /// `rate.deletes_per_second` does not send the shards' whole windows
-    /// first. Withdrawn is unresolved: the next pass sends them
+    /// `pass.max_runtime`), wherever it waits; only calls already sent drain
     /// (docs/lifecycle-delete.md#stopping).
     pub fn with_stop(mut self, stop: StopSignal) -> Self {
         self.stop = stop;
@@ -349,11 +343,9 @@ impl<C: Send + Sync + 'static> Attempts<'_, C> {
 }
 
 /// The shared rate cap: a leaky bucket that hands out send times (the
-/// "virtual scheduling" form of GCRA). Each call reserves the next free
-/// time, `1/rate` after the last one, with up to `burst` calls at once after
-/// an idle spell, and sleeps until it. A reservation is a number, not a
-/// waker in a shared queue: a wait dropped half-way (a stop) only leaves its
-/// time unused, and calls go in the order they asked.
+/// "virtual scheduling" form of GCRA): a wait dropped half-way (a stop) only
+/// leaves its time unused, and calls go in the order they asked
+/// (docs/lifecycle-delete.md#stopping).
 pub struct Limiter {
     /// `1/rate`.
     interval: Duration,

@@ -700,14 +700,9 @@ fn mark_rewalk<'a>(
     marked
 }
 
-/// Events a shard receives per [`ReplayBatch`] at most. One actor round trip
-/// per event capped the pass's scan rate below the Go worker's;
-/// batches are also flushed whenever the stream has nothing ready, at each
-/// range's end and before a stop is honored (docs/meta-log.md#replay-batches).
-/// With a reader faster than the shards every shard holds two full batches
-/// (one being built, one in flight); 256 (with a 1,024-event reader buffer)
-/// made 1-2 M-event direct-read passes 5-30% slower without a peak RSS
-/// saving that stood out of the run-to-run spread (docs/due-index.md#memory).
+/// Events a shard receives per [`ReplayBatch`] at most: one round trip per
+/// event capped the scan rate below the Go worker's, and 256 was slower
+/// without saving memory (docs/meta-log.md#replay-batches, docs/due-index.md#memory).
 const REPLAY_BATCH: usize = 512;
 
 /// Cursor files saved at the same time at a pass's end (see [`Driver::run`]'s

@@ -1,20 +1,9 @@
 //! Moving over from the Go worker: turning its per-shard cursor into ours when
 //! it provably covers the current rules, so the first pass resumes from Go's
 //! position instead of recovery-walking every bucket. Pure: the caller loads
-//! both sides and saves the result.
-//!
-//! What makes an import safe, and why each refusal exists:
-//! - Go's `rule_set_hash` must equal our Go-compatible global hash: the same
-//!   replay rules (and the same day length, since TTLs are hashed in ns). Go
-//!   also counts Disabled rules, we do not, so a bucket with a Disabled replay
-//!   rule makes the hashes differ and the import is refused — a cold start is
-//!   always safe.
-//! - Neither side may have retention-promoted rules: Go's cursor says nothing
-//!   about rules it walked instead of replaying.
-//! - Only unversioned buckets are imported. Go's replay never expires current
-//!   versions in versioning-enabled buckets (docs/go-cursor.md#import), so its cursor
-//!   may sit past events that still owe an Expiration; such buckets start cold
-//!   (a recovery walk finds everything already due, replay the rest).
+//! both sides and saves the result. What makes an import safe, and why each
+//! refusal exists (same rules, no promotions, unversioned buckets only):
+//! docs/go-cursor.md#import.
 
 use std::collections::BTreeMap;
 

@@ -97,14 +97,9 @@ pub fn recovery_reason(
     None
 }
 
-/// Where an action's replay resumes after a successful recovery walk at `now`.
-///
-/// The walk deleted everything already due, so replay only needs events whose
-/// matches may still become due: those after `now − ttl`. Two corrections the
-/// design's `now − max_ttl` misses (docs/design-deviations.md#rewind-point):
-/// with next-day rounding a match can be due up
-/// to one day after `time + ttl`, and S3 gateways stamp mtimes with their own
-/// clocks, which may run ahead of the filer's meta-log clock.
+/// Where an action's replay resumes after a successful recovery walk at `now`:
+/// `now − ttl`, less a day with next-day rounding and the clock-skew margin
+/// (why: docs/design-deviations.md#rewind-point).
 pub fn rewind_point(now: Nanos, ttl: Duration, time: &TimeConfig, skew_margin: Duration) -> Nanos {
     let mut back = ttl.saturating_add(skew_margin);
     if time.rounding == DueRounding::NextDay {
@@ -134,16 +129,9 @@ pub fn retention_window(
 }
 
 /// How far a bucket's replay progress can trail `now − ttl` when a pass
-/// starts, in steady state (docs/retention-probe.md#replay-lag):
-///
-/// - one lifecycle day: passes run once a day, so the pending matches the
-///   last pass left behind were written up to a day before this pass's
-///   `now − ttl`;
-/// - one more day with `next_day` rounding: a match stays pending until the
-///   day boundary after `time + ttl`;
-/// - the clock-skew margin, by which a recovery rewinds further
-///   ([`rewind_point`]);
-/// - the reorder margin progress keeps behind the newest processed event.
+/// starts, in steady state: a lifecycle day, one more with `next_day`
+/// rounding, the clock-skew and reorder margins (why each:
+/// docs/retention-probe.md#replay-lag).
 pub fn replay_lag(time: &TimeConfig, skew_margin: Duration) -> Duration {
     let mut lag = time
         .day
@@ -157,19 +145,10 @@ pub fn replay_lag(time: &TimeConfig, skew_margin: Duration) -> Duration {
     lag
 }
 
-/// The window the replay/walk partition compares TTLs with.
-///
-/// A probed `window` is what the log holds now; stock filers never trim it,
-/// so it grows with the cluster and a trim shows up as retention loss (a
-/// recovery walk, nothing lost). A configured retention is the operator's
-/// statement that the log is cut `configured` before `now`, pass after pass.
-/// Replay then needs the events back to where its progress really is, which
-/// is `now − ttl − lag` ([`replay_lag`]), not `now − ttl`: a rule with
-/// `ttl + lag > configured` would find its pending events trimmed at every
-/// pass (retention loss, a recovery walk each time) and must be walked
-/// instead. The retention-loss check itself is unchanged, so events the
-/// retention removed are never treated as available
-/// (docs/retention-probe.md#replay-lag).
+/// The window the replay/walk partition compares TTLs with: a probed
+/// `window` as it is; with a configured retention, less [`replay_lag`], so a
+/// rule with `ttl + lag > configured` is walked instead of finding its
+/// pending events trimmed at every pass (docs/retention-probe.md#replay-lag).
 pub fn partition_window(
     window: Duration,
     configured: Duration,
@@ -294,15 +273,12 @@ pub fn minimal_prefixes(mut prefixes: Vec<String>) -> Vec<String> {
 pub struct PassPlan {
     /// The pass's single `now`.
     pub now: Nanos,
-    /// The newest meta-log time a recovery walk vouches for: `now`, but never
-    /// past the real clock at pass start. With `--now` in the future, the walk
-    /// cannot have seen objects written between the real time and `now`;
-    /// claiming them would make later passes skip their events. Listings start
-    /// after the plan is built, so an entry whose event the filer stamped
-    /// before this time existed when it was listed (assuming the filer's clock
-    /// is not behind ours by more than that gap; NTP keeps it far smaller).
-    /// No reorder margin here: it would make replay re-send, in the same pass,
-    /// deletes the walk just made for objects written seconds before the pass.
+    /// The newest meta-log time a recovery walk vouches for: `now`, never past
+    /// the real clock at pass start, no reorder margin (why:
+    /// docs/design-deviations.md#observed-until). Listings start after the
+    /// plan is built, so an entry whose event the filer stamped before this
+    /// time existed when it was listed (assuming the filer's clock is not
+    /// behind ours by more than that gap; NTP keeps it far smaller).
     pub observed_until: Nanos,
     /// The newest meta-log time the replay reads: the log's clock when the
     /// pass started (the filer's), never past `now`; `now` when the port has

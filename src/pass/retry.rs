@@ -71,15 +71,9 @@ impl RetryPolicy {
 }
 
 /// How long `Drain` may wait for a shard's outstanding work before the shard
-/// halts with [`DRAIN_TIMEOUT`] (docs/lifecycle-delete.md#deadlines).
-///
-/// - `policy.worst_call()`: one delete, all attempts to the deadline;
-/// - `lookup_timeout` × 2: a deferred match's entry and folder lookups;
-/// - `waves`: outstanding calls beyond the global in-flight cap wait for
-///   slots, `ceil(outstanding / max_in_flight)` rounds of the slower of both;
-/// - `rate`: the limiter hands out at most `rate` tokens per second, so the
-///   outstanding deletes need `outstanding / rate` seconds of tokens;
-/// - one second of slack for scheduling.
+/// halts with [`DRAIN_TIMEOUT`]: the worst call or two lookups, whichever is
+/// longer, times the rounds the in-flight cap needs, plus the limiter's time
+/// for the outstanding deletes and 1 s of slack (docs/lifecycle-delete.md#deadlines).
 pub fn drain_bound(
     policy: &RetryPolicy,
     lookup_timeout: Duration,

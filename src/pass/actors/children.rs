@@ -65,7 +65,6 @@ pub(super) struct EndPass {
     pub(super) outcome: &'static str,
 }
 
-/// Stops a child.
 #[derive(Message)]
 #[rtype(result = "()")]
 pub(super) struct Stop;

@@ -119,7 +119,6 @@ pub struct ShardInfo {
     pub restarts: u32,
 }
 
-/// Answers the shard's [`ShardInfo`].
 #[derive(Message)]
 #[rtype(result = "ShardInfo")]
 pub struct GetShardInfo;

@@ -730,7 +730,6 @@ pub struct LookupAnswer {
 /// a filer lookup first ([`crate::engine::deferred::resolve_deferred`]).
 #[derive(Debug, Clone, PartialEq)]
 pub enum Work {
-    /// Send this delete.
     Delete(DeleteRequest),
     /// Look the match's entry up, then [`ShardRun::lookup_done`].
     Lookup(Box<Match>),
