@@ -56,6 +56,7 @@ pub struct SeaweedCluster {
 }
 
 /// What [`SeaweedCluster::refresh`] re-reads from the master.
+#[derive(Clone)]
 struct Discovery {
     settings: crate::config::ClusterSettings,
     gateways: GatewayPool,
@@ -221,16 +222,13 @@ impl ClusterPort for SeaweedCluster {
             }
             .boxed();
         };
-        let settings = d.settings.clone();
-        let gateways = d.gateways.clone();
-        let tls = d.tls.clone();
-        let pool = self.pool.clone();
+        let (d, pool) = (d.clone(), self.pool.clone());
         async move {
-            let members = crate::seaweed::discovery::resolve(&settings.wanted(), tls.as_ref())
+            let members = crate::seaweed::discovery::resolve(&d.settings.wanted(), d.tls.as_ref())
                 .await
                 .map_err(ClusterError::Discovery)?;
             pool.set_addrs(&members.filers)?;
-            gateways.set_addrs(&members.s3_grpc)?;
+            d.gateways.set_addrs(&members.s3_grpc)?;
             tracing::info!(filers = ?members.filers, s3_grpc = ?members.s3_grpc, "cluster members from the master");
             Ok(())
         }
