@@ -35,9 +35,13 @@ pub async fn audit_with(
     now: i64,
 ) -> Result<AuditReport, Fail> {
     let tls = s.client_tls().map_err(failed)?;
+    let master = match s.cluster.master.trim() {
+        "" => String::new(),
+        m => crate::seaweed::weed_form::settle("cluster.master", m, tls.as_ref()).await,
+    };
     ttl_scan::audit_cluster(
         client,
-        &s.cluster.master,
+        &master,
         tls,
         &s.cluster.buckets_root,
         &ttl_scan::AuditRun {

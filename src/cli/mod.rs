@@ -267,7 +267,8 @@ pub(crate) async fn first_filer_with(
     s: &Settings,
     tls: Option<crate::seaweed::tls::ClientTls>,
 ) -> Result<FilerClient, Fail> {
-    let members = crate::seaweed::discovery::resolve(&s.cluster.wanted(), tls.as_ref())
+    let c = crate::pass::runner::settled_cluster(&s.cluster, tls.as_ref()).await;
+    let members = crate::seaweed::discovery::resolve(&c.wanted(), tls.as_ref())
         .await
         .map_err(failed)?;
     let options = crate::seaweed::endpoint::EndpointOptions::seaweed().tls(tls);

@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use actix::{Actor, Addr};
 
-use crate::config::Settings;
+use crate::config::{ClusterSettings, Settings};
 use crate::engine::delete::DeleteRequest;
 use crate::pass::cluster::SeaweedCluster;
 use crate::pass::cluster_error::ClusterError;
@@ -21,6 +21,7 @@ use crate::pass::ports::ClusterPort;
 use crate::pass::report::PassResult;
 use crate::seaweed::pool::AddressError;
 use crate::seaweed::tls::ClientTls;
+use crate::seaweed::weed_form;
 
 /// Why a pass did not run, or did not run to a report.
 #[derive(Debug, thiserror::Error)]
@@ -48,6 +49,30 @@ pub enum RunError {
     Stopped(#[from] actix::MailboxError),
 }
 
+/// `c` with each configured address (`cluster.master`, `cluster.filer`,
+/// `cluster.s3_grpc`) read as weed reads it where only that reading answers
+/// gRPC (docs/grpc.md#weed-form): what every command that dials the cluster
+/// works from.
+pub async fn settled_cluster(c: &ClusterSettings, tls: Option<&ClientTls>) -> ClusterSettings {
+    let master = async {
+        match c.master.trim() {
+            "" => c.master.clone(),
+            m => weed_form::settle("cluster.master", m, tls).await,
+        }
+    };
+    let (master, filer, s3_grpc) = tokio::join!(
+        master,
+        weed_form::settle_all("cluster.filer", &c.filer, tls),
+        weed_form::settle_all("cluster.s3_grpc", &c.s3_grpc, tls),
+    );
+    ClusterSettings {
+        master,
+        filer,
+        s3_grpc,
+        ..c.clone()
+    }
+}
+
 /// The cluster and delete adapters for `s`: the configured filers and
 /// gateways, or the master's membership (`cluster.master`), which every pass
 /// then re-reads (docs/grpc.md#discovery). Build on the main runtime.
@@ -55,7 +80,8 @@ pub async fn connect_cluster(
     s: &crate::config::Settings,
     tls: Option<ClientTls>,
 ) -> Result<(SeaweedCluster, SeaweedDelete), RunError> {
-    let members = crate::seaweed::discovery::resolve(&s.cluster.wanted(), tls.as_ref())
+    let c = settled_cluster(&s.cluster, tls.as_ref()).await;
+    let members = crate::seaweed::discovery::resolve(&c.wanted(), tls.as_ref())
         .await
         .map_err(|e| RunError::Unreachable {
             message: e.to_string(),
@@ -65,10 +91,10 @@ pub async fn connect_cluster(
         .map_err(|e| RunError::Config(format!("configuration key `cluster.s3_grpc`: {e}")))?;
     let cluster = SeaweedCluster::connect_many(
         &members.filers,
-        &s.cluster.buckets_root,
+        &c.buckets_root,
         &s.cursor.dir,
         s.pass.event_buffer,
-        s.cluster.filer_call_timeout,
+        c.filer_call_timeout,
         tls.clone(),
     )
     .await
@@ -83,11 +109,11 @@ pub async fn connect_cluster(
     })?
     .with_resume_margin(s.pass.reorder_margin)
     .with_direct_log_reads(s.pass.direct_log_reads)
-    .with_master(&s.cluster.master, tls.clone());
-    let cluster = if s.cluster.master.trim().is_empty() {
+    .with_master(&c.master, tls.clone());
+    let cluster = if c.master.trim().is_empty() {
         cluster
     } else {
-        cluster.with_discovery(s.cluster.clone(), deletes.gateways(), tls)
+        cluster.with_discovery(c, deletes.gateways(), tls)
     };
     Ok((cluster, deletes))
 }

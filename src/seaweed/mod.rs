@@ -26,4 +26,5 @@ pub mod tls_legacy;
 pub mod tls_verify;
 pub mod ttl_scan;
 pub mod volumes;
+pub mod weed_form;
 pub mod x509;

@@ -59,6 +59,34 @@ impl Ports {
             s3_grpc: b + 7,
         }
     }
+
+    /// weed's own layout, what `weed server` does without `-*.port.grpc` flags: each gRPC port is
+    /// its HTTP port + 10000 (HTTP on `b`..`b + 3`).
+    fn weed_defaults(b: u16) -> Self {
+        Ports {
+            master: b,
+            master_grpc: b + 10_000,
+            volume: b + 1,
+            volume_grpc: b + 10_001,
+            filer: b + 2,
+            filer_grpc: b + 10_002,
+            s3: b + 3,
+            s3_grpc: b + 10_003,
+        }
+    }
+
+    fn all(&self) -> [u16; 8] {
+        [
+            self.master,
+            self.master_grpc,
+            self.volume,
+            self.volume_grpc,
+            self.filer,
+            self.filer_grpc,
+            self.s3,
+            self.s3_grpc,
+        ]
+    }
 }
 
 /// A running single-process SeaweedFS cluster on 127.0.0.1, shared by all tests of one binary.
@@ -246,16 +274,36 @@ fn start_with_retries() -> Result<Cluster, String> {
     start_with_retries_using(&|_| Ok(()))
 }
 
+static WEED_DEFAULTS: OnceLock<Result<Cluster, String>> = OnceLock::new();
+
+/// A second single-process cluster whose gRPC ports are weed's defaults (HTTP port + 10000, no
+/// `-*.port.grpc` flag given), as `weed server` starts on a host: for the tests of addresses
+/// written as weed reads them. Started on first use, only by the tests that need it.
+pub fn weed_defaults_cluster() -> &'static Cluster {
+    let start = || start_on(&pick_weed_default_ports, &|_| Ok(()));
+    match WEED_DEFAULTS.get_or_init(start) {
+        Ok(c) => c,
+        Err(e) => panic!("SeaweedFS cluster with weed's default ports unavailable: {e}"),
+    }
+}
+
 /// Starts a single-process cluster like [`cluster`], after `setup` has prepared its data dir
 /// (weed's working directory, where it looks for `security.toml` first): for a binary that needs
 /// a differently configured cluster of its own, such as the mTLS one.
 pub fn start_with_retries_using(
     setup: &dyn Fn(&Path) -> std::io::Result<()>,
 ) -> Result<Cluster, String> {
+    start_on(&pick_ports, setup)
+}
+
+fn start_on(
+    pick: &dyn Fn() -> Result<Ports, String>,
+    setup: &dyn Fn(&Path) -> std::io::Result<()>,
+) -> Result<Cluster, String> {
     let weed = find_weed()?;
     let mut errors = Vec::new();
     for attempt in 1..=START_ATTEMPTS {
-        let ports = pick_ports()?;
+        let ports = pick()?;
         match start(&weed, ports, setup) {
             Ok(c) => return Ok(c),
             Err(StartError::Exited(e)) => {
@@ -286,6 +334,21 @@ pub(super) fn pick_ports() -> Result<Ports, String> {
     }
     Err(format!(
         "no {PORT_COUNT} consecutive free ports found in [{PORT_MIN}, {PORT_MAX}] after 200 tries"
+    ))
+}
+
+/// [`Ports::weed_defaults`] on a random base, every port free.
+fn pick_weed_default_ports() -> Result<Ports, String> {
+    for _ in 0..200 {
+        let base = rand::random_range(PORT_MIN..=PORT_MAX - 10_004);
+        let ports = Ports::weed_defaults(base);
+        if ports.all().into_iter().all(port_is_free) {
+            return Ok(ports);
+        }
+    }
+    Err(format!(
+        "no free ports in weed's layout (HTTP + 10000) found in [{PORT_MIN}, {PORT_MAX}] after 200 \
+         tries"
     ))
 }
 
@@ -338,30 +401,40 @@ fn start(
     let log_file = data_dir.join("weed.log");
     let log = std::fs::File::create(&log_file).map_err(|e| fatal("creating weed.log", e))?;
     let p = ports;
-    let args = vec![
+    // A gRPC port that is its HTTP port + 10000 is weed's default: left to weed, as on a host.
+    let grpc_flag = |flag: &str, http: u16, grpc: u16| {
+        (grpc != http.wrapping_add(10_000)).then(|| format!("-{flag}.port.grpc={grpc}"))
+    };
+    let mut args = vec![
         "-v=0".to_string(),
         "server".to_string(),
         format!("-dir={}", data_dir.display()),
         "-ip=127.0.0.1".to_string(),
         "-ip.bind=127.0.0.1".to_string(),
         format!("-master.port={}", p.master),
-        format!("-master.port.grpc={}", p.master_grpc),
         "-master.telemetry=false".to_string(),
         // Small volumes and many slots: each bucket is a collection that grows its own volumes.
         "-master.volumeSizeLimitMB=64".to_string(),
         format!("-volume.port={}", p.volume),
-        format!("-volume.port.grpc={}", p.volume_grpc),
         "-volume.max=1000".to_string(),
         "-volume.preStopSeconds=0".to_string(),
         "-filer".to_string(),
         format!("-filer.port={}", p.filer),
-        format!("-filer.port.grpc={}", p.filer_grpc),
         "-s3".to_string(),
         format!("-s3.port={}", p.s3),
-        format!("-s3.port.grpc={}", p.s3_grpc),
         "-s3.port.iceberg=0".to_string(),
         "-s3.port.lance=0".to_string(),
     ];
+    args.extend(
+        [
+            grpc_flag("master", p.master, p.master_grpc),
+            grpc_flag("volume", p.volume, p.volume_grpc),
+            grpc_flag("filer", p.filer, p.filer_grpc),
+            grpc_flag("s3", p.s3, p.s3_grpc),
+        ]
+        .into_iter()
+        .flatten(),
+    );
     let mut child = spawn_weed(weed, &args, &data_dir, &log)
         .map_err(|e| fatal(&format!("spawning {}", weed.display()), e))?;
     let pid = child.id();

@@ -8,6 +8,7 @@
 #[path = "../common/mod.rs"]
 mod common;
 
+mod addresses;
 mod cluster_smoke;
 mod config_change;
 mod crash;
