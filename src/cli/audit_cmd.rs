@@ -35,10 +35,10 @@ pub async fn audit_with(
     now: i64,
 ) -> Result<AuditReport, Fail> {
     let tls = s.client_tls().map_err(failed)?;
-    let master = match s.cluster.master.trim() {
-        "" => String::new(),
-        m => crate::seaweed::weed_form::settle("cluster.master", m, tls.as_ref()).await,
-    };
+    let masters = crate::seaweed::discovery::masters(&s.cluster.master);
+    let master = crate::seaweed::weed_form::settle_all("cluster.master", &masters, tls.as_ref())
+        .await
+        .join(",");
     ttl_scan::audit_cluster(
         client,
         &master,

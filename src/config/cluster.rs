@@ -25,7 +25,9 @@ pub struct ClusterSettings {
     /// [`DEFAULT_S3_GRPC`].
     #[serde(deserialize_with = "de_list")]
     pub s3_grpc: Vec<String>,
-    /// Master gRPC address (`host:port`, or SeaweedFS's `host:httpPort.grpcPort`).
+    /// Master gRPC address (`host:port`, or SeaweedFS's `host:httpPort.grpcPort`),
+    /// or several separated by commas as weed's `-master` takes them: the
+    /// first that answers leads us to the leader (docs/grpc.md#several-masters).
     /// When set, an empty `filer` or `s3_grpc` list is read from the master's
     /// cluster membership at every pass; empty = no discovery.
     pub master: String,
@@ -144,17 +146,21 @@ impl ClusterSettings {
                 require(seen.insert(addr.as_str()), key, twice)?;
             }
         }
-        let master = &self.master;
-        require(
-            !master.contains(char::is_whitespace) && !master.contains(','),
-            "cluster.master",
-            format!(
-                "`{master}` is not one master gRPC address; give HOST:PORT, e.g. 127.0.0.1:19333"
-            ),
-        )?;
-        if !master.trim().is_empty() {
-            crate::seaweed::endpoint::ServerAddress::grpc_as_given(master)
+        // One master, or several as weed's `-master` takes them: `a:9333,b:9333`.
+        let mut seen = std::collections::HashSet::new();
+        for master in crate::seaweed::discovery::masters(&self.master) {
+            require(
+                !master.contains(char::is_whitespace),
+                "cluster.master",
+                format!(
+                    "`{master}` is not a master gRPC address; give HOST:PORT, e.g. \
+                     127.0.0.1:19333, or several separated by commas"
+                ),
+            )?;
+            crate::seaweed::endpoint::ServerAddress::grpc_as_given(&master)
                 .map_err(|e| invalid("cluster.master", e.to_string()))?;
+            let twice = format!("lists `{master}` twice; give each master once");
+            require(seen.insert(master.clone()), "cluster.master", twice)?;
         }
         Ok(())
     }

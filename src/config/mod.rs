@@ -755,7 +755,12 @@ mod tests {
             ("S3_LIFECYCLED__CLUSTER__S3_GRPC", "g 1", "cluster.s3_grpc"),
             (
                 "S3_LIFECYCLED__CLUSTER__MASTER",
-                "m:1,m:2",
+                "m:1,m:1",
+                "cluster.master",
+            ),
+            (
+                "S3_LIFECYCLED__CLUSTER__MASTER",
+                "m:1,m 2",
                 "cluster.master",
             ),
             (
@@ -777,6 +782,9 @@ mod tests {
         let s =
             Settings::load(None, env(&[("S3_LIFECYCLED__PASS__REORDER_MARGIN", "2s")])).unwrap();
         assert_eq!(s.pass.reorder_margin, Duration::from_secs(2));
+        // Several masters, as weed's `-master` takes them.
+        let s = Settings::load(None, env(&[("S3_LIFECYCLED__CLUSTER__MASTER", "m:1, m:2")]));
+        assert_eq!(s.unwrap().cluster.master, "m:1, m:2");
     }
 
     /// `--filer 127.0.0.1:99999` dialled 127.0.0.1:80, and `--filer nohost` or a

@@ -55,10 +55,10 @@ pub enum RunError {
 /// works from.
 pub async fn settled_cluster(c: &ClusterSettings, tls: Option<&ClientTls>) -> ClusterSettings {
     let master = async {
-        match c.master.trim() {
-            "" => c.master.clone(),
-            m => weed_form::settle("cluster.master", m, tls).await,
-        }
+        let masters = crate::seaweed::discovery::masters(&c.master);
+        weed_form::settle_all("cluster.master", &masters, tls)
+            .await
+            .join(",")
     };
     let (master, filer, s3_grpc) = tokio::join!(
         master,

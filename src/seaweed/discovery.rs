@@ -143,11 +143,69 @@ pub struct Members {
     pub s3_grpc: Vec<String>,
 }
 
-/// A client of the master at `master` (its gRPC address, and the client),
+/// The masters of `configured` (`cluster.master`): one, or several
+/// separated by commas, as weed's `-master` takes them.
+pub fn masters(configured: &str) -> Vec<String> {
+    configured
+        .split(',')
+        .map(str::trim)
+        .filter(|m| !m.is_empty())
+        .map(str::to_string)
+        .collect()
+}
+
+/// A client of the leading master of `master` (one address or several,
+/// [`masters`]): the first that answers, or the leader it names
+/// (docs/grpc.md#several-masters). Returns its gRPC address and the client,
 /// with the bounded connect deadline of discovery and calls bounded by
 /// `call_timeout` (discovery's [`CALL_TIMEOUT`]; a vacuum takes as long as
-/// rewriting a volume).
+/// rewriting a volume). None answering: the first one's error.
 pub(crate) async fn connect_master_for(
+    master: &str,
+    tls: Option<&ClientTls>,
+    call_timeout: Duration,
+) -> Result<(String, SeaweedClient<tonic::transport::Channel>), MasterError> {
+    let mut first_error = None;
+    for m in masters(master) {
+        match connect_one(&m, tls, call_timeout).await {
+            Ok((grpc, client)) => return Ok(to_leader(grpc, client, tls, call_timeout).await),
+            Err(e) => {
+                first_error.get_or_insert(e);
+            }
+        }
+    }
+    Err(first_error.unwrap_or(MasterError::NoneNamed))
+}
+
+/// The leader `client` (of the master at `grpc`) names, connected; that
+/// master itself when it names none, itself, or one we cannot reach (it then
+/// answers what it can, as a single master does). Followers answer
+/// membership from their own, empty, view and refuse the volume calls.
+async fn to_leader(
+    grpc: String,
+    mut client: SeaweedClient<tonic::transport::Channel>,
+    tls: Option<&ClientTls>,
+    call_timeout: Duration,
+) -> (String, SeaweedClient<tonic::transport::Channel>) {
+    let named = client
+        .get_master_configuration(crate::pb::master_pb::GetMasterConfigurationRequest {})
+        .await
+        .map(|r| r.into_inner().leader)
+        .unwrap_or_default();
+    let Ok(leader) = ServerAddress::parse(&named).map(|a| a.grpc()) else {
+        return (grpc, client);
+    };
+    if leader == grpc {
+        return (grpc, client);
+    }
+    match connect_one(&leader, tls, call_timeout).await {
+        Ok(lead) => lead,
+        Err(_) => (grpc, client),
+    }
+}
+
+/// A client of the one master at `master` (a gRPC address).
+async fn connect_one(
     master: &str,
     tls: Option<&ClientTls>,
     call_timeout: Duration,
@@ -417,9 +475,10 @@ pub(crate) mod tests {
     }
 
     /// A master that lists the filers it was given (none for a master the
-    /// filers do not keep their connection to), and whose `VacuumVolume`
-    /// answers after the time given, else at once.
-    pub(crate) struct FakeMaster(pub BTreeMap<String, i64>, pub Option<Duration>);
+    /// filers do not keep their connection to), whose `VacuumVolume`
+    /// answers after the time given, else at once, and which names the
+    /// leader given (`GetMasterConfiguration`; empty: none).
+    pub(crate) struct FakeMaster(pub BTreeMap<String, i64>, pub Option<Duration>, pub String);
 
     #[tonic::async_trait]
     impl crate::pb::master_pb::seaweed_server::Seaweed for FakeMaster {
@@ -462,6 +521,19 @@ pub(crate) mod tests {
             tokio::time::sleep(self.1.unwrap_or_default()).await;
             Ok(tonic::Response::new(Default::default()))
         }
+        async fn get_master_configuration(
+            &self,
+            _: tonic::Request<crate::pb::master_pb::GetMasterConfigurationRequest>,
+        ) -> Result<
+            tonic::Response<crate::pb::master_pb::GetMasterConfigurationResponse>,
+            tonic::Status,
+        > {
+            Ok(tonic::Response::new(
+                crate::pb::master_pb::GetMasterConfigurationResponse {
+                    leader: self.2.clone(),
+                },
+            ))
+        }
     }
 
     /// Serves `m` on loopback; the address as a filer names a master
@@ -477,14 +549,41 @@ pub(crate) mod tests {
         format!("127.0.0.1:9333.{port}")
     }
 
+    /// `cluster.master = "a:9333,b:9333"` (weed's `-master` form, as an HA
+    /// cluster has it) was refused, and a follower given alone listed no
+    /// filer: the masters are tried in order, past one that does not answer,
+    /// and the leader the first answering one names is asked.
+    #[tokio::test]
+    async fn several_masters_were_refused_and_a_follower_listed_no_filer() {
+        let filers = BTreeMap::from([("127.0.0.1:8888.18888".to_string(), 7)]);
+        let lead = serve_master(FakeMaster(filers, None, String::new())).await;
+        let follower = serve_master(FakeMaster(BTreeMap::new(), None, lead.clone())).await;
+        let list = format!("127.0.0.1:1, {follower}");
+        let nodes = list_nodes(&list, FILER_TYPE, None).await.unwrap();
+        assert_eq!(nodes, ["127.0.0.1:8888.18888"]);
+        // A leader that cannot be reached leaves the follower's own answer.
+        let astray = serve_master(FakeMaster(BTreeMap::new(), None, "127.0.0.1:9.1".into())).await;
+        assert!(
+            list_nodes(&astray, FILER_TYPE, None)
+                .await
+                .unwrap()
+                .is_empty()
+        );
+        // None answering: the first one's error, naming it.
+        let e = list_nodes("127.0.0.1:1,127.0.0.1:2", FILER_TYPE, None)
+            .await
+            .unwrap_err();
+        assert!(e.to_string().contains("127.0.0.1:1"), "{e}");
+    }
+
     /// With several masters, the filer named a follower first: it answers
     /// from its own membership, which lists no filer (filers keep their
     /// connection to the leader), so a filer's restart went unseen.
     #[tokio::test]
     async fn a_follower_master_listed_no_filer_and_hid_a_restart() {
         let leader = BTreeMap::from([("127.0.0.1:8888.18888".to_string(), 42)]);
-        let follower = serve_master(FakeMaster(BTreeMap::new(), None)).await;
-        let lead = serve_master(FakeMaster(leader.clone(), None)).await;
+        let follower = serve_master(FakeMaster(BTreeMap::new(), None, String::new())).await;
+        let lead = serve_master(FakeMaster(leader.clone(), None, String::new())).await;
         let dead = "127.0.0.1:1.1".to_string();
         let named = [dead.clone(), follower.clone(), lead];
         assert_eq!(

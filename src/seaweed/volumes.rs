@@ -94,7 +94,7 @@ mod tests {
     #[tokio::test]
     async fn a_vacuum_past_reclaim_vacuum_timeout_fails_naming_the_volume() {
         let slow = Some(Duration::from_secs(60));
-        let master = serve_master(FakeMaster(Default::default(), slow)).await;
+        let master = serve_master(FakeMaster(Default::default(), slow, String::new())).await;
         let started = std::time::Instant::now();
         let e = vacuum_volume(&master, None, 7, 0.1, Duration::from_millis(300))
             .await
@@ -108,7 +108,7 @@ mod tests {
             "{text}"
         );
         // Within its timeout it succeeds.
-        let quick = serve_master(FakeMaster(Default::default(), None)).await;
+        let quick = serve_master(FakeMaster(Default::default(), None, String::new())).await;
         vacuum_volume(&quick, None, 7, 0.1, Duration::from_secs(5))
             .await
             .expect("a vacuum the master answers succeeds");

@@ -25,6 +25,7 @@ pub mod clock;
 pub mod cluster;
 pub mod events;
 pub mod gateway;
+pub mod ha;
 pub mod http;
 pub mod metalog;
 pub mod otlp;
