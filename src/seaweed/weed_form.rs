@@ -13,9 +13,11 @@ use tonic::codegen::http::uri::PathAndQuery;
 use crate::seaweed::endpoint::{EndpointOptions, GrpcEndpoint};
 use crate::seaweed::tls::ClientTls;
 
-/// How long one probe may take: a server on loopback or a LAN answers in
-/// milliseconds, and a probe only runs once per address at start-up.
-const PROBE_TIMEOUT: Duration = Duration::from_secs(3);
+/// How long one probe may take, all of it: a server on loopback or a LAN
+/// answers in milliseconds. A probe that runs out only means "not shown to
+/// answer", so the address stays as given; what it bounds is the start-up
+/// delay an address that accepts and never answers (a hung server) adds.
+const PROBE_TIMEOUT: Duration = Duration::from_secs(1);
 
 /// A method no server has: a gRPC server answers it `Unimplemented`, whatever
 /// services it serves; an HTTP/1 server fails the HTTP/2 connection.
@@ -35,6 +37,19 @@ pub fn weed_reading(addr: &str) -> Option<String> {
 
 /// Whether a gRPC server answers at `addr` (over client `tls` when set).
 pub async fn speaks_grpc(addr: &str, tls: Option<&ClientTls>) -> bool {
+    probe_grpc(addr, tls).await == Some(true)
+}
+
+/// [`speaks_grpc`], or `None` when the probe ran out of time: something
+/// accepted the connection and never answered (a hung server), which an
+/// HTTP/1 server would not do either.
+async fn probe_grpc(addr: &str, tls: Option<&ClientTls>) -> Option<bool> {
+    tokio::time::timeout(PROBE_TIMEOUT, grpc_answers(addr, tls))
+        .await
+        .ok()
+}
+
+async fn grpc_answers(addr: &str, tls: Option<&ClientTls>) -> bool {
     let options = EndpointOptions::new()
         .connect_timeout(PROBE_TIMEOUT)
         .call_timeout(PROBE_TIMEOUT)
@@ -68,13 +83,16 @@ pub async fn settle(key: &str, addr: &str, tls: Option<&ClientTls>) -> String {
     let Some(weed) = weed_reading(addr) else {
         return addr.to_string();
     };
-    if speaks_grpc(addr, tls).await {
+    // Both at once: the start-up waits for one probe's bound at the most.
+    let (given, read_as_weed) = tokio::join!(probe_grpc(addr, tls), speaks_grpc(&weed, tls));
+    if given == Some(true) {
         return addr.to_string();
     }
-    if !speaks_grpc(&weed, tls).await {
+    if !read_as_weed {
         // The call that follows fails with an HTTP/2 protocol error, which
-        // does not say that the port is a server's HTTP port.
-        if speaks_http1(addr).await {
+        // does not say that the port is a server's HTTP port. Not asked of a
+        // server that answered nothing at all.
+        if given.is_some() && speaks_http1(addr).await {
             tracing::warn!(
                 "`{key}` {addr} answers HTTP/1, not gRPC: it is a server's HTTP port. Give its \
                  gRPC port (weed's -<role>.port.grpc, PORT + 10000 unless set), or \
