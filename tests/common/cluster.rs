@@ -296,6 +296,13 @@ pub fn start_with_retries_using(
     start_on(&pick_ports, setup)
 }
 
+/// [`start_with_retries_using`] with weed's own gRPC ports ([`weed_defaults_cluster`]'s layout).
+pub fn start_weed_defaults_using(
+    setup: &dyn Fn(&Path) -> std::io::Result<()>,
+) -> Result<Cluster, String> {
+    start_on(&pick_weed_default_ports, setup)
+}
+
 fn start_on(
     pick: &dyn Fn() -> Result<Ports, String>,
     setup: &dyn Fn(&Path) -> std::io::Result<()>,

@@ -18,7 +18,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::OnceLock;
 
-use super::cluster::{Cluster, start_with_retries_using};
+use super::cluster::{Cluster, start_weed_defaults_using, start_with_retries_using};
 use super::http;
 
 /// Makes the certificates in the current directory. `leaf` makes X.509 v3 certificates with no
@@ -182,9 +182,19 @@ fn setup(data_dir: &Path, script: &str, toml: impl Fn(&Path) -> String) -> std::
     std::fs::write(data_dir.join("security.toml"), toml(&certs))
 }
 
-/// Starts a cluster whose certificates `script` makes and whose `security.toml` `toml` writes.
-fn start(script: &'static str, toml: fn(&Path) -> String) -> Result<TlsCluster, String> {
-    let cluster = start_with_retries_using(&|dir: &Path| setup(dir, script, toml))?;
+/// Starts a cluster whose certificates `script` makes and whose `security.toml` `toml` writes,
+/// with weed's own gRPC ports (HTTP + 10000) when `weed_ports`.
+fn start(
+    script: &'static str,
+    toml: fn(&Path) -> String,
+    weed_ports: bool,
+) -> Result<TlsCluster, String> {
+    let prepare = |dir: &Path| setup(dir, script, toml);
+    let cluster = if weed_ports {
+        start_weed_defaults_using(&prepare)?
+    } else {
+        start_with_retries_using(&prepare)?
+    };
     let certs = cluster.data_dir.join("certs");
     let security_toml = cluster.data_dir.join("security.toml");
     Ok(TlsCluster {
@@ -213,7 +223,7 @@ static TLS12: OnceLock<Result<TlsCluster, String>> = OnceLock::new();
 /// The binary's one mTLS cluster, started on first use.
 pub fn tls_cluster() -> &'static TlsCluster {
     let toml = |certs: &Path| security_toml(certs, ["master", "server", "filer", "s3"], "");
-    match TLS.get_or_init(|| start(GEN, toml)) {
+    match TLS.get_or_init(|| start(GEN, toml, false)) {
         Ok(c) => c,
         Err(e) => panic!("SeaweedFS mTLS test cluster unavailable: {e}"),
     }
@@ -221,14 +231,14 @@ pub fn tls_cluster() -> &'static TlsCluster {
 
 /// A second mTLS cluster, started on first use, as an operator pins it to TLS 1.2 (`[tls]
 /// max_version` in `security.toml`, which every weed server applies), with ECDSA P-521
-/// certificates throughout (docs/tls.md#key-sizes-and-curves). Its certificates: `ca.crt`,
-/// `server`, `client`.
+/// certificates throughout (docs/tls.md#key-sizes-and-curves), and weed's own gRPC ports (each
+/// HTTP port + 10000, no `-*.port.grpc` flag). Its certificates: `ca.crt`, `server`, `client`.
 pub fn tls12_cluster() -> &'static TlsCluster {
     let toml = |certs: &Path| {
         let roles = ["server"; 4];
         security_toml(certs, roles, "\n[tls]\nmax_version = \"TLS 1.2\"\n")
     };
-    match TLS12.get_or_init(|| start(GEN12, toml)) {
+    match TLS12.get_or_init(|| start(GEN12, toml, true)) {
         Ok(c) => c,
         Err(e) => panic!("SeaweedFS TLS 1.2 test cluster unavailable: {e}"),
     }

@@ -339,15 +339,18 @@ async fn pass_with_only_the_master_discovers_members_over_tls() {
 
 /// A pass with only `cluster.master` set and client certificate `<cert>.crt`/`.key` deletes
 /// a due object found through the master's membership.
-async fn pass_through_the_master(t: &TlsCluster, prefix: &str, cert: &str) {
+async fn pass_through_the_master(t: &TlsCluster, prefix: &str, cert: &str) -> Pass {
+    let master = t.cluster.master_grpc_addr().to_string();
+    pass_through(t, prefix, cert, &master).await
+}
+
+/// [`pass_through_the_master`] with `cluster.master` = `master`.
+async fn pass_through(t: &TlsCluster, prefix: &str, cert: &str, master: &str) -> Pass {
     let (b, s3) = due_bucket(t, prefix).await;
     let scope = Scope::new(&[&b]);
     let (crt, key) = (format!("{cert}.crt"), format!("{cert}.key"));
     let mut env = tls_env(t, "ca.crt", &crt, &key);
-    env.push((
-        "S3_LIFECYCLED__CLUSTER__MASTER",
-        t.cluster.master_grpc_addr().to_string(),
-    ));
+    env.push(("S3_LIFECYCLED__CLUSTER__MASTER", master.to_string()));
     env.push(("S3_LIFECYCLED__CURSOR__DIR", scope.cursor_dir.clone()));
     let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
     let p = run_raw(&["run-once", "--buckets", b.as_str(), "--json"], &env).await;
@@ -359,6 +362,24 @@ async fn pass_through_the_master(t: &TlsCluster, prefix: &str, cert: &str) {
     );
     assert_eq!(p.ok().total("DONE"), 1, "{}", p.describe());
     assert!(!exists(&s3, &b, "tmp/a").await, "{}", p.describe());
+    p
+}
+
+/// The master's HTTP port as `cluster.master` (`weed shell -master=HOST:9333`, as an operator
+/// copies it) on an mTLS cluster with weed's own gRPC ports: the probe reaches the gRPC port
+/// (HTTP + 10000) over the same client TLS, and the warning says what to write. Before, the pass
+/// failed: the HTTP port answers no TLS, let alone gRPC (docs/grpc.md#weed-form).
+#[tokio::test]
+async fn a_weed_style_master_address_under_mtls_reached_no_grpc_port() {
+    let t = tls12_cluster();
+    let master_http = t.cluster.master_http_addr().to_string();
+    let p = pass_through(t, "tls12-weed-form", "client", &master_http).await;
+    let grpc = t.cluster.master_grpc_addr().to_string();
+    assert!(
+        p.stderr.contains("`cluster.master`") && p.stderr.contains(&grpc),
+        "the warning names the setting and {grpc}:\n{}",
+        p.describe()
+    );
 }
 
 /// The TLS version `openssl s_client -<flag>` (`tls1_2`, `tls1_3`) gets from `addr` with our
