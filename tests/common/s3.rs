@@ -267,6 +267,17 @@ impl Cluster {
         Ok(())
     }
 
+    /// A fresh bucket named after `prefix` with an `Expiration/Days` 1 rule (`d1`, whole
+    /// bucket) and two objects `o/0`, `o/1`: due at any `--now` three days on.
+    pub async fn bucket_due_in_a_day(&self, prefix: &str) -> String {
+        let b = self.new_bucket(prefix).await.unwrap();
+        let rule = super::rules::lifecycle(&super::rules::days_rule("d1", "", 1));
+        self.put_lifecycle_xml(&b, &rule).await.unwrap();
+        let keys = keys("o/", 2);
+        self.put_objects_bulk(&b, &keys, b"xyz").await.unwrap();
+        b
+    }
+
     /// PUTs every key with the same body: plain unsigned HTTP/1.1 PUTs (the
     /// test gateway runs without auth) over [`BULK_CONNECTIONS`] keep-alive
     /// connections, far cheaper for a debug-built client than the SDK.

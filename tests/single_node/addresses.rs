@@ -7,21 +7,15 @@ use crate::common;
 
 use common::*;
 
-/// A due object in a fresh bucket of `c`, and a cursor dir of its own.
+/// [`Cluster::bucket_due_in_a_day`], and a cursor dir of its own.
 async fn due_bucket(c: &Cluster, name: &str) -> (String, String) {
-    let b = c.new_bucket(name).await.unwrap();
-    c.put_lifecycle_xml(&b, &lifecycle(&days_rule("d1", "", 1)))
-        .await
-        .unwrap();
-    c.put_objects_bulk(&b, &keys("o/", 2), b"xyz")
-        .await
-        .unwrap();
+    let b = c.bucket_due_in_a_day(name).await;
     (b.clone(), format!("/etc/s3/lifecycle/e2e-weed-form-{b}"))
 }
 
 /// `cluster.master = "HOST:9333"` (weed shell's default form, the master's
 /// HTTP port) and `--filer HOST:8888 --s3-grpc HOST:8333` were dialled as gRPC
-/// ports: the pass failed with "transport error" where weed reads them as
+/// ports: the pass failed with "h2 protocol error" where weed reads them as
 /// HTTP ports whose gRPC is on PORT + 10000. Now a pass completes through
 /// each, and the warning names the address to write.
 #[tokio::test(flavor = "multi_thread")]

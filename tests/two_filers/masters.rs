@@ -7,15 +7,9 @@ use crate::common;
 use common::ha::{HaCluster, ha_cluster};
 use common::*;
 
-/// A bucket whose two objects are due at `now` + 3 days, and a cursor dir of its own.
+/// [`Cluster::bucket_due_in_a_day`], and a cursor dir of its own.
 async fn due_bucket(c: &HaCluster, name: &str) -> (String, String) {
-    let b = c.new_bucket(name).await.unwrap();
-    c.put_lifecycle_xml(&b, &lifecycle(&days_rule("d1", "", 1)))
-        .await
-        .unwrap();
-    c.put_objects_bulk(&b, &keys("o/", 2), b"xyz")
-        .await
-        .unwrap();
+    let b = c.bucket_due_in_a_day(name).await;
     (b.clone(), format!("/etc/s3/lifecycle/e2e-masters-{b}"))
 }
 
