@@ -12,7 +12,8 @@ use super::{ConfigError, invalid, require};
 #[derive(Debug, Clone, Deserialize, PartialEq)]
 #[serde(default, deny_unknown_fields)]
 pub struct ClusterSettings {
-    /// Filer gRPC addresses, `host:port` (filer HTTP port + 10000 by default):
+    /// Filer gRPC addresses, `host:port` (filer HTTP port + 10000 by default)
+    /// or weed's `host:httpPort.grpcPort`:
     /// one string (the form before lists), a comma-separated string or a
     /// TOML array. The first reachable one serves the pass; the others take
     /// over when it fails (docs/meta-log.md#several-filers). Empty: discovered
@@ -97,13 +98,20 @@ impl ClusterSettings {
     }
 }
 
+/// The address dialled for a configured one: weed's `HOST:HTTPPORT.GRPCPORT`
+/// names its gRPC port (`HOST:GRPCPORT`); every other form as given.
+fn dialled(addr: &str) -> String {
+    crate::seaweed::endpoint::ServerAddress::grpc_as_given(addr)
+        .unwrap_or_else(|_| addr.to_string())
+}
+
 pub(super) fn static_or_default(
     list: &[String],
     master: &str,
     default: &str,
 ) -> Option<Vec<String>> {
     if !list.is_empty() {
-        Some(list.to_vec())
+        Some(list.iter().map(|a| dialled(a)).collect())
     } else if master.trim().is_empty() {
         Some(vec![default.to_string()])
     } else {
@@ -132,7 +140,8 @@ impl ClusterSettings {
                 // Parsed as the pass will dial it, so a bad port is a
                 // configuration error (exit 2), not a failure at the first pass.
                 let options = crate::seaweed::endpoint::EndpointOptions::new();
-                if let Err(e) = crate::seaweed::endpoint::GrpcEndpoint::new(addr, &options) {
+                let dial = dialled(addr);
+                if let Err(e) = crate::seaweed::endpoint::GrpcEndpoint::new(&dial, &options) {
                     let why = e.reason();
                     return Err(invalid(
                         key,
@@ -143,7 +152,7 @@ impl ClusterSettings {
                     ));
                 }
                 let twice = format!("lists `{addr}` twice; give each server once");
-                require(seen.insert(addr.as_str()), key, twice)?;
+                require(seen.insert(dial), key, twice)?;
             }
         }
         // One master, or several as weed's `-master` takes them: `a:9333,b:9333`.

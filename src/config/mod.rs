@@ -787,6 +787,32 @@ mod tests {
         assert_eq!(s.unwrap().cluster.master, "m:1, m:2");
     }
 
+    /// weed's `HOST:HTTPPORT.GRPCPORT` (what `weed shell -filer=…` takes) in
+    /// `cluster.filer` or `cluster.s3_grpc` was refused ("the port must be a
+    /// number"): it names the gRPC port, which is dialled; the same server in
+    /// both forms is listed twice.
+    #[test]
+    fn weeds_dot_form_in_filer_and_s3_grpc_was_refused() {
+        let s = Settings::load(
+            None,
+            env(&[
+                ("S3_LIFECYCLED__CLUSTER__FILER", "h:8888.18888,g:18888"),
+                ("S3_LIFECYCLED__CLUSTER__S3_GRPC", "h:8333.18333"),
+            ]),
+        )
+        .unwrap();
+        let w = s.cluster.wanted();
+        assert_eq!(w.filers.unwrap(), ["h:18888", "g:18888"]);
+        assert_eq!(w.s3_grpc.unwrap(), ["h:18333"]);
+        let e = Settings::load(
+            None,
+            env(&[("S3_LIFECYCLED__CLUSTER__FILER", "h:8888.18888,h:18888")]),
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("cluster.filer") && e.contains("twice"), "{e}");
+    }
+
     /// `--filer 127.0.0.1:99999` dialled 127.0.0.1:80, and `--filer nohost` or a
     /// master without a port failed at the first pass (exit 1): each is a
     /// configuration error naming the key (exit 2).

@@ -124,3 +124,36 @@ async fn a_master_http_port_failed_as_cancelled_without_a_word_of_the_port() {
         p.describe()
     );
 }
+
+/// `--filer HOST:HTTPPORT.GRPCPORT` and `--s3-grpc` in the same form (weed's own way of naming
+/// both ports, as `weed shell -filer=…` takes it) were refused as configuration errors (exit 2,
+/// "the port must be a number"). They name the gRPC port, which the pass now dials.
+#[tokio::test(flavor = "multi_thread")]
+async fn weeds_dot_form_for_the_filer_and_the_gateway_was_refused() {
+    let c = cluster();
+    let (b, dir) = due_bucket(c, "e2e-dot-form").await;
+    let later = rfc3339(now_ns() + 3 * DAY_NS);
+    let filer = c.filer_weed_arg();
+    let s3 = format!("127.0.0.1:{}.{}", c.ports.s3, c.ports.s3_grpc);
+    let args = [
+        "run-once",
+        "--filer",
+        &filer,
+        "--s3-grpc",
+        &s3,
+        "--buckets",
+        &b,
+        "--now",
+        &later,
+        "--json",
+    ];
+    let p = run_raw(&args, &[("S3_LIFECYCLED__CURSOR__DIR", dir.as_str())]).await;
+    assert_eq!(p.code, 0, "{}", p.describe());
+    assert_eq!(p.json().total("DONE"), 2, "{}", p.describe());
+    assert_eq!(
+        count_objects(&c.s3_client(), &b).await,
+        0,
+        "{}",
+        p.describe()
+    );
+}
