@@ -35,10 +35,7 @@ pub async fn audit_with(
     now: i64,
 ) -> Result<AuditReport, Fail> {
     let tls = s.client_tls().map_err(failed)?;
-    let masters = crate::seaweed::discovery::masters(&s.cluster.master);
-    let master = crate::seaweed::weed_form::settle_all("cluster.master", &masters, tls.as_ref())
-        .await
-        .join(",");
+    let master = crate::seaweed::weed_form::settle_masters(&s.cluster.master, tls.as_ref()).await;
     ttl_scan::audit_cluster(
         client,
         &master,

@@ -54,14 +54,8 @@ pub enum RunError {
 /// gRPC (docs/grpc.md#weed-form): what every command that dials the cluster
 /// works from.
 pub async fn settled_cluster(c: &ClusterSettings, tls: Option<&ClientTls>) -> ClusterSettings {
-    let master = async {
-        let masters = crate::seaweed::discovery::masters(&c.master);
-        weed_form::settle_all("cluster.master", &masters, tls)
-            .await
-            .join(",")
-    };
     let (master, filer, s3_grpc) = tokio::join!(
-        master,
+        weed_form::settle_masters(&c.master, tls),
         weed_form::settle_all("cluster.filer", &c.filer, tls),
         weed_form::settle_all("cluster.s3_grpc", &c.s3_grpc, tls),
     );

@@ -126,6 +126,13 @@ pub async fn speaks_http1(addr: &str) -> bool {
     answered.ok().flatten().unwrap_or(false)
 }
 
+/// [`settle_all`] for `cluster.master`: one master or several, comma-separated
+/// ([`masters`](crate::seaweed::discovery::masters)); the same list back.
+pub async fn settle_masters(master: &str, tls: Option<&ClientTls>) -> String {
+    let masters = crate::seaweed::discovery::masters(master);
+    settle_all("cluster.master", &masters, tls).await.join(",")
+}
+
 /// [`settle`] for each of `addrs`, probed together.
 pub async fn settle_all(key: &str, addrs: &[String], tls: Option<&ClientTls>) -> Vec<String> {
     futures::future::join_all(addrs.iter().map(|a| settle(key, a, tls))).await

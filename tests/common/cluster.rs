@@ -92,7 +92,7 @@ impl Ports {
 /// A running single-process SeaweedFS cluster on 127.0.0.1, shared by all tests of one binary.
 ///
 /// Never assume it is empty: every test must use its own bucket ([`Cluster::unique_bucket`]).
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct Cluster {
     /// Ports in use.
     pub ports: Ports,

@@ -202,7 +202,7 @@ fn start() -> Result<HaCluster, String> {
         let failed = match leader.as_deref().and_then(|l| l.rsplit_once(':')) {
             Some((_, ports)) => {
                 let http_port = ports.split('.').next().and_then(|p| p.parse().ok());
-                let mut at_leader = clone_of(&c.cluster);
+                let mut at_leader = c.cluster.clone();
                 at_leader.ports.master = http_port.unwrap_or(c.ports.master);
                 failed_checks(&at_leader)
             }
@@ -219,15 +219,5 @@ fn start() -> Result<HaCluster, String> {
             ));
         }
         std::thread::sleep(POLL);
-    }
-}
-
-fn clone_of(c: &Cluster) -> Cluster {
-    Cluster {
-        ports: c.ports,
-        pid: c.pid,
-        data_dir: c.data_dir.clone(),
-        log_file: c.log_file.clone(),
-        weed_bin: c.weed_bin.clone(),
     }
 }

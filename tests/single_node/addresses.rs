@@ -13,6 +13,25 @@ async fn due_bucket(c: &Cluster, name: &str) -> (String, String) {
     (b.clone(), format!("/etc/s3/lifecycle/e2e-weed-form-{b}"))
 }
 
+/// A `--json` pass three days on over `bucket` through `filer` and `s3` (`--filer`,
+/// `--s3-grpc`), with cursor dir `dir`.
+async fn pass_via(filer: &str, s3: &str, bucket: &str, dir: &str) -> Pass {
+    let later = rfc3339(now_ns() + 3 * DAY_NS);
+    let args = [
+        "run-once",
+        "--filer",
+        filer,
+        "--s3-grpc",
+        s3,
+        "--buckets",
+        bucket,
+        "--now",
+        &later,
+        "--json",
+    ];
+    run_raw(&args, &[("S3_LIFECYCLED__CURSOR__DIR", dir)]).await
+}
+
 /// `cluster.master = "HOST:9333"` (weed shell's default form, the master's
 /// HTTP port) and `--filer HOST:8888 --s3-grpc HOST:8333` were dialled as gRPC
 /// ports: the pass failed with "h2 protocol error" where weed reads them as
@@ -37,7 +56,9 @@ async fn weed_style_http_addresses_were_dialled_as_grpc_ports() {
     assert_eq!(p.code, 0, "{}", p.describe());
     assert_eq!(count_objects(&s3, &b).await, 0, "{}", p.describe());
     assert!(
-        p.stderr.contains("`cluster.master`") && p.stderr.contains(&master_grpc),
+        p.stderr.contains(&format!(
+            "`cluster.master` {master_http}: no gRPC server answers there"
+        )) && p.stderr.contains(&master_grpc),
         "the warning names the setting and the gRPC address to write:\n{}",
         p.describe()
     );
@@ -46,19 +67,7 @@ async fn weed_style_http_addresses_were_dialled_as_grpc_ports() {
     let (b, dir) = due_bucket(c, "e2e-weed-form-filer").await;
     let filer_http = c.filer_http_addr().to_string();
     let s3_http = c.s3_addr().to_string();
-    let args = [
-        "run-once",
-        "--filer",
-        &filer_http,
-        "--s3-grpc",
-        &s3_http,
-        "--buckets",
-        &b,
-        "--now",
-        &later,
-        "--json",
-    ];
-    let p = run_raw(&args, &[("S3_LIFECYCLED__CURSOR__DIR", dir.as_str())]).await;
+    let p = pass_via(&filer_http, &s3_http, &b, &dir).await;
     assert_eq!(p.code, 0, "{}", p.describe());
     assert_eq!(p.json().total("DONE"), 2, "{}", p.describe());
     assert_eq!(count_objects(&s3, &b).await, 0, "{}", p.describe());
@@ -66,8 +75,11 @@ async fn weed_style_http_addresses_were_dialled_as_grpc_ports() {
         ("`cluster.filer`", c.filer_grpc_addr()),
         ("`cluster.s3_grpc`", c.s3_grpc_addr()),
     ] {
+        let warning = format!("{key} 127.0.0.1:");
         assert!(
-            p.stderr.contains(key) && p.stderr.contains(&grpc.to_string()),
+            p.stderr.contains(&warning)
+                && p.stderr.contains("no gRPC server answers there")
+                && p.stderr.contains(&grpc.to_string()),
             "the warning names {key} and {grpc}:\n{}",
             p.describe()
         );
@@ -77,18 +89,7 @@ async fn weed_style_http_addresses_were_dialled_as_grpc_ports() {
     let (b, dir) = due_bucket(c, "e2e-weed-form-grpc").await;
     let filer_grpc = c.filer_grpc_addr().to_string();
     let s3_grpc = c.s3_grpc_addr().to_string();
-    let args = [
-        "run-once",
-        "--filer",
-        &filer_grpc,
-        "--s3-grpc",
-        &s3_grpc,
-        "--buckets",
-        &b,
-        "--now",
-        &later,
-    ];
-    let p = run_raw(&args, &[("S3_LIFECYCLED__CURSOR__DIR", dir.as_str())]).await;
+    let p = pass_via(&filer_grpc, &s3_grpc, &b, &dir).await;
     assert_eq!(p.code, 0, "{}", p.describe());
     assert_eq!(count_objects(&s3, &b).await, 0, "{}", p.describe());
     assert!(
@@ -132,22 +133,9 @@ async fn a_master_http_port_failed_as_cancelled_without_a_word_of_the_port() {
 async fn weeds_dot_form_for_the_filer_and_the_gateway_was_refused() {
     let c = cluster();
     let (b, dir) = due_bucket(c, "e2e-dot-form").await;
-    let later = rfc3339(now_ns() + 3 * DAY_NS);
     let filer = c.filer_weed_arg();
     let s3 = format!("127.0.0.1:{}.{}", c.ports.s3, c.ports.s3_grpc);
-    let args = [
-        "run-once",
-        "--filer",
-        &filer,
-        "--s3-grpc",
-        &s3,
-        "--buckets",
-        &b,
-        "--now",
-        &later,
-        "--json",
-    ];
-    let p = run_raw(&args, &[("S3_LIFECYCLED__CURSOR__DIR", dir.as_str())]).await;
+    let p = pass_via(&filer, &s3, &b, &dir).await;
     assert_eq!(p.code, 0, "{}", p.describe());
     assert_eq!(p.json().total("DONE"), 2, "{}", p.describe());
     assert_eq!(
