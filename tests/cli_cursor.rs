@@ -6,7 +6,9 @@ mod common;
 
 use base64::Engine;
 use s3_lifecycled::engine::{BucketConfig, Snapshot, TimeConfig, Versioning, replay_content_hash};
+use s3_lifecycled::pass::prepare::GO_WORKER_RUNS;
 use s3_lifecycled::seaweed::filer::FilerClient;
+use serde_json::json;
 
 use common::{
     Scope, assert_quiet_on_closed_pipe, days_rule, lifecycle, list_keys, now_ns, plus, put,
@@ -112,6 +114,46 @@ async fn go_cursors_import_then_show_and_reset() {
         "{}",
         p.context()
     );
+    // The import recorded the Go worker's files: nothing says it ran since.
+    assert_eq!(
+        p.v["go_worker"],
+        json!({"since_last_pass": [], "recent": [], "last_write": null}),
+        "{}",
+        p.context()
+    );
+
+    // The operator forgot to stop the Go worker, and it ran again (here by
+    // hand, as `weed shell` runs it): the next pass names it, every shard.
+    let addr = c.s3_grpc_addr();
+    c.weed_shell(&format!(
+        "s3.lifecycle.run-shard -shards 0-15 -s3 {addr} -events 0 -runtime 60s"
+    ))
+    .await;
+    let run = run_once(c, &scope, Some(plus(now_ns(), 31, 1)), &[], &[]).await;
+    let p = run.ok();
+    let all: Vec<u8> = (0..16).collect();
+    assert_eq!(
+        p.v["go_worker"]["since_last_pass"],
+        json!(all),
+        "{}",
+        p.context()
+    );
+    assert!(run.stderr.contains(GO_WORKER_RUNS), "{}", p.context());
+    assert!(
+        run.stderr.contains("s3_lifecycle/config"),
+        "the fix is named: {}",
+        p.context()
+    );
+    // Noted in the cursors: the pass after has nothing new to say.
+    let run = run_once(c, &scope, Some(plus(now_ns(), 31, 2)), &[], &[]).await;
+    let p = run.ok();
+    assert_eq!(
+        p.v["go_worker"]["since_last_pass"],
+        json!([]),
+        "{}",
+        p.context()
+    );
+    assert!(!run.stderr.contains(GO_WORKER_RUNS), "{}", p.context());
 
     let dry = run_raw(&args(c, &["cursor", "reset"]), &env).await;
     assert_eq!(dry.code, 0);

@@ -401,9 +401,25 @@ async fn run_once_refuses_to_delete_while_a_go_worker_serves_s3_lifecycle() {
     drop(srv);
     assert_eq!(list_keys(&s3, &b).await, set(&["due/1"]));
 
+    let checked = env.clone();
     env.push(("S3_LIFECYCLED__WEED_ADMIN__ALLOW_OTHER_ENFORCERS", "true"));
     let p = run_once(c, &scope, now, &[], &env).await;
     assert_eq!(p.ok().total("DONE"), 1, "{}", p.describe());
+    assert!(list_keys(&s3, &b).await.is_empty());
+
+    // `weed mini`'s own worker offers s3_lifecycle and cannot be restarted without it, so the
+    // check refused every pass there. With the job type disabled at the admin the worker gets
+    // no scheduled job: the pass goes on, with a warning, and without the override.
+    put(&s3, &b, "due/2", b"x", None).await;
+    a.configure(&[], &[("enabled", json!(false))]).await;
+    let p = run_once(c, &scope, Some(now_ns() + 10 * SEC_NS), &[], &checked).await;
+    assert_eq!(p.ok().total("DONE"), 1, "{}", p.describe());
+    assert!(
+        p.stderr
+            .contains(s3_lifecycled::plugin::enforcer::DISABLED_AT_ADMIN),
+        "{}",
+        p.describe()
+    );
     assert!(list_keys(&s3, &b).await.is_empty());
     let _ = go.kill().await;
 }

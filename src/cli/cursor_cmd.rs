@@ -5,14 +5,16 @@
 use std::path::PathBuf;
 
 use clap::{Args, Subcommand};
+use futures::StreamExt as _;
 
 use crate::cli::{EXIT_OK, Fail, failed, load_settings, one_shot_runtime, usage};
 use crate::config::{Settings, parse_shards};
 use crate::engine::Snapshot;
+use crate::engine::go_activity;
 use crate::pass::migrate::import_go;
 use crate::pass::plan::PassPlan;
 use crate::seaweed::buckets::list_bucket_configs;
-use crate::seaweed::cursor::CursorStore;
+use crate::seaweed::cursor::{CursorStore, GO_CURSOR_DIR};
 use crate::seaweed::retention;
 
 /// Where the cursors are.
@@ -134,6 +136,16 @@ async fn run_async(
                 None
             };
             let plan = PassPlan::build(&snap, now, now, earliest, &s.pass, keep);
+            // Recorded in each imported cursor, so that the first pass
+            // warns only if the Go worker runs again after the import
+            // (docs/go-cursor.md#another-enforcer).
+            let listed: Result<Vec<_>, _> = client
+                .list_all(GO_CURSOR_DIR, crate::seaweed::filer::DEFAULT_PAGE)
+                .collect::<Vec<_>>()
+                .await
+                .into_iter()
+                .collect();
+            let go_files = go_activity::stamps(&listed.map_err(failed)?);
             for shard in shards {
                 if store.load(shard).await.map_err(failed)?.is_some() {
                     println!(
@@ -150,7 +162,8 @@ async fn run_async(
                 };
                 match import_go(&go, &plan) {
                     Err(why) => println!("shard={shard:02} not imported: {why}"),
-                    Ok(imp) => {
+                    Ok(mut imp) => {
+                        imp.cursor.go_cursor = go_files.get(&shard).copied();
                         if !dry_run {
                             store.save(&imp.cursor, now).await.map_err(failed)?;
                         }

@@ -377,6 +377,11 @@ fn json_report(r: &PassResult, run_id: &str, dry_run: bool) -> Value {
         "deleted": crate::engine::reclaim::rows(&freed),
         "deleted_bytes": crate::engine::reclaim::total(&freed).bytes,
         "reclaim": r.reclaim,
+        "go_worker": {
+            "since_last_pass": r.go_worker.since_last_pass,
+            "recent": r.go_worker.recent,
+            "last_write": (!r.go_worker.is_empty()).then(|| rfc3339(r.go_worker.last_write_s * 1_000_000_000)),
+        },
         "shards": r.shards.iter().map(|s| (&s.report, s.duration)).map(|(rep, d)| counters_json(&rep.counters, json!({
             "shard": rep.shard,
             "outcome": rep.outcome.as_str(),
@@ -423,6 +428,7 @@ mod tests {
     use std::time::Duration;
 
     use super::*;
+    use crate::engine::go_activity::GoActivity;
     use crate::engine::reclaim::{Freed, ReclaimReport};
     use crate::engine::safety::{Held, PauseRecord};
     use crate::lifecycle::BucketError;
@@ -513,6 +519,11 @@ mod tests {
                 error: Some("master down".into()),
                 ..Default::default()
             }),
+            go_worker: GoActivity {
+                since_last_pass: vec![2],
+                recent: vec![],
+                last_write_s: T0 / 1_000_000_000,
+            },
         }
     }
 
@@ -568,8 +579,8 @@ mod tests {
         };
         assert_eq!(
             keys(&j),
-            "approved bucket_errors buckets deleted deleted_bytes dry_run duration_ms held now now_ns outcome \
-             paused reclaim replay run_id shards totals truncated unknown_buckets"
+            "approved bucket_errors buckets deleted deleted_bytes dry_run duration_ms go_worker held now now_ns \
+             outcome paused reclaim replay run_id shards totals truncated unknown_buckets"
         );
         let counters = "completed_upload_leftovers deletes events_scanned locked matches pending skipped_no_mtime unconfirmed";
         assert_eq!(keys(&j["totals"]), counters);
@@ -579,6 +590,8 @@ mod tests {
              outcome pending recovery rules shard skipped_no_mtime unconfirmed walker_ran"
         );
         assert_eq!(keys(&j["replay"]), "batches events_read ranges read_ns");
+        assert_eq!(keys(&j["go_worker"]), "last_write recent since_last_pass");
+        assert_eq!(j["go_worker"]["last_write"], "2026-01-02T03:04:05Z");
         assert_eq!(
             keys(&j["held"][0]),
             "bucket cap entries reason would_delete"

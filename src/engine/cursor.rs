@@ -54,6 +54,31 @@ pub struct ShardCursor {
     /// (docs/meta-log.md#filer-restart).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub filers: FilerRegistrations,
+    /// The Go worker's cursor file of the same shard as the last pass saw
+    /// it: a change since is a Go pass since, another enforcer
+    /// (docs/go-cursor.md#another-enforcer). `None`: never looked.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub go_cursor: Option<GoSeen>,
+}
+
+/// The Go worker's cursor file of one shard, as a pass saw it: enough to
+/// tell that the Go worker wrote it again. Every Go pass rewrites its
+/// shards' files, stamping them with the writer's clock
+/// (docs/go-cursor.md#location).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct GoSeen {
+    /// The file's mtime (s); 0 when there was no file.
+    pub mtime_s: i64,
+    /// Its `ts_ns`; 0 when there was no file or it did not parse.
+    pub ts_ns: Nanos,
+}
+
+impl GoSeen {
+    /// No file.
+    pub const ABSENT: GoSeen = GoSeen {
+        mtime_s: 0,
+        ts_ns: 0,
+    };
 }
 
 /// How many filer registrations a cursor keeps ([`ShardCursor::note_filers`]).
@@ -560,6 +585,7 @@ mod tests {
             last_walked_ns: 0,
             buckets,
             filers: Default::default(),
+            go_cursor: None,
         }
     }
 

@@ -20,6 +20,7 @@ pub mod event;
 pub mod explain;
 pub mod filter;
 pub mod forecast;
+pub mod go_activity;
 pub mod hashes;
 pub mod identity;
 pub mod instances;

@@ -134,6 +134,7 @@ pub struct Metrics {
     last_pass_timestamp: Gauge<f64, std::sync::atomic::AtomicU64>,
     last_pass_events_read: Gauge,
     last_pass_ranges_read: Gauge,
+    go_worker_shards: Gauge,
     last_pass_read_seconds: Gauge<f64, std::sync::atomic::AtomicU64>,
     matches: Family<MatchLabels, Counter>,
     checks: Family<CheckLabels, Counter>,
@@ -233,6 +234,10 @@ impl Metrics {
             last_pass_ranges_read: r.own(
                 "last_pass_ranges_read",
                 "SubscribeMetadata ranges the last pass's replay read (docs/due-index.md)",
+            ),
+            go_worker_shards: r.own(
+                "go_worker_shards",
+                "Shards the Go s3_lifecycle worker ran since this service's last pass over them, as the last pass found (another enforcer: docs/go-cursor.md#another-enforcer); 0 when none",
             ),
             last_pass_read_seconds: r.own(
                 "last_pass_read_seconds",
@@ -441,6 +446,12 @@ impl Metrics {
         self.last_pass_events_read.set(gauge_value(events));
         self.last_pass_ranges_read.set(gauge_value(ranges));
         self.last_pass_read_seconds.set(span_ns as f64 / 1e9);
+    }
+
+    /// The shards the last pass found the Go worker had run
+    /// (docs/go-cursor.md#another-enforcer).
+    pub fn go_worker_shards(&self, n: usize) {
+        self.go_worker_shards.set(gauge_value(n));
     }
 
     /// `n` matches of `kind` with `decision`, as a shard reports them at its end.

@@ -285,6 +285,7 @@ impl Coordinator {
                     duration: started.elapsed(),
                     replay,
                     reclaim,
+                    go_worker: p.go_activity,
                 };
                 obs.pass_ended(&result);
                 telemetry::record_outcome(&pass_span, result.outcome().as_str());

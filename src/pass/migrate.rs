@@ -97,6 +97,8 @@ pub fn import_go(go: &GoCursor, plan: &PassPlan) -> Result<Imported, String> {
         last_walked_ns: go.last_walked_ns,
         buckets,
         filers: plan.filers.clone().unwrap_or_default(),
+        // The caller records the Go file it imported.
+        go_cursor: None,
     };
     Ok(Imported { cursor, cold })
 }

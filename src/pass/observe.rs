@@ -127,6 +127,7 @@ impl PassObserver {
         }
         let read = &result.replay;
         m.replay_read(read.events_read, read.ranges.len(), read.span_ns());
+        m.go_worker_shards(result.go_worker.shards().len());
         let held = result.held.iter();
         m.held_buckets(held.map(|h| (h.bucket.as_str(), h.would_delete.saturating_sub(h.cap))));
         m.freed(&result.freed());

@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use serde::Serialize;
 
-use crate::engine::cursor::{FilerRegistrations, Hash32};
+use crate::engine::cursor::{FilerRegistrations, GoSeen, Hash32};
 use crate::engine::{ActionKey, ActionKind, DueRounding, Nanos, RuleHash, Snapshot, TimeConfig};
 
 /// Why a bucket needs a recovery walk on this shard.
@@ -324,6 +324,10 @@ pub struct PassPlan {
     /// When the master registered each filer, read at the pass start;
     /// `None` when it could not be asked (docs/meta-log.md#filer-restart).
     pub filers: Option<FilerRegistrations>,
+    /// Each shard's Go cursor file as read at the pass start, recorded by
+    /// a shard without a cursor yet; `None` when it could not be read
+    /// (docs/go-cursor.md#another-enforcer).
+    pub go_cursors: Option<BTreeMap<u8, GoSeen>>,
 }
 
 fn hash_of(hashes: &BTreeMap<String, Hash32>, bucket: &str) -> Hash32 {
@@ -387,6 +391,7 @@ impl PassPlan {
             keep,
             live: live_actions(snap),
             filers: None,
+            go_cursors: None,
         }
     }
 

@@ -6,13 +6,15 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
-use crate::engine::cursor::{FilerRegistrations, ShardCursor};
+use crate::engine::cursor::{FilerRegistrations, GoSeen, ShardCursor};
+use crate::engine::go_activity::{self, GoActivity};
 use crate::engine::safety::{CapBook, PauseRecord, Selection, grace_decision};
 use crate::engine::{Nanos, Snapshot};
 use crate::lifecycle::BucketError;
 use crate::pass::plan::PassPlan;
 use crate::pass::ports::{ClusterError, ClusterPort, FilerClock, on_controls};
 use crate::seaweed::buckets::{BucketInfo, BucketScan};
+use crate::seaweed::cursor::GO_CURSOR_DIR;
 
 use crate::pass::options::PassOptions;
 
@@ -27,6 +29,7 @@ pub(crate) struct Prepared {
     pub(crate) approved: Vec<String>,
     pub(crate) released: Vec<String>,
     pub(crate) cursors: BTreeMap<u8, Result<Option<ShardCursor>, ClusterError>>,
+    pub(crate) go_activity: GoActivity,
 }
 
 pub(crate) async fn prepare(
@@ -44,7 +47,7 @@ pub(crate) async fn prepare(
     // after their sum (sixteen cursor files alone took ~10 ms one after
     // another on loopback; a pass's scan rate counts its start too).
     // Errors are still taken in the order of the old sequence.
-    let (scan, pause_records, earliest, approvals, holds, rule_records, cursors, filers, clock) = futures::join!(
+    let (scan, pause_records, earliest, approvals, holds, rule_records, cursors, filers, clock, go) = futures::join!(
         port.buckets(),
         // Read at every pass start, so a pause made through any instance
         // holds from the next pass on (docs/filer-layout.md#pause-files).
@@ -70,6 +73,7 @@ pub(crate) async fn prepare(
         })),
         port.filer_registrations(),
         port.filer_clock(),
+        port.list_dir(GO_CURSOR_DIR),
     );
     let scan = scan?;
     // Unreadable pauses fail the pass rather than risk deleting a paused
@@ -136,6 +140,18 @@ pub(crate) async fn prepare(
     if let Some(now) = &pass_plan.filers {
         note_filer_restarts(&mut cursors, now);
     }
+    let go_activity = match go {
+        Ok(listing) => {
+            let seen = go_activity::stamps(&listing);
+            let found = note_go_passes(&mut cursors, &seen, wall);
+            pass_plan.go_cursors = Some(seen);
+            found
+        }
+        Err(e) => {
+            tracing::debug!(error = %e, "cannot list the Go worker's cursors; a Go pass since the last one goes unnoticed in this pass");
+            GoActivity::default()
+        }
+    };
     Ok(Prepared {
         plan: Arc::new(pass_plan),
         buckets,
@@ -146,6 +162,7 @@ pub(crate) async fn prepare(
         approved,
         released,
         cursors,
+        go_activity,
     })
 }
 
@@ -333,6 +350,45 @@ fn note_filer_restarts(
         );
     }
 }
+
+/// Compares each shard's Go cursor file with what its cursor recorded, and
+/// warns when the Go worker ran since (docs/go-cursor.md#another-enforcer):
+/// two enforcers keep different cursors and delete by different rules.
+fn note_go_passes(
+    cursors: &mut BTreeMap<u8, Result<Option<ShardCursor>, ClusterError>>,
+    seen: &BTreeMap<u8, GoSeen>,
+    wall: Nanos,
+) -> GoActivity {
+    let found = go_activity::note(
+        cursors
+            .iter_mut()
+            .filter_map(|(shard, c)| Some((*shard, c.as_mut().ok()?.as_mut()))),
+        seen,
+        wall / 1_000_000_000,
+    );
+    if !found.is_empty() {
+        tracing::warn!(
+            shards = ?found.shards(),
+            last_write = %crate::status::format_time(found.last_write_s * 1_000_000_000),
+            "{GO_WORKER_RUNS}: {} (in {GO_CURSOR_DIR}). Two enforcers keep different cursors \
+             and delete by different rules. `weed mini` and `weed admin` schedule it daily: \
+             disable job type s3_lifecycle in the admin (UI, or PUT \
+             /api/plugin/job-types/s3_lifecycle/config with admin_runtime.enabled false), \
+             restart `weed worker`s with a -jobType= list without it, and stop any cron'd \
+             `s3.lifecycle.run-shard`. Set weed_admin.address to have passes refused while a \
+             Go worker serves it",
+            if found.since_last_pass.is_empty() {
+                "it wrote its cursor files within the last two days (this service had not looked at them before)"
+            } else {
+                "it rewrote its cursor files since this service's last pass over these shards"
+            }
+        );
+    }
+    found
+}
+
+/// The start of the warning a pass logs when the Go worker ran.
+pub const GO_WORKER_RUNS: &str = "the Go s3_lifecycle worker runs on this cluster";
 
 /// `read`'s answer when `wanted`, else what an empty store answers (and
 /// nothing is read).

@@ -10,6 +10,7 @@ use std::time::Duration;
 use serde::Serialize;
 
 use crate::engine::cursor::ShardCursor;
+use crate::engine::go_activity::GoActivity;
 use crate::engine::reclaim::{FreedByRule, PlacedByBucket, ReclaimReport, merge_all, merge_placed};
 use crate::engine::safety::{Held, PauseRecord};
 use crate::engine::{ActionKind, Nanos};
@@ -203,6 +204,9 @@ pub struct PassResult {
     /// (docs/reclaimed-space.md); `None` when nothing was deleted or
     /// reports are off.
     pub reclaim: Option<ReclaimReport>,
+    /// The shards the Go worker ran since this service's last pass over
+    /// them (docs/go-cursor.md#another-enforcer).
+    pub go_worker: GoActivity,
 }
 
 /// What one pass's replay read of the meta-log (docs/due-index.md#reading).

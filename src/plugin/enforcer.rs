@@ -71,8 +71,10 @@ pub fn refusal(admin: &str, others: &[ForeignWorker]) -> String {
          enforcers keep different cursors and delete by different rules. Take s3_lifecycle off \
          it: restart it with an explicit job list without it, e.g. `weed worker -admin={admin} \
          -jobType=vacuum,volume_balance,erasure_coding` (a plain `weed worker` serves every job \
-         type, and `weed mini` runs such a worker too). For a migration, \
-         weed_admin.allow_other_enforcers = true overrides this check",
+         type, and `weed mini` runs such a worker too), or disable job type s3_lifecycle at the \
+         admin (UI, or PUT /api/plugin/job-types/s3_lifecycle/config with \
+         admin_runtime.enabled false). For a migration, weed_admin.allow_other_enforcers = true \
+         overrides this check",
         names.join(", ")
     )
 }
@@ -164,10 +166,39 @@ pub async fn check(
     };
     let others = foreign_enforcers(&workers, self_id);
     if others.is_empty() {
-        Ok(())
-    } else {
-        Err(refusal(admin, &others))
+        return Ok(());
     }
+    // `weed mini`'s own worker always offers s3_lifecycle and cannot be
+    // restarted with another job list; with the job type disabled the admin
+    // schedules none (docs/plugin-worker.md#one-enforcer).
+    let config = format!("/api/plugin/job-types/{JOB_TYPE}/config");
+    if let Ok(c) = admin_http::get(tls, &http, &config).await
+        && job_type_disabled(&c)
+    {
+        tracing::warn!(
+            admin,
+            workers = ?others.iter().map(|w| &w.id).collect::<Vec<_>>(),
+            "{DISABLED_AT_ADMIN}: they get no scheduled s3_lifecycle job, but a \"Run now\" at \
+             the admin would start a Go pass"
+        );
+        return Ok(());
+    }
+    Err(refusal(admin, &others))
+}
+
+/// The start of the warning when foreign workers serve a disabled job type.
+pub const DISABLED_AT_ADMIN: &str =
+    "other s3_lifecycle workers are registered at weed admin, but the job type is disabled there";
+
+/// Whether the admin's job type configuration (`GET
+/// /api/plugin/job-types/s3_lifecycle/config`) has its scheduling turned
+/// off. Anything else, a missing field included, counts as on.
+fn job_type_disabled(config: &Value) -> bool {
+    config
+        .get("admin_runtime")
+        .and_then(|r| r.get("enabled"))
+        .and_then(Value::as_bool)
+        == Some(false)
 }
 
 /// The one-enforcer check of `run-once` and `serve`: with `weed_admin.address`
@@ -247,6 +278,22 @@ mod tests {
         );
         assert!(msg.contains("allow_other_enforcers"), "{msg}");
         assert!(foreign_enforcers(&json!([]), None).is_empty());
+    }
+
+    #[test]
+    fn a_disabled_job_type_still_refused_weed_minis_worker() {
+        // As `weed mini`'s admin answers, before and after disabling the job type.
+        let on = json!({"job_type": "s3_lifecycle", "admin_runtime": {"enabled": true, "detection_interval_minutes": 1440}});
+        let off = json!({"job_type": "s3_lifecycle", "admin_runtime": {"detection_interval_minutes": 1440, "enabled": false}});
+        assert!(!job_type_disabled(&on));
+        assert!(job_type_disabled(&off));
+        assert!(
+            !job_type_disabled(&json!({"job_type": "s3_lifecycle"})),
+            "unknown counts as on"
+        );
+        assert!(!job_type_disabled(
+            &json!({"admin_runtime": {"enabled": "false"}})
+        ));
         assert!(foreign_enforcers(&json!({"error": "x"}), None).is_empty());
     }
 }

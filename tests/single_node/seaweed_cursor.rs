@@ -6,7 +6,7 @@ use crate::common;
 
 use std::collections::BTreeMap;
 
-use s3_lifecycled::engine::cursor::{BucketCursor, GoCursor, ShardCursor};
+use s3_lifecycled::engine::cursor::{BucketCursor, GoCursor, GoSeen, ShardCursor};
 use s3_lifecycled::pb::filer_pb::{Entry, FuseAttributes};
 use s3_lifecycled::seaweed::cursor::{CursorError, CursorStore, GENERATION_KEY, load_go_from};
 use s3_lifecycled::seaweed::filer::{FilerClient, FilerError};
@@ -53,6 +53,10 @@ fn cursor(shard: u8, ts: i64) -> ShardCursor {
             1_700_000_000_000_000_000,
         )]
         .into(),
+        go_cursor: Some(GoSeen {
+            mtime_s: 1_700_000_000,
+            ts_ns: 1_699_999_999_000_000_000,
+        }),
     }
 }
 

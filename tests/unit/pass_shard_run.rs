@@ -89,6 +89,7 @@ fn plan_full(
         keep: BTreeSet::new(),
         live: s3_lifecycled::pass::plan::live_actions(&snap),
         filers: None,
+        go_cursors: None,
     })
 }
 

@@ -195,8 +195,16 @@ impl ShardRun {
             promoted_hash: plan.global_promoted_hash,
             last_walked_ns,
             buckets,
-            // Noted at the pass start (`ShardCursor::note_filers`); a shard
-            // without a cursor remembers what this pass read.
+            // Both noted at the pass start (`ShardCursor::note_filers`,
+            // `go_activity::note`); a shard without a cursor remembers what
+            // this pass read.
+            go_cursor: match &old {
+                Some(o) => o.go_cursor,
+                None => plan
+                    .go_cursors
+                    .as_ref()
+                    .and_then(|m| m.get(&self.shard).copied()),
+            },
             filers: match old {
                 Some(o) => o.filers,
                 None => plan.filers.clone().unwrap_or_default(),
