@@ -412,6 +412,18 @@ pub struct StatusSnapshot {
     /// The last legacy-TTL audit (docs/ttl-audit.md); `None` until one ran.
     #[serde(default)]
     pub ttl_audit: Option<crate::engine::audit::AuditReport>,
+    /// The Go worker's passes the last pass found: another enforcer
+    /// (docs/go-cursor.md#another-enforcer); `None` when it found none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub go_worker: Option<GoWorkerSeen>,
+}
+
+/// Shards the Go worker ran since this service's last pass over them.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct GoWorkerSeen {
+    pub shards: Vec<u8>,
+    /// The latest write of those shards' Go cursor files, ns since epoch.
+    pub last_write_ns: i64,
 }
 
 /// A paused bucket (`s3-lifecycled pause`): passes leave it alone and its

@@ -9,10 +9,11 @@ use s3_lifecycled::engine::{BucketConfig, Snapshot, TimeConfig, Versioning, repl
 use s3_lifecycled::pass::prepare::GO_WORKER_RUNS;
 use s3_lifecycled::seaweed::filer::FilerClient;
 use serde_json::json;
+use std::time::Duration;
 
 use common::{
-    Scope, assert_quiet_on_closed_pipe, days_rule, lifecycle, list_keys, now_ns, plus, put,
-    run_into_closed_pipe, run_once, run_raw, set, write_inline_file,
+    Scope, Serve, assert_quiet_on_closed_pipe, days_rule, http, lifecycle, list_keys, now_ns, plus,
+    put, rfc3339, run_into_closed_pipe, run_once, run_raw, set, write_inline_file,
 };
 
 async fn write_go_cursor(c: &FilerClient, shard: u8, ts: i64, rsh: [u8; 32]) {
@@ -154,6 +155,47 @@ async fn go_cursors_import_then_show_and_reset() {
         p.context()
     );
     assert!(!run.stderr.contains(GO_WORKER_RUNS), "{}", p.context());
+
+    // `serve` shows the same on its status page, in /status.json and /metrics, as of its last
+    // pass: a pass that finds no Go pass since clears them.
+    c.weed_shell(&format!(
+        "s3.lifecycle.run-shard -shards 0-15 -s3 {addr} -events 0 -runtime 60s"
+    ))
+    .await;
+    {
+        let serve = Serve::start(
+            &scope,
+            &[("S3_LIFECYCLED__SERVICE__ALLOW_FUTURE_NOW", "true")],
+        )
+        .await;
+        let srv = &serve;
+        let seen = async |now: i64| {
+            let (id, _) = srv.trigger(&["--now", &rfc3339(now)]).await;
+            srv.wait_last(&id, Duration::from_secs(60)).await;
+            let status = http::get_async(srv.http, "/status.json")
+                .await
+                .unwrap()
+                .text();
+            let status: serde_json::Value = serde_json::from_str(&status).unwrap();
+            let page = http::get_async(srv.http, "/").await.unwrap().text();
+            let metrics = http::get_async(srv.http, "/metrics").await.unwrap().text();
+            let gauge = metrics
+                .lines()
+                .find_map(|l| l.strip_prefix("s3_lifecycled_go_worker_shards "))
+                .map(str::to_string);
+            (
+                status["go_worker"].clone(),
+                page.contains("Another lifecycle worker"),
+                gauge,
+            )
+        };
+        let (status, on_page, gauge) = seen(plus(now_ns(), 31, 3)).await;
+        assert_eq!(status["shards"], json!(all), "{}", srv.log_text());
+        assert!(on_page && gauge.as_deref() == Some("16"), "{gauge:?}");
+        let (status, on_page, gauge) = seen(plus(now_ns(), 31, 4)).await;
+        assert!(status.is_null(), "{status}");
+        assert!(!on_page && gauge.as_deref() == Some("0"), "{gauge:?}");
+    }
 
     let dry = run_raw(&args(c, &["cursor", "reset"]), &env).await;
     assert_eq!(dry.code, 0);

@@ -123,6 +123,20 @@ pub fn render(s: &StatusSnapshot, now_ns: i64) -> String {
         h.push_str("</table>\n");
     }
 
+    if let Some(g) = &s.go_worker {
+        let _ = writeln!(
+            h,
+            "<h2 id=\"go-worker\">Another lifecycle worker</h2>\n<p class=\"failed\">The Go \
+             s3_lifecycle worker ran on shards {} since this service's last pass over them (its \
+             cursor files were last written {} ago). Two enforcers keep different cursors and \
+             delete by different rules: disable job type s3_lifecycle in <code>weed admin</code> \
+             (and on <code>weed mini</code>), take it off <code>weed worker -jobType=</code>, stop \
+             any cron'd <code>s3.lifecycle.run-shard</code>.</p>",
+            escape(&crate::engine::shard::shards_label(&g.shards)),
+            escape(&format_age(now_ns, g.last_write_ns))
+        );
+    }
+
     if let Some(p) = &s.current_pass {
         let _ = write!(
             h,
@@ -464,6 +478,7 @@ mod tests {
             stale_after_ns: 2 * 86_400 * 1_000_000_000,
             forecast: None,
             ttl_audit: None,
+            go_worker: None,
             last_pass: Some(PassSummary {
                 run_id: "run-1".into(),
                 started_ns: NOW - 10 * MIN,
@@ -513,6 +528,22 @@ mod tests {
             "{page}"
         );
         assert!(page.contains("&lt;typo&gt; in rule"), "{page}");
+    }
+
+    #[test]
+    fn a_go_worker_still_running_showed_nowhere_on_the_page() {
+        let mut s = snapshot();
+        assert!(!render(&s, NOW).contains("go-worker"));
+        s.go_worker = Some(crate::status::GoWorkerSeen {
+            shards: vec![0, 1, 2, 3, 9],
+            last_write_ns: NOW - 90 * MIN,
+        });
+        let page = render(&s, NOW);
+        assert!(page.contains("Another lifecycle worker"), "{page}");
+        assert!(
+            page.contains("shards 0-3,9") && page.contains("1h 30m ago"),
+            "{page}"
+        );
     }
 
     #[test]

@@ -128,6 +128,7 @@ impl PassObserver {
         let read = &result.replay;
         m.replay_read(read.events_read, read.ranges.len(), read.span_ns());
         m.go_worker_shards(result.go_worker.shards().len());
+        self.board(|b| b.set_go_worker(&result.go_worker));
         let held = result.held.iter();
         m.held_buckets(held.map(|h| (h.bucket.as_str(), h.would_delete.saturating_sub(h.cap))));
         m.freed(&result.freed());
@@ -239,6 +240,16 @@ impl StatusBoard {
             st.snap.stale_after_ns = after_ns;
             self.publish(&mut st, true);
         }
+    }
+
+    /// What the last pass found of the Go worker
+    /// (docs/go-cursor.md#another-enforcer).
+    pub fn set_go_worker(&self, found: &crate::engine::go_activity::GoActivity) {
+        let seen = (!found.is_empty()).then(|| crate::status::GoWorkerSeen {
+            shards: found.shards(),
+            last_write_ns: found.last_write_s.saturating_mul(1_000_000_000),
+        });
+        self.set(|snap| snap.go_worker = seen);
     }
 
     /// The legacy-TTL audit shown on the status page and in `/status.json`.

@@ -132,6 +132,7 @@ fn snapshot() -> StatusSnapshot {
         stale_after_ns: 0,
         forecast: None,
         ttl_audit: None,
+        go_worker: None,
         current_pass: Some(PassProgress {
             run_id: "run-live".into(),
             started_ns: T0 - 30 * SEC,

@@ -28,6 +28,7 @@ fn snapshot() -> StatusSnapshot {
         stale_after_ns: 0,
         forecast: None,
         ttl_audit: None,
+        go_worker: None,
         service_state: ServiceState::Idle,
         next_pass_ns: None,
         current_pass: None,
