@@ -60,21 +60,29 @@ pub fn foreign_enforcers(workers: &Value, self_id: Option<&str>) -> Vec<ForeignW
         .collect()
 }
 
-/// Why deleting is refused while `others` serve `s3_lifecycle`, and how to fix it.
-pub fn refusal(admin: &str, others: &[ForeignWorker]) -> String {
+/// Why deleting is refused while `others` serve `s3_lifecycle`, and how to
+/// fix it. `worker`: the check of one of our plugin workers, which needs the
+/// job type enabled itself, so disabling it is no fix there.
+pub fn refusal(admin: &str, others: &[ForeignWorker], worker: bool) -> String {
     let names: Vec<String> = others
         .iter()
         .map(|w| format!("{} (version {}, address {})", w.id, w.version, w.address))
         .collect();
+    let other_fix = if worker {
+        "`weed mini`'s own worker cannot drop it: beside `weed mini`, run `s3-lifecycled serve` \
+         instead of workers and disable job type s3_lifecycle at its admin"
+    } else {
+        "or disable job type s3_lifecycle at the admin (UI, or PUT \
+         /api/plugin/job-types/s3_lifecycle/config with admin_runtime.enabled false; the only \
+         way on `weed mini`, whose worker always offers it)"
+    };
     format!(
         "refusing to delete: weed admin {admin} has another s3_lifecycle worker: {}. Two \
          enforcers keep different cursors and delete by different rules. Take s3_lifecycle off \
          it: restart it with an explicit job list without it, e.g. `weed worker -admin={admin} \
          -jobType=vacuum,volume_balance,erasure_coding` (a plain `weed worker` serves every job \
-         type, and `weed mini` runs such a worker too), or disable job type s3_lifecycle at the \
-         admin (UI, or PUT /api/plugin/job-types/s3_lifecycle/config with \
-         admin_runtime.enabled false). For a migration, weed_admin.allow_other_enforcers = true \
-         overrides this check",
+         type); {other_fix}. For a migration, weed_admin.allow_other_enforcers = true overrides \
+         this check",
         names.join(", ")
     )
 }
@@ -183,7 +191,7 @@ pub async fn check(
         );
         return Ok(());
     }
-    Err(refusal(admin, &others))
+    Err(refusal(admin, &others, self_id.is_some()))
 }
 
 /// The start of the warning when foreign workers serve a disabled job type.
@@ -271,12 +279,19 @@ mod tests {
         let f = foreign_enforcers(&workers, Some("me"));
         assert_eq!(f.len(), 1, "{f:?}");
         assert_eq!(f[0].id, "w-host-1a2b");
-        let msg = refusal("127.0.0.1:23646", &f);
+        let msg = refusal("127.0.0.1:23646", &f, false);
         assert!(
             msg.contains("w-host-1a2b") && msg.contains("-jobType="),
             "{msg}"
         );
         assert!(msg.contains("allow_other_enforcers"), "{msg}");
+        assert!(msg.contains("admin_runtime.enabled false"), "{msg}");
+        // Our own worker needs the job type on: the fix it is given is `serve`.
+        let msg = refusal("127.0.0.1:23646", &f, true);
+        assert!(
+            !msg.contains("admin_runtime.enabled") && msg.contains("s3-lifecycled serve"),
+            "{msg}"
+        );
         assert!(foreign_enforcers(&json!([]), None).is_empty());
     }
 
