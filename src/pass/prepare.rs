@@ -370,17 +370,20 @@ fn note_go_passes(
         tracing::warn!(
             shards = ?found.shards(),
             last_write = %crate::status::format_time(found.last_write_s * 1_000_000_000),
-            "{GO_WORKER_RUNS}: {} (in {GO_CURSOR_DIR}). Two enforcers keep different cursors \
-             and delete by different rules. `weed mini` and `weed admin` schedule it daily: \
-             disable job type s3_lifecycle in the admin (UI, or PUT \
+            "{GO_WORKER} {} (in {GO_CURSOR_DIR}). Two enforcers keep different cursors and \
+             delete by different rules. `weed mini` and `weed admin` schedule it daily: disable \
+             job type s3_lifecycle in the admin (UI, or PUT \
              /api/plugin/job-types/s3_lifecycle/config with admin_runtime.enabled false), \
              restart `weed worker`s with a -jobType= list without it, and stop any cron'd \
              `s3.lifecycle.run-shard`. Set weed_admin.address to have passes refused while a \
              Go worker serves it",
             if found.since_last_pass.is_empty() {
-                "it wrote its cursor files within the last two days (this service had not looked at them before)"
+                "may still run on this cluster: it wrote its cursor files within the last two \
+                 days, and this service had not looked at them before (if it was stopped since, \
+                 this warning does not come back)"
             } else {
-                "it rewrote its cursor files since this service's last pass over these shards"
+                "runs on this cluster: it rewrote its cursor files since this service's last pass \
+                 over these shards"
             }
         );
     }
@@ -388,7 +391,7 @@ fn note_go_passes(
 }
 
 /// The start of the warning a pass logs when the Go worker ran.
-pub const GO_WORKER_RUNS: &str = "the Go s3_lifecycle worker runs on this cluster";
+pub const GO_WORKER: &str = "the Go s3_lifecycle worker";
 
 /// `read`'s answer when `wanted`, else what an empty store answers (and
 /// nothing is read).
