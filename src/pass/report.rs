@@ -170,7 +170,7 @@ pub struct ShardResult {
 }
 
 /// What a pass did.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Default)]
 pub struct PassResult {
     /// The pass's `now`.
     pub now: Nanos,

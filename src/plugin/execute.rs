@@ -285,6 +285,13 @@ fn finish(
     if !halted.is_empty() {
         out.insert("halted".into(), job::string(halted.join("; ")));
     }
+    // Another enforcer (docs/go-cursor.md#another-enforcer), in the job detail.
+    if !r.go_worker.is_empty() {
+        out.insert(
+            "go_worker_shards".into(),
+            job::string(crate::engine::shard::shards_label(&r.go_worker.shards())),
+        );
+    }
     let result = Some(JobResult {
         output_values: out,
         summary: summary.clone(),
@@ -308,5 +315,27 @@ fn finish(
     match error {
         None => completed(req_id, job_id, true, "", result),
         Some(e) => completed(req_id, job_id, false, &e, result),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::engine::go_activity::GoActivity;
+
+    #[test]
+    fn a_go_worker_still_running_was_missing_from_the_job_detail() {
+        let outputs = |r: &PassResult| match finish("req", "job", "run", r, None) {
+            Out::JobCompleted(c) => c.result.expect("a result").output_values,
+            other => panic!("not a completion: {other:?}"),
+        };
+        let mut r = PassResult::default();
+        assert!(!outputs(&r).contains_key("go_worker_shards"));
+        r.go_worker = GoActivity {
+            since_last_pass: vec![0, 1, 2, 5],
+            recent: Vec::new(),
+            last_write_s: 1_800_000_000,
+        };
+        assert_eq!(outputs(&r)["go_worker_shards"], job::string("0-2,5"));
     }
 }
