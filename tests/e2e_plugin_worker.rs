@@ -2,7 +2,8 @@
 //! shards of a run triggered through the admin's HTTP API, the admin's rate share holds per
 //! worker, a worker killed with SIGKILL loses nothing and reports its lost job when it comes back,
 //! a job in the Go detector's shape runs every shard, and `run-once` refuses (and `serve`) to
-//! delete while a Go `weed worker` serves `s3_lifecycle`.
+//! delete while a Go `weed worker` serves `s3_lifecycle` (and, on `weed mini`, what a pass says
+//! of its own Go worker).
 //!
 //! One admin is shared by the tests that use our workers; they run one at a time (the admin's
 //! job-type config and worker set are global). Lifecycle time is a 2 s day without rounding, so
@@ -476,4 +477,88 @@ async fn an_admin_known_to_the_master_but_not_configured_is_named_in_a_warning()
         p.describe()
     );
     assert_eq!(p.ok().total("DONE"), 1, "{}", p.describe());
+}
+
+/// `weed mini`, as a beginner starts it: its own admin schedules the Go `s3_lifecycle` worker
+/// it runs. Before: with no admin configured nothing said a Go worker ran beside us, and with
+/// `weed_admin.address` set every pass was refused, since that worker always offers the job
+/// type and takes no `-jobType=` (docs/go-cursor.md#another-enforcer,
+/// docs/plugin-worker.md#one-enforcer).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn weed_minis_go_worker_went_unnoticed_or_refused_every_pass() {
+    use s3_lifecycled::pass::prepare::GO_WORKER;
+    use s3_lifecycled::plugin::enforcer::DISABLED_AT_ADMIN;
+    let m = common::mini::mini();
+    let a = &m.admin;
+    let started = Instant::now();
+    while a.lifecycle_workers().await.is_empty() {
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "weed mini's worker never offered s3_lifecycle:\n{}",
+            m.log_tail(40)
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let b = m.new_bucket("e2e-mini").await.unwrap();
+    let s3 = m.s3_client();
+    put(&s3, &b, "due/1", b"x", None).await;
+    m.put_lifecycle_xml(&b, &lifecycle(&days_rule("due", "due/", 1)))
+        .await
+        .unwrap();
+    let scope = Scope::new(&[&b]);
+    let all: Vec<u8> = (0..16).collect();
+    let admin_addr = a.worker_arg();
+    let mut with_admin = vec![("S3_LIFECYCLED__WEED_ADMIN__ADDRESS", admin_addr.as_str())];
+    with_admin.extend_from_slice(&ENV_DAY);
+    // The admin's first Go pass comes 5 minutes after start; its "Run now" is the same pass.
+    a.run(120).await;
+
+    // No admin configured: the pass deletes, and says the Go worker may still run.
+    let p = run_once(m, &scope, Some(now_ns() + 10 * SEC_NS), &[], &ENV_DAY).await;
+    let r = p.ok();
+    assert_eq!(r.total("DONE"), 1, "{}", p.describe());
+    assert_eq!(r.v["go_worker"]["recent"], json!(all), "{}", p.describe());
+    assert!(
+        p.stderr.contains(&format!("{GO_WORKER} may still run")),
+        "{}",
+        p.describe()
+    );
+
+    // With the admin configured, its worker is refused, and the refusal names the job type's
+    // switch, the only fix on `weed mini`.
+    put(&s3, &b, "due/2", b"x", None).await;
+    let now = Some(now_ns() + 10 * SEC_NS);
+    let p = run_once(m, &scope, now, &[], &with_admin).await;
+    assert_eq!(p.code, 2, "{}", p.describe());
+    assert!(
+        p.stderr.contains("refusing to delete") && p.stderr.contains("admin_runtime.enabled false"),
+        "{}",
+        p.describe()
+    );
+    assert_eq!(list_keys(&s3, &b).await, set(&["due/2"]));
+    // The job type disabled: the pass goes on, with a warning.
+    a.configure(&[], &[("enabled", json!(false))]).await;
+    let p = run_once(m, &scope, now, &[], &with_admin).await;
+    assert_eq!(p.ok().total("DONE"), 1, "{}", p.describe());
+    assert!(p.stderr.contains(DISABLED_AT_ADMIN), "{}", p.describe());
+    assert!(!p.stderr.contains(GO_WORKER), "{}", p.describe());
+
+    // "Run now" still starts a Go pass (weed stamps its files in whole seconds: one second
+    // apart from our last look), and the next pass names it.
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    a.run(120).await;
+    let p = run_once(m, &scope, Some(now_ns() + 10 * SEC_NS), &[], &with_admin).await;
+    let r = p.ok();
+    assert_eq!(
+        r.v["go_worker"]["since_last_pass"],
+        json!(all),
+        "{}",
+        p.describe()
+    );
+    assert!(
+        p.stderr
+            .contains(&format!("{GO_WORKER} runs on this cluster")),
+        "{}",
+        p.describe()
+    );
 }

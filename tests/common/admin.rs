@@ -24,7 +24,8 @@ pub struct WeedAdmin {
     /// Its log.
     pub log_file: PathBuf,
     pid: u32,
-    _child: Child,
+    /// Its process; `None` for the admin inside `weed mini` (the cluster's own process).
+    _child: Option<Child>,
 }
 
 impl WeedAdmin {
@@ -64,7 +65,7 @@ impl WeedAdmin {
             data_dir,
             log_file,
             pid,
-            _child: child,
+            _child: Some(child),
         };
         // Both ports accept connections once the admin is up (no runtime here: callers may be
         // inside one).
@@ -81,6 +82,19 @@ impl WeedAdmin {
             std::thread::sleep(Duration::from_millis(200));
         }
         admin
+    }
+
+    /// The admin that process `pid` runs on `http`/`grpc` (`weed mini`'s), logging to
+    /// `log_file`.
+    pub fn inside(pid: u32, http: u16, grpc: u16, data_dir: PathBuf, log_file: PathBuf) -> Self {
+        WeedAdmin {
+            http,
+            grpc,
+            data_dir,
+            log_file,
+            pid,
+            _child: None,
+        }
     }
 
     /// `host:http`.

@@ -28,6 +28,7 @@ pub mod gateway;
 pub mod ha;
 pub mod http;
 pub mod metalog;
+pub mod mini;
 pub mod otlp;
 pub mod rules;
 pub mod s3;
