@@ -196,9 +196,12 @@ async fn go_cursors_import_then_show_and_reset() {
         };
         let (status, on_page, gauge) = seen(plus(now_ns(), 31, 3)).await;
         assert_eq!(status["shards"], json!(all), "{}", srv.log_text());
+        // And `status`, through the admin API.
+        assert_eq!(srv.status().await["go_worker"]["shards"], json!(all));
         assert!(on_page && gauge.as_deref() == Some("16"), "{gauge:?}");
         let (status, on_page, gauge) = seen(plus(now_ns(), 31, 4)).await;
         assert!(status.is_null(), "{status}");
+        assert!(srv.status().await.get("go_worker").is_none());
         assert!(!on_page && gauge.as_deref() == Some("0"), "{gauge:?}");
     }
 

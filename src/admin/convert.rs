@@ -9,8 +9,8 @@ use crate::engine::DeleteOutcome;
 use crate::engine::reclaim::{CollectionGarbage, FreedRow, ReclaimReport, VacuumReport};
 use crate::pb::admin as pb;
 use crate::status::{
-    BucketSummary, DeleteCounts, PassProgress, PassSummary, PausedBucket, RunOutcome, ServiceState,
-    ShardPhase, ShardSummary, StatusSnapshot,
+    BucketSummary, DeleteCounts, GoWorkerSeen, PassProgress, PassSummary, PausedBucket, RunOutcome,
+    ServiceState, ShardPhase, ShardSummary, StatusSnapshot,
 };
 
 /// `$T` with the fields both sides name alike copied from `$v`, then the
@@ -134,6 +134,10 @@ pub fn status_response(s: &StatusSnapshot) -> pb::GetStatusResponse {
             .map(|p| like! { pb::PausedBucket, p: bucket, paused_ns, reason })
             .collect(),
         standby_reason: s.standby_reason.clone(),
+        go_worker: s.go_worker.as_ref().map(|g| pb::GoWorkerSeen {
+            shards: g.shards.iter().copied().map(u32::from).collect(),
+            last_write_ns: g.last_write_ns,
+        }),
     }
 }
 
@@ -162,6 +166,10 @@ pub fn status_from_pb(s: &pb::GetStatusResponse) -> StatusSnapshot {
             .map(|p| like! { PausedBucket, p: bucket, paused_ns, reason })
             .collect(),
         standby_reason: s.standby_reason.clone(),
+        go_worker: s.go_worker.as_ref().map(|g| GoWorkerSeen {
+            shards: g.shards.iter().map(|&n| shard_from_pb(n)).collect(),
+            last_write_ns: g.last_write_ns,
+        }),
         ..Default::default()
     }
 }

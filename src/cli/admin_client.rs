@@ -406,6 +406,9 @@ fn status_json(s: &StatusSnapshot) -> Value {
     if let Some(why) = &s.standby_reason {
         v["standby_reason"] = json!(why);
     }
+    if let Some(g) = &s.go_worker {
+        v["go_worker"] = json!(g);
+    }
     v
 }
 
@@ -479,6 +482,16 @@ fn status_text(s: &StatusSnapshot, now: i64) -> String {
     }
     if let Some(next) = s.next_pass_ns {
         out.push_str(&format!("next pass: {}\n", format_time(next)));
+    }
+    if let Some(g) = &s.go_worker {
+        out.push_str(&format!(
+            "Go s3_lifecycle worker: ran on shards {} since this service's last pass over them \
+             (its cursor files last written {}, {} ago): two enforcers; see \
+             docs/go-cursor.md#another-enforcer\n",
+            crate::engine::shard::shards_label(&g.shards),
+            format_time(g.last_write_ns),
+            crate::status::format_age(now, g.last_write_ns)
+        ));
     }
     for p in &s.paused {
         out.push_str(&format!(
@@ -697,9 +710,19 @@ mod tests {
                 reason: "typo".into(),
             }],
             standby_reason: None,
+            go_worker: Some(pb::GoWorkerSeen {
+                shards: vec![0, 1, 2, 7],
+                last_write_ns: T0 - 3_600_000_000_000,
+            }),
         };
         let s = convert::status_from_pb(&s);
         let t = status_text(&s, T0);
+        // A Go worker still running said nothing in `status`.
+        assert!(
+            t.contains("Go s3_lifecycle worker: ran on shards 0-2,7 since")
+                && t.contains("(its cursor files last written 2026-01-02T02:04:05Z, 1h 0m ago)"),
+            "{t}"
+        );
         assert!(
             t.contains("paused: logs since 2026-01-02T03:04:05Z (typo)\n"),
             "{t}"
