@@ -354,15 +354,7 @@ async fn run_once_refuses_to_delete_while_a_go_worker_serves_s3_lifecycle() {
         .kill_on_drop(true)
         .spawn()
         .expect("spawning weed worker");
-    let started = Instant::now();
-    while a.lifecycle_workers().await.is_empty() {
-        assert!(
-            started.elapsed() < Duration::from_secs(60),
-            "Go worker never registered:\n{}",
-            a.log_tail()
-        );
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+    a.wait_any_lifecycle_worker("the Go worker").await;
     let b = c.new_bucket("e2e-plugin-enforcer").await.unwrap();
     let s3 = c.s3_client();
     put(&s3, &b, "due/1", b"x", None).await;
@@ -490,15 +482,7 @@ async fn weed_minis_go_worker_went_unnoticed_or_refused_every_pass() {
     use s3_lifecycled::plugin::enforcer::DISABLED_AT_ADMIN;
     let m = common::mini::mini();
     let a = &m.admin;
-    let started = Instant::now();
-    while a.lifecycle_workers().await.is_empty() {
-        assert!(
-            started.elapsed() < Duration::from_secs(60),
-            "weed mini's worker never offered s3_lifecycle:\n{}",
-            m.log_tail(40)
-        );
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+    a.wait_any_lifecycle_worker("weed mini's worker").await;
     let b = m.new_bucket("e2e-mini").await.unwrap();
     let s3 = m.s3_client();
     put(&s3, &b, "due/1", b"x", None).await;

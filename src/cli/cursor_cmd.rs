@@ -5,7 +5,6 @@
 use std::path::PathBuf;
 
 use clap::{Args, Subcommand};
-use futures::StreamExt as _;
 
 use crate::cli::{EXIT_OK, Fail, failed, load_settings, one_shot_runtime, usage};
 use crate::config::{Settings, parse_shards};
@@ -139,13 +138,8 @@ async fn run_async(
             // Recorded in each imported cursor, so that the first pass
             // warns only if the Go worker runs again after the import
             // (docs/go-cursor.md#another-enforcer).
-            let listed: Result<Vec<_>, _> = client
-                .list_all(GO_CURSOR_DIR, crate::seaweed::filer::DEFAULT_PAGE)
-                .collect::<Vec<_>>()
-                .await
-                .into_iter()
-                .collect();
-            let go_files = go_activity::stamps(&listed.map_err(failed)?);
+            let listed = client.list_dir(GO_CURSOR_DIR).await.map_err(failed)?;
+            let go_files = go_activity::stamps(&listed);
             for shard in shards {
                 if store.load(shard).await.map_err(failed)?.is_some() {
                     println!(

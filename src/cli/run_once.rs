@@ -380,7 +380,7 @@ fn json_report(r: &PassResult, run_id: &str, dry_run: bool) -> Value {
         "go_worker": {
             "since_last_pass": r.go_worker.since_last_pass,
             "recent": r.go_worker.recent,
-            "last_write": (!r.go_worker.is_empty()).then(|| rfc3339(r.go_worker.last_write_s * 1_000_000_000)),
+            "last_write": (!r.go_worker.is_empty()).then(|| rfc3339(r.go_worker.last_write_ns)),
         },
         "shards": r.shards.iter().map(|s| (&s.report, s.duration)).map(|(rep, d)| counters_json(&rep.counters, json!({
             "shard": rep.shard,
@@ -522,7 +522,7 @@ mod tests {
             go_worker: GoActivity {
                 since_last_pass: vec![2],
                 recent: vec![],
-                last_write_s: T0 / 1_000_000_000,
+                last_write_ns: T0,
             },
         }
     }

@@ -48,8 +48,9 @@ pub struct GoActivity {
     /// cursor from an earlier build) whose Go cursor is younger than
     /// [`RECENT_S`].
     pub recent: Vec<u8>,
-    /// The latest write among those shards' Go cursors (s).
-    pub last_write_s: i64,
+    /// The latest write among those shards' Go cursors (ns; weed stamps
+    /// them in whole seconds).
+    pub last_write_ns: i64,
 }
 
 impl GoActivity {
@@ -92,7 +93,9 @@ pub fn note<'a>(
         };
         if let Some(list) = evidence {
             list.push(shard);
-            out.last_write_s = out.last_write_s.max(now.mtime_s);
+            out.last_write_ns = out
+                .last_write_ns
+                .max(now.mtime_s.saturating_mul(1_000_000_000));
         }
         if let Some(c) = cursor {
             c.go_cursor = Some(now);
@@ -152,7 +155,7 @@ mod tests {
         let later = stamps(&[go_file(0, t0, 5), go_file(1, t0 + 3 * DAY, 9)]);
         let seen = note([(0, Some(&mut a)), (1, Some(&mut b))], &later, t0 + 3 * DAY);
         assert_eq!(seen.since_last_pass, [1]);
-        assert_eq!(seen.last_write_s, t0 + 3 * DAY);
+        assert_eq!(seen.last_write_ns, (t0 + 3 * DAY) * 1_000_000_000);
         // Recorded: the same files say nothing at the next pass.
         assert!(note([(1, Some(&mut b))], &later, t0 + 4 * DAY).is_empty());
         // A file removed is no Go pass; one written again after that is.

@@ -536,8 +536,7 @@ impl ClusterPort for SeaweedCluster {
 
 /// Every entry of `dir` on filer `n`'s store.
 async fn list_dir_on(n: FilerNode, dir: String) -> Result<Vec<Entry>, ClusterError> {
-    let listed = n.filer.list_all(&dir, crate::seaweed::filer::DEFAULT_PAGE);
-    let entries: Result<Vec<Entry>, _> = listed.collect::<Vec<_>>().await.into_iter().collect();
+    let entries = n.filer.list_dir(&dir).await;
     entries.map_err(|source| ClusterError::ListDir { dir, source })
 }
 

@@ -247,7 +247,7 @@ impl StatusBoard {
     pub fn set_go_worker(&self, found: &crate::engine::go_activity::GoActivity) {
         let seen = (!found.is_empty()).then(|| crate::status::GoWorkerSeen {
             shards: found.shards(),
-            last_write_ns: found.last_write_s.saturating_mul(1_000_000_000),
+            last_write_ns: found.last_write_ns,
         });
         self.set(|snap| snap.go_worker = seen);
     }

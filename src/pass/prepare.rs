@@ -369,7 +369,7 @@ fn note_go_passes(
     if !found.is_empty() {
         tracing::warn!(
             shards = ?found.shards(),
-            last_write = %crate::status::format_time(found.last_write_s * 1_000_000_000),
+            last_write = %crate::status::format_time(found.last_write_ns),
             "{GO_WORKER} {} (in {GO_CURSOR_DIR}). Two enforcers keep different cursors and \
              delete by different rules. `weed mini` and `weed admin` schedule it daily: disable \
              job type s3_lifecycle in the admin (UI, or PUT \

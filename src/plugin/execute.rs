@@ -334,7 +334,7 @@ mod tests {
         r.go_worker = GoActivity {
             since_last_pass: vec![0, 1, 2, 5],
             recent: Vec::new(),
-            last_write_s: 1_800_000_000,
+            last_write_ns: 1_800_000_000_000_000_000,
         };
         assert_eq!(outputs(&r)["go_worker_shards"], job::string("0-2,5"));
     }

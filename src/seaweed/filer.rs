@@ -376,6 +376,13 @@ impl FilerClient {
             .map_err(|s| FilerError::from_status("ListEntries", dir.to_string(), s))
     }
 
+    /// Every entry of a small directory `dir`, at once ([`Self::list_all`]
+    /// collected); a missing directory has none.
+    pub async fn list_dir(&self, dir: &str) -> Result<Vec<Entry>> {
+        use futures::TryStreamExt as _;
+        self.list_all(dir, DEFAULT_PAGE).try_collect().await
+    }
+
     /// Every entry of `dir`, streamed in name order, paging by
     /// `startFromFileName` with pages of `page` entries (use
     /// [`DEFAULT_PAGE`]). Entries are yielded as they arrive, so at most one

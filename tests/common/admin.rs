@@ -151,6 +151,20 @@ impl WeedAdmin {
             .unwrap_or_default()
     }
 
+    /// Waits until some worker (a Go one: `whose` names it in the failure) serves
+    /// `s3_lifecycle`.
+    pub async fn wait_any_lifecycle_worker(&self, whose: &str) {
+        let started = Instant::now();
+        while self.lifecycle_workers().await.is_empty() {
+            assert!(
+                started.elapsed() < Duration::from_secs(60),
+                "{whose} never offered s3_lifecycle; admin log:\n{}",
+                self.log_tail()
+            );
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }
+
     /// Waits until exactly `ids` (in any order) serve `s3_lifecycle`.
     pub async fn wait_workers(&self, ids: &[&str]) {
         let want: std::collections::BTreeSet<String> = ids.iter().map(|s| s.to_string()).collect();
