@@ -72,16 +72,23 @@ pub fn freed_bytes(kind: ActionKind, versioning: Versioning, size: i64, parts: u
     }
 }
 
-/// Per bucket, the volumes that held the data of its DONE deletes
-/// (docs/reclaimed-space.md#which-collections). A bucket is listed as soon
-/// as anything of it was deleted, with no volume when none of its deletes
-/// named one (a delete marker, content kept inline in the filer entry).
-pub type PlacedByBucket = BTreeMap<String, BTreeSet<u32>>;
+/// Per bucket, the volumes that held the data of its DONE deletes, each
+/// with the bytes deleted from it (docs/reclaimed-space.md#which-collections):
+/// an entry's bytes go to its head chunk's volume, an upload part's to its
+/// first chunk's, and the other chunks' volumes are listed with 0. A bucket
+/// is listed as soon as anything of it was deleted, with no volume when
+/// none of its deletes named one (a delete marker, content kept inline in
+/// the filer entry).
+pub type PlacedByBucket = BTreeMap<String, BTreeMap<u32, u64>>;
 
-/// Adds every bucket and volume of `other` into `into`.
+/// Adds every bucket, volume and byte of `other` into `into`.
 pub fn merge_placed(into: &mut PlacedByBucket, other: &PlacedByBucket) {
     for (bucket, ids) in other {
-        into.entry(bucket.clone()).or_default().extend(ids);
+        let mine = into.entry(bucket.clone()).or_default();
+        for (id, bytes) in ids {
+            let b = mine.entry(*id).or_default();
+            *b = b.saturating_add(*bytes);
+        }
     }
 }
 
@@ -100,8 +107,9 @@ pub fn fid_volume(fid: &str) -> Option<u32> {
 pub struct Parts {
     /// The parts' listed sizes, summed.
     pub bytes: u64,
-    /// The volumes their chunks are in.
-    pub volumes: BTreeSet<u32>,
+    /// The volumes their chunks are in, with the bytes of the parts whose
+    /// first chunk is there ([`PlacedByBucket`]).
+    pub volumes: BTreeMap<u32, u64>,
 }
 
 /// The parts among `entries` (directories are not parts).
@@ -110,8 +118,11 @@ pub fn parts_of(entries: &[Entry]) -> Parts {
     for e in entries.iter().filter(|e| !e.is_directory) {
         let size = e.attributes.as_ref().map_or(0, |a| a.file_size);
         out.bytes = out.bytes.saturating_add(size);
-        out.volumes
-            .extend(e.chunks.iter().filter_map(|c| fid_volume(&head_fid(c))));
+        let mut bytes = size;
+        for id in e.chunks.iter().filter_map(|c| fid_volume(&head_fid(c))) {
+            let b = out.volumes.entry(id).or_default();
+            *b = b.saturating_add(std::mem::take(&mut bytes));
+        }
     }
     out
 }
@@ -119,8 +130,8 @@ pub fn parts_of(entries: &[Entry]) -> Parts {
 /// The collections a pass's deletes touched: the collection the master lists
 /// for each volume in `placed`. A bucket falls back to its own name (the
 /// collection the S3 gateway gives a bucket without a location rule) for a
-/// volume the master does not list (gone, or erasure-coded) and when none
-/// of its deletes named a volume.
+/// volume the master does not list (gone) and when none of its deletes named
+/// a volume.
 ///
 /// The volumes, not `filer.conf`, because they say where the data went when
 /// it was written: a location rule added or changed since does not move it,
@@ -134,7 +145,7 @@ pub fn touched_collections(placed: &PlacedByBucket, volumes: &[VolumeUsage]) -> 
     let mut out = BTreeSet::new();
     for (bucket, ids) in placed {
         let mut unknown = ids.is_empty();
-        for id in ids {
+        for id in ids.keys() {
             match collection.get(id) {
                 Some(c) => {
                     out.insert((*c).to_string());
@@ -166,6 +177,9 @@ pub struct VolumeUsage {
     pub read_only: bool,
     /// The volume's TTL (SeaweedFS's packed form; 0: none).
     pub ttl: u32,
+    /// Erasure-coded: `size` is this server's shards, `garbage` is unknown
+    /// (0) and no vacuum compacts it (docs/reclaimed-space.md#erasure-coded).
+    pub erasure_coded: bool,
 }
 
 impl VolumeUsage {
@@ -194,6 +208,19 @@ pub struct CollectionGarbage {
     pub size_bytes: u64,
     /// Bytes of deleted data still on disk: what a vacuum gives back.
     pub garbage_bytes: u64,
+    /// The erasure-coded volumes the pass deleted data from: the master
+    /// counts no garbage for them, and only `ec.decode` gives their space
+    /// back (docs/reclaimed-space.md#erasure-coded). `volumes`, `size_bytes`
+    /// and `garbage_bytes` are the other volumes'.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub ec_volumes: Vec<u32>,
+    /// The bytes the pass deleted from `ec_volumes`.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub ec_deleted_bytes: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 impl CollectionGarbage {
@@ -203,8 +230,9 @@ impl CollectionGarbage {
     }
 }
 
-/// Per collection in `wanted` (sorted), its volumes' sizes and garbage. A
-/// wanted collection without volumes is listed with zeros.
+/// Per collection in `wanted` (sorted), its volumes' sizes and garbage,
+/// erasure-coded ones left out. A wanted collection without volumes is
+/// listed with zeros.
 pub fn by_collection<'a>(
     volumes: &[VolumeUsage],
     wanted: impl IntoIterator<Item = &'a str>,
@@ -213,7 +241,7 @@ pub fn by_collection<'a>(
         .into_iter()
         .map(|c| (c, Default::default()))
         .collect();
-    for v in volumes {
+    for v in volumes.iter().filter(|v| !v.erasure_coded) {
         if let Some(e) = out.get_mut(v.collection.as_str()) {
             e.0.insert(v.id);
             e.1 = e.1.saturating_add(v.size);
@@ -226,8 +254,38 @@ pub fn by_collection<'a>(
             volumes: u32::try_from(ids.len()).unwrap_or(u32::MAX),
             size_bytes: size,
             garbage_bytes: garbage,
+            ..CollectionGarbage::default()
         })
         .collect()
+}
+
+/// [`by_collection`] of the `touched` collections, each with the
+/// erasure-coded volumes that `placed` deleted data from, and those bytes.
+pub fn collections_report(
+    volumes: &[VolumeUsage],
+    touched: &BTreeSet<String>,
+    placed: &PlacedByBucket,
+) -> Vec<CollectionGarbage> {
+    let mut out = by_collection(volumes, touched.iter().map(String::as_str));
+    let ec: BTreeMap<u32, &str> = volumes
+        .iter()
+        .filter(|v| v.erasure_coded)
+        .map(|v| (v.id, v.collection.as_str()))
+        .collect();
+    for (id, bytes) in placed.values().flatten() {
+        let Some(row) = ec
+            .get(id)
+            .and_then(|c| out.iter_mut().find(|r| r.collection == *c))
+        else {
+            continue;
+        };
+        if !row.ec_volumes.contains(id) {
+            row.ec_volumes.push(*id);
+            row.ec_volumes.sort_unstable();
+        }
+        row.ec_deleted_bytes = row.ec_deleted_bytes.saturating_add(*bytes);
+    }
+    out
 }
 
 /// The volumes (ids) of `collections` to vacuum after a pass: writable ones
@@ -366,6 +424,7 @@ pub fn lines(freed: &[FreedRow], report: Option<&ReclaimReport>) -> Vec<String> 
     let Some(r) = report else {
         return out;
     };
+    let ids = |v: &[u32]| v.iter().map(u32::to_string).collect::<Vec<_>>().join(",");
     if let Some(e) = &r.error {
         out.push(format!("volumes unknown: {e}"));
     }
@@ -383,9 +442,21 @@ pub fn lines(freed: &[FreedRow], report: Option<&ReclaimReport>) -> Vec<String> 
                 " (the master may not count the last deletes yet)"
             }
         ));
+        if !c.ec_volumes.is_empty() {
+            out.push(format!(
+                "erasure_coded collection={} volumes=[{}] deleted_bytes={}: no vacuum compacts \
+                 erasure-coded volumes and the master counts no garbage for them; the space \
+                 comes back when `ec.decode -collection={} -volumeId=ID` (weed shell, after \
+                 `lock`) rebuilds each as a plain volume, which needs free space for it \
+                 (`ec.encode` erasure-codes it again)",
+                c.collection,
+                ids(&c.ec_volumes),
+                c.ec_deleted_bytes,
+                c.collection
+            ));
+        }
     }
     if let Some(v) = &r.vacuum {
-        let ids = |v: &[u32]| v.iter().map(u32::to_string).collect::<Vec<_>>().join(",");
         let mut line = format!(
             "vacuum vacuumed=[{}] reclaimed_bytes={} deferred=[{}] left_to_master=[{}]",
             ids(&v.vacuumed),
@@ -499,7 +570,8 @@ mod tests {
             dir,
         ]);
         assert_eq!(p.bytes, 11);
-        assert_eq!(p.volumes, BTreeSet::from([3, 4, 12]));
+        // A part's bytes go to its first chunk's volume.
+        assert_eq!(p.volumes, BTreeMap::from([(3, 5), (4, 0), (12, 6)]));
         assert_eq!(parts_of(&[]), Parts::default());
     }
 
@@ -518,7 +590,7 @@ mod tests {
         ];
         let placed = |p: &[(&str, &[u32])]| -> PlacedByBucket {
             p.iter()
-                .map(|(b, ids)| (b.to_string(), ids.iter().copied().collect()))
+                .map(|(b, ids)| (b.to_string(), ids.iter().map(|id| (*id, 1)).collect()))
                 .collect()
         };
         let names = |s: BTreeSet<String>| s.into_iter().collect::<Vec<_>>();
@@ -550,8 +622,86 @@ mod tests {
         );
         assert!(touched_collections(&PlacedByBucket::new(), &v).is_empty());
         let mut a = placed(&[("b", &[1])]);
-        merge_placed(&mut a, &placed(&[("b", &[2]), ("c", &[])]));
-        assert_eq!(a, placed(&[("b", &[1, 2]), ("c", &[])]));
+        merge_placed(&mut a, &placed(&[("b", &[1, 2]), ("c", &[])]));
+        let mut want = placed(&[("b", &[1, 2]), ("c", &[])]);
+        want.get_mut("b").unwrap().insert(1, 2);
+        assert_eq!(a, want, "the bytes of a volume add up");
+    }
+
+    /// 4.48's master lists an erasure-coded volume's shards with no garbage,
+    /// and the report summed only plain volumes: deletes from EC volumes
+    /// showed as a collection with 0 garbage and nothing said the space
+    /// would not come back (docs/reclaimed-space.md#erasure-coded).
+    #[test]
+    fn deletes_from_erasure_coded_volumes_were_reported_as_zero_garbage() {
+        let ec = |id, c: &str, server: &str| VolumeUsage {
+            id,
+            collection: c.into(),
+            server: server.into(),
+            size: 1 << 20,
+            read_only: true,
+            erasure_coded: true,
+            ..VolumeUsage::default()
+        };
+        let v = [
+            vol(1, "mixed", 100, 40),
+            ec(2, "mixed", "a:1"),
+            ec(2, "mixed", "b:1"),
+            ec(3, "mixed", "a:1"),
+            ec(4, "cold", "a:1"),
+            ec(5, "mixed", "a:1"),
+        ];
+        let placed = PlacedByBucket::from([
+            ("mixed".into(), BTreeMap::from([(1, 10), (2, 300), (3, 0)])),
+            ("cold".into(), BTreeMap::from([(4, 7)])),
+            ("other".into(), BTreeMap::from([(2, 5)])),
+        ]);
+        let touched = touched_collections(&placed, &v);
+        assert_eq!(
+            touched.iter().map(String::as_str).collect::<Vec<_>>(),
+            ["cold", "mixed"],
+            "an EC volume names its collection"
+        );
+        let rows = collections_report(&v, &touched, &placed);
+        assert_eq!(
+            rows[1],
+            CollectionGarbage {
+                collection: "mixed".into(),
+                volumes: 1,
+                size_bytes: 100,
+                garbage_bytes: 40,
+                ec_volumes: vec![2, 3],
+                ec_deleted_bytes: 305,
+            },
+            "shards leave the plain figures alone; volume 5 was not deleted from"
+        );
+        assert_eq!(
+            (
+                rows[0].volumes,
+                &rows[0].ec_volumes,
+                rows[0].ec_deleted_bytes
+            ),
+            (0, &vec![4], 7)
+        );
+        let (now, later) = vacuum_plan(&v, &touched, 0.0, 8);
+        assert_eq!((now, later), (vec![1], vec![]), "no vacuum of shards");
+        let report = ReclaimReport {
+            collections: rows,
+            settled: true,
+            ..ReclaimReport::default()
+        };
+        let text = lines(&[], Some(&report));
+        assert_eq!(text.len(), 4, "{text:#?}");
+        assert!(
+            text[3].starts_with("erasure_coded collection=mixed volumes=[2,3] deleted_bytes=305: ")
+                && text[3].contains("`ec.decode -collection=mixed -volumeId=ID`"),
+            "{}",
+            text[3]
+        );
+        let json = serde_json::to_value(&report.collections[1]).unwrap();
+        assert_eq!(json["ec_volumes"], serde_json::json!([2, 3]));
+        let plain = serde_json::to_value(&by_collection(&v, ["mixed"])[0]).unwrap();
+        assert!(plain.get("ec_volumes").is_none(), "{plain}");
     }
 
     #[test]

@@ -289,7 +289,7 @@ fn shard_table(h: &mut String, shards: &[ShardSummary], now_ns: i64) {
 fn space_table(h: &mut String, r: &crate::engine::reclaim::ReclaimReport) {
     h.push_str(
         "<h3>Space</h3>\n<p>A delete only marks data deleted: the disk space returns when \
-         the volume is vacuumed.</p>\n<table id=\"space\"><tr><th class=\"l\">collection</th>\
+         the volume is vacuumed (an erasure-coded one: when it is decoded).</p>\n<table id=\"space\"><tr><th class=\"l\">collection</th>\
          <th>volumes</th><th>size bytes</th><th>garbage bytes</th><th>garbage ratio</th></tr>\n",
     );
     for c in &r.collections {

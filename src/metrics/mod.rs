@@ -153,6 +153,7 @@ pub struct Metrics {
     collection_garbage: Family<CollectionLabels, Gauge>,
     collection_size: Family<CollectionLabels, Gauge>,
     collection_ratio: Family<CollectionLabels, Gauge<f64, std::sync::atomic::AtomicU64>>,
+    collection_ec_deleted: Family<CollectionLabels, Gauge>,
     ttl_findings: Family<TtlLabels, Gauge>,
     recoveries: Family<ReasonLabels, Counter>,
 }
@@ -310,6 +311,10 @@ impl Metrics {
             collection_ratio: r.own(
                 "collection_garbage_ratio",
                 "Garbage over size of a collection's volumes; the master vacuums a volume past its -garbageThreshold (0.3)",
+            ),
+            collection_ec_deleted: r.own(
+                "collection_ec_deleted_bytes",
+                "Bytes the last pass that deleted from a collection deleted from its erasure-coded volumes: no vacuum compacts those, ec.decode does (docs/reclaimed-space.md#erasure-coded)",
             ),
             ttl_findings: r.own(
                 "ttl_findings",
@@ -541,6 +546,9 @@ impl Metrics {
             self.collection_garbage.get_or_create(&l).set(garbage);
             self.collection_size.get_or_create(&l).set(size);
             self.collection_ratio.get_or_create(&l).set(c.ratio());
+            self.collection_ec_deleted
+                .get_or_create(&l)
+                .set(gauge_value(c.ec_deleted_bytes));
         }
     }
 

@@ -12,7 +12,7 @@ use tokio::time::Instant;
 use crate::config::ReclaimSettings;
 use crate::engine::reclaim::{
     CollectionGarbage, PlacedByBucket, ReclaimReport, VacuumReport, VolumeUsage, by_collection,
-    touched_collections, vacuum_plan,
+    collections_report, touched_collections, vacuum_plan,
 };
 use crate::pass::options::StopSignal;
 use crate::pass::ports::{ClusterError, ClusterPort};
@@ -105,7 +105,7 @@ pub(crate) async fn after_pass(
         }
     };
     let mut report = ReclaimReport {
-        collections: by_collection(&volumes, names()),
+        collections: collections_report(&volumes, &touched, placed),
         settled,
         error: None,
         vacuum: None,
@@ -117,7 +117,7 @@ pub(crate) async fn after_pass(
         if !v.vacuumed.is_empty() {
             let size = |c: &CollectionGarbage| c.size_bytes;
             match settle_on(read, &touched, &report.collections, s.settle, size, stop).await {
-                Ok((after, _)) => report.collections = by_collection(&after, names()),
+                Ok((after, _)) => report.collections = collections_report(&after, &touched, placed),
                 Err(e) => report.error = Some(format!("after the vacuum: {e}")),
             }
             v.size_after = report.collections.iter().map(|c| c.size_bytes).sum();
@@ -209,6 +209,7 @@ mod tests {
             garbage,
             read_only: false,
             ttl: 0,
+            erasure_coded: false,
         }]
     }
 

@@ -45,6 +45,24 @@ pub async fn list_volumes(
                         garbage: v.deleted_byte_count,
                         read_only: v.read_only,
                         ttl: v.ttl,
+                        erasure_coded: false,
+                    }));
+                    // Shards are read-only: the vacuum plan passes them by.
+                    out.extend(disk.ec_shard_infos.iter().map(|v| {
+                        VolumeUsage {
+                            id: v.id,
+                            collection: v.collection.clone(),
+                            server: server.clone(),
+                            size: v
+                                .shard_sizes
+                                .iter()
+                                .map(|s| u64::try_from(*s).unwrap_or(0))
+                                .sum(),
+                            garbage: 0,
+                            read_only: true,
+                            ttl: 0,
+                            erasure_coded: true,
+                        }
                     }));
                 }
             }

@@ -236,6 +236,7 @@ fn last_pass() -> PassSummary {
                 volumes: 7,
                 size_bytes: 70_000,
                 garbage_bytes: 7_080,
+                ..Default::default()
             }],
             settled: true,
             error: None,

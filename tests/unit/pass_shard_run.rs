@@ -1063,8 +1063,8 @@ fn entry_in(name: &str, volume: u32) -> Entry {
 
 /// The volumes the DONE deletes' data was in are what the reclaim report
 /// reads collections from (docs/reclaimed-space.md#which-collections): the
-/// head chunk's of an object, every part's of an aborted upload; a delete
-/// that named none still lists its bucket.
+/// head chunk's of an object, every part's of an aborted upload, each with
+/// the bytes deleted there; a delete that named none still lists its bucket.
 #[test]
 fn done_deletes_record_the_volumes_their_data_was_in() {
     let (rep, _, after) = walked_abort(vec![
@@ -1073,7 +1073,11 @@ fn done_deletes_record_the_volumes_their_data_was_in() {
         Ok(vec![entry_in("0001.part", 3), entry_in("0002.part", 4)]),
     ]);
     assert!(matches!(&after[..], [Work::Delete(_)]), "{after:?}");
-    assert_eq!(rep.counters.placed["b"], BTreeSet::from([3, 4]));
+    assert_eq!(
+        rep.counters.placed["b"],
+        BTreeMap::from([(3, 5), (4, 5)]),
+        "each part's bytes in its volume"
+    );
 
     let p = plan(200 * S);
     let mut run = ShardRun::new(0, p.clone(), None, 4);
@@ -1099,8 +1103,8 @@ fn done_deletes_record_the_volumes_their_data_was_in() {
     let (rep, _) = run.finish(None);
     assert_eq!(
         rep.counters.placed,
-        BTreeMap::from([("b".to_string(), BTreeSet::from([7]))]),
-        "only a DONE delete's volume"
+        BTreeMap::from([("b".to_string(), BTreeMap::from([(7, 5)]))]),
+        "only a DONE delete's volume, with its bytes"
     );
 }
 

@@ -372,8 +372,14 @@ impl ShardRun {
             .placed
             .entry(request.bucket.clone())
             .or_default();
-        placed.extend(fid_volume(&request.identity.head_fid));
-        placed.extend(parts.volumes);
+        if let Some(id) = fid_volume(&request.identity.head_fid) {
+            let b = placed.entry(id).or_default();
+            *b = b.saturating_add(bytes);
+        }
+        for (id, part_bytes) in parts.volumes {
+            let b = placed.entry(id).or_default();
+            *b = b.saturating_add(part_bytes);
+        }
     }
 
     fn walk_succeeded(&self, bucket: &str) -> bool {
