@@ -46,6 +46,21 @@ pub fn volume_ttl_seconds(encoded: u32) -> u64 {
     count * unit.map_or(0, |u| u.1)
 }
 
+/// The TTL of an erasure-coded TTL volume, which keeps no TTL of its own:
+/// the volume server sets its destruction time to the encoding time plus the
+/// TTL, and 4.48 stamps the encoding time a few seconds apart from that
+/// (observed: 7.4 s for `7d`), so the difference is rounded to the minute,
+/// SeaweedFS's finest TTL unit. `None` for a volume without a TTL, or when
+/// the encoding time is unknown (weed before it was reported).
+pub fn ec_volume_ttl(expire_at_s: u64, encoded_ns: i64) -> Option<u64> {
+    let encoded_s = u64::try_from(encoded_ns / 1_000_000_000).ok()?;
+    if expire_at_s == 0 || encoded_s == 0 || expire_at_s <= encoded_s {
+        return None;
+    }
+    let ttl = (expire_at_s - encoded_s + 30) / 60 * 60;
+    (ttl > 0).then_some(ttl)
+}
+
 /// Seconds as the shortest exact TTL string (`90m`, `2d`, `3w`).
 pub fn ttl_text(seconds: u64) -> String {
     for (unit, len) in [("w", 7 * 86_400), ("d", 86_400), ("h", 3600), ("m", 60)] {
@@ -107,8 +122,18 @@ pub struct BucketTtls {
     pub locations: Vec<LocationTtl>,
     /// The bounded listing; `None` when not sampled.
     pub entries: Option<EntrySample>,
-    /// TTL volumes of the bucket's collection: (volume id, TTL seconds).
-    pub volumes: Vec<(u32, u64)>,
+    /// TTL volumes of the bucket's collection.
+    pub volumes: Vec<TtlVolume>,
+}
+
+/// One TTL volume.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct TtlVolume {
+    pub id: u32,
+    pub ttl_seconds: u64,
+    /// Erasure-coded: when the volume server destroys it whole (unix
+    /// seconds), its TTL counted from the encoding (docs/ttl-audit.md#erasure-coded).
+    pub destroyed_at_s: Option<u64>,
 }
 
 /// Where a TTL comes from.
@@ -493,26 +518,49 @@ fn entry_findings(t: &BucketTtls, buckets_root: &str, now: Nanos) -> Vec<Finding
 fn volume_findings(t: &BucketTtls, day: Duration) -> Vec<Finding> {
     let b = &t.bucket;
     let mut out = Vec::new();
-    let mut by_ttl: BTreeMap<u64, Vec<u32>> = BTreeMap::new();
-    for &(id, secs) in &t.volumes {
-        by_ttl.entry(secs).or_default().push(id);
+    let mut by_ttl: BTreeMap<u64, Vec<&TtlVolume>> = BTreeMap::new();
+    for v in &t.volumes {
+        by_ttl.entry(v.ttl_seconds).or_default().push(v);
     }
-    for (secs, ids) in by_ttl {
-        let ids: Vec<String> = ids.iter().map(u32::to_string).collect();
+    for (secs, mut vols) in by_ttl {
+        vols.sort_by_key(|v| v.id);
+        let list = |v: &[&TtlVolume]| {
+            v.iter()
+                .map(|v| v.id.to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        let mut detail = format!(
+            "collection {} has {} TTL volume(s) of {} ({}): the volume server drops such a \
+             volume whole once the TTL has passed since its last write",
+            b.name,
+            vols.len(),
+            ttl_text(secs),
+            list(&vols)
+        );
+        let coded: Vec<&TtlVolume> = vols
+            .iter()
+            .copied()
+            .filter(|v| v.destroyed_at_s.is_some())
+            .collect();
+        if let Some(first) = coded.iter().filter_map(|v| v.destroyed_at_s).min() {
+            let at = i64::try_from(first)
+                .unwrap_or(i64::MAX)
+                .saturating_mul(1_000_000_000);
+            detail.push_str(&format!(
+                "; erasure-coded ones ({}) go whole once the TTL has passed since their \
+                 encoding, the first after {}",
+                list(&coded),
+                super::time::rfc3339(at)
+            ));
+        }
         out.push(Finding {
             bucket: b.name.clone(),
             source: Source::Volumes,
             ttl: ttl_text(secs),
             ttl_seconds: secs,
             key_prefix: String::new(),
-            detail: format!(
-                "collection {} has {} TTL volume(s) of {} ({}): the volume server drops such a \
-                 volume whole once the TTL has passed since its last write",
-                b.name,
-                ids.len(),
-                ttl_text(secs),
-                ids.join(", ")
-            ),
+            detail,
             conflicts: scope_conflicts(b, "", secs, day),
             fix: format!(
                 "remove the location TTL first, so new writes go to volumes without one; then {}",
@@ -716,12 +764,64 @@ mod tests {
     fn ttl_volumes_are_grouped_by_ttl() {
         let t = BucketTtls {
             bucket: bucket(Versioning::Unversioned, vec![rule("r", "", 1)]),
-            volumes: vec![(3, 86_400), (4, 86_400)],
+            volumes: vec![
+                TtlVolume {
+                    id: 3,
+                    ttl_seconds: 86_400,
+                    destroyed_at_s: None,
+                },
+                TtlVolume {
+                    id: 4,
+                    ttl_seconds: 86_400,
+                    destroyed_at_s: None,
+                },
+            ],
             ..BucketTtls::default()
         };
         let f = audit_bucket(&t, "/buckets", DAY, 0);
         assert_eq!(f.len(), 1);
         assert!(f[0].detail.contains("3, 4"), "{}", f[0].detail);
+        assert!(!f[0].detail.contains("erasure"), "{}", f[0].detail);
         assert!(f[0].conflicts.is_empty(), "TTL equal to the rule");
+    }
+
+    /// An erasure-coded TTL volume keeps no TTL (the master reports 0) but
+    /// a destruction time: the audit left it out, and nothing said those
+    /// objects go whole at that time (docs/ttl-audit.md#erasure-coded).
+    #[test]
+    fn erasure_coded_ttl_volumes_went_unaudited() {
+        // Observed on 4.48 for a `7d` volume.
+        let (expire, encoded) = (1_797_283_509, 1_796_678_716_429_936_804);
+        assert_eq!(ec_volume_ttl(expire, encoded), Some(7 * 86_400));
+        assert_eq!(ec_volume_ttl(0, encoded), None, "no TTL");
+        assert_eq!(ec_volume_ttl(expire, 0), None, "encoding time unknown");
+        assert_eq!(ec_volume_ttl(100, 200_000_000_000), None);
+        let t = BucketTtls {
+            bucket: bucket(Versioning::Unversioned, vec![rule("r", "", 30)]),
+            volumes: vec![
+                TtlVolume {
+                    id: 5,
+                    ttl_seconds: 7 * 86_400,
+                    destroyed_at_s: Some(expire),
+                },
+                TtlVolume {
+                    id: 6,
+                    ttl_seconds: 7 * 86_400,
+                    destroyed_at_s: None,
+                },
+            ],
+            ..BucketTtls::default()
+        };
+        let f = audit_bucket(&t, "/buckets", DAY, 0);
+        assert_eq!(f.len(), 1);
+        assert_eq!(f[0].ttl, "1w");
+        assert!(
+            f[0].detail.contains("(5, 6)")
+                && f[0].detail.contains("erasure-coded ones (5)")
+                && f[0].detail.contains("the first after 2026-12-14T21:25:09Z"),
+            "{}",
+            f[0].detail
+        );
+        assert_eq!(f[0].conflicts[0].kind(), "shorter_than_rule");
     }
 }

@@ -180,6 +180,10 @@ pub struct VolumeUsage {
     /// Erasure-coded: `size` is this server's shards, `garbage` is unknown
     /// (0) and no vacuum compacts it (docs/reclaimed-space.md#erasure-coded).
     pub erasure_coded: bool,
+    /// An erasure-coded TTL volume's TTL in seconds and when the volume
+    /// server destroys it (unix seconds); `ttl` is 0 for those
+    /// (docs/ttl-audit.md#erasure-coded).
+    pub ec_ttl: Option<(u64, u64)>,
 }
 
 impl VolumeUsage {

@@ -210,6 +210,7 @@ mod tests {
             read_only: false,
             ttl: 0,
             erasure_coded: false,
+            ec_ttl: None,
         }]
     }
 

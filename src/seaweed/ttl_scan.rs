@@ -10,8 +10,8 @@ use serde_json::Value;
 
 use crate::engine::Nanos;
 use crate::engine::audit::{
-    AuditReport, BucketTtls, EntrySample, LocationTtl, StampedGroup, audit_bucket, key_verdict,
-    location_scope, volume_ttl_seconds,
+    AuditReport, BucketTtls, EntrySample, LocationTtl, StampedGroup, TtlVolume, audit_bucket,
+    key_verdict, location_scope, volume_ttl_seconds,
 };
 use crate::engine::keys::{UPLOADS_DIR, VERSIONS_SUFFIX};
 use crate::engine::names::{self, UnknownBucket};
@@ -293,15 +293,26 @@ pub async fn audit(
         Vec::new()
     });
     report.calls += 1;
-    let mut ttl_volumes: BTreeMap<String, Vec<(u32, u64)>> = BTreeMap::new();
+    let mut ttl_volumes: BTreeMap<String, Vec<TtlVolume>> = BTreeMap::new();
     if let Some(m) = master {
         report.calls += 1;
         match crate::seaweed::volumes::list_volumes(&m.addr, m.tls.as_ref()).await {
             Ok(vs) => {
-                for v in vs.into_iter().filter(|v| v.ttl != 0) {
+                for v in vs {
+                    let (ttl_seconds, destroyed_at_s) = match v.ec_ttl {
+                        Some((ttl, at)) => (ttl, Some(at)),
+                        None => (volume_ttl_seconds(v.ttl), None),
+                    };
+                    if ttl_seconds == 0 {
+                        continue;
+                    }
                     let list = ttl_volumes.entry(v.collection).or_default();
-                    if !list.iter().any(|(id, _)| *id == v.id) {
-                        list.push((v.id, volume_ttl_seconds(v.ttl)));
+                    if !list.iter().any(|t| t.id == v.id) {
+                        list.push(TtlVolume {
+                            id: v.id,
+                            ttl_seconds,
+                            destroyed_at_s,
+                        });
                     }
                 }
             }

@@ -6,6 +6,7 @@
 
 use std::time::Duration;
 
+use crate::engine::audit::ec_volume_ttl;
 use crate::engine::reclaim::VolumeUsage;
 use crate::pb::master_pb::{VacuumVolumeRequest, VolumeListRequest};
 use crate::seaweed::discovery::{MasterError, connect_master_for};
@@ -46,6 +47,7 @@ pub async fn list_volumes(
                         read_only: v.read_only,
                         ttl: v.ttl,
                         erasure_coded: false,
+                        ec_ttl: None,
                     }));
                     // Shards are read-only: the vacuum plan passes them by.
                     out.extend(disk.ec_shard_infos.iter().map(|v| {
@@ -62,6 +64,8 @@ pub async fn list_volumes(
                             read_only: true,
                             ttl: 0,
                             erasure_coded: true,
+                            ec_ttl: ec_volume_ttl(v.expire_at_sec, v.encode_ts_ns)
+                                .map(|ttl| (ttl, v.expire_at_sec)),
                         }
                     }));
                 }

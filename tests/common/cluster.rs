@@ -169,6 +169,30 @@ impl Cluster {
     pub fn buckets_root(&self) -> &'static str {
         Self::BUCKETS_ROOT
     }
+    /// Erasure-codes the collection `bucket` the way an operator does (`weed
+    /// shell ec.encode`; the admin's erasure-coding task does the same to
+    /// full, quiet volumes): its plain volumes are gone afterwards.
+    pub async fn erasure_code(&self, bucket: &str) {
+        // `ec.encode` picks volumes by the master's view, which trails the
+        // writes by a heartbeat: until then they look empty, "too small".
+        let start = Instant::now();
+        loop {
+            let out = self
+                .weed_shell(&format!(
+                    "lock\nec.encode -collection={bucket} -force -fullPercent=0 -quietFor=1s\nunlock"
+                ))
+                .await;
+            if out.contains("Successfully completed EC encoding") {
+                return;
+            }
+            assert!(
+                start.elapsed() < Duration::from_secs(30),
+                "ec.encode {bucket}:\n{out}"
+            );
+            tokio::time::sleep(Duration::from_secs(2)).await;
+        }
+    }
+
     /// Runs `script` (commands, one per line) in `weed shell` against this
     /// cluster, as an operator would; answers its output and panics when it
     /// fails or prints an error. A script with `fs.configure` holds

@@ -474,30 +474,6 @@ async fn location_rule_collection_was_summed_under_the_bucket_name() {
     assert!(list_uploads(&s3, &bucket).await.is_empty());
 }
 
-/// Erasure-codes `bucket`'s collection the way an operator does (`weed
-/// shell ec.encode`, as the admin's erasure-coding task does for full, quiet
-/// volumes): its plain volumes are gone afterwards.
-async fn erasure_code(c: &Cluster, bucket: &str) {
-    // `ec.encode` picks volumes by the master's view, which trails the
-    // writes by a heartbeat: until then they look empty and "too small".
-    let start = Instant::now();
-    loop {
-        let out = c
-            .weed_shell(&format!(
-                "lock\nec.encode -collection={bucket} -force -fullPercent=0 -quietFor=1s\nunlock"
-            ))
-            .await;
-        if out.contains("Successfully completed EC encoding") {
-            return;
-        }
-        assert!(
-            start.elapsed() < Duration::from_secs(30),
-            "ec.encode {bucket}:\n{out}"
-        );
-        tokio::time::sleep(Duration::from_secs(2)).await;
-    }
-}
-
 /// The master lists an erasure-coded volume's shards with no garbage, and
 /// the report summed only plain volumes: a pass that deleted from one showed
 /// its collection with 0 garbage, and nothing said that no vacuum would give
@@ -512,7 +488,7 @@ async fn deletes_from_erasure_coded_volumes_were_reported_as_zero_garbage() {
     c.put_lifecycle_xml(&b, &lifecycle(&days_rule("old", "old/", 3)))
         .await
         .unwrap();
-    erasure_code(c, &b).await;
+    c.erasure_code(&b).await;
     assert!(
         !volume_status(c).await.contains_key(b.as_str()),
         "no plain volume left"

@@ -276,3 +276,42 @@ async fn serve_audits_at_start_into_the_status_page_status_json_and_metrics() {
     assert!(!m.contains("s3_lifecycled_ttl_findings{"), "{m}");
     assert!(!off.log_text().contains("ttl audit"), "{}", off.log_text());
 }
+
+/// An erasure-coded TTL volume keeps no TTL in the master's listing, only
+/// its destruction time: the audit left it out (docs/ttl-audit.md#erasure-coded).
+#[tokio::test]
+async fn erasure_coded_ttl_volumes_went_unaudited() {
+    let c = common::cluster();
+    let s3 = c.s3_client();
+    let b = c.new_bucket("e2e-ttl-ec").await.unwrap();
+    c.put_lifecycle_xml(&b, &lifecycle(&days_rule("month", "", 30)))
+        .await
+        .unwrap();
+    c.weed_shell(&format!(
+        "fs.configure -locationPrefix /buckets/{b}/ -ttl 7d -apply"
+    ))
+    .await;
+    for i in 0..3 {
+        put(&s3, &b, &format!("k{i}"), b"x", None).await;
+    }
+    c.erasure_code(&b).await;
+    let (code, v, p) = audit(c, &["--bucket", &b], &[]).await;
+    assert_eq!(code, 4, "{}", p.describe());
+    let vol = find(&v, &b, "volumes").unwrap_or_else(|| panic!("{}", p.describe()));
+    assert_eq!(vol["ttl"], "1w", "{vol}");
+    assert!(
+        vol["detail"]
+            .as_str()
+            .is_some_and(|d| d.contains("erasure-coded ones (")),
+        "{vol}"
+    );
+    assert_eq!(
+        vol["conflicts"],
+        serde_json::json!([{"kind": "shorter_than_rule", "rule": "month", "days": 30, "objects": 0}]),
+        "{vol}"
+    );
+    c.weed_shell(&format!(
+        "fs.configure -locationPrefix /buckets/{b}/ -delete -apply"
+    ))
+    .await;
+}
