@@ -81,13 +81,18 @@ pub fn freed_bytes(kind: ActionKind, versioning: Versioning, size: i64, parts: u
 /// the filer entry).
 pub type PlacedByBucket = BTreeMap<String, BTreeMap<u32, u64>>;
 
+/// Adds `bytes` deleted from volume `id` into `volumes`.
+pub fn place(volumes: &mut BTreeMap<u32, u64>, id: u32, bytes: u64) {
+    let b = volumes.entry(id).or_default();
+    *b = b.saturating_add(bytes);
+}
+
 /// Adds every bucket, volume and byte of `other` into `into`.
 pub fn merge_placed(into: &mut PlacedByBucket, other: &PlacedByBucket) {
     for (bucket, ids) in other {
         let mine = into.entry(bucket.clone()).or_default();
         for (id, bytes) in ids {
-            let b = mine.entry(*id).or_default();
-            *b = b.saturating_add(*bytes);
+            place(mine, *id, *bytes);
         }
     }
 }
@@ -120,8 +125,7 @@ pub fn parts_of(entries: &[Entry]) -> Parts {
         out.bytes = out.bytes.saturating_add(size);
         let mut bytes = size;
         for id in e.chunks.iter().filter_map(|c| fid_volume(&head_fid(c))) {
-            let b = out.volumes.entry(id).or_default();
-            *b = b.saturating_add(std::mem::take(&mut bytes));
+            place(&mut out.volumes, id, std::mem::take(&mut bytes));
         }
     }
     out

@@ -29,7 +29,7 @@ use crate::engine::cursor::{
 use crate::engine::deferred::{null_still_displaced, resolve_deferred};
 use crate::engine::delete::{CallResult, DeleteOutcome, DeleteRequest, halt_reason};
 use crate::engine::progress::{Decision, ProgressTracker, Ticket, subject_of};
-use crate::engine::reclaim::{Parts, fid_volume, freed_bytes};
+use crate::engine::reclaim::{Parts, fid_volume, freed_bytes, place};
 use crate::engine::resume::{WalkProgress, later};
 use crate::engine::{ActionKey, ActionKind, Match, Nanos, PendingMatch, RuleHash, Versioning};
 use crate::pass::plan::{self, PassPlan};
@@ -373,12 +373,10 @@ impl ShardRun {
             .entry(request.bucket.clone())
             .or_default();
         if let Some(id) = fid_volume(&request.identity.head_fid) {
-            let b = placed.entry(id).or_default();
-            *b = b.saturating_add(bytes);
+            place(placed, id, bytes);
         }
         for (id, part_bytes) in parts.volumes {
-            let b = placed.entry(id).or_default();
-            *b = b.saturating_add(part_bytes);
+            place(placed, id, part_bytes);
         }
     }
 
