@@ -197,7 +197,7 @@ pub fn bucket_run(b: &BucketSummary, pass_finish_ns: i64) -> pb::BucketRun {
 pub fn space_to_pb(r: &ReclaimReport) -> pb::SpaceReport {
     like! { pb::SpaceReport, r: settled, error;
     collections: r.collections.iter().map(|c| like! { pb::CollectionSpace, c: collection, volumes, size_bytes,
-    garbage_bytes, ec_volumes, ec_deleted_bytes }).collect(),
+    garbage_bytes, ec_volumes, ec_deleted_bytes, read_only_volumes, read_only_deleted_bytes }).collect(),
     vacuum: r.vacuum.as_ref().map(|v| like! { pb::VacuumResult, v: skipped, vacuumed, deferred, left_to_master,
     failed, size_before, size_after }) }
 }
@@ -206,7 +206,7 @@ pub fn space_to_pb(r: &ReclaimReport) -> pb::SpaceReport {
 pub fn space_from_pb(r: &pb::SpaceReport) -> ReclaimReport {
     like! { ReclaimReport, r: settled, error;
     collections: r.collections.iter().map(|c| like! { CollectionGarbage, c: collection, volumes, size_bytes,
-    garbage_bytes, ec_volumes, ec_deleted_bytes }).collect(),
+    garbage_bytes, ec_volumes, ec_deleted_bytes, read_only_volumes, read_only_deleted_bytes }).collect(),
     vacuum: r.vacuum.as_ref().map(|v| like! { VacuumReport, v: skipped, vacuumed, deferred, left_to_master,
     failed, size_before, size_after }) }
 }

@@ -869,6 +869,8 @@ mod tests {
                     garbage_bytes: 123,
                     ec_volumes: vec![5],
                     ec_deleted_bytes: 77,
+                    read_only_volumes: vec![6],
+                    read_only_deleted_bytes: 88,
                 }],
                 settled: true,
                 error: Some("slow".into()),
@@ -933,7 +935,8 @@ mod tests {
                 bucket("b", 0, 1_100, json!([]))],
             "deleted_bytes": 123,
             "space": {"collections": [{"collection": "a", "volumes": 2, "size_bytes": 1000, "garbage_bytes": 123,
-                    "ec_volumes": [5], "ec_deleted_bytes": 77}],
+                    "ec_volumes": [5], "ec_deleted_bytes": 77, "read_only_volumes": [6],
+                    "read_only_deleted_bytes": 88}],
                 "settled": true, "error": "slow", "vacuum": {"vacuumed": [1], "deferred": [2], "left_to_master": [3],
                 "failed": ["4: no"], "size_before": 1000, "size_after": 877}}});
         let p = convert::last_run_from_pb(&l);

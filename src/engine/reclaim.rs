@@ -225,6 +225,14 @@ pub struct CollectionGarbage {
     /// The bytes the pass deleted from `ec_volumes`.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub ec_deleted_bytes: u64,
+    /// The read-only volumes the pass deleted data from: never vacuumed,
+    /// and one marked read-only without deletes refuses even the filer's
+    /// chunk deletes (docs/reclaimed-space.md#read-only).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub read_only_volumes: Vec<u32>,
+    /// The bytes the pass deleted from `read_only_volumes`.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub read_only_deleted_bytes: u64,
 }
 
 fn is_zero(n: &u64) -> bool {
@@ -267,31 +275,39 @@ pub fn by_collection<'a>(
         .collect()
 }
 
-/// [`by_collection`] of the `touched` collections, each with the
-/// erasure-coded volumes that `placed` deleted data from, and those bytes.
+/// [`by_collection`] of the `touched` collections, each with the volumes
+/// that `placed` deleted data from where no vacuum will give it back,
+/// erasure-coded and read-only ones, and those bytes.
 pub fn collections_report(
     volumes: &[VolumeUsage],
     touched: &BTreeSet<String>,
     placed: &PlacedByBucket,
 ) -> Vec<CollectionGarbage> {
     let mut out = by_collection(volumes, touched.iter().map(String::as_str));
-    let ec: BTreeMap<u32, &str> = volumes
-        .iter()
-        .filter(|v| v.erasure_coded)
-        .map(|v| (v.id, v.collection.as_str()))
-        .collect();
+    // Per volume: its collection, and whether it is erasure-coded (else
+    // read-only: one read-only replica keeps the vacuum off it).
+    let mut held: BTreeMap<u32, (&str, bool)> = BTreeMap::new();
+    for v in volumes.iter().filter(|v| v.erasure_coded || v.read_only) {
+        let e = held.entry(v.id).or_insert((v.collection.as_str(), false));
+        e.1 |= v.erasure_coded;
+    }
     for (id, bytes) in placed.values().flatten() {
-        let Some(row) = ec
-            .get(id)
-            .and_then(|c| out.iter_mut().find(|r| r.collection == *c))
-        else {
+        let Some(&(collection, ec)) = held.get(id) else {
             continue;
         };
-        if !row.ec_volumes.contains(id) {
-            row.ec_volumes.push(*id);
-            row.ec_volumes.sort_unstable();
+        let Some(row) = out.iter_mut().find(|r| r.collection == collection) else {
+            continue;
+        };
+        let (ids, total) = if ec {
+            (&mut row.ec_volumes, &mut row.ec_deleted_bytes)
+        } else {
+            (&mut row.read_only_volumes, &mut row.read_only_deleted_bytes)
+        };
+        if !ids.contains(id) {
+            ids.push(*id);
+            ids.sort_unstable();
         }
-        row.ec_deleted_bytes = row.ec_deleted_bytes.saturating_add(*bytes);
+        *total = total.saturating_add(*bytes);
     }
     out
 }
@@ -461,6 +477,18 @@ pub fn lines(freed: &[FreedRow], report: Option<&ReclaimReport>) -> Vec<String> 
                 ids(&c.ec_volumes),
                 c.ec_deleted_bytes,
                 c.collection
+            ));
+        }
+        if !c.read_only_volumes.is_empty() {
+            out.push(format!(
+                "read_only collection={} volumes=[{}] deleted_bytes={}: no vacuum compacts a \
+                 read-only volume, and one marked read-only without deletes (`volume.mark \
+                 -readonly`) refuses the filer's deletes of the expired chunks too (the filer \
+                 retries them); `volume.mark -node=SERVER -volumeId=ID -writable` once the reason \
+                 it is read-only is gone lets both happen",
+                c.collection,
+                ids(&c.read_only_volumes),
+                c.read_only_deleted_bytes
             ));
         }
     }
@@ -680,6 +708,7 @@ mod tests {
                 garbage_bytes: 40,
                 ec_volumes: vec![2, 3],
                 ec_deleted_bytes: 305,
+                ..CollectionGarbage::default()
             },
             "shards leave the plain figures alone; volume 5 was not deleted from"
         );
@@ -710,6 +739,44 @@ mod tests {
         assert_eq!(json["ec_volumes"], serde_json::json!([2, 3]));
         let plain = serde_json::to_value(&by_collection(&v, ["mixed"])[0]).unwrap();
         assert!(plain.get("ec_volumes").is_none(), "{plain}");
+    }
+
+    /// A read-only volume (`volume.mark -readonly`) refuses the filer's
+    /// chunk deletes, so its garbage stays 0 and the vacuum passes it by;
+    /// the report said only that no volume was at the threshold
+    /// (docs/reclaimed-space.md#read-only).
+    #[test]
+    fn deletes_from_read_only_volumes_were_reported_as_nothing_to_vacuum() {
+        let mut ro = vol(2, "c", 100, 0);
+        ro.read_only = true;
+        let v = [
+            vol(1, "c", 100, 60),
+            ro.clone(),
+            vol(2, "c", 100, 0),
+            vol(3, "c", 100, 0),
+        ];
+        let placed =
+            PlacedByBucket::from([("c".into(), BTreeMap::from([(1, 60), (2, 90), (3, 0)]))]);
+        let touched = touched_collections(&placed, &v);
+        let rows = collections_report(&v, &touched, &placed);
+        assert_eq!(
+            (&rows[0].read_only_volumes, rows[0].read_only_deleted_bytes),
+            (&vec![2], 90),
+            "one read-only replica is enough"
+        );
+        assert!(rows[0].ec_volumes.is_empty());
+        assert_eq!(vacuum_plan(&v, &touched, 0.0, 8).0, vec![1]);
+        let report = ReclaimReport {
+            collections: rows,
+            settled: true,
+            ..ReclaimReport::default()
+        };
+        let text = lines(&[], Some(&report));
+        assert!(
+            text[1].starts_with("read_only collection=c volumes=[2] deleted_bytes=90: ")
+                && text[1].contains("-writable"),
+            "{text:#?}"
+        );
     }
 
     #[test]

@@ -551,3 +551,99 @@ async fn deletes_from_erasure_coded_volumes_were_reported_as_zero_garbage() {
         assert!(!exists(&s3, &b, &format!("old/{i:02}")).await);
     }
 }
+
+/// Marks (or unmarks) every volume of `collection` read-only without deletes,
+/// the way an operator does (`weed shell volume.mark -readonly`), and waits
+/// until the master lists them so.
+async fn mark_read_only(c: &Cluster, collection: &str, read_only: bool) -> Vec<u32> {
+    let ids: Vec<u32> = {
+        let addr = std::net::SocketAddr::from(([127, 0, 0, 1], c.ports.volume));
+        let r = common::http::get_async(addr, "/status")
+            .await
+            .expect("GET /status");
+        let v: Value = serde_json::from_str(&r.text()).expect("JSON");
+        v["Volumes"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|v| v["Collection"] == collection)
+            .filter_map(|v| v["Id"].as_u64().map(|id| id as u32))
+            .collect()
+    };
+    assert!(!ids.is_empty(), "no volume of {collection}");
+    let node = format!("127.0.0.1:{}.{}", c.ports.volume, c.ports.volume_grpc);
+    let flag = if read_only { "-readonly" } else { "-writable" };
+    let script: String = ids
+        .iter()
+        .map(|id| format!("volume.mark -node={node} -volumeId={id} {flag}\n"))
+        .collect();
+    c.weed_shell(&format!("lock\n{script}unlock")).await;
+    let start = Instant::now();
+    loop {
+        let list = c.weed_shell("volume.list").await;
+        let shown = ids.iter().all(|id| {
+            list.lines()
+                .find(|l| l.contains(&format!("volume Id:{id},")))
+                .is_some_and(|l| l.contains(&format!("ReadOnly:{read_only}")))
+        });
+        if shown {
+            return ids;
+        }
+        assert!(start.elapsed() < Duration::from_secs(30), "{list}");
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+}
+
+/// A volume marked read-only refuses the filer's chunk deletes, so the
+/// pass's deletes left no garbage and the vacuum passed it by; the report
+/// said only that no volume was at the threshold
+/// (docs/reclaimed-space.md#read-only).
+#[tokio::test]
+async fn deletes_from_read_only_volumes_were_reported_as_nothing_to_vacuum() {
+    let c = common::cluster();
+    let s3 = c.s3_client();
+    let b = c.new_bucket("e2e-reclaim-ro").await.unwrap();
+    let old = fill(&s3, &b, "old/", 6, 70).await;
+    fill(&s3, &b, "keep/", 2, 80).await;
+    c.put_lifecycle_xml(&b, &lifecycle(&days_rule("old", "old/", 3)))
+        .await
+        .unwrap();
+    let marked = mark_read_only(c, &b, true).await;
+    let p = run_once(
+        c,
+        &Scope::new(&[&b]),
+        Some(plus(now_ns(), 5, 0)),
+        &[],
+        &[
+            LONG_LOG,
+            SETTLE,
+            ("S3_LIFECYCLED__RECLAIM__VACUUM", "true"),
+            ("S3_LIFECYCLED__RECLAIM__VACUUM_THRESHOLD", "0"),
+            ("S3_LIFECYCLED__RECLAIM__MASTER_GARBAGE_THRESHOLD", "1"),
+        ],
+    )
+    .await;
+    let r = p.ok();
+    assert_eq!(deleted(&r, &b, "old"), (6, old), "{}", p.describe());
+    let row = reported(&r, &b);
+    assert_eq!(row["read_only_deleted_bytes"].as_u64(), Some(old), "{row}");
+    let ids: Vec<u32> = row["read_only_volumes"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no read_only_volumes: {row}"))
+        .iter()
+        .filter_map(|v| v.as_u64().map(|id| id as u32))
+        .collect();
+    assert!(
+        !ids.is_empty() && ids.iter().all(|id| marked.contains(id)),
+        "{ids:?} of {marked:?}"
+    );
+    assert_eq!(row["garbage_bytes"].as_u64(), Some(0), "refused: {row}");
+    assert_eq!(
+        r.v["reclaim"]["vacuum"]["vacuumed"],
+        serde_json::json!([]),
+        "{}",
+        p.describe()
+    );
+    // Writable again, so the filer's retries go through.
+    mark_read_only(c, &b, false).await;
+}
