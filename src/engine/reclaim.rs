@@ -177,8 +177,13 @@ pub struct VolumeUsage {
     pub size: u64,
     /// Bytes of deleted needles still in it.
     pub garbage: u64,
-    /// Read-only (full, or marked): the master's vacuum skips those.
+    /// Read-only (marked, or tiered to remote storage): the master's own
+    /// loop skips it, while an explicit `VacuumVolume` compacts it when its
+    /// deletes went through (docs/reclaimed-space.md#read-only).
     pub read_only: bool,
+    /// Its `.dat` is on remote storage (`volume.tier.upload`): compacting it
+    /// would read it all back, so it is never vacuumed.
+    pub remote: bool,
     /// The volume's TTL (SeaweedFS's packed form; 0: none).
     pub ttl: u32,
     /// Erasure-coded: `size` is this server's shards, `garbage` is unknown
@@ -287,7 +292,10 @@ pub fn collections_report(
     // Per volume: its collection, and whether it is erasure-coded (else
     // read-only: one read-only replica keeps the vacuum off it).
     let mut held: BTreeMap<u32, (&str, bool)> = BTreeMap::new();
-    for v in volumes.iter().filter(|v| v.erasure_coded || v.read_only) {
+    for v in volumes
+        .iter()
+        .filter(|v| v.erasure_coded || (v.read_only && !v.remote))
+    {
         let e = held.entry(v.id).or_insert((v.collection.as_str(), false));
         e.1 |= v.erasure_coded;
     }
@@ -312,8 +320,9 @@ pub fn collections_report(
     out
 }
 
-/// The volumes (ids) of `collections` to vacuum after a pass: writable ones
-/// whose garbage ratio (worst replica) is at least `threshold`, worst
+/// The volumes (ids) of `collections` to vacuum after a pass: local, plain
+/// ones (read-only included) whose garbage ratio (worst replica) is at
+/// least `threshold`, worst
 /// first, at most `max`. The rest that qualify are returned second, to be
 /// reported as left for the next pass.
 pub fn vacuum_plan(
@@ -323,20 +332,20 @@ pub fn vacuum_plan(
     max: usize,
 ) -> (Vec<u32>, Vec<u32>) {
     let mut worst: BTreeMap<u32, f64> = BTreeMap::new();
-    let mut read_only = BTreeSet::new();
+    let mut never = BTreeSet::new();
     for v in volumes
         .iter()
         .filter(|v| collections.contains(&v.collection))
     {
         let r = worst.entry(v.id).or_insert(0.0);
         *r = r.max(v.ratio());
-        if v.read_only {
-            read_only.insert(v.id);
+        if v.erasure_coded || v.remote {
+            never.insert(v.id);
         }
     }
     let mut due: Vec<(u32, f64)> = worst
         .into_iter()
-        .filter(|(id, r)| *r >= threshold && *r > 0.0 && !read_only.contains(id))
+        .filter(|(id, r)| *r >= threshold && *r > 0.0 && !never.contains(id))
         .collect();
     due.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
     let mut ids: Vec<u32> = due.into_iter().map(|(id, _)| id).collect();
@@ -481,11 +490,11 @@ pub fn lines(freed: &[FreedRow], report: Option<&ReclaimReport>) -> Vec<String> 
         }
         if !c.read_only_volumes.is_empty() {
             out.push(format!(
-                "read_only collection={} volumes=[{}] deleted_bytes={}: no vacuum compacts a \
-                 read-only volume, and one marked read-only without deletes (`volume.mark \
-                 -readonly`) refuses the filer's deletes of the expired chunks too (the filer \
-                 retries them); `volume.mark -node=SERVER -volumeId=ID -writable` once the reason \
-                 it is read-only is gone lets both happen",
+                "read_only collection={} volumes=[{}] deleted_bytes={}: a volume marked \
+                 read-only without deletes (`volume.mark -readonly`) refuses the filer's deletes \
+                 of the expired chunks (the filer retries them) and shows no garbage until it is \
+                 marked `-writable` or `-readonlyCanDelete`; the master's own vacuum skips \
+                 read-only volumes, `reclaim.vacuum` compacts them once their garbage shows",
                 c.collection,
                 ids(&c.read_only_volumes),
                 c.read_only_deleted_bytes
@@ -544,21 +553,36 @@ mod tests {
     }
 
     #[test]
-    fn vacuum_takes_the_worst_writable_volumes_over_the_threshold_up_to_the_bound() {
-        let mut ro = vol(5, "a", 100, 90);
-        ro.read_only = true;
+    fn vacuum_takes_the_worst_local_volumes_over_the_threshold_up_to_the_bound() {
+        let mut remote = vol(5, "a", 100, 90);
+        (remote.read_only, remote.remote) = (true, true);
         let v = [
             vol(1, "a", 100, 5),
             vol(2, "a", 100, 50),
             vol(3, "a", 100, 20),
             vol(4, "b", 100, 90),
-            ro,
+            remote,
             vol(6, "a", 0, 0),
         ];
         let only_a = BTreeSet::from(["a".to_string()]);
         assert_eq!(vacuum_plan(&v, &only_a, 0.1, 1), (vec![2], vec![3]));
         assert_eq!(vacuum_plan(&v, &only_a, 0.1, 8), (vec![2, 3], vec![]));
         assert_eq!(vacuum_plan(&v, &only_a, 0.0, 8).0, vec![2, 3, 1]);
+    }
+
+    /// `volume.mark -readonlyCanDelete` is how an operator lets a volume
+    /// of expiring data drain to be vacuumed, and an explicit
+    /// `VacuumVolume` compacts it (observed on 4.48); the plan skipped every
+    /// read-only volume, so its garbage stayed (docs/reclaimed-space.md#read-only).
+    #[test]
+    fn read_only_can_delete_volumes_were_never_vacuumed() {
+        let mut drained = vol(7, "a", 100, 95);
+        drained.read_only = true;
+        let mut refused = vol(8, "a", 100, 0);
+        refused.read_only = true;
+        let v = [drained.clone(), drained, refused, vol(9, "a", 100, 30)];
+        let only_a = BTreeSet::from(["a".to_string()]);
+        assert_eq!(vacuum_plan(&v, &only_a, 0.1, 8), (vec![7, 9], vec![]));
     }
 
     #[test]
@@ -747,6 +771,8 @@ mod tests {
     /// (docs/reclaimed-space.md#read-only).
     #[test]
     fn deletes_from_read_only_volumes_were_reported_as_nothing_to_vacuum() {
+        let mut remote = vol(4, "c", 100, 50);
+        (remote.read_only, remote.remote) = (true, true);
         let mut ro = vol(2, "c", 100, 0);
         ro.read_only = true;
         let v = [
@@ -762,10 +788,14 @@ mod tests {
         assert_eq!(
             (&rows[0].read_only_volumes, rows[0].read_only_deleted_bytes),
             (&vec![2], 90),
-            "one read-only replica is enough"
+            "one read-only replica is enough; a remote one is not listed"
         );
         assert!(rows[0].ec_volumes.is_empty());
-        assert_eq!(vacuum_plan(&v, &touched, 0.0, 8).0, vec![1]);
+        assert_eq!(
+            vacuum_plan(&v, &touched, 0.0, 8).0,
+            vec![1],
+            "no garbage, no vacuum"
+        );
         let report = ReclaimReport {
             collections: rows,
             settled: true,
@@ -774,7 +804,7 @@ mod tests {
         let text = lines(&[], Some(&report));
         assert!(
             text[1].starts_with("read_only collection=c volumes=[2] deleted_bytes=90: ")
-                && text[1].contains("-writable"),
+                && text[1].contains("`-writable` or `-readonlyCanDelete`"),
             "{text:#?}"
         );
     }

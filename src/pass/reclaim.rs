@@ -165,11 +165,14 @@ async fn vacuum(
         out.skipped = Some(why);
         return out;
     }
-    // The master's own loop takes volumes at or above its threshold.
-    let (mine, theirs): (Vec<VolumeUsage>, Vec<VolumeUsage>) = volumes
-        .iter()
-        .cloned()
-        .partition(|v| s.master_garbage_threshold >= 1.0 || v.ratio() < s.master_garbage_threshold);
+    // The master's own loop takes volumes at or above its threshold, but
+    // not read-only ones (docs/reclaimed-space.md#read-only).
+    let (mine, theirs): (Vec<VolumeUsage>, Vec<VolumeUsage>) =
+        volumes.iter().cloned().partition(|v| {
+            v.read_only
+                || s.master_garbage_threshold >= 1.0
+                || v.ratio() < s.master_garbage_threshold
+        });
     let master_threshold = s.master_garbage_threshold.max(s.vacuum_threshold);
     out.left_to_master = vacuum_plan(&theirs, touched, master_threshold, usize::MAX).0;
     let (now, later) = vacuum_plan(&mine, touched, s.vacuum_threshold, s.max_vacuum_volumes);
@@ -211,6 +214,7 @@ mod tests {
             ttl: 0,
             erasure_coded: false,
             ec_ttl: None,
+            remote: false,
         }]
     }
 

@@ -48,6 +48,7 @@ pub async fn list_volumes(
                         ttl: v.ttl,
                         erasure_coded: false,
                         ec_ttl: None,
+                        remote: !v.remote_storage_name.is_empty(),
                     }));
                     // Shards are read-only: the vacuum plan passes them by.
                     out.extend(disk.ec_shard_infos.iter().map(|v| {
@@ -64,6 +65,7 @@ pub async fn list_volumes(
                             read_only: true,
                             ttl: 0,
                             erasure_coded: true,
+                            remote: false,
                             ec_ttl: ec_volume_ttl(v.expire_at_sec, v.encode_ts_ns)
                                 .map(|ttl| (ttl, v.expire_at_sec)),
                         }

@@ -552,10 +552,11 @@ async fn deletes_from_erasure_coded_volumes_were_reported_as_zero_garbage() {
     }
 }
 
-/// Marks (or unmarks) every volume of `collection` read-only without deletes,
-/// the way an operator does (`weed shell volume.mark -readonly`), and waits
-/// until the master lists them so.
-async fn mark_read_only(c: &Cluster, collection: &str, read_only: bool) -> Vec<u32> {
+/// Marks every volume of `collection` with `flag` (`-readonly`,
+/// `-readonlyCanDelete`, `-writable`) the way an operator does (`weed shell
+/// volume.mark`), and waits until the master lists them so.
+async fn mark(c: &Cluster, collection: &str, flag: &str) -> Vec<u32> {
+    let read_only = flag != "-writable";
     let ids: Vec<u32> = {
         let addr = std::net::SocketAddr::from(([127, 0, 0, 1], c.ports.volume));
         let r = common::http::get_async(addr, "/status")
@@ -572,7 +573,6 @@ async fn mark_read_only(c: &Cluster, collection: &str, read_only: bool) -> Vec<u
     };
     assert!(!ids.is_empty(), "no volume of {collection}");
     let node = format!("127.0.0.1:{}.{}", c.ports.volume, c.ports.volume_grpc);
-    let flag = if read_only { "-readonly" } else { "-writable" };
     let script: String = ids
         .iter()
         .map(|id| format!("volume.mark -node={node} -volumeId={id} {flag}\n"))
@@ -596,8 +596,9 @@ async fn mark_read_only(c: &Cluster, collection: &str, read_only: bool) -> Vec<u
 
 /// A volume marked read-only refuses the filer's chunk deletes, so the
 /// pass's deletes left no garbage and the vacuum passed it by; the report
-/// said only that no volume was at the threshold
-/// (docs/reclaimed-space.md#read-only).
+/// said only that no volume was at the threshold. And a volume marked
+/// read-only with deletes allowed was never vacuumed, by us or by the
+/// master (docs/reclaimed-space.md#read-only).
 #[tokio::test]
 async fn deletes_from_read_only_volumes_were_reported_as_nothing_to_vacuum() {
     let c = common::cluster();
@@ -608,7 +609,7 @@ async fn deletes_from_read_only_volumes_were_reported_as_nothing_to_vacuum() {
     c.put_lifecycle_xml(&b, &lifecycle(&days_rule("old", "old/", 3)))
         .await
         .unwrap();
-    let marked = mark_read_only(c, &b, true).await;
+    let marked = mark(c, &b, "-readonly").await;
     let p = run_once(
         c,
         &Scope::new(&[&b]),
@@ -645,5 +646,55 @@ async fn deletes_from_read_only_volumes_were_reported_as_nothing_to_vacuum() {
         p.describe()
     );
     // Writable again, so the filer's retries go through.
-    mark_read_only(c, &b, false).await;
+    mark(c, &b, "-writable").await;
+
+    // Read-only with deletes allowed, as `volume.mark` offers for volumes
+    // of expiring data: the garbage shows, and the vacuum compacts them,
+    // which the master's own loop does not.
+    let drained = c.new_bucket("e2e-reclaim-rocd").await.unwrap();
+    let old = fill(&s3, &drained, "old/", 6, 90).await;
+    fill(&s3, &drained, "keep/", 2, 100).await;
+    c.put_lifecycle_xml(&drained, &lifecycle(&days_rule("old", "old/", 3)))
+        .await
+        .unwrap();
+    let marked = mark(c, &drained, "-readonlyCanDelete").await;
+    let p = run_once(
+        c,
+        &Scope::new(&[&drained]),
+        Some(plus(now_ns(), 5, 0)),
+        &[],
+        &[
+            LONG_LOG,
+            SETTLE,
+            ("S3_LIFECYCLED__RECLAIM__VACUUM", "true"),
+            ("S3_LIFECYCLED__RECLAIM__VACUUM_THRESHOLD", "0.1"),
+        ],
+    )
+    .await;
+    let r = p.ok();
+    assert_eq!(deleted(&r, &drained, "old"), (6, old), "{}", p.describe());
+    let row = reported(&r, &drained);
+    assert_eq!(row["read_only_deleted_bytes"].as_u64(), Some(old), "{row}");
+    let v = &r.v["reclaim"]["vacuum"];
+    let vacuumed: Vec<u32> = v["vacuumed"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|v| v.as_u64().map(|id| id as u32))
+        .collect();
+    assert!(
+        !vacuumed.is_empty() && vacuumed.iter().all(|id| marked.contains(id)),
+        "read-only volumes with garbage vacuumed: {}",
+        p.describe()
+    );
+    let live = volume_status(c).await[drained.as_str()];
+    assert!(
+        live.garbage < old && live.size < v["size_before"].as_u64().unwrap(),
+        "{live:?}\n{}",
+        p.describe()
+    );
+    for i in 0..2 {
+        assert!(exists(&s3, &drained, &format!("keep/{i:02}")).await);
+    }
+    mark(c, &drained, "-writable").await;
 }
