@@ -292,10 +292,7 @@ pub fn collections_report(
     // Per volume: its collection, and whether it is erasure-coded (else
     // read-only: one read-only replica keeps the vacuum off it).
     let mut held: BTreeMap<u32, (&str, bool)> = BTreeMap::new();
-    for v in volumes
-        .iter()
-        .filter(|v| v.erasure_coded || (v.read_only && !v.remote))
-    {
+    for v in volumes.iter().filter(|v| v.erasure_coded || v.read_only) {
         let e = held.entry(v.id).or_insert((v.collection.as_str(), false));
         e.1 |= v.erasure_coded;
     }
@@ -494,7 +491,8 @@ pub fn lines(freed: &[FreedRow], report: Option<&ReclaimReport>) -> Vec<String> 
                  read-only without deletes (`volume.mark -readonly`) refuses the filer's deletes \
                  of the expired chunks (the filer retries them) and shows no garbage until it is \
                  marked `-writable` or `-readonlyCanDelete`; the master's own vacuum skips \
-                 read-only volumes, `reclaim.vacuum` compacts them once their garbage shows",
+                 read-only volumes, `reclaim.vacuum` compacts them once their garbage shows, \
+                 except volumes tiered to remote storage",
                 c.collection,
                 ids(&c.read_only_volumes),
                 c.read_only_deleted_bytes
@@ -780,15 +778,18 @@ mod tests {
             ro.clone(),
             vol(2, "c", 100, 0),
             vol(3, "c", 100, 0),
+            remote,
         ];
-        let placed =
-            PlacedByBucket::from([("c".into(), BTreeMap::from([(1, 60), (2, 90), (3, 0)]))]);
+        let placed = PlacedByBucket::from([(
+            "c".into(),
+            BTreeMap::from([(1, 60), (2, 90), (3, 0), (4, 50)]),
+        )]);
         let touched = touched_collections(&placed, &v);
         let rows = collections_report(&v, &touched, &placed);
         assert_eq!(
             (&rows[0].read_only_volumes, rows[0].read_only_deleted_bytes),
-            (&vec![2], 90),
-            "one read-only replica is enough; a remote one is not listed"
+            (&vec![2, 4], 140),
+            "one read-only replica is enough; a remote volume is read-only too"
         );
         assert!(rows[0].ec_volumes.is_empty());
         assert_eq!(
@@ -803,7 +804,7 @@ mod tests {
         };
         let text = lines(&[], Some(&report));
         assert!(
-            text[1].starts_with("read_only collection=c volumes=[2] deleted_bytes=90: ")
+            text[1].starts_with("read_only collection=c volumes=[2,4] deleted_bytes=140: ")
                 && text[1].contains("`-writable` or `-readonlyCanDelete`"),
             "{text:#?}"
         );
