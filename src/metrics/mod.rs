@@ -154,6 +154,7 @@ pub struct Metrics {
     collection_size: Family<CollectionLabels, Gauge>,
     collection_ratio: Family<CollectionLabels, Gauge<f64, std::sync::atomic::AtomicU64>>,
     collection_ec_deleted: Family<CollectionLabels, Gauge>,
+    collection_read_only_deleted: Family<CollectionLabels, Gauge>,
     ttl_findings: Family<TtlLabels, Gauge>,
     recoveries: Family<ReasonLabels, Counter>,
 }
@@ -315,6 +316,10 @@ impl Metrics {
             collection_ec_deleted: r.own(
                 "collection_ec_deleted_bytes",
                 "Bytes the last pass that deleted from a collection deleted from its erasure-coded volumes: no vacuum compacts those, ec.decode does (docs/reclaimed-space.md#erasure-coded)",
+            ),
+            collection_read_only_deleted: r.own(
+                "collection_read_only_deleted_bytes",
+                "Bytes the last pass that deleted from a collection deleted from its read-only volumes: one marked read-only without deletes refuses them (docs/reclaimed-space.md#read-only)",
             ),
             ttl_findings: r.own(
                 "ttl_findings",
@@ -549,6 +554,9 @@ impl Metrics {
             self.collection_ec_deleted
                 .get_or_create(&l)
                 .set(gauge_value(c.ec_deleted_bytes));
+            self.collection_read_only_deleted
+                .get_or_create(&l)
+                .set(gauge_value(c.read_only_deleted_bytes));
         }
     }
 
@@ -692,6 +700,28 @@ mod tests {
         m.matched_n(ActionKind::ExpirationDays, MatchDecision::Dispatched, 1);
         m.bucket_config_error("b", true);
         m.recovered("filer_lost");
+    }
+
+    /// Bytes deleted from erasure-coded and read-only volumes, which no
+    /// garbage figure shows, had no series (docs/reclaimed-space.md).
+    #[test]
+    fn erasure_coded_and_read_only_deleted_bytes_had_no_series() {
+        let m = Metrics::new();
+        m.collections(&[crate::engine::reclaim::CollectionGarbage {
+            collection: "b".into(),
+            garbage_bytes: 3,
+            ec_deleted_bytes: 5,
+            read_only_deleted_bytes: 7,
+            ..Default::default()
+        }]);
+        has(
+            &m,
+            r#"
+            s3_lifecycled_collection_garbage_bytes{collection="b"} 3
+            s3_lifecycled_collection_ec_deleted_bytes{collection="b"} 5
+            s3_lifecycled_collection_read_only_deleted_bytes{collection="b"} 7
+            "#,
+        );
     }
 
     #[test]
