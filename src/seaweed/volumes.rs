@@ -1,5 +1,6 @@
 //! The volumes behind reclaimed space (docs/reclaimed-space.md): every
-//! volume replica's size and garbage from the master's `VolumeList`, and the
+//! volume replica's size and garbage, and every server's erasure-coded
+//! shards, from the master's `VolumeList`, and the
 //! master's `VacuumVolume`, which compacts one volume on its servers and
 //! answers when done. The master's view trails the volume servers by up to
 //! one heartbeat (about 5 s on 4.48, observed).
@@ -50,7 +51,8 @@ pub async fn list_volumes(
                         ec_ttl: None,
                         remote: !v.remote_storage_name.is_empty(),
                     }));
-                    // Shards are read-only: the vacuum plan passes them by.
+                    // Erasure-coded shards: 4.48 reports no garbage for them, and no
+                    // vacuum compacts them (docs/reclaimed-space.md#erasure-coded).
                     out.extend(disk.ec_shard_infos.iter().map(|v| {
                         VolumeUsage {
                             id: v.id,
