@@ -243,6 +243,31 @@ async fn deleted_bytes_count_objects_versions_and_parts_and_garbage_matches_the_
     );
 }
 
+/// `run-once` over `bucket` at +5 days with `reclaim.vacuum` on at
+/// `threshold`, and the `extra` settings.
+async fn pass_with_vacuum(
+    c: &Cluster,
+    bucket: &str,
+    threshold: &str,
+    extra: &[(&str, &str)],
+) -> Pass {
+    let mut env = vec![
+        LONG_LOG,
+        SETTLE,
+        ("S3_LIFECYCLED__RECLAIM__VACUUM", "true"),
+        ("S3_LIFECYCLED__RECLAIM__VACUUM_THRESHOLD", threshold),
+    ];
+    env.extend_from_slice(extra);
+    run_once(
+        c,
+        &Scope::new(&[bucket]),
+        Some(plus(now_ns(), 5, 0)),
+        &[],
+        &env,
+    )
+    .await
+}
+
 /// Puts `n` incompressible objects under `prefix`; answers their total size.
 async fn fill(s3: &aws_sdk_s3::Client, bucket: &str, prefix: &str, n: u64, seed: u64) -> u64 {
     let mut total = 0;
@@ -292,18 +317,11 @@ async fn vacuum_gives_the_space_back_only_when_asked() {
     fill(&s3, &on, "old/", 6, 30).await;
     fill(&s3, &on, "keep/", 6, 40).await;
     c.put_lifecycle_xml(&on, &rule).await.unwrap();
-    let p = run_once(
+    let p = pass_with_vacuum(
         c,
-        &Scope::new(&[&on]),
-        Some(plus(now_ns(), 5, 0)),
-        &[],
-        &[
-            LONG_LOG,
-            SETTLE,
-            ("S3_LIFECYCLED__RECLAIM__VACUUM", "true"),
-            ("S3_LIFECYCLED__RECLAIM__VACUUM_THRESHOLD", "0.1"),
-            ("S3_LIFECYCLED__RECLAIM__MASTER_GARBAGE_THRESHOLD", "1"),
-        ],
+        &on,
+        "0.1",
+        &[("S3_LIFECYCLED__RECLAIM__MASTER_GARBAGE_THRESHOLD", "1")],
     )
     .await;
     let r = p.ok();
@@ -493,18 +511,11 @@ async fn deletes_from_erasure_coded_volumes_were_reported_as_zero_garbage() {
         !volume_status(c).await.contains_key(b.as_str()),
         "no plain volume left"
     );
-    let p = run_once(
+    let p = pass_with_vacuum(
         c,
-        &Scope::new(&[&b]),
-        Some(plus(now_ns(), 5, 0)),
-        &[],
-        &[
-            LONG_LOG,
-            SETTLE,
-            ("S3_LIFECYCLED__RECLAIM__VACUUM", "true"),
-            ("S3_LIFECYCLED__RECLAIM__VACUUM_THRESHOLD", "0"),
-            ("S3_LIFECYCLED__RECLAIM__MASTER_GARBAGE_THRESHOLD", "1"),
-        ],
+        &b,
+        "0",
+        &[("S3_LIFECYCLED__RECLAIM__MASTER_GARBAGE_THRESHOLD", "1")],
     )
     .await;
     let r = p.ok();
@@ -622,19 +633,7 @@ async fn expire_on_marked(
         .await
         .unwrap();
     let marked = mark(c, &b, flag).await;
-    let p = run_once(
-        c,
-        &Scope::new(&[&b]),
-        Some(plus(now_ns(), 5, 0)),
-        &[],
-        &[
-            LONG_LOG,
-            SETTLE,
-            ("S3_LIFECYCLED__RECLAIM__VACUUM", "true"),
-            ("S3_LIFECYCLED__RECLAIM__VACUUM_THRESHOLD", "0.1"),
-        ],
-    )
-    .await;
+    let p = pass_with_vacuum(c, &b, "0.1", &[]).await;
     let r = p.ok();
     assert_eq!(deleted(&r, &b, "old"), (6, old), "{}", p.describe());
     let row = reported(&r, &b);
