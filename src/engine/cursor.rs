@@ -43,7 +43,7 @@ pub struct ShardCursor {
     #[serde(with = "b64")]
     pub promoted_hash: Hash32,
     /// Last walk of this shard (ns); 0 = never.
-    #[serde(default, skip_serializing_if = "is_zero")]
+    #[serde(default, skip_serializing_if = "super::is_zero")]
     pub last_walked_ns: Nanos,
     /// Per-bucket progress.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
@@ -114,7 +114,7 @@ pub struct BucketCursor {
     #[serde(with = "b64")]
     pub promoted_hash: Hash32,
     /// Last walk of this bucket in this shard (ns); 0 = never.
-    #[serde(default, skip_serializing_if = "is_zero")]
+    #[serde(default, skip_serializing_if = "super::is_zero")]
     pub last_walked_ns: Nanos,
     /// Why progress on this bucket is halted, if it is.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -123,7 +123,7 @@ pub struct BucketCursor {
     /// finished the bucket without a halt; 0 = never. Buckets whose oldest
     /// stamp over the 16 shards is too old are reported as not enforced
     /// ([`crate::status::stale_buckets`]).
-    #[serde(default, skip_serializing_if = "is_zero")]
+    #[serde(default, skip_serializing_if = "super::is_zero")]
     pub completed_ns: Nanos,
     /// Per-action replay progress: `"<rulehash hex>/<kind>"` →
     /// `{ts, through, through_now}` (see [`crate::engine::progress`]).
@@ -346,12 +346,8 @@ pub struct GoCursor {
     #[serde(with = "b64")]
     pub promoted_hash: Hash32,
     /// Last walk (ns); omitted when 0.
-    #[serde(default, skip_serializing_if = "is_zero")]
+    #[serde(default, skip_serializing_if = "super::is_zero")]
     pub last_walked_ns: Nanos,
-}
-
-fn is_zero(v: &i64) -> bool {
-    *v == 0
 }
 
 /// serde adapter: `[u8; 32]` ⇄ standard base64 with padding, refusing any

@@ -63,3 +63,8 @@ pub use rule_hash::{RuleHash, rule_hash};
 pub use shard::{SHARD_COUNT, shard_id};
 pub use time::{DueRounding, Nanos, TimeConfig};
 pub use walk::WalkItem;
+
+/// serde's `skip_serializing_if` for a number field omitted when 0.
+pub(crate) fn is_zero<T: Default + PartialEq>(v: &T) -> bool {
+    *v == T::default()
+}

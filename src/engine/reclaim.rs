@@ -228,7 +228,7 @@ pub struct CollectionGarbage {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub ec_volumes: Vec<u32>,
     /// The bytes the pass deleted from `ec_volumes`.
-    #[serde(default, skip_serializing_if = "is_zero")]
+    #[serde(default, skip_serializing_if = "super::is_zero")]
     pub ec_deleted_bytes: u64,
     /// The read-only volumes the pass deleted data from: never vacuumed,
     /// and one marked read-only without deletes refuses even the filer's
@@ -236,12 +236,8 @@ pub struct CollectionGarbage {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub read_only_volumes: Vec<u32>,
     /// The bytes the pass deleted from `read_only_volumes`.
-    #[serde(default, skip_serializing_if = "is_zero")]
+    #[serde(default, skip_serializing_if = "super::is_zero")]
     pub read_only_deleted_bytes: u64,
-}
-
-fn is_zero(n: &u64) -> bool {
-    *n == 0
 }
 
 impl CollectionGarbage {
