@@ -390,13 +390,14 @@ impl ClientTls {
             .as_ref()
             .map(|p| p.display().to_string())
             .unwrap_or_default();
-        let verdict = if crate::seaweed::x509::is_v1(leaf) {
+        let verdict = if crate::seaweed::x509::webpki_refuses_as_leaf(leaf) {
             crate::seaweed::x509::verify_chain(
                 leaf,
                 intermediates,
                 &anchors,
                 UnixTime::now(),
                 &provider().signature_verification_algorithms,
+                crate::seaweed::x509::Usage::Client,
             )
         } else {
             rustls::server::WebPkiClientVerifier::builder_with_provider(roots, provider())

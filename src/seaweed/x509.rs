@@ -1,16 +1,18 @@
-//! The certificate checks webpki does not do for us: X.509 **version 1**
-//! certificates (docs/tls.md#v1-certificates). `openssl x509 -req` without
-//! `-extfile`, the most common recipe in SeaweedFS guides, makes them, and
-//! weed (Go's crypto/x509) accepts them in every role. webpki refuses any
-//! certificate that is not v3, so a leaf of version 1 is verified here
-//! instead, as strictly: every signature up to a certificate of the CA file,
-//! each certificate inside its validity, every intermediate a CA
-//! (basicConstraints `cA`), the handshake signed by the leaf's key. The
-//! signature algorithms are the crypto provider's own, the ones webpki uses.
+//! The certificate checks webpki does not do for us, for the forms weed (Go's
+//! crypto/x509) accepts and webpki refuses: X.509 **version 1** certificates
+//! (docs/tls.md#v1-certificates), which `openssl x509 -req` without `-extfile`
+//! makes, and a **CA certificate as the leaf** (docs/tls.md#ca-as-leaf), which
+//! `openssl req -x509` makes and quick set-ups use as every role's certificate
+//! and as the CA at once. Such a leaf is verified here instead, as strictly:
+//! every signature up to a certificate of the CA file, each certificate inside
+//! its validity, every intermediate a CA (basicConstraints `cA`), the leaf's
+//! extendedKeyUsage allowing the role, the handshake signed by the leaf's key.
+//! The signature algorithms are the crypto provider's own, the ones webpki uses.
 //!
 //! Only what these checks need is read from the DER: the signed part, the
-//! signature and its algorithm, issuer, subject, validity, the public key and
-//! basicConstraints. A certificate that does not parse is refused.
+//! signature and its algorithm, issuer, subject, validity, the public key,
+//! basicConstraints and extendedKeyUsage. A certificate that does not parse is
+//! refused.
 
 use rustls::client::danger::HandshakeSignatureValid;
 use rustls::crypto::WebPkiSupportedAlgorithms;
@@ -76,6 +78,27 @@ const VERSION: u8 = 0xa0;
 const EXTENSIONS: u8 = 0xa3;
 /// 2.5.29.19, basicConstraints.
 const BASIC_CONSTRAINTS: &[u8] = &[0x55, 0x1d, 0x13];
+/// 2.5.29.37, extendedKeyUsage.
+const EXTENDED_KEY_USAGE: &[u8] = &[0x55, 0x1d, 0x25];
+/// 2.5.29.37.0, anyExtendedKeyUsage.
+const ANY_USAGE: &[u8] = &[0x55, 0x1d, 0x25, 0x00];
+
+/// What the leaf of a chain is checked for: the extendedKeyUsage purpose
+/// (1.3.6.1.5.5.7.3.1 serverAuth, .2 clientAuth), as Go checks it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Usage {
+    Server,
+    Client,
+}
+
+impl Usage {
+    fn oid(self) -> &'static [u8] {
+        match self {
+            Usage::Server => &[0x2b, 0x06, 0x01, 0x05, 0x05, 0x07, 0x03, 0x01],
+            Usage::Client => &[0x2b, 0x06, 0x01, 0x05, 0x05, 0x07, 0x03, 0x02],
+        }
+    }
+}
 
 /// The contents of a BIT STRING with no unused bits.
 fn bits(contents: &[u8]) -> Option<&[u8]> {
@@ -118,6 +141,9 @@ struct Cert<'a> {
     spki: &'a [u8],
     /// basicConstraints `cA` (false when absent, as in every v1 certificate).
     ca: bool,
+    /// extendedKeyUsage's list of purposes (the SEQUENCE's contents), when
+    /// present.
+    usages: Option<&'a [u8]>,
 }
 
 impl<'a> Cert<'a> {
@@ -141,10 +167,16 @@ impl<'a> Cert<'a> {
         let (_, spki, mut f) = expect(f, SEQUENCE)?;
         let nb = tlv(validity)?;
         let na = tlv(nb.rest)?;
-        let mut ca = false;
+        let (mut ca, mut usages) = (false, None);
         while let Some(e) = tlv(f) {
             if e.tag == EXTENSIONS {
-                ca = basic_constraints_ca(e.contents)?;
+                if let Some(bc) = extension(e.contents, BASIC_CONSTRAINTS)? {
+                    let (bc, _, _) = expect(bc, SEQUENCE)?;
+                    ca = matches!(expect(bc, BOOLEAN), Some((b, _, _)) if b.first().is_some_and(|v| *v != 0));
+                }
+                if let Some(eku) = extension(e.contents, EXTENDED_KEY_USAGE)? {
+                    usages = Some(expect(eku, SEQUENCE)?.0);
+                }
             }
             f = e.rest;
         }
@@ -159,7 +191,23 @@ impl<'a> Cert<'a> {
             not_after: time(na.tag, na.contents)?,
             spki,
             ca,
+            usages,
         })
+    }
+
+    /// Whether extendedKeyUsage allows `usage`: absent, naming it, or
+    /// anyExtendedKeyUsage.
+    fn allows(&self, usage: Usage) -> bool {
+        let Some(mut list) = self.usages else {
+            return true;
+        };
+        while let Some((oid, _, rest)) = expect(list, OID) {
+            if oid == usage.oid() || oid == ANY_USAGE {
+                return true;
+            }
+            list = rest;
+        }
+        false
     }
 
     fn key(&self) -> Option<PublicKey<'a>> {
@@ -196,25 +244,23 @@ impl<'a> Cert<'a> {
     }
 }
 
-/// basicConstraints' `cA` from the contents of `[3] Extensions`.
-fn basic_constraints_ca(explicit: &[u8]) -> Option<bool> {
+/// The value (the OCTET STRING's contents) of extension `id` in the contents
+/// of `[3] Extensions`: `Some(None)` when it is absent, `None` when the list
+/// does not parse.
+fn extension<'a>(explicit: &'a [u8], id: &[u8]) -> Option<Option<&'a [u8]>> {
     let (mut list, _, _) = expect(explicit, SEQUENCE)?;
     while let Some((ext, _, rest)) = expect(list, SEQUENCE) {
         list = rest;
         let (oid, _, mut e) = expect(ext, OID)?;
-        if oid != BASIC_CONSTRAINTS {
+        if oid != id {
             continue;
         }
         if let Some((_, _, after)) = expect(e, BOOLEAN) {
             e = after; // critical
         }
-        let (value, _, _) = expect(e, OCTET_STRING)?;
-        let (bc, _, _) = expect(value, SEQUENCE)?;
-        return Some(
-            matches!(expect(bc, BOOLEAN), Some((b, _, _)) if b.first().is_some_and(|v| *v != 0)),
-        );
+        return Some(Some(expect(e, OCTET_STRING)?.0));
     }
-    Some(false)
+    Some(None)
 }
 
 /// Seconds since the Unix epoch of a UTCTime (`YYMMDDHHMMSSZ`, years 1950 to
@@ -247,14 +293,21 @@ fn bad_encoding() -> Error {
     CertificateError::BadEncoding.into()
 }
 
-/// Whether `der` is an X.509 v1 certificate (one webpki refuses).
+/// Whether `der` is an X.509 v1 certificate (one webpki will not parse).
 pub fn is_v1(der: &[u8]) -> bool {
     Cert::parse(der).is_some_and(|c| c.version == 1)
 }
 
-/// Verifies `leaf` (any version) and `intermediates` up to one of
-/// `anchors` (the CA file's certificates) at `now`: the errors are rustls's
-/// own (`UnknownIssuer`, `BadSignature`, `Expired`, …), so they are
+/// Whether webpki refuses `der` as the leaf of a chain where weed accepts it:
+/// X.509 v1 (`UnsupportedCertVersion`) or a CA (`CaUsedAsEndEntity`). Such a
+/// leaf goes to [`verify_chain`].
+pub fn webpki_refuses_as_leaf(der: &[u8]) -> bool {
+    Cert::parse(der).is_some_and(|c| c.version == 1 || c.ca)
+}
+
+/// Verifies `leaf` (any version), for `usage`, and `intermediates` up to one
+/// of `anchors` (the CA file's certificates) at `now`: the errors are
+/// rustls's own (`UnknownIssuer`, `BadSignature`, `Expired`, …), so they are
 /// classified like webpki's.
 pub fn verify_chain(
     leaf: &CertificateDer<'_>,
@@ -262,9 +315,13 @@ pub fn verify_chain(
     anchors: &[CertificateDer<'_>],
     now: UnixTime,
     algs: &WebPkiSupportedAlgorithms,
+    usage: Usage,
 ) -> Result<(), Error> {
     let leaf = Cert::parse(leaf).ok_or_else(bad_encoding)?;
     leaf.valid_at(now)?;
+    if !leaf.allows(usage) {
+        return Err(CertificateError::InvalidPurpose.into());
+    }
     let anchors: Vec<Cert<'_>> = anchors.iter().filter_map(|a| Cert::parse(a)).collect();
     let intermediates: Vec<Cert<'_>> = intermediates
         .iter()

@@ -12,7 +12,8 @@
 //! `admin.crt`, which names 127.0.0.1 (subjectAltName), for `weed admin`'s HTTPS API.
 //!
 //! A second cluster, started only by the test that needs it (`tls12_cluster`), is pinned to TLS
-//! 1.2 with ECDSA P-521 certificates throughout.
+//! 1.2 with ECDSA P-521 certificates throughout. A third (`one_certificate_cluster`) is the quick
+//! set-up: one `openssl req -x509` certificate, a CA, as every role's and as the CA file.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -217,8 +218,24 @@ p521 server seaweedfs-node
 p521 client lifecycled
 "#;
 
+/// The certificates of [`one_certificate_cluster`] (docs/tls.md#ca-as-leaf): `ca.crt` is one
+/// self-signed `openssl req -x509` certificate, which openssl 3 (and 1.1) makes a CA
+/// (basicConstraints `CA:TRUE`), and it is the master's, the volume server's, the filer's and weed's
+/// own client certificate too (`client` is a copy). The S3 gateway's and our second client
+/// certificate (`creq`) are made by `openssl req -x509 -CA` (openssl 3's one-step issue), which
+/// makes them CAs too.
+const GEN_ONE: &str = r#"set -e
+openssl req -x509 -newkey rsa:2048 -nodes -keyout ca.key -out ca.crt -days 3650 -subj "/CN=seaweedfs"
+cp ca.crt client.crt && cp ca.key client.key
+openssl req -x509 -CA ca.crt -CAkey ca.key -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes \
+  -keyout s3.key -out s3.crt -days 365 -subj "/CN=seaweedfs-s3"
+openssl req -x509 -CA ca.crt -CAkey ca.key -newkey rsa:2048 -nodes \
+  -keyout creq.key -out creq.crt -days 365 -subj "/CN=lifecycled"
+"#;
+
 static TLS: OnceLock<Result<TlsCluster, String>> = OnceLock::new();
 static TLS12: OnceLock<Result<TlsCluster, String>> = OnceLock::new();
+static ONE: OnceLock<Result<TlsCluster, String>> = OnceLock::new();
 
 /// The binary's one mTLS cluster, started on first use.
 pub fn tls_cluster() -> &'static TlsCluster {
@@ -241,6 +258,17 @@ pub fn tls12_cluster() -> &'static TlsCluster {
     match TLS12.get_or_init(|| start(GEN12, toml, true)) {
         Ok(c) => c,
         Err(e) => panic!("SeaweedFS TLS 1.2 test cluster unavailable: {e}"),
+    }
+}
+
+/// A third mTLS cluster, started on first use, set up the quick way: one self-signed certificate
+/// ([`GEN_ONE`]) as the CA file and as the master's, volume server's and filer's certificate,
+/// the S3 gateway's issued by it with `openssl req -x509 -CA`. Every one of them is a CA.
+pub fn one_certificate_cluster() -> &'static TlsCluster {
+    let toml = |certs: &Path| security_toml(certs, ["ca", "ca", "ca", "s3"], "");
+    match ONE.get_or_init(|| start(GEN_ONE, toml, false)) {
+        Ok(c) => c,
+        Err(e) => panic!("SeaweedFS one-certificate mTLS test cluster unavailable: {e}"),
     }
 }
 

@@ -10,7 +10,9 @@ use crate::common;
 
 use std::time::Duration;
 
-use common::tls::{TlsCluster, put_lifecycle_plain, tls_cluster, tls12_cluster};
+use common::tls::{
+    TlsCluster, one_certificate_cluster, put_lifecycle_plain, tls_cluster, tls12_cluster,
+};
 use common::*;
 
 /// A fresh bucket with one object under an always-due Expiration Date rule.
@@ -380,6 +382,22 @@ async fn a_weed_style_master_address_under_mtls_reached_no_grpc_port() {
         "the warning names the setting and {grpc}:\n{}",
         p.describe()
     );
+}
+
+/// The quick set-up, one `openssl req -x509` certificate as the CA file and as every role's
+/// certificate, and leaves issued by `openssl req -x509 -CA`: openssl makes all of them CAs
+/// (basicConstraints `CA:TRUE`). weed (Go's crypto/x509) takes a CA as a leaf and its servers
+/// reach one another with them; every pass failed with "invalid peer certificate:
+/// CaUsedAsEndEntity" (webpki's rule). A pass that finds the cluster through the master (whose
+/// certificate is the CA's own) and deletes through the gateway (an issued CA) completes, with the
+/// CA's own pair and with an issued one as our client certificate.
+#[tokio::test]
+async fn ca_certificates_as_leaves_were_refused_although_weed_accepts_them() {
+    let t = one_certificate_cluster();
+    // Our client certificate: the CA's own pair, then an issued CA.
+    for cert in ["ca", "creq"] {
+        pass_through_the_master(t, "tls-ca-leaf", cert).await;
+    }
 }
 
 /// The TLS version `openssl s_client -<flag>` (`tls1_2`, `tls1_3`) gets from `addr` with our
