@@ -1,8 +1,9 @@
 //! Peak RSS of one `s3-lifecycled run-once` pass against a loopback SeaweedFS
 //! 4.48 cluster, as the meta-log it reads grows: the pass must stay flat (±10%)
-//! from 100 k to 2 M events, with one rule and with 1,000 rules across 100
-//! buckets. Prints a table with each row's ratio to the smallest size; asserts
-//! nothing. Figures: docs/due-index.md#memory.
+//! from 100 k to 2 M events, with one rule, with 1,000 rules across 100
+//! buckets, and with 3,000 buckets of one rule each (what a shard keeps per
+//! bucket, times 16 shards). Prints a table with each row's ratio to the
+//! smallest size; asserts nothing. Figures: docs/due-index.md#memory.
 //!
 //! Run (release build; seeding 2 M entries takes several minutes):
 //!
@@ -30,9 +31,11 @@
 //! How: the fixture is written through the filer's `CreateEntry`, each entry a
 //! copy of a real PUT's entry (same attributes, chunks and Extended, fresh
 //! name and mtime), so the meta-log holds the CREATE events a PUT of a new key
-//! writes (docs/meta-log.md#per-operation) at thousands per second. Half go to
-//! bucket `rss-one` (one `Days 30` rule), half to 100 buckets `rss-many-*` with
-//! ten `Days 30` prefix rules each. Every pass reads the whole fixture:
+//! writes (docs/meta-log.md#per-operation) at thousands per second. A third
+//! go to bucket `rss-one` (one `Days 30` rule), a third to 100 buckets
+//! `rss-many-*` with ten `Days 30` prefix rules each, a third to
+//! `RSS_BENCH_WIDE` (default 3,000) buckets `rss-wide-*` with one `Days 30`
+//! rule each. Every pass reads the whole fixture:
 //! before seeding, one pass per (variant, size) creates a cursor directory of
 //! its own, and that directory's pass after seeding up to its size replays
 //! everything written since (nothing is due). Peak RSS is the child's
@@ -50,6 +53,7 @@ use std::time::Duration;
 
 use anyhow::{Context, bail};
 use common::{BIN, Cluster, cluster, days_rule, lifecycle};
+use futures::{StreamExt, TryStreamExt};
 use s3_lifecycled::pb::filer_pb::Entry;
 
 /// Buckets of the many-rules variant, each with [`RULES_PER_BUCKET`] rules.
@@ -60,6 +64,8 @@ const ONE_DIRS: usize = 16;
 
 struct Knobs {
     sizes: Vec<usize>,
+    /// Buckets of the wide variant (`RSS_BENCH_WIDE`), one rule each.
+    wide: usize,
     in_flight: usize,
     /// The binaries measured: (row label prefix, path).
     bins: Vec<(&'static str, String)>,
@@ -101,8 +107,15 @@ fn knobs() -> anyhow::Result<Knobs> {
         })?,
         Err(_) => 3,
     };
+    let wide = match std::env::var("RSS_BENCH_WIDE") {
+        Ok(v) => v.trim().parse().with_context(|| {
+            format!("RSS_BENCH_WIDE={v:?} is not a whole number; give e.g. 3000")
+        })?,
+        Err(_) => 3_000,
+    };
     Ok(Knobs {
         sizes,
+        wide: std::cmp::max(wide, 1),
         in_flight: std::cmp::max(in_flight, 1),
         bins,
         repeats: std::cmp::max(repeats, 1),
@@ -174,24 +187,28 @@ fn pass(
 async fn seed(
     c: &Cluster,
     template: &Entry,
-    from: usize,
-    to: usize,
-    in_flight: usize,
+    (from, to): (usize, usize),
+    k: &Knobs,
 ) -> anyhow::Result<()> {
     let root = c.buckets_root().to_string();
     let what = format!("seeded {} entries", to - from);
-    bench::create_entries(c, to - from, in_flight, &what, |j| {
+    bench::create_entries(c, to - from, k.in_flight, &what, |j| {
         let i = from + j;
         let mut e = template.clone();
-        let (dir, name) = if i.is_multiple_of(2) {
-            (
-                format!("{root}/rss-one/d{:02}", (i / 2) % ONE_DIRS),
+        let (dir, name) = match i % 3 {
+            0 => (
+                format!("{root}/rss-one/d{:02}", (i / 3) % ONE_DIRS),
                 format!("k{i:08}"),
-            )
-        } else {
-            let b = (i / 2) % MANY_BUCKETS;
-            let p = (i / 2 / MANY_BUCKETS) % RULES_PER_BUCKET;
-            (format!("{root}/rss-many-{b:03}/p{p}"), format!("k{i:08}"))
+            ),
+            1 => {
+                let b = (i / 3) % MANY_BUCKETS;
+                let p = (i / 3 / MANY_BUCKETS) % RULES_PER_BUCKET;
+                (format!("{root}/rss-many-{b:03}/p{p}"), format!("k{i:08}"))
+            }
+            _ => (
+                format!("{root}/rss-wide-{:05}/logs", (i / 3) % k.wide),
+                format!("k{i:08}"),
+            ),
         };
         e.name = name;
         (dir, e)
@@ -224,6 +241,23 @@ async fn run(k: &Knobs) -> anyhow::Result<Vec<Row>> {
             .with_context(|| format!("CreateBucket {b}"))?;
         c.put_lifecycle_xml(b, &lifecycle(&rules)).await?;
     }
+    let wide: Vec<String> = (0..k.wide).map(|b| format!("rss-wide-{b:05}")).collect();
+    let one_rule = lifecycle(&days_rule("all", "", 30));
+    futures::stream::iter(&wide)
+        .map(|b| {
+            let (s3, one_rule) = (&s3, &one_rule);
+            async move {
+                s3.create_bucket()
+                    .bucket(b)
+                    .send()
+                    .await
+                    .with_context(|| format!("CreateBucket {b}"))?;
+                c.put_lifecycle_xml(b, one_rule).await
+            }
+        })
+        .buffer_unordered(16)
+        .try_for_each(|()| async { Ok(()) })
+        .await?;
     // The template: a real PUT's entry.
     common::put(&s3, "rss-one", "template", &[b'x'; 100], None).await;
     let template = c
@@ -231,6 +265,8 @@ async fn run(k: &Knobs) -> anyhow::Result<Vec<Row>> {
         .await?
         .context("the template object's entry is missing")?;
     let many_arg = many.join(",");
+    let wide_arg = wide.join(",");
+    let wide_label = format!("{} buckets", k.wide);
     // (row label, buckets, binary): each binary over both bucket sets.
     let variants: Vec<(String, &str, &str)> = k
         .bins
@@ -241,6 +277,11 @@ async fn run(k: &Knobs) -> anyhow::Result<Vec<Row>> {
                 (
                     format!("{label}1,000 rules"),
                     many_arg.as_str(),
+                    bin.as_str(),
+                ),
+                (
+                    format!("{label}{wide_label}"),
+                    wide_arg.as_str(),
                     bin.as_str(),
                 ),
             ]
@@ -259,7 +300,7 @@ async fn run(k: &Knobs) -> anyhow::Result<Vec<Row>> {
     let mut rows = Vec::new();
     let mut seeded = 0;
     for &size in &k.sizes {
-        seed(c, &template, seeded, size, k.in_flight).await?;
+        seed(c, &template, (seeded, size), k).await?;
         seeded = size;
         // (peak KiB, pass ms) of each variant's passes; the variants
         // alternate, so a slow spell of the shared box hits them alike.

@@ -127,8 +127,8 @@ pub struct BucketCursor {
     pub completed_ns: Nanos,
     /// Per-action replay progress: `"<rulehash hex>/<kind>"` →
     /// `{ts, through, through_now}` (see [`crate::engine::progress`]).
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub rules: BTreeMap<String, ActionProgress>,
+    #[serde(default, skip_serializing_if = "ActionMap::is_empty")]
+    pub rules: ActionMap,
     /// Where an unfinished recovery walk of this bucket resumes; the rest of
     /// this cursor is the state kept until the walk's last segment finishes
     /// (docs/design-deviations.md#resumable-recovery-walks).
@@ -199,6 +199,101 @@ impl BacklogCount {
         };
         self.objects += 1;
         self.bytes = self.bytes.saturating_add(bytes);
+    }
+}
+
+/// A bucket's per-action progress, `"<rulehash hex>/<kind>"` → progress,
+/// sorted by key and stored as a map in JSON. A sorted `Vec`, not a
+/// `BTreeMap`: a bucket has a handful of actions, and every shard keeps a
+/// cursor of every bucket, where a B-tree's first leaf took 2 KB whatever it
+/// held (docs/due-index.md#memory).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct ActionMap(Vec<(String, ActionProgress)>);
+
+impl ActionMap {
+    fn find(&self, key: &str) -> Result<usize, usize> {
+        self.0.binary_search_by(|(k, _)| k.as_str().cmp(key))
+    }
+
+    pub fn get(&self, key: &str) -> Option<&ActionProgress> {
+        self.find(key).ok().map(|i| &self.0[i].1)
+    }
+
+    pub fn contains_key(&self, key: &str) -> bool {
+        self.find(key).is_ok()
+    }
+
+    /// Sets `key`'s progress, as `BTreeMap::insert`.
+    pub fn insert(&mut self, key: String, progress: ActionProgress) {
+        match self.find(&key) {
+            Ok(i) => self.0[i].1 = progress,
+            Err(i) => self.0.insert(i, (key, progress)),
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    /// The entries in key order.
+    pub fn iter(&self) -> <&ActionMap as IntoIterator>::IntoIter {
+        self.into_iter()
+    }
+
+    pub fn values(&self) -> impl Iterator<Item = &ActionProgress> {
+        self.0.iter().map(|(_, p)| p)
+    }
+}
+
+type Entry<'a> = (&'a String, &'a ActionProgress);
+
+impl<'a> IntoIterator for &'a ActionMap {
+    type Item = Entry<'a>;
+    type IntoIter = std::iter::Map<
+        std::slice::Iter<'a, (String, ActionProgress)>,
+        fn(&'a (String, ActionProgress)) -> Entry<'a>,
+    >;
+
+    fn into_iter(self) -> Self::IntoIter {
+        self.0.iter().map(|(k, p)| (k, p))
+    }
+}
+
+impl FromIterator<(String, ActionProgress)> for ActionMap {
+    /// As `BTreeMap`'s: sorted, and of equal keys the last one kept.
+    fn from_iter<I: IntoIterator<Item = (String, ActionProgress)>>(iter: I) -> Self {
+        let mut v: Vec<_> = iter.into_iter().collect();
+        v.reverse();
+        v.sort_by(|a, b| a.0.cmp(&b.0));
+        v.dedup_by(|a, b| a.0 == b.0);
+        v.shrink_to_fit();
+        ActionMap(v)
+    }
+}
+
+impl std::ops::Index<&str> for ActionMap {
+    type Output = ActionProgress;
+
+    fn index(&self, key: &str) -> &ActionProgress {
+        self.get(key).expect("no progress under that key")
+    }
+}
+
+impl Serialize for ActionMap {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_map(self.iter())
+    }
+}
+
+impl<'de> Deserialize<'de> for ActionMap {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        Ok(BTreeMap::<String, ActionProgress>::deserialize(d)?
+            .into_iter()
+            .collect())
     }
 }
 

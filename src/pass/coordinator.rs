@@ -388,7 +388,7 @@ impl Coordinator {
                     };
                     let begin = BeginPass {
                         plan: p.plan.clone(),
-                        persisted,
+                        persisted: persisted.map(Arc::new),
                         window,
                         dispatcher: dispatcher.clone().recipient(),
                         tele,

@@ -8,7 +8,7 @@
 use std::collections::BTreeMap;
 
 use crate::engine::EMPTY_HASH;
-use crate::engine::cursor::ActionProgress;
+use crate::engine::cursor::{ActionMap, ActionProgress};
 use crate::engine::cursor::{BucketCursor, CURSOR_VERSION, GoCursor, ShardCursor};
 use crate::pass::plan::PassPlan;
 use crate::pass::shard_plan::progress_key;
@@ -47,7 +47,7 @@ pub fn import_go(go: &GoCursor, plan: &PassPlan) -> Result<Imported, String> {
             cold.push(name.to_string());
             continue;
         }
-        let rules: BTreeMap<String, ActionProgress> = plan
+        let rules: ActionMap = plan
             .replay
             .as_ref()
             .and_then(|r| r.bucket(name))

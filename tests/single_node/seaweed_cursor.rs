@@ -30,10 +30,12 @@ fn cursor(shard: u8, ts: i64) -> ShardCursor {
             last_walked_ns: ts - 1,
             halted: Some("RETRY_LATER: k".into()),
             completed_ns: ts - 2,
-            rules: BTreeMap::from([(
+            rules: [(
                 "00112233aabbccdd/expiration_days".to_string(),
                 s3_lifecycled::engine::cursor::ActionProgress::at(ts),
-            )]),
+            )]
+            .into_iter()
+            .collect(),
             walk_resume: None,
             backlog: Default::default(),
             rewalk: None,

@@ -1046,7 +1046,7 @@ async fn crashed_shard_is_restarted_sits_out_and_the_next_pass_resumes_from_the_
     actor
         .send(BeginPass {
             plan: plan.clone(),
-            persisted,
+            persisted: persisted.map(Arc::new),
             window: 4,
             dispatcher: dispatcher.recipient(),
             tele: ShardTelemetry::default(),
@@ -1189,7 +1189,7 @@ async fn restart_budget_is_process_wide_and_renewed_for_the_pass_after_it_ran_ou
         actor
             .send(BeginPass {
                 plan: plan.clone(),
-                persisted,
+                persisted: persisted.map(Arc::new),
                 window: 4,
                 dispatcher: dispatcher.recipient(),
                 tele: ShardTelemetry::default(),

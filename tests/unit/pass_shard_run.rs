@@ -142,7 +142,7 @@ fn cold_start_then_steady_then_rule_edit() {
         Some(&RecoveryReason::RuleEdit)
     );
     let mut lost = cursor.clone();
-    lost.buckets.get_mut("b").unwrap().rules.clear();
+    lost.buckets.get_mut("b").unwrap().rules = Default::default();
     assert_eq!(
         plan_shard(&p, Some(&lost)).recover.get("b"),
         Some(&RecoveryReason::ColdStart),
@@ -176,7 +176,7 @@ fn failed_listing_keeps_the_old_bucket_state() {
 fn window_bounds_in_flight_and_backpressures() {
     let (_, cursor) = steady(100 * S);
     let p = plan(200 * S);
-    let mut run = ShardRun::new(0, p.clone(), Some(cursor), 2);
+    let mut run = ShardRun::new(0, p.clone(), Some(Arc::new(cursor)), 2);
     assert_eq!(run.start_replay(), Some(90 * S));
     for i in 0..3 {
         let ts = 100 * S + i;
@@ -199,7 +199,7 @@ fn window_bounds_in_flight_and_backpressures() {
 fn a_delete_answered_twice_was_counted_twice() {
     let (_, cursor) = steady(100 * S);
     let p = plan(200 * S);
-    let mut run = ShardRun::new(0, p.clone(), Some(cursor), 1);
+    let mut run = ShardRun::new(0, p.clone(), Some(Arc::new(cursor)), 1);
     run.start_replay();
     for i in 0..2 {
         let ts = 100 * S + i;
@@ -222,7 +222,7 @@ fn a_delete_answered_twice_was_counted_twice() {
 fn unresolved_outcome_halts_only_new_work_and_blocks_the_cursor() {
     let (_, cursor) = steady(100 * S);
     let p = plan(200 * S);
-    let mut run = ShardRun::new(0, p.clone(), Some(cursor), 8);
+    let mut run = ShardRun::new(0, p.clone(), Some(Arc::new(cursor)), 8);
     run.start_replay();
     let evs: Vec<Nanos> = (0..4).map(|i| 100 * S + i * S).collect();
     for (i, &ts) in evs.iter().enumerate() {
@@ -317,7 +317,7 @@ fn replay_batch_is_the_same_as_its_events_one_by_one() {
         .collect();
     assert_eq!(items.iter().map(|i| i.pending.len()).sum::<usize>(), 14);
     let drive = |batched: bool| {
-        let mut run = ShardRun::new(0, p.clone(), Some(cursor.clone()), 8);
+        let mut run = ShardRun::new(0, p.clone(), Some(Arc::new(cursor.clone())), 8);
         run.start_replay();
         if batched {
             for chunk in items.chunks(16) {
@@ -357,7 +357,7 @@ fn replay_batch_is_the_same_as_its_events_one_by_one() {
 fn batch_after_a_halt_sends_nothing_and_keeps_the_cursor_before_the_halt() {
     let (_, cursor) = steady(100 * S);
     let p = plan(200 * S);
-    let mut run = ShardRun::new(0, p.clone(), Some(cursor), 8);
+    let mut run = ShardRun::new(0, p.clone(), Some(Arc::new(cursor)), 8);
     run.start_replay();
     let first = replay_item(&p, 100 * S, vec![action_match(&p, "k0", 110 * S)], false);
     run.replay_batch(std::slice::from_ref(&first));
@@ -397,7 +397,7 @@ fn batch_after_a_halt_sends_nothing_and_keeps_the_cursor_before_the_halt() {
 fn drain_timeout_halts_and_keeps_the_cursor_before_unanswered_work() {
     let (_, cursor) = steady(100 * S);
     let p = plan(200 * S);
-    let mut run = ShardRun::new(0, p.clone(), Some(cursor), 8);
+    let mut run = ShardRun::new(0, p.clone(), Some(Arc::new(cursor)), 8);
     run.listing_done("b", true);
     run.start_replay();
     let evs: Vec<Nanos> = (0..3).map(|i| 100 * S + i * S).collect();
@@ -434,7 +434,7 @@ fn drain_timeout_halts_and_keeps_the_cursor_before_unanswered_work() {
 #[test]
 fn drain_timeout_without_outstanding_work_is_no_halt() {
     let (_, cursor) = steady(100 * S);
-    let mut run = ShardRun::new(0, plan(200 * S), Some(cursor), 8);
+    let mut run = ShardRun::new(0, plan(200 * S), Some(Arc::new(cursor)), 8);
     run.start_replay();
     assert_eq!(run.drain_timed_out("DRAIN_TIMEOUT".into()), None);
     assert_eq!(run.finish(None).0.outcome, ShardOutcome::Completed);
@@ -444,7 +444,7 @@ fn drain_timeout_without_outstanding_work_is_no_halt() {
 fn pending_match_holds_the_cursor_but_later_due_matches_are_sent() {
     let (_, cursor) = steady(100 * S);
     let p = plan(200 * S);
-    let mut run = ShardRun::new(0, p.clone(), Some(cursor), 8);
+    let mut run = ShardRun::new(0, p.clone(), Some(Arc::new(cursor)), 8);
     run.start_replay();
     run.replay_event(110 * S, &[action_match(&p, "a", 120 * S)]);
     run.replay_event(120 * S, &[action_match(&p, "b", 500 * S)]);
@@ -489,7 +489,7 @@ fn pending_match_holds_the_cursor_but_later_due_matches_are_sent() {
 fn withdrawn_replay_delete_neither_halts_nor_moves_the_cursor_past_it() {
     let (_, cursor) = steady(100 * S);
     let p = plan(200 * S);
-    let mut run = ShardRun::new(0, p.clone(), Some(cursor), 8);
+    let mut run = ShardRun::new(0, p.clone(), Some(Arc::new(cursor)), 8);
     run.start_replay();
     let evs: Vec<Nanos> = (0..3).map(|i| 100 * S + i * S).collect();
     for (i, &ts) in evs.iter().enumerate() {
@@ -548,7 +548,7 @@ fn withdrawn_walker_delete_fails_the_recovery_without_halting() {
     let b = &cursor.buckets["b"];
     assert!(b.is_walk_placeholder(), "only the backlog is kept: {b:?}");
     assert!(b.rules.is_empty());
-    let next = ShardRun::new(0, plan(200 * S), Some(cursor.clone()), 4);
+    let next = ShardRun::new(0, plan(200 * S), Some(Arc::new(cursor.clone())), 4);
     assert_eq!(
         next.shard_plan().recover.get("b"),
         Some(&RecoveryReason::ColdStart)
@@ -741,7 +741,7 @@ proptest! {
         let (_, cursor) = steady(100 * S);
         let now = 300 * S;
         let p = plan(now);
-        let mut run = ShardRun::new(0, p.clone(), Some(cursor), window);
+        let mut run = ShardRun::new(0, p.clone(), Some(Arc::new(cursor)), window);
         run.start_replay();
         let mut evs = evs;
         evs.sort_by_key(|e| e.0);
@@ -814,7 +814,7 @@ fn lost_answer_run(
     p: &Arc<PassPlan>,
     probe: Result<Vec<Entry>, String>,
 ) -> (ShardRun, Vec<Nanos>) {
-    let mut run = ShardRun::new(0, p.clone(), Some(cursor), 8);
+    let mut run = ShardRun::new(0, p.clone(), Some(Arc::new(cursor)), 8);
     run.start_replay();
     let evs: Vec<Nanos> = (0..3).map(|i| 100 * S + i * S).collect();
     for (i, &ts) in evs.iter().enumerate() {
@@ -881,7 +881,7 @@ fn resend_of(run: &mut ShardRun, key: &str) -> (Work, SendId) {
 fn an_entry_a_gateway_answered_gone_while_a_store_held_it_waited_a_pass() {
     let (_, cursor) = steady(100 * S);
     let p = plan(200 * S);
-    let mut run = ShardRun::new(0, p.clone(), Some(cursor), 8);
+    let mut run = ShardRun::new(0, p.clone(), Some(Arc::new(cursor)), 8);
     run.start_replay();
     let mut m = action_match(&p, "k1", 110 * S);
     m.identity = EntryIdentity::of(&entry_named("k1", 101));
@@ -918,7 +918,7 @@ fn lost_gateway_answer_keeps_a_live_object_unresolved_without_halting() {
     assert!(prog.ts < evs[1], "cursor stays before k1's event");
     assert!(c.buckets["b"].halted.is_none());
     // The next pass resends k1 only: k0 and k2 resolved in the tail.
-    let mut next = ShardRun::new(0, plan(300 * S), Some(c), 8);
+    let mut next = ShardRun::new(0, plan(300 * S), Some(Arc::new(c)), 8);
     next.start_replay();
     for (i, &ts) in evs.iter().enumerate() {
         let mut m = action_match(&p, &format!("k{i}"), ts + 10 * S);
@@ -1192,7 +1192,7 @@ fn match_in(p: &PassPlan, bucket: &str, key: &str, due: Nanos) -> Match {
 fn failed_walker_delete_stops_only_its_bucket_and_replay_goes_on() {
     let (_, cursor) = steady(100 * S);
     let p = two_bucket_plan(200 * S);
-    let mut run = ShardRun::new(0, p.clone(), Some(cursor), 8);
+    let mut run = ShardRun::new(0, p.clone(), Some(Arc::new(cursor)), 8);
     assert!(run.shard_plan().recover.contains_key("a"));
     assert!(!run.shard_plan().recover.contains_key("b"));
     run.walk_matches(
@@ -1364,7 +1364,7 @@ fn walk_resume_cut_cold_start_resumes_and_vouches_with_the_first_segment() {
 
     // Pass 2 (now 200 s): still a cold start, resuming after `a`.
     let p2 = plan_observed(200 * S, 190 * S);
-    let mut run = ShardRun::new(0, p2.clone(), Some(cursor.clone()), 8);
+    let mut run = ShardRun::new(0, p2.clone(), Some(Arc::new(cursor.clone())), 8);
     assert_eq!(
         run.shard_plan().recover.get("b"),
         Some(&RecoveryReason::ColdStart)
@@ -1491,7 +1491,7 @@ fn walk_resume_of_a_recovering_bucket_keeps_its_old_state() {
     let mut edited = cursor.clone();
     edited.buckets.get_mut("b").unwrap().rule_set_hash = [9; 32];
     let p = plan(200 * S);
-    let mut run = ShardRun::new(0, p.clone(), Some(edited.clone()), 8);
+    let mut run = ShardRun::new(0, p.clone(), Some(Arc::new(edited.clone())), 8);
     assert_eq!(
         run.shard_plan().recover.get("b"),
         Some(&RecoveryReason::RuleEdit)

@@ -99,7 +99,9 @@ pub struct BeginPass {
     /// The pass's snapshot and window.
     pub plan: Arc<PassPlan>,
     /// The shard's cursor as loaded at pass start.
-    pub persisted: Option<ShardCursor>,
+    /// Shared with each run built from it, so a restarted run does not
+    /// copy a cursor of every bucket.
+    pub persisted: Option<Arc<ShardCursor>>,
     /// `dispatch.max_in_flight_per_shard`.
     pub window: usize,
     pub dispatcher: Recipient<DeleteDispatch>,

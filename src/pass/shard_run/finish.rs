@@ -17,11 +17,17 @@ impl ShardRun {
                 self.walks.entry(bucket).or_default().owe(owed);
             }
         }
-        let progress: BTreeMap<ActionKey, ActionProgress> = self
+        // By bucket, so each bucket's cursor takes its own actions without
+        // a scan of every bucket's.
+        let mut progress: HashMap<Arc<str>, Vec<(ActionKey, ActionProgress)>> = HashMap::new();
+        for (k, p) in self
             .tracker
             .take()
-            .map(|t| t.finish(end).into_iter().collect())
-            .unwrap_or_default();
+            .map(|t| t.finish(end))
+            .unwrap_or_default()
+        {
+            progress.entry(k.bucket.clone()).or_default().push((k, p));
+        }
         let report = self.report();
         if self.failed.is_some() {
             return (report, None);
@@ -39,13 +45,14 @@ impl ShardRun {
             let next = if self.failed_recovery.contains(bucket) || (recovering && !had_tracker) {
                 self.unfinished_recovery(bucket, recovering, prev)
             } else {
-                self.bucket_cursor(bucket, prev, &progress)
+                let actions = progress.get(bucket).map_or(&[][..], Vec::as_slice);
+                self.bucket_cursor(bucket, prev, actions)
             };
             if let Some(b) = next {
                 buckets.insert(bucket.to_string(), b);
             }
         }
-        (report, Some(self.shard_cursor(old, buckets)))
+        (report, Some(self.shard_cursor(old.as_deref(), buckets)))
     }
 
     /// The shard's report: its outcome, counters and why it stopped.
@@ -116,13 +123,12 @@ impl ShardRun {
         &self,
         bucket: &str,
         prev: Option<&BucketCursor>,
-        progress: &BTreeMap<ActionKey, ActionProgress>,
+        actions: &[(ActionKey, ActionProgress)],
     ) -> Option<BucketCursor> {
         let plan = &self.plan;
         let replay_bucket = plan.replay.as_ref().and_then(|r| r.bucket(bucket));
-        let rules: BTreeMap<String, ActionProgress> = progress
+        let rules: ActionMap = actions
             .iter()
-            .filter(|(k, _)| &*k.bucket == bucket)
             .map(|(k, p)| {
                 let mut p = p.clone();
                 // The forecast names rules by ID (docs/forecast.md).
@@ -171,7 +177,7 @@ impl ShardRun {
     /// The shard's cursor around its buckets' cursors.
     fn shard_cursor(
         &self,
-        old: Option<ShardCursor>,
+        old: Option<&ShardCursor>,
         buckets: BTreeMap<String, BucketCursor>,
     ) -> ShardCursor {
         let plan = &self.plan;
@@ -180,7 +186,7 @@ impl ShardRun {
             .filter(|b| !b.rules.is_empty())
             .map(|b| b.ts_ns)
             .min()
-            .unwrap_or_else(|| old.as_ref().map_or(0, |o| o.ts_ns));
+            .unwrap_or_else(|| old.map_or(0, |o| o.ts_ns));
         let last_walked_ns = buckets
             .values()
             .map(|b| b.last_walked_ns)
@@ -198,7 +204,7 @@ impl ShardRun {
             // Both noted at the pass start (`ShardCursor::note_filers`,
             // `go_activity::note`); a shard without a cursor remembers what
             // this pass read.
-            go_cursor: match &old {
+            go_cursor: match old {
                 Some(o) => o.go_cursor,
                 None => plan
                     .go_cursors
@@ -206,7 +212,7 @@ impl ShardRun {
                     .and_then(|m| m.get(&self.shard).copied()),
             },
             filers: match old {
-                Some(o) => o.filers,
+                Some(o) => o.filers.clone(),
                 None => plan.filers.clone().unwrap_or_default(),
             },
         }

@@ -22,7 +22,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 use std::sync::Arc;
 
 use crate::engine::check::{Check, Verdict, judge};
-use crate::engine::cursor::ActionProgress;
+use crate::engine::cursor::{ActionMap, ActionProgress};
 use crate::engine::cursor::{
     BacklogCount, BucketCursor, CURSOR_VERSION, ShardCursor, WalkBacklog, WalkResume,
 };
@@ -148,7 +148,7 @@ pub struct ShardRun {
     shard: u8,
     plan: Arc<PassPlan>,
     shard_plan: ShardPlan,
-    persisted: Option<ShardCursor>,
+    persisted: Option<Arc<ShardCursor>>,
     window: usize,
     in_flight: usize,
     queue: VecDeque<(Work, DeleteTicket)>,
@@ -185,10 +185,10 @@ impl ShardRun {
     pub fn new(
         shard: u8,
         plan: Arc<PassPlan>,
-        persisted: Option<ShardCursor>,
+        persisted: Option<Arc<ShardCursor>>,
         window: usize,
     ) -> ShardRun {
-        let shard_plan = plan_shard(&plan, persisted.as_ref());
+        let shard_plan = plan_shard(&plan, persisted.as_deref());
         ShardRun {
             shard,
             plan,
