@@ -206,7 +206,7 @@ impl BacklogCount {
 /// sorted by key and stored as a map in JSON. A sorted `Vec`, not a
 /// `BTreeMap`: a bucket has a handful of actions, and every shard keeps a
 /// cursor of every bucket, where a B-tree's first leaf took 2 KB whatever it
-/// held (docs/due-index.md#memory).
+/// held (docs/due-index.md#per-bucket).
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct ActionMap(Vec<(String, ActionProgress)>);
 
@@ -895,5 +895,36 @@ mod tests {
         with.filers = regs(&[("127.0.0.1:8888.18888", 7)]);
         let back: ShardCursor = serde_json::from_slice(&with.to_json()).unwrap();
         assert_eq!(back, with);
+    }
+
+    /// A bucket's per-action progress was a `BTreeMap`: 2 KB of B-tree leaf
+    /// per bucket and shard whatever it held (docs/due-index.md#per-bucket).
+    /// The sorted `Vec` in its place reads and writes the same JSON, keeps
+    /// its keys in order, and like the map keeps the last of equal keys.
+    #[test]
+    fn per_bucket_progress_took_a_b_tree_leaf_of_2_kb_per_shard() {
+        let entries = [("b/x", 3), ("a/y", 1), ("b/x", 5), ("c/z", 2)];
+        let as_map: BTreeMap<String, ActionProgress> = entries
+            .iter()
+            .map(|(k, t)| (k.to_string(), ActionProgress::at(*t)))
+            .collect();
+        let mut ours: ActionMap = entries
+            .iter()
+            .map(|(k, t)| (k.to_string(), ActionProgress::at(*t)))
+            .collect();
+        let json = serde_json::to_string(&ours).unwrap();
+        assert_eq!(json, serde_json::to_string(&as_map).unwrap());
+        assert_eq!(serde_json::from_str::<ActionMap>(&json).unwrap(), ours);
+        assert_eq!(ours.len(), 3);
+        assert_eq!(ours["b/x"].ts, 5, "the last of equal keys");
+        let keys: Vec<&String> = ours.iter().map(|(k, _)| k).collect();
+        assert_eq!(keys, ["a/y", "b/x", "c/z"]);
+        ours.insert("b/w".into(), ActionProgress::at(9));
+        ours.insert("c/z".into(), ActionProgress::at(7));
+        assert_eq!(
+            ours.values().map(|p| p.ts).collect::<Vec<_>>(),
+            [1, 9, 5, 7]
+        );
+        assert!(ours.contains_key("b/w") && ours.get("b/v").is_none());
     }
 }
