@@ -175,9 +175,17 @@ async fn status_json(State(s): State<HttpState>) -> Response {
     }
 }
 
-async fn index(State(s): State<HttpState>) -> Html<String> {
+async fn index(State(s): State<HttpState>, uri: axum::http::Uri) -> Html<String> {
+    // `?bucket=NAME`: that bucket's cards (docs/forecast.md#status-page).
+    let bucket = form_urlencoded::parse(uri.query().unwrap_or("").as_bytes())
+        .find(|(k, _)| k == "bucket")
+        .map(|(_, v)| v.into_owned());
     // Clone out of the watch so the borrow (a read lock) is not held while
     // rendering.
     let snapshot = s.status.borrow().clone();
-    Html(status_page::render(&snapshot, crate::clock::wall_ns()))
+    Html(status_page::render(
+        &snapshot,
+        crate::clock::wall_ns(),
+        bucket.as_deref(),
+    ))
 }

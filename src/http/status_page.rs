@@ -1,7 +1,8 @@
 //! The status snapshot the pass publishes (also served as `/status.json`) and
 //! its server-rendered HTML page: service state, the running pass, and the
 //! last pass with a shard table and a "Last run" card per bucket, each next
-//! to its forecast chart (docs/forecast.md#status-page).
+//! to its forecast chart, for the buckets that most need a look
+//! (docs/forecast.md#status-page).
 //!
 //! Rendering is a pure function of the snapshot and `now` (for lags and
 //! ages). Every value that reaches the page goes through [`escape`]: bucket
@@ -10,7 +11,7 @@
 use std::fmt::Write as _;
 
 use crate::engine::DeleteOutcome;
-use crate::engine::forecast::{Count, Forecast};
+use crate::engine::forecast::{Count, Forecast, RuleForecast};
 use crate::status::{
     BucketSummary, ShardSummary, StatusSnapshot, format_age, format_time, outcome_label,
 };
@@ -43,8 +44,15 @@ th{background:#eee}td.l,th.l{text-align:left}\
 .warn{color:#cf222e}\
 .forecast-chart .bar.day{fill:#0969da}.forecast-chart .bar.overdue{fill:#cf222e}";
 
-/// Renders the status page. `now_ns` is used for lags and ages only.
-pub fn render(s: &StatusSnapshot, now_ns: i64) -> String {
+/// At most this many buckets get cards; the rest are counted. At about 6 KB
+/// of cards a bucket, a page of every bucket was 21 MB with 3,334 buckets
+/// (docs/forecast.md#status-page).
+pub const BUCKET_CARDS: usize = 100;
+
+/// Renders the status page: with `bucket`, that bucket's cards in place of
+/// the [`BUCKET_CARDS`] that most need a look. `now_ns` is used for lags and
+/// ages only.
+pub fn render(s: &StatusSnapshot, now_ns: i64, bucket: Option<&str>) -> String {
     let mut h = String::with_capacity(8 * 1024);
     // `write!` into a String cannot fail; results are ignored on purpose.
     let _ = write!(
@@ -167,25 +175,7 @@ pub fn render(s: &StatusSnapshot, now_ns: i64) -> String {
             if let Some(space) = &p.space {
                 space_table(&mut h, space);
             }
-            h.push_str("<h2>Last run per bucket</h2>\n<div class=\"cards\">\n");
-            if p.buckets.is_empty() {
-                h.push_str("<p>No buckets with lifecycle rules.</p>\n");
-            }
-            for b in &p.buckets {
-                bucket_card(&mut h, b, now_ns);
-                if let Some(f) = &s.forecast {
-                    forecast_card(&mut h, f, &b.bucket);
-                }
-            }
-            // Buckets the pass left alone (paused) still have a forecast.
-            if let Some(f) = &s.forecast {
-                for b in f.buckets() {
-                    if !p.buckets.iter().any(|x| x.bucket == b) {
-                        forecast_card(&mut h, f, b);
-                    }
-                }
-            }
-            h.push_str("</div>\n");
+            bucket_cards(&mut h, p, s.forecast.as_ref(), now_ns, bucket);
         }
     }
     if let Some(r) = &s.ttl_audit {
@@ -193,6 +183,105 @@ pub fn render(s: &StatusSnapshot, now_ns: i64) -> String {
     }
     h.push_str("</body></html>\n");
     h
+}
+
+/// One bucket of the last pass or the forecast, and how much it needs a look.
+struct BucketRow<'a> {
+    name: &'a str,
+    summary: Option<&'a BucketSummary>,
+    rules: Vec<&'a RuleForecast>,
+    /// Stopped (halted, failed, held, a bad document), then overdue,
+    /// deletes, pending: larger first.
+    rank: (bool, u64, u64, u64),
+}
+
+/// The "Last run per bucket" section: the buckets that most need a look
+/// first, [`BUCKET_CARDS`] of them (or only `only`), and a count of the rest.
+fn bucket_cards(
+    h: &mut String,
+    p: &crate::status::PassSummary,
+    f: Option<&Forecast>,
+    now_ns: i64,
+    only: Option<&str>,
+) {
+    let mut rows: std::collections::BTreeMap<&str, BucketRow<'_>> = p
+        .buckets
+        .iter()
+        .map(|b| {
+            let row = BucketRow {
+                name: &b.bucket,
+                summary: Some(b),
+                rules: Vec::new(),
+                rank: (false, 0, 0, 0),
+            };
+            (b.bucket.as_str(), row)
+        })
+        .collect();
+    // Buckets the pass left alone (paused) still have a forecast.
+    for r in f.iter().flat_map(|f| &f.rules) {
+        let row = rows.entry(&r.bucket).or_insert_with(|| BucketRow {
+            name: &r.bucket,
+            summary: None,
+            rules: Vec::new(),
+            rank: (false, 0, 0, 0),
+        });
+        row.rules.push(r);
+    }
+    let mut rows: Vec<BucketRow<'_>> = rows.into_values().collect();
+    for r in &mut rows {
+        let stopped = r.summary.is_some_and(|b| {
+            b.outcome
+                .is_some_and(|o| o != crate::status::RunOutcome::Completed)
+                || b.config_error.is_some()
+                || b.held_reason.is_some()
+                || b.halt_reason.is_some()
+        });
+        let deletes = r.summary.map_or(0, |b| b.deletes.total());
+        let overdue = r.rules.iter().map(|x| x.overdue.objects).sum();
+        let pending = r.rules.iter().map(|x| x.pending()).sum();
+        r.rank = (stopped, overdue, deletes, pending);
+    }
+    // Stable: equal ranks stay in name order.
+    rows.sort_by(|a, b| b.rank.cmp(&a.rank));
+    h.push_str("<h2>Last run per bucket</h2>\n<div class=\"cards\">\n");
+    if rows.is_empty() {
+        h.push_str("<p>No buckets with lifecycle rules.</p>\n");
+    }
+    let total = rows.len();
+    let shown: Vec<&BucketRow<'_>> = match only {
+        Some(name) => rows.iter().filter(|r| r.name == name).collect(),
+        None => rows.iter().take(BUCKET_CARDS).collect(),
+    };
+    for r in &shown {
+        if let Some(b) = r.summary {
+            bucket_card(h, b, now_ns);
+        }
+        if let Some(f) = f {
+            forecast_card(h, f, r.name, &r.rules);
+        }
+    }
+    h.push_str("</div>\n");
+    match only {
+        Some(name) if shown.is_empty() => {
+            let _ = writeln!(
+                h,
+                "<p class=\"more\">No bucket {} in the last pass or the forecast.</p>",
+                escape(name)
+            );
+        }
+        Some(_) => {}
+        None if total > shown.len() => {
+            let _ = writeln!(
+                h,
+                "<p class=\"more\">{} more buckets: these {} need a look most (stopped, then \
+                 overdue, deleting, due soon). Add <code>?bucket=NAME</code> to the address for \
+                 any one; <code>/status.json</code> has them all.</p>",
+                total - shown.len(),
+                shown.len()
+            );
+        }
+        None => {}
+    }
 }
 
 /// The last legacy-TTL audit: each TTL outside the lifecycle documents, its
@@ -368,15 +457,14 @@ const CHART_H: u32 = 60;
 /// the first bar (red) is what is overdue now, then one bar per day. Each
 /// bar carries its figures in `data-*` attributes and a `<title>` (the
 /// browser's tooltip), so the page needs no JavaScript.
-fn forecast_card(h: &mut String, f: &Forecast, bucket: &str) {
-    let rules: Vec<_> = f.rules.iter().filter(|r| r.bucket == bucket).collect();
+fn forecast_card(h: &mut String, f: &Forecast, bucket: &str, rules: &[&RuleForecast]) {
     if rules.is_empty() {
         return;
     }
     let mut overdue = Count::default();
     let mut days = vec![Count::default(); f.days as usize];
     let mut known = true;
-    for r in &rules {
+    for r in rules {
         overdue.objects += r.overdue.objects;
         overdue.bytes += r.overdue.bytes;
         known &= r.known;
@@ -436,7 +524,7 @@ fn forecast_card(h: &mut String, f: &Forecast, bucket: &str) {
         f.days,
         days.iter().map(|c| c.objects).sum::<u64>()
     );
-    for r in &rules {
+    for r in rules {
         let name = crate::status::rule_name(&r.rule_id, &r.rule_hash);
         let _ = write!(
             h,
@@ -456,6 +544,7 @@ fn forecast_card(h: &mut String, f: &Forecast, bucket: &str) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::engine::forecast::DayCount;
     use crate::status::{DeleteCounts, PassSummary, RunOutcome, ServiceState};
 
     const NOW: i64 = 1_700_000_000_000_000_000;
@@ -515,13 +604,13 @@ mod tests {
     #[test]
     fn paused_buckets_are_listed_with_their_reason() {
         let mut s = snapshot();
-        assert!(!render(&s, NOW).contains("Paused buckets"));
+        assert!(!render(&s, NOW, None).contains("Paused buckets"));
         s.paused = vec![crate::status::PausedBucket {
             bucket: "logs".into(),
             paused_ns: NOW - 90 * MIN,
             reason: "<typo> in rule".into(),
         }];
-        let page = render(&s, NOW);
+        let page = render(&s, NOW, None);
         assert!(page.contains("<h2>Paused buckets</h2>"), "{page}");
         assert!(
             page.contains("<td class=\"l\">logs</td>") && page.contains("(1h 30m ago)"),
@@ -533,12 +622,12 @@ mod tests {
     #[test]
     fn a_go_worker_still_running_showed_nowhere_on_the_page() {
         let mut s = snapshot();
-        assert!(!render(&s, NOW).contains("go-worker"));
+        assert!(!render(&s, NOW, None).contains("go-worker"));
         s.go_worker = Some(crate::status::GoWorkerSeen {
             shards: vec![0, 1, 2, 3, 9],
             last_write_ns: NOW - 90 * MIN,
         });
-        let page = render(&s, NOW);
+        let page = render(&s, NOW, None);
         assert!(page.contains("Another lifecycle worker"), "{page}");
         assert!(
             page.contains("shards 0-3,9") && page.contains("1h 30m ago"),
@@ -556,7 +645,7 @@ mod tests {
 
     #[test]
     fn page_escapes_user_data() {
-        let page = render(&snapshot(), NOW);
+        let page = render(&snapshot(), NOW, None);
         assert!(!page.contains("<script>"), "{page}");
         assert!(
             page.contains("&lt;script&gt;alert(1)&lt;/script&gt;"),
@@ -577,7 +666,7 @@ mod tests {
 
     #[test]
     fn page_shows_shard_row_and_bucket_card() {
-        let page = render(&snapshot(), NOW);
+        let page = render(&snapshot(), NOW, None);
         assert!(page.contains("<meta http-equiv=\"refresh\" content=\"10\">"));
         assert!(page.contains("<table class=\"shards\">"));
         // shard 7: lag 2h 5m, never walked, 2 restarts, 1234 events, 2 DONE, 1 RETRY_LATER.
@@ -608,7 +697,6 @@ mod tests {
 
     #[test]
     fn forecast_chart_has_an_overdue_bar_and_one_bar_per_day() {
-        use crate::engine::forecast::{DayCount, RuleForecast};
         let mut s = snapshot();
         let day = |i: u32, n: u64| DayCount {
             day: i,
@@ -638,7 +726,7 @@ mod tests {
             }],
             ..Default::default()
         });
-        let page = render(&s, NOW);
+        let page = render(&s, NOW, None);
         assert!(page.contains("<svg class=\"forecast-chart\""), "{page}");
         assert!(!page.contains("<script>"), "{page}");
         assert!(page.contains("r&lt;1&gt;"), "{page}");
@@ -656,9 +744,94 @@ mod tests {
         );
     }
 
+    /// Every bucket got a card and a 31-bar chart: 21 MB of page with 3,334
+    /// buckets. The page shows the [`BUCKET_CARDS`] that most need a look,
+    /// stopped first, then overdue, then deleting, counts the rest, and
+    /// shows any one bucket with `?bucket=`.
+    #[test]
+    fn a_page_of_every_bucket_was_21_mb_with_3334_buckets() {
+        let mut s = snapshot();
+        let p = s.last_pass.as_mut().unwrap();
+        let template = p.buckets[0].clone();
+        let name = |i: usize| format!("b{i:05}");
+        p.buckets = (0..3334)
+            .map(|i| {
+                let mut b = template.clone();
+                b.bucket = name(i);
+                b.deletes = DeleteCounts::default();
+                b
+            })
+            .collect();
+        p.buckets[3000].outcome = Some(RunOutcome::Halted);
+        p.buckets[20].deletes.record(DeleteOutcome::Done);
+        let rule = |i: usize, overdue: u64| RuleForecast {
+            bucket: name(i),
+            rule_id: "r".into(),
+            rule_hash: "ab".into(),
+            kind: "expiration".into(),
+            known: true,
+            overdue: Count {
+                objects: overdue,
+                bytes: overdue,
+            },
+            oldest_overdue_ns: None,
+            days: (1..=30)
+                .map(|day| DayCount {
+                    day,
+                    due_by_ns: NOW,
+                    count: Count::default(),
+                })
+                .collect(),
+            later: Count::default(),
+        };
+        s.forecast = Some(Forecast {
+            now_ns: NOW,
+            day_seconds: 86_400.0,
+            days: 30,
+            // A paused bucket has a forecast and no card of the last run.
+            rules: (0..3335)
+                .map(|i| rule(i, if i == 2500 { 7 } else { 0 }))
+                .collect(),
+            ..Default::default()
+        });
+        let page = render(&s, NOW, None);
+        assert!(page.len() < 1_000_000, "{} bytes", page.len());
+        assert_eq!(
+            page.matches("<div class=\"card bucket\">").count(),
+            BUCKET_CARDS
+        );
+        let at = |b: &str| page.find(&format!("<h3>{b}</h3>")).unwrap_or(usize::MAX);
+        assert!(at("b03000") < at("b02500"), "stopped first");
+        assert!(at("b02500") < at("b00020"), "then overdue");
+        assert!(at("b00020") < at("b00000"), "then deleting");
+        assert_eq!(
+            at("b03333"),
+            usize::MAX,
+            "quiet buckets past the cap are counted"
+        );
+        assert!(
+            page.contains("3235 more buckets"),
+            "{}",
+            &page[page.len() - 600..]
+        );
+        let one = render(&s, NOW, Some("b03334"));
+        assert_eq!(one.matches("<div class=\"card bucket\">").count(), 0);
+        assert_eq!(
+            one.matches("data-bucket=\"b03334\"").count(),
+            1,
+            "the paused one"
+        );
+        let one = render(&s, NOW, Some("b01234"));
+        assert_eq!(one.matches("<h3>b01234</h3>").count(), 1);
+        assert_eq!(one.matches("<div class=\"card bucket\">").count(), 1);
+        assert!(!one.contains("more buckets"));
+        let none = render(&s, NOW, Some("<nope>"));
+        assert!(none.contains("No bucket &lt;nope&gt; in the last pass or the forecast."));
+    }
+
     #[test]
     fn empty_snapshot_renders() {
-        let page = render(&StatusSnapshot::default(), NOW);
+        let page = render(&StatusSnapshot::default(), NOW, None);
         assert!(page.contains("<strong id=\"state\">starting</strong>"));
         assert!(page.contains("No pass has finished yet."));
     }

@@ -163,6 +163,20 @@ async fn endpoints_over_a_real_socket() {
     assert!(!page.contains("<img"), "{page}");
     assert!(page.contains("Rule &lt;ID&gt; invalid"), "{page}");
     assert!(page.contains("BLOCKED: &lt;bad &amp; path&gt;"), "{page}");
+    // `?bucket=NAME`, percent-encoded as a browser sends it: that bucket only.
+    let r = get_async(
+        addr,
+        "/?bucket=evil%3Cimg%20src%3Dx%20onerror%3Dalert(1)%3E%26%22",
+    )
+    .await
+    .unwrap();
+    let one = r.text();
+    assert_eq!(
+        one.matches("<div class=\"card bucket\">").count(),
+        1,
+        "{one}"
+    );
+    assert!(!one.contains("<h3>plain-bucket</h3>"), "{one}");
     assert!(page.contains("<table class=\"shards\">"), "{page}");
     assert!(page.contains("<tr><td>0</td>"), "{page}");
     assert!(page.contains("<tr><td>9</td><td>cold</td>"), "{page}");
