@@ -242,7 +242,7 @@ fn bucket_cards(
         r.rank = (stopped, overdue, deletes, pending);
     }
     // Stable: equal ranks stay in name order.
-    rows.sort_by(|a, b| b.rank.cmp(&a.rank));
+    rows.sort_by_key(|r| std::cmp::Reverse(r.rank));
     h.push_str("<h2>Last run per bucket</h2>\n<div class=\"cards\">\n");
     if rows.is_empty() {
         h.push_str("<p>No buckets with lifecycle rules.</p>\n");
