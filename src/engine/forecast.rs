@@ -153,13 +153,6 @@ impl Forecast {
             rules: forecast(&loaded, time, now, days, bucket),
         }
     }
-
-    /// The bucket names, sorted, each once.
-    pub fn buckets(&self) -> Vec<&str> {
-        let mut b: Vec<&str> = self.rules.iter().map(|r| r.bucket.as_str()).collect();
-        b.dedup();
-        b
-    }
 }
 
 /// Splits a progress key `"<rulehash hex>/<kind>"`.
