@@ -426,6 +426,22 @@ pub struct GoWorkerSeen {
     pub last_write_ns: i64,
 }
 
+impl StatusSnapshot {
+    /// Keeps only what concerns `bucket` in the per-bucket lists (the last
+    /// pass's buckets, the forecast, paused and stale buckets): what
+    /// `/status.json?bucket=NAME` serves (docs/forecast.md#status-page).
+    pub fn only_bucket(&mut self, bucket: &str) {
+        if let Some(p) = self.last_pass.as_mut() {
+            p.buckets.retain(|b| b.bucket == bucket);
+        }
+        if let Some(f) = self.forecast.as_mut() {
+            f.rules.retain(|r| r.bucket == bucket);
+        }
+        self.paused.retain(|p| p.bucket == bucket);
+        self.stale_buckets.retain(|s| s.bucket == bucket);
+    }
+}
+
 /// A paused bucket (`s3-lifecycled pause`): passes leave it alone and its
 /// matches stay pending until `resume`.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]

@@ -163,8 +163,19 @@ async fn metrics_text(State(s): State<HttpState>) -> Response {
         .into_response()
 }
 
-async fn status_json(State(s): State<HttpState>) -> Response {
-    let snapshot = s.status.borrow().clone();
+/// `?bucket=NAME` of `uri`, decoded: the one bucket `/` and `/status.json`
+/// are asked about (docs/forecast.md#status-page).
+fn bucket_param(uri: &axum::http::Uri) -> Option<String> {
+    form_urlencoded::parse(uri.query().unwrap_or("").as_bytes())
+        .find(|(k, _)| k == "bucket")
+        .map(|(_, v)| v.into_owned())
+}
+
+async fn status_json(State(s): State<HttpState>, uri: axum::http::Uri) -> Response {
+    let mut snapshot = s.status.borrow().clone();
+    if let Some(b) = bucket_param(&uri) {
+        snapshot.only_bucket(&b);
+    }
     match serde_json::to_string_pretty(&snapshot) {
         Ok(body) => ([(header::CONTENT_TYPE, "application/json")], body).into_response(),
         Err(e) => (
@@ -176,10 +187,8 @@ async fn status_json(State(s): State<HttpState>) -> Response {
 }
 
 async fn index(State(s): State<HttpState>, uri: axum::http::Uri) -> Html<String> {
-    // `?bucket=NAME`: that bucket's cards (docs/forecast.md#status-page).
-    let bucket = form_urlencoded::parse(uri.query().unwrap_or("").as_bytes())
-        .find(|(k, _)| k == "bucket")
-        .map(|(_, v)| v.into_owned());
+    // `?bucket=NAME`: that bucket's cards.
+    let bucket = bucket_param(&uri);
     // Clone out of the watch so the borrow (a read lock) is not held while
     // rendering.
     let snapshot = s.status.borrow().clone();

@@ -140,6 +140,22 @@ async fn endpoints_over_a_real_socket() {
     let s: StatusSnapshot = serde_json::from_str(&r.text()).unwrap();
     assert_eq!(s, snapshot());
 
+    // `?bucket=NAME`: only that bucket in the per-bucket lists.
+    let r = get_async(addr, "/status.json?bucket=plain-bucket")
+        .await
+        .unwrap();
+    let one: StatusSnapshot = serde_json::from_str(&r.text()).unwrap();
+    let names: Vec<&str> = one
+        .last_pass
+        .as_ref()
+        .unwrap()
+        .buckets
+        .iter()
+        .map(|b| b.bucket.as_str())
+        .collect();
+    assert_eq!(names, ["plain-bucket"]);
+    assert_eq!(one.service_state, s.service_state, "the rest as it was");
+
     // / renders the published snapshot, escaped.
     let r = get_async(addr, "/").await.unwrap();
     assert_eq!(r.status, 200);
