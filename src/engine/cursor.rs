@@ -240,26 +240,12 @@ impl ActionMap {
     }
 
     /// The entries in key order.
-    pub fn iter(&self) -> <&ActionMap as IntoIterator>::IntoIter {
-        self.into_iter()
+    pub fn iter(&self) -> impl Iterator<Item = (&String, &ActionProgress)> {
+        self.0.iter().map(|(k, p)| (k, p))
     }
 
     pub fn values(&self) -> impl Iterator<Item = &ActionProgress> {
         self.0.iter().map(|(_, p)| p)
-    }
-}
-
-type Entry<'a> = (&'a String, &'a ActionProgress);
-
-impl<'a> IntoIterator for &'a ActionMap {
-    type Item = Entry<'a>;
-    type IntoIter = std::iter::Map<
-        std::slice::Iter<'a, (String, ActionProgress)>,
-        fn(&'a (String, ActionProgress)) -> Entry<'a>,
-    >;
-
-    fn into_iter(self) -> Self::IntoIter {
-        self.0.iter().map(|(k, p)| (k, p))
     }
 }
 

@@ -208,7 +208,7 @@ pub fn forecast(
             // the change; what its walk left is the truth
             // (docs/forecast.md#walk-backlog).
             let rules = (!bc.backlog.recovering).then_some(&bc.rules);
-            for (key, p) in rules.into_iter().flatten() {
+            for (key, p) in rules.iter().flat_map(|r| r.iter()) {
                 let f = entry(&mut out, b, key, now, d, days);
                 let Some(t) = p.pending.as_ref().filter(|t| t.usable_for(time)) else {
                     f.known = false;

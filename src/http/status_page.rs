@@ -185,14 +185,30 @@ pub fn render(s: &StatusSnapshot, now_ns: i64, bucket: Option<&str>) -> String {
     h
 }
 
-/// One bucket of the last pass or the forecast, and how much it needs a look.
+/// One bucket of the last pass or the forecast.
+#[derive(Default)]
 struct BucketRow<'a> {
     name: &'a str,
     summary: Option<&'a BucketSummary>,
     rules: Vec<&'a RuleForecast>,
-    /// Stopped (halted, failed, held, a bad document), then overdue,
-    /// deletes, pending: larger first.
-    rank: (bool, u64, u64, u64),
+}
+
+impl BucketRow<'_> {
+    /// How much it needs a look, larger first: stopped (halted, failed,
+    /// held, a bad document), then overdue, deletes, pending.
+    fn rank(&self) -> (bool, u64, u64, u64) {
+        let stopped = self.summary.is_some_and(|b| {
+            b.outcome
+                .is_some_and(|o| o != crate::status::RunOutcome::Completed)
+                || b.config_error.is_some()
+                || b.held_reason.is_some()
+                || b.halt_reason.is_some()
+        });
+        let deletes = self.summary.map_or(0, |b| b.deletes.total());
+        let overdue = self.rules.iter().map(|x| x.overdue.objects).sum();
+        let pending = self.rules.iter().map(|x| x.pending()).sum();
+        (stopped, overdue, deletes, pending)
+    }
 }
 
 /// The "Last run per bucket" section: the buckets that most need a look
@@ -212,37 +228,22 @@ fn bucket_cards(
                 name: &b.bucket,
                 summary: Some(b),
                 rules: Vec::new(),
-                rank: (false, 0, 0, 0),
             };
-            (b.bucket.as_str(), row)
+            (row.name, row)
         })
         .collect();
     // Buckets the pass left alone (paused) still have a forecast.
     for r in f.iter().flat_map(|f| &f.rules) {
-        let row = rows.entry(&r.bucket).or_insert_with(|| BucketRow {
-            name: &r.bucket,
-            summary: None,
-            rules: Vec::new(),
-            rank: (false, 0, 0, 0),
+        let name = r.bucket.as_str();
+        let row = rows.entry(name).or_insert_with(|| BucketRow {
+            name,
+            ..Default::default()
         });
         row.rules.push(r);
     }
     let mut rows: Vec<BucketRow<'_>> = rows.into_values().collect();
-    for r in &mut rows {
-        let stopped = r.summary.is_some_and(|b| {
-            b.outcome
-                .is_some_and(|o| o != crate::status::RunOutcome::Completed)
-                || b.config_error.is_some()
-                || b.held_reason.is_some()
-                || b.halt_reason.is_some()
-        });
-        let deletes = r.summary.map_or(0, |b| b.deletes.total());
-        let overdue = r.rules.iter().map(|x| x.overdue.objects).sum();
-        let pending = r.rules.iter().map(|x| x.pending()).sum();
-        r.rank = (stopped, overdue, deletes, pending);
-    }
     // Stable: equal ranks stay in name order.
-    rows.sort_by_key(|r| std::cmp::Reverse(r.rank));
+    rows.sort_by_cached_key(|r| std::cmp::Reverse(r.rank()));
     h.push_str("<h2>Last run per bucket</h2>\n<div class=\"cards\">\n");
     if rows.is_empty() {
         h.push_str("<p>No buckets with lifecycle rules.</p>\n");
