@@ -859,7 +859,7 @@ async fn window_rows(c: &Cluster, k: &Knobs) -> anyhow::Result<Vec<Row>> {
         direct_log_reads: true,
         ..ReaderOptions::default()
     };
-    let _ = replay_count_with(c, start, end, direct).await?;
+    let _ = replay_count_with(c, start, end, direct.clone()).await?;
     for _ in 0..k.runs {
         let t = Instant::now();
         let (ev, resp) = replay_count(c, start, end).await?;
@@ -869,7 +869,7 @@ async fn window_rows(c: &Cluster, k: &Knobs) -> anyhow::Result<Vec<Row>> {
         // The reader as a pass uses it by default: the files from the
         // volume servers, the rest streamed.
         let t = Instant::now();
-        let (ev, _) = replay_count_with(c, start, end, direct).await?;
+        let (ev, _) = replay_count_with(c, start, end, direct.clone()).await?;
         let el = t.elapsed().as_secs_f64();
         eprintln!("  reader, direct log reads: {ev} events, {el:.3}s");
         direct_reader.push(ev as f64 / el);

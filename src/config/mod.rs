@@ -481,6 +481,45 @@ mod tests {
     }
 
     #[test]
+    fn volume_read_key_comes_from_jwt_signing_read_and_weed_variables_win() {
+        let dir = std::env::temp_dir().join(format!("cfg-jwt-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = dir.join("security.toml");
+        let mut s = Settings::default();
+        let key = |s: &Settings, vars: &[(&str, &str)]| {
+            s.volume_read_key(env(vars))
+                .map(|k| k.map(|k| format!("{k:?}")))
+        };
+        // No file, no variable: the cluster does not sign reads.
+        assert_eq!(key(&s, &[]).unwrap(), None);
+        // weed reads the variable without a file.
+        let k = key(&s, &[("WEED_JWT_SIGNING_READ_KEY", "v")])
+            .unwrap()
+            .unwrap();
+        assert!(k.contains("lifetime: 60s") && !k.contains("\"v\""), "{k}");
+        // A write key alone signs no reads.
+        std::fs::write(&file, "[jwt.signing]\nkey = \"w\"\n").unwrap();
+        s.cluster.security_toml = file.display().to_string();
+        assert_eq!(key(&s, &[]).unwrap(), None);
+        std::fs::write(
+            &file,
+            "[jwt.signing.read]\nkey = \"r\"\nexpires_after_seconds = 30\n",
+        )
+        .unwrap();
+        assert!(key(&s, &[]).unwrap().unwrap().contains("lifetime: 30s"));
+        let k = key(&s, &[("WEED_JWT_SIGNING_READ_EXPIRES_AFTER_SECONDS", "0")]);
+        assert!(k.unwrap().unwrap().contains("lifetime: 0ns"));
+        let e = key(&s, &[("WEED_JWT_SIGNING_READ_EXPIRES_AFTER_SECONDS", "1m")])
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("cluster.security_toml") && e.contains("expires_after_seconds = \"1m\""),
+            "{e}"
+        );
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
     fn security_toml_gives_grpc_ca_and_client_cert_and_weed_variables_win() {
         let dir = std::env::temp_dir().join(format!("cfg-sec-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();

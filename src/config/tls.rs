@@ -10,6 +10,7 @@ use serde::Deserialize;
 pub use crate::seaweed::tls::TlsFiles;
 
 use super::{ConfigError, Settings, invalid, require};
+use crate::seaweed::volume_jwt::VolumeReadKey;
 
 /// `[tls]`: mutual TLS towards the filer and the S3 gateway. Empty `ca` =
 /// plaintext (unless `cluster.security_toml` names a file that enables it).
@@ -248,6 +249,44 @@ impl Settings {
             key: path(key),
             server_name: None,
         }))
+    }
+
+    /// The volume servers' read key, `[jwt.signing.read] key` of the
+    /// `security.toml` named by `cluster.security_toml` (or
+    /// `WEED_JWT_SIGNING_READ_KEY` of `env`), with its `expires_after_seconds`
+    /// (weed's default 60). `None`: the cluster does not sign reads
+    /// (docs/meta-log.md#read-tokens).
+    pub fn volume_read_key(
+        &self,
+        env: impl IntoIterator<Item = (String, String)>,
+    ) -> Result<Option<VolumeReadKey>, ConfigError> {
+        let env: HashMap<String, String> = env.into_iter().collect();
+        // Without a file, weed still reads `WEED_JWT_SIGNING_READ_KEY`.
+        let toml = self
+            .security_toml(env.clone())?
+            .unwrap_or_else(|| SecurityToml {
+                path: "the WEED_* variables (no security.toml)".to_string(),
+                cfg: config::Config::default(),
+                env,
+            });
+        let key = toml.get("jwt.signing.read.key");
+        if key.is_empty() {
+            return Ok(None);
+        }
+        let expires = toml.get("jwt.signing.read.expires_after_seconds");
+        let lifetime = if expires.is_empty() {
+            crate::seaweed::volume_jwt::DEFAULT_LIFETIME
+        } else {
+            let secs: i64 = expires.parse().map_err(|_| {
+                bad_toml(format!(
+                    "{}: [jwt.signing.read] expires_after_seconds = {expires:?} is not a \
+                     whole number of seconds",
+                    toml.path
+                ))
+            })?;
+            std::time::Duration::from_secs(secs.max(0).unsigned_abs())
+        };
+        Ok(Some(VolumeReadKey::new(&key, lifetime)))
     }
 
     /// With neither `cluster.security_toml` nor `[tls]` set, takes the first

@@ -24,6 +24,7 @@ use crate::seaweed::resume_dedup::ResumeDedup;
 use crate::seaweed::retention;
 use crate::seaweed::store_check::StoreCheck;
 use crate::seaweed::tls::ClientTls;
+use crate::seaweed::volume_jwt::VolumeReadKey;
 use crate::seaweed::volumes;
 
 use crate::pass::cluster_error::ClusterError;
@@ -43,6 +44,8 @@ pub struct SeaweedCluster {
     /// Read persisted log files from the volume servers
     /// (`pass.direct_log_reads`, docs/meta-log.md#direct-log-file-reads).
     direct_log_reads: bool,
+    /// The cluster's `[jwt.signing.read]` key, for those reads.
+    volume_read_key: Option<VolumeReadKey>,
     /// How far back a broken meta-log stream resumes on another filer, and
     /// how far past a range's end the filer is asked to read
     /// (`pass.reorder_margin`).
@@ -94,6 +97,7 @@ impl SeaweedCluster {
             controls,
             event_buffer,
             direct_log_reads: false,
+            volume_read_key: None,
             resume_margin: crate::engine::progress::REORDER_MARGIN,
             discovery: None,
             master: String::new(),
@@ -126,9 +130,15 @@ impl SeaweedCluster {
     }
 
     /// Reads the filers' persisted log files straight from the volume
-    /// servers (`pass.direct_log_reads`).
-    pub fn with_direct_log_reads(mut self, on: bool) -> SeaweedCluster {
+    /// servers (`pass.direct_log_reads`), signing each read with `read_key`
+    /// where the cluster asks for read tokens.
+    pub fn with_direct_log_reads(
+        mut self,
+        on: bool,
+        read_key: Option<VolumeReadKey>,
+    ) -> SeaweedCluster {
         self.direct_log_reads = on;
+        self.volume_read_key = read_key;
         self
     }
 
@@ -486,6 +496,7 @@ impl ClusterPort for SeaweedCluster {
         let options = ReaderOptions {
             capacity: self.event_buffer.max(1),
             direct_log_reads: self.direct_log_reads,
+            volume_read_key: self.volume_read_key.clone(),
             // An out-of-order event's log record can be stamped past its
             // range's end by as much as the margin covers.
             until_slack: std::time::Duration::from_nanos(self.resume_margin.unsigned_abs()),
@@ -500,7 +511,7 @@ impl ClusterPort for SeaweedCluster {
             // and a broken stream cannot move (docs/meta-log.md#several-filers).
             let stores = pool.store_check().await.map_err(ClusterError::StoreCheck)?;
             if let StoreCheck::Separate(filers) = stores {
-                return open_merged(&pool, &params, options, filers).await;
+                return open_merged(&pool, &params, &options, filers).await;
             }
             // One store (or one filer): the stream may resume on any filer.
             // The first open fails the call itself when no filer serves it.
@@ -510,7 +521,7 @@ impl ClusterPort for SeaweedCluster {
             } else {
                 ResumeDedup::never_resumed()
             };
-            let (node, reader) = open_on_any(&pool, &params, options, &dedup).await?;
+            let (node, reader) = open_on_any(&pool, &params, &options, &dedup).await?;
             // Batches (one per filer response) between the tasks; single
             // events to the caller, taken from a batch without a wake-up each.
             // Two batches in flight: the read-ahead in events is the reader's

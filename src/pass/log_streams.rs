@@ -22,7 +22,7 @@ use crate::pass::ports::EventStream;
 pub(crate) async fn open_on_any(
     pool: &FilerPool,
     params: &SubscribeParams,
-    options: ReaderOptions,
+    options: &ReaderOptions,
     dedup: &ResumeDedup,
 ) -> Result<(String, MetaLogReader), ClusterError> {
     let mut errors = Vec::new();
@@ -33,7 +33,7 @@ pub(crate) async fn open_on_any(
             since_ns: dedup.since(params.since_ns),
             ..params.clone()
         };
-        match MetaLogReader::open(node.channel.clone(), p, options).await {
+        match MetaLogReader::open(node.channel.clone(), p, options.clone()).await {
             Ok(r) => {
                 pool.prefer(&node.addr);
                 return Ok((node.addr, r));
@@ -52,13 +52,13 @@ pub(crate) async fn open_on_any(
 pub(crate) async fn open_merged(
     pool: &FilerPool,
     params: &SubscribeParams,
-    options: ReaderOptions,
+    options: &ReaderOptions,
     filers: Vec<(String, i32)>,
 ) -> Result<EventStream, ClusterError> {
     let nodes = pool.ordered();
     let opened = futures::future::join_all(filers.iter().map(|(addr, sig)| {
         let node = nodes.iter().find(|n| &n.addr == addr).cloned();
-        let (addr, sig, params) = (addr.clone(), *sig, params.clone());
+        let (addr, sig, params, options) = (addr.clone(), *sig, params.clone(), options.clone());
         async move {
             let node = node.ok_or_else(|| ClusterError::LeftPool { addr: addr.clone() })?;
             MetaLogReader::open_local(node.channel.clone(), params, options)
@@ -242,7 +242,7 @@ pub(crate) async fn follow(
                 tracing::warn!(filer = %node, error = %e, resume_from = dedup.since(params.since_ns),
                     "meta-log stream broke; resuming on the next filer");
                 pool.demote(&node);
-                match open_on_any(&pool, &params, options, &dedup).await {
+                match open_on_any(&pool, &params, &options, &dedup).await {
                     Ok((n, r)) => {
                         node = n;
                         reader = r;

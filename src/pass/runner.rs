@@ -74,6 +74,12 @@ pub async fn connect_cluster(
     s: &crate::config::Settings,
     tls: Option<ClientTls>,
 ) -> Result<(SeaweedCluster, SeaweedDelete), RunError> {
+    let read_key = match s.pass.direct_log_reads {
+        true => s
+            .volume_read_key(std::env::vars())
+            .map_err(|e| RunError::Config(e.to_string()))?,
+        false => None,
+    };
     let c = settled_cluster(&s.cluster, tls.as_ref()).await;
     let members = crate::seaweed::discovery::resolve(&c.wanted(), tls.as_ref())
         .await
@@ -102,7 +108,7 @@ pub async fn connect_cluster(
         },
     })?
     .with_resume_margin(s.pass.reorder_margin)
-    .with_direct_log_reads(s.pass.direct_log_reads)
+    .with_direct_log_reads(s.pass.direct_log_reads, read_key)
     .with_master(&c.master, tls.clone());
     let cluster = if c.master.trim().is_empty() {
         cluster

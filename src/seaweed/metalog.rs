@@ -23,6 +23,7 @@ use crate::seaweed::subscription::{self, Capabilities, random_client_id};
 pub use crate::seaweed::subscription::{
     EventFilter, InvalidWindow, SubscribeParams, Verdict, flatten,
 };
+use crate::seaweed::volume_jwt::VolumeReadKey;
 
 /// Default channel capacity between the gRPC reader task and the consumer.
 pub const DEFAULT_CAPACITY: usize = 1024;
@@ -32,7 +33,7 @@ pub const DEFAULT_RECEIVE_TIMEOUT: Duration = Duration::from_secs(20 * 60);
 pub const DEFAULT_CLIENT_NAME: &str = "s3-lifecycled";
 
 /// Tuning of the reader.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 pub struct ReaderOptions {
     /// How many flattened events may wait between the gRPC read and the
     /// consumer. Must be at least 1.
@@ -47,6 +48,9 @@ pub struct ReaderOptions {
     /// memory come streamed as usual. Aggregated log only: a filer's own log
     /// ([`MetaLogReader::open_local`]) is always streamed.
     pub direct_log_reads: bool,
+    /// The cluster's `[jwt.signing.read]` key, for volume servers that ask
+    /// for a read token (docs/meta-log.md#read-tokens).
+    pub volume_read_key: Option<VolumeReadKey>,
     /// How far past `until_ns` the filer is asked to read, so an event of the
     /// window whose log record was stamped past the bound is not lost
     /// ([`subscription::log_until`]); what it brings past `until_ns` is dropped.
@@ -59,6 +63,7 @@ impl Default for ReaderOptions {
             capacity: DEFAULT_CAPACITY,
             receive_timeout: Some(DEFAULT_RECEIVE_TIMEOUT),
             direct_log_reads: false,
+            volume_read_key: None,
             until_slack: Duration::from_nanos(subscription::DEFAULT_UNTIL_SLACK.unsigned_abs()),
         }
     }
@@ -239,7 +244,8 @@ impl MetaLogReader {
         let room = Arc::new(Semaphore::new(options.capacity));
         let stats = Arc::new(ReaderStats::default());
         let direct = direct_reads.then(|| Direct {
-            fetcher: LogFileFetcher::new(SeaweedFilerClient::new(channel.clone())),
+            fetcher: LogFileFetcher::new(SeaweedFilerClient::new(channel.clone()))
+                .with_read_key(options.volume_read_key.clone()),
             protocol: RefsProtocol::new(&params, slack),
             params: params.clone(),
             channel: channel.clone(),

@@ -25,6 +25,7 @@ pub mod tls_failure;
 pub mod tls_legacy;
 pub mod tls_verify;
 pub mod ttl_scan;
+pub mod volume_jwt;
 pub mod volumes;
 pub mod weed_form;
 pub mod x509;

@@ -3,8 +3,10 @@
 
 use std::time::Duration;
 
+use futures::StreamExt;
 use s3_lifecycled::pb::filer_pb::seaweed_filer_client::SeaweedFilerClient;
-use s3_lifecycled::pb::filer_pb::{Entry, ListEntriesRequest};
+use s3_lifecycled::pb::filer_pb::{Entry, FuseAttributes, ListEntriesRequest};
+use s3_lifecycled::seaweed::filer::FilerClient;
 use s3_lifecycled::seaweed::retention::META_LOG_ROOT;
 use time::OffsetDateTime;
 use time::format_description::well_known::Rfc3339;
@@ -99,4 +101,38 @@ pub async fn write_until_log_files(
         },
     )
     .await
+}
+
+/// `n` entries `<dir>/<i>` through `fc`, each with `pad` bytes of Extended.
+pub async fn create_entries(fc: &FilerClient, dir: &str, n: usize, pad: usize) {
+    futures::stream::iter(0..n)
+        .map(|i| {
+            let fc = fc.clone();
+            async move {
+                let entry = Entry {
+                    name: format!("{i:07}"),
+                    attributes: Some(FuseAttributes {
+                        mtime: 1_700_000_000,
+                        file_mode: 0o644,
+                        ..Default::default()
+                    }),
+                    extended: [("x-pad".to_string(), vec![b'p'; pad])].into(),
+                    ..Default::default()
+                };
+                fc.create_entry(dir, entry, false)
+                    .await
+                    .unwrap_or_else(|e| panic!("create {dir}/{i}: {e}"));
+            }
+        })
+        .buffer_unordered(64)
+        .collect::<Vec<_>>()
+        .await;
+}
+
+/// Fills the filer's 8 MB memory buffer with 9 MB of events outside the buckets root (2,300
+/// entries with 4 KB of Extended each under `/lifecycle-test-padding/<tag>`; no pass sees them),
+/// so it flushes what came before to a log file at once instead of within a minute. The flush
+/// itself is asynchronous.
+pub async fn pad_log(fc: &FilerClient, tag: &str) {
+    create_entries(fc, &format!("/lifecycle-test-padding/{tag}"), 2_300, 4096).await;
 }

@@ -237,9 +237,16 @@ static TLS: OnceLock<Result<TlsCluster, String>> = OnceLock::new();
 static TLS12: OnceLock<Result<TlsCluster, String>> = OnceLock::new();
 static ONE: OnceLock<Result<TlsCluster, String>> = OnceLock::new();
 
-/// The binary's one mTLS cluster, started on first use.
+/// The signing keys of [`tls_cluster`]'s `security.toml`, as weed's scaffold has them: its
+/// volume servers refuse a write or a read without a token signed by them
+/// (docs/meta-log.md#read-tokens).
+pub const JWT_KEYS: &str = "\n[jwt.signing]\nkey = \"lifecycle-test-write\"\n\
+    [jwt.signing.read]\nkey = \"lifecycle-test-read\"\nexpires_after_seconds = 30\n";
+
+/// The binary's one mTLS cluster, started on first use. Its volume servers also ask for
+/// read and write tokens ([`JWT_KEYS`]).
 pub fn tls_cluster() -> &'static TlsCluster {
-    let toml = |certs: &Path| security_toml(certs, ["master", "server", "filer", "s3"], "");
+    let toml = |certs: &Path| security_toml(certs, ["master", "server", "filer", "s3"], JWT_KEYS);
     match TLS.get_or_init(|| start(GEN, toml, false)) {
         Ok(c) => c,
         Err(e) => panic!("SeaweedFS mTLS test cluster unavailable: {e}"),

@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 
 use futures::StreamExt;
 use s3_lifecycled::pb::filer_pb::{
-    Entry, FuseAttributes, LogFileChunkRef, SubscribeMetadataRequest, SubscribeMetadataResponse,
+    Entry, LogFileChunkRef, SubscribeMetadataRequest, SubscribeMetadataResponse,
 };
 use s3_lifecycled::seaweed::filer::FilerClient;
 use s3_lifecycled::seaweed::logfile::{
@@ -82,42 +82,23 @@ async fn put_many(s3: &aws_sdk_s3::Client, bucket: &str, prefix: &str, n: usize)
         .await;
 }
 
-/// Fills the filer's 8 MB memory buffer with events outside the buckets root (no pass sees
-/// them), so it flushes what came before to a log file at once instead of within a minute.
+/// [`common::metalog::pad_log`] through the cluster's filer.
 async fn pad_log(c: &Cluster, tag: &str) {
-    create_entries(c, &format!("/lifecycle-test-padding/{tag}"), 2_300, 4096).await;
+    let fc = FilerClient::connect(&c.filer_grpc_addr().to_string())
+        .await
+        .unwrap();
+    common::metalog::pad_log(&fc, tag).await;
 }
 
-/// `n` entries `<dir>/<i>` through the filer, each with `pad` bytes of Extended.
+/// [`common::metalog::create_entries`] through the cluster's filer.
 async fn create_entries(c: &Cluster, dir: &str, n: usize, pad: usize) {
     create_entries_at(c.filer_grpc_addr(), dir, n, pad).await
 }
 
-/// [`create_entries`] through the filer at `addr`.
+/// [`common::metalog::create_entries`] through the filer at `addr`.
 async fn create_entries_at(addr: std::net::SocketAddr, dir: &str, n: usize, pad: usize) {
     let fc = FilerClient::connect(&addr.to_string()).await.unwrap();
-    futures::stream::iter(0..n)
-        .map(|i| {
-            let fc = fc.clone();
-            async move {
-                let entry = Entry {
-                    name: format!("{i:07}"),
-                    attributes: Some(FuseAttributes {
-                        mtime: 1_700_000_000,
-                        file_mode: 0o644,
-                        ..Default::default()
-                    }),
-                    extended: [("x-pad".to_string(), vec![b'p'; pad])].into(),
-                    ..Default::default()
-                };
-                fc.create_entry(dir, entry, false)
-                    .await
-                    .unwrap_or_else(|e| panic!("create {dir}/{i}: {e}"));
-            }
-        })
-        .buffer_unordered(64)
-        .collect::<Vec<_>>()
-        .await;
+    common::metalog::create_entries(&fc, dir, n, pad).await;
 }
 
 fn params(since: i64, until: i64) -> SubscribeParams {
@@ -165,7 +146,7 @@ async fn read(c: &Cluster, since: i64, until: i64, options: ReaderOptions) -> Ve
     let mut reader = MetaLogReader::open(
         c.filer_channel().await.unwrap(),
         params(since, until),
-        options,
+        options.clone(),
     )
     .await
     .unwrap();
@@ -534,7 +515,7 @@ async fn the_reader_with_direct_log_reads_delivers_what_the_plain_reader_deliver
     ] {
         let (mut p, mut d) = (
             read(c, since, until, ReaderOptions::default()).await,
-            read(c, since, until, direct_opts).await,
+            read(c, since, until, direct_opts.clone()).await,
         );
         p.dedup();
         d.dedup();
@@ -1057,7 +1038,7 @@ async fn unreadable_log_file_is_streamed_by_the_filer_instead() {
 async fn local_log_is_never_asked_for_refs() {
     let (filer, channel) = stand_in::serve().await;
     let options = direct_options();
-    let mut local = MetaLogReader::open_local(channel.clone(), params(100, 1_000), options)
+    let mut local = MetaLogReader::open_local(channel.clone(), params(100, 1_000), options.clone())
         .await
         .unwrap();
     let mut names = Vec::new();

@@ -486,37 +486,13 @@ async fn stream_files(
     (files.len(), read, twice, started.elapsed())
 }
 
-/// Writes 9 MB of events (2,300 entries with 4 KB of Extended each) through filer `addr`,
-/// under `/lifecycle-test-padding/<bucket>`.
+/// [`common::metalog::pad_log`] through filer `addr`, under
+/// `/lifecycle-test-padding/<bucket>/<its port>`.
 async fn pad_log(addr: std::net::SocketAddr, bucket: &str) {
-    use futures::StreamExt;
-    use s3_lifecycled::pb::filer_pb::{Entry, FuseAttributes};
     let fc = s3_lifecycled::seaweed::filer::FilerClient::connect(&addr.to_string())
         .await
         .unwrap();
-    let dir = format!("/lifecycle-test-padding/{bucket}/{}", addr.port());
-    futures::stream::iter(0..2_300)
-        .map(|i| {
-            let (fc, dir) = (fc.clone(), dir.clone());
-            async move {
-                let entry = Entry {
-                    name: format!("{i:05}"),
-                    attributes: Some(FuseAttributes {
-                        mtime: 1_700_000_000,
-                        file_mode: 0o644,
-                        ..Default::default()
-                    }),
-                    extended: [("x-pad".to_string(), vec![b'p'; 4096])].into(),
-                    ..Default::default()
-                };
-                fc.create_entry(&dir, entry, false)
-                    .await
-                    .unwrap_or_else(|e| panic!("padding on filer {addr}: {e}"));
-            }
-        })
-        .buffer_unordered(32)
-        .collect::<Vec<_>>()
-        .await;
+    common::metalog::pad_log(&fc, &format!("{bucket}/{}", addr.port())).await;
 }
 
 /// Waits until `paths` (relative to `dir`) can be looked up through both filers.

@@ -13,6 +13,7 @@ use tonic::transport::Channel;
 use crate::engine::identity::head_fid;
 use crate::pb::filer_pb::seaweed_filer_client::SeaweedFilerClient;
 use crate::pb::filer_pb::{FileChunk, LogFileChunkRef, LookupVolumeRequest};
+use crate::seaweed::volume_jwt::VolumeReadKey;
 
 use super::format::{LogFileError, MAX_RECORD_BYTES, ref_name};
 
@@ -28,9 +29,11 @@ pub const CHUNK_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(60
 
 /// Reads log files' chunks from the volume servers: volume locations through
 /// the filer's `LookupVolume` (cached per volume), then a plain HTTP GET of
-/// `http://<url>/<fid>` on a kept-alive connection per server.
+/// `http://<url>/<fid>` on a kept-alive connection per server, with a read
+/// token when the cluster signs reads.
 pub struct LogFileFetcher {
     filer: SeaweedFilerClient<Channel>,
+    read_key: Option<VolumeReadKey>,
     locations: HashMap<String, Vec<String>>,
     connections: HashMap<String, SendRequest<Empty<Bytes>>>,
     /// Bytes fetched so far.
@@ -42,10 +45,18 @@ impl LogFileFetcher {
     pub fn new(filer: SeaweedFilerClient<Channel>) -> LogFileFetcher {
         LogFileFetcher {
             filer,
+            read_key: None,
             locations: HashMap::new(),
             connections: HashMap::new(),
             bytes_fetched: 0,
         }
+    }
+
+    /// Signs each GET with `key` (`[jwt.signing.read]`): without the token a
+    /// volume server of such a cluster answers 401 to every read.
+    pub fn with_read_key(mut self, key: Option<VolumeReadKey>) -> LogFileFetcher {
+        self.read_key = key;
+        self
     }
 
     /// The bytes of one ref's file: its chunks in offset order, which must
@@ -216,10 +227,14 @@ impl LogFileFetcher {
             }
         };
         send.ready().await.map_err(|e| format!("connection: {e}"))?;
-        let req = hyper::Request::builder()
+        let mut req = hyper::Request::builder()
             .method("GET")
             .uri(format!("/{fid}"))
-            .header(hyper::header::HOST, url)
+            .header(hyper::header::HOST, url);
+        if let Some(key) = &self.read_key {
+            req = req.header(hyper::header::AUTHORIZATION, key.bearer(fid));
+        }
+        let req = req
             .body(Empty::<Bytes>::new())
             .map_err(|e| format!("request: {e}"))?;
         let resp = send

@@ -1,0 +1,93 @@
+//! Reads from the volume servers of a cluster that signs them (`[jwt.signing.read]` in its
+//! `security.toml`, [`common::tls::JWT_KEYS`]): the direct log-file reads of a pass carry the
+//! read token weed's own filer would (docs/meta-log.md#read-tokens).
+
+use crate::common;
+
+use common::metalog::{log_files, pad_log};
+use common::tls::{put_lifecycle_plain, tls_cluster};
+use common::*;
+use s3_lifecycled::pb::filer_pb::seaweed_filer_client::SeaweedFilerClient;
+use s3_lifecycled::seaweed::endpoint::{EndpointOptions, GrpcEndpoint};
+use s3_lifecycled::seaweed::filer::FilerClient;
+use s3_lifecycled::seaweed::tls::{ClientTls, TlsFiles};
+use std::time::Duration;
+
+/// Before, every log file a pass asked the filer for came back `HTTP 401 … wrong jwt` from
+/// the volume server, and the filer streamed it instead, with a warning on every pass.
+#[tokio::test]
+async fn direct_log_reads_were_refused_by_volume_servers_that_sign_reads() {
+    let t = tls_cluster();
+    let c = &t.cluster;
+    let s3 = c.s3_client();
+    let b = c.new_bucket("jwt-reads").await.unwrap();
+    put_lifecycle_plain(c, &b, &lifecycle(&days_rule("all", "", 1))).await;
+    let keys: Vec<String> = (0..50).map(|i| format!("k/{i:03}")).collect();
+    for k in &keys {
+        put(&s3, &b, k, b"x", None).await;
+    }
+
+    // The events above into a persisted log file, through the filer's mTLS gRPC port.
+    let tls = ClientTls::load(TlsFiles {
+        ca: t.cert("ca.crt").into(),
+        cert: Some(t.cert("client.crt").into()),
+        key: Some(t.cert("client.key").into()),
+        server_name: None,
+    })
+    .unwrap();
+    let addr = c.filer_grpc_addr().to_string();
+    let options = EndpointOptions::seaweed().tls(Some(tls));
+    let channel = GrpcEndpoint::new(&addr, &options)
+        .unwrap()
+        .connect()
+        .await
+        .unwrap();
+    let before = log_files(&mut SeaweedFilerClient::new(channel.clone()))
+        .await
+        .len();
+    pad_log(&FilerClient::from_channel(channel.clone(), &addr), &b).await;
+    let mut filer = SeaweedFilerClient::new(channel);
+    eventually(
+        Duration::from_secs(30),
+        Duration::from_millis(200),
+        async || {
+            let n = log_files(&mut filer).await.len();
+            if n > before {
+                Ok(())
+            } else {
+                Err(format!("{n} log files, {before} before padding"))
+            }
+        },
+    )
+    .await;
+
+    // A cold start replays the log (ten years of it are taken as kept) two days on.
+    let st = t.security_toml.display().to_string();
+    let env = [
+        ("S3_LIFECYCLED__PASS__META_LOG_RETENTION", "87600h"),
+        ("RUST_LOG", "info"),
+    ];
+    let now = now_ns() + 2 * 86_400 * 1_000_000_000;
+    let p = run_once(
+        c,
+        &Scope::new(&[&b]),
+        Some(now),
+        &["--security-toml", &st],
+        &env,
+    )
+    .await;
+    let r = p.ok();
+    assert!(
+        p.stderr
+            .contains("meta-log files read from the volume servers"),
+        "no log file was read directly:\n{}",
+        p.describe()
+    );
+    assert!(
+        !p.stderr.contains("not readable from the volume servers"),
+        "a volume server refused a log file:\n{}",
+        p.describe()
+    );
+    assert_eq!(r.total("DONE"), keys.len() as i64, "{}", p.describe());
+    assert!(list_keys(&s3, &b).await.is_empty(), "{}", p.describe());
+}
