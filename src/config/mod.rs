@@ -673,6 +673,63 @@ mod tests {
     }
 
     #[test]
+    fn volume_https_follows_https_client_as_weeds_http_clients_do() {
+        let dir = std::env::temp_dir().join(format!("cfg-vhttps-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = dir.join("security.toml");
+        let mut s = Settings::default();
+        s.cluster.security_toml = file.display().to_string();
+        let vh = |s: &Settings, vars: &[(&str, &str)]| s.volume_https(env(vars));
+        // Not enabled (an [https.volume] alone is the servers' side): plain HTTP.
+        std::fs::write(
+            &file,
+            "[https.volume]\ncert = \"/s/v.crt\"\nkey = \"/s/v.key\"\n",
+        )
+        .unwrap();
+        assert_eq!(vh(&s, &[]).unwrap(), VolumeHttps::Plain);
+        std::fs::write(
+            &file,
+            "[https.client]\nenabled = true\nca = \"/s/h.crt\"\ncert = \"/s/c.crt\"\nkey = \"/s/c.key\"\n",
+        )
+        .unwrap();
+        let VolumeHttps::Tls(f) = vh(&s, &[]).unwrap() else {
+            panic!("HTTPS expected")
+        };
+        assert_eq!(
+            (f.ca, f.cert, f.key, f.server_name),
+            (
+                PathBuf::from("/s/h.crt"),
+                Some(PathBuf::from("/s/c.crt")),
+                Some(PathBuf::from("/s/c.key")),
+                None
+            )
+        );
+        // What weed would do and s3-lifecycled will not: the filer streams instead, and says why.
+        for (toml, why) in [
+            ("[https.client]\nenabled = true\n", "has no ca"),
+            (
+                "[https.client]\nenabled = true\nca = \"/s/h.crt\"\ninsecure_skip_verify = true\n",
+                "insecure_skip_verify",
+            ),
+        ] {
+            std::fs::write(&file, toml).unwrap();
+            match vh(&s, &[]).unwrap() {
+                VolumeHttps::Unverifiable(m) => assert!(m.contains(why), "{m}"),
+                other => panic!("{toml}: {other:?}"),
+            }
+        }
+        // Half a client certificate is an error, as in weed.
+        std::fs::write(
+            &file,
+            "[https.client]\nenabled = true\nca = \"/s/h.crt\"\nkey = \"/k\"\n",
+        )
+        .unwrap();
+        let e = vh(&s, &[]).unwrap_err().to_string();
+        assert!(e.contains("cert and key must be set together"), "{e}");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
     fn shipped_default_toml_equals_built_in_defaults() {
         let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("config/default.toml");
         let s = Settings::load(Some(&path), env(&[])).unwrap();

@@ -212,15 +212,11 @@ impl Settings {
         &self,
         env: impl IntoIterator<Item = (String, String)>,
     ) -> Result<Option<TlsFiles>, ConfigError> {
-        let Some(toml) = self.security_toml(env)? else {
+        let Some(h) = self.https_client(env)? else {
             return Ok(None);
         };
-        let st = toml.path.as_str();
-        let (get, on) = (|key: &str| toml.get(key), |key: &str| toml.on(key));
-        if !on("https.client.enabled") {
-            return Ok(None);
-        }
-        if on("https.client.insecure_skip_verify") {
+        let st = h.path.as_str();
+        if h.insecure {
             return Err(bad_toml(format!(
                 "{st}: [https.client] insecure_skip_verify = true: s3-lifecycled always \
                  verifies weed admin's HTTPS certificate; set [https.client] ca to the CA \
@@ -228,12 +224,58 @@ impl Settings {
                  insecure_skip_verify"
             )));
         }
-        let ca = get("https.client.ca");
-        if ca.is_empty() {
+        if h.files.ca.as_os_str().is_empty() {
             return Err(bad_toml(format!(
                 "{st}: [https.client] enabled = true needs ca (the CA that issued weed \
                  admin's [https.admin] certificate; or WEED_HTTPS_CLIENT_CA)"
             )));
+        }
+        Ok(Some(h.files))
+    }
+
+    /// How the direct log-file reads reach the volume servers
+    /// (docs/meta-log.md#https-volume-servers): as weed's own HTTP clients,
+    /// HTTPS when `[https.client] enabled = true` in the `security.toml`
+    /// named by `cluster.security_toml` (`WEED_HTTPS_CLIENT_*` of `env` win),
+    /// with its `ca` and, for volume servers with `[https.volume] ca`, its
+    /// `cert` and `key`.
+    pub fn volume_https(
+        &self,
+        env: impl IntoIterator<Item = (String, String)>,
+    ) -> Result<VolumeHttps, ConfigError> {
+        let Some(h) = self.https_client(env)? else {
+            return Ok(VolumeHttps::Plain);
+        };
+        let st = h.path.as_str();
+        if h.insecure {
+            return Ok(VolumeHttps::Unverifiable(format!(
+                "{st}: [https.client] insecure_skip_verify = true; s3-lifecycled does not read \
+                 from servers it cannot verify"
+            )));
+        }
+        if h.files.ca.as_os_str().is_empty() {
+            return Ok(VolumeHttps::Unverifiable(format!(
+                "{st}: [https.client] has no ca (weed then trusts the system's CAs, which \
+                 s3-lifecycled does not read); set it to the CA that issued the volume \
+                 servers' [https.volume] certificates"
+            )));
+        }
+        Ok(VolumeHttps::Tls(h.files))
+    }
+
+    /// `[https.client]` when `enabled = true`; `cert` and `key` must come
+    /// together. `ca` may be empty (weed then takes the system's CAs).
+    fn https_client(
+        &self,
+        env: impl IntoIterator<Item = (String, String)>,
+    ) -> Result<Option<HttpsClient>, ConfigError> {
+        let Some(toml) = self.security_toml(env)? else {
+            return Ok(None);
+        };
+        let st = toml.path.as_str();
+        let (get, on) = (|key: &str| toml.get(key), |key: &str| toml.on(key));
+        if !on("https.client.enabled") {
+            return Ok(None);
         }
         let (cert, key) = (get("https.client.cert"), get("https.client.key"));
         if cert.is_empty() != key.is_empty() {
@@ -243,11 +285,15 @@ impl Settings {
             )));
         }
         let path = |p: String| Some(PathBuf::from(p)).filter(|p| !p.as_os_str().is_empty());
-        Ok(Some(TlsFiles {
-            ca: PathBuf::from(ca),
-            cert: path(cert),
-            key: path(key),
-            server_name: None,
+        Ok(Some(HttpsClient {
+            files: TlsFiles {
+                ca: PathBuf::from(get("https.client.ca")),
+                cert: path(cert),
+                key: path(key),
+                server_name: None,
+            },
+            insecure: on("https.client.insecure_skip_verify"),
+            path: toml.path.clone(),
         }))
     }
 
@@ -355,6 +401,27 @@ impl Settings {
             env,
         }))
     }
+}
+
+/// How the volume servers' HTTP port is reached ([`Settings::volume_https`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum VolumeHttps {
+    /// Plain HTTP (`[https.client]` not enabled).
+    Plain,
+    /// HTTPS with this `[https.client]` material; each volume server's
+    /// certificate is checked against `ca` and must name the host dialled.
+    Tls(TlsFiles),
+    /// HTTPS that s3-lifecycled will not speak, and why: the filer streams
+    /// the log files instead.
+    Unverifiable(String),
+}
+
+/// `[https.client]` as read, before a use decides what it needs.
+struct HttpsClient {
+    files: TlsFiles,
+    insecure: bool,
+    /// The file, for messages.
+    path: String,
 }
 
 /// SeaweedFS's `security.toml` (`cluster.security_toml`), read as `weed`

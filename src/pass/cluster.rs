@@ -18,13 +18,13 @@ use crate::seaweed::controls::ControlStore;
 use crate::seaweed::discovery::MasterError;
 use crate::seaweed::gateway_pool::GatewayPool;
 use crate::seaweed::lister::{ListOptions, list_bucket_after};
+use crate::seaweed::logfile::VolumeAccess;
 use crate::seaweed::metalog::{DEFAULT_CLIENT_NAME, ReaderOptions, SubscribeParams};
 use crate::seaweed::pool::{FilerNode, FilerPool};
 use crate::seaweed::resume_dedup::ResumeDedup;
 use crate::seaweed::retention;
 use crate::seaweed::store_check::StoreCheck;
 use crate::seaweed::tls::ClientTls;
-use crate::seaweed::volume_jwt::VolumeReadKey;
 use crate::seaweed::volumes;
 
 use crate::pass::cluster_error::ClusterError;
@@ -44,8 +44,8 @@ pub struct SeaweedCluster {
     /// Read persisted log files from the volume servers
     /// (`pass.direct_log_reads`, docs/meta-log.md#direct-log-file-reads).
     direct_log_reads: bool,
-    /// The cluster's `[jwt.signing.read]` key, for those reads.
-    volume_read_key: Option<VolumeReadKey>,
+    /// How those reads reach the volume servers (read token, HTTPS).
+    volume_access: VolumeAccess,
     /// How far back a broken meta-log stream resumes on another filer, and
     /// how far past a range's end the filer is asked to read
     /// (`pass.reorder_margin`).
@@ -97,7 +97,7 @@ impl SeaweedCluster {
             controls,
             event_buffer,
             direct_log_reads: false,
-            volume_read_key: None,
+            volume_access: VolumeAccess::default(),
             resume_margin: crate::engine::progress::REORDER_MARGIN,
             discovery: None,
             master: String::new(),
@@ -130,15 +130,10 @@ impl SeaweedCluster {
     }
 
     /// Reads the filers' persisted log files straight from the volume
-    /// servers (`pass.direct_log_reads`), signing each read with `read_key`
-    /// where the cluster asks for read tokens.
-    pub fn with_direct_log_reads(
-        mut self,
-        on: bool,
-        read_key: Option<VolumeReadKey>,
-    ) -> SeaweedCluster {
+    /// servers (`pass.direct_log_reads`) as `access` says.
+    pub fn with_direct_log_reads(mut self, on: bool, access: VolumeAccess) -> SeaweedCluster {
         self.direct_log_reads = on;
-        self.volume_read_key = read_key;
+        self.volume_access = access;
         self
     }
 
@@ -496,7 +491,7 @@ impl ClusterPort for SeaweedCluster {
         let options = ReaderOptions {
             capacity: self.event_buffer.max(1),
             direct_log_reads: self.direct_log_reads,
-            volume_read_key: self.volume_read_key.clone(),
+            volume_access: self.volume_access.clone(),
             // An out-of-order event's log record can be stamped past its
             // range's end by as much as the margin covers.
             until_slack: std::time::Duration::from_nanos(self.resume_margin.unsigned_abs()),

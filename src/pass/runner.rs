@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use actix::{Actor, Addr};
 
-use crate::config::{ClusterSettings, Settings};
+use crate::config::{ClusterSettings, Settings, VolumeHttps};
 use crate::engine::delete::DeleteRequest;
 use crate::pass::cluster::SeaweedCluster;
 use crate::pass::cluster_error::ClusterError;
@@ -19,8 +19,10 @@ use crate::pass::observe::PassObserver;
 use crate::pass::options::PassOptions;
 use crate::pass::ports::ClusterPort;
 use crate::pass::report::PassResult;
+use crate::seaweed::logfile::VolumeAccess;
 use crate::seaweed::pool::AddressError;
 use crate::seaweed::tls::ClientTls;
+use crate::seaweed::tls_failure::TlsUse;
 use crate::seaweed::weed_form;
 
 /// Why a pass did not run, or did not run to a report.
@@ -74,11 +76,9 @@ pub async fn connect_cluster(
     s: &crate::config::Settings,
     tls: Option<ClientTls>,
 ) -> Result<(SeaweedCluster, SeaweedDelete), RunError> {
-    let read_key = match s.pass.direct_log_reads {
-        true => s
-            .volume_read_key(std::env::vars())
-            .map_err(|e| RunError::Config(e.to_string()))?,
-        false => None,
+    let (direct_log_reads, access) = match s.pass.direct_log_reads {
+        true => volume_access(s)?,
+        false => (false, VolumeAccess::default()),
     };
     let c = settled_cluster(&s.cluster, tls.as_ref()).await;
     let members = crate::seaweed::discovery::resolve(&c.wanted(), tls.as_ref())
@@ -108,7 +108,7 @@ pub async fn connect_cluster(
         },
     })?
     .with_resume_margin(s.pass.reorder_margin)
-    .with_direct_log_reads(s.pass.direct_log_reads, read_key)
+    .with_direct_log_reads(direct_log_reads, access)
     .with_master(&c.master, tls.clone());
     let cluster = if c.master.trim().is_empty() {
         cluster
@@ -116,6 +116,35 @@ pub async fn connect_cluster(
         cluster.with_discovery(c, deletes.gateways(), tls)
     };
     Ok((cluster, deletes))
+}
+
+/// How the direct log-file reads reach the volume servers: the read token
+/// and the HTTPS of `security.toml`, as weed's own HTTP clients have them
+/// (docs/meta-log.md#read-tokens, #https-volume-servers). `false` when they
+/// cannot (HTTPS s3-lifecycled will not speak): the filer streams the files,
+/// said once here rather than by a warning per file and pass.
+fn volume_access(s: &Settings) -> Result<(bool, VolumeAccess), RunError> {
+    let config = |e: crate::config::ConfigError| RunError::Config(e.to_string());
+    let read_key = s.volume_read_key(std::env::vars()).map_err(config)?;
+    let https = match s.volume_https(std::env::vars()).map_err(config)? {
+        VolumeHttps::Plain => None,
+        VolumeHttps::Tls(files) => Some(ClientTls::load_for(files, TlsUse::VolumeHttps).map_err(
+            |e| {
+                RunError::Config(format!(
+                    "cluster.security_toml {}: {e}",
+                    s.cluster.security_toml.trim()
+                ))
+            },
+        )?),
+        VolumeHttps::Unverifiable(why) => {
+            tracing::info!(
+                "pass.direct_log_reads: the volume servers serve HTTPS that is not read \
+                 directly, so the filer streams the meta-log files: {why}"
+            );
+            return Ok((false, VolumeAccess::default()));
+        }
+    };
+    Ok((true, VolumeAccess { read_key, https }))
 }
 
 /// Runs passes over one cluster, one at a time per caller. Cheap to clone:

@@ -17,13 +17,12 @@ use crate::engine::Nanos;
 use crate::pb::filer_pb::SubscribeMetadataResponse;
 use crate::pb::filer_pb::seaweed_filer_client::SeaweedFilerClient;
 use crate::seaweed::endpoint::MAX_MESSAGE_BYTES;
-use crate::seaweed::logfile::{LogFileFetcher, RefReader, RefsProtocol, Step};
+use crate::seaweed::logfile::{LogFileFetcher, RefReader, RefsProtocol, Step, VolumeAccess};
 pub use crate::seaweed::metalog_error::MetaLogError;
 use crate::seaweed::subscription::{self, Capabilities, random_client_id};
 pub use crate::seaweed::subscription::{
     EventFilter, InvalidWindow, SubscribeParams, Verdict, flatten,
 };
-use crate::seaweed::volume_jwt::VolumeReadKey;
 
 /// Default channel capacity between the gRPC reader task and the consumer.
 pub const DEFAULT_CAPACITY: usize = 1024;
@@ -48,9 +47,9 @@ pub struct ReaderOptions {
     /// memory come streamed as usual. Aggregated log only: a filer's own log
     /// ([`MetaLogReader::open_local`]) is always streamed.
     pub direct_log_reads: bool,
-    /// The cluster's `[jwt.signing.read]` key, for volume servers that ask
-    /// for a read token (docs/meta-log.md#read-tokens).
-    pub volume_read_key: Option<VolumeReadKey>,
+    /// How the volume servers are read: a read token, HTTPS
+    /// (docs/meta-log.md#read-tokens, #https-volume-servers).
+    pub volume_access: VolumeAccess,
     /// How far past `until_ns` the filer is asked to read, so an event of the
     /// window whose log record was stamped past the bound is not lost
     /// ([`subscription::log_until`]); what it brings past `until_ns` is dropped.
@@ -63,7 +62,7 @@ impl Default for ReaderOptions {
             capacity: DEFAULT_CAPACITY,
             receive_timeout: Some(DEFAULT_RECEIVE_TIMEOUT),
             direct_log_reads: false,
-            volume_read_key: None,
+            volume_access: VolumeAccess::default(),
             until_slack: Duration::from_nanos(subscription::DEFAULT_UNTIL_SLACK.unsigned_abs()),
         }
     }
@@ -245,7 +244,7 @@ impl MetaLogReader {
         let stats = Arc::new(ReaderStats::default());
         let direct = direct_reads.then(|| Direct {
             fetcher: LogFileFetcher::new(SeaweedFilerClient::new(channel.clone()))
-                .with_read_key(options.volume_read_key.clone()),
+                .with_access(options.volume_access.clone()),
             protocol: RefsProtocol::new(&params, slack),
             params: params.clone(),
             channel: channel.clone(),

@@ -182,7 +182,10 @@ fn load(files: &TlsFiles, used_for: TlsUse) -> Result<Loaded, TlsConfigError> {
     let verifier = Arc::new(ChainVerifier {
         roots: roots.clone(),
         anchors: anchors.clone(),
-        check_name: files.server_name.is_some(),
+        // A volume server's HTTPS certificate must name the host it is
+        // dialled at, as weed's Go HTTP clients check it; each server has its
+        // own, so it is the host of each dial (docs/meta-log.md#https-volume-servers).
+        check_name: files.server_name.is_some() || used_for == TlsUse::VolumeHttps,
         provider: provider(),
     });
     let builder = ClientConfig::builder_with_provider(provider())
@@ -865,16 +868,27 @@ mod tests {
     #[test]
     fn admin_https_failures_named_the_grpc_settings() {
         // The HTTPS check's material comes from [https.client]; its messages
-        // once told the operator to fix tls.ca and [grpc] ca instead.
-        for f in [
+        // once told the operator to fix tls.ca and [grpc] ca instead. The
+        // volume servers' HTTPS takes the same material.
+        for (f, used_for) in [
             TlsFailure::UnknownCa("x".into()),
             TlsFailure::ClientCertificate("x".into()),
             TlsFailure::NameMismatch("x".into()),
             TlsFailure::Required,
-        ] {
-            let m = f.message_for("127.0.0.1:23646", TlsUse::AdminHttps);
+        ]
+        .into_iter()
+        .flat_map(|f| [(f.clone(), TlsUse::AdminHttps), (f, TlsUse::VolumeHttps)])
+        {
+            let m = f.message_for("127.0.0.1:23646", used_for);
             assert!(
-                m.contains("[https.client]") || m.contains("weed_admin.address"),
+                m.contains("[https.client]")
+                    || m.contains("weed_admin.address")
+                    || m.contains("[https.volume]"),
+                "{m}"
+            );
+            assert_eq!(
+                m.contains("weed admin"),
+                used_for == TlsUse::AdminHttps,
                 "{m}"
             );
             assert!(!m.contains("tls.") && !m.contains("[grpc"), "{m}");

@@ -35,7 +35,8 @@ impl TlsFailure {
 
     /// One line naming the cause and the fix in the settings of the
     /// connection's use: `tls.*` and `[grpc]` for gRPC, `[https.client]`,
-    /// `[https.admin]` and `weed_admin.address` for weed admin's HTTPS API.
+    /// `[https.admin]` and `weed_admin.address` for weed admin's HTTPS API,
+    /// `[https.client]` and `[https.volume]` for the volume servers'.
     pub fn message_for(&self, addr: &str, used_for: TlsUse) -> String {
         match (used_for, self) {
             (TlsUse::Grpc, TlsFailure::Required) => format!(
@@ -66,6 +67,18 @@ impl TlsFailure {
             ),
             (TlsUse::AdminHttps, TlsFailure::NameMismatch(d)) => format!(
                 "HTTPS with weed admin at {addr}: its certificate does not name the host of weed_admin.address ({d}); set weed_admin.address to a host name or IP address the certificate carries"
+            ),
+            (TlsUse::VolumeHttps, TlsFailure::Required) => format!(
+                "volume server {addr} serves HTTPS: set [https.client] enabled = true and ca in cluster.security_toml"
+            ),
+            (TlsUse::VolumeHttps, TlsFailure::ClientCertificate(d)) => format!(
+                "volume server {addr} refused the client certificate ({d}): its [https.volume] ca requires one it signed; set [https.client] cert and key in cluster.security_toml"
+            ),
+            (TlsUse::VolumeHttps, TlsFailure::UnknownCa(d)) => format!(
+                "HTTPS with volume server {addr}: unknown CA ({d}): its certificate ([https.volume] cert) is not signed by [https.client] ca, or ours by a CA it trusts; set [https.client] ca in cluster.security_toml to the CA that issued it"
+            ),
+            (TlsUse::VolumeHttps, TlsFailure::NameMismatch(d)) => format!(
+                "HTTPS with volume server {addr}: its certificate ([https.volume] cert) does not name the host of its address ({d})"
             ),
             (_, TlsFailure::Other(d)) => format!("TLS with {addr} failed: {d}"),
         }
@@ -122,13 +135,17 @@ pub enum TlsUse {
     /// pick HTTP/2 if it were offered (docs/plugin-worker.md#admin-https);
     /// the material comes from `[https.client]` of `cluster.security_toml`.
     AdminHttps,
+    /// The volume servers' HTTPS port (`[https.volume]` on them), which the
+    /// direct log-file reads fetch from (docs/meta-log.md#https-volume-servers):
+    /// HTTP/1.1, material from `[https.client]`, as weed's own HTTP clients.
+    VolumeHttps,
 }
 
 impl TlsUse {
     pub(crate) fn protocols(self) -> Vec<Vec<u8>> {
         match self {
             TlsUse::Grpc => vec![b"h2".to_vec()],
-            TlsUse::AdminHttps => vec![b"http/1.1".to_vec()],
+            TlsUse::AdminHttps | TlsUse::VolumeHttps => vec![b"http/1.1".to_vec()],
         }
     }
 
@@ -136,7 +153,7 @@ impl TlsUse {
     pub(crate) fn keys(self) -> (&'static str, &'static str, &'static str) {
         match self {
             TlsUse::Grpc => ("tls.ca", "tls.cert", "tls.key"),
-            TlsUse::AdminHttps => (
+            TlsUse::AdminHttps | TlsUse::VolumeHttps => (
                 "[https.client] ca",
                 "[https.client] cert",
                 "[https.client] key",

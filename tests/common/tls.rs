@@ -233,7 +233,18 @@ openssl req -x509 -CA ca.crt -CAkey ca.key -newkey rsa:2048 -nodes \
   -keyout creq.key -out creq.crt -days 365 -subj "/CN=lifecycled"
 "#;
 
+/// The certificates of [`https_volume_cluster`]: a CA, and the volume server's HTTPS
+/// certificate with the address it is reached at in its subjectAltName, which Go's HTTPS
+/// clients (the filer's, the gateway's) check.
+const GEN_HTTPS: &str = r#"set -e
+openssl req -x509 -newkey rsa:2048 -nodes -keyout ca.key -out ca.crt -days 3650 -subj "/CN=test-https-ca"
+openssl req -newkey rsa:2048 -nodes -keyout volume.key -out volume.csr -subj "/CN=127.0.0.1"
+printf "subjectAltName=IP:127.0.0.1,DNS:localhost\n" > san.ext
+openssl x509 -req -in volume.csr -CA ca.crt -CAkey ca.key -CAcreateserial -out volume.crt -days 365 -extfile san.ext
+"#;
+
 static TLS: OnceLock<Result<TlsCluster, String>> = OnceLock::new();
+static HTTPS: OnceLock<Result<TlsCluster, String>> = OnceLock::new();
 static TLS12: OnceLock<Result<TlsCluster, String>> = OnceLock::new();
 static ONE: OnceLock<Result<TlsCluster, String>> = OnceLock::new();
 
@@ -276,6 +287,25 @@ pub fn one_certificate_cluster() -> &'static TlsCluster {
     match ONE.get_or_init(|| start(GEN_ONE, toml, false)) {
         Ok(c) => c,
         Err(e) => panic!("SeaweedFS one-certificate mTLS test cluster unavailable: {e}"),
+    }
+}
+
+/// A cluster whose volume servers serve HTTPS (`[https.volume]`) and whose servers reach
+/// them with `[https.client]` (docs/meta-log.md#https-volume-servers); gRPC is plaintext.
+/// Started on first use, only by the test of reads from such volume servers.
+pub fn https_volume_cluster() -> &'static TlsCluster {
+    let toml = |certs: &Path| {
+        let p = |n: &str| certs.join(n).display().to_string();
+        format!(
+            "[https.client]\nenabled = true\nca = \"{}\"\n\n[https.volume]\ncert = \"{}\"\nkey = \"{}\"\n",
+            p("ca.crt"),
+            p("volume.crt"),
+            p("volume.key")
+        )
+    };
+    match HTTPS.get_or_init(|| start(GEN_HTTPS, toml, false)) {
+        Ok(c) => c,
+        Err(e) => panic!("SeaweedFS HTTPS-volume test cluster unavailable: {e}"),
     }
 }
 

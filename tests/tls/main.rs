@@ -1,7 +1,8 @@
 //! The gRPC mutual-TLS cluster (`common::tls::tls_cluster()`, certificates
-//! made with `openssl` at start, volume servers that ask for read tokens): our
-//! clients against the filer, gateway and volume servers, and the plugin worker
-//! against a `weed admin` with `[grpc.admin]` TLS.
+//! made with `openssl` at start, volume servers that ask for read tokens), and
+//! one whose volume servers serve HTTPS: our clients against the filer,
+//! gateway and volume servers, and the plugin worker against a `weed admin`
+//! with `[grpc.admin]` TLS.
 
 #[path = "../common/mod.rs"]
 mod common;

@@ -1,11 +1,13 @@
-//! Reads from the volume servers of a cluster that signs them (`[jwt.signing.read]` in its
-//! `security.toml`, [`common::tls::JWT_KEYS`]): the direct log-file reads of a pass carry the
-//! read token weed's own filer would (docs/meta-log.md#read-tokens).
+//! Reads from volume servers that guard them as weed lets an operator: with read tokens
+//! (`[jwt.signing.read]`, the mTLS cluster's [`common::tls::JWT_KEYS`]) and over HTTPS
+//! (`[https.volume]`, [`common::tls::https_volume_cluster`]). A pass's direct log-file reads
+//! get through both as weed's own filer does (docs/meta-log.md#read-tokens,
+//! docs/meta-log.md#https-volume-servers).
 
 use crate::common;
 
 use common::metalog::{log_files, pad_log};
-use common::tls::{put_lifecycle_plain, tls_cluster};
+use common::tls::{TlsCluster, https_volume_cluster, put_lifecycle_plain, tls_cluster};
 use common::*;
 use s3_lifecycled::pb::filer_pb::seaweed_filer_client::SeaweedFilerClient;
 use s3_lifecycled::seaweed::endpoint::{EndpointOptions, GrpcEndpoint};
@@ -18,16 +20,6 @@ use std::time::Duration;
 #[tokio::test]
 async fn direct_log_reads_were_refused_by_volume_servers_that_sign_reads() {
     let t = tls_cluster();
-    let c = &t.cluster;
-    let s3 = c.s3_client();
-    let b = c.new_bucket("jwt-reads").await.unwrap();
-    put_lifecycle_plain(c, &b, &lifecycle(&days_rule("all", "", 1))).await;
-    let keys: Vec<String> = (0..50).map(|i| format!("k/{i:03}")).collect();
-    for k in &keys {
-        put(&s3, &b, k, b"x", None).await;
-    }
-
-    // The events above into a persisted log file, through the filer's mTLS gRPC port.
     let tls = ClientTls::load(TlsFiles {
         ca: t.cert("ca.crt").into(),
         cert: Some(t.cert("client.crt").into()),
@@ -35,18 +27,45 @@ async fn direct_log_reads_were_refused_by_volume_servers_that_sign_reads() {
         server_name: None,
     })
     .unwrap();
+    pass_reads_the_log_files_directly(t, "jwt-reads", Some(tls)).await;
+}
+
+/// Before, every read spoke plain HTTP to the volume servers' HTTPS port (`client sent an
+/// HTTP request to an HTTPS server`), and the filer streamed every file instead, with a
+/// warning on every pass.
+#[tokio::test]
+async fn direct_log_reads_spoke_plain_http_to_volume_servers_that_serve_https() {
+    pass_reads_the_log_files_directly(https_volume_cluster(), "https-reads", None).await;
+}
+
+/// A bucket of 50 due objects whose events are in a persisted log file; a cold-start pass
+/// two days on, given the cluster's `security.toml`, reads that file from the volume
+/// servers, none refused, and deletes all 50. `grpc_tls`: the filer's gRPC client TLS.
+async fn pass_reads_the_log_files_directly(
+    t: &TlsCluster,
+    prefix: &str,
+    grpc_tls: Option<ClientTls>,
+) {
+    let c = &t.cluster;
+    let s3 = c.s3_client();
+    let b = c.new_bucket(prefix).await.unwrap();
+    put_lifecycle_plain(c, &b, &lifecycle(&days_rule("all", "", 1))).await;
+    let keys: Vec<String> = (0..50).map(|i| format!("k/{i:03}")).collect();
+    for k in &keys {
+        put(&s3, &b, k, b"x", None).await;
+    }
+
+    // The events above into a persisted log file.
     let addr = c.filer_grpc_addr().to_string();
-    let options = EndpointOptions::seaweed().tls(Some(tls));
+    let options = EndpointOptions::seaweed().tls(grpc_tls);
     let channel = GrpcEndpoint::new(&addr, &options)
         .unwrap()
         .connect()
         .await
         .unwrap();
-    let before = log_files(&mut SeaweedFilerClient::new(channel.clone()))
-        .await
-        .len();
-    pad_log(&FilerClient::from_channel(channel.clone(), &addr), &b).await;
-    let mut filer = SeaweedFilerClient::new(channel);
+    let mut filer = SeaweedFilerClient::new(channel.clone());
+    let before = log_files(&mut filer).await.len();
+    pad_log(&FilerClient::from_channel(channel, &addr), &b).await;
     eventually(
         Duration::from_secs(30),
         Duration::from_millis(200),
@@ -61,7 +80,7 @@ async fn direct_log_reads_were_refused_by_volume_servers_that_sign_reads() {
     )
     .await;
 
-    // A cold start replays the log (ten years of it are taken as kept) two days on.
+    // A cold start replays the log (ten years of it are taken as kept).
     let st = t.security_toml.display().to_string();
     let env = [
         ("S3_LIFECYCLED__PASS__META_LOG_RETENTION", "87600h"),

@@ -1,6 +1,7 @@
 //! The volume-server fetcher of log files' chunks: volume lookups through
 //! the filer, cached per volume, and HTTP/1 GETs on a kept-alive connection
-//! per server.
+//! per server, over HTTPS and with a read token where the cluster asks for
+//! them ([`VolumeAccess`]).
 
 use std::collections::HashMap;
 
@@ -13,6 +14,7 @@ use tonic::transport::Channel;
 use crate::engine::identity::head_fid;
 use crate::pb::filer_pb::seaweed_filer_client::SeaweedFilerClient;
 use crate::pb::filer_pb::{FileChunk, LogFileChunkRef, LookupVolumeRequest};
+use crate::seaweed::tls::{ClientTls, host_port};
 use crate::seaweed::volume_jwt::VolumeReadKey;
 
 use super::format::{LogFileError, MAX_RECORD_BYTES, ref_name};
@@ -27,13 +29,32 @@ pub const CONNECT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(
 /// take to arrive once asked for.
 pub const CHUNK_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(60);
 
+/// How the volume servers of a cluster are read, as weed's own HTTP clients
+/// read them (docs/meta-log.md#read-tokens, #https-volume-servers).
+#[derive(Clone, Default)]
+pub struct VolumeAccess {
+    /// `[jwt.signing.read]`: each GET carries a token signed with it.
+    pub read_key: Option<VolumeReadKey>,
+    /// `[https.client]` of a cluster whose volume servers serve HTTPS.
+    pub https: Option<ClientTls>,
+}
+
+impl std::fmt::Debug for VolumeAccess {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("VolumeAccess")
+            .field("read_key", &self.read_key)
+            .field("https", &self.https.is_some())
+            .finish()
+    }
+}
+
 /// Reads log files' chunks from the volume servers: volume locations through
-/// the filer's `LookupVolume` (cached per volume), then a plain HTTP GET of
-/// `http://<url>/<fid>` on a kept-alive connection per server, with a read
-/// token when the cluster signs reads.
+/// the filer's `LookupVolume` (cached per volume), then a GET of
+/// `<url>/<fid>` on a kept-alive connection per server, as [`VolumeAccess`]
+/// says.
 pub struct LogFileFetcher {
     filer: SeaweedFilerClient<Channel>,
-    read_key: Option<VolumeReadKey>,
+    access: VolumeAccess,
     locations: HashMap<String, Vec<String>>,
     connections: HashMap<String, SendRequest<Empty<Bytes>>>,
     /// Bytes fetched so far.
@@ -45,17 +66,18 @@ impl LogFileFetcher {
     pub fn new(filer: SeaweedFilerClient<Channel>) -> LogFileFetcher {
         LogFileFetcher {
             filer,
-            read_key: None,
+            access: VolumeAccess::default(),
             locations: HashMap::new(),
             connections: HashMap::new(),
             bytes_fetched: 0,
         }
     }
 
-    /// Signs each GET with `key` (`[jwt.signing.read]`): without the token a
-    /// volume server of such a cluster answers 401 to every read.
-    pub fn with_read_key(mut self, key: Option<VolumeReadKey>) -> LogFileFetcher {
-        self.read_key = key;
+    /// Reads as `access` says: without the token a volume server of a cluster
+    /// that signs reads answers 401 to every read, and one that serves HTTPS
+    /// refuses plain HTTP.
+    pub fn with_access(mut self, access: VolumeAccess) -> LogFileFetcher {
+        self.access = access;
         self
     }
 
@@ -134,7 +156,7 @@ impl LogFileFetcher {
                     self.bytes_fetched += b.len() as u64;
                     return Ok(b);
                 }
-                Err(e) => failures.push(format!("http://{url}/{fid}: {e}")),
+                Err(e) => failures.push(format!("{}://{url}/{fid}: {e}", self.scheme())),
             }
         }
         // The volume may have moved: look it up again next time.
@@ -189,7 +211,16 @@ impl LogFileFetcher {
         Ok(urls)
     }
 
-    /// `GET http://<url>/<fid>` on the server's kept-alive connection (made
+    /// `http` or `https`, for messages.
+    fn scheme(&self) -> &'static str {
+        if self.access.https.is_some() {
+            "https"
+        } else {
+            "http"
+        }
+    }
+
+    /// `GET <url>/<fid>` on the server's kept-alive connection (made
     /// once, again after a failure). No `Accept-Encoding`: a volume server
     /// hands a stored-compressed needle out decompressed to such a request
     /// (docs/meta-log.md#direct-log-file-reads).
@@ -207,19 +238,9 @@ impl LogFileFetcher {
         let send = match self.connections.get_mut(url) {
             Some(s) if !s.is_closed() => s,
             _ => {
-                let stream =
-                    tokio::time::timeout(CONNECT_TIMEOUT, tokio::net::TcpStream::connect(url))
-                        .await
-                        .map_err(|_| format!("connect: no answer within {CONNECT_TIMEOUT:?}"))?
-                        .map_err(|e| format!("connect: {e}"))?;
-                let _ = stream.set_nodelay(true);
-                let (send, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
+                let send = tokio::time::timeout(CONNECT_TIMEOUT, connect(url, &self.access))
                     .await
-                    .map_err(|e| format!("handshake: {e}"))?;
-                // Ends when the connection closes or `send` is dropped.
-                tokio::spawn(async move {
-                    let _ = conn.await;
-                });
+                    .map_err(|_| format!("connect: no answer within {CONNECT_TIMEOUT:?}"))??;
                 self.connections
                     .entry(url.to_string())
                     .insert_entry(send)
@@ -231,7 +252,7 @@ impl LogFileFetcher {
             .method("GET")
             .uri(format!("/{fid}"))
             .header(hyper::header::HOST, url);
-        if let Some(key) = &self.read_key {
+        if let Some(key) = &self.access.read_key {
             req = req.header(hyper::header::AUTHORIZATION, key.bearer(fid));
         }
         let req = req
@@ -274,6 +295,43 @@ impl LogFileFetcher {
             return Err("answered gzip-encoded although not asked to".into());
         }
         Ok(body)
+    }
+}
+
+/// A kept-alive HTTP/1 connection to `url` (`host:port`), through TLS when
+/// `access` says the volume servers serve HTTPS.
+async fn connect(url: &str, access: &VolumeAccess) -> Result<SendRequest<Empty<Bytes>>, String> {
+    async fn over<IO>(io: IO) -> Result<SendRequest<Empty<Bytes>>, String>
+    where
+        IO: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+    {
+        let (send, conn) = hyper::client::conn::http1::handshake(TokioIo::new(io))
+            .await
+            .map_err(|e| format!("handshake: {e}"))?;
+        // Ends when the connection closes or `send` is dropped.
+        tokio::spawn(async move {
+            let _ = conn.await;
+        });
+        Ok(send)
+    }
+    match &access.https {
+        None => {
+            let stream = tokio::net::TcpStream::connect(url)
+                .await
+                .map_err(|e| format!("connect: {e}"))?;
+            let _ = stream.set_nodelay(true);
+            over(stream).await
+        }
+        Some(tls) => {
+            let (host, port) = host_port(url).ok_or_else(|| format!("{url:?} is not host:port"))?;
+            // A refused handshake says why, naming [https.client] and
+            // [https.volume] (docs/tls.md#how-failures-surface).
+            let io = tls
+                .dial(&host, port)
+                .await
+                .map_err(|e| format!("TLS connect: {e}"))?;
+            over(io).await
+        }
     }
 }
 

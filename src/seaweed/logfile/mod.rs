@@ -15,7 +15,7 @@ mod fetch;
 mod format;
 mod refs;
 
-pub use fetch::{CHUNK_TIMEOUT, CONNECT_TIMEOUT, LogFileFetcher};
+pub use fetch::{CHUNK_TIMEOUT, CONNECT_TIMEOUT, LogFileFetcher, VolumeAccess};
 /// The meta-log event the format tests build, for the subscription tests.
 #[cfg(test)]
 pub(crate) use format::tests::event;
