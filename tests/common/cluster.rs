@@ -304,10 +304,23 @@ static WEED_DEFAULTS: OnceLock<Result<Cluster, String>> = OnceLock::new();
 /// `-*.port.grpc` flag given), as `weed server` starts on a host: for the tests of addresses
 /// written as weed reads them. Started on first use, only by the tests that need it.
 pub fn weed_defaults_cluster() -> &'static Cluster {
-    let start = || start_on(&pick_weed_default_ports, &|_| Ok(()));
+    let start = || start_on(&pick_weed_default_ports, &|_| Ok(()), &[]);
     match WEED_DEFAULTS.get_or_init(start) {
         Ok(c) => c,
         Err(e) => panic!("SeaweedFS cluster with weed's default ports unavailable: {e}"),
+    }
+}
+
+static ENCRYPTED: OnceLock<Result<Cluster, String>> = OnceLock::new();
+
+/// A cluster whose filer encrypts what it writes to the volume servers (`weed server
+/// -filer.encryptVolumeData`, docs/meta-log.md#encrypted-volumes), its own meta-log files
+/// included; plain gRPC and HTTP. Started on first use, only by the test of reads from it.
+pub fn encrypted_volume_cluster() -> &'static Cluster {
+    let start = || start_on(&pick_ports, &|_| Ok(()), &["-filer.encryptVolumeData"]);
+    match ENCRYPTED.get_or_init(start) {
+        Ok(c) => c,
+        Err(e) => panic!("SeaweedFS encrypted-volume test cluster unavailable: {e}"),
     }
 }
 
@@ -317,25 +330,26 @@ pub fn weed_defaults_cluster() -> &'static Cluster {
 pub fn start_with_retries_using(
     setup: &dyn Fn(&Path) -> std::io::Result<()>,
 ) -> Result<Cluster, String> {
-    start_on(&pick_ports, setup)
+    start_on(&pick_ports, setup, &[])
 }
 
 /// [`start_with_retries_using`] with weed's own gRPC ports ([`weed_defaults_cluster`]'s layout).
 pub fn start_weed_defaults_using(
     setup: &dyn Fn(&Path) -> std::io::Result<()>,
 ) -> Result<Cluster, String> {
-    start_on(&pick_weed_default_ports, setup)
+    start_on(&pick_weed_default_ports, setup, &[])
 }
 
 fn start_on(
     pick: &dyn Fn() -> Result<Ports, String>,
     setup: &dyn Fn(&Path) -> std::io::Result<()>,
+    flags: &[&str],
 ) -> Result<Cluster, String> {
     let weed = find_weed()?;
     let mut errors = Vec::new();
     for attempt in 1..=START_ATTEMPTS {
         let ports = pick()?;
-        match start(&weed, ports, setup) {
+        match start(&weed, ports, setup, flags) {
             Ok(c) => return Ok(c),
             Err(StartError::Exited(e)) => {
                 errors.push(format!("attempt {attempt} (ports {}..): {e}", ports.master))
@@ -418,6 +432,7 @@ fn start(
     weed: &Path,
     ports: Ports,
     setup: &dyn Fn(&Path) -> std::io::Result<()>,
+    flags: &[&str],
 ) -> Result<Cluster, StartError> {
     let fatal = |what: &str, e: std::io::Error| StartError::Fatal(format!("{what}: {e}"));
     let data_dir = std::env::temp_dir().join(format!("s3lc-weed-{}", unique_suffix()));
@@ -466,6 +481,7 @@ fn start(
         .into_iter()
         .flatten(),
     );
+    args.extend(flags.iter().map(|f| f.to_string()));
     let mut child = spawn_weed(weed, &args, &data_dir, &log)
         .map_err(|e| fatal(&format!("spawning {}", weed.display()), e))?;
     let pid = child.id();

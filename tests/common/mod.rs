@@ -40,7 +40,7 @@ pub mod wait;
 
 pub use bin::*;
 pub use clock::*;
-pub use cluster::{Cluster, FILER_CONF, cluster, weed_defaults_cluster};
+pub use cluster::{Cluster, FILER_CONF, cluster, encrypted_volume_cluster, weed_defaults_cluster};
 pub use gateway::*;
 pub use rules::*;
 pub use s3::*;

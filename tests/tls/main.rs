@@ -1,6 +1,7 @@
 //! The gRPC mutual-TLS cluster (`common::tls::tls_cluster()`, certificates
-//! made with `openssl` at start, volume servers that ask for read tokens), and
-//! one whose volume servers serve HTTPS: our clients against the filer,
+//! made with `openssl` at start, volume servers that ask for read tokens), one
+//! whose volume servers serve HTTPS and one whose filer encrypts volume data:
+//! our clients against the filer,
 //! gateway and volume servers, and the plugin worker against a `weed admin`
 //! with `[grpc.admin]` TLS.
 

@@ -1,18 +1,20 @@
-//! Reads from volume servers that guard them as weed lets an operator: with read tokens
-//! (`[jwt.signing.read]`, the mTLS cluster's [`common::tls::JWT_KEYS`]) and over HTTPS
-//! (`[https.volume]`, [`common::tls::https_volume_cluster`]). A pass's direct log-file reads
-//! get through both as weed's own filer does (docs/meta-log.md#read-tokens,
-//! docs/meta-log.md#https-volume-servers).
+//! Reads from volume servers whose data weed lets an operator guard: with read tokens
+//! (`[jwt.signing.read]`, the mTLS cluster's [`common::tls::JWT_KEYS`]), over HTTPS
+//! (`[https.volume]`, [`common::tls::https_volume_cluster`]) and encrypted by the filer
+//! (`-filer.encryptVolumeData`, [`common::encrypted_volume_cluster`]). A pass's direct
+//! log-file reads get through each as weed's own filer does (docs/meta-log.md#read-tokens,
+//! docs/meta-log.md#https-volume-servers, docs/meta-log.md#encrypted-volumes).
 
 use crate::common;
 
 use common::metalog::{log_files, pad_log};
-use common::tls::{TlsCluster, https_volume_cluster, put_lifecycle_plain, tls_cluster};
+use common::tls::{https_volume_cluster, put_lifecycle_plain, tls_cluster};
 use common::*;
 use s3_lifecycled::pb::filer_pb::seaweed_filer_client::SeaweedFilerClient;
 use s3_lifecycled::seaweed::endpoint::{EndpointOptions, GrpcEndpoint};
 use s3_lifecycled::seaweed::filer::FilerClient;
 use s3_lifecycled::seaweed::tls::{ClientTls, TlsFiles};
+use std::path::Path;
 use std::time::Duration;
 
 /// Before, every log file a pass asked the filer for came back `HTTP 401 … wrong jwt` from
@@ -27,7 +29,8 @@ async fn direct_log_reads_were_refused_by_volume_servers_that_sign_reads() {
         server_name: None,
     })
     .unwrap();
-    pass_reads_the_log_files_directly(t, "jwt-reads", Some(tls)).await;
+    pass_reads_the_log_files_directly(&t.cluster, "jwt-reads", Some(&t.security_toml), Some(tls))
+        .await;
 }
 
 /// Before, every read spoke plain HTTP to the volume servers' HTTPS port (`client sent an
@@ -35,18 +38,29 @@ async fn direct_log_reads_were_refused_by_volume_servers_that_sign_reads() {
 /// warning on every pass.
 #[tokio::test]
 async fn direct_log_reads_spoke_plain_http_to_volume_servers_that_serve_https() {
-    pass_reads_the_log_files_directly(https_volume_cluster(), "https-reads", None).await;
+    let t = https_volume_cluster();
+    pass_reads_the_log_files_directly(&t.cluster, "https-reads", Some(&t.security_toml), None)
+        .await;
+}
+
+/// Before, every chunk of the filer's log files came encrypted (AES-256-GCM under the chunk's
+/// `cipher_key`), the fetcher refused it, and the filer streamed every file instead, with a
+/// warning on every pass.
+#[tokio::test]
+async fn direct_log_reads_refused_the_chunks_of_a_filer_that_encrypts_volume_data() {
+    let c = encrypted_volume_cluster();
+    pass_reads_the_log_files_directly(c, "encrypted-reads", None, None).await;
 }
 
 /// A bucket of 50 due objects whose events are in a persisted log file; a cold-start pass
 /// two days on, given the cluster's `security.toml`, reads that file from the volume
 /// servers, none refused, and deletes all 50. `grpc_tls`: the filer's gRPC client TLS.
 async fn pass_reads_the_log_files_directly(
-    t: &TlsCluster,
+    c: &Cluster,
     prefix: &str,
+    security_toml: Option<&Path>,
     grpc_tls: Option<ClientTls>,
 ) {
-    let c = &t.cluster;
     let s3 = c.s3_client();
     let b = c.new_bucket(prefix).await.unwrap();
     put_lifecycle_plain(c, &b, &lifecycle(&days_rule("all", "", 1))).await;
@@ -81,7 +95,7 @@ async fn pass_reads_the_log_files_directly(
     .await;
 
     // A cold start replays the log (ten years of it are taken as kept).
-    let st = t.security_toml.display().to_string();
+    let st = security_toml.map_or("none".to_string(), |p| p.display().to_string());
     let env = [
         ("S3_LIFECYCLED__PASS__META_LOG_RETENTION", "87600h"),
         ("RUST_LOG", "info"),

@@ -112,9 +112,10 @@ impl LogFileFetcher {
             fid: fid.clone(),
             reason: reason.to_string(),
         };
-        if !c.cipher_key.is_empty() {
+        let encrypted = !c.cipher_key.is_empty();
+        if encrypted && c.is_compressed {
             return Err(unsupported(
-                "is encrypted (filer -encryptVolumeData); direct reads cannot decrypt it, use a plain SubscribeMetadata",
+                "is compressed, then encrypted (filer -encryptVolumeData); direct reads do not gunzip, use a plain SubscribeMetadata",
             ));
         }
         if c.is_chunk_manifest {
@@ -130,7 +131,14 @@ impl LogFileFetcher {
                 expected,
             });
         }
-        let data = self.fetch(file, &fid).await?;
+        let mut data = self.fetch(file, &fid).await?;
+        if encrypted {
+            data = decrypt(&data, &c.cipher_key).map_err(|why| LogFileError::Fetch {
+                file: file.to_string(),
+                fid: fid.clone(),
+                message: format!("cannot decrypt the chunk with its cipher key: {why}"),
+            })?;
+        }
         if data.len() as u64 != c.size {
             return Err(LogFileError::Fetch {
                 file: file.to_string(),
@@ -298,6 +306,31 @@ impl LogFileFetcher {
     }
 }
 
+/// A chunk the filer stored encrypted (`-encryptVolumeData`,
+/// docs/meta-log.md#encrypted-volumes): AES-256-GCM under the chunk's own
+/// 32-byte `cipher_key`, the 12-byte nonce before the ciphertext and the
+/// 16-byte tag after it, as SeaweedFS's `util.Encrypt` writes it.
+fn decrypt(stored: &[u8], cipher_key: &[u8]) -> Result<Bytes, String> {
+    use ring::aead::{AES_256_GCM, Aad, LessSafeKey, NONCE_LEN, Nonce, UnboundKey};
+    let key = UnboundKey::new(&AES_256_GCM, cipher_key)
+        .map_err(|_| format!("a cipher key of {} bytes, not 32", cipher_key.len()))?;
+    if stored.len() < NONCE_LEN + AES_256_GCM.tag_len() {
+        return Err(format!(
+            "{} bytes are too few to be encrypted",
+            stored.len()
+        ));
+    }
+    let (nonce, sealed) = stored.split_at(NONCE_LEN);
+    let nonce = Nonce::try_assume_unique_for_key(nonce).map_err(|_| "bad nonce".to_string())?;
+    let mut buf = sealed.to_vec();
+    let plain = LessSafeKey::new(key)
+        .open_in_place(nonce, Aad::empty(), &mut buf)
+        .map_err(|_| "the authentication tag does not match".to_string())?
+        .len();
+    buf.truncate(plain);
+    Ok(Bytes::from(buf))
+}
+
 /// A kept-alive HTTP/1 connection to `url` (`host:port`), through TLS when
 /// `access` says the volume servers serve HTTPS.
 async fn connect(url: &str, access: &VolumeAccess) -> Result<SendRequest<Empty<Bytes>>, String> {
@@ -345,14 +378,42 @@ pub(crate) mod tests {
         LogFileFetcher::new(SeaweedFilerClient::new(channel))
     }
 
+    /// A chunk sealed apart (Python's `cryptography` AESGCM, key 0..31, nonce 100..111), in
+    /// SeaweedFS's layout: nonce, ciphertext, tag.
+    #[test]
+    fn encrypted_chunks_open_with_their_cipher_key() {
+        let stored = hex::decode(
+            "6465666768696a6b6c6d6e6f3b7ebf111c8c32be520d38c8a800099230a63565b39284891ab7c0149e893ed0fe2f",
+        )
+        .unwrap();
+        let key: Vec<u8> = (0..32).collect();
+        assert_eq!(&decrypt(&stored, &key).unwrap()[..], b"seaweed log record");
+        let mut tampered = stored.clone();
+        tampered[20] ^= 1;
+        assert!(decrypt(&tampered, &key).unwrap_err().contains("tag"));
+        assert!(
+            decrypt(&stored, &key[..16])
+                .unwrap_err()
+                .contains("16 bytes")
+        );
+        assert!(
+            decrypt(&stored[..20], &key)
+                .unwrap_err()
+                .contains("too few")
+        );
+    }
+
     #[tokio::test]
     async fn unreadable_chunks_are_refused_naming_file_and_chunk() {
         let mut f = lazy_fetcher();
+        // A compressed chunk with a cipher key: gzip under encryption, which
+        // only the filer reads.
         let chunk = |offset, size, cipher: &[u8]| FileChunk {
             file_id: format!("3,0{offset}"),
             offset,
             size,
             cipher_key: cipher.to_vec(),
+            is_compressed: true,
             ..Default::default()
         };
         let r = |chunks| LogFileChunkRef {
