@@ -22,15 +22,52 @@ use std::time::Duration;
 #[tokio::test]
 async fn direct_log_reads_were_refused_by_volume_servers_that_sign_reads() {
     let t = tls_cluster();
-    let tls = ClientTls::load(TlsFiles {
+    let tls = grpc_client(t);
+    pass_reads_the_log_files_directly(&t.cluster, "jwt-reads", Some(&t.security_toml), Some(tls))
+        .await;
+}
+
+/// `[https.client] enabled = true` set for weed admin's HTTPS API (docs/plugin-worker.md#admin-https)
+/// beside the cluster's plain-HTTP volume servers: each volume server answers the TLS
+/// handshake as a plain HTTP server does, is read over plain HTTP, and nothing is refused.
+#[tokio::test]
+async fn an_https_client_section_for_weed_admin_leaves_plain_volume_servers_readable() {
+    let t = tls_cluster();
+    let dir = TmpDir::new("https-admin-only");
+    let toml = dir.path().join("security.toml");
+    let cluster_toml = std::fs::read_to_string(&t.security_toml).unwrap();
+    std::fs::write(
+        &toml,
+        format!(
+            "{cluster_toml}\n[https.client]\nenabled = true\nca = \"{}\"\n",
+            t.cert("ca.crt")
+        ),
+    )
+    .unwrap();
+    let p = pass_reads_the_log_files_directly(
+        &t.cluster,
+        "https-admin-only",
+        Some(&toml),
+        Some(grpc_client(t)),
+    )
+    .await;
+    assert!(
+        p.stderr
+            .contains("serves plain HTTP: read that way from now on"),
+        "{}",
+        p.describe()
+    );
+}
+
+/// The mTLS cluster's gRPC client TLS, for the test's own filer calls.
+fn grpc_client(t: &common::tls::TlsCluster) -> ClientTls {
+    ClientTls::load(TlsFiles {
         ca: t.cert("ca.crt").into(),
         cert: Some(t.cert("client.crt").into()),
         key: Some(t.cert("client.key").into()),
         server_name: None,
     })
-    .unwrap();
-    pass_reads_the_log_files_directly(&t.cluster, "jwt-reads", Some(&t.security_toml), Some(tls))
-        .await;
+    .unwrap()
 }
 
 /// Before, every read spoke plain HTTP to the volume servers' HTTPS port (`client sent an
@@ -55,12 +92,13 @@ async fn direct_log_reads_refused_the_chunks_of_a_filer_that_encrypts_volume_dat
 /// A bucket of 50 due objects whose events are in a persisted log file; a cold-start pass
 /// two days on, given the cluster's `security.toml`, reads that file from the volume
 /// servers, none refused, and deletes all 50. `grpc_tls`: the filer's gRPC client TLS.
+/// Returns the pass.
 async fn pass_reads_the_log_files_directly(
     c: &Cluster,
     prefix: &str,
     security_toml: Option<&Path>,
     grpc_tls: Option<ClientTls>,
-) {
+) -> Pass {
     let s3 = c.s3_client();
     let b = c.new_bucket(prefix).await.unwrap();
     put_lifecycle_plain(c, &b, &lifecycle(&days_rule("all", "", 1))).await;
@@ -123,4 +161,5 @@ async fn pass_reads_the_log_files_directly(
     );
     assert_eq!(r.total("DONE"), keys.len() as i64, "{}", p.describe());
     assert!(list_keys(&s3, &b).await.is_empty(), "{}", p.describe());
+    p
 }

@@ -3,7 +3,7 @@
 //! per server, over HTTPS and with a read token where the cluster asks for
 //! them ([`VolumeAccess`]).
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use bytes::Bytes;
 use http_body_util::{BodyExt, Empty};
@@ -14,7 +14,8 @@ use tonic::transport::Channel;
 use crate::engine::identity::head_fid;
 use crate::pb::filer_pb::seaweed_filer_client::SeaweedFilerClient;
 use crate::pb::filer_pb::{FileChunk, LogFileChunkRef, LookupVolumeRequest};
-use crate::seaweed::tls::{ClientTls, host_port};
+use crate::seaweed::tls::{ClientTls, HandshakeError, host_port};
+use crate::seaweed::tls_failure::TlsFailure;
 use crate::seaweed::volume_jwt::VolumeReadKey;
 
 use super::format::{LogFileError, MAX_RECORD_BYTES, ref_name};
@@ -57,6 +58,9 @@ pub struct LogFileFetcher {
     access: VolumeAccess,
     locations: HashMap<String, Vec<String>>,
     connections: HashMap<String, SendRequest<Empty<Bytes>>>,
+    /// Servers that answered a TLS handshake as plain HTTP servers do, and
+    /// then a plain GET: read over plain HTTP from then on.
+    plain: HashSet<String>,
     /// Bytes fetched so far.
     pub bytes_fetched: u64,
 }
@@ -69,6 +73,7 @@ impl LogFileFetcher {
             access: VolumeAccess::default(),
             locations: HashMap::new(),
             connections: HashMap::new(),
+            plain: HashSet::new(),
             bytes_fetched: 0,
         }
     }
@@ -164,7 +169,7 @@ impl LogFileFetcher {
                     self.bytes_fetched += b.len() as u64;
                     return Ok(b);
                 }
-                Err(e) => failures.push(format!("{}://{url}/{fid}: {e}", self.scheme())),
+                Err(e) => failures.push(format!("{}://{url}/{fid}: {e}", self.scheme(&url))),
             }
         }
         // The volume may have moved: look it up again next time.
@@ -219,12 +224,20 @@ impl LogFileFetcher {
         Ok(urls)
     }
 
+    /// The client TLS to read from server `url` with: `[https.client]`,
+    /// unless that server turned out to serve plain HTTP.
+    fn tls_for(&self, url: &str) -> Option<ClientTls> {
+        self.access
+            .https
+            .clone()
+            .filter(|_| !self.plain.contains(url))
+    }
+
     /// `http` or `https`, for messages.
-    fn scheme(&self) -> &'static str {
-        if self.access.https.is_some() {
-            "https"
-        } else {
-            "http"
+    fn scheme(&self, url: &str) -> &'static str {
+        match self.tls_for(url) {
+            Some(_) => "https",
+            None => "http",
         }
     }
 
@@ -232,78 +245,146 @@ impl LogFileFetcher {
     /// once, again after a failure). No `Accept-Encoding`: a volume server
     /// hands a stored-compressed needle out decompressed to such a request
     /// (docs/meta-log.md#direct-log-file-reads).
+    ///
+    /// With `[https.client]`, a server that answers the TLS handshake as a
+    /// plain HTTP server does is asked again over plain HTTP, and read that
+    /// way from then on: `[https.client]` may be set for weed admin's HTTPS
+    /// beside plain-HTTP volume servers (docs/meta-log.md#https-volume-servers).
     async fn get(&mut self, url: &str, fid: &str) -> Result<Bytes, String> {
-        let result = tokio::time::timeout(CHUNK_TIMEOUT, self.get_once(url, fid))
+        match self.get_timed(url, fid, self.tls_for(url)).await {
+            Err(Failed::NotTls(e)) => match self.get_timed(url, fid, None).await {
+                Ok(b) => {
+                    tracing::info!(
+                        server = url,
+                        "volume server answered TLS as a plain HTTP server does, and serves plain \
+                         HTTP: read that way from now on ([https.client] is for other servers)"
+                    );
+                    self.plain.insert(url.to_string());
+                    Ok(b)
+                }
+                Err(e2) => Err(format!("{e}; over plain HTTP: {}", e2.message())),
+            },
+            r => r.map_err(Failed::message),
+        }
+    }
+
+    /// One GET within [`CHUNK_TIMEOUT`], through `tls` or plain; a failed
+    /// server's connection is dropped.
+    async fn get_timed(
+        &mut self,
+        url: &str,
+        fid: &str,
+        tls: Option<ClientTls>,
+    ) -> Result<Bytes, Failed> {
+        let result = tokio::time::timeout(CHUNK_TIMEOUT, self.get_once(url, fid, tls))
             .await
-            .unwrap_or_else(|_| Err(format!("no answer within {CHUNK_TIMEOUT:?}")));
+            .unwrap_or_else(|_| Err(Failed::Other(format!("no answer within {CHUNK_TIMEOUT:?}"))));
         if result.is_err() {
             self.connections.remove(url);
         }
         result
     }
 
-    async fn get_once(&mut self, url: &str, fid: &str) -> Result<Bytes, String> {
+    async fn get_once(
+        &mut self,
+        url: &str,
+        fid: &str,
+        tls: Option<ClientTls>,
+    ) -> Result<Bytes, Failed> {
         let send = match self.connections.get_mut(url) {
             Some(s) if !s.is_closed() => s,
             _ => {
-                let send = tokio::time::timeout(CONNECT_TIMEOUT, connect(url, &self.access))
+                let send = tokio::time::timeout(CONNECT_TIMEOUT, connect(url, tls.as_ref()))
                     .await
-                    .map_err(|_| format!("connect: no answer within {CONNECT_TIMEOUT:?}"))??;
+                    .map_err(|_| {
+                        Failed::Other(format!("connect: no answer within {CONNECT_TIMEOUT:?}"))
+                    })??;
                 self.connections
                     .entry(url.to_string())
                     .insert_entry(send)
                     .into_mut()
             }
         };
-        send.ready().await.map_err(|e| format!("connection: {e}"))?;
-        let mut req = hyper::Request::builder()
-            .method("GET")
-            .uri(format!("/{fid}"))
-            .header(hyper::header::HOST, url);
-        if let Some(key) = &self.access.read_key {
-            req = req.header(hyper::header::AUTHORIZATION, key.bearer(fid));
-        }
-        let req = req
-            .body(Empty::<Bytes>::new())
-            .map_err(|e| format!("request: {e}"))?;
-        let resp = send
-            .send_request(req)
-            .await
-            .map_err(|e| format!("send: {e}"))?;
-        let status = resp.status();
-        let gzip = resp
-            .headers()
-            .get(hyper::header::CONTENT_ENCODING)
-            .is_some_and(|v| v.as_bytes().eq_ignore_ascii_case(b"gzip"));
-        // Into one buffer of the announced length: collecting the frames and
-        // then joining them held every chunk twice at its peak, and the
-        // 8 MB copies kept glibc's heap from shrinking between chunks
-        // (docs/due-index.md#memory).
-        let announced = resp
-            .headers()
-            .get(hyper::header::CONTENT_LENGTH)
-            .and_then(|v| v.to_str().ok()?.parse::<usize>().ok())
-            .unwrap_or(0);
-        let mut body = Vec::with_capacity(announced.min(MAX_RECORD_BYTES as usize));
-        let mut frames = resp.into_body();
-        while let Some(frame) = frames.frame().await {
-            let frame = frame.map_err(|e| format!("read body: {e}"))?;
-            if let Some(data) = frame.data_ref() {
-                body.extend_from_slice(data);
-            }
-        }
-        let body = Bytes::from(body);
-        if !status.is_success() {
-            return Err(format!(
-                "HTTP {status}: {}",
-                String::from_utf8_lossy(&body[..body.len().min(200)])
-            ));
-        }
-        if gzip {
-            return Err("answered gzip-encoded although not asked to".into());
-        }
-        Ok(body)
+        Ok(read_answer(send, url, fid, self.access.read_key.as_ref()).await?)
     }
+}
+
+/// Why a GET failed: [`Failed::NotTls`] when a TLS handshake got an answer
+/// that is not TLS (a plain HTTP server's).
+enum Failed {
+    NotTls(String),
+    Other(String),
+}
+
+impl Failed {
+    fn message(self) -> String {
+        match self {
+            Failed::NotTls(m) | Failed::Other(m) => m,
+        }
+    }
+}
+
+impl From<String> for Failed {
+    fn from(m: String) -> Failed {
+        Failed::Other(m)
+    }
+}
+
+/// Sends `GET /<fid>` on `send` and reads the whole answer.
+async fn read_answer(
+    send: &mut SendRequest<Empty<Bytes>>,
+    url: &str,
+    fid: &str,
+    read_key: Option<&VolumeReadKey>,
+) -> Result<Bytes, String> {
+    send.ready().await.map_err(|e| format!("connection: {e}"))?;
+    let mut req = hyper::Request::builder()
+        .method("GET")
+        .uri(format!("/{fid}"))
+        .header(hyper::header::HOST, url);
+    if let Some(key) = read_key {
+        req = req.header(hyper::header::AUTHORIZATION, key.bearer(fid));
+    }
+    let req = req
+        .body(Empty::<Bytes>::new())
+        .map_err(|e| format!("request: {e}"))?;
+    let resp = send
+        .send_request(req)
+        .await
+        .map_err(|e| format!("send: {e}"))?;
+    let status = resp.status();
+    let gzip = resp
+        .headers()
+        .get(hyper::header::CONTENT_ENCODING)
+        .is_some_and(|v| v.as_bytes().eq_ignore_ascii_case(b"gzip"));
+    // Into one buffer of the announced length: collecting the frames and
+    // then joining them held every chunk twice at its peak, and the
+    // 8 MB copies kept glibc's heap from shrinking between chunks
+    // (docs/due-index.md#memory).
+    let announced = resp
+        .headers()
+        .get(hyper::header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok()?.parse::<usize>().ok())
+        .unwrap_or(0);
+    let mut body = Vec::with_capacity(announced.min(MAX_RECORD_BYTES as usize));
+    let mut frames = resp.into_body();
+    while let Some(frame) = frames.frame().await {
+        let frame = frame.map_err(|e| format!("read body: {e}"))?;
+        if let Some(data) = frame.data_ref() {
+            body.extend_from_slice(data);
+        }
+    }
+    let body = Bytes::from(body);
+    if !status.is_success() {
+        return Err(format!(
+            "HTTP {status}: {}",
+            String::from_utf8_lossy(&body[..body.len().min(200)])
+        ));
+    }
+    if gzip {
+        return Err("answered gzip-encoded although not asked to".into());
+    }
+    Ok(body)
 }
 
 /// A chunk the filer stored encrypted (`-encryptVolumeData`,
@@ -333,36 +414,47 @@ fn decrypt(stored: &[u8], cipher_key: &[u8]) -> Result<Bytes, String> {
 
 /// A kept-alive HTTP/1 connection to `url` (`host:port`), through TLS when
 /// `access` says the volume servers serve HTTPS.
-async fn connect(url: &str, access: &VolumeAccess) -> Result<SendRequest<Empty<Bytes>>, String> {
-    async fn over<IO>(io: IO) -> Result<SendRequest<Empty<Bytes>>, String>
+async fn connect(url: &str, tls: Option<&ClientTls>) -> Result<SendRequest<Empty<Bytes>>, Failed> {
+    async fn over<IO>(io: IO) -> Result<SendRequest<Empty<Bytes>>, Failed>
     where
         IO: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
     {
         let (send, conn) = hyper::client::conn::http1::handshake(TokioIo::new(io))
             .await
-            .map_err(|e| format!("handshake: {e}"))?;
+            .map_err(|e| Failed::Other(format!("handshake: {e}")))?;
         // Ends when the connection closes or `send` is dropped.
         tokio::spawn(async move {
             let _ = conn.await;
         });
         Ok(send)
     }
-    match &access.https {
+    match tls {
         None => {
             let stream = tokio::net::TcpStream::connect(url)
                 .await
-                .map_err(|e| format!("connect: {e}"))?;
+                .map_err(|e| Failed::Other(format!("connect: {e}")))?;
             let _ = stream.set_nodelay(true);
             over(stream).await
         }
         Some(tls) => {
-            let (host, port) = host_port(url).ok_or_else(|| format!("{url:?} is not host:port"))?;
+            let (host, port) =
+                host_port(url).ok_or_else(|| Failed::Other(format!("{url:?} is not host:port")))?;
             // A refused handshake says why, naming [https.client] and
             // [https.volume] (docs/tls.md#how-failures-surface).
-            let io = tls
-                .dial(&host, port)
-                .await
-                .map_err(|e| format!("TLS connect: {e}"))?;
+            let io = tls.dial(&host, port).await.map_err(|e| {
+                // Any verdict on certificates means the server speaks TLS;
+                // an answer rustls cannot read as TLS is a plain server's.
+                let not_tls = e
+                    .get_ref()
+                    .and_then(|i| i.downcast_ref::<HandshakeError>())
+                    .is_some_and(|h| matches!(h.failure, TlsFailure::Other(_)));
+                let message = format!("TLS connect: {e}");
+                if not_tls {
+                    Failed::NotTls(message)
+                } else {
+                    Failed::Other(message)
+                }
+            })?;
             over(io).await
         }
     }
