@@ -77,6 +77,21 @@ pub async fn log_files(client: &mut SeaweedFilerClient<Channel>) -> Vec<LogFile>
     out
 }
 
+/// How many chunks the persisted log files hold: each flush of the filer's buffer adds one,
+/// to a new file or to its minute's file.
+pub async fn log_chunks(client: &mut SeaweedFilerClient<Channel>) -> usize {
+    let mut n = 0;
+    for day in list_all(client, META_LOG_ROOT).await {
+        let dir = format!("{META_LOG_ROOT}/{}", day.name);
+        n += list_all(client, &dir)
+            .await
+            .iter()
+            .map(|f| f.chunks.len())
+            .sum::<usize>();
+    }
+    n
+}
+
 /// Writes a small object into `bucket` every 2 s until the persisted log files satisfy `done`
 /// (the filer flushes about once a minute with traffic); returns them. Gives up after 4 minutes.
 pub async fn write_until_log_files(
