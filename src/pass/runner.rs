@@ -77,7 +77,7 @@ pub async fn connect_cluster(
     tls: Option<ClientTls>,
 ) -> Result<(SeaweedCluster, SeaweedDelete), RunError> {
     let (direct_log_reads, access) = match s.pass.direct_log_reads {
-        true => volume_access(s)?,
+        true => volume_access(s),
         false => (false, VolumeAccess::default()),
     };
     let c = settled_cluster(&s.cluster, tls.as_ref()).await;
@@ -121,30 +121,35 @@ pub async fn connect_cluster(
 /// How the direct log-file reads reach the volume servers: the read token
 /// and the HTTPS of `security.toml`, as weed's own HTTP clients have them
 /// (docs/meta-log.md#read-tokens, #https-volume-servers). `false` when they
-/// cannot (HTTPS s3-lifecycled will not speak): the filer streams the files,
-/// said once here rather than by a warning per file and pass.
-fn volume_access(s: &Settings) -> Result<(bool, VolumeAccess), RunError> {
-    let config = |e: crate::config::ConfigError| RunError::Config(e.to_string());
-    let read_key = s.volume_read_key(std::env::vars()).map_err(config)?;
-    let https = match s.volume_https(std::env::vars()).map_err(config)? {
-        VolumeHttps::Plain => None,
-        VolumeHttps::Tls(files) => Some(ClientTls::load_for(files, TlsUse::VolumeHttps).map_err(
-            |e| {
-                RunError::Config(format!(
-                    "cluster.security_toml {}: {e}",
-                    s.cluster.security_toml.trim()
-                ))
-            },
-        )?),
-        VolumeHttps::Unverifiable(why) => {
-            tracing::info!(
-                "pass.direct_log_reads: the volume servers serve HTTPS that is not read \
-                 directly, so the filer streams the meta-log files: {why}"
-            );
-            return Ok((false, VolumeAccess::default()));
-        }
+/// cannot: HTTPS s3-lifecycled will not speak, or settings for these reads
+/// that do not load. The reads only spare the filer work, so that never
+/// stops a pass: the filer streams the files, said once here rather than by
+/// a warning per file and pass.
+fn volume_access(s: &Settings) -> (bool, VolumeAccess) {
+    let off = |why: String| {
+        tracing::warn!(
+            "pass.direct_log_reads is off for this process, the filer streams the meta-log \
+             files: {why}"
+        );
+        (false, VolumeAccess::default())
     };
-    Ok((true, VolumeAccess { read_key, https }))
+    let read_key = match s.volume_read_key(std::env::vars()) {
+        Ok(k) => k,
+        Err(e) => return off(e.to_string()),
+    };
+    let https = match s.volume_https(std::env::vars()) {
+        Ok(VolumeHttps::Plain) => None,
+        Ok(VolumeHttps::Tls(files)) => match ClientTls::load_for(files, TlsUse::VolumeHttps) {
+            Ok(tls) => Some(tls),
+            Err(e) => {
+                let st = s.cluster.security_toml.trim();
+                return off(format!("cluster.security_toml {st}: {e}"));
+            }
+        },
+        Ok(VolumeHttps::Unverifiable(why)) => return off(why),
+        Err(e) => return off(e.to_string()),
+    };
+    (true, VolumeAccess { read_key, https })
 }
 
 /// Runs passes over one cluster, one at a time per caller. Cheap to clone:
@@ -194,6 +199,34 @@ mod tests {
     use crate::seaweed::tls::HandshakeError;
     use rustls::AlertDescription;
     use std::io;
+
+    /// Settings for the direct reads that do not load turn the reads off,
+    /// never the pass: they only spare the filer work.
+    #[test]
+    fn volume_read_settings_that_do_not_load_turn_direct_reads_off_not_the_pass() {
+        let dir = std::env::temp_dir().join(format!("runner-vol-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = dir.join("security.toml");
+        let mut s = Settings::default();
+        s.cluster.security_toml = file.display().to_string();
+        let on = |toml: &str| {
+            std::fs::write(&file, toml).unwrap();
+            let (on, access) = volume_access(&s);
+            (on, access.read_key.is_some(), access.https.is_some())
+        };
+        assert_eq!(on("[jwt.signing]\nkey = \"w\"\n"), (true, false, false));
+        assert_eq!(on("[jwt.signing.read]\nkey = \"r\"\n"), (true, true, false));
+        let missing = dir.join("missing-ca.crt").display().to_string();
+        for off in [
+            "[jwt.signing.read]\nkey = \"r\"\nexpires_after_seconds = \"soon\"\n".to_string(),
+            format!("[https.client]\nenabled = true\nca = \"{missing}\"\n"),
+            "[https.client]\nenabled = true\n".to_string(),
+            "[https.client]\nenabled = true\nca = \"/x\"\ncert = \"/c\"\n".to_string(),
+        ] {
+            assert_eq!(on(&off), (false, false, false), "{off}");
+        }
+        let _ = std::fs::remove_dir_all(&dir);
+    }
 
     /// A pass whose preparation failed (its bucket listing, on a filer that
     /// refused our certificate) reached `run-once` as text, and the TLS
