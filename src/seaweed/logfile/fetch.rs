@@ -138,7 +138,7 @@ impl LogFileFetcher {
         }
         let mut data = self.fetch(file, &fid).await?;
         if encrypted {
-            data = decrypt(&data, &c.cipher_key).map_err(|why| LogFileError::Fetch {
+            data = decrypt(data, &c.cipher_key).map_err(|why| LogFileError::Fetch {
                 file: file.to_string(),
                 fid: fid.clone(),
                 message: format!("cannot decrypt the chunk with its cipher key: {why}"),
@@ -391,7 +391,9 @@ async fn read_answer(
 /// docs/meta-log.md#encrypted-volumes): AES-256-GCM under the chunk's own
 /// 32-byte `cipher_key`, the 12-byte nonce before the ciphertext and the
 /// 16-byte tag after it, as SeaweedFS's `util.Encrypt` writes it.
-fn decrypt(stored: &[u8], cipher_key: &[u8]) -> Result<Bytes, String> {
+/// Opened in place: the fetched buffer is the fetcher's own, and a chunk can
+/// be 8 MB (a copy would hold it twice, docs/due-index.md#memory).
+fn decrypt(stored: Bytes, cipher_key: &[u8]) -> Result<Bytes, String> {
     use ring::aead::{AES_256_GCM, Aad, LessSafeKey, NONCE_LEN, Nonce, UnboundKey};
     let key = UnboundKey::new(&AES_256_GCM, cipher_key)
         .map_err(|_| format!("a cipher key of {} bytes, not 32", cipher_key.len()))?;
@@ -401,15 +403,15 @@ fn decrypt(stored: &[u8], cipher_key: &[u8]) -> Result<Bytes, String> {
             stored.len()
         ));
     }
-    let (nonce, sealed) = stored.split_at(NONCE_LEN);
+    // Without a copy: the fetcher's buffer is unique, made from a Vec.
+    let mut buf = Vec::from(stored);
+    let (nonce, sealed) = buf.split_at_mut(NONCE_LEN);
     let nonce = Nonce::try_assume_unique_for_key(nonce).map_err(|_| "bad nonce".to_string())?;
-    let mut buf = sealed.to_vec();
     let plain = LessSafeKey::new(key)
-        .open_in_place(nonce, Aad::empty(), &mut buf)
+        .open_in_place(nonce, Aad::empty(), sealed)
         .map_err(|_| "the authentication tag does not match".to_string())?
         .len();
-    buf.truncate(plain);
-    Ok(Bytes::from(buf))
+    Ok(Bytes::from(buf).slice(NONCE_LEN..NONCE_LEN + plain))
 }
 
 /// A kept-alive HTTP/1 connection to `url` (`host:port`), through TLS when
@@ -479,17 +481,20 @@ pub(crate) mod tests {
         )
         .unwrap();
         let key: Vec<u8> = (0..32).collect();
-        assert_eq!(&decrypt(&stored, &key).unwrap()[..], b"seaweed log record");
+        assert_eq!(
+            &decrypt(stored.clone().into(), &key).unwrap()[..],
+            b"seaweed log record"
+        );
         let mut tampered = stored.clone();
         tampered[20] ^= 1;
-        assert!(decrypt(&tampered, &key).unwrap_err().contains("tag"));
+        assert!(decrypt(tampered.into(), &key).unwrap_err().contains("tag"));
         assert!(
-            decrypt(&stored, &key[..16])
+            decrypt(stored.clone().into(), &key[..16])
                 .unwrap_err()
                 .contains("16 bytes")
         );
         assert!(
-            decrypt(&stored[..20], &key)
+            decrypt(stored[..20].to_vec().into(), &key)
                 .unwrap_err()
                 .contains("too few")
         );
