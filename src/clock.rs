@@ -1,6 +1,7 @@
 //! The wall clock, in one place. Only display and bookkeeping read it (status
 //! times, cursor `updated_ns`, a pass's default `now` and its
-//! `observed_until`); the lifecycle decisions take `now` as an argument.
+//! `observed_until`, the expiry of a volume read token); the lifecycle
+//! decisions take `now` as an argument.
 
 use crate::engine::Nanos;
 

@@ -4,7 +4,7 @@
 //! the same tokens for its own chunk reads; the direct log-file reads sign
 //! theirs here, or every read would be refused and streamed by the filer.
 
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
@@ -44,9 +44,7 @@ impl VolumeReadKey {
     /// The `Authorization` header's value for a GET of `fid` (`VOLUME,NEEDLE`
     /// as the chunk names it), valid from now for the key's lifetime.
     pub fn bearer(&self, fid: &str) -> String {
-        let now = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .unwrap_or_default();
+        let now = Duration::from_nanos(crate::clock::wall_ns().max(0).unsigned_abs());
         format!("Bearer {}", self.token(fid, now))
     }
 
