@@ -856,7 +856,7 @@ async fn window_rows(c: &Cluster, k: &Knobs) -> anyhow::Result<Vec<Row>> {
     let mut reader = vec![];
     let mut direct_reader = vec![];
     let direct = ReaderOptions {
-        direct_log_reads: true,
+        direct_log_reads: Some(Default::default()),
         ..ReaderOptions::default()
     };
     let _ = replay_count_with(c, start, end, direct.clone()).await?;

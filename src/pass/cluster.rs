@@ -41,11 +41,9 @@ pub struct SeaweedCluster {
     /// (through the first filer; docs/filer-layout.md).
     controls: ControlStore,
     event_buffer: usize,
-    /// Read persisted log files from the volume servers
+    /// Read persisted log files from the volume servers, this way
     /// (`pass.direct_log_reads`, docs/meta-log.md#direct-log-file-reads).
-    direct_log_reads: bool,
-    /// How those reads reach the volume servers (read token, HTTPS).
-    volume_access: VolumeAccess,
+    direct_log_reads: Option<VolumeAccess>,
     /// How far back a broken meta-log stream resumes on another filer, and
     /// how far past a range's end the filer is asked to read
     /// (`pass.reorder_margin`).
@@ -96,8 +94,7 @@ impl SeaweedCluster {
             root,
             controls,
             event_buffer,
-            direct_log_reads: false,
-            volume_access: VolumeAccess::default(),
+            direct_log_reads: None,
             resume_margin: crate::engine::progress::REORDER_MARGIN,
             discovery: None,
             master: String::new(),
@@ -130,10 +127,9 @@ impl SeaweedCluster {
     }
 
     /// Reads the filers' persisted log files straight from the volume
-    /// servers (`pass.direct_log_reads`) as `access` says.
-    pub fn with_direct_log_reads(mut self, on: bool, access: VolumeAccess) -> SeaweedCluster {
-        self.direct_log_reads = on;
-        self.volume_access = access;
+    /// servers (`pass.direct_log_reads`) as `access` says; `None`: off.
+    pub fn with_direct_log_reads(mut self, access: Option<VolumeAccess>) -> SeaweedCluster {
+        self.direct_log_reads = access;
         self
     }
 
@@ -490,8 +486,7 @@ impl ClusterPort for SeaweedCluster {
         };
         let options = ReaderOptions {
             capacity: self.event_buffer.max(1),
-            direct_log_reads: self.direct_log_reads,
-            volume_access: self.volume_access.clone(),
+            direct_log_reads: self.direct_log_reads.clone(),
             // An out-of-order event's log record can be stamped past its
             // range's end by as much as the margin covers.
             until_slack: std::time::Duration::from_nanos(self.resume_margin.unsigned_abs()),

@@ -76,10 +76,7 @@ pub async fn connect_cluster(
     s: &crate::config::Settings,
     tls: Option<ClientTls>,
 ) -> Result<(SeaweedCluster, SeaweedDelete), RunError> {
-    let (direct_log_reads, access) = match s.pass.direct_log_reads {
-        true => volume_access(s),
-        false => (false, VolumeAccess::default()),
-    };
+    let direct_log_reads = s.pass.direct_log_reads.then(|| volume_access(s)).flatten();
     let c = settled_cluster(&s.cluster, tls.as_ref()).await;
     let members = crate::seaweed::discovery::resolve(&c.wanted(), tls.as_ref())
         .await
@@ -108,7 +105,7 @@ pub async fn connect_cluster(
         },
     })?
     .with_resume_margin(s.pass.reorder_margin)
-    .with_direct_log_reads(direct_log_reads, access)
+    .with_direct_log_reads(direct_log_reads)
     .with_master(&c.master, tls.clone());
     let cluster = if c.master.trim().is_empty() {
         cluster
@@ -120,18 +117,18 @@ pub async fn connect_cluster(
 
 /// How the direct log-file reads reach the volume servers: the read token
 /// and the HTTPS of `security.toml`, as weed's own HTTP clients have them
-/// (docs/meta-log.md#read-tokens, #https-volume-servers). `false` when they
+/// (docs/meta-log.md#read-tokens, #https-volume-servers). `None` when they
 /// cannot: HTTPS s3-lifecycled will not speak, or settings for these reads
 /// that do not load. The reads only spare the filer work, so that never
 /// stops a pass: the filer streams the files, said once here rather than by
 /// a warning per file and pass.
-fn volume_access(s: &Settings) -> (bool, VolumeAccess) {
+fn volume_access(s: &Settings) -> Option<VolumeAccess> {
     let off = |why: String| {
         tracing::warn!(
             "pass.direct_log_reads is off for this process, the filer streams the meta-log \
              files: {why}"
         );
-        (false, VolumeAccess::default())
+        None
     };
     let read_key = match s.volume_read_key(std::env::vars()) {
         Ok(k) => k,
@@ -149,7 +146,7 @@ fn volume_access(s: &Settings) -> (bool, VolumeAccess) {
         Ok(VolumeHttps::Unverifiable(why)) => return off(why),
         Err(e) => return off(e.to_string()),
     };
-    (true, VolumeAccess { read_key, https })
+    Some(VolumeAccess { read_key, https })
 }
 
 /// Runs passes over one cluster, one at a time per caller. Cheap to clone:
@@ -211,11 +208,10 @@ mod tests {
         s.cluster.security_toml = file.display().to_string();
         let on = |toml: &str| {
             std::fs::write(&file, toml).unwrap();
-            let (on, access) = volume_access(&s);
-            (on, access.read_key.is_some(), access.https.is_some())
+            volume_access(&s).map(|a| (a.read_key.is_some(), a.https.is_some()))
         };
-        assert_eq!(on("[jwt.signing]\nkey = \"w\"\n"), (true, false, false));
-        assert_eq!(on("[jwt.signing.read]\nkey = \"r\"\n"), (true, true, false));
+        assert_eq!(on("[jwt.signing]\nkey = \"w\"\n"), Some((false, false)));
+        assert_eq!(on("[jwt.signing.read]\nkey = \"r\"\n"), Some((true, false)));
         let missing = dir.join("missing-ca.crt").display().to_string();
         for off in [
             "[jwt.signing.read]\nkey = \"r\"\nexpires_after_seconds = \"soon\"\n".to_string(),
@@ -223,7 +219,7 @@ mod tests {
             "[https.client]\nenabled = true\n".to_string(),
             "[https.client]\nenabled = true\nca = \"/x\"\ncert = \"/c\"\n".to_string(),
         ] {
-            assert_eq!(on(&off), (false, false, false), "{off}");
+            assert_eq!(on(&off), None, "{off}");
         }
         let _ = std::fs::remove_dir_all(&dir);
     }

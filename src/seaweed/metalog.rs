@@ -45,11 +45,10 @@ pub struct ReaderOptions {
     /// straight from the volume servers (`pass.direct_log_reads`,
     /// docs/meta-log.md#direct-log-file-reads); events still in the filer's
     /// memory come streamed as usual. Aggregated log only: a filer's own log
-    /// ([`MetaLogReader::open_local`]) is always streamed.
-    pub direct_log_reads: bool,
-    /// How the volume servers are read: a read token, HTTPS
-    /// (docs/meta-log.md#read-tokens, #https-volume-servers).
-    pub volume_access: VolumeAccess,
+    /// ([`MetaLogReader::open_local`]) is always streamed. `Some`: on, with
+    /// how the volume servers are read (a read token, HTTPS;
+    /// docs/meta-log.md#read-tokens, #https-volume-servers).
+    pub direct_log_reads: Option<VolumeAccess>,
     /// How far past `until_ns` the filer is asked to read, so an event of the
     /// window whose log record was stamped past the bound is not lost
     /// ([`subscription::log_until`]); what it brings past `until_ns` is dropped.
@@ -61,8 +60,7 @@ impl Default for ReaderOptions {
         ReaderOptions {
             capacity: DEFAULT_CAPACITY,
             receive_timeout: Some(DEFAULT_RECEIVE_TIMEOUT),
-            direct_log_reads: false,
-            volume_access: VolumeAccess::default(),
+            direct_log_reads: None,
             until_slack: Duration::from_nanos(subscription::DEFAULT_UNTIL_SLACK.unsigned_abs()),
         }
     }
@@ -213,10 +211,10 @@ impl MetaLogReader {
         // refs lost events still in the filer's memory: a pass over a window
         // with no persisted file read 1 to 3 of its 5 events, varying from run
         // to run (docs/meta-log.md#direct-log-file-reads, "Two filers").
-        let direct_reads = options.direct_log_reads && !local;
+        let direct_reads = options.direct_log_reads.clone().filter(|_| !local);
         let caps = Capabilities {
             idle_heartbeat: options.receive_timeout.is_some(),
-            metadata_chunks: direct_reads,
+            metadata_chunks: direct_reads.is_some(),
         };
         let slack = i64::try_from(options.until_slack.as_nanos()).unwrap_or(i64::MAX);
         let request = subscription::request(&params, random_client_id(), caps, slack);
@@ -242,9 +240,9 @@ impl MetaLogReader {
         let (tx, rx) = mpsc::channel(options.capacity.saturating_add(1));
         let room = Arc::new(Semaphore::new(options.capacity));
         let stats = Arc::new(ReaderStats::default());
-        let direct = direct_reads.then(|| Direct {
+        let direct = direct_reads.map(|access| Direct {
             fetcher: LogFileFetcher::new(SeaweedFilerClient::new(channel.clone()))
-                .with_access(options.volume_access.clone()),
+                .with_access(access),
             protocol: RefsProtocol::new(&params, slack),
             params: params.clone(),
             channel: channel.clone(),

@@ -114,7 +114,7 @@ fn params(since: i64, until: i64) -> SubscribeParams {
 /// The reader's default options with `direct_log_reads` on.
 fn direct_options() -> ReaderOptions {
     ReaderOptions {
-        direct_log_reads: true,
+        direct_log_reads: Some(Default::default()),
         ..ReaderOptions::default()
     }
 }
