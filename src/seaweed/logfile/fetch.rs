@@ -414,8 +414,10 @@ fn decrypt(stored: Bytes, cipher_key: &[u8]) -> Result<Bytes, String> {
     Ok(Bytes::from(buf).slice(NONCE_LEN..NONCE_LEN + plain))
 }
 
-/// A kept-alive HTTP/1 connection to `url` (`host:port`), through TLS when
-/// `access` says the volume servers serve HTTPS.
+/// A kept-alive HTTP/1 connection to `url` (`host:port`), through `tls` when
+/// set. A handshake that fails without a verdict on certificates is
+/// [`Failed::NotTls`]: most often the answer of a plain HTTP server, which
+/// the caller's plain retry confirms or not.
 async fn connect(url: &str, tls: Option<&ClientTls>) -> Result<SendRequest<Empty<Bytes>>, Failed> {
     async fn over<IO>(io: IO) -> Result<SendRequest<Empty<Bytes>>, Failed>
     where
@@ -444,8 +446,7 @@ async fn connect(url: &str, tls: Option<&ClientTls>) -> Result<SendRequest<Empty
             // A refused handshake says why, naming [https.client] and
             // [https.volume] (docs/tls.md#how-failures-surface).
             let io = tls.dial(&host, port).await.map_err(|e| {
-                // Any verdict on certificates means the server speaks TLS;
-                // an answer rustls cannot read as TLS is a plain server's.
+                // A verdict on certificates means the server speaks TLS.
                 let not_tls = e
                     .get_ref()
                     .and_then(|i| i.downcast_ref::<HandshakeError>())
